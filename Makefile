@@ -1,0 +1,180 @@
+# ringload - see README.md.
+#
+#   make            library (static + shared), build/ringload, build/rlperf
+#   make test       build and run every test (one line per test, then a total)
+#   make asan       the same tests under AddressSanitizer + UBSan
+#   make tsan       the same tests under ThreadSanitizer
+#   make fuzz       libFuzzer targets (clang) in build-fuzz/
+#   make bench      benchmark suite against fio (perf/)
+#   make demo       generate a sample checkpoint and load it (README's main job)
+#   make install    library, header and ringload.pc under PREFIX
+#   make deps       install missing Debian packages with apt-get
+#
+# Quiet by default; V=1 shows full commands.
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include
+BUILD ?= build
+SAN ?=
+
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+V ?= 0
+ifeq ($(V),0)
+Q := @
+say = @printf '  %-7s %s\n' $(1) $(2);
+else
+Q :=
+say :=
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter
+CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
+LDLIBS := -luring -laio -lcjson -ljemalloc -lpthread -lm
+TEST_LDLIBS := -lcrypto
+
+ifeq ($(SAN),asan)
+CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+CPPFLAGS += -DRL_LIBC_MALLOC
+endif
+ifeq ($(SAN),tsan)
+CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=thread
+CPPFLAGS += -DRL_LIBC_MALLOC
+endif
+
+LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c api/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_SRC := tools/ringload.c $(wildcard tools/cmd_*.c)
+GEN_SRC := $(wildcard tools/mkckpt.c)
+PERF_SRC := $(wildcard perf/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/tests/replay_%)
+
+STATIC := $(BUILD)/libringload.a
+SHARED := $(BUILD)/libringload.so
+TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
+
+.PHONY: all test asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
+.DEFAULT_GOAL := all
+
+all: $(STATIC) $(SHARED) $(TOOLS)
+
+-include $(LIB_OBJ:.o=.d)
+
+$(BUILD)/obj/%.o: %.c
+	$(call say,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(STATIC): $(LIB_OBJ)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ) api/ringload.map
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared $(CFLAGS) $(LDFLAGS) -Wl,--version-script=api/ringload.map \
+		-Wl,-soname,libringload.so.0 -o $@.0 $(LIB_OBJ) $(LDLIBS)
+	$(Q)ln -sf libringload.so.0 $@
+
+# The CLI is a thin client of the public header and links the shared
+# library, so the host-side malloc stays libc's (see common/alloc.c).
+$(BUILD)/ringload: $(TOOL_SRC) tools/cli.h $(SHARED) api/ringload.h
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
+		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm
+
+# The sample-checkpoint generator needs nothing of the library.
+$(BUILD)/mkckpt: $(GEN_SRC)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(GEN_SRC)
+
+$(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(STATIC)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_HELPERS) \
+		$(STATIC) $(LDLIBS) $(TEST_LDLIBS)
+
+$(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c \
+		$(TEST_HELPERS) $(STATIC) $(LDLIBS) $(TEST_LDLIBS)
+
+# Tests find the shared fixtures here (never copied into the repo).
+TESTDATA ?= $(abspath ../shared/testdata)
+
+test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
+	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN)
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
+
+ubsan: asan
+
+tsan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan SAN=tsan test
+
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -DRL_LIBC_MALLOC
+fuzz: check-deps
+	$(Q)mkdir -p build-fuzz
+	$(Q)for f in $(FUZZ_SRC); do \
+		n=$$(basename $$f .c); \
+		echo "  FUZZ    build-fuzz/$$n"; \
+		clang -std=gnu11 $(CPPFLAGS) -Itests $(FUZZ_CFLAGS) -o build-fuzz/$$n $$f \
+			$(LIB_SRC) $(TEST_HELPERS) $(LDLIBS) $(TEST_LDLIBS) || exit 1; \
+	done
+
+bench: all
+	$(Q)perf/bench.sh
+
+demo: check-deps all
+	$(Q)tools/demo.sh $(BUILD)
+
+install: $(STATIC) $(SHARED)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libringload.a
+	install -m 755 $(SHARED).0 $(DESTDIR)$(LIBDIR)/libringload.so.0
+	ln -sf libringload.so.0 $(DESTDIR)$(LIBDIR)/libringload.so
+	install -m 644 api/ringload.h $(DESTDIR)$(INCDIR)/ringload.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+		-e 's|@VERSION@|'$$(sed -n 's/.*RINGLOAD_VERSION_STRING "\(.*\)"/\1/p' api/ringload.h)'|' \
+		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
+		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
+
+# Debian packages the build, the tests and the benchmarks need.
+DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \
+	libclang-rt-14-dev fio gnuplot-nox util-linux
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "  DEPS    installing:" $$missing; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
+	fi
+
+# Installs what is missing, quietly when nothing is.
+check-deps: deps
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

@@ -1,0 +1,533 @@
+/*
+ * ringload.h - load safetensors checkpoints from local NVMe into per-device
+ * staging areas, reading exactly the bytes a target sharding needs.
+ *
+ * This is the one public header. It is self-contained (C99, no other
+ * ringload header) and is the reference: every prototype states its contract.
+ *
+ * Conventions (as in liburing):
+ *  - Functions that can fail return an int: >= 0 on success (or a count),
+ *    a negative code on failure. System errors are -errno (-ENOMEM, -EIO,
+ *    -ENOENT, ...); ringload's own errors are the RL_E_* codes below, whose
+ *    values never change. No function touches errno on purpose.
+ *  - Every fallible call on a handle records a one-line detailed message
+ *    (naming the file, tensor, rule or offset) retrievable with the handle's
+ *    _errmsg() function until the next fallible call on that handle.
+ *  - Handles are opaque, created with _create() and freed with _destroy();
+ *    _destroy(NULL) is a no-op. A handle may be used by one thread at a time.
+ *  - The library never prints, never exits, never aborts.
+ */
+#ifndef RINGLOAD_H
+#define RINGLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Everything declared here is the exported interface of libringload.so. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Version                                                             */
+/* ------------------------------------------------------------------ */
+
+#define RINGLOAD_VERSION_MAJOR 0
+#define RINGLOAD_VERSION_MINOR 1
+#define RINGLOAD_VERSION_PATCH 0
+#define RINGLOAD_VERSION_NUMBER \
+	(RINGLOAD_VERSION_MAJOR * 10000 + RINGLOAD_VERSION_MINOR * 100 + \
+	 RINGLOAD_VERSION_PATCH)
+#define RINGLOAD_VERSION_STRING "0.1.0"
+
+/* Returns RINGLOAD_VERSION_NUMBER of the library actually linked. */
+unsigned rl_version_number(void);
+/* Returns RINGLOAD_VERSION_STRING of the library actually linked. */
+const char *rl_version_string(void);
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+/*
+ * ringload's own error codes. Values are fixed forever and lie below
+ * -4096 so they never collide with -errno. New codes are only appended.
+ */
+enum rl_error {
+	RL_OK = 0,
+
+	/* safetensors header, in the reference implementation's order */
+	RL_E_HEADER_TOO_SMALL = -5001,  /* file shorter than 8 bytes */
+	RL_E_HEADER_TOO_LARGE = -5002,  /* header length over 100,000,000 */
+	RL_E_HEADER_LENGTH = -5003,     /* header extends past end of file */
+	RL_E_HEADER_UTF8 = -5004,       /* header is not valid UTF-8 */
+	RL_E_HEADER_JSON = -5005,       /* header is not JSON of the right form */
+	RL_E_INVALID_OFFSET = -5006,    /* data offsets not contiguous from 0 */
+	RL_E_OVERFLOW = -5007,          /* element or byte count overflow */
+	RL_E_MISALIGNED = -5008,        /* sub-byte dtype not filling whole bytes */
+	RL_E_SIZE_MISMATCH = -5009,     /* byte length != shape x dtype size */
+	RL_E_INCOMPLETE = -5010,        /* bytes left after the last tensor's data */
+	RL_E_TRUNCATED = -5011,         /* file shorter than its header declares */
+
+	/* checkpoints of several files */
+	RL_E_BAD_INDEX = -5020,         /* index.json malformed */
+	RL_E_DUPLICATE_TENSOR = -5021,  /* one tensor name in two files */
+	RL_E_MISSING_TENSOR = -5022,    /* a named tensor does not exist */
+
+	/* sharding spec and plan */
+	RL_E_SPEC = -5030,              /* spec is not JSON of the right form */
+	RL_E_SPEC_MESH = -5031,         /* mesh shape/devices/processes inconsistent */
+	RL_E_SPEC_AXIS = -5032,         /* unknown axis, or an axis used twice */
+	RL_E_SPEC_RANK = -5033,         /* partition spec longer than tensor rank */
+	RL_E_SPEC_REGEX = -5034,        /* a rule's regex does not compile */
+	RL_E_SPEC_TARGET = -5035,       /* a target definition is invalid */
+	RL_E_SHAPE_MISMATCH = -5036,    /* declared target shape/dtype != sources */
+	RL_E_SUBBYTE_SPLIT = -5037,     /* shard of F4/F6 not on whole bytes */
+
+	/* arguments and state */
+	RL_E_INVALID_ARG = -5040,       /* a parameter value out of bounds */
+	RL_E_STATE = -5041,             /* call not valid in the handle's state */
+	RL_E_TOO_LARGE = -5042,         /* a size limit of ringload exceeded */
+
+	/* loading */
+	RL_E_BACKEND = -5050,           /* requested I/O backend unavailable */
+	RL_E_CANCELED = -5051,          /* a callback asked to stop */
+	RL_E_STAGING = -5052,           /* caller staging missing or too small */
+};
+
+/*
+ * Returns a short static description of code: an RL_E_* value, a negative
+ * errno, or 0. Never returns NULL (unknown codes give "unknown error").
+ */
+const char *rl_strerror(int code);
+
+/* ------------------------------------------------------------------ */
+/* Data types                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Element types of the safetensors format. Values are fixed forever. */
+typedef enum rl_dtype {
+	RL_DTYPE_BOOL = 0,
+	RL_DTYPE_U8,
+	RL_DTYPE_I8,
+	RL_DTYPE_F8_E5M2,
+	RL_DTYPE_F8_E4M3,
+	RL_DTYPE_F8_E8M0,
+	RL_DTYPE_I16,
+	RL_DTYPE_U16,
+	RL_DTYPE_F16,
+	RL_DTYPE_BF16,
+	RL_DTYPE_I32,
+	RL_DTYPE_U32,
+	RL_DTYPE_F32,
+	RL_DTYPE_F64,
+	RL_DTYPE_I64,
+	RL_DTYPE_U64,
+	RL_DTYPE_F4,
+	RL_DTYPE_F6_E2M3,
+	RL_DTYPE_F6_E3M2,
+	RL_DTYPE_C64,
+	RL_DTYPE_F8_E4M3FNUZ,
+	RL_DTYPE_F8_E5M2FNUZ,
+	RL_DTYPE_COUNT /* not a dtype */
+} rl_dtype;
+
+/* Returns the safetensors name ("BF16"), or NULL for an invalid value. */
+const char *rl_dtype_name(rl_dtype dt);
+/* Returns the size of one element in bits (F4: 4, F6_*: 6), 0 if invalid. */
+unsigned rl_dtype_bits(rl_dtype dt);
+/* Returns the dtype for an exact (case-sensitive) name, or -1. */
+int rl_dtype_from_name(const char *name);
+
+/* ------------------------------------------------------------------ */
+/* Checkpoints                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct rl_ckpt rl_ckpt;
+
+/* Returns an empty checkpoint handle, or NULL when out of memory. */
+rl_ckpt *rl_ckpt_create(void);
+
+/*
+ * Opens path: a .safetensors file, a directory (every *.safetensors in it,
+ * sorted by name) or an HF model.safetensors.index.json. Every header is
+ * read and validated exactly as the safetensors reference does, and every
+ * file's size is checked against its header before any data is read.
+ * Returns 0, or a negative code with the detail in rl_ckpt_errmsg().
+ * A handle can be opened once; a second call returns RL_E_STATE.
+ */
+int rl_ckpt_open(rl_ckpt *ck, const char *path);
+
+/* Returns the last error message of ck ("" if none). Never NULL. */
+const char *rl_ckpt_errmsg(const rl_ckpt *ck);
+
+/* Frees ck and everything it owns. NULL is a no-op. */
+void rl_ckpt_destroy(rl_ckpt *ck);
+
+/* Number of files, and each file's path and size in bytes. */
+size_t rl_ckpt_num_files(const rl_ckpt *ck);
+const char *rl_ckpt_file_path(const rl_ckpt *ck, size_t file);
+uint64_t rl_ckpt_file_size(const rl_ckpt *ck, size_t file);
+
+typedef struct rl_tensor_info {
+	const char *name;       /* owned by the checkpoint */
+	rl_dtype dtype;
+	unsigned ndim;
+	const uint64_t *shape;  /* ndim entries, owned by the checkpoint */
+	size_t file;            /* index for rl_ckpt_file_path() */
+	uint64_t offset;        /* absolute byte offset of the data in file */
+	uint64_t nbytes;        /* byte count of the data */
+} rl_tensor_info;
+
+/* Number of tensors; tensors are ordered by file, then by data offset. */
+size_t rl_ckpt_num_tensors(const rl_ckpt *ck);
+
+/* Fills *out for tensor i. Returns 0, or -EINVAL if i is out of range. */
+int rl_ckpt_tensor(const rl_ckpt *ck, size_t i, rl_tensor_info *out);
+
+/* Returns the index of the tensor named name, or RL_E_MISSING_TENSOR. */
+long rl_ckpt_find(const rl_ckpt *ck, const char *name);
+
+/*
+ * __metadata__ of all files merged (a later file wins on a repeated key),
+ * ordered by key. rl_ckpt_metadata() fills key/value (owned by ck) for entry
+ * i and returns 0, or -EINVAL if out of range. rl_ckpt_metadata_get()
+ * returns the value for key, or NULL.
+ */
+size_t rl_ckpt_num_metadata(const rl_ckpt *ck);
+int rl_ckpt_metadata(const rl_ckpt *ck, size_t i, const char **key,
+		     const char **value);
+const char *rl_ckpt_metadata_get(const rl_ckpt *ck, const char *key);
+
+/* ------------------------------------------------------------------ */
+/* Sharding specs                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct rl_spec rl_spec;
+
+/* Returns an empty spec (one device, every tensor replicated), or NULL. */
+rl_spec *rl_spec_create(void);
+
+/*
+ * Parses the JSON sharding spec of README "Sharding spec" (mesh, rules,
+ * optional targets and tensors). Replaces whatever spec held. Returns 0, or
+ * RL_E_SPEC* with the rule or field named in rl_spec_errmsg().
+ */
+int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
+
+/* Reads and parses a spec file. Returns as rl_spec_parse(), or -errno. */
+int rl_spec_load(rl_spec *spec, const char *path);
+
+/*
+ * Sets the mesh from C structures: ndim axes with sizes shape[] and names
+ * axes[]; devices[] lists device ids in row-major mesh order (NULL: 0..N-1);
+ * process_of_device[] maps each listed device to its process (NULL: all 0).
+ * Returns 0 or RL_E_SPEC_MESH / RL_E_SPEC_AXIS.
+ */
+int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
+		     const char *const *axes, const uint32_t *devices,
+		     const uint32_t *process_of_device);
+
+/* One dimension of a partition spec: naxes == 0 means not split. */
+typedef struct rl_dim_spec {
+	unsigned naxes;
+	const char *const *axes;
+} rl_dim_spec;
+
+/*
+ * Appends a rule: tensors whose whole name matches the POSIX extended
+ * regex get the partition spec dims[0..ndims). Rules are tried in order.
+ * Returns 0, RL_E_SPEC_REGEX or RL_E_SPEC_AXIS.
+ */
+int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
+		     const rl_dim_spec *dims);
+
+/*
+ * Appends a target tensor assembled from sources, given as the JSON of one
+ * element of the spec's "targets" list (see README). Returns 0 or
+ * RL_E_SPEC_TARGET.
+ */
+int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
+
+/* Returns the last error message of spec ("" if none). Never NULL. */
+const char *rl_spec_errmsg(const rl_spec *spec);
+
+/* Frees spec. NULL is a no-op. */
+void rl_spec_destroy(rl_spec *spec);
+
+/* ------------------------------------------------------------------ */
+/* Plans                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct rl_plan rl_plan;
+
+/* Plan parameters, set with rl_plan_set() before rl_plan_build(). */
+typedef enum rl_plan_param {
+	RL_PLAN_PROCESS = 1,      /* process to plan for (default 0) */
+	RL_PLAN_MIN_GAP = 2,      /* coalesce gaps <= this (default 4096) */
+	RL_PLAN_RATIO_MILLI = 3,  /* ratio x 1000, >= 1000; 0 = automatic (default) */
+	RL_PLAN_CHUNK_BYTES = 4,  /* max bytes per read request (default 4 MiB) */
+	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards (default 4096, >= 64, power of 2) */
+	RL_PLAN_CONGRUENT = 6,    /* 1: place shards so staging offset == file offset mod
+				   * the O_DIRECT alignment, allowing direct reads (default 1) */
+	RL_PLAN_ALL_STATS = 7,    /* 1: also compute statistics of every other process (default 1) */
+	RL_PLAN_READ_ONCE = 8,    /* 1: read replicated data once in the cluster and list
+				   * broadcasts (default 0) */
+	RL_PLAN_BATCH_BYTES = 9,  /* read-once broadcast batch bound (default 1 GiB) */
+} rl_plan_param;
+
+/* Returns an empty plan with default parameters, or NULL. */
+rl_plan *rl_plan_create(void);
+
+/* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
+int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t value);
+
+/* Reports the valid range of param. Returns 0 or -EINVAL. */
+int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi);
+
+/*
+ * Builds the plan of the configured process for checkpoint ck under spec
+ * (NULL: every tensor whole on one device, id 0). File alignment is probed
+ * here (statx DIOALIGN, else the logical block size). Returns 0, or a
+ * negative code naming the rule and tensor in rl_plan_errmsg(). A plan can
+ * be built once; ck and spec may be destroyed afterwards.
+ */
+int rl_plan_build(rl_plan *plan, const rl_ckpt *ck, const rl_spec *spec);
+
+/* Returns the last error message of plan ("" if none). Never NULL. */
+const char *rl_plan_errmsg(const rl_plan *plan);
+
+/* Frees plan. NULL is a no-op. */
+void rl_plan_destroy(rl_plan *plan);
+
+typedef struct rl_plan_stats {
+	uint64_t devices;       /* devices of the process (sum for the total) */
+	uint64_t needed_bytes;  /* unique file bytes its devices need */
+	uint64_t read_bytes;    /* bytes its requests read */
+	uint64_t blocks;        /* coalesced blocks */
+	uint64_t requests;      /* read requests after alignment and chunking */
+	uint64_t files_opened;  /* files with at least one request */
+} rl_plan_stats;
+
+#define RL_TOTAL (-1)
+
+/* Number of processes in the spec's mesh. */
+unsigned rl_plan_num_processes(const rl_plan *plan);
+
+/*
+ * Statistics of process p, or of all processes with p == RL_TOTAL. Other
+ * processes than the planned one need RL_PLAN_ALL_STATS. Returns 0,
+ * -EINVAL or RL_E_STATE.
+ */
+int rl_plan_get_stats(const rl_plan *plan, int p, rl_plan_stats *out);
+
+/* Devices of the planned process, in mesh order. */
+typedef struct rl_device_info {
+	uint32_t id;            /* device id from the mesh */
+	uint64_t staging_bytes; /* size of its staging area */
+	size_t nshards;
+} rl_device_info;
+
+unsigned rl_plan_num_devices(const rl_plan *plan);
+int rl_plan_device(const rl_plan *plan, unsigned dev, rl_device_info *out);
+
+#define RL_MAX_DIMS 16
+
+/* One shard: what one device holds of one loaded tensor. */
+typedef struct rl_shard_info {
+	const char *name;        /* tensor (or target) name, owned by the plan */
+	rl_dtype dtype;
+	unsigned ndim;
+	uint64_t shape[RL_MAX_DIMS]; /* shape of the full tensor */
+	uint64_t start[RL_MAX_DIMS]; /* box [start, stop) of this shard */
+	uint64_t stop[RL_MAX_DIMS];
+	unsigned device;         /* index for rl_plan_device() */
+	uint64_t offset;         /* offset in the device's staging area */
+	uint64_t nbytes;         /* bytes of the shard, C order of its box */
+} rl_shard_info;
+
+/* Shards of the planned process, ordered by device, then tensor. */
+size_t rl_plan_num_shards(const rl_plan *plan);
+int rl_plan_shard(const rl_plan *plan, size_t shard, rl_shard_info *out);
+
+typedef struct rl_request_info {
+	size_t file;          /* index for rl_ckpt_file_path() */
+	uint64_t offset;      /* aligned file offset */
+	uint64_t length;      /* bytes to read */
+	uint64_t min_length;  /* bytes that must arrive (the rest may be past EOF) */
+	size_t ncopies;
+	int direct;           /* 1: read straight into staging (one copy) */
+} rl_request_info;
+
+/* Read requests of the planned process, in file and offset order. */
+size_t rl_plan_num_requests(const rl_plan *plan);
+int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out);
+
+/*
+ * Copy j of request req: count runs of len bytes, the k-th starting at
+ * src + k*src_stride in the request's bytes, land contiguously at
+ * dst + k*len in device's staging area and belong to shard.
+ */
+typedef struct rl_copy_info {
+	uint64_t src;
+	uint64_t len;
+	uint64_t count;
+	uint64_t src_stride;
+	unsigned device;
+	uint64_t dst;
+	size_t shard;
+} rl_copy_info;
+
+int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out);
+
+/*
+ * Read-once mode (RL_PLAN_READ_ONCE): broadcasts the runtime must perform.
+ * Shard bytes [offset, offset+nbytes) of shard (a shard index of the planned
+ * process when it receives, or of the root when it sends) travel from
+ * process root to the listed processes; batch groups broadcasts whose total
+ * stays under RL_PLAN_BATCH_BYTES.
+ */
+typedef struct rl_broadcast_info {
+	const char *name;        /* tensor name */
+	uint64_t src_offset;     /* file-level source region */
+	uint64_t nbytes;
+	int root;                /* process that reads */
+	size_t nreceivers;
+	const int *receivers;    /* owned by the plan */
+	size_t batch;
+} rl_broadcast_info;
+
+size_t rl_plan_num_broadcasts(const rl_plan *plan);
+int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out);
+
+/* ------------------------------------------------------------------ */
+/* Loading                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef enum rl_backend {
+	RL_BACKEND_AUTO = 0,     /* io_uring, then libaio, then pread */
+	RL_BACKEND_IO_URING = 1,
+	RL_BACKEND_LIBAIO = 2,
+	RL_BACKEND_PREAD = 3,
+} rl_backend;
+
+/* Returns "auto", "io_uring", "libaio" or "pread"; "?" if invalid. */
+const char *rl_backend_name(rl_backend b);
+
+typedef struct rl_loader rl_loader;
+
+/* Loader parameters, set with rl_loader_set() before rl_loader_run(). */
+typedef enum rl_loader_param {
+	RL_OPT_BACKEND = 1,        /* rl_backend (default RL_BACKEND_AUTO) */
+	RL_OPT_QUEUE_DEPTH = 2,    /* reads in flight at most */
+	RL_OPT_REQUEST_BYTES = 3,  /* max bytes per read for plans the loader builds */
+	RL_OPT_INFLIGHT_BYTES = 4, /* bound on bytes submitted and not yet scattered */
+	RL_OPT_BUFFERS = 5,        /* bounce buffers in the pool */
+	RL_OPT_REGISTER = 6,       /* 1: register buffers and files with io_uring (default 1) */
+	RL_OPT_DIRECT = 7,         /* 1: O_DIRECT where supported (default), 0: buffered */
+	RL_OPT_STAGING = 8,        /* RL_STAGING_LIBRARY (default) or RL_STAGING_CALLER */
+	RL_OPT_THREADS = 9,        /* pread backend worker threads */
+} rl_loader_param;
+
+#define RL_STAGING_LIBRARY 0
+#define RL_STAGING_CALLER 1
+
+/* Returns a loader with default parameters, or NULL. */
+rl_loader *rl_loader_create(void);
+
+/* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
+int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
+
+/* Reports the valid range of param. Returns 0 or -EINVAL. */
+int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
+
+/*
+ * Called from the completion thread when every byte of a shard arrived.
+ * Keep it short: a runtime typically queues a host-to-device copy.
+ */
+typedef void (*rl_shard_fn)(void *user, size_t shard);
+
+/*
+ * Called from time to time with the bytes done and the total; a non-zero
+ * return cancels the load (rl_loader_run() returns RL_E_CANCELED).
+ */
+typedef int (*rl_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+/* Sets the callbacks (either may be NULL). Returns 0. */
+int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
+			    rl_progress_fn on_progress, void *user);
+
+/*
+ * With RL_STAGING_CALLER: supplies the staging area of device dev (index
+ * of rl_plan_device()) for the next run; len must be at least the device's
+ * staging_bytes. Memory aligned to 4096 allows direct reads. Returns 0 or
+ * RL_E_STAGING.
+ */
+int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len);
+
+/*
+ * Executes plan: every request of the planned process is read and scattered
+ * into the staging areas. Returns 0 when every shard is complete; otherwise
+ * a negative code (file, offset, length and errno text in
+ * rl_loader_errmsg()), with nothing in flight and no shard reported as
+ * complete that is not. Library staging from a previous run is freed.
+ */
+int rl_loader_run(rl_loader *ld, const rl_plan *plan);
+
+/*
+ * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
+ * device) for process, with RL_OPT_REQUEST_BYTES as chunk size, and runs it.
+ * *planp receives the plan (caller destroys it), for shard queries.
+ */
+int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
+		   int process, rl_plan **planp);
+
+/*
+ * Staging area of device dev after a successful run (library-allocated or
+ * the caller's). Returns NULL if none. *len receives its size.
+ */
+void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len);
+
+typedef struct rl_load_stats {
+	uint64_t bytes_needed;     /* unique bytes the plan needs */
+	uint64_t bytes_read;       /* bytes read from files */
+	uint64_t bytes_direct;     /* bytes read straight into staging */
+	uint64_t requests;         /* reads submitted (retries included) */
+	uint64_t retries;          /* short-read and -EAGAIN resubmissions */
+	uint64_t peak_inflight;    /* max bytes in flight seen */
+	double plan_seconds;       /* building the plan (rl_loader_load only) */
+	double read_seconds;       /* first submit to last completion */
+	double scatter_seconds;    /* completion thread busy copying */
+	double total_seconds;      /* the whole run */
+	double gbps;               /* bytes_read / read_seconds / 1e9 */
+	rl_backend backend;        /* backend that ran */
+	unsigned buffers;          /* bounce buffers used */
+	unsigned registered_buffers; /* of which registered with io_uring */
+	int registered_files;      /* 1 if files were registered */
+	int direct_io;             /* 1 if every file was read with O_DIRECT */
+	unsigned queue_depth;      /* queue depth used */
+	char fallbacks[256];       /* every fallback and why ("" if none) */
+} rl_load_stats;
+
+/* Statistics of the last run. Returns 0, or RL_E_STATE before any run. */
+int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
+
+/* Returns the last error message of ld ("" if none). Never NULL. */
+const char *rl_loader_errmsg(const rl_loader *ld);
+
+/* Frees ld and library-allocated staging. NULL is a no-op. */
+void rl_loader_destroy(rl_loader *ld);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGLOAD_H */

@@ -1,0 +1,34 @@
+/* err.c - the per-handle error record. */
+#include <stdio.h>
+#include <string.h>
+
+#include "rl_common.h"
+
+int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap)
+{
+	if (!e)
+		return code;
+	e->code = code;
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	/* One line: callers print it as is. */
+	for (char *c = e->msg; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
+	return code;
+}
+
+int rl_err_set(struct rl_err *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	rl_err_vset(e, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void rl_err_clear(struct rl_err *e)
+{
+	e->code = 0;
+	e->msg[0] = '\0';
+}

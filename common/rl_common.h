@@ -1,0 +1,79 @@
+/*
+ * rl_common.h - the base layer under planner/, engine/ and api/: the one
+ * allocation wrapper, overflow-checked size arithmetic and the per-handle
+ * error record. Error codes come from the public header, a leaf header.
+ */
+#ifndef RL_COMMON_H
+#define RL_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../api/ringload.h"
+
+/*
+ * All allocation goes through these (jemalloc's mallocx/dallocx underneath,
+ * without replacing the host program's malloc; libc malloc in sanitizer
+ * builds so that ASan and LSan see every block). rl_free(NULL) is a no-op.
+ * rl_malloc(0) returns a unique non-NULL pointer.
+ */
+void *rl_malloc(size_t n);
+void *rl_calloc(size_t nmemb, size_t size);   /* checks nmemb*size overflow */
+void *rl_realloc(void *p, size_t n);
+void *rl_mallocarray(size_t nmemb, size_t size); /* NULL on overflow */
+void *rl_reallocarray(void *p, size_t nmemb, size_t size);
+char *rl_strdup(const char *s);
+char *rl_strndup(const char *s, size_t n);
+void rl_free(void *p);
+
+/*
+ * Test hooks: the number of live blocks (allocated, not yet freed), and
+ * fault injection: after rl_alloc_fail_after(n), the n-th following
+ * allocation (0-based) and every later one fail until
+ * rl_alloc_fail_after(-1). Counting is process-wide and thread-safe.
+ */
+long rl_alloc_live(void);
+void rl_alloc_fail_after(long n);
+
+/* Overflow-checked arithmetic: return 0 and store, or -1 on overflow. */
+static inline int rl_mul64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int rl_add64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+/* Round x up/down to a multiple of a (a a power of two). */
+static inline uint64_t rl_align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+static inline uint64_t rl_align_down(uint64_t x, uint64_t a)
+{
+	return x & ~(a - 1);
+}
+
+/* A handle's last error: a code and a one-line message. */
+#define RL_ERRMSG_MAX 512
+struct rl_err {
+	int code;
+	char msg[RL_ERRMSG_MAX];
+};
+
+/* Records code and a printf-formatted message; returns code. */
+int rl_err_set(struct rl_err *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap);
+/* Clears e (code 0, empty message). */
+void rl_err_clear(struct rl_err *e);
+
+#define RL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define RL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RL_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif /* RL_COMMON_H */

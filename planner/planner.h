@@ -1,0 +1,170 @@
+/*
+ * planner.h - the planner layer: safetensors reading and validation,
+ * multi-file checkpoints, sharding specs, and plans (read requests with
+ * scatter lists, see common/rl_io.h). Uses libc and cJSON only; never
+ * includes engine/.
+ */
+#ifndef RL_PLANNER_H
+#define RL_PLANNER_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "rl_common.h"
+#include "rl_io.h"
+
+/* ---------------------------------------------------------------- */
+/* dtypes (planner/dtype.c)                                          */
+/* ---------------------------------------------------------------- */
+
+/* Bits per element of dt, 0 if dt is invalid. */
+unsigned pl_dtype_bits(int dt);
+
+/* ---------------------------------------------------------------- */
+/* Checkpoints (planner/safetensors.c, planner/checkpoint.c)         */
+/* ---------------------------------------------------------------- */
+
+struct pl_file {
+	char *path;
+	uint64_t size;       /* bytes, from fstat at open */
+	uint64_t data_start; /* 8 + header length: offset of the data buffer */
+};
+
+struct pl_tensor {
+	char *name;
+	uint64_t *shape;     /* ndim entries (NULL when ndim == 0) */
+	uint64_t offset;     /* absolute offset of the data in its file */
+	uint64_t nbytes;
+	uint32_t file;
+	uint8_t dtype;       /* rl_dtype */
+	uint8_t ndim;        /* safetensors allows any rank; planner caps at RL_MAX_DIMS */
+};
+
+struct pl_meta {
+	char *key;
+	char *value;
+};
+
+struct pl_ckpt {
+	struct pl_file *files;
+	size_t nfiles;
+	struct pl_tensor *tensors; /* ordered by file, then offset */
+	size_t ntensors;
+	uint32_t *by_name;         /* tensor indices sorted by name */
+	struct pl_meta *meta;      /* sorted by key, later file wins */
+	size_t nmeta;
+};
+
+/*
+ * Opens a file, directory or index (see rl_ckpt_open). Returns 0 and sets
+ * *out, or a negative code with e set.
+ */
+int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e);
+void pl_ckpt_free(struct pl_ckpt *ck);
+/* Index of the tensor named name, or -1. */
+long pl_ckpt_find(const struct pl_ckpt *ck, const char *name);
+
+/*
+ * Parses and validates one safetensors header buffer the way the reference
+ * does. buf holds the whole header (hlen bytes, after the 8-byte length);
+ * file_size is the size of the whole file. Appends tensors (file index
+ * file) and metadata. Used by pl_ckpt_open and by the fuzz target.
+ */
+struct pl_header {
+	struct pl_tensor *tensors;
+	size_t ntensors;
+	struct pl_meta *meta;
+	size_t nmeta;
+};
+int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
+		    uint32_t file, struct pl_header *out, struct rl_err *e);
+void pl_header_free(struct pl_header *h);
+
+/* ---------------------------------------------------------------- */
+/* Sharding specs (planner/spec.c)                                   */
+/* ---------------------------------------------------------------- */
+
+struct pl_spec; /* opaque to api/: built by spec.c */
+
+struct pl_spec *pl_spec_new(void);
+void pl_spec_free(struct pl_spec *s);
+int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err *e);
+int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
+		     const char *const *axes, const uint32_t *devices,
+		     const uint32_t *process_of_device, struct rl_err *e);
+int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
+		     const rl_dim_spec *dims, struct rl_err *e);
+int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
+			    struct rl_err *e);
+
+/* ---------------------------------------------------------------- */
+/* Plans (planner/plan.c and friends)                                */
+/* ---------------------------------------------------------------- */
+
+struct pl_opts {
+	int process;
+	uint64_t min_gap;       /* default 4096 */
+	double ratio;           /* 0: automatic, else >= 1 */
+	uint64_t chunk;         /* default 4 MiB */
+	uint64_t shard_align;   /* default 4096 */
+	int congruent;          /* default 1 */
+	int all_stats;          /* default 1 */
+	int read_once;          /* default 0 */
+	uint64_t batch_bytes;   /* default 1 GiB */
+};
+
+void pl_opts_default(struct pl_opts *o);
+
+/* Per-file alignment, probed by the caller (api/) before planning. */
+struct pl_align {
+	uint32_t offset_align;  /* O_DIRECT file offset alignment; 1 = buffered */
+	uint32_t mem_align;     /* O_DIRECT memory alignment */
+};
+
+struct pl_shard {
+	uint32_t tensor;        /* index into plan->names / tensor table */
+	uint32_t dev;           /* process-local device slot */
+	uint64_t offset;        /* in the device's staging area */
+	uint64_t nbytes;
+	/* the box is recomputed on demand from the spec (pl_plan_shard_box) */
+};
+
+struct pl_stats {
+	uint64_t devices, needed_bytes, read_bytes, blocks, requests, files_opened;
+};
+
+struct pl_plan;             /* owned by planner/ */
+
+/*
+ * Builds the plan for o->process. align has ck->nfiles entries. Returns 0
+ * and *out, or a negative code with e naming the rule and tensor.
+ */
+int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
+		  const struct pl_align *align, const struct pl_opts *o,
+		  struct pl_plan **out, struct rl_err *e);
+void pl_plan_free(struct pl_plan *p);
+
+/*
+ * What the engine glue (api/) needs, as plain arrays owned by the plan:
+ * files (paths and sizes), reads (file and offset order) with their
+ * copies, per-device staging sizes, and per-shard byte counts.
+ */
+struct pl_exec {
+	size_t nfiles;
+	const char *const *paths;
+	const uint64_t *file_sizes;
+	size_t nreads;
+	const struct rl_read *reads;
+	size_t ncopies;
+	const struct rl_copy *copies;
+	unsigned ndevs;
+	const uint32_t *dev_ids;
+	const uint64_t *staging_bytes;
+	size_t nshards;
+	const struct pl_shard *shards;
+	uint64_t max_read;          /* largest read length */
+	uint64_t needed_bytes;
+};
+void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
+
+#endif /* RL_PLANNER_H */

@@ -1,0 +1,132 @@
+/* harness.c - see harness.h. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "rl_common.h"
+
+static int n_pass, n_fail, n_skip;
+static int cur_failed, cur_skipped;
+static char cur_skip_why[256];
+static char tmpdir[256];
+static uint64_t seed, rng_state;
+static int seed_set;
+
+void th_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stdout, "    %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	cur_failed = 1;
+}
+
+void th_skip(const char *why)
+{
+	cur_skipped = 1;
+	snprintf(cur_skip_why, sizeof(cur_skip_why), "%s", why);
+}
+
+int th_failed(void)
+{
+	return cur_failed;
+}
+
+void th_run(const char *name, th_fn fn)
+{
+	long live = rl_alloc_live();
+	struct timespec t0, t1;
+
+	cur_failed = cur_skipped = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fn();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!cur_failed && !cur_skipped && rl_alloc_live() != live) {
+		fprintf(stdout, "    leaked %ld blocks\n", rl_alloc_live() - live);
+		cur_failed = 1;
+	}
+	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (cur_failed) {
+		n_fail++;
+		printf("FAIL %s (%.0f ms)\n", name, ms);
+	} else if (cur_skipped) {
+		n_skip++;
+		printf("skip %s: %s\n", name, cur_skip_why);
+	} else {
+		n_pass++;
+		printf("ok   %s (%.0f ms)\n", name, ms);
+	}
+	fflush(stdout);
+}
+
+int th_done(void)
+{
+	if (tmpdir[0]) {
+		char cmd[300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", tmpdir);
+	}
+	printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+	return n_fail ? 1 : 0;
+}
+
+const char *th_testdata(void)
+{
+	const char *d = getenv("RL_TESTDATA");
+
+	if (d && access(d, R_OK) == 0)
+		return d;
+	if (access("../shared/testdata", R_OK) == 0)
+		return "../shared/testdata";
+	return NULL;
+}
+
+const char *th_tmpdir(void)
+{
+	if (!tmpdir[0]) {
+		const char *base = getenv("RL_TMPDIR");
+
+		snprintf(tmpdir, sizeof(tmpdir), "%s/rltest.XXXXXX",
+			 base ? base : "/var/tmp");
+		if (!mkdtemp(tmpdir)) {
+			perror("mkdtemp");
+			exit(2);
+		}
+	}
+	return tmpdir;
+}
+
+uint64_t th_seed(void)
+{
+	if (!seed_set) {
+		const char *s = getenv("RL_SEED");
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed = s ? strtoull(s, NULL, 0)
+			 : (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;
+		if (!seed)
+			seed = 1;
+		rng_state = seed;
+		seed_set = 1;
+		printf("seed %" PRIu64 " (set RL_SEED to repeat)\n", seed);
+	}
+	return seed;
+}
+
+uint64_t th_rand(void)
+{
+	th_seed();
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}

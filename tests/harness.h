@@ -1,0 +1,80 @@
+/*
+ * harness.h - the tiny test harness every test program shares.
+ *
+ * A test is a void function; CHECK() failures print file:line and return
+ * from it. th_run() prints one line per test ("ok", "FAIL", "skip") and
+ * fails a test that leaks blocks from the library's allocator. th_done()
+ * prints "N passed, N failed, N skipped" and returns the exit status.
+ */
+#ifndef RL_HARNESS_H
+#define RL_HARNESS_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void (*th_fn)(void);
+
+void th_run(const char *name, th_fn fn);
+int th_done(void);
+void th_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void th_skip(const char *why);
+int th_failed(void);
+
+/* RL_TESTDATA (the shared fixtures), or NULL when absent. */
+const char *th_testdata(void);
+/* A fresh temporary directory for this program, removed by th_done(). */
+const char *th_tmpdir(void);
+/* The random seed: RL_SEED if set, else from the clock; printed once. */
+uint64_t th_seed(void);
+/* xorshift64* generator seeded by th_seed(). */
+uint64_t th_rand(void);
+
+#define CHECK(c) \
+	do { \
+		if (!(c)) { \
+			th_fail(__FILE__, __LINE__, "%s", #c); \
+			return; \
+		} \
+	} while (0)
+
+#define CHECKF(c, ...) \
+	do { \
+		if (!(c)) { \
+			th_fail(__FILE__, __LINE__, __VA_ARGS__); \
+			return; \
+		} \
+	} while (0)
+
+#define CHECK_EQ(a, b) \
+	do { \
+		long long th_a_ = (long long)(a), th_b_ = (long long)(b); \
+		if (th_a_ != th_b_) { \
+			th_fail(__FILE__, __LINE__, "%s == %s (%lld != %lld)", \
+				#a, #b, th_a_, th_b_); \
+			return; \
+		} \
+	} while (0)
+
+#define CHECK_STR(a, b) \
+	do { \
+		const char *th_a_ = (a), *th_b_ = (b); \
+		if (!th_a_ || !th_b_ || strcmp(th_a_, th_b_)) { \
+			th_fail(__FILE__, __LINE__, "%s == %s (\"%s\" != \"%s\")", \
+				#a, #b, th_a_ ? th_a_ : "(null)", \
+				th_b_ ? th_b_ : "(null)"); \
+			return; \
+		} \
+	} while (0)
+
+#define SKIP(why) \
+	do { \
+		th_skip(why); \
+		return; \
+	} while (0)
+
+#define RUN(fn) th_run(#fn, fn)
+
+#endif /* RL_HARNESS_H */

@@ -1,0 +1,75 @@
+/* test_common.c - the base layer: allocation wrapper, errors, version. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "rl_common.h"
+
+static void alloc_counts_live_blocks(void)
+{
+	long live = rl_alloc_live();
+	void *p = rl_malloc(10), *q = rl_calloc(3, 7);
+
+	CHECK(p && q);
+	CHECK_EQ(rl_alloc_live(), live + 2);
+	p = rl_realloc(p, 1 << 20);
+	CHECK(p);
+	CHECK_EQ(rl_alloc_live(), live + 2);
+	rl_free(p);
+	rl_free(q);
+	rl_free(NULL);
+	CHECK_EQ(rl_alloc_live(), live);
+}
+
+static void alloc_overflow_is_refused(void)
+{
+	CHECK(rl_calloc(SIZE_MAX / 2, 3) == NULL);
+	CHECK(rl_mallocarray(SIZE_MAX / 4, 8) == NULL);
+}
+
+static void alloc_fault_injection(void)
+{
+	void *a, *b;
+
+	rl_alloc_fail_after(1);
+	a = rl_malloc(8);
+	b = rl_malloc(8);
+	rl_alloc_fail_after(-1);
+	CHECK(a != NULL);
+	CHECK(b == NULL);
+	rl_free(a);
+}
+
+static void strerror_never_null(void)
+{
+	CHECK_STR(rl_strerror(RL_E_TRUNCATED), "file truncated");
+	CHECK_STR(rl_strerror(-ENOENT), "No such file or directory");
+	CHECK_STR(rl_strerror(-99999), "unknown error");
+	CHECK_STR(rl_strerror(12345), "unknown error");
+}
+
+static void err_is_one_line(void)
+{
+	struct rl_err e;
+
+	rl_err_clear(&e);
+	CHECK_EQ(rl_err_set(&e, RL_E_SPEC, "rule %d:\nbad", 3), RL_E_SPEC);
+	CHECK_STR(e.msg, "rule 3: bad");
+}
+
+static void version_matches_header(void)
+{
+	CHECK_EQ(rl_version_number(), RINGLOAD_VERSION_NUMBER);
+	CHECK_STR(rl_version_string(), RINGLOAD_VERSION_STRING);
+}
+
+int main(void)
+{
+	RUN(alloc_counts_live_blocks);
+	RUN(alloc_overflow_is_refused);
+	RUN(alloc_fault_injection);
+	RUN(strerror_never_null);
+	RUN(err_is_one_line);
+	RUN(version_matches_header);
+	return th_done();
+}
