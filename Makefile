@@ -55,7 +55,8 @@ LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c api/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_SRC := tools/ringload.c $(wildcard tools/cmd_*.c)
 GEN_SRC := $(wildcard tools/mkckpt.c)
-PERF_SRC := $(wildcard perf/*.c)
+PERF_SRC := $(wildcard perf/rlperf*.c)
+PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
@@ -69,7 +70,7 @@ TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(B
 .PHONY: all test asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
-all: $(STATIC) $(SHARED) $(TOOLS)
+all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
 
 -include $(LIB_OBJ:.o=.d)
 
@@ -103,6 +104,12 @@ $(BUILD)/mkckpt: $(GEN_SRC)
 $(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS)
+
+# Benchmark programs of perf/ (bench_*.c), one file each.
+$(BUILD)/perf/%: perf/%.c $(STATIC)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(STATIC)
 	$(call say,LD,$@)

@@ -1,0 +1,114 @@
+/*
+ * engine.h - the engine layer: executes read requests (common/rl_io.h)
+ * with io_uring, libaio or a pread pool, into a pool of (registered,
+ * locked) buffers, scatters finished reads into staging areas on a
+ * completion thread, and bounds the bytes in flight. Knows nothing of
+ * tensors; never includes planner/.
+ */
+#ifndef RL_ENGINE_H
+#define RL_ENGINE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "rl_common.h"
+#include "rl_io.h"
+
+/* ---------------------------------------------------------------- */
+/* File probing (engine/probe.c)                                     */
+/* ---------------------------------------------------------------- */
+
+struct eng_align {
+	uint32_t offset_align;  /* O_DIRECT file offset/length alignment */
+	uint32_t mem_align;     /* O_DIRECT buffer address alignment */
+	int direct;             /* 1 if the file can be opened with O_DIRECT */
+};
+
+/*
+ * Probes path: statx(STATX_DIOALIGN) where the kernel reports it, else the
+ * logical block size of the underlying device; direct is 0 (and both
+ * alignments 1) where the file system refuses O_DIRECT (tmpfs before 6.6,
+ * some network file systems). Returns 0 or -errno.
+ */
+int eng_probe_align(const char *path, struct eng_align *out);
+
+/* ---------------------------------------------------------------- */
+/* Engine (engine/engine.c and the backends)                         */
+/* ---------------------------------------------------------------- */
+
+enum eng_backend {
+	ENG_AUTO = 0,        /* same values as rl_backend */
+	ENG_IO_URING = 1,
+	ENG_LIBAIO = 2,
+	ENG_PREAD = 3,
+};
+
+struct eng_opts {
+	int backend;            /* enum eng_backend */
+	unsigned queue_depth;   /* reads in flight at most */
+	uint64_t inflight_bytes;/* bound on bytes submitted and not yet scattered */
+	unsigned buffers;       /* bounce buffers (0: derived from the bound) */
+	uint32_t buffer_bytes;  /* size of each bounce buffer (>= largest read) */
+	int register_buffers;   /* io_uring: register the pool */
+	int register_files;     /* io_uring: register the files */
+	int direct;             /* 1: O_DIRECT where the file system allows */
+	unsigned threads;       /* pread pool size */
+};
+
+void eng_opts_default(struct eng_opts *o);
+
+struct eng_job {
+	/* files, indexed by rl_read.file */
+	size_t nfiles;
+	const char *const *paths;
+	const uint64_t *file_sizes;
+
+	/* the reads: an array (reads != NULL) or a generator */
+	const struct rl_read *reads;
+	size_t nreads;
+	const struct rl_copy *copies;
+	/* generator: fills *out and returns 1, or returns 0 when done */
+	int (*next)(void *user, struct rl_read *out);
+
+	/* destinations of the copies, indexed by rl_copy.dev */
+	unsigned ndevs;
+	uint8_t *const *staging;
+	/* bytes each shard expects, indexed by rl_copy.shard (may be NULL) */
+	size_t nshards;
+	const uint64_t *shard_bytes;
+
+	/* callbacks, any may be NULL; user is passed to each */
+	void (*on_shard)(void *user, size_t shard);       /* completion thread */
+	int (*on_progress)(void *user, uint64_t done, uint64_t total);
+	/* every finished read with its submit and completion times
+	 * (CLOCK_MONOTONIC ns), on the thread that reaps: rlperf's latency */
+	void (*on_read)(void *user, const struct rl_read *r, uint64_t submit_ns,
+			uint64_t complete_ns);
+	void *user;
+	uint64_t total_bytes;   /* for on_progress (0: unknown) */
+};
+
+struct eng_stats {
+	uint64_t bytes_read, bytes_direct, reads, retries, peak_inflight;
+	double read_seconds, scatter_seconds;
+	int backend;            /* the backend that ran */
+	unsigned buffers, registered_buffers, queue_depth;
+	int registered_files, direct_io;
+	char fallbacks[256];
+};
+
+struct eng;
+
+/* Creates an engine with opts (the backend is chosen at eng_run). */
+int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e);
+void eng_destroy(struct eng *eng);
+
+/*
+ * Runs job to completion: returns 0 when every read arrived and every copy
+ * landed, else a negative code (file, offset, length, errno text in e)
+ * after draining what is in flight. Nothing leaks either way.
+ */
+int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
+	    struct rl_err *e);
+
+#endif /* RL_ENGINE_H */
