@@ -123,6 +123,18 @@ static int jerr(struct jp *j, const char *fmt, ...)
 			  what, (size_t)(j->p - j->buf));
 }
 
+/* Copies n bytes that may contain NULs (rl_strndup stops at one). */
+static char *memdup0(const char *s, size_t n)
+{
+	char *p = rl_malloc(n + 1);
+
+	if (p) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
 static int oom(struct rl_err *e)
 {
 	return rl_err_set(e, -ENOMEM, "out of memory reading header");
@@ -754,7 +766,7 @@ static int metadata_value(struct jp *j)
 		}
 		kv = &j->kvs[j->nkvs];
 		memset(kv, 0, sizeof(*kv));
-		kv->key = rl_strndup(j->sb, j->sb_len);
+		kv->key = memdup0(j->sb, j->sb_len);
 		if (!kv->key)
 			return oom(j->e);
 		kv->key_len = j->sb_len;
@@ -766,7 +778,7 @@ static int metadata_value(struct jp *j)
 			return jerr(j, "__metadata__ values must be strings");
 		if ((r = string(j)))
 			return r;
-		kv->val = rl_strndup(j->sb, j->sb_len);
+		kv->val = memdup0(j->sb, j->sb_len);
 		if (!kv->val)
 			return oom(j->e);
 		kv->val_len = j->sb_len;
@@ -819,7 +831,7 @@ static int document(struct jp *j)
 				}
 				t = &j->ents[j->nents];
 				memset(t, 0, sizeof(*t));
-				t->name = rl_strndup(j->sb, j->sb_len);
+				t->name = memdup0(j->sb, j->sb_len);
 				if (!t->name)
 					return oom(j->e);
 				t->name_len = j->sb_len;
@@ -979,7 +991,8 @@ static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err
 	uint64_t start = 0, total;
 	char q[128];
 
-	qsort(j->ents, j->nents, sizeof(*j->ents), cmp_offsets);
+	if (j->nents)
+		qsort(j->ents, j->nents, sizeof(*j->ents), cmp_offsets);
 	for (size_t i = 0; i < j->nents; i++) {
 		struct st_ent *t = &j->ents[i];
 		unsigned bits = pl_dtype_bits(t->dtype);
