@@ -198,8 +198,8 @@ static int load_file(struct loader *L, uint32_t fi)
 			       "the file (%" PRIu64 " bytes, truncated?)", f->path, n, f->size);
 		goto out;
 	}
-	if (n > L->buf_cap) {
-		char *nb = rl_realloc(L->buf, (size_t)n);
+	if (n > L->buf_cap || !L->buf) {
+		char *nb = rl_realloc(L->buf, n ? (size_t)n : 1);
 
 		if (!nb) {
 			r = oom(L->e);

@@ -957,9 +957,8 @@ static void dedupe(struct jp *j)
 {
 	size_t o = 0;
 
-	if (!j->nents)
-		return;
-	qsort(j->ents, j->nents, sizeof(*j->ents), cmp_name_seq);
+	if (j->nents)
+		qsort(j->ents, j->nents, sizeof(*j->ents), cmp_name_seq);
 	for (size_t i = 0; i < j->nents; i++) {
 		if (i + 1 < j->nents && j->ents[i].name_len == j->ents[i + 1].name_len &&
 		    !memcmp(j->ents[i].name, j->ents[i + 1].name, j->ents[i].name_len)) {
@@ -971,9 +970,8 @@ static void dedupe(struct jp *j)
 	j->nents = o;
 
 	o = 0;
-	if (!j->nkvs)
-		return;
-	qsort(j->kvs, j->nkvs, sizeof(*j->kvs), cmp_kv);
+	if (j->nkvs)
+		qsort(j->kvs, j->nkvs, sizeof(*j->kvs), cmp_kv);
 	for (size_t i = 0; i < j->nkvs; i++) {
 		if (i + 1 < j->nkvs && j->kvs[i].key_len == j->kvs[i + 1].key_len &&
 		    !memcmp(j->kvs[i].key, j->kvs[i + 1].key, j->kvs[i].key_len)) {

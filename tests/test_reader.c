@@ -618,6 +618,26 @@ static void serde_forms(void)
 	}
 }
 
+/* pl_header_parse on its own: metadata sorted and deduplicated even with no
+ * tensors (regression: found by fuzz_header). */
+static void header_parse_metadata_only(void)
+{
+	static const char h[] = "{\"__metadata__\":{\"x\":\"1\",\"mat\":\"a\",\"x\":\"2\",\"b\":\"\"}}";
+	struct rl_err e = { 0 };
+	struct pl_header ph;
+
+	CHECK_EQ(pl_header_parse(h, sizeof(h) - 1, 8 + sizeof(h) - 1, 0, &ph, &e), 0);
+	CHECK_EQ(ph.ntensors, 0);
+	CHECK_EQ(ph.nmeta, 3);
+	CHECK_STR(ph.meta[0].key, "b");
+	CHECK_STR(ph.meta[1].key, "mat");
+	CHECK_STR(ph.meta[2].key, "x");
+	CHECK_STR(ph.meta[2].value, "2");
+	pl_header_free(&ph);
+	/* An empty header buffer is not JSON. */
+	CHECK_EQ(pl_header_parse("", 0, 8, 0, &ph, &e), RL_E_HEADER_JSON);
+}
+
 static void many_tensors(void)
 {
 	const int n = 100000;
@@ -1029,6 +1049,7 @@ int main(void)
 	RUN(names_and_strings);
 	RUN(exact_integers);
 	RUN(serde_forms);
+	RUN(header_parse_metadata_only);
 	RUN(many_tensors);
 	RUN(empty_checkpoints);
 	RUN(duplicates_across_files);
