@@ -438,7 +438,14 @@ size_t sj_utf8_check(const unsigned char *s, size_t len)
 		unsigned char c = s[i];
 		size_t n;
 		unsigned char lo = 0x80, hi = 0xbf;
+		uint64_t w;
 
+		/* ASCII runs eight bytes at a time. */
+		while (len - i >= 8 && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080ull)))
+			i += 8;
+		if (i == len)
+			break;
+		c = s[i];
 		if (c < 0x80) {
 			i++;
 			continue;
