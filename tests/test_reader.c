@@ -729,6 +729,23 @@ static void empty_checkpoints(void)
 	CHECK(strstr(msg, "missing.safetensors"));
 }
 
+/* A FIFO is refused at once, not waited on (regression: open blocked). */
+static void special_files(void)
+{
+	char *f = tpath("fifo.safetensors"), *j = tpath("fifo.json");
+	char msg[RL_ERRMSG_MAX];
+
+	CHECK_EQ(mkfifo(f, 0600), 0);
+	CHECK_EQ(mkfifo(j, 0600), 0);
+	alarm(10);
+	CHECK_EQ(open_ck(f, NULL, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "not a regular file"));
+	CHECK_EQ(open_ck(j, NULL, NULL, 0), RL_E_BAD_INDEX);
+	alarm(0);
+	unlink(f);
+	unlink(j);
+}
+
 static void duplicates_across_files(void)
 {
 	const char *d = mkdir_t("dup");
@@ -1100,6 +1117,7 @@ int main(void)
 	RUN(header_parse_metadata_only);
 	RUN(many_tensors);
 	RUN(empty_checkpoints);
+	RUN(special_files);
 	RUN(duplicates_across_files);
 	RUN(metadata_merge);
 	RUN(index_cases);
