@@ -19,6 +19,10 @@
 
 /* Bits per element of dt, 0 if dt is invalid. */
 unsigned pl_dtype_bits(int dt);
+/* The safetensors name of dt ("BF16"), NULL if dt is invalid. */
+const char *pl_dtype_name(int dt);
+/* The dtype named by the len bytes at name (exact match), or -1. */
+int pl_dtype_lookup(const char *name, size_t len);
 
 /* ---------------------------------------------------------------- */
 /* Checkpoints (planner/safetensors.c, planner/checkpoint.c)         */
