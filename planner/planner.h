@@ -84,6 +84,16 @@ int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 		    uint32_t file, struct pl_header *out, struct rl_err *e);
 void pl_header_free(struct pl_header *h);
 
+/* The reference's limit on the header length (larger: RL_E_HEADER_TOO_LARGE). */
+#define PL_MAX_HEADER 100000000u
+
+/*
+ * Writes a printable, NUL-terminated form of the len bytes at s into dst
+ * (control bytes and '\\' as \xNN, cut with "..." past ~100 bytes), for
+ * error messages. Returns the length written.
+ */
+size_t pl_quote(char *dst, size_t cap, const char *s, size_t len);
+
 /* ---------------------------------------------------------------- */
 /* Sharding specs (planner/spec.c)                                   */
 /* ---------------------------------------------------------------- */
