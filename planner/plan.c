@@ -1081,3 +1081,52 @@ void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 	out->max_read = p->max_read;
 	out->needed_bytes = p->stats[p->process].needed_bytes;
 }
+
+unsigned pl_plan_nprocs(const struct pl_plan *p)
+{
+	return p->spec->nprocs;
+}
+
+int pl_plan_stats(const struct pl_plan *p, int proc, struct pl_stats *out)
+{
+	if (proc >= (int)p->spec->nprocs)
+		return -EINVAL;
+	if (proc < 0) {
+		if (!p->all_stats && p->spec->nprocs > 1)
+			return RL_E_STATE;
+		*out = p->all_stats ? p->total : p->stats[p->process];
+		return 0;
+	}
+	if (!p->have_stats[proc])
+		return RL_E_STATE;
+	*out = p->stats[proc];
+	return 0;
+}
+
+size_t pl_plan_ntensors(const struct pl_plan *p)
+{
+	return p->nitems;
+}
+
+void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
+		    int *dtype, unsigned *ndim, const uint64_t **shape)
+{
+	*name = p->items[it].name;
+	*dtype = p->items[it].dtype;
+	*ndim = p->items[it].ndim;
+	*shape = p->items[it].shape;
+}
+
+void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
+		       uint64_t *stop)
+{
+	const struct pl_shard *sh = &p->shards[i];
+	const struct pl_item *it = &p->items[sh->tensor];
+	struct pl_box b;
+
+	pl_item_box(p->spec, it, p->slot_dev[sh->dev], &b);
+	for (unsigned d = 0; d < it->ndim; d++) {
+		start[d] = b.start[d];
+		stop[d] = b.stop[d];
+	}
+}
