@@ -290,3 +290,17 @@ int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out)
 	out->shard = c->shard;
 	return 0;
 }
+
+size_t rl_plan_num_broadcasts(const rl_plan *plan)
+{
+	(void)plan;
+	return 0;
+}
+
+int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out)
+{
+	(void)plan;
+	(void)i;
+	(void)out;
+	return -EINVAL;
+}

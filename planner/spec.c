@@ -208,6 +208,9 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 fail:
 	if (ret == -ENOMEM)
 		rl_err_set(e, ret, "mesh: out of memory");
+	/* Rules resolved against t before the failure go back to s's mesh. */
+	for (size_t i = 0; i < s->nrules; i++)
+		rule_resolve(s, &s->rules[i], i, NULL);
 	for (unsigned i = 0; i < ndim; i++)
 		rl_free(t.axes[i]);
 	rl_free(t.devices);

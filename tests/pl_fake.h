@@ -6,6 +6,7 @@
 #ifndef RL_PL_FAKE_H
 #define RL_PL_FAKE_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
