@@ -243,4 +243,36 @@ int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t 
 #define PL_DIRECT_MIN (64u << 10)
 #define PL_CONGRUENT_ALIGN 4096u
 
+/* ---------------------------------------------------------------- */
+/* Who reads what across processes (assign.c)                        */
+/* ---------------------------------------------------------------- */
+
+/* A piece of data some processes need, to be read by exactly one. */
+struct pl_assign_item {
+	uint64_t size;
+	uint32_t file;
+	int32_t hint;               /* preferred reader, or -1 */
+	const uint32_t *elig;       /* processes that may read it (need it) */
+	uint32_t nelig;
+};
+
+/*
+ * Assigns each item a reader: items with fewer eligible readers first,
+ * then larger file groups, then larger items; an eligible hint wins; else
+ * the least-loaded eligible process that already reads the item's file
+ * (reads[p * nfiles + file], may be NULL); else the least-loaded eligible
+ * process. Ties go to the lowest process. owner[i] gets the reader (-1
+ * when nobody is eligible), load[p] (nprocs entries, zeroed by the
+ * caller or carrying earlier load) the bytes. Returns 0 or -ENOMEM.
+ */
+int pl_assign(const struct pl_assign_item *it, size_t n, unsigned nprocs,
+	      const uint8_t *reads, uint32_t nfiles, int32_t *owner, uint64_t *load);
+
+/*
+ * Cuts items (in order) into batches whose sizes sum to at most limit; an
+ * item larger than limit goes alone. batch[i] gets item i's batch. Returns
+ * the number of batches.
+ */
+size_t pl_batches(const uint64_t *sizes, size_t n, uint64_t limit, uint32_t *batch);
+
 #endif /* RL_PL_PRIVATE_H */
