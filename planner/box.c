@@ -8,24 +8,28 @@
 
 #include "pl_private.h"
 
-void pl_box_of(const struct pl_spec *s, const struct pl_rule *rule,
-	       unsigned ndim, const uint64_t *shape, uint32_t di,
-	       struct pl_box *b)
+void pl_mesh_coords(const struct pl_spec *s, uint32_t di, uint32_t *coord)
 {
-	uint32_t coord[PL_MAX_AXES];
-	uint32_t rest = di;
-
 	/* Row-major mesh coordinates of device di. */
 	for (unsigned a = s->ndim; a-- > 0;) {
-		coord[a] = rest % s->shape[a];
-		rest /= s->shape[a];
+		coord[a] = di % s->shape[a];
+		di /= s->shape[a];
 	}
+}
+
+void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndim,
+	       const uint64_t *shape, const uint32_t *coord, struct pl_box *b)
+{
+	unsigned nd = rule ? RL_MIN(rule->ndims, ndim) : 0;
+
 	for (unsigned d = 0; d < ndim; d++) {
+		b->start[d] = 0;
+		b->stop[d] = shape[d];
+	}
+	for (unsigned d = 0; d < nd; d++) {
 		uint64_t dim = shape[d], n = 1, idx = 0, chunk, lo, hi;
 
-		b->start[d] = 0;
-		b->stop[d] = dim;
-		if (!rule || d >= rule->ndims || !rule->dims[d].naxes)
+		if (!rule->dims[d].naxes)
 			continue;
 		for (unsigned a = 0; a < rule->dims[d].naxes; a++) {
 			unsigned ax = rule->dims[d].axes[a];
@@ -40,6 +44,16 @@ void pl_box_of(const struct pl_spec *s, const struct pl_rule *rule,
 		b->start[d] = lo < dim ? lo : dim;
 		b->stop[d] = hi < dim ? hi : dim;
 	}
+}
+
+void pl_box_of(const struct pl_spec *s, const struct pl_rule *rule,
+	       unsigned ndim, const uint64_t *shape, uint32_t di,
+	       struct pl_box *b)
+{
+	uint32_t coord[PL_MAX_AXES];
+
+	pl_mesh_coords(s, di, coord);
+	pl_box_at(s, rule, ndim, shape, coord, b);
 }
 
 int pl_box_runs(unsigned ndim, const uint64_t *shape, unsigned bits,

@@ -13,17 +13,16 @@
 #include "pl_private.h"
 
 int pl_item_single_run(const struct pl_plan *p, const struct pl_ckpt *ck,
-		       const struct pl_item *it, uint32_t di, uint64_t *file,
-		       uint64_t *off, uint64_t *len)
+		       const struct pl_item *it, const struct pl_box *box,
+		       uint64_t *file, uint64_t *off, uint64_t *len)
 {
 	const struct pl_tensor *t = &ck->tensors[it->src];
-	struct pl_box b;
+	struct pl_box b = *box;
 	struct pl_runs r;
 
 	/* Only a plain tensor or a one-source alias/slice can be one run. */
 	if (it->nparts > 1 || (it->nparts && p->parts[it->first_part].nlead))
 		return 0;
-	pl_item_box(p->spec, it, di, &b);
 	if (it->nparts == 1) {
 		const struct pl_part *pt = &p->parts[it->first_part];
 
@@ -53,16 +52,17 @@ int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
 	      struct rl_err *e)
 {
 	for (unsigned s = 0; s < p->nslots; s++) {
-		uint32_t di = p->slot_dev[s];
+		uint32_t coord[PL_MAX_AXES];
 		uint64_t cur = 0;
 
+		pl_mesh_coords(p->spec, p->slot_dev[s], coord);
 		for (size_t i = 0; i < p->nitems; i++) {
 			const struct pl_item *it = &p->items[i];
 			struct pl_shard *sh = &p->shards[pl_shard_index(p, i, s)];
 			struct pl_box b;
 			uint64_t elems = 1, bits, nbytes, off, file, foff, flen;
 
-			pl_item_box(p->spec, it, di, &b);
+			pl_item_box_at(p->spec, it, coord, &b);
 			for (unsigned d = 0; d < it->ndim; d++)
 				if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
 					goto too_large;
@@ -73,7 +73,9 @@ int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
 						  "tensor \"%s\": shard of device %u is not whole bytes",
 						  it->name, p->dev_ids[s]);
 			nbytes = bits / 8;
-			if (nbytes && pl_item_single_run(p, ck, it, di, &file, &foff, &flen) &&
+			/* Cheap test first: most shards are too small to matter. */
+			if (nbytes >= PL_DIRECT_MIN &&
+			    pl_item_single_run(p, ck, it, &b, &file, &foff, &flen) &&
 			    pl_congruent_ok(o, &align[file], flen)) {
 				uint64_t want = foff % PL_CONGRUENT_ALIGN;
 

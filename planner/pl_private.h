@@ -93,6 +93,12 @@ void pl_box_of(const struct pl_spec *s, const struct pl_rule *rule,
 	       unsigned ndim, const uint64_t *shape, uint32_t di,
 	       struct pl_box *b);
 
+/* The same in two steps: mesh coordinates of di (once per device), then
+ * the box from them. */
+void pl_mesh_coords(const struct pl_spec *s, uint32_t di, uint32_t *coord);
+void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndim,
+	       const uint64_t *shape, const uint32_t *coord, struct pl_box *b);
+
 /*
  * Byte runs of a box, compact: count * ... runs of len bytes; run k (in
  * C order of the box) starts at off + sum(digit_i * stride[i]) where the
@@ -221,9 +227,15 @@ static inline size_t pl_shard_index(const struct pl_plan *p, size_t it, unsigned
 	return (size_t)slot * p->nitems + it;
 }
 
-/* Box of item it on mesh device di. */
+/* Box of item it on mesh device di, or at mesh coordinates coord. */
 void pl_item_box(const struct pl_spec *s, const struct pl_item *it,
 		 uint32_t di, struct pl_box *b);
+static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item *it,
+				  const uint32_t *coord, struct pl_box *b)
+{
+	pl_box_at(s, it->rule >= 0 ? &s->rules[it->rule] : NULL, it->ndim, it->shape,
+		  coord, b);
+}
 
 /* Staging layout of plan p (layout.c). */
 int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
@@ -232,8 +244,8 @@ int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
 /* Whether shard bytes of item it on di form one run of one source, and
  * where it starts in its file (layout.c). */
 int pl_item_single_run(const struct pl_plan *p, const struct pl_ckpt *ck,
-		       const struct pl_item *it, uint32_t di, uint64_t *file,
-		       uint64_t *off, uint64_t *len);
+		       const struct pl_item *it, const struct pl_box *box,
+		       uint64_t *file, uint64_t *off, uint64_t *len);
 
 /* Whether a run of len bytes gets congruent placement in a file aligned so. */
 int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);

@@ -102,13 +102,18 @@ struct ctx {
 	size_t ncopies, capcopies;
 	struct scopy *sc;
 	size_t nsc, capsc;
+	size_t qhint;           /* last request find_req() returned */
+	size_t *qcount;         /* per request of a block: copies, then cursor */
+	size_t capqcount;
 	uint32_t *slots;        /* mesh index of each slot of the process */
+	uint32_t (*coords)[PL_MAX_AXES]; /* and its mesh coordinates */
 	unsigned nslots;
 	struct pl_stats st;
 };
 
 #define GROW(ctx, arr, n, cap, add) \
-	grow((void **)&(arr), (n) + (add), &(cap), sizeof(*(arr)), (ctx)->e)
+	((n) + (add) <= (cap) ? 0 : \
+	 grow((void **)&(arr), (n) + (add), &(cap), sizeof(*(arr)), (ctx)->e))
 
 static int grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
 {
@@ -117,10 +122,11 @@ static int grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err
 
 	if (need <= *cap)
 		return 0;
+	/* x1.5: the largest arrays (copies) are near the memory budget. */
 	while (n < need) {
-		if (n > SIZE_MAX / 2)
+		if (n > SIZE_MAX / 4)
 			return rl_err_set(e, -ENOMEM, "plan: out of memory");
-		n *= 2;
+		n += n / 2;
 	}
 	p = rl_reallocarray(*arr, n, size);
 	if (!p)
@@ -213,7 +219,7 @@ static int add_regions(struct ctx *x, const struct fpart *f)
 		uint64_t within = 0;
 		int ret;
 
-		pl_item_box(x->s, it, x->slots[s], &b);
+		pl_item_box_at(x->s, it, x->coords[s], &b);
 		ret = part_runs(x, it, pt, &b, &r, &within);
 		if (ret < 0)
 			return rl_err_set(x->e, ret,
@@ -497,9 +503,18 @@ static int push_copy(struct ctx *x, uint32_t req, const struct region *r,
 	return 0;
 }
 
-/* Index of the request holding offset off among reads [q0, q1). */
-static size_t find_req(const struct ctx *x, size_t q0, size_t q1, uint64_t off)
+/* Index of the request holding offset off among reads [q0, q1). Runs are
+ * emitted mostly in offset order: try the last answer and its successor. */
+static size_t find_req(struct ctx *x, size_t q0, size_t q1, uint64_t off)
 {
+	size_t h = x->qhint;
+
+	if (h >= q0 && h < q1 && x->reads[h].off <= off) {
+		if (off < x->reads[h].off + x->reads[h].len)
+			return h;
+		if (h + 1 < q1 && off < x->reads[h + 1].off + x->reads[h + 1].len)
+			return x->qhint = h + 1;
+	}
 	while (q1 - q0 > 1) {
 		size_t mid = q0 + (q1 - q0) / 2;
 
@@ -508,7 +523,7 @@ static size_t find_req(const struct ctx *x, size_t q0, size_t q1, uint64_t off)
 		else
 			q1 = mid;
 	}
-	return q0;
+	return x->qhint = q0;
 }
 
 /* Copies for runs [k0, k1) of region r into requests [q0, q1). */
@@ -638,15 +653,6 @@ static int collect_cuts(struct ctx *x, const struct ablock *ab, uint64_t A)
 	return 0;
 }
 
-static int scopy_cmp(const void *pa, const void *pb)
-{
-	const struct scopy *a = pa, *b = pb;
-
-	if (a->req != b->req)
-		return a->req < b->req ? -1 : 1;
-	return a->c.src < b->c.src ? -1 : a->c.src > b->c.src;
-}
-
 /* Requests and copies of aligned block ab of file f. */
 static int block_requests(struct ctx *x, uint32_t f, const struct ablock *ab)
 {
@@ -687,19 +693,24 @@ static int block_requests(struct ctx *x, uint32_t f, const struct ablock *ab)
 		for (size_t i = x->blk[b].first; i < x->blk[b].first + x->blk[b].n; i++)
 			if ((ret = emit_item(x, &x->ci[i], q0, x->nreads)))
 				return ret;
-	qsort(x->sc, x->nsc, sizeof(*x->sc), scopy_cmp);
-	if (GROW(x, x->copies, x->ncopies, x->capcopies, x->nsc))
+	if (GROW(x, x->copies, x->ncopies, x->capcopies, x->nsc) ||
+	    GROW(x, x->qcount, 0, x->capqcount, x->nreads - q0 + 1))
 		return -ENOMEM;
-	for (size_t q = q0; q < x->nreads; q++)
-		x->reads[q].first_copy = x->ncopies; /* a read in a merged gap has none */
-	for (size_t i = 0; i < x->nsc; i++) {
-		struct rl_read *rd = &x->reads[x->sc[i].req];
+	/* Counting sort by request: each read's copies become contiguous. */
+	memset(x->qcount, 0, (x->nreads - q0 + 1) * sizeof(*x->qcount));
+	for (size_t i = 0; i < x->nsc; i++)
+		x->qcount[x->sc[i].req - q0 + 1]++;
+	for (size_t q = q0; q < x->nreads; q++) {
+		struct rl_read *rd = &x->reads[q];
+		size_t k = q - q0;
 
-		if (!rd->ncopies)
-			rd->first_copy = x->ncopies;
-		rd->ncopies++;
-		x->copies[x->ncopies++] = x->sc[i].c;
+		rd->ncopies = (uint32_t)x->qcount[k + 1];
+		x->qcount[k + 1] += x->qcount[k];
+		rd->first_copy = x->ncopies + x->qcount[k];
 	}
+	for (size_t i = 0; i < x->nsc; i++)
+		x->copies[x->ncopies + x->qcount[x->sc[i].req - q0]++] = x->sc[i].c;
+	x->ncopies += x->nsc;
 	/* A direct read has exactly its one copy, covering it whole. */
 	for (size_t q = q0; q < x->nreads; q++) {
 		struct rl_read *rd = &x->reads[q];
@@ -787,8 +798,10 @@ static int plan_process(struct ctx *x, unsigned proc, int full)
 	memset(&x->st, 0, sizeof(x->st));
 	x->nslots = 0;
 	for (uint32_t d = 0; d < x->s->ndev; d++)
-		if (x->s->proc[d] == proc)
+		if (x->s->proc[d] == proc) {
+			pl_mesh_coords(x->s, d, x->coords[x->nslots]);
 			x->slots[x->nslots++] = d;
+		}
 	x->st.devices = x->nslots;
 	if (!x->nslots)
 		return 0;
@@ -942,7 +955,9 @@ static void ctx_free(struct ctx *x)
 	rl_free(x->reads);
 	rl_free(x->copies);
 	rl_free(x->sc);
+	rl_free(x->qcount);
 	rl_free(x->slots);
+	rl_free(x->coords);
 }
 
 static void add_stats(struct pl_stats *t, const struct pl_stats *s)
@@ -992,9 +1007,10 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 	}
 	/* Local slots, devices, shards. */
 	x.slots = rl_mallocarray(spec->ndev, sizeof(uint32_t));
+	x.coords = rl_mallocarray(spec->ndev, sizeof(*x.coords));
 	p->slot_dev = rl_mallocarray(spec->ndev, sizeof(uint32_t));
 	p->dev_ids = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	if (!x.slots || !p->slot_dev || !p->dev_ids)
+	if (!x.slots || !x.coords || !p->slot_dev || !p->dev_ids)
 		goto oom;
 	for (uint32_t d = 0; d < spec->ndev; d++)
 		if (spec->proc[d] == (uint32_t)o->process) {
@@ -1028,6 +1044,18 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		goto fail;
 	if ((ret = bucket_parts(&x)))
 		goto fail;
+	/* Every non-empty shard takes at least one copy: reserve that and a
+	 * little, so that the largest array rarely grows (and never doubles). */
+	{
+		size_t filled = 0;
+
+		for (size_t i = 0; i < p->nshards; i++)
+			filled += p->shards[i].nbytes != 0;
+		if (GROW(&x, x.copies, 0, x.capcopies, filled + filled / 8 + 64)) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
 	if ((ret = plan_process(&x, (unsigned)o->process, 1)))
 		goto fail_ctx;
 	p->stats[o->process] = x.st;
