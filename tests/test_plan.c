@@ -946,6 +946,54 @@ static void random_plans(void)
 	}
 }
 
+/* Failing the n-th allocation, for every n: a clean -ENOMEM, no leak. */
+static void alloc_failures(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct rl_err e;
+	const char *json = "{\"mesh\":{\"shape\":[2,2],\"axes\":[\"a\",\"b\"],"
+			   "\"process_of_device\":[0,0,1,1]},"
+			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"b\"]}],"
+			   "\"targets\":[{\"name\":\"st\",\"stack\":[\"x\",\"y\"]}]}";
+	int done = 0;
+
+	fk_init(&f, 2, 16);
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 64, 300 });
+	fk_add(&f, 0, "x", RL_DTYPE_BF16, 1, (uint64_t[]){ 5000 });
+	fk_add(&f, 1, "y", RL_DTYPE_BF16, 1, (uint64_t[]){ 5000 });
+	f.align[1] = (struct pl_align){ 512, 512 };
+	pl_opts_default(&o);
+	o.chunk = 4096;
+	for (long n = 0; !done && n < 100000; n++) {
+		long live = rl_alloc_live();
+		struct pl_spec *s;
+		struct pl_plan *p = NULL;
+		int ret;
+
+		rl_alloc_fail_after(n);
+		s = pl_spec_new();
+		rl_err_clear(&e);
+		ret = s ? pl_spec_parse(s, json, strlen(json), &e) : -ENOMEM;
+		if (!ret)
+			ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
+		rl_alloc_fail_after(-1);
+		if (!ret) {
+			const char *bad = exec_plan(p, &f.ck, f.align, o.chunk);
+
+			CHECKF(!bad, "%s", bad);
+			done = 1;
+		} else {
+			CHECKF(ret == -ENOMEM, "n %ld: %d %s", n, ret, e.msg);
+			CHECK(p == NULL);
+		}
+		pl_plan_free(p);
+		pl_spec_free(s);
+		CHECKF(rl_alloc_live() == live, "n %ld: leak", n);
+	}
+	CHECK(done);
+}
+
 int main(void)
 {
 	th_seed();
@@ -963,5 +1011,6 @@ int main(void)
 	RUN(f_errors_and_empty_shards);
 	RUN(g_targets);
 	RUN(random_plans);
+	RUN(alloc_failures);
 	return th_done();
 }
