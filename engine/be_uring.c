@@ -87,7 +87,7 @@ static void register_buffers(struct be *be, struct ur *u)
 	struct eng_run *rc = be->run;
 	struct iovec *iov;
 	unsigned n = rc->pool.nbuf;
-	int ret = 0;
+	int ret = 0, why = 0;
 
 	if (!rc->o->register_buffers || !n)
 		return;
@@ -102,6 +102,7 @@ static void register_buffers(struct be *be, struct ur *u)
 		ret = io_uring_register_buffers(&u->ring, iov, n);
 		if (ret == 0)
 			break;
+		why = ret;
 		if (ret != -ENOMEM && ret != -EPERM && ret != -EFAULT) {
 			n = 0;
 			break;
@@ -112,7 +113,7 @@ static void register_buffers(struct be *be, struct ur *u)
 	u->reg_bufs = n;
 	if (n < rc->pool.nbuf)
 		eng_note(rc, "io_uring registered %u of %u buffers (%s)", n, rc->pool.nbuf,
-			 strerror(-ret));
+			 strerror(-why));
 }
 
 static void ur_teardown(struct be *be)

@@ -530,13 +530,13 @@ static int fetch(struct eng_run *rc, struct rl_read *r)
 
 	if (rc->exhausted)
 		return 0;
-	if (job->reads) {
-		if (rc->next_read >= job->nreads) {
+	if (job->reads || !job->next) {
+		if (!job->reads || rc->next_read >= job->nreads) {
 			rc->exhausted = 1;
 			return 0;
 		}
 		*r = job->reads[rc->next_read++];
-	} else if (!job->next || !job->next(job->user, r)) {
+	} else if (!job->next(job->user, r)) {
 		rc->exhausted = 1;
 		return 0;
 	} else {
@@ -664,8 +664,8 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 	uint64_t bounce = 0;
 	uint32_t maxlen = 0;
 
-	if (job->reads) {
-		for (size_t i = 0; i < job->nreads; i++) {
+	if (job->reads || !job->next) {
+		for (size_t i = 0; job->reads && i < job->nreads; i++) {
 			const struct rl_read *r = job->reads + i;
 			int ret = check_read(rc, r);
 
