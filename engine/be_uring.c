@@ -34,11 +34,9 @@ struct ur {
  * SUBMIT_ALL keeps submitting past a bad SQE (its error comes as a CQE).
  */
 static const unsigned setup_flags[] = {
-#if defined(IORING_SETUP_DEFER_TASKRUN)
 	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
 		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
 	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER,
-#endif
 	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
 	0,
 };
@@ -140,7 +138,8 @@ static int ur_setup(struct be *be)
 		return -ENOMEM;
 	u->efd = -1;
 	be->priv = u;
-	for (size_t i = 0; i < RL_ARRAY_SIZE(setup_flags); i++) {
+	for (size_t i = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1);
+	     i < RL_ARRAY_SIZE(setup_flags); i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof(p));

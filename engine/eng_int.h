@@ -92,6 +92,7 @@ struct eng_run {
 	struct eng_stats *st;
 	struct rl_err *e;
 	int fault_kind, fault_backend;
+	unsigned uring_first;     /* first io_uring flag set to try */
 	uint64_t fault_nth;
 
 	struct eng_file *files;

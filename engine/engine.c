@@ -37,6 +37,7 @@ struct eng {
 	struct eng_opts o;
 	int fault_backend, fault_kind;
 	uint64_t fault_nth;
+	unsigned uring_first;
 };
 
 uint64_t eng_now_ns(void)
@@ -118,6 +119,11 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
 	eng->fault_backend = backend;
 	eng->fault_kind = kind;
 	eng->fault_nth = nth;
+}
+
+void eng_set_uring_setup(struct eng *eng, unsigned first)
+{
+	eng->uring_first = first;
 }
 
 /* ------------------------------------------------------------------ */
@@ -748,6 +754,7 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	rc.fault_kind = eng->fault_kind;
 	rc.fault_backend = eng->fault_backend;
 	rc.fault_nth = eng->fault_nth;
+	rc.uring_first = eng->uring_first;
 	rc.qd = eng->o.queue_depth;
 	rc.bound = eng->o.inflight_bytes;
 	st->queue_depth = rc.qd;

@@ -139,6 +139,13 @@ enum eng_fault {
 void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
 
 /*
+ * Benchmark hook: io_uring setup starts at entry `first` of its list of
+ * flag sets (0: SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|SUBMIT_ALL,
+ * 1: without DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL, 3: none).
+ */
+void eng_set_uring_setup(struct eng *eng, unsigned first);
+
+/*
  * Staging memory for len bytes: anonymous, page-aligned, backed by
  * transparent huge pages where the kernel has them (so that touching many
  * GiB is cheap). Returns NULL on failure. eng_staging_free(NULL, 0) is a no-op.
