@@ -667,7 +667,7 @@ static int run_loop(struct eng_run *rc)
 static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 {
 	const struct eng_job *job = rc->job;
-	uint64_t bounce = 0;
+	uint64_t bounce = 0, bounce_bytes = 0, all_bytes = 0, want;
 	uint32_t maxlen = 0;
 
 	if (job->reads || !job->next) {
@@ -677,13 +677,16 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 
 			if (ret < 0)
 				return ret;
+			all_bytes += r->len;
 			if (!direct_dst(rc, r)) {
 				bounce++;
+				bounce_bytes += r->len;
 				maxlen = RL_MAX(maxlen, r->len);
 			}
 		}
 	} else {
 		bounce = UINT64_MAX;
+		bounce_bytes = all_bytes = 1;
 		maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
 	}
 	*bytes = RL_MAX(rc->o->buffer_bytes, maxlen);
@@ -691,12 +694,22 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 		*nbuf = 0;
 		return 0;
 	}
-	/* Enough buffers to keep the queue full while the completion thread
-	 * copies the previous batch, within the in-flight bound. */
-	*nbuf = rc->o->buffers ? rc->o->buffers : 2 * rc->qd;
-	if (!rc->o->buffers)
-		*nbuf = (unsigned)RL_MIN((uint64_t)*nbuf, RL_MAX(rc->bound / *bytes, 1));
-	*nbuf = (unsigned)RL_MIN((uint64_t)*nbuf, bounce);
+	if (rc->o->buffers) {
+		*nbuf = (unsigned)RL_MIN((uint64_t)rc->o->buffers, bounce);
+		return 0;
+	}
+	/*
+	 * Twice the queue depth keeps the queue full while the completion
+	 * thread copies the previous batch, scaled by the share of bytes that
+	 * need a bounce at all (a congruent plan reads nearly everything
+	 * straight into staging, and every buffer is memory pinned for the
+	 * whole run), within the in-flight bound.
+	 */
+	want = 2ull * rc->qd;
+	if (bounce_bytes < all_bytes)
+		want = RL_MAX((want * bounce_bytes + all_bytes - 1) / all_bytes, 2);
+	want = RL_MIN(want, RL_MAX(rc->bound / *bytes, 1));
+	*nbuf = (unsigned)RL_MIN(want, bounce);
 	return 0;
 }
 
