@@ -138,8 +138,9 @@ static int ur_setup(struct be *be)
 		return -ENOMEM;
 	u->efd = -1;
 	be->priv = u;
-	for (size_t i = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1);
-	     i < RL_ARRAY_SIZE(setup_flags); i++) {
+	size_t first = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
+
+	for (i = first; i < RL_ARRAY_SIZE(setup_flags); i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof(p));
@@ -148,6 +149,9 @@ static int ur_setup(struct be *be)
 		if (ret != -EINVAL)
 			break;
 	}
+	if (ret == 0 && i > first)
+		eng_note(rc, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
+			 setup_flags[i]);
 	if (ret < 0) {
 		/* -EPERM / -ENOSYS: io_uring disabled (sysctl, seccomp). */
 		ur_teardown(be);
