@@ -113,18 +113,12 @@ struct job {
 	uint64_t sizes[1];
 	struct rp_gen gen;
 
-	/* the submitting thread's (the generator's) */
+	/* engine.h runs next() and on_read() on the one thread that owns the
+	 * backend, so none of this needs a lock */
 	uint64_t start_ns, deadline_ns;
-	uint64_t planned;       /* reads the job issues when not time based */
-	uint64_t issued;
-	/* measurement starts here (start + ramp); read by the reaping thread,
-	 * hence atomic: the kernel, not a lock, orders submit and reap */
-	uint64_t meas_ns;
-
-	/* the reaping thread's; a mutex only for psync, whose pool reaps on
-	 * several threads (io_uring and libaio reap on one) */
-	int locked;
-	pthread_mutex_t lock;
+	uint64_t meas_ns;       /* measurement starts here (start + ramp) */
+	uint64_t seen_ns;       /* the latest completion time seen */
+	uint64_t planned;       /* reads of one pass */
 	struct rp_hist *hist;
 	uint64_t bytes, ios, all_bytes, last_ns;
 
@@ -152,12 +146,13 @@ static int job_next(void *user, struct rl_read *out)
 	if (!j->start_ns) {
 		/* the clock starts at the first submission: engine set-up
 		 * (rings, buffer registration) is not the drive's time */
-		j->start_ns = now_ns();
-		__atomic_store_n(&j->meas_ns, j->start_ns + j->o->ramp_ns,
-				 __ATOMIC_RELAXED);
+		j->start_ns = j->seen_ns = now_ns();
+		j->meas_ns = j->start_ns + j->o->ramp_ns;
 		if (j->o->runtime_ns)
 			j->deadline_ns = j->start_ns + j->o->ramp_ns + j->o->runtime_ns;
-	} else if (j->deadline_ns && now_ns() >= j->deadline_ns) {
+	} else if (j->deadline_ns && j->seen_ns >= j->deadline_ns) {
+		/* the engine's completion times tell the time for free: a
+		 * clock read per read costs more than the rest of this path */
 		return 0;
 	}
 	if (!rp_gen_next(&j->gen, &off)) {
@@ -168,7 +163,6 @@ static int job_next(void *user, struct rl_read *out)
 	memset(out, 0, sizeof(*out));
 	out->off = off;
 	out->len = out->min_len = (uint32_t)j->o->bs;
-	j->issued++;
 	return 1;
 }
 
@@ -176,20 +170,16 @@ static void job_on_read(void *user, const struct rl_read *r, uint64_t submit_ns,
 			uint64_t complete_ns)
 {
 	struct job *j = user;
-	uint64_t meas = __atomic_load_n(&j->meas_ns, __ATOMIC_RELAXED);
 
-	if (j->locked)
-		pthread_mutex_lock(&j->lock);
+	j->seen_ns = complete_ns;
 	j->all_bytes += r->len;
-	if (complete_ns >= meas) {  /* ramp_time: not measured */
-		rp_hist_add(j->hist, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
-		j->bytes += r->len;
-		j->ios++;
-		if (complete_ns > j->last_ns)
-			j->last_ns = complete_ns;
-	}
-	if (j->locked)
-		pthread_mutex_unlock(&j->lock);
+	if (complete_ns < j->meas_ns)
+		return;  /* ramp_time: not measured */
+	rp_hist_add(j->hist, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
+	j->bytes += r->len;
+	j->ios++;
+	if (complete_ns > j->last_ns)
+		j->last_ns = complete_ns;
 }
 
 static void *job_main(void *arg)
@@ -203,9 +193,12 @@ static void *job_main(void *arg)
 	j->ops->opts_default(&eo);
 	eo.backend = o->engine;
 	eo.queue_depth = o->iodepth;
-	eo.buffers = o->iodepth;
+	/* iodepth reads in the kernel plus as many finished ones on their way
+	 * back from the completion thread: with only iodepth buffers the
+	 * queue runs short whenever that thread is slow to hand them back */
+	eo.buffers = 2 * o->iodepth;
 	eo.buffer_bytes = (uint32_t)o->bs;
-	eo.inflight_bytes = (uint64_t)o->iodepth * o->bs;
+	eo.inflight_bytes = 2 * (uint64_t)o->iodepth * o->bs;
 	eo.register_buffers = o->fixedbufs;
 	eo.register_files = o->registerfiles;
 	eo.direct = o->direct;
@@ -325,8 +318,6 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 		j->index = i;
 		j->paths[0] = o->filename;
 		j->sizes[0] = file_size;
-		j->locked = o->engine == ENG_PREAD;
-		pthread_mutex_init(&j->lock, NULL);
 		rp_gen_init(&j->gen, o->offset, bytes, o->bs, o->rw == RP_RANDREAD,
 			    o->seed + i * 0x9e3779b97f4a7c15ull);
 		j->planned = j->gen.nblocks;
@@ -388,19 +379,14 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 	r->majf = (uint64_t)(ru1.ru_majflt - ru0.ru_majflt);
 	r->minf = (uint64_t)(ru1.ru_minflt - ru0.ru_minflt);
 
-	for (unsigned i = 0; i < o->numjobs; i++) {
+	for (unsigned i = 0; i < o->numjobs; i++)
 		rl_free(jobs[i].hist);
-		pthread_mutex_destroy(&jobs[i].lock);
-	}
 	rl_free(jobs);
 	return r->error;
 
 nomem_jobs:
-	for (unsigned i = 0; i < o->numjobs; i++) {
-		if (jobs[i].hist)
-			pthread_mutex_destroy(&jobs[i].lock);
+	for (unsigned i = 0; i < o->numjobs; i++)
 		rl_free(jobs[i].hist);
-	}
 	rl_free(jobs);
 nomem:
 	snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: out of memory");
