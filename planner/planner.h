@@ -19,6 +19,10 @@
 
 /* Bits per element of dt, 0 if dt is invalid. */
 unsigned pl_dtype_bits(int dt);
+/* The safetensors name of dt ("BF16"), NULL if dt is invalid. */
+const char *pl_dtype_name(int dt);
+/* The dtype named by the len bytes at name (exact match), or -1. */
+int pl_dtype_lookup(const char *name, size_t len);
 
 /* ---------------------------------------------------------------- */
 /* Checkpoints (planner/safetensors.c, planner/checkpoint.c)         */
@@ -79,6 +83,16 @@ struct pl_header {
 int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 		    uint32_t file, struct pl_header *out, struct rl_err *e);
 void pl_header_free(struct pl_header *h);
+
+/* The reference's limit on the header length (larger: RL_E_HEADER_TOO_LARGE). */
+#define PL_MAX_HEADER 100000000u
+
+/*
+ * Writes a printable, NUL-terminated form of the len bytes at s into dst
+ * (control bytes and '\\' as \xNN, cut with "..." past ~100 bytes), for
+ * error messages. Returns the length written.
+ */
+size_t pl_quote(char *dst, size_t cap, const char *s, size_t len);
 
 /* ---------------------------------------------------------------- */
 /* Sharding specs (planner/spec.c)                                   */

@@ -1,0 +1,144 @@
+/* ckpt.c - rl_ckpt_* and rl_dtype_* of ringload.h, over planner/checkpoint.c. */
+#include <errno.h>
+#include <string.h>
+
+#include "ckpt_internal.h"
+
+const char *rl_dtype_name(rl_dtype dt)
+{
+	return pl_dtype_name((int)dt);
+}
+
+unsigned rl_dtype_bits(rl_dtype dt)
+{
+	return pl_dtype_bits((int)dt);
+}
+
+int rl_dtype_from_name(const char *name)
+{
+	return name ? pl_dtype_lookup(name, strlen(name)) : -1;
+}
+
+rl_ckpt *rl_ckpt_create(void)
+{
+	return rl_calloc(1, sizeof(struct rl_ckpt));
+}
+
+int rl_ckpt_open(rl_ckpt *ck, const char *path)
+{
+	int r;
+
+	if (!ck)
+		return -EINVAL;
+	rl_err_clear(&ck->err);
+	if (ck->opened)
+		return rl_err_set(&ck->err, RL_E_STATE, "checkpoint handle already opened");
+	if (!path)
+		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "path is NULL");
+	ck->opened = 1;
+	r = pl_ckpt_open(path, &ck->pl, &ck->err);
+	if (r < 0 && !ck->err.msg[0])
+		rl_err_set(&ck->err, r, "%s: %s", path, rl_strerror(r));
+	return r < 0 ? r : 0;
+}
+
+const char *rl_ckpt_errmsg(const rl_ckpt *ck)
+{
+	return ck ? ck->err.msg : "";
+}
+
+void rl_ckpt_destroy(rl_ckpt *ck)
+{
+	if (!ck)
+		return;
+	pl_ckpt_free(ck->pl);
+	rl_free(ck);
+}
+
+size_t rl_ckpt_num_files(const rl_ckpt *ck)
+{
+	return ck && ck->pl ? ck->pl->nfiles : 0;
+}
+
+const char *rl_ckpt_file_path(const rl_ckpt *ck, size_t file)
+{
+	if (!ck || !ck->pl || file >= ck->pl->nfiles)
+		return NULL;
+	return ck->pl->files[file].path;
+}
+
+uint64_t rl_ckpt_file_size(const rl_ckpt *ck, size_t file)
+{
+	if (!ck || !ck->pl || file >= ck->pl->nfiles)
+		return 0;
+	return ck->pl->files[file].size;
+}
+
+size_t rl_ckpt_num_tensors(const rl_ckpt *ck)
+{
+	return ck && ck->pl ? ck->pl->ntensors : 0;
+}
+
+int rl_ckpt_tensor(const rl_ckpt *ck, size_t i, rl_tensor_info *out)
+{
+	const struct pl_tensor *t;
+
+	if (!ck || !ck->pl || !out || i >= ck->pl->ntensors)
+		return -EINVAL;
+	t = &ck->pl->tensors[i];
+	out->name = t->name;
+	out->dtype = (rl_dtype)t->dtype;
+	out->ndim = t->ndim;
+	out->shape = t->shape;
+	out->file = t->file;
+	out->offset = t->offset;
+	out->nbytes = t->nbytes;
+	return 0;
+}
+
+long rl_ckpt_find(const rl_ckpt *ck, const char *name)
+{
+	long i;
+
+	if (!ck || !ck->pl || !name)
+		return RL_E_MISSING_TENSOR;
+	i = pl_ckpt_find(ck->pl, name);
+	return i < 0 ? RL_E_MISSING_TENSOR : i;
+}
+
+size_t rl_ckpt_num_metadata(const rl_ckpt *ck)
+{
+	return ck && ck->pl ? ck->pl->nmeta : 0;
+}
+
+int rl_ckpt_metadata(const rl_ckpt *ck, size_t i, const char **key, const char **value)
+{
+	if (!ck || !ck->pl || i >= ck->pl->nmeta)
+		return -EINVAL;
+	if (key)
+		*key = ck->pl->meta[i].key;
+	if (value)
+		*value = ck->pl->meta[i].value;
+	return 0;
+}
+
+const char *rl_ckpt_metadata_get(const rl_ckpt *ck, const char *key)
+{
+	size_t lo = 0, hi;
+
+	if (!ck || !ck->pl || !key)
+		return NULL;
+	hi = ck->pl->nmeta;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(key, ck->pl->meta[mid].key);
+
+		if (!c)
+			return ck->pl->meta[mid].value;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
