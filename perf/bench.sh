@@ -54,12 +54,14 @@ drop_caches() {
 }
 
 machine() {
-	local src dev
+	local src dev model sched
 	src=$(findmnt -no SOURCE --target "$DIR" 2>/dev/null || echo "?")
 	dev=$(basename "$src")
+	model=$(cat /sys/block/"$dev"/device/model 2>/dev/null | xargs || true)
+	sched=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/block/"$dev"/queue/scheduler 2>/dev/null || true)
 	echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-	echo "- host: $(uname -srm); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)); $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) memory"
-	echo "- storage: $src ($(findmnt -no FSTYPE --target "$DIR" 2>/dev/null || echo ?)), model '$(cat /sys/block/"$dev"/device/model 2>/dev/null | xargs || echo ?)', scheduler '$(cat /sys/block/"$dev"/queue/scheduler 2>/dev/null || echo ?)', load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "- host: $(uname -srm); $(nproc) CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)); $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) memory; load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+	echo "- storage: $src ($(findmnt -no FSTYPE --target "$DIR" 2>/dev/null || echo ?)), model ${model:-unknown (virtual disk?)}, scheduler ${sched:-?}"
 	echo "- tools: $(fio --version), $("$BUILD"/rlperf --version), ringload $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo ?)"
 	echo "- file: $CKPT ($size bytes); rounds $ROUNDS, runtime ${RUNTIME}s + ramp ${RAMP}s per run"
 }
@@ -73,6 +75,7 @@ if [ "$REGISTERED" = 1 ]; then
 fi
 common="--direct=1 --runtime=$RUNTIME --time_based --ramp_time=$RAMP --filename=$CKPT --output-format=json"
 
+machine >"$raw/machine.md"
 : >"$raw/compare.tsv"
 for round in $(seq 1 "$ROUNDS"); do
 	for j in "${jobs[@]}"; do
@@ -136,7 +139,8 @@ load_section() {
 {
 	echo "# ringload benchmark $stamp"
 	echo
-	machine
+	cat "$raw/machine.md"
+	echo "- load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 	echo
 	echo "## rlperf vs fio (same job, interleaved, medians)"
 	echo

@@ -799,7 +799,7 @@ static int run_rlperf(const char *args, char *out, size_t len)
 	size_t n;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s/rlperf %s 2>&1", b ? b : "build", args);
+	snprintf(cmd, sizeof(cmd), "%s/rlperf 2>&1 %s", b ? b : "build", args);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
@@ -827,6 +827,57 @@ static void binary_rejects_bad_options(void)
 	CHECK(strstr(out, "--iodepth=V"));
 }
 
+static const char real_check[] =
+	"import json,sys\n"
+	"d=json.load(open(sys.argv[1])); j=d['jobs'][0]; rd=j['read']\n"
+	"assert j['error']==0 and rd['total_ios']==256 and rd['io_bytes']==1048576, rd\n"
+	"assert rd['clat_ns']['N']==256 and rd['bw_bytes']>0\n"
+	"assert len(rd['clat_ns']['percentile'])==17\n"
+	"assert j['rlperf']['backend']==sys.argv[2], j['rlperf']\n";
+
+/* A real run on the engine, every backend, JSON checked by python3. */
+static void binary_reads_a_file(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	static const char *const names[] = { "io_uring", "libaio", "pread" };
+	const char *path = make_file("real", 1 << 20);
+	char out[16384], args[1024], json[512], script[512], cmd[1400], exe[512];
+	const char *b = getenv("RL_BUILD");
+	FILE *f;
+
+	snprintf(exe, sizeof(exe), "%s/rlperf", b ? b : "build");
+	if (access(exe, X_OK))
+		SKIP("build/rlperf not built");
+	if (system("python3 -c '' >/dev/null 2>&1"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	snprintf(script, sizeof(script), "%s/real.py", th_tmpdir());
+	f = fopen(script, "w");
+	CHECK(f);
+	fputs(real_check, f);
+	fclose(f);
+	for (int direct = 0; direct < 2; direct++) {
+		for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+			int rc;
+
+			snprintf(json, sizeof(json), "%s/real-%s-%d.json", th_tmpdir(),
+				 engines[i], direct);
+			snprintf(args, sizeof(args), "--filename=%s --rw=randread --bs=4k "
+				 "--iodepth=8 --direct=%d --engine=%s --output-format=json "
+				 "> %s", path, direct, engines[i], json);
+			rc = run_rlperf(args, out, sizeof(out));
+			if (rc == 1 && strstr(out, "has no engine"))
+				SKIP("the library has no engine yet");
+			if (rc == 1 && i > 0 && strstr(out, "unavailable"))
+				continue;  /* a backend this machine lacks */
+			CHECKF(rc == 0, "rlperf --engine=%s --direct=%d: exit %d: %s",
+			       engines[i], direct, rc, out);
+			snprintf(cmd, sizeof(cmd), "python3 %s %s %s", script, json, names[i]);
+			CHECKF(system(cmd) == 0, "%s: bad JSON", json);
+		}
+	}
+}
+
 int main(void)
 {
 	RUN(sizes_take_fio_suffixes);
@@ -846,5 +897,6 @@ int main(void)
 	RUN(normal_output_reads_like_fio);
 	RUN(block_sizes_print_as_fio);
 	RUN(binary_rejects_bad_options);
+	RUN(binary_reads_a_file);
 	return th_done();
 }
