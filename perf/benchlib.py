@@ -6,8 +6,11 @@
   benchlib.py compare RESULTS.tsv   markdown table of medians and ratios from
                                     lines "job tool round bw iops p50 p99 cpu"
   benchlib.py load RESULTS.tsv      markdown table from lines "reader round seconds bytes"
-  benchlib.py sweep RESULTS.tsv     markdown table and the best configuration from
-                                    lines "backend registered qd bs bw iops p50 p99 cpu"
+  benchlib.py sweep RESULTS.tsv [MEDIANS.tsv]
+                                    markdown table of medians per point and the best
+                                    configuration, from lines
+                                    "backend registered qd bs round bw iops p50 p99 cpu";
+                                    writes the medians (without round) for the chart
 
 Standard library only; medians, never means, of interleaved rounds.
 """
@@ -78,42 +81,54 @@ def load(path):
                                                  "%.3f" % (s / base_s) if base_s else "-"))
 
 
-def sweep(path):
+def sweep(path, med_path=None):
+    by = {}
+    for backend, reg, qd, bs, _rnd, bw, iops, p50, p99, cpu in rows(path):
+        by.setdefault((backend, int(reg), int(qd), bs), []).append(
+            (float(bw), float(iops), float(p50), float(p99), float(cpu)))
     rs = []
-    for backend, reg, qd, bs, bw, iops, p50, p99, cpu in rows(path):
-        rs.append(dict(backend=backend, reg=int(reg), qd=int(qd), bs=bs, bw=float(bw),
-                       iops=float(iops), p50=float(p50), p99=float(p99), cpu=float(cpu)))
-    print("| backend | registered | bs | QD | MB/s | IOPS | p99 us | CPU s/GB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for (backend, reg, qd, bs), xs in by.items():
+        m = [med([x[i] for x in xs]) for i in range(5)]
+        rs.append(dict(backend=backend, reg=reg, qd=qd, bs=bs, n=len(xs), bw=m[0],
+                       iops=m[1], p50=m[2], p99=m[3], cpu=m[4]))
+    if med_path:
+        with open(med_path, "w") as f:
+            for r in rs:
+                f.write("%s\t%d\t%d\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.4f\n"
+                        % (r["backend"], r["reg"], r["qd"], r["bs"], r["bw"], r["iops"],
+                           r["p50"], r["p99"], r["cpu"]))
+    print("| backend | registered | bs | QD | rounds | MB/s | IOPS | p99 us | CPU s/GB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rs:
-        print("| %s | %d | %s | %d | %.1f | %.0f | %.1f | %.3f |"
-              % (r["backend"], r["reg"], r["bs"], r["qd"], r["bw"] / 1e6, r["iops"],
+        print("| %s | %d | %s | %d | %d | %.1f | %.0f | %.1f | %.3f |"
+              % (r["backend"], r["reg"], r["bs"], r["qd"], r["n"], r["bw"] / 1e6, r["iops"],
                  r["p99"] / 1e3, r["cpu"]))
     if not rs:
         return
     best = max(rs, key=lambda r: r["bw"])
     print()
-    print("Best: %s%s, bs %s, QD %d: %.1f MB/s, %.3f CPU s/GB."
+    print("Best (median bandwidth): %s%s, bs %s, QD %d: %.1f MB/s, %.3f CPU s/GB."
           % (best["backend"], " (registered)" if best["reg"] else "", best["bs"], best["qd"],
              best["bw"] / 1e6, best["cpu"]))
-    # the cheapest configuration within 5% of the best: fewer bytes in
-    # flight (smaller QD x bs) and less CPU for the same bandwidth
+    # among configurations within 5% of the best, the one with the least
+    # CPU per GB, then the fewest bytes in flight
     ok = [r for r in rs if r["bw"] >= 0.95 * best["bw"]]
 
     def size(bs):
         m = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
         return int(bs[:-1]) * m[bs[-1].lower()] if bs[-1].lower() in m else int(bs)
-    pick = min(ok, key=lambda r: (r["qd"] * size(r["bs"]), r["cpu"]))
-    print("Within 5%% of the best with the fewest bytes in flight: %s%s, bs %s, QD %d: "
+    pick = min(ok, key=lambda r: (round(r["cpu"], 2), r["qd"] * size(r["bs"])))
+    print("Within 5%% of it, least CPU then fewest bytes in flight: %s%s, bs %s, QD %d: "
           "%.1f MB/s, %.3f CPU s/GB."
           % (pick["backend"], " (registered)" if pick["reg"] else "", pick["bs"], pick["qd"],
              pick["bw"] / 1e6, pick["cpu"]))
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("metrics", "compare", "load", "sweep"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("metrics", "compare", "load", "sweep") or \
+            len(sys.argv) > (4 if sys.argv[1] == "sweep" else 3):
         sys.exit(__doc__)
-    globals()[sys.argv[1]](sys.argv[2])
+    globals()[sys.argv[1]](*sys.argv[2:])
 
 
 if __name__ == "__main__":
