@@ -186,4 +186,17 @@ struct pl_exec {
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 
+/* Queries for api/plan.c. */
+unsigned pl_plan_nprocs(const struct pl_plan *p);
+/* Stats of process proc, or of all with proc < 0. Returns 0, -EINVAL (no
+ * such process) or RL_E_STATE (not computed: all_stats was off). */
+int pl_plan_stats(const struct pl_plan *p, int proc, struct pl_stats *out);
+/* Loaded tensor it: name, dtype, rank and shape (owned by the plan). */
+size_t pl_plan_ntensors(const struct pl_plan *p);
+void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
+		    int *dtype, unsigned *ndim, const uint64_t **shape);
+/* Box [start, stop) of shard i (ndim entries each). */
+void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
+		       uint64_t *stop);
+
 #endif /* RL_PLANNER_H */
