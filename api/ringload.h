@@ -386,19 +386,27 @@ int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out);
 
 /*
  * Read-once mode (RL_PLAN_READ_ONCE): broadcasts the runtime must perform.
- * Shard bytes [offset, offset+nbytes) of shard (a shard index of the planned
- * process when it receives, or of the root when it sends) travel from
- * process root to the listed processes; batch groups broadcasts whose total
- * stays under RL_PLAN_BATCH_BYTES.
+ * Every box that devices of several processes need is read by one process
+ * (root) and travels from it to the listed processes: the whole shard
+ * (nbytes, C order of its box) of the planned process's shard index
+ * `shard`, the root's copy when it sends, the one to fill when it receives
+ * (the first local device holding that box). Received shards get no bytes
+ * from the plan's reads: the runtime fills `shard` with the broadcast and
+ * copies it to the process's other shards of the same tensor and box, if
+ * any. Listed in an order every process agrees on, only
+ * those the planned process takes part in; batch groups consecutive
+ * broadcasts whose total stays under RL_PLAN_BATCH_BYTES (an oversize one
+ * goes alone).
  */
 typedef struct rl_broadcast_info {
 	const char *name;        /* tensor name */
-	uint64_t src_offset;     /* file-level source region */
+	uint64_t src_offset;     /* file offset of the box's first byte */
 	uint64_t nbytes;
 	int root;                /* process that reads */
 	size_t nreceivers;
 	const int *receivers;    /* owned by the plan */
 	size_t batch;
+	size_t shard;            /* the planned process's shard sent or received */
 } rl_broadcast_info;
 
 size_t rl_plan_num_broadcasts(const rl_plan *plan);
