@@ -117,6 +117,9 @@ $(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(STATIC)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_HELPERS) \
 		$(STATIC) $(LDLIBS) $(TEST_LDLIBS)
 
+# test_rlperf compiles rlperf's parts in (all but main).
+$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/rlperf.h)
+
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)

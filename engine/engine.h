@@ -70,9 +70,11 @@ struct eng_job {
 	/* generator: fills *out and returns 1, or returns 0 when done */
 	int (*next)(void *user, struct rl_read *out);
 
+	size_t ncopies;         /* entries of copies (every copy index is checked) */
 	/* destinations of the copies, indexed by rl_copy.dev */
 	unsigned ndevs;
 	uint8_t *const *staging;
+	const uint64_t *staging_bytes; /* size of each area (NULL: unchecked) */
 	/* bytes each shard expects, indexed by rl_copy.shard (may be NULL) */
 	size_t nshards;
 	const uint64_t *shard_bytes;
@@ -107,8 +109,51 @@ void eng_destroy(struct eng *eng);
  * Runs job to completion: returns 0 when every read arrived and every copy
  * landed, else a negative code (file, offset, length, errno text in e)
  * after draining what is in flight. Nothing leaks either way.
+ *
+ * Shards: on_shard(user, s) fires on the completion thread exactly once for
+ * every shard s whose shard_bytes[s] bytes all landed (zero-byte shards
+ * fire at the end of a successful run). When the run fails, shards already
+ * reported really were complete when reported; no other shard is reported,
+ * and the contents of every other staging byte are undefined.
+ * on_progress runs on the calling thread; a non-zero return cancels the run
+ * (RL_E_CANCELED). on_read runs on the calling thread (the ring's owner).
  */
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct rl_err *e);
+
+/*
+ * Test hook: wraps the backend of the next runs so that the nth read
+ * submission (0-based, retries included) fails with EIO, comes back short,
+ * or fails with EAGAIN; ENG_FAULT_SETUP makes the wrapped backend's setup
+ * fail with EPERM (as when io_uring is disabled), so auto falls back.
+ * ENG_FAULT_NONE removes the wrapper. Applies to backend `backend` only
+ * (ENG_AUTO: every backend).
+ */
+enum eng_fault {
+	ENG_FAULT_NONE = 0,
+	ENG_FAULT_EIO,
+	ENG_FAULT_SHORT,
+	ENG_FAULT_EAGAIN,
+	ENG_FAULT_SETUP,
+};
+void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
+
+/*
+ * Benchmark hook: io_uring setup starts at entry `first` of its list of
+ * flag sets (0: SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|SUBMIT_ALL,
+ * 1: without DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL, 3: none).
+ */
+void eng_set_uring_setup(struct eng *eng, unsigned first);
+
+/*
+ * Staging memory for len bytes: anonymous, page-aligned, backed by
+ * transparent huge pages where the kernel has them (so that touching many
+ * GiB is cheap). Returns NULL on failure. eng_staging_free(NULL, 0) is a no-op.
+ */
+void *eng_staging_alloc(size_t len);
+void eng_staging_free(void *p, size_t len);
+
+/* Returns "auto", "io_uring", "libaio", "pread" or "?". */
+const char *eng_backend_name(int backend);
 
 #endif /* RL_ENGINE_H */

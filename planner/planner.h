@@ -70,9 +70,14 @@ long pl_ckpt_find(const struct pl_ckpt *ck, const char *name);
 
 /*
  * Parses and validates one safetensors header buffer the way the reference
- * does. buf holds the whole header (hlen bytes, after the 8-byte length);
- * file_size is the size of the whole file. Appends tensors (file index
- * file) and metadata. Used by pl_ckpt_open and by the fuzz target.
+ * does (UTF-8, JSON form, offsets, overflow, sub-byte alignment, sizes, end
+ * of file). buf holds the whole header (hlen bytes, after the 8-byte
+ * length; the caller has checked hlen <= PL_MAX_HEADER and 8 + hlen <=
+ * file_size); file_size is the size of the whole file. Fills *out afresh:
+ * tensors in offset order with absolute offsets and file index file,
+ * metadata sorted by key (a repeated key keeps its last value). Returns 0,
+ * or a negative code with e set (*out then empty). Used by pl_ckpt_open and
+ * by the fuzz target.
  */
 struct pl_header {
 	struct pl_tensor *tensors;

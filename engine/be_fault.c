@@ -1,0 +1,102 @@
+/*
+ * be_fault.c - a backend wrapper for tests (SQLite's habit): the nth read
+ * submission fails with EIO, comes back short, or fails with EAGAIN; or
+ * setup fails with EPERM as when io_uring is disabled. Everything else goes
+ * to the wrapped backend unchanged.
+ */
+#include <errno.h>
+
+#include "eng_int.h"
+
+struct fault {
+	uint64_t seq;             /* submissions seen */
+	struct eng_req *fake;     /* synthesized completions, owner-only */
+};
+
+static int fault_setup(struct be *be)
+{
+	struct fault *f;
+	int ret;
+
+	if (be->run->fault_kind == ENG_FAULT_SETUP)
+		return -EPERM;
+	f = rl_calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	be->inner->run = be->run;
+	ret = be->inner->ops->setup(be->inner);
+	if (ret < 0) {
+		rl_free(f);
+		return ret;
+	}
+	be->priv = f;
+	return 0;
+}
+
+static int fault_queue(struct be *be, struct eng_req *q)
+{
+	struct fault *f = be->priv;
+	const struct eng_file *file = be->run->files + q->r.file;
+	uint32_t len;
+
+	if (f->seq++ != be->run->fault_nth)
+		return be->inner->ops->queue(be->inner, q);
+	switch (be->run->fault_kind) {
+	case ENG_FAULT_EIO:
+	case ENG_FAULT_EAGAIN:
+		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -EIO : -EAGAIN;
+		q->next = f->fake;
+		f->fake = q;
+		return 0;
+	case ENG_FAULT_SHORT:
+		/* Half the read, on the descriptor's alignment, as a device
+		 * might return at a boundary. */
+		len = (uint32_t)rl_align_down(q->io_len / 2, q->direct ? file->align : 1);
+		if (len)
+			q->io_len = len;
+		return be->inner->ops->queue(be->inner, q);
+	default:
+		return be->inner->ops->queue(be->inner, q);
+	}
+}
+
+static int fault_commit(struct be *be)
+{
+	return be->inner->ops->commit(be->inner);
+}
+
+static int fault_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
+{
+	struct fault *f = be->priv;
+	unsigned got = 0;
+
+	while (f->fake && got < max) {
+		out[got++] = f->fake;
+		f->fake = f->fake->next;
+	}
+	if (got)
+		return (int)got;
+	return be->inner->ops->reap(be->inner, out, max, wait);
+}
+
+static void fault_wake(struct be *be)
+{
+	be->inner->ops->wake(be->inner);
+}
+
+static void fault_teardown(struct be *be)
+{
+	be->inner->ops->teardown(be->inner);
+	rl_free(be->priv);
+	be->priv = NULL;
+}
+
+const struct be_ops eng_fault_ops = {
+	.name = "fault",
+	.setup = fault_setup,
+	.queue = fault_queue,
+	.commit = fault_commit,
+	.reap = fault_reap,
+	.wake = fault_wake,
+	.teardown = fault_teardown,
+};

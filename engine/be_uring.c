@@ -1,0 +1,275 @@
+/*
+ * be_uring.c - the io_uring backend: setup flags tried newest first (each
+ * dropped on -EINVAL), registered files, the buffer pool registered for
+ * read_fixed (fewer buffers, or none, when RLIMIT_MEMLOCK refuses), SQEs
+ * submitted and CQEs reaped in batches, and an eventfd read posted in the
+ * ring so the completion thread can wake an owner blocked in the kernel.
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "eng_int.h"
+
+#define WAKE_TAG 0 /* user_data of the eventfd read; requests are pointers */
+
+struct ur {
+	struct io_uring ring;
+	int ring_ok;
+	int efd;
+	int wake_armed;
+	uint64_t wake_val;
+	int reg_files;
+	unsigned reg_bufs;
+	unsigned queued;
+};
+
+/*
+ * Newest first. SINGLE_ISSUER + DEFER_TASKRUN run completion work only
+ * when the owner enters the kernel to reap, in its own context, which
+ * suits one thread that submits and reaps; COOP_TASKRUN avoids IPIs;
+ * SUBMIT_ALL keeps submitting past a bad SQE (its error comes as a CQE).
+ */
+static const unsigned setup_flags[] = {
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
+		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER,
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN,
+	0,
+};
+
+static int arm_wake(struct ur *u)
+{
+	struct io_uring_sqe *sqe;
+
+	if (u->wake_armed)
+		return 0;
+	sqe = io_uring_get_sqe(&u->ring);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_read(sqe, u->efd, &u->wake_val, sizeof(u->wake_val), 0);
+	io_uring_sqe_set_data64(sqe, WAKE_TAG);
+	u->wake_armed = 1;
+	u->queued++;
+	return 0;
+}
+
+static void register_files(struct be *be, struct ur *u)
+{
+	struct eng_run *rc = be->run;
+	int *fds, ret;
+
+	if (!rc->o->register_files || !rc->nfiles)
+		return;
+	fds = rl_mallocarray(2 * rc->nfiles, sizeof(int));
+	if (!fds)
+		return;
+	for (size_t i = 0; i < rc->nfiles; i++) {
+		fds[2 * i] = rc->files[i].fd;
+		fds[2 * i + 1] = rc->files[i].dfd;  /* -1: a sparse slot */
+	}
+	ret = io_uring_register_files(&u->ring, fds, (unsigned)(2 * rc->nfiles));
+	rl_free(fds);
+	if (ret == 0)
+		u->reg_files = 1;
+	else
+		eng_note(rc, "io_uring file registration refused (%s)", strerror(-ret));
+}
+
+/* Registers as many pool buffers as RLIMIT_MEMLOCK allows, halving. */
+static void register_buffers(struct be *be, struct ur *u)
+{
+	struct eng_run *rc = be->run;
+	struct iovec *iov;
+	unsigned n = rc->pool.nbuf;
+	int ret = 0, why = 0;
+
+	if (!rc->o->register_buffers || !n)
+		return;
+	iov = rl_mallocarray(n, sizeof(*iov));
+	if (!iov)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		iov[i].iov_base = eng_pool_buf(&rc->pool, (int)i);
+		iov[i].iov_len = rc->pool.bytes;
+	}
+	while (n) {
+		ret = io_uring_register_buffers(&u->ring, iov, n);
+		if (ret == 0)
+			break;
+		why = ret;
+		if (ret != -ENOMEM && ret != -EPERM && ret != -EFAULT) {
+			n = 0;
+			break;
+		}
+		n /= 2;
+	}
+	rl_free(iov);
+	u->reg_bufs = n;
+	if (n < rc->pool.nbuf)
+		eng_note(rc, "io_uring registered %u of %u buffers (%s)", n, rc->pool.nbuf,
+			 strerror(-why));
+}
+
+static void ur_teardown(struct be *be)
+{
+	struct ur *u = be->priv;
+
+	if (!u)
+		return;
+	if (u->ring_ok)
+		io_uring_queue_exit(&u->ring); /* cancels and waits for what is in flight */
+	if (u->efd >= 0)
+		close(u->efd);
+	rl_free(u);
+	be->priv = NULL;
+}
+
+static int ur_setup(struct be *be)
+{
+	struct eng_run *rc = be->run;
+	struct ur *u = rl_calloc(1, sizeof(*u));
+	int ret = -EINVAL;
+
+	if (!u)
+		return -ENOMEM;
+	u->efd = -1;
+	be->priv = u;
+	size_t first = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
+
+	for (i = first; i < RL_ARRAY_SIZE(setup_flags); i++) {
+		struct io_uring_params p;
+
+		memset(&p, 0, sizeof(p));
+		p.flags = setup_flags[i];
+		ret = io_uring_queue_init_params(rc->qd + 1, &u->ring, &p);
+		if (ret != -EINVAL)
+			break;
+	}
+	if (ret == 0 && i > first)
+		eng_note(rc, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
+			 setup_flags[i]);
+	if (ret < 0) {
+		/* -EPERM / -ENOSYS: io_uring disabled (sysctl, seccomp). */
+		ur_teardown(be);
+		return ret;
+	}
+	u->ring_ok = 1;
+	u->efd = eventfd(0, EFD_CLOEXEC);
+	if (u->efd < 0) {
+		ret = -errno;
+		ur_teardown(be);
+		return ret;
+	}
+	register_files(be, u);
+	register_buffers(be, u);
+	rc->st->registered_files = u->reg_files;
+	rc->st->registered_buffers = u->reg_bufs;
+	return 0;
+}
+
+static int ur_queue(struct be *be, struct eng_req *q)
+{
+	struct ur *u = be->priv;
+	const struct eng_file *f = be->run->files + q->r.file;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
+	uint64_t off = q->r.off + q->io_pos;
+	uint8_t *dst = q->dst + q->io_pos;
+	int fd = eng_req_fd(q, f);
+
+	if (!sqe)
+		return -EBUSY; /* cannot happen: the ring has qd + 1 entries */
+	if (u->reg_files)
+		fd = (int)(2 * q->r.file + (q->direct ? 1 : 0));
+	if (q->buf >= 0 && (unsigned)q->buf < u->reg_bufs)
+		io_uring_prep_read_fixed(sqe, fd, dst, q->io_len, off, q->buf);
+	else
+		io_uring_prep_read(sqe, fd, dst, q->io_len, off);
+	if (u->reg_files)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data(sqe, q);
+	u->queued++;
+	return 0;
+}
+
+static int ur_commit(struct be *be)
+{
+	struct ur *u = be->priv;
+	int ret;
+
+	if (!u->queued)
+		return 0;
+	ret = io_uring_submit(&u->ring);
+	if (ret >= 0) {
+		u->queued = 0;
+		return 0;
+	}
+	/* Out of kernel resources for now: the SQEs stay in the ring and the
+	 * next reap (io_uring_submit_and_wait) submits them. */
+	if (ret == -EAGAIN || ret == -EBUSY || ret == -EINTR)
+		return 0;
+	return ret;
+}
+
+static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
+{
+	struct ur *u = be->priv;
+	struct io_uring_cqe *cqes[64];
+	unsigned n, got = 0, seen;
+	int ret;
+
+	if (wait) {
+		arm_wake(u); /* the ring has room: qd + 1 entries */
+		ret = io_uring_submit_and_wait(&u->ring, 1);
+		if (ret >= 0)
+			u->queued = 0;
+		else if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
+			return ret;
+	} else if (u->ring.flags & IORING_SETUP_DEFER_TASKRUN) {
+		/* Deferred completions are posted only when we ask. */
+		ret = io_uring_get_events(&u->ring);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
+			return ret;
+	}
+	if (max > RL_ARRAY_SIZE(cqes))
+		max = RL_ARRAY_SIZE(cqes);
+	n = io_uring_peek_batch_cqe(&u->ring, cqes, max);
+	for (seen = 0; seen < n; seen++) {
+		struct io_uring_cqe *cqe = cqes[seen];
+		struct eng_req *q = io_uring_cqe_get_data(cqe);
+
+		if (cqe->user_data == WAKE_TAG) {
+			u->wake_armed = 0;
+			continue;
+		}
+		q->res = cqe->res;
+		out[got++] = q;
+	}
+	io_uring_cq_advance(&u->ring, n);
+	return (int)got;
+}
+
+/* Any thread: completes the posted eventfd read. */
+static void ur_wake(struct be *be)
+{
+	struct ur *u = be->priv;
+	uint64_t one = 1;
+
+	if (write(u->efd, &one, sizeof(one)) < 0) {
+		/* eventfd writes fail only on counter overflow: it is
+		 * already signalled. */
+	}
+}
+
+const struct be_ops eng_uring_ops = {
+	.name = "io_uring",
+	.setup = ur_setup,
+	.queue = ur_queue,
+	.commit = ur_commit,
+	.reap = ur_reap,
+	.wake = ur_wake,
+	.teardown = ur_teardown,
+};

@@ -1,0 +1,92 @@
+/* pool.c - the bounce-buffer pool and library-allocated staging memory. */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "eng_int.h"
+
+#define PAGE 4096u
+#define HUGE (2u << 20)
+
+int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,
+		    struct eng_run *rc)
+{
+	uint64_t len;
+
+	memset(p, 0, sizeof(*p));
+	if (!nbuf)
+		return 0;
+	bytes = (uint32_t)rl_align_up(bytes, PAGE);
+	if (rl_mul64(nbuf, bytes, &len) || len > SIZE_MAX)
+		return -ENOMEM;
+	p->base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (p->base == MAP_FAILED) {
+		p->base = NULL;
+		return -ENOMEM;
+	}
+	p->map_len = len;
+	p->nbuf = nbuf;
+	p->bytes = bytes;
+	/* Locked so the pages stay put between reads; RLIMIT_MEMLOCK
+	 * (8 MiB for users without CAP_IPC_LOCK) may refuse: go on. */
+	if (mlock(p->base, len) == 0)
+		p->locked = 1;
+	else
+		eng_note(rc, "mlock of %u buffers refused (%s): buffers unlocked",
+			 nbuf, strerror(errno));
+	return 0;
+}
+
+void eng_pool_destroy(struct eng_pool *p)
+{
+	if (p->base)
+		munmap(p->base, p->map_len); /* also unlocks */
+	memset(p, 0, sizeof(*p));
+}
+
+/* Sizes of 2 MiB and more are rounded up to whole huge pages so that
+ * khugepaged-free THP faults can back all of them. */
+static size_t staging_map_len(size_t len)
+{
+	if (len >= HUGE)
+		return (size_t)rl_align_up(len, HUGE);
+	return (size_t)rl_align_up(len ? len : 1, PAGE);
+}
+
+void *eng_staging_alloc(size_t len)
+{
+	size_t map_len, extra;
+	uint8_t *p, *q;
+
+	if (len > SIZE_MAX - 2 * (size_t)HUGE)
+		return NULL;
+	map_len = staging_map_len(len);
+	if (map_len < HUGE) {
+		p = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return p == MAP_FAILED ? NULL : p;
+	}
+	/* Over-map by one huge page and trim, so the area starts on a 2 MiB
+	 * boundary and every page of it can be a huge page. */
+	p = mmap(NULL, map_len + HUGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	q = (uint8_t *)rl_align_up((uintptr_t)p, HUGE);
+	if (q > p)
+		munmap(p, (size_t)(q - p));
+	extra = (size_t)(p + HUGE - q);
+	if (extra)
+		munmap(q + map_len, extra);
+#ifdef MADV_HUGEPAGE
+	madvise(q, map_len, MADV_HUGEPAGE); /* advisory: no THP is fine */
+#endif
+	return q;
+}
+
+void eng_staging_free(void *p, size_t len)
+{
+	if (p)
+		munmap(p, staging_map_len(len));
+}

@@ -1,0 +1,83 @@
+/*
+ * engine_util.h - hand-made plans for the engine tests: items (runs of a
+ * file, contiguous or strided) become aligned, chunked reads with scatter
+ * lists, and the expected staging bytes are computed independently by
+ * slicing the file's bytes in memory.
+ */
+#ifndef RL_ENGINE_UTIL_H
+#define RL_ENGINE_UTIL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "../engine/engine.h"
+
+/* count runs of len bytes at off + k*stride of file, landing contiguously
+ * at dst of device dev; one shard each. */
+struct tu_item {
+	uint32_t file;
+	uint64_t off;
+	uint32_t len, count, stride;
+	uint32_t dev;
+	uint64_t dst;
+};
+
+#define TU_MAX_FILES 4
+#define TU_MAX_DEVS 4
+
+struct tu_plan {
+	/* inputs */
+	size_t nfiles;
+	char *paths[TU_MAX_FILES];
+	uint64_t sizes[TU_MAX_FILES];
+	uint8_t *content[TU_MAX_FILES];   /* the files' bytes, for expectations */
+	uint32_t align;                   /* read alignment (1: unaligned reads) */
+	uint32_t chunk;                   /* max read length, a multiple of align */
+	int use_direct;                   /* mark eligible reads RL_READ_DIRECT */
+
+	struct tu_item *items;
+	size_t nitems;
+
+	/* outputs */
+	struct rl_read *reads;
+	size_t nreads, cap_reads;
+	struct rl_copy *copies;
+	size_t ncopies, cap_copies;
+	unsigned ndevs;
+	uint64_t staging_bytes[TU_MAX_DEVS];
+	uint8_t *staging[TU_MAX_DEVS];
+	uint8_t *expect[TU_MAX_DEVS];
+	uint64_t *shard_bytes;
+};
+
+/* Writes a file of size bytes of a seeded pattern; returns its bytes
+ * (caller frees with free()) or NULL. */
+uint8_t *tu_write_file(const char *path, uint64_t size, uint64_t seed);
+
+/* Adds a file. Returns its index. */
+uint32_t tu_add_file(struct tu_plan *p, const char *path, uint64_t size, uint64_t seed);
+
+/* Adds an item; dst is chosen as the next free 4096-aligned offset of dev
+ * (plus misalign bytes). */
+void tu_add_item(struct tu_plan *p, uint32_t file, uint64_t off, uint32_t len,
+		 uint32_t count, uint32_t stride, uint32_t dev, uint32_t misalign);
+
+/* Builds reads/copies, allocates staging (zeroed) and expectations. */
+int tu_build(struct tu_plan *p);
+
+/* Fills an eng_job for p. */
+void tu_job(struct tu_plan *p, struct eng_job *job);
+
+/* 0 when every device's staging equals the expectation, else 1 + device,
+ * and *at receives the first differing offset. */
+int tu_compare(const struct tu_plan *p, uint64_t *at);
+
+/* Shard s's bytes in staging equal the expectation. */
+int tu_shard_ok(const struct tu_plan *p, size_t s);
+
+/* Clears staging to a fill byte. */
+void tu_clear(struct tu_plan *p, int fill);
+
+void tu_free(struct tu_plan *p);
+
+#endif
