@@ -224,6 +224,7 @@ struct pl_plan {
 	size_t nbcasts;
 	int32_t *receivers;
 	size_t nreceivers;
+	uint8_t *received;          /* per shard, or NULL */
 };
 
 /* One read-once broadcast: the box of item on mesh device dev, read by

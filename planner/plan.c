@@ -872,6 +872,7 @@ void pl_plan_free(struct pl_plan *p)
 	rl_free(p->have_stats);
 	rl_free(p->bcasts);
 	rl_free(p->receivers);
+	rl_free(p->received);
 	rl_free(p);
 }
 
@@ -1116,6 +1117,7 @@ void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 	out->shards = p->shards;
 	out->max_read = p->max_read;
 	out->needed_bytes = p->stats[p->process].needed_bytes;
+	out->received = p->received;
 }
 
 unsigned pl_plan_nprocs(const struct pl_plan *p)

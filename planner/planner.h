@@ -183,6 +183,9 @@ struct pl_exec {
 	const struct pl_shard *shards;
 	uint64_t max_read;          /* largest read length */
 	uint64_t needed_bytes;
+	/* Read once: per shard, 1 when a broadcast fills it rather than the
+	 * reads (its copies bring 0 bytes); NULL when no shard is received. */
+	const uint8_t *received;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 

@@ -207,8 +207,11 @@ static int scan_item(struct ro *r, size_t i, int pass, size_t *k, uint8_t *reads
 				uint32_t d = r->order[m];
 				size_t bit = i * s->ndev + d;
 
-				if ((int32_t)s->proc[d] != root)
+				if ((int32_t)s->proc[d] != root) {
 					skip[bit / 8] |= (uint8_t)(1u << (bit % 8));
+					if (r->dev_slot[d] != UINT32_MAX)
+						p->received[pl_shard_index(p, i, r->dev_slot[d])] = 1;
+				}
 				if (r->dev_slot[d] != UINT32_MAX && local == UINT32_MAX)
 					local = r->dev_slot[d];
 			}
@@ -268,7 +271,8 @@ int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_op
 	r.order = rl_mallocarray(s->ndev, sizeof(*r.order));
 	r.stamp = rl_calloc(s->nprocs, sizeof(*r.stamp));
 	r.dev_slot = rl_mallocarray(s->ndev, sizeof(*r.dev_slot));
-	if (!skip || !reads || !r.coords || !r.boxes || !r.order || !r.stamp || !r.dev_slot)
+	p->received = rl_calloc(p->nshards + 1, 1);
+	if (!p->received || !skip || !reads || !r.coords || !r.boxes || !r.order || !r.stamp || !r.dev_slot)
 		goto oom;
 	for (uint32_t d = 0; d < s->ndev; d++) {
 		pl_mesh_coords(s, d, r.coords[d]);

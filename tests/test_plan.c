@@ -1077,6 +1077,13 @@ static void read_once_random(void)
 				}
 			}
 			bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
+			if (p[q]->spec->nprocs > 1) {
+				struct pl_exec ex;
+
+				pl_plan_exec(p[q], &ex);
+				CHECK(ex.received);
+				CHECK(!memcmp(ex.received, recv, p[q]->nshards));
+			}
 			free(recv);
 			CHECKF(!bad, "iter %d process %u: %s (%s)", iter, q, bad, json);
 			once += p[q]->stats[q].read_bytes;
