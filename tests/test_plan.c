@@ -780,6 +780,25 @@ static void f_errors_and_empty_shards(void)
 	CHECK_EQ(p->shards[pl_shard_index(p, 0, 0)].nbytes, 0);
 	CHECK_EQ(p->stats[3].needed_bytes, 4);        /* only the scalar */
 	pl_plan_free(p);
+	/* F4 (4, 6): 3 bytes a row; columns over 2 devices give 1.5 bytes. */
+	{
+		struct fake g;
+
+		fk_init(&g, 1, 0);
+		fk_add(&g, 0, "f4", RL_DTYPE_F4, 2, (uint64_t[]){ 4, 6 });
+		o.process = 0;
+		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
+			       "\"rules\":[{\"match\":\"f4\",\"spec\":[null,\"x\"]}]}", &o, &p, &e),
+			 RL_E_SUBBYTE_SPLIT);
+		CHECK(strstr(e.msg, "\"f4\""));
+		/* Rows are whole bytes: 2 rows = 6 bytes per device. */
+		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
+			       "\"rules\":[{\"match\":\"f4\",\"spec\":[\"x\"]}]}", &o, &p, &e), 0);
+		CHECK_EQ(p->shards[0].nbytes, 6);
+		CHECK_EQ(p->shards[1].nbytes, 6);
+		CHECK_EQ(p->stats[0].needed_bytes, 12);
+		pl_plan_free(p);
+	}
 	/* A spec on a scalar. */
 	CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"s\","
 		       "\"spec\":[\"data\"]}]}", &o, &p, &e), RL_E_SPEC_RANK);
