@@ -883,6 +883,13 @@ static void g_targets(void)
 	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"nope\"}]}",
 		       &o, &p, &e), RL_E_MISSING_TENSOR);
 	CHECK(strstr(e.msg, "nope"));
+	/* A selection may repeat a name; a target may take the name of a
+	 * checkpoint tensor that is not loaded. */
+	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"x\",\"l0\"],\"targets\":[{\"name\":\"x\","
+		       "\"source\":\"qkv\"},{\"name\":\"l1\",\"source\":\"e0l0\"}]}",
+		       &o, &p, &e), 0);
+	CHECK_EQ(p->nitems, 2);
+	pl_plan_free(p);
 	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"gone\"]}", &o, &p, &e), RL_E_MISSING_TENSOR);
 	CHECK(strstr(e.msg, "gone"));
 	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"qkv\",\"slice\":[[0,13]]}]}",
