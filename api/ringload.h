@@ -272,8 +272,11 @@ typedef enum rl_plan_param {
 	RL_PLAN_RATIO_MILLI = 3,  /* ratio x 1000, >= 1000; 0 = automatic (default) */
 	RL_PLAN_CHUNK_BYTES = 4,  /* max bytes per read request (default 4 MiB) */
 	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards (default 4096, >= 64, power of 2) */
-	RL_PLAN_CONGRUENT = 6,    /* 1: place shards so staging offset == file offset mod
-				   * the O_DIRECT alignment, allowing direct reads (default 1) */
+	RL_PLAN_CONGRUENT = 6,    /* 1: place shards that are one contiguous file run of
+				   * >= 64 KiB + alignment so that staging offset == file
+				   * offset mod 4096, allowing direct reads of their aligned
+				   * middles; such shards are aligned like their file offset,
+				   * not to RL_PLAN_SHARD_ALIGN (default 1) */
 	RL_PLAN_ALL_STATS = 7,    /* 1: also compute statistics of every other process (default 1) */
 	RL_PLAN_READ_ONCE = 8,    /* 1: read replicated data once in the cluster and list
 				   * broadcasts (default 0) */
