@@ -163,7 +163,8 @@ static int load_file(struct loader *L, uint32_t fi)
 
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return sys_err(L->e, errno, "cannot open", f->path);
+		return sys_err(L->e, errno, L->map ? "file named by the index: cannot open"
+						   : "cannot open", f->path);
 	if (fstat(fd, &st) < 0) {
 		r = sys_err(L->e, errno, "cannot stat", f->path);
 		goto out;

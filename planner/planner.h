@@ -70,9 +70,14 @@ long pl_ckpt_find(const struct pl_ckpt *ck, const char *name);
 
 /*
  * Parses and validates one safetensors header buffer the way the reference
- * does. buf holds the whole header (hlen bytes, after the 8-byte length);
- * file_size is the size of the whole file. Appends tensors (file index
- * file) and metadata. Used by pl_ckpt_open and by the fuzz target.
+ * does (UTF-8, JSON form, offsets, overflow, sub-byte alignment, sizes, end
+ * of file). buf holds the whole header (hlen bytes, after the 8-byte
+ * length; the caller has checked hlen <= PL_MAX_HEADER and 8 + hlen <=
+ * file_size); file_size is the size of the whole file. Fills *out afresh:
+ * tensors in offset order with absolute offsets and file index file,
+ * metadata sorted by key (a repeated key keeps its last value). Returns 0,
+ * or a negative code with e set (*out then empty). Used by pl_ckpt_open and
+ * by the fuzz target.
  */
 struct pl_header {
 	struct pl_tensor *tensors;
@@ -180,5 +185,18 @@ struct pl_exec {
 	uint64_t needed_bytes;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
+
+/* Queries for api/plan.c. */
+unsigned pl_plan_nprocs(const struct pl_plan *p);
+/* Stats of process proc, or of all with proc < 0. Returns 0, -EINVAL (no
+ * such process) or RL_E_STATE (not computed: all_stats was off). */
+int pl_plan_stats(const struct pl_plan *p, int proc, struct pl_stats *out);
+/* Loaded tensor it: name, dtype, rank and shape (owned by the plan). */
+size_t pl_plan_ntensors(const struct pl_plan *p);
+void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
+		    int *dtype, unsigned *ndim, const uint64_t **shape);
+/* Box [start, stop) of shard i (ndim entries each). */
+void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
+		       uint64_t *stop);
 
 #endif /* RL_PLANNER_H */

@@ -30,20 +30,10 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner.h"
-
-/*
- * serde_json's recursion limit: the depth counter starts at 128 and entering
- * a container that brings it to 0 fails, so 127 nested containers (the
- * top-level object included) are the most it accepts.
- */
-#define JSON_MAX_DEPTH 127
+#include "sjson.h"
 
 struct st_ent {
 	char *name;
@@ -64,64 +54,13 @@ struct st_kv {
 };
 
 struct jp {
-	const char *buf, *p, *end;
-	int depth;
-	struct rl_err *e;
-	char *sb;            /* the last decoded string */
-	size_t sb_len, sb_cap;
+	struct sj s;
 	struct st_ent *ents;
 	size_t nents, ents_cap;
 	struct st_kv *kvs;
 	size_t nkvs, kvs_cap;
 	int seen_meta;
 };
-
-/* ------------------------------------------------------------------ */
-/* Messages                                                            */
-/* ------------------------------------------------------------------ */
-
-size_t pl_quote(char *dst, size_t cap, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t o = 0;
-
-	if (!cap)
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (o + 5 >= cap || o > 96) {
-			if (o + 4 <= cap)
-				memcpy(dst + o, "...", 3), o += 3;
-			break;
-		}
-		if (c < 0x20 || c == 0x7f || c == '\\') {
-			dst[o++] = '\\';
-			dst[o++] = 'x';
-			dst[o++] = hex[c >> 4];
-			dst[o++] = hex[c & 15];
-		} else {
-			dst[o++] = (char)c;
-		}
-	}
-	dst[o] = '\0';
-	return o;
-}
-
-static int jerr(struct jp *j, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int jerr(struct jp *j, const char *fmt, ...)
-{
-	char what[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	return rl_err_set(j->e, RL_E_HEADER_JSON, "invalid header JSON: %s at byte %zu",
-			  what, (size_t)(j->p - j->buf));
-}
 
 /* Copies n bytes that may contain NULs (rl_strndup stops at one). */
 static char *memdup0(const char *s, size_t n)
@@ -141,438 +80,62 @@ static int oom(struct rl_err *e)
 }
 
 /* ------------------------------------------------------------------ */
-/* Strict JSON pieces (serde_json's grammar)                           */
-/* ------------------------------------------------------------------ */
-
-static void ws(struct jp *j)
-{
-	while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' ||
-				 *j->p == '\r'))
-		j->p++;
-}
-
-/* Consumes c after optional whitespace, or fails naming what was expected. */
-static int expect(struct jp *j, char c, const char *what)
-{
-	ws(j);
-	if (j->p >= j->end)
-		return jerr(j, "unexpected end, expected %s", what);
-	if (*j->p != c)
-		return jerr(j, "expected %s", what);
-	j->p++;
-	return 0;
-}
-
-static int enter(struct jp *j)
-{
-	if (++j->depth > JSON_MAX_DEPTH)
-		return jerr(j, "nesting deeper than %d", JSON_MAX_DEPTH);
-	j->p++;
-	return 0;
-}
-
-static int sb_put(struct jp *j, const char *s, size_t n)
-{
-	if (j->sb_len + n + 1 > j->sb_cap) {
-		size_t cap = j->sb_cap ? j->sb_cap : 64;
-		char *nb;
-
-		while (cap < j->sb_len + n + 1)
-			cap *= 2;
-		nb = rl_realloc(j->sb, cap);
-		if (!nb)
-			return oom(j->e);
-		j->sb = nb;
-		j->sb_cap = cap;
-	}
-	memcpy(j->sb + j->sb_len, s, n);
-	j->sb_len += n;
-	j->sb[j->sb_len] = '\0';
-	return 0;
-}
-
-static int hex4(struct jp *j, unsigned *out)
-{
-	unsigned v = 0;
-
-	if (j->end - j->p < 4)
-		return jerr(j, "unexpected end in \\u escape");
-	for (int i = 0; i < 4; i++) {
-		char c = j->p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return jerr(j, "invalid \\u escape");
-	}
-	j->p += 4;
-	*out = v;
-	return 0;
-}
-
-static int put_utf8(struct jp *j, unsigned cp)
-{
-	char u[4];
-	size_t n;
-
-	if (cp < 0x80) {
-		u[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		u[0] = (char)(0xc0 | cp >> 6);
-		u[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		u[0] = (char)(0xe0 | cp >> 12);
-		u[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-		u[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		u[0] = (char)(0xf0 | cp >> 18);
-		u[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-		u[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-		u[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	return sb_put(j, u, n);
-}
-
-/*
- * Decodes the string at j->p (which is '"') into j->sb / j->sb_len. Raw
- * control characters, unknown escapes and unpaired surrogates are errors,
- * as in serde_json's parse_str. The text is already valid UTF-8.
- */
-static int string(struct jp *j)
-{
-	int r;
-
-	j->p++;
-	j->sb_len = 0;
-	if ((r = sb_put(j, "", 0)))
-		return r;
-	for (;;) {
-		const char *run = j->p;
-		unsigned cp, lo;
-
-		while (j->p < j->end && *j->p != '"' && *j->p != '\\' &&
-		       (unsigned char)*j->p >= 0x20)
-			j->p++;
-		if (j->p > run && (r = sb_put(j, run, (size_t)(j->p - run))))
-			return r;
-		if (j->p >= j->end)
-			return jerr(j, "unterminated string");
-		if (*j->p == '"') {
-			j->p++;
-			return 0;
-		}
-		if (*j->p != '\\')
-			return jerr(j, "control character 0x%02x in string",
-				    (unsigned char)*j->p);
-		j->p++;
-		if (j->p >= j->end)
-			return jerr(j, "unterminated string");
-		switch (*j->p++) {
-		case '"': r = sb_put(j, "\"", 1); break;
-		case '\\': r = sb_put(j, "\\", 1); break;
-		case '/': r = sb_put(j, "/", 1); break;
-		case 'b': r = sb_put(j, "\b", 1); break;
-		case 'f': r = sb_put(j, "\f", 1); break;
-		case 'n': r = sb_put(j, "\n", 1); break;
-		case 'r': r = sb_put(j, "\r", 1); break;
-		case 't': r = sb_put(j, "\t", 1); break;
-		case 'u':
-			if ((r = hex4(j, &cp)))
-				return r;
-			if (cp >= 0xdc00 && cp <= 0xdfff)
-				return jerr(j, "lone trailing surrogate \\u%04x", cp);
-			if (cp >= 0xd800 && cp <= 0xdbff) {
-				if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
-					return jerr(j, "lone leading surrogate \\u%04x", cp);
-				j->p += 2;
-				if ((r = hex4(j, &lo)))
-					return r;
-				if (lo < 0xdc00 || lo > 0xdfff)
-					return jerr(j, "invalid surrogate pair");
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-			}
-			r = put_utf8(j, cp);
-			break;
-		default:
-			j->p--;
-			return jerr(j, "invalid escape");
-		}
-		if (r)
-			return r;
-	}
-}
-
-struct num {
-	const char *s;
-	size_t len;
-	int neg, frac, exp;
-};
-
-/* Scans a number token with serde_json's grammar. */
-static int number(struct jp *j, struct num *n)
-{
-	const char *p = j->p;
-
-	n->s = p;
-	n->neg = n->frac = n->exp = 0;
-	if (p < j->end && *p == '-')
-		n->neg = 1, p++;
-	if (p >= j->end || *p < '0' || *p > '9') {
-		j->p = p;
-		return jerr(j, "invalid number");
-	}
-	if (*p == '0') {
-		p++;
-		if (p < j->end && *p >= '0' && *p <= '9') {
-			j->p = p;
-			return jerr(j, "invalid number (leading zero)");
-		}
-	} else {
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
-	}
-	if (p < j->end && *p == '.') {
-		n->frac = 1;
-		p++;
-		if (p >= j->end || *p < '0' || *p > '9') {
-			j->p = p;
-			return jerr(j, "invalid number");
-		}
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
-	}
-	if (p < j->end && (*p == 'e' || *p == 'E')) {
-		n->exp = 1;
-		p++;
-		if (p < j->end && (*p == '+' || *p == '-'))
-			p++;
-		if (p >= j->end || *p < '0' || *p > '9') {
-			j->p = p;
-			return jerr(j, "invalid number");
-		}
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
-	}
-	n->len = (size_t)(p - n->s);
-	j->p = p;
-	return 0;
-}
-
-/*
- * serde_json refuses a number whose value is beyond the range of a double
- * ("number out of range"). Decides it with strtod on a normalized copy:
- * at most 800 significant digits plus a sticky digit, which rounds exactly.
- */
-static int number_is_finite(const struct num *n)
-{
-	char buf[900];
-	size_t o = 0, nd = 0;
-	long long dexp = 0, e10 = 0;
-	int seen_nonzero = 0, sticky = 0, eneg = 0;
-	const char *p = n->s + n->neg, *end = n->s + n->len;
-
-	if (n->neg)
-		buf[o++] = '-';
-	buf[o++] = '.';
-	for (int part = 0; part < 2; part++) {
-		for (; p < end && *p >= '0' && *p <= '9'; p++) {
-			if (part == 0 && (seen_nonzero || *p != '0'))
-				dexp++;
-			if (!seen_nonzero && *p == '0') {
-				if (part == 1)
-					dexp--;
-				continue;
-			}
-			seen_nonzero = 1;
-			if (nd < 800)
-				buf[o++] = *p, nd++;
-			else if (*p != '0')
-				sticky = 1;
-		}
-		if (p < end && *p == '.')
-			p++;
-	}
-	if (!seen_nonzero)
-		return 1;
-	if (sticky)
-		buf[o++] = '1';
-	if (p < end && (*p == 'e' || *p == 'E')) {
-		p++;
-		if (*p == '+' || *p == '-')
-			eneg = *p++ == '-';
-		for (; p < end; p++)
-			if (e10 < 1000000000)
-				e10 = e10 * 10 + (*p - '0');
-	}
-	dexp += eneg ? -e10 : e10;
-	if (dexp > 400)
-		return 0;
-	if (dexp < -400)
-		return 1;
-	snprintf(buf + o, sizeof(buf) - o, "e%lld", dexp);
-	return isfinite(strtod(buf, NULL));
-}
-
-static int literal(struct jp *j, const char *word)
-{
-	size_t n = strlen(word);
-
-	if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n))
-		return jerr(j, "invalid literal");
-	j->p += n;
-	return 0;
-}
-
-/* Validates and skips any value (serde's Content / IgnoredAny). */
-static int skip_value(struct jp *j)
-{
-	struct num n;
-	int r;
-
-	ws(j);
-	if (j->p >= j->end)
-		return jerr(j, "unexpected end, expected a value");
-	switch (*j->p) {
-	case '{':
-	case '[': {
-		char close = *j->p == '{' ? '}' : ']';
-		int obj = close == '}';
-
-		if ((r = enter(j)))
-			return r;
-		ws(j);
-		if (j->p < j->end && *j->p == close) {
-			j->p++;
-			j->depth--;
-			return 0;
-		}
-		for (;;) {
-			if (obj) {
-				ws(j);
-				if (j->p >= j->end || *j->p != '"')
-					return jerr(j, "expected a string key");
-				if ((r = string(j)) || (r = expect(j, ':', "':'")))
-					return r;
-			}
-			if ((r = skip_value(j)))
-				return r;
-			ws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if ((r = expect(j, close, obj ? "',' or '}'" : "',' or ']'")))
-				return r;
-			j->depth--;
-			return 0;
-		}
-	}
-	case '"':
-		return string(j);
-	case 't':
-		return literal(j, "true");
-	case 'f':
-		return literal(j, "false");
-	case 'n':
-		return literal(j, "null");
-	default:
-		if ((r = number(j, &n)))
-			return r;
-		if (!number_is_finite(&n))
-			return jerr(j, "number out of range");
-		return 0;
-	}
-}
-
-/* A usize as serde_json reads one: a plain non-negative integer < 2^64. */
-static int u64_value(struct jp *j, uint64_t *out, const char *field)
-{
-	struct num n;
-	uint64_t v = 0;
-	int r;
-
-	ws(j);
-	if (j->p >= j->end || !(*j->p == '-' || (*j->p >= '0' && *j->p <= '9')))
-		return jerr(j, "%s: expected a non-negative integer", field);
-	if ((r = number(j, &n)))
-		return r;
-	if (n.neg || n.frac || n.exp)
-		return jerr(j, "%s: expected a non-negative integer, got %.*s", field,
-			    (int)RL_MIN(n.len, 40), n.s);
-	for (size_t i = 0; i < n.len; i++)
-		if (rl_mul64(v, 10, &v) || rl_add64(v, (uint64_t)(n.s[i] - '0'), &v))
-			return jerr(j, "%s: integer %.*s%s does not fit in 64 bits", field,
-				    (int)RL_MIN(n.len, 40), n.s, n.len > 40 ? "..." : "");
-	*out = v;
-	return 0;
-}
-
-/* ------------------------------------------------------------------ */
 /* The serde types                                                     */
 /* ------------------------------------------------------------------ */
 
 /* Dtype: a variant name, or (serde enum as a map) {"NAME": null}. */
-static int dtype_value(struct jp *j, struct st_ent *t)
+static int dtype_value(struct sj *j, struct st_ent *t)
 {
 	int r;
 
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == '"') {
-		if ((r = string(j)))
+		if ((r = sj_string(j)))
 			return r;
 		t->dtype = pl_dtype_lookup(j->sb, j->sb_len);
 		if (t->dtype < 0) {
 			char q[128];
 
 			pl_quote(q, sizeof(q), j->sb, j->sb_len);
-			return jerr(j, "unknown dtype \"%s\"", q);
+			return sj_jerr(j, "unknown dtype \"%s\"", q);
 		}
 		return 0;
 	}
 	if (j->p < j->end && *j->p == '{') {
-		if ((r = enter(j)))
+		if ((r = sj_enter(j)))
 			return r;
-		ws(j);
+		sj_ws(j);
 		if (j->p >= j->end || *j->p != '"')
-			return jerr(j, "dtype: expected a map with a single key");
-		if ((r = string(j)))
+			return sj_jerr(j, "dtype: expected a map with a single key");
+		if ((r = sj_string(j)))
 			return r;
 		t->dtype = pl_dtype_lookup(j->sb, j->sb_len);
 		if (t->dtype < 0)
-			return jerr(j, "unknown dtype");
-		if ((r = expect(j, ':', "':'")))
+			return sj_jerr(j, "unknown dtype");
+		if ((r = sj_expect(j, ':', "':'")))
 			return r;
-		ws(j);
-		if ((r = literal(j, "null")))
+		sj_ws(j);
+		if ((r = sj_literal(j, "null")))
 			return r;
-		if ((r = expect(j, '}', "'}' (dtype map with a single key)")))
+		if ((r = sj_expect(j, '}', "'}' (dtype map with a single key)")))
 			return r;
 		j->depth--;
 		return 0;
 	}
-	return jerr(j, "dtype: expected a string");
+	return sj_jerr(j, "dtype: expected a string");
 }
 
-static int shape_value(struct jp *j, struct st_ent *t)
+static int shape_value(struct sj *j, struct st_ent *t)
 {
 	int r;
 
-	ws(j);
+	sj_ws(j);
 	if (j->p >= j->end || *j->p != '[')
-		return jerr(j, "shape: expected an array");
-	if ((r = enter(j)))
+		return sj_jerr(j, "shape: expected an array");
+	if ((r = sj_enter(j)))
 		return r;
 	t->nelem = 1;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == ']') {
 		j->p++;
 		j->depth--;
@@ -581,7 +144,7 @@ static int shape_value(struct jp *j, struct st_ent *t)
 	for (;;) {
 		uint64_t d;
 
-		if ((r = u64_value(j, &d, "shape")))
+		if ((r = sj_u64_value(j, &d, "shape")))
 			return r;
 		if (t->rank == t->shape_cap) {
 			size_t cap = t->shape_cap ? t->shape_cap * 2 : 4;
@@ -596,12 +159,12 @@ static int shape_value(struct jp *j, struct st_ent *t)
 		/* try_fold(1, checked_mul): the first overflow sticks. */
 		if (!t->elem_overflow && rl_mul64(t->nelem, d, &t->nelem))
 			t->elem_overflow = 1;
-		ws(j);
+		sj_ws(j);
 		if (j->p < j->end && *j->p == ',') {
 			j->p++;
 			continue;
 		}
-		if ((r = expect(j, ']', "',' or ']' in shape")))
+		if ((r = sj_expect(j, ']', "',' or ']' in shape")))
 			return r;
 		j->depth--;
 		return 0;
@@ -609,30 +172,30 @@ static int shape_value(struct jp *j, struct st_ent *t)
 }
 
 /* data_offsets: a tuple (usize, usize), i.e. an array of exactly two. */
-static int offsets_value(struct jp *j, struct st_ent *t)
+static int offsets_value(struct sj *j, struct st_ent *t)
 {
 	int r;
 
-	ws(j);
+	sj_ws(j);
 	if (j->p >= j->end || *j->p != '[')
-		return jerr(j, "data_offsets: expected an array of 2 integers");
-	if ((r = enter(j)))
+		return sj_jerr(j, "data_offsets: expected an array of 2 integers");
+	if ((r = sj_enter(j)))
 		return r;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == ']')
-		return jerr(j, "data_offsets: expected 2 integers, got 0");
-	if ((r = u64_value(j, &t->start, "data_offsets")))
+		return sj_jerr(j, "data_offsets: expected 2 integers, got 0");
+	if ((r = sj_u64_value(j, &t->start, "data_offsets")))
 		return r;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == ']')
-		return jerr(j, "data_offsets: expected 2 integers, got 1");
-	if ((r = expect(j, ',', "',' in data_offsets")) ||
-	    (r = u64_value(j, &t->end, "data_offsets")))
+		return sj_jerr(j, "data_offsets: expected 2 integers, got 1");
+	if ((r = sj_expect(j, ',', "',' in data_offsets")) ||
+	    (r = sj_u64_value(j, &t->end, "data_offsets")))
 		return r;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == ',')
-		return jerr(j, "data_offsets: expected 2 integers, got more");
-	if ((r = expect(j, ']', "']' after data_offsets")))
+		return sj_jerr(j, "data_offsets: expected 2 integers, got more");
+	if ((r = sj_expect(j, ']', "']' after data_offsets")))
 		return r;
 	j->depth--;
 	return 0;
@@ -643,60 +206,60 @@ static int offsets_value(struct jp *j, struct st_ent *t)
  * ignored, a repeated field is an error) or, as serde derive also allows,
  * an array of exactly those three values in order.
  */
-static int tensor_value(struct jp *j, struct st_ent *t)
+static int tensor_value(struct sj *j, struct st_ent *t)
 {
 	static const char *const fields[3] = { "dtype", "shape", "data_offsets" };
 	int have[3] = { 0, 0, 0 };
 	int r;
 
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == '[') {
-		if ((r = enter(j)))
+		if ((r = sj_enter(j)))
 			return r;
-		ws(j);
+		sj_ws(j);
 		if (j->p < j->end && *j->p == ']')
-			return jerr(j, "tensor info: expected 3 elements, got 0");
+			return sj_jerr(j, "tensor info: expected 3 elements, got 0");
 		if ((r = dtype_value(j, t)))
 			return r;
-		ws(j);
+		sj_ws(j);
 		if (j->p < j->end && *j->p == ']')
-			return jerr(j, "tensor info: expected 3 elements, got 1");
-		if ((r = expect(j, ',', "','")) || (r = shape_value(j, t)))
+			return sj_jerr(j, "tensor info: expected 3 elements, got 1");
+		if ((r = sj_expect(j, ',', "','")) || (r = shape_value(j, t)))
 			return r;
-		ws(j);
+		sj_ws(j);
 		if (j->p < j->end && *j->p == ']')
-			return jerr(j, "tensor info: expected 3 elements, got 2");
-		if ((r = expect(j, ',', "','")) || (r = offsets_value(j, t)))
+			return sj_jerr(j, "tensor info: expected 3 elements, got 2");
+		if ((r = sj_expect(j, ',', "','")) || (r = offsets_value(j, t)))
 			return r;
-		ws(j);
+		sj_ws(j);
 		if (j->p < j->end && *j->p == ',')
-			return jerr(j, "tensor info: expected 3 elements, got more");
-		if ((r = expect(j, ']', "']'")))
+			return sj_jerr(j, "tensor info: expected 3 elements, got more");
+		if ((r = sj_expect(j, ']', "']'")))
 			return r;
 		j->depth--;
 		return 0;
 	}
 	if (j->p >= j->end || *j->p != '{')
-		return jerr(j, "tensor info must be an object");
-	if ((r = enter(j)))
+		return sj_jerr(j, "tensor info must be an object");
+	if ((r = sj_enter(j)))
 		return r;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == '}') {
 		j->p++;
 	} else {
 		for (;;) {
 			int f = -1;
 
-			ws(j);
+			sj_ws(j);
 			if (j->p >= j->end || *j->p != '"')
-				return jerr(j, "expected a string key");
-			if ((r = string(j)) || (r = expect(j, ':', "':'")))
+				return sj_jerr(j, "expected a string key");
+			if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")))
 				return r;
 			for (int i = 0; i < 3; i++)
 				if (j->sb_len == strlen(fields[i]) && !memcmp(j->sb, fields[i], j->sb_len))
 					f = i;
 			if (f >= 0 && have[f])
-				return jerr(j, "duplicate field `%s`", fields[f]);
+				return sj_jerr(j, "duplicate field `%s`", fields[f]);
 			if (f == 0)
 				r = dtype_value(j, t);
 			else if (f == 1)
@@ -704,17 +267,17 @@ static int tensor_value(struct jp *j, struct st_ent *t)
 			else if (f == 2)
 				r = offsets_value(j, t);
 			else
-				r = skip_value(j);
+				r = sj_skip_value(j);
 			if (r)
 				return r;
 			if (f >= 0)
 				have[f] = 1;
-			ws(j);
+			sj_ws(j);
 			if (j->p < j->end && *j->p == ',') {
 				j->p++;
 				continue;
 			}
-			if ((r = expect(j, '}', "',' or '}'")))
+			if ((r = sj_expect(j, '}', "',' or '}'")))
 				return r;
 			break;
 		}
@@ -722,26 +285,27 @@ static int tensor_value(struct jp *j, struct st_ent *t)
 	j->depth--;
 	for (int i = 0; i < 3; i++)
 		if (!have[i])
-			return jerr(j, "missing field `%s`", fields[i]);
+			return sj_jerr(j, "missing field `%s`", fields[i]);
 	return 0;
 }
 
 /* __metadata__: null, or an object whose values are all strings. */
-static int metadata_value(struct jp *j)
+static int metadata_value(struct jp *P)
 {
+	struct sj *j = &P->s;
 	int r;
 
-	if (j->seen_meta)
-		return jerr(j, "duplicate field `__metadata__`");
-	j->seen_meta = 1;
-	ws(j);
+	if (P->seen_meta)
+		return sj_jerr(j, "duplicate field `__metadata__`");
+	P->seen_meta = 1;
+	sj_ws(j);
 	if (j->p < j->end && *j->p == 'n')
-		return literal(j, "null");
+		return sj_literal(j, "null");
 	if (j->p >= j->end || *j->p != '{')
-		return jerr(j, "__metadata__ must be an object of strings or null");
-	if ((r = enter(j)))
+		return sj_jerr(j, "__metadata__ must be an object of strings or null");
+	if ((r = sj_enter(j)))
 		return r;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == '}') {
 		j->p++;
 		j->depth--;
@@ -750,158 +314,112 @@ static int metadata_value(struct jp *j)
 	for (;;) {
 		struct st_kv *kv;
 
-		ws(j);
+		sj_ws(j);
 		if (j->p >= j->end || *j->p != '"')
-			return jerr(j, "expected a string key");
-		if ((r = string(j)))
+			return sj_jerr(j, "expected a string key");
+		if ((r = sj_string(j)))
 			return r;
-		if (j->nkvs == j->kvs_cap) {
-			size_t cap = j->kvs_cap ? j->kvs_cap * 2 : 8;
-			struct st_kv *nk = rl_reallocarray(j->kvs, cap, sizeof(*nk));
+		if (P->nkvs == P->kvs_cap) {
+			size_t cap = P->kvs_cap ? P->kvs_cap * 2 : 8;
+			struct st_kv *nk = rl_reallocarray(P->kvs, cap, sizeof(*nk));
 
 			if (!nk)
 				return oom(j->e);
-			j->kvs = nk;
-			j->kvs_cap = cap;
+			P->kvs = nk;
+			P->kvs_cap = cap;
 		}
-		kv = &j->kvs[j->nkvs];
+		kv = &P->kvs[P->nkvs];
 		memset(kv, 0, sizeof(*kv));
 		kv->key = memdup0(j->sb, j->sb_len);
 		if (!kv->key)
 			return oom(j->e);
 		kv->key_len = j->sb_len;
-		kv->seq = j->nkvs++;
-		if ((r = expect(j, ':', "':'")))
+		kv->seq = P->nkvs++;
+		if ((r = sj_expect(j, ':', "':'")))
 			return r;
-		ws(j);
+		sj_ws(j);
 		if (j->p >= j->end || *j->p != '"')
-			return jerr(j, "__metadata__ values must be strings");
-		if ((r = string(j)))
+			return sj_jerr(j, "__metadata__ values must be strings");
+		if ((r = sj_string(j)))
 			return r;
 		kv->val = memdup0(j->sb, j->sb_len);
 		if (!kv->val)
 			return oom(j->e);
 		kv->val_len = j->sb_len;
-		ws(j);
+		sj_ws(j);
 		if (j->p < j->end && *j->p == ',') {
 			j->p++;
 			continue;
 		}
-		if ((r = expect(j, '}', "',' or '}'")))
+		if ((r = sj_expect(j, '}', "',' or '}'")))
 			return r;
 		j->depth--;
 		return 0;
 	}
 }
 
-static int document(struct jp *j)
+static int document(struct jp *P)
 {
+	struct sj *j = &P->s;
 	int r;
 
-	ws(j);
+	sj_ws(j);
 	if (j->p >= j->end)
-		return jerr(j, "empty header");
+		return sj_jerr(j, "empty header");
 	if (*j->p != '{')
-		return jerr(j, "header must be a JSON object");
-	if ((r = enter(j)))
+		return sj_jerr(j, "header must be a JSON object");
+	if ((r = sj_enter(j)))
 		return r;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end && *j->p == '}') {
 		j->p++;
 	} else {
 		for (;;) {
-			ws(j);
+			sj_ws(j);
 			if (j->p >= j->end || *j->p != '"')
-				return jerr(j, "expected a string key");
-			if ((r = string(j)) || (r = expect(j, ':', "':'")))
+				return sj_jerr(j, "expected a string key");
+			if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")))
 				return r;
 			if (j->sb_len == 12 && !memcmp(j->sb, "__metadata__", 12)) {
-				r = metadata_value(j);
+				r = metadata_value(P);
 			} else {
 				struct st_ent *t;
 
-				if (j->nents == j->ents_cap) {
-					size_t cap = j->ents_cap ? j->ents_cap * 2 : 16;
-					struct st_ent *ne = rl_reallocarray(j->ents, cap, sizeof(*ne));
+				if (P->nents == P->ents_cap) {
+					size_t cap = P->ents_cap ? P->ents_cap * 2 : 16;
+					struct st_ent *ne = rl_reallocarray(P->ents, cap, sizeof(*ne));
 
 					if (!ne)
 						return oom(j->e);
-					j->ents = ne;
-					j->ents_cap = cap;
+					P->ents = ne;
+					P->ents_cap = cap;
 				}
-				t = &j->ents[j->nents];
+				t = &P->ents[P->nents];
 				memset(t, 0, sizeof(*t));
 				t->name = memdup0(j->sb, j->sb_len);
 				if (!t->name)
 					return oom(j->e);
 				t->name_len = j->sb_len;
-				t->seq = j->nents++;
+				t->seq = P->nents++;
 				r = tensor_value(j, t);
 			}
 			if (r)
 				return r;
-			ws(j);
+			sj_ws(j);
 			if (j->p < j->end && *j->p == ',') {
 				j->p++;
 				continue;
 			}
-			if ((r = expect(j, '}', "',' or '}'")))
+			if ((r = sj_expect(j, '}', "',' or '}'")))
 				return r;
 			break;
 		}
 	}
 	j->depth--;
-	ws(j);
+	sj_ws(j);
 	if (j->p < j->end)
-		return jerr(j, "trailing characters after the JSON object");
+		return sj_jerr(j, "trailing characters after the JSON object");
 	return 0;
-}
-
-/* ------------------------------------------------------------------ */
-/* UTF-8 (Rust's str::from_utf8)                                       */
-/* ------------------------------------------------------------------ */
-
-/* Returns the offset of the first invalid byte, or len if s is valid. */
-static size_t utf8_check(const unsigned char *s, size_t len)
-{
-	size_t i = 0;
-
-	while (i < len) {
-		unsigned char c = s[i];
-		size_t n;
-		unsigned char lo = 0x80, hi = 0xbf;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			n = 1;
-		else if (c >= 0xe0 && c <= 0xef)
-			n = 2;
-		else if (c >= 0xf0 && c <= 0xf4)
-			n = 3;
-		else
-			return i;
-		/* No overlongs, no UTF-16 surrogates, nothing above U+10FFFF. */
-		if (c == 0xe0)
-			lo = 0xa0;
-		else if (c == 0xed)
-			hi = 0x9f;
-		else if (c == 0xf0)
-			lo = 0x90;
-		else if (c == 0xf4)
-			hi = 0x8f;
-		if (len - i <= n)
-			return i;
-		if (s[i + 1] < lo || s[i + 1] > hi)
-			return i;
-		for (size_t k = 2; k <= n; k++)
-			if ((s[i + k] & 0xc0) != 0x80)
-				return i;
-		i += n + 1;
-	}
-	return len;
 }
 
 /* ------------------------------------------------------------------ */
@@ -910,7 +428,8 @@ static size_t utf8_check(const unsigned char *s, size_t len)
 
 static int cmp_name_seq(const void *a, const void *b)
 {
-	const struct st_ent *x = a, *y = b;
+	const struct st_ent *x = *(const struct st_ent *const *)a;
+	const struct st_ent *y = *(const struct st_ent *const *)b;
 	int c = memcmp(x->name, y->name, RL_MIN(x->name_len, y->name_len));
 
 	if (c)
@@ -923,7 +442,8 @@ static int cmp_name_seq(const void *a, const void *b)
 /* The reference sorts by (start, end); equal pairs by name, deterministically. */
 static int cmp_offsets(const void *a, const void *b)
 {
-	const struct st_ent *x = a, *y = b;
+	const struct st_ent *x = *(const struct st_ent *const *)a;
+	const struct st_ent *y = *(const struct st_ent *const *)b;
 
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
@@ -952,13 +472,43 @@ static void ent_free(struct st_ent *t)
 	t->shape = NULL;
 }
 
+/*
+ * Sorts the entries through an array of pointers: they are ~100 bytes, and
+ * moving pointers then each entry once beats qsort moving entries around.
+ */
+static int sort_ents(struct jp *j, int (*cmp)(const void *, const void *))
+{
+	const struct st_ent **ord;
+	struct st_ent *sorted;
+
+	if (j->nents < 2)
+		return 0;
+	ord = rl_mallocarray(j->nents, sizeof(*ord));
+	sorted = rl_mallocarray(j->nents, sizeof(*sorted));
+	if (!ord || !sorted) {
+		rl_free(ord);
+		rl_free(sorted);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < j->nents; i++)
+		ord[i] = &j->ents[i];
+	qsort(ord, j->nents, sizeof(*ord), cmp);
+	for (size_t i = 0; i < j->nents; i++)
+		sorted[i] = *ord[i];
+	rl_free(ord);
+	rl_free(j->ents);
+	j->ents = sorted;
+	j->ents_cap = j->nents;
+	return 0;
+}
+
 /* HashMap semantics: of entries with one name, the last one stays. */
-static void dedupe(struct jp *j)
+static int dedupe(struct jp *j)
 {
 	size_t o = 0;
 
-	if (j->nents)
-		qsort(j->ents, j->nents, sizeof(*j->ents), cmp_name_seq);
+	if (sort_ents(j, cmp_name_seq))
+		return oom(j->s.e);
 	for (size_t i = 0; i < j->nents; i++) {
 		if (i + 1 < j->nents && j->ents[i].name_len == j->ents[i + 1].name_len &&
 		    !memcmp(j->ents[i].name, j->ents[i + 1].name, j->ents[i].name_len)) {
@@ -982,6 +532,14 @@ static void dedupe(struct jp *j)
 		j->kvs[o++] = j->kvs[i];
 	}
 	j->nkvs = o;
+	return 0;
+}
+
+/* The printable name of t, for a message (only on the way out). */
+static const char *qname(char *q, const struct st_ent *t)
+{
+	pl_quote(q, 128, t->name, t->name_len);
+	return q;
 }
 
 static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err *e)
@@ -989,37 +547,39 @@ static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err
 	uint64_t start = 0, total;
 	char q[128];
 
-	if (j->nents)
-		qsort(j->ents, j->nents, sizeof(*j->ents), cmp_offsets);
+	int r;
+
+	if ((r = sort_ents(j, cmp_offsets)))
+		return oom(e);
 	for (size_t i = 0; i < j->nents; i++) {
 		struct st_ent *t = &j->ents[i];
 		unsigned bits = pl_dtype_bits(t->dtype);
 		uint64_t nbits;
 
-		pl_quote(q, sizeof(q), t->name, t->name_len);
 		if (t->start != start || t->end < t->start)
 			return rl_err_set(e, RL_E_INVALID_OFFSET,
 					  "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
 					  "] do not start at %" PRIu64
 					  " (offsets must be contiguous from 0)",
-					  q, t->start, t->end, start);
+					  qname(q, t), t->start, t->end, start);
 		start = t->end;
 		if (t->elem_overflow)
 			return rl_err_set(e, RL_E_OVERFLOW,
-					  "tensor '%s': element count overflows 64 bits", q);
+					  "tensor '%s': element count overflows 64 bits", qname(q, t));
 		if (rl_mul64(t->nelem, bits, &nbits))
 			return rl_err_set(e, RL_E_OVERFLOW,
-					  "tensor '%s': bit count overflows 64 bits", q);
+					  "tensor '%s': bit count overflows 64 bits", qname(q, t));
 		if (nbits % 8)
 			return rl_err_set(e, RL_E_MISALIGNED,
 					  "tensor '%s': %" PRIu64 " elements of %s (%u bits) "
 					  "do not fill whole bytes",
-					  q, t->nelem, pl_dtype_name(t->dtype), bits);
+					  qname(q, t), t->nelem, pl_dtype_name(t->dtype), bits);
 		if (t->end - t->start != nbits / 8)
 			return rl_err_set(e, RL_E_SIZE_MISMATCH,
 					  "tensor '%s': data_offsets span %" PRIu64
 					  " bytes, shape and %s need %" PRIu64,
-					  q, t->end - t->start, pl_dtype_name(t->dtype), nbits / 8);
+					  qname(q, t), t->end - t->start, pl_dtype_name(t->dtype),
+					  nbits / 8);
 	}
 	if (rl_add64(start, 8 + (uint64_t)hlen, &total) || total > file_size)
 		return rl_err_set(e, RL_E_TRUNCATED,
@@ -1037,15 +597,14 @@ static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err
 	for (size_t i = 0; i < j->nents; i++) {
 		struct st_ent *t = &j->ents[i];
 
-		pl_quote(q, sizeof(q), t->name, t->name_len);
 		if (memchr(t->name, '\0', t->name_len))
 			return rl_err_set(e, RL_E_HEADER_JSON,
 					  "tensor '%s': name contains U+0000, which ringload "
-					  "cannot represent", q);
+					  "cannot represent", qname(q, t));
 		if (t->rank > UINT8_MAX)
 			return rl_err_set(e, RL_E_TOO_LARGE,
 					  "tensor '%s': rank %zu above ringload's limit of 255",
-					  q, t->rank);
+					  qname(q, t), t->rank);
 	}
 	for (size_t i = 0; i < j->nkvs; i++) {
 		if (memchr(j->kvs[i].key, '\0', j->kvs[i].key_len) ||
@@ -1069,7 +628,7 @@ static void jp_free(struct jp *j)
 	}
 	rl_free(j->ents);
 	rl_free(j->kvs);
-	rl_free(j->sb);
+	rl_free(j->s.sb);
 }
 
 void pl_header_free(struct pl_header *h)
@@ -1092,18 +651,19 @@ void pl_header_free(struct pl_header *h)
 int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 		    uint32_t file, struct pl_header *out, struct rl_err *e)
 {
-	struct jp j = { .buf = buf, .p = buf, .end = buf + hlen, .e = e };
+	struct jp j = { .s = { .buf = buf, .p = buf, .end = buf + hlen, .e = e } };
 	size_t bad;
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	bad = utf8_check((const unsigned char *)buf, hlen);
+	bad = sj_utf8_check((const unsigned char *)buf, hlen);
 	if (bad != hlen)
 		return rl_err_set(e, RL_E_HEADER_UTF8,
 				  "header is not valid UTF-8 (byte %zu of the header)", bad);
 	if ((r = document(&j)))
 		goto out;
-	dedupe(&j);
+	if ((r = dedupe(&j)))
+		goto out;
 	if ((r = validate(&j, hlen, file_size, e)))
 		goto out;
 

@@ -1036,6 +1036,54 @@ static void cli_inspect(void)
 	free(err);
 }
 
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* tools/mkckpt: a sharded sample the reader accepts, with the documented bytes. */
+static void mkckpt_sample(void)
+{
+	const char *b = getenv("RL_BUILD");
+	char cmd[8192], idx[4096];
+	rl_ckpt *ck = NULL;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "%s/mkckpt %s --size 3M --files 3 --layers 2 --seed 5 >/dev/null",
+		 b ? b : "build", tpath("mk"));
+	CHECK_EQ(system(cmd), 0);
+	snprintf(idx, sizeof(idx), "%s/model.safetensors.index.json", tpath("mk"));
+	CHECK_EQ(open_ck(idx, &ck, NULL, 0), 0);
+	n = rl_ckpt_num_tensors(ck);
+	CHECK_EQ(n, 1 + 2 * 9 + 2);
+	CHECK_EQ(rl_ckpt_num_files(ck), 3);
+	for (size_t i = 0; i < n; i++) {
+		rl_tensor_info t;
+		unsigned char w[8];
+		uint64_t x = 0, k;
+		int fd;
+
+		rl_ckpt_tensor(ck, i, &t);
+		CHECK(t.dtype == RL_DTYPE_BF16 && t.offset % 8 == 0);
+		k = t.file;
+		fd = open(rl_ckpt_file_path(ck, t.file), O_RDONLY);
+		CHECK(fd >= 0);
+		CHECK(pread(fd, w, 8, (off_t)t.offset) == 8);
+		close(fd);
+		for (int j = 7; j >= 0; j--)
+			x = x << 8 | w[j];
+		if (x != splitmix64(5 + (k << 40) + t.offset / 8)) {
+			rl_ckpt_destroy(ck);
+			CHECKF(0, "%s: first word differs", t.name);
+		}
+	}
+	CHECK(rl_ckpt_find(ck, "model.layers.1.mlp.down_proj.weight") >= 0);
+	rl_ckpt_destroy(ck);
+}
+
 int main(void)
 {
 	RUN(dtype_table);
@@ -1059,5 +1107,6 @@ int main(void)
 	RUN(handle_contract);
 	RUN(allocation_failures);
 	RUN(cli_inspect);
+	RUN(mkckpt_sample);
 	return th_done();
 }

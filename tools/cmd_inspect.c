@@ -179,7 +179,12 @@ int cmd_inspect(int argc, char **argv)
 	}
 	r = rl_ckpt_open(ck, path);
 	if (r < 0) {
-		fprintf(stderr, "ringload inspect: %s (%s)\n", rl_ckpt_errmsg(ck), rl_strerror(r));
+		/* ringload's codes add their category; -errno text is in the message. */
+		if (r <= RL_E_HEADER_TOO_SMALL)
+			fprintf(stderr, "ringload inspect: %s (%s)\n", rl_ckpt_errmsg(ck),
+				rl_strerror(r));
+		else
+			fprintf(stderr, "ringload inspect: %s\n", rl_ckpt_errmsg(ck));
 		rl_ckpt_destroy(ck);
 		return 1;
 	}

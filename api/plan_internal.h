@@ -1,0 +1,21 @@
+/*
+ * plan_internal.h - what api/ keeps behind an rl_plan handle, for the
+ * loader glue (api/load.c), which executes plan->pl via pl_plan_exec().
+ */
+#ifndef RL_PLAN_INTERNAL_H
+#define RL_PLAN_INTERNAL_H
+
+#include "../planner/planner.h"
+
+struct rl_plan {
+	struct pl_opts o;
+	struct pl_plan *pl;     /* NULL until rl_plan_build() succeeds */
+	struct rl_err err;
+};
+
+/* Builds plan->pl from a planner checkpoint and spec (NULL: whole tensors
+ * on one device), probing each file's O_DIRECT alignment. For
+ * rl_plan_build() and the loader's rl_loader_load(). */
+int api_plan_build(rl_plan *plan, const struct pl_ckpt *ck, const struct pl_spec *spec);
+
+#endif /* RL_PLAN_INTERNAL_H */

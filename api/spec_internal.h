@@ -1,0 +1,15 @@
+/*
+ * spec_internal.h - what api/ keeps behind an rl_spec handle, for the glue
+ * that plans (api/plan.c) and loads.
+ */
+#ifndef RL_SPEC_INTERNAL_H
+#define RL_SPEC_INTERNAL_H
+
+#include "../planner/planner.h"
+
+struct rl_spec {
+	struct pl_spec *pl;
+	struct rl_err err;
+};
+
+#endif /* RL_SPEC_INTERNAL_H */

@@ -1,0 +1,290 @@
+/*
+ * pl_private.h - what the planner's own files share: the spec's parsed
+ * form, boxes and byte runs, the coalescer, layout and plan internals.
+ * Nothing outside planner/ (and the planner's unit tests) includes it.
+ */
+#ifndef RL_PL_PRIVATE_H
+#define RL_PL_PRIVATE_H
+
+#include <regex.h>
+
+#include "planner.h"
+
+#define PL_MAX_AXES 16          /* mesh axes */
+#define PL_MAX_STACK 4          /* nesting depth of a stacked target */
+#define PL_MAX_DEVICES (1u << 24)
+
+/* ---------------------------------------------------------------- */
+/* Spec (spec.c, targets.c)                                          */
+/* ---------------------------------------------------------------- */
+
+/* One dimension of a partition spec: the mesh axes it is split over. */
+struct pl_dimspec {
+	uint8_t naxes;
+	uint8_t axes[PL_MAX_AXES];  /* mesh axis indices, in listed order */
+};
+
+struct pl_rule {
+	char *pattern;
+	regex_t re;
+	unsigned ndims;
+	struct pl_dimspec dims[RL_MAX_DIMS];
+	char **names;               /* axis names of every dim, flattened */
+	unsigned nnames;
+};
+
+enum pl_target_kind { PL_T_ALIAS, PL_T_SLICE, PL_T_STACK };
+
+struct pl_target {
+	char *name;
+	enum pl_target_kind kind;
+	char **sources;             /* ALIAS/SLICE: one; STACK: row-major */
+	size_t nsources;
+	unsigned nstack;            /* STACK: nesting depth */
+	uint64_t stack_shape[PL_MAX_STACK];
+	unsigned nslice;            /* SLICE: entries given */
+	uint64_t slice_start[RL_MAX_DIMS];
+	uint64_t slice_stop[RL_MAX_DIMS]; /* UINT64_MAX: to the end (null) */
+	int has_shape;
+	unsigned shape_ndim;
+	uint64_t shape[RL_MAX_DIMS];
+	char *dtype;                /* declared dtype name, or NULL */
+};
+
+struct pl_spec {
+	unsigned ndim;
+	uint32_t shape[PL_MAX_AXES];
+	char *axes[PL_MAX_AXES];
+	uint32_t ndev;
+	uint32_t *devices;          /* ndev ids, row-major mesh order */
+	uint32_t *proc;             /* ndev process ids */
+	uint32_t nprocs;            /* max process id + 1 */
+	struct pl_rule *rules;
+	size_t nrules;
+	struct pl_target *targets;
+	size_t ntargets;
+	char **tensors;             /* optional selection */
+	size_t ntensors;
+	int has_tensors;
+};
+
+/* Index of the first rule matching name, or -1 (replicated). */
+long pl_spec_match(const struct pl_spec *s, const char *name);
+/* Parses one target object; appends it to s. */
+struct cJSON;
+int pl_target_parse(struct pl_spec *s, const struct cJSON *j, size_t idx,
+		    struct rl_err *e);
+void pl_target_clear(struct pl_target *t);
+
+/* ---------------------------------------------------------------- */
+/* Boxes and runs (box.c)                                            */
+/* ---------------------------------------------------------------- */
+
+struct pl_box {
+	uint64_t start[RL_MAX_DIMS];
+	uint64_t stop[RL_MAX_DIMS];
+};
+
+/*
+ * Box of a tensor of shape[0..ndim) for mesh device index di (row-major
+ * mesh position) under rule (NULL: replicated): the ceil-division rule.
+ */
+void pl_box_of(const struct pl_spec *s, const struct pl_rule *rule,
+	       unsigned ndim, const uint64_t *shape, uint32_t di,
+	       struct pl_box *b);
+
+/* The same in two steps: mesh coordinates of di (once per device), then
+ * the box from them. */
+void pl_mesh_coords(const struct pl_spec *s, uint32_t di, uint32_t *coord);
+void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndim,
+	       const uint64_t *shape, const uint32_t *coord, struct pl_box *b);
+
+/*
+ * Byte runs of a box, compact: count * ... runs of len bytes; run k (in
+ * C order of the box) starts at off + sum(digit_i * stride[i]) where the
+ * digits are k in mixed radix count[0..nlev) (outermost first). nlev 0: one
+ * run. nruns 0 when the box is empty.
+ */
+struct pl_runs {
+	uint64_t off;
+	uint64_t len;
+	uint64_t nruns;
+	unsigned nlev;
+	uint64_t count[RL_MAX_DIMS];
+	uint64_t stride[RL_MAX_DIMS];
+};
+
+/*
+ * Computes the runs of box b of a tensor (shape, bits per element, data at
+ * base). Returns 0, or RL_E_SUBBYTE_SPLIT when a sub-byte dtype's runs do
+ * not fall on whole bytes.
+ */
+int pl_box_runs(unsigned ndim, const uint64_t *shape, unsigned bits,
+		uint64_t base, const struct pl_box *b, struct pl_runs *r);
+/* Offset of run k. */
+uint64_t pl_run_off(const struct pl_runs *r, uint64_t k);
+
+/* ---------------------------------------------------------------- */
+/* Coalescing (coalesce.c)                                           */
+/* ---------------------------------------------------------------- */
+
+/*
+ * A coalescing item: a contiguous extent, or (strided) a solid-equivalent
+ * set of runs whose gaps are all <= min_gap, with needed < end - start.
+ * Strided items never overlap other items (the plan expands them first).
+ */
+struct pl_citem {
+	uint64_t start, end;
+	uint64_t needed;
+	uint32_t ref;               /* caller's reference */
+	uint32_t strided;
+	uint64_t k;                 /* caller's run index */
+};
+
+struct pl_block {
+	uint64_t start, end;        /* [start, end): first to last needed byte */
+	uint64_t needed;
+	size_t first, n;            /* member items */
+};
+
+/* A ratio as an exact fraction num/den (>= 1). */
+struct pl_ratio {
+	uint64_t num, den;
+};
+
+/*
+ * Coalesces items (sorted by start) into blocks: merge when the gap is
+ * <= min_gap, or when the merged span <= ratio x needed (both inclusive);
+ * overlapping items always merge. ratio NULL: automatic. Writes blocks to
+ * out (at least n entries) and returns their count.
+ */
+size_t pl_coalesce(const struct pl_citem *it, size_t n, uint64_t min_gap,
+		   const struct pl_ratio *ratio, struct pl_block *out);
+/* The automatic ratio for items (see DESIGN.md). */
+void pl_auto_ratio(const struct pl_citem *it, size_t n, uint64_t min_gap,
+		   struct pl_ratio *r);
+
+/* ---------------------------------------------------------------- */
+/* Plans (plan.c, layout.c, targets.c)                               */
+/* ---------------------------------------------------------------- */
+
+/* A loaded tensor: a checkpoint tensor or a target. */
+struct pl_item {
+	char *name;
+	uint64_t *shape;
+	uint8_t ndim;
+	uint8_t dtype;
+	uint16_t bits;
+	int32_t rule;               /* -1: replicated */
+	uint32_t src;               /* plain: source tensor */
+	uint32_t first_part, nparts; /* targets: parts (nparts 0: plain) */
+};
+
+/* A target's part: one source tensor placed in the target. */
+struct pl_part {
+	uint32_t src;
+	uint32_t nlead;             /* stacked dims before the source's */
+	uint64_t lead;              /* flat index over the stacked dims */
+	uint64_t slice[RL_MAX_DIMS]; /* start in the source, per source dim */
+};
+
+/* Builds the loaded items of ck under s. */
+int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
+		   struct pl_item **items, size_t *nitems,
+		   struct pl_part **parts, size_t *nparts, struct rl_err *e);
+void pl_items_free(struct pl_item *items, size_t n, struct pl_part *parts);
+
+struct pl_plan {
+	struct pl_spec *spec;       /* private copy of the mesh and rules */
+	struct pl_item *items;
+	size_t nitems;
+	struct pl_part *parts;
+	size_t nparts;
+	int process;
+	unsigned nslots;
+	uint32_t *slot_dev;         /* mesh index of each local slot */
+	uint32_t *dev_ids;
+	uint64_t *staging;
+	struct pl_shard *shards;    /* nslots x nitems, device-major */
+	size_t nshards;
+	size_t nfiles;
+	char **paths;
+	uint64_t *file_sizes;
+	struct rl_read *reads;
+	size_t nreads;
+	struct rl_copy *copies;
+	size_t ncopies;
+	uint64_t max_read;
+	struct pl_stats *stats;     /* nprocs entries, per process */
+	uint8_t *have_stats;
+	struct pl_stats total;
+	int all_stats;
+};
+
+/* Shard of item it on slot (device-major order). */
+static inline size_t pl_shard_index(const struct pl_plan *p, size_t it, unsigned slot)
+{
+	return (size_t)slot * p->nitems + it;
+}
+
+/* Box of item it on mesh device di, or at mesh coordinates coord. */
+void pl_item_box(const struct pl_spec *s, const struct pl_item *it,
+		 uint32_t di, struct pl_box *b);
+static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item *it,
+				  const uint32_t *coord, struct pl_box *b)
+{
+	pl_box_at(s, it->rule >= 0 ? &s->rules[it->rule] : NULL, it->ndim, it->shape,
+		  coord, b);
+}
+
+/* Staging layout of plan p (layout.c). */
+int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
+	      const struct pl_align *align, const struct pl_opts *o,
+	      struct rl_err *e);
+/* Whether shard bytes of item it on di form one run of one source, and
+ * where it starts in its file (layout.c). */
+int pl_item_single_run(const struct pl_plan *p, const struct pl_ckpt *ck,
+		       const struct pl_item *it, const struct pl_box *box,
+		       uint64_t *file, uint64_t *off, uint64_t *len);
+
+/* Whether a run of len bytes gets congruent placement in a file aligned so. */
+int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);
+
+/* Shards at least this long (beyond the alignment) get congruent
+ * placement and direct middles. */
+#define PL_DIRECT_MIN (64u << 10)
+#define PL_CONGRUENT_ALIGN 4096u
+
+/* ---------------------------------------------------------------- */
+/* Who reads what across processes (assign.c)                        */
+/* ---------------------------------------------------------------- */
+
+/* A piece of data some processes need, to be read by exactly one. */
+struct pl_assign_item {
+	uint64_t size;
+	uint32_t file;
+	int32_t hint;               /* preferred reader, or -1 */
+	const uint32_t *elig;       /* processes that may read it (need it) */
+	uint32_t nelig;
+};
+
+/*
+ * Assigns each item a reader: items with fewer eligible readers first,
+ * then larger file groups, then larger items; an eligible hint wins; else
+ * the least-loaded eligible process that already reads the item's file
+ * (reads[p * nfiles + file], may be NULL); else the least-loaded eligible
+ * process. Ties go to the lowest process. owner[i] gets the reader (-1
+ * when nobody is eligible), load[p] (nprocs entries, zeroed by the
+ * caller or carrying earlier load) the bytes. Returns 0 or -ENOMEM.
+ */
+int pl_assign(const struct pl_assign_item *it, size_t n, unsigned nprocs,
+	      const uint8_t *reads, uint32_t nfiles, int32_t *owner, uint64_t *load);
+
+/*
+ * Cuts items (in order) into batches whose sizes sum to at most limit; an
+ * item larger than limit goes alone. batch[i] gets item i's batch. Returns
+ * the number of batches.
+ */
+size_t pl_batches(const uint64_t *sizes, size_t n, uint64_t limit, uint32_t *batch);
+
+#endif /* RL_PL_PRIVATE_H */

@@ -1,0 +1,59 @@
+/*
+ * sjson.h - strict JSON reading with serde_json's grammar and limits, the
+ * pieces planner/safetensors.c builds the reference's types from. Internal
+ * to planner/.
+ */
+#ifndef RL_SJSON_H
+#define RL_SJSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner.h"
+
+/*
+ * serde_json's recursion limit: the depth counter starts at 128 and entering
+ * a container that brings it to 0 fails, so 127 nested containers (the
+ * top-level object included) are the most it accepts.
+ */
+#define JSON_MAX_DEPTH 127
+
+/* A cursor over JSON text, with the last decoded string. */
+struct sj {
+	const char *buf, *p, *end;
+	int depth;            /* containers open */
+	struct rl_err *e;
+	char *sb;             /* the last decoded string (NUL-terminated; may hold NULs) */
+	size_t sb_len, sb_cap;
+};
+
+struct sj_num {
+	const char *s;
+	size_t len;
+	int neg, frac, exp;
+};
+
+/* Records RL_E_HEADER_JSON with the message and byte position; returns it. */
+int sj_jerr(struct sj *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Skips JSON whitespace (space, tab, CR, LF only). */
+void sj_ws(struct sj *j);
+/* Skips whitespace and consumes c, or fails naming what was expected. */
+int sj_expect(struct sj *j, char c, const char *what);
+/* Opens the container at j->p (one level deeper, within the limit). */
+int sj_enter(struct sj *j);
+/* Decodes the string at j->p (a '"') into j->sb / j->sb_len. */
+int sj_string(struct sj *j);
+/* Scans the number token at j->p. */
+int sj_number(struct sj *j, struct sj_num *n);
+/* Whether a number token's value is within a double's range. */
+int sj_number_is_finite(const struct sj_num *n);
+/* Consumes the literal word (true, false, null). */
+int sj_literal(struct sj *j, const char *word);
+/* Validates and skips any value. */
+int sj_skip_value(struct sj *j);
+/* Reads a plain non-negative integer below 2^64 (field names the error). */
+int sj_u64_value(struct sj *j, uint64_t *out, const char *field);
+/* Offset of the first byte that is not valid UTF-8, or len. */
+size_t sj_utf8_check(const unsigned char *s, size_t len);
+
+#endif /* RL_SJSON_H */

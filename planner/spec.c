@@ -1,0 +1,586 @@
+/*
+ * spec.c - sharding specs: the mesh (shape, axis names, device ids, device
+ * to process map), ordered regex rules with partition specs, and the
+ * optional targets and tensors sections (targets.c parses targets).
+ *
+ * Every error names the field, the rule (index and pattern) and, where one
+ * is involved, the axis.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "pl_private.h"
+
+static void rule_clear(struct pl_rule *r)
+{
+	rl_free(r->pattern);
+	regfree(&r->re);
+	for (unsigned i = 0; i < r->nnames; i++)
+		rl_free(r->names[i]);
+	rl_free(r->names);
+}
+
+static void spec_clear(struct pl_spec *s)
+{
+	for (unsigned i = 0; i < s->ndim; i++)
+		rl_free(s->axes[i]);
+	rl_free(s->devices);
+	rl_free(s->proc);
+	for (size_t i = 0; i < s->nrules; i++)
+		rule_clear(&s->rules[i]);
+	rl_free(s->rules);
+	for (size_t i = 0; i < s->ntargets; i++)
+		pl_target_clear(&s->targets[i]);
+	rl_free(s->targets);
+	for (size_t i = 0; i < s->ntensors; i++)
+		rl_free(s->tensors[i]);
+	rl_free(s->tensors);
+	memset(s, 0, sizeof(*s));
+}
+
+/* One device, id 0, process 0, no axes: every tensor whole. */
+static int spec_init(struct pl_spec *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->devices = rl_calloc(1, sizeof(uint32_t));
+	s->proc = rl_calloc(1, sizeof(uint32_t));
+	if (!s->devices || !s->proc) {
+		rl_free(s->devices);
+		rl_free(s->proc);
+		return -ENOMEM;
+	}
+	s->ndev = 1;
+	s->nprocs = 1;
+	return 0;
+}
+
+struct pl_spec *pl_spec_new(void)
+{
+	struct pl_spec *s = rl_malloc(sizeof(*s));
+
+	if (s && spec_init(s)) {
+		rl_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void pl_spec_free(struct pl_spec *s)
+{
+	if (!s)
+		return;
+	spec_clear(s);
+	rl_free(s);
+}
+
+static int axis_index(const struct pl_spec *s, const char *name)
+{
+	for (unsigned i = 0; i < s->ndim; i++)
+		if (!strcmp(s->axes[i], name))
+			return (int)i;
+	return -1;
+}
+
+/* Resolves a rule's axis names against the mesh. */
+static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
+			struct rl_err *e)
+{
+	unsigned n = 0;
+	uint32_t used = 0;
+
+	for (unsigned d = 0; d < r->ndims; d++) {
+		for (unsigned a = 0; a < r->dims[d].naxes; a++, n++) {
+			int ax = axis_index(s, r->names[n]);
+
+			if (ax < 0)
+				return rl_err_set(e, RL_E_SPEC_AXIS,
+						  "rule %zu (\"%s\"): unknown axis \"%s\" in dimension %u",
+						  idx, r->pattern, r->names[n], d);
+			if (used & (1u << ax))
+				return rl_err_set(e, RL_E_SPEC_AXIS,
+						  "rule %zu (\"%s\"): axis \"%s\" used twice",
+						  idx, r->pattern, r->names[n]);
+			used |= 1u << ax;
+			r->dims[d].axes[a] = (uint8_t)ax;
+		}
+	}
+	return 0;
+}
+
+int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
+		     const char *const *axes, const uint32_t *devices,
+		     const uint32_t *process_of_device, struct rl_err *e)
+{
+	struct pl_spec t;
+	uint64_t ndev = 1;
+	int ret;
+
+	if (ndim > PL_MAX_AXES)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: %u axes (at most %d)",
+				  ndim, PL_MAX_AXES);
+	if (ndim && (!shape || !axes))
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape and axes are required");
+	memset(&t, 0, sizeof(t));
+	for (unsigned i = 0; i < ndim; i++) {
+		if (!shape[i])
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
+		if (rl_mul64(ndev, shape[i], &ndev) || ndev > PL_MAX_DEVICES)
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
+					  PL_MAX_DEVICES);
+		if (!axes[i] || !axes[i][0])
+			return rl_err_set(e, RL_E_SPEC_AXIS, "mesh: axis %u has no name", i);
+		for (unsigned j = 0; j < i; j++)
+			if (!strcmp(axes[i], axes[j]))
+				return rl_err_set(e, RL_E_SPEC_AXIS,
+						  "mesh: axis \"%s\" named twice", axes[i]);
+	}
+	t.ndim = ndim;
+	t.ndev = (uint32_t)ndev;
+	t.devices = rl_mallocarray(ndev, sizeof(uint32_t));
+	t.proc = rl_mallocarray(ndev, sizeof(uint32_t));
+	ret = -ENOMEM;
+	if (!t.devices || !t.proc)
+		goto fail;
+	for (unsigned i = 0; i < ndim; i++) {
+		t.shape[i] = shape[i];
+		t.axes[i] = rl_strdup(axes[i]);
+		if (!t.axes[i])
+			goto fail;
+	}
+	for (uint32_t i = 0; i < t.ndev; i++) {
+		t.devices[i] = devices ? devices[i] : i;
+		t.proc[i] = process_of_device ? process_of_device[i] : 0;
+		if (t.proc[i] >= PL_MAX_DEVICES) {
+			ret = rl_err_set(e, RL_E_SPEC_MESH,
+					 "mesh: process %u of device %u out of range",
+					 t.proc[i], t.devices[i]);
+			goto fail;
+		}
+		if (t.proc[i] + 1 > t.nprocs)
+			t.nprocs = t.proc[i] + 1;
+	}
+	/* Duplicate ids: sort a copy. */
+	{
+		uint32_t *ids = rl_mallocarray(ndev, sizeof(uint32_t));
+
+		if (!ids)
+			goto fail;
+		memcpy(ids, t.devices, ndev * sizeof(uint32_t));
+		for (uint32_t i = 1; i < t.ndev; i++) { /* shell sort: ids are few */
+			uint32_t v = ids[i], j = i;
+
+			while (j && ids[j - 1] > v) {
+				ids[j] = ids[j - 1];
+				j--;
+			}
+			ids[j] = v;
+		}
+		for (uint32_t i = 1; i < t.ndev; i++)
+			if (ids[i] == ids[i - 1]) {
+				ret = rl_err_set(e, RL_E_SPEC_MESH,
+						 "mesh: device id %u listed twice", ids[i]);
+				rl_free(ids);
+				goto fail;
+			}
+		rl_free(ids);
+	}
+	/* The rules must still name known axes. */
+	for (size_t i = 0; i < s->nrules; i++) {
+		ret = rule_resolve(&t, &s->rules[i], i, e);
+		if (ret)
+			goto fail;
+	}
+	for (unsigned i = 0; i < s->ndim; i++)
+		rl_free(s->axes[i]);
+	rl_free(s->devices);
+	rl_free(s->proc);
+	s->ndim = t.ndim;
+	memcpy(s->shape, t.shape, sizeof(t.shape));
+	memcpy(s->axes, t.axes, sizeof(t.axes));
+	s->ndev = t.ndev;
+	s->devices = t.devices;
+	s->proc = t.proc;
+	s->nprocs = t.nprocs;
+	return 0;
+fail:
+	if (ret == -ENOMEM)
+		rl_err_set(e, ret, "mesh: out of memory");
+	/* Rules resolved against t before the failure go back to s's mesh. */
+	for (size_t i = 0; i < s->nrules; i++)
+		rule_resolve(s, &s->rules[i], i, NULL);
+	for (unsigned i = 0; i < ndim; i++)
+		rl_free(t.axes[i]);
+	rl_free(t.devices);
+	rl_free(t.proc);
+	return ret;
+}
+
+int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
+		     const rl_dim_spec *dims, struct rl_err *e)
+{
+	size_t idx = s->nrules, plen;
+	struct pl_rule r, *nr;
+	char *full;
+	unsigned nnames = 0;
+	int rc;
+
+	if (!regex)
+		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
+	if (ndims > RL_MAX_DIMS)
+		return rl_err_set(e, RL_E_SPEC_RANK,
+				  "rule %zu (\"%s\"): spec of %u dimensions (at most %d)",
+				  idx, regex, ndims, RL_MAX_DIMS);
+	for (unsigned d = 0; d < ndims; d++) {
+		if (dims[d].naxes > PL_MAX_AXES || (dims[d].naxes && !dims[d].axes))
+			return rl_err_set(e, RL_E_SPEC_AXIS,
+					  "rule %zu (\"%s\"): dimension %u names %u axes",
+					  idx, regex, d, dims[d].naxes);
+		nnames += dims[d].naxes;
+	}
+	memset(&r, 0, sizeof(r));
+	r.ndims = ndims;
+	/* Whole-name match: anchor the pattern once, here. */
+	plen = strlen(regex);
+	full = rl_malloc(plen + 5);
+	if (!full)
+		return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
+	memcpy(full, "^(", 2);
+	memcpy(full + 2, regex, plen);
+	memcpy(full + 2 + plen, ")$", 3);
+	rc = regcomp(&r.re, full, REG_EXTENDED | REG_NOSUB);
+	rl_free(full);
+	if (rc) {
+		char why[128];
+
+		regerror(rc, &r.re, why, sizeof(why));
+		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
+				  idx, regex, why);
+	}
+	r.pattern = rl_strdup(regex);
+	r.names = rl_calloc(nnames ? nnames : 1, sizeof(char *));
+	if (!r.pattern || !r.names)
+		goto oom;
+	r.nnames = nnames;
+	nnames = 0;
+	for (unsigned d = 0; d < ndims; d++) {
+		r.dims[d].naxes = (uint8_t)dims[d].naxes;
+		for (unsigned a = 0; a < dims[d].naxes; a++) {
+			const char *name = dims[d].axes[a];
+
+			r.names[nnames] = rl_strdup(name ? name : "");
+			if (!r.names[nnames++])
+				goto oom;
+		}
+	}
+	rc = rule_resolve(s, &r, idx, e);
+	if (rc) {
+		rule_clear(&r);
+		return rc;
+	}
+	nr = rl_reallocarray(s->rules, idx + 1, sizeof(*nr));
+	if (!nr)
+		goto oom;
+	s->rules = nr;
+	s->rules[s->nrules++] = r;
+	return 0;
+oom:
+	rule_clear(&r);
+	return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
+}
+
+long pl_spec_match(const struct pl_spec *s, const char *name)
+{
+	for (size_t i = 0; i < s->nrules; i++)
+		if (!regexec(&s->rules[i].re, name, 0, NULL, 0))
+			return (long)i;
+	return -1;
+}
+
+/* ---------------------------------------------------------------- */
+/* JSON                                                              */
+/* ---------------------------------------------------------------- */
+
+/* A non-negative JSON integer up to max (cJSON keeps doubles: exact to 2^53). */
+static int json_uint(const cJSON *j, uint64_t max, uint64_t *out)
+{
+	double v;
+
+	if (!cJSON_IsNumber(j))
+		return -1;
+	v = j->valuedouble;
+	if (!(v >= 0) || v != floor(v) || v > (double)max || v > 9007199254740992.0)
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static int parse_u32_list(const cJSON *arr, const char *what, uint32_t *out,
+			  size_t n, struct rl_err *e)
+{
+	size_t i = 0;
+	const cJSON *v;
+
+	if (!cJSON_IsArray(arr))
+		return rl_err_set(e, RL_E_SPEC, "mesh: \"%s\" is not a list", what);
+	if ((size_t)cJSON_GetArraySize(arr) != n)
+		return rl_err_set(e, RL_E_SPEC_MESH,
+				  "mesh: \"%s\" has %d entries, the mesh has %zu devices",
+				  what, cJSON_GetArraySize(arr), n);
+	cJSON_ArrayForEach(v, arr) {
+		uint64_t x;
+
+		if (json_uint(v, UINT32_MAX, &x))
+			return rl_err_set(e, RL_E_SPEC,
+					  "mesh: \"%s\"[%zu] is not a non-negative integer",
+					  what, i);
+		out[i++] = (uint32_t)x;
+	}
+	return 0;
+}
+
+static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
+{
+	const cJSON *shape, *axes, *devs, *procs, *v;
+	uint32_t sh[PL_MAX_AXES];
+	const char *names[PL_MAX_AXES];
+	uint32_t *dv = NULL, *pr = NULL;
+	unsigned ndim = 0;
+	uint64_t ndev = 1;
+	int ret;
+
+	if (!cJSON_IsObject(m))
+		return rl_err_set(e, RL_E_SPEC, "spec: \"mesh\" is not an object");
+	cJSON_ArrayForEach(v, m) {
+		if (strcmp(v->string, "shape") && strcmp(v->string, "axes") &&
+		    strcmp(v->string, "devices") && strcmp(v->string, "process_of_device"))
+			return rl_err_set(e, RL_E_SPEC, "mesh: unknown field \"%s\"",
+					  v->string);
+	}
+	shape = cJSON_GetObjectItemCaseSensitive(m, "shape");
+	axes = cJSON_GetObjectItemCaseSensitive(m, "axes");
+	if (!cJSON_IsArray(shape) || !cJSON_IsArray(axes))
+		return rl_err_set(e, RL_E_SPEC, "mesh: \"shape\" and \"axes\" must be lists");
+	if (cJSON_GetArraySize(shape) != cJSON_GetArraySize(axes))
+		return rl_err_set(e, RL_E_SPEC_MESH,
+				  "mesh: %d sizes in \"shape\" but %d names in \"axes\"",
+				  cJSON_GetArraySize(shape), cJSON_GetArraySize(axes));
+	if (cJSON_GetArraySize(shape) > PL_MAX_AXES)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %d axes", PL_MAX_AXES);
+	cJSON_ArrayForEach(v, shape) {
+		uint64_t x;
+
+		if (json_uint(v, UINT32_MAX, &x) || !x)
+			return rl_err_set(e, RL_E_SPEC_MESH,
+					  "mesh: shape[%u] is not a positive integer", ndim);
+		sh[ndim++] = (uint32_t)x;
+		if (rl_mul64(ndev, x, &ndev) || ndev > PL_MAX_DEVICES)
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
+					  PL_MAX_DEVICES);
+	}
+	ndim = 0;
+	cJSON_ArrayForEach(v, axes) {
+		if (!cJSON_IsString(v))
+			return rl_err_set(e, RL_E_SPEC, "mesh: axes[%u] is not a string", ndim);
+		names[ndim++] = v->valuestring;
+	}
+	devs = cJSON_GetObjectItemCaseSensitive(m, "devices");
+	procs = cJSON_GetObjectItemCaseSensitive(m, "process_of_device");
+	if (devs && !cJSON_IsNull(devs)) {
+		dv = rl_mallocarray(ndev, sizeof(uint32_t));
+		if (!dv)
+			return rl_err_set(e, -ENOMEM, "mesh: out of memory");
+		ret = parse_u32_list(devs, "devices", dv, ndev, e);
+		if (ret)
+			goto out;
+	}
+	if (procs && !cJSON_IsNull(procs)) {
+		pr = rl_mallocarray(ndev, sizeof(uint32_t));
+		ret = -ENOMEM;
+		if (!pr) {
+			rl_err_set(e, ret, "mesh: out of memory");
+			goto out;
+		}
+		ret = parse_u32_list(procs, "process_of_device", pr, ndev, e);
+		if (ret)
+			goto out;
+	}
+	ret = pl_spec_set_mesh(s, ndim, sh, names, dv, pr, e);
+out:
+	rl_free(dv);
+	rl_free(pr);
+	return ret;
+}
+
+static int parse_rule(struct pl_spec *s, const cJSON *r, size_t idx, struct rl_err *e)
+{
+	const cJSON *match, *spec, *v;
+	rl_dim_spec dims[RL_MAX_DIMS];
+	const char *names[RL_MAX_DIMS][PL_MAX_AXES];
+	unsigned nd = 0;
+
+	if (!cJSON_IsObject(r))
+		return rl_err_set(e, RL_E_SPEC, "rule %zu: not an object", idx);
+	cJSON_ArrayForEach(v, r) {
+		if (strcmp(v->string, "match") && strcmp(v->string, "spec"))
+			return rl_err_set(e, RL_E_SPEC, "rule %zu: unknown field \"%s\"",
+					  idx, v->string);
+	}
+	match = cJSON_GetObjectItemCaseSensitive(r, "match");
+	spec = cJSON_GetObjectItemCaseSensitive(r, "spec");
+	if (!cJSON_IsString(match))
+		return rl_err_set(e, RL_E_SPEC, "rule %zu: \"match\" must be a string", idx);
+	if (spec && !cJSON_IsNull(spec) && !cJSON_IsArray(spec))
+		return rl_err_set(e, RL_E_SPEC, "rule %zu (\"%s\"): \"spec\" must be a list",
+				  idx, match->valuestring);
+	if (cJSON_GetArraySize(spec) > RL_MAX_DIMS)
+		return rl_err_set(e, RL_E_SPEC_RANK,
+				  "rule %zu (\"%s\"): spec of %d dimensions (at most %d)",
+				  idx, match->valuestring, cJSON_GetArraySize(spec), RL_MAX_DIMS);
+	if (!cJSON_IsArray(spec))
+		spec = NULL;
+	cJSON_ArrayForEach(v, spec) {
+		const cJSON *a;
+		unsigned na = 0;
+
+		if (cJSON_IsNull(v)) {
+			;
+		} else if (cJSON_IsString(v)) {
+			names[nd][na++] = v->valuestring;
+		} else if (cJSON_IsArray(v)) {
+			cJSON_ArrayForEach(a, v) {
+				if (!cJSON_IsString(a))
+					return rl_err_set(e, RL_E_SPEC,
+							  "rule %zu (\"%s\"): dimension %u: axis names must be strings",
+							  idx, match->valuestring, nd);
+				if (na == PL_MAX_AXES)
+					return rl_err_set(e, RL_E_SPEC_AXIS,
+							  "rule %zu (\"%s\"): dimension %u names too many axes",
+							  idx, match->valuestring, nd);
+				names[nd][na++] = a->valuestring;
+			}
+		} else {
+			return rl_err_set(e, RL_E_SPEC,
+					  "rule %zu (\"%s\"): dimension %u must be null, an axis name or a list of them",
+					  idx, match->valuestring, nd);
+		}
+		dims[nd].naxes = na;
+		dims[nd].axes = names[nd];
+		nd++;
+	}
+	return pl_spec_add_rule(s, match->valuestring, nd, dims, e);
+}
+
+static int parse_tensors(struct pl_spec *s, const cJSON *t, struct rl_err *e)
+{
+	const cJSON *v;
+	size_t n = 0;
+
+	if (!cJSON_IsArray(t))
+		return rl_err_set(e, RL_E_SPEC, "spec: \"tensors\" is not a list");
+	s->tensors = rl_calloc((size_t)cJSON_GetArraySize(t) + 1, sizeof(char *));
+	if (!s->tensors)
+		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+	s->has_tensors = 1;
+	cJSON_ArrayForEach(v, t) {
+		if (!cJSON_IsString(v))
+			return rl_err_set(e, RL_E_SPEC, "spec: tensors[%zu] is not a string", n);
+		s->tensors[n] = rl_strdup(v->valuestring);
+		if (!s->tensors[n])
+			return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		s->ntensors = ++n;
+	}
+	return 0;
+}
+
+int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err *e)
+{
+	struct pl_spec t;
+	cJSON *root;
+	const cJSON *v;
+	size_t i;
+	int ret;
+
+	if (!json)
+		return rl_err_set(e, RL_E_SPEC, "spec: no text");
+	root = cJSON_ParseWithLength(json, len);
+	if (!root)
+		return rl_err_set(e, RL_E_SPEC, "spec: not valid JSON (near byte %zu)",
+				  (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0));
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return rl_err_set(e, RL_E_SPEC, "spec: not a JSON object");
+	}
+	if (spec_init(&t)) {
+		cJSON_Delete(root);
+		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+	}
+	cJSON_ArrayForEach(v, root) {
+		if (strcmp(v->string, "mesh") && strcmp(v->string, "rules") &&
+		    strcmp(v->string, "targets") && strcmp(v->string, "tensors")) {
+			ret = rl_err_set(e, RL_E_SPEC, "spec: unknown field \"%s\"", v->string);
+			goto out;
+		}
+	}
+	v = cJSON_GetObjectItemCaseSensitive(root, "mesh");
+	if (v && (ret = parse_mesh(&t, v, e)))
+		goto out;
+	v = cJSON_GetObjectItemCaseSensitive(root, "rules");
+	if (v && !cJSON_IsArray(v)) {
+		ret = rl_err_set(e, RL_E_SPEC, "spec: \"rules\" is not a list");
+		goto out;
+	}
+	i = 0;
+	if (v) {
+		const cJSON *r;
+
+		cJSON_ArrayForEach(r, v) {
+			if ((ret = parse_rule(&t, r, i++, e)))
+				goto out;
+		}
+	}
+	v = cJSON_GetObjectItemCaseSensitive(root, "targets");
+	if (v && !cJSON_IsArray(v)) {
+		ret = rl_err_set(e, RL_E_SPEC_TARGET, "spec: \"targets\" is not a list");
+		goto out;
+	}
+	i = 0;
+	if (v) {
+		const cJSON *r;
+
+		cJSON_ArrayForEach(r, v) {
+			if ((ret = pl_target_parse(&t, r, i++, e)))
+				goto out;
+		}
+	}
+	v = cJSON_GetObjectItemCaseSensitive(root, "tensors");
+	if (v && (ret = parse_tensors(&t, v, e)))
+		goto out;
+	spec_clear(s);
+	*s = t;
+	cJSON_Delete(root);
+	return 0;
+out:
+	spec_clear(&t);
+	cJSON_Delete(root);
+	return ret;
+}
+
+int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
+			    struct rl_err *e)
+{
+	cJSON *root;
+	int ret;
+
+	if (!json)
+		return rl_err_set(e, RL_E_SPEC_TARGET, "target: no text");
+	root = cJSON_ParseWithLength(json, len);
+	if (!root)
+		return rl_err_set(e, RL_E_SPEC_TARGET, "target %zu: not valid JSON",
+				  s->ntargets);
+	ret = pl_target_parse(s, root, s->ntargets, e);
+	cJSON_Delete(root);
+	return ret;
+}

@@ -1,0 +1,1016 @@
+/*
+ * test_plan.c - the planner: boxes and byte runs (ACCEPTANCE A), coalescing
+ * (B), the automatic ratio (C), chunking (D), several processes (F),
+ * targets (G), and randomized plans executed against synthetic bytes and
+ * checked element by element.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "pl_fake.h"
+
+/* ---------------------------------------------------------------- */
+/* Executing a plan against synthetic bytes                          */
+/* ---------------------------------------------------------------- */
+
+/* Source byte of byte b of element coords c of item it. */
+static uint64_t ref_src(const struct pl_plan *p, const struct pl_ckpt *ck,
+			const struct pl_item *it, const uint64_t *c, unsigned b,
+			unsigned *file)
+{
+	const struct pl_part *pt = NULL;
+	const struct pl_tensor *t;
+	uint64_t sc[RL_MAX_DIMS], flat = 0;
+	unsigned nlead = 0;
+
+	if (it->nparts) {
+		uint64_t lead = 0;
+
+		pt = &p->parts[it->first_part];
+		nlead = pt->nlead;
+		for (unsigned j = 0; j < nlead; j++)
+			lead = lead * it->shape[j] + c[j];
+		pt += lead;
+	}
+	t = &ck->tensors[pt ? pt->src : it->src];
+	for (unsigned d = 0; d < t->ndim; d++) {
+		sc[d] = c[nlead + d] + (pt ? pt->slice[d] : 0);
+		flat = flat * t->shape[d] + sc[d];
+	}
+	*file = t->file;
+	return t->offset + flat * (it->bits / 8) + b;
+}
+
+/*
+ * Runs every request of p (fake bytes), applies its copies with checks,
+ * then compares every shard byte with the reference. Returns NULL or what
+ * went wrong.
+ */
+static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
+			     const struct pl_align *align, uint64_t chunk)
+{
+	static char why[256];
+	uint8_t **stg = calloc(p->nslots, sizeof(*stg)), **cnt = calloc(p->nslots, sizeof(*cnt));
+	const char *bad = NULL;
+
+	for (unsigned s = 0; s < p->nslots; s++) {
+		stg[s] = calloc(p->staging[s] + 1, 1);
+		cnt[s] = calloc(p->staging[s] + 1, 1);
+	}
+	for (size_t q = 0; q < p->nreads && !bad; q++) {
+		const struct rl_read *r = &p->reads[q];
+		uint64_t size = ck->files[r->file].size;
+		uint8_t *buf;
+
+		if (r->off % align[r->file].offset_align || r->len % align[r->file].offset_align) {
+			snprintf(why, sizeof(why), "read %zu not aligned", q);
+			bad = why;
+			break;
+		}
+		if (r->len > chunk || r->min_len > r->len || r->off + r->min_len > size ||
+		    !r->min_len) {
+			snprintf(why, sizeof(why), "read %zu: len %u min %u off %llu size %llu", q,
+				 r->len, r->min_len, (unsigned long long)r->off,
+				 (unsigned long long)size);
+			bad = why;
+			break;
+		}
+		if (q && p->reads[q - 1].file == r->file &&
+		    p->reads[q - 1].off + p->reads[q - 1].len > r->off) {
+			snprintf(why, sizeof(why), "reads %zu and %zu overlap", q - 1, q);
+			bad = why;
+			break;
+		}
+		buf = malloc(r->len);
+		for (uint32_t i = 0; i < r->len; i++)
+			buf[i] = r->off + i < size ? fk_byte(r->file, r->off + i) : 0;
+		for (uint64_t j = 0; j < r->ncopies && !bad; j++) {
+			const struct rl_copy *c = &p->copies[r->first_copy + j];
+			const struct pl_shard *sh = &p->shards[c->shard];
+			uint64_t span = (uint64_t)(c->count - 1) * c->src_stride + c->len;
+
+			if (!c->count || !c->len || c->src + span > r->min_len ||
+			    (c->count > 1 && c->src_stride < c->len) || sh->dev != c->dev ||
+			    c->dst < sh->offset ||
+			    c->dst + (uint64_t)c->count * c->len > sh->offset + sh->nbytes) {
+				snprintf(why, sizeof(why), "read %zu copy %llu out of bounds", q,
+					 (unsigned long long)j);
+				bad = why;
+				break;
+			}
+			if (r->flags & RL_READ_DIRECT) {
+				if (r->ncopies != 1 || c->src || c->len != r->len ||
+				    c->dst % align[r->file].offset_align) {
+					snprintf(why, sizeof(why), "read %zu: bad direct read", q);
+					bad = why;
+				}
+			}
+			for (uint32_t k = 0; k < c->count; k++)
+				for (uint32_t i = 0; i < c->len; i++) {
+					uint64_t d = c->dst + (uint64_t)k * c->len + i;
+
+					stg[c->dev][d] = buf[c->src + (uint64_t)k * c->src_stride + i];
+					cnt[c->dev][d]++;
+				}
+		}
+		free(buf);
+	}
+	for (size_t i = 0; i < p->nshards && !bad; i++) {
+		const struct pl_shard *sh = &p->shards[i];
+		const struct pl_item *it = &p->items[sh->tensor];
+		struct pl_box b;
+		uint64_t c[RL_MAX_DIMS], n = 1, isz = it->bits / 8;
+
+		if (sh->offset % 64 && sh->nbytes < PL_DIRECT_MIN) {
+			snprintf(why, sizeof(why), "shard %zu misaligned", i);
+			bad = why;
+			break;
+		}
+		pl_item_box(p->spec, it, p->slot_dev[sh->dev], &b);
+		for (unsigned d = 0; d < it->ndim; d++) {
+			c[d] = b.start[d];
+			n *= b.stop[d] - b.start[d];
+		}
+		if (n * isz != sh->nbytes) {
+			snprintf(why, sizeof(why), "shard %zu of %s: %llu bytes, want %llu", i,
+				 it->name, (unsigned long long)sh->nbytes,
+				 (unsigned long long)(n * isz));
+			bad = why;
+			break;
+		}
+		for (uint64_t e = 0; e < n && !bad; e++) {
+			for (unsigned k = 0; k < isz; k++) {
+				unsigned file;
+				uint64_t src = ref_src(p, ck, it, c, k, &file);
+				uint64_t d = sh->offset + e * isz + k;
+
+				if (cnt[sh->dev][d] != 1 || stg[sh->dev][d] != fk_byte(file, src)) {
+					snprintf(why, sizeof(why),
+						 "%s dev %u element %llu byte %u: written %u times, %s",
+						 it->name, sh->dev, (unsigned long long)e, k,
+						 cnt[sh->dev][d],
+						 stg[sh->dev][d] == fk_byte(file, src) ? "right" : "wrong");
+					bad = why;
+					break;
+				}
+			}
+			for (unsigned d = it->ndim; d-- > 0;) {
+				if (++c[d] < b.stop[d])
+					break;
+				c[d] = b.start[d];
+			}
+		}
+	}
+	for (unsigned s = 0; s < p->nslots; s++) {
+		free(stg[s]);
+		free(cnt[s]);
+	}
+	free(stg);
+	free(cnt);
+	return bad;
+}
+
+static struct pl_spec *spec_json(const char *json)
+{
+	struct pl_spec *s = pl_spec_new();
+	struct rl_err e;
+
+	rl_err_clear(&e);
+	if (s && pl_spec_parse(s, json, strlen(json), &e)) {
+		fprintf(stderr, "spec: %s\n", e.msg);
+		pl_spec_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* ---------------------------------------------------------------- */
+/* A. Box -> byte runs                                               */
+/* ---------------------------------------------------------------- */
+
+struct run {
+	uint64_t off, len;
+};
+
+/* Expands r; returns the count (at most max). */
+static size_t expand(const struct pl_runs *r, struct run *out, size_t max)
+{
+	size_t n = 0;
+
+	for (uint64_t k = 0; k < r->nruns && n < max; k++)
+		out[n++] = (struct run){ pl_run_off(r, k), r->len };
+	return n;
+}
+
+static int runs_of(unsigned ndim, const uint64_t *shape, const uint64_t *start,
+		   const uint64_t *stop, unsigned bits, uint64_t base, struct run *out,
+		   size_t max, size_t *n)
+{
+	struct pl_box b = { { 0 }, { 0 } };
+	struct pl_runs r;
+	int ret;
+
+	for (unsigned d = 0; d < ndim; d++) {
+		b.start[d] = start ? start[d] : 0;
+		b.stop[d] = stop ? stop[d] : shape[d];
+	}
+	ret = pl_box_runs(ndim, shape, bits, base, &b, &r);
+	*n = ret ? 0 : expand(&r, out, max);
+	return ret;
+}
+
+#define CHECK_RUNS(got, n, ...) \
+	do { \
+		struct run want_[] = { __VA_ARGS__ }; \
+		CHECK_EQ(n, RL_ARRAY_SIZE(want_)); \
+		for (size_t i_ = 0; i_ < n; i_++) { \
+			CHECK_EQ(got[i_].off, want_[i_].off); \
+			CHECK_EQ(got[i_].len, want_[i_].len); \
+		} \
+	} while (0)
+
+static void a_box_runs(void)
+{
+	struct run r[16];
+	size_t n;
+
+	/* A.1 scalar */
+	CHECK_EQ(runs_of(0, NULL, NULL, NULL, 32, 128, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 128, 4 });
+	/* A.2 */
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, NULL, NULL, 32, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 0, 128 });
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 0, 0 }, (uint64_t[]){ 2, 8 },
+			 32, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 0, 64 });
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 2, 0 }, (uint64_t[]){ 4, 8 },
+			 32, 128, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 192, 64 });
+	/* A.3 */
+	CHECK_EQ(runs_of(1, (uint64_t[]){ 8 }, (uint64_t[]){ 2 }, (uint64_t[]){ 4 }, 32, 64,
+			 r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 72, 8 });
+	/* A.4 */
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 0, 0 }, (uint64_t[]){ 4, 4 },
+			 32, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 0, 16 }, { 32, 16 }, { 64, 16 }, { 96, 16 });
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 0, 0 }, (uint64_t[]){ 4, 4 },
+			 16, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 0, 8 }, { 16, 8 }, { 32, 8 }, { 48, 8 });
+	/* A.5 */
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 1, 2 }, (uint64_t[]){ 3, 6 },
+			 32, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 40, 16 }, { 72, 16 });
+	/* A.6 */
+	CHECK_EQ(runs_of(3, (uint64_t[]){ 2, 4, 4 }, (uint64_t[]){ 0, 1, 0 },
+			 (uint64_t[]){ 2, 3, 4 }, 32, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 16, 32 }, { 80, 32 });
+	/* A.7 */
+	CHECK_EQ(runs_of(3, (uint64_t[]){ 2, 2, 4 }, (uint64_t[]){ 0, 0, 2 },
+			 (uint64_t[]){ 2, 2, 4 }, 32, 1000, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 1008, 8 }, { 1024, 8 }, { 1040, 8 }, { 1056, 8 });
+	/* A.8 */
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 3, 4 }, (uint64_t[]){ 0, 1 }, (uint64_t[]){ 3, 2 },
+			 8, 0, r, 16, &n), 0);
+	CHECK_RUNS(r, n, { 1, 1 }, { 5, 1 }, { 9, 1 });
+	/* A.9 zero-size: no runs, no error */
+	CHECK_EQ(runs_of(2, (uint64_t[]){ 0, 8 }, NULL, NULL, 32, 0, r, 16, &n), 0);
+	CHECK_EQ(n, 0);
+}
+
+/* A.7 stays compact: one level of 4 runs, not 4 descriptors. */
+static void a_runs_compact(void)
+{
+	struct pl_box b = { { 0, 0 }, { 1u << 20, 2 } };
+	struct pl_runs r;
+
+	CHECK_EQ(pl_box_runs(2, (uint64_t[]){ 1u << 20, 4 }, 32, 0, &b, &r), 0);
+	CHECK_EQ(r.nlev, 1);
+	CHECK_EQ(r.nruns, 1u << 20);
+	CHECK_EQ(r.count[0], 1u << 20);
+	CHECK_EQ(r.stride[0], 16);
+	CHECK_EQ(r.len, 8);
+	/* (2,3,4) cols [0,2) of dim 2: levels (2,3) merge into one of 6. */
+	b = (struct pl_box){ { 0, 0, 0 }, { 2, 3, 2 } };
+	CHECK_EQ(pl_box_runs(3, (uint64_t[]){ 2, 3, 4 }, 8, 0, &b, &r), 0);
+	CHECK_EQ(r.nlev, 1);
+	CHECK_EQ(r.count[0], 6);
+	CHECK_EQ(r.stride[0], 4);
+}
+
+/* A.10: random shapes and boxes against an element-by-element reference. */
+static void a_runs_property(void)
+{
+	for (int iter = 0; iter < 2000; iter++) {
+		unsigned ndim = (unsigned)(th_rand() % 5), bits = 8u << (th_rand() % 4);
+		uint64_t shape[RL_MAX_DIMS], estr[RL_MAX_DIMS], c[RL_MAX_DIMS], n = 1, base;
+		struct pl_box b;
+		struct pl_runs r;
+		uint64_t k = 0, pos = 0, prev_end = 0;
+
+		base = th_rand() % 1000;
+		for (unsigned d = 0; d < ndim; d++) {
+			shape[d] = 1 + th_rand() % 6;
+			b.start[d] = th_rand() % (shape[d] + 1);
+			b.stop[d] = b.start[d] + th_rand() % (shape[d] - b.start[d] + 1);
+			n *= b.stop[d] - b.start[d];
+			c[d] = b.start[d];
+		}
+		for (unsigned d = ndim; d-- > 0;)
+			estr[d] = d + 1 < ndim ? estr[d + 1] * shape[d + 1] : 1;
+		CHECK_EQ(pl_box_runs(ndim, shape, bits, base, &b, &r), 0);
+		if (!n) {
+			CHECK_EQ(r.nruns, 0);
+			continue;
+		}
+		CHECK(r.nruns * r.len == n * bits / 8);
+		/* Walk the box in C order; each element must be the next byte of
+		 * the current run. */
+		for (uint64_t e = 0; e < n; e++) {
+			uint64_t want = base;
+
+			for (unsigned d = 0; d < ndim; d++)
+				want += c[d] * estr[d] * bits / 8;
+			if (pos == r.len) {
+				k++;
+				pos = 0;
+			}
+			if (!pos) {
+				uint64_t o = pl_run_off(&r, k);
+
+				CHECKF(!k || o >= prev_end, "runs overlap or unsorted (iter %d)", iter);
+				prev_end = o + r.len;
+			}
+			CHECKF(pl_run_off(&r, k) + pos == want, "iter %d element %llu", iter,
+			       (unsigned long long)e);
+			pos += bits / 8;
+			for (unsigned d = ndim; d-- > 0;) {
+				if (++c[d] < b.stop[d])
+					break;
+				c[d] = b.start[d];
+			}
+		}
+		CHECK_EQ(k + 1, r.nruns);
+	}
+}
+
+/* A.11 sub-byte dtypes only on whole bytes. */
+static void a_subbyte(void)
+{
+	struct pl_box b = { { 0, 0 }, { 4, 1 } };
+	struct pl_runs r;
+
+	/* F4 (4,4): one column is half a byte per row. */
+	CHECK_EQ(pl_box_runs(2, (uint64_t[]){ 4, 4 }, 4, 0, &b, &r), RL_E_SUBBYTE_SPLIT);
+	b.stop[1] = 2;
+	CHECK_EQ(pl_box_runs(2, (uint64_t[]){ 4, 4 }, 4, 0, &b, &r), 0);
+	CHECK_EQ(r.len, 1);
+	CHECK_EQ(r.nruns, 4);
+	/* F6 (4,4): rows of 3 bytes; one row whole is fine, 2 columns are 12 bits. */
+	b = (struct pl_box){ { 1, 0 }, { 2, 4 } };
+	CHECK_EQ(pl_box_runs(2, (uint64_t[]){ 4, 4 }, 6, 0, &b, &r), 0);
+	CHECK_EQ(r.off, 3);
+	CHECK_EQ(r.len, 3);
+	b = (struct pl_box){ { 0, 0 }, { 4, 2 } };
+	CHECK_EQ(pl_box_runs(2, (uint64_t[]){ 4, 4 }, 6, 0, &b, &r), RL_E_SUBBYTE_SPLIT);
+	b = (struct pl_box){ { 0, 0 }, { 4, 4 } };
+	CHECK_EQ(pl_box_runs(2, (uint64_t[]){ 4, 4 }, 6, 0, &b, &r), 0);
+	CHECK_EQ(r.len, 12);
+}
+
+/* ---------------------------------------------------------------- */
+/* B, C. Coalescing                                                  */
+/* ---------------------------------------------------------------- */
+
+static int ci_by_start(const void *a, const void *b)
+{
+	const struct pl_citem *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->ref < y->ref ? -1 : x->ref > y->ref;
+}
+
+/* Coalesces runs; ratio 0: automatic. Returns the block count. */
+static size_t coalesce(const struct run *runs, size_t n, uint64_t min_gap, double ratio,
+		       struct pl_block *blk, struct pl_citem *it)
+{
+	struct pl_ratio r = { (uint64_t)(ratio * 1000 + 0.5), 1000 };
+
+	for (size_t i = 0; i < n; i++)
+		it[i] = (struct pl_citem){ runs[i].off, runs[i].off + runs[i].len, runs[i].len,
+					   (uint32_t)i, 0, 0 };
+	qsort(it, n, sizeof(*it), ci_by_start);
+	return pl_coalesce(it, n, min_gap, ratio ? &r : NULL, blk);
+}
+
+static void b_coalescing(void)
+{
+	struct pl_block blk[2000];
+	static struct pl_citem it[20000];
+	size_t nb;
+
+	CHECK_EQ(coalesce(NULL, 0, 4096, 1, blk, it), 0);                 /* B.1 */
+	nb = coalesce((struct run[]){ { 0, 100 }, { 100, 50 }, { 150, 50 } }, 3, 4096, 1, blk, it);
+	CHECK_EQ(nb, 1);                                                    /* B.2 */
+	CHECK_EQ(blk[0].start, 0);
+	CHECK_EQ(blk[0].end, 200);
+	nb = coalesce((struct run[]){ { 200, 50 }, { 0, 100 }, { 100, 100 } }, 3, 4096, 1, blk, it);
+	CHECK_EQ(nb, 1);                                                    /* B.3 */
+	CHECK_EQ(it[0].ref, 1);
+	CHECK_EQ(it[1].ref, 2);
+	CHECK_EQ(it[2].ref, 0);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 4104, 8 } }, 2, 4096, 1, blk, it), 1);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 4105, 8 } }, 2, 4096, 1, blk, it), 2);
+	nb = coalesce((struct run[]){ { 0, 8 }, { 200, 8 } }, 2, 4096, 2, blk, it);
+	CHECK_EQ(nb, 1);                                                    /* B.5 */
+	CHECK_EQ(blk[0].end, 208);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 8192, 8 } }, 2, 4096, 2, blk, it), 2);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 8192, 8 } }, 2, 16384, 2, blk, it), 1);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 1024 }, { 4096, 1024 } }, 2, 0, 2, blk, it), 2);
+	nb = coalesce((struct run[]){ { 0, 1024 }, { 4096, 1024 } }, 2, 0, 2.5, blk, it);
+	CHECK_EQ(nb, 1);                                                    /* B.7 */
+	CHECK_EQ(blk[0].end, 5120);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 1024 }, { 3072, 1024 } }, 2, 0, 2, blk, it), 1);
+	CHECK_EQ(coalesce((struct run[]){ { 0, 1024 }, { 3073, 1024 } }, 2, 0, 2, blk, it), 2);
+	{
+		struct run s8[8], s4[4];
+
+		for (int i = 0; i < 8; i++)
+			s8[i] = (struct run){ 16u * i, 8 };
+		for (int i = 0; i < 4; i++)
+			s4[i] = (struct run){ 64u * i, 8 };
+		nb = coalesce(s8, 8, 4096, 2, blk, it);                     /* B.9 */
+		CHECK_EQ(nb, 1);
+		CHECK_EQ(blk[0].end - blk[0].start, 120);
+		CHECK_EQ(coalesce(s4, 4, 0, 2, blk, it), 4);
+	}
+	nb = coalesce((struct run[]){ { 0, 100 }, { 50, 100 } }, 2, 4096, 1, blk, it);
+	CHECK_EQ(nb, 1);                                                    /* B.10 */
+	CHECK_EQ(blk[0].end, 150);
+	CHECK_EQ(blk[0].needed, 150);
+	nb = coalesce((struct run[]){ { 0, 100 }, { 10, 20 } }, 2, 4096, 1, blk, it);
+	CHECK_EQ(nb, 1);
+	CHECK_EQ(blk[0].end, 100);
+	CHECK_EQ(blk[0].needed, 100);
+	nb = coalesce((struct run[]){ { 0, 16 }, { 0, 16 } }, 2, 4096, 1, blk, it);
+	CHECK_EQ(nb, 1);
+	CHECK_EQ(blk[0].needed, 16);
+	CHECK_EQ(blk[0].n, 2);
+	nb = coalesce((struct run[]){ { 0, 1ull << 30 } }, 1, 4096, 1, blk, it);
+	CHECK_EQ(nb, 1);                                                    /* B.11 */
+	CHECK_EQ(blk[0].end, 1ull << 30);
+}
+
+static void c_auto_ratio(void)
+{
+	static struct run runs[10000];
+	static struct pl_citem it[10000];
+	struct pl_ratio r;
+
+	pl_auto_ratio(it, 0, 4096, &r);                                     /* C.1 */
+	CHECK(r.num == r.den);
+	for (int i = 0; i < 64; i++)
+		runs[i] = (struct run){ (uint64_t)i << 20, 256 << 10 };
+	coalesce(runs, 64, 4096, 1, (struct pl_block[64]){ { 0 } }, it);
+	pl_auto_ratio(it, 64, 4096, &r);
+	CHECK(r.num == r.den);
+	for (int i = 0; i < 10000; i++)
+		runs[i] = (struct run){ 4104ull * i, 8 };
+	coalesce(runs, 10000, 4096, 1, (struct pl_block[1]){ { 0 } }, it);
+	pl_auto_ratio(it, 10000, 4096, &r);
+	CHECK(r.num == r.den);
+	/* C.2: 1025 runs of 8 B at stride 8200: span / needed, one block. */
+	for (int i = 0; i < 1025; i++)
+		runs[i] = (struct run){ 8200ull * i, 8 };
+	{
+		static struct pl_block blk[1025];
+
+		CHECK_EQ(coalesce(runs, 1025, 4096, 0, blk, it), 1);
+		pl_auto_ratio(it, 1025, 4096, &r);
+		CHECK_EQ(r.num, 8200ull * 1024 + 8);
+		CHECK_EQ(r.den, 8 * 1025);
+		CHECK((double)r.num / r.den > 1024.0 && (double)r.num / r.den < 1024.01);
+		CHECK_EQ(coalesce(runs, 1024, 4096, 0, blk, it), 1024);
+		pl_auto_ratio(it, 1024, 4096, &r);
+		CHECK(r.num == r.den);
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* Plans                                                             */
+/* ---------------------------------------------------------------- */
+
+static int build(struct fake *f, const char *json, struct pl_opts *o, struct pl_plan **p,
+		 struct rl_err *e)
+{
+	struct pl_spec *s = json ? spec_json(json) : pl_spec_new();
+	int ret;
+
+	rl_err_clear(e);
+	if (!s)
+		return -EINVAL;
+	ret = pl_plan_build(&f->ck, s, f->align, o, p, e);
+	pl_spec_free(s);
+	return ret;
+}
+
+/* C.3 whole-file load of densely packed tensors: one block, exact. */
+static void c_whole_file_one_block(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+
+	fk_init(&f, 1, 88);
+	for (int i = 0; i < 20; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%02d", i);
+		fk_add(&f, 0, name, RL_DTYPE_F32, 2, (uint64_t[]){ 3 + i, 5 });
+	}
+	pl_opts_default(&o);
+	CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
+	CHECK_EQ(p->stats[0].blocks, 1);
+	CHECK_EQ(p->stats[0].requests, 1);
+	CHECK_EQ(p->stats[0].needed_bytes, f.files[0].size - 88);
+	CHECK_EQ(p->stats[0].read_bytes, f.files[0].size - 88);
+	CHECK(exec_plan(p, &f.ck, f.align, o.chunk) == NULL);
+	pl_plan_free(p);
+}
+
+static void d_chunks(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+
+	/* D.1: five dense 16 B tensors, chunk 64 -> one block, 64 + 16. */
+	fk_init(&f, 1, 0);
+	for (int i = 0; i < 5; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "t%d", i);
+		fk_add(&f, 0, name, RL_DTYPE_F32, 1, (uint64_t[]){ 4 });
+	}
+	pl_opts_default(&o);
+	o.chunk = 64;
+	CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
+	CHECK_EQ(p->stats[0].blocks, 1);
+	CHECK_EQ(p->nreads, 2);
+	CHECK_EQ(p->reads[0].len, 64);
+	CHECK_EQ(p->reads[1].len, 16);
+	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* D.2: one 64 B run, chunk 16 -> 4 requests. */
+	fk_init(&f, 1, 0);
+	fk_add(&f, 0, "w", RL_DTYPE_U8, 1, (uint64_t[]){ 64 });
+	o.chunk = 16;
+	CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
+	CHECK_EQ(p->stats[0].needed_bytes, 64);
+	CHECK_EQ(p->stats[0].read_bytes, 64);
+	CHECK_EQ(p->stats[0].blocks, 1);
+	CHECK_EQ(p->stats[0].requests, 4);
+	CHECK_EQ(p->stats[0].files_opened, 1);
+	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* D.3: nothing needed from a file -> never opened, all stats 0. */
+	fk_init(&f, 2, 8);
+	fk_add(&f, 0, "a", RL_DTYPE_U8, 1, (uint64_t[]){ 0 });
+	fk_add(&f, 1, "b", RL_DTYPE_U8, 2, (uint64_t[]){ 0, 3 });
+	pl_opts_default(&o);
+	CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
+	CHECK_EQ(p->stats[0].files_opened, 0);
+	CHECK_EQ(p->stats[0].requests, 0);
+	CHECK_EQ(p->stats[0].needed_bytes, 0);
+	CHECK_EQ(p->nreads, 0);
+	CHECK_EQ(p->nshards, 2);
+	CHECK_EQ(p->shards[0].nbytes, 0);
+	pl_plan_free(p);
+}
+
+/* Alignment widens blocks and the last read may pass EOF (min_len). */
+static void d_alignment(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+
+	fk_init(&f, 1, 100);
+	fk_add(&f, 0, "a", RL_DTYPE_F32, 2, (uint64_t[]){ 100, 30 });
+	fk_add(&f, 0, "b", RL_DTYPE_F32, 2, (uint64_t[]){ 7, 3 });
+	f.align[0] = (struct pl_align){ 512, 512 };
+	pl_opts_default(&o);
+	o.chunk = 4096;
+	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"m\"]},"
+		       "\"rules\":[{\"match\":\"a\",\"spec\":[null,\"m\"]}]}", &o, &p, &e), 0);
+	CHECK_EQ(p->reads[0].off, 0);
+	CHECK_EQ(p->reads[p->nreads - 1].off + p->reads[p->nreads - 1].min_len, f.files[0].size);
+	CHECK(p->reads[p->nreads - 1].len > p->reads[p->nreads - 1].min_len);
+	CHECK_EQ(p->stats[0].needed_bytes, f.files[0].size - 100);
+	CHECK_EQ(p->stats[0].read_bytes, f.files[0].size);
+	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+}
+
+/* Congruent placement: a large shard's aligned middle is read directly. */
+static void d_direct_middles(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+	uint64_t direct = 0;
+
+	fk_init(&f, 1, 8 + 1000);
+	fk_add(&f, 0, "small", RL_DTYPE_F32, 1, (uint64_t[]){ 33 });
+	fk_add(&f, 0, "big", RL_DTYPE_BF16, 2, (uint64_t[]){ 1024, 300 });
+	fk_add(&f, 0, "tail", RL_DTYPE_F32, 1, (uint64_t[]){ 5 });
+	f.align[0] = (struct pl_align){ 4096, 4096 };
+	pl_opts_default(&o);
+	o.chunk = 64 << 10;
+	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"],"
+		       "\"process_of_device\":[0,0]},"
+		       "\"rules\":[{\"match\":\"big\",\"spec\":[\"d\"]}]}", &o, &p, &e), 0);
+	for (size_t q = 0; q < p->nreads; q++)
+		if (p->reads[q].flags & RL_READ_DIRECT)
+			direct += p->reads[q].len;
+	CHECK(direct >= 500 << 10);
+	CHECK_EQ(p->stats[0].blocks, 1);
+	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* Off: no direct reads, shards aligned to 4096. */
+	o.congruent = 0;
+	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+		       "\"rules\":[{\"match\":\"big\",\"spec\":[\"d\"]}]}", &o, &p, &e), 0);
+	for (size_t q = 0; q < p->nreads; q++)
+		CHECK(!(p->reads[q].flags & RL_READ_DIRECT));
+	for (size_t i = 0; i < p->nshards; i++)
+		CHECK_EQ(p->shards[i].offset % 4096, 0);
+	pl_plan_free(p);
+}
+
+/* ---------------------------------------------------------------- */
+/* F. Several processes                                              */
+/* ---------------------------------------------------------------- */
+
+#define MESH_4x2 "\"mesh\":{\"shape\":[4,2],\"axes\":[\"data\",\"model\"]," \
+	"\"devices\":[0,1,2,3,4,5,6,7],\"process_of_device\":[0,0,1,1,2,2,3,3]}"
+
+static void f_multi_process(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const uint64_t base = 64;
+
+	fk_init(&f, 1, base);
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 8, 8 });
+	pl_opts_default(&o);
+	for (int proc = 0; proc < 4; proc++) {
+		const char *bad;
+
+		o.process = proc;
+		/* F.1 (data, model): rows [2p, 2p+2), one block of 64 B at base + 64p. */
+		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
+			       "\"spec\":[\"data\",\"model\"]}]}", &o, &p, &e), 0);
+		CHECK_EQ(p->nslots, 2);
+		CHECK_EQ(p->stats[proc].blocks, 1);
+		CHECK_EQ(p->stats[proc].needed_bytes, 64);
+		CHECK_EQ(p->stats[proc].read_bytes, 64);
+		CHECK_EQ(p->reads[0].off, base + 64 * (uint64_t)proc);
+		CHECK_EQ(p->reads[0].len, 64);
+		CHECK_EQ(p->total.needed_bytes, 256);
+		CHECK_EQ(p->total.read_bytes, 256);
+		CHECK_EQ(p->total.devices, 8);
+		bad = exec_plan(p, &f.ck, f.align, o.chunk);
+		CHECKF(!bad, "%s", bad);
+		pl_plan_free(p);
+		/* F.2 (null, model): the whole tensor, one 256 B block per process. */
+		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
+			       "\"spec\":[null,\"model\"]}]}", &o, &p, &e), 0);
+		CHECK_EQ(p->stats[proc].blocks, 1);
+		CHECK_EQ(p->stats[proc].read_bytes, 256);
+		CHECK_EQ(p->total.read_bytes, 1024);
+		bad = exec_plan(p, &f.ck, f.align, o.chunk);
+		CHECKF(!bad, "%s", bad);
+		pl_plan_free(p);
+		/* F.3 replicated: both devices share one read, two placements. */
+		CHECK_EQ(build(&f, "{" MESH_4x2 "}", &o, &p, &e), 0);
+		CHECK_EQ(p->nreads, 1);
+		CHECK_EQ(p->reads[0].ncopies, 2);
+		CHECK_EQ(p->stats[proc].needed_bytes, 256);
+		CHECK(p->copies[0].dev != p->copies[1].dev);
+		bad = exec_plan(p, &f.ck, f.align, o.chunk);
+		CHECKF(!bad, "%s", bad);
+		pl_plan_free(p);
+	}
+	/* Every process derives the same totals. */
+	{
+		struct pl_stats t0;
+
+		o.process = 0;
+		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
+			       "\"spec\":[\"model\",\"data\"]}]}", &o, &p, &e), 0);
+		t0 = p->total;
+		for (int q = 0; q < 4; q++) {
+			struct pl_stats sq = p->stats[q];
+			struct pl_plan *pq;
+
+			o.process = q;
+			CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
+				       "\"spec\":[\"model\",\"data\"]}]}", &o, &pq, &e), 0);
+			CHECK(!memcmp(&pq->stats[q], &sq, sizeof(sq)));
+			CHECK(!memcmp(&pq->total, &t0, sizeof(t0)));
+			pl_plan_free(pq);
+		}
+		pl_plan_free(p);
+	}
+}
+
+static void f_errors_and_empty_shards(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+
+	fk_init(&f, 1, 0);
+	fk_add(&f, 0, "v", RL_DTYPE_F32, 1, (uint64_t[]){ 4 });
+	fk_add(&f, 0, "s", RL_DTYPE_F32, 0, NULL);
+	pl_opts_default(&o);
+	/* F.4: 4 split 8 ways: 4 empty shards, allowed. */
+	CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"v\","
+		       "\"spec\":[[\"data\",\"model\"]]}]}", &o, &p, &e), 0);
+	CHECK_EQ(p->shards[pl_shard_index(p, 0, 0)].nbytes, 4);
+	CHECK_EQ(p->shards[pl_shard_index(p, 0, 1)].nbytes, 4);
+	pl_plan_free(p);
+	o.process = 3;
+	CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"v\","
+		       "\"spec\":[[\"data\",\"model\"]]}]}", &o, &p, &e), 0);
+	CHECK_EQ(p->shards[pl_shard_index(p, 0, 0)].nbytes, 0);
+	CHECK_EQ(p->stats[3].needed_bytes, 4);        /* only the scalar */
+	pl_plan_free(p);
+	/* A spec on a scalar. */
+	CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"s\","
+		       "\"spec\":[\"data\"]}]}", &o, &p, &e), RL_E_SPEC_RANK);
+	CHECK(strstr(e.msg, "\"s\"") && strstr(e.msg, "rule 0"));
+	/* Process out of range. */
+	o.process = 4;
+	CHECK_EQ(build(&f, "{" MESH_4x2 "}", &o, &p, &e), RL_E_INVALID_ARG);
+	o.process = 0;
+	o.ratio = 0.5;
+	CHECK_EQ(build(&f, "{" MESH_4x2 "}", &o, &p, &e), RL_E_INVALID_ARG);
+	CHECK(strstr(e.msg, "0.5"));
+}
+
+/* ---------------------------------------------------------------- */
+/* G. Targets                                                        */
+/* ---------------------------------------------------------------- */
+
+static void g_targets(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+
+	fk_init(&f, 2, 40);
+	fk_add(&f, 0, "l0", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	fk_add(&f, 0, "e0l0", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	fk_add(&f, 0, "e0l1", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	fk_add(&f, 0, "qkv", RL_DTYPE_F32, 2, (uint64_t[]){ 12, 4 });
+	fk_add(&f, 1, "l1", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	fk_add(&f, 1, "e1l0", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	fk_add(&f, 1, "e1l1", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	fk_add(&f, 1, "embed", RL_DTYPE_F32, 2, (uint64_t[]){ 8, 4 });
+	pl_opts_default(&o);
+	/* G.1-G.4 */
+	CHECK_EQ(build(&f, "{\"targets\":["
+		       "{\"name\":\"layers\",\"stack\":[\"l0\",\"l1\"]},"
+		       "{\"name\":\"experts\",\"stack\":[[\"e0l0\",\"e0l1\"],[\"e1l0\",\"e1l1\"]],"
+		       "\"shape\":[2,2,4,4],\"dtype\":\"F32\"},"
+		       "{\"name\":\"q\",\"source\":\"qkv\",\"slice\":[[0,4],null]},"
+		       "{\"name\":\"k\",\"source\":\"qkv\",\"slice\":[[4,8]]},"
+		       "{\"name\":\"v\",\"source\":\"qkv\",\"slice\":[[8,12],null]},"
+		       "{\"name\":\"lm_head\",\"source\":\"embed\"},"
+		       "{\"name\":\"embed\",\"source\":\"embed\"}]}", &o, &p, &e), 0);
+	CHECK_EQ(p->nitems, 7);          /* every checkpoint tensor is a source */
+	CHECK_STR(p->items[0].name, "layers");
+	CHECK_EQ(p->items[0].ndim, 3);
+	CHECK_EQ(p->items[0].shape[0], 2);
+	CHECK_EQ(p->items[1].ndim, 4);
+	CHECK_EQ(p->items[2].shape[0], 4);
+	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	CHECKF(!bad, "%s", bad);
+	/* G.3 tied: embed read once (needed counts it once), two destinations;
+	 * G.4: q, k, v are three contiguous runs of qkv, read once. */
+	CHECK_EQ(p->stats[0].needed_bytes, f.files[0].size - 40 + f.files[1].size - 40);
+	CHECK_EQ(p->stats[0].read_bytes, p->stats[0].needed_bytes);
+	pl_plan_free(p);
+	/* G.5 stacked target sharded on the layer axis: device 0 reads l0 only. */
+	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],"
+		       "\"process_of_device\":[0,1]},"
+		       "\"rules\":[{\"match\":\"layers\",\"spec\":[\"x\"]}],"
+		       "\"targets\":[{\"name\":\"layers\",\"stack\":[\"l0\",\"l1\"]}],"
+		       "\"tensors\":[\"layers\"]}", &o, &p, &e), 0);
+	CHECK_EQ(p->nitems, 1);
+	CHECK_EQ(p->stats[0].needed_bytes, 64);
+	CHECK_EQ(p->stats[0].files_opened, 1);
+	CHECK_EQ(p->reads[0].file, 0);
+	CHECK_EQ(p->reads[0].off, f.t[0].offset);
+	CHECK_EQ(p->stats[1].files_opened, 1);
+	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* Errors. */
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"stack\":[\"l0\",\"qkv\"]}]}",
+		       &o, &p, &e), RL_E_SHAPE_MISMATCH);
+	CHECK(strstr(e.msg, "shape mismatch"));
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"l0\",\"shape\":[4,5]}]}",
+		       &o, &p, &e), RL_E_SHAPE_MISMATCH);
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"l0\",\"dtype\":\"BF16\"}]}",
+		       &o, &p, &e), RL_E_SHAPE_MISMATCH);
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"nope\"}]}",
+		       &o, &p, &e), RL_E_MISSING_TENSOR);
+	CHECK(strstr(e.msg, "nope"));
+	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"gone\"]}", &o, &p, &e), RL_E_MISSING_TENSOR);
+	CHECK(strstr(e.msg, "gone"));
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"qkv\",\"slice\":[[0,13]]}]}",
+		       &o, &p, &e), RL_E_SPEC_TARGET);
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"l0\",\"source\":\"qkv\"}]}",
+		       &o, &p, &e), RL_E_SPEC_TARGET);
+}
+
+/* ---------------------------------------------------------------- */
+/* Randomized plans                                                  */
+/* ---------------------------------------------------------------- */
+
+static void random_plans(void)
+{
+	static const int dts[] = { RL_DTYPE_U8, RL_DTYPE_BF16, RL_DTYPE_F32, RL_DTYPE_F64 };
+	static const char *const specs[] = { "null", "\"a\"", "\"b\"", "[\"a\",\"b\"]",
+					     "[\"b\",\"a\"]", "\"c\"" };
+
+	for (int iter = 0; iter < 100; iter++) {
+		struct fake f;
+		struct pl_opts o;
+		struct pl_plan *p;
+		struct rl_err e;
+		char json[4096];
+		int len, nt = 1 + (int)(th_rand() % 12), nf = 1 + (int)(th_rand() % 2);
+		unsigned A = (th_rand() % 3) ? 1u << (th_rand() % 13) : 1;
+		uint32_t ma = 1 + th_rand() % 3, mb = 1 + th_rand() % 3, mc = 1 + th_rand() % 2;
+		uint32_t ndev = ma * mb * mc, nproc = 1 + (uint32_t)(th_rand() % ndev);
+		const char *bad;
+		int ret;
+
+		fk_init(&f, (unsigned)nf, 8 + th_rand() % 200);
+		for (int i = 0; i < nt; i++) {
+			unsigned ndim = (unsigned)(th_rand() % 4);
+			uint64_t shape[4];
+			char name[8];
+
+			/* At most one long dimension keeps tensors small. */
+			for (unsigned d = 0; d < ndim; d++)
+				shape[d] = 1 + th_rand() % 40;
+			if (ndim && th_rand() % 4 == 0)
+				shape[th_rand() % ndim] = 1 + th_rand() % 1500;
+			snprintf(name, sizeof(name), "t%d", i);
+			fk_add(&f, (unsigned)(i * nf / nt), name, dts[th_rand() % 4], ndim, shape);
+		}
+		for (int i = 0; i < nf; i++)
+			f.align[i] = (struct pl_align){ A, A };
+		len = snprintf(json, sizeof(json),
+			       "{\"mesh\":{\"shape\":[%u,%u,%u],\"axes\":[\"a\",\"b\",\"c\"],"
+			       "\"process_of_device\":[", ma, mb, mc);
+		for (uint32_t d = 0; d < ndev; d++)
+			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
+					(uint32_t)((uint64_t)d * nproc / ndev));
+		len += snprintf(json + len, sizeof(json) - len, "]},\"rules\":[");
+		for (int i = 0; i < nt; i++) {
+			unsigned nd = f.t[i].ndim ? (unsigned)(th_rand() % (f.t[i].ndim + 1)) : 0;
+			uint32_t used = 0;
+
+			len += snprintf(json + len, sizeof(json) - len,
+					"%s{\"match\":\"t%d\",\"spec\":[", i ? "," : "", i);
+			for (unsigned d = 0; d < nd; d++) {
+				int k = (int)(th_rand() % RL_ARRAY_SIZE(specs));
+				uint32_t need = k == 1 ? 1 : k == 2 ? 2 : k >= 3 && k <= 4 ? 3 : k == 5 ? 4 : 0;
+
+				if (used & need)
+					k = 0, need = 0;
+				used |= need;
+				len += snprintf(json + len, sizeof(json) - len, "%s%s",
+						d ? "," : "", specs[k]);
+			}
+			len += snprintf(json + len, sizeof(json) - len, "]}");
+		}
+		snprintf(json + len, sizeof(json) - len, "]}");
+		pl_opts_default(&o);
+		o.process = (int)(th_rand() % nproc);
+		o.min_gap = th_rand() % 2 ? 4096 : th_rand() % 64;
+		o.ratio = th_rand() % 3 ? 0 : 1 + (double)(th_rand() % 40) / 10;
+		o.chunk = th_rand() % 2 ? 4u << 20 : RL_MAX(A, 64u << (th_rand() % 10));
+		o.congruent = (int)(th_rand() % 2);
+		ret = build(&f, json, &o, &p, &e);
+		CHECKF(!ret, "iter %d: %s (%s)", iter, e.msg, json);
+		bad = exec_plan(p, &f.ck, f.align, RL_MAX(o.chunk, A));
+		CHECKF(!bad, "iter %d: %s; spec %s", iter, bad, json);
+		/* Every process's stats match what it computes for itself. */
+		for (uint32_t q = 0; q < nproc; q++) {
+			struct pl_plan *pq;
+
+			o.process = (int)q;
+			CHECK_EQ(build(&f, json, &o, &pq, &e), 0);
+			CHECKF(!memcmp(&pq->stats[q], &p->stats[q], sizeof(p->stats[q])),
+			       "iter %d: stats of %u differ", iter, q);
+			CHECK_EQ(pq->stats[q].requests, pq->nreads);
+			pl_plan_free(pq);
+		}
+		pl_plan_free(p);
+	}
+}
+
+/* Failing the n-th allocation, for every n: a clean -ENOMEM, no leak. */
+static void alloc_failures(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct rl_err e;
+	const char *json = "{\"mesh\":{\"shape\":[2,2],\"axes\":[\"a\",\"b\"],"
+			   "\"process_of_device\":[0,0,1,1]},"
+			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"b\"]}],"
+			   "\"targets\":[{\"name\":\"st\",\"stack\":[\"x\",\"y\"]}]}";
+	int done = 0;
+
+	fk_init(&f, 2, 16);
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 64, 300 });
+	fk_add(&f, 0, "x", RL_DTYPE_BF16, 1, (uint64_t[]){ 5000 });
+	fk_add(&f, 1, "y", RL_DTYPE_BF16, 1, (uint64_t[]){ 5000 });
+	f.align[1] = (struct pl_align){ 512, 512 };
+	pl_opts_default(&o);
+	o.chunk = 4096;
+	for (long n = 0; !done && n < 100000; n++) {
+		long live = rl_alloc_live();
+		struct pl_spec *s;
+		struct pl_plan *p = NULL;
+		int ret;
+
+		rl_alloc_fail_after(n);
+		s = pl_spec_new();
+		rl_err_clear(&e);
+		ret = s ? pl_spec_parse(s, json, strlen(json), &e) : -ENOMEM;
+		if (!ret)
+			ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
+		rl_alloc_fail_after(-1);
+		if (!ret) {
+			const char *bad = exec_plan(p, &f.ck, f.align, o.chunk);
+
+			CHECKF(!bad, "%s", bad);
+			done = 1;
+		} else {
+			CHECKF(ret == -ENOMEM, "n %ld: %d %s", n, ret, e.msg);
+			CHECK(p == NULL);
+		}
+		pl_plan_free(p);
+		pl_spec_free(s);
+		CHECKF(rl_alloc_live() == live, "n %ld: leak", n);
+	}
+	CHECK(done);
+}
+
+int main(void)
+{
+	th_seed();
+	RUN(a_box_runs);
+	RUN(a_runs_compact);
+	RUN(a_runs_property);
+	RUN(a_subbyte);
+	RUN(b_coalescing);
+	RUN(c_auto_ratio);
+	RUN(c_whole_file_one_block);
+	RUN(d_chunks);
+	RUN(d_alignment);
+	RUN(d_direct_middles);
+	RUN(f_multi_process);
+	RUN(f_errors_and_empty_shards);
+	RUN(g_targets);
+	RUN(random_plans);
+	RUN(alloc_failures);
+	return th_done();
+}

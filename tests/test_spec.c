@@ -1,0 +1,340 @@
+/*
+ * test_spec.c - sharding specs (JSON and C structures): every error case
+ * with its code and a message naming the rule, pattern, axis or tensor;
+ * boxes from the ceil-division rule; and the public rl_spec_* / rl_plan_*
+ * API and `ringload plan` on the reference fixtures.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "pl_fake.h"
+
+static int parse(const char *json, struct rl_err *e)
+{
+	struct pl_spec *s = pl_spec_new();
+	int ret;
+
+	rl_err_clear(e);
+	ret = pl_spec_parse(s, json, strlen(json), e);
+	pl_spec_free(s);
+	return ret;
+}
+
+#define CHECK_ERR(json, code, ...) \
+	do { \
+		struct rl_err e_; \
+		const char *want_[] = { __VA_ARGS__ }; \
+		CHECK_EQ(parse(json, &e_), code); \
+		for (size_t i_ = 0; i_ < RL_ARRAY_SIZE(want_); i_++) \
+			CHECKF(strstr(e_.msg, want_[i_]), "\"%s\" not in \"%s\"", want_[i_], \
+			       e_.msg); \
+	} while (0)
+
+static void spec_errors(void)
+{
+	CHECK_ERR("", RL_E_SPEC, "not valid JSON");
+	CHECK_ERR("[1]", RL_E_SPEC, "not a JSON object");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"rule\":[]}", RL_E_SPEC,
+		  "unknown field \"rule\"");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2,2],\"axes\":[\"x\"]}}", RL_E_SPEC_MESH, "axes");
+	CHECK_ERR("{\"mesh\":{\"shape\":[0],\"axes\":[\"x\"]}}", RL_E_SPEC_MESH, "shape[0]");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2.5],\"axes\":[\"x\"]}}", RL_E_SPEC_MESH, "shape[0]");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"devices\":[0,1,2]}}",
+		  RL_E_SPEC_MESH, "\"devices\" has 3 entries", "2 devices");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"devices\":[7,7]}}",
+		  RL_E_SPEC_MESH, "device id 7 listed twice");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"process_of_device\":[0]}}",
+		  RL_E_SPEC_MESH, "process_of_device");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"devices\":[0,-1]}}",
+		  RL_E_SPEC, "devices\"[1]");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2,2],\"axes\":[\"x\",\"x\"]}}", RL_E_SPEC_AXIS,
+		  "\"x\" named twice");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
+		  "\"rules\":[{\"match\":\"a.*\",\"spec\":[\"y\"]}]}",
+		  RL_E_SPEC_AXIS, "rule 0", "\"a.*\"", "unknown axis \"y\"");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2,2],\"axes\":[\"x\",\"y\"]},"
+		  "\"rules\":[{\"match\":\"w\",\"spec\":[]},{\"match\":\"b\",\"spec\":[\"x\",[\"y\",\"x\"]]}]}",
+		  RL_E_SPEC_AXIS, "rule 1", "\"b\"", "axis \"x\" used twice");
+	CHECK_ERR("{\"rules\":[{\"match\":\"(a\",\"spec\":[]}]}", RL_E_SPEC_REGEX,
+		  "rule 0", "bad regex \"(a\"");
+	CHECK_ERR("{\"rules\":[{\"match\":3}]}", RL_E_SPEC, "rule 0", "match");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[1]}]}", RL_E_SPEC, "rule 0",
+		  "dimension 0");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[null],\"x\":1}]}", RL_E_SPEC,
+		  "unknown field \"x\"");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[null,null,null,null,null,null,null,"
+		  "null,null,null,null,null,null,null,null,null,null]}]}", RL_E_SPEC_RANK, "rule 0");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\"}]}", RL_E_SPEC_TARGET, "target 0", "\"t\"");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\"],\"b\"]}]}", RL_E_SPEC_TARGET,
+		  "not uniform");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\",\"b\"],[\"c\"]]}]}",
+		  RL_E_SPEC_TARGET, "unequal");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[3,2]]}]}",
+		  RL_E_SPEC_TARGET, "slice[0]");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\"},{\"name\":\"t\",\"source\":\"b\"}]}",
+		  RL_E_SPEC_TARGET, "used twice");
+	CHECK_ERR("{\"tensors\":[1]}", RL_E_SPEC, "tensors[0]");
+}
+
+static void spec_c_api(void)
+{
+	struct pl_spec *s = pl_spec_new();
+	struct rl_err e;
+	const char *axes[] = { "data", "model" };
+	const char *m[] = { "model" }, *dm[] = { "data", "model" }, *bad[] = { "pipe" };
+	rl_dim_spec d1[] = { { 1, m }, { 0, NULL } }, d2[] = { { 2, dm } }, d3[] = { { 1, bad } };
+	uint32_t shape[] = { 2, 2 }, dev[] = { 10, 11, 12, 13 }, proc[] = { 0, 0, 1, 1 };
+	struct pl_box b;
+
+	rl_err_clear(&e);
+	CHECK(s);
+	/* No mesh yet: one device, so any axis is unknown. */
+	CHECK_EQ(pl_spec_add_rule(s, "x", 1, d1, &e), RL_E_SPEC_AXIS);
+	CHECK_EQ(pl_spec_set_mesh(s, 2, shape, axes, dev, proc, &e), 0);
+	CHECK_EQ(s->ndev, 4);
+	CHECK_EQ(s->nprocs, 2);
+	CHECK_EQ(pl_spec_add_rule(s, "w.*", 2, d1, &e), 0);
+	CHECK_EQ(pl_spec_add_rule(s, "e", 1, d2, &e), 0);
+	CHECK_EQ(pl_spec_add_rule(s, "p", 1, d3, &e), RL_E_SPEC_AXIS);
+	CHECK(strstr(e.msg, "\"pipe\""));
+	CHECK_EQ(pl_spec_add_rule(s, "[", 0, NULL, &e), RL_E_SPEC_REGEX);
+	CHECK_EQ(s->nrules, 2);
+	/* Whole-name match, first rule wins. */
+	CHECK_EQ(pl_spec_match(s, "w1"), 0);
+	CHECK_EQ(pl_spec_match(s, "xw1"), -1);
+	CHECK_EQ(pl_spec_match(s, "e"), 1);
+	CHECK_EQ(pl_spec_match(s, "ee"), -1);
+	/* A mesh without the rules' axes is refused and changes nothing. */
+	CHECK_EQ(pl_spec_set_mesh(s, 1, (uint32_t[]){ 4 }, (const char *[]){ "x" }, NULL, NULL,
+				  &e), RL_E_SPEC_AXIS);
+	CHECK_EQ(s->ndev, 4);
+	/* ... also when an earlier rule resolved against the new mesh. */
+	CHECK_EQ(pl_spec_set_mesh(s, 2, (uint32_t[]){ 3, 2 }, (const char *[]){ "model", "pipe" },
+				  NULL, NULL, &e), RL_E_SPEC_AXIS);
+	CHECK_EQ(s->rules[0].dims[0].axes[0], 1);
+	CHECK_EQ(pl_spec_set_mesh(s, 2, (uint32_t[]){ 2, 3 }, axes, NULL, NULL, &e), 0);
+	CHECK_EQ(s->ndev, 6);
+	/* Boxes: dim 10 over (data, model) = 6 ways: chunks of 2, last empty. */
+	for (uint32_t di = 0; di < 6; di++) {
+		pl_box_of(s, &s->rules[1], 1, (uint64_t[]){ 10 }, di, &b);
+		CHECK_EQ(b.start[0], RL_MIN(2 * di, 10));
+		CHECK_EQ(b.stop[0], RL_MIN(2 * di + 2, 10));
+	}
+	/* dim 7 over model (3): chunks of 3: [0,3) [3,6) [6,7); data replicates. */
+	pl_box_of(s, &s->rules[0], 2, (uint64_t[]){ 7, 5 }, 5, &b);
+	CHECK_EQ(b.start[0], 6);
+	CHECK_EQ(b.stop[0], 7);
+	CHECK_EQ(b.stop[1], 5);
+	pl_box_of(s, &s->rules[0], 2, (uint64_t[]){ 7, 5 }, 1, &b);
+	CHECK_EQ(b.start[0], 3);
+	pl_spec_free(s);
+}
+
+/* ---------------------------------------------------------------- */
+/* Public API and CLI on the reference fixtures                      */
+/* ---------------------------------------------------------------- */
+
+static const char *fixture(const char *name, char *buf, size_t cap)
+{
+	if (!th_testdata())
+		return NULL;
+	snprintf(buf, cap, "%s/reference/%s", th_testdata(), name);
+	return buf;
+}
+
+static void public_api(void)
+{
+	char path[4096];
+	rl_ckpt *ck;
+	rl_spec *spec;
+	rl_plan *plan;
+	rl_plan_stats st, tot;
+	rl_shard_info si;
+	rl_request_info ri;
+	rl_copy_info ci;
+	rl_device_info di;
+	int64_t lo, hi;
+	const char *json = "{\"mesh\":{\"shape\":[2,2],\"axes\":[\"data\",\"model\"],"
+			   "\"process_of_device\":[0,0,1,1]},"
+			   "\"rules\":[{\"match\":\"tall|mat\",\"spec\":[\"data\",\"model\"]},"
+			   "{\"match\":\"wide\",\"spec\":[null,\"model\"]}]}";
+	uint64_t copied = 0;
+
+	if (!fixture("shapes.safetensors", path, sizeof(path)))
+		SKIP("no RL_TESTDATA");
+	ck = rl_ckpt_create();
+	spec = rl_spec_create();
+	plan = rl_plan_create();
+	CHECK(ck && spec && plan);
+	CHECK_EQ(rl_ckpt_open(ck, path), 0);
+	CHECK_EQ(rl_spec_parse(spec, json, strlen(json)), 0);
+	CHECK_EQ(rl_spec_parse(spec, "{\"rules\":[{\"match\":\"(\"}]}", 25), RL_E_SPEC_REGEX);
+	CHECK(strstr(rl_spec_errmsg(spec), "rule 0"));
+	CHECK_EQ(rl_spec_parse(spec, json, strlen(json)), 0);   /* replaces */
+	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_SHARD_ALIGN, &lo, &hi), 0);
+	CHECK_EQ(lo, 64);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_RATIO_MILLI, 500), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_plan_errmsg(plan), "0.500"));
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_SHARD_ALIGN, 100), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 0), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_PROCESS, 1), 0);
+	CHECK_EQ(rl_plan_get_stats(plan, 0, &st), RL_E_STATE);
+	/* "scalar" would need a spec: the rules avoid it. */
+	CHECK_EQ(rl_plan_build(plan, ck, spec), 0);
+	CHECK_EQ(rl_plan_build(plan, ck, spec), RL_E_STATE);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_PROCESS, 0), RL_E_STATE);
+	rl_spec_destroy(spec);                 /* the plan keeps what it needs */
+	CHECK_EQ(rl_plan_num_processes(plan), 2);
+	CHECK_EQ(rl_plan_num_devices(plan), 2);
+	CHECK_EQ(rl_plan_device(plan, 1, &di), 0);
+	CHECK_EQ(di.id, 3);
+	CHECK_EQ(rl_plan_device(plan, 2, &di), -EINVAL);
+	CHECK_EQ(rl_plan_get_stats(plan, 1, &st), 0);
+	CHECK_EQ(rl_plan_get_stats(plan, RL_TOTAL, &tot), 0);
+	CHECK_EQ(rl_plan_get_stats(plan, 2, &st), -EINVAL);
+	CHECK_EQ(tot.devices, 4);
+	CHECK_EQ(st.requests, rl_plan_num_requests(plan));
+	CHECK_EQ(rl_plan_num_shards(plan), 2 * rl_ckpt_num_tensors(ck));
+	for (size_t i = 0; i < rl_plan_num_shards(plan); i++) {
+		CHECK_EQ(rl_plan_shard(plan, i, &si), 0);
+		CHECK_EQ(si.device, i / rl_ckpt_num_tensors(ck));
+		if (!strcmp(si.name, "tall")) {
+			/* (257, 3) over data x model on device 2 (data 1, model 0):
+			 * rows [129, 257), cols [0, 2). */
+			CHECK_EQ(si.start[0], 129);
+			CHECK_EQ(si.stop[0], 257);
+			CHECK_EQ(si.stop[1], si.device ? 3 : 2);
+			CHECK_EQ(si.nbytes, 128 * (si.device ? 1 : 2) * 4);
+		}
+	}
+	CHECK_EQ(rl_plan_shard(plan, rl_plan_num_shards(plan), &si), -EINVAL);
+	for (size_t q = 0; q < rl_plan_num_requests(plan); q++) {
+		CHECK_EQ(rl_plan_request(plan, q, &ri), 0);
+		CHECK(ri.min_length <= ri.length);
+		for (size_t j = 0; j < ri.ncopies; j++) {
+			CHECK_EQ(rl_plan_copy(plan, q, j, &ci), 0);
+			CHECK(ci.src + (ci.count - 1) * ci.src_stride + ci.len <= ri.min_length);
+			copied += ci.count * ci.len;
+		}
+		CHECK_EQ(rl_plan_copy(plan, q, ri.ncopies, &ci), -EINVAL);
+	}
+	{
+		uint64_t total = 0;
+
+		for (size_t i = 0; i < rl_plan_num_shards(plan); i++) {
+			rl_plan_shard(plan, i, &si);
+			total += si.nbytes;
+		}
+		CHECK_EQ(copied, total);
+	}
+	CHECK_EQ(rl_plan_num_broadcasts(plan), 0);
+	rl_plan_destroy(plan);
+	rl_ckpt_destroy(ck);
+	rl_plan_destroy(NULL);
+	rl_spec_destroy(NULL);
+}
+
+static void public_api_errors(void)
+{
+	char path[4096];
+	rl_ckpt *ck;
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create();
+	const char *json = "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
+			   "\"rules\":[{\"match\":\"s.*\",\"spec\":[\"x\"]}]}";
+
+	if (!fixture("shapes.safetensors", path, sizeof(path))) {
+		rl_spec_destroy(spec);
+		rl_plan_destroy(plan);
+		SKIP("no RL_TESTDATA");
+	}
+	ck = rl_ckpt_create();
+	CHECK_EQ(rl_plan_build(plan, ck, NULL), RL_E_STATE);   /* not open */
+	CHECK_EQ(rl_ckpt_open(ck, path), 0);
+	CHECK_EQ(rl_spec_parse(spec, json, strlen(json)), 0);
+	CHECK_EQ(rl_plan_build(plan, ck, spec), RL_E_SPEC_RANK);
+	CHECK(strstr(rl_plan_errmsg(plan), "\"scalar\""));
+	CHECK(strstr(rl_plan_errmsg(plan), "\"s.*\""));
+	CHECK_EQ(rl_spec_load(spec, "/nonexistent/spec.json"), -ENOENT);
+	CHECK(strstr(rl_spec_errmsg(spec), "/nonexistent/spec.json"));
+	rl_plan_destroy(plan);
+	/* No spec: everything whole on one device, one read of the data. */
+	plan = rl_plan_create();
+	CHECK_EQ(rl_plan_build(plan, ck, NULL), 0);
+	{
+		rl_plan_stats st;
+
+		CHECK_EQ(rl_plan_get_stats(plan, RL_TOTAL, &st), 0);
+		CHECK_EQ(st.devices, 1);
+		CHECK_EQ(st.blocks, 1);
+		CHECK_EQ(st.files_opened, 1);
+	}
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
+static int run_cli(const char *args, char *out, size_t cap)
+{
+	char cmd[8192];
+	FILE *f;
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/ringload %s 2>&1",
+		 getenv("RL_BUILD") ? getenv("RL_BUILD") : "build", args);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, cap - 1, f);
+	out[n] = 0;
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void cli_plan(void)
+{
+	char path[4096], spec[4096], args[16384], *out = malloc(1 << 16);
+	FILE *f;
+
+	if (!fixture("tiny-moe", path, sizeof(path))) {
+		free(out);
+		SKIP("no RL_TESTDATA");
+	}
+	snprintf(spec, sizeof(spec), "%s/spec.json", th_tmpdir());
+	f = fopen(spec, "w");
+	fprintf(f, "{\"mesh\":{\"shape\":[2,2],\"axes\":[\"data\",\"model\"],"
+		"\"process_of_device\":[0,0,1,1]},"
+		"\"rules\":[{\"match\":\".*\",\"spec\":[\"data\"]}]}");
+	fclose(f);
+	snprintf(args, sizeof(args), "plan %s --sharding %s --json --process 1", path, spec);
+	CHECK_EQ(run_cli(args, out, 1 << 16), 0);
+	CHECKF(strstr(out, "{\"processes\":[") && strstr(out, "\"process\":1,") &&
+	       strstr(out, "\"total\":{\"devices\":4,"), "%s", out);
+	snprintf(args, sizeof(args), "plan %s --sharding %s", path, spec);
+	CHECK_EQ(run_cli(args, out, 1 << 16), 0);
+	CHECKF(strstr(out, "needed_bytes") && strstr(out, "total"), "%s", out);
+	snprintf(args, sizeof(args), "plan %s --sharding /nonexistent.json", path);
+	CHECK_EQ(run_cli(args, out, 1 << 16), 1);
+	CHECKF(strstr(out, "/nonexistent.json"), "%s", out);
+	snprintf(args, sizeof(args), "plan %s --process", path);
+	CHECK_EQ(run_cli(args, out, 1 << 16), 2);
+	snprintf(args, sizeof(args), "plan %s --process 9", path);
+	CHECK_EQ(run_cli(args, out, 1 << 16), 1);
+	CHECKF(strstr(out, "process 9"), "%s", out);
+	free(out);
+}
+
+int main(void)
+{
+	th_seed();
+	RUN(spec_errors);
+	RUN(spec_c_api);
+	RUN(public_api);
+	RUN(public_api_errors);
+	RUN(cli_plan);
+	return th_done();
+}
