@@ -11,7 +11,7 @@
 #
 #   perf/load_vs_fio.sh [CHECKPOINT] [ROUNDS]     (root: drops caches)
 #
-# Without CHECKPOINT, a llama-like BF16 checkpoint of about 2.2 GB is
+# Without CHECKPOINT, a llama-like BF16 checkpoint of 2200 MiB (one file) is
 # generated once under $RL_BENCH_DIR (default /var/tmp/ringload-bench).
 set -euo pipefail
 
@@ -29,7 +29,7 @@ command -v fio >/dev/null || die "fio not installed (make deps)"
 if [ ! -e "$ckpt" ]; then
 	mkdir -p "$(dirname "$ckpt")"
 	if [ -x "$BUILD/mkckpt" ]; then
-		"$BUILD/mkckpt" --preset llama-2g "$ckpt" >/dev/null ||
+		"$BUILD/mkckpt" "$ckpt" --size 2200M --files 1 --seed 1 >/dev/null ||
 			die "mkckpt failed"
 	else
 		die "no $ckpt and no $BUILD/mkckpt to generate it"

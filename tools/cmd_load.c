@@ -558,6 +558,7 @@ int cmd_load(int argc, char **argv)
 	       st.bytes_read, t_end - t0, st.bytes_read / (t_end - t0) / 1e9,
 	       rl_backend_name(st.backend), rl_plan_num_shards(plan), ndev, ndev == 1 ? "" : "s",
 	       st.fallbacks[0] ? "; " : "", st.fallbacks);
+	fflush(stdout);
 	if (!a.quiet)
 		fprintf(stderr,
 			"plan %.3f s, read %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64
