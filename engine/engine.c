@@ -32,6 +32,7 @@
 #define MAX_QD 4096
 #define MAX_RETRIES 1000
 #define REAP_BATCH 64
+#define PREFAULT_MIN (16u << 20)
 
 struct eng {
 	struct eng_opts o;
@@ -690,6 +691,7 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 		maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
 	}
 	*bytes = RL_MAX(rc->o->buffer_bytes, maxlen);
+	rc->direct_planned = all_bytes - bounce_bytes;
 	if (!bounce) {
 		*nbuf = 0;
 		return 0;
@@ -755,8 +757,8 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct rl_err *e)
 {
 	struct eng_run rc;
-	pthread_t th;
-	int ret, started = 0;
+	pthread_t th, pf;
+	int ret, started = 0, pf_started = 0;
 
 	memset(st, 0, sizeof(*st));
 	memset(&rc, 0, sizeof(rc));
@@ -785,8 +787,16 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 			rl_err_set(e, ret, "completion thread: %s", strerror(-ret));
 		started = ret == 0;
 	}
+	/* Only when reads go straight into staging, and there are enough of
+	 * them for a thread to pay off (a few MiB). */
+	if (ret == 0 && job->reads && rc.direct_planned >= PREFAULT_MIN)
+		pf_started = pthread_create(&pf, NULL, eng_prefault_main, &rc) == 0;
 	if (ret == 0)
 		ret = run_loop(&rc);
+	if (pf_started) {
+		atomic_store_explicit(&rc.prefault_stop, 1, memory_order_relaxed);
+		pthread_join(pf, NULL);
+	}
 	if (started) {
 		pthread_mutex_lock(&rc.lock);
 		rc.stop = 1;

@@ -111,6 +111,42 @@ static void whole_file_direct(void)
 	tu_free(&p);
 }
 
+/* Enough direct bytes for the prefault helper: correct with it, and a
+ * failure early in the run stops it cleanly. */
+static void large_direct(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
+	tu_add_item(&p, 0, 0, (12 << 20) + 4096, 1, 0, 0, 0);
+	tu_add_item(&p, 0, (12 << 20) + 4096, (12 << 20) + 1, 1, 0, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	ret = run_plan(&p, NULL, &st, &e, NULL);
+	if (backend_missing(ret, &e)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.bytes_direct >= (24u << 20));
+
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	o.backend = cur_backend;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EIO, 2);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == -EIO, "%d %s", ret, e.msg);
+	tu_free(&p);
+}
+
 /* Strided inner-dimension runs, several devices, overlapping sources,
  * unaligned offsets, chunked and single reads, misaligned staging. */
 static void strided_and_unaligned(void)
@@ -770,6 +806,7 @@ int main(void)
 	} tests[] = {
 		{ "whole_file_direct", whole_file_direct },
 		{ "strided_and_unaligned", strided_and_unaligned },
+		{ "large_direct", large_direct },
 		{ "buffered_unaligned", buffered_unaligned },
 		{ "tmpfs_files", tmpfs_files },
 		{ "random_plans", random_plans },
