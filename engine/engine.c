@@ -26,7 +26,7 @@
 #include "eng_int.h"
 
 #define DEFAULT_QD 16
-#define DEFAULT_INFLIGHT (256ull << 20)
+#define DEFAULT_INFLIGHT (128ull << 20) /* as the loader: api/load.c */
 #define DEFAULT_BUFFER (4u << 20)
 #define MAX_BUFFER (1u << 30)
 #define MAX_QD 4096

@@ -524,7 +524,8 @@ int cmd_load(int argc, char **argv)
 	}
 	ret = rl_plan_set(plan, RL_PLAN_PROCESS, a.process);
 	if (!ret) {
-		int64_t chunk = a.request_bytes >= 0 ? a.request_bytes : 4 << 20;
+		/* the loader's default request size (RL_OPT_REQUEST_BYTES) */
+		int64_t chunk = a.request_bytes >= 0 ? a.request_bytes : 8 << 20;
 
 		if (a.inflight_bytes >= 0 && chunk > a.inflight_bytes)
 			chunk = a.inflight_bytes;
