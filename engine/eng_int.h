@@ -129,7 +129,7 @@ struct eng_run {
 	int owner_in_kernel;    /* owner blocks in reap: wake it via be */
 
 	atomic_int prefault_stop;
-	uint64_t direct_planned;  /* bytes of reads going straight to staging */
+	uint64_t staged_planned;  /* bytes the reads bring (for the prefault) */
 
 	/* Completion-thread-only state (read by the owner after join). */
 	uint64_t *shard_done;

@@ -699,7 +699,7 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 		maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
 	}
 	*bytes = RL_MAX(rc->o->buffer_bytes, maxlen);
-	rc->direct_planned = all_bytes - bounce_bytes;
+	rc->staged_planned = all_bytes;
 	if (!bounce) {
 		*nbuf = 0;
 		return 0;
@@ -795,9 +795,8 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 			rl_err_set(e, ret, "completion thread: %s", strerror(-ret));
 		started = ret == 0;
 	}
-	/* Only when reads go straight into staging, and there are enough of
-	 * them for a thread to pay off (a few MiB). */
-	if (ret == 0 && job->reads && rc.direct_planned >= PREFAULT_MIN)
+	/* Only when there are enough bytes for a thread to pay off. */
+	if (ret == 0 && job->reads && rc.staged_planned >= PREFAULT_MIN)
 		pf_started = pthread_create(&pf, NULL, eng_prefault_main, &rc) == 0;
 	if (ret == 0)
 		ret = run_loop(&rc);
