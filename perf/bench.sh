@@ -102,7 +102,7 @@ load_section() {
 		echo "From perf/load_vs_fio.sh:"
 		echo
 		echo '```'
-		BUILD=$BUILD ROUNDS=$ROUNDS "$here/load_vs_fio.sh" "$CKPT" 2>&1
+		BUILD=$BUILD "$here/load_vs_fio.sh" "$CKPT" "$ROUNDS" 2>&1
 		echo '```'
 		return
 	fi
