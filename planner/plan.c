@@ -300,7 +300,7 @@ static uint64_t region_end(const struct ctx *x, const struct region *r)
 }
 
 /* Whether every gap inside region r is <= min_gap (then it is solid-equivalent). */
-static int region_dense(const struct ctx *x, const struct region *r, uint64_t gap_after)
+static int region_dense(const struct ctx *x, const struct region *r)
 {
 	uint64_t span = r->len;
 
@@ -311,7 +311,7 @@ static int region_dense(const struct ctx *x, const struct region *r, uint64_t ga
 			return 0;
 		span += (l->count - 1) * l->stride;
 	}
-	return gap_after <= x->o->min_gap;
+	return 1;
 }
 
 static int same_levels(const struct ctx *x, const struct region *a, const struct region *b)
@@ -378,7 +378,7 @@ static int make_groups(struct ctx *x)
 		g->nu = (uint32_t)n;
 		g->nruns = a->nruns;
 		if (n == 1) {
-			dense = region_dense(x, a, 0);
+			dense = region_dense(x, a);
 		} else {
 			/* Wrap gap: from the last region's run to the first's next run. */
 			dense = start + stride - last_end <= x->o->min_gap;
