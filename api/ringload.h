@@ -491,8 +491,9 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
 
 /*
  * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
- * device) for process, with RL_OPT_REQUEST_BYTES as chunk size, and runs it.
- * *planp receives the plan (caller destroys it), for shard queries.
+ * device) for process, with RL_OPT_REQUEST_BYTES as chunk size (at most
+ * RL_OPT_INFLIGHT_BYTES), and runs it. On success *planp receives the plan
+ * (caller destroys it), for shard queries; on failure *planp is NULL.
  */
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 		   int process, rl_plan **planp);
