@@ -460,8 +460,9 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
  * Called from the completion thread, exactly once per shard, when every
  * byte of the shard arrived (zero-byte shards: at the end of a successful
  * run). If the run later fails, the shards already reported were complete
- * and stay valid until the loader frees its staging; no other shard is
- * reported. Keep it short: a runtime typically queues a host-to-device copy.
+ * and their staging stays mapped until the next rl_loader_run() or
+ * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
+ * no other shard is reported. Keep it short: a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
