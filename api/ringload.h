@@ -457,14 +457,20 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 
 /*
- * Called from the completion thread when every byte of a shard arrived.
- * Keep it short: a runtime typically queues a host-to-device copy.
+ * Called from the completion thread, exactly once per shard, when every
+ * byte of the shard arrived (zero-byte shards: at the end of a successful
+ * run). If the run later fails, the shards already reported were complete
+ * and their staging stays mapped until the next rl_loader_run() or
+ * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
+ * no other shard is reported. Keep it short: a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
 /*
- * Called from time to time with the bytes done and the total; a non-zero
- * return cancels the load (rl_loader_run() returns RL_E_CANCELED).
+ * Called from time to time (about every 1/128 of the total) on the thread
+ * running rl_loader_run(), with the bytes of the plan's reads done and
+ * their total; a non-zero return cancels the load (rl_loader_run() returns
+ * RL_E_CANCELED after draining what is in flight).
  */
 typedef int (*rl_progress_fn)(void *user, uint64_t done, uint64_t total);
 

@@ -152,6 +152,19 @@ static void reference_fixtures(void)
 		if (th_failed())
 			break;
 	}
+	/* The 3-file checkpoint through its index: every tensor of every
+	 * file, each file's entries merged into one. */
+	if (!th_failed()) {
+		cJSON *all = cJSON_CreateObject(), *t;
+
+		cJSON_ArrayForEach(entry, m)
+			if (!strncmp(entry->string, "tiny-moe/", 9))
+				cJSON_ArrayForEach(t, entry)
+					cJSON_AddItemReferenceToObject(all, t->string, t);
+		CHECK(cJSON_GetArraySize(all) > 0);
+		check_fixture("tiny-moe/model.safetensors.index.json", all);
+		cJSON_Delete(all);
+	}
 	cJSON_Delete(m);
 }
 
