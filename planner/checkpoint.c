@@ -4,7 +4,8 @@
  *
  * Only headers are read (pread into one reusable buffer), and every file's
  * size (fstat) is checked against its header here, so a truncated file is
- * refused before any tensor data is read.
+ * refused before any tensor data is read. Files are opened O_NONBLOCK so
+ * that a FIFO given by mistake is refused (not a regular file), not waited on.
  *
  * Decisions:
  *  - A directory with no *.safetensors (dot files skipped) is an error
@@ -161,7 +162,7 @@ static int load_file(struct loader *L, uint32_t fi)
 	uint64_t n = 0;
 	int fd, r;
 
-	fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return sys_err(L->e, errno, L->map ? "file named by the index: cannot open"
 						   : "cannot open", f->path);
@@ -336,11 +337,12 @@ static int read_small_file(const char *path, char **out, size_t *len, struct rl_
 	char *buf;
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return sys_err(e, errno, "cannot open", path);
-	if (fstat(fd, &st) < 0) {
-		r = sys_err(e, errno, "cannot stat", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		r = S_ISREG(st.st_mode) ? sys_err(e, errno, "cannot stat", path)
+					: rl_err_set(e, RL_E_BAD_INDEX, "%s: not a regular file", path);
 		close(fd);
 		return r;
 	}

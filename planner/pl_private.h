@@ -219,7 +219,41 @@ struct pl_plan {
 	uint8_t *have_stats;
 	struct pl_stats total;
 	int all_stats;
+	/* read once: broadcasts the planned process takes part in */
+	struct pl_bcast *bcasts;
+	size_t nbcasts;
+	int32_t *receivers;
+	size_t nreceivers;
+	uint8_t *received;          /* per shard, or NULL */
 };
+
+/* One read-once broadcast: the box of item on mesh device dev, read by
+ * root, sent to receivers[first_recv .. first_recv + nrecv). */
+struct pl_bcast {
+	uint32_t item;
+	uint32_t dev;               /* a mesh device holding the box */
+	int32_t root;
+	uint32_t batch;
+	uint64_t nbytes;
+	uint64_t src_offset;        /* file offset of the box's first byte */
+	size_t first_recv, nrecv;
+	size_t shard;               /* local shard: the root's copy, or the one received */
+};
+
+/*
+ * Read once (readonce.c): decides, for every box needed by devices of
+ * several processes, the one process that reads it; sets *skip to a bitmap
+ * (item x mesh device: 1 when that device's process receives the box
+ * rather than reads it) and the plan's broadcasts for its process.
+ */
+int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_opts *o,
+		 uint8_t **skip, struct rl_err *e);
+static inline int pl_skip_bit(const uint8_t *skip, size_t ndev, size_t item, uint32_t dev)
+{
+	size_t b = item * ndev + dev;
+
+	return skip && (skip[b / 8] >> (b % 8)) & 1;
+}
 
 /* Shard of item it on slot (device-major order). */
 static inline size_t pl_shard_index(const struct pl_plan *p, size_t it, unsigned slot)

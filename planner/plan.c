@@ -107,6 +107,7 @@ struct ctx {
 	size_t capqcount;
 	uint32_t *slots;        /* mesh index of each slot of the process */
 	uint32_t (*coords)[PL_MAX_AXES]; /* and its mesh coordinates */
+	uint8_t *skip;          /* read once: (item, device) boxes received */
 	unsigned nslots;
 	struct pl_stats st;
 };
@@ -219,6 +220,8 @@ static int add_regions(struct ctx *x, const struct fpart *f)
 		uint64_t within = 0;
 		int ret;
 
+		if (pl_skip_bit(x->skip, x->s->ndev, f->item, x->slots[s]))
+			continue;       /* another process reads it and broadcasts */
 		pl_item_box_at(x->s, it, x->coords[s], &b);
 		ret = part_runs(x, it, pt, &b, &r, &within);
 		if (ret < 0)
@@ -867,6 +870,9 @@ void pl_plan_free(struct pl_plan *p)
 	rl_free(p->copies);
 	rl_free(p->stats);
 	rl_free(p->have_stats);
+	rl_free(p->bcasts);
+	rl_free(p->receivers);
+	rl_free(p->received);
 	rl_free(p);
 }
 
@@ -958,6 +964,7 @@ static void ctx_free(struct ctx *x)
 	rl_free(x->qcount);
 	rl_free(x->slots);
 	rl_free(x->coords);
+	rl_free(x->skip);
 }
 
 static void add_stats(struct pl_stats *t, const struct pl_stats *s)
@@ -1044,6 +1051,8 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		goto fail;
 	if ((ret = bucket_parts(&x)))
 		goto fail;
+	if (o->read_once && (ret = pl_read_once(p, ck, o, &x.skip, e)))
+		goto fail;
 	/* Every non-empty shard takes at least one copy: reserve that and a
 	 * little, so that the largest array rarely grows (and never doubles). */
 	{
@@ -1108,6 +1117,7 @@ void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 	out->shards = p->shards;
 	out->max_read = p->max_read;
 	out->needed_bytes = p->stats[p->process].needed_bytes;
+	out->received = p->received;
 }
 
 unsigned pl_plan_nprocs(const struct pl_plan *p)
@@ -1157,4 +1167,23 @@ void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
 		start[d] = b.start[d];
 		stop[d] = b.stop[d];
 	}
+}
+
+size_t pl_plan_nbcasts(const struct pl_plan *p)
+{
+	return p->nbcasts;
+}
+
+void pl_plan_bcast(const struct pl_plan *p, size_t i, struct pl_bcast_info *out)
+{
+	const struct pl_bcast *b = &p->bcasts[i];
+
+	out->tensor = b->item;
+	out->root = b->root;
+	out->batch = b->batch;
+	out->nbytes = b->nbytes;
+	out->src_offset = b->src_offset;
+	out->nreceivers = b->nrecv;
+	out->receivers = p->receivers + b->first_recv;
+	out->shard = b->shard;
 }

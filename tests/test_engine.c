@@ -111,6 +111,42 @@ static void whole_file_direct(void)
 	tu_free(&p);
 }
 
+/* Enough direct bytes for the prefault helper: correct with it, and a
+ * failure early in the run stops it cleanly. */
+static void large_direct(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
+	tu_add_item(&p, 0, 0, (12 << 20) + 4096, 1, 0, 0, 0);
+	tu_add_item(&p, 0, (12 << 20) + 4096, (12 << 20) + 1, 1, 0, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	ret = run_plan(&p, NULL, &st, &e, NULL);
+	if (backend_missing(ret, &e)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.bytes_direct >= (24u << 20));
+
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	o.backend = cur_backend;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EIO, 2);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == -EIO, "%d %s", ret, e.msg);
+	tu_free(&p);
+}
+
 /* Strided inner-dimension runs, several devices, overlapping sources,
  * unaligned offsets, chunked and single reads, misaligned staging. */
 static void strided_and_unaligned(void)
@@ -233,14 +269,16 @@ static void random_plans(void)
 		o.register_files = (int)(th_rand() % 2);
 		tu_add_file(&p, path_in(th_tmpdir(), "r.bin"), size, th_rand());
 		for (unsigned i = 0; i < nitems; i++) {
-			uint64_t off = th_rand() % size;
-			uint32_t len = 1 + (uint32_t)(th_rand() % RL_MIN(size - off, 100000));
-			uint32_t count = 1, stride = len;
+			/* RL_MIN evaluates its arguments twice: no th_rand() in it */
+			uint64_t off = th_rand() % size, r = th_rand();
+			uint32_t len = 1 + (uint32_t)(r % RL_MIN(size - off, 100000));
+			uint32_t count = 1, stride = len, most;
 
 			if (th_rand() % 2 && len < 2000) {
 				stride = len + (uint32_t)(th_rand() % 3000);
 				count = 1 + (uint32_t)((size - off - len) / stride);
-				count = RL_MIN(count, 1 + (uint32_t)(th_rand() % 200));
+				most = 1 + (uint32_t)(th_rand() % 200);
+				count = RL_MIN(count, most);
 			}
 			tu_add_item(&p, 0, off, len, count, stride, (uint32_t)(th_rand() % 3),
 				    (uint32_t)(th_rand() % 2 ? 0 : th_rand() % 4096));
@@ -720,6 +758,46 @@ static void unprivileged_memlock(void)
 	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
 }
 
+/* The nth allocation fails, n upward until the run succeeds: every
+ * failure is -ENOMEM with a message, nothing leaks (th_run checks). */
+static void alloc_failures(void)
+{
+	struct tu_plan p = { 0 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	int ret = -ENOMEM;
+	long n;
+
+	fault_plan(&p);
+	CHECK(tu_build(&p) == 0);
+	for (n = 0; n < 200 && ret == -ENOMEM; n++) {
+		struct eng_opts o;
+		struct eng_job job;
+		struct eng *eng = NULL;
+
+		eng_opts_default(&o);
+		o.backend = cur_backend;
+		tu_job(&p, &job);
+		rl_alloc_fail_after(n);
+		ret = eng_create(&o, &eng, &e);
+		if (ret == 0)
+			ret = eng_run(eng, &job, &st, &e);
+		rl_alloc_fail_after(-1);
+		eng_destroy(eng);
+		if (ret == RL_E_BACKEND)
+			break;
+		CHECKF(ret == 0 || (ret == -ENOMEM && e.msg[0]), "n %ld: %d %s", n, ret, e.msg);
+	}
+	if (ret == RL_E_BACKEND) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK(n > 1);
+	CHECK_SAME(&p);
+	tu_free(&p);
+}
+
 int main(void)
 {
 	static const struct {
@@ -728,6 +806,7 @@ int main(void)
 	} tests[] = {
 		{ "whole_file_direct", whole_file_direct },
 		{ "strided_and_unaligned", strided_and_unaligned },
+		{ "large_direct", large_direct },
 		{ "buffered_unaligned", buffered_unaligned },
 		{ "tmpfs_files", tmpfs_files },
 		{ "random_plans", random_plans },
@@ -738,6 +817,7 @@ int main(void)
 		{ "progress_cancels", progress_cancels },
 		{ "generator_no_copies", generator_no_copies },
 		{ "unprivileged_memlock", unprivileged_memlock },
+		{ "alloc_failures", alloc_failures },
 	};
 	char name[128];
 

@@ -729,6 +729,23 @@ static void empty_checkpoints(void)
 	CHECK(strstr(msg, "missing.safetensors"));
 }
 
+/* A FIFO is refused at once, not waited on (regression: open blocked). */
+static void special_files(void)
+{
+	char *f = tpath("fifo.safetensors"), *j = tpath("fifo.json");
+	char msg[RL_ERRMSG_MAX];
+
+	CHECK_EQ(mkfifo(f, 0600), 0);
+	CHECK_EQ(mkfifo(j, 0600), 0);
+	alarm(10);
+	CHECK_EQ(open_ck(f, NULL, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "not a regular file"));
+	CHECK_EQ(open_ck(j, NULL, NULL, 0), RL_E_BAD_INDEX);
+	alarm(0);
+	unlink(f);
+	unlink(j);
+}
+
 static void duplicates_across_files(void)
 {
 	const char *d = mkdir_t("dup");
@@ -894,25 +911,31 @@ static void handle_contract(void)
 /* Every allocation failing in turn: a clean -ENOMEM, nothing leaked. */
 static void allocation_failures(void)
 {
+	static const char *const paths[] = { "reference/tiny-moe/model.safetensors.index.json",
+					     "reference/tiny-moe", "reference/dtypes.safetensors" };
 	char p[4096];
-	int r = -ENOMEM, n;
 
 	if (!tdata())
 		SKIP("RL_TESTDATA not set");
-	snprintf(p, sizeof(p), "%s/reference/tiny-moe/model.safetensors.index.json", tdata());
-	for (n = 0; n < 100000 && r == -ENOMEM; n++) {
-		long live = rl_alloc_live();
-		rl_ckpt *ck = NULL;
+	for (size_t k = 0; k < RL_ARRAY_SIZE(paths); k++) {
+		int r = -ENOMEM, n;
 
-		rl_alloc_fail_after(n);
-		r = open_ck(p, &ck, NULL, 0);
-		rl_alloc_fail_after(-1);
-		rl_ckpt_destroy(ck);
-		CHECKF(rl_alloc_live() == live, "leak after failing allocation %d", n);
-		CHECKF(r == 0 || r == -ENOMEM, "allocation %d: code %d", n, r);
+		snprintf(p, sizeof(p), "%s/%s", tdata(), paths[k]);
+		for (n = 0; n < 100000 && r == -ENOMEM; n++) {
+			long live = rl_alloc_live();
+			rl_ckpt *ck = NULL;
+
+			rl_alloc_fail_after(n);
+			r = open_ck(p, &ck, NULL, 0);
+			rl_alloc_fail_after(-1);
+			rl_ckpt_destroy(ck);
+			CHECKF(rl_alloc_live() == live, "%s: leak after failing allocation %d",
+			       paths[k], n);
+			CHECKF(r == 0 || r == -ENOMEM, "%s: allocation %d: code %d", paths[k], n, r);
+		}
+		CHECK_EQ(r, 0);
+		CHECK(n > 10);
 	}
-	CHECK_EQ(r, 0);
-	CHECK(n > 10);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1100,6 +1123,7 @@ int main(void)
 	RUN(header_parse_metadata_only);
 	RUN(many_tensors);
 	RUN(empty_checkpoints);
+	RUN(special_files);
 	RUN(duplicates_across_files);
 	RUN(metadata_merge);
 	RUN(index_cases);
