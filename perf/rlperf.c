@@ -18,18 +18,6 @@
 
 #include "rlperf.h"
 
-/*
- * The loading API (api/load.c) is being written alongside rlperf: until it
- * is in the library these resolve to NULL and checkpoint mode says so.
- * Weak references do not pull archive members in, so they go once it lands.
- */
-#pragma weak rl_loader_create
-#pragma weak rl_loader_set
-#pragma weak rl_loader_load
-#pragma weak rl_loader_get_stats
-#pragma weak rl_loader_errmsg
-#pragma weak rl_loader_destroy
-
 static const struct rp_engine_ops real_engine = {
 	.opts_default = eng_opts_default,
 	.create = eng_create,
@@ -190,11 +178,6 @@ static int run_checkpoint(const struct rp_opts *o)
 	rl_load_stats st;
 	int rc, status = 1;
 
-	if (!rl_loader_load) {
-		fprintf(stderr, "rlperf: this library cannot load checkpoints yet "
-			"(api/load.c)\n");
-		return 1;
-	}
 	ck = rl_ckpt_create();
 	ld = rl_loader_create();
 	if (!ck || !ld) {
