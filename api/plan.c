@@ -293,14 +293,28 @@ int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out)
 
 size_t rl_plan_num_broadcasts(const rl_plan *plan)
 {
-	(void)plan;
-	return 0;
+	return plan && plan->pl ? pl_plan_nbcasts(plan->pl) : 0;
 }
 
 int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out)
 {
-	(void)plan;
-	(void)i;
-	(void)out;
-	return -EINVAL;
+	struct pl_bcast_info b;
+	const char *name;
+	const uint64_t *shape;
+	unsigned ndim;
+	int dtype;
+
+	if (!plan || !plan->pl || !out || i >= pl_plan_nbcasts(plan->pl))
+		return -EINVAL;
+	pl_plan_bcast(plan->pl, i, &b);
+	pl_plan_tensor(plan->pl, b.tensor, &name, &dtype, &ndim, &shape);
+	out->name = name;
+	out->src_offset = b.src_offset;
+	out->nbytes = b.nbytes;
+	out->root = b.root;
+	out->nreceivers = b.nreceivers;
+	out->receivers = b.receivers;
+	out->batch = b.batch;
+	out->shard = b.shard;
+	return 0;
 }

@@ -272,8 +272,11 @@ typedef enum rl_plan_param {
 	RL_PLAN_RATIO_MILLI = 3,  /* ratio x 1000, >= 1000; 0 = automatic (default) */
 	RL_PLAN_CHUNK_BYTES = 4,  /* max bytes per read request (default 4 MiB) */
 	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards (default 4096, >= 64, power of 2) */
-	RL_PLAN_CONGRUENT = 6,    /* 1: place shards so staging offset == file offset mod
-				   * the O_DIRECT alignment, allowing direct reads (default 1) */
+	RL_PLAN_CONGRUENT = 6,    /* 1: place shards that are one contiguous file run of
+				   * >= 64 KiB + alignment so that staging offset == file
+				   * offset mod 4096, allowing direct reads of their aligned
+				   * middles; such shards are aligned like their file offset,
+				   * not to RL_PLAN_SHARD_ALIGN (default 1) */
 	RL_PLAN_ALL_STATS = 7,    /* 1: also compute statistics of every other process (default 1) */
 	RL_PLAN_READ_ONCE = 8,    /* 1: read replicated data once in the cluster and list
 				   * broadcasts (default 0) */
@@ -386,19 +389,27 @@ int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out);
 
 /*
  * Read-once mode (RL_PLAN_READ_ONCE): broadcasts the runtime must perform.
- * Shard bytes [offset, offset+nbytes) of shard (a shard index of the planned
- * process when it receives, or of the root when it sends) travel from
- * process root to the listed processes; batch groups broadcasts whose total
- * stays under RL_PLAN_BATCH_BYTES.
+ * Every box that devices of several processes need is read by one process
+ * (root) and travels from it to the listed processes: the whole shard
+ * (nbytes, C order of its box) of the planned process's shard index
+ * `shard`, the root's copy when it sends, the one to fill when it receives
+ * (the first local device holding that box). Received shards get no bytes
+ * from the plan's reads: the runtime fills `shard` with the broadcast and
+ * copies it to the process's other shards of the same tensor and box, if
+ * any. Listed in an order every process agrees on, only
+ * those the planned process takes part in; batch groups consecutive
+ * broadcasts whose total stays under RL_PLAN_BATCH_BYTES (an oversize one
+ * goes alone).
  */
 typedef struct rl_broadcast_info {
 	const char *name;        /* tensor name */
-	uint64_t src_offset;     /* file-level source region */
+	uint64_t src_offset;     /* file offset of the box's first byte */
 	uint64_t nbytes;
 	int root;                /* process that reads */
 	size_t nreceivers;
 	const int *receivers;    /* owned by the plan */
 	size_t batch;
+	size_t shard;            /* the planned process's shard sent or received */
 } rl_broadcast_info;
 
 size_t rl_plan_num_broadcasts(const rl_plan *plan);
@@ -446,14 +457,20 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 
 /*
- * Called from the completion thread when every byte of a shard arrived.
- * Keep it short: a runtime typically queues a host-to-device copy.
+ * Called from the completion thread, exactly once per shard, when every
+ * byte of the shard arrived (zero-byte shards: at the end of a successful
+ * run). If the run later fails, the shards already reported were complete
+ * and their staging stays mapped until the next rl_loader_run() or
+ * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
+ * no other shard is reported. Keep it short: a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
 /*
- * Called from time to time with the bytes done and the total; a non-zero
- * return cancels the load (rl_loader_run() returns RL_E_CANCELED).
+ * Called from time to time (about every 1/128 of the total) on the thread
+ * running rl_loader_run(), with the bytes of the plan's reads done and
+ * their total; a non-zero return cancels the load (rl_loader_run() returns
+ * RL_E_CANCELED after draining what is in flight).
  */
 typedef int (*rl_progress_fn)(void *user, uint64_t done, uint64_t total);
 
@@ -480,8 +497,9 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
 
 /*
  * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
- * device) for process, with RL_OPT_REQUEST_BYTES as chunk size, and runs it.
- * *planp receives the plan (caller destroys it), for shard queries.
+ * device) for process, with RL_OPT_REQUEST_BYTES as chunk size (at most
+ * RL_OPT_INFLIGHT_BYTES), and runs it. On success *planp receives the plan
+ * (caller destroys it), for shard queries; on failure *planp is NULL.
  */
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 		   int process, rl_plan **planp);

@@ -7,6 +7,7 @@
 #define RL_ENG_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "engine.h"
@@ -127,6 +128,9 @@ struct eng_run {
 	int failed;             /* skip copies and callbacks */
 	int owner_in_kernel;    /* owner blocks in reap: wake it via be */
 
+	atomic_int prefault_stop;
+	uint64_t staged_planned;  /* bytes the reads bring (for the prefault) */
+
 	/* Completion-thread-only state (read by the owner after join). */
 	uint64_t *shard_done;
 	size_t incomplete;      /* 1 + the first shard left short, or 0 */
@@ -141,6 +145,9 @@ uint64_t eng_now_ns(void);
 
 /* Completion thread (engine/scatter.c). */
 void *eng_scatter_main(void *arg);
+
+/* Staging prefault helper (engine/prefault.c), array jobs only. */
+void *eng_prefault_main(void *arg);
 
 /* Pool (engine/pool.c). */
 int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,

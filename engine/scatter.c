@@ -79,28 +79,34 @@ void *eng_scatter_main(void *arg)
 		failed = rc->failed;
 		pthread_mutex_unlock(&rc->lock);
 
-		if (!failed) {
-			uint64_t t0 = eng_now_ns();
-
-			for (q = batch; q; q = q->next)
-				scatter_one(rc, q);
-			rc->scatter_seconds += (eng_now_ns() - t0) / 1e9;
-		}
-
-		pthread_mutex_lock(&rc->lock);
+		/* Each buffer goes back as soon as it is copied, so the
+		 * owner can refill the queue while the rest of the batch is
+		 * still being copied. */
 		for (q = batch; q; q = nx) {
 			nx = q->next;
+			if (!failed) {
+				uint64_t t0 = eng_now_ns();
+
+				scatter_one(rc, q);
+				rc->scatter_seconds += (eng_now_ns() - t0) / 1e9;
+			}
+			pthread_mutex_lock(&rc->lock);
 			give_back(rc, q);
+			failed = rc->failed;
+			wake = rc->owner_in_kernel;
+			rc->owner_in_kernel = 0;
+			pthread_cond_signal(&rc->cond);
+			if (wake) {
+				/* Under the lock: the owner tears the backend
+				 * down only after joining this thread, and
+				 * clears the flag under the lock, so the
+				 * backend is alive here. */
+				rc->be->ops->wake(rc->be);
+			}
+			if (nx)
+				pthread_mutex_unlock(&rc->lock);
 		}
-		wake = rc->owner_in_kernel;
-		rc->owner_in_kernel = 0;
-		pthread_cond_signal(&rc->cond);
-		if (wake) {
-			/* Under the lock: the owner tears the backend down
-			 * only after joining this thread, and clears the flag
-			 * under the lock, so the backend is alive here. */
-			rc->be->ops->wake(rc->be);
-		}
+		/* here with the lock held, as the loop expects */
 	}
 	failed = rc->failed;
 	pthread_mutex_unlock(&rc->lock);

@@ -45,6 +45,7 @@ struct cfg {
 	uint32_t req;
 	int direct;        /* read straight into staging */
 	unsigned uring_first;
+	unsigned bound_x;  /* in-flight bound in queues' worth of reads (0: 1) */
 	double gbps[16];
 };
 
@@ -98,7 +99,8 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	eng_opts_default(&o);
 	o.backend = c->backend;
 	o.queue_depth = c->qd;
-	o.inflight_bytes = RL_MAX((uint64_t)c->qd * c->req, 2ull * c->req);
+	o.inflight_bytes = RL_MAX((uint64_t)c->qd * c->req * (c->bound_x ? c->bound_x : 1),
+				  2ull * c->req);
 	ret = eng_create(&o, &eng, &e);
 	if (ret == 0) {
 		eng_set_uring_setup(eng, c->uring_first);
@@ -106,6 +108,10 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 		eng_destroy(eng);
 	}
 	t1 = now_s();
+	if (getenv("BENCH_VERBOSE"))
+		fprintf(stderr, "%s: wall %.3f s, read %.3f s, scatter %.3f s, %u buffers, peak %llu\n",
+			c->name, t1 - t0, st.read_seconds, st.scatter_seconds, st.buffers,
+			(unsigned long long)st.peak_inflight);
 	eng_staging_free(staging, staging_len);
 	free(reads);
 	free(copies);
@@ -126,20 +132,22 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	static struct cfg cfgs[] = {
-		{ "io_uring qd 8 1M direct", ENG_IO_URING, 8, 1 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 16 1M direct", ENG_IO_URING, 16, 1 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 32 1M direct", ENG_IO_URING, 32, 1 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 4 4M direct", ENG_IO_URING, 4, 4 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 8 4M direct", ENG_IO_URING, 8, 4 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 16 4M direct", ENG_IO_URING, 16, 4 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 32 4M direct", ENG_IO_URING, 32, 4 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 8 8M direct", ENG_IO_URING, 8, 8 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 16 8M direct", ENG_IO_URING, 16, 8 << 20, 1, 0, { 0 } },
-		{ "io_uring qd 16 4M bounce", ENG_IO_URING, 16, 4 << 20, 0, 0, { 0 } },
-		{ "io_uring qd 16 4M direct, no DEFER_TASKRUN", ENG_IO_URING, 16, 4 << 20, 1, 1, { 0 } },
-		{ "io_uring qd 16 4M direct, no SINGLE_ISSUER", ENG_IO_URING, 16, 4 << 20, 1, 2, { 0 } },
-		{ "libaio qd 16 4M direct", ENG_LIBAIO, 16, 4 << 20, 1, 0, { 0 } },
-		{ "pread qd 16 4M direct", ENG_PREAD, 16, 4 << 20, 1, 0, { 0 } },
+		{ "io_uring qd 8 1M direct", ENG_IO_URING, 8, 1 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 16 1M direct", ENG_IO_URING, 16, 1 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 32 1M direct", ENG_IO_URING, 32, 1 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 4 4M direct", ENG_IO_URING, 4, 4 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 8 4M direct", ENG_IO_URING, 8, 4 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 16 4M direct", ENG_IO_URING, 16, 4 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 32 4M direct", ENG_IO_URING, 32, 4 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 8 8M direct", ENG_IO_URING, 8, 8 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 16 8M direct", ENG_IO_URING, 16, 8 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 16 4M bounce", ENG_IO_URING, 16, 4 << 20, 0, 0, 0, { 0 } },
+		{ "io_uring qd 16 4M bounce, bound 2 queues", ENG_IO_URING, 16, 4 << 20, 0, 0, 2, { 0 } },
+		{ "io_uring qd 16 1M bounce, bound 2 queues", ENG_IO_URING, 16, 1 << 20, 0, 0, 2, { 0 } },
+		{ "io_uring qd 16 4M direct, no DEFER_TASKRUN", ENG_IO_URING, 16, 4 << 20, 1, 1, 0, { 0 } },
+		{ "io_uring qd 16 4M direct, no SINGLE_ISSUER", ENG_IO_URING, 16, 4 << 20, 1, 2, 0, { 0 } },
+		{ "libaio qd 16 4M direct", ENG_LIBAIO, 16, 4 << 20, 1, 0, 0, { 0 } },
+		{ "pread qd 16 4M direct", ENG_PREAD, 16, 4 << 20, 1, 0, 0, { 0 } },
 	};
 	const char *only = getenv("BENCH_ONLY");
 	int rounds = argc > 2 ? atoi(argv[2]) : 3;

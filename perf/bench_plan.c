@@ -119,6 +119,8 @@ static long maxrss_mib(void)
 }
 
 /* Opens dir, plans process `proc` under spec; prints one line. */
+static int read_once;
+
 static void run_plan(const char *label, const char *dir, const char *spec_path, int proc,
 		     int all_stats, int print_procs)
 {
@@ -140,6 +142,7 @@ static void run_plan(const char *label, const char *dir, const char *spec_path, 
 	c1 = cpu_seconds();
 	rl_plan_set(plan, RL_PLAN_PROCESS, proc);
 	rl_plan_set(plan, RL_PLAN_ALL_STATS, all_stats);
+	rl_plan_set(plan, RL_PLAN_READ_ONCE, read_once);
 	if (rl_plan_build(plan, ck, spec))
 		die("plan", rl_plan_errmsg(plan));
 	t2 = now();
@@ -169,6 +172,9 @@ static void run_plan(const char *label, const char *dir, const char *spec_path, 
 		       (double)tot.read_bytes / size, size, tot.blocks, tot.requests,
 		       tot.files_opened);
 	}
+	if (read_once)
+		printf("    read once: process %d takes part in %zu broadcasts\n", proc,
+		       rl_plan_num_broadcasts(plan));
 	if (print_procs) {
 		for (int p = 0; p < print_procs; p++) {
 			rl_plan_stats s;
@@ -323,6 +329,9 @@ static void run_70b(const char *base)
 	       "plan_s", "cpu_s", "rss0MiB", "peakMiB");
 	run_plan("70B, 1024x8, rows/procs cols/local", dir, spec1, 0, 1, 4);
 	run_plan("70B, 1024x8, TP8 in each process", dir, spec2, 0, 1, 0);
+	read_once = 1;
+	run_plan("70B, 1024x8, TP8, read once", dir, spec2, 0, 1, 0);
+	read_once = 0;
 }
 
 int main(int argc, char **argv)

@@ -18,38 +18,6 @@
 
 #include "rlperf.h"
 
-/*
- * The engine (engine/engine.c) is being written alongside rlperf: until it
- * is in the library these resolve to NULL and raw mode says so. Weak
- * references do not pull archive members in, so they go once it lands.
- */
-#pragma weak eng_opts_default
-#pragma weak eng_create
-#pragma weak eng_run
-#pragma weak eng_destroy
-
-/* The same for the loading API (planner/ and api/load.c). */
-#pragma weak rl_ckpt_create
-#pragma weak rl_ckpt_open
-#pragma weak rl_ckpt_errmsg
-#pragma weak rl_ckpt_destroy
-#pragma weak rl_ckpt_num_files
-#pragma weak rl_ckpt_num_tensors
-#pragma weak rl_spec_create
-#pragma weak rl_spec_load
-#pragma weak rl_spec_errmsg
-#pragma weak rl_spec_destroy
-#pragma weak rl_loader_create
-#pragma weak rl_loader_set
-#pragma weak rl_loader_load
-#pragma weak rl_loader_get_stats
-#pragma weak rl_loader_errmsg
-#pragma weak rl_loader_destroy
-#pragma weak rl_plan_get_stats
-#pragma weak rl_plan_num_processes
-#pragma weak rl_plan_num_devices
-#pragma weak rl_plan_destroy
-
 static const struct rp_engine_ops real_engine = {
 	.opts_default = eng_opts_default,
 	.create = eng_create,
@@ -96,11 +64,6 @@ static int run_raw(const struct rp_opts *o)
 		fprintf(stderr, "rlperf: %s: %s\n", o->filename,
 			rc == -EINVAL ? "not a regular file or block device" :
 			rl_strerror(rc));
-		return 1;
-	}
-	if (!real_engine.create || !real_engine.run) {
-		fprintf(stderr, "rlperf: this library has no engine (engine/engine.c): "
-			"raw reads are unavailable\n");
 		return 1;
 	}
 	r = rl_malloc(sizeof(*r));
@@ -215,11 +178,6 @@ static int run_checkpoint(const struct rp_opts *o)
 	rl_load_stats st;
 	int rc, status = 1;
 
-	if (!rl_loader_load || !rl_ckpt_open) {
-		fprintf(stderr, "rlperf: this library cannot load checkpoints yet "
-			"(planner, api/load.c)\n");
-		return 1;
-	}
 	ck = rl_ckpt_create();
 	ld = rl_loader_create();
 	if (!ck || !ld) {

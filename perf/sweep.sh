@@ -29,7 +29,7 @@ raw=$OUT/raw/sweep-$stamp
 [ -x "$BUILD/rlperf" ] || { echo "sweep.sh: $BUILD/rlperf not built (make)" >&2; exit 1; }
 if [ ! -f "$FILE" ]; then
 	mkdir -p "$(dirname "$FILE")"
-	python3 "$here/gen_ckpt.py" "$FILE"
+	"$BUILD/mkckpt" "$FILE" --size 4G
 fi
 mkdir -p "$raw"
 tsv=$raw/sweep.tsv

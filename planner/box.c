@@ -62,8 +62,11 @@ int pl_box_runs(unsigned ndim, const uint64_t *shape, unsigned bits,
 	uint64_t estride[RL_MAX_DIMS], first = 0, run;
 	int q = -1;
 
-	memset(r, 0, sizeof(*r));
+	/* Only the first nlev levels are ever read: no need to clear them. */
 	r->off = base;
+	r->len = 0;
+	r->nruns = 0;
+	r->nlev = 0;
 	for (unsigned d = 0; d < ndim; d++)
 		if (b->stop[d] <= b->start[d])
 			return 0;               /* empty box: no runs */

@@ -219,7 +219,41 @@ struct pl_plan {
 	uint8_t *have_stats;
 	struct pl_stats total;
 	int all_stats;
+	/* read once: broadcasts the planned process takes part in */
+	struct pl_bcast *bcasts;
+	size_t nbcasts;
+	int32_t *receivers;
+	size_t nreceivers;
+	uint8_t *received;          /* per shard, or NULL */
 };
+
+/* One read-once broadcast: the box of item on mesh device dev, read by
+ * root, sent to receivers[first_recv .. first_recv + nrecv). */
+struct pl_bcast {
+	uint32_t item;
+	uint32_t dev;               /* a mesh device holding the box */
+	int32_t root;
+	uint32_t batch;
+	uint64_t nbytes;
+	uint64_t src_offset;        /* file offset of the box's first byte */
+	size_t first_recv, nrecv;
+	size_t shard;               /* local shard: the root's copy, or the one received */
+};
+
+/*
+ * Read once (readonce.c): decides, for every box needed by devices of
+ * several processes, the one process that reads it; sets *skip to a bitmap
+ * (item x mesh device: 1 when that device's process receives the box
+ * rather than reads it) and the plan's broadcasts for its process.
+ */
+int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_opts *o,
+		 uint8_t **skip, struct rl_err *e);
+static inline int pl_skip_bit(const uint8_t *skip, size_t ndev, size_t item, uint32_t dev)
+{
+	size_t b = item * ndev + dev;
+
+	return skip && (skip[b / 8] >> (b % 8)) & 1;
+}
 
 /* Shard of item it on slot (device-major order). */
 static inline size_t pl_shard_index(const struct pl_plan *p, size_t it, unsigned slot)
@@ -237,15 +271,13 @@ static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item 
 		  coord, b);
 }
 
-/* Staging layout of plan p (layout.c). */
-int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
-	      const struct pl_align *align, const struct pl_opts *o,
-	      struct rl_err *e);
-/* Whether shard bytes of item it on di form one run of one source, and
- * where it starts in its file (layout.c). */
-int pl_item_single_run(const struct pl_plan *p, const struct pl_ckpt *ck,
-		       const struct pl_item *it, const struct pl_box *box,
-		       uint64_t *file, uint64_t *off, uint64_t *len);
+/*
+ * Staging layout of plan p (layout.c), from the shards' nbytes; a shard
+ * whose offset holds PL_CONGRUENT_MARK | (file offset mod 4096) is one
+ * contiguous run of one source and is placed congruently.
+ */
+#define PL_CONGRUENT_MARK (1ull << 63)
+int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e);
 
 /* Whether a run of len bytes gets congruent placement in a file aligned so. */
 int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);

@@ -183,6 +183,9 @@ struct pl_exec {
 	const struct pl_shard *shards;
 	uint64_t max_read;          /* largest read length */
 	uint64_t needed_bytes;
+	/* Read once: per shard, 1 when a broadcast fills it rather than the
+	 * reads (its copies bring 0 bytes); NULL when no shard is received. */
+	const uint8_t *received;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 
@@ -195,6 +198,20 @@ int pl_plan_stats(const struct pl_plan *p, int proc, struct pl_stats *out);
 size_t pl_plan_ntensors(const struct pl_plan *p);
 void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
 		    int *dtype, unsigned *ndim, const uint64_t **shape);
+/* Read-once broadcasts the planned process takes part in (as root or
+ * receiver), in a global order every process agrees on. */
+struct pl_bcast_info {
+	uint32_t tensor;            /* index for pl_plan_tensor() */
+	int32_t root;
+	uint32_t batch;
+	uint64_t nbytes;
+	uint64_t src_offset;
+	size_t nreceivers;
+	const int32_t *receivers;
+	size_t shard;               /* local shard sent (root) or received */
+};
+size_t pl_plan_nbcasts(const struct pl_plan *p);
+void pl_plan_bcast(const struct pl_plan *p, size_t i, struct pl_bcast_info *out);
 /* Box [start, stop) of shard i (ndim entries each). */
 void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
 		       uint64_t *stop);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -393,16 +394,35 @@ void pl_items_free(struct pl_item *items, size_t n, struct pl_part *parts)
 	rl_free(parts);
 }
 
-static int selected(const struct pl_spec *s, const char *name, uint8_t *hit)
+static int sel_cmp(const void *pa, const void *pb, void *arg)
 {
+	char *const *names = arg;
+
+	return strcmp(names[*(const uint32_t *)pa], names[*(const uint32_t *)pb]);
+}
+
+/* Whether name is selected (always, without a selection); marks every
+ * selection entry equal to it as found. sel: selection indices by name. */
+static int selected(const struct pl_spec *s, const uint32_t *sel, const char *name,
+		    uint8_t *hit)
+{
+	size_t lo = 0, hi = s->ntensors;
+
 	if (!s->has_tensors)
 		return 1;
-	for (size_t i = 0; i < s->ntensors; i++)
-		if (!strcmp(s->tensors[i], name)) {
-			hit[i] = 1;
-			return 1;
-		}
-	return 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(s->tensors[sel[mid]], name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == s->ntensors || strcmp(s->tensors[sel[lo]], name))
+		return 0;
+	for (; lo < s->ntensors && !strcmp(s->tensors[sel[lo]], name); lo++)
+		hit[sel[lo]] = 1;
+	return 1;
 }
 
 int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
@@ -412,6 +432,7 @@ int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 	struct pl_item *items = NULL;
 	struct pl_part *parts = NULL;
 	uint8_t *consumed = NULL, *hit = NULL;
+	uint32_t *sel = NULL;
 	size_t nitems = 0, nparts = 0, maxparts = 0;
 	int ret = -ENOMEM;
 
@@ -423,10 +444,14 @@ int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 	parts = rl_calloc(maxparts + 1, sizeof(*parts));
 	consumed = rl_calloc(ck->ntensors + 1, 1);
 	hit = rl_calloc(s->ntensors + 1, 1);
-	if (!items || !parts || !consumed || !hit) {
+	sel = rl_mallocarray(s->ntensors + 1, sizeof(*sel));
+	if (!items || !parts || !consumed || !hit || !sel) {
 		rl_err_set(e, ret, "plan: out of memory");
 		goto fail;
 	}
+	for (size_t i = 0; i < s->ntensors; i++)
+		sel[i] = (uint32_t)i;
+	qsort_r(sel, s->ntensors, sizeof(*sel), sel_cmp, s->tensors);
 	for (size_t i = 0; i < s->ntargets; i++)
 		for (size_t j = 0; j < s->targets[i].nsources; j++) {
 			long k = find_tensor(ck, s->targets[i].sources[j]);
@@ -434,19 +459,24 @@ int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 			if (k >= 0)
 				consumed[k] = 1;
 		}
+	/* A target may take a checkpoint tensor's name only if that tensor is
+	 * consumed (renamed or reshaped in place) or not selected. */
+	for (size_t i = 0; i < s->ntargets; i++) {
+		long k = find_tensor(ck, s->targets[i].name);
+
+		if (k >= 0 && !consumed[k] && selected(s, sel, s->targets[i].name, hit)) {
+			ret = rl_err_set(e, RL_E_SPEC_TARGET,
+					 "target \"%s\": name of a checkpoint tensor that is loaded too",
+					 s->targets[i].name);
+			goto fail;
+		}
+	}
 	for (size_t i = 0; i < ck->ntensors; i++) {
 		const struct pl_tensor *t = &ck->tensors[i];
 		struct pl_item *it = &items[nitems];
 
-		if (consumed[i] || !selected(s, t->name, hit))
+		if (consumed[i] || !selected(s, sel, t->name, hit))
 			continue;
-		for (size_t k = 0; k < s->ntargets; k++)
-			if (!strcmp(s->targets[k].name, t->name)) {
-				ret = rl_err_set(e, RL_E_SPEC_TARGET,
-						 "target \"%s\": name of a checkpoint tensor that is loaded too",
-						 t->name);
-				goto fail;
-			}
 		if (t->ndim > RL_MAX_DIMS) {
 			ret = rl_err_set(e, RL_E_TOO_LARGE,
 					 "tensor \"%s\": %u dimensions (at most %d)",
@@ -465,7 +495,7 @@ int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 			goto fail;
 	}
 	for (size_t i = 0; i < s->ntargets; i++) {
-		if (!selected(s, s->targets[i].name, hit))
+		if (!selected(s, sel, s->targets[i].name, hit))
 			continue;
 		nitems++;
 		ret = target_item(ck, s, &s->targets[i], &items[nitems - 1], parts,
@@ -481,6 +511,7 @@ int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 		}
 	rl_free(consumed);
 	rl_free(hit);
+	rl_free(sel);
 	*itemsp = items;
 	*nitemsp = nitems;
 	*partsp = parts;
@@ -490,5 +521,6 @@ fail:
 	pl_items_free(items, nitems, parts);
 	rl_free(consumed);
 	rl_free(hit);
+	rl_free(sel);
 	return ret;
 }

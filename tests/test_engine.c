@@ -11,7 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -108,6 +114,42 @@ static void whole_file_direct(void)
 	CHECK(st.bytes_direct >= (1 << 20));
 	CHECK_EQ(st.bytes_read, size);
 	CHECK(st.direct_io == 1);
+	tu_free(&p);
+}
+
+/* Enough direct bytes for the prefault helper: correct with it, and a
+ * failure early in the run stops it cleanly. */
+static void large_direct(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
+	tu_add_item(&p, 0, 0, (12 << 20) + 4096, 1, 0, 0, 0);
+	tu_add_item(&p, 0, (12 << 20) + 4096, (12 << 20) + 1, 1, 0, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	ret = run_plan(&p, NULL, &st, &e, NULL);
+	if (backend_missing(ret, &e)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.bytes_direct >= (24u << 20));
+
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	o.backend = cur_backend;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EIO, 2);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == -EIO, "%d %s", ret, e.msg);
 	tu_free(&p);
 }
 
@@ -233,14 +275,16 @@ static void random_plans(void)
 		o.register_files = (int)(th_rand() % 2);
 		tu_add_file(&p, path_in(th_tmpdir(), "r.bin"), size, th_rand());
 		for (unsigned i = 0; i < nitems; i++) {
-			uint64_t off = th_rand() % size;
-			uint32_t len = 1 + (uint32_t)(th_rand() % RL_MIN(size - off, 100000));
-			uint32_t count = 1, stride = len;
+			/* RL_MIN evaluates its arguments twice: no th_rand() in it */
+			uint64_t off = th_rand() % size, r = th_rand();
+			uint32_t len = 1 + (uint32_t)(r % RL_MIN(size - off, 100000));
+			uint32_t count = 1, stride = len, most;
 
 			if (th_rand() % 2 && len < 2000) {
 				stride = len + (uint32_t)(th_rand() % 3000);
 				count = 1 + (uint32_t)((size - off - len) / stride);
-				count = RL_MIN(count, 1 + (uint32_t)(th_rand() % 200));
+				most = 1 + (uint32_t)(th_rand() % 200);
+				count = RL_MIN(count, most);
 			}
 			tu_add_item(&p, 0, off, len, count, stride, (uint32_t)(th_rand() % 3),
 				    (uint32_t)(th_rand() % 2 ? 0 : th_rand() % 4096));
@@ -651,6 +695,78 @@ static void setup_refused_falls_back(void)
 	tu_free(&p);
 }
 
+/* A real seccomp filter refusing io_uring_setup with errno err (as
+ * container runtimes do), installed in a child: auto falls back to libaio
+ * and says why. */
+static int seccomp_child(struct tu_plan *p, int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { RL_ARRAY_SIZE(f), f };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	char want[128];
+	uint64_t at;
+	int ret;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 4;
+	eng_opts_default(&o);
+	o.backend = ENG_AUTO;
+	cur_backend = ENG_AUTO;
+	ret = run_plan(p, &o, &st, &e, NULL);
+	snprintf(want, sizeof(want), "io_uring unavailable: %s", strerror(err));
+	if (ret || tu_compare(p, &at) || st.backend != ENG_LIBAIO || !strstr(st.fallbacks, want)) {
+		printf("    child: %d %s; backend %d; fallbacks '%s'\n", ret, e.msg, st.backend,
+		       st.fallbacks);
+		return 1;
+	}
+	return 0;
+}
+
+static void seccomp_falls_back(void)
+{
+	static const int errs[] = { ENOSYS, EPERM };
+#if defined(__x86_64__)
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+
+	tu_add_file(&p, path_in(th_tmpdir(), "sc.bin"), 90000, 15);
+	tu_add_item(&p, 0, 0, 90000, 1, 0, 0, 0);
+	tu_add_item(&p, 0, 100, 30, 50, 1000, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(errs); i++) {
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			_exit(seccomp_child(&p, errs[i]));
+		CHECK(waitpid(pid, &status, 0) == pid);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+			tu_free(&p);
+			SKIP("seccomp filters unavailable");
+		}
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %d",
+		       strerror(errs[i]), status);
+	}
+	tu_free(&p);
+#else
+	(void)errs;
+	SKIP("seccomp filter written for x86_64");
+#endif
+}
+
 /* An unprivileged user (no CAP_IPC_LOCK, RLIMIT_MEMLOCK 8 MiB) with a
  * 32 MiB pool: registration and locking shrink or stop, the load
  * succeeds with the same bytes and the stats say so. */
@@ -720,6 +836,46 @@ static void unprivileged_memlock(void)
 	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
 }
 
+/* The nth allocation fails, n upward until the run succeeds: every
+ * failure is -ENOMEM with a message, nothing leaks (th_run checks). */
+static void alloc_failures(void)
+{
+	struct tu_plan p = { 0 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	int ret = -ENOMEM;
+	long n;
+
+	fault_plan(&p);
+	CHECK(tu_build(&p) == 0);
+	for (n = 0; n < 200 && ret == -ENOMEM; n++) {
+		struct eng_opts o;
+		struct eng_job job;
+		struct eng *eng = NULL;
+
+		eng_opts_default(&o);
+		o.backend = cur_backend;
+		tu_job(&p, &job);
+		rl_alloc_fail_after(n);
+		ret = eng_create(&o, &eng, &e);
+		if (ret == 0)
+			ret = eng_run(eng, &job, &st, &e);
+		rl_alloc_fail_after(-1);
+		eng_destroy(eng);
+		if (ret == RL_E_BACKEND)
+			break;
+		CHECKF(ret == 0 || (ret == -ENOMEM && e.msg[0]), "n %ld: %d %s", n, ret, e.msg);
+	}
+	if (ret == RL_E_BACKEND) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK(n > 1);
+	CHECK_SAME(&p);
+	tu_free(&p);
+}
+
 int main(void)
 {
 	static const struct {
@@ -728,6 +884,7 @@ int main(void)
 	} tests[] = {
 		{ "whole_file_direct", whole_file_direct },
 		{ "strided_and_unaligned", strided_and_unaligned },
+		{ "large_direct", large_direct },
 		{ "buffered_unaligned", buffered_unaligned },
 		{ "tmpfs_files", tmpfs_files },
 		{ "random_plans", random_plans },
@@ -738,6 +895,7 @@ int main(void)
 		{ "progress_cancels", progress_cancels },
 		{ "generator_no_copies", generator_no_copies },
 		{ "unprivileged_memlock", unprivileged_memlock },
+		{ "alloc_failures", alloc_failures },
 	};
 	char name[128];
 
@@ -752,5 +910,6 @@ int main(void)
 	}
 	RUN(bad_jobs);
 	RUN(setup_refused_falls_back);
+	RUN(seccomp_falls_back);
 	return th_done();
 }

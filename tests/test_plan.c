@@ -48,8 +48,9 @@ static uint64_t ref_src(const struct pl_plan *p, const struct pl_ckpt *ck,
  * then compares every shard byte with the reference. Returns NULL or what
  * went wrong.
  */
-static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
-			     const struct pl_align *align, uint64_t chunk)
+static const char *exec_plan_recv(const struct pl_plan *p, const struct pl_ckpt *ck,
+				  const struct pl_align *align, uint64_t chunk,
+				  const uint8_t *recv)
 {
 	static char why[256];
 	uint8_t **stg = calloc(p->nslots, sizeof(*stg)), **cnt = calloc(p->nslots, sizeof(*cnt));
@@ -133,6 +134,15 @@ static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
 			c[d] = b.start[d];
 			n *= b.stop[d] - b.start[d];
 		}
+		if (recv && recv[i]) {
+			/* Filled by a broadcast: no read may touch it. */
+			for (uint64_t k = 0; k < sh->nbytes; k++)
+				if (cnt[sh->dev][sh->offset + k]) {
+					snprintf(why, sizeof(why), "received shard %zu written", i);
+					bad = why;
+				}
+			continue;
+		}
 		if (n * isz != sh->nbytes) {
 			snprintf(why, sizeof(why), "shard %zu of %s: %llu bytes, want %llu", i,
 				 it->name, (unsigned long long)sh->nbytes,
@@ -170,6 +180,12 @@ static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
 	free(stg);
 	free(cnt);
 	return bad;
+}
+
+static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
+			     const struct pl_align *align, uint64_t chunk)
+{
+	return exec_plan_recv(p, ck, align, chunk, NULL);
 }
 
 static struct pl_spec *spec_json(const char *json)
@@ -764,6 +780,25 @@ static void f_errors_and_empty_shards(void)
 	CHECK_EQ(p->shards[pl_shard_index(p, 0, 0)].nbytes, 0);
 	CHECK_EQ(p->stats[3].needed_bytes, 4);        /* only the scalar */
 	pl_plan_free(p);
+	/* F4 (4, 6): 3 bytes a row; columns over 2 devices give 1.5 bytes. */
+	{
+		struct fake g;
+
+		fk_init(&g, 1, 0);
+		fk_add(&g, 0, "f4", RL_DTYPE_F4, 2, (uint64_t[]){ 4, 6 });
+		o.process = 0;
+		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
+			       "\"rules\":[{\"match\":\"f4\",\"spec\":[null,\"x\"]}]}", &o, &p, &e),
+			 RL_E_SUBBYTE_SPLIT);
+		CHECK(strstr(e.msg, "\"f4\""));
+		/* Rows are whole bytes: 2 rows = 6 bytes per device. */
+		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
+			       "\"rules\":[{\"match\":\"f4\",\"spec\":[\"x\"]}]}", &o, &p, &e), 0);
+		CHECK_EQ(p->shards[0].nbytes, 6);
+		CHECK_EQ(p->shards[1].nbytes, 6);
+		CHECK_EQ(p->stats[0].needed_bytes, 12);
+		pl_plan_free(p);
+	}
 	/* A spec on a scalar. */
 	CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"s\","
 		       "\"spec\":[\"data\"]}]}", &o, &p, &e), RL_E_SPEC_RANK);
@@ -848,6 +883,13 @@ static void g_targets(void)
 	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"nope\"}]}",
 		       &o, &p, &e), RL_E_MISSING_TENSOR);
 	CHECK(strstr(e.msg, "nope"));
+	/* A selection may repeat a name; a target may take the name of a
+	 * checkpoint tensor that is not loaded. */
+	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"x\",\"l0\"],\"targets\":[{\"name\":\"x\","
+		       "\"source\":\"qkv\"},{\"name\":\"l1\",\"source\":\"e0l0\"}]}",
+		       &o, &p, &e), 0);
+	CHECK_EQ(p->nitems, 2);
+	pl_plan_free(p);
 	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"gone\"]}", &o, &p, &e), RL_E_MISSING_TENSOR);
 	CHECK(strstr(e.msg, "gone"));
 	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"qkv\",\"slice\":[[0,13]]}]}",
@@ -946,6 +988,162 @@ static void random_plans(void)
 	}
 }
 
+/* ---------------------------------------------------------------- */
+/* Read once and broadcast (ACCEPTANCE F.2, H.4)                     */
+/* ---------------------------------------------------------------- */
+
+static void read_once_f2(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p[4];
+	struct rl_err e;
+	uint64_t total = 0;
+
+	fk_init(&f, 1, 64);
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 8, 8 });
+	pl_opts_default(&o);
+	o.read_once = 1;
+	for (int q = 0; q < 4; q++) {
+		uint8_t recv[2] = { 0 };
+		const char *bad;
+
+		o.process = q;
+		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
+			       "\"spec\":[null,\"model\"]}]}", &o, &p[q], &e), 0);
+		/* Two boxes (column halves), each needed by all four processes:
+		 * the greedy gives them to processes 0 and 1. */
+		CHECK_EQ(p[q]->nbcasts, 2);
+		CHECK_EQ(p[q]->bcasts[0].root, 0);
+		CHECK_EQ(p[q]->bcasts[1].root, 1);
+		CHECK_EQ(p[q]->bcasts[0].nrecv, 3);
+		CHECK_EQ(p[q]->bcasts[0].nbytes, 128);
+		CHECK_EQ(p[q]->bcasts[0].src_offset, 64);
+		CHECK_EQ(p[q]->bcasts[1].src_offset, 64 + 16);
+		for (size_t b = 0; b < 2; b++)
+			if (p[q]->bcasts[b].root != q)
+				recv[p[q]->bcasts[b].shard] = 1;
+		bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
+		CHECKF(!bad, "%s", bad);
+		CHECK_EQ(p[q]->stats[q].needed_bytes, q < 2 ? 128 : 0);
+		CHECK_EQ(p[q]->stats[q].files_opened, q < 2 ? 1 : 0);
+		total += p[q]->stats[q].read_bytes;
+	}
+	/* Each half is strided (16 of every 32 bytes) and read as one 240 B
+	 * span: 480 B in the cluster rather than 4 x 256. */
+	CHECK_EQ(total, 480);
+	CHECK_EQ(p[3]->total.read_bytes, 480);
+	CHECK_EQ(p[3]->total.needed_bytes, 256);
+	for (int q = 0; q < 4; q++)
+		pl_plan_free(p[q]);
+}
+
+/* Random meshes: every process's plan reads what it does not receive,
+ * every broadcast is listed alike by its root and receivers, and the
+ * cluster reads each replicated box once. */
+static void read_once_random(void)
+{
+	for (int iter = 0; iter < 60; iter++) {
+		struct fake f;
+		struct pl_opts o;
+		struct pl_plan *p[8];
+		struct rl_err e;
+		char json[2048];
+		uint32_t ma = 1 + th_rand() % 4, mb = 1 + th_rand() % 3, ndev = ma * mb;
+		uint32_t np = 1 + (uint32_t)(th_rand() % ndev);
+		int len, nt = 1 + (int)(th_rand() % 6);
+		uint64_t once = 0, plain = 0;
+
+		if (np > 8)
+			np = 8;
+		fk_init(&f, 2, 8);
+		for (int i = 0; i < nt; i++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "t%d", i);
+			fk_add(&f, (unsigned)(i % 2), name, RL_DTYPE_BF16, 2,
+			       (uint64_t[]){ 1 + th_rand() % 9, 1 + th_rand() % 9 });
+		}
+		len = snprintf(json, sizeof(json), "{\"mesh\":{\"shape\":[%u,%u],"
+			       "\"axes\":[\"a\",\"b\"],\"process_of_device\":[", ma, mb);
+		for (uint32_t d = 0; d < ndev; d++)
+			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
+					d < np ? d : (uint32_t)(th_rand() % np));
+		snprintf(json + len, sizeof(json) - len, "]},\"rules\":["
+			 "{\"match\":\"t[02]\",\"spec\":[\"a\"]},"
+			 "{\"match\":\"t[13]\",\"spec\":[null,\"b\"]},"
+			 "{\"match\":\"t4\",\"spec\":[\"b\",\"a\"]}]}");
+		pl_opts_default(&o);
+		o.batch_bytes = 1 + th_rand() % 64;
+		for (uint32_t q = 0; q < np; q++) {
+			struct pl_plan *plain_p;
+			uint8_t *recv;
+			const char *bad;
+
+			o.process = (int)q;
+			o.read_once = 1;
+			CHECKF(!build(&f, json, &o, &p[q], &e), "%s", e.msg);
+			recv = calloc(p[q]->nshards + 1, 1);
+			/* A receiver's shards with the broadcast's box (all its
+			 * devices that hold it) are filled by the broadcast. */
+			for (size_t b = 0; b < p[q]->nbcasts; b++) {
+				const struct pl_bcast *x = &p[q]->bcasts[b];
+				const struct pl_item *it = &p[q]->items[x->item];
+				struct pl_box bb, sb;
+
+				if (x->root == (int32_t)q)
+					continue;
+				CHECK_EQ(p[q]->shards[x->shard].tensor, x->item);
+				pl_item_box(p[q]->spec, it, x->dev, &bb);
+				for (unsigned sl = 0; sl < p[q]->nslots; sl++) {
+					pl_item_box(p[q]->spec, it, p[q]->slot_dev[sl], &sb);
+					if (!memcmp(bb.start, sb.start, it->ndim * 8) &&
+					    !memcmp(bb.stop, sb.stop, it->ndim * 8))
+						recv[pl_shard_index(p[q], x->item, sl)] = 1;
+				}
+			}
+			bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
+			if (p[q]->spec->nprocs > 1) {
+				struct pl_exec ex;
+
+				pl_plan_exec(p[q], &ex);
+				CHECK(ex.received);
+				CHECK(!memcmp(ex.received, recv, p[q]->nshards));
+			}
+			free(recv);
+			CHECKF(!bad, "iter %d process %u: %s (%s)", iter, q, bad, json);
+			once += p[q]->stats[q].read_bytes;
+			o.read_once = 0;
+			CHECK_EQ(build(&f, json, &o, &plain_p, &e), 0);
+			plain += plain_p->stats[q].read_bytes;
+			CHECK(p[q]->stats[q].read_bytes <= plain_p->stats[q].read_bytes);
+			pl_plan_free(plain_p);
+		}
+		CHECK(once <= plain);
+		CHECK_EQ(p[0]->total.read_bytes, once);
+		/* Root and receivers list each broadcast alike. */
+		for (uint32_t q = 0; q < np; q++)
+			for (size_t b = 0; b < p[q]->nbcasts; b++) {
+				const struct pl_bcast *x = &p[q]->bcasts[b];
+				const struct pl_plan *r = p[x->root];
+				int found = 0;
+
+				for (size_t k = 0; k < r->nbcasts; k++) {
+					const struct pl_bcast *y = &r->bcasts[k];
+
+					if (y->item == x->item && y->root == x->root &&
+					    y->nbytes == x->nbytes && y->src_offset == x->src_offset &&
+					    y->batch == x->batch && y->nrecv == x->nrecv)
+						found = 1;
+				}
+				CHECKF(found, "iter %d: broadcast of %u not listed by its root",
+				       iter, x->item);
+			}
+		for (uint32_t q = 0; q < np; q++)
+			pl_plan_free(p[q]);
+	}
+}
+
 /* Failing the n-th allocation, for every n: a clean -ENOMEM, no leak. */
 static void alloc_failures(void)
 {
@@ -1011,6 +1209,8 @@ int main(void)
 	RUN(f_errors_and_empty_shards);
 	RUN(g_targets);
 	RUN(random_plans);
+	RUN(read_once_f2);
+	RUN(read_once_random);
 	RUN(alloc_failures);
 	return th_done();
 }

@@ -277,6 +277,51 @@ static void public_api_errors(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* A spec from C structures plans like its JSON twin. */
+static void public_api_c_structures(void)
+{
+	char path[4096];
+	const char *axes[] = { "data", "model" }, *model[] = { "model" };
+	const char *tgt = "{\"name\":\"pair\",\"stack\":[\"mat\",\"mat\"]}";
+	rl_dim_spec dims[] = { { 0, NULL }, { 1, model } };
+	uint32_t shape[] = { 2, 2 }, procs[] = { 0, 0, 1, 1 };
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *a = rl_spec_create(), *b = rl_spec_create();
+	rl_plan *pa = rl_plan_create(), *pb = rl_plan_create();
+	const char *json = "{\"mesh\":{\"shape\":[2,2],\"axes\":[\"data\",\"model\"],"
+			   "\"process_of_device\":[0,0,1,1]},"
+			   "\"rules\":[{\"match\":\"wide|pair\",\"spec\":[null,\"model\"]}],"
+			   "\"targets\":[{\"name\":\"pair\",\"stack\":[\"mat\",\"mat\"]}]}";
+	rl_plan_stats sa, sb;
+
+	if (!fixture("shapes.safetensors", path, sizeof(path))) {
+		rl_ckpt_destroy(ck);
+		rl_spec_destroy(a);
+		rl_spec_destroy(b);
+		rl_plan_destroy(pa);
+		rl_plan_destroy(pb);
+		SKIP("no RL_TESTDATA");
+	}
+	CHECK_EQ(rl_ckpt_open(ck, path), 0);
+	CHECK_EQ(rl_spec_set_mesh(a, 2, shape, axes, NULL, procs), 0);
+	CHECK_EQ(rl_spec_add_rule(a, "wide|pair", 2, dims), 0);
+	CHECK_EQ(rl_spec_add_target_json(a, tgt, strlen(tgt)), 0);
+	CHECK_EQ(rl_spec_add_target_json(a, tgt, strlen(tgt)), RL_E_SPEC_TARGET);
+	CHECK_EQ(rl_spec_parse(b, json, strlen(json)), 0);
+	CHECK_EQ(rl_plan_build(pa, ck, a), 0);
+	CHECK_EQ(rl_plan_build(pb, ck, b), 0);
+	CHECK_EQ(rl_plan_get_stats(pa, RL_TOTAL, &sa), 0);
+	CHECK_EQ(rl_plan_get_stats(pb, RL_TOTAL, &sb), 0);
+	CHECK(!memcmp(&sa, &sb, sizeof(sa)));
+	CHECK_EQ(rl_plan_num_shards(pa), rl_plan_num_shards(pb));
+	CHECK_EQ(rl_plan_num_requests(pa), rl_plan_num_requests(pb));
+	rl_plan_destroy(pa);
+	rl_plan_destroy(pb);
+	rl_spec_destroy(a);
+	rl_spec_destroy(b);
+	rl_ckpt_destroy(ck);
+}
+
 static int run_cli(const char *args, char *out, size_t cap)
 {
 	char cmd[8192];
@@ -335,6 +380,7 @@ int main(void)
 	RUN(spec_c_api);
 	RUN(public_api);
 	RUN(public_api_errors);
+	RUN(public_api_c_structures);
 	RUN(cli_plan);
 	return th_done();
 }

@@ -1,7 +1,9 @@
 /*
  * cmd_plan.c - `ringload plan PATH [--sharding SPEC] [--process P] [--json]`:
  * builds the plan of one process and prints the statistics of every
- * process (a table with the total and the over-read, or JSON).
+ * process (a table with the total and the over-read, or JSON). With
+ * --read-once, replicated boxes are read by one process each and the
+ * planned process's broadcasts are counted.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,7 +17,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ringload plan PATH [--sharding SPEC] [--process P] [--json]\n"
-		"                     [--min-gap BYTES] [--ratio R] [--chunk BYTES]\n");
+		"                     [--min-gap BYTES] [--ratio R] [--chunk BYTES] [--read-once]\n");
 }
 
 static int parse_num(const char *s, double max, double *out)
@@ -57,7 +59,7 @@ int cmd_plan(int argc, char **argv)
 	rl_spec *spec = NULL;
 	rl_plan *plan = NULL;
 	rl_plan_stats total;
-	int json = 0, rc = 1, ret, auto_ratio = 1;
+	int json = 0, rc = 1, ret, auto_ratio = 1, plan_process = 0;
 	unsigned nproc;
 	double v;
 
@@ -70,9 +72,14 @@ int cmd_plan(int argc, char **argv)
 		const char *a = argv[i];
 		rl_plan_param param = 0;
 		double max = 0, scale = 1;
+		int is_proc = 0;
 
 		if (!strcmp(a, "--json")) {
 			json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--read-once")) {
+			rl_plan_set(plan, RL_PLAN_READ_ONCE, 1);
 			continue;
 		}
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -91,7 +98,7 @@ int cmd_plan(int argc, char **argv)
 			continue;
 		}
 		if (!strcmp(a, "--process"))
-			param = RL_PLAN_PROCESS, max = 1 << 24;
+			param = RL_PLAN_PROCESS, max = 1 << 24, is_proc = 1;
 		else if (!strcmp(a, "--min-gap"))
 			param = RL_PLAN_MIN_GAP, max = 1ull << 40;
 		else if (!strcmp(a, "--ratio"))
@@ -105,6 +112,8 @@ int cmd_plan(int argc, char **argv)
 				rc = 2;
 				goto out;
 			}
+			if (is_proc)
+				plan_process = (int)v;
 			continue;
 		}
 		if (a[0] == '-' || path) {
@@ -163,6 +172,9 @@ int cmd_plan(int argc, char **argv)
 			print_row(label, &s);
 		}
 		print_row("total", &total);
+		if (rl_plan_num_broadcasts(plan))
+			printf("process %d takes part in %zu broadcasts\n", plan_process,
+			       rl_plan_num_broadcasts(plan));
 	}
 	if (auto_ratio && total.needed_bytes &&
 	    (double)total.read_bytes >= 1.5 * (double)total.needed_bytes)

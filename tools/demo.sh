@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# demo.sh BUILD_DIR - generates a sample checkpoint (once) and runs ringload on it.
+# demo.sh BUILD_DIR - generates a sample checkpoint (once) and runs ringload on it:
+# inspect, then load with a sample tensor-parallel sharding (tools/sample-sharding.json:
+# 2 devices, q/k/v/gate/up and the embeddings split by rows, o/down by columns, norms
+# replicated), checking every shard against the file.
 #
 # The sample is a llama-like BF16 model of about 300 MB in 4 shards with an
 # index, written by mkckpt into $RL_DEMO_DIR (default /var/tmp/ringload-demo)
@@ -15,3 +18,5 @@ if [ ! -f "$index" ]; then
 fi
 echo "  DEMO    $build/ringload inspect $index"
 "$build/ringload" inspect "$index" | tail -n 6
+echo "  DEMO    $build/ringload load $index --sharding tools/sample-sharding.json --verify"
+"$build/ringload" load "$index" --sharding "$(dirname "$0")/sample-sharding.json" --verify

@@ -101,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	pl_opts_default(&o);
 	o.chunk = 256;
 	o.all_stats = s->nprocs <= 16;
+	o.read_once = size % 2 && s->nprocs <= 16;
 	ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
 	if (ret) {
 		if (ret >= 0 || !e.msg[0])

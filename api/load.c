@@ -1,0 +1,400 @@
+/*
+ * load.c - rl_loader: runs a plan on the engine. The plan's arrays
+ * (pl_plan_exec) go to the engine as they are; this file only owns the
+ * loader's options, the staging areas (library-allocated THP memory or the
+ * caller's), the callbacks and the statistics.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/engine.h"
+#include "../planner/planner.h"
+#include "plan_internal.h"
+
+/*
+ * Defaults chosen by measurement (README "Engine design"): a 2.2 GB
+ * checkpoint read whole, cold, whole-process GB/s, 5 interleaved rounds on
+ * the development VM's virtio disk: QD 16 x 8 MiB 1.15 (median), QD 32 x
+ * 4 MiB 1.09, QD 16 x 4 MiB 1.05, QD 32 x 8 MiB 1.04, QD 64 x 2 MiB 1.08.
+ * The bound is the queue's worth of 8 MiB reads; it only costs memory for
+ * reads that need a bounce buffer.
+ */
+#define LD_QUEUE_DEPTH 16
+#define LD_REQUEST_BYTES (8ull << 20)
+#define LD_INFLIGHT_BYTES (128ull << 20)
+
+struct ld_area {
+	uint8_t *ptr;
+	uint64_t len;
+	int ours;               /* allocated by the library */
+};
+
+struct rl_loader {
+	struct eng_opts eo;
+	int staging_mode;
+	uint64_t request_bytes;
+
+	rl_shard_fn on_shard;
+	rl_progress_fn on_progress;
+	void *user;
+
+	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
+	unsigned ncaller;
+	struct ld_area *areas;   /* staging of the last run */
+	unsigned nareas;
+	int failed;              /* the last run failed: areas not handed out */
+
+	rl_load_stats stats;
+	int have_stats;
+	struct rl_err err;
+};
+
+static const struct {
+	int64_t lo, hi;
+} bounds[] = {
+	[RL_OPT_BACKEND] = { RL_BACKEND_AUTO, RL_BACKEND_PREAD },
+	[RL_OPT_QUEUE_DEPTH] = { 1, 4096 },
+	[RL_OPT_REQUEST_BYTES] = { 4096, 1 << 30 },
+	[RL_OPT_INFLIGHT_BYTES] = { 4096, 1ll << 40 },
+	[RL_OPT_BUFFERS] = { 0, 65536 },
+	[RL_OPT_REGISTER] = { 0, 1 },
+	[RL_OPT_DIRECT] = { 0, 1 },
+	[RL_OPT_STAGING] = { RL_STAGING_LIBRARY, RL_STAGING_CALLER },
+	[RL_OPT_THREADS] = { 0, 1024 },
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+const char *rl_backend_name(rl_backend b)
+{
+	return eng_backend_name((int)b);
+}
+
+rl_loader *rl_loader_create(void)
+{
+	rl_loader *ld = rl_calloc(1, sizeof(*ld));
+
+	if (!ld)
+		return NULL;
+	eng_opts_default(&ld->eo);
+	ld->eo.queue_depth = LD_QUEUE_DEPTH;
+	ld->eo.inflight_bytes = LD_INFLIGHT_BYTES;
+	ld->request_bytes = LD_REQUEST_BYTES;
+	return ld;
+}
+
+int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi)
+{
+	if (param < RL_OPT_BACKEND || param > RL_OPT_THREADS)
+		return -EINVAL;
+	*lo = bounds[param].lo;
+	*hi = bounds[param].hi;
+	return 0;
+}
+
+int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
+{
+	int64_t lo, hi;
+
+	if (rl_loader_param_bounds(param, &lo, &hi) < 0)
+		return rl_err_set(&ld->err, RL_E_INVALID_ARG, "unknown loader parameter %d",
+				  (int)param);
+	if (value < lo || value > hi)
+		return rl_err_set(&ld->err, RL_E_INVALID_ARG,
+				  "loader parameter %d: %lld not in [%lld, %lld]", (int)param,
+				  (long long)value, (long long)lo, (long long)hi);
+	switch (param) {
+	case RL_OPT_BACKEND: ld->eo.backend = (int)value; break;
+	case RL_OPT_QUEUE_DEPTH: ld->eo.queue_depth = (unsigned)value; break;
+	case RL_OPT_REQUEST_BYTES: ld->request_bytes = (uint64_t)value; break;
+	case RL_OPT_INFLIGHT_BYTES: ld->eo.inflight_bytes = (uint64_t)value; break;
+	case RL_OPT_BUFFERS: ld->eo.buffers = (unsigned)value; break;
+	case RL_OPT_REGISTER:
+		ld->eo.register_buffers = ld->eo.register_files = (int)value;
+		break;
+	case RL_OPT_DIRECT: ld->eo.direct = (int)value; break;
+	case RL_OPT_STAGING: ld->staging_mode = (int)value; break;
+	case RL_OPT_THREADS: ld->eo.threads = (unsigned)value; break;
+	}
+	rl_err_clear(&ld->err);
+	return 0;
+}
+
+int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
+			    rl_progress_fn on_progress, void *user)
+{
+	ld->on_shard = on_shard;
+	ld->on_progress = on_progress;
+	ld->user = user;
+	return 0;
+}
+
+int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
+{
+	if (!ptr)
+		return rl_err_set(&ld->err, RL_E_STAGING, "device %u: NULL staging", dev);
+	if (dev >= ld->ncaller) {
+		struct ld_area *a;
+
+		if (dev >= 1u << 20)
+			return rl_err_set(&ld->err, RL_E_STAGING, "device %u: out of range", dev);
+		a = rl_reallocarray(ld->caller, dev + 1, sizeof(*a));
+		if (!a)
+			return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		memset(a + ld->ncaller, 0, (dev + 1 - ld->ncaller) * sizeof(*a));
+		ld->caller = a;
+		ld->ncaller = dev + 1;
+	}
+	ld->caller[dev].ptr = ptr;
+	ld->caller[dev].len = len;
+	rl_err_clear(&ld->err);
+	return 0;
+}
+
+static void free_areas(rl_loader *ld)
+{
+	for (unsigned i = 0; i < ld->nareas; i++)
+		if (ld->areas[i].ours)
+			eng_staging_free(ld->areas[i].ptr, ld->areas[i].len);
+	rl_free(ld->areas);
+	ld->areas = NULL;
+	ld->nareas = 0;
+}
+
+/* Staging for every device of the plan: ours (THP) or the caller's. */
+static int setup_areas(rl_loader *ld, const struct pl_exec *ex)
+{
+	ld->areas = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ld->areas));
+	if (!ld->areas)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	ld->nareas = ex->ndevs;
+	for (unsigned d = 0; d < ex->ndevs; d++) {
+		struct ld_area *a = ld->areas + d;
+		uint64_t need = ex->staging_bytes[d];
+
+		if (ld->staging_mode == RL_STAGING_CALLER) {
+			if (d >= ld->ncaller || !ld->caller[d].ptr)
+				return rl_err_set(&ld->err, RL_E_STAGING,
+						  "device %u (id %u): no staging supplied", d,
+						  ex->dev_ids[d]);
+			if (ld->caller[d].len < need)
+				return rl_err_set(&ld->err, RL_E_STAGING,
+						  "device %u (id %u): staging of %llu bytes, %llu needed",
+						  d, ex->dev_ids[d],
+						  (unsigned long long)ld->caller[d].len,
+						  (unsigned long long)need);
+			*a = ld->caller[d];
+			a->ours = 0;
+			continue;
+		}
+		if (!need)
+			continue;
+		if (need > SIZE_MAX)
+			return rl_err_set(&ld->err, -ENOMEM, "staging of %llu bytes",
+					  (unsigned long long)need);
+		a->ptr = eng_staging_alloc((size_t)need);
+		if (!a->ptr)
+			return rl_err_set(&ld->err, -ENOMEM,
+					  "device %u (id %u): cannot map %llu bytes of staging", d,
+					  ex->dev_ids[d], (unsigned long long)need);
+		a->len = need;
+		a->ours = 1;
+	}
+	return 0;
+}
+
+static void cb_shard(void *user, size_t shard)
+{
+	rl_loader *ld = user;
+
+	ld->on_shard(ld->user, shard);
+}
+
+static int cb_progress(void *user, uint64_t done, uint64_t total)
+{
+	rl_loader *ld = user;
+
+	return ld->on_progress(ld->user, done, total);
+}
+
+static void fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
+		       double plan_s, double total_s)
+{
+	rl_load_stats *s = &ld->stats;
+
+	memset(s, 0, sizeof(*s));
+	s->bytes_needed = ex->needed_bytes;
+	s->bytes_read = es->bytes_read;
+	s->bytes_direct = es->bytes_direct;
+	s->requests = es->reads;
+	s->retries = es->retries;
+	s->peak_inflight = es->peak_inflight;
+	s->plan_seconds = plan_s;
+	s->read_seconds = es->read_seconds;
+	s->scatter_seconds = es->scatter_seconds;
+	s->total_seconds = total_s;
+	s->gbps = es->read_seconds > 0 ? es->bytes_read / es->read_seconds / 1e9 : 0;
+	s->backend = (rl_backend)es->backend;
+	s->buffers = es->buffers;
+	s->registered_buffers = es->registered_buffers;
+	s->registered_files = es->registered_files;
+	s->direct_io = es->direct_io;
+	s->queue_depth = es->queue_depth;
+	memcpy(s->fallbacks, es->fallbacks, sizeof(s->fallbacks));
+	s->fallbacks[sizeof(s->fallbacks) - 1] = '\0';
+	ld->have_stats = 1;
+}
+
+static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s)
+{
+	double t0 = now_s();
+	struct eng_opts eo = ld->eo;
+	struct eng_stats es;
+	struct eng_job job;
+	struct eng *eng = NULL;
+	uint8_t **staging = NULL;
+	uint64_t *shard_bytes = NULL, total = 0;
+	int ret;
+
+	free_areas(ld);
+	memset(&es, 0, sizeof(es));
+	ret = setup_areas(ld, ex);
+	if (ret < 0)
+		goto out;
+	staging = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*staging));
+	shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*shard_bytes));
+	if (!staging || !shard_bytes) {
+		ret = rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (unsigned d = 0; d < ex->ndevs; d++)
+		staging[d] = ld->areas[d].ptr;
+	for (size_t s = 0; s < ex->nshards; s++)
+		shard_bytes[s] = ex->shards[s].nbytes;
+	for (size_t i = 0; i < ex->nreads; i++)
+		total += ex->reads[i].len;
+
+	memset(&job, 0, sizeof(job));
+	job.nfiles = ex->nfiles;
+	job.paths = ex->paths;
+	job.file_sizes = ex->file_sizes;
+	job.reads = ex->reads;
+	job.nreads = ex->nreads;
+	job.copies = ex->copies;
+	job.ncopies = ex->ncopies;
+	job.ndevs = ex->ndevs;
+	job.staging = staging;
+	job.staging_bytes = ex->staging_bytes;
+	job.nshards = ex->nshards;
+	job.shard_bytes = shard_bytes;
+	job.on_shard = ld->on_shard ? cb_shard : NULL;
+	job.on_progress = ld->on_progress ? cb_progress : NULL;
+	job.user = ld;
+	job.total_bytes = total;
+
+	/* Bounce buffers as large as the largest read of this plan. */
+	eo.buffer_bytes = (uint32_t)RL_MIN(ex->max_read, 1u << 30);
+	ret = eng_create(&eo, &eng, &ld->err);
+	if (ret == 0)
+		ret = eng_run(eng, &job, &es, &ld->err);
+	eng_destroy(eng);
+out:
+	fill_stats(ld, ex, &es, plan_s, now_s() - t0 + plan_s);
+	rl_free(staging);
+	rl_free(shard_bytes);
+	/* Never hand out a partial result; but the areas stay mapped until
+	 * the next run or destroy, since a runtime may still be copying the
+	 * shards on_shard reported before the failure. */
+	ld->failed = ret < 0;
+	if (ret == 0)
+		rl_err_clear(&ld->err);
+	return ret;
+}
+
+int rl_loader_run(rl_loader *ld, const rl_plan *plan)
+{
+	const struct pl_plan *pp = plan->pl;
+	struct pl_exec ex;
+
+	if (!pp)
+		return rl_err_set(&ld->err, RL_E_STATE, "plan not built");
+	pl_plan_exec(pp, &ex);
+	return run_exec(ld, &ex, 0);
+}
+
+int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
+		   int process, rl_plan **planp)
+{
+	double t0 = now_s();
+	const struct pl_plan *pp;
+	struct pl_exec ex;
+	rl_plan *plan;
+	int ret;
+
+	*planp = NULL;
+	plan = rl_plan_create();
+	if (!plan)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	/* A read never exceeds the in-flight bound. */
+	ret = rl_plan_set(plan, RL_PLAN_PROCESS, process);
+	if (ret == 0)
+		ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES,
+				  (int64_t)RL_MIN(ld->request_bytes, ld->eo.inflight_bytes));
+	if (ret == 0)
+		ret = rl_plan_build(plan, ck, spec);
+	if (ret < 0) {
+		rl_err_set(&ld->err, ret, "%s", rl_plan_errmsg(plan));
+		rl_plan_destroy(plan);
+		return ret;
+	}
+	pp = plan->pl;
+	pl_plan_exec(pp, &ex);
+	ret = run_exec(ld, &ex, now_s() - t0);
+	if (ret < 0) {
+		rl_plan_destroy(plan);
+		return ret;
+	}
+	*planp = plan;
+	return 0;
+}
+
+void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
+{
+	if (ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	if (len)
+		*len = (size_t)ld->areas[dev].len;
+	return ld->areas[dev].ptr;
+}
+
+int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
+{
+	if (!ld->have_stats)
+		return RL_E_STATE;
+	*out = ld->stats;
+	return 0;
+}
+
+const char *rl_loader_errmsg(const rl_loader *ld)
+{
+	return ld->err.msg;
+}
+
+void rl_loader_destroy(rl_loader *ld)
+{
+	if (!ld)
+		return;
+	free_areas(ld);
+	rl_free(ld->caller);
+	rl_free(ld);
+}
