@@ -242,6 +242,20 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 	}
 	memset(&r, 0, sizeof(r));
 	r.ndims = ndims;
+	/*
+	 * Validate the pattern on its own first: wrapped in "^(...)$" an
+	 * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$",
+	 * which matches any name that starts with "a".
+	 */
+	rc = regcomp(&r.re, regex, REG_EXTENDED | REG_NOSUB);
+	if (rc) {
+		char why[128];
+
+		regerror(rc, &r.re, why, sizeof(why));
+		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
+				  idx, regex, why);
+	}
+	regfree(&r.re);
 	/* Whole-name match: anchor the pattern once, here. */
 	plen = strlen(regex);
 	full = rl_malloc(plen + 5);

@@ -60,6 +60,11 @@ static void spec_errors(void)
 		  RL_E_SPEC_AXIS, "rule 1", "\"b\"", "axis \"x\" used twice");
 	CHECK_ERR("{\"rules\":[{\"match\":\"(a\",\"spec\":[]}]}", RL_E_SPEC_REGEX,
 		  "rule 0", "bad regex \"(a\"");
+	/* Unbalanced parentheses must not turn "^(p)$" into a prefix match. */
+	CHECK_ERR("{\"rules\":[{\"match\":\"lm_head)|(zzz\",\"spec\":[]}]}",
+		  RL_E_SPEC_REGEX, "rule 0", "bad regex \"lm_head)|(zzz\"");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a)(b\",\"spec\":[]}]}", RL_E_SPEC_REGEX,
+		  "rule 0", "bad regex");
 	CHECK_ERR("{\"rules\":[{\"match\":3}]}", RL_E_SPEC, "rule 0", "match");
 	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[1]}]}", RL_E_SPEC, "rule 0",
 		  "dimension 0");
