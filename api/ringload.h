@@ -219,7 +219,12 @@ rl_spec *rl_spec_create(void);
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
-/* Reads and parses a spec file. Returns as rl_spec_parse(), or -errno. */
+/*
+ * Reads and parses a spec file: a regular file or a pipe (`<(...)`, a FIFO;
+ * read to its end, so one with no writer yet reads as empty), at most
+ * 64 MiB. Returns as rl_spec_parse(), -errno, RL_E_SPEC for another kind of
+ * file or an empty pipe, or RL_E_TOO_LARGE.
+ */
 int rl_spec_load(rl_spec *spec, const char *path);
 
 /*

@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "pl_fake.h"
@@ -282,6 +285,50 @@ static void public_api_errors(void)
 	rl_ckpt_destroy(ck);
 }
 
+/*
+ * rl_spec_load on kinds of files: a FIFO with no writer must not hang (the
+ * alarm fails the test if it does), a pipe is read to its end, a directory
+ * and a file over the cap are refused.
+ */
+static void spec_load_files(void)
+{
+	static const char json[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}}";
+	char path[4096];
+	rl_spec *spec = rl_spec_create();
+	int p[2], fd;
+
+	CHECK(spec);
+	alarm(20);
+	/* Regular file. */
+	snprintf(path, sizeof(path), "%s/spec.json", th_tmpdir());
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
+	close(fd);
+	CHECK_EQ(rl_spec_load(spec, path), 0);
+	/* Over the cap (sparse: costs nothing). */
+	CHECK_EQ(truncate(path, (64 << 20) + 1), 0);
+	CHECK_EQ(rl_spec_load(spec, path), RL_E_TOO_LARGE);
+	CHECK(strstr(rl_spec_errmsg(spec), "not a spec"));
+	/* A FIFO nobody writes to: refused at once as empty. */
+	snprintf(path, sizeof(path), "%s/spec.fifo", th_tmpdir());
+	CHECK_EQ(mkfifo(path, 0600), 0);
+	CHECK_EQ(rl_spec_load(spec, path), RL_E_SPEC);
+	CHECKF(strstr(rl_spec_errmsg(spec), "empty"), "%s", rl_spec_errmsg(spec));
+	/* A pipe with a writer, as from `--sharding <(...)`. */
+	CHECK_EQ(pipe(p), 0);
+	CHECK_EQ(write(p[1], json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
+	close(p[1]);
+	snprintf(path, sizeof(path), "/dev/fd/%d", p[0]);
+	CHECKF(rl_spec_load(spec, path) == 0, "%s", rl_spec_errmsg(spec));
+	close(p[0]);
+	/* A directory. */
+	CHECK_EQ(rl_spec_load(spec, th_tmpdir()), RL_E_SPEC);
+	CHECK(strstr(rl_spec_errmsg(spec), "not a regular file or a pipe"));
+	alarm(0);
+	rl_spec_destroy(spec);
+}
+
 /* A spec from C structures plans like its JSON twin. */
 static void public_api_c_structures(void)
 {
@@ -385,6 +432,7 @@ int main(void)
 	RUN(spec_c_api);
 	RUN(public_api);
 	RUN(public_api_errors);
+	RUN(spec_load_files);
 	RUN(public_api_c_structures);
 	RUN(cli_plan);
 	return th_done();
