@@ -116,6 +116,7 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 {
 	struct pl_spec t;
 	uint64_t ndev = 1;
+	uint32_t maxp = 0;
 	int ret;
 
 	if (ndim > PL_MAX_AXES)
@@ -153,14 +154,33 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 	for (uint32_t i = 0; i < t.ndev; i++) {
 		t.devices[i] = devices ? devices[i] : i;
 		t.proc[i] = process_of_device ? process_of_device[i] : 0;
-		if (t.proc[i] >= PL_MAX_DEVICES) {
+		if (t.proc[i] > maxp)
+			maxp = t.proc[i];
+	}
+	/*
+	 * Process ids are dense, 0..P-1, each owning a device: the plan sizes
+	 * per-process tables by P, which must not grow with an id's value.
+	 * With N devices, some id in 0..min(max, N) is missing unless dense.
+	 */
+	{
+		uint32_t n = maxp < t.ndev ? maxp + 1 : t.ndev + 1, miss = 0;
+		uint8_t *seen = rl_calloc(n, 1);
+
+		if (!seen)
+			goto fail;
+		for (uint32_t i = 0; i < t.ndev; i++)
+			if (t.proc[i] < n)
+				seen[t.proc[i]] = 1;
+		while (miss < n && seen[miss])
+			miss++;
+		rl_free(seen);
+		if (miss < n) {
 			ret = rl_err_set(e, RL_E_SPEC_MESH,
-					 "mesh: process %u of device %u out of range",
-					 t.proc[i], t.devices[i]);
+					 "mesh: process %u owns no device (process ids must be 0..P-1 with no gap; highest is %u)",
+					 miss, maxp);
 			goto fail;
 		}
-		if (t.proc[i] + 1 > t.nprocs)
-			t.nprocs = t.proc[i] + 1;
+		t.nprocs = maxp + 1;
 	}
 	/* Duplicate ids: sort a copy. */
 	{

@@ -38,6 +38,8 @@ static int parse(const char *json, struct rl_err *e)
 
 static void spec_errors(void)
 {
+	struct rl_err e;
+
 	CHECK_ERR("", RL_E_SPEC, "not valid JSON");
 	CHECK_ERR("[1]", RL_E_SPEC, "not a JSON object");
 	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"rule\":[]}", RL_E_SPEC,
@@ -51,6 +53,17 @@ static void spec_errors(void)
 		  RL_E_SPEC_MESH, "device id 7 listed twice");
 	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"process_of_device\":[0]}}",
 		  RL_E_SPEC_MESH, "process_of_device");
+	/* Process ids are dense: a gap would size per-process tables by the id. */
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"a\"],\"process_of_device\":[0,16000000]}}",
+		  RL_E_SPEC_MESH, "process 1 owns no device", "highest is 16000000");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"a\"],\"process_of_device\":[0,4294967295]}}",
+		  RL_E_SPEC_MESH, "process 1 owns no device");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"a\"],\"process_of_device\":[1,1]}}",
+		  RL_E_SPEC_MESH, "process 0 owns no device");
+	CHECK_ERR("{\"mesh\":{\"shape\":[4],\"axes\":[\"a\"],\"process_of_device\":[0,0,3,2]}}",
+		  RL_E_SPEC_MESH, "process 1 owns no device");
+	CHECK_EQ(parse("{\"mesh\":{\"shape\":[4],\"axes\":[\"a\"],\"process_of_device\":[2,0,1,1]}}",
+		       &e), 0);
 	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"devices\":[0,-1]}}",
 		  RL_E_SPEC, "devices\"[1]");
 	CHECK_ERR("{\"mesh\":{\"shape\":[2,2],\"axes\":[\"x\",\"x\"]}}", RL_E_SPEC_AXIS,
