@@ -98,12 +98,30 @@ static void spec_errors(void)
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\"},{\"name\":\"t\",\"source\":\"b\"}]}",
 		  RL_E_SPEC_TARGET, "used twice");
 	CHECK_ERR("{\"tensors\":[1]}", RL_E_SPEC, "tensors[0]");
+	/* One JSON value, then only whitespace; the position is reported. */
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}} trailing", RL_E_SPEC,
+		  "text after the JSON value (byte 36)");
+	CHECK_ERR("{} {}", RL_E_SPEC, "text after", "byte 3");
+	CHECK_EQ(parse(" {\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}} \n\t\r\n", &e), 0);
+	CHECK_ERR("{\"rules\": [}", RL_E_SPEC, "not valid JSON (near byte 11)");
+	/* A repeated key is refused, wherever it is, naming it. */
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"mesh\":{\"shape\":[4],\"axes\":[\"x\"]}}",
+		  RL_E_SPEC, "key \"mesh\" given twice");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"shape\":[4]}}", RL_E_SPEC,
+		  "key \"shape\" given twice in \"mesh\"");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"match\":\"b\"}]}", RL_E_SPEC,
+		  "key \"match\" given twice");
+	/* So is a name listed twice in "tensors". */
+	CHECK_ERR("{\"tensors\":[\"a\",\"b\",\"a\"]}", RL_E_SPEC,
+		  "\"a\" listed twice in \"tensors\"");
+	CHECK_EQ(parse("{\"tensors\":[\"a\",\"b\",\"ab\"]}", &e), 0);
 }
 
 static void spec_c_api(void)
 {
 	struct pl_spec *s = pl_spec_new();
 	struct rl_err e;
+	const char *tj;
 	const char *axes[] = { "data", "model" };
 	const char *m[] = { "model" }, *dm[] = { "data", "model" }, *bad[] = { "pipe" };
 	rl_dim_spec d1[] = { { 1, m }, { 0, NULL } }, d2[] = { { 2, dm } }, d3[] = { { 1, bad } };
@@ -122,7 +140,16 @@ static void spec_c_api(void)
 	CHECK_EQ(pl_spec_add_rule(s, "p", 1, d3, &e), RL_E_SPEC_AXIS);
 	CHECK(strstr(e.msg, "\"pipe\""));
 	CHECK_EQ(pl_spec_add_rule(s, "[", 0, NULL, &e), RL_E_SPEC_REGEX);
+	CHECK_EQ(pl_spec_add_rule(s, "w)|(x", 0, NULL, &e), RL_E_SPEC_REGEX);
 	CHECK_EQ(s->nrules, 2);
+	/* A target's JSON: one value, no repeated key. */
+	tj = "{\"name\":\"t\",\"source\":\"a\"} x";
+	CHECK_EQ(pl_spec_add_target_json(s, tj, strlen(tj), &e), RL_E_SPEC_TARGET);
+	CHECKF(strstr(e.msg, "target 0: text after the JSON value"), "%s", e.msg);
+	tj = "{\"name\":\"t\",\"name\":\"u\",\"source\":\"a\"}";
+	CHECK_EQ(pl_spec_add_target_json(s, tj, strlen(tj), &e), RL_E_SPEC_TARGET);
+	CHECKF(strstr(e.msg, "key \"name\" given twice"), "%s", e.msg);
+	CHECK_EQ(s->ntargets, 0);
 	/* Whole-name match, first rule wins. */
 	CHECK_EQ(pl_spec_match(s, "w1"), 0);
 	CHECK_EQ(pl_spec_match(s, "xw1"), -1);
