@@ -369,6 +369,71 @@ static void spec_load_files(void)
 	rl_spec_destroy(spec);
 }
 
+/* Writes a safetensors file of header hdr and no data; returns path. */
+static const char *write_st(const char *name, const char *hdr, char *path, size_t cap)
+{
+	uint64_t n = strlen(hdr);
+	unsigned char len[8];
+	int fd;
+
+	for (int i = 0; i < 8; i++)
+		len[i] = (unsigned char)(n >> (8 * i));
+	snprintf(path, cap, "%s/%s", th_tmpdir(), name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, len, 8) != 8 || write(fd, hdr, n) != (ssize_t)n)
+		path[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	return path;
+}
+
+/*
+ * A dimension near 2^64 split over devices: the last chunk's stop must be
+ * the dimension, not lo + chunk wrapped around.
+ */
+static void huge_dim_boxes(void)
+{
+	static const char *const axes[] = { "x" };
+	static const char *const xs[] = { "x" };
+	const rl_dim_spec dims[] = { { 1, xs } };
+	char path[4096];
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create();
+	rl_shard_info si;
+	uint32_t n[] = { 2, 3, 4096 };
+
+	write_st("huge.safetensors",
+		 "{\"t\":{\"dtype\":\"F32\",\"shape\":[18446744073709551615,0],"
+		 "\"data_offsets\":[0,0]}}", path, sizeof(path));
+	CHECK(path[0]);
+	CHECKF(rl_ckpt_open(ck, path) == 0, "%s", rl_ckpt_errmsg(ck));
+	for (size_t k = 0; k < RL_ARRAY_SIZE(n); k++) {
+		uint64_t next = 0;
+
+		CHECK_EQ(rl_spec_set_mesh(spec, 1, &n[k], axes, NULL, NULL), 0);
+		if (!k)
+			CHECK_EQ(rl_spec_add_rule(spec, "t", 1, dims), 0);
+		CHECKF(rl_plan_build(plan, ck, spec) == 0, "%s", rl_plan_errmsg(plan));
+		CHECK_EQ(rl_plan_num_shards(plan), n[k]);
+		for (size_t i = 0; i < n[k]; i++) {
+			CHECK_EQ(rl_plan_shard(plan, i, &si), 0);
+			CHECK_EQ(si.device, i);
+			CHECKF(si.start[0] == next && si.stop[0] >= si.start[0],
+			       "%u devices, device %zu: [%llu, %llu)", n[k], i,
+			       (unsigned long long)si.start[0], (unsigned long long)si.stop[0]);
+			CHECK_EQ(si.nbytes, 0);
+			next = si.stop[0];
+		}
+		CHECK_EQ(next, UINT64_MAX);
+		rl_plan_destroy(plan);
+		plan = rl_plan_create();
+	}
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
 /* A spec from C structures plans like its JSON twin. */
 static void public_api_c_structures(void)
 {
@@ -473,6 +538,7 @@ int main(void)
 	RUN(public_api);
 	RUN(public_api_errors);
 	RUN(spec_load_files);
+	RUN(huge_dim_boxes);
 	RUN(public_api_c_structures);
 	RUN(cli_plan);
 	return th_done();
