@@ -94,7 +94,19 @@ static void spec_errors(void)
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\",\"b\"],[\"c\"]]}]}",
 		  RL_E_SPEC_TARGET, "unequal");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[3,2]]}]}",
-		  RL_E_SPEC_TARGET, "slice[0]");
+		  RL_E_SPEC_TARGET, "slice[0]: start 3 after stop 2");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[null,[0,18446744073709551615]]}]}",
+		  RL_E_SPEC_TARGET, "slice[1]: bounds must be integers in [0, 2^53]");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[0,1.5]]}]}",
+		  RL_E_SPEC_TARGET, "slice[0]: bounds must be integers");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[0]]}]}",
+		  RL_E_SPEC_TARGET, "slice[0] must be null or [start, stop]");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"dtype\":\"F99\"}]}",
+		  RL_E_SPEC_TARGET, "target 0 (\"t\"): unknown dtype \"F99\"");
+	CHECK_ERR("{\"targets\":[{\"name\":\"\",\"source\":\"a\"}]}", RL_E_SPEC_TARGET,
+		  "target 0: \"name\" must not be empty");
+	CHECK_ERR("{\"targets\":[{\"name\":1,\"source\":\"a\"}]}", RL_E_SPEC_TARGET,
+		  "target 0: \"name\" must be a string");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\"},{\"name\":\"t\",\"source\":\"b\"}]}",
 		  RL_E_SPEC_TARGET, "used twice");
 	CHECK_ERR("{\"tensors\":[1]}", RL_E_SPEC, "tensors[0]");
