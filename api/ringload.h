@@ -230,8 +230,10 @@ int rl_spec_load(rl_spec *spec, const char *path);
 /*
  * Sets the mesh from C structures: ndim axes with sizes shape[] and names
  * axes[]; devices[] lists device ids in row-major mesh order (NULL: 0..N-1);
- * process_of_device[] maps each listed device to its process (NULL: all 0).
- * Returns 0 or RL_E_SPEC_MESH / RL_E_SPEC_AXIS.
+ * process_of_device[] maps each listed device to its process (NULL: all 0);
+ * process ids are dense, 0..P-1, each owning a device.
+ * Returns 0 or RL_E_SPEC_MESH (a gap names the first missing process) /
+ * RL_E_SPEC_AXIS.
  */
 int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,
