@@ -219,14 +219,21 @@ rl_spec *rl_spec_create(void);
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
-/* Reads and parses a spec file. Returns as rl_spec_parse(), or -errno. */
+/*
+ * Reads and parses a spec file: a regular file or a pipe (`<(...)`, a FIFO;
+ * read to its end, so one with no writer yet reads as empty), at most
+ * 64 MiB. Returns as rl_spec_parse(), -errno, RL_E_SPEC for another kind of
+ * file or an empty pipe, or RL_E_TOO_LARGE.
+ */
 int rl_spec_load(rl_spec *spec, const char *path);
 
 /*
  * Sets the mesh from C structures: ndim axes with sizes shape[] and names
  * axes[]; devices[] lists device ids in row-major mesh order (NULL: 0..N-1);
- * process_of_device[] maps each listed device to its process (NULL: all 0).
- * Returns 0 or RL_E_SPEC_MESH / RL_E_SPEC_AXIS.
+ * process_of_device[] maps each listed device to its process (NULL: all 0);
+ * process ids are dense, 0..P-1, each owning a device.
+ * Returns 0 or RL_E_SPEC_MESH (a gap names the first missing process) /
+ * RL_E_SPEC_AXIS.
  */
 int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,

@@ -27,7 +27,7 @@ void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndi
 		b->stop[d] = shape[d];
 	}
 	for (unsigned d = 0; d < nd; d++) {
-		uint64_t dim = shape[d], n = 1, idx = 0, chunk, lo, hi;
+		uint64_t dim = shape[d], n = 1, idx = 0, chunk, lo;
 
 		if (!rule->dims[d].naxes)
 			continue;
@@ -38,11 +38,19 @@ void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndi
 			n *= s->shape[ax];   /* <= PL_MAX_DEVICES */
 		}
 		chunk = dim / n + (dim % n != 0);
-		/* idx < n, so idx * chunk < dim + n: no overflow. */
+		/*
+		 * idx < n, so lo = idx * chunk = n * chunk - (n - idx) * chunk
+		 * < dim + n - chunk: that is below dim when chunk >= n, and
+		 * below n^2 <= 2^48 otherwise, so lo cannot wrap. lo + chunk
+		 * can (dim near 2^64): compare with what is left instead.
+		 */
 		lo = idx * chunk;
-		hi = lo + chunk;
-		b->start[d] = lo < dim ? lo : dim;
-		b->stop[d] = hi < dim ? hi : dim;
+		if (lo >= dim) {
+			b->start[d] = b->stop[d] = dim;
+		} else {
+			b->start[d] = lo;
+			b->stop[d] = chunk < dim - lo ? lo + chunk : dim;
+		}
 	}
 }
 

@@ -118,6 +118,26 @@ static int part_runs(struct ctx *x, const struct pl_item *it, const struct pl_pa
 	return 1;
 }
 
+/*
+ * A shard that cannot be read on whole bytes (F4/F6): one wording for the
+ * shard's size and its runs, naming the rule that split it, or the target
+ * slice when no rule did.
+ */
+static int subbyte_error(struct ctx *x, const struct pl_item *it, unsigned slot)
+{
+	const char *dt = pl_dtype_name(it->dtype);
+	uint32_t dev = x->s->devices[x->slots[slot]];
+
+	if (it->rule < 0)
+		return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
+				  "tensor \"%s\" (%s, sliced, no rule): the shard of device %u does not fall on whole bytes",
+				  it->name, dt ? dt : "?", dev);
+	return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
+			  "rule %d (\"%s\"): tensor \"%s\" (%s): the shard of device %u does not fall on whole bytes",
+			  (int)it->rule, x->s->rules[it->rule].pattern, it->name, dt ? dt : "?",
+			  dev);
+}
+
 static int add_regions(struct ctx *x, const struct fpart *f)
 {
 	const struct pl_item *it = &x->p->items[f->item];
@@ -148,18 +168,17 @@ static int add_regions(struct ctx *x, const struct fpart *f)
 				return rl_err_set(x->e, RL_E_TOO_LARGE,
 						  "tensor \"%s\": shard too large", it->name);
 			if (bits % 8)
-				return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
-						  "tensor \"%s\": the shard of device %u is not whole bytes",
-						  it->name, x->s->devices[x->slots[s]]);
+				return subbyte_error(x, it, s);
 			sh->nbytes = bits / 8;
 		}
 		if (pl_skip_bit(x->skip, x->s->ndev, f->item, x->slots[s]))
 			continue;       /* another process reads it and broadcasts */
 		ret = part_runs(x, it, pt, &b, &r, &within);
+		if (ret == RL_E_SUBBYTE_SPLIT)
+			return subbyte_error(x, it, s);
 		if (ret < 0)
-			return rl_err_set(x->e, ret,
-					  "tensor \"%s\": the shard of device %u does not fall on whole bytes",
-					  it->name, x->s->devices[x->slots[s]]);
+			return rl_err_set(x->e, ret, "tensor \"%s\": device %u: %s", it->name,
+					  x->s->devices[x->slots[s]], rl_strerror(ret));
 		if (!ret)
 			continue;
 		if (GROW(x, x->reg, x->nreg, x->capreg, 1) ||
@@ -512,13 +531,18 @@ static struct pl_spec *spec_copy(const struct pl_spec *s)
 		goto fail;
 	memcpy(c->devices, s->devices, s->ndev * sizeof(uint32_t));
 	memcpy(c->proc, s->proc, s->ndev * sizeof(uint32_t));
-	/* Boxes need only the resolved dims; regexes stay with the spec. */
+	/*
+	 * Boxes need only the resolved dims, errors the patterns; regexes
+	 * stay with the spec.
+	 */
 	for (size_t i = 0; i < s->nrules; i++) {
 		c->rules[i].ndims = s->rules[i].ndims;
 		memcpy(c->rules[i].dims, s->rules[i].dims, sizeof(s->rules[i].dims));
 		if (regcomp(&c->rules[i].re, "^$", REG_EXTENDED | REG_NOSUB))
 			goto fail;
 		c->nrules = i + 1;
+		if (!(c->rules[i].pattern = rl_strdup(s->rules[i].pattern)))
+			goto fail;
 	}
 	for (unsigned i = 0; i < s->ndim; i++)
 		if (!(c->axes[i] = rl_strdup(s->axes[i])))
