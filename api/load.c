@@ -94,8 +94,10 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi)
 {
 	if (param < RL_OPT_BACKEND || param > RL_OPT_THREADS)
 		return -EINVAL;
-	*lo = bounds[param].lo;
-	*hi = bounds[param].hi;
+	if (lo)
+		*lo = bounds[param].lo;
+	if (hi)
+		*hi = bounds[param].hi;
 	return 0;
 }
 
@@ -103,6 +105,8 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 {
 	int64_t lo, hi;
 
+	if (!ld)
+		return -EINVAL;
 	if (rl_loader_param_bounds(param, &lo, &hi) < 0)
 		return rl_err_set(&ld->err, RL_E_INVALID_ARG, "unknown loader parameter %d",
 				  (int)param);
@@ -130,6 +134,8 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 			    rl_progress_fn on_progress, void *user)
 {
+	if (!ld)
+		return -EINVAL;
 	ld->on_shard = on_shard;
 	ld->on_progress = on_progress;
 	ld->user = user;
@@ -138,6 +144,8 @@ int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 
 int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
 {
+	if (!ld)
+		return -EINVAL;
 	if (!ptr)
 		return rl_err_set(&ld->err, RL_E_STAGING, "device %u: NULL staging", dev);
 	if (dev >= ld->ncaller) {
@@ -320,9 +328,14 @@ out:
 
 int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 {
-	const struct pl_plan *pp = plan->pl;
+	const struct pl_plan *pp;
 	struct pl_exec ex;
 
+	if (!ld)
+		return -EINVAL;
+	if (!plan)
+		return rl_err_set(&ld->err, -EINVAL, "no plan");
+	pp = plan->pl;
 	if (!pp)
 		return rl_err_set(&ld->err, RL_E_STATE, "plan not built");
 	pl_plan_exec(pp, &ex);
@@ -338,7 +351,12 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	rl_plan *plan;
 	int ret;
 
-	*planp = NULL;
+	if (planp)
+		*planp = NULL;
+	if (!ld)
+		return -EINVAL;
+	if (!planp)
+		return rl_err_set(&ld->err, -EINVAL, "planp is NULL");
 	plan = rl_plan_create();
 	if (!plan)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
@@ -367,7 +385,7 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 
 void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 {
-	if (ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
+	if (!ld || ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
 		if (len)
 			*len = 0;
 		return NULL;
@@ -379,6 +397,8 @@ void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 {
+	if (!ld || !out)
+		return -EINVAL;
 	if (!ld->have_stats)
 		return RL_E_STATE;
 	*out = ld->stats;
@@ -387,7 +407,7 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 
 const char *rl_loader_errmsg(const rl_loader *ld)
 {
-	return ld->err.msg;
+	return ld ? ld->err.msg : "";
 }
 
 void rl_loader_destroy(rl_loader *ld)

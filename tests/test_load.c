@@ -751,6 +751,42 @@ static void params_and_stats(void)
 	rl_loader_destroy(NULL);
 }
 
+/* Every loader entry point takes NULL handles and pointers like the
+ * checkpoint, spec and plan ones: -EINVAL (or NULL, ""), never a crash. */
+static void null_safety(void)
+{
+	rl_loader *ld = rl_loader_create();
+	rl_plan *plan = rl_plan_create(), *got = (rl_plan *)1;
+	rl_load_stats st;
+	int64_t lo = -1;
+	size_t len = 1;
+
+	CHECK(ld && plan);
+	CHECK_STR(rl_loader_errmsg(NULL), "");
+	CHECK_EQ(rl_loader_run(NULL, plan), -EINVAL);
+	CHECK_EQ(rl_loader_run(ld, NULL), -EINVAL);
+	CHECK(strstr(rl_loader_errmsg(ld), "plan"));
+	CHECK_EQ(rl_loader_run(ld, plan), RL_E_STATE); /* not built */
+	CHECK_EQ(rl_loader_load(NULL, NULL, NULL, 0, &got), -EINVAL);
+	CHECK(got == NULL);
+	CHECK_EQ(rl_loader_load(ld, NULL, NULL, 0, NULL), -EINVAL);
+	got = (rl_plan *)1;
+	CHECK(rl_loader_load(ld, NULL, NULL, 0, &got) < 0);
+	CHECK(got == NULL);
+	CHECK_EQ(rl_loader_set(NULL, RL_OPT_QUEUE_DEPTH, 8), -EINVAL);
+	CHECK_EQ(rl_loader_set_callbacks(NULL, NULL, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_set_staging(NULL, 0, &lo, sizeof(lo)), -EINVAL);
+	CHECK(rl_loader_staging(NULL, 0, &len) == NULL && len == 0);
+	CHECK_EQ(rl_loader_get_stats(NULL, &st), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_param_bounds(RL_OPT_QUEUE_DEPTH, NULL, NULL), 0);
+	CHECK_EQ(rl_loader_param_bounds(RL_OPT_QUEUE_DEPTH, &lo, NULL), 0);
+	CHECK_EQ(lo, 1);
+	CHECK_EQ(rl_loader_param_bounds((rl_loader_param)99, NULL, NULL), -EINVAL);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+}
+
 int main(void)
 {
 	static const struct {
@@ -775,6 +811,7 @@ int main(void)
 		}
 	}
 	RUN(params_and_stats);
+	RUN(null_safety);
 	RUN(cli_load_out_verify);
 	RUN(cli_unprivileged);
 	return th_done();
