@@ -751,6 +751,165 @@ static void params_and_stats(void)
 	rl_loader_destroy(NULL);
 }
 
+/* A U8 checkpoint of tensors names[i] with sizes[i] bytes (value i+1). */
+static int write_u8_ckpt(const char *path, const char *const *names, const unsigned *sizes,
+			 unsigned n)
+{
+	char hdr[4096];
+	size_t h = 0, total = 0;
+	uint64_t hlen;
+	uint8_t *file;
+	int ret;
+
+	h += (size_t)snprintf(hdr + h, sizeof(hdr) - h, "{");
+	for (unsigned i = 0; i < n; i++) {
+		h += (size_t)snprintf(hdr + h, sizeof(hdr) - h,
+				      "%s\"%s\":{\"dtype\":\"U8\",\"shape\":[%u],"
+				      "\"data_offsets\":[%zu,%zu]}", i ? "," : "", names[i],
+				      sizes[i], total, total + sizes[i]);
+		total += sizes[i];
+	}
+	hdr[h++] = '}';
+	while (h % 8)
+		hdr[h++] = ' ';
+	hlen = h;
+	file = malloc(8 + h + total);
+	if (!file)
+		return -1;
+	memcpy(file, &hlen, 8);
+	memcpy(file + 8, hdr, h);
+	for (unsigned i = 0, off = 0; i < n; off += sizes[i], i++)
+		memset(file + 8 + h + off, (int)i + 1, sizes[i]);
+	ret = write_bytes(path, file, 8 + h + total);
+	free(file);
+	return ret;
+}
+
+/* Runs a shell command line and returns its exit status, its stdout and
+ * its stderr (malloc'd, in *out and *err). */
+static int run_capture(const char *cmdline, char **out, char **err)
+{
+	char cmd[8192];
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s >%s 2>%s", cmdline, tmp_path("cap.out"),
+		 tmp_path("cap.err"));
+	st = run_cmd(cmd);
+	*out = slurp(tmp_path("cap.out"), &n);
+	*err = slurp(tmp_path("cap.err"), &n);
+	return st;
+}
+
+static unsigned count_lines(const char *s)
+{
+	unsigned n = 0;
+
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/*
+ * `ringload load --out DIR`: DIR is checked before loading (not a
+ * directory: one error, no summary); a write failure names the path, exits
+ * 1, prints no summary and leaves no shard files; a tensor whose encoded
+ * name cannot be a file name is named before anything is read or written;
+ * a bad --sharding file is named once.
+ */
+static void cli_out_errors(void)
+{
+	static const char *const names[] = { "a", "b/c%" };
+	static const unsigned sizes[] = { 5000, 3000 };
+	const char *build = getenv("RL_BUILD");
+	char cmd[4096], longname[301], dir[1024];
+	const char *lname = longname;
+	unsigned three = 3;
+	char *out = NULL, *err = NULL;
+	struct stat sb;
+	int st;
+
+	if (!build)
+		SKIP("RL_BUILD not set");
+	CHECK(write_u8_ckpt(tmp_path("oe.safetensors"), names, sizes, 2) == 0);
+
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --out /dev/null --quiet", build,
+		 tmp_path("oe.safetensors"));
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(out && !*out, "stdout: %s", out ? out : "");
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "/dev/null") &&
+	       strstr(err, "Not a directory"), "%s", err ? err : "");
+	free(out);
+	free(err);
+
+	/* writes past 1 KiB fail with EFBIG (SIGXFSZ ignored) */
+	snprintf(dir, sizeof(dir), "%s/oe_full", th_tmpdir());
+	snprintf(cmd, sizeof(cmd), "sh -c \"trap '' XFSZ; ulimit -f 2; %s/ringload load %s --out %s --quiet\"",
+		 build, tmp_path("oe.safetensors"), dir);
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(out && !*out, "stdout: %s", out ? out : "");
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "oe_full/0/") && strstr(err, ".bin: "),
+	       "%s", err ? err : "");
+	free(out);
+	free(err);
+	snprintf(cmd, sizeof(cmd), "%s/0/a.bin", dir);
+	CHECKF(stat(cmd, &sb) < 0 && errno == ENOENT, "%s left behind", cmd);
+	snprintf(cmd, sizeof(cmd), "%s/0", dir);
+	CHECKF(stat(cmd, &sb) < 0, "%s left behind", cmd);
+
+	/* the same, with room, succeeds and prints the summary after writing */
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --out %s --quiet", build,
+		 tmp_path("oe.safetensors"), dir);
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 0, "exit %d: %s", st, err ? err : "");
+	CHECKF(out && strstr(out, " bytes in "), "%s", out ? out : "");
+	free(out);
+	free(err);
+	snprintf(cmd, sizeof(cmd), "%s/0/b%%2Fc%%25.bin", dir);
+	CHECKF(stat(cmd, &sb) == 0 && sb.st_size == 3000, "%s", cmd);
+
+	/* 300-byte name: over NAME_MAX with .bin */
+	memset(longname, 'x', 300);
+	longname[300] = '\0';
+	CHECK(write_u8_ckpt(tmp_path("oe_long.safetensors"), &lname, &three, 1) == 0);
+	snprintf(dir, sizeof(dir), "%s/oe_long", th_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --out %s --quiet", build,
+		 tmp_path("oe_long.safetensors"), dir);
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(out && !*out, "stdout: %s", out ? out : "");
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "tensor \"xxxx") &&
+	       strstr(err, "300 bytes"), "%s", err ? err : "");
+	CHECKF(stat(dir, &sb) < 0, "%s created", dir);
+	free(out);
+	free(err);
+
+	/* a missing --sharding file: its path once, as `ringload plan` */
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s/nonexistent.json", build,
+		 tmp_path("oe.safetensors"), th_tmpdir());
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "nonexistent.json") &&
+	       !strstr(strstr(err, "nonexistent.json") + 1, "nonexistent.json"),
+	       "%s", err ? err : "");
+	free(out);
+	free(err);
+	/* and a spec error (unknown axis) names the file once */
+	CHECK(write_bytes(tmp_path("unkaxis.json"),
+			  "{\"mesh\":{\"shape\":[2],\"axes\":[\"m\"]},"
+			  "\"rules\":[{\"match\":\"a\",\"spec\":[\"q\"]}]}", 72) == 0);
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s", build,
+		 tmp_path("oe.safetensors"), tmp_path("unkaxis.json"));
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "unkaxis.json") &&
+	       !strstr(strstr(err, "unkaxis.json") + 1, "unkaxis.json"), "%s", err ? err : "");
+	free(out);
+	free(err);
+}
+
 /* Every loader entry point takes NULL handles and pointers like the
  * checkpoint, spec and plan ones: -EINVAL (or NULL, ""), never a crash. */
 static void null_safety(void)
@@ -813,6 +972,7 @@ int main(void)
 	RUN(params_and_stats);
 	RUN(null_safety);
 	RUN(cli_load_out_verify);
+	RUN(cli_out_errors);
 	RUN(cli_unprivileged);
 	return th_done();
 }
