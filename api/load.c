@@ -38,6 +38,7 @@ struct rl_loader {
 	rl_shard_fn on_shard;
 	rl_progress_fn on_progress;
 	void *user;
+	const uint8_t *received; /* of the running plan (read once), or NULL */
 
 	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
 	unsigned ncaller;
@@ -222,6 +223,10 @@ static void cb_shard(void *user, size_t shard)
 {
 	rl_loader *ld = user;
 
+	/* A received shard is complete only after the runtime's broadcast:
+	 * the engine saw its 0 expected bytes, which says nothing. */
+	if (ld->received && ld->received[shard])
+		return;
 	ld->on_shard(ld->user, shard);
 }
 
@@ -284,8 +289,11 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s)
 	}
 	for (unsigned d = 0; d < ex->ndevs; d++)
 		staging[d] = ld->areas[d].ptr;
+	/* Read once: a shard a broadcast fills expects nothing from the
+	 * reads (the planner gives it no copies). */
 	for (size_t s = 0; s < ex->nshards; s++)
-		shard_bytes[s] = ex->shards[s].nbytes;
+		shard_bytes[s] = ex->received && ex->received[s] ? 0 : ex->shards[s].nbytes;
+	ld->received = ex->received;
 	for (size_t i = 0; i < ex->nreads; i++)
 		total += ex->reads[i].len;
 
@@ -313,6 +321,7 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s)
 	if (ret == 0)
 		ret = eng_run(eng, &job, &es, &ld->err);
 	eng_destroy(eng);
+	ld->received = NULL;
 out:
 	fill_stats(ld, ex, &es, plan_s, now_s() - t0 + plan_s);
 	rl_free(staging);

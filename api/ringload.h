@@ -464,7 +464,11 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
  * run). If the run later fails, the shards already reported were complete
  * and their staging stays mapped until the next rl_loader_run() or
  * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
- * no other shard is reported. Keep it short: a runtime typically queues a host-to-device copy.
+ * no other shard is reported. Read-once plans: a shard that a broadcast
+ * fills (the one named by a received rl_broadcast_info and the process's
+ * other shards of that tensor and box) gets no bytes from the reads and is
+ * never reported; it is complete once the runtime's broadcast and copies
+ * are done. Keep it short: a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 

@@ -509,6 +509,110 @@ skip:
 		SKIP("backend unavailable");
 }
 
+/*
+ * Read once across 2 processes of 2 devices each: replicated tensors are
+ * read by one process and broadcast. Each process's run succeeds; every
+ * shard it reads itself is reported once and byte-exact; shards a
+ * broadcast fills (all its shards of a tensor it receives) are not
+ * reported.
+ */
+struct ro_state {
+	unsigned calls[128];
+};
+
+static void ro_on_shard(void *user, size_t s)
+{
+	struct ro_state *rs = user;
+
+	if (s < 128)
+		rs->calls[s]++;
+}
+
+static void read_once(void)
+{
+	static const char spec_json[] =
+		"{\"mesh\":{\"shape\":[4],\"axes\":[\"m\"],\"process_of_device\":[0,0,1,1]},"
+		"\"rules\":[{\"match\":\"t[4-7]\",\"spec\":[\"m\"]}]}";
+	struct rt t[8];
+	uint64_t data_start, fsize;
+	uint8_t *file;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	size_t received = 0, reported = 0;
+	int ret = 0;
+
+	force_rank = 2;
+	file = write_random_ckpt(tmp_path("ro.safetensors"), t, 8, &data_start, &fsize);
+	force_rank = 0;
+	CHECK(file && ck && spec);
+	CHECK(rl_ckpt_open(ck, tmp_path("ro.safetensors")) == 0);
+	CHECKF(rl_spec_parse(spec, spec_json, strlen(spec_json)) == 0, "%s",
+	       rl_spec_errmsg(spec));
+	for (int p = 0; p < 2; p++) {
+		rl_plan *plan = rl_plan_create();
+		rl_loader *ld = rl_loader_create();
+		struct ro_state rs;
+		size_t nsh;
+
+		memset(&rs, 0, sizeof(rs));
+		CHECK(plan && ld);
+		CHECK(rl_plan_set(plan, RL_PLAN_PROCESS, p) == 0);
+		CHECK(rl_plan_set(plan, RL_PLAN_READ_ONCE, 1) == 0);
+		CHECK(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 4096) == 0);
+		CHECKF(rl_plan_build(plan, ck, spec) == 0, "%s", rl_plan_errmsg(plan));
+		nsh = rl_plan_num_shards(plan);
+		CHECK(nsh <= 128);
+		CHECK(rl_loader_set(ld, RL_OPT_BACKEND, cur) == 0);
+		CHECK(rl_loader_set_callbacks(ld, ro_on_shard, NULL, &rs) == 0);
+		ret = rl_loader_run(ld, plan);
+		if (ret == RL_E_BACKEND) {
+			rl_loader_destroy(ld);
+			rl_plan_destroy(plan);
+			break;
+		}
+		CHECKF(ret == 0, "process %d: %s", p, rl_loader_errmsg(ld));
+		for (size_t s = 0; s < nsh; s++) {
+			rl_shard_info si;
+			int recv = 0;
+			unsigned i;
+			uint8_t *base;
+
+			CHECK(rl_plan_shard(plan, s, &si) == 0);
+			for (size_t b = 0; b < rl_plan_num_broadcasts(plan); b++) {
+				rl_broadcast_info bi;
+
+				CHECK(rl_plan_broadcast(plan, b, &bi) == 0);
+				recv |= !strcmp(bi.name, si.name) && bi.root != p;
+			}
+			if (recv) {
+				CHECKF(rs.calls[s] == 0, "process %d: received shard %zu (%s) reported",
+				       p, s, si.name);
+				received++;
+				continue;
+			}
+			CHECKF(rs.calls[s] == 1, "process %d: shard %zu (%s) reported %u times", p,
+			       s, si.name, rs.calls[s]);
+			i = (unsigned)atoi(si.name + 1);
+			CHECK(i < 8);
+			base = rl_loader_staging(ld, si.device, NULL);
+			CHECK(base || !si.nbytes);
+			CHECKF(slice_equal(file + data_start + t[i].off, t + i, &si,
+					   base ? base + si.offset : NULL),
+			       "process %d: shard %zu (%s) differs", p, s, si.name);
+			reported++;
+		}
+		rl_loader_destroy(ld);
+		rl_plan_destroy(plan);
+	}
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	free(file);
+	if (ret == RL_E_BACKEND)
+		SKIP("backend unavailable");
+	/* t0-t3 are replicated over both processes: each is received by one */
+	CHECKF(received >= 2 && reported > 0, "%zu received, %zu reported", received, reported);
+}
+
 /* Caller staging: aligned (direct reads), misaligned by one byte (bounce
  * fallback), too small or missing (RL_E_STAGING). */
 static void caller_staging(void)
@@ -958,6 +1062,7 @@ int main(void)
 		{ "callbacks", callbacks },
 		{ "caller_staging", caller_staging },
 		{ "truncated_after_plan", truncated_after_plan },
+		{ "read_once", read_once },
 	};
 	char name[128];
 
