@@ -463,6 +463,54 @@ static void faults_nth_read(void)
 	tu_free(&p);
 }
 
+/*
+ * A hard submit error (not EAGAIN/EBUSY/EINTR) with reads in the kernel,
+ * and reaping failing after it: the run fails with that error, and no
+ * request is left in the kernel when eng_run() returns (the backend drained
+ * it before freeing buffers and staging), at every point of the run.
+ */
+static void hard_submit_error(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct rl_err e = { 0 };
+	struct eng_stats st;
+	uint64_t nreads;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "hard.bin"), (2 << 20) + 333, 21);
+	tu_add_item(&p, 0, 0, 1 << 20, 1, 0, 0, 0);             /* direct */
+	tu_add_item(&p, 0, 1 << 20, (1 << 20) + 333, 1, 0, 1, 0); /* + partial block */
+	CHECK(tu_build(&p) == 0);
+	ret = run_plan(&p, NULL, &st, &e, NULL);
+	if (backend_missing(ret, &e)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	nreads = st.reads;
+	CHECK(nreads >= 8);
+	for (uint64_t n = 0; n < nreads; n += 3) {
+		struct eng_opts o;
+		struct eng_job job;
+		struct eng *eng;
+
+		eng_opts_default(&o);
+		o.backend = cur_backend;
+		o.queue_depth = 8;
+		CHECK(eng_create(&o, &eng, &e) == 0);
+		eng_set_fault(eng, ENG_AUTO, ENG_FAULT_HARD, n);
+		tu_job(&p, &job);
+		ret = eng_run(eng, &job, &st, &e);
+		eng_destroy(eng);
+		CHECKF(ret == -ENOMEM, "n %llu: %d %s", (unsigned long long)n, ret, e.msg);
+		CHECKF(strstr(e.msg, "Cannot allocate memory"), "n %llu: %s",
+		       (unsigned long long)n, e.msg);
+		CHECKF(st.abandoned == 0, "n %llu: %llu requests left in the kernel",
+		       (unsigned long long)n, (unsigned long long)st.abandoned);
+	}
+	tu_free(&p);
+}
+
 /* The file is shorter than the plan believes: a clear "truncated" error. */
 static void truncated_file(void)
 {
@@ -890,6 +938,7 @@ int main(void)
 		{ "random_plans", random_plans },
 		{ "limiter_bound", limiter_bound },
 		{ "faults_nth_read", faults_nth_read },
+		{ "hard_submit_error", hard_submit_error },
 		{ "truncated_file", truncated_file },
 		{ "empty_job", empty_job },
 		{ "progress_cancels", progress_cancels },
