@@ -14,7 +14,9 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -22,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../engine/eng_int.h"
 #include "engine_util.h"
 #include "harness.h"
 
@@ -511,6 +514,62 @@ static void hard_submit_error(void)
 	tu_free(&p);
 }
 
+/*
+ * libaio's blocking reap sleeps until a completion or a wake-up: with
+ * nothing in flight it does not come back on its own (it used to poll
+ * io_getevents every 1 ms), and wake() from another thread ends the wait.
+ */
+struct aio_waiter {
+	struct be *be;
+	atomic_int returned;
+	int ret;
+};
+
+static void *aio_wait_main(void *arg)
+{
+	struct aio_waiter *w = arg;
+	struct eng_req *out[4];
+
+	w->ret = w->be->ops->reap(w->be, out, 4, 1);
+	atomic_store(&w->returned, 1);
+	return NULL;
+}
+
+static void aio_reap_sleeps_until_woken(void)
+{
+	struct eng_run rc;
+	struct eng_stats st;
+	struct be be;
+	struct aio_waiter w;
+	pthread_t th;
+	int ret;
+
+	memset(&rc, 0, sizeof(rc));
+	memset(&st, 0, sizeof(st));
+	memset(&be, 0, sizeof(be));
+	rc.st = &st;
+	rc.qd = 4;
+	rc.nreqs = 4;
+	be.ops = &eng_aio_ops;
+	be.run = &rc;
+	ret = be.ops->setup(&be);
+	if (ret < 0)
+		SKIP("libaio unavailable");
+	memset(&w, 0, sizeof(w));
+	w.be = &be;
+	CHECK(pthread_create(&th, NULL, aio_wait_main, &w) == 0);
+	usleep(50 * 1000);
+	ret = atomic_load(&w.returned);
+	be.ops->wake(&be);
+	for (int i = 0; i < 2000 && !atomic_load(&w.returned); i++)
+		usleep(1000);
+	CHECK(atomic_load(&w.returned)); /* else the join below hangs */
+	pthread_join(th, NULL);
+	be.ops->teardown(&be);
+	CHECKF(ret == 0, "the reap returned with nothing in flight and no wake-up");
+	CHECK_EQ(w.ret, 0);
+}
+
 /* The file is shorter than the plan believes: a clear "truncated" error. */
 static void truncated_file(void)
 {
@@ -958,6 +1017,7 @@ int main(void)
 		}
 	}
 	RUN(bad_jobs);
+	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(seccomp_falls_back);
 	return th_done();
