@@ -38,6 +38,7 @@ struct rl_loader {
 	rl_shard_fn on_shard;
 	rl_progress_fn on_progress;
 	void *user;
+	const uint8_t *received; /* of the running plan (read once), or NULL */
 
 	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
 	unsigned ncaller;
@@ -94,8 +95,10 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi)
 {
 	if (param < RL_OPT_BACKEND || param > RL_OPT_THREADS)
 		return -EINVAL;
-	*lo = bounds[param].lo;
-	*hi = bounds[param].hi;
+	if (lo)
+		*lo = bounds[param].lo;
+	if (hi)
+		*hi = bounds[param].hi;
 	return 0;
 }
 
@@ -103,6 +106,8 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 {
 	int64_t lo, hi;
 
+	if (!ld)
+		return -EINVAL;
 	if (rl_loader_param_bounds(param, &lo, &hi) < 0)
 		return rl_err_set(&ld->err, RL_E_INVALID_ARG, "unknown loader parameter %d",
 				  (int)param);
@@ -130,6 +135,8 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 			    rl_progress_fn on_progress, void *user)
 {
+	if (!ld)
+		return -EINVAL;
 	ld->on_shard = on_shard;
 	ld->on_progress = on_progress;
 	ld->user = user;
@@ -138,6 +145,8 @@ int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 
 int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
 {
+	if (!ld)
+		return -EINVAL;
 	if (!ptr)
 		return rl_err_set(&ld->err, RL_E_STAGING, "device %u: NULL staging", dev);
 	if (dev >= ld->ncaller) {
@@ -214,6 +223,10 @@ static void cb_shard(void *user, size_t shard)
 {
 	rl_loader *ld = user;
 
+	/* A received shard is complete only after the runtime's broadcast:
+	 * the engine saw its 0 expected bytes, which says nothing. */
+	if (ld->received && ld->received[shard])
+		return;
 	ld->on_shard(ld->user, shard);
 }
 
@@ -276,8 +289,11 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s)
 	}
 	for (unsigned d = 0; d < ex->ndevs; d++)
 		staging[d] = ld->areas[d].ptr;
+	/* Read once: a shard a broadcast fills expects nothing from the
+	 * reads (the planner gives it no copies). */
 	for (size_t s = 0; s < ex->nshards; s++)
-		shard_bytes[s] = ex->shards[s].nbytes;
+		shard_bytes[s] = ex->received && ex->received[s] ? 0 : ex->shards[s].nbytes;
+	ld->received = ex->received;
 	for (size_t i = 0; i < ex->nreads; i++)
 		total += ex->reads[i].len;
 
@@ -305,6 +321,7 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s)
 	if (ret == 0)
 		ret = eng_run(eng, &job, &es, &ld->err);
 	eng_destroy(eng);
+	ld->received = NULL;
 out:
 	fill_stats(ld, ex, &es, plan_s, now_s() - t0 + plan_s);
 	rl_free(staging);
@@ -320,9 +337,14 @@ out:
 
 int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 {
-	const struct pl_plan *pp = plan->pl;
+	const struct pl_plan *pp;
 	struct pl_exec ex;
 
+	if (!ld)
+		return -EINVAL;
+	if (!plan)
+		return rl_err_set(&ld->err, -EINVAL, "no plan");
+	pp = plan->pl;
 	if (!pp)
 		return rl_err_set(&ld->err, RL_E_STATE, "plan not built");
 	pl_plan_exec(pp, &ex);
@@ -338,7 +360,12 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	rl_plan *plan;
 	int ret;
 
-	*planp = NULL;
+	if (planp)
+		*planp = NULL;
+	if (!ld)
+		return -EINVAL;
+	if (!planp)
+		return rl_err_set(&ld->err, -EINVAL, "planp is NULL");
 	plan = rl_plan_create();
 	if (!plan)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
@@ -367,7 +394,7 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 
 void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 {
-	if (ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
+	if (!ld || ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
 		if (len)
 			*len = 0;
 		return NULL;
@@ -379,6 +406,8 @@ void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 {
+	if (!ld || !out)
+		return -EINVAL;
 	if (!ld->have_stats)
 		return RL_E_STATE;
 	*out = ld->stats;
@@ -387,7 +416,7 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 
 const char *rl_loader_errmsg(const rl_loader *ld)
 {
-	return ld->err.msg;
+	return ld ? ld->err.msg : "";
 }
 
 void rl_loader_destroy(rl_loader *ld)

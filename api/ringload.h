@@ -14,7 +14,9 @@
  *    (naming the file, tensor, rule or offset) retrievable with the handle's
  *    _errmsg() function until the next fallible call on that handle.
  *  - Handles are opaque, created with _create() and freed with _destroy();
- *    _destroy(NULL) is a no-op. A handle may be used by one thread at a time.
+ *    _destroy(NULL) is a no-op; other functions given a NULL handle or a
+ *    NULL required pointer return -EINVAL (or NULL), and _errmsg(NULL) is "".
+ *    A handle may be used by one thread at a time.
  *  - The library never prints, never exits, never aborts.
  */
 #ifndef RINGLOAD_H
@@ -460,7 +462,7 @@ rl_loader *rl_loader_create(void);
 /* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
 int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 
-/* Reports the valid range of param. Returns 0 or -EINVAL. */
+/* Reports the valid range of param (lo, hi may be NULL). Returns 0 or -EINVAL. */
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 
 /*
@@ -469,7 +471,11 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
  * run). If the run later fails, the shards already reported were complete
  * and their staging stays mapped until the next rl_loader_run() or
  * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
- * no other shard is reported. Keep it short: a runtime typically queues a host-to-device copy.
+ * no other shard is reported. Read-once plans: a shard that a broadcast
+ * fills (the one named by a received rl_broadcast_info and the process's
+ * other shards of that tensor and box) gets no bytes from the reads and is
+ * never reported; it is complete once the runtime's broadcast and copies
+ * are done. Keep it short: a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
@@ -481,7 +487,7 @@ typedef void (*rl_shard_fn)(void *user, size_t shard);
  */
 typedef int (*rl_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-/* Sets the callbacks (either may be NULL). Returns 0. */
+/* Sets the callbacks (either may be NULL). Returns 0 (-EINVAL: ld NULL). */
 int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 			    rl_progress_fn on_progress, void *user);
 

@@ -1,15 +1,18 @@
 /*
  * be_aio.c - the libaio backend: O_DIRECT io_submit/io_getevents, one iocb
- * per request slot, submitted and reaped in batches. libaio has no way to
- * post a wake-up in the queue that works everywhere, so a blocking reap
- * waits at most 1 ms at a time while the completion thread holds what the
- * owner needs (wake() sets a flag the next wait sees).
+ * per request slot, submitted and reaped in batches. Every iocb signals an
+ * eventfd on completion (io_set_eventfd, IOCB_FLAG_RESFD), and wake()
+ * writes the same eventfd, so a blocking reap sleeps in poll() until a read
+ * completes or the completion thread frees what the owner needs, rather
+ * than polling io_getevents (which another thread cannot interrupt).
  */
 #include <errno.h>
 #include <libaio.h>
-#include <stdatomic.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "eng_int.h"
 
@@ -21,7 +24,7 @@ struct aio {
 	unsigned npending;
 	struct io_event *events;
 	unsigned nevents;
-	atomic_int woken;         /* relaxed: a hint that shortens one wait */
+	int efd;                  /* completions and wake-ups */
 };
 
 static void aio_teardown(struct be *be)
@@ -32,6 +35,8 @@ static void aio_teardown(struct be *be)
 		return;
 	if (a->ctx_ok)
 		io_destroy(a->ctx); /* waits for what is in flight */
+	if (a->efd >= 0)
+		close(a->efd);
 	rl_free(a->iocbs);
 	rl_free(a->pending);
 	rl_free(a->events);
@@ -48,6 +53,12 @@ static int aio_setup(struct be *be)
 	if (!a)
 		return -ENOMEM;
 	be->priv = a;
+	a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (a->efd < 0) {
+		ret = -errno;
+		aio_teardown(be);
+		return ret;
+	}
 	a->iocbs = rl_calloc(rc->nreqs, sizeof(*a->iocbs));
 	a->pending = rl_calloc(rc->qd, sizeof(*a->pending));
 	a->nevents = RL_MIN(rc->qd, 64u);
@@ -73,6 +84,7 @@ static int aio_queue(struct be *be, struct eng_req *q)
 
 	io_prep_pread(cb, eng_req_fd(q, f), q->dst + q->io_pos, q->io_len,
 		      (long long)(q->r.off + q->io_pos));
+	io_set_eventfd(cb, a->efd); /* after prep, which clears the iocb */
 	cb->data = q;
 	a->pending[a->npending++] = cb;
 	return 0;
@@ -112,7 +124,7 @@ static int aio_commit(struct be *be)
 static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 {
 	struct aio *a = be->priv;
-	struct timespec zero = { 0, 0 }, ms = { 0, 1000000 };
+	struct timespec zero = { 0, 0 };
 	unsigned got = 0;
 	int ret;
 
@@ -134,21 +146,31 @@ static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 		return (int)got;
 	if (max > a->nevents)
 		max = a->nevents;
-	for (;;) {
-		int woken = atomic_exchange_explicit(&a->woken, 0, memory_order_relaxed);
+	do
+		ret = io_getevents(a->ctx, 0, (long)max, a->events, &zero);
+	while (ret == -EINTR);
+	if (ret == 0 && wait) {
+		/*
+		 * Sleep until the eventfd counts a completion or a wake-up.
+		 * Neither is lost: a completion after the io_getevents above
+		 * or a wake() before this poll leaves the counter non-zero.
+		 * After reading it, reap what is there and return even 0
+		 * (a wake-up: the owner looks again; or a count whose events
+		 * an earlier reap took: one extra turn of its loop).
+		 */
+		struct pollfd pfd = { .fd = a->efd, .events = POLLIN, .revents = 0 };
+		uint64_t cnt;
 
-		ret = io_getevents(a->ctx, wait && !woken ? 1 : 0, (long)max, a->events,
-				   wait && !woken ? &ms : &zero);
-		if (ret == -EINTR)
-			continue;
-		if (ret < 0)
-			return ret;
-		if (ret > 0 || !wait || woken)
-			break;
-		/* 1 ms passed: the completion thread may have freed what we
-		 * need, so let the owner look. */
-		break;
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+		if (read(a->efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+			return -errno;
+		do
+			ret = io_getevents(a->ctx, 0, (long)max, a->events, &zero);
+		while (ret == -EINTR);
 	}
+	if (ret < 0)
+		return ret;
 	for (int i = 0; i < ret; i++) {
 		struct eng_req *q = a->events[i].data;
 		long res = (long)a->events[i].res;
@@ -162,8 +184,11 @@ static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 static void aio_wake(struct be *be)
 {
 	struct aio *a = be->priv;
+	uint64_t one = 1;
 
-	atomic_store_explicit(&a->woken, 1, memory_order_relaxed);
+	if (write(a->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is at its maximum, already readable */
+	}
 }
 
 const struct be_ops eng_aio_ops = {

@@ -1,7 +1,8 @@
 /*
  * be_fault.c - a backend wrapper for tests (SQLite's habit): the nth read
  * submission fails with EIO, comes back short, or fails with EAGAIN; or
- * setup fails with EPERM as when io_uring is disabled. Everything else goes
+ * setup fails with EPERM as when io_uring is disabled; or the run hits a
+ * hard commit/reap error with reads in the kernel. Everything else goes
  * to the wrapped backend unchanged.
  */
 #include <errno.h>
@@ -10,6 +11,7 @@
 
 struct fault {
 	uint64_t seq;             /* submissions seen */
+	int hard;                 /* ENG_FAULT_HARD armed: commit and reap fail */
 	struct eng_req *fake;     /* synthesized completions, owner-only */
 };
 
@@ -42,6 +44,9 @@ static int fault_queue(struct be *be, struct eng_req *q)
 	if (f->seq++ != be->run->fault_nth)
 		return be->inner->ops->queue(be->inner, q);
 	switch (be->run->fault_kind) {
+	case ENG_FAULT_HARD:
+		f->hard = 1;
+		return be->inner->ops->queue(be->inner, q);
 	case ENG_FAULT_EIO:
 	case ENG_FAULT_EAGAIN:
 		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -EIO : -EAGAIN;
@@ -62,7 +67,10 @@ static int fault_queue(struct be *be, struct eng_req *q)
 
 static int fault_commit(struct be *be)
 {
-	return be->inner->ops->commit(be->inner);
+	struct fault *f = be->priv;
+	int ret = be->inner->ops->commit(be->inner);
+
+	return f->hard ? -ENOMEM : ret;
 }
 
 static int fault_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
@@ -76,6 +84,8 @@ static int fault_reap(struct be *be, struct eng_req **out, unsigned max, int wai
 	}
 	if (got)
 		return (int)got;
+	if (f->hard)
+		return -ENOMEM;
 	return be->inner->ops->reap(be->inner, out, max, wait);
 }
 

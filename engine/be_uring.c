@@ -14,7 +14,9 @@
 
 #include "eng_int.h"
 
-#define WAKE_TAG 0 /* user_data of the eventfd read; requests are pointers */
+#define WAKE_TAG 0   /* user_data of the eventfd read; requests are pointers */
+#define CANCEL_TAG 1 /* user_data of the teardown's cancel (never a pointer) */
+#define DRAIN_WAIT_S 30 /* one CQE's wait in the teardown drain, at most */
 
 struct ur {
 	struct io_uring ring;
@@ -24,7 +26,8 @@ struct ur {
 	uint64_t wake_val;
 	int reg_files;
 	unsigned reg_bufs;
-	unsigned queued;
+	unsigned queued;        /* SQEs not yet taken by the kernel */
+	unsigned in_kernel;     /* SQEs taken whose CQE is not reaped yet */
 };
 
 /*
@@ -114,14 +117,73 @@ static void register_buffers(struct be *be, struct ur *u)
 			 strerror(-why));
 }
 
+/* n SQEs were taken by the kernel (a submit's return value). */
+static void taken(struct ur *u, int n)
+{
+	if (n <= 0)
+		return;
+	u->in_kernel += (unsigned)n;
+	u->queued -= RL_MIN(u->queued, (unsigned)n);
+}
+
+/*
+ * Before the ring goes: the owner's eventfd read is usually still posted,
+ * and a hard submit or reap error can leave reads in the kernel. Ring
+ * teardown is no barrier: io_uring_queue_exit(3) only
+ * unmaps the rings and closes the descriptor, the kernel cancels what is
+ * left in a work item that can outlive that close, and liburing's rule
+ * (axboe/liburing#733) is that a buffer lives until its CQE is seen. A
+ * read still in flight could then land in a bounce buffer or staging area
+ * the engine frees or unmaps right after. So: cancel everything
+ * (IORING_ASYNC_CANCEL_ANY, 5.19+; older kernels answer -EINVAL and the
+ * reads simply finish), complete our own eventfd read, and reap a CQE for
+ * every request the kernel took. Returns what could not be reaped.
+ */
+static unsigned ur_drain(struct ur *u)
+{
+	struct __kernel_timespec ts = { .tv_sec = DRAIN_WAIT_S, .tv_nsec = 0 };
+	struct io_uring_sqe *sqe;
+	uint64_t one = 1;
+	int ret;
+
+	if (!u->in_kernel)
+		return 0;
+	if (u->wake_armed && write(u->efd, &one, sizeof(one)) < 0) {
+		/* counter overflow: already readable */
+	}
+	sqe = io_uring_get_sqe(&u->ring);
+	if (sqe) {
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+		io_uring_sqe_set_data64(sqe, CANCEL_TAG);
+		u->queued++;
+		taken(u, io_uring_submit(&u->ring));
+	}
+	while (u->in_kernel) {
+		struct io_uring_cqe *cqe;
+
+		ret = io_uring_wait_cqe_timeout(&u->ring, &cqe, &ts);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			break; /* nothing more can be done: the ring exit cancels */
+		u->in_kernel--;
+		io_uring_cqe_seen(&u->ring, cqe);
+	}
+	return u->in_kernel;
+}
+
 static void ur_teardown(struct be *be)
 {
 	struct ur *u = be->priv;
 
 	if (!u)
 		return;
+	if (u->ring_ok && be->run && be->run->st)
+		be->run->st->abandoned += ur_drain(u);
+	else if (u->ring_ok)
+		ur_drain(u);
 	if (u->ring_ok)
-		io_uring_queue_exit(&u->ring); /* cancels and waits for what is in flight */
+		io_uring_queue_exit(&u->ring);
 	if (u->efd >= 0)
 		close(u->efd);
 	rl_free(u);
@@ -204,7 +266,7 @@ static int ur_commit(struct be *be)
 		return 0;
 	ret = io_uring_submit(&u->ring);
 	if (ret >= 0) {
-		u->queued = 0;
+		taken(u, ret);
 		return 0;
 	}
 	/* Out of kernel resources for now: the SQEs stay in the ring and the
@@ -225,7 +287,7 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 		arm_wake(u); /* the ring has room: qd + 1 entries */
 		ret = io_uring_submit_and_wait(&u->ring, 1);
 		if (ret >= 0)
-			u->queued = 0;
+			taken(u, ret);
 		else if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
 			return ret;
 	} else if (u->ring.flags & IORING_SETUP_DEFER_TASKRUN) {
@@ -241,6 +303,7 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 		struct io_uring_cqe *cqe = cqes[seen];
 		struct eng_req *q = io_uring_cqe_get_data(cqe);
 
+		u->in_kernel--;
 		if (cqe->user_data == WAKE_TAG) {
 			u->wake_armed = 0;
 			continue;

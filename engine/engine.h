@@ -97,6 +97,9 @@ struct eng_stats {
 	unsigned buffers, registered_buffers, queue_depth;
 	int registered_files, direct_io;
 	char fallbacks[256];
+	/* requests a backend could not reap before its teardown returned (0
+	 * unless its drain after a hard error failed too) */
+	uint64_t abandoned;
 };
 
 struct eng;
@@ -126,6 +129,9 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
  * submission (0-based, retries included) fails with EIO, comes back short,
  * or fails with EAGAIN; ENG_FAULT_SETUP makes the wrapped backend's setup
  * fail with EPERM (as when io_uring is disabled), so auto falls back.
+ * ENG_FAULT_HARD: the commit after the nth submission hands every queued
+ * read to the kernel and then fails with ENOMEM, and so does every later
+ * reap, so the run ends on a hard error with reads still in the kernel.
  * ENG_FAULT_NONE removes the wrapper. Applies to backend `backend` only
  * (ENG_AUTO: every backend).
  */
@@ -135,6 +141,7 @@ enum eng_fault {
 	ENG_FAULT_SHORT,
 	ENG_FAULT_EAGAIN,
 	ENG_FAULT_SETUP,
+	ENG_FAULT_HARD,
 };
 void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
 

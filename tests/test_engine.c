@@ -14,7 +14,9 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -22,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../engine/eng_int.h"
 #include "engine_util.h"
 #include "harness.h"
 
@@ -463,6 +466,110 @@ static void faults_nth_read(void)
 	tu_free(&p);
 }
 
+/*
+ * A hard submit error (not EAGAIN/EBUSY/EINTR) with reads in the kernel,
+ * and reaping failing after it: the run fails with that error, and no
+ * request is left in the kernel when eng_run() returns (the backend drained
+ * it before freeing buffers and staging), at every point of the run.
+ */
+static void hard_submit_error(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct rl_err e = { 0 };
+	struct eng_stats st;
+	uint64_t nreads;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "hard.bin"), (2 << 20) + 333, 21);
+	tu_add_item(&p, 0, 0, 1 << 20, 1, 0, 0, 0);             /* direct */
+	tu_add_item(&p, 0, 1 << 20, (1 << 20) + 333, 1, 0, 1, 0); /* + partial block */
+	CHECK(tu_build(&p) == 0);
+	ret = run_plan(&p, NULL, &st, &e, NULL);
+	if (backend_missing(ret, &e)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	nreads = st.reads;
+	CHECK(nreads >= 8);
+	for (uint64_t n = 0; n < nreads; n += 3) {
+		struct eng_opts o;
+		struct eng_job job;
+		struct eng *eng;
+
+		eng_opts_default(&o);
+		o.backend = cur_backend;
+		o.queue_depth = 8;
+		CHECK(eng_create(&o, &eng, &e) == 0);
+		eng_set_fault(eng, ENG_AUTO, ENG_FAULT_HARD, n);
+		tu_job(&p, &job);
+		ret = eng_run(eng, &job, &st, &e);
+		eng_destroy(eng);
+		CHECKF(ret == -ENOMEM, "n %llu: %d %s", (unsigned long long)n, ret, e.msg);
+		CHECKF(strstr(e.msg, "Cannot allocate memory"), "n %llu: %s",
+		       (unsigned long long)n, e.msg);
+		CHECKF(st.abandoned == 0, "n %llu: %llu requests left in the kernel",
+		       (unsigned long long)n, (unsigned long long)st.abandoned);
+	}
+	tu_free(&p);
+}
+
+/*
+ * libaio's blocking reap sleeps until a completion or a wake-up: with
+ * nothing in flight it does not come back on its own (it used to poll
+ * io_getevents every 1 ms), and wake() from another thread ends the wait.
+ */
+struct aio_waiter {
+	struct be *be;
+	atomic_int returned;
+	int ret;
+};
+
+static void *aio_wait_main(void *arg)
+{
+	struct aio_waiter *w = arg;
+	struct eng_req *out[4];
+
+	w->ret = w->be->ops->reap(w->be, out, 4, 1);
+	atomic_store(&w->returned, 1);
+	return NULL;
+}
+
+static void aio_reap_sleeps_until_woken(void)
+{
+	struct eng_run rc;
+	struct eng_stats st;
+	struct be be;
+	struct aio_waiter w;
+	pthread_t th;
+	int ret;
+
+	memset(&rc, 0, sizeof(rc));
+	memset(&st, 0, sizeof(st));
+	memset(&be, 0, sizeof(be));
+	rc.st = &st;
+	rc.qd = 4;
+	rc.nreqs = 4;
+	be.ops = &eng_aio_ops;
+	be.run = &rc;
+	ret = be.ops->setup(&be);
+	if (ret < 0)
+		SKIP("libaio unavailable");
+	memset(&w, 0, sizeof(w));
+	w.be = &be;
+	CHECK(pthread_create(&th, NULL, aio_wait_main, &w) == 0);
+	usleep(50 * 1000);
+	ret = atomic_load(&w.returned);
+	be.ops->wake(&be);
+	for (int i = 0; i < 2000 && !atomic_load(&w.returned); i++)
+		usleep(1000);
+	CHECK(atomic_load(&w.returned)); /* else the join below hangs */
+	pthread_join(th, NULL);
+	be.ops->teardown(&be);
+	CHECKF(ret == 0, "the reap returned with nothing in flight and no wake-up");
+	CHECK_EQ(w.ret, 0);
+}
+
 /* The file is shorter than the plan believes: a clear "truncated" error. */
 static void truncated_file(void)
 {
@@ -890,6 +997,7 @@ int main(void)
 		{ "random_plans", random_plans },
 		{ "limiter_bound", limiter_bound },
 		{ "faults_nth_read", faults_nth_read },
+		{ "hard_submit_error", hard_submit_error },
 		{ "truncated_file", truncated_file },
 		{ "empty_job", empty_job },
 		{ "progress_cancels", progress_cancels },
@@ -909,6 +1017,7 @@ int main(void)
 		}
 	}
 	RUN(bad_jobs);
+	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(seccomp_falls_back);
 	return th_done();

@@ -510,6 +510,110 @@ skip:
 		SKIP("backend unavailable");
 }
 
+/*
+ * Read once across 2 processes of 2 devices each: replicated tensors are
+ * read by one process and broadcast. Each process's run succeeds; every
+ * shard it reads itself is reported once and byte-exact; shards a
+ * broadcast fills (all its shards of a tensor it receives) are not
+ * reported.
+ */
+struct ro_state {
+	unsigned calls[128];
+};
+
+static void ro_on_shard(void *user, size_t s)
+{
+	struct ro_state *rs = user;
+
+	if (s < 128)
+		rs->calls[s]++;
+}
+
+static void read_once(void)
+{
+	static const char spec_json[] =
+		"{\"mesh\":{\"shape\":[4],\"axes\":[\"m\"],\"process_of_device\":[0,0,1,1]},"
+		"\"rules\":[{\"match\":\"t[4-7]\",\"spec\":[\"m\"]}]}";
+	struct rt t[8];
+	uint64_t data_start, fsize;
+	uint8_t *file;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	size_t received = 0, reported = 0;
+	int ret = 0;
+
+	force_rank = 2;
+	file = write_random_ckpt(tmp_path("ro.safetensors"), t, 8, &data_start, &fsize);
+	force_rank = 0;
+	CHECK(file && ck && spec);
+	CHECK(rl_ckpt_open(ck, tmp_path("ro.safetensors")) == 0);
+	CHECKF(rl_spec_parse(spec, spec_json, strlen(spec_json)) == 0, "%s",
+	       rl_spec_errmsg(spec));
+	for (int p = 0; p < 2; p++) {
+		rl_plan *plan = rl_plan_create();
+		rl_loader *ld = rl_loader_create();
+		struct ro_state rs;
+		size_t nsh;
+
+		memset(&rs, 0, sizeof(rs));
+		CHECK(plan && ld);
+		CHECK(rl_plan_set(plan, RL_PLAN_PROCESS, p) == 0);
+		CHECK(rl_plan_set(plan, RL_PLAN_READ_ONCE, 1) == 0);
+		CHECK(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 4096) == 0);
+		CHECKF(rl_plan_build(plan, ck, spec) == 0, "%s", rl_plan_errmsg(plan));
+		nsh = rl_plan_num_shards(plan);
+		CHECK(nsh <= 128);
+		CHECK(rl_loader_set(ld, RL_OPT_BACKEND, cur) == 0);
+		CHECK(rl_loader_set_callbacks(ld, ro_on_shard, NULL, &rs) == 0);
+		ret = rl_loader_run(ld, plan);
+		if (ret == RL_E_BACKEND) {
+			rl_loader_destroy(ld);
+			rl_plan_destroy(plan);
+			break;
+		}
+		CHECKF(ret == 0, "process %d: %s", p, rl_loader_errmsg(ld));
+		for (size_t s = 0; s < nsh; s++) {
+			rl_shard_info si;
+			int recv = 0;
+			unsigned i;
+			uint8_t *base;
+
+			CHECK(rl_plan_shard(plan, s, &si) == 0);
+			for (size_t b = 0; b < rl_plan_num_broadcasts(plan); b++) {
+				rl_broadcast_info bi;
+
+				CHECK(rl_plan_broadcast(plan, b, &bi) == 0);
+				recv |= !strcmp(bi.name, si.name) && bi.root != p;
+			}
+			if (recv) {
+				CHECKF(rs.calls[s] == 0, "process %d: received shard %zu (%s) reported",
+				       p, s, si.name);
+				received++;
+				continue;
+			}
+			CHECKF(rs.calls[s] == 1, "process %d: shard %zu (%s) reported %u times", p,
+			       s, si.name, rs.calls[s]);
+			i = (unsigned)atoi(si.name + 1);
+			CHECK(i < 8);
+			base = rl_loader_staging(ld, si.device, NULL);
+			CHECK(base || !si.nbytes);
+			CHECKF(slice_equal(file + data_start + t[i].off, t + i, &si,
+					   base ? base + si.offset : NULL),
+			       "process %d: shard %zu (%s) differs", p, s, si.name);
+			reported++;
+		}
+		rl_loader_destroy(ld);
+		rl_plan_destroy(plan);
+	}
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	free(file);
+	if (ret == RL_E_BACKEND)
+		SKIP("backend unavailable");
+	/* t0-t3 are replicated over both processes: each is received by one */
+	CHECKF(received >= 2 && reported > 0, "%zu received, %zu reported", received, reported);
+}
+
 /* Caller staging: aligned (direct reads), misaligned by one byte (bounce
  * fallback), too small or missing (RL_E_STAGING). */
 static void caller_staging(void)
@@ -752,6 +856,201 @@ static void params_and_stats(void)
 	rl_loader_destroy(NULL);
 }
 
+/* A U8 checkpoint of tensors names[i] with sizes[i] bytes (value i+1). */
+static int write_u8_ckpt(const char *path, const char *const *names, const unsigned *sizes,
+			 unsigned n)
+{
+	char hdr[4096];
+	size_t h = 0, total = 0;
+	uint64_t hlen;
+	uint8_t *file;
+	int ret;
+
+	h += (size_t)snprintf(hdr + h, sizeof(hdr) - h, "{");
+	for (unsigned i = 0; i < n; i++) {
+		h += (size_t)snprintf(hdr + h, sizeof(hdr) - h,
+				      "%s\"%s\":{\"dtype\":\"U8\",\"shape\":[%u],"
+				      "\"data_offsets\":[%zu,%zu]}", i ? "," : "", names[i],
+				      sizes[i], total, total + sizes[i]);
+		total += sizes[i];
+	}
+	hdr[h++] = '}';
+	while (h % 8)
+		hdr[h++] = ' ';
+	hlen = h;
+	file = malloc(8 + h + total);
+	if (!file)
+		return -1;
+	memcpy(file, &hlen, 8);
+	memcpy(file + 8, hdr, h);
+	for (unsigned i = 0, off = 0; i < n; off += sizes[i], i++)
+		memset(file + 8 + h + off, (int)i + 1, sizes[i]);
+	ret = write_bytes(path, file, 8 + h + total);
+	free(file);
+	return ret;
+}
+
+/* Runs a shell command line and returns its exit status, its stdout and
+ * its stderr (malloc'd, in *out and *err). */
+static int run_capture(const char *cmdline, char **out, char **err)
+{
+	char cmd[8192];
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s >%s 2>%s", cmdline, tmp_path("cap.out"),
+		 tmp_path("cap.err"));
+	st = run_cmd(cmd);
+	*out = slurp(tmp_path("cap.out"), &n);
+	*err = slurp(tmp_path("cap.err"), &n);
+	return st;
+}
+
+static unsigned count_lines(const char *s)
+{
+	unsigned n = 0;
+
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/*
+ * `ringload load --out DIR`: DIR is checked before loading (not a
+ * directory: one error, no summary); a write failure names the path, exits
+ * 1, prints no summary and leaves no shard files; a tensor whose encoded
+ * name cannot be a file name is named before anything is read or written;
+ * a bad --sharding file is named once.
+ */
+static void cli_out_errors(void)
+{
+	static const char *const names[] = { "a", "b/c%" };
+	static const unsigned sizes[] = { 5000, 3000 };
+	const char *build = getenv("RL_BUILD");
+	char cmd[4096], longname[301], dir[1024];
+	const char *lname = longname;
+	unsigned three = 3;
+	char *out = NULL, *err = NULL;
+	struct stat sb;
+	int st;
+
+	if (!build)
+		SKIP("RL_BUILD not set");
+	CHECK(write_u8_ckpt(tmp_path("oe.safetensors"), names, sizes, 2) == 0);
+
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --out /dev/null --quiet", build,
+		 tmp_path("oe.safetensors"));
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(out && !*out, "stdout: %s", out ? out : "");
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "/dev/null") &&
+	       strstr(err, "Not a directory"), "%s", err ? err : "");
+	free(out);
+	free(err);
+
+	/* writes past 1 KiB fail with EFBIG (SIGXFSZ ignored) */
+	snprintf(dir, sizeof(dir), "%s/oe_full", th_tmpdir());
+	snprintf(cmd, sizeof(cmd), "sh -c \"trap '' XFSZ; ulimit -f 2; %s/ringload load %s --out %s --quiet\"",
+		 build, tmp_path("oe.safetensors"), dir);
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(out && !*out, "stdout: %s", out ? out : "");
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "oe_full/0/") && strstr(err, ".bin: "),
+	       "%s", err ? err : "");
+	free(out);
+	free(err);
+	snprintf(cmd, sizeof(cmd), "%s/0/a.bin", dir);
+	CHECKF(stat(cmd, &sb) < 0 && errno == ENOENT, "%s left behind", cmd);
+	snprintf(cmd, sizeof(cmd), "%s/0", dir);
+	CHECKF(stat(cmd, &sb) < 0, "%s left behind", cmd);
+
+	/* the same, with room, succeeds and prints the summary after writing */
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --out %s --quiet", build,
+		 tmp_path("oe.safetensors"), dir);
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 0, "exit %d: %s", st, err ? err : "");
+	CHECKF(out && strstr(out, " bytes in "), "%s", out ? out : "");
+	free(out);
+	free(err);
+	snprintf(cmd, sizeof(cmd), "%s/0/b%%2Fc%%25.bin", dir);
+	CHECKF(stat(cmd, &sb) == 0 && sb.st_size == 3000, "%s", cmd);
+
+	/* 300-byte name: over NAME_MAX with .bin */
+	memset(longname, 'x', 300);
+	longname[300] = '\0';
+	CHECK(write_u8_ckpt(tmp_path("oe_long.safetensors"), &lname, &three, 1) == 0);
+	snprintf(dir, sizeof(dir), "%s/oe_long", th_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --out %s --quiet", build,
+		 tmp_path("oe_long.safetensors"), dir);
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(out && !*out, "stdout: %s", out ? out : "");
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "tensor \"xxxx") &&
+	       strstr(err, "300 bytes"), "%s", err ? err : "");
+	CHECKF(stat(dir, &sb) < 0, "%s created", dir);
+	free(out);
+	free(err);
+
+	/* a missing --sharding file: its path once, as `ringload plan` */
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s/nonexistent.json", build,
+		 tmp_path("oe.safetensors"), th_tmpdir());
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "nonexistent.json") &&
+	       !strstr(strstr(err, "nonexistent.json") + 1, "nonexistent.json"),
+	       "%s", err ? err : "");
+	free(out);
+	free(err);
+	/* and a spec error (unknown axis) names the file once */
+	CHECK(write_bytes(tmp_path("unkaxis.json"),
+			  "{\"mesh\":{\"shape\":[2],\"axes\":[\"m\"]},"
+			  "\"rules\":[{\"match\":\"a\",\"spec\":[\"q\"]}]}", 72) == 0);
+	snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s", build,
+		 tmp_path("oe.safetensors"), tmp_path("unkaxis.json"));
+	st = run_capture(cmd, &out, &err);
+	CHECKF(st == 1, "exit %d", st);
+	CHECKF(err && count_lines(err) == 1 && strstr(err, "unkaxis.json") &&
+	       !strstr(strstr(err, "unkaxis.json") + 1, "unkaxis.json"), "%s", err ? err : "");
+	free(out);
+	free(err);
+}
+
+/* Every loader entry point takes NULL handles and pointers like the
+ * checkpoint, spec and plan ones: -EINVAL (or NULL, ""), never a crash. */
+static void null_safety(void)
+{
+	rl_loader *ld = rl_loader_create();
+	rl_plan *plan = rl_plan_create(), *got = (rl_plan *)1;
+	rl_load_stats st;
+	int64_t lo = -1;
+	size_t len = 1;
+
+	CHECK(ld && plan);
+	CHECK_STR(rl_loader_errmsg(NULL), "");
+	CHECK_EQ(rl_loader_run(NULL, plan), -EINVAL);
+	CHECK_EQ(rl_loader_run(ld, NULL), -EINVAL);
+	CHECK(strstr(rl_loader_errmsg(ld), "plan"));
+	CHECK_EQ(rl_loader_run(ld, plan), RL_E_STATE); /* not built */
+	CHECK_EQ(rl_loader_load(NULL, NULL, NULL, 0, &got), -EINVAL);
+	CHECK(got == NULL);
+	CHECK_EQ(rl_loader_load(ld, NULL, NULL, 0, NULL), -EINVAL);
+	got = (rl_plan *)1;
+	CHECK(rl_loader_load(ld, NULL, NULL, 0, &got) < 0);
+	CHECK(got == NULL);
+	CHECK_EQ(rl_loader_set(NULL, RL_OPT_QUEUE_DEPTH, 8), -EINVAL);
+	CHECK_EQ(rl_loader_set_callbacks(NULL, NULL, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_set_staging(NULL, 0, &lo, sizeof(lo)), -EINVAL);
+	CHECK(rl_loader_staging(NULL, 0, &len) == NULL && len == 0);
+	CHECK_EQ(rl_loader_get_stats(NULL, &st), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_param_bounds(RL_OPT_QUEUE_DEPTH, NULL, NULL), 0);
+	CHECK_EQ(rl_loader_param_bounds(RL_OPT_QUEUE_DEPTH, &lo, NULL), 0);
+	CHECK_EQ(lo, 1);
+	CHECK_EQ(rl_loader_param_bounds((rl_loader_param)99, NULL, NULL), -EINVAL);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+}
+
 int main(void)
 {
 	static const struct {
@@ -764,6 +1063,7 @@ int main(void)
 		{ "callbacks", callbacks },
 		{ "caller_staging", caller_staging },
 		{ "truncated_after_plan", truncated_after_plan },
+		{ "read_once", read_once },
 	};
 	char name[128];
 
@@ -776,7 +1076,9 @@ int main(void)
 		}
 	}
 	RUN(params_and_stats);
+	RUN(null_safety);
 	RUN(cli_load_out_verify);
+	RUN(cli_out_errors);
 	RUN(cli_unprivileged);
 	return th_done();
 }

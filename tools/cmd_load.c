@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,17 +166,26 @@ static int show_progress(void *user, uint64_t done, uint64_t total)
 /* ------------------------------------------------------------------ */
 /* --out: DIR/<device id>/<name>.bin, '/' and '%' percent-encoded. */
 
-static void encode_name(const char *name, char *out, size_t n)
+/*
+ * Encodes name into out (n bytes). Returns the length of "<encoded>.bin",
+ * or -1 when that is longer than NAME_MAX (the file could not exist).
+ */
+static int encode_name(const char *name, char *out, size_t n)
 {
 	size_t j = 0;
 
-	for (; *name && j + 4 < n; name++) {
+	for (; *name; name++) {
+		if (j + 4 + 4 >= n || j + 4 > NAME_MAX)
+			return -1;
 		if (*name == '/' || *name == '%')
 			j += (size_t)snprintf(out + j, n - j, "%%%02X", (unsigned char)*name);
 		else
 			out[j++] = *name;
 	}
+	if (j + 4 > NAME_MAX)
+		return -1;
 	out[j] = '\0';
+	return (int)(j + 4);
 }
 
 static int write_all(const char *path, const uint8_t *p, uint64_t n)
@@ -227,54 +237,131 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int write_out(const char *out, const rl_plan *plan, const rl_loader *ld)
+/* Every tensor of the plan, once, sorted (malloc). */
+static const char **plan_names(const rl_plan *plan, size_t *np)
 {
-	unsigned ndev = rl_plan_num_devices(plan);
-	size_t nsh = rl_plan_num_shards(plan), nnames = 0;
+	size_t nsh = rl_plan_num_shards(plan), n = 0;
 	const char **names = calloc(nsh ? nsh : 1, sizeof(*names));
-	char path[8192], enc[4096];
-	int rc = -1;
 
 	if (!names)
-		return -1;
-	/* Every tensor of the plan, once, sorted. */
+		return NULL;
 	for (size_t s = 0; s < nsh; s++) {
 		rl_shard_info si;
 
 		rl_plan_shard(plan, s, &si);
-		names[nnames++] = si.name;
+		names[n++] = si.name;
 	}
-	qsort(names, nnames, sizeof(*names), cmp_str);
-	if (nnames) {
+	qsort(names, n, sizeof(*names), cmp_str);
+	if (n) {
 		size_t j = 1;
 
-		for (size_t i = 1; i < nnames; i++)
+		for (size_t i = 1; i < n; i++)
 			if (strcmp(names[j - 1], names[i]))
 				names[j++] = names[i];
-		nnames = j;
+		n = j;
 	}
-	for (unsigned d = 0; d < ndev; d++) {
+	*np = n;
+	return names;
+}
+
+/*
+ * Before loading: DIR exists (created if needed) as a writable directory,
+ * and every tensor's file name fits. Prints one error line and returns -1
+ * otherwise.
+ */
+static int check_out(const char *out, const rl_plan *plan)
+{
+	char enc[NAME_MAX + 16];
+	struct stat sb;
+	const char **names;
+	size_t n = 0;
+	int ret;
+
+	names = plan_names(plan, &n);
+	if (!names) {
+		fprintf(stderr, "ringload load: out of memory\n");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (encode_name(names[i], enc, sizeof(enc)) < 0) {
+			fprintf(stderr,
+				"ringload load: --out: tensor \"%.64s...\" (%zu bytes): its file name "
+				"(percent-encoded, + .bin) would exceed %d bytes\n",
+				names[i], strlen(names[i]), NAME_MAX);
+			free(names);
+			return -1;
+		}
+	}
+	free(names);
+	ret = mkdir_p(out);
+	if (ret == 0 && stat(out, &sb) < 0)
+		ret = -errno;
+	if (ret == 0 && !S_ISDIR(sb.st_mode))
+		ret = -ENOTDIR;
+	if (ret == 0 && access(out, W_OK | X_OK) < 0)
+		ret = -errno;
+	if (ret < 0) {
+		fprintf(stderr, "ringload load: --out %s: %s\n", out, strerror(-ret));
+		return -1;
+	}
+	return 0;
+}
+
+/* Removes what write_out() wrote for devices [0, ndone] (best effort). */
+static void remove_out(const char *out, const rl_plan *plan, const char **names,
+		       size_t nnames, unsigned ndone)
+{
+	char path[8192], enc[NAME_MAX + 16];
+
+	for (unsigned d = 0; d <= ndone && d < rl_plan_num_devices(plan); d++) {
+		rl_device_info di;
+
+		rl_plan_device(plan, d, &di);
+		for (size_t i = 0; i < nnames; i++) {
+			if (encode_name(names[i], enc, sizeof(enc)) < 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%u/%s.bin", out, di.id, enc);
+			unlink(path);
+		}
+		snprintf(path, sizeof(path), "%s/%u", out, di.id);
+		rmdir(path); /* only if now empty */
+	}
+}
+
+/*
+ * Writes DIR/<device id>/<name>.bin for every device. On failure prints one
+ * line naming the path, removes the files it wrote, and returns -1.
+ */
+static int write_out(const char *out, const rl_plan *plan, const rl_loader *ld)
+{
+	unsigned ndev = rl_plan_num_devices(plan), d;
+	size_t nsh = rl_plan_num_shards(plan), nnames = 0;
+	const char **names = plan_names(plan, &nnames);
+	char path[8192], enc[NAME_MAX + 16];
+	int rc = -1, ret = 0;
+
+	if (!names) {
+		fprintf(stderr, "ringload load: out of memory\n");
+		return -1;
+	}
+	for (d = 0; d < ndev; d++) {
 		rl_device_info di;
 		uint8_t *base = rl_loader_staging(ld, d, NULL);
-		int ret;
 
 		rl_plan_device(plan, d, &di);
 		snprintf(path, sizeof(path), "%s/%u", out, di.id);
 		ret = mkdir_p(path);
-		if (ret < 0) {
-			fprintf(stderr, "ringload load: %s: %s\n", path, strerror(-ret));
-			goto out;
-		}
+		if (ret < 0)
+			goto fail;
 		/* First an empty file for every tensor, then the shards this
-		 * device holds (shards are ordered by device). */
+		 * device holds (shards are ordered by device). check_out()
+		 * made sure every name fits. */
 		for (size_t i = 0; i < nnames; i++) {
 			encode_name(names[i], enc, sizeof(enc));
 			snprintf(path, sizeof(path), "%s/%u/%s.bin", out, di.id, enc);
 			ret = write_all(path, NULL, 0);
-			if (ret < 0) {
-				fprintf(stderr, "ringload load: %s: %s\n", path, strerror(-ret));
-				goto out;
-			}
+			if (ret < 0)
+				goto fail;
 		}
 		for (size_t s = 0; s < nsh; s++) {
 			rl_shard_info si;
@@ -285,13 +372,15 @@ static int write_out(const char *out, const rl_plan *plan, const rl_loader *ld)
 			encode_name(si.name, enc, sizeof(enc));
 			snprintf(path, sizeof(path), "%s/%u/%s.bin", out, di.id, enc);
 			ret = base ? write_all(path, base + si.offset, si.nbytes) : -EFAULT;
-			if (ret < 0) {
-				fprintf(stderr, "ringload load: %s: %s\n", path, strerror(-ret));
-				goto out;
-			}
+			if (ret < 0)
+				goto fail;
 		}
 	}
 	rc = 0;
+	goto out;
+fail:
+	fprintf(stderr, "ringload load: %s: %s\n", path, strerror(-ret));
+	remove_out(out, plan, names, nnames, d);
 out:
 	free(names);
 	return rc;
@@ -517,8 +606,12 @@ int cmd_load(int argc, char **argv)
 		}
 		ret = rl_spec_load(spec, a.sharding);
 		if (ret < 0) {
-			fprintf(stderr, "ringload load: %s: %s\n", a.sharding,
-				*rl_spec_errmsg(spec) ? rl_spec_errmsg(spec) : rl_strerror(ret));
+			/* the message names the file, as `ringload plan` prints it */
+			if (*rl_spec_errmsg(spec))
+				fprintf(stderr, "ringload load: %s\n", rl_spec_errmsg(spec));
+			else
+				fprintf(stderr, "ringload load: %s: %s\n", a.sharding,
+					rl_strerror(ret));
 			goto out;
 		}
 	}
@@ -542,6 +635,8 @@ int cmd_load(int argc, char **argv)
 	}
 	t_plan = now_s();
 	ndev = rl_plan_num_devices(plan);
+	if (a.out && check_out(a.out, plan) < 0)
+		goto out;
 	if (a.caller_staging && caller_staging(ld, plan, &areas, &lens) < 0)
 		goto out;
 	if (!a.quiet && isatty(STDERR_FILENO))
@@ -555,6 +650,11 @@ int cmd_load(int argc, char **argv)
 	}
 	t_end = now_s();
 	rl_loader_get_stats(ld, &st);
+	/* The summary only once everything asked for succeeded. */
+	if (a.out && write_out(a.out, plan, ld) < 0)
+		goto out;
+	if (a.verify && verify_all(ck, plan, ld) < 0)
+		goto out;
 	printf("%" PRIu64 " bytes in %.3f s (%.2f GB/s), backend %s, %zu shards on %u device%s%s%s\n",
 	       st.bytes_read, t_end - t0, st.bytes_read / (t_end - t0) / 1e9,
 	       rl_backend_name(st.backend), rl_plan_num_shards(plan), ndev, ndev == 1 ? "" : "s",
@@ -568,11 +668,6 @@ int cmd_load(int argc, char **argv)
 			t_plan - t0, st.read_seconds, st.gbps, st.scatter_seconds, st.bytes_needed,
 			st.bytes_direct, st.requests, st.retries, st.queue_depth, st.buffers,
 			st.registered_buffers, st.direct_io ? "yes" : "no");
-	fflush(stdout);
-	if (a.out && write_out(a.out, plan, ld) < 0)
-		goto out;
-	if (a.verify && verify_all(ck, plan, ld) < 0)
-		goto out;
 	rc = 0;
 out:
 	rl_loader_destroy(ld);
