@@ -928,9 +928,17 @@ static void handle_contract(void)
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
 	CHECK(rl_ckpt_file_path(ck, 0) == NULL);
 	CHECK_EQ(rl_ckpt_open(ck, NULL), RL_E_INVALID_ARG);
+	/* A failed open leaves the handle as it was: it may be opened again. */
+	CHECK_EQ(rl_ckpt_open(ck, tpath("no-such.safetensors")), -ENOENT);
+	CHECK(strstr(rl_ckpt_errmsg(ck), "no-such.safetensors"));
+	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
+	snprintf(p, sizeof(p), "%s", tpath("bad.safetensors"));
+	write_st(p, "{\"w\":1}", 0);
+	CHECK(rl_ckpt_open(ck, p) < 0);
 	snprintf(p, sizeof(p), "%s", tpath("ok.safetensors"));
 	write_st(p, "{" T1("w", 0, 2) "}", 2);
 	CHECK_EQ(rl_ckpt_open(ck, p), 0);
+	CHECK_STR(rl_ckpt_errmsg(ck), "");
 	CHECK_EQ(rl_ckpt_open(ck, p), RL_E_STATE);
 	CHECK(strlen(rl_ckpt_errmsg(ck)) > 0);
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 1);
