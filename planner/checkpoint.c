@@ -16,6 +16,7 @@
  *    key in weight_map keeps its last value, as Python's json does.
  *  - Files are ordered by name (directory) or by file name (index), and
  *    tensors by file, then data offset.
+ *  - Only JSON whitespace may follow the index's value.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -388,17 +389,32 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 {
 	cJSON *root, *wm, *it;
 	char *text = NULL, *dir = NULL;
+	const char *end = NULL;  /* where cJSON stopped */
 	const char **files = NULL;
 	size_t len = 0, n = 0, nu = 0;
 	int r;
 
 	if ((r = read_small_file(path, &text, &len, L->e)))
 		return r;
-	root = cJSON_ParseWithLength(text, len);
-	rl_free(text);
+	root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	*treep = root;
-	if (!root || !cJSON_IsObject(root))
-		return rl_err_set(L->e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
+	if (!root || !cJSON_IsObject(root)) {
+		/* cJSON points end at the error; cJSON_GetErrorPtr() is global. */
+		r = !root ? rl_err_set(L->e, RL_E_BAD_INDEX, "%s: invalid JSON at byte %zu", path,
+				       end ? (size_t)(end - text) : 0)
+			  : rl_err_set(L->e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
+		rl_free(text);
+		return r;
+	}
+	while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+		end++;
+	if (end < text + len) {
+		r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
+			       "at byte %zu", path, (size_t)(end - text));
+		rl_free(text);
+		return r;
+	}
+	rl_free(text);
 	wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(wm))
 		return rl_err_set(L->e, RL_E_BAD_INDEX,

@@ -876,6 +876,47 @@ static void index_cases(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* Only JSON whitespace may follow the index's value; the message gives the byte. */
+static void index_trailing(void)
+{
+	const char *d = mkdir_t("idxtail");
+	char p[4096], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"a.safetensors\"}} garbage{{{");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "model.safetensors.index.json") && strstr(msg, "byte 38"));
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"a.safetensors\"}}{}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "byte 37"));
+	/* A parse error gives its byte too. */
+	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{\"t1\" \"a\"}}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "invalid JSON at byte 20"));
+	/* A NUL byte after the value is not whitespace either. */
+	{
+		FILE *f = fopen(p, "wb");
+
+		CHECK(f);
+		if (f) {
+			fwrite("{\"weight_map\":{}}\n\0", 1, 19, f);
+			fclose(f);
+		}
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		CHECK(strstr(msg, "byte 18"));
+	}
+	/* Whitespace (space, tab, CR, LF) is fine. */
+	write_text(d, "model.safetensors.index.json",
+		   " \t{\"weight_map\":{\"t1\":\"a.safetensors\"}} \r\n\t\n");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_tensors(ck), 1);
+	rl_ckpt_destroy(ck);
+}
+
 static int copy_truncated(const char *src, const char *dst, size_t cut)
 {
 	size_t n;
@@ -1168,6 +1209,7 @@ int main(void)
 	RUN(duplicates_across_files);
 	RUN(metadata_merge);
 	RUN(index_cases);
+	RUN(index_trailing);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);
