@@ -16,12 +16,16 @@
  *    key in weight_map keeps its last value, as Python's json does.
  *  - Files are ordered by name (directory) or by file name (index), and
  *    tensors by file, then data offset.
- *  - Only JSON whitespace may follow the index's value.
+ *  - Only JSON whitespace may follow the index's value, and a weight_map
+ *    name or file name with a NUL (\u0000) is refused: cJSON's strings end
+ *    at the first NUL, so "a.safetensors\u0000x" would silently read as
+ *    "a.safetensors".
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,6 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner.h"
+#include "sjson.h"
 
 /* An index larger than this is not an index (HF's are a few MB). */
 #define INDEX_MAX_BYTES (256u << 20)
@@ -370,6 +375,126 @@ static int read_small_file(const char *path, char **out, size_t *len, struct rl_
 	return 0;
 }
 
+/*
+ * Skips the value at j->p in text cJSON has already accepted: strings and
+ * brackets only need matching, so nesting has no limit here.
+ */
+static void skip_valid(struct sj *j)
+{
+	int depth = 0;
+
+	do {
+		sj_ws(j);
+		if (j->p >= j->end)
+			return;
+		switch (*j->p) {
+		case '"':
+			for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
+				if (*j->p == '\\')
+					j->p++;
+			j->p++;
+			break;
+		case '{':
+		case '[':
+			depth++;
+			j->p++;
+			break;
+		case '}':
+		case ']':
+			depth--;
+			j->p++;
+			break;
+		case ',':
+		case ':':
+			j->p++;
+			break;
+		default:
+			while (j->p < j->end && !strchr(" \t\r\n,:]}", *j->p))
+				j->p++;
+		}
+	} while (depth > 0 && j->p < j->end);
+}
+
+/* Decodes the string at j->p; whether it holds a NUL is *nul. */
+static int index_string(struct sj *j, const char *path, int *nul)
+{
+	static const char lead[] = "invalid header JSON: ";
+	int r = sj_string(j);
+
+	if (r == RL_E_HEADER_JSON) {  /* cJSON lets raw control characters through */
+		char msg[RL_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "%s", j->e->msg +
+			 (strncmp(j->e->msg, lead, strlen(lead)) ? 0 : strlen(lead)));
+		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: %s", path, msg);
+	}
+	*nul = !r && memchr(j->sb, 0, j->sb_len) != NULL;
+	return r;
+}
+
+/*
+ * Walks the index text (a JSON object cJSON has accepted) again with the
+ * strict decoder, for what cJSON's NUL-terminated strings hide: a NUL in a
+ * weight_map name or file name.
+ */
+static int index_check_nul(const char *text, size_t len, const char *path, struct rl_err *e)
+{
+	struct sj j = { .buf = text, .p = text, .end = text + len, .e = e };
+	char q[128];
+	int r = 0, nul = 0;
+
+	sj_ws(&j);
+	j.p++;                                  /* the root '{' */
+	for (sj_ws(&j); !r && j.p < j.end && *j.p == '"'; sj_ws(&j)) {
+		int wm;
+
+		if ((r = index_string(&j, path, &nul)))
+			break;
+		wm = j.sb_len == 10 && !memcmp(j.sb, "weight_map", 10);
+		sj_ws(&j);
+		j.p++;                          /* ':' */
+		sj_ws(&j);
+		if (!wm || *j.p != '{') {
+			skip_valid(&j);
+		} else {
+			for (j.p++, sj_ws(&j); j.p < j.end && *j.p == '"'; sj_ws(&j)) {
+				if ((r = index_string(&j, path, &nul)))
+					break;
+				pl_quote(q, sizeof(q), j.sb, j.sb_len);
+				if (nul) {
+					r = rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map name '%s' "
+						       "contains a NUL character", path, q);
+					break;
+				}
+				sj_ws(&j);
+				j.p++;          /* ':' */
+				sj_ws(&j);
+				if (j.p < j.end && *j.p == '"') {
+					if ((r = index_string(&j, path, &nul)))
+						break;
+					if (nul) {
+						r = rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map "
+							       "entry '%s': file name contains a NUL "
+							       "character", path, q);
+						break;
+					}
+				} else {
+					skip_valid(&j);
+				}
+				sj_ws(&j);
+				if (j.p < j.end && *j.p == ',')
+					j.p++;
+			}
+			j.p++;                  /* '}' */
+		}
+		sj_ws(&j);
+		if (j.p < j.end && *j.p == ',')
+			j.p++;
+	}
+	rl_free(j.sb);
+	return r;
+}
+
 static int cmp_map(const void *a, const void *b)
 {
 	const struct map_ent *x = a, *y = b;
@@ -414,7 +539,10 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 		rl_free(text);
 		return r;
 	}
+	r = index_check_nul(text, len, path, L->e);
 	rl_free(text);
+	if (r)
+		return r;
 	wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(wm))
 		return rl_err_set(L->e, RL_E_BAD_INDEX,

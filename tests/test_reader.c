@@ -917,6 +917,44 @@ static void index_trailing(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* cJSON strings end at a NUL: "a\u0000x" must not become "a". */
+static void index_embedded_nul(void)
+{
+	const char *d = mkdir_t("idxnul");
+	char p[4096], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"a.safetensors\\u0000x\"}}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "'t1'") && strstr(msg, "NUL"));
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\\u0000zz\":\"a.safetensors\"}}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "NUL") && strstr(msg, "t1"));
+	/* cJSON lets raw control characters (a raw NUL too) into strings. */
+	{
+		FILE *f = fopen(p, "wb");
+
+		CHECK(f);
+		if (f) {
+			fwrite("{\"weight_map\":{\"t1\":\"a.safetensors\0x\"}}", 1, 39, f);
+			fclose(f);
+		}
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		CHECK(strstr(msg, "control character 0x00") && strstr(msg, "byte 34"));
+	}
+	/* Other escapes in names and values decode as usual. */
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"\\u0074\\u0031\":\"a.safe\\u0074ensors\"},"
+		   "\"metadata\":{\"x\":\"\\u0000\"}}");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_find(ck, "t1"), 0);
+	rl_ckpt_destroy(ck);
+}
+
 static int copy_truncated(const char *src, const char *dst, size_t cut)
 {
 	size_t n;
@@ -1210,6 +1248,7 @@ int main(void)
 	RUN(metadata_merge);
 	RUN(index_cases);
 	RUN(index_trailing);
+	RUN(index_embedded_nul);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);
