@@ -16,6 +16,11 @@
  *    key in weight_map keeps its last value, as Python's json does.
  *  - Files are ordered by name (directory) or by file name (index), and
  *    tensors by file, then data offset.
+ *  - An index names files relative to its own directory: an absolute name
+ *    or one with a ".." component is refused (RL_E_BAD_INDEX), so a hostile
+ *    index cannot make us open, or describe in errors, files elsewhere.
+ *    Subdirectories ("sub/x.safetensors") are allowed. Symbolic links in
+ *    the index's directory are followed: they are its owner's choice.
  *  - Only JSON whitespace may follow the index's value, and a weight_map
  *    name or file name with a NUL (\u0000) is refused: cJSON's strings end
  *    at the first NUL, so "a.safetensors\u0000x" would silently read as
@@ -495,6 +500,23 @@ static int index_check_nul(const char *text, size_t len, const char *path, struc
 	return r;
 }
 
+/* Whether an index's file name stays in the index's directory. */
+static int index_name_ok(const char *f)
+{
+	if (f[0] == '/')
+		return 0;
+	for (const char *c = f; *c; ) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 2 && c[0] == '.' && c[1] == '.')
+			return 0;
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return 1;
+}
+
 static int cmp_map(const void *a, const void *b)
 {
 	const struct map_ent *x = a, *y = b;
@@ -567,6 +589,16 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 				       "is not a file name", path, q);
 			goto out;
 		}
+		if (!index_name_ok(v)) {
+			char q[128], qf[128];
+
+			pl_quote(q, sizeof(q), it->string, strlen(it->string));
+			pl_quote(qf, sizeof(qf), v, strlen(v));
+			r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file "
+				       "'%s' is outside the index's directory (absolute or "
+				       "with a '..' component)", path, q, qf);
+			goto out;
+		}
 		L->map[L->nmap].name = it->string;
 		L->map[L->nmap].fname = v;
 		L->map[L->nmap].seq = L->nmap;
@@ -587,7 +619,7 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 		if (!nu || strcmp(files[nu - 1], files[i]))
 			files[nu++] = files[i];
 	for (size_t i = 0; i < nu; i++) {
-		char *p = files[i][0] == '/' ? rl_strdup(files[i]) : path_join(dir, files[i]);
+		char *p = path_join(dir, files[i]);
 
 		if (!p || add_file(L->ck, p) < 0) {
 			r = oom(L->e);

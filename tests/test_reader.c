@@ -955,6 +955,42 @@ static void index_embedded_nul(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* Shards live next to the index: no absolute path, no ".." component. */
+static void index_file_names(void)
+{
+	static const char *const bad[] = { "/etc/passwd", "../idxpath/a.safetensors", "..",
+					   "sub/../a.safetensors", "sub/..", "./../a.safetensors" };
+	const char *d = mkdir_t("idxpath");
+	char p[4096], text[512], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+	rl_tensor_info t;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	mkdir_t("idxpath/sub");
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_in(d, "sub/b.safetensors", "{" T1("t2", 0, 2) "}", 2);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		snprintf(text, sizeof(text), "{\"weight_map\":{\"t1\":\"a.safetensors\","
+			 "\"t9\":\"%s\"}}", bad[i]);
+		write_text(d, "model.safetensors.index.json", text);
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		CHECK(strstr(msg, "'t9'") && strstr(msg, bad[i]));
+		CHECK(!strstr(msg, "header"));
+	}
+	/* A relative subdirectory, "." components and names with dots are fine. */
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"./a.safetensors\",\"t2\":\"sub/b.safetensors\"}}");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_files(ck), 2);
+	rl_ckpt_tensor(ck, (size_t)rl_ckpt_find(ck, "t2"), &t);
+	CHECK(strstr(rl_ckpt_file_path(ck, t.file), "idxpath/sub/b.safetensors"));
+	rl_ckpt_destroy(ck);
+	write_in(d, "..a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{\"t1\":\"..a.safetensors\"}}");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	rl_ckpt_destroy(ck);
+}
+
 static int copy_truncated(const char *src, const char *dst, size_t cut)
 {
 	size_t n;
@@ -1249,6 +1285,7 @@ int main(void)
 	RUN(index_cases);
 	RUN(index_trailing);
 	RUN(index_embedded_nul);
+	RUN(index_file_names);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);
