@@ -1149,6 +1149,8 @@ static void cli_inspect(void)
 	CHECK_EQ(rc, 0);
 	CHECK(strstr(out, "model.layers.3.self_attn.v_proj.weight") && strstr(out, "BF16"));
 	CHECK(strstr(out, "910592"));
+	/* The table shows base names, --json the full paths (README, inspect). */
+	CHECK(strstr(out, " model-00001-of-00003.safetensors ") && !strstr(out, "tiny-moe/model-"));
 	free(out);
 	free(err);
 
@@ -1168,6 +1170,9 @@ static void cli_inspect(void)
 	      cJSON_IsString(cJSON_GetObjectItem(t, "file")) &&
 	      cJSON_IsNumber(cJSON_GetObjectItem(t, "offset")) &&
 	      cJSON_IsNumber(cJSON_GetObjectItem(t, "nbytes")));
+	CHECK(t && cJSON_IsString(cJSON_GetObjectItem(t, "file")) &&
+	      !strncmp(cJSON_GetObjectItem(t, "file")->valuestring, path, strlen(path)) &&
+	      !strncmp(cJSON_GetObjectItem(t, "file")->valuestring + strlen(path), "/model-", 7));
 	cJSON_Delete(j);
 
 	/* Odd names survive the JSON output. */
