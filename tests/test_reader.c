@@ -1268,6 +1268,55 @@ static void mkckpt_sample(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* Exit status of build/mkckpt ARGS, its output thrown away. */
+static int mkckpt_rc(const char *args)
+{
+	const char *b = getenv("RL_BUILD");
+	char cmd[8192];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/mkckpt %s >/dev/null 2>&1", b ? b : "build", args);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* mkckpt: bad numbers refused; usage errors exit 2, runtime failures 1. */
+static void mkckpt_arguments(void)
+{
+	static const char *const bad[] = {
+		"--seed -5", "--seed abc", "--seed 5x", "--seed ''", "--seed 18446744073709551616",
+		"--seed ' 5'", "--layers -1", "--layers -4294967295", "--layers 2x", "--layers 0",
+		"--layers 1001", "--files -3", "--files 1.5", "--files 100000", "--size nan",
+		"--size -1M", "--size 0", "--size 3Q", "--size ' 3M'", "--size 0x3M",
+		"--size 4K --layers 1000", "--bogus 1", "--size",
+	};
+	char args[8192], dir[4096];
+
+	snprintf(dir, sizeof(dir), "%s", mkdir_t("mkargs"));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		int rc;
+
+		snprintf(args, sizeof(args), "%s/x.safetensors --size 1M %s", dir, bad[i]);
+		rc = mkckpt_rc(args);
+		CHECKF(rc == 2, "mkckpt ... %s: exit %d, not 2", bad[i], rc);
+	}
+	CHECK_EQ(mkckpt_rc(""), 2);
+	CHECK_EQ(mkckpt_rc("a b --size 1M"), 2);
+	CHECK_EQ(mkckpt_rc("--help"), 0);
+	/* Runtime failure: a directory that cannot be created. */
+	snprintf(args, sizeof(args), "%s/no/such/dir --size 1M --files 2", dir);
+	CHECK_EQ(mkckpt_rc(args), 1);
+	snprintf(args, sizeof(args), "/proc/nope.safetensors --size 1M");
+	CHECK_EQ(mkckpt_rc(args), 1);
+	/* Good numbers still work: hex seeds, the largest seed, size suffixes. */
+	snprintf(args, sizeof(args), "%s/ok.safetensors --size 1.5MiB --layers 1 --files 1 "
+		 "--seed 0xff", dir);
+	CHECK_EQ(mkckpt_rc(args), 0);
+	snprintf(args, sizeof(args), "%s/ok.safetensors --size 1M --seed 18446744073709551615",
+		 dir);
+	CHECK_EQ(mkckpt_rc(args), 0);
+}
+
 int main(void)
 {
 	RUN(dtype_table);
@@ -1296,5 +1345,6 @@ int main(void)
 	RUN(allocation_failures);
 	RUN(cli_inspect);
 	RUN(mkckpt_sample);
+	RUN(mkckpt_arguments);
 	return th_done();
 }
