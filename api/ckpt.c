@@ -35,11 +35,15 @@ int rl_ckpt_open(rl_ckpt *ck, const char *path)
 		return rl_err_set(&ck->err, RL_E_STATE, "checkpoint handle already opened");
 	if (!path)
 		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "path is NULL");
-	ck->opened = 1;
 	r = pl_ckpt_open(path, &ck->pl, &ck->err);
-	if (r < 0 && !ck->err.msg[0])
-		rl_err_set(&ck->err, r, "%s: %s", path, rl_strerror(r));
-	return r < 0 ? r : 0;
+	if (r < 0) {
+		/* Nothing changed: the handle may be opened again, elsewhere. */
+		if (!ck->err.msg[0])
+			rl_err_set(&ck->err, r, "%s: %s", path, rl_strerror(r));
+		return r;
+	}
+	ck->opened = 1;
+	return 0;
 }
 
 const char *rl_ckpt_errmsg(const rl_ckpt *ck)

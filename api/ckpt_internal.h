@@ -9,7 +9,7 @@
 
 struct rl_ckpt {
 	struct pl_ckpt *pl;   /* NULL until rl_ckpt_open() succeeds */
-	int opened;           /* open was attempted (a handle opens once) */
+	int opened;           /* open succeeded (a handle opens once) */
 	struct rl_err err;
 };
 

@@ -160,7 +160,8 @@ rl_ckpt *rl_ckpt_create(void);
  * read and validated exactly as the safetensors reference does, and every
  * file's size is checked against its header before any data is read.
  * Returns 0, or a negative code with the detail in rl_ckpt_errmsg().
- * A handle can be opened once; a second call returns RL_E_STATE.
+ * A handle can be opened once; a call after a successful open returns
+ * RL_E_STATE. A failed open changes nothing: the handle may be opened again.
  */
 int rl_ckpt_open(rl_ckpt *ck, const char *path);
 

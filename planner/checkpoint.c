@@ -16,11 +16,21 @@
  *    key in weight_map keeps its last value, as Python's json does.
  *  - Files are ordered by name (directory) or by file name (index), and
  *    tensors by file, then data offset.
+ *  - An index names files relative to its own directory: an absolute name
+ *    or one with a ".." component is refused (RL_E_BAD_INDEX), so a hostile
+ *    index cannot make us open, or describe in errors, files elsewhere.
+ *    Subdirectories ("sub/x.safetensors") are allowed. Symbolic links in
+ *    the index's directory are followed: they are its owner's choice.
+ *  - Only JSON whitespace may follow the index's value, and a weight_map
+ *    name or file name with a NUL (\u0000) is refused: cJSON's strings end
+ *    at the first NUL, so "a.safetensors\u0000x" would silently read as
+ *    "a.safetensors".
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +39,7 @@
 #include <cjson/cJSON.h>
 
 #include "planner.h"
+#include "sjson.h"
 
 /* An index larger than this is not an index (HF's are a few MB). */
 #define INDEX_MAX_BYTES (256u << 20)
@@ -369,6 +380,143 @@ static int read_small_file(const char *path, char **out, size_t *len, struct rl_
 	return 0;
 }
 
+/*
+ * Skips the value at j->p in text cJSON has already accepted: strings and
+ * brackets only need matching, so nesting has no limit here.
+ */
+static void skip_valid(struct sj *j)
+{
+	int depth = 0;
+
+	do {
+		sj_ws(j);
+		if (j->p >= j->end)
+			return;
+		switch (*j->p) {
+		case '"':
+			for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
+				if (*j->p == '\\')
+					j->p++;
+			j->p++;
+			break;
+		case '{':
+		case '[':
+			depth++;
+			j->p++;
+			break;
+		case '}':
+		case ']':
+			depth--;
+			j->p++;
+			break;
+		case ',':
+		case ':':
+			j->p++;
+			break;
+		default:
+			while (j->p < j->end && !strchr(" \t\r\n,:]}", *j->p))
+				j->p++;
+		}
+	} while (depth > 0 && j->p < j->end);
+}
+
+/* Decodes the string at j->p; whether it holds a NUL is *nul. */
+static int index_string(struct sj *j, const char *path, int *nul)
+{
+	static const char lead[] = "invalid header JSON: ";
+	int r = sj_string(j);
+
+	if (r == RL_E_HEADER_JSON) {  /* cJSON lets raw control characters through */
+		char msg[RL_ERRMSG_MAX];
+
+		snprintf(msg, sizeof(msg), "%s", j->e->msg +
+			 (strncmp(j->e->msg, lead, strlen(lead)) ? 0 : strlen(lead)));
+		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: %s", path, msg);
+	}
+	*nul = !r && memchr(j->sb, 0, j->sb_len) != NULL;
+	return r;
+}
+
+/*
+ * Walks the index text (a JSON object cJSON has accepted) again with the
+ * strict decoder, for what cJSON's NUL-terminated strings hide: a NUL in a
+ * weight_map name or file name.
+ */
+static int index_check_nul(const char *text, size_t len, const char *path, struct rl_err *e)
+{
+	struct sj j = { .buf = text, .p = text, .end = text + len, .e = e };
+	char q[128];
+	int r = 0, nul = 0;
+
+	sj_ws(&j);
+	j.p++;                                  /* the root '{' */
+	for (sj_ws(&j); !r && j.p < j.end && *j.p == '"'; sj_ws(&j)) {
+		int wm;
+
+		if ((r = index_string(&j, path, &nul)))
+			break;
+		wm = j.sb_len == 10 && !memcmp(j.sb, "weight_map", 10);
+		sj_ws(&j);
+		j.p++;                          /* ':' */
+		sj_ws(&j);
+		if (!wm || *j.p != '{') {
+			skip_valid(&j);
+		} else {
+			for (j.p++, sj_ws(&j); j.p < j.end && *j.p == '"'; sj_ws(&j)) {
+				if ((r = index_string(&j, path, &nul)))
+					break;
+				pl_quote(q, sizeof(q), j.sb, j.sb_len);
+				if (nul) {
+					r = rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map name '%s' "
+						       "contains a NUL character", path, q);
+					break;
+				}
+				sj_ws(&j);
+				j.p++;          /* ':' */
+				sj_ws(&j);
+				if (j.p < j.end && *j.p == '"') {
+					if ((r = index_string(&j, path, &nul)))
+						break;
+					if (nul) {
+						r = rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map "
+							       "entry '%s': file name contains a NUL "
+							       "character", path, q);
+						break;
+					}
+				} else {
+					skip_valid(&j);
+				}
+				sj_ws(&j);
+				if (j.p < j.end && *j.p == ',')
+					j.p++;
+			}
+			j.p++;                  /* '}' */
+		}
+		sj_ws(&j);
+		if (j.p < j.end && *j.p == ',')
+			j.p++;
+	}
+	rl_free(j.sb);
+	return r;
+}
+
+/* Whether an index's file name stays in the index's directory. */
+static int index_name_ok(const char *f)
+{
+	if (f[0] == '/')
+		return 0;
+	for (const char *c = f; *c; ) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 2 && c[0] == '.' && c[1] == '.')
+			return 0;
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return 1;
+}
+
 static int cmp_map(const void *a, const void *b)
 {
 	const struct map_ent *x = a, *y = b;
@@ -388,17 +536,35 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 {
 	cJSON *root, *wm, *it;
 	char *text = NULL, *dir = NULL;
+	const char *end = NULL;  /* where cJSON stopped */
 	const char **files = NULL;
 	size_t len = 0, n = 0, nu = 0;
 	int r;
 
 	if ((r = read_small_file(path, &text, &len, L->e)))
 		return r;
-	root = cJSON_ParseWithLength(text, len);
-	rl_free(text);
+	root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	*treep = root;
-	if (!root || !cJSON_IsObject(root))
-		return rl_err_set(L->e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
+	if (!root || !cJSON_IsObject(root)) {
+		/* cJSON points end at the error; cJSON_GetErrorPtr() is global. */
+		r = !root ? rl_err_set(L->e, RL_E_BAD_INDEX, "%s: invalid JSON at byte %zu", path,
+				       end ? (size_t)(end - text) : 0)
+			  : rl_err_set(L->e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
+		rl_free(text);
+		return r;
+	}
+	while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+		end++;
+	if (end < text + len) {
+		r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
+			       "at byte %zu", path, (size_t)(end - text));
+		rl_free(text);
+		return r;
+	}
+	r = index_check_nul(text, len, path, L->e);
+	rl_free(text);
+	if (r)
+		return r;
 	wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(wm))
 		return rl_err_set(L->e, RL_E_BAD_INDEX,
@@ -423,6 +589,16 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 				       "is not a file name", path, q);
 			goto out;
 		}
+		if (!index_name_ok(v)) {
+			char q[128], qf[128];
+
+			pl_quote(q, sizeof(q), it->string, strlen(it->string));
+			pl_quote(qf, sizeof(qf), v, strlen(v));
+			r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file "
+				       "'%s' is outside the index's directory (absolute or "
+				       "with a '..' component)", path, q, qf);
+			goto out;
+		}
 		L->map[L->nmap].name = it->string;
 		L->map[L->nmap].fname = v;
 		L->map[L->nmap].seq = L->nmap;
@@ -443,7 +619,7 @@ static int load_index(struct loader *L, const char *path, cJSON **treep)
 		if (!nu || strcmp(files[nu - 1], files[i]))
 			files[nu++] = files[i];
 	for (size_t i = 0; i < nu; i++) {
-		char *p = files[i][0] == '/' ? rl_strdup(files[i]) : path_join(dir, files[i]);
+		char *p = path_join(dir, files[i]);
 
 		if (!p || add_file(L->ck, p) < 0) {
 			r = oom(L->e);

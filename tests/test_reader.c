@@ -876,6 +876,121 @@ static void index_cases(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* Only JSON whitespace may follow the index's value; the message gives the byte. */
+static void index_trailing(void)
+{
+	const char *d = mkdir_t("idxtail");
+	char p[4096], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"a.safetensors\"}} garbage{{{");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "model.safetensors.index.json") && strstr(msg, "byte 38"));
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"a.safetensors\"}}{}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "byte 37"));
+	/* A parse error gives its byte too. */
+	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{\"t1\" \"a\"}}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "invalid JSON at byte 20"));
+	/* A NUL byte after the value is not whitespace either. */
+	{
+		FILE *f = fopen(p, "wb");
+
+		CHECK(f);
+		if (f) {
+			fwrite("{\"weight_map\":{}}\n\0", 1, 19, f);
+			fclose(f);
+		}
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		CHECK(strstr(msg, "byte 18"));
+	}
+	/* Whitespace (space, tab, CR, LF) is fine. */
+	write_text(d, "model.safetensors.index.json",
+		   " \t{\"weight_map\":{\"t1\":\"a.safetensors\"}} \r\n\t\n");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_tensors(ck), 1);
+	rl_ckpt_destroy(ck);
+}
+
+/* cJSON strings end at a NUL: "a\u0000x" must not become "a". */
+static void index_embedded_nul(void)
+{
+	const char *d = mkdir_t("idxnul");
+	char p[4096], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"a.safetensors\\u0000x\"}}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "'t1'") && strstr(msg, "NUL"));
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\\u0000zz\":\"a.safetensors\"}}");
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "NUL") && strstr(msg, "t1"));
+	/* cJSON lets raw control characters (a raw NUL too) into strings. */
+	{
+		FILE *f = fopen(p, "wb");
+
+		CHECK(f);
+		if (f) {
+			fwrite("{\"weight_map\":{\"t1\":\"a.safetensors\0x\"}}", 1, 39, f);
+			fclose(f);
+		}
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		CHECK(strstr(msg, "control character 0x00") && strstr(msg, "byte 34"));
+	}
+	/* Other escapes in names and values decode as usual. */
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"\\u0074\\u0031\":\"a.safe\\u0074ensors\"},"
+		   "\"metadata\":{\"x\":\"\\u0000\"}}");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_find(ck, "t1"), 0);
+	rl_ckpt_destroy(ck);
+}
+
+/* Shards live next to the index: no absolute path, no ".." component. */
+static void index_file_names(void)
+{
+	static const char *const bad[] = { "/etc/passwd", "../idxpath/a.safetensors", "..",
+					   "sub/../a.safetensors", "sub/..", "./../a.safetensors" };
+	const char *d = mkdir_t("idxpath");
+	char p[4096], text[512], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+	rl_tensor_info t;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	mkdir_t("idxpath/sub");
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_in(d, "sub/b.safetensors", "{" T1("t2", 0, 2) "}", 2);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		snprintf(text, sizeof(text), "{\"weight_map\":{\"t1\":\"a.safetensors\","
+			 "\"t9\":\"%s\"}}", bad[i]);
+		write_text(d, "model.safetensors.index.json", text);
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		CHECK(strstr(msg, "'t9'") && strstr(msg, bad[i]));
+		CHECK(!strstr(msg, "header"));
+	}
+	/* A relative subdirectory, "." components and names with dots are fine. */
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"t1\":\"./a.safetensors\",\"t2\":\"sub/b.safetensors\"}}");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_files(ck), 2);
+	rl_ckpt_tensor(ck, (size_t)rl_ckpt_find(ck, "t2"), &t);
+	CHECK(strstr(rl_ckpt_file_path(ck, t.file), "idxpath/sub/b.safetensors"));
+	rl_ckpt_destroy(ck);
+	write_in(d, "..a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{\"t1\":\"..a.safetensors\"}}");
+	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
+	rl_ckpt_destroy(ck);
+}
+
 static int copy_truncated(const char *src, const char *dst, size_t cut)
 {
 	size_t n;
@@ -928,9 +1043,17 @@ static void handle_contract(void)
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
 	CHECK(rl_ckpt_file_path(ck, 0) == NULL);
 	CHECK_EQ(rl_ckpt_open(ck, NULL), RL_E_INVALID_ARG);
+	/* A failed open leaves the handle as it was: it may be opened again. */
+	CHECK_EQ(rl_ckpt_open(ck, tpath("no-such.safetensors")), -ENOENT);
+	CHECK(strstr(rl_ckpt_errmsg(ck), "no-such.safetensors"));
+	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
+	snprintf(p, sizeof(p), "%s", tpath("bad.safetensors"));
+	write_st(p, "{\"w\":1}", 0);
+	CHECK(rl_ckpt_open(ck, p) < 0);
 	snprintf(p, sizeof(p), "%s", tpath("ok.safetensors"));
 	write_st(p, "{" T1("w", 0, 2) "}", 2);
 	CHECK_EQ(rl_ckpt_open(ck, p), 0);
+	CHECK_STR(rl_ckpt_errmsg(ck), "");
 	CHECK_EQ(rl_ckpt_open(ck, p), RL_E_STATE);
 	CHECK(strlen(rl_ckpt_errmsg(ck)) > 0);
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 1);
@@ -1026,6 +1149,8 @@ static void cli_inspect(void)
 	CHECK_EQ(rc, 0);
 	CHECK(strstr(out, "model.layers.3.self_attn.v_proj.weight") && strstr(out, "BF16"));
 	CHECK(strstr(out, "910592"));
+	/* The table shows base names, --json the full paths (README, inspect). */
+	CHECK(strstr(out, " model-00001-of-00003.safetensors ") && !strstr(out, "tiny-moe/model-"));
 	free(out);
 	free(err);
 
@@ -1045,6 +1170,9 @@ static void cli_inspect(void)
 	      cJSON_IsString(cJSON_GetObjectItem(t, "file")) &&
 	      cJSON_IsNumber(cJSON_GetObjectItem(t, "offset")) &&
 	      cJSON_IsNumber(cJSON_GetObjectItem(t, "nbytes")));
+	CHECK(t && cJSON_IsString(cJSON_GetObjectItem(t, "file")) &&
+	      !strncmp(cJSON_GetObjectItem(t, "file")->valuestring, path, strlen(path)) &&
+	      !strncmp(cJSON_GetObjectItem(t, "file")->valuestring + strlen(path), "/model-", 7));
 	cJSON_Delete(j);
 
 	/* Odd names survive the JSON output. */
@@ -1140,6 +1268,55 @@ static void mkckpt_sample(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* Exit status of build/mkckpt ARGS, its output thrown away. */
+static int mkckpt_rc(const char *args)
+{
+	const char *b = getenv("RL_BUILD");
+	char cmd[8192];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s/mkckpt %s >/dev/null 2>&1", b ? b : "build", args);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* mkckpt: bad numbers refused; usage errors exit 2, runtime failures 1. */
+static void mkckpt_arguments(void)
+{
+	static const char *const bad[] = {
+		"--seed -5", "--seed abc", "--seed 5x", "--seed ''", "--seed 18446744073709551616",
+		"--seed ' 5'", "--layers -1", "--layers -4294967295", "--layers 2x", "--layers 0",
+		"--layers 1001", "--files -3", "--files 1.5", "--files 100000", "--size nan",
+		"--size -1M", "--size 0", "--size 3Q", "--size ' 3M'", "--size 0x3M",
+		"--size 4K --layers 1000", "--bogus 1", "--size",
+	};
+	char args[8192], dir[4096];
+
+	snprintf(dir, sizeof(dir), "%s", mkdir_t("mkargs"));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		int rc;
+
+		snprintf(args, sizeof(args), "%s/x.safetensors --size 1M %s", dir, bad[i]);
+		rc = mkckpt_rc(args);
+		CHECKF(rc == 2, "mkckpt ... %s: exit %d, not 2", bad[i], rc);
+	}
+	CHECK_EQ(mkckpt_rc(""), 2);
+	CHECK_EQ(mkckpt_rc("a b --size 1M"), 2);
+	CHECK_EQ(mkckpt_rc("--help"), 0);
+	/* Runtime failure: a directory that cannot be created. */
+	snprintf(args, sizeof(args), "%s/no/such/dir --size 1M --files 2", dir);
+	CHECK_EQ(mkckpt_rc(args), 1);
+	snprintf(args, sizeof(args), "/proc/nope.safetensors --size 1M");
+	CHECK_EQ(mkckpt_rc(args), 1);
+	/* Good numbers still work: hex seeds, the largest seed, size suffixes. */
+	snprintf(args, sizeof(args), "%s/ok.safetensors --size 1.5MiB --layers 1 --files 1 "
+		 "--seed 0xff", dir);
+	CHECK_EQ(mkckpt_rc(args), 0);
+	snprintf(args, sizeof(args), "%s/ok.safetensors --size 1M --seed 18446744073709551615",
+		 dir);
+	CHECK_EQ(mkckpt_rc(args), 0);
+}
+
 int main(void)
 {
 	RUN(dtype_table);
@@ -1160,10 +1337,14 @@ int main(void)
 	RUN(duplicates_across_files);
 	RUN(metadata_merge);
 	RUN(index_cases);
+	RUN(index_trailing);
+	RUN(index_embedded_nul);
+	RUN(index_file_names);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);
 	RUN(cli_inspect);
 	RUN(mkckpt_sample);
+	RUN(mkckpt_arguments);
 	return th_done();
 }

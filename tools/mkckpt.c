@@ -15,7 +15,8 @@
  * The data is deterministic: the 8 bytes at file offset 8*w of shard k
  * (0-based; data starts 8-aligned) are the little-endian splitmix64 of
  * S + (k << 40) + w, so a reader can verify any byte without a copy.
- * Standalone: nothing of the library is used.
+ * Exit status: 0 written, 1 a runtime failure (creating, writing), 2 a
+ * usage error or a bad argument. Standalone: nothing of the library is used.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +43,7 @@ struct tensor {
 static struct tensor *tensors;
 static size_t ntensors, cap;
 
+/* A runtime failure (writing, memory): exit 1. */
 static void die(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "mkckpt: ");
@@ -77,15 +79,39 @@ static uint64_t splitmix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
+/*
+ * A whole unsigned number within [lo, hi]: decimal digits, or 0x and hex
+ * digits; no sign, space or trailing text (strtoull alone takes "-5" as
+ * 2^64 - 5 and "5x" as 5).
+ */
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+	const char *d = hex ? s + 2 : s;
+	char *end;
+	uint64_t v;
+
+	if (!*d || strspn(d, hex ? "0123456789abcdefABCDEF" : "0123456789") != strlen(d))
+		return -1;
+	errno = 0;
+	v = strtoull(d, &end, hex ? 16 : 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static int parse_size(const char *s, uint64_t *out)
 {
+	size_t nd = strspn(s, "0123456789.");
 	char *end;
 	double v;
 	uint64_t mul = 1;
 
+	/* Plain decimals: strtod alone also takes space, signs, hex, inf and nan. */
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno || end == s || v < 0)
+	if (errno || !nd || end != s + nd || !(v >= 0))
 		return -1;
 	switch (*end) {
 	case 'k': case 'K': mul = 1ull << 10; end++; break;
@@ -266,7 +292,7 @@ static uint64_t write_file(const char *path, int k, uint64_t seed)
 int main(int argc, char **argv)
 {
 	const char *out = NULL;
-	uint64_t size = 0, seed = 1, h = 0, v = 32000, total = 0, written = 0;
+	uint64_t size = 0, seed = 1, h = 0, v = 32000, total = 0, written = 0, n;
 	unsigned layers = 0, files = 1;
 	int single;
 	struct timespec t0, t1;
@@ -283,15 +309,16 @@ int main(int argc, char **argv)
 			if (parse_size(argv[++i], &size))
 				bad_arg("bad --size '%s'", argv[i]);
 		} else if (!strcmp(a, "--layers")) {
-			layers = (unsigned)strtoul(argv[++i], NULL, 10);
-			if (!layers || layers > 1000)
+			if (parse_u64(argv[++i], 1, 1000, &n))
 				bad_arg("bad --layers '%s' (1..1000)", argv[i]);
+			layers = (unsigned)n;
 		} else if (!strcmp(a, "--files")) {
-			files = (unsigned)strtoul(argv[++i], NULL, 10);
-			if (!files || files > 99999)
+			if (parse_u64(argv[++i], 1, 99999, &n))
 				bad_arg("bad --files '%s' (1..99999)", argv[i]);
+			files = (unsigned)n;
 		} else if (!strcmp(a, "--seed")) {
-			seed = strtoull(argv[++i], NULL, 0);
+			if (parse_u64(argv[++i], 0, UINT64_MAX, &seed))
+				bad_arg("bad --seed '%s' (0..2^64-1, decimal or 0x hex)", argv[i]);
 		} else if (a[0] == '-') {
 			fprintf(stderr, "mkckpt: unknown option '%s'\n", a);
 			usage(2);
@@ -301,15 +328,17 @@ int main(int argc, char **argv)
 			out = a;
 		}
 	}
-	if (!out || !size)
+	if (!out)
 		usage(2);
+	if (!size)
+		bad_arg("%s", "--size is missing or 0");
 	if (!layers)
 		layers = size < (1ull << 30) ? 8 : size < (16ull << 30) ? 16 : 32;
 	/* The widest multiple of 64 that fits; small sizes shrink the vocabulary. */
 	while (v > 16 && model_bytes(64, v, layers) > size)
 		v /= 2;
 	if (model_bytes(64, v, layers) > size)
-		die("%s", "--size is too small for this many layers");
+		bad_arg("%s", "--size is too small for this many layers");
 	for (h = 64; model_bytes(h + 64, v, layers) <= size; h += 64)
 		;
 	build(h, v, layers);

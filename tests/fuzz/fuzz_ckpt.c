@@ -68,6 +68,13 @@ static void check(const char *path)
 		rl_ckpt_destroy(ck);
 		return;
 	}
+	/* An index cannot reach files outside its directory. */
+	for (size_t i = 0; i < rl_ckpt_num_files(ck); i++) {
+		const char *f = rl_ckpt_file_path(ck, i);
+
+		if (strncmp(f, dir, strlen(dir)) || f[strlen(dir)] != '/' || strstr(f, "/../"))
+			__builtin_trap();
+	}
 	n = rl_ckpt_num_tensors(ck);
 	for (size_t i = 0; i < n; i++) {
 		rl_tensor_info t, p;
