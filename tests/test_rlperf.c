@@ -526,7 +526,7 @@ static void runner_reads_every_block_once_per_job(void)
 	rc = rp_run(&o, 1 << 20, &fake_ops, r);
 	if (rc || r->ios != 3 * 256 || r->bytes != 3 << 20 || r->clat.n != r->ios ||
 	    fake.reads != 3 * 256 || fake.bad || fake.block_counts_bad ||
-	    fake.runs != 3 || fake.max_inflight != 8 || r->eng.registered_buffers != 16 ||
+	    fake.runs != 3 || fake.max_inflight != 8 || r->eng.registered_buffers != 8 ||
 	    r->runtime_s <= 0 || r->numjobs != 3) {
 		th_fail(__FILE__, __LINE__, "rc %d ios %llu bytes %llu reads %llu bad %llu "
 			"uneven %llu: %s", rc, (unsigned long long)r->ios,
