@@ -41,8 +41,9 @@ struct rl_loader {
 
 	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
 	unsigned ncaller;
-	struct ld_area *areas;   /* staging of the last successful run */
+	struct ld_area *areas;   /* staging of the last run */
 	unsigned nareas;
+	int failed;              /* the last run failed: areas not handed out */
 
 	rl_load_stats stats;
 	int have_stats;
@@ -308,9 +309,11 @@ out:
 	fill_stats(ld, ex, &es, plan_s, now_s() - t0 + plan_s);
 	rl_free(staging);
 	rl_free(shard_bytes);
-	if (ret < 0)
-		free_areas(ld);  /* never hand out a partial result */
-	else
+	/* Never hand out a partial result; but the areas stay mapped until
+	 * the next run or destroy, since a runtime may still be copying the
+	 * shards on_shard reported before the failure. */
+	ld->failed = ret < 0;
+	if (ret == 0)
 		rl_err_clear(&ld->err);
 	return ret;
 }
@@ -364,7 +367,7 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 
 void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 {
-	if (dev >= ld->nareas || !ld->areas[dev].ptr) {
+	if (ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
 		if (len)
 			*len = 0;
 		return NULL;

@@ -219,14 +219,21 @@ rl_spec *rl_spec_create(void);
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
-/* Reads and parses a spec file. Returns as rl_spec_parse(), or -errno. */
+/*
+ * Reads and parses a spec file: a regular file or a pipe (`<(...)`, a FIFO;
+ * read to its end, so one with no writer yet reads as empty), at most
+ * 64 MiB. Returns as rl_spec_parse(), -errno, RL_E_SPEC for another kind of
+ * file or an empty pipe, or RL_E_TOO_LARGE.
+ */
 int rl_spec_load(rl_spec *spec, const char *path);
 
 /*
  * Sets the mesh from C structures: ndim axes with sizes shape[] and names
  * axes[]; devices[] lists device ids in row-major mesh order (NULL: 0..N-1);
- * process_of_device[] maps each listed device to its process (NULL: all 0).
- * Returns 0 or RL_E_SPEC_MESH / RL_E_SPEC_AXIS.
+ * process_of_device[] maps each listed device to its process (NULL: all 0);
+ * process ids are dense, 0..P-1, each owning a device.
+ * Returns 0 or RL_E_SPEC_MESH (a gap names the first missing process) /
+ * RL_E_SPEC_AXIS.
  */
 int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,
@@ -457,14 +464,20 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 
 /*
- * Called from the completion thread when every byte of a shard arrived.
- * Keep it short: a runtime typically queues a host-to-device copy.
+ * Called from the completion thread, exactly once per shard, when every
+ * byte of the shard arrived (zero-byte shards: at the end of a successful
+ * run). If the run later fails, the shards already reported were complete
+ * and their staging stays mapped until the next rl_loader_run() or
+ * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
+ * no other shard is reported. Keep it short: a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
 /*
- * Called from time to time with the bytes done and the total; a non-zero
- * return cancels the load (rl_loader_run() returns RL_E_CANCELED).
+ * Called from time to time (about every 1/128 of the total) on the thread
+ * running rl_loader_run(), with the bytes of the plan's reads done and
+ * their total; a non-zero return cancels the load (rl_loader_run() returns
+ * RL_E_CANCELED after draining what is in flight).
  */
 typedef int (*rl_progress_fn)(void *user, uint64_t done, uint64_t total);
 

@@ -42,10 +42,66 @@ int rl_spec_parse(rl_spec *spec, const char *json, size_t len)
 /* Specs are small: anything over this is not one. */
 #define SPEC_MAX_BYTES (64u << 20)
 
+/*
+ * Reads fd to its end into a fresh buffer (NUL-terminated), refusing more
+ * than SPEC_MAX_BYTES. hint is the expected size (0 for a pipe).
+ */
+static int read_all(int fd, size_t hint, char **out, size_t *outlen)
+{
+	size_t cap = (hint ? hint + 1 : 4096) + 1, got = 0;
+	char *buf = rl_malloc(cap), *nb;
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+
+		if (got + 1 == cap) {
+			if (cap > SPEC_MAX_BYTES) {
+				rl_free(buf);
+				return RL_E_TOO_LARGE;
+			}
+			cap = cap * 2 > SPEC_MAX_BYTES + 2u ? SPEC_MAX_BYTES + 2u : cap * 2;
+			nb = rl_realloc(buf, cap);
+			if (!nb) {
+				rl_free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int ret = -errno;
+
+			rl_free(buf);
+			return ret;
+		}
+		if (!n)
+			break;
+		got += (size_t)n;
+	}
+	if (got > SPEC_MAX_BYTES) {
+		rl_free(buf);
+		return RL_E_TOO_LARGE;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	*outlen = got;
+	return 0;
+}
+
+/*
+ * Opened O_NONBLOCK so that a FIFO with no writer cannot hang the open; a
+ * regular file is read as is (O_NONBLOCK means nothing to it), a pipe or
+ * FIFO (`--sharding <(...)`) back in blocking mode to its end, up to
+ * SPEC_MAX_BYTES. Anything else (a directory, a device) is refused.
+ */
 int rl_spec_load(rl_spec *spec, const char *path)
 {
 	struct stat st;
-	char *buf;
+	char *buf = NULL;
 	size_t got = 0;
 	int fd, ret;
 
@@ -54,7 +110,7 @@ int rl_spec_load(rl_spec *spec, const char *path)
 	rl_err_clear(&spec->err);
 	if (!path)
 		return rl_err_set(&spec->err, RL_E_INVALID_ARG, "spec path is NULL");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		ret = -errno;
 		return rl_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
@@ -64,31 +120,38 @@ int rl_spec_load(rl_spec *spec, const char *path)
 		close(fd);
 		return rl_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
 	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > SPEC_MAX_BYTES) {
+	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
 		close(fd);
-		return rl_err_set(&spec->err, RL_E_SPEC, "%s: not a regular file of at most %u bytes",
+		return rl_err_set(&spec->err, RL_E_SPEC, "%s: not a regular file or a pipe",
+				  path);
+	}
+	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > SPEC_MAX_BYTES) {
+		close(fd);
+		return rl_err_set(&spec->err, RL_E_TOO_LARGE, "%s: over %u bytes: not a spec",
 				  path, SPEC_MAX_BYTES);
 	}
-	buf = rl_malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return rl_err_set(&spec->err, -ENOMEM, "%s: out of memory", path);
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+	if (S_ISFIFO(st.st_mode)) {
+		int fl = fcntl(fd, F_GETFL);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			ret = n < 0 ? -errno : -EIO;
+		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
+			ret = -errno;
 			close(fd);
-			rl_free(buf);
-			return rl_err_set(&spec->err, ret, "%s: read failed: %s", path,
-					  rl_strerror(ret));
+			return rl_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
 		}
-		got += (size_t)n;
 	}
+	ret = read_all(fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, &buf, &got);
 	close(fd);
+	if (ret == RL_E_TOO_LARGE)
+		return rl_err_set(&spec->err, ret, "%s: over %u bytes: not a spec", path,
+				  SPEC_MAX_BYTES);
+	if (ret)
+		return rl_err_set(&spec->err, ret, "%s: read failed: %s", path,
+				  rl_strerror(ret));
+	if (!got && S_ISFIFO(st.st_mode)) {
+		rl_free(buf);
+		return rl_err_set(&spec->err, RL_E_SPEC, "%s: empty (a pipe with no writer?)",
+				  path);
+	}
 	ret = pl_spec_parse(spec->pl, buf, got, &spec->err);
 	rl_free(buf);
 	if (ret) {

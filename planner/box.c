@@ -27,7 +27,7 @@ void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndi
 		b->stop[d] = shape[d];
 	}
 	for (unsigned d = 0; d < nd; d++) {
-		uint64_t dim = shape[d], n = 1, idx = 0, chunk, lo, hi;
+		uint64_t dim = shape[d], n = 1, idx = 0, chunk, lo;
 
 		if (!rule->dims[d].naxes)
 			continue;
@@ -38,11 +38,19 @@ void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndi
 			n *= s->shape[ax];   /* <= PL_MAX_DEVICES */
 		}
 		chunk = dim / n + (dim % n != 0);
-		/* idx < n, so idx * chunk < dim + n: no overflow. */
+		/*
+		 * idx < n, so lo = idx * chunk = n * chunk - (n - idx) * chunk
+		 * < dim + n - chunk: that is below dim when chunk >= n, and
+		 * below n^2 <= 2^48 otherwise, so lo cannot wrap. lo + chunk
+		 * can (dim near 2^64): compare with what is left instead.
+		 */
 		lo = idx * chunk;
-		hi = lo + chunk;
-		b->start[d] = lo < dim ? lo : dim;
-		b->stop[d] = hi < dim ? hi : dim;
+		if (lo >= dim) {
+			b->start[d] = b->stop[d] = dim;
+		} else {
+			b->start[d] = lo;
+			b->stop[d] = chunk < dim - lo ? lo + chunk : dim;
+		}
 	}
 }
 
@@ -62,8 +70,11 @@ int pl_box_runs(unsigned ndim, const uint64_t *shape, unsigned bits,
 	uint64_t estride[RL_MAX_DIMS], first = 0, run;
 	int q = -1;
 
-	memset(r, 0, sizeof(*r));
+	/* Only the first nlev levels are ever read: no need to clear them. */
 	r->off = base;
+	r->len = 0;
+	r->nruns = 0;
+	r->nlev = 0;
 	for (unsigned d = 0; d < ndim; d++)
 		if (b->stop[d] <= b->start[d])
 			return 0;               /* empty box: no runs */

@@ -271,15 +271,13 @@ static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item 
 		  coord, b);
 }
 
-/* Staging layout of plan p (layout.c). */
-int pl_layout(struct pl_plan *p, const struct pl_ckpt *ck,
-	      const struct pl_align *align, const struct pl_opts *o,
-	      struct rl_err *e);
-/* Whether shard bytes of item it on di form one run of one source, and
- * where it starts in its file (layout.c). */
-int pl_item_single_run(const struct pl_plan *p, const struct pl_ckpt *ck,
-		       const struct pl_item *it, const struct pl_box *box,
-		       uint64_t *file, uint64_t *off, uint64_t *len);
+/*
+ * Staging layout of plan p (layout.c), from the shards' nbytes; a shard
+ * whose offset holds PL_CONGRUENT_MARK | (file offset mod 4096) is one
+ * contiguous run of one source and is placed congruently.
+ */
+#define PL_CONGRUENT_MARK (1ull << 63)
+int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e);
 
 /* Whether a run of len bytes gets congruent placement in a file aligned so. */
 int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);

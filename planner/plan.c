@@ -16,8 +16,8 @@
  *             of at most chunk bytes (and at the aligned middles of
  *             congruently placed shards, which are read straight into
  *             staging);
- *   copies    each request's scatter list, so requests complete in any
- *             order.
+ *   copies    (scatter.c) each request's scatter list, so requests complete
+ *             in any order.
  *
  * Statistics of the other processes run the same code without copies.
  */
@@ -25,98 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pl_private.h"
+#include "plan_ctx.h"
 
-struct region {
-	uint64_t off, len, within, nruns;
-	uint32_t shard;         /* device-major shard index */
-	uint32_t lev;           /* first level in the pool */
-	uint8_t nlev;
-	uint8_t direct;         /* single run of a congruently placed shard */
-};
-
-struct level {
-	uint64_t count, stride;
-};
-
-struct group {
-	uint32_t u0, nu;        /* unique regions [u0, u0 + nu) */
-	uint64_t nruns;
-};
-
-/* What an item contributes: whole group, one run of a group, one run of a
- * unique region (kind in pl_citem.strided bits 1-2). */
-#define CI_GAPS 1u
-#define CI_GROUP (0u << 1)
-#define CI_GROUP_RUN (1u << 1)
-#define CI_UNIQUE_RUN (2u << 1)
-#define CI_KIND(c) ((c)->strided & 6u)
-
-struct fpart {
-	uint32_t item, part;    /* part UINT32_MAX: the item is plain */
-};
-
-struct ablock {
-	uint64_t start, end, last; /* aligned span, end of the last needed byte */
-	size_t b0, nb;             /* coalesced blocks */
-};
-
-struct scopy {
-	uint32_t req;
-	struct rl_copy c;
-};
-
-struct ctx {
-	const struct pl_ckpt *ck;
-	const struct pl_spec *s;
-	const struct pl_align *align;
-	const struct pl_opts *o;
-	struct pl_plan *p;
-	struct rl_err *e;
-	struct pl_ratio ratio, *ratiop;
-	/* (item, part) pairs bucketed by file */
-	struct fpart *fp;
-	size_t *file_first;
-	/* per-file scratch */
-	struct region *reg;
-	size_t nreg, capreg;
-	struct level *lev;
-	size_t nlev, caplev;
-	uint32_t *uniq;         /* first region of each unique region; +1 sentinel */
-	size_t nuniq, capuniq;
-	struct group *grp;
-	size_t ngrp, capgrp;
-	struct pl_citem *ci;
-	size_t nci, capci;
-	struct pl_block *blk;
-	size_t capblk;
-	struct ablock *ab;
-	size_t nab, capab;
-	uint64_t *cut;          /* direct spans: pairs [a, b) */
-	size_t ncut, capcut;
-	/* output of the current process */
-	int full;
-	struct rl_read *reads;
-	size_t nreads, capreads;
-	struct rl_copy *copies;
-	size_t ncopies, capcopies;
-	struct scopy *sc;
-	size_t nsc, capsc;
-	size_t qhint;           /* last request find_req() returned */
-	size_t *qcount;         /* per request of a block: copies, then cursor */
-	size_t capqcount;
-	uint32_t *slots;        /* mesh index of each slot of the process */
-	uint32_t (*coords)[PL_MAX_AXES]; /* and its mesh coordinates */
-	uint8_t *skip;          /* read once: (item, device) boxes received */
-	unsigned nslots;
-	struct pl_stats st;
-};
-
-#define GROW(ctx, arr, n, cap, add) \
-	((n) + (add) <= (cap) ? 0 : \
-	 grow((void **)&(arr), (n) + (add), &(cap), sizeof(*(arr)), (ctx)->e))
-
-static int grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
+int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
 {
 	size_t n = *cap ? *cap : 64;
 	void *p;
@@ -207,27 +118,67 @@ static int part_runs(struct ctx *x, const struct pl_item *it, const struct pl_pa
 	return 1;
 }
 
+/*
+ * A shard that cannot be read on whole bytes (F4/F6): one wording for the
+ * shard's size and its runs, naming the rule that split it, or the target
+ * slice when no rule did.
+ */
+static int subbyte_error(struct ctx *x, const struct pl_item *it, unsigned slot)
+{
+	const char *dt = pl_dtype_name(it->dtype);
+	uint32_t dev = x->s->devices[x->slots[slot]];
+
+	if (it->rule < 0)
+		return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
+				  "tensor \"%s\" (%s, sliced, no rule): the shard of device %u does not fall on whole bytes",
+				  it->name, dt ? dt : "?", dev);
+	return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
+			  "rule %d (\"%s\"): tensor \"%s\" (%s): the shard of device %u does not fall on whole bytes",
+			  (int)it->rule, x->s->rules[it->rule].pattern, it->name, dt ? dt : "?",
+			  dev);
+}
+
 static int add_regions(struct ctx *x, const struct fpart *f)
 {
 	const struct pl_item *it = &x->p->items[f->item];
 	const struct pl_part *pt = f->part == UINT32_MAX ? NULL : &x->p->parts[f->part];
 	int single = it->nparts == 0 || (it->nparts == 1 && !pt->nlead);
 
+	int first = !pt || f->part == it->first_part;
+
 	for (unsigned s = 0; s < x->nslots; s++) {
 		struct pl_box b;
 		struct pl_runs r;
 		struct region *g;
+		struct pl_shard *sh = NULL;
 		uint64_t within = 0;
 		int ret;
 
+		pl_item_box_at(x->s, it, x->coords[s], &b);
+		if (x->full && first) {
+			/* The shard's size, once per (item, device), for the layout. */
+			uint64_t elems = 1, bits;
+
+			sh = &x->p->shards[pl_shard_index(x->p, f->item, s)];
+			for (unsigned d = 0; d < it->ndim; d++)
+				if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
+					return rl_err_set(x->e, RL_E_TOO_LARGE,
+							  "tensor \"%s\": shard too large", it->name);
+			if (rl_mul64(elems, it->bits, &bits))
+				return rl_err_set(x->e, RL_E_TOO_LARGE,
+						  "tensor \"%s\": shard too large", it->name);
+			if (bits % 8)
+				return subbyte_error(x, it, s);
+			sh->nbytes = bits / 8;
+		}
 		if (pl_skip_bit(x->skip, x->s->ndev, f->item, x->slots[s]))
 			continue;       /* another process reads it and broadcasts */
-		pl_item_box_at(x->s, it, x->coords[s], &b);
 		ret = part_runs(x, it, pt, &b, &r, &within);
+		if (ret == RL_E_SUBBYTE_SPLIT)
+			return subbyte_error(x, it, s);
 		if (ret < 0)
-			return rl_err_set(x->e, ret,
-					  "tensor \"%s\": the shard of device %u does not fall on whole bytes",
-					  it->name, x->s->devices[x->slots[s]]);
+			return rl_err_set(x->e, ret, "tensor \"%s\": device %u: %s", it->name,
+					  x->s->devices[x->slots[s]], rl_strerror(ret));
 		if (!ret)
 			continue;
 		if (GROW(x, x->reg, x->nreg, x->capreg, 1) ||
@@ -246,6 +197,10 @@ static int add_regions(struct ctx *x, const struct fpart *f)
 					    r.len);
 		for (unsigned i = 0; i < r.nlev; i++)
 			x->lev[x->nlev++] = (struct level){ r.count[i], r.stride[i] };
+		/* One contiguous run of one source: the layout places the shard
+		 * congruently (pl_layout() reads this mark). */
+		if (sh && g->direct)
+			sh->offset = PL_CONGRUENT_MARK | (r.off % PL_CONGRUENT_ALIGN);
 	}
 	return 0;
 }
@@ -284,12 +239,6 @@ static int region_cmp(const void *pa, const void *pb, void *arg)
 /* Groups and coalescing items                                       */
 /* ---------------------------------------------------------------- */
 
-static const struct region *ureg(const struct ctx *x, size_t u)
-{
-	return &x->reg[x->uniq[u]];
-}
-
-/* Extent of the inner levels of a region: its runs' span. */
 static uint64_t region_end(const struct ctx *x, const struct region *r)
 {
 	uint64_t end = r->off + r->len;
@@ -300,7 +249,7 @@ static uint64_t region_end(const struct ctx *x, const struct region *r)
 }
 
 /* Whether every gap inside region r is <= min_gap (then it is solid-equivalent). */
-static int region_dense(const struct ctx *x, const struct region *r, uint64_t gap_after)
+static int region_dense(const struct ctx *x, const struct region *r)
 {
 	uint64_t span = r->len;
 
@@ -311,7 +260,7 @@ static int region_dense(const struct ctx *x, const struct region *r, uint64_t ga
 			return 0;
 		span += (l->count - 1) * l->stride;
 	}
-	return gap_after <= x->o->min_gap;
+	return 1;
 }
 
 static int same_levels(const struct ctx *x, const struct region *a, const struct region *b)
@@ -330,19 +279,6 @@ static int push_ci(struct ctx *x, uint64_t start, uint64_t end, uint64_t needed,
 	x->ci[x->nci++] = (struct pl_citem){ start, end, needed, ref,
 					     kind | (end - start != needed ? CI_GAPS : 0), k };
 	return 0;
-}
-
-static uint64_t run_off(const struct ctx *x, const struct region *r, uint64_t k)
-{
-	uint64_t off = r->off;
-
-	for (unsigned i = r->nlev; i-- > 0;) {
-		const struct level *l = &x->lev[r->lev + i];
-
-		off += (k % l->count) * l->stride;
-		k /= l->count;
-	}
-	return off;
 }
 
 static int make_groups(struct ctx *x)
@@ -378,7 +314,7 @@ static int make_groups(struct ctx *x)
 		g->nu = (uint32_t)n;
 		g->nruns = a->nruns;
 		if (n == 1) {
-			dense = region_dense(x, a, 0);
+			dense = region_dense(x, a);
 		} else {
 			/* Wrap gap: from the last region's run to the first's next run. */
 			dense = start + stride - last_end <= x->o->min_gap;
@@ -488,246 +424,6 @@ static int expand_overlaps(struct ctx *x)
 }
 
 /* ---------------------------------------------------------------- */
-/* Alignment, chunking and copies                                    */
-/* ---------------------------------------------------------------- */
-
-static int push_copy(struct ctx *x, uint32_t req, const struct region *r,
-		     uint64_t src, uint64_t len, uint64_t count, uint64_t stride,
-		     uint64_t dst_in_shard)
-{
-	const struct pl_shard *sh = &x->p->shards[r->shard];
-
-	if (GROW(x, x->sc, x->nsc, x->capsc, 1))
-		return -ENOMEM;
-	x->sc[x->nsc++] = (struct scopy){ req, {
-		.src = (uint32_t)src, .len = (uint32_t)len, .count = (uint32_t)count,
-		.src_stride = (uint32_t)stride, .dst = sh->offset + dst_in_shard,
-		.dev = sh->dev, .shard = r->shard } };
-	return 0;
-}
-
-/* Index of the request holding offset off among reads [q0, q1). Runs are
- * emitted mostly in offset order: try the last answer and its successor. */
-static size_t find_req(struct ctx *x, size_t q0, size_t q1, uint64_t off)
-{
-	size_t h = x->qhint;
-
-	if (h >= q0 && h < q1 && x->reads[h].off <= off) {
-		if (off < x->reads[h].off + x->reads[h].len)
-			return h;
-		if (h + 1 < q1 && off < x->reads[h + 1].off + x->reads[h + 1].len)
-			return x->qhint = h + 1;
-	}
-	while (q1 - q0 > 1) {
-		size_t mid = q0 + (q1 - q0) / 2;
-
-		if (x->reads[mid].off <= off)
-			q0 = mid;
-		else
-			q1 = mid;
-	}
-	return x->qhint = q0;
-}
-
-/* Copies for runs [k0, k1) of region r into requests [q0, q1). */
-static int emit_runs(struct ctx *x, const struct region *r, uint64_t k0, uint64_t k1,
-		     size_t q0, size_t q1)
-{
-	uint64_t ci = r->nlev ? x->lev[r->lev + r->nlev - 1].count : 1;
-	uint64_t si = r->nlev ? x->lev[r->lev + r->nlev - 1].stride : 0;
-	uint64_t k = k0, len = r->len;
-	size_t q = find_req(x, q0, q1, run_off(x, r, k0));
-
-	while (k < k1) {
-		uint64_t o = run_off(x, r, k), row_end = (k / ci + 1) * ci, qend, m = 1;
-
-		while (x->reads[q].off + x->reads[q].len <= o)
-			q++;
-		qend = x->reads[q].off + x->reads[q].len;
-		if (o + len <= qend) {
-			if (row_end > k1)
-				row_end = k1;
-			if (row_end - k > 1) {
-				m = (qend - o - len) / si + 1;
-				if (m > row_end - k)
-					m = row_end - k;
-			}
-			if (push_copy(x, (uint32_t)q, r, o - x->reads[q].off, len, m,
-				      m > 1 ? si : len, r->within + k * len))
-				return -ENOMEM;
-			k += m;
-			continue;
-		}
-		/* The run straddles requests: one piece in each. */
-		for (uint64_t pos = o; pos < o + len;) {
-			uint64_t piece;
-
-			while (x->reads[q].off + x->reads[q].len <= pos)
-				q++;
-			qend = x->reads[q].off + x->reads[q].len;
-			piece = (o + len < qend ? o + len : qend) - pos;
-			if (push_copy(x, (uint32_t)q, r, pos - x->reads[q].off, piece, 1,
-				      piece, r->within + k * len + (pos - o)))
-				return -ENOMEM;
-			pos += piece;
-		}
-		k++;
-	}
-	return 0;
-}
-
-/* Every destination of unique region u, runs [k0, k1). */
-static int emit_unique(struct ctx *x, uint32_t u, uint64_t k0, uint64_t k1,
-		       size_t q0, size_t q1)
-{
-	for (uint32_t d = x->uniq[u]; d < x->uniq[u + 1]; d++) {
-		int ret = emit_runs(x, &x->reg[d], k0, k1, q0, q1);
-
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static int emit_item(struct ctx *x, const struct pl_citem *c, size_t q0, size_t q1)
-{
-	const struct group *g;
-	int ret = 0;
-
-	if (CI_KIND(c) == CI_UNIQUE_RUN)
-		return emit_unique(x, c->ref, c->k, c->k + 1, q0, q1);
-	g = &x->grp[c->ref];
-	for (uint32_t u = g->u0; u < g->u0 + g->nu && !ret; u++) {
-		if (CI_KIND(c) == CI_GROUP_RUN)
-			ret = emit_unique(x, u, c->k, c->k + 1, q0, q1);
-		else
-			ret = emit_unique(x, u, 0, g->nruns, q0, q1);
-	}
-	return ret;
-}
-
-static int push_read(struct ctx *x, uint32_t file, uint64_t off, uint64_t len,
-		     uint64_t min_len, uint32_t flags)
-{
-	uint64_t size = x->ck->files[file].size;
-
-	x->st.requests++;
-	x->st.read_bytes += off < size ? RL_MIN(len, size - off) : 0;
-	if (!x->full)
-		return 0;
-	if (GROW(x, x->reads, x->nreads, x->capreads, 1))
-		return -ENOMEM;
-	x->reads[x->nreads++] = (struct rl_read){ .off = off, .len = (uint32_t)len,
-		.min_len = (uint32_t)min_len, .file = file, .flags = flags };
-	if (len > x->p->max_read)
-		x->p->max_read = len;
-	return 0;
-}
-
-/* Direct spans of a block's members: aligned middles of congruent shards. */
-static int collect_cuts(struct ctx *x, const struct ablock *ab, uint64_t A)
-{
-	x->ncut = 0;
-	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++) {
-		const struct pl_block *bl = &x->blk[b];
-
-		for (size_t i = bl->first; i < bl->first + bl->n; i++) {
-			const struct pl_citem *c = &x->ci[i];
-			const struct group *g;
-			const struct region *r;
-			uint64_t lo, hi;
-
-			if (CI_KIND(c) != CI_GROUP)
-				continue;
-			g = &x->grp[c->ref];
-			r = ureg(x, g->u0);
-			if (g->nu != 1 || !r->direct || x->uniq[g->u0 + 1] - x->uniq[g->u0] != 1)
-				continue;
-			lo = rl_align_up(c->start, A);
-			hi = rl_align_down(c->end, A);
-			if (hi <= lo || hi - lo < PL_DIRECT_MIN)
-				continue;
-			if (GROW(x, x->cut, x->ncut, x->capcut, 2))
-				return -ENOMEM;
-			x->cut[x->ncut++] = lo;
-			x->cut[x->ncut++] = hi;
-		}
-	}
-	return 0;
-}
-
-/* Requests and copies of aligned block ab of file f. */
-static int block_requests(struct ctx *x, uint32_t f, const struct ablock *ab)
-{
-	const struct pl_align *al = &x->align[f];
-	uint64_t A = al->offset_align > al->mem_align ? al->offset_align : al->mem_align;
-	uint64_t chunk = rl_align_down(RL_MIN(x->o->chunk, (uint64_t)UINT32_MAX), al->offset_align);
-	uint64_t pos = ab->start;
-	size_t q0 = x->nreads, j = 0;
-	int ret;
-
-	if (chunk < al->offset_align)
-		chunk = al->offset_align;
-	if ((ret = collect_cuts(x, ab, A)))
-		return ret;
-	while (pos < ab->end) {
-		uint64_t end = RL_MIN(pos + chunk, ab->end);
-		uint32_t flags = 0;
-
-		while (j < x->ncut && x->cut[j + 1] <= pos)
-			j += 2;
-		if (j < x->ncut) {
-			if (pos < x->cut[j]) {
-				end = RL_MIN(end, x->cut[j]);
-			} else {
-				end = RL_MIN(end, x->cut[j + 1]);
-				flags = RL_READ_DIRECT;
-			}
-		}
-		if ((ret = push_read(x, f, pos, end - pos, RL_MIN(end, ab->last) - pos, flags)))
-			return ret;
-		pos = end;
-	}
-	if (!x->full)
-		return 0;
-	/* Scatter lists: generated item by item, then grouped by request. */
-	x->nsc = 0;
-	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++)
-		for (size_t i = x->blk[b].first; i < x->blk[b].first + x->blk[b].n; i++)
-			if ((ret = emit_item(x, &x->ci[i], q0, x->nreads)))
-				return ret;
-	if (GROW(x, x->copies, x->ncopies, x->capcopies, x->nsc) ||
-	    GROW(x, x->qcount, 0, x->capqcount, x->nreads - q0 + 1))
-		return -ENOMEM;
-	/* Counting sort by request: each read's copies become contiguous. */
-	memset(x->qcount, 0, (x->nreads - q0 + 1) * sizeof(*x->qcount));
-	for (size_t i = 0; i < x->nsc; i++)
-		x->qcount[x->sc[i].req - q0 + 1]++;
-	for (size_t q = q0; q < x->nreads; q++) {
-		struct rl_read *rd = &x->reads[q];
-		size_t k = q - q0;
-
-		rd->ncopies = (uint32_t)x->qcount[k + 1];
-		x->qcount[k + 1] += x->qcount[k];
-		rd->first_copy = x->ncopies + x->qcount[k];
-	}
-	for (size_t i = 0; i < x->nsc; i++)
-		x->copies[x->ncopies + x->qcount[x->sc[i].req - q0]++] = x->sc[i].c;
-	x->ncopies += x->nsc;
-	/* A direct read has exactly its one copy, covering it whole. */
-	for (size_t q = q0; q < x->nreads; q++) {
-		struct rl_read *rd = &x->reads[q];
-		const struct rl_copy *c = &x->copies[rd->first_copy];
-
-		if ((rd->flags & RL_READ_DIRECT) &&
-		    (rd->ncopies != 1 || c->src || c->count != 1 || c->len != rd->len ||
-		     rd->min_len != rd->len || c->dst % A))
-			rd->flags &= ~RL_READ_DIRECT;
-	}
-	return 0;
-}
-
-/* ---------------------------------------------------------------- */
 /* One file, one process                                             */
 /* ---------------------------------------------------------------- */
 
@@ -788,7 +484,7 @@ static int plan_file(struct ctx *x, uint32_t f)
 	x->st.blocks += x->nab;
 	x->st.files_opened++;
 	for (size_t a = 0; a < x->nab; a++)
-		if ((ret = block_requests(x, f, &x->ab[a])))
+		if ((ret = pl_block_requests(x, f, &x->ab[a])))
 			return ret;
 	return 0;
 }
@@ -835,13 +531,18 @@ static struct pl_spec *spec_copy(const struct pl_spec *s)
 		goto fail;
 	memcpy(c->devices, s->devices, s->ndev * sizeof(uint32_t));
 	memcpy(c->proc, s->proc, s->ndev * sizeof(uint32_t));
-	/* Boxes need only the resolved dims; regexes stay with the spec. */
+	/*
+	 * Boxes need only the resolved dims, errors the patterns; regexes
+	 * stay with the spec.
+	 */
 	for (size_t i = 0; i < s->nrules; i++) {
 		c->rules[i].ndims = s->rules[i].ndims;
 		memcpy(c->rules[i].dims, s->rules[i].dims, sizeof(s->rules[i].dims));
 		if (regcomp(&c->rules[i].re, "^$", REG_EXTENDED | REG_NOSUB))
 			goto fail;
 		c->nrules = i + 1;
+		if (!(c->rules[i].pattern = rl_strdup(s->rules[i].pattern)))
+			goto fail;
 	}
 	for (unsigned i = 0; i < s->ndim; i++)
 		if (!(c->axes[i] = rl_strdup(s->axes[i])))
@@ -1032,7 +733,7 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 				 p->nshards, UINT32_MAX);
 		goto fail;
 	}
-	p->shards = rl_mallocarray(p->nshards + 1, sizeof(*p->shards));
+	p->shards = rl_calloc(p->nshards + 1, sizeof(*p->shards));
 	p->staging = rl_calloc(p->nslots + 1, sizeof(uint64_t));
 	p->stats = rl_calloc(spec->nprocs, sizeof(*p->stats));
 	p->have_stats = rl_calloc(spec->nprocs, 1);
@@ -1047,8 +748,6 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
 			goto oom;
 	}
-	if ((ret = pl_layout(p, ck, align, o, e)))
-		goto fail;
 	if ((ret = bucket_parts(&x)))
 		goto fail;
 	if (o->read_once && (ret = pl_read_once(p, ck, o, &x.skip, e)))
@@ -1067,6 +766,11 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 	}
 	if ((ret = plan_process(&x, (unsigned)o->process, 1)))
 		goto fail_ctx;
+	/* Shard sizes are known now: place them, then point the copies at
+	 * their final staging offsets. */
+	if ((ret = pl_layout(p, o, e)))
+		goto fail_ctx;
+	pl_place_copies(p, x.copies, x.ncopies, x.reads, x.nreads, align);
 	p->stats[o->process] = x.st;
 	p->have_stats[o->process] = 1;
 	p->reads = x.reads;
@@ -1099,91 +803,4 @@ fail:
 	ctx_free(&x);
 	pl_plan_free(p);
 	return ret;
-}
-
-void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
-{
-	out->nfiles = p->nfiles;
-	out->paths = (const char *const *)p->paths;
-	out->file_sizes = p->file_sizes;
-	out->nreads = p->nreads;
-	out->reads = p->reads;
-	out->ncopies = p->ncopies;
-	out->copies = p->copies;
-	out->ndevs = p->nslots;
-	out->dev_ids = p->dev_ids;
-	out->staging_bytes = p->staging;
-	out->nshards = p->nshards;
-	out->shards = p->shards;
-	out->max_read = p->max_read;
-	out->needed_bytes = p->stats[p->process].needed_bytes;
-	out->received = p->received;
-}
-
-unsigned pl_plan_nprocs(const struct pl_plan *p)
-{
-	return p->spec->nprocs;
-}
-
-int pl_plan_stats(const struct pl_plan *p, int proc, struct pl_stats *out)
-{
-	if (proc >= (int)p->spec->nprocs)
-		return -EINVAL;
-	if (proc < 0) {
-		if (!p->all_stats && p->spec->nprocs > 1)
-			return RL_E_STATE;
-		*out = p->all_stats ? p->total : p->stats[p->process];
-		return 0;
-	}
-	if (!p->have_stats[proc])
-		return RL_E_STATE;
-	*out = p->stats[proc];
-	return 0;
-}
-
-size_t pl_plan_ntensors(const struct pl_plan *p)
-{
-	return p->nitems;
-}
-
-void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
-		    int *dtype, unsigned *ndim, const uint64_t **shape)
-{
-	*name = p->items[it].name;
-	*dtype = p->items[it].dtype;
-	*ndim = p->items[it].ndim;
-	*shape = p->items[it].shape;
-}
-
-void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
-		       uint64_t *stop)
-{
-	const struct pl_shard *sh = &p->shards[i];
-	const struct pl_item *it = &p->items[sh->tensor];
-	struct pl_box b;
-
-	pl_item_box(p->spec, it, p->slot_dev[sh->dev], &b);
-	for (unsigned d = 0; d < it->ndim; d++) {
-		start[d] = b.start[d];
-		stop[d] = b.stop[d];
-	}
-}
-
-size_t pl_plan_nbcasts(const struct pl_plan *p)
-{
-	return p->nbcasts;
-}
-
-void pl_plan_bcast(const struct pl_plan *p, size_t i, struct pl_bcast_info *out)
-{
-	const struct pl_bcast *b = &p->bcasts[i];
-
-	out->tensor = b->item;
-	out->root = b->root;
-	out->batch = b->batch;
-	out->nbytes = b->nbytes;
-	out->src_offset = b->src_offset;
-	out->nreceivers = b->nrecv;
-	out->receivers = p->receivers + b->first_recv;
-	out->shard = b->shard;
 }

@@ -22,7 +22,8 @@
  * serde derive accepts forms cJSON knows nothing about (a struct given as
  * an array, an enum given as {"F32": null}). A reader that mirrors the
  * serde types directly decides every case in one pass, takes integers
- * exactly from their text, and allocates only what it keeps.
+ * exactly from their text, and allocates only what it keeps. Its verdicts
+ * are checked file by file against a serde stand-in (tests/oracle/run.sh).
  *
  * Where ringload deliberately differs: names and metadata containing U+0000
  * (valid JSON, but not representable as C strings) and tensors of rank

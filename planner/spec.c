@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -116,6 +118,7 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 {
 	struct pl_spec t;
 	uint64_t ndev = 1;
+	uint32_t maxp = 0;
 	int ret;
 
 	if (ndim > PL_MAX_AXES)
@@ -153,14 +156,33 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 	for (uint32_t i = 0; i < t.ndev; i++) {
 		t.devices[i] = devices ? devices[i] : i;
 		t.proc[i] = process_of_device ? process_of_device[i] : 0;
-		if (t.proc[i] >= PL_MAX_DEVICES) {
+		if (t.proc[i] > maxp)
+			maxp = t.proc[i];
+	}
+	/*
+	 * Process ids are dense, 0..P-1, each owning a device: the plan sizes
+	 * per-process tables by P, which must not grow with an id's value.
+	 * With N devices, some id in 0..min(max, N) is missing unless dense.
+	 */
+	{
+		uint32_t n = maxp < t.ndev ? maxp + 1 : t.ndev + 1, miss = 0;
+		uint8_t *seen = rl_calloc(n, 1);
+
+		if (!seen)
+			goto fail;
+		for (uint32_t i = 0; i < t.ndev; i++)
+			if (t.proc[i] < n)
+				seen[t.proc[i]] = 1;
+		while (miss < n && seen[miss])
+			miss++;
+		rl_free(seen);
+		if (miss < n) {
 			ret = rl_err_set(e, RL_E_SPEC_MESH,
-					 "mesh: process %u of device %u out of range",
-					 t.proc[i], t.devices[i]);
+					 "mesh: process %u owns no device (process ids must be 0..P-1 with no gap; highest is %u)",
+					 miss, maxp);
 			goto fail;
 		}
-		if (t.proc[i] + 1 > t.nprocs)
-			t.nprocs = t.proc[i] + 1;
+		t.nprocs = maxp + 1;
 	}
 	/* Duplicate ids: sort a copy. */
 	{
@@ -242,6 +264,20 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 	}
 	memset(&r, 0, sizeof(r));
 	r.ndims = ndims;
+	/*
+	 * Validate the pattern on its own first: wrapped in "^(...)$" an
+	 * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$",
+	 * which matches any name that starts with "a".
+	 */
+	rc = regcomp(&r.re, regex, REG_EXTENDED | REG_NOSUB);
+	if (rc) {
+		char why[128];
+
+		regerror(rc, &r.re, why, sizeof(why));
+		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
+				  idx, regex, why);
+	}
+	regfree(&r.re);
 	/* Whole-name match: anchor the pattern once, here. */
 	plen = strlen(regex);
 	full = rl_malloc(plen + 5);
@@ -473,9 +509,109 @@ static int parse_rule(struct pl_spec *s, const cJSON *r, size_t idx, struct rl_e
 	return pl_spec_add_rule(s, match->valuestring, nd, dims, e);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * Returns a name that occurs twice among names[0..n), NULL if none, or
+ * names itself when out of memory (a sorted copy: objects may be large).
+ */
+static const char *find_dup(const char *const *names, size_t n)
+{
+	const char **v, *dup = NULL;
+
+	if (n < 2)
+		return NULL;
+	v = rl_mallocarray(n, sizeof(*v));
+	if (!v)
+		return (const char *)names;
+	memcpy(v, names, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_str);
+	for (size_t i = 1; i < n && !dup; i++)
+		if (!strcmp(v[i - 1], v[i]))
+			dup = v[i];
+	rl_free(v);
+	return dup;
+}
+
+/*
+ * Refuses a key given twice in any object of j: cJSON keeps both and
+ * lookups silently take the first, a trap in a hand-written spec.
+ */
+static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_err *e)
+{
+	const cJSON *v;
+	const char **names, *dup;
+	size_t n = 0;
+	int ret;
+
+	if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
+		return 0;
+	cJSON_ArrayForEach(v, j) {
+		if ((ret = check_dup_keys(v, what, code, e)))
+			return ret;
+		n++;
+	}
+	if (!cJSON_IsObject(j) || n < 2)
+		return 0;
+	names = rl_mallocarray(n, sizeof(*names));
+	if (!names)
+		return rl_err_set(e, -ENOMEM, "%s: out of memory", what);
+	n = 0;
+	cJSON_ArrayForEach(v, j)
+		names[n++] = v->string;
+	dup = find_dup(names, n);
+	if (dup == (const char *)names)
+		ret = rl_err_set(e, -ENOMEM, "%s: out of memory", what);
+	else if (dup && j->string)
+		ret = rl_err_set(e, code, "%s: key \"%s\" given twice in \"%s\"", what,
+				 dup, j->string);
+	else if (dup)
+		ret = rl_err_set(e, code, "%s: key \"%s\" given twice", what, dup);
+	else
+		ret = 0;
+	rl_free(names);
+	return ret;
+}
+
+/*
+ * Parses exactly one JSON value from json[0..len): only whitespace may
+ * follow it, and no key may repeat. The error position comes from
+ * return_parse_end, not from cJSON's global error pointer. code is the
+ * error code for bad text.
+ */
+static int parse_json(const char *json, size_t len, const char *what, int code,
+		      cJSON **out, struct rl_err *e)
+{
+	const char *end = json;
+	cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+	int ret;
+
+	if (!root) {
+		size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
+
+		return rl_err_set(e, code, "%s: not valid JSON (near byte %zu)", what, at);
+	}
+	for (; end < json + len; end++)
+		if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
+			cJSON_Delete(root);
+			return rl_err_set(e, code, "%s: text after the JSON value (byte %zu)",
+					  what, (size_t)(end - json));
+		}
+	if ((ret = check_dup_keys(root, what, code, e))) {
+		cJSON_Delete(root);
+		return ret;
+	}
+	*out = root;
+	return 0;
+}
+
 static int parse_tensors(struct pl_spec *s, const cJSON *t, struct rl_err *e)
 {
 	const cJSON *v;
+	const char *dup;
 	size_t n = 0;
 
 	if (!cJSON_IsArray(t))
@@ -492,6 +628,11 @@ static int parse_tensors(struct pl_spec *s, const cJSON *t, struct rl_err *e)
 			return rl_err_set(e, -ENOMEM, "spec: out of memory");
 		s->ntensors = ++n;
 	}
+	dup = find_dup((const char *const *)s->tensors, n);
+	if (dup == (const char *)s->tensors)
+		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+	if (dup)
+		return rl_err_set(e, RL_E_SPEC, "spec: \"%s\" listed twice in \"tensors\"", dup);
 	return 0;
 }
 
@@ -505,10 +646,8 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 
 	if (!json)
 		return rl_err_set(e, RL_E_SPEC, "spec: no text");
-	root = cJSON_ParseWithLength(json, len);
-	if (!root)
-		return rl_err_set(e, RL_E_SPEC, "spec: not valid JSON (near byte %zu)",
-				  (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0));
+	if ((ret = parse_json(json, len, "spec", RL_E_SPEC, &root, e)))
+		return ret;
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return rl_err_set(e, RL_E_SPEC, "spec: not a JSON object");
@@ -571,15 +710,15 @@ out:
 int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
 			    struct rl_err *e)
 {
+	char what[32];
 	cJSON *root;
 	int ret;
 
 	if (!json)
 		return rl_err_set(e, RL_E_SPEC_TARGET, "target: no text");
-	root = cJSON_ParseWithLength(json, len);
-	if (!root)
-		return rl_err_set(e, RL_E_SPEC_TARGET, "target %zu: not valid JSON",
-				  s->ntargets);
+	snprintf(what, sizeof(what), "target %zu", s->ntargets);
+	if ((ret = parse_json(json, len, what, RL_E_SPEC_TARGET, &root, e)))
+		return ret;
 	ret = pl_target_parse(s, root, s->ntargets, e);
 	cJSON_Delete(root);
 	return ret;

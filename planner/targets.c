@@ -118,8 +118,11 @@ static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
 					  idx, v->string);
 	}
 	name = cJSON_GetObjectItemCaseSensitive(j, "name");
-	if (!cJSON_IsString(name) || !name->valuestring[0])
+	if (!cJSON_IsString(name))
 		return rl_err_set(e, RL_E_SPEC_TARGET, "target %zu: \"name\" must be a string",
+				  idx);
+	if (!name->valuestring[0])
+		return rl_err_set(e, RL_E_SPEC_TARGET, "target %zu: \"name\" must not be empty",
 				  idx);
 	t->name = rl_strdup(name->valuestring);
 	if (!t->name)
@@ -176,13 +179,22 @@ static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
 			t->slice_stop[d] = UINT64_MAX;
 			if (cJSON_IsNull(v))
 				continue;
-			if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 ||
-			    json_u64(cJSON_GetArrayItem(v, 0), &t->slice_start[d]) ||
-			    json_u64(cJSON_GetArrayItem(v, 1), &t->slice_stop[d]) ||
-			    t->slice_start[d] > t->slice_stop[d])
+			if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
 				return rl_err_set(e, RL_E_SPEC_TARGET,
-						  "target %zu (\"%s\"): slice[%u] must be null or [start, stop] with start <= stop",
+						  "target %zu (\"%s\"): slice[%u] must be null or [start, stop]",
 						  idx, t->name, d);
+			/* JSON numbers are exact integers only up to 2^53. */
+			if (json_u64(cJSON_GetArrayItem(v, 0), &t->slice_start[d]) ||
+			    json_u64(cJSON_GetArrayItem(v, 1), &t->slice_stop[d]))
+				return rl_err_set(e, RL_E_SPEC_TARGET,
+						  "target %zu (\"%s\"): slice[%u]: bounds must be integers in [0, 2^53]",
+						  idx, t->name, d);
+			if (t->slice_start[d] > t->slice_stop[d])
+				return rl_err_set(e, RL_E_SPEC_TARGET,
+						  "target %zu (\"%s\"): slice[%u]: start %llu after stop %llu",
+						  idx, t->name, d,
+						  (unsigned long long)t->slice_start[d],
+						  (unsigned long long)t->slice_stop[d]);
 		}
 	}
 	shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
@@ -204,6 +216,10 @@ static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
 		if (!cJSON_IsString(dtype))
 			return rl_err_set(e, RL_E_SPEC_TARGET,
 					  "target %zu (\"%s\"): \"dtype\" must be a string", idx, t->name);
+		if (pl_dtype_lookup(dtype->valuestring, strlen(dtype->valuestring)) < 0)
+			return rl_err_set(e, RL_E_SPEC_TARGET,
+					  "target %zu (\"%s\"): unknown dtype \"%s\"", idx, t->name,
+					  dtype->valuestring);
 		t->dtype = rl_strdup(dtype->valuestring);
 		if (!t->dtype)
 			return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);

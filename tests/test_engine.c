@@ -11,7 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -689,6 +695,78 @@ static void setup_refused_falls_back(void)
 	tu_free(&p);
 }
 
+/* A real seccomp filter refusing io_uring_setup with errno err (as
+ * container runtimes do), installed in a child: auto falls back to libaio
+ * and says why. */
+static int seccomp_child(struct tu_plan *p, int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { RL_ARRAY_SIZE(f), f };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	char want[128];
+	uint64_t at;
+	int ret;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 4;
+	eng_opts_default(&o);
+	o.backend = ENG_AUTO;
+	cur_backend = ENG_AUTO;
+	ret = run_plan(p, &o, &st, &e, NULL);
+	snprintf(want, sizeof(want), "io_uring unavailable: %s", strerror(err));
+	if (ret || tu_compare(p, &at) || st.backend != ENG_LIBAIO || !strstr(st.fallbacks, want)) {
+		printf("    child: %d %s; backend %d; fallbacks '%s'\n", ret, e.msg, st.backend,
+		       st.fallbacks);
+		return 1;
+	}
+	return 0;
+}
+
+static void seccomp_falls_back(void)
+{
+	static const int errs[] = { ENOSYS, EPERM };
+#if defined(__x86_64__)
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+
+	tu_add_file(&p, path_in(th_tmpdir(), "sc.bin"), 90000, 15);
+	tu_add_item(&p, 0, 0, 90000, 1, 0, 0, 0);
+	tu_add_item(&p, 0, 100, 30, 50, 1000, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(errs); i++) {
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			_exit(seccomp_child(&p, errs[i]));
+		CHECK(waitpid(pid, &status, 0) == pid);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+			tu_free(&p);
+			SKIP("seccomp filters unavailable");
+		}
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %d",
+		       strerror(errs[i]), status);
+	}
+	tu_free(&p);
+#else
+	(void)errs;
+	SKIP("seccomp filter written for x86_64");
+#endif
+}
+
 /* An unprivileged user (no CAP_IPC_LOCK, RLIMIT_MEMLOCK 8 MiB) with a
  * 32 MiB pool: registration and locking shrink or stop, the load
  * succeeds with the same bytes and the stats say so. */
@@ -832,5 +910,6 @@ int main(void)
 	}
 	RUN(bad_jobs);
 	RUN(setup_refused_falls_back);
+	RUN(seccomp_falls_back);
 	return th_done();
 }

@@ -152,6 +152,19 @@ static void reference_fixtures(void)
 		if (th_failed())
 			break;
 	}
+	/* The 3-file checkpoint through its index: every tensor of every
+	 * file, each file's entries merged into one. */
+	if (!th_failed()) {
+		cJSON *all = cJSON_CreateObject(), *t;
+
+		cJSON_ArrayForEach(entry, m)
+			if (!strncmp(entry->string, "tiny-moe/", 9))
+				cJSON_ArrayForEach(t, entry)
+					cJSON_AddItemReferenceToObject(all, t->string, t);
+		CHECK(cJSON_GetArraySize(all) > 0);
+		check_fixture("tiny-moe/model.safetensors.index.json", all);
+		cJSON_Delete(all);
+	}
 	cJSON_Delete(m);
 }
 
@@ -288,13 +301,14 @@ static void random_shardings(void)
 
 		CHECK(file && ck && spec && spec_json);
 		CHECKF(rl_ckpt_open(ck, tmp_path("rand.safetensors")) == 0, "%s", rl_ckpt_errmsg(ck));
-		/* mesh (mx, my); devices split over nproc processes */
+		/* mesh (mx, my); devices split over nproc processes (ids are
+		 * dense: one device means one process) */
 		sj += (size_t)snprintf(spec_json + sj, 16384 - sj,
 				       "{\"mesh\":{\"shape\":[%u,%u],\"axes\":[\"x\",\"y\"],"
 				       "\"process_of_device\":[", mx, my);
 		for (unsigned d = 0; d < mx * my; d++)
 			sj += (size_t)snprintf(spec_json + sj, 16384 - sj, "%s%u", d ? "," : "",
-					       nproc == 2 && d >= mx * my / 2 ? 1 : 0);
+					       nproc == 2 && mx * my >= 2 && d >= mx * my / 2 ? 1 : 0);
 		sj += (size_t)snprintf(spec_json + sj, 16384 - sj, "]},\"rules\":[");
 		for (unsigned i = 0; i < n; i++) {
 			const char *d0 = random_dim_spec(), *d1 = "null";

@@ -790,7 +790,22 @@ static void f_errors_and_empty_shards(void)
 		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
 			       "\"rules\":[{\"match\":\"f4\",\"spec\":[null,\"x\"]}]}", &o, &p, &e),
 			 RL_E_SUBBYTE_SPLIT);
-		CHECK(strstr(e.msg, "\"f4\""));
+		CHECKF(strstr(e.msg, "rule 0 (\"f4\"): tensor \"f4\" (F4): the shard of device 0 "
+			      "does not fall on whole bytes"), "%s", e.msg);
+		/* A shard of a size in half bytes: the same wording. */
+		fk_add(&g, 0, "odd", RL_DTYPE_F4, 1, (uint64_t[]){ 10 });
+		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[4],\"axes\":[\"x\"]},"
+			       "\"rules\":[{\"match\":\"o.*\",\"spec\":[\"x\"]}]}", &o, &p, &e),
+			 RL_E_SUBBYTE_SPLIT);
+		CHECKF(strstr(e.msg, "rule 0 (\"o.*\"): tensor \"odd\" (F4): the shard of device 0 "
+			      "does not fall on whole bytes"), "%s", e.msg);
+		/* A slice cutting a byte, no rule: named as such. */
+		CHECK_EQ(build(&g, "{\"targets\":[{\"name\":\"s\",\"source\":\"odd\","
+			       "\"slice\":[[1,3]]}],\"tensors\":[\"s\"]}", &o, &p, &e),
+			 RL_E_SUBBYTE_SPLIT);
+		CHECKF(strstr(e.msg, "tensor \"s\" (F4, sliced, no rule): the shard of device 0 "
+			      "does not fall on whole bytes"), "%s", e.msg);
+		g.ck.ntensors--;
 		/* Rows are whole bytes: 2 rows = 6 bytes per device. */
 		CHECK_EQ(build(&g, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},"
 			       "\"rules\":[{\"match\":\"f4\",\"spec\":[\"x\"]}]}", &o, &p, &e), 0);
@@ -883,9 +898,9 @@ static void g_targets(void)
 	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"x\",\"source\":\"nope\"}]}",
 		       &o, &p, &e), RL_E_MISSING_TENSOR);
 	CHECK(strstr(e.msg, "nope"));
-	/* A selection may repeat a name; a target may take the name of a
-	 * checkpoint tensor that is not loaded. */
-	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"x\",\"l0\"],\"targets\":[{\"name\":\"x\","
+	/* A selection may not repeat a name (spec_errors); a target may take
+	 * the name of a checkpoint tensor that is not loaded. */
+	CHECK_EQ(build(&f, "{\"tensors\":[\"l0\",\"x\"],\"targets\":[{\"name\":\"x\","
 		       "\"source\":\"qkv\"},{\"name\":\"l1\",\"source\":\"e0l0\"}]}",
 		       &o, &p, &e), 0);
 	CHECK_EQ(p->nitems, 2);

@@ -486,9 +486,25 @@ static int nesting(int k)
 
 static void deep_nesting(void)
 {
+	char h[2048];
+	size_t o;
+
 	CHECK_EQ(nesting(125), 0);
 	CHECK_EQ(nesting(126), RL_E_HEADER_JSON);
 	CHECK_EQ(nesting(5000), RL_E_HEADER_JSON);
+	/* Objects count the same as arrays. */
+	for (int k = 125; k <= 126; k++) {
+		o = (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":");
+		for (int i = 0; i < k; i++)
+			o += (size_t)sprintf(h + o, "{\"y\":");
+		h[o++] = '1';
+		for (int i = 0; i < k; i++)
+			h[o++] = '}';
+		strcpy(h + o, "}}");
+		CHECK_EQ(hdr_code(h, 1, NULL, 0), k == 125 ? 0 : RL_E_HEADER_JSON);
+	}
+	/* Form feed is not JSON whitespace. */
+	CHECK_EQ(hdr_code("{}\f", 0, NULL, 0), RL_E_HEADER_JSON);
 }
 
 static void names_and_strings(void)
@@ -573,6 +589,23 @@ static void exact_integers(void)
 			  "\"x\":-1.8e308}}", 1, NULL, 0), RL_E_HEADER_JSON);
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
 			  "\"x\":1.}}", 1, NULL, 0), RL_E_HEADER_JSON);
+	/* The edge of a double, as serde_json rounds it (checked against serde). */
+	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
+			  "\"x\":1.7976931348623157e308}}", 1, NULL, 0), 0);
+	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
+			  "\"x\":1.7976931348623159e308}}", 1, NULL, 0), RL_E_HEADER_JSON);
+	{
+		char h[1024];
+		size_t o = (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+					   "\"data_offsets\":[0,1],\"x\":");
+
+		memset(h + o, '9', 300);
+		strcpy(h + o + 300, "}}");
+		CHECK_EQ(hdr_code(h, 1, NULL, 0), 0);       /* 1e300: a double */
+		memset(h + o, '9', 400);
+		strcpy(h + o + 400, "}}");
+		CHECK_EQ(hdr_code(h, 1, NULL, 0), RL_E_HEADER_JSON); /* 1e400: out of range */
+	}
 }
 
 static void serde_forms(void)

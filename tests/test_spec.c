@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "pl_fake.h"
@@ -35,6 +38,8 @@ static int parse(const char *json, struct rl_err *e)
 
 static void spec_errors(void)
 {
+	struct rl_err e;
+
 	CHECK_ERR("", RL_E_SPEC, "not valid JSON");
 	CHECK_ERR("[1]", RL_E_SPEC, "not a JSON object");
 	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"rule\":[]}", RL_E_SPEC,
@@ -48,6 +53,17 @@ static void spec_errors(void)
 		  RL_E_SPEC_MESH, "device id 7 listed twice");
 	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"process_of_device\":[0]}}",
 		  RL_E_SPEC_MESH, "process_of_device");
+	/* Process ids are dense: a gap would size per-process tables by the id. */
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"a\"],\"process_of_device\":[0,16000000]}}",
+		  RL_E_SPEC_MESH, "process 1 owns no device", "highest is 16000000");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"a\"],\"process_of_device\":[0,4294967295]}}",
+		  RL_E_SPEC_MESH, "process 1 owns no device");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"a\"],\"process_of_device\":[1,1]}}",
+		  RL_E_SPEC_MESH, "process 0 owns no device");
+	CHECK_ERR("{\"mesh\":{\"shape\":[4],\"axes\":[\"a\"],\"process_of_device\":[0,0,3,2]}}",
+		  RL_E_SPEC_MESH, "process 1 owns no device");
+	CHECK_EQ(parse("{\"mesh\":{\"shape\":[4],\"axes\":[\"a\"],\"process_of_device\":[2,0,1,1]}}",
+		       &e), 0);
 	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"devices\":[0,-1]}}",
 		  RL_E_SPEC, "devices\"[1]");
 	CHECK_ERR("{\"mesh\":{\"shape\":[2,2],\"axes\":[\"x\",\"x\"]}}", RL_E_SPEC_AXIS,
@@ -60,6 +76,11 @@ static void spec_errors(void)
 		  RL_E_SPEC_AXIS, "rule 1", "\"b\"", "axis \"x\" used twice");
 	CHECK_ERR("{\"rules\":[{\"match\":\"(a\",\"spec\":[]}]}", RL_E_SPEC_REGEX,
 		  "rule 0", "bad regex \"(a\"");
+	/* Unbalanced parentheses must not turn "^(p)$" into a prefix match. */
+	CHECK_ERR("{\"rules\":[{\"match\":\"lm_head)|(zzz\",\"spec\":[]}]}",
+		  RL_E_SPEC_REGEX, "rule 0", "bad regex \"lm_head)|(zzz\"");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a)(b\",\"spec\":[]}]}", RL_E_SPEC_REGEX,
+		  "rule 0", "bad regex");
 	CHECK_ERR("{\"rules\":[{\"match\":3}]}", RL_E_SPEC, "rule 0", "match");
 	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[1]}]}", RL_E_SPEC, "rule 0",
 		  "dimension 0");
@@ -73,16 +94,46 @@ static void spec_errors(void)
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\",\"b\"],[\"c\"]]}]}",
 		  RL_E_SPEC_TARGET, "unequal");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[3,2]]}]}",
-		  RL_E_SPEC_TARGET, "slice[0]");
+		  RL_E_SPEC_TARGET, "slice[0]: start 3 after stop 2");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[null,[0,18446744073709551615]]}]}",
+		  RL_E_SPEC_TARGET, "slice[1]: bounds must be integers in [0, 2^53]");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[0,1.5]]}]}",
+		  RL_E_SPEC_TARGET, "slice[0]: bounds must be integers");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"slice\":[[0]]}]}",
+		  RL_E_SPEC_TARGET, "slice[0] must be null or [start, stop]");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\",\"dtype\":\"F99\"}]}",
+		  RL_E_SPEC_TARGET, "target 0 (\"t\"): unknown dtype \"F99\"");
+	CHECK_ERR("{\"targets\":[{\"name\":\"\",\"source\":\"a\"}]}", RL_E_SPEC_TARGET,
+		  "target 0: \"name\" must not be empty");
+	CHECK_ERR("{\"targets\":[{\"name\":1,\"source\":\"a\"}]}", RL_E_SPEC_TARGET,
+		  "target 0: \"name\" must be a string");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"source\":\"a\"},{\"name\":\"t\",\"source\":\"b\"}]}",
 		  RL_E_SPEC_TARGET, "used twice");
 	CHECK_ERR("{\"tensors\":[1]}", RL_E_SPEC, "tensors[0]");
+	/* One JSON value, then only whitespace; the position is reported. */
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}} trailing", RL_E_SPEC,
+		  "text after the JSON value (byte 36)");
+	CHECK_ERR("{} {}", RL_E_SPEC, "text after", "byte 3");
+	CHECK_EQ(parse(" {\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}} \n\t\r\n", &e), 0);
+	CHECK_ERR("{\"rules\": [}", RL_E_SPEC, "not valid JSON (near byte 11)");
+	/* A repeated key is refused, wherever it is, naming it. */
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"mesh\":{\"shape\":[4],\"axes\":[\"x\"]}}",
+		  RL_E_SPEC, "key \"mesh\" given twice");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"shape\":[4]}}", RL_E_SPEC,
+		  "key \"shape\" given twice in \"mesh\"");
+	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"match\":\"b\"}]}", RL_E_SPEC,
+		  "key \"match\" given twice");
+	/* So is a name listed twice in "tensors". */
+	CHECK_ERR("{\"tensors\":[\"a\",\"b\",\"a\"]}", RL_E_SPEC,
+		  "\"a\" listed twice in \"tensors\"");
+	CHECK_EQ(parse("{\"tensors\":[\"a\",\"b\",\"ab\"]}", &e), 0);
 }
 
 static void spec_c_api(void)
 {
 	struct pl_spec *s = pl_spec_new();
 	struct rl_err e;
+	const char *tj;
 	const char *axes[] = { "data", "model" };
 	const char *m[] = { "model" }, *dm[] = { "data", "model" }, *bad[] = { "pipe" };
 	rl_dim_spec d1[] = { { 1, m }, { 0, NULL } }, d2[] = { { 2, dm } }, d3[] = { { 1, bad } };
@@ -101,7 +152,16 @@ static void spec_c_api(void)
 	CHECK_EQ(pl_spec_add_rule(s, "p", 1, d3, &e), RL_E_SPEC_AXIS);
 	CHECK(strstr(e.msg, "\"pipe\""));
 	CHECK_EQ(pl_spec_add_rule(s, "[", 0, NULL, &e), RL_E_SPEC_REGEX);
+	CHECK_EQ(pl_spec_add_rule(s, "w)|(x", 0, NULL, &e), RL_E_SPEC_REGEX);
 	CHECK_EQ(s->nrules, 2);
+	/* A target's JSON: one value, no repeated key. */
+	tj = "{\"name\":\"t\",\"source\":\"a\"} x";
+	CHECK_EQ(pl_spec_add_target_json(s, tj, strlen(tj), &e), RL_E_SPEC_TARGET);
+	CHECKF(strstr(e.msg, "target 0: text after the JSON value"), "%s", e.msg);
+	tj = "{\"name\":\"t\",\"name\":\"u\",\"source\":\"a\"}";
+	CHECK_EQ(pl_spec_add_target_json(s, tj, strlen(tj), &e), RL_E_SPEC_TARGET);
+	CHECKF(strstr(e.msg, "key \"name\" given twice"), "%s", e.msg);
+	CHECK_EQ(s->ntargets, 0);
 	/* Whole-name match, first rule wins. */
 	CHECK_EQ(pl_spec_match(s, "w1"), 0);
 	CHECK_EQ(pl_spec_match(s, "xw1"), -1);
@@ -277,6 +337,128 @@ static void public_api_errors(void)
 	rl_ckpt_destroy(ck);
 }
 
+/*
+ * rl_spec_load on kinds of files: a FIFO with no writer must not hang (the
+ * alarm fails the test if it does), a pipe is read to its end, a directory
+ * and a file over the cap are refused.
+ */
+static void spec_load_files(void)
+{
+	static const char json[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}}";
+	char path[4096];
+	rl_spec *spec = rl_spec_create();
+	int p[2], fd;
+
+	CHECK(spec);
+	alarm(20);
+	/* Regular file. */
+	snprintf(path, sizeof(path), "%s/spec.json", th_tmpdir());
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
+	close(fd);
+	CHECK_EQ(rl_spec_load(spec, path), 0);
+	/* Over the cap (sparse: costs nothing). */
+	CHECK_EQ(truncate(path, (64 << 20) + 1), 0);
+	CHECK_EQ(rl_spec_load(spec, path), RL_E_TOO_LARGE);
+	CHECK(strstr(rl_spec_errmsg(spec), "not a spec"));
+	/* A FIFO nobody writes to: refused at once as empty. */
+	snprintf(path, sizeof(path), "%s/spec.fifo", th_tmpdir());
+	CHECK_EQ(mkfifo(path, 0600), 0);
+	CHECK_EQ(rl_spec_load(spec, path), RL_E_SPEC);
+	CHECKF(strstr(rl_spec_errmsg(spec), "empty"), "%s", rl_spec_errmsg(spec));
+	/* A pipe with a writer, as from `--sharding <(...)`. */
+	CHECK_EQ(pipe(p), 0);
+	CHECK_EQ(write(p[1], json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
+	close(p[1]);
+	snprintf(path, sizeof(path), "/dev/fd/%d", p[0]);
+	CHECKF(rl_spec_load(spec, path) == 0, "%s", rl_spec_errmsg(spec));
+	close(p[0]);
+	/* A directory. */
+	CHECK_EQ(rl_spec_load(spec, th_tmpdir()), RL_E_SPEC);
+	CHECK(strstr(rl_spec_errmsg(spec), "not a regular file or a pipe"));
+	alarm(0);
+	rl_spec_destroy(spec);
+}
+
+/*
+ * Writes a safetensors file of header hdr padded with spaces to hlen bytes
+ * (0: as is) and data bytes of zeros; path[0] is 0 on failure.
+ */
+static const char *write_st(const char *name, const char *hdr, size_t hlen, size_t data,
+			    char *path, size_t cap)
+{
+	uint64_t n = hlen ? hlen : strlen(hdr);
+	unsigned char len[8];
+	char *buf = calloc(1, n + data + 8);
+	int fd;
+
+	snprintf(path, cap, "%s/%s", th_tmpdir(), name);
+	if (!buf) {
+		path[0] = '\0';
+		return path;
+	}
+	for (int i = 0; i < 8; i++)
+		len[i] = (unsigned char)(n >> (8 * i));
+	memcpy(buf, len, 8);
+	memset(buf + 8, ' ', n);
+	memcpy(buf + 8, hdr, strlen(hdr));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, buf, n + data + 8) != (ssize_t)(n + data + 8))
+		path[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return path;
+}
+
+/*
+ * A dimension near 2^64 split over devices: the last chunk's stop must be
+ * the dimension, not lo + chunk wrapped around.
+ */
+static void huge_dim_boxes(void)
+{
+	static const char *const axes[] = { "x" };
+	static const char *const xs[] = { "x" };
+	const rl_dim_spec dims[] = { { 1, xs } };
+	char path[4096];
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create();
+	rl_shard_info si;
+	uint32_t n[] = { 2, 3, 4096 };
+
+	write_st("huge.safetensors",
+		 "{\"t\":{\"dtype\":\"F32\",\"shape\":[18446744073709551615,0],"
+		 "\"data_offsets\":[0,0]}}", 0, 0, path, sizeof(path));
+	CHECK(path[0]);
+	CHECKF(rl_ckpt_open(ck, path) == 0, "%s", rl_ckpt_errmsg(ck));
+	for (size_t k = 0; k < RL_ARRAY_SIZE(n); k++) {
+		uint64_t next = 0;
+
+		CHECK_EQ(rl_spec_set_mesh(spec, 1, &n[k], axes, NULL, NULL), 0);
+		if (!k)
+			CHECK_EQ(rl_spec_add_rule(spec, "t", 1, dims), 0);
+		CHECKF(rl_plan_build(plan, ck, spec) == 0, "%s", rl_plan_errmsg(plan));
+		CHECK_EQ(rl_plan_num_shards(plan), n[k]);
+		for (size_t i = 0; i < n[k]; i++) {
+			CHECK_EQ(rl_plan_shard(plan, i, &si), 0);
+			CHECK_EQ(si.device, i);
+			CHECKF(si.start[0] == next && si.stop[0] >= si.start[0],
+			       "%u devices, device %zu: [%llu, %llu)", n[k], i,
+			       (unsigned long long)si.start[0], (unsigned long long)si.stop[0]);
+			CHECK_EQ(si.nbytes, 0);
+			next = si.stop[0];
+		}
+		CHECK_EQ(next, UINT64_MAX);
+		rl_plan_destroy(plan);
+		plan = rl_plan_create();
+	}
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
 /* A spec from C structures plans like its JSON twin. */
 static void public_api_c_structures(void)
 {
@@ -340,6 +522,35 @@ static int run_cli(const char *args, char *out, size_t cap)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/*
+ * The over-read warning names its cause: a 512-byte tensor at an unaligned
+ * offset is read as whole O_DIRECT blocks, with no coalescing involved.
+ */
+static void cli_over_read_warning(void)
+{
+	char path[4096], args[8192], out[4096];
+
+	write_st("small.safetensors",
+		 "{\"a\":{\"dtype\":\"F32\",\"shape\":[128],\"data_offsets\":[0,512]},"
+		 "\"b\":{\"dtype\":\"F32\",\"shape\":[2048],\"data_offsets\":[512,8704]}}",
+		 4196 - 8, 8704, path, sizeof(path));
+	CHECK(path[0]);
+	{
+		char sel[4096];
+		FILE *f;
+
+		snprintf(sel, sizeof(sel), "%s/sel.json", th_tmpdir());
+		f = fopen(sel, "w");
+		CHECK(f);
+		fputs("{\"tensors\":[\"a\"]}", f);
+		fclose(f);
+	}
+	snprintf(args, sizeof(args), "plan %s --sharding %s/sel.json", path, th_tmpdir());
+	CHECK_EQ(run_cli(args, out, sizeof(out)), 0);
+	CHECKF(strstr(out, "warning: reads") && strstr(out, "are O_DIRECT alignment") &&
+	       strstr(out, "and 0 are gaps coalesced into spans"), "%s", out);
+}
+
 static void cli_plan(void)
 {
 	char path[4096], spec[4096], args[16384], *out = malloc(1 << 16);
@@ -380,7 +591,10 @@ int main(void)
 	RUN(spec_c_api);
 	RUN(public_api);
 	RUN(public_api_errors);
+	RUN(spec_load_files);
+	RUN(huge_dim_boxes);
 	RUN(public_api_c_structures);
 	RUN(cli_plan);
+	RUN(cli_over_read_warning);
 	return th_done();
 }

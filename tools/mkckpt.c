@@ -50,6 +50,15 @@ static void die(const char *fmt, const char *arg)
 	exit(1);
 }
 
+/* A bad argument: exit 2, like a usage error. */
+static void bad_arg(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "mkckpt: ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	exit(2);
+}
+
 static void usage(int code)
 {
 	fprintf(code ? stderr : stdout,
@@ -198,7 +207,7 @@ static uint64_t write_file(const char *path, int k, uint64_t seed)
 	uint64_t data = 0, hlen, off, end;
 	unsigned char len8[8];
 	uint64_t *block;
-	int fd, first = 1;
+	int fd;
 
 	sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
 	for (size_t i = 0; i < ntensors; i++) {
@@ -212,9 +221,7 @@ static uint64_t write_file(const char *path, int k, uint64_t seed)
 			sb_printf(&h, ",%" PRIu64, t->shape[1]);
 		sb_printf(&h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", data, data + t->nbytes);
 		data += t->nbytes;
-		first = 0;
 	}
-	(void)first;
 	sb_printf(&h, "}");
 	while (h.len % 8)            /* data starts 8-aligned, as the reference pads */
 		sb_printf(&h, " ");
@@ -274,15 +281,15 @@ int main(int argc, char **argv)
 			usage(2);
 		if (!strcmp(a, "--size")) {
 			if (parse_size(argv[++i], &size))
-				die("bad --size '%s'", argv[i]);
+				bad_arg("bad --size '%s'", argv[i]);
 		} else if (!strcmp(a, "--layers")) {
 			layers = (unsigned)strtoul(argv[++i], NULL, 10);
 			if (!layers || layers > 1000)
-				die("bad --layers '%s' (1..1000)", argv[i]);
+				bad_arg("bad --layers '%s' (1..1000)", argv[i]);
 		} else if (!strcmp(a, "--files")) {
 			files = (unsigned)strtoul(argv[++i], NULL, 10);
 			if (!files || files > 99999)
-				die("bad --files '%s' (1..99999)", argv[i]);
+				bad_arg("bad --files '%s' (1..99999)", argv[i]);
 		} else if (!strcmp(a, "--seed")) {
 			seed = strtoull(argv[++i], NULL, 0);
 		} else if (a[0] == '-') {
