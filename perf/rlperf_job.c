@@ -287,6 +287,7 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 	   const struct rp_engine_ops *ops, struct rp_result *r)
 {
 	struct rusage ru0, ru1;
+	struct timeval tv;
 	struct job *jobs;
 	uint64_t bytes, t_start = UINT64_MAX, t_end = 0, t0;
 	unsigned started = 0;
@@ -321,13 +322,8 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 	}
 
 	stop_requested = 0;
-	r->start_unix_ms = 0;
-	{
-		struct timeval tv;
-
-		gettimeofday(&tv, NULL);
-		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
-	}
+	gettimeofday(&tv, NULL);
+	r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 	t0 = now_ns();
 	getrusage(RUSAGE_SELF, &ru0);
 	for (; started < o->numjobs; started++) {

@@ -453,9 +453,7 @@ static int fake_run(struct eng *eng, const struct eng_job *job, struct eng_stats
 	/* every block read equally often, give or take the pass in progress */
 	if (!rc) {
 		uint32_t lo = UINT32_MAX, hi = 0;
-		uint64_t first = job->reads ? 0 : 0;
 
-		(void)first;
 		for (uint64_t b = 0; b < nb; b++) {
 			lo = counts[b] < lo ? counts[b] : lo;
 			hi = counts[b] > hi ? counts[b] : hi;
