@@ -36,7 +36,7 @@ for t in fio python3 "$BUILD/rlperf" "$BUILD/mkckpt"; do
 done
 mkdir -p "$DIR" "$raw"
 
-if [ ! -f "$CKPT" ]; then
+if [ ! -e "$CKPT" ]; then
 	need=$((5 * 1024 * 1024))  # KiB: the checkpoint and some room
 	avail=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
 	[ "$avail" -gt "$need" ] || die "not enough space in $DIR for a 4 GiB checkpoint"

@@ -108,7 +108,6 @@ void rp_stop(void)
 struct job {
 	const struct rp_opts *o;
 	const struct rp_engine_ops *ops;
-	unsigned index;
 	const char *paths[1];
 	uint64_t sizes[1];
 	struct rp_gen gen;
@@ -193,12 +192,11 @@ static void *job_main(void *arg)
 	j->ops->opts_default(&eo);
 	eo.backend = o->engine;
 	eo.queue_depth = o->iodepth;
-	/* iodepth reads in the kernel plus as many finished ones on their way
-	 * back from the completion thread: with only iodepth buffers the
-	 * queue runs short whenever that thread is slow to hand them back */
-	eo.buffers = 2 * o->iodepth;
+	/* as fio: one buffer per read in flight. Raw reads have nothing to
+	 * scatter, so the engine frees each buffer the moment it is reaped */
+	eo.buffers = o->iodepth;
 	eo.buffer_bytes = (uint32_t)o->bs;
-	eo.inflight_bytes = 2 * (uint64_t)o->iodepth * o->bs;
+	eo.inflight_bytes = (uint64_t)o->iodepth * o->bs;
 	eo.register_buffers = o->fixedbufs;
 	eo.register_files = o->registerfiles;
 	eo.direct = o->direct;
@@ -289,6 +287,7 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 	   const struct rp_engine_ops *ops, struct rp_result *r)
 {
 	struct rusage ru0, ru1;
+	struct timeval tv;
 	struct job *jobs;
 	uint64_t bytes, t_start = UINT64_MAX, t_end = 0, t0;
 	unsigned started = 0;
@@ -315,7 +314,6 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 		rp_hist_init(j->hist);
 		j->o = o;
 		j->ops = ops;
-		j->index = i;
 		j->paths[0] = o->filename;
 		j->sizes[0] = file_size;
 		rp_gen_init(&j->gen, o->offset, bytes, o->bs, o->rw == RP_RANDREAD,
@@ -324,13 +322,8 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 	}
 
 	stop_requested = 0;
-	r->start_unix_ms = 0;
-	{
-		struct timeval tv;
-
-		gettimeofday(&tv, NULL);
-		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
-	}
+	gettimeofday(&tv, NULL);
+	r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 	t0 = now_ns();
 	getrusage(RUSAGE_SELF, &ru0);
 	for (; started < o->numjobs; started++) {

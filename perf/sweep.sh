@@ -27,7 +27,7 @@ stamp=$(date -u +%Y%m%d-%H%M%S)
 raw=$OUT/raw/sweep-$stamp
 
 [ -x "$BUILD/rlperf" ] || { echo "sweep.sh: $BUILD/rlperf not built (make)" >&2; exit 1; }
-if [ ! -f "$FILE" ]; then
+if [ ! -e "$FILE" ]; then
 	mkdir -p "$(dirname "$FILE")"
 	"$BUILD/mkckpt" "$FILE" --size 4G
 fi
