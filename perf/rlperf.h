@@ -177,6 +177,7 @@ struct rp_result {
 	struct rp_hist clat;
 	double usr_s, sys_s;     /* CPU of the whole process while measuring */
 	uint64_t ctx, majf, minf;
+	uint64_t vctx;           /* voluntary context switches only (ctx counts both) */
 	unsigned numjobs;
 	struct eng_stats eng;    /* job 0's engine statistics */
 	uint64_t start_unix_ms;

@@ -369,6 +369,7 @@ int rp_run(const struct rp_opts *o, uint64_t file_size,
 	r->usr_s = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
 	r->sys_s = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
 	r->ctx = (uint64_t)(ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw - ru0.ru_nivcsw);
+	r->vctx = (uint64_t)(ru1.ru_nvcsw - ru0.ru_nvcsw);
 	r->majf = (uint64_t)(ru1.ru_majflt - ru0.ru_majflt);
 	r->minf = (uint64_t)(ru1.ru_minflt - ru0.ru_minflt);
 

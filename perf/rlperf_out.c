@@ -234,11 +234,12 @@ void rp_print_json(FILE *f, const struct rp_opts *o, const struct rp_result *r)
 		"        \"registered_buffers\" : %u,\n        \"registered_files\" : %d,\n"
 		"        \"queue_depth\" : %u,\n        \"peak_inflight\" : %" PRIu64 ",\n"
 		"        \"retries\" : %" PRIu64 ",\n        \"cpu_s_per_gb\" : %.6f,\n"
+		"        \"voluntary_ctx\" : %" PRIu64 ",\n"
 		"        \"fallbacks\" : ",
 		rp_backend_name(r->eng.backend), r->eng.direct_io,
 		r->eng.buffers, r->eng.registered_buffers, r->eng.registered_files,
 		r->eng.queue_depth, r->eng.peak_inflight, r->eng.retries,
-		r->bytes ? (r->usr_s + r->sys_s) / (r->bytes / 1e9) : 0.0);
+		r->bytes ? (r->usr_s + r->sys_s) / (r->bytes / 1e9) : 0.0, r->vctx);
 	rp_json_str(f, r->eng.fallbacks);
 	fprintf(f, ",\n        \"error\" : ");
 	rp_json_str(f, r->errmsg);
