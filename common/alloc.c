@@ -118,6 +118,26 @@ void *rl_reallocarray(void *p, size_t nmemb, size_t size)
 	return rl_realloc(p, n);
 }
 
+int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap > 4 ? *cap : 4;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return -ENOMEM;
+		n += n / 2;
+	}
+	p = rl_reallocarray(*arr, n, size);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
 char *rl_strndup(const char *s, size_t n)
 {
 	size_t len = strnlen(s, n);

@@ -24,6 +24,14 @@ void *rl_realloc(void *p, size_t n);
 void *rl_mallocarray(size_t nmemb, size_t size); /* NULL on overflow */
 void *rl_reallocarray(void *p, size_t nmemb, size_t size);
 char *rl_strdup(const char *s);
+
+/*
+ * Makes room for need elements of size bytes in the array *arr of capacity
+ * *cap, growing it by half again (from at least 4) so appends stay
+ * amortized O(1) without doubling the largest arrays. Returns 0, or
+ * -ENOMEM with *arr and *cap unchanged.
+ */
+int rl_grow(void **arr, size_t *cap, size_t need, size_t size);
 char *rl_strndup(const char *s, size_t n);
 void rl_free(void *p);
 

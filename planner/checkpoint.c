@@ -234,16 +234,10 @@ static int load_file(struct loader *L, uint32_t fi)
 	r = 0;
 
 	/* Keep the tensors (those the index assigns to this file). */
-	if (L->ck->ntensors + h.ntensors > L->tensors_cap) {
-		size_t cap = RL_MAX(L->tensors_cap * 2, L->ck->ntensors + h.ntensors);
-		struct pl_tensor *nt = rl_reallocarray(L->ck->tensors, cap, sizeof(*nt));
-
-		if (!nt) {
-			r = oom(L->e);
-			goto free_h;
-		}
-		L->ck->tensors = nt;
-		L->tensors_cap = cap;
+	if (rl_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h.ntensors,
+		    sizeof(*L->ck->tensors))) {
+		r = oom(L->e);
+		goto free_h;
 	}
 	for (size_t i = 0; i < h.ntensors; i++) {
 		struct pl_tensor *t = &h.tensors[i];
@@ -259,16 +253,9 @@ static int load_file(struct loader *L, uint32_t fi)
 		t->name = NULL;
 		t->shape = NULL;
 	}
-	if (L->nmeta + h.nmeta > L->meta_cap) {
-		size_t cap = RL_MAX(L->meta_cap * 2, L->nmeta + h.nmeta);
-		struct pl_meta *nm = rl_reallocarray(L->meta, cap, sizeof(*nm));
-
-		if (!nm) {
-			r = oom(L->e);
-			goto free_h;
-		}
-		L->meta = nm;
-		L->meta_cap = cap;
+	if (rl_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h.nmeta, sizeof(*L->meta))) {
+		r = oom(L->e);
+		goto free_h;
 	}
 	for (size_t i = 0; i < h.nmeta; i++) {
 		L->meta[L->nmeta++] = h.meta[i];
@@ -313,17 +300,10 @@ static int list_dir(struct loader *L, const char *dir)
 			rl_free(p); /* a dangling link or a directory: not a file of ours */
 			continue;
 		}
-		if (n == cap) {
-			char **nn;
-
-			cap = cap ? cap * 2 : 16;
-			nn = rl_reallocarray(names, cap, sizeof(*nn));
-			if (!nn) {
-				rl_free(p);
-				r = oom(L->e);
-				break;
-			}
-			names = nn;
+		if (rl_grow((void **)&names, &cap, n + 1, sizeof(*names))) {
+			rl_free(p);
+			r = oom(L->e);
+			break;
 		}
 		names[n++] = p;
 	}

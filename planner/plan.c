@@ -29,22 +29,10 @@
 
 int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
 {
-	size_t n = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	/* x1.5: the largest arrays (copies) are near the memory budget. */
-	while (n < need) {
-		if (n > SIZE_MAX / 4)
-			return rl_err_set(e, -ENOMEM, "plan: out of memory");
-		n += n / 2;
-	}
-	p = rl_reallocarray(*arr, n, size);
-	if (!p)
+	/* rl_grow grows by half: the largest arrays (copies) are near the
+	 * memory budget, where doubling would overshoot it. */
+	if (rl_grow(arr, cap, need, size))
 		return rl_err_set(e, -ENOMEM, "plan: out of memory");
-	*arr = p;
-	*cap = n;
 	return 0;
 }
 

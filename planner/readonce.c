@@ -66,23 +66,6 @@ static int same_box(const struct ro *r, uint32_t a, uint32_t b)
 	return 1;
 }
 
-static int grow(void **arr, size_t need, size_t *cap, size_t size)
-{
-	size_t n = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n += n / 2;
-	p = rl_reallocarray(*arr, n, size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = n;
-	return 0;
-}
-
 /* File and first byte of item it's data inside box b (the first part that
  * intersects it); returns its byte count, 0 for an empty box. */
 static uint64_t box_source(const struct ro *r, const struct pl_item *it,
@@ -163,7 +146,7 @@ static int scan_item(struct ro *r, size_t i, int pass, size_t *k, uint8_t *reads
 				continue;
 			r->stamp[q] = g0 + 1;
 			nproc++;
-			if (pass == 0 && grow((void **)&r->elig, r->nelig + 1, &r->capelig,
+			if (pass == 0 && rl_grow((void **)&r->elig, &r->capelig, r->nelig + 1,
 					      sizeof(*r->elig)))
 				return rl_err_set(e, -ENOMEM, "plan: out of memory");
 			if (pass == 0)
@@ -182,7 +165,7 @@ static int scan_item(struct ro *r, size_t i, int pass, size_t *k, uint8_t *reads
 			struct cand *c;
 			uint32_t *el = r->elig + e0;
 
-			if (grow((void **)&r->c, r->nc + 1, &r->capc, sizeof(*r->c)))
+			if (rl_grow((void **)&r->c, &r->capc, r->nc + 1, sizeof(*r->c)))
 				return rl_err_set(e, -ENOMEM, "plan: out of memory");
 			/* Sorted eligible list (groups are few processes). */
 			for (size_t a = 1; a < nproc; a++)
@@ -220,8 +203,8 @@ static int scan_item(struct ro *r, size_t i, int pass, size_t *k, uint8_t *reads
 			if (involved) {
 				struct pl_bcast *b;
 
-				if (grow((void **)&p->bcasts, p->nbcasts + 1, &r->capb, sizeof(*b)) ||
-				    grow((void **)&p->receivers, p->nreceivers + c->nelig, &r->caprecv,
+				if (rl_grow((void **)&p->bcasts, &r->capb, p->nbcasts + 1, sizeof(*b)) ||
+				    rl_grow((void **)&p->receivers, &r->caprecv, p->nreceivers + c->nelig,
 					 sizeof(int32_t)))
 					return rl_err_set(e, -ENOMEM, "plan: out of memory");
 				b = &p->bcasts[p->nbcasts++];

@@ -147,15 +147,8 @@ static int shape_value(struct sj *j, struct st_ent *t)
 
 		if ((r = sj_u64_value(j, &d, "shape")))
 			return r;
-		if (t->rank == t->shape_cap) {
-			size_t cap = t->shape_cap ? t->shape_cap * 2 : 4;
-			uint64_t *ns = rl_reallocarray(t->shape, cap, sizeof(*ns));
-
-			if (!ns)
-				return oom(j->e);
-			t->shape = ns;
-			t->shape_cap = cap;
-		}
+		if (rl_grow((void **)&t->shape, &t->shape_cap, t->rank + 1, sizeof(*t->shape)))
+			return oom(j->e);
 		t->shape[t->rank++] = d;
 		/* try_fold(1, checked_mul): the first overflow sticks. */
 		if (!t->elem_overflow && rl_mul64(t->nelem, d, &t->nelem))
@@ -320,15 +313,8 @@ static int metadata_value(struct jp *P)
 			return sj_jerr(j, "expected a string key");
 		if ((r = sj_string(j)))
 			return r;
-		if (P->nkvs == P->kvs_cap) {
-			size_t cap = P->kvs_cap ? P->kvs_cap * 2 : 8;
-			struct st_kv *nk = rl_reallocarray(P->kvs, cap, sizeof(*nk));
-
-			if (!nk)
-				return oom(j->e);
-			P->kvs = nk;
-			P->kvs_cap = cap;
-		}
+		if (rl_grow((void **)&P->kvs, &P->kvs_cap, P->nkvs + 1, sizeof(*P->kvs)))
+			return oom(j->e);
 		kv = &P->kvs[P->nkvs];
 		memset(kv, 0, sizeof(*kv));
 		kv->key = memdup0(j->sb, j->sb_len);
@@ -386,15 +372,9 @@ static int document(struct jp *P)
 			} else {
 				struct st_ent *t;
 
-				if (P->nents == P->ents_cap) {
-					size_t cap = P->ents_cap ? P->ents_cap * 2 : 16;
-					struct st_ent *ne = rl_reallocarray(P->ents, cap, sizeof(*ne));
-
-					if (!ne)
-						return oom(j->e);
-					P->ents = ne;
-					P->ents_cap = cap;
-				}
+				if (rl_grow((void **)&P->ents, &P->ents_cap, P->nents + 1,
+					    sizeof(*P->ents)))
+					return oom(j->e);
 				t = &P->ents[P->nents];
 				memset(t, 0, sizeof(*t));
 				t->name = memdup0(j->sb, j->sb_len);

@@ -40,6 +40,29 @@ static void alloc_fault_injection(void)
 	rl_free(a);
 }
 
+static void grow_amortizes_and_refuses_overflow(void)
+{
+	uint64_t *a = NULL;
+	size_t cap = 0, reallocs = 0, last = 0;
+
+	for (size_t i = 0; i < 100000; i++) {
+		CHECK(rl_grow((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
+		CHECK(cap > i);
+		if (cap != last)
+			reallocs++, last = cap;
+		a[i] = i;
+	}
+	CHECK(reallocs < 40);                  /* geometric, not one per append */
+	CHECK(rl_grow((void **)&a, &cap, 10, sizeof(*a)) == 0); /* never shrinks */
+	CHECK(cap >= 100000 && a[99999] == 99999);
+	CHECK(rl_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof(*a)) == -ENOMEM);
+	CHECK(cap >= 100000 && a[12345] == 12345); /* unchanged on failure */
+	rl_alloc_fail_after(0);
+	CHECK(rl_grow((void **)&a, &cap, cap + 1, sizeof(*a)) == -ENOMEM);
+	rl_alloc_fail_after(-1);
+	rl_free(a);
+}
+
 static void strerror_never_null(void)
 {
 	CHECK_STR(rl_strerror(RL_E_TRUNCATED), "file truncated");
@@ -68,6 +91,7 @@ int main(void)
 	RUN(alloc_counts_live_blocks);
 	RUN(alloc_overflow_is_refused);
 	RUN(alloc_fault_injection);
+	RUN(grow_amortizes_and_refuses_overflow);
 	RUN(strerror_never_null);
 	RUN(err_is_one_line);
 	RUN(version_matches_header);
