@@ -120,16 +120,18 @@ void *rl_reallocarray(void *p, size_t nmemb, size_t size)
 
 int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 {
-	size_t n = *cap > 4 ? *cap : 4;
+	size_t n;
 	void *p;
 
 	if (need <= *cap)
 		return 0;
-	while (n < need) {
-		if (n > SIZE_MAX / 2)
-			return -ENOMEM;
-		n += n / 2;
-	}
+	/* By half again for appends (amortized O(1)); exactly need for a
+	 * reservation, so the largest arrays are not overshot by half. */
+	n = *cap > SIZE_MAX / 3 ? need : *cap + *cap / 2;
+	if (n < need)
+		n = need;
+	if (n < 4)
+		n = 4;
 	p = rl_reallocarray(*arr, n, size);
 	if (!p)
 		return -ENOMEM;

@@ -27,9 +27,9 @@ char *rl_strdup(const char *s);
 
 /*
  * Makes room for need elements of size bytes in the array *arr of capacity
- * *cap, growing it by half again (from at least 4) so appends stay
- * amortized O(1) without doubling the largest arrays. Returns 0, or
- * -ENOMEM with *arr and *cap unchanged.
+ * *cap: by half again for appends (amortized O(1) without doubling the
+ * largest arrays), or exactly need when that is more (a reservation).
+ * Returns 0, or -ENOMEM with *arr and *cap unchanged.
  */
 int rl_grow(void **arr, size_t *cap, size_t need, size_t size);
 char *rl_strndup(const char *s, size_t n);

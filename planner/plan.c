@@ -30,8 +30,10 @@
 int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
 {
 	/* rl_grow grows by half: the largest arrays (copies) are near the
-	 * memory budget, where doubling would overshoot it. */
-	if (rl_grow(arr, cap, need, size))
+	 * memory budget, where doubling would overshoot it. Plan arrays
+	 * start at 64 elements: they hold many, and few growth steps keep
+	 * realloc copies (old and new alive at once) off the peak. */
+	if (rl_grow(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
 		return rl_err_set(e, -ENOMEM, "plan: out of memory");
 	return 0;
 }
