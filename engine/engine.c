@@ -697,6 +697,11 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 				return ret;
 			all_bytes += r->len;
 			if (!direct_dst(rc, r)) {
+				if (r->len > MAX_BUFFER)
+					return rl_err_set(rc->e, RL_E_INVALID_ARG,
+							  "%s: read at offset %llu: length %u needs a bounce buffer over the 1 GiB maximum",
+							  job->paths[r->file],
+							  (unsigned long long)r->off, r->len);
 				bounce++;
 				bounce_bytes += r->len;
 				maxlen = RL_MAX(maxlen, r->len);
@@ -734,8 +739,8 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 
 static int run_setup(struct eng_run *rc)
 {
-	unsigned nbuf;
-	uint32_t bytes;
+	unsigned nbuf = 0;
+	uint32_t bytes = 0;
 	int ret;
 
 	ret = open_files(rc);

@@ -635,6 +635,91 @@ static void bad_jobs(void)
 	tu_free(&p);
 }
 
+/* A hand-made job: one file of fsize bytes, reads and copies as given,
+ * one 64 KiB staging area, shards as given; run on backend with bound. */
+struct hand {
+	const char *paths[1];
+	uint64_t sizes[1];
+	uint8_t *staging[1];
+	uint64_t staging_bytes[1];
+	struct eng_job job;
+};
+
+static void hand_job(struct hand *h, const char *name, uint64_t fsize,
+		     const struct rl_read *reads, size_t nreads,
+		     const struct rl_copy *copies, size_t ncopies,
+		     const uint64_t *shard_bytes, size_t nshards)
+{
+	uint8_t *content;
+
+	memset(h, 0, sizeof(*h));
+	h->paths[0] = path_in(th_tmpdir(), name);
+	content = tu_write_file(h->paths[0], fsize, 21);
+	free(content);
+	h->sizes[0] = fsize;
+	h->staging_bytes[0] = 64 << 10;
+	h->staging[0] = calloc(1, 64 << 10);
+	h->job.nfiles = 1;
+	h->job.paths = h->paths;
+	h->job.file_sizes = h->sizes;
+	h->job.reads = reads;
+	h->job.nreads = nreads;
+	h->job.copies = copies;
+	h->job.ncopies = ncopies;
+	h->job.ndevs = 1;
+	h->job.staging = h->staging;
+	h->job.staging_bytes = h->staging_bytes;
+	h->job.shard_bytes = shard_bytes;
+	h->job.nshards = nshards;
+}
+
+static int hand_run(struct hand *h, int backend, uint64_t bound, struct eng_stats *st,
+		    struct rl_err *e)
+{
+	struct eng_opts o;
+	struct eng *eng;
+	int ret;
+
+	eng_opts_default(&o);
+	o.backend = backend;
+	if (bound)
+		o.inflight_bytes = bound;
+	ret = eng_create(&o, &eng, e);
+	if (ret < 0)
+		return ret;
+	ret = eng_run(eng, &h->job, st, e);
+	eng_destroy(eng);
+	return ret;
+}
+
+/* A bounce read just under 4 GiB: its buffer size must not wrap to 0
+ * (a one-page buffer the kernel would read 4 GiB into); refused. */
+static void huge_bounce_read(void)
+{
+	struct rl_read r = { .off = 0, .len = 0xFFFFF001u, .min_len = 1 };
+	struct rl_copy c = { .src = 0, .len = 1, .count = 1 };
+	struct eng_stats st;
+	struct eng_pool pool;
+	struct eng_run rc;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	hand_job(&h, "huge.bin", 8192, &r, 1, &c, 1, NULL, 0);
+	r.ncopies = 1;
+	ret = hand_run(&h, ENG_PREAD, 8ull << 30, &st, &e);
+	free(h.staging[0]);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "bounce buffer"), "%d %s", ret, e.msg);
+	CHECK_EQ(st.reads, 0);
+
+	memset(&rc, 0, sizeof(rc));
+	rc.st = &st;
+	ret = eng_pool_create(&pool, 1, 0xFFFFF001u, &rc);
+	if (ret == 0)
+		eng_pool_destroy(&pool);
+	CHECKF(ret < 0, "pool of 0xFFFFF001 bytes: %d", ret);
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1017,6 +1102,7 @@ int main(void)
 		}
 	}
 	RUN(bad_jobs);
+	RUN(huge_bounce_read);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(seccomp_falls_back);
