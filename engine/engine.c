@@ -166,12 +166,13 @@ static int check_read(struct eng_run *rc, const struct rl_read *r)
 		const struct rl_copy *c = job->copies + r->first_copy + i;
 		uint64_t span = 0, bytes = 0, dend;
 
-		if (!c->count)
-			continue;
-		if (rl_mul64(c->count - 1, c->src_stride, &span) ||
-		    rl_add64(span, (uint64_t)c->src + c->len, &span) || span > r->len ||
+		/* Destination and shard are checked for every copy, empty
+		 * ones too: the completion thread indexes both. */
+		if (c->dev >= job->ndevs || !job->staging || !job->staging[c->dev] ||
+		    (c->count && (rl_mul64(c->count - 1, c->src_stride, &span) ||
+				  rl_add64(span, (uint64_t)c->src + c->len, &span) ||
+				  span > r->len)) ||
 		    (c->count > 1 && c->src_stride < c->len) ||
-		    c->dev >= job->ndevs || !job->staging || !job->staging[c->dev] ||
 		    rl_mul64(c->len, c->count, &bytes) || rl_add64(c->dst, bytes, &dend) ||
 		    (job->staging_bytes && dend > job->staging_bytes[c->dev]) ||
 		    (job->shard_bytes && c->shard >= job->nshards))

@@ -31,7 +31,7 @@ static void scatter_one(struct eng_run *rc, const struct eng_req *q)
 	for (uint32_t i = 0; i < q->r.ncopies; i++, c++) {
 		uint64_t bytes = (uint64_t)c->len * c->count;
 
-		if (q->buf >= 0) {
+		if (q->buf >= 0 && bytes) {
 			const uint8_t *src = q->dst + c->src;
 			uint8_t *dst = job->staging[c->dev] + c->dst;
 

@@ -720,6 +720,39 @@ static void huge_bounce_read(void)
 	CHECKF(ret < 0, "pool of 0xFFFFF001 bytes: %d", ret);
 }
 
+/* Empty copies (count 0) are checked like any other: a device or shard
+ * out of range is refused before the completion thread indexes it. */
+static void empty_copy_bounds(void)
+{
+	struct rl_read r = { .off = 0, .len = 4096, .min_len = 4096, .ncopies = 2 };
+	struct rl_copy c[2] = {
+		{ .src = 0, .len = 4096, .count = 1, .dst = 0, .dev = 0, .shard = 0 },
+		{ .src = 0, .len = 16, .count = 0, .dst = 8192, .dev = 0, .shard = 0 },
+	};
+	uint64_t shard_bytes[1] = { 4096 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	hand_job(&h, "empty_copy.bin", 8192, &r, 1, c, 2, shard_bytes, 1);
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+
+	c[1].dev = 99;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
+	c[1].dev = 0;
+	c[1].shard = 1000000;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
+	c[1].shard = 0;
+	c[1].dst = (64 << 10) + 1;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	free(h.staging[0]);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1103,6 +1136,7 @@ int main(void)
 	}
 	RUN(bad_jobs);
 	RUN(huge_bounce_read);
+	RUN(empty_copy_bounds);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(seccomp_falls_back);
