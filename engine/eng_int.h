@@ -111,6 +111,7 @@ struct eng_run {
 	int exhausted;
 	int err;
 	uint64_t done_bytes, progress_next;
+	uint64_t *shard_planned;  /* bytes the checked reads' copies bring */
 
 	/* Shared with the completion thread, all under lock: the limiter,
 	 * free buffers and request slots, the scatter queue and the flags.

@@ -190,6 +190,30 @@ static int check_read(struct eng_run *rc, const struct rl_read *r)
 	return 0;
 }
 
+/* Adds a checked read's copies to the bytes planned for their shards:
+ * more than a shard holds means the plan covers some bytes twice, and
+ * on_shard would fire before every byte landed. */
+static int plan_shards(struct eng_run *rc, const struct rl_read *r)
+{
+	const struct eng_job *job = rc->job;
+
+	if (!job->shard_bytes)
+		return 0;
+	for (uint32_t i = 0; i < r->ncopies; i++) {
+		const struct rl_copy *c = job->copies + r->first_copy + i;
+		uint64_t *n = rc->shard_planned + c->shard;
+
+		*n += (uint64_t)c->len * c->count; /* checked: no overflow */
+		if (*n > job->shard_bytes[c->shard])
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u brings shard %u to %llu of %llu bytes (bytes covered twice)",
+					  job->paths[r->file], (unsigned long long)r->off, i,
+					  c->shard, (unsigned long long)*n,
+					  (unsigned long long)job->shard_bytes[c->shard]);
+	}
+	return 0;
+}
+
 /* Where a direct read lands, or NULL when it needs a bounce buffer:
  * flagged, and either buffered or suitably aligned for O_DIRECT. */
 static uint8_t *direct_dst(const struct eng_run *rc, const struct rl_read *r)
@@ -567,6 +591,8 @@ static int fetch(struct eng_run *rc, struct rl_read *r)
 	} else {
 		int ret = check_read(rc, r);
 
+		if (ret == 0)
+			ret = plan_shards(rc, r);
 		if (ret == 0 && !direct_dst(rc, r) && r->len > rc->pool.bytes)
 			ret = rl_err_set(rc->e, RL_E_INVALID_ARG,
 					 "%s: read at offset %llu: length %u exceeds the buffer size %u",
@@ -694,6 +720,8 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 			const struct rl_read *r = job->reads + i;
 			int ret = check_read(rc, r);
 
+			if (ret == 0)
+				ret = plan_shards(rc, r);
 			if (ret < 0)
 				return ret;
 			all_bytes += r->len;
@@ -747,6 +775,12 @@ static int run_setup(struct eng_run *rc)
 	ret = open_files(rc);
 	if (ret < 0)
 		return ret;
+	if (rc->job->shard_bytes) {
+		rc->shard_done = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
+		rc->shard_planned = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
+		if (!rc->shard_done || !rc->shard_planned)
+			return rl_err_set(rc->e, -ENOMEM, "out of memory");
+	}
 	/* After opening: direct-read eligibility depends on the files. */
 	ret = plan_pool(rc, &nbuf, &bytes);
 	if (ret < 0)
@@ -761,9 +795,7 @@ static int run_setup(struct eng_run *rc)
 	rc->nreqs = rc->qd + rc->pool.nbuf;
 	rc->reqs = rl_calloc(rc->nreqs, sizeof(*rc->reqs));
 	rc->free_bufs = rl_calloc(rc->pool.nbuf + 1, sizeof(int));
-	if (rc->job->shard_bytes)
-		rc->shard_done = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
-	if (!rc->reqs || !rc->free_bufs || (rc->job->shard_bytes && !rc->shard_done))
+	if (!rc->reqs || !rc->free_bufs)
 		return rl_err_set(rc->e, -ENOMEM, "out of memory");
 	for (unsigned i = 0; i < rc->nreqs; i++) {
 		rc->reqs[i].slot = i;
@@ -841,6 +873,7 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	rl_free(rc.reqs);
 	rl_free(rc.free_bufs);
 	rl_free(rc.shard_done);
+	rl_free(rc.shard_planned);
 	pthread_cond_destroy(&rc.qcond);
 	pthread_cond_destroy(&rc.cond);
 	pthread_mutex_destroy(&rc.lock);

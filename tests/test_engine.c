@@ -753,6 +753,60 @@ static void empty_copy_bounds(void)
 	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
 }
 
+/* on_shard fires exactly once per shard: a copy landing no bytes does not
+ * re-report a full shard nor report a zero-byte one early; a plan covering
+ * a shard's bytes twice is refused (it would report the shard half-done). */
+static unsigned shard_calls[3];
+static void count_shard_calls(void *user, size_t shard)
+{
+	(void)user;
+	if (shard < 3)
+		shard_calls[shard]++;
+}
+
+static void shard_reported_once(void)
+{
+	struct rl_read r[2] = {
+		{ .off = 0, .len = 4096, .min_len = 4096, .first_copy = 0, .ncopies = 4 },
+		{ .off = 0, .len = 4096, .min_len = 4096, .first_copy = 0, .ncopies = 1 },
+	};
+	struct rl_copy c[4] = {
+		{ .src = 0, .len = 4096, .count = 1, .dst = 0, .shard = 0 },
+		{ .src = 0, .len = 0, .count = 1, .dst = 4096, .shard = 1 },
+		{ .src = 0, .len = 16, .count = 0, .dst = 4096, .shard = 0 },
+		{ .src = 0, .len = 0, .count = 3, .dst = 4096, .shard = 2 },
+	};
+	uint64_t shard_bytes[3] = { 4096, 0, 0 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+		hand_job(&h, "once.bin", 8192, r, 1, c, 4, shard_bytes, 3);
+		h.job.on_shard = count_shard_calls;
+		memset(shard_calls, 0, sizeof(shard_calls));
+		ret = hand_run(&h, backends[b], 0, &st, &e);
+		if (ret == RL_E_BACKEND) {
+			free(h.staging[0]);
+			continue;
+		}
+		CHECKF(ret == 0, "%s: %d %s", eng_backend_name(backends[b]), ret, e.msg);
+		CHECKF(shard_calls[0] == 1 && shard_calls[1] == 1 && shard_calls[2] == 1,
+		       "%s: on_shard calls %u %u %u", eng_backend_name(backends[b]),
+		       shard_calls[0], shard_calls[1], shard_calls[2]);
+
+		/* The same bytes twice for shard 0. */
+		h.job.nreads = 2;
+		memset(shard_calls, 0, sizeof(shard_calls));
+		ret = hand_run(&h, backends[b], 0, &st, &e);
+		free(h.staging[0]);
+		CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "twice"), "%s: %d %s",
+		       eng_backend_name(backends[b]), ret, e.msg);
+		CHECK_EQ(shard_calls[0], 0);
+	}
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1137,6 +1191,7 @@ int main(void)
 	RUN(bad_jobs);
 	RUN(huge_bounce_read);
 	RUN(empty_copy_bounds);
+	RUN(shard_reported_once);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(seccomp_falls_back);
