@@ -59,7 +59,9 @@ struct be {
  *  setup:    0, or -errno when the backend is unavailable (the reason is
  *            recorded as a fallback).
  *  queue:    prepares one read (q->io_pos/io_len); 0 or -errno.
- *  commit:   hands every queued read to the kernel; 0 or -errno.
+ *  commit:   hands every queued read to the kernel; 0 or -errno
+ *            (-EAGAIN: the kernel kept refusing them past the backend's
+ *            back-off; reap returns that too).
  *  reap:     fills out[] with up to max finished reads (q->res set);
  *            wait != 0 blocks until at least one finished or wake() was
  *            called; returns the count or -errno.
@@ -95,6 +97,7 @@ struct eng_run {
 	int fault_kind, fault_backend;
 	unsigned uring_first;     /* first io_uring flag set to try */
 	uint64_t fault_nth;
+	uint32_t aio_refuse;      /* test hook: io_submit calls to refuse */
 
 	struct eng_file *files;
 	size_t nfiles;

@@ -47,6 +47,7 @@ struct eng {
 	int fault_backend, fault_kind;
 	uint64_t fault_nth;
 	unsigned uring_first;
+	uint32_t aio_refuse;
 };
 
 uint64_t eng_now_ns(void)
@@ -128,6 +129,11 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
 	eng->fault_backend = backend;
 	eng->fault_kind = kind;
 	eng->fault_nth = nth;
+}
+
+void eng_set_aio_refuse(struct eng *eng, uint32_t n)
+{
+	eng->aio_refuse = n;
 }
 
 void eng_set_uring_setup(struct eng *eng, unsigned first)
@@ -494,6 +500,15 @@ static void progress(struct eng_run *rc, uint64_t len)
 	}
 }
 
+/* A backend's error as text: -EAGAIN from commit or reap means the
+ * kernel kept refusing submissions and the backend gave up. */
+static const char *be_errtext(int err)
+{
+	if (err == -EAGAIN)
+		return "the kernel kept refusing submissions (EAGAIN); giving up";
+	return strerror(-err);
+}
+
 /* Handles one reaped read: done, resubmit the rest, or fail the run. */
 static void complete(struct eng_run *rc, struct eng_req *q)
 {
@@ -656,7 +671,7 @@ static int run_loop(struct eng_run *rc)
 			ret = rc->be->ops->commit(rc->be);
 			if (ret < 0) {
 				rl_err_set(rc->e, ret, "%s: submitting reads: %s",
-					   rc->be->ops->name, strerror(-ret));
+					   rc->be->ops->name, be_errtext(ret));
 				set_failed(rc, ret);
 			}
 		}
@@ -694,7 +709,7 @@ static int run_loop(struct eng_run *rc)
 			/* The backend cannot tell what is still in flight;
 			 * its teardown cancels and waits for it. */
 			rl_err_set(rc->e, n, "%s: reaping reads: %s", rc->be->ops->name,
-				   strerror(-n));
+				   be_errtext(n));
 			set_failed(rc, n);
 			return n;
 		}
@@ -825,6 +840,7 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	rc.fault_backend = eng->fault_backend;
 	rc.fault_nth = eng->fault_nth;
 	rc.uring_first = eng->uring_first;
+	rc.aio_refuse = eng->aio_refuse;
 	rc.qd = eng->o.queue_depth;
 	rc.bound = eng->o.inflight_bytes;
 	st->queue_depth = rc.qd;

@@ -153,6 +153,13 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
 void eng_set_uring_setup(struct eng *eng, unsigned first);
 
 /*
+ * Test hook: the next n io_submit calls of the libaio backend are refused
+ * with EAGAIN, as when the kernel's aio request limit is reached
+ * (UINT32_MAX: every call).
+ */
+void eng_set_aio_refuse(struct eng *eng, uint32_t n);
+
+/*
  * Staging memory for len bytes: anonymous, page-aligned, backed by
  * transparent huge pages where the kernel has them (so that touching many
  * GiB is cheap). Returns NULL on failure. eng_staging_free(NULL, 0) is a no-op.

@@ -807,6 +807,71 @@ static void shard_reported_once(void)
 	}
 }
 
+/* libaio's io_submit refusing with EAGAIN while nothing of ours is in the
+ * kernel: a few refusals are retried after short sleeps (the owner used to
+ * sleep forever in poll), persistent ones fail the run clearly. In a child
+ * with an alarm, so a hang fails the test rather than the suite. */
+static int aio_refuse_child(struct tu_plan *p, uint32_t n)
+{
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	uint64_t at;
+	int ret;
+
+	alarm(20);
+	eng_opts_default(&o);
+	o.backend = ENG_LIBAIO;
+	o.queue_depth = 2;
+	if (eng_create(&o, &eng, &e) < 0)
+		return 1;
+	eng_set_aio_refuse(eng, n);
+	tu_job(p, &job);
+	tu_clear(p, 0xAB);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	if (ret == RL_E_BACKEND)
+		return 4;
+	if (n == UINT32_MAX) {
+		if (ret == -EAGAIN && strstr(e.msg, "libaio") && strstr(e.msg, "EAGAIN"))
+			return 0;
+	} else if (ret == 0 && tu_compare(p, &at) == 0) {
+		return 0;
+	}
+	printf("    child (%u refusals): %d %s\n", n, ret, e.msg);
+	return 1;
+}
+
+static void aio_submit_refused(void)
+{
+	static const uint32_t refusals[] = { 1, 2, 5, UINT32_MAX };
+	struct tu_plan p = { .align = 4096, .chunk = 16 << 10, .use_direct = 1 };
+
+	tu_add_file(&p, path_in(th_tmpdir(), "refuse.bin"), 70000, 16);
+	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(refusals); i++) {
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			_exit(aio_refuse_child(&p, refusals[i]));
+		CHECK(waitpid(pid, &status, 0) == pid);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+			tu_free(&p);
+			SKIP("libaio unavailable");
+		}
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		       "%u refusals: child status %d", refusals[i], status);
+	}
+	tu_free(&p);
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1192,6 +1257,7 @@ int main(void)
 	RUN(huge_bounce_read);
 	RUN(empty_copy_bounds);
 	RUN(shard_reported_once);
+	RUN(aio_submit_refused);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(seccomp_falls_back);
