@@ -207,10 +207,15 @@ static int ur_setup(struct be *be)
 
 		memset(&p, 0, sizeof(p));
 		p.flags = setup_flags[i];
-		ret = io_uring_queue_init_params(rc->qd + 1, &u->ring, &p);
+		ret = rc->uring_setup_err ? -rc->uring_setup_err :
+		      io_uring_queue_init_params(rc->qd + 1, &u->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
+	/* Before 5.12 ring memory counts against RLIMIT_MEMLOCK: ENOMEM
+	 * here is the kernel's refusal, not our allocation failing. */
+	if (ret == -ENOMEM)
+		rc->setup_kernel_nomem = 1;
 	if (ret == 0 && i > first)
 		eng_note(rc, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
 			 setup_flags[i]);

@@ -57,7 +57,9 @@ struct be {
  * The ops table (fio's ioengine shape). All but wake run on the thread
  * that called eng_run; wake may run on any thread.
  *  setup:    0, or -errno when the backend is unavailable (the reason is
- *            recorded as a fallback).
+ *            recorded as a fallback); -ENOMEM is our own allocation failing
+ *            (fatal) unless the backend set run->setup_kernel_nomem (the
+ *            kernel refused its memory: fall back).
  *  queue:    prepares one read (q->io_pos/io_len); 0 or -errno.
  *  commit:   hands every queued read to the kernel; 0 or -errno
  *            (-EAGAIN: the kernel kept refusing them past the backend's
@@ -98,6 +100,8 @@ struct eng_run {
 	unsigned uring_first;     /* first io_uring flag set to try */
 	uint64_t fault_nth;
 	uint32_t aio_refuse;      /* test hook: io_submit calls to refuse */
+	int uring_setup_err;      /* test hook: errno the ring setup returns */
+	int setup_kernel_nomem;   /* the kernel, not our allocation, said ENOMEM */
 
 	struct eng_file *files;
 	size_t nfiles;

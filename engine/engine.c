@@ -48,6 +48,7 @@ struct eng {
 	uint64_t fault_nth;
 	unsigned uring_first;
 	uint32_t aio_refuse;
+	int uring_setup_err;
 };
 
 uint64_t eng_now_ns(void)
@@ -134,6 +135,11 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
 void eng_set_aio_refuse(struct eng *eng, uint32_t n)
 {
 	eng->aio_refuse = n;
+}
+
+void eng_set_uring_setup_err(struct eng *eng, int err)
+{
+	eng->uring_setup_err = err;
 }
 
 void eng_set_uring_setup(struct eng *eng, unsigned first)
@@ -349,15 +355,20 @@ static int choose_backend(struct eng_run *rc)
 			continue;
 		rc->fault_kind = (rc->fault_backend == ENG_AUTO ||
 				  rc->fault_backend == b) ? saved : ENG_FAULT_NONE;
+		rc->setup_kernel_nomem = 0;
 		ret = be_start(rc, b, &rc->be);
 		rc->fault_kind = saved;
 		if (ret == 0) {
 			rc->st->backend = b;
 			return 0;
 		}
-		if (ret == -ENOMEM)
+		/* Our own allocations failing is fatal; the kernel refusing
+		 * a ring's memory (RLIMIT_MEMLOCK before 5.12) is a reason
+		 * to try the next backend. */
+		if (ret == -ENOMEM && !rc->setup_kernel_nomem)
 			return rl_err_set(rc->e, ret, "%s setup: out of memory", eng_backend_name(b));
-		eng_note(rc, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
+		eng_note(rc, "%s unavailable: %s%s", eng_backend_name(b), strerror(-ret),
+			 rc->setup_kernel_nomem ? " (ring memory; RLIMIT_MEMLOCK before 5.12)" : "");
 	}
 	return rl_err_set(rc->e, RL_E_BACKEND, "backend %s unavailable: %s",
 			  eng_backend_name(want), strerror(-ret));
@@ -841,6 +852,7 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	rc.fault_nth = eng->fault_nth;
 	rc.uring_first = eng->uring_first;
 	rc.aio_refuse = eng->aio_refuse;
+	rc.uring_setup_err = eng->uring_setup_err;
 	rc.qd = eng->o.queue_depth;
 	rc.bound = eng->o.inflight_bytes;
 	st->queue_depth = rc.qd;

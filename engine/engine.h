@@ -153,6 +153,13 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
 void eng_set_uring_setup(struct eng *eng, unsigned first);
 
 /*
+ * Test hook: io_uring setup behaves as if the kernel refused the ring with
+ * errno err (ENOMEM: ring memory charged to RLIMIT_MEMLOCK before 5.12);
+ * 0 removes it.
+ */
+void eng_set_uring_setup_err(struct eng *eng, int err);
+
+/*
  * Test hook: the next n io_submit calls of the libaio backend are refused
  * with EAGAIN, as when the kernel's aio request limit is reached
  * (UINT32_MAX: every call).

@@ -1039,6 +1039,43 @@ static void setup_refused_falls_back(void)
 	tu_free(&p);
 }
 
+/* The kernel refusing the ring's memory (ENOMEM: RLIMIT_MEMLOCK before
+ * 5.12) is a reason to fall back, unlike our own allocations failing
+ * (alloc_failures); forcing io_uring fails with the reason. */
+static void uring_enomem_falls_back(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "nomem.bin"), 70000, 17);
+	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_uring_setup_err(eng, ENOMEM);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
+	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Cannot allocate memory"), "%s",
+	       st.fallbacks);
+
+	o.backend = ENG_IO_URING;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_uring_setup_err(eng, ENOMEM);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
+	tu_free(&p);
+}
+
 /* A real seccomp filter refusing io_uring_setup with errno err (as
  * container runtimes do), installed in a child: auto falls back to libaio
  * and says why. */
@@ -1260,6 +1297,7 @@ int main(void)
 	RUN(aio_submit_refused);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
+	RUN(uring_enomem_falls_back);
 	RUN(seccomp_falls_back);
 	return th_done();
 }
