@@ -191,13 +191,20 @@ static int check_read(struct eng_run *rc, const struct rl_read *r)
 			return rl_err_set(rc->e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u out of bounds",
 					  job->paths[r->file], (unsigned long long)r->off, i);
+		/* Bytes past min_len may never arrive (end of file, or a
+		 * short read the engine accepts): no copy may take them. */
+		if (c->count && span > r->min_len)
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u takes bytes up to %llu past the minimum length %u",
+					  job->paths[r->file], (unsigned long long)r->off, i,
+					  (unsigned long long)span, r->min_len);
 	}
 	if ((r->flags & RL_READ_DIRECT) &&
-	    (r->ncopies != 1 || job->copies[r->first_copy].src != 0 ||
+	    (r->ncopies != 1 || r->min_len != r->len || job->copies[r->first_copy].src != 0 ||
 	     job->copies[r->first_copy].count != 1 ||
 	     job->copies[r->first_copy].len != r->len))
 		return rl_err_set(rc->e, RL_E_INVALID_ARG,
-				  "%s: direct read at offset %llu is not one whole copy",
+				  "%s: direct read at offset %llu is not one whole copy of bytes that must all arrive",
 				  job->paths[r->file], (unsigned long long)r->off);
 	return 0;
 }

@@ -872,6 +872,37 @@ static void aio_submit_refused(void)
 	tu_free(&p);
 }
 
+/* Bytes past min_len may not arrive (a short read stopping there is
+ * accepted): a copy taking them, or a direct read crediting them, would
+ * land stale bytes; refused. */
+static void copies_within_min_len(void)
+{
+	struct rl_read r = { .off = 0, .len = 8192, .min_len = 4096, .ncopies = 1 };
+	struct rl_copy c = { .src = 0, .len = 4096, .count = 1 };
+	uint64_t shard_bytes[1] = { 4096 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	hand_job(&h, "minlen.bin", 8192, &r, 1, &c, 1, shard_bytes, 1);
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+
+	c.src = 1; /* one byte past min_len */
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "minimum length"), "%d %s", ret,
+	       e.msg);
+
+	c.src = 0;
+	c.len = 8192;
+	shard_bytes[0] = 8192;
+	r.flags = RL_READ_DIRECT;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	free(h.staging[0]);
+	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1295,6 +1326,7 @@ int main(void)
 	RUN(empty_copy_bounds);
 	RUN(shard_reported_once);
 	RUN(aio_submit_refused);
+	RUN(copies_within_min_len);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(uring_enomem_falls_back);
