@@ -134,9 +134,10 @@ static int aio_commit(struct be *be)
 				return -EAGAIN;
 			return 0;
 		}
-		/* The rest was never submitted: fail those requests. */
-		for (unsigned i = done; i < a->npending; i++)
-			((struct eng_req *)a->pending[i]->data)->res = ret;
+		/* io_submit stops at the first iocb it refuses: that one
+		 * fails with the error; the rest were never looked at and
+		 * are submitted again by the next commit. */
+		((struct eng_req *)a->pending[done]->data)->res = ret;
 		memmove(a->pending, a->pending + done,
 			(a->npending - done) * sizeof(*a->pending));
 		a->npending -= done;

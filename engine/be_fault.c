@@ -41,7 +41,8 @@ static int fault_queue(struct be *be, struct eng_req *q)
 	const struct eng_file *file = be->run->files + q->r.file;
 	uint32_t len;
 
-	if (f->seq++ != be->run->fault_nth)
+	if (be->run->fault_kind == ENG_FAULT_EAGAIN_ALL ? f->seq++ < be->run->fault_nth :
+	    f->seq++ != be->run->fault_nth)
 		return be->inner->ops->queue(be->inner, q);
 	switch (be->run->fault_kind) {
 	case ENG_FAULT_HARD:
@@ -49,6 +50,7 @@ static int fault_queue(struct be *be, struct eng_req *q)
 		return be->inner->ops->queue(be->inner, q);
 	case ENG_FAULT_EIO:
 	case ENG_FAULT_EAGAIN:
+	case ENG_FAULT_EAGAIN_ALL:
 		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -EIO : -EAGAIN;
 		q->next = f->fake;
 		f->fake = q;

@@ -28,6 +28,7 @@ struct ur {
 	unsigned reg_bufs;
 	unsigned queued;        /* SQEs not yet taken by the kernel */
 	unsigned in_kernel;     /* SQEs taken whose CQE is not reaped yet */
+	uint32_t refused;       /* consecutive EAGAIN/EBUSY waits */
 };
 
 /*
@@ -291,10 +292,16 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 	if (wait) {
 		arm_wake(u); /* the ring has room: qd + 1 entries */
 		ret = io_uring_submit_and_wait(&u->ring, 1);
-		if (ret >= 0)
+		if (ret >= 0) {
 			taken(u, ret);
-		else if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
+			u->refused = 0;
+		} else if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
 			return ret;
+		} else if (ret != -EINTR && ret != -ETIME) {
+			/* Out of kernel resources: no busy spin while they
+			 * stay short. */
+			eng_backoff(++u->refused);
+		}
 	} else if (u->ring.flags & IORING_SETUP_DEFER_TASKRUN) {
 		/* Deferred completions are posted only when we ask. */
 		ret = io_uring_get_events(&u->ring);

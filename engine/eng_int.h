@@ -32,6 +32,7 @@ struct eng_req {
 	/* the current (re)submission: io_len bytes at r.off + io_pos */
 	uint32_t io_pos;
 	uint32_t io_len;
+	uint32_t got;           /* bytes from r.off on that arrived so far */
 	int res;                /* result: bytes or -errno, set by the backend */
 	uint32_t retries;
 	uint64_t submit_ns;
@@ -150,6 +151,10 @@ void eng_note(struct eng_run *rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 uint64_t eng_now_ns(void);
+
+/* Sleeps a little before retry number attempt (1-based) of something the
+ * kernel refused for now: nothing for the first ones, then growing. */
+void eng_backoff(uint32_t attempt);
 
 /* Completion thread (engine/scatter.c). */
 void *eng_scatter_main(void *arg);

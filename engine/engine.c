@@ -51,6 +51,19 @@ struct eng {
 	int uring_setup_err;
 };
 
+void eng_backoff(uint32_t attempt)
+{
+	/* The first retries go at once (a transient refusal clears fast);
+	 * then 10 us doubling up to 320 us, so MAX_RETRIES spans about a
+	 * third of a second rather than microseconds. */
+	struct timespec ts = { 0, 0 };
+
+	if (attempt <= 2)
+		return;
+	ts.tv_nsec = 10000L << RL_MIN(attempt - 3, 5u);
+	nanosleep(&ts, NULL);
+}
+
 uint64_t eng_now_ns(void)
 {
 	struct timespec ts;
@@ -418,6 +431,7 @@ static struct eng_req *take(struct eng_run *rc, const struct rl_read *r, uint8_t
 	q->dst = dst ? dst : eng_pool_buf(&rc->pool, buf);
 	q->io_pos = 0;
 	q->io_len = r->len;
+	q->got = 0;
 	q->retries = 0;
 	q->res = 0;
 	q->next = NULL;
@@ -545,6 +559,7 @@ static void complete(struct eng_run *rc, struct eng_req *q)
 			return;
 		}
 		rc->st->retries++;
+		eng_backoff(q->retries);
 		q->next = rc->retry;
 		rc->retry = q;
 		return;
@@ -557,8 +572,13 @@ static void complete(struct eng_run *rc, struct eng_req *q)
 		fail_read(rc, q, -EIO, "kernel returned more bytes than asked");
 		return;
 	}
-	rc->st->bytes_read += (uint32_t)res;
 	got = q->io_pos + (uint32_t)res;
+	/* A resubmission from an aligned position re-reads a prefix:
+	 * count only bytes not counted before. */
+	if (got > q->got) {
+		rc->st->bytes_read += got - RL_MAX(q->got, q->io_pos);
+		q->got = got;
+	}
 	if (got < q->r.len && got < q->r.min_len) {
 		if (res == 0) {
 			if (!rc->err)
@@ -688,8 +708,10 @@ static int run_loop(struct eng_run *rc)
 				t_first = eng_now_ns();
 			ret = rc->be->ops->commit(rc->be);
 			if (ret < 0) {
-				rl_err_set(rc->e, ret, "%s: submitting reads: %s",
-					   rc->be->ops->name, be_errtext(ret));
+				/* The first error names the run's failure. */
+				if (!rc->err)
+					rl_err_set(rc->e, ret, "%s: submitting reads: %s",
+						   rc->be->ops->name, be_errtext(ret));
 				set_failed(rc, ret);
 			}
 		}
@@ -726,10 +748,11 @@ static int run_loop(struct eng_run *rc)
 		if (n < 0) {
 			/* The backend cannot tell what is still in flight;
 			 * its teardown cancels and waits for it. */
-			rl_err_set(rc->e, n, "%s: reaping reads: %s", rc->be->ops->name,
-				   be_errtext(n));
+			if (!rc->err)
+				rl_err_set(rc->e, n, "%s: reaping reads: %s",
+					   rc->be->ops->name, be_errtext(n));
 			set_failed(rc, n);
-			return n;
+			return rc->err;
 		}
 		if (n > 0)
 			t_last = eng_now_ns();

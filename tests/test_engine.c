@@ -903,6 +903,37 @@ static void copies_within_min_len(void)
 	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
 }
 
+/* A read the kernel keeps refusing with EAGAIN is retried with a growing
+ * back-off (not 1000 times in a few microseconds), then fails clearly. */
+static void eagain_backs_off(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	uint64_t t0, ns;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "eagain.bin"), 60000, 18);
+	tu_add_item(&p, 0, 0, 60000, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	o.backend = ENG_PREAD;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EAGAIN_ALL, 0);
+	t0 = eng_now_ns();
+	ret = eng_run(eng, &job, &st, &e);
+	ns = eng_now_ns() - t0;
+	eng_destroy(eng);
+	tu_free(&p);
+	CHECKF(ret == -EIO && strstr(e.msg, "EAGAIN"), "%d %s", ret, e.msg);
+	CHECKF(ns > 100000000ull, "1000 EAGAIN retries took only %llu us",
+	       (unsigned long long)(ns / 1000));
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1327,6 +1358,7 @@ int main(void)
 	RUN(shard_reported_once);
 	RUN(aio_submit_refused);
 	RUN(copies_within_min_len);
+	RUN(eagain_backs_off);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(uring_enomem_falls_back);
