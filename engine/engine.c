@@ -832,6 +832,9 @@ static int run_setup(struct eng_run *rc)
 	if (ret < 0)
 		return ret;
 	if (rc->job->shard_bytes) {
+		if (rc->job->nshards > (SIZE_MAX >> 4))
+			return rl_err_set(rc->e, RL_E_INVALID_ARG, "%zu shards: too many",
+					  rc->job->nshards);
 		rc->shard_done = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
 		rc->shard_planned = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
 		if (!rc->shard_done || !rc->shard_planned)

@@ -747,6 +747,10 @@ static void empty_copy_bounds(void)
 	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
 	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
 	c[1].shard = 0;
+	h.job.nshards = SIZE_MAX; /* nshards + 1 entries must not wrap */
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "shards"), "%d %s", ret, e.msg);
+	h.job.nshards = 1;
 	c[1].dst = (64 << 10) + 1;
 	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
 	free(h.staging[0]);
