@@ -143,6 +143,7 @@ enum eng_fault {
 	ENG_FAULT_SETUP,
 	ENG_FAULT_HARD,
 	ENG_FAULT_EAGAIN_ALL,   /* the nth submission and every later one: EAGAIN */
+	ENG_FAULT_SHORT_ODD,    /* the nth comes back short at an odd length */
 };
 void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
 

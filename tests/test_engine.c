@@ -938,6 +938,42 @@ static void eagain_backs_off(void)
 	       (unsigned long long)(ns / 1000));
 }
 
+/* A direct read coming back short off the alignment is resubmitted from
+ * the aligned position before: the re-read prefix counts once in
+ * bytes_read, and the bytes are right. */
+static void short_odd_counts_once(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "odd.bin"), 256 << 10, 19);
+	tu_add_item(&p, 0, 0, 256 << 10, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+		tu_job(&p, &job);
+		tu_clear(&p, 0xCD);
+		eng_opts_default(&o);
+		o.backend = backends[b];
+		CHECK(eng_create(&o, &eng, &e) == 0);
+		eng_set_fault(eng, ENG_AUTO, ENG_FAULT_SHORT_ODD, 1);
+		ret = eng_run(eng, &job, &st, &e);
+		eng_destroy(eng);
+		if (ret == RL_E_BACKEND)
+			continue;
+		CHECKF(ret == 0, "%s: %d %s", eng_backend_name(backends[b]), ret, e.msg);
+		CHECK_SAME(&p);
+		CHECK(st.retries >= 1);
+		CHECKF(st.bytes_read == 256 << 10, "%s: bytes_read %llu",
+		       eng_backend_name(backends[b]), (unsigned long long)st.bytes_read);
+	}
+	tu_free(&p);
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -1363,6 +1399,7 @@ int main(void)
 	RUN(aio_submit_refused);
 	RUN(copies_within_min_len);
 	RUN(eagain_backs_off);
+	RUN(short_odd_counts_once);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
 	RUN(uring_enomem_falls_back);
