@@ -25,7 +25,15 @@ struct aio {
 	struct io_event *events;
 	unsigned nevents;
 	int efd;                  /* completions and wake-ups */
+	unsigned submitted;       /* iocbs in the kernel */
+	uint64_t refused_since;   /* first of consecutive EAGAIN refusals, 0: none */
 };
+
+/* io_submit refusing everything (-EAGAIN: the aio request limit or kernel
+ * memory) is retried after short sleeps while nothing of ours is in the
+ * kernel to wake us, for this long at most. */
+#define AIO_BACKOFF_MS 1
+#define AIO_REFUSE_NS (1000ull * 1000 * 1000)
 
 static void aio_teardown(struct be *be)
 {
@@ -96,22 +104,40 @@ static int aio_commit(struct be *be)
 	unsigned done = 0;
 
 	while (done < a->npending) {
-		int ret = io_submit(a->ctx, (long)(a->npending - done), a->pending + done);
+		struct eng_run *rc = be->run;
+		uint64_t now;
+		int ret;
 
+		if (rc->aio_refuse) {
+			if (rc->aio_refuse != UINT32_MAX)
+				rc->aio_refuse--;
+			ret = -EAGAIN;
+		} else {
+			ret = io_submit(a->ctx, (long)(a->npending - done), a->pending + done);
+		}
 		if (ret > 0) {
 			done += (unsigned)ret;
+			a->submitted += (unsigned)ret;
+			a->refused_since = 0;
 			continue;
 		}
 		if (ret == -EAGAIN || ret == -EINTR || ret == 0) {
-			/* Resubmitted by the next commit after a reap. */
+			/* Resubmitted by the next commit after a reap (which
+			 * backs off while nothing is in the kernel). */
 			memmove(a->pending, a->pending + done,
 				(a->npending - done) * sizeof(*a->pending));
 			a->npending -= done;
+			now = eng_now_ns();
+			if (!a->refused_since || done)
+				a->refused_since = now;
+			else if (now - a->refused_since > AIO_REFUSE_NS)
+				return -EAGAIN;
 			return 0;
 		}
-		/* The rest was never submitted: fail those requests. */
-		for (unsigned i = done; i < a->npending; i++)
-			((struct eng_req *)a->pending[i]->data)->res = ret;
+		/* io_submit stops at the first iocb it refuses: that one
+		 * fails with the error; the rest were never looked at and
+		 * are submitted again by the next commit. */
+		((struct eng_req *)a->pending[done]->data)->res = ret;
 		memmove(a->pending, a->pending + done,
 			(a->npending - done) * sizeof(*a->pending));
 		a->npending -= done;
@@ -140,8 +166,11 @@ static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 			i++;
 		}
 	}
-	if (a->npending)
-		aio_commit(be);
+	if (a->npending) {
+		ret = aio_commit(be);
+		if (ret < 0)
+			return ret;
+	}
 	if (got)
 		return (int)got;
 	if (max > a->nevents)
@@ -159,9 +188,12 @@ static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 		 * an earlier reap took: one extra turn of its loop).
 		 */
 		struct pollfd pfd = { .fd = a->efd, .events = POLLIN, .revents = 0 };
+		/* Nothing in the kernel while io_submit defers reads: no
+		 * completion will come; sleep briefly and submit again. */
+		int timeout = a->npending && !a->submitted ? AIO_BACKOFF_MS : -1;
 		uint64_t cnt;
 
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+		if (poll(&pfd, 1, timeout) < 0 && errno != EINTR)
 			return -errno;
 		if (read(a->efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
 			return -errno;
@@ -171,6 +203,7 @@ static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 	}
 	if (ret < 0)
 		return ret;
+	a->submitted -= (unsigned)RL_MIN((unsigned)ret, a->submitted);
 	for (int i = 0; i < ret; i++) {
 		struct eng_req *q = a->events[i].data;
 		long res = (long)a->events[i].res;

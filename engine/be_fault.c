@@ -13,6 +13,7 @@ struct fault {
 	uint64_t seq;             /* submissions seen */
 	int hard;                 /* ENG_FAULT_HARD armed: commit and reap fail */
 	struct eng_req *fake;     /* synthesized completions, owner-only */
+	struct eng_req *cut;      /* ENG_FAULT_SHORT_ODD: result to cut */
 };
 
 static int fault_setup(struct be *be)
@@ -41,7 +42,8 @@ static int fault_queue(struct be *be, struct eng_req *q)
 	const struct eng_file *file = be->run->files + q->r.file;
 	uint32_t len;
 
-	if (f->seq++ != be->run->fault_nth)
+	if (be->run->fault_kind == ENG_FAULT_EAGAIN_ALL ? f->seq++ < be->run->fault_nth :
+	    f->seq++ != be->run->fault_nth)
 		return be->inner->ops->queue(be->inner, q);
 	switch (be->run->fault_kind) {
 	case ENG_FAULT_HARD:
@@ -49,6 +51,7 @@ static int fault_queue(struct be *be, struct eng_req *q)
 		return be->inner->ops->queue(be->inner, q);
 	case ENG_FAULT_EIO:
 	case ENG_FAULT_EAGAIN:
+	case ENG_FAULT_EAGAIN_ALL:
 		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -EIO : -EAGAIN;
 		q->next = f->fake;
 		f->fake = q;
@@ -59,6 +62,9 @@ static int fault_queue(struct be *be, struct eng_req *q)
 		len = (uint32_t)rl_align_down(q->io_len / 2, q->direct ? file->align : 1);
 		if (len)
 			q->io_len = len;
+		return be->inner->ops->queue(be->inner, q);
+	case ENG_FAULT_SHORT_ODD:
+		f->cut = q;
 		return be->inner->ops->queue(be->inner, q);
 	default:
 		return be->inner->ops->queue(be->inner, q);
@@ -84,9 +90,21 @@ static int fault_reap(struct be *be, struct eng_req **out, unsigned max, int wai
 	}
 	if (got)
 		return (int)got;
+	int n;
+
 	if (f->hard)
 		return -ENOMEM;
-	return be->inner->ops->reap(be->inner, out, max, wait);
+	n = be->inner->ops->reap(be->inner, out, max, wait);
+	/* A short result ending off the alignment (as at end of file): the
+	 * engine resubmits from an aligned position before it. */
+	for (int i = 0; i < n; i++) {
+		if (out[i] == f->cut) {
+			f->cut = NULL;
+			if (out[i]->res > 2)
+				out[i]->res = (out[i]->res / 2) | 1;
+		}
+	}
+	return n;
 }
 
 static void fault_wake(struct be *be)

@@ -28,6 +28,7 @@ struct ur {
 	unsigned reg_bufs;
 	unsigned queued;        /* SQEs not yet taken by the kernel */
 	unsigned in_kernel;     /* SQEs taken whose CQE is not reaped yet */
+	uint32_t refused;       /* consecutive EAGAIN/EBUSY waits */
 };
 
 /*
@@ -207,10 +208,15 @@ static int ur_setup(struct be *be)
 
 		memset(&p, 0, sizeof(p));
 		p.flags = setup_flags[i];
-		ret = io_uring_queue_init_params(rc->qd + 1, &u->ring, &p);
+		ret = rc->uring_setup_err ? -rc->uring_setup_err :
+		      io_uring_queue_init_params(rc->qd + 1, &u->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
+	/* Before 5.12 ring memory counts against RLIMIT_MEMLOCK: ENOMEM
+	 * here is the kernel's refusal, not our allocation failing. */
+	if (ret == -ENOMEM)
+		rc->setup_kernel_nomem = 1;
 	if (ret == 0 && i > first)
 		eng_note(rc, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
 			 setup_flags[i]);
@@ -286,10 +292,16 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 	if (wait) {
 		arm_wake(u); /* the ring has room: qd + 1 entries */
 		ret = io_uring_submit_and_wait(&u->ring, 1);
-		if (ret >= 0)
+		if (ret >= 0) {
 			taken(u, ret);
-		else if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
+			u->refused = 0;
+		} else if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
 			return ret;
+		} else if (ret != -EINTR && ret != -ETIME) {
+			/* Out of kernel resources: no busy spin while they
+			 * stay short. */
+			eng_backoff(++u->refused);
+		}
 	} else if (u->ring.flags & IORING_SETUP_DEFER_TASKRUN) {
 		/* Deferred completions are posted only when we ask. */
 		ret = io_uring_get_events(&u->ring);

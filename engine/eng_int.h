@@ -32,6 +32,7 @@ struct eng_req {
 	/* the current (re)submission: io_len bytes at r.off + io_pos */
 	uint32_t io_pos;
 	uint32_t io_len;
+	uint32_t got;           /* bytes from r.off on that arrived so far */
 	int res;                /* result: bytes or -errno, set by the backend */
 	uint32_t retries;
 	uint64_t submit_ns;
@@ -57,9 +58,13 @@ struct be {
  * The ops table (fio's ioengine shape). All but wake run on the thread
  * that called eng_run; wake may run on any thread.
  *  setup:    0, or -errno when the backend is unavailable (the reason is
- *            recorded as a fallback).
+ *            recorded as a fallback); -ENOMEM is our own allocation failing
+ *            (fatal) unless the backend set run->setup_kernel_nomem (the
+ *            kernel refused its memory: fall back).
  *  queue:    prepares one read (q->io_pos/io_len); 0 or -errno.
- *  commit:   hands every queued read to the kernel; 0 or -errno.
+ *  commit:   hands every queued read to the kernel; 0 or -errno
+ *            (-EAGAIN: the kernel kept refusing them past the backend's
+ *            back-off; reap returns that too).
  *  reap:     fills out[] with up to max finished reads (q->res set);
  *            wait != 0 blocks until at least one finished or wake() was
  *            called; returns the count or -errno.
@@ -95,6 +100,9 @@ struct eng_run {
 	int fault_kind, fault_backend;
 	unsigned uring_first;     /* first io_uring flag set to try */
 	uint64_t fault_nth;
+	uint32_t aio_refuse;      /* test hook: io_submit calls to refuse */
+	int uring_setup_err;      /* test hook: errno the ring setup returns */
+	int setup_kernel_nomem;   /* the kernel, not our allocation, said ENOMEM */
 
 	struct eng_file *files;
 	size_t nfiles;
@@ -111,6 +119,7 @@ struct eng_run {
 	int exhausted;
 	int err;
 	uint64_t done_bytes, progress_next;
+	uint64_t *shard_planned;  /* bytes the checked reads' copies bring */
 
 	/* Shared with the completion thread, all under lock: the limiter,
 	 * free buffers and request slots, the scatter queue and the flags.
@@ -142,6 +151,10 @@ void eng_note(struct eng_run *rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 uint64_t eng_now_ns(void);
+
+/* Sleeps a little before retry number attempt (1-based) of something the
+ * kernel refused for now: nothing for the first ones, then growing. */
+void eng_backoff(uint32_t attempt);
 
 /* Completion thread (engine/scatter.c). */
 void *eng_scatter_main(void *arg);

@@ -47,7 +47,22 @@ struct eng {
 	int fault_backend, fault_kind;
 	uint64_t fault_nth;
 	unsigned uring_first;
+	uint32_t aio_refuse;
+	int uring_setup_err;
 };
+
+void eng_backoff(uint32_t attempt)
+{
+	/* The first retries go at once (a transient refusal clears fast);
+	 * then 10 us doubling up to 320 us, so MAX_RETRIES spans about a
+	 * third of a second rather than microseconds. */
+	struct timespec ts = { 0, 0 };
+
+	if (attempt <= 2)
+		return;
+	ts.tv_nsec = 10000L << RL_MIN(attempt - 3, 5u);
+	nanosleep(&ts, NULL);
+}
 
 uint64_t eng_now_ns(void)
 {
@@ -130,6 +145,16 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
 	eng->fault_nth = nth;
 }
 
+void eng_set_aio_refuse(struct eng *eng, uint32_t n)
+{
+	eng->aio_refuse = n;
+}
+
+void eng_set_uring_setup_err(struct eng *eng, int err)
+{
+	eng->uring_setup_err = err;
+}
+
 void eng_set_uring_setup(struct eng *eng, unsigned first)
 {
 	eng->uring_first = first;
@@ -166,26 +191,58 @@ static int check_read(struct eng_run *rc, const struct rl_read *r)
 		const struct rl_copy *c = job->copies + r->first_copy + i;
 		uint64_t span = 0, bytes = 0, dend;
 
-		if (!c->count)
-			continue;
-		if (rl_mul64(c->count - 1, c->src_stride, &span) ||
-		    rl_add64(span, (uint64_t)c->src + c->len, &span) || span > r->len ||
+		/* Destination and shard are checked for every copy, empty
+		 * ones too: the completion thread indexes both. */
+		if (c->dev >= job->ndevs || !job->staging || !job->staging[c->dev] ||
+		    (c->count && (rl_mul64(c->count - 1, c->src_stride, &span) ||
+				  rl_add64(span, (uint64_t)c->src + c->len, &span) ||
+				  span > r->len)) ||
 		    (c->count > 1 && c->src_stride < c->len) ||
-		    c->dev >= job->ndevs || !job->staging || !job->staging[c->dev] ||
 		    rl_mul64(c->len, c->count, &bytes) || rl_add64(c->dst, bytes, &dend) ||
 		    (job->staging_bytes && dend > job->staging_bytes[c->dev]) ||
 		    (job->shard_bytes && c->shard >= job->nshards))
 			return rl_err_set(rc->e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u out of bounds",
 					  job->paths[r->file], (unsigned long long)r->off, i);
+		/* Bytes past min_len may never arrive (end of file, or a
+		 * short read the engine accepts): no copy may take them. */
+		if (c->count && span > r->min_len)
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u takes bytes up to %llu past the minimum length %u",
+					  job->paths[r->file], (unsigned long long)r->off, i,
+					  (unsigned long long)span, r->min_len);
 	}
 	if ((r->flags & RL_READ_DIRECT) &&
-	    (r->ncopies != 1 || job->copies[r->first_copy].src != 0 ||
+	    (r->ncopies != 1 || r->min_len != r->len || job->copies[r->first_copy].src != 0 ||
 	     job->copies[r->first_copy].count != 1 ||
 	     job->copies[r->first_copy].len != r->len))
 		return rl_err_set(rc->e, RL_E_INVALID_ARG,
-				  "%s: direct read at offset %llu is not one whole copy",
+				  "%s: direct read at offset %llu is not one whole copy of bytes that must all arrive",
 				  job->paths[r->file], (unsigned long long)r->off);
+	return 0;
+}
+
+/* Adds a checked read's copies to the bytes planned for their shards:
+ * more than a shard holds means the plan covers some bytes twice, and
+ * on_shard would fire before every byte landed. */
+static int plan_shards(struct eng_run *rc, const struct rl_read *r)
+{
+	const struct eng_job *job = rc->job;
+
+	if (!job->shard_bytes)
+		return 0;
+	for (uint32_t i = 0; i < r->ncopies; i++) {
+		const struct rl_copy *c = job->copies + r->first_copy + i;
+		uint64_t *n = rc->shard_planned + c->shard;
+
+		*n += (uint64_t)c->len * c->count; /* checked: no overflow */
+		if (*n > job->shard_bytes[c->shard])
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u brings shard %u to %llu of %llu bytes (bytes covered twice)",
+					  job->paths[r->file], (unsigned long long)r->off, i,
+					  c->shard, (unsigned long long)*n,
+					  (unsigned long long)job->shard_bytes[c->shard]);
+	}
 	return 0;
 }
 
@@ -318,15 +375,20 @@ static int choose_backend(struct eng_run *rc)
 			continue;
 		rc->fault_kind = (rc->fault_backend == ENG_AUTO ||
 				  rc->fault_backend == b) ? saved : ENG_FAULT_NONE;
+		rc->setup_kernel_nomem = 0;
 		ret = be_start(rc, b, &rc->be);
 		rc->fault_kind = saved;
 		if (ret == 0) {
 			rc->st->backend = b;
 			return 0;
 		}
-		if (ret == -ENOMEM)
+		/* Our own allocations failing is fatal; the kernel refusing
+		 * a ring's memory (RLIMIT_MEMLOCK before 5.12) is a reason
+		 * to try the next backend. */
+		if (ret == -ENOMEM && !rc->setup_kernel_nomem)
 			return rl_err_set(rc->e, ret, "%s setup: out of memory", eng_backend_name(b));
-		eng_note(rc, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
+		eng_note(rc, "%s unavailable: %s%s", eng_backend_name(b), strerror(-ret),
+			 rc->setup_kernel_nomem ? " (ring memory; RLIMIT_MEMLOCK before 5.12)" : "");
 	}
 	return rl_err_set(rc->e, RL_E_BACKEND, "backend %s unavailable: %s",
 			  eng_backend_name(want), strerror(-ret));
@@ -369,6 +431,7 @@ static struct eng_req *take(struct eng_run *rc, const struct rl_read *r, uint8_t
 	q->dst = dst ? dst : eng_pool_buf(&rc->pool, buf);
 	q->io_pos = 0;
 	q->io_len = r->len;
+	q->got = 0;
 	q->retries = 0;
 	q->res = 0;
 	q->next = NULL;
@@ -469,6 +532,15 @@ static void progress(struct eng_run *rc, uint64_t len)
 	}
 }
 
+/* A backend's error as text: -EAGAIN from commit or reap means the
+ * kernel kept refusing submissions and the backend gave up. */
+static const char *be_errtext(int err)
+{
+	if (err == -EAGAIN)
+		return "the kernel kept refusing submissions (EAGAIN); giving up";
+	return strerror(-err);
+}
+
 /* Handles one reaped read: done, resubmit the rest, or fail the run. */
 static void complete(struct eng_run *rc, struct eng_req *q)
 {
@@ -487,6 +559,7 @@ static void complete(struct eng_run *rc, struct eng_req *q)
 			return;
 		}
 		rc->st->retries++;
+		eng_backoff(q->retries);
 		q->next = rc->retry;
 		rc->retry = q;
 		return;
@@ -499,8 +572,13 @@ static void complete(struct eng_run *rc, struct eng_req *q)
 		fail_read(rc, q, -EIO, "kernel returned more bytes than asked");
 		return;
 	}
-	rc->st->bytes_read += (uint32_t)res;
 	got = q->io_pos + (uint32_t)res;
+	/* A resubmission from an aligned position re-reads a prefix:
+	 * count only bytes not counted before. */
+	if (got > q->got) {
+		rc->st->bytes_read += got - RL_MAX(q->got, q->io_pos);
+		q->got = got;
+	}
 	if (got < q->r.len && got < q->r.min_len) {
 		if (res == 0) {
 			if (!rc->err)
@@ -566,6 +644,8 @@ static int fetch(struct eng_run *rc, struct rl_read *r)
 	} else {
 		int ret = check_read(rc, r);
 
+		if (ret == 0)
+			ret = plan_shards(rc, r);
 		if (ret == 0 && !direct_dst(rc, r) && r->len > rc->pool.bytes)
 			ret = rl_err_set(rc->e, RL_E_INVALID_ARG,
 					 "%s: read at offset %llu: length %u exceeds the buffer size %u",
@@ -628,8 +708,10 @@ static int run_loop(struct eng_run *rc)
 				t_first = eng_now_ns();
 			ret = rc->be->ops->commit(rc->be);
 			if (ret < 0) {
-				rl_err_set(rc->e, ret, "%s: submitting reads: %s",
-					   rc->be->ops->name, strerror(-ret));
+				/* The first error names the run's failure. */
+				if (!rc->err)
+					rl_err_set(rc->e, ret, "%s: submitting reads: %s",
+						   rc->be->ops->name, be_errtext(ret));
 				set_failed(rc, ret);
 			}
 		}
@@ -666,10 +748,11 @@ static int run_loop(struct eng_run *rc)
 		if (n < 0) {
 			/* The backend cannot tell what is still in flight;
 			 * its teardown cancels and waits for it. */
-			rl_err_set(rc->e, n, "%s: reaping reads: %s", rc->be->ops->name,
-				   strerror(-n));
+			if (!rc->err)
+				rl_err_set(rc->e, n, "%s: reaping reads: %s",
+					   rc->be->ops->name, be_errtext(n));
 			set_failed(rc, n);
-			return n;
+			return rc->err;
 		}
 		if (n > 0)
 			t_last = eng_now_ns();
@@ -693,10 +776,17 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 			const struct rl_read *r = job->reads + i;
 			int ret = check_read(rc, r);
 
+			if (ret == 0)
+				ret = plan_shards(rc, r);
 			if (ret < 0)
 				return ret;
 			all_bytes += r->len;
 			if (!direct_dst(rc, r)) {
+				if (r->len > MAX_BUFFER)
+					return rl_err_set(rc->e, RL_E_INVALID_ARG,
+							  "%s: read at offset %llu: length %u needs a bounce buffer over the 1 GiB maximum",
+							  job->paths[r->file],
+							  (unsigned long long)r->off, r->len);
 				bounce++;
 				bounce_bytes += r->len;
 				maxlen = RL_MAX(maxlen, r->len);
@@ -734,13 +824,22 @@ static int plan_pool(struct eng_run *rc, unsigned *nbuf, uint32_t *bytes)
 
 static int run_setup(struct eng_run *rc)
 {
-	unsigned nbuf;
-	uint32_t bytes;
+	unsigned nbuf = 0;
+	uint32_t bytes = 0;
 	int ret;
 
 	ret = open_files(rc);
 	if (ret < 0)
 		return ret;
+	if (rc->job->shard_bytes) {
+		if (rc->job->nshards > (SIZE_MAX >> 4))
+			return rl_err_set(rc->e, RL_E_INVALID_ARG, "%zu shards: too many",
+					  rc->job->nshards);
+		rc->shard_done = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
+		rc->shard_planned = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
+		if (!rc->shard_done || !rc->shard_planned)
+			return rl_err_set(rc->e, -ENOMEM, "out of memory");
+	}
 	/* After opening: direct-read eligibility depends on the files. */
 	ret = plan_pool(rc, &nbuf, &bytes);
 	if (ret < 0)
@@ -755,9 +854,7 @@ static int run_setup(struct eng_run *rc)
 	rc->nreqs = rc->qd + rc->pool.nbuf;
 	rc->reqs = rl_calloc(rc->nreqs, sizeof(*rc->reqs));
 	rc->free_bufs = rl_calloc(rc->pool.nbuf + 1, sizeof(int));
-	if (rc->job->shard_bytes)
-		rc->shard_done = rl_calloc(rc->job->nshards + 1, sizeof(uint64_t));
-	if (!rc->reqs || !rc->free_bufs || (rc->job->shard_bytes && !rc->shard_done))
+	if (!rc->reqs || !rc->free_bufs)
 		return rl_err_set(rc->e, -ENOMEM, "out of memory");
 	for (unsigned i = 0; i < rc->nreqs; i++) {
 		rc->reqs[i].slot = i;
@@ -787,6 +884,8 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	rc.fault_backend = eng->fault_backend;
 	rc.fault_nth = eng->fault_nth;
 	rc.uring_first = eng->uring_first;
+	rc.aio_refuse = eng->aio_refuse;
+	rc.uring_setup_err = eng->uring_setup_err;
 	rc.qd = eng->o.queue_depth;
 	rc.bound = eng->o.inflight_bytes;
 	st->queue_depth = rc.qd;
@@ -835,6 +934,7 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	rl_free(rc.reqs);
 	rl_free(rc.free_bufs);
 	rl_free(rc.shard_done);
+	rl_free(rc.shard_planned);
 	pthread_cond_destroy(&rc.qcond);
 	pthread_cond_destroy(&rc.cond);
 	pthread_mutex_destroy(&rc.lock);

@@ -142,6 +142,8 @@ enum eng_fault {
 	ENG_FAULT_EAGAIN,
 	ENG_FAULT_SETUP,
 	ENG_FAULT_HARD,
+	ENG_FAULT_EAGAIN_ALL,   /* the nth submission and every later one: EAGAIN */
+	ENG_FAULT_SHORT_ODD,    /* the nth comes back short at an odd length */
 };
 void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
 
@@ -151,6 +153,20 @@ void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
  * 1: without DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL, 3: none).
  */
 void eng_set_uring_setup(struct eng *eng, unsigned first);
+
+/*
+ * Test hook: io_uring setup behaves as if the kernel refused the ring with
+ * errno err (ENOMEM: ring memory charged to RLIMIT_MEMLOCK before 5.12);
+ * 0 removes it.
+ */
+void eng_set_uring_setup_err(struct eng *eng, int err);
+
+/*
+ * Test hook: the next n io_submit calls of the libaio backend are refused
+ * with EAGAIN, as when the kernel's aio request limit is reached
+ * (UINT32_MAX: every call).
+ */
+void eng_set_aio_refuse(struct eng *eng, uint32_t n);
 
 /*
  * Staging memory for len bytes: anonymous, page-aligned, backed by

@@ -15,12 +15,16 @@
 int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,
 		    struct eng_run *rc)
 {
-	uint64_t len;
+	uint64_t len, rounded;
 
 	memset(p, 0, sizeof(*p));
 	if (!nbuf)
 		return 0;
-	bytes = (uint32_t)rl_align_up(bytes, PAGE);
+	/* In 64 bits: a size just under 4 GiB must not wrap to 0. */
+	rounded = rl_align_up((uint64_t)bytes, PAGE);
+	if (rounded > UINT32_MAX)
+		return -EINVAL;
+	bytes = (uint32_t)rounded;
 	if (rl_mul64(nbuf, bytes, &len) || len > SIZE_MAX)
 		return -ENOMEM;
 	/*

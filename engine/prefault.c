@@ -63,11 +63,14 @@ void *eng_prefault_main(void *arg)
 		/* Every destination: direct reads land there from the
 		 * kernel, bounce copies from the completion thread. */
 		for (uint32_t k = 0; k < r->ncopies; k++, c++) {
-			uintptr_t a = (uintptr_t)(job->staging[c->dev] + c->dst);
 			uint64_t n = (r->flags & RL_READ_DIRECT) ? r->len :
 							      (uint64_t)c->len * c->count;
+			uintptr_t a;
 
-			if (n && add_range(&lo, &hi, a, a + n) < 0)
+			if (!n)
+				continue;
+			a = (uintptr_t)(job->staging[c->dev] + c->dst);
+			if (add_range(&lo, &hi, a, a + n) < 0)
 				return NULL;
 		}
 	}

@@ -15,7 +15,9 @@ static void land(struct eng_run *rc, const struct rl_copy *c, uint64_t bytes)
 {
 	const struct eng_job *job = rc->job;
 
-	if (!job->shard_bytes)
+	/* Nothing landed, nothing to report: a zero-byte shard is reported
+	 * once, at the end of a successful run. */
+	if (!job->shard_bytes || !bytes)
 		return;
 	rc->shard_done[c->shard] += bytes;
 	if (rc->shard_done[c->shard] == job->shard_bytes[c->shard] && job->on_shard)
@@ -31,7 +33,7 @@ static void scatter_one(struct eng_run *rc, const struct eng_req *q)
 	for (uint32_t i = 0; i < q->r.ncopies; i++, c++) {
 		uint64_t bytes = (uint64_t)c->len * c->count;
 
-		if (q->buf >= 0) {
+		if (q->buf >= 0 && bytes) {
 			const uint8_t *src = q->dst + c->src;
 			uint8_t *dst = job->staging[c->dev] + c->dst;
 

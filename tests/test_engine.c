@@ -635,6 +635,345 @@ static void bad_jobs(void)
 	tu_free(&p);
 }
 
+/* A hand-made job: one file of fsize bytes, reads and copies as given,
+ * one 64 KiB staging area, shards as given; run on backend with bound. */
+struct hand {
+	const char *paths[1];
+	uint64_t sizes[1];
+	uint8_t *staging[1];
+	uint64_t staging_bytes[1];
+	struct eng_job job;
+};
+
+static void hand_job(struct hand *h, const char *name, uint64_t fsize,
+		     const struct rl_read *reads, size_t nreads,
+		     const struct rl_copy *copies, size_t ncopies,
+		     const uint64_t *shard_bytes, size_t nshards)
+{
+	uint8_t *content;
+
+	memset(h, 0, sizeof(*h));
+	h->paths[0] = path_in(th_tmpdir(), name);
+	content = tu_write_file(h->paths[0], fsize, 21);
+	free(content);
+	h->sizes[0] = fsize;
+	h->staging_bytes[0] = 64 << 10;
+	h->staging[0] = calloc(1, 64 << 10);
+	h->job.nfiles = 1;
+	h->job.paths = h->paths;
+	h->job.file_sizes = h->sizes;
+	h->job.reads = reads;
+	h->job.nreads = nreads;
+	h->job.copies = copies;
+	h->job.ncopies = ncopies;
+	h->job.ndevs = 1;
+	h->job.staging = h->staging;
+	h->job.staging_bytes = h->staging_bytes;
+	h->job.shard_bytes = shard_bytes;
+	h->job.nshards = nshards;
+}
+
+static int hand_run(struct hand *h, int backend, uint64_t bound, struct eng_stats *st,
+		    struct rl_err *e)
+{
+	struct eng_opts o;
+	struct eng *eng;
+	int ret;
+
+	eng_opts_default(&o);
+	o.backend = backend;
+	if (bound)
+		o.inflight_bytes = bound;
+	ret = eng_create(&o, &eng, e);
+	if (ret < 0)
+		return ret;
+	ret = eng_run(eng, &h->job, st, e);
+	eng_destroy(eng);
+	return ret;
+}
+
+/* A bounce read just under 4 GiB: its buffer size must not wrap to 0
+ * (a one-page buffer the kernel would read 4 GiB into); refused. */
+static void huge_bounce_read(void)
+{
+	struct rl_read r = { .off = 0, .len = 0xFFFFF001u, .min_len = 1 };
+	struct rl_copy c = { .src = 0, .len = 1, .count = 1 };
+	struct eng_stats st;
+	struct eng_pool pool;
+	struct eng_run rc;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	hand_job(&h, "huge.bin", 8192, &r, 1, &c, 1, NULL, 0);
+	r.ncopies = 1;
+	ret = hand_run(&h, ENG_PREAD, 8ull << 30, &st, &e);
+	free(h.staging[0]);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "bounce buffer"), "%d %s", ret, e.msg);
+	CHECK_EQ(st.reads, 0);
+
+	memset(&rc, 0, sizeof(rc));
+	rc.st = &st;
+	ret = eng_pool_create(&pool, 1, 0xFFFFF001u, &rc);
+	if (ret == 0)
+		eng_pool_destroy(&pool);
+	CHECKF(ret < 0, "pool of 0xFFFFF001 bytes: %d", ret);
+}
+
+/* Empty copies (count 0) are checked like any other: a device or shard
+ * out of range is refused before the completion thread indexes it. */
+static void empty_copy_bounds(void)
+{
+	struct rl_read r = { .off = 0, .len = 4096, .min_len = 4096, .ncopies = 2 };
+	struct rl_copy c[2] = {
+		{ .src = 0, .len = 4096, .count = 1, .dst = 0, .dev = 0, .shard = 0 },
+		{ .src = 0, .len = 16, .count = 0, .dst = 8192, .dev = 0, .shard = 0 },
+	};
+	uint64_t shard_bytes[1] = { 4096 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	hand_job(&h, "empty_copy.bin", 8192, &r, 1, c, 2, shard_bytes, 1);
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+
+	c[1].dev = 99;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
+	c[1].dev = 0;
+	c[1].shard = 1000000;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
+	c[1].shard = 0;
+	h.job.nshards = SIZE_MAX; /* nshards + 1 entries must not wrap */
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "shards"), "%d %s", ret, e.msg);
+	h.job.nshards = 1;
+	c[1].dst = (64 << 10) + 1;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	free(h.staging[0]);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "copy 1"), "%d %s", ret, e.msg);
+}
+
+/* on_shard fires exactly once per shard: a copy landing no bytes does not
+ * re-report a full shard nor report a zero-byte one early; a plan covering
+ * a shard's bytes twice is refused (it would report the shard half-done). */
+static unsigned shard_calls[3];
+static void count_shard_calls(void *user, size_t shard)
+{
+	(void)user;
+	if (shard < 3)
+		shard_calls[shard]++;
+}
+
+static void shard_reported_once(void)
+{
+	struct rl_read r[2] = {
+		{ .off = 0, .len = 4096, .min_len = 4096, .first_copy = 0, .ncopies = 4 },
+		{ .off = 0, .len = 4096, .min_len = 4096, .first_copy = 0, .ncopies = 1 },
+	};
+	struct rl_copy c[4] = {
+		{ .src = 0, .len = 4096, .count = 1, .dst = 0, .shard = 0 },
+		{ .src = 0, .len = 0, .count = 1, .dst = 4096, .shard = 1 },
+		{ .src = 0, .len = 16, .count = 0, .dst = 4096, .shard = 0 },
+		{ .src = 0, .len = 0, .count = 3, .dst = 4096, .shard = 2 },
+	};
+	uint64_t shard_bytes[3] = { 4096, 0, 0 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+		hand_job(&h, "once.bin", 8192, r, 1, c, 4, shard_bytes, 3);
+		h.job.on_shard = count_shard_calls;
+		memset(shard_calls, 0, sizeof(shard_calls));
+		ret = hand_run(&h, backends[b], 0, &st, &e);
+		if (ret == RL_E_BACKEND) {
+			free(h.staging[0]);
+			continue;
+		}
+		CHECKF(ret == 0, "%s: %d %s", eng_backend_name(backends[b]), ret, e.msg);
+		CHECKF(shard_calls[0] == 1 && shard_calls[1] == 1 && shard_calls[2] == 1,
+		       "%s: on_shard calls %u %u %u", eng_backend_name(backends[b]),
+		       shard_calls[0], shard_calls[1], shard_calls[2]);
+
+		/* The same bytes twice for shard 0. */
+		h.job.nreads = 2;
+		memset(shard_calls, 0, sizeof(shard_calls));
+		ret = hand_run(&h, backends[b], 0, &st, &e);
+		free(h.staging[0]);
+		CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "twice"), "%s: %d %s",
+		       eng_backend_name(backends[b]), ret, e.msg);
+		CHECK_EQ(shard_calls[0], 0);
+	}
+}
+
+/* libaio's io_submit refusing with EAGAIN while nothing of ours is in the
+ * kernel: a few refusals are retried after short sleeps (the owner used to
+ * sleep forever in poll), persistent ones fail the run clearly. In a child
+ * with an alarm, so a hang fails the test rather than the suite. */
+static int aio_refuse_child(struct tu_plan *p, uint32_t n)
+{
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	uint64_t at;
+	int ret;
+
+	alarm(20);
+	eng_opts_default(&o);
+	o.backend = ENG_LIBAIO;
+	o.queue_depth = 2;
+	if (eng_create(&o, &eng, &e) < 0)
+		return 1;
+	eng_set_aio_refuse(eng, n);
+	tu_job(p, &job);
+	tu_clear(p, 0xAB);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	if (ret == RL_E_BACKEND)
+		return 4;
+	if (n == UINT32_MAX) {
+		if (ret == -EAGAIN && strstr(e.msg, "libaio") && strstr(e.msg, "EAGAIN"))
+			return 0;
+	} else if (ret == 0 && tu_compare(p, &at) == 0) {
+		return 0;
+	}
+	printf("    child (%u refusals): %d %s\n", n, ret, e.msg);
+	return 1;
+}
+
+static void aio_submit_refused(void)
+{
+	static const uint32_t refusals[] = { 1, 2, 5, UINT32_MAX };
+	struct tu_plan p = { .align = 4096, .chunk = 16 << 10, .use_direct = 1 };
+
+	tu_add_file(&p, path_in(th_tmpdir(), "refuse.bin"), 70000, 16);
+	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(refusals); i++) {
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			_exit(aio_refuse_child(&p, refusals[i]));
+		CHECK(waitpid(pid, &status, 0) == pid);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+			tu_free(&p);
+			SKIP("libaio unavailable");
+		}
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		       "%u refusals: child status %d", refusals[i], status);
+	}
+	tu_free(&p);
+}
+
+/* Bytes past min_len may not arrive (a short read stopping there is
+ * accepted): a copy taking them, or a direct read crediting them, would
+ * land stale bytes; refused. */
+static void copies_within_min_len(void)
+{
+	struct rl_read r = { .off = 0, .len = 8192, .min_len = 4096, .ncopies = 1 };
+	struct rl_copy c = { .src = 0, .len = 4096, .count = 1 };
+	uint64_t shard_bytes[1] = { 4096 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct hand h;
+	int ret;
+
+	hand_job(&h, "minlen.bin", 8192, &r, 1, &c, 1, shard_bytes, 1);
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+
+	c.src = 1; /* one byte past min_len */
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "minimum length"), "%d %s", ret,
+	       e.msg);
+
+	c.src = 0;
+	c.len = 8192;
+	shard_bytes[0] = 8192;
+	r.flags = RL_READ_DIRECT;
+	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
+	free(h.staging[0]);
+	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
+}
+
+/* A read the kernel keeps refusing with EAGAIN is retried with a growing
+ * back-off (not 1000 times in a few microseconds), then fails clearly. */
+static void eagain_backs_off(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	uint64_t t0, ns;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "eagain.bin"), 60000, 18);
+	tu_add_item(&p, 0, 0, 60000, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	o.backend = ENG_PREAD;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EAGAIN_ALL, 0);
+	t0 = eng_now_ns();
+	ret = eng_run(eng, &job, &st, &e);
+	ns = eng_now_ns() - t0;
+	eng_destroy(eng);
+	tu_free(&p);
+	CHECKF(ret == -EIO && strstr(e.msg, "EAGAIN"), "%d %s", ret, e.msg);
+	CHECKF(ns > 100000000ull, "1000 EAGAIN retries took only %llu us",
+	       (unsigned long long)(ns / 1000));
+}
+
+/* A direct read coming back short off the alignment is resubmitted from
+ * the aligned position before: the re-read prefix counts once in
+ * bytes_read, and the bytes are right. */
+static void short_odd_counts_once(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "odd.bin"), 256 << 10, 19);
+	tu_add_item(&p, 0, 0, 256 << 10, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+		tu_job(&p, &job);
+		tu_clear(&p, 0xCD);
+		eng_opts_default(&o);
+		o.backend = backends[b];
+		CHECK(eng_create(&o, &eng, &e) == 0);
+		eng_set_fault(eng, ENG_AUTO, ENG_FAULT_SHORT_ODD, 1);
+		ret = eng_run(eng, &job, &st, &e);
+		eng_destroy(eng);
+		if (ret == RL_E_BACKEND)
+			continue;
+		CHECKF(ret == 0, "%s: %d %s", eng_backend_name(backends[b]), ret, e.msg);
+		CHECK_SAME(&p);
+		CHECK(st.retries >= 1);
+		CHECKF(st.bytes_read == 256 << 10, "%s: bytes_read %llu",
+		       eng_backend_name(backends[b]), (unsigned long long)st.bytes_read);
+	}
+	tu_free(&p);
+}
+
 /* No reads at all; zero-byte shards are reported once, at the end. */
 static unsigned zero_calls;
 static void count_shard(void *user, size_t shard)
@@ -796,6 +1135,43 @@ static void setup_refused_falls_back(void)
 	o.backend = ENG_IO_URING;
 	CHECK(eng_create(&o, &eng, &e) == 0);
 	eng_set_fault(eng, ENG_IO_URING, ENG_FAULT_SETUP, 0);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
+	tu_free(&p);
+}
+
+/* The kernel refusing the ring's memory (ENOMEM: RLIMIT_MEMLOCK before
+ * 5.12) is a reason to fall back, unlike our own allocations failing
+ * (alloc_failures); forcing io_uring fails with the reason. */
+static void uring_enomem_falls_back(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct eng *eng;
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "nomem.bin"), 70000, 17);
+	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_uring_setup_err(eng, ENOMEM);
+	ret = eng_run(eng, &job, &st, &e);
+	eng_destroy(eng);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
+	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Cannot allocate memory"), "%s",
+	       st.fallbacks);
+
+	o.backend = ENG_IO_URING;
+	CHECK(eng_create(&o, &eng, &e) == 0);
+	eng_set_uring_setup_err(eng, ENOMEM);
 	ret = eng_run(eng, &job, &st, &e);
 	eng_destroy(eng);
 	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
@@ -1017,8 +1393,16 @@ int main(void)
 		}
 	}
 	RUN(bad_jobs);
+	RUN(huge_bounce_read);
+	RUN(empty_copy_bounds);
+	RUN(shard_reported_once);
+	RUN(aio_submit_refused);
+	RUN(copies_within_min_len);
+	RUN(eagain_backs_off);
+	RUN(short_odd_counts_once);
 	RUN(aio_reap_sleeps_until_woken);
 	RUN(setup_refused_falls_back);
+	RUN(uring_enomem_falls_back);
 	RUN(seccomp_falls_back);
 	return th_done();
 }
