@@ -153,15 +153,8 @@ static int shape_value(struct sj *j, struct st_ent *t)
 		/* try_fold(1, checked_mul): the first overflow sticks. */
 		if (!t->elem_overflow && rl_mul64(t->nelem, d, &t->nelem))
 			t->elem_overflow = 1;
-		sj_ws(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if ((r = sj_expect(j, ']', "',' or ']' in shape")))
+		if ((r = sj_next(j, ']', "',' or ']' in shape")) <= 0)
 			return r;
-		j->depth--;
-		return 0;
 	}
 }
 
@@ -240,6 +233,7 @@ static int tensor_value(struct sj *j, struct st_ent *t)
 	sj_ws(j);
 	if (j->p < j->end && *j->p == '}') {
 		j->p++;
+		j->depth--;
 	} else {
 		for (;;) {
 			int f = -1;
@@ -266,17 +260,12 @@ static int tensor_value(struct sj *j, struct st_ent *t)
 				return r;
 			if (f >= 0)
 				have[f] = 1;
-			sj_ws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if ((r = sj_expect(j, '}', "',' or '}'")))
+			if ((r = sj_next(j, '}', "',' or '}'")) < 0)
 				return r;
-			break;
+			if (!r)
+				break;
 		}
 	}
-	j->depth--;
 	for (int i = 0; i < 3; i++)
 		if (!have[i])
 			return sj_jerr(j, "missing field `%s`", fields[i]);
@@ -333,15 +322,8 @@ static int metadata_value(struct jp *P)
 		if (!kv->val)
 			return oom(j->e);
 		kv->val_len = j->sb_len;
-		sj_ws(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if ((r = sj_expect(j, '}', "',' or '}'")))
+		if ((r = sj_next(j, '}', "',' or '}'")) <= 0)
 			return r;
-		j->depth--;
-		return 0;
 	}
 }
 
@@ -360,6 +342,7 @@ static int document(struct jp *P)
 	sj_ws(j);
 	if (j->p < j->end && *j->p == '}') {
 		j->p++;
+		j->depth--;
 	} else {
 		for (;;) {
 			sj_ws(j);
@@ -386,17 +369,12 @@ static int document(struct jp *P)
 			}
 			if (r)
 				return r;
-			sj_ws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if ((r = sj_expect(j, '}', "',' or '}'")))
+			if ((r = sj_next(j, '}', "',' or '}'")) < 0)
 				return r;
-			break;
+			if (!r)
+				break;
 		}
 	}
-	j->depth--;
 	sj_ws(j);
 	if (j->p < j->end)
 		return sj_jerr(j, "trailing characters after the JSON object");

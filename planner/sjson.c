@@ -78,6 +78,21 @@ int sj_expect(struct sj *j, char c, const char *what)
 	return 0;
 }
 
+int sj_next(struct sj *j, char close, const char *what)
+{
+	int r;
+
+	sj_ws(j);
+	if (j->p < j->end && *j->p == ',') {
+		j->p++;
+		return 1;
+	}
+	if ((r = sj_expect(j, close, what)))
+		return r;
+	j->depth--;
+	return 0;
+}
+
 int sj_enter(struct sj *j)
 {
 	if (++j->depth > JSON_MAX_DEPTH)
@@ -374,15 +389,8 @@ int sj_skip_value(struct sj *j)
 			}
 			if ((r = sj_skip_value(j)))
 				return r;
-			sj_ws(j);
-			if (j->p < j->end && *j->p == ',') {
-				j->p++;
-				continue;
-			}
-			if ((r = sj_expect(j, close, obj ? "',' or '}'" : "',' or ']'")))
+			if ((r = sj_next(j, close, obj ? "',' or '}'" : "',' or ']'")) <= 0)
 				return r;
-			j->depth--;
-			return 0;
 		}
 	}
 	case '"':

@@ -39,6 +39,12 @@ int sj_jerr(struct sj *j, const char *fmt, ...) __attribute__((format(printf, 2,
 void sj_ws(struct sj *j);
 /* Skips whitespace and consumes c, or fails naming what was expected. */
 int sj_expect(struct sj *j, char c, const char *what);
+/*
+ * After an element of an array or object: 1 when a ',' follows (another
+ * element comes), 0 when close ends the container (which is left: depth
+ * decremented), or an error naming what was expected.
+ */
+int sj_next(struct sj *j, char close, const char *what);
 /* Opens the container at j->p (one level deeper, within the limit). */
 int sj_enter(struct sj *j);
 /* Decodes the string at j->p (a '"') into j->sb / j->sb_len. */
