@@ -136,12 +136,8 @@ static int shape_value(struct sj *j, struct st_ent *t)
 	if ((r = sj_enter(j)))
 		return r;
 	t->nelem = 1;
-	sj_ws(j);
-	if (j->p < j->end && *j->p == ']') {
-		j->p++;
-		j->depth--;
+	if (sj_empty(j, ']'))
 		return 0;
-	}
 	for (;;) {
 		uint64_t d;
 
@@ -230,11 +226,7 @@ static int tensor_value(struct sj *j, struct st_ent *t)
 		return sj_jerr(j, "tensor info must be an object");
 	if ((r = sj_enter(j)))
 		return r;
-	sj_ws(j);
-	if (j->p < j->end && *j->p == '}') {
-		j->p++;
-		j->depth--;
-	} else {
+	if (!sj_empty(j, '}')) {
 		for (;;) {
 			int f = -1;
 
@@ -288,12 +280,8 @@ static int metadata_value(struct jp *P)
 		return sj_jerr(j, "__metadata__ must be an object of strings or null");
 	if ((r = sj_enter(j)))
 		return r;
-	sj_ws(j);
-	if (j->p < j->end && *j->p == '}') {
-		j->p++;
-		j->depth--;
+	if (sj_empty(j, '}'))
 		return 0;
-	}
 	for (;;) {
 		struct st_kv *kv;
 
@@ -339,11 +327,7 @@ static int document(struct jp *P)
 		return sj_jerr(j, "header must be a JSON object");
 	if ((r = sj_enter(j)))
 		return r;
-	sj_ws(j);
-	if (j->p < j->end && *j->p == '}') {
-		j->p++;
-		j->depth--;
-	} else {
+	if (!sj_empty(j, '}')) {
 		for (;;) {
 			sj_ws(j);
 			if (j->p >= j->end || *j->p != '"')

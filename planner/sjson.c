@@ -93,6 +93,17 @@ int sj_next(struct sj *j, char close, const char *what)
 	return 0;
 }
 
+int sj_empty(struct sj *j, char close)
+{
+	sj_ws(j);
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		j->depth--;
+		return 1;
+	}
+	return 0;
+}
+
 int sj_enter(struct sj *j)
 {
 	if (++j->depth > JSON_MAX_DEPTH)
@@ -373,12 +384,8 @@ int sj_skip_value(struct sj *j)
 
 		if ((r = sj_enter(j)))
 			return r;
-		sj_ws(j);
-		if (j->p < j->end && *j->p == close) {
-			j->p++;
-			j->depth--;
+		if (sj_empty(j, close))
 			return 0;
-		}
 		for (;;) {
 			if (obj) {
 				sj_ws(j);

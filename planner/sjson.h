@@ -45,6 +45,9 @@ int sj_expect(struct sj *j, char c, const char *what);
  * decremented), or an error naming what was expected.
  */
 int sj_next(struct sj *j, char close, const char *what);
+/* Right after sj_enter(): 1 when close follows at once (the empty
+ * container is consumed and left), else 0. */
+int sj_empty(struct sj *j, char close);
 /* Opens the container at j->p (one level deeper, within the limit). */
 int sj_enter(struct sj *j);
 /* Decodes the string at j->p (a '"') into j->sb / j->sb_len. */
