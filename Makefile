@@ -37,18 +37,24 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
-LDLIBS := -luring -laio -lcjson -ljemalloc -lpthread -lm
+# The library never links jemalloc: Debian's is built with initial-exec TLS
+# and would make libringload.so fail to dlopen (common/alloc.c). Our own
+# programs link it, and the library then uses it through mallocx.
+LDLIBS := -luring -laio -lcjson -lpthread -lm
+EXE_LDLIBS := -ljemalloc
 TEST_LDLIBS := -lcrypto
 
 ifeq ($(SAN),asan)
 CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
-CPPFLAGS += -DRL_LIBC_MALLOC
+CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+EXE_LDLIBS :=
 endif
 ifeq ($(SAN),tsan)
 CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=thread
-CPPFLAGS += -DRL_LIBC_MALLOC
+CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+EXE_LDLIBS :=
 endif
 
 LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c api/*.c)
@@ -94,7 +100,7 @@ $(SHARED): $(LIB_OBJ) api/ringload.map
 $(BUILD)/ringload: $(TOOL_SRC) tools/cli.h $(SHARED) api/ringload.h
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
-		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm
+		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm $(EXE_LDLIBS)
 
 # The sample-checkpoint generator needs nothing of the library.
 $(BUILD)/mkckpt: $(GEN_SRC)
@@ -103,19 +109,26 @@ $(BUILD)/mkckpt: $(GEN_SRC)
 
 $(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
 # Benchmark programs of perf/ (bench_*.c), one file each.
 $(BUILD)/perf/%: perf/%.c $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_HELPERS) \
-		$(STATIC) $(LDLIBS) $(TEST_LDLIBS)
+		$(STATIC) $(LDLIBS) $(EXE_LDLIBS) $(TEST_LDLIBS)
+
+# test_dlopen links nothing of ringload and no jemalloc: it loads the shared
+# library with dlopen, as a runtime does.
+$(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h $(SHARED)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< tests/harness.c
 
 # test_rlperf compiles rlperf's parts in (all but main).
 $(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/rlperf.h)
@@ -172,7 +185,8 @@ uninstall:
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \
-	libclang-rt-14-dev fio gnuplot-nox util-linux
+	libclang-rt-14-dev fio gnuplot-nox util-linux binutils python3 python3-numpy python3-pytest \
+	python3-torch openmpi-bin libopenmpi-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 deps:

@@ -13,10 +13,12 @@
 #include "../api/ringload.h"
 
 /*
- * All allocation goes through these (jemalloc's mallocx/dallocx underneath,
- * without replacing the host program's malloc; libc malloc in sanitizer
- * builds so that ASan and LSan see every block). rl_free(NULL) is a no-op.
- * rl_malloc(0) returns a unique non-NULL pointer.
+ * All allocation goes through these: jemalloc's mallocx/dallocx when the
+ * host process has jemalloc (looked up at run time, never linked: the
+ * library must stay dlopen-safe), libc malloc otherwise and in sanitizer
+ * builds (so that ASan and LSan see every block). The host program's malloc
+ * is never replaced. rl_free(NULL) is a no-op. rl_malloc(0) returns a
+ * unique non-NULL pointer.
  */
 void *rl_malloc(size_t n);
 void *rl_calloc(size_t nmemb, size_t size);   /* checks nmemb*size overflow */
@@ -42,6 +44,8 @@ void rl_free(void *p);
  * rl_alloc_fail_after(-1). Counting is process-wide and thread-safe.
  */
 long rl_alloc_live(void);
+/* 1 when blocks come from the host's jemalloc, 0 for libc malloc. */
+int rl_alloc_uses_jemalloc(void);
 void rl_alloc_fail_after(long n);
 
 /* Overflow-checked arithmetic: return 0 and store, or -1 on overflow. */
