@@ -77,6 +77,74 @@ static void shared_library_needs_no_static_tls(void)
 	CHECK(needed > 0); /* readelf really read the dynamic section */
 }
 
+/* Function names declared in api/ringload.h: "rl_x(" after a type, outside
+ * comments and typedefs. */
+static size_t declared_names(char names[][64], size_t max)
+{
+	const char *src = getenv("RL_SRCDIR");
+	char path[512], line[512];
+	size_t n = 0;
+	int in_comment = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/api/ringload.h", src ? src : ".");
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f) && n < max) {
+		char *p = line, *q;
+
+		if (in_comment || strstr(line, "/*"))
+			in_comment = !strstr(line, "*/");
+		if (in_comment || line[0] == ' ' || line[0] == '\t' || line[0] == '#' ||
+		    !strncmp(line, "/*", 2) || !strncmp(line, "typedef", 7))
+			continue;
+		while ((q = strstr(p, "rl_"))) {
+			size_t k = strspn(q, "abcdefghijklmnopqrstuvwxyz0123456789_");
+
+			if (q > line && (q[-1] == ' ' || q[-1] == '*') && q[k] == '(' && k < 64) {
+				memcpy(names[n], q, k);
+				names[n++][k] = '\0';
+				break;
+			}
+			p = q + k;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+/* nm -D lists exactly the functions of the public header (the version
+ * script lists them by name; nothing internal leaks out). */
+static void exports_exactly_the_public_api(void)
+{
+	static char decl[256][64];
+	char cmd[600], line[512];
+	size_t ndecl = declared_names(decl, 256), nexp = 0;
+	FILE *p;
+
+	if (access(so(), R_OK) != 0)
+		SKIP("the shared library is not built (RL_BUILD)");
+	CHECKF(ndecl > 40, "found %zu declarations in api/ringload.h (RL_SRCDIR)", ndecl);
+	snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s' 2>&1", so());
+	p = popen(cmd, "r");
+	CHECK(p);
+	while (fgets(line, sizeof(line), p)) {
+		char type, name[256];
+		size_t i;
+
+		if (sscanf(line, "%*s %c %255[^@\n]", &type, name) != 2 || type == 'A')
+			continue; /* the version node's own symbol */
+		for (i = 0; i < ndecl && strcmp(decl[i], name); i++)
+			;
+		if (i == ndecl)
+			th_fail(__FILE__, __LINE__, "exported but not in ringload.h: %s", name);
+		nexp++;
+	}
+	CHECK(pclose(p) == 0);
+	CHECKF(nexp == ndecl, "%zu exported, %zu declared", nexp, ndecl);
+}
+
 #define SYM(h, name) ((__typeof__(&name))dlsym(h, #name))
 
 /* A C program without jemalloc: dlopen, load the sample, check its bytes. */
@@ -177,6 +245,7 @@ static void python_loads_through_ctypes(void)
 int main(void)
 {
 	RUN(shared_library_needs_no_static_tls);
+	RUN(exports_exactly_the_public_api);
 	RUN(c_program_loads_through_dlopen);
 	RUN(python_loads_through_ctypes);
 	return th_done();
