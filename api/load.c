@@ -13,7 +13,7 @@
 #include "plan_internal.h"
 
 /*
- * Defaults chosen by measurement (README "Engine design"): a 2.2 GB
+ * Defaults chosen by measurement (docs/engine.md, docs/benchmarks.md): a 2.2 GB
  * checkpoint read whole, cold, whole-process GB/s, 5 interleaved rounds on
  * the development VM's virtio disk: QD 16 x 8 MiB 1.15 (median), QD 32 x
  * 4 MiB 1.09, QD 16 x 4 MiB 1.05, QD 32 x 8 MiB 1.04, QD 64 x 2 MiB 1.08.

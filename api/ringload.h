@@ -216,7 +216,7 @@ typedef struct rl_spec rl_spec;
 rl_spec *rl_spec_create(void);
 
 /*
- * Parses the JSON sharding spec of README "Sharding spec" (mesh, rules,
+ * Parses the JSON sharding spec of docs/sharding-spec.md (mesh, rules,
  * optional targets and tensors). Replaces whatever spec held. Returns 0, or
  * RL_E_SPEC* with the rule or field named in rl_spec_errmsg().
  */
@@ -258,7 +258,7 @@ int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 
 /*
  * Appends a target tensor assembled from sources, given as the JSON of one
- * element of the spec's "targets" list (see README). Returns 0 or
+ * element of the spec's "targets" list (docs/sharding-spec.md). Returns 0 or
  * RL_E_SPEC_TARGET.
  */
 int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);

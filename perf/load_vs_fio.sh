@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# load_vs_fio.sh - the loader's benchmark (README "Loading"): on one >= 2 GiB
+# load_vs_fio.sh - the loader's benchmark (docs/benchmarks.md): on one >= 2 GiB
 # checkpoint read whole, interleaved over ROUNDS rounds with the page cache
 # dropped before every run, compares
 #   ringload load   bytes / wall time of the whole process

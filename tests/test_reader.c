@@ -1149,7 +1149,7 @@ static void cli_inspect(void)
 	CHECK_EQ(rc, 0);
 	CHECK(strstr(out, "model.layers.3.self_attn.v_proj.weight") && strstr(out, "BF16"));
 	CHECK(strstr(out, "910592"));
-	/* The table shows base names, --json the full paths (README, inspect). */
+	/* The table shows base names, --json the full paths (docs/cli.md, inspect). */
 	CHECK(strstr(out, " model-00001-of-00003.safetensors ") && !strstr(out, "tiny-moe/model-"));
 	free(out);
 	free(err);
