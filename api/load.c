@@ -6,23 +6,28 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
+#include <stdio.h>
 
 #include "../engine/engine.h"
 #include "../planner/planner.h"
 #include "plan_internal.h"
 
 /*
- * Defaults chosen by measurement (docs/engine.md, docs/benchmarks.md): a 2.2 GB
- * checkpoint read whole, cold, whole-process GB/s, 5 interleaved rounds on
- * the development VM's virtio disk: QD 16 x 8 MiB 1.15 (median), QD 32 x
- * 4 MiB 1.09, QD 16 x 4 MiB 1.05, QD 32 x 8 MiB 1.04, QD 64 x 2 MiB 1.08.
- * The bound is the queue's worth of 8 MiB reads; it only costs memory for
- * reads that need a bounce buffer.
+ * Defaults. Request size: 8 MiB (rounded to the device's unsplit request
+ * size, rl_loader_request_bytes); in-flight bound 128 MiB; workers and
+ * queue depth automatic (engine/setup.c); O_DIRECT unless the page cache
+ * holds the file. Chosen by measurement: docs/benchmarks.md ("defaults"),
+ * perf/load_grid.sh on each medium. The bound only costs memory for reads
+ * that need a bounce buffer.
  */
-#define LD_QUEUE_DEPTH 16
 #define LD_REQUEST_BYTES (8ull << 20)
 #define LD_INFLIGHT_BYTES (128ull << 20)
+
+_Static_assert(ENG_FILE_DIRECT == RL_FILE_DIRECT && ENG_FILE_CACHED == RL_FILE_CACHED &&
+	       ENG_FILE_BUFFERED == RL_FILE_BUFFERED && ENG_FILE_UNUSED == RL_FILE_UNUSED,
+	       "file modes: one set of values");
+_Static_assert(ENG_DIRECT_AUTO == RL_DIRECT_AUTO && ENG_DIRECT_ON == RL_DIRECT_ON,
+	       "direct modes: one set of values");
 
 struct ld_area {
 	uint8_t *ptr;
@@ -33,7 +38,7 @@ struct ld_area {
 struct rl_loader {
 	struct eng_opts eo;
 	int staging_mode;
-	uint64_t request_bytes;
+	uint64_t request_bytes;  /* 0: automatic */
 
 	rl_shard_fn on_shard;
 	rl_progress_fn on_progress;
@@ -47,6 +52,9 @@ struct rl_loader {
 	int failed;              /* the last run failed: areas not handed out */
 
 	rl_load_stats stats;
+	rl_load_stats_ex stats_ex;
+	struct eng_file_stat *files; /* of the last run */
+	size_t nfiles;
 	int have_stats;
 	struct rl_err err;
 };
@@ -60,18 +68,11 @@ static const struct {
 	[RL_OPT_INFLIGHT_BYTES] = { 4096, 1ll << 40 },
 	[RL_OPT_BUFFERS] = { 0, 65536 },
 	[RL_OPT_REGISTER] = { 0, 1 },
-	[RL_OPT_DIRECT] = { 0, 1 },
+	[RL_OPT_DIRECT] = { RL_DIRECT_OFF, RL_DIRECT_AUTO },
 	[RL_OPT_STAGING] = { RL_STAGING_LIBRARY, RL_STAGING_CALLER },
 	[RL_OPT_THREADS] = { 0, 1024 },
+	[RL_OPT_WORKERS] = { 0, 256 },
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 const char *rl_backend_name(rl_backend b)
 {
@@ -85,15 +86,15 @@ rl_loader *rl_loader_create(void)
 	if (!ld)
 		return NULL;
 	eng_opts_default(&ld->eo);
-	ld->eo.queue_depth = LD_QUEUE_DEPTH;
+	ld->eo.queue_depth = 0;         /* automatic */
 	ld->eo.inflight_bytes = LD_INFLIGHT_BYTES;
-	ld->request_bytes = LD_REQUEST_BYTES;
+	ld->eo.direct = ENG_DIRECT_AUTO;
 	return ld;
 }
 
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi)
 {
-	if (param < RL_OPT_BACKEND || param > RL_OPT_THREADS)
+	if (param < RL_OPT_BACKEND || param > RL_OPT_WORKERS)
 		return -EINVAL;
 	if (lo)
 		*lo = bounds[param].lo;
@@ -127,6 +128,7 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 	case RL_OPT_DIRECT: ld->eo.direct = (int)value; break;
 	case RL_OPT_STAGING: ld->staging_mode = (int)value; break;
 	case RL_OPT_THREADS: ld->eo.threads = (unsigned)value; break;
+	case RL_OPT_WORKERS: ld->eo.workers = (unsigned)value; break;
 	}
 	rl_err_clear(&ld->err);
 	return 0;
@@ -265,65 +267,97 @@ static void fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng
 	ld->have_stats = 1;
 }
 
-static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s)
+static void fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why)
 {
-	double t0 = now_s();
+	rl_load_stats_ex *x = &ld->stats_ex;
+
+	memset(x, 0, sizeof(*x));
+	x->size = sizeof(*x);
+	x->workers = es->workers;
+	x->queue_depth = es->queue_depth;
+	x->prepare_seconds = es->prepare_seconds;
+	x->setup_seconds = es->setup_seconds;
+	x->scatter_seconds = es->scatter_seconds;
+	x->request_bytes = es->max_read;
+	x->bytes_buffered = es->bytes_buffered;
+	x->files_cached = es->files_cached;
+	x->numa_node = ld->staging_mode == RL_STAGING_LIBRARY ? eng_numa_node("/sys") : -1;
+	snprintf(x->shape, sizeof(x->shape), "%s%s%s", why, why[0] ? "; " : "", es->shape);
+}
+
+/* Staging pointers and shard sizes of ex for the engine's job. */
+static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***staging,
+		      uint64_t **shard_bytes)
+{
+	*staging = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(**staging));
+	*shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
+	rl_free(ld->files);
+	ld->nfiles = ex->nfiles;
+	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
+	if (!*staging || !*shard_bytes || !ld->files)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	for (unsigned d = 0; d < ex->ndevs; d++)
+		(*staging)[d] = ld->areas[d].ptr;
+	/* Read once: a shard a broadcast fills expects nothing from the
+	 * reads (the planner gives it no copies). */
+	for (size_t s = 0; s < ex->nshards; s++)
+		(*shard_bytes)[s] = ex->received && ex->received[s] ? 0 : ex->shards[s].nbytes;
+	return 0;
+}
+
+static void fill_job(rl_loader *ld, const struct pl_exec *ex, uint8_t **staging,
+		     const uint64_t *shard_bytes, struct eng_job *job)
+{
+	memset(job, 0, sizeof(*job));
+	job->nfiles = ex->nfiles;
+	job->paths = ex->paths;
+	job->file_sizes = ex->file_sizes;
+	job->reads = ex->reads;
+	job->nreads = ex->nreads;
+	job->copies = ex->copies;
+	job->ncopies = ex->ncopies;
+	job->ndevs = ex->ndevs;
+	job->staging = staging;
+	job->staging_bytes = ex->staging_bytes;
+	job->nshards = ex->nshards;
+	job->shard_bytes = shard_bytes;
+	job->on_shard = ld->on_shard ? cb_shard : NULL;
+	job->on_progress = ld->on_progress ? cb_progress : NULL;
+	job->user = ld;
+	for (size_t i = 0; i < ex->nreads; i++)
+		job->total_bytes += ex->reads[i].len;
+	job->file_stats = ld->files;
+}
+
+static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const char *why)
+{
+	double t0 = rl_now_s();
 	struct eng_opts eo = ld->eo;
 	struct eng_stats es;
 	struct eng_job job;
 	struct eng *eng = NULL;
 	uint8_t **staging = NULL;
-	uint64_t *shard_bytes = NULL, total = 0;
+	uint64_t *shard_bytes = NULL;
 	int ret;
 
 	free_areas(ld);
 	memset(&es, 0, sizeof(es));
 	ret = setup_areas(ld, ex);
-	if (ret < 0)
-		goto out;
-	staging = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*staging));
-	shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*shard_bytes));
-	if (!staging || !shard_bytes) {
-		ret = rl_err_set(&ld->err, -ENOMEM, "out of memory");
-		goto out;
-	}
-	for (unsigned d = 0; d < ex->ndevs; d++)
-		staging[d] = ld->areas[d].ptr;
-	/* Read once: a shard a broadcast fills expects nothing from the
-	 * reads (the planner gives it no copies). */
-	for (size_t s = 0; s < ex->nshards; s++)
-		shard_bytes[s] = ex->received && ex->received[s] ? 0 : ex->shards[s].nbytes;
-	ld->received = ex->received;
-	for (size_t i = 0; i < ex->nreads; i++)
-		total += ex->reads[i].len;
-
-	memset(&job, 0, sizeof(job));
-	job.nfiles = ex->nfiles;
-	job.paths = ex->paths;
-	job.file_sizes = ex->file_sizes;
-	job.reads = ex->reads;
-	job.nreads = ex->nreads;
-	job.copies = ex->copies;
-	job.ncopies = ex->ncopies;
-	job.ndevs = ex->ndevs;
-	job.staging = staging;
-	job.staging_bytes = ex->staging_bytes;
-	job.nshards = ex->nshards;
-	job.shard_bytes = shard_bytes;
-	job.on_shard = ld->on_shard ? cb_shard : NULL;
-	job.on_progress = ld->on_progress ? cb_progress : NULL;
-	job.user = ld;
-	job.total_bytes = total;
-
-	/* Bounce buffers as large as the largest read of this plan. */
-	eo.buffer_bytes = (uint32_t)RL_MIN(ex->max_read, 1u << 30);
-	ret = eng_create(&eo, &eng, &ld->err);
 	if (ret == 0)
-		ret = eng_run(eng, &job, &es, &ld->err);
-	eng_destroy(eng);
-	ld->received = NULL;
-out:
-	fill_stats(ld, ex, &es, plan_s, now_s() - t0 + plan_s);
+		ret = job_arrays(ld, ex, &staging, &shard_bytes);
+	if (ret == 0) {
+		fill_job(ld, ex, staging, shard_bytes, &job);
+		ld->received = ex->received;
+		/* Bounce buffers as large as the largest read of this plan. */
+		eo.buffer_bytes = (uint32_t)RL_MIN(ex->max_read, 1u << 30);
+		ret = eng_create(&eo, &eng, &ld->err);
+		if (ret == 0)
+			ret = eng_run(eng, &job, &es, &ld->err);
+		eng_destroy(eng);
+		ld->received = NULL;
+	}
+	fill_stats(ld, ex, &es, plan_s, rl_now_s() - t0 + plan_s);
+	fill_stats_ex(ld, &es, why);
 	rl_free(staging);
 	rl_free(shard_bytes);
 	/* Never hand out a partial result; but the areas stay mapped until
@@ -333,6 +367,59 @@ out:
 	if (ret == 0)
 		rl_err_clear(&ld->err);
 	return ret;
+}
+
+/* The smallest unsplit request of the devices under ck's files (0: none
+ * known), and the first device that has it. */
+static uint32_t device_limit(const rl_ckpt *ck, char *dev, size_t devlen)
+{
+	uint32_t lim = 0;
+
+	dev[0] = '\0';
+	for (size_t i = 0; i < rl_ckpt_num_files(ck); i++) {
+		struct eng_devq q;
+
+		if (eng_devq_probe_path(rl_ckpt_file_path(ck, i), &q) <= 0 || !q.max_bytes)
+			continue;
+		if (!lim || q.max_bytes < lim) {
+			lim = q.max_bytes;
+			snprintf(dev, devlen, "%s", q.name);
+		}
+	}
+	return lim;
+}
+
+/* rl_loader_request_bytes with the reason in why. */
+static uint64_t request_bytes(const rl_loader *ld, const rl_ckpt *ck, char *why, size_t n)
+{
+	uint64_t req = ld->request_bytes, lim;
+	char dev[64];
+
+	if (req) {
+		snprintf(why, n, "requests %llu KiB (as set)", (unsigned long long)(req >> 10));
+	} else {
+		req = LD_REQUEST_BYTES;
+		lim = device_limit(ck, dev, sizeof(dev));
+		if (lim && lim < req)
+			req = req / lim * lim;
+		if (lim)
+			snprintf(why, n, "requests %llu KiB (8 MiB in whole %u KiB requests of %s)",
+				 (unsigned long long)(req >> 10), (unsigned)(lim >> 10), dev);
+		else
+			snprintf(why, n, "requests %llu KiB (8 MiB: no device limit known)",
+				 (unsigned long long)(req >> 10));
+	}
+	/* A read never exceeds the in-flight bound. */
+	return RL_MIN(req, ld->eo.inflight_bytes);
+}
+
+int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck)
+{
+	char why[192];
+
+	if (!ld || !ck)
+		return -EINVAL;
+	return (int64_t)request_bytes(ld, ck, why, sizeof(why));
 }
 
 int rl_loader_run(rl_loader *ld, const rl_plan *plan)
@@ -348,13 +435,14 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 	if (!pp)
 		return rl_err_set(&ld->err, RL_E_STATE, "plan not built");
 	pl_plan_exec(pp, &ex);
-	return run_exec(ld, &ex, 0);
+	return run_exec(ld, &ex, 0, "");
 }
 
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 		   int process, rl_plan **planp)
 {
-	double t0 = now_s();
+	double t0 = rl_now_s();
+	char why[192];
 	const struct pl_plan *pp;
 	struct pl_exec ex;
 	rl_plan *plan;
@@ -369,11 +457,10 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	plan = rl_plan_create();
 	if (!plan)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
-	/* A read never exceeds the in-flight bound. */
 	ret = rl_plan_set(plan, RL_PLAN_PROCESS, process);
-	if (ret == 0)
+	if (ret == 0 && ck)
 		ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES,
-				  (int64_t)RL_MIN(ld->request_bytes, ld->eo.inflight_bytes));
+				  (int64_t)request_bytes(ld, ck, why, sizeof(why)));
 	if (ret == 0)
 		ret = rl_plan_build(plan, ck, spec);
 	if (ret < 0) {
@@ -383,7 +470,7 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	}
 	pp = plan->pl;
 	pl_plan_exec(pp, &ex);
-	ret = run_exec(ld, &ex, now_s() - t0);
+	ret = run_exec(ld, &ex, rl_now_s() - t0, why);
 	if (ret < 0) {
 		rl_plan_destroy(plan);
 		return ret;
@@ -414,6 +501,64 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 	return 0;
 }
 
+int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out)
+{
+	size_t n;
+
+	if (!ld || !out || out->size < sizeof(out->size))
+		return -EINVAL;
+	if (!ld->have_stats)
+		return RL_E_STATE;
+	n = RL_MIN(out->size, sizeof(ld->stats_ex));
+	memcpy((char *)out + sizeof(out->size), (const char *)&ld->stats_ex + sizeof(out->size),
+	       n - sizeof(out->size));
+	out->size = n;
+	return 0;
+}
+
+size_t rl_loader_num_files(const rl_loader *ld)
+{
+	return ld && ld->have_stats ? ld->nfiles : 0;
+}
+
+int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *out)
+{
+	rl_file_stats fs;
+	const struct eng_file_stat *f;
+	size_t n;
+
+	if (!ld || !out || out->size < sizeof(out->size))
+		return -EINVAL;
+	if (!ld->have_stats)
+		return RL_E_STATE;
+	if (file >= ld->nfiles || !ld->files)
+		return -EINVAL;
+	f = ld->files + file;
+	memset(&fs, 0, sizeof(fs));
+	fs.mode = f->mode; /* the same values: ENG_FILE_* == RL_FILE_* */
+	fs.bytes_needed = f->needed;
+	fs.bytes_resident = f->resident;
+	snprintf(fs.device, sizeof(fs.device), "%s", f->q.name);
+	fs.max_request_bytes = f->q.max_bytes;
+	fs.max_segments = f->q.max_segments;
+	fs.optimal_io_bytes = f->q.optimal_bytes;
+	n = RL_MIN(out->size, sizeof(fs));
+	memcpy((char *)out + sizeof(out->size), (const char *)&fs + sizeof(out->size),
+	       n - sizeof(out->size));
+	out->size = n;
+	return 0;
+}
+
+void *rl_staging_alloc(size_t len)
+{
+	return len ? eng_staging_alloc(len) : NULL;
+}
+
+void rl_staging_free(void *p, size_t len)
+{
+	eng_staging_free(p, len);
+}
+
 const char *rl_loader_errmsg(const rl_loader *ld)
 {
 	return ld ? ld->err.msg : "";
@@ -425,5 +570,6 @@ void rl_loader_destroy(rl_loader *ld)
 		return;
 	free_areas(ld);
 	rl_free(ld->caller);
+	rl_free(ld->files);
 	rl_free(ld);
 }

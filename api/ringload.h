@@ -444,18 +444,36 @@ typedef struct rl_loader rl_loader;
 /* Loader parameters, set with rl_loader_set() before rl_loader_run(). */
 typedef enum rl_loader_param {
 	RL_OPT_BACKEND = 1,        /* rl_backend (default RL_BACKEND_AUTO) */
-	RL_OPT_QUEUE_DEPTH = 2,    /* reads in flight at most */
-	RL_OPT_REQUEST_BYTES = 3,  /* max bytes per read for plans the loader builds */
-	RL_OPT_INFLIGHT_BYTES = 4, /* bound on bytes submitted and not yet scattered */
-	RL_OPT_BUFFERS = 5,        /* bounce buffers in the pool */
+	RL_OPT_QUEUE_DEPTH = 2,    /* reads in flight at most, all workers together, split
+				    * evenly over them (default: automatic, twice the
+				    * workers and at least 16) */
+	RL_OPT_REQUEST_BYTES = 3,  /* max bytes per read for plans the loader builds
+				    * (default: automatic, see rl_loader_request_bytes()) */
+	RL_OPT_INFLIGHT_BYTES = 4, /* bound on bytes submitted and not yet scattered, all
+				    * workers together (default 128 MiB) */
+	RL_OPT_BUFFERS = 5,        /* bounce buffers in total, split over the workers */
 	RL_OPT_REGISTER = 6,       /* 1: register buffers and files with io_uring (default 1) */
-	RL_OPT_DIRECT = 7,         /* 1: O_DIRECT where supported (default), 0: buffered */
+	RL_OPT_DIRECT = 7,         /* RL_DIRECT_AUTO (default), RL_DIRECT_ON or RL_DIRECT_OFF */
 	RL_OPT_STAGING = 8,        /* RL_STAGING_LIBRARY (default) or RL_STAGING_CALLER */
-	RL_OPT_THREADS = 9,        /* pread backend worker threads */
+	RL_OPT_THREADS = 9,        /* superseded by RL_OPT_WORKERS: the pread backend's reader
+				    * threads of all workers together (0, default: one per
+				    * read in flight, which RL_OPT_QUEUE_DEPTH sets) */
+	RL_OPT_WORKERS = 10,       /* workers, each with its own io_uring ring, libaio
+				    * context or pread pool, its buffers and its share of
+				    * the reads, on every backend (0, default: automatic:
+				    * the CPUs the calling thread may run on, at most one
+				    * per 16 MiB of reads; 1: the calling thread alone) */
 } rl_loader_param;
 
 #define RL_STAGING_LIBRARY 0
 #define RL_STAGING_CALLER 1
+
+/* RL_OPT_DIRECT */
+#define RL_DIRECT_OFF 0   /* buffered reads through the page cache */
+#define RL_DIRECT_ON 1    /* O_DIRECT wherever the file system allows it */
+#define RL_DIRECT_AUTO 2  /* O_DIRECT, except files whose needed bytes are >= 90%
+			   * in the page cache already (cachestat(2), else mincore):
+			   * those are read buffered, at memory speed */
 
 /* Returns a loader with default parameters, or NULL. */
 rl_loader *rl_loader_create(void);
@@ -467,16 +485,21 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 
 /*
- * Called from the completion thread, exactly once per shard, when every
- * byte of the shard arrived (zero-byte shards: at the end of a successful
- * run). If the run later fails, the shards already reported were complete
- * and their staging stays mapped until the next rl_loader_run() or
- * rl_loader_destroy() (rl_loader_staging() returns NULL after a failure);
- * no other shard is reported. Read-once plans: a shard that a broadcast
- * fills (the one named by a received rl_broadcast_info and the process's
- * other shards of that tensor and box) gets no bytes from the reads and is
- * never reported; it is complete once the runtime's broadcast and copies
- * are done. Keep it short: a runtime typically queues a host-to-device copy.
+ * Called exactly once per shard, when every byte of the shard arrived
+ * (zero-byte shards: at the end of a successful run). Threads: on one of
+ * the load's worker threads or on the thread running rl_loader_run(),
+ * never two calls at once (calls are serialized, so the callback needs no
+ * lock of its own against itself), and never after rl_loader_run()
+ * returned. It must not call the loader. If the run later fails, the
+ * shards already reported were complete and their staging stays mapped
+ * until the next rl_loader_run() or rl_loader_destroy()
+ * (rl_loader_staging() returns NULL after a failure); no other shard is
+ * reported. Read-once plans: a shard that a broadcast fills (the one named
+ * by a received rl_broadcast_info and the process's other shards of that
+ * tensor and box) gets no bytes from the reads and is never reported; it
+ * is complete once the runtime's broadcast and copies are done. Keep it
+ * short (the worker that calls it reads nothing meanwhile): a runtime
+ * typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
@@ -495,8 +518,9 @@ int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 /*
  * With RL_STAGING_CALLER: supplies the staging area of device dev (index
  * of rl_plan_device()) for the next run; len must be at least the device's
- * staging_bytes. Memory aligned to 4096 allows direct reads. Returns 0 or
- * RL_E_STAGING.
+ * staging_bytes. Memory aligned to 4096 allows direct reads; memory from
+ * rl_staging_alloc() is what the loader fills fastest (huge pages, the
+ * right NUMA node, not yet touched). Returns 0 or RL_E_STAGING.
  */
 int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len);
 
@@ -511,12 +535,24 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
 
 /*
  * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
- * device) for process, with RL_OPT_REQUEST_BYTES as chunk size (at most
- * RL_OPT_INFLIGHT_BYTES), and runs it. On success *planp receives the plan
- * (caller destroys it), for shard queries; on failure *planp is NULL.
+ * device) for process, with rl_loader_request_bytes() as chunk size, and
+ * runs it. On success *planp receives the plan (caller destroys it), for
+ * shard queries; on failure *planp is NULL.
  */
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 		   int process, rl_plan **planp);
+
+/*
+ * The request size rl_loader_load() plans ck with (for callers that build
+ * their own plan: RL_PLAN_CHUNK_BYTES): RL_OPT_REQUEST_BYTES when set;
+ * else 8 MiB rounded down to a whole number of the largest request the
+ * block devices under ck's files take without splitting (max_sectors_kb,
+ * followed through partitions, device-mapper and loop devices), so that
+ * the pieces the block layer cuts a read into are all full; never above
+ * RL_OPT_INFLIGHT_BYTES. Returns the size (> 0), or -EINVAL (NULL
+ * argument). Any file it cannot probe counts as having no limit.
+ */
+int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck);
 
 /*
  * Staging area of device dev after a successful run (library-allocated or
@@ -532,8 +568,8 @@ typedef struct rl_load_stats {
 	uint64_t retries;          /* short-read and -EAGAIN resubmissions */
 	uint64_t peak_inflight;    /* max bytes in flight seen */
 	double plan_seconds;       /* building the plan (rl_loader_load only) */
-	double read_seconds;       /* first submit to last completion */
-	double scatter_seconds;    /* completion thread busy copying */
+	double read_seconds;       /* first submit to last completion (all workers) */
+	double scatter_seconds;    /* copying out of bounce buffers, summed over workers */
 	double total_seconds;      /* the whole run */
 	double gbps;               /* bytes_read / read_seconds / 1e9 */
 	rl_backend backend;        /* backend that ran */
@@ -541,12 +577,84 @@ typedef struct rl_load_stats {
 	unsigned registered_buffers; /* of which registered with io_uring */
 	int registered_files;      /* 1 if files were registered */
 	int direct_io;             /* 1 if every file was read with O_DIRECT */
-	unsigned queue_depth;      /* queue depth used */
+	unsigned queue_depth;      /* queue depth used (all workers together) */
 	char fallbacks[256];       /* every fallback and why ("" if none) */
 } rl_load_stats;
 
 /* Statistics of the last run. Returns 0, or RL_E_STATE before any run. */
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
+
+/*
+ * More statistics of the last run, in a struct that grows at its end
+ * (rl_load_stats keeps its layout for binaries built against it): set
+ * out->size = sizeof(*out) before the call; the library fills the first
+ * min(out->size, its own size) bytes and sets out->size to what it filled.
+ * Returns 0, -EINVAL (NULL, or size too small to hold size), or RL_E_STATE
+ * before any run.
+ */
+typedef struct rl_load_stats_ex {
+	size_t size;               /* in: sizeof(rl_load_stats_ex); out: bytes filled */
+	unsigned workers;          /* workers that ran */
+	unsigned queue_depth;      /* reads in flight at most, all workers together */
+	double prepare_seconds;    /* pre-faulting staging, summed over the workers */
+	double setup_seconds;      /* files, page-cache and device probes, rings and
+				    * buffers: before the first read (wall) */
+	double scatter_seconds;    /* copying out of bounce buffers, summed over workers */
+	uint64_t request_bytes;    /* the largest read of the plan */
+	uint64_t bytes_buffered;   /* bytes read through the page cache */
+	unsigned files_cached;     /* files read buffered because the page cache held them */
+	int numa_node;             /* node library staging was placed on; -1: none (one
+				    * node, or the caller's CPUs span several) */
+	char shape[384];           /* workers, queue depth, request size and the device
+				    * limits: what was chosen and why */
+} rl_load_stats_ex;
+
+int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
+
+/* How one file was read (rl_file_stats.mode). */
+#define RL_FILE_UNUSED 0    /* no reads */
+#define RL_FILE_DIRECT 1    /* O_DIRECT from its device */
+#define RL_FILE_CACHED 2    /* buffered: the page cache held its needed bytes */
+#define RL_FILE_BUFFERED 3  /* buffered: RL_DIRECT_OFF, or the file system refuses O_DIRECT */
+
+/*
+ * Statistics of file `file` (the index of rl_ckpt_file_path() and of
+ * rl_request_info.file) in the last run, size-tagged like
+ * rl_load_stats_ex. Returns 0, -EINVAL (NULL, size too small, or no such
+ * file in the last run's plan) or RL_E_STATE before any run.
+ */
+typedef struct rl_file_stats {
+	size_t size;               /* in: sizeof(rl_file_stats); out: bytes filled */
+	int mode;                  /* RL_FILE_* */
+	uint64_t bytes_needed;     /* bytes of the file the reads take */
+	uint64_t bytes_resident;   /* of which in the page cache before the load
+				    * (measured under RL_DIRECT_AUTO only) */
+	char device[64];           /* the block devices under the file, "vda1 -> vda",
+				    * "loop0 -> (no block device)"; "" when none (tmpfs) */
+	uint32_t max_request_bytes;/* largest request its device takes unsplit (0: unknown) */
+	uint32_t max_segments;     /* memory segments per request (0: unknown) */
+	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
+} rl_file_stats;
+
+/* Files of the last run's plan (0 before any run). */
+size_t rl_loader_num_files(const rl_loader *ld);
+int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *out);
+
+/*
+ * Memory for caller staging (RL_STAGING_CALLER), as the loader wants it:
+ * page-aligned (2 MiB-aligned from 2 MiB on), backed by transparent huge
+ * pages where the kernel has them (a read into 4 KiB pages is split into
+ * many device requests, and faulting in 4 KiB pages costs more), on the
+ * NUMA node of the calling thread's CPUs when the machine has several and
+ * those CPUs lie on one, and not touched: the load's workers fault it in
+ * as they fill it, in parallel. A runtime that pins it for its GPU
+ * (cudaHostRegister) best does so after the load (pinning touches every
+ * page on one thread). Returns NULL when len is 0 or memory is short. Any
+ * thread. Free with rl_staging_free(p, len), len as allocated;
+ * rl_staging_free(NULL, len) is a no-op.
+ */
+void *rl_staging_alloc(size_t len);
+void rl_staging_free(void *p, size_t len);
 
 /* Returns the last error message of ld ("" if none). Never NULL. */
 const char *rl_loader_errmsg(const rl_loader *ld);

@@ -84,6 +84,11 @@ int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap);
 /* Clears e (code 0, empty message). */
 void rl_err_clear(struct rl_err *e);
 
+/* CLOCK_MONOTONIC now, in nanoseconds and in seconds: the library's one
+ * clock for durations. */
+uint64_t rl_now_ns(void);
+double rl_now_s(void);
+
 #define RL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define RL_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RL_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -3,8 +3,9 @@
  * per request slot, submitted and reaped in batches. Every iocb signals an
  * eventfd on completion (io_set_eventfd, IOCB_FLAG_RESFD), and wake()
  * writes the same eventfd, so a blocking reap sleeps in poll() until a read
- * completes or the completion thread frees what the owner needs, rather
+ * completes or another worker gives back the limiter bytes this one needs, rather
  * than polling io_getevents (which another thread cannot interrupt).
+ * One context per worker.
  */
 #include <errno.h>
 #include <libaio.h>
@@ -54,7 +55,7 @@ static void aio_teardown(struct be *be)
 
 static int aio_setup(struct be *be)
 {
-	struct eng_run *rc = be->run;
+	const struct eng_worker *w = be->w;
 	struct aio *a = rl_calloc(1, sizeof(*a));
 	int ret;
 
@@ -67,15 +68,15 @@ static int aio_setup(struct be *be)
 		aio_teardown(be);
 		return ret;
 	}
-	a->iocbs = rl_calloc(rc->nreqs, sizeof(*a->iocbs));
-	a->pending = rl_calloc(rc->qd, sizeof(*a->pending));
-	a->nevents = RL_MIN(rc->qd, 64u);
+	a->iocbs = rl_calloc(w->nreqs, sizeof(*a->iocbs));
+	a->pending = rl_calloc(w->qd, sizeof(*a->pending));
+	a->nevents = RL_MIN(w->qd, 64u);
 	a->events = rl_calloc(a->nevents, sizeof(*a->events));
 	if (!a->iocbs || !a->pending || !a->events) {
 		aio_teardown(be);
 		return -ENOMEM;
 	}
-	ret = io_setup((int)rc->qd, &a->ctx);
+	ret = io_setup((int)w->qd, &a->ctx);
 	if (ret < 0) {
 		aio_teardown(be);
 		return ret;
@@ -108,9 +109,7 @@ static int aio_commit(struct be *be)
 		uint64_t now;
 		int ret;
 
-		if (rc->aio_refuse) {
-			if (rc->aio_refuse != UINT32_MAX)
-				rc->aio_refuse--;
+		if (eng_hook_take(&rc->aio_refuse)) {
 			ret = -EAGAIN;
 		} else {
 			ret = io_submit(a->ctx, (long)(a->npending - done), a->pending + done);
@@ -127,7 +126,7 @@ static int aio_commit(struct be *be)
 			memmove(a->pending, a->pending + done,
 				(a->npending - done) * sizeof(*a->pending));
 			a->npending -= done;
-			now = eng_now_ns();
+			now = rl_now_ns();
 			if (!a->refused_since || done)
 				a->refused_since = now;
 			else if (now - a->refused_since > AIO_REFUSE_NS)

@@ -1,6 +1,7 @@
 /*
  * be_fault.c - a backend wrapper for tests (SQLite's habit): the nth read
- * submission fails with EIO, comes back short, or fails with EAGAIN; or
+ * submission of the run (all workers together) fails with EIO or another
+ * errno, comes back short, or fails with EAGAIN; or
  * setup fails with EPERM as when io_uring is disabled; or the run hits a
  * hard commit/reap error with reads in the kernel. Everything else goes
  * to the wrapped backend unchanged.
@@ -10,7 +11,6 @@
 #include "eng_int.h"
 
 struct fault {
-	uint64_t seq;             /* submissions seen */
 	int hard;                 /* ENG_FAULT_HARD armed: commit and reap fail */
 	struct eng_req *fake;     /* synthesized completions, owner-only */
 	struct eng_req *cut;      /* ENG_FAULT_SHORT_ODD: result to cut */
@@ -27,6 +27,7 @@ static int fault_setup(struct be *be)
 	if (!f)
 		return -ENOMEM;
 	be->inner->run = be->run;
+	be->inner->w = be->w;
 	ret = be->inner->ops->setup(be->inner);
 	if (ret < 0) {
 		rl_free(f);
@@ -40,10 +41,13 @@ static int fault_queue(struct be *be, struct eng_req *q)
 {
 	struct fault *f = be->priv;
 	const struct eng_file *file = be->run->files + q->r.file;
+	/* Relaxed: the submissions of all workers get distinct numbers; which
+	 * worker draws the nth does not matter. */
+	uint64_t seq = atomic_fetch_add_explicit(&be->run->fault_seq, 1, memory_order_relaxed);
 	uint32_t len;
 
-	if (be->run->fault_kind == ENG_FAULT_EAGAIN_ALL ? f->seq++ < be->run->fault_nth :
-	    f->seq++ != be->run->fault_nth)
+	if (be->run->fault_kind == ENG_FAULT_EAGAIN_ALL ? seq < be->run->fault_nth :
+	    seq != be->run->fault_nth)
 		return be->inner->ops->queue(be->inner, q);
 	switch (be->run->fault_kind) {
 	case ENG_FAULT_HARD:
@@ -52,7 +56,7 @@ static int fault_queue(struct be *be, struct eng_req *q)
 	case ENG_FAULT_EIO:
 	case ENG_FAULT_EAGAIN:
 	case ENG_FAULT_EAGAIN_ALL:
-		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -EIO : -EAGAIN;
+		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -be->run->fault_errno : -EAGAIN;
 		q->next = f->fake;
 		f->fake = q;
 		return 0;

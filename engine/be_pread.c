@@ -2,8 +2,10 @@
  * be_pread.c - the portable backend: a pool of threads calling pread(2),
  * one request each at a time. It needs nothing of the kernel beyond POSIX,
  * so it is the last fallback, and it serves buffered files as well as
- * O_DIRECT ones. Requests travel through two lists under one mutex: queued
- * (owner -> workers) and finished (workers -> owner).
+ * O_DIRECT ones. Each worker has its own pool, one thread per read it may
+ * have in flight (RL_OPT_THREADS, when set, caps the threads of all
+ * workers together). Requests travel through two lists under one mutex: queued
+ * (worker -> readers) and finished (readers -> worker).
  */
 #include <errno.h>
 #include <string.h>
@@ -13,17 +15,17 @@
 
 struct pr {
 	pthread_mutex_t lock;     /* guards both lists and the flags */
-	pthread_cond_t work;      /* workers wait for queued requests */
-	pthread_cond_t done;      /* the owner waits for finished ones */
+	pthread_cond_t work;      /* readers wait for queued requests */
+	pthread_cond_t done;      /* the worker waits for finished ones */
 	struct eng_req *todo, *todo_tail;
 	struct eng_req *fin;      /* finished, LIFO (order is irrelevant) */
-	struct eng_req *staged;   /* queued by the owner, not yet committed */
+	struct eng_req *staged;   /* queued by the worker, not yet committed */
 	int quit, woken;
 	unsigned nthreads;
 	pthread_t *threads;
 };
 
-static void *worker(void *arg)
+static void *reader(void *arg)
 {
 	struct be *be = arg;
 	struct pr *p = be->priv;
@@ -69,7 +71,7 @@ static void pr_teardown(struct be *be)
 	p->quit = 1;
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->lock);
-	/* Workers finish the request in hand first: nothing is left in the
+	/* Readers finish the request in hand first: nothing is left in the
 	 * kernel when teardown returns. */
 	for (unsigned i = 0; i < p->nthreads; i++)
 		pthread_join(p->threads[i], NULL);
@@ -83,8 +85,10 @@ static void pr_teardown(struct be *be)
 
 static int pr_setup(struct be *be)
 {
-	struct eng_run *rc = be->run;
-	unsigned want = rc->o->threads ? rc->o->threads : rc->qd;
+	const struct eng_run *rc = be->run;
+	unsigned nw = rc->nworkers, qd = be->w->qd;
+	/* RL_OPT_THREADS counts reader threads of all workers together */
+	unsigned want = rc->o->threads ? (rc->o->threads + nw - 1) / nw : qd;
 	struct pr *p = rl_calloc(1, sizeof(*p));
 
 	if (!p)
@@ -93,14 +97,14 @@ static int pr_setup(struct be *be)
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->done, NULL);
 	be->priv = p;
-	want = RL_MIN(want, rc->qd);
+	want = RL_MIN(want, qd);
 	p->threads = rl_calloc(want, sizeof(*p->threads));
 	if (!p->threads) {
 		pr_teardown(be);
 		return -ENOMEM;
 	}
 	for (; p->nthreads < want; p->nthreads++) {
-		int ret = pthread_create(p->threads + p->nthreads, NULL, worker, be);
+		int ret = pthread_create(p->threads + p->nthreads, NULL, reader, be);
 
 		if (ret) {
 			if (p->nthreads)

@@ -3,7 +3,8 @@
  * dropped on -EINVAL), registered files, the buffer pool registered for
  * read_fixed (fewer buffers, or none, when RLIMIT_MEMLOCK refuses), SQEs
  * submitted and CQEs reaped in batches, and an eventfd read posted in the
- * ring so the completion thread can wake an owner blocked in the kernel.
+ * ring so that a worker giving limiter bytes back can wake another
+ * worker asleep in the kernel.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -83,22 +84,26 @@ static void register_files(struct be *be, struct ur *u)
 		eng_note(rc, "io_uring file registration refused (%s)", strerror(-ret));
 }
 
-/* Registers as many pool buffers as RLIMIT_MEMLOCK allows, halving. */
+/* Registers as many pool buffers as this worker's share of RLIMIT_MEMLOCK
+ * allows, halving while the kernel refuses (other users of the budget). */
 static void register_buffers(struct be *be, struct ur *u)
 {
 	struct eng_run *rc = be->run;
+	const struct eng_pool *pool = &be->w->pool;
 	struct iovec *iov;
-	unsigned n = rc->pool.nbuf;
+	unsigned n = pool->nbuf;
 	int ret = 0, why = 0;
 
 	if (!rc->o->register_buffers || !n)
 		return;
-	iov = rl_mallocarray(n, sizeof(*iov));
+	if (rc->memlock_share / pool->bytes < n)
+		n = (unsigned)(rc->memlock_share / pool->bytes);
+	iov = rl_mallocarray(pool->nbuf, sizeof(*iov));
 	if (!iov)
 		return;
-	for (unsigned i = 0; i < n; i++) {
-		iov[i].iov_base = eng_pool_buf(&rc->pool, (int)i);
-		iov[i].iov_len = rc->pool.bytes;
+	for (unsigned i = 0; i < pool->nbuf; i++) {
+		iov[i].iov_base = eng_pool_buf(pool, (int)i);
+		iov[i].iov_len = pool->bytes;
 	}
 	while (n) {
 		ret = io_uring_register_buffers(&u->ring, iov, n);
@@ -113,9 +118,9 @@ static void register_buffers(struct be *be, struct ur *u)
 	}
 	rl_free(iov);
 	u->reg_bufs = n;
-	if (n < rc->pool.nbuf)
-		eng_note(rc, "io_uring registered %u of %u buffers (%s)", n, rc->pool.nbuf,
-			 strerror(-why));
+	if (n < pool->nbuf)
+		eng_note(rc, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
+			 why ? strerror(-why) : "the worker's share of RLIMIT_MEMLOCK");
 }
 
 /* n SQEs were taken by the kernel (a submit's return value). */
@@ -179,8 +184,8 @@ static void ur_teardown(struct be *be)
 
 	if (!u)
 		return;
-	if (u->ring_ok && be->run && be->run->st)
-		be->run->st->abandoned += ur_drain(u);
+	if (u->ring_ok && be->w)
+		be->w->abandoned += ur_drain(u);
 	else if (u->ring_ok)
 		ur_drain(u);
 	if (u->ring_ok)
@@ -209,14 +214,14 @@ static int ur_setup(struct be *be)
 		memset(&p, 0, sizeof(p));
 		p.flags = setup_flags[i];
 		ret = rc->uring_setup_err ? -rc->uring_setup_err :
-		      io_uring_queue_init_params(rc->qd + 1, &u->ring, &p);
+		      io_uring_queue_init_params(be->w->qd + 1, &u->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
-	/* Before 5.12 ring memory counts against RLIMIT_MEMLOCK: ENOMEM
-	 * here is the kernel's refusal, not our allocation failing. */
+	/* ENOMEM here is the kernel's refusal (ring memory: RLIMIT_MEMLOCK
+	 * before 5.12, the memory cgroup since), not our allocation failing. */
 	if (ret == -ENOMEM)
-		rc->setup_kernel_nomem = 1;
+		be->w->setup_kernel_nomem = 1;
 	if (ret == 0 && i > first)
 		eng_note(rc, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
 			 setup_flags[i]);
@@ -234,8 +239,8 @@ static int ur_setup(struct be *be)
 	}
 	register_files(be, u);
 	register_buffers(be, u);
-	rc->st->registered_files = u->reg_files;
-	rc->st->registered_buffers = u->reg_bufs;
+	be->w->registered_files = u->reg_files;
+	be->w->registered_buffers = u->reg_bufs;
 	return 0;
 }
 
@@ -270,7 +275,7 @@ static int ur_commit(struct be *be)
 
 	if (!u->queued)
 		return 0;
-	ret = io_uring_submit(&u->ring);
+	ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN : io_uring_submit(&u->ring);
 	if (ret >= 0) {
 		taken(u, ret);
 		return 0;
@@ -291,7 +296,8 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 
 	if (wait) {
 		arm_wake(u); /* the ring has room: qd + 1 entries */
-		ret = io_uring_submit_and_wait(&u->ring, 1);
+		ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN :
+		      io_uring_submit_and_wait(&u->ring, 1);
 		if (ret >= 0) {
 			taken(u, ret);
 			u->refused = 0;

@@ -1,7 +1,14 @@
 /*
- * eng_int.h - what the engine's files share: one request in flight, the
- * state of one run, and the small ops table every backend implements
- * (io_uring, libaio, a pread pool, and the fault-injecting wrapper).
+ * eng_int.h - what the engine's files share: one open file, one request in
+ * flight, one worker (its ring, buffers and claimed reads), the state of a
+ * run that every worker shares, and the small ops table every backend
+ * implements (io_uring, libaio, a pread pool, and the fault-injecting
+ * wrapper).
+ *
+ * Who calls whom (no file calls back into one that calls it):
+ *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, util.c
+ *   worker.c -> check.c, scatter.c, prefault.c, limit.c, backends, util.c
+ *   backends -> pool.c, util.c;  setup.c -> check.c, files.c, limit.c, util.c
  */
 #ifndef RL_ENG_INT_H
 #define RL_ENG_INT_H
@@ -13,22 +20,24 @@
 #include "engine.h"
 
 /* One open file: a buffered descriptor always, an O_DIRECT one where the
- * file system allows; slot 2*i (buffered) and 2*i+1 (direct) in the table
- * registered with io_uring. */
+ * file system allows and the page cache does not already hold the file;
+ * slot 2*i (buffered) and 2*i+1 (direct) in the tables registered with
+ * io_uring. */
 struct eng_file {
 	const char *path;
 	int fd;                 /* buffered */
 	int dfd;                /* O_DIRECT, -1 if none */
 	uint32_t align;         /* max(offset, memory) alignment of dfd */
+	struct eng_file_stat st;
 };
 
-/* A read request while the engine owns it. */
+/* A read request while a worker owns it. */
 struct eng_req {
 	struct rl_read r;       /* the planner's request, as given */
 	uint8_t *dst;           /* where byte 0 of r lands: pool buffer or staging */
 	int buf;                /* pool buffer index, -1 when dst is staging */
 	int direct;             /* the current submission uses the O_DIRECT fd */
-	unsigned slot;          /* index in run->reqs (backends key on it) */
+	unsigned slot;          /* index in the worker's reqs (backends key on it) */
 	/* the current (re)submission: io_len bytes at r.off + io_pos */
 	uint32_t io_pos;
 	uint32_t io_len;
@@ -36,7 +45,7 @@ struct eng_req {
 	int res;                /* result: bytes or -errno, set by the backend */
 	uint32_t retries;
 	uint64_t submit_ns;
-	struct eng_req *next;   /* free list, retry list, scatter queue */
+	struct eng_req *next;   /* free list, retry list */
 };
 
 static inline int eng_req_fd(const struct eng_req *q, const struct eng_file *f)
@@ -45,21 +54,24 @@ static inline int eng_req_fd(const struct eng_req *q, const struct eng_file *f)
 }
 
 struct eng_run;
+struct eng_worker;
 
 /* A backend instance: ops plus private state; inner for wrappers. */
 struct be {
 	const struct be_ops *ops;
 	struct eng_run *run;
+	struct eng_worker *w;
 	void *priv;
 	struct be *inner;
 };
 
 /*
- * The ops table (fio's ioengine shape). All but wake run on the thread
- * that called eng_run; wake may run on any thread.
+ * The ops table (fio's ioengine shape). All but wake run on the worker
+ * that owns the backend (the thread that set it up: io_uring's
+ * SINGLE_ISSUER); wake may run on any thread.
  *  setup:    0, or -errno when the backend is unavailable (the reason is
  *            recorded as a fallback); -ENOMEM is our own allocation failing
- *            (fatal) unless the backend set run->setup_kernel_nomem (the
+ *            (fatal) unless the backend set w->setup_kernel_nomem (the
  *            kernel refused its memory: fall back).
  *  queue:    prepares one read (q->io_pos/io_len); 0 or -errno.
  *  commit:   hands every queued read to the kernel; 0 or -errno
@@ -69,6 +81,8 @@ struct be {
  *            wait != 0 blocks until at least one finished or wake() was
  *            called; returns the count or -errno.
  *  wake:     makes a blocked (or the next) reap return.
+ *  teardown: nothing of ours is in the kernel when it returns (what could
+ *            not be reaped is counted in w->abandoned).
  */
 struct be_ops {
 	const char *name;
@@ -82,7 +96,7 @@ struct be_ops {
 
 extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops, eng_fault_ops;
 
-/* The bounce-buffer pool: nbuf buffers of bytes each, one mapping. */
+/* A bounce-buffer pool: nbuf buffers of bytes each, one mapping. */
 struct eng_pool {
 	uint8_t *base;
 	size_t map_len;
@@ -91,84 +105,230 @@ struct eng_pool {
 	int locked;
 };
 
-/* Everything one eng_run owns. */
+/* Destinations waiting for MADV_POPULATE_WRITE (prefault.c). */
+struct eng_prefault {
+	uintptr_t lo, hi;
+};
+
+/* One worker: owns its backend (ring, aio context or pread pool), its
+ * bounce buffers and request slots, and the reads it claimed. Everything
+ * here is touched only by its own thread, except `parked` (run->lock). */
+struct eng_worker {
+	struct eng_run *run;
+	unsigned id;
+	struct be *be;
+	int backend;              /* the backend it set up */
+	struct eng_pool pool;
+	unsigned qd;              /* its reads in flight at most */
+	unsigned nbuf_want;       /* bounce buffers to allocate */
+	int setup_kernel_nomem;   /* the kernel, not our allocation, said ENOMEM */
+	struct eng_req *reqs;
+	unsigned nreqs;
+	struct eng_req *free_reqs;
+	int *free_bufs;
+	unsigned nfree_bufs;
+	unsigned in_kernel;
+	struct eng_req *retry;
+
+	/* Reads claimed from the shared cursor (pre-faulted), in order. */
+	struct rl_read *claimed;
+	unsigned cap, head, count;
+	int exhausted;
+	int prefault;             /* array job with staging: fault in ahead */
+	struct eng_prefault pf;
+
+	/* Its statistics, merged by eng_run after the join. */
+	uint64_t bytes_read, bytes_direct, bytes_buffered, reads, retries, abandoned;
+	uint64_t t_first, t_last, scatter_ns, prepare_ns;
+	unsigned registered_buffers;
+	int registered_files;
+
+	int parked;               /* under run->lock: asleep in reap, wake it via be */
+	int started;              /* set up and ran (read after the join) */
+	int joinable;             /* its thread was created */
+	pthread_t tid;
+};
+
+/* Everything one eng_run shares between its workers. */
 struct eng_run {
 	const struct eng_opts *o;
 	const struct eng_job *job;
 	struct eng_stats *st;
 	struct rl_err *e;
-	int fault_kind, fault_backend;
-	unsigned uring_first;     /* first io_uring flag set to try */
+
+	/* test hooks (struct eng), read-only during the run except the
+	 * counters, which are atomic: every worker draws from them */
+	int fault_kind, fault_backend, fault_errno;
 	uint64_t fault_nth;
-	uint32_t aio_refuse;      /* test hook: io_submit calls to refuse */
-	int uring_setup_err;      /* test hook: errno the ring setup returns */
-	int setup_kernel_nomem;   /* the kernel, not our allocation, said ENOMEM */
+	atomic_uint_fast64_t fault_seq;   /* read submissions seen by the injectors */
+	unsigned uring_first;
+	atomic_uint aio_refuse;           /* io_submit calls to refuse */
+	atomic_uint uring_eagain;         /* io_uring_submit calls to answer -EAGAIN */
+	int uring_setup_err;
+	int cache_probe;                  /* enum eng_cache_probe */
 
 	struct eng_file *files;
 	size_t nfiles;
-	struct eng_pool pool;
-	unsigned qd;
-	struct eng_req *reqs;
-	unsigned nreqs;
+	int backend;              /* chosen by worker 0, set up by every worker */
+	unsigned nworkers;
+	struct eng_worker *workers;
+	uint32_t buf_bytes;       /* bounce buffer size */
+	uint64_t memlock_share;   /* RLIMIT_MEMLOCK bytes each worker may lock/register (UINT64_MAX: no limit) */
+	uint64_t staged_planned;  /* bytes the reads bring */
+	uint64_t *shard_planned;  /* setup: bytes the checked reads' copies bring */
 
-	/* Owner-only state (the thread in eng_run). */
-	struct be *be;
-	unsigned in_kernel;
-	struct eng_req *retry;
-	size_t next_read;
-	int exhausted;
-	int err;
-	uint64_t done_bytes, progress_next;
-	uint64_t *shard_planned;  /* bytes the checked reads' copies bring */
+	/* The shared cursor of array jobs: the next read to claim.
+	 * Relaxed: each index is claimed once (fetch_add) and the reads are
+	 * immutable job data. */
+	atomic_size_t cursor;
 
-	/* Shared with the completion thread, all under lock: the limiter,
-	 * free buffers and request slots, the scatter queue and the flags.
-	 * One mutex: every hand-off touches several of these at once. */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;    /* owner waits for bytes, buffers, slots */
-	pthread_cond_t qcond;   /* completion thread waits for work */
-	uint64_t inflight;
+	/* The byte limiter: bytes submitted and not yet scattered, all
+	 * workers together (limit.c). */
+	atomic_uint_fast64_t inflight;
+	atomic_uint_fast64_t peak;
 	uint64_t bound;
-	int *free_bufs;
-	unsigned nfree_bufs;
-	struct eng_req *free_reqs;
-	struct eng_req *q_head, *q_tail;
-	int stop;               /* no more work will be queued */
-	int failed;             /* skip copies and callbacks */
-	int owner_in_kernel;    /* owner blocks in reap: wake it via be */
+	atomic_uint waiters;       /* workers waiting for bytes */
 
-	atomic_int prefault_stop;
-	uint64_t staged_planned;  /* bytes the reads bring (for the prefault) */
+	/* Shard accounting: bytes landed per shard, from any worker. */
+	atomic_uint_fast64_t *shard_done;
+	pthread_mutex_t cb_lock;   /* on_shard: never two at once */
 
-	/* Completion-thread-only state (read by the owner after join). */
-	uint64_t *shard_done;
-	size_t incomplete;      /* 1 + the first shard left short, or 0 */
-	double scatter_seconds;
+	/* Progress (worker 0 reports it, on the calling thread). */
+	atomic_uint_fast64_t done_bytes;
+	uint64_t progress_next, progress_step, progress_last;
+
+	/* Failure: the first error wins (under lock); `failed` is the flag
+	 * every worker polls. */
+	atomic_int failed;
+	int err;
+	atomic_int prefault_off;   /* MADV_POPULATE_WRITE refused: stop */
+
+	/* lock guards err, notes and the sleeping side of the limiter and of
+	 * the end of the run; cond wakes workers waiting for bytes and the
+	 * calling thread waiting for the others. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_mutex_t note_lock; /* stats->fallbacks, from any worker */
+	unsigned running;          /* spawned workers not yet finished */
+	int progress_due;          /* a worker crossed a progress step */
 };
 
-/* Appends "; "-separated text to the run's stats.fallbacks. */
+/* Test hook: how the page-cache probe measures residency. */
+enum eng_cache_probe {
+	ENG_CACHE_AUTO = 0,     /* cachestat(2), mincore where the kernel lacks it */
+	ENG_CACHE_MINCORE = 1,  /* mincore only */
+};
+
+/* ---- util.c: leaf helpers --------------------------------------------- */
+
+/* Appends "; "-separated text to the run's stats.fallbacks, once (the
+ * same text from several workers is kept once). Any thread. */
 void eng_note(struct eng_run *rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-
-uint64_t eng_now_ns(void);
 
 /* Sleeps a little before retry number attempt (1-based) of something the
  * kernel refused for now: nothing for the first ones, then growing. */
 void eng_backoff(uint32_t attempt);
 
-/* Completion thread (engine/scatter.c). */
-void *eng_scatter_main(void *arg);
+/* Records the run's first error (code, message) and stops every worker.
+ * Returns code. Any thread. */
+int eng_fail(struct eng_run *rc, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-/* Staging prefault helper (engine/prefault.c), array jobs only. */
-void *eng_prefault_main(void *arg);
+static inline int eng_failed(struct eng_run *rc)
+{
+	/* Relaxed: a hint to stop early; the error itself is read under
+	 * the lock or after the join. */
+	return atomic_load_explicit(&rc->failed, memory_order_relaxed);
+}
 
-/* Pool (engine/pool.c). */
-int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,
-		    struct eng_run *rc);
+/* Test hooks' counters (refusals to hand out, all workers together):
+ * takes one; 1 when there was one (UINT32_MAX never runs out). */
+int eng_hook_take(atomic_uint *count);
+
+/* The text for a kernel refusing io_uring's ring memory on kernel release
+ * `release` (uname -r). */
+const char *eng_ring_nomem_reason(const char *release);
+
+/* ---- check.c: the plan is data; never trust a length before checking -- */
+
+int eng_check_read(struct eng_run *rc, const struct rl_read *r);
+int eng_plan_shards(struct eng_run *rc, const struct rl_read *r);
+/* Where a direct read lands, or NULL when it needs a bounce buffer. */
+uint8_t *eng_direct_dst(const struct eng_run *rc, const struct rl_read *r);
+
+/* ---- files.c: opening, page-cache and device probes -------------------- */
+
+/* Opens every file of the job (buffered, and O_DIRECT where it is used),
+ * measures what the page cache holds of the bytes the reads take (direct
+ * AUTO) and finds each file's device queue; fills files[i].st. */
+int eng_open_files(struct eng_run *rc);
+void eng_close_files(struct eng_run *rc);
+
+/* cache.c: bytes of [off, off + len) of fd in the page cache, in whole
+ * pages; *mincore set when mincore answered. -errno when nothing can tell. */
+int64_t eng_cached_bytes(int fd, uint64_t off, uint64_t len, int mincore_only,
+			 int *mincore);
+
+/* ---- limit.c: the byte limiter shared by all workers ------------------- */
+
+/* Takes len bytes if the bound allows; 1 when taken. */
+int eng_lim_try(struct eng_run *rc, uint32_t len);
+/* Gives len bytes back, waking workers that wait for them. */
+void eng_lim_give(struct eng_run *rc, uint32_t len);
+/* Sleeps until len bytes could be taken or the run failed. */
+void eng_lim_wait(struct eng_run *rc, uint32_t len);
+/* Worker w is about to sleep in its backend while blocked on bytes:
+ * returns 0 (and records it, so that a release wakes it) or 1 when the
+ * bytes are there already. eng_lim_unpark after the sleep. */
+int eng_lim_park(struct eng_worker *w, uint32_t len);
+void eng_lim_unpark(struct eng_worker *w);
+
+/* ---- worker.c ---------------------------------------------------------- */
+
+/* Sets up w's pool, slots and backend (ENG_AUTO: the first of the order
+ * that works, each failure noted); 0 or a negative code with e set. */
+int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e);
+/* Runs w to the end of the job (or of the run), then tears it down. */
+void eng_worker_run(struct eng_worker *w);
+void eng_worker_teardown(struct eng_worker *w);
+
+/* ---- progress.c: counted by every worker, reported on the calling thread */
+
+/* Calls on_progress when the bytes done crossed the next step (final: when
+ * they reached the total and it was not reported yet). Calling thread. */
+void eng_progress_report(struct eng_run *rc, int final);
+/* The calling thread, its own share done: waits for the other workers,
+ * reporting progress as they signal it. */
+void eng_progress_wait(struct eng_run *rc);
+
+/* ---- scatter.c --------------------------------------------------------- */
+
+/* Copies (bounce reads) and accounts one finished read; fires on_shard. */
+void eng_scatter(struct eng_worker *w, const struct eng_req *q);
+
+/* ---- prefault.c -------------------------------------------------------- */
+
+/* Adds read r's staging destinations to w's pending prefault range. */
+void eng_prefault_add(struct eng_worker *w, const struct rl_read *r);
+/* Faults in what is pending. */
+void eng_prefault_flush(struct eng_worker *w);
+
+/* ---- pool.c ------------------------------------------------------------ */
+
+/* Maps nbuf buffers of bytes (rounded to pages), populated; locks them when
+ * lock is set. Returns 0 or -errno (-EINVAL: size out of range). p->locked
+ * says whether mlock succeeded. */
+int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock);
 void eng_pool_destroy(struct eng_pool *p);
 static inline uint8_t *eng_pool_buf(const struct eng_pool *p, int i)
 {
 	return p->base + (size_t)i * p->bytes;
 }
+
+/* ---- setup.c: sizing a run before its workers start -------------------- */
+
+/* Checks an array job, sizes buffers, workers and queue depths. */
+int eng_setup_plan(struct eng_run *rc);
 
 #endif /* RL_ENG_INT_H */

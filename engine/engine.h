@@ -1,9 +1,10 @@
 /*
  * engine.h - the engine layer: executes read requests (common/rl_io.h)
- * with io_uring, libaio or a pread pool, into a pool of (registered,
- * locked) buffers, scatters finished reads into staging areas on a
- * completion thread, and bounds the bytes in flight. Knows nothing of
- * tensors; never includes planner/.
+ * with io_uring, libaio or a pread pool on N workers, each with its own
+ * ring and (registered, locked) bounce buffers, scatters finished reads
+ * into staging areas on the worker that reaped them, and bounds the bytes
+ * in flight of all workers together. Knows nothing of tensors; never
+ * includes planner/.
  */
 #ifndef RL_ENGINE_H
 #define RL_ENGINE_H
@@ -32,6 +33,27 @@ struct eng_align {
  */
 int eng_probe_align(const char *path, struct eng_align *out);
 
+/*
+ * The block device under a file (engine/devq.c), followed through
+ * partitions, device-mapper/md (its slaves) and loop devices (their
+ * backing file) to the queues that really split requests; the limits are
+ * the smallest along that chain.
+ */
+struct eng_devq {
+	uint32_t max_bytes;      /* max_sectors_kb * 1024: larger requests are split (0: unknown) */
+	uint32_t max_segments;   /* memory segments per request (0: unknown) */
+	uint32_t optimal_bytes;  /* optimal_io_size (0: none given) */
+	uint32_t nr_requests;    /* requests the queue holds (0: unknown) */
+	char name[64];           /* "vda", "nvme0n1p2 -> nvme0n1", "loop0 -> tmpfs", "" (none) */
+};
+
+/* Probes the device under the file system object dev (st_dev), with
+ * sysfs at sysfs_root (normally "/sys"). Returns 1 when a block device was
+ * found, 0 when none is (tmpfs, network file systems: q zeroed). */
+int eng_devq_probe(const char *sysfs_root, uint64_t dev, struct eng_devq *q);
+/* The same for the file at path. Returns 1, 0 or -errno (stat failed). */
+int eng_devq_probe_path(const char *path, struct eng_devq *q);
+
 /* ---------------------------------------------------------------- */
 /* Engine (engine/engine.c and the backends)                         */
 /* ---------------------------------------------------------------- */
@@ -43,19 +65,48 @@ enum eng_backend {
 	ENG_PREAD = 3,
 };
 
+/* eng_opts.direct */
+enum eng_direct {
+	ENG_DIRECT_OFF = 0,  /* buffered reads */
+	ENG_DIRECT_ON = 1,   /* O_DIRECT where the file system allows */
+	ENG_DIRECT_AUTO = 2, /* O_DIRECT, except files whose needed bytes are
+			      * >= 90% in the page cache: read buffered */
+};
+
 struct eng_opts {
 	int backend;            /* enum eng_backend */
-	unsigned queue_depth;   /* reads in flight at most */
+	unsigned queue_depth;   /* reads in flight at most, all workers together
+				 * (0: automatic), split evenly over the workers */
 	uint64_t inflight_bytes;/* bound on bytes submitted and not yet scattered */
-	unsigned buffers;       /* bounce buffers (0: derived from the bound) */
+	unsigned buffers;       /* bounce buffers in total, split over the workers
+				 * (0: derived from the bound and the plan) */
 	uint32_t buffer_bytes;  /* size of each bounce buffer (>= largest read) */
 	int register_buffers;   /* io_uring: register the pool */
 	int register_files;     /* io_uring: register the files */
-	int direct;             /* 1: O_DIRECT where the file system allows */
-	unsigned threads;       /* pread pool size */
+	int direct;             /* enum eng_direct */
+	unsigned threads;       /* pread backend: reader threads in total, split
+				 * over the workers (0: one per read in flight) */
+	unsigned workers;       /* 0: automatic (CPUs of the caller, the plan) */
 };
 
 void eng_opts_default(struct eng_opts *o);
+
+/* What the engine decided about one file (eng_job.file_stats). */
+enum eng_file_mode {
+	ENG_FILE_UNUSED = 0,    /* no reads */
+	ENG_FILE_DIRECT = 1,    /* O_DIRECT from the device */
+	ENG_FILE_CACHED = 2,    /* buffered: its needed bytes were in the page cache */
+	ENG_FILE_BUFFERED = 3,  /* buffered: O_DIRECT off or refused by the file system */
+};
+
+struct eng_file_stat {
+	int mode;               /* enum eng_file_mode */
+	uint64_t needed;        /* bytes the reads take from the file (their spans) */
+	uint64_t resident;      /* of which in the page cache before the run */
+	int probed;             /* resident was measured (direct AUTO only) */
+	int probe_mincore;      /* measured with mincore (no cachestat) */
+	struct eng_devq q;      /* the device under the file */
+};
 
 struct eng_job {
 	/* files, indexed by rl_read.file */
@@ -67,7 +118,8 @@ struct eng_job {
 	const struct rl_read *reads;
 	size_t nreads;
 	const struct rl_copy *copies;
-	/* generator: fills *out and returns 1, or returns 0 when done */
+	/* generator: fills *out and returns 1, or returns 0 when done; a job
+	 * with a generator runs on one worker, the calling thread */
 	int (*next)(void *user, struct rl_read *out);
 
 	size_t ncopies;         /* entries of copies (every copy index is checked) */
@@ -80,23 +132,42 @@ struct eng_job {
 	const uint64_t *shard_bytes;
 
 	/* callbacks, any may be NULL; user is passed to each */
-	void (*on_shard)(void *user, size_t shard);       /* completion thread */
+	/* a worker thread or the calling thread, never two at once */
+	void (*on_shard)(void *user, size_t shard);
 	int (*on_progress)(void *user, uint64_t done, uint64_t total);
 	/* every finished read with its submit and completion times
-	 * (CLOCK_MONOTONIC ns), on the thread that reaps: rlperf's latency */
+	 * (CLOCK_MONOTONIC ns), on the worker that reaped it (several
+	 * workers: concurrently): rlperf's latency */
 	void (*on_read)(void *user, const struct rl_read *r, uint64_t submit_ns,
 			uint64_t complete_ns);
+	/* every read whose bytes all arrived, on the worker that reaped it,
+	 * before its buffer is reused and before its copies count towards
+	 * their shards: bytes points at the read's first byte (bounce buffer
+	 * or staging), r->min_len of them valid. Several workers call it
+	 * concurrently (reads of one file in any order). For checksums. */
+	void (*on_data)(void *user, const struct rl_read *r, const uint8_t *bytes);
 	void *user;
 	uint64_t total_bytes;   /* for on_progress (0: unknown) */
+
+	/* out: what was decided for each file (nfiles entries; may be NULL) */
+	struct eng_file_stat *file_stats;
 };
 
 struct eng_stats {
 	uint64_t bytes_read, bytes_direct, reads, retries, peak_inflight;
-	double read_seconds, scatter_seconds;
+	double read_seconds;    /* first submission to last completion (wall) */
+	double scatter_seconds; /* copying bounce reads, summed over workers */
+	double prepare_seconds; /* pre-faulting staging, summed over workers */
+	double setup_seconds;   /* files, probes, rings and buffers (wall) */
 	int backend;            /* the backend that ran */
-	unsigned buffers, registered_buffers, queue_depth;
+	unsigned workers;       /* workers that ran */
+	unsigned buffers, registered_buffers, queue_depth; /* all workers together */
 	int registered_files, direct_io;
+	uint64_t bytes_buffered;/* bytes read through the page cache */
+	unsigned files_cached;  /* files read buffered: the page cache held them */
+	uint32_t max_read;      /* largest read */
 	char fallbacks[256];
+	char shape[256];        /* workers, queue depth, request size: chosen why */
 	/* requests a backend could not reap before its teardown returned (0
 	 * unless its drain after a hard error failed too) */
 	uint64_t abandoned;
@@ -113,27 +184,33 @@ void eng_destroy(struct eng *eng);
  * landed, else a negative code (file, offset, length, errno text in e)
  * after draining what is in flight. Nothing leaks either way.
  *
- * Shards: on_shard(user, s) fires on the completion thread exactly once for
- * every shard s whose shard_bytes[s] bytes all landed (zero-byte shards
- * fire at the end of a successful run). When the run fails, shards already
- * reported really were complete when reported; no other shard is reported,
- * and the contents of every other staging byte are undefined.
- * on_progress runs on the calling thread; a non-zero return cancels the run
- * (RL_E_CANCELED). on_read runs on the calling thread (the ring's owner).
+ * Threads: the calling thread is worker 0; workers 1..N-1 are started for
+ * the run and joined before it returns. Each worker claims reads from a
+ * shared cursor in the job's order, pre-faults their destinations, reads
+ * them on its own backend and scatters what it reaps.
+ *
+ * Shards: on_shard(user, s) fires exactly once for every shard s whose
+ * shard_bytes[s] bytes all landed (zero-byte shards fire at the end of a
+ * successful run), on the worker whose copy completed it, never two calls
+ * at once. When the run fails, shards already reported really were
+ * complete when reported; no other shard is reported, and the contents of
+ * every other staging byte are undefined. on_progress runs on the calling
+ * thread; a non-zero return cancels the run (RL_E_CANCELED).
  */
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct rl_err *e);
 
 /*
  * Test hook: wraps the backend of the next runs so that the nth read
- * submission (0-based, retries included) fails with EIO, comes back short,
+ * submission of the run (0-based, all workers together, retries included)
+ * fails with EIO (or the errno of eng_set_fault_errno), comes back short,
  * or fails with EAGAIN; ENG_FAULT_SETUP makes the wrapped backend's setup
  * fail with EPERM (as when io_uring is disabled), so auto falls back.
  * ENG_FAULT_HARD: the commit after the nth submission hands every queued
  * read to the kernel and then fails with ENOMEM, and so does every later
- * reap, so the run ends on a hard error with reads still in the kernel.
- * ENG_FAULT_NONE removes the wrapper. Applies to backend `backend` only
- * (ENG_AUTO: every backend).
+ * reap of that worker, so the run ends on a hard error with reads still in
+ * the kernel. ENG_FAULT_NONE removes the wrapper. Applies to backend
+ * `backend` only (ENG_AUTO: every backend).
  */
 enum eng_fault {
 	ENG_FAULT_NONE = 0,
@@ -146,6 +223,19 @@ enum eng_fault {
 	ENG_FAULT_SHORT_ODD,    /* the nth comes back short at an odd length */
 };
 void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth);
+/* Test hook: the errno ENG_FAULT_EIO fails the read with (default EIO). */
+void eng_set_fault_errno(struct eng *eng, int err);
+
+/*
+ * Test hook: the next n io_uring_submit calls of the io_uring backend
+ * (all workers together) return -EAGAIN without submitting, as when the
+ * kernel is short of request memory.
+ */
+void eng_set_uring_submit_eagain(struct eng *eng, uint32_t n);
+
+/* Test hook: 1 measures page-cache residency with mincore only, as on a
+ * kernel without cachestat(2); 0 (default) tries cachestat first. */
+void eng_set_cache_probe(struct eng *eng, int mincore_only);
 
 /*
  * Benchmark hook: io_uring setup starts at entry `first` of its list of
@@ -169,12 +259,28 @@ void eng_set_uring_setup_err(struct eng *eng, int err);
 void eng_set_aio_refuse(struct eng *eng, uint32_t n);
 
 /*
- * Staging memory for len bytes: anonymous, page-aligned, backed by
- * transparent huge pages where the kernel has them (so that touching many
- * GiB is cheap). Returns NULL on failure. eng_staging_free(NULL, 0) is a no-op.
+ * Staging memory for len bytes: anonymous, page-aligned (2 MiB-aligned
+ * from 2 MiB on), backed by transparent huge pages where the kernel has
+ * them (so that touching many GiB is cheap), and placed on the NUMA node
+ * of the caller's CPUs when the machine has several nodes and those CPUs
+ * lie on one (eng_numa_node, preferred, not bound: a full node spills
+ * over rather than fail). Not touched: the workers fault it in, each
+ * the part it fills. Returns NULL on failure. eng_staging_free(NULL, 0) is
+ * a no-op.
  */
 void *eng_staging_alloc(size_t len);
 void eng_staging_free(void *p, size_t len);
+
+/*
+ * The NUMA node the calling thread's allowed CPUs lie on, with sysfs at
+ * sysfs_root: -1 when the machine has one node, or when those CPUs span
+ * several (memory then follows first touch: each worker's own node).
+ */
+int eng_numa_node(const char *sysfs_root);
+
+/* Prefers NUMA node `node` for [p, p + len) (before it is touched);
+ * advisory: errors are ignored, node < 0 does nothing. */
+void eng_numa_place(void *p, size_t len, int node);
 
 /* Returns "auto", "io_uring", "libaio", "pread" or "?". */
 const char *eng_backend_name(int backend);

@@ -1,4 +1,4 @@
-/* pool.c - the bounce-buffer pool and library-allocated staging memory. */
+/* pool.c - bounce-buffer pools and library-allocated staging memory. */
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,8 +12,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,
-		    struct eng_run *rc)
+int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock)
 {
 	uint64_t len, rounded;
 
@@ -31,7 +30,8 @@ int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,
 	 * Huge pages: a 4 MiB read into 4 KiB pages is 1024 segments, which
 	 * the block layer splits into many device requests (measured: bounce
 	 * reads at half the speed of reads into THP staging); 2 MiB pages
-	 * keep requests large. Populated now: registration pins them anyway.
+	 * keep requests large. Populated now, by the worker that uses the
+	 * pool (its node): registration pins the pages anyway.
 	 */
 	p->base = eng_staging_alloc(len);
 	if (!p->base)
@@ -41,13 +41,10 @@ int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes,
 	p->map_len = len;
 	p->nbuf = nbuf;
 	p->bytes = bytes;
-	/* Locked so the pages stay put between reads; RLIMIT_MEMLOCK
-	 * (8 MiB for users without CAP_IPC_LOCK) may refuse: go on. */
-	if (mlock(p->base, len) == 0)
+	/* Locked so the pages stay put between reads; the caller says
+	 * whether its share of RLIMIT_MEMLOCK allows it. */
+	if (lock && mlock(p->base, len) == 0)
 		p->locked = 1;
-	else
-		eng_note(rc, "mlock of %u buffers refused (%s): buffers unlocked",
-			 nbuf, strerror(errno));
 	return 0;
 }
 
@@ -94,6 +91,8 @@ void *eng_staging_alloc(size_t len)
 #ifdef MADV_HUGEPAGE
 	madvise(q, map_len, MADV_HUGEPAGE); /* advisory: no THP is fine */
 #endif
+	/* Before anything touches it: the node of the caller's CPUs. */
+	eng_numa_place(q, map_len, eng_numa_node("/sys"));
 	return q;
 }
 

@@ -1,10 +1,11 @@
 /*
  * test_engine.c - the engine on hand-made plans: every test on every
- * backend (io_uring, libaio, pread), byte for byte against an independent
- * in-memory slice of the files; direct and bounce reads, strided copies,
- * unaligned offsets and partial last blocks, buffered and tmpfs files, the
- * byte limiter, faults on the nth read, cancellation, bad plans, and an
- * unprivileged user under an 8 MiB RLIMIT_MEMLOCK.
+ * backend (io_uring, libaio, pread) and with one and several workers, byte
+ * for byte against an independent in-memory slice of the files; direct and
+ * bounce reads, strided copies, unaligned offsets and partial last blocks,
+ * buffered and tmpfs files, the byte limiter, faults on the nth read (in
+ * whichever worker draws it), cancellation, bad plans, worker counts 1..8,
+ * and an unprivileged user under an 8 MiB RLIMIT_MEMLOCK.
  */
 #include <errno.h>
 #include <grp.h>
@@ -21,6 +22,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +37,10 @@
 #endif
 
 static const int backends[] = { ENG_IO_URING, ENG_LIBAIO, ENG_PREAD };
+/* one worker (the calling thread alone) and several */
+static const unsigned worker_counts[] = { 1, 3 };
 static int cur_backend = ENG_IO_URING;
+static unsigned cur_workers = 1;
 
 static char *path_in(const char *dir, const char *name)
 {
@@ -47,43 +52,68 @@ static char *path_in(const char *dir, const char *name)
 	return buf[i];
 }
 
-/* Runs p on the current backend with opts tweaks; returns eng_run's code. */
+/* The engine's test hooks a run applies (zero: none). */
+struct hooks {
+	int fault_kind, fault_backend, fault_errno;
+	uint64_t nth;
+	int setup_err;
+	uint32_t submit_eagain, aio_refuse;
+};
+
+/* Default options on the current backend and worker count. */
+static void opts_cur(struct eng_opts *o)
+{
+	eng_opts_default(o);
+	o->backend = cur_backend;
+	o->workers = cur_workers;
+}
+
+/* Runs job with o and hooks h (may be NULL); returns eng_run's code. */
+static int run_with(const struct eng_opts *o, const struct hooks *h,
+		    const struct eng_job *job, struct eng_stats *st, struct rl_err *e)
+{
+	struct eng *eng;
+	int ret = eng_create(o, &eng, e);
+
+	if (ret < 0)
+		return ret;
+	if (h && h->fault_kind)
+		eng_set_fault(eng, h->fault_backend, h->fault_kind, h->nth);
+	if (h && h->fault_errno)
+		eng_set_fault_errno(eng, h->fault_errno);
+	if (h && h->setup_err)
+		eng_set_uring_setup_err(eng, h->setup_err);
+	if (h && h->submit_eagain)
+		eng_set_uring_submit_eagain(eng, h->submit_eagain);
+	if (h && h->aio_refuse)
+		eng_set_aio_refuse(eng, h->aio_refuse);
+	ret = eng_run(eng, job, st, e);
+	eng_destroy(eng);
+	return ret;
+}
+
+/* Runs p (or jobx) with o (NULL: opts_cur). */
 static int run_plan(struct tu_plan *p, struct eng_opts *o, struct eng_stats *st,
 		    struct rl_err *e, struct eng_job *jobx)
 {
 	struct eng_opts def;
 	struct eng_job job;
-	struct eng *eng;
-	int ret;
 
 	if (!o) {
-		eng_opts_default(&def);
+		opts_cur(&def);
 		o = &def;
 	}
-	o->backend = cur_backend;
-	ret = eng_create(o, &eng, e);
-	if (ret < 0)
-		return ret;
-	if (jobx) {
+	if (jobx)
 		job = *jobx;
-	} else {
+	else
 		tu_job(p, &job);
-	}
-	ret = eng_run(eng, &job, st, e);
-	eng_destroy(eng);
-	return ret;
+	return run_with(o, NULL, &job, st, e);
 }
 
-static int backend_missing(int ret, const struct rl_err *e)
+static int backend_missing(int ret)
 {
 	return ret == RL_E_BACKEND;
 }
-
-#define RUN_OR_SKIP(ret, e) \
-	do { \
-		if (backend_missing(ret, e)) \
-			SKIP((e)->msg); \
-	} while (0)
 
 #define CHECK_SAME(p) \
 	do { \
@@ -92,6 +122,25 @@ static int backend_missing(int ret, const struct rl_err *e)
 		CHECKF(d_ == 0, "device %d differs at byte %llu", d_ - 1, \
 		       (unsigned long long)at_); \
 	} while (0)
+
+/* A run's return code ret: skips the test (freeing p) when the backend is
+ * missing, else must be 0 and p's staging must equal the files' bytes. */
+#define CHECK_RUN_SAME(p, ret, e) \
+	do { \
+		if (backend_missing(ret)) { \
+			tu_free(p); \
+			SKIP((e)->msg); \
+		} \
+		CHECKF((ret) == 0, "%d %s", (ret), (e)->msg); \
+		CHECK_SAME(p); \
+	} while (0)
+
+/* Adds the file name of size bytes (seed) and one item reading all of it. */
+static void whole_item(struct tu_plan *p, const char *name, uint64_t size, uint64_t seed)
+{
+	tu_add_file(p, path_in(th_tmpdir(), name), size, seed);
+	tu_add_item(p, 0, 0, (uint32_t)size, 1, 0, 0, 0);
+}
 
 /* A whole file of odd size read in chunks: direct middles, a partial last
  * block through a bounce buffer, on O_DIRECT. */
@@ -103,33 +152,29 @@ static void whole_file_direct(void)
 	uint64_t size = (1 << 20) + 12345;
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "whole.bin"), size, 1);
-	tu_add_item(&p, 0, 0, (uint32_t)size, 1, 0, 0, 0);
+	whole_item(&p, "whole.bin", size, 1);
 	CHECK(tu_build(&p) == 0);
 	ret = run_plan(&p, NULL, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
+	CHECK_RUN_SAME(&p, ret, &e);
 	CHECK_EQ(st.backend, cur_backend);
 	CHECK(st.bytes_direct >= (1 << 20));
 	CHECK_EQ(st.bytes_read, size);
 	CHECK(st.direct_io == 1);
+	CHECK(st.workers >= 1 && st.workers <= cur_workers);
 	tu_free(&p);
 }
 
-/* Enough direct bytes for the prefault helper: correct with it, and a
- * failure early in the run stops it cleanly. */
+/* Enough direct bytes for every worker to pre-fault its share: correct,
+ * the preparation time reported, and a failure early in the run stops
+ * every worker cleanly. */
 static void large_direct(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	struct hooks h = { .fault_kind = ENG_FAULT_EIO, .nth = 2 };
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
 	struct rl_err e = { 0 };
-	struct eng *eng;
 	int ret;
 
 	tu_add_file(&p, path_in(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
@@ -137,21 +182,14 @@ static void large_direct(void)
 	tu_add_item(&p, 0, (12 << 20) + 4096, (12 << 20) + 1, 1, 0, 1, 0);
 	CHECK(tu_build(&p) == 0);
 	ret = run_plan(&p, NULL, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
+	CHECK_RUN_SAME(&p, ret, &e);
 	CHECK(st.bytes_direct >= (24u << 20));
+	CHECKF(st.prepare_seconds > 0 || strstr(st.fallbacks, "pre-faulted"),
+	       "no preparation time: %s", st.fallbacks);
 
 	tu_job(&p, &job);
-	eng_opts_default(&o);
-	o.backend = cur_backend;
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EIO, 2);
-	ret = eng_run(eng, &job, &st, &e);
-	eng_destroy(eng);
+	opts_cur(&o);
+	ret = run_with(&o, &h, &job, &st, &e);
 	CHECKF(ret == -EIO, "%d %s", ret, e.msg);
 	tu_free(&p);
 }
@@ -177,13 +215,31 @@ static void strided_and_unaligned(void)
 	tu_add_item(&p, 1, 4000, 200, 2, 4096, 2, 0);     /* straddles blocks */
 	CHECK(tu_build(&p) == 0);
 	ret = run_plan(&p, NULL, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
+	CHECK_RUN_SAME(&p, ret, &e);
 	CHECK(st.bytes_direct > 0);
+	tu_free(&p);
+}
+
+/* A copy of count runs whose stride equals their length (contiguous runs
+ * written as strided) through a bounce buffer: every run, not only the
+ * first, lands. */
+static void stride_equals_len(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 0 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "stride.bin"), 50000, 22);
+	tu_add_item(&p, 0, 300, 100, 7, 100, 0, 0);
+	tu_add_item(&p, 0, 9000, 1000, 3, 1000, 0, 3);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < p.ncopies; i++)
+		CHECK(p.copies[i].count > 1 && p.copies[i].src_stride == p.copies[i].len);
+	tu_clear(&p, 0x5A);
+	ret = run_plan(&p, NULL, &st, &e, NULL);
+	CHECK_RUN_SAME(&p, ret, &e);
+	CHECK_EQ(st.bytes_direct, 0);
 	tu_free(&p);
 }
 
@@ -197,7 +253,7 @@ static void buffered_unaligned(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	eng_opts_default(&o);
+	opts_cur(&o);
 	o.direct = 0;
 	tu_add_file(&p, path_in(th_tmpdir(), "b.bin"), 77777, 4);
 	tu_add_item(&p, 0, 3, 77774, 1, 0, 0, 0);
@@ -205,12 +261,7 @@ static void buffered_unaligned(void)
 	tu_add_item(&p, 0, 4096, 8000, 1, 0, 1, 0);
 	CHECK(tu_build(&p) == 0);
 	ret = run_plan(&p, &o, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
+	CHECK_RUN_SAME(&p, ret, &e);
 	CHECK_EQ(st.direct_io, 0);
 	tu_free(&p);
 }
@@ -221,109 +272,125 @@ static void tmpfs_files(void)
 	char dir[] = "/dev/shm/ringload-test-XXXXXX";
 	struct eng_stats st;
 	struct rl_err e = { 0 };
-	int ret;
+	int ret = 0;
 
 	if (!mkdtemp(dir))
 		SKIP("no /dev/shm");
-	for (int direct = 0; direct < 2; direct++) {
+	for (int direct = 0; direct < 2 && !th_failed(); direct++) {
 		struct tu_plan p = { .align = 4096, .chunk = 32 << 10, .use_direct = 1 };
 		struct eng_opts o;
 		struct eng_align al;
 
-		eng_opts_default(&o);
+		opts_cur(&o);
 		o.direct = direct;
 		tu_add_file(&p, path_in(dir, "t.bin"), 200001, 5);
-		CHECK(eng_probe_align(p.paths[0], &al) == 0);
-		if (!al.direct)
+		if (eng_probe_align(p.paths[0], &al) != 0 || !al.direct)
 			p.align = 1;
 		tu_add_item(&p, 0, 0, 200001, 1, 0, 0, 0);
 		tu_add_item(&p, 0, 5000, 100, 50, 300, 1, 0);
 		CHECK(tu_build(&p) == 0);
 		ret = run_plan(&p, &o, &st, &e, NULL);
 		unlink(p.paths[0]);
-		if (backend_missing(ret, &e)) {
-			tu_free(&p);
-			rmdir(dir);
-			SKIP(e.msg);
-		}
-		CHECKF(ret == 0, "%d %s", ret, e.msg);
-		CHECK_SAME(&p);
+		if (!backend_missing(ret) && ret == 0 && tu_compare(&p, &(uint64_t){ 0 }))
+			ret = -EILSEQ;
 		tu_free(&p);
+		if (backend_missing(ret) || ret)
+			break;
 	}
 	rmdir(dir);
+	if (backend_missing(ret))
+		SKIP(e.msg);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
 }
 
-/* Random files, random items (contiguous and strided), random chunk,
- * queue depth, buffers and bound: every byte compared. */
+/* One random plan: random files, items (contiguous and strided), chunk,
+ * queue depth, buffers, bound and worker count (0: the table's). */
+static void random_plan(unsigned workers, int round)
+{
+	struct tu_plan p = { 0 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	uint64_t size = 1 + th_rand() % (3 << 20);
+	unsigned nitems = 1 + th_rand() % 12;
+	int ret;
+
+	p.align = th_rand() % 4 ? 4096 : 1;
+	p.chunk = (uint32_t)(4096u << (th_rand() % 8));
+	p.use_direct = (int)(th_rand() % 2);
+	opts_cur(&o);
+	if (workers)
+		o.workers = workers;
+	o.direct = p.align > 1;
+	o.queue_depth = 1 + th_rand() % 32;
+	o.buffers = (unsigned)(th_rand() % 5);
+	o.inflight_bytes = p.chunk * (1 + th_rand() % 8);
+	o.register_buffers = (int)(th_rand() % 2);
+	o.register_files = (int)(th_rand() % 2);
+	tu_add_file(&p, path_in(th_tmpdir(), "r.bin"), size, th_rand());
+	for (unsigned i = 0; i < nitems; i++) {
+		/* RL_MIN evaluates its arguments twice: no th_rand() in it */
+		uint64_t off = th_rand() % size, r = th_rand();
+		uint32_t len = 1 + (uint32_t)(r % RL_MIN(size - off, 100000));
+		uint32_t count = 1, stride = len, most;
+
+		if (th_rand() % 2 && len < 2000) {
+			stride = len + (uint32_t)(th_rand() % 3000);
+			count = 1 + (uint32_t)((size - off - len) / stride);
+			most = 1 + (uint32_t)(th_rand() % 200);
+			count = RL_MIN(count, most);
+		}
+		tu_add_item(&p, 0, off, len, count, stride, (uint32_t)(th_rand() % 3),
+			    (uint32_t)(th_rand() % 2 ? 0 : th_rand() % 4096));
+	}
+	CHECK(tu_build(&p) == 0);
+	ret = run_plan(&p, &o, &st, &e, NULL);
+	if (backend_missing(ret)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "round %d, %u workers: %d %s", round, o.workers, ret, e.msg);
+	CHECK_SAME(&p);
+	CHECKF(st.peak_inflight <= o.inflight_bytes, "peak %llu > bound %llu",
+	       (unsigned long long)st.peak_inflight, (unsigned long long)o.inflight_bytes);
+	CHECKF(st.workers >= 1 && st.workers <= o.workers, "%u workers of %u", st.workers,
+	       o.workers);
+	tu_free(&p);
+}
+
 static void random_plans(void)
 {
-	for (int round = 0; round < 6; round++) {
-		struct tu_plan p = { 0 };
-		struct eng_opts o;
-		struct eng_stats st;
-		struct rl_err e = { 0 };
-		uint64_t size = 1 + th_rand() % (3 << 20);
-		unsigned nitems = 1 + th_rand() % 12;
-		int ret;
-
-		p.align = th_rand() % 4 ? 4096 : 1;
-		p.chunk = (uint32_t)(4096u << (th_rand() % 8));
-		p.use_direct = (int)(th_rand() % 2);
-		eng_opts_default(&o);
-		o.direct = p.align > 1;
-		o.queue_depth = 1 + th_rand() % 32;
-		o.buffers = (unsigned)(th_rand() % 5);
-		o.inflight_bytes = p.chunk * (1 + th_rand() % 8);
-		o.register_buffers = (int)(th_rand() % 2);
-		o.register_files = (int)(th_rand() % 2);
-		tu_add_file(&p, path_in(th_tmpdir(), "r.bin"), size, th_rand());
-		for (unsigned i = 0; i < nitems; i++) {
-			/* RL_MIN evaluates its arguments twice: no th_rand() in it */
-			uint64_t off = th_rand() % size, r = th_rand();
-			uint32_t len = 1 + (uint32_t)(r % RL_MIN(size - off, 100000));
-			uint32_t count = 1, stride = len, most;
-
-			if (th_rand() % 2 && len < 2000) {
-				stride = len + (uint32_t)(th_rand() % 3000);
-				count = 1 + (uint32_t)((size - off - len) / stride);
-				most = 1 + (uint32_t)(th_rand() % 200);
-				count = RL_MIN(count, most);
-			}
-			tu_add_item(&p, 0, off, len, count, stride, (uint32_t)(th_rand() % 3),
-				    (uint32_t)(th_rand() % 2 ? 0 : th_rand() % 4096));
-		}
-		CHECK(tu_build(&p) == 0);
-		ret = run_plan(&p, &o, &st, &e, NULL);
-		if (backend_missing(ret, &e)) {
-			tu_free(&p);
-			SKIP(e.msg);
-		}
-		CHECKF(ret == 0, "round %d: %d %s", round, ret, e.msg);
-		CHECK_SAME(&p);
-		CHECKF(st.peak_inflight <= o.inflight_bytes, "peak %llu > bound %llu",
-		       (unsigned long long)st.peak_inflight,
-		       (unsigned long long)o.inflight_bytes);
-		tu_free(&p);
-	}
+	for (int round = 0; round < 6 && !th_failed(); round++)
+		random_plan(0, round);
 }
 
-/* A slow completion thread (on_shard sleeps): reads pile up to the bound
- * and never past it. ACCEPTANCE D4: 9 bytes of 4-byte reads -> 2 in
- * flight; 5 -> 1. */
+/* Worker counts 1..8 on random plans, byte-exact. */
+static void worker_counts_1_to_8(void)
+{
+	for (unsigned w = 1; w <= 8 && !th_failed(); w++)
+		random_plan(w, (int)w);
+}
+
+/* A slow shard callback: reads pile up to the bound and never past it.
+ * ACCEPTANCE D4: 9 bytes of 4-byte reads -> 2 in flight; 5 -> 1. With
+ * several workers the bound holds for all of them together. */
 struct slow {
 	struct tu_plan *p;
-	int bad;
-	unsigned calls;
+	atomic_int bad;
+	atomic_uint calls;
+	atomic_int inside;      /* on_shard calls running now */
 };
 
 static void slow_shard(void *user, size_t shard)
 {
 	struct slow *s = user;
 
-	if (!tu_shard_ok(s->p, shard))
-		s->bad = 1;
-	s->calls++;
+	/* serialized: never two calls at once */
+	if (atomic_fetch_add(&s->inside, 1) != 0 || !tu_shard_ok(s->p, shard))
+		atomic_store(&s->bad, 1);
+	atomic_fetch_add(&s->calls, 1);
 	usleep(300);
+	atomic_fetch_sub(&s->inside, 1);
 }
 
 static void limiter_bound(void)
@@ -332,7 +399,7 @@ static void limiter_bound(void)
 
 	for (size_t b = 0; b < RL_ARRAY_SIZE(bounds); b++) {
 		struct tu_plan p = { .align = 1, .chunk = 4 };
-		struct slow sl = { &p, 0, 0 };
+		struct slow sl = { .p = &p };
 		struct eng_opts o;
 		struct eng_stats st;
 		struct eng_job job;
@@ -340,7 +407,7 @@ static void limiter_bound(void)
 		uint64_t expect;
 		int ret;
 
-		eng_opts_default(&o);
+		opts_cur(&o);
 		o.direct = 0;
 		o.inflight_bytes = bounds[b];
 		o.buffers = 64;
@@ -360,36 +427,35 @@ static void limiter_bound(void)
 		job.on_shard = slow_shard;
 		job.user = &sl;
 		ret = run_plan(&p, &o, &st, &e, &job);
-		if (backend_missing(ret, &e)) {
-			tu_free(&p);
-			SKIP(e.msg);
-		}
-		CHECKF(ret == 0, "%d %s", ret, e.msg);
-		CHECK_SAME(&p);
-		CHECK(!sl.bad);
-		CHECK_EQ(sl.calls, p.nitems);
-		CHECKF(st.peak_inflight == expect, "bound %llu: peak %llu, expected %llu",
-		       (unsigned long long)bounds[b], (unsigned long long)st.peak_inflight,
-		       (unsigned long long)expect);
+		CHECK_RUN_SAME(&p, ret, &e);
+		CHECK(!atomic_load(&sl.bad));
+		CHECK_EQ(atomic_load(&sl.calls), p.nitems);
+		CHECKF(st.peak_inflight <= bounds[b], "bound %llu: peak %llu",
+		       (unsigned long long)bounds[b], (unsigned long long)st.peak_inflight);
+		/* one worker fills the bound exactly while the callback sleeps */
+		CHECKF(cur_workers > 1 || st.peak_inflight == expect,
+		       "bound %llu: peak %llu, expected %llu", (unsigned long long)bounds[b],
+		       (unsigned long long)st.peak_inflight, (unsigned long long)expect);
 		tu_free(&p);
 	}
 }
 
-/* Shard callbacks: each one must see its shard's bytes complete. */
+/* Shard callbacks: each one must see its shard's bytes complete, once. */
 struct watch {
 	struct tu_plan *p;
-	int bad;
-	unsigned calls;
-	unsigned *seen;
+	atomic_int bad;
+	atomic_uint calls;
+	atomic_uint seen[64];
 };
 
 static void watch_shard(void *user, size_t shard)
 {
 	struct watch *w = user;
 
-	if (shard >= w->p->nitems || !tu_shard_ok(w->p, shard) || w->seen[shard]++)
-		w->bad = 1;
-	w->calls++;
+	if (shard >= w->p->nitems || shard >= 64 || !tu_shard_ok(w->p, shard) ||
+	    atomic_fetch_add(&w->seen[shard], 1))
+		atomic_store(&w->bad, 1);
+	atomic_fetch_add(&w->calls, 1);
 }
 
 static void fault_plan(struct tu_plan *p)
@@ -403,13 +469,34 @@ static void fault_plan(struct tu_plan *p)
 	tu_add_item(p, 0, 99000, 1000, 1, 0, 1, 0);       /* partial last block */
 }
 
-/* EIO, a short read and EAGAIN on the nth submission, n over every read:
- * EIO fails cleanly (code, file, offset, length, errno text; no shard
- * reported that is not complete; nothing leaked); short reads and EAGAIN
- * recover with the same bytes. */
+/* Runs p with hooks h and a shard watch; returns eng_run's code. */
+static int run_watched(struct tu_plan *p, struct eng_opts *o, const struct hooks *h,
+		       struct watch *w, struct eng_stats *st, struct rl_err *e)
+{
+	struct eng_job job;
+
+	memset(w, 0, sizeof(*w));
+	w->p = p;
+	tu_clear(p, 0xAA);
+	tu_job(p, &job);
+	job.on_shard = watch_shard;
+	job.user = w;
+	return run_with(o, h, &job, st, e);
+}
+
+/* EIO (and other errnos), a short read and EAGAIN on the nth submission,
+ * n over every read, whichever worker draws it: a failure ends the whole
+ * run cleanly with the read's own errno (code, file, offset, length,
+ * errno text; no shard reported that is not complete; nothing leaked);
+ * short reads and EAGAIN recover with the same bytes. */
 static void faults_nth_read(void)
 {
-	static const int kinds[] = { ENG_FAULT_EIO, ENG_FAULT_SHORT, ENG_FAULT_EAGAIN };
+	static const struct {
+		int kind, err;
+	} faults[] = {
+		{ ENG_FAULT_EIO, EIO }, { ENG_FAULT_EIO, ENODATA }, { ENG_FAULT_SHORT, 0 },
+		{ ENG_FAULT_EAGAIN, 0 },
+	};
 	struct tu_plan p = { 0 };
 	struct eng_stats st;
 	struct rl_err e = { 0 };
@@ -419,48 +506,80 @@ static void faults_nth_read(void)
 	fault_plan(&p);
 	CHECK(tu_build(&p) == 0);
 	ret = run_plan(&p, NULL, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_RUN_SAME(&p, ret, &e);
 	nreads = st.reads;
 	CHECK(nreads >= 4);
-	for (size_t k = 0; k < RL_ARRAY_SIZE(kinds); k++) {
+	for (size_t k = 0; k < RL_ARRAY_SIZE(faults); k++) {
 		for (uint64_t n = 0; n <= nreads; n++) {
-			unsigned seen[8] = { 0 };
-			struct watch w = { &p, 0, 0, seen };
+			struct hooks h = { .fault_kind = faults[k].kind, .nth = n,
+					   .fault_errno = faults[k].err };
+			struct watch w;
 			struct eng_opts o;
-			struct eng_job job;
-			struct eng *eng;
 
-			tu_clear(&p, 0xAA);
-			eng_opts_default(&o);
-			o.backend = cur_backend;
-			o.queue_depth = 1 + (unsigned)(n % 4);
-			CHECK(eng_create(&o, &eng, &e) == 0);
-			eng_set_fault(eng, ENG_AUTO, kinds[k], n);
-			tu_job(&p, &job);
-			job.on_shard = watch_shard;
-			job.user = &w;
-			ret = eng_run(eng, &job, &st, &e);
-			eng_destroy(eng);
-			CHECKF(!w.bad, "kind %d n %llu: a shard reported incomplete or twice",
-			       kinds[k], (unsigned long long)n);
-			if (kinds[k] == ENG_FAULT_EIO && n < nreads) {
-				CHECKF(ret == -EIO, "n %llu: %d %s", (unsigned long long)n, ret, e.msg);
+			opts_cur(&o);
+			o.queue_depth = RL_MAX(1 + (unsigned)(n % 4), cur_workers);
+			ret = run_watched(&p, &o, &h, &w, &st, &e);
+			CHECKF(!atomic_load(&w.bad), "kind %d n %llu: a shard reported incomplete or twice",
+			       faults[k].kind, (unsigned long long)n);
+			if (faults[k].kind == ENG_FAULT_EIO && n < nreads) {
+				CHECKF(ret == -faults[k].err, "n %llu: %d %s", (unsigned long long)n,
+				       ret, e.msg);
 				CHECKF(strstr(e.msg, "f.bin") && strstr(e.msg, "offset") &&
 				       strstr(e.msg, "length") &&
-				       strstr(e.msg, "Input/output error"), "message: %s", e.msg);
-				CHECK(w.calls < p.nitems);
+				       strstr(e.msg, strerror(faults[k].err)), "message: %s", e.msg);
+				CHECK(atomic_load(&w.calls) < p.nitems);
 				continue;
 			}
-			CHECKF(ret == 0, "kind %d n %llu: %d %s", kinds[k], (unsigned long long)n,
-			       ret, e.msg);
+			CHECKF(ret == 0, "kind %d n %llu: %d %s", faults[k].kind,
+			       (unsigned long long)n, ret, e.msg);
 			CHECK_SAME(&p);
-			CHECK_EQ(w.calls, p.nitems);
-			if (n < nreads && kinds[k] == ENG_FAULT_EAGAIN)
+			CHECK_EQ(atomic_load(&w.calls), p.nitems);
+			if (n < nreads && faults[k].kind == ENG_FAULT_EAGAIN)
 				CHECK(st.retries >= 1);
+		}
+	}
+	tu_free(&p);
+}
+
+/*
+ * A fault in one of 8 workers, in the middle of a larger run: the whole
+ * load fails with that read's error, every other worker stops and drains,
+ * only complete shards were reported (each once), nothing is left in the
+ * kernel, and it ends (a hang fails the suite by its timeout).
+ */
+static void fault_in_one_worker(void)
+{
+	static const int kinds[] = { ENG_FAULT_EIO, ENG_FAULT_HARD };
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "one.bin"), 4 << 20, 23);
+	for (unsigned i = 0; i < 32; i++) /* direct and bounce shards */
+		tu_add_item(&p, 0, (uint64_t)i << 17, i % 2 ? 100000 : 1 << 17, 1, 0, i % 3,
+			    i % 2 ? 7 : 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t k = 0; k < RL_ARRAY_SIZE(kinds); k++) {
+		for (uint64_t n = 3; n < p.nreads; n += 17) {
+			struct hooks h = { .fault_kind = kinds[k], .nth = n };
+			struct watch w;
+			struct eng_opts o;
+
+			opts_cur(&o);
+			o.workers = 8;
+			ret = run_watched(&p, &o, &h, &w, &st, &e);
+			if (backend_missing(ret)) {
+				tu_free(&p);
+				SKIP(e.msg);
+			}
+			CHECKF(ret == (kinds[k] == ENG_FAULT_EIO ? -EIO : -ENOMEM),
+			       "kind %d n %llu: %d %s", kinds[k], (unsigned long long)n, ret, e.msg);
+			CHECKF(!atomic_load(&w.bad), "kind %d n %llu: a shard reported incomplete or twice",
+			       kinds[k], (unsigned long long)n);
+			CHECK(atomic_load(&w.calls) < p.nitems);
+			CHECK_EQ(st.abandoned, 0);
+			CHECK(st.workers > 1);
 		}
 	}
 	tu_free(&p);
@@ -485,26 +604,18 @@ static void hard_submit_error(void)
 	tu_add_item(&p, 0, 1 << 20, (1 << 20) + 333, 1, 0, 1, 0); /* + partial block */
 	CHECK(tu_build(&p) == 0);
 	ret = run_plan(&p, NULL, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_RUN_SAME(&p, ret, &e);
 	nreads = st.reads;
 	CHECK(nreads >= 8);
 	for (uint64_t n = 0; n < nreads; n += 3) {
+		struct hooks h = { .fault_kind = ENG_FAULT_HARD, .nth = n };
 		struct eng_opts o;
 		struct eng_job job;
-		struct eng *eng;
 
-		eng_opts_default(&o);
-		o.backend = cur_backend;
+		opts_cur(&o);
 		o.queue_depth = 8;
-		CHECK(eng_create(&o, &eng, &e) == 0);
-		eng_set_fault(eng, ENG_AUTO, ENG_FAULT_HARD, n);
 		tu_job(&p, &job);
-		ret = eng_run(eng, &job, &st, &e);
-		eng_destroy(eng);
+		ret = run_with(&o, &h, &job, &st, &e);
 		CHECKF(ret == -ENOMEM, "n %llu: %d %s", (unsigned long long)n, ret, e.msg);
 		CHECKF(strstr(e.msg, "Cannot allocate memory"), "n %llu: %s",
 		       (unsigned long long)n, e.msg);
@@ -514,6 +625,72 @@ static void hard_submit_error(void)
 	tu_free(&p);
 }
 
+/* io_uring_submit answering -EAGAIN (the kernel short of request memory)
+ * is not a failure: the reads stay in the ring and go with the next
+ * submission; the bytes are right. */
+static void uring_submit_eagain(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 16 << 10, .use_direct = 1 };
+	struct hooks h = { .submit_eagain = 5 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	whole_item(&p, "sub_eagain.bin", 200000, 24);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(worker_counts); i++) {
+		opts_cur(&o);
+		o.backend = ENG_IO_URING;
+		o.workers = worker_counts[i];
+		tu_job(&p, &job);
+		tu_clear(&p, 0x11);
+		ret = run_with(&o, &h, &job, &st, &e);
+		CHECK_RUN_SAME(&p, ret, &e);
+	}
+	tu_free(&p);
+}
+
+/* The per-read data hook: called once for every read, on the worker that
+ * reaped it, with the read's bytes in place (checksums are built on it). */
+struct data_seen {
+	struct tu_plan *p;
+	atomic_uint calls;
+	atomic_int bad;
+};
+
+static void on_data_check(void *user, const struct rl_read *r, const uint8_t *bytes)
+{
+	struct data_seen *d = user;
+
+	if (memcmp(bytes, d->p->content[r->file] + r->off, r->min_len))
+		atomic_store(&d->bad, 1);
+	atomic_fetch_add(&d->calls, 1);
+}
+
+static void on_data_hook(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 32 << 10, .use_direct = 1 };
+	struct data_seen d = { .p = &p };
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "data.bin"), 300001, 25);
+	tu_add_item(&p, 0, 0, 300001, 1, 0, 0, 0);
+	tu_add_item(&p, 0, 1000, 50, 30, 700, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	job.on_data = on_data_check;
+	job.user = &d;
+	ret = run_plan(&p, NULL, &st, &e, &job);
+	CHECK_RUN_SAME(&p, ret, &e);
+	CHECK(!atomic_load(&d.bad));
+	CHECK_EQ(atomic_load(&d.calls), p.nreads);
+	tu_free(&p);
+}
 /*
  * libaio's blocking reap sleeps until a completion or a wake-up: with
  * nothing in flight it does not come back on its own (it used to poll
@@ -538,6 +715,7 @@ static void *aio_wait_main(void *arg)
 static void aio_reap_sleeps_until_woken(void)
 {
 	struct eng_run rc;
+	struct eng_worker wk;
 	struct eng_stats st;
 	struct be be;
 	struct aio_waiter w;
@@ -545,13 +723,16 @@ static void aio_reap_sleeps_until_woken(void)
 	int ret;
 
 	memset(&rc, 0, sizeof(rc));
+	memset(&wk, 0, sizeof(wk));
 	memset(&st, 0, sizeof(st));
 	memset(&be, 0, sizeof(be));
 	rc.st = &st;
-	rc.qd = 4;
-	rc.nreqs = 4;
+	wk.run = &rc;
+	wk.qd = 4;
+	wk.nreqs = 4;
 	be.ops = &eng_aio_ops;
 	be.run = &rc;
+	be.w = &wk;
 	ret = be.ops->setup(&be);
 	if (ret < 0)
 		SKIP("libaio unavailable");
@@ -578,12 +759,11 @@ static void truncated_file(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "tr.bin"), 100000, 8);
-	tu_add_item(&p, 0, 0, 100000, 1, 0, 0, 0);
+	whole_item(&p, "tr.bin", 100000, 8);
 	CHECK(tu_build(&p) == 0);
 	CHECK(truncate(p.paths[0], 99992) == 0);
 	ret = run_plan(&p, NULL, &st, &e, NULL);
-	if (backend_missing(ret, &e)) {
+	if (backend_missing(ret)) {
 		tu_free(&p);
 		SKIP(e.msg);
 	}
@@ -604,8 +784,7 @@ static void bad_jobs(void)
 	char *saved;
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "bad.bin"), 50000, 9);
-	tu_add_item(&p, 0, 0, 50000, 1, 0, 0, 0);
+	whole_item(&p, "bad.bin", 50000, 9);
 	CHECK(tu_build(&p) == 0);
 
 	saved = p.paths[0];
@@ -614,7 +793,7 @@ static void bad_jobs(void)
 	p.paths[0] = saved;
 	CHECKF(ret == -ENOENT && strstr(e.msg, "nope.bin"), "%d %s", ret, e.msg);
 
-	eng_opts_default(&o);
+	opts_cur(&o);
 	o.inflight_bytes = 4096;
 	ret = run_plan(&p, &o, &st, &e, NULL);
 	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "bound"), "%d %s", ret, e.msg);
@@ -633,6 +812,338 @@ static void bad_jobs(void)
 	ret = run_plan(&p, NULL, &st, &e, NULL);
 	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
 	tu_free(&p);
+}
+
+/* A read the kernel keeps refusing with EAGAIN is retried with a growing
+ * back-off (not 1000 times in a few microseconds), then fails clearly. */
+static void eagain_backs_off(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct hooks h = { .fault_kind = ENG_FAULT_EAGAIN_ALL, .nth = 0 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	uint64_t t0, ns;
+	int ret;
+
+	whole_item(&p, "eagain.bin", 60000, 18);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	eng_opts_default(&o);
+	o.backend = ENG_PREAD;
+	t0 = rl_now_ns();
+	ret = run_with(&o, &h, &job, &st, &e);
+	ns = rl_now_ns() - t0;
+	tu_free(&p);
+	CHECKF(ret == -EIO && strstr(e.msg, "EAGAIN"), "%d %s", ret, e.msg);
+	CHECKF(ns > 100000000ull, "1000 EAGAIN retries took only %llu us",
+	       (unsigned long long)(ns / 1000));
+}
+
+/* A direct read coming back short off the alignment is resubmitted from
+ * the aligned position before: the re-read prefix counts once in
+ * bytes_read, and the bytes are right. */
+static void short_odd_counts_once(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct hooks h = { .fault_kind = ENG_FAULT_SHORT_ODD, .nth = 1 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	whole_item(&p, "odd.bin", 256 << 10, 19);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	tu_clear(&p, 0xCD);
+	opts_cur(&o);
+	ret = run_with(&o, &h, &job, &st, &e);
+	CHECK_RUN_SAME(&p, ret, &e);
+	CHECK(st.retries >= 1);
+	CHECKF(st.bytes_read == 256 << 10, "bytes_read %llu", (unsigned long long)st.bytes_read);
+	tu_free(&p);
+}
+
+/* No reads at all; zero-byte shards are reported once, at the end. */
+static atomic_uint zero_calls;
+static void count_shard(void *user, size_t shard)
+{
+	(void)user;
+	(void)shard;
+	atomic_fetch_add(&zero_calls, 1);
+}
+
+static void empty_job(void)
+{
+	uint64_t shard_bytes[3] = { 0, 0, 0 };
+	struct eng_job job;
+	struct eng_opts o;
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	int ret;
+
+	memset(&job, 0, sizeof(job));
+	job.nshards = 3;
+	job.shard_bytes = shard_bytes;
+	job.on_shard = count_shard;
+	atomic_store(&zero_calls, 0);
+	opts_cur(&o);
+	ret = run_with(&o, NULL, &job, &st, &e);
+	if (backend_missing(ret))
+		SKIP(e.msg);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_EQ(atomic_load(&zero_calls), 3);
+	CHECK_EQ(st.bytes_read, 0);
+	CHECK_EQ(st.reads, 0);
+}
+
+/* A progress callback that says stop cancels the run cleanly; progress
+ * runs on the calling thread, never on another worker. */
+static pthread_t progress_thread;
+static atomic_int progress_elsewhere;
+
+static int stop_at_half(void *user, uint64_t done, uint64_t total)
+{
+	(void)user;
+	if (!pthread_equal(pthread_self(), progress_thread))
+		atomic_store(&progress_elsewhere, 1);
+	return done * 2 >= total;
+}
+
+static void progress_cancels(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	whole_item(&p, "pc.bin", 8 << 20, 10);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	job.on_progress = stop_at_half;
+	job.total_bytes = 8 << 20;
+	progress_thread = pthread_self();
+	atomic_store(&progress_elsewhere, 0);
+	ret = run_plan(&p, NULL, &st, &e, &job);
+	if (backend_missing(ret)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == RL_E_CANCELED, "%d %s", ret, e.msg);
+	CHECK(!atomic_load(&progress_elsewhere));
+	tu_free(&p);
+}
+
+/* rlperf's shape: a generator of reads with no copies (one worker, the
+ * calling thread, whatever the options say). */
+struct gen {
+	uint64_t next, end;
+	uint32_t len;
+	unsigned nread;
+};
+
+static int gen_next(void *user, struct rl_read *out)
+{
+	struct gen *g = user;
+
+	if (g->next >= g->end)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->off = g->next;
+	out->len = out->min_len = g->len;
+	g->next += g->len;
+	return 1;
+}
+
+static void on_read_count(void *user, const struct rl_read *r, uint64_t s, uint64_t c)
+{
+	struct gen *g = user;
+
+	if (c >= s && r->len == g->len)
+		g->nread++;
+}
+
+static void generator_no_copies(void)
+{
+	struct tu_plan p = { 0 };
+	struct gen g = { 0, 4 << 20, 128 << 10, 0 };
+	const char *paths[1];
+	uint64_t sizes[1] = { 4 << 20 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	tu_add_file(&p, path_in(th_tmpdir(), "g.bin"), 4 << 20, 11);
+	paths[0] = p.paths[0];
+	memset(&job, 0, sizeof(job));
+	job.nfiles = 1;
+	job.paths = paths;
+	job.file_sizes = sizes;
+	job.next = gen_next;
+	job.on_read = on_read_count;
+	job.user = &g;
+	opts_cur(&o);
+	o.buffer_bytes = 128 << 10;
+	ret = run_plan(&p, &o, &st, &e, &job);
+	if (backend_missing(ret)) {
+		tu_free(&p);
+		SKIP(e.msg);
+	}
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_EQ(st.bytes_read, 4 << 20);
+	CHECK_EQ(g.nread, 32);
+	CHECK_EQ(st.workers, 1);
+	if (cur_backend == ENG_IO_URING)
+		CHECK(st.registered_buffers > 0 && st.registered_files);
+	tu_free(&p);
+}
+
+/* io_uring refused (as with kernel.io_uring_disabled or a seccomp filter):
+ * auto falls back to libaio and says why; forcing io_uring fails. */
+static void setup_refused_falls_back(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct hooks h = { .fault_kind = ENG_FAULT_SETUP, .fault_backend = ENG_IO_URING };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	whole_item(&p, "fb.bin", 70000, 12);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	opts_cur(&o);
+	o.backend = ENG_AUTO;
+	ret = run_with(&o, &h, &job, &st, &e);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
+	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Operation not permitted"), "%s",
+	       st.fallbacks);
+
+	o.backend = ENG_IO_URING;
+	ret = run_with(&o, &h, &job, &st, &e);
+	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
+	tu_free(&p);
+}
+
+/* The kernel refusing the ring's memory (ENOMEM) is a reason to fall
+ * back, unlike our own allocations failing (alloc_failures); forcing
+ * io_uring fails with the reason. The note's reason is true for the
+ * running kernel: RLIMIT_MEMLOCK only before 5.12. */
+static void uring_enomem_falls_back(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	struct hooks h = { .setup_err = ENOMEM };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	struct utsname u;
+	int ret;
+
+	whole_item(&p, "nomem.bin", 70000, 17);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	opts_cur(&o);
+	o.backend = ENG_AUTO;
+	ret = run_with(&o, &h, &job, &st, &e);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
+	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Cannot allocate memory"), "%s",
+	       st.fallbacks);
+	CHECK(uname(&u) == 0);
+	CHECKF(!strstr(st.fallbacks, "before Linux 5.12") ==
+	       !strstr(eng_ring_nomem_reason(u.release), "before"), "%s on %s", st.fallbacks,
+	       u.release);
+	CHECK(strstr(eng_ring_nomem_reason("5.10.0-28-amd64"), "RLIMIT_MEMLOCK before Linux 5.12"));
+	CHECK(strstr(eng_ring_nomem_reason("4.19.0"), "RLIMIT_MEMLOCK"));
+	CHECK(!strstr(eng_ring_nomem_reason("6.18.44-fc"), "RLIMIT_MEMLOCK"));
+	CHECK(!strstr(eng_ring_nomem_reason("5.12.0"), "RLIMIT_MEMLOCK"));
+
+	o.backend = ENG_IO_URING;
+	ret = run_with(&o, &h, &job, &st, &e);
+	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
+	tu_free(&p);
+}
+
+/* A real seccomp filter refusing io_uring_setup with errno err (as
+ * container runtimes do), installed in a child: auto falls back to libaio
+ * and says why. */
+static int seccomp_child(struct tu_plan *p, int err)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { RL_ARRAY_SIZE(f), f };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	char want[128];
+	uint64_t at;
+	int ret;
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 4;
+	eng_opts_default(&o);
+	o.backend = ENG_AUTO;
+	cur_backend = ENG_AUTO;
+	ret = run_plan(p, &o, &st, &e, NULL);
+	snprintf(want, sizeof(want), "io_uring unavailable: %s", strerror(err));
+	if (ret || tu_compare(p, &at) || st.backend != ENG_LIBAIO || !strstr(st.fallbacks, want)) {
+		printf("    child: %d %s; backend %d; fallbacks '%s'\n", ret, e.msg, st.backend,
+		       st.fallbacks);
+		return 1;
+	}
+	return 0;
+}
+
+static void seccomp_falls_back(void)
+{
+	static const int errs[] = { ENOSYS, EPERM };
+#if defined(__x86_64__)
+	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+
+	tu_add_file(&p, path_in(th_tmpdir(), "sc.bin"), 90000, 15);
+	tu_add_item(&p, 0, 0, 90000, 1, 0, 0, 0);
+	tu_add_item(&p, 0, 100, 30, 50, 1000, 1, 0);
+	CHECK(tu_build(&p) == 0);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(errs); i++) {
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0)
+			_exit(seccomp_child(&p, errs[i]));
+		CHECK(waitpid(pid, &status, 0) == pid);
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
+			tu_free(&p);
+			SKIP("seccomp filters unavailable");
+		}
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %d",
+		       strerror(errs[i]), status);
+	}
+	tu_free(&p);
+#else
+	(void)errs;
+	SKIP("seccomp filter written for x86_64");
+#endif
 }
 
 /* A hand-made job: one file of fsize bytes, reads and copies as given,
@@ -700,7 +1211,6 @@ static void huge_bounce_read(void)
 	struct rl_copy c = { .src = 0, .len = 1, .count = 1 };
 	struct eng_stats st;
 	struct eng_pool pool;
-	struct eng_run rc;
 	struct rl_err e = { 0 };
 	struct hand h;
 	int ret;
@@ -712,9 +1222,7 @@ static void huge_bounce_read(void)
 	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "bounce buffer"), "%d %s", ret, e.msg);
 	CHECK_EQ(st.reads, 0);
 
-	memset(&rc, 0, sizeof(rc));
-	rc.st = &st;
-	ret = eng_pool_create(&pool, 1, 0xFFFFF001u, &rc);
+	ret = eng_pool_create(&pool, 1, 0xFFFFF001u, 0);
 	if (ret == 0)
 		eng_pool_destroy(&pool);
 	CHECKF(ret < 0, "pool of 0xFFFFF001 bytes: %d", ret);
@@ -815,13 +1323,13 @@ static void shard_reported_once(void)
  * kernel: a few refusals are retried after short sleeps (the owner used to
  * sleep forever in poll), persistent ones fail the run clearly. In a child
  * with an alarm, so a hang fails the test rather than the suite. */
-static int aio_refuse_child(struct tu_plan *p, uint32_t n)
+static int aio_refuse_child(struct tu_plan *p, uint32_t n, unsigned workers)
 {
+	struct hooks h = { .aio_refuse = n };
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
 	struct rl_err e = { 0 };
-	struct eng *eng;
 	uint64_t at;
 	int ret;
 
@@ -829,13 +1337,10 @@ static int aio_refuse_child(struct tu_plan *p, uint32_t n)
 	eng_opts_default(&o);
 	o.backend = ENG_LIBAIO;
 	o.queue_depth = 2;
-	if (eng_create(&o, &eng, &e) < 0)
-		return 1;
-	eng_set_aio_refuse(eng, n);
+	o.workers = workers;
 	tu_job(p, &job);
 	tu_clear(p, 0xAB);
-	ret = eng_run(eng, &job, &st, &e);
-	eng_destroy(eng);
+	ret = run_with(&o, &h, &job, &st, &e);
 	if (ret == RL_E_BACKEND)
 		return 4;
 	if (n == UINT32_MAX) {
@@ -856,7 +1361,7 @@ static void aio_submit_refused(void)
 	tu_add_file(&p, path_in(th_tmpdir(), "refuse.bin"), 70000, 16);
 	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
 	CHECK(tu_build(&p) == 0);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(refusals); i++) {
+	for (size_t i = 0; i < 2 * RL_ARRAY_SIZE(refusals); i++) {
 		int status = 0;
 		pid_t pid;
 
@@ -864,14 +1369,14 @@ static void aio_submit_refused(void)
 		pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0)
-			_exit(aio_refuse_child(&p, refusals[i]));
+			_exit(aio_refuse_child(&p, refusals[i / 2], i % 2 ? 2 : 1));
 		CHECK(waitpid(pid, &status, 0) == pid);
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
 			tu_free(&p);
 			SKIP("libaio unavailable");
 		}
 		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		       "%u refusals: child status %d", refusals[i], status);
+		       "%u refusals: child status %d", refusals[i / 2], status);
 	}
 	tu_free(&p);
 }
@@ -907,349 +1412,6 @@ static void copies_within_min_len(void)
 	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
 }
 
-/* A read the kernel keeps refusing with EAGAIN is retried with a growing
- * back-off (not 1000 times in a few microseconds), then fails clearly. */
-static void eagain_backs_off(void)
-{
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct eng_opts o;
-	struct eng_stats st;
-	struct eng_job job;
-	struct rl_err e = { 0 };
-	struct eng *eng;
-	uint64_t t0, ns;
-	int ret;
-
-	tu_add_file(&p, path_in(th_tmpdir(), "eagain.bin"), 60000, 18);
-	tu_add_item(&p, 0, 0, 60000, 1, 0, 0, 0);
-	CHECK(tu_build(&p) == 0);
-	tu_job(&p, &job);
-	eng_opts_default(&o);
-	o.backend = ENG_PREAD;
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	eng_set_fault(eng, ENG_AUTO, ENG_FAULT_EAGAIN_ALL, 0);
-	t0 = eng_now_ns();
-	ret = eng_run(eng, &job, &st, &e);
-	ns = eng_now_ns() - t0;
-	eng_destroy(eng);
-	tu_free(&p);
-	CHECKF(ret == -EIO && strstr(e.msg, "EAGAIN"), "%d %s", ret, e.msg);
-	CHECKF(ns > 100000000ull, "1000 EAGAIN retries took only %llu us",
-	       (unsigned long long)(ns / 1000));
-}
-
-/* A direct read coming back short off the alignment is resubmitted from
- * the aligned position before: the re-read prefix counts once in
- * bytes_read, and the bytes are right. */
-static void short_odd_counts_once(void)
-{
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct eng_opts o;
-	struct eng_stats st;
-	struct eng_job job;
-	struct rl_err e = { 0 };
-	struct eng *eng;
-	int ret;
-
-	tu_add_file(&p, path_in(th_tmpdir(), "odd.bin"), 256 << 10, 19);
-	tu_add_item(&p, 0, 0, 256 << 10, 1, 0, 0, 0);
-	CHECK(tu_build(&p) == 0);
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
-		tu_job(&p, &job);
-		tu_clear(&p, 0xCD);
-		eng_opts_default(&o);
-		o.backend = backends[b];
-		CHECK(eng_create(&o, &eng, &e) == 0);
-		eng_set_fault(eng, ENG_AUTO, ENG_FAULT_SHORT_ODD, 1);
-		ret = eng_run(eng, &job, &st, &e);
-		eng_destroy(eng);
-		if (ret == RL_E_BACKEND)
-			continue;
-		CHECKF(ret == 0, "%s: %d %s", eng_backend_name(backends[b]), ret, e.msg);
-		CHECK_SAME(&p);
-		CHECK(st.retries >= 1);
-		CHECKF(st.bytes_read == 256 << 10, "%s: bytes_read %llu",
-		       eng_backend_name(backends[b]), (unsigned long long)st.bytes_read);
-	}
-	tu_free(&p);
-}
-
-/* No reads at all; zero-byte shards are reported once, at the end. */
-static unsigned zero_calls;
-static void count_shard(void *user, size_t shard)
-{
-	(void)user;
-	(void)shard;
-	zero_calls++;
-}
-
-static void empty_job(void)
-{
-	uint64_t shard_bytes[3] = { 0, 0, 0 };
-	struct eng_job job;
-	struct eng_opts o;
-	struct eng_stats st;
-	struct rl_err e = { 0 };
-	struct eng *eng;
-	int ret;
-
-	memset(&job, 0, sizeof(job));
-	job.nshards = 3;
-	job.shard_bytes = shard_bytes;
-	job.on_shard = count_shard;
-	zero_calls = 0;
-	eng_opts_default(&o);
-	o.backend = cur_backend;
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	ret = eng_run(eng, &job, &st, &e);
-	eng_destroy(eng);
-	if (backend_missing(ret, &e))
-		SKIP(e.msg);
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_EQ(zero_calls, 3);
-	CHECK_EQ(st.bytes_read, 0);
-	CHECK_EQ(st.reads, 0);
-}
-
-/* A progress callback that says stop cancels the run cleanly. */
-static int stop_at_half(void *user, uint64_t done, uint64_t total)
-{
-	(void)user;
-	return done * 2 >= total;
-}
-
-static void progress_cancels(void)
-{
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct eng_stats st;
-	struct eng_job job;
-	struct rl_err e = { 0 };
-	int ret;
-
-	tu_add_file(&p, path_in(th_tmpdir(), "pc.bin"), 8 << 20, 10);
-	tu_add_item(&p, 0, 0, 8 << 20, 1, 0, 0, 0);
-	CHECK(tu_build(&p) == 0);
-	tu_job(&p, &job);
-	job.on_progress = stop_at_half;
-	job.total_bytes = 8 << 20;
-	ret = run_plan(&p, NULL, &st, &e, &job);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == RL_E_CANCELED, "%d %s", ret, e.msg);
-	tu_free(&p);
-}
-
-/* rlperf's shape: a generator of reads with no copies. */
-struct gen {
-	uint64_t next, end;
-	uint32_t len;
-	unsigned nread;
-};
-
-static int gen_next(void *user, struct rl_read *out)
-{
-	struct gen *g = user;
-
-	if (g->next >= g->end)
-		return 0;
-	memset(out, 0, sizeof(*out));
-	out->off = g->next;
-	out->len = out->min_len = g->len;
-	g->next += g->len;
-	return 1;
-}
-
-static void on_read_count(void *user, const struct rl_read *r, uint64_t s, uint64_t c)
-{
-	struct gen *g = user;
-
-	if (c >= s && r->len == g->len)
-		g->nread++;
-}
-
-static void generator_no_copies(void)
-{
-	struct tu_plan p = { 0 };
-	struct gen g = { 0, 4 << 20, 128 << 10, 0 };
-	const char *paths[1];
-	uint64_t sizes[1] = { 4 << 20 };
-	struct eng_opts o;
-	struct eng_stats st;
-	struct eng_job job;
-	struct rl_err e = { 0 };
-	int ret;
-
-	tu_add_file(&p, path_in(th_tmpdir(), "g.bin"), 4 << 20, 11);
-	paths[0] = p.paths[0];
-	memset(&job, 0, sizeof(job));
-	job.nfiles = 1;
-	job.paths = paths;
-	job.file_sizes = sizes;
-	job.next = gen_next;
-	job.on_read = on_read_count;
-	job.user = &g;
-	eng_opts_default(&o);
-	o.buffer_bytes = 128 << 10;
-	ret = run_plan(&p, &o, &st, &e, &job);
-	if (backend_missing(ret, &e)) {
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_EQ(st.bytes_read, 4 << 20);
-	CHECK_EQ(g.nread, 32);
-	if (cur_backend == ENG_IO_URING)
-		CHECK(st.registered_buffers > 0 && st.registered_files);
-	tu_free(&p);
-}
-
-/* io_uring refused (as with kernel.io_uring_disabled or a seccomp filter):
- * auto falls back to libaio and says why; forcing io_uring fails. */
-static void setup_refused_falls_back(void)
-{
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct eng_opts o;
-	struct eng_stats st;
-	struct eng_job job;
-	struct rl_err e = { 0 };
-	struct eng *eng;
-	int ret;
-
-	tu_add_file(&p, path_in(th_tmpdir(), "fb.bin"), 70000, 12);
-	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
-	CHECK(tu_build(&p) == 0);
-	tu_job(&p, &job);
-	eng_opts_default(&o);
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	eng_set_fault(eng, ENG_IO_URING, ENG_FAULT_SETUP, 0);
-	ret = eng_run(eng, &job, &st, &e);
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
-	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
-	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Operation not permitted"), "%s",
-	       st.fallbacks);
-	eng_destroy(eng);
-
-	o.backend = ENG_IO_URING;
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	eng_set_fault(eng, ENG_IO_URING, ENG_FAULT_SETUP, 0);
-	ret = eng_run(eng, &job, &st, &e);
-	eng_destroy(eng);
-	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
-	tu_free(&p);
-}
-
-/* The kernel refusing the ring's memory (ENOMEM: RLIMIT_MEMLOCK before
- * 5.12) is a reason to fall back, unlike our own allocations failing
- * (alloc_failures); forcing io_uring fails with the reason. */
-static void uring_enomem_falls_back(void)
-{
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct eng_opts o;
-	struct eng_stats st;
-	struct eng_job job;
-	struct rl_err e = { 0 };
-	struct eng *eng;
-	int ret;
-
-	tu_add_file(&p, path_in(th_tmpdir(), "nomem.bin"), 70000, 17);
-	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
-	CHECK(tu_build(&p) == 0);
-	tu_job(&p, &job);
-	eng_opts_default(&o);
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	eng_set_uring_setup_err(eng, ENOMEM);
-	ret = eng_run(eng, &job, &st, &e);
-	eng_destroy(eng);
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
-	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
-	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Cannot allocate memory"), "%s",
-	       st.fallbacks);
-
-	o.backend = ENG_IO_URING;
-	CHECK(eng_create(&o, &eng, &e) == 0);
-	eng_set_uring_setup_err(eng, ENOMEM);
-	ret = eng_run(eng, &job, &st, &e);
-	eng_destroy(eng);
-	CHECKF(ret == RL_E_BACKEND && strstr(e.msg, "io_uring"), "%d %s", ret, e.msg);
-	tu_free(&p);
-}
-
-/* A real seccomp filter refusing io_uring_setup with errno err (as
- * container runtimes do), installed in a child: auto falls back to libaio
- * and says why. */
-static int seccomp_child(struct tu_plan *p, int err)
-{
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	struct sock_fprog prog = { RL_ARRAY_SIZE(f), f };
-	struct eng_opts o;
-	struct eng_stats st;
-	struct rl_err e = { 0 };
-	char want[128];
-	uint64_t at;
-	int ret;
-
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
-		return 4;
-	eng_opts_default(&o);
-	o.backend = ENG_AUTO;
-	cur_backend = ENG_AUTO;
-	ret = run_plan(p, &o, &st, &e, NULL);
-	snprintf(want, sizeof(want), "io_uring unavailable: %s", strerror(err));
-	if (ret || tu_compare(p, &at) || st.backend != ENG_LIBAIO || !strstr(st.fallbacks, want)) {
-		printf("    child: %d %s; backend %d; fallbacks '%s'\n", ret, e.msg, st.backend,
-		       st.fallbacks);
-		return 1;
-	}
-	return 0;
-}
-
-static void seccomp_falls_back(void)
-{
-	static const int errs[] = { ENOSYS, EPERM };
-#if defined(__x86_64__)
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-
-	tu_add_file(&p, path_in(th_tmpdir(), "sc.bin"), 90000, 15);
-	tu_add_item(&p, 0, 0, 90000, 1, 0, 0, 0);
-	tu_add_item(&p, 0, 100, 30, 50, 1000, 1, 0);
-	CHECK(tu_build(&p) == 0);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(errs); i++) {
-		int status = 0;
-		pid_t pid;
-
-		fflush(stdout);
-		pid = fork();
-		CHECK(pid >= 0);
-		if (pid == 0)
-			_exit(seccomp_child(&p, errs[i]));
-		CHECK(waitpid(pid, &status, 0) == pid);
-		if (WIFEXITED(status) && WEXITSTATUS(status) == 4) {
-			tu_free(&p);
-			SKIP("seccomp filters unavailable");
-		}
-		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %d",
-		       strerror(errs[i]), status);
-	}
-	tu_free(&p);
-#else
-	(void)errs;
-	SKIP("seccomp filter written for x86_64");
-#endif
-}
-
 /* An unprivileged user (no CAP_IPC_LOCK, RLIMIT_MEMLOCK 8 MiB) with a
  * 32 MiB pool: registration and locking shrink or stop, the load
  * succeeds with the same bytes and the stats say so. */
@@ -1282,8 +1444,7 @@ static void unprivileged_memlock(void)
 		if (setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) ||
 		    setgid(65534) || setuid(65534))
 			_exit(3);
-		eng_opts_default(&o);
-		o.backend = cur_backend;
+		opts_cur(&o);
 		o.buffers = 32;
 		o.inflight_bytes = 64 << 20;
 		ret = run_plan(&p, &o, &st, &e, NULL);
@@ -1336,8 +1497,7 @@ static void alloc_failures(void)
 		struct eng_job job;
 		struct eng *eng = NULL;
 
-		eng_opts_default(&o);
-		o.backend = cur_backend;
+		opts_cur(&o);
 		tu_job(&p, &job);
 		rl_alloc_fail_after(n);
 		ret = eng_create(&o, &eng, &e);
@@ -1359,50 +1519,56 @@ static void alloc_failures(void)
 	tu_free(&p);
 }
 
+struct test {
+	const char *name;
+	th_fn fn;
+};
+
+#define T(fn) { #fn, fn }
+
 int main(void)
 {
-	static const struct {
-		const char *name;
-		th_fn fn;
-	} tests[] = {
-		{ "whole_file_direct", whole_file_direct },
-		{ "strided_and_unaligned", strided_and_unaligned },
-		{ "large_direct", large_direct },
-		{ "buffered_unaligned", buffered_unaligned },
-		{ "tmpfs_files", tmpfs_files },
-		{ "random_plans", random_plans },
-		{ "limiter_bound", limiter_bound },
-		{ "faults_nth_read", faults_nth_read },
-		{ "hard_submit_error", hard_submit_error },
-		{ "truncated_file", truncated_file },
-		{ "empty_job", empty_job },
-		{ "progress_cancels", progress_cancels },
-		{ "generator_no_copies", generator_no_copies },
-		{ "unprivileged_memlock", unprivileged_memlock },
-		{ "alloc_failures", alloc_failures },
+	/* every backend, with one worker and with several */
+	static const struct test each[] = {
+		T(whole_file_direct), T(strided_and_unaligned), T(stride_equals_len),
+		T(large_direct), T(buffered_unaligned), T(tmpfs_files), T(random_plans),
+		T(limiter_bound), T(faults_nth_read), T(hard_submit_error), T(truncated_file),
+		T(short_odd_counts_once), T(empty_job), T(progress_cancels),
+		T(generator_no_copies), T(on_data_hook), T(unprivileged_memlock),
+		T(alloc_failures),
+	};
+	/* every backend, worker counts chosen inside */
+	static const struct test per_backend[] = {
+		T(worker_counts_1_to_8), T(fault_in_one_worker),
+	};
+	static const struct test once[] = {
+		T(bad_jobs), T(huge_bounce_read), T(empty_copy_bounds), T(shard_reported_once),
+		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
+		T(uring_submit_eagain), T(aio_reap_sleeps_until_woken),
+		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
 	};
 	char name[128];
 
 	th_seed();
 	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
 		cur_backend = backends[b];
-		for (size_t t = 0; t < RL_ARRAY_SIZE(tests); t++) {
+		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
+			cur_workers = worker_counts[w];
+			for (size_t t = 0; t < RL_ARRAY_SIZE(each); t++) {
+				snprintf(name, sizeof(name), "%s/%uw/%s",
+					 eng_backend_name(cur_backend), cur_workers, each[t].name);
+				th_run(name, each[t].fn);
+			}
+		}
+		cur_workers = 1;
+		for (size_t t = 0; t < RL_ARRAY_SIZE(per_backend); t++) {
 			snprintf(name, sizeof(name), "%s/%s", eng_backend_name(cur_backend),
-				 tests[t].name);
-			th_run(name, tests[t].fn);
+				 per_backend[t].name);
+			th_run(name, per_backend[t].fn);
 		}
 	}
-	RUN(bad_jobs);
-	RUN(huge_bounce_read);
-	RUN(empty_copy_bounds);
-	RUN(shard_reported_once);
-	RUN(aio_submit_refused);
-	RUN(copies_within_min_len);
-	RUN(eagain_backs_off);
-	RUN(short_odd_counts_once);
-	RUN(aio_reap_sleeps_until_woken);
-	RUN(setup_refused_falls_back);
-	RUN(uring_enomem_falls_back);
-	RUN(seccomp_falls_back);
+	cur_backend = ENG_IO_URING;
+	for (size_t t = 0; t < RL_ARRAY_SIZE(once); t++)
+		th_run(once[t].name, once[t].fn);
 	return th_done();
 }

@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -23,9 +25,28 @@
 #include "harness.h"
 #include "ringload.h"
 
+#define RL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
 				       RL_BACKEND_PREAD };
+/* one worker (the calling thread alone) and several */
+static const unsigned worker_counts[] = { 1, 3 };
 static rl_backend cur = RL_BACKEND_IO_URING;
+static unsigned cur_workers = 1;
+
+/* A loader on the current backend and worker count (NULL when out of
+ * memory or refused). */
+static rl_loader *new_loader(void)
+{
+	rl_loader *ld = rl_loader_create();
+
+	if (ld && (rl_loader_set(ld, RL_OPT_BACKEND, cur) < 0 ||
+		   rl_loader_set(ld, RL_OPT_WORKERS, cur_workers) < 0)) {
+		rl_loader_destroy(ld);
+		return NULL;
+	}
+	return ld;
+}
 
 static char *tmp_path(const char *name)
 {
@@ -74,17 +95,13 @@ static char *slurp(const char *path, size_t *n)
 static int load(const rl_ckpt *ck, const rl_spec *spec, int process, rl_loader **ldp,
 		rl_plan **planp)
 {
-	rl_loader *ld = rl_loader_create();
-	int ret;
+	rl_loader *ld = new_loader();
 
 	*ldp = ld;
 	*planp = NULL;
 	if (!ld)
 		return -ENOMEM;
-	ret = rl_loader_set(ld, RL_OPT_BACKEND, cur);
-	if (ret == 0)
-		ret = rl_loader_load(ld, ck, spec, process, planp);
-	return ret;
+	return rl_loader_load(ld, ck, spec, process, planp);
 }
 
 /* ------------------------------------------------------------------ */
@@ -284,9 +301,12 @@ static const char *random_dim_spec(void)
 
 static void random_shardings(void)
 {
+	unsigned workers = cur_workers;
 	size_t verified = 0;
 
 	for (int round = 0; round < 8; round++) {
+		/* several workers: each count from 1 to 8 once */
+		cur_workers = workers > 1 ? 1 + (unsigned)round : 1;
 		struct rt t[12];
 		unsigned n = 1 + (unsigned)(th_rand() % 12);
 		uint64_t data_start, fsize;
@@ -368,6 +388,7 @@ static void random_shardings(void)
 		free(file);
 		free(spec_json);
 	}
+	cur_workers = workers;
 	CHECK(verified > 0);
 }
 
@@ -438,14 +459,21 @@ struct cb_state {
 	int bad;
 	uint64_t last_done, total;
 	int cancel;
+	atomic_int inside;      /* on_shard calls running now */
+	atomic_int overlapped;  /* two ran at once */
 };
 
+/* Serialized by the loader: the plain counters need no lock, and two
+ * calls never overlap (checked). */
 static void on_shard_cb(void *user, size_t s)
 {
 	struct cb_state *cs = user;
 
+	if (atomic_fetch_add(&cs->inside, 1))
+		atomic_store(&cs->overlapped, 1);
 	cs->calls[s]++;
-	(void)cs;
+	usleep(50);
+	atomic_fetch_sub(&cs->inside, 1);
 }
 
 static int on_progress_cb(void *user, uint64_t done, uint64_t total)
@@ -466,7 +494,7 @@ static void callbacks(void)
 	uint8_t *file;
 	rl_ckpt *ck = rl_ckpt_create();
 	rl_plan *plan = rl_plan_create();
-	rl_loader *ld = rl_loader_create();
+	rl_loader *ld = new_loader();
 	unsigned calls[64] = { 0 };
 	struct cb_state cs;
 	size_t nsh;
@@ -481,7 +509,6 @@ static void callbacks(void)
 	CHECK(nsh <= 64);
 	memset(&cs, 0, sizeof(cs));
 	cs.calls = calls;
-	CHECK(rl_loader_set(ld, RL_OPT_BACKEND, cur) == 0);
 	CHECK(rl_loader_set_callbacks(ld, on_shard_cb, on_progress_cb, &cs) == 0);
 	ret = rl_loader_run(ld, plan);
 	if (ret == RL_E_BACKEND)
@@ -490,6 +517,7 @@ static void callbacks(void)
 	for (size_t s = 0; s < nsh; s++)
 		CHECKF(calls[s] == 1, "shard %zu reported %u times", s, calls[s]);
 	CHECK(!cs.bad);
+	CHECK(!atomic_load(&cs.overlapped));
 	CHECK(cs.last_done == cs.total);
 
 	/* cancel at a quarter: an error, no staging handed out */
@@ -551,7 +579,7 @@ static void read_once(void)
 	       rl_spec_errmsg(spec));
 	for (int p = 0; p < 2; p++) {
 		rl_plan *plan = rl_plan_create();
-		rl_loader *ld = rl_loader_create();
+		rl_loader *ld = new_loader();
 		struct ro_state rs;
 		size_t nsh;
 
@@ -563,7 +591,6 @@ static void read_once(void)
 		CHECKF(rl_plan_build(plan, ck, spec) == 0, "%s", rl_plan_errmsg(plan));
 		nsh = rl_plan_num_shards(plan);
 		CHECK(nsh <= 128);
-		CHECK(rl_loader_set(ld, RL_OPT_BACKEND, cur) == 0);
 		CHECK(rl_loader_set_callbacks(ld, ro_on_shard, NULL, &rs) == 0);
 		ret = rl_loader_run(ld, plan);
 		if (ret == RL_E_BACKEND) {
@@ -623,7 +650,7 @@ static void caller_staging(void)
 	uint8_t *file = write_random_ckpt(tmp_path("cs.safetensors"), t, 8, &data_start, &fsize);
 	rl_ckpt *ck = rl_ckpt_create();
 	rl_plan *plan = rl_plan_create();
-	rl_loader *ld = rl_loader_create();
+	rl_loader *ld = new_loader();
 	rl_device_info di;
 	rl_load_stats st;
 	uint8_t *mem;
@@ -637,8 +664,10 @@ static void caller_staging(void)
 	len = di.staging_bytes + 8192;
 	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(mem != MAP_FAILED);
-	CHECK(rl_loader_set(ld, RL_OPT_BACKEND, cur) == 0);
 	CHECK(rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_CALLER) == 0);
+	/* O_DIRECT even when the page cache holds the file: the misaligned
+	 * area must go through bounce buffers */
+	CHECK(rl_loader_set(ld, RL_OPT_DIRECT, RL_DIRECT_ON) == 0);
 	ret = rl_loader_run(ld, plan);
 	CHECKF(ret == RL_E_STAGING, "%d %s", ret, rl_loader_errmsg(ld));
 	CHECK(rl_loader_set_staging(ld, 0, mem, di.staging_bytes ? di.staging_bytes - 1 : 0) == 0 ||
@@ -689,7 +718,7 @@ static void truncated_after_plan(void)
 	uint8_t *file = write_random_ckpt(tmp_path("tr.safetensors"), t, 4, &data_start, &fsize);
 	rl_ckpt *ck = rl_ckpt_create();
 	rl_plan *plan = rl_plan_create();
-	rl_loader *ld = rl_loader_create();
+	rl_loader *ld = new_loader();
 	int ret;
 
 	CHECK(file && ck && plan && ld);
@@ -703,7 +732,6 @@ static void truncated_after_plan(void)
 		return;
 	}
 	CHECK(truncate(tmp_path("tr.safetensors"), (off_t)(fsize - 8)) == 0);
-	CHECK(rl_loader_set(ld, RL_OPT_BACKEND, cur) == 0);
 	ret = rl_loader_run(ld, plan);
 	rl_loader_destroy(ld);
 	rl_plan_destroy(plan);
@@ -833,6 +861,254 @@ static void cli_unprivileged(void)
 	CHECKF(st == 0, "exit %d: %s", st, out ? out : "");
 	CHECKF(out && strstr(out, "0 differ"), "%s", out ? out : "");
 	free(out);
+}
+
+
+/* ------------------------------------------------------------------ */
+/* The page cache: buffered when the file is there, O_DIRECT when not */
+
+/* Drops the file's pages from the page cache (clean after fsync). */
+static int evict(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	int ret;
+
+	if (fd < 0)
+		return -1;
+	ret = fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ? -1 : 0;
+	close(fd);
+	return ret;
+}
+
+/* Reads the whole file through the page cache, as `cat` does. */
+static int warm(const char *path)
+{
+	char buf[65536];
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	close(fd);
+	return n < 0 ? -1 : 0;
+}
+
+/* Loads ck whole with RL_OPT_DIRECT = direct; checks the bytes against
+ * file and returns file 0's statistics in *fs (0, or the load's code). */
+static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, uint64_t data_start,
+			    const struct rt *t, unsigned n, rl_file_stats *fs, rl_load_stats_ex *x)
+{
+	rl_loader *ld = new_loader();
+	rl_plan *plan = NULL;
+	int ret = ld ? rl_loader_set(ld, RL_OPT_DIRECT, direct) : -ENOMEM;
+
+	if (ret == 0)
+		ret = rl_loader_load(ld, ck, NULL, 0, &plan);
+	for (size_t s = 0; ret == 0 && s < rl_plan_num_shards(plan); s++) {
+		rl_shard_info si;
+		uint8_t *base;
+
+		rl_plan_shard(plan, s, &si);
+		base = rl_loader_staging(ld, si.device, NULL);
+		for (unsigned i = 0; i < n; i++)
+			if (!strcmp(t[i].name, si.name) &&
+			    memcmp(file + data_start + t[i].off, base + si.offset, si.nbytes))
+				ret = -EILSEQ;
+	}
+	fs->size = sizeof(*fs);
+	x->size = sizeof(*x);
+	if (ret == 0 && (rl_loader_get_file_stats(ld, 0, fs) || rl_loader_get_stats_ex(ld, x)))
+		ret = -EINVAL;
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	return ret;
+}
+
+/*
+ * RL_DIRECT_AUTO reads a file the page cache holds (just read, as by
+ * `cat`) buffered, and one evicted from it with O_DIRECT, byte-exact both
+ * ways and saying so per file; RL_DIRECT_ON and RL_DIRECT_OFF force
+ * either way whatever the cache holds.
+ */
+static void hot_cache_choice(void)
+{
+	static const struct {
+		int hot, direct, mode;
+	} cases[] = {
+		{ 1, RL_DIRECT_AUTO, RL_FILE_CACHED }, { 0, RL_DIRECT_AUTO, RL_FILE_DIRECT },
+		{ 1, RL_DIRECT_ON, RL_FILE_DIRECT }, { 0, RL_DIRECT_OFF, RL_FILE_BUFFERED },
+	};
+	struct rt t[10];
+	uint64_t data_start, fsize;
+	const char *path = tmp_path("hot.safetensors");
+	uint8_t *file;
+	rl_ckpt *ck = rl_ckpt_create();
+	int ret = 0;
+
+	force_rank = 2;
+	file = write_random_ckpt(path, t, 10, &data_start, &fsize);
+	force_rank = 0;
+	CHECK(file && ck);
+	CHECK(rl_ckpt_open(ck, path) == 0);
+	for (size_t c = 0; c < RL_ARRAY_SIZE(cases) && !th_failed(); c++) {
+		rl_file_stats fs;
+		rl_load_stats_ex x;
+
+		CHECK(cases[c].hot ? warm(path) == 0 : evict(path) == 0);
+		ret = load_direct_mode(ck, cases[c].direct, file, data_start, t, 10, &fs, &x);
+		if (ret == RL_E_BACKEND)
+			break;
+		CHECKF(ret == 0, "case %zu: %d", c, ret);
+		CHECKF(fs.mode == cases[c].mode, "case %zu: mode %d, resident %llu of %llu", c,
+		       fs.mode, (unsigned long long)fs.bytes_resident,
+		       (unsigned long long)fs.bytes_needed);
+		CHECK(fs.bytes_needed >= fsize - data_start);
+		if (cases[c].direct == RL_DIRECT_AUTO && cases[c].hot)
+			CHECK(fs.bytes_resident * 10 >= fs.bytes_needed * 9 && x.files_cached == 1 &&
+			      x.bytes_buffered > 0);
+		if (cases[c].direct == RL_DIRECT_AUTO && !cases[c].hot)
+			CHECK(fs.bytes_resident * 10 < fs.bytes_needed * 9 && x.files_cached == 0);
+	}
+	rl_ckpt_destroy(ck);
+	free(file);
+	if (ret == RL_E_BACKEND)
+		SKIP("backend unavailable");
+}
+
+/* The size-tagged statistics: an older (smaller) struct gets its own
+ * bytes and no more, a size that cannot hold itself is refused, and the
+ * fields say what ran. */
+static void stats_ex_sizes(void)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_loader *ld = new_loader();
+	rl_plan *plan = NULL;
+	rl_load_stats_ex x;
+	rl_file_stats fs;
+	unsigned char raw[sizeof(rl_load_stats_ex) + 16];
+	struct rt t[4];
+	uint64_t data_start, fsize;
+	uint8_t *file = write_random_ckpt(tmp_path("sx.safetensors"), t, 4, &data_start, &fsize);
+	size_t old = offsetof(rl_load_stats_ex, queue_depth);
+	int ret;
+
+	CHECK(file && ck && ld);
+	free(file);
+	x.size = sizeof(x);
+	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), RL_E_STATE);
+	CHECK_EQ(rl_loader_num_files(ld), 0);
+	CHECK(rl_ckpt_open(ck, tmp_path("sx.safetensors")) == 0);
+	ret = rl_loader_load(ld, ck, NULL, 0, &plan);
+	if (ret == RL_E_BACKEND) {
+		rl_loader_destroy(ld);
+		rl_ckpt_destroy(ck);
+		SKIP("backend unavailable");
+	}
+	CHECKF(ret == 0, "%s", rl_loader_errmsg(ld));
+	CHECK(rl_loader_get_stats_ex(ld, &x) == 0 && x.size == sizeof(x));
+	CHECK(x.workers >= 1 && x.workers <= cur_workers && x.queue_depth >= x.workers);
+	CHECKF(strstr(x.shape, "workers") && strstr(x.shape, "requests"), "%s", x.shape);
+	memset(raw, 0xEE, sizeof(raw));
+	((rl_load_stats_ex *)raw)->size = old;
+	CHECK(rl_loader_get_stats_ex(ld, (rl_load_stats_ex *)raw) == 0);
+	CHECK_EQ(((rl_load_stats_ex *)raw)->size, old);
+	CHECK(((rl_load_stats_ex *)raw)->workers == x.workers && raw[old] == 0xEE);
+	((rl_load_stats_ex *)raw)->size = sizeof(size_t) - 1;
+	CHECK_EQ(rl_loader_get_stats_ex(ld, (rl_load_stats_ex *)raw), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats_ex(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_num_files(ld), 1);
+	fs.size = sizeof(fs);
+	CHECK(rl_loader_get_file_stats(ld, 0, &fs) == 0 && fs.size == sizeof(fs));
+	CHECK(fs.mode != RL_FILE_UNUSED && fs.bytes_needed > 0);
+	CHECK_EQ(rl_loader_get_file_stats(ld, 1, &fs), -EINVAL);
+	CHECK_EQ(rl_loader_get_file_stats(NULL, 0, &fs), -EINVAL);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	rl_ckpt_destroy(ck);
+}
+
+/* rl_staging_alloc: huge-page aligned memory that caller staging loads
+ * into byte-exact; rl_staging_free(NULL, n) does nothing. */
+static void staging_alloc(void)
+{
+	struct rt t[6];
+	uint64_t data_start, fsize;
+	uint8_t *file = write_random_ckpt(tmp_path("sa.safetensors"), t, 6, &data_start, &fsize);
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_plan *plan = rl_plan_create();
+	rl_loader *ld = new_loader();
+	rl_device_info di;
+	size_t len;
+	uint8_t *mem;
+	int ret;
+
+	CHECK(file && ck && plan && ld);
+	CHECK(rl_staging_alloc(0) == NULL);
+	rl_staging_free(NULL, 123);
+	mem = rl_staging_alloc(3 << 20);
+	CHECK(mem && (uintptr_t)mem % (2 << 20) == 0);
+	rl_staging_free(mem, 3 << 20);
+	CHECK(rl_ckpt_open(ck, tmp_path("sa.safetensors")) == 0);
+	CHECK(rl_plan_build(plan, ck, NULL) == 0);
+	CHECK(rl_plan_device(plan, 0, &di) == 0);
+	len = di.staging_bytes ? di.staging_bytes : 1;
+	mem = rl_staging_alloc(len);
+	CHECK(mem && (uintptr_t)mem % 4096 == 0);
+	CHECK(rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_CALLER) == 0);
+	CHECK(rl_loader_set_staging(ld, 0, mem, len) == 0);
+	ret = rl_loader_run(ld, plan);
+	for (size_t s = 0; ret == 0 && s < rl_plan_num_shards(plan); s++) {
+		rl_shard_info si;
+
+		CHECK(rl_plan_shard(plan, s, &si) == 0);
+		for (unsigned i = 0; i < 6; i++)
+			if (!strcmp(t[i].name, si.name))
+				CHECKF(!memcmp(file + data_start + t[i].off, mem + si.offset, si.nbytes),
+				       "%s differs", si.name);
+	}
+	CHECKF(ret == 0 || ret == RL_E_BACKEND, "%s", rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+	rl_staging_free(mem, len);
+	rl_plan_destroy(plan);
+	rl_ckpt_destroy(ck);
+	free(file);
+}
+
+/* rl_loader_request_bytes: as set; else 8 MiB in whole requests of the
+ * device under the file; never above the in-flight bound. */
+static void request_bytes_auto(void)
+{
+	struct rt t[2];
+	uint64_t data_start, fsize;
+	uint8_t *file = write_random_ckpt(tmp_path("rq.safetensors"), t, 2, &data_start, &fsize);
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_loader *ld = rl_loader_create();
+	rl_plan *plan = NULL;
+	rl_file_stats fs;
+	int64_t req;
+
+	CHECK(file && ck && ld);
+	free(file);
+	CHECK(rl_ckpt_open(ck, tmp_path("rq.safetensors")) == 0);
+	CHECK_EQ(rl_loader_request_bytes(NULL, ck), -EINVAL);
+	CHECK_EQ(rl_loader_request_bytes(ld, NULL), -EINVAL);
+	req = rl_loader_request_bytes(ld, ck);
+	CHECK(req > 0 && req <= 8 << 20);
+	CHECK(rl_loader_load(ld, ck, NULL, 0, &plan) == 0);
+	fs.size = sizeof(fs);
+	CHECK(rl_loader_get_file_stats(ld, 0, &fs) == 0);
+	CHECKF(!fs.max_request_bytes || req % fs.max_request_bytes == 0 ||
+	       fs.max_request_bytes > req, "%lld, device %s takes %u", (long long)req, fs.device,
+	       fs.max_request_bytes);
+	CHECK(rl_loader_set(ld, RL_OPT_REQUEST_BYTES, 1 << 20) == 0);
+	CHECK_EQ(rl_loader_request_bytes(ld, ck), 1 << 20);
+	CHECK(rl_loader_set(ld, RL_OPT_INFLIGHT_BYTES, 256 << 10) == 0);
+	CHECK_EQ(rl_loader_request_bytes(ld, ck), 256 << 10);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	rl_ckpt_destroy(ck);
 }
 
 static void params_and_stats(void)
@@ -1064,17 +1340,27 @@ int main(void)
 		{ "caller_staging", caller_staging },
 		{ "truncated_after_plan", truncated_after_plan },
 		{ "read_once", read_once },
+		{ "hot_cache_choice", hot_cache_choice },
+		{ "stats_ex_sizes", stats_ex_sizes },
+		{ "staging_alloc", staging_alloc },
 	};
 	char name[128];
 
 	th_seed();
-	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
+	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
 		cur = backends[b];
-		for (size_t t = 0; t < sizeof(tests) / sizeof(tests[0]); t++) {
-			snprintf(name, sizeof(name), "%s/%s", rl_backend_name(cur), tests[t].name);
-			th_run(name, tests[t].fn);
+		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
+			for (size_t t = 0; t < RL_ARRAY_SIZE(tests); t++) {
+				cur_workers = worker_counts[w];
+				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(cur),
+					 cur_workers, tests[t].name);
+				th_run(name, tests[t].fn);
+			}
 		}
 	}
+	cur = RL_BACKEND_IO_URING;
+	cur_workers = 1;
+	RUN(request_bytes_auto);
 	RUN(params_and_stats);
 	RUN(null_safety);
 	RUN(cli_load_out_verify);

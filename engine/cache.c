@@ -1,0 +1,103 @@
+/*
+ * cache.c - how much of a file's byte ranges the page cache already holds.
+ *
+ * A checkpoint that was just written, copied or read (by `cat`, by another
+ * process of the same job) is in the page cache; O_DIRECT would read it
+ * again from the device, at the device's speed, while a buffered read
+ * copies it at memory speed on every worker. cachestat(2) (Linux 6.5)
+ * answers for a whole range in one call; glibc and Debian 12's headers do
+ * not know it yet, hence syscall() and local structures. Older kernels
+ * answer ENOSYS: then mincore(2) over a read-only mapping of the range,
+ * a window at a time (the mapping is never touched, so nothing is read).
+ */
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "eng_int.h"
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* the same number on every architecture */
+#endif
+
+#define CACHE_PAGE 4096u
+#define MINCORE_WINDOW (1ull << 30) /* bytes mapped at a time */
+
+struct rl_cachestat_range {
+	uint64_t off;
+	uint64_t len;
+};
+
+struct rl_cachestat {
+	uint64_t nr_cache;
+	uint64_t nr_dirty;
+	uint64_t nr_writeback;
+	uint64_t nr_evicted;
+	uint64_t nr_recently_evicted;
+};
+
+/* Pages of [off, off + len) in the cache by cachestat; -errno. */
+static int64_t by_cachestat(int fd, uint64_t off, uint64_t len)
+{
+	struct rl_cachestat_range r = { off, len };
+	struct rl_cachestat cs = { 0, 0, 0, 0, 0 };
+
+	if (syscall(__NR_cachestat, fd, &r, &cs, 0) < 0)
+		return -errno;
+	return (int64_t)cs.nr_cache;
+}
+
+/* Pages of [off, off + len) in the cache by mincore; -errno. */
+static int64_t by_mincore(int fd, uint64_t off, uint64_t len)
+{
+	uint64_t lo = rl_align_down(off, CACHE_PAGE), hi = rl_align_up(off + len, CACHE_PAGE);
+	unsigned char *vec = rl_malloc(MINCORE_WINDOW / CACHE_PAGE);
+	int64_t pages = 0;
+
+	if (!vec)
+		return -ENOMEM;
+	for (uint64_t at = lo; at < hi; at += MINCORE_WINDOW) {
+		size_t n = (size_t)RL_MIN(hi - at, MINCORE_WINDOW);
+		void *p = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, (off_t)at);
+		int ret;
+
+		if (p == MAP_FAILED) {
+			pages = -errno;
+			break;
+		}
+		ret = mincore(p, n, vec);
+		if (ret == 0)
+			for (size_t i = 0; i < n / CACHE_PAGE; i++)
+				pages += vec[i] & 1;
+		else
+			pages = -errno;
+		munmap(p, n);
+		if (pages < 0)
+			break;
+	}
+	rl_free(vec);
+	return pages;
+}
+
+/*
+ * Bytes of [off, off + len) of fd that the page cache holds, in whole
+ * pages (the first and last page count whole); *mincore is set when the
+ * kernel lacks cachestat (or mincore_only asked for it). -errno when
+ * neither call works (then the file is read as if cold).
+ */
+int64_t eng_cached_bytes(int fd, uint64_t off, uint64_t len, int mincore_only, int *mincore)
+{
+	int64_t pages = -ENOSYS;
+
+	if (!len)
+		return 0;
+	if (!mincore_only)
+		pages = by_cachestat(fd, off, len);
+	if (pages == -ENOSYS || pages == -EPERM) {
+		/* EPERM: a seccomp filter that does not know the call */
+		*mincore = 1;
+		pages = by_mincore(fd, off, len);
+	}
+	return pages < 0 ? pages : pages * (int64_t)CACHE_PAGE;
+}

@@ -1,0 +1,108 @@
+/*
+ * check.c - the plan is data: every read and copy is checked before a
+ * worker touches memory for it (files, lengths, copies within the read's
+ * minimum length, the staging area and the shard table; direct reads one
+ * whole copy), and no shard may be brought more bytes than it holds.
+ */
+#include "eng_int.h"
+
+int eng_check_read(struct eng_run *rc, const struct rl_read *r)
+{
+	const struct eng_job *job = rc->job;
+	uint64_t end;
+
+	if (r->file >= job->nfiles)
+		return rl_err_set(rc->e, RL_E_INVALID_ARG, "read at offset %llu: file %u of %zu",
+				  (unsigned long long)r->off, r->file, job->nfiles);
+	if (r->len == 0 || r->min_len > r->len || rl_add64(r->off, r->len, &end))
+		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+				  "%s: read at offset %llu: length %u, minimum %u",
+				  job->paths[r->file], (unsigned long long)r->off, r->len,
+				  r->min_len);
+	if (r->len > rc->bound)
+		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+				  "%s: read at offset %llu: length %u exceeds the in-flight bound %llu",
+				  job->paths[r->file], (unsigned long long)r->off, r->len,
+				  (unsigned long long)rc->bound);
+	if (r->ncopies && (r->first_copy > job->ncopies ||
+			   r->ncopies > job->ncopies - r->first_copy))
+		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+				  "%s: read at offset %llu: copies %llu+%u of %zu",
+				  job->paths[r->file], (unsigned long long)r->off,
+				  (unsigned long long)r->first_copy, r->ncopies, job->ncopies);
+	for (uint32_t i = 0; i < r->ncopies; i++) {
+		const struct rl_copy *c = job->copies + r->first_copy + i;
+		uint64_t span = 0, bytes = 0, dend;
+
+		/* Destination and shard are checked for every copy, empty
+		 * ones too: the worker that reaps indexes both. */
+		if (c->dev >= job->ndevs || !job->staging || !job->staging[c->dev] ||
+		    (c->count && (rl_mul64(c->count - 1, c->src_stride, &span) ||
+				  rl_add64(span, (uint64_t)c->src + c->len, &span) ||
+				  span > r->len)) ||
+		    (c->count > 1 && c->src_stride < c->len) ||
+		    rl_mul64(c->len, c->count, &bytes) || rl_add64(c->dst, bytes, &dend) ||
+		    (job->staging_bytes && dend > job->staging_bytes[c->dev]) ||
+		    (job->shard_bytes && c->shard >= job->nshards))
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u out of bounds",
+					  job->paths[r->file], (unsigned long long)r->off, i);
+		/* Bytes past min_len may never arrive (end of file, or a
+		 * short read the engine accepts): no copy may take them. */
+		if (c->count && span > r->min_len)
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u takes bytes up to %llu past the minimum length %u",
+					  job->paths[r->file], (unsigned long long)r->off, i,
+					  (unsigned long long)span, r->min_len);
+	}
+	if ((r->flags & RL_READ_DIRECT) &&
+	    (r->ncopies != 1 || r->min_len != r->len || job->copies[r->first_copy].src != 0 ||
+	     job->copies[r->first_copy].count != 1 ||
+	     job->copies[r->first_copy].len != r->len))
+		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+				  "%s: direct read at offset %llu is not one whole copy of bytes that must all arrive",
+				  job->paths[r->file], (unsigned long long)r->off);
+	return 0;
+}
+
+/* Adds a checked read's copies to the bytes planned for their shards:
+ * more than a shard holds means the plan covers some bytes twice, and
+ * on_shard would fire before every byte landed. */
+int eng_plan_shards(struct eng_run *rc, const struct rl_read *r)
+{
+	const struct eng_job *job = rc->job;
+
+	if (!job->shard_bytes)
+		return 0;
+	for (uint32_t i = 0; i < r->ncopies; i++) {
+		const struct rl_copy *c = job->copies + r->first_copy + i;
+		uint64_t *n = rc->shard_planned + c->shard;
+
+		*n += (uint64_t)c->len * c->count; /* checked: no overflow */
+		if (*n > job->shard_bytes[c->shard])
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: copy %u brings shard %u to %llu of %llu bytes (bytes covered twice)",
+					  job->paths[r->file], (unsigned long long)r->off, i,
+					  c->shard, (unsigned long long)*n,
+					  (unsigned long long)job->shard_bytes[c->shard]);
+	}
+	return 0;
+}
+
+/* Where a direct read lands, or NULL when it needs a bounce buffer:
+ * flagged, and either buffered or suitably aligned for O_DIRECT. */
+uint8_t *eng_direct_dst(const struct eng_run *rc, const struct rl_read *r)
+{
+	const struct eng_file *f = rc->files + r->file;
+	const struct rl_copy *c;
+	uint8_t *dst;
+
+	if (!(r->flags & RL_READ_DIRECT))
+		return NULL;
+	c = rc->job->copies + r->first_copy;
+	dst = rc->job->staging[c->dev] + c->dst;
+	if (f->dfd >= 0 && ((uintptr_t)dst % f->align || r->off % f->align ||
+			    r->len % f->align))
+		return NULL;
+	return dst;
+}

@@ -1,0 +1,230 @@
+/*
+ * setup.c - sizing a run before its workers start: every read of an array
+ * job checked, the bounce buffers' size and count, how many workers, the
+ * queue depth of each, each worker's share of RLIMIT_MEMLOCK, and a line
+ * saying what was chosen and why (stats.shape).
+ *
+ * Workers, by default: one per CPU the calling thread may run on (the
+ * zeroing of fresh staging and the copies out of the page cache or out of
+ * bounce buffers scale with cores, a drive's bandwidth does not mind),
+ * but no more than the job has reads, nor more than one per
+ * ENG_WORKER_MIN_BYTES of reads (a worker costs a thread, a ring and
+ * registrations), nor, when reads go through bounce buffers, more than the
+ * in-flight bound holds buffers. Queue depth, by default: twice the workers
+ * and at least ENG_AUTO_QD, split evenly over them.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "eng_int.h"
+
+#define DEFAULT_BUFFER (4u << 20)
+#define MAX_BUFFER (1u << 30)
+#define ENG_MAX_WORKERS 256
+#define ENG_WORKER_MIN_BYTES (16ull << 20)
+#define ENG_AUTO_QD 16
+
+/* What the checked reads of an array job need. */
+struct needs {
+	uint64_t bounce, bounce_bytes, all_bytes;
+	uint32_t maxlen;        /* longest bounce read */
+	uint32_t max_read;
+};
+
+static int check_reads(struct eng_run *rc, struct needs *n)
+{
+	const struct eng_job *job = rc->job;
+
+	memset(n, 0, sizeof(*n));
+	for (size_t i = 0; job->reads && i < job->nreads; i++) {
+		const struct rl_read *r = job->reads + i;
+		int ret = eng_check_read(rc, r);
+
+		if (ret == 0)
+			ret = eng_plan_shards(rc, r);
+		if (ret < 0)
+			return ret;
+		n->all_bytes += r->len;
+		n->max_read = RL_MAX(n->max_read, r->len);
+		if (eng_direct_dst(rc, r))
+			continue;
+		if (r->len > MAX_BUFFER)
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: length %u needs a bounce buffer over the 1 GiB maximum",
+					  job->paths[r->file], (unsigned long long)r->off, r->len);
+		n->bounce++;
+		n->bounce_bytes += r->len;
+		n->maxlen = RL_MAX(n->maxlen, r->len);
+	}
+	return 0;
+}
+
+static unsigned cpus_allowed(void)
+{
+	cpu_set_t set;
+	long n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+/* Workers and total queue depth; why says how the count was chosen. */
+static void size_workers(struct eng_run *rc, const struct needs *n, unsigned *qd,
+			 char *why, size_t whylen)
+{
+	const struct eng_job *job = rc->job;
+	unsigned w = rc->o->workers, cpus = cpus_allowed();
+
+	if (job->next && !job->reads) {
+		w = 1;
+		snprintf(why, whylen, "a generator");
+	} else if (w) {
+		snprintf(why, whylen, "as set");
+	} else {
+		uint64_t by_bytes = RL_MAX(n->all_bytes / ENG_WORKER_MIN_BYTES, 1);
+
+		w = (unsigned)RL_MIN((uint64_t)cpus, by_bytes);
+		snprintf(why, whylen, "auto: %u CPUs, %llu MiB of reads", cpus,
+			 (unsigned long long)(n->all_bytes >> 20));
+	}
+	w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(job->reads ? job->nreads : 1, (size_t)1));
+	/* Every worker holds a bounce buffer when some reads need one. */
+	if (n->bounce)
+		w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(rc->bound / rc->buf_bytes, 1));
+	w = RL_MIN(RL_MAX(w, 1u), (unsigned)ENG_MAX_WORKERS);
+	*qd = rc->o->queue_depth ? rc->o->queue_depth : RL_MAX(2 * w, (unsigned)ENG_AUTO_QD);
+	rc->nworkers = RL_MIN(w, *qd);
+}
+
+/* Bounce buffers of worker i: a queue's worth scaled by the share of
+ * bytes that need a bounce at all (a congruent plan reads nearly all
+ * straight into staging, and every buffer is pinned for the whole run),
+ * at least one, within the in-flight bound. */
+static unsigned buffers_of(const struct eng_run *rc, const struct needs *n, unsigned i)
+{
+	unsigned nw = rc->nworkers, qd = rc->workers[i].qd;
+	uint64_t want, fit;
+
+	if (!n->bounce)
+		return 0;
+	if (rc->o->buffers) {
+		want = rc->o->buffers / nw + (i < rc->o->buffers % nw);
+		return (unsigned)RL_MIN(RL_MAX(want, 1), n->bounce);
+	}
+	want = qd;
+	if (n->bounce_bytes < n->all_bytes)
+		want = (want * n->bounce_bytes + n->all_bytes - 1) / n->all_bytes;
+	fit = rc->bound / ((uint64_t)rc->buf_bytes * nw);
+	want = RL_MIN(want, fit);
+	return (unsigned)RL_MIN(RL_MAX(want, 1), n->bounce);
+}
+
+static uint64_t memlock_share(unsigned nworkers)
+{
+	struct rlimit rl;
+
+	/* Root locks without limit (CAP_IPC_LOCK); else the limit is one
+	 * budget for the process (mlock) and its user (io_uring
+	 * registrations), shared evenly by the workers. */
+	if (geteuid() == 0 || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return UINT64_MAX;
+	return (uint64_t)rl.rlim_cur / nworkers;
+}
+
+/* The device text of the first file with reads: its limits, and how many
+ * device requests the longest read becomes. */
+static void device_text(const struct eng_run *rc, uint32_t max_read, char *out, size_t len)
+{
+	for (size_t i = 0; i < rc->nfiles; i++) {
+		const struct eng_devq *q = &rc->files[i].st.q;
+
+		if (rc->files[i].st.mode == ENG_FILE_UNUSED)
+			continue;
+		if (!q->name[0]) {
+			snprintf(out, len, "no block device under %s", rc->files[i].path);
+			return;
+		}
+		snprintf(out, len, "%s: %u KiB, %u segments a request%s, so a %u KiB read is %u",
+			 q->name, q->max_bytes >> 10, q->max_segments,
+			 q->optimal_bytes ? " (optimal given)" : "", max_read >> 10,
+			 q->max_bytes ? (max_read + q->max_bytes - 1) / q->max_bytes : 1);
+		return;
+	}
+	snprintf(out, len, "no reads");
+}
+
+static void shape_text(struct eng_run *rc, unsigned qd, const char *why, uint32_t max_read)
+{
+	char *out = rc->st->shape;
+	size_t len = sizeof(rc->st->shape), n;
+
+	n = (size_t)snprintf(out, len,
+			     "%u workers (%s); queue depth %u (%s, %u per worker); reads up to %u KiB; ",
+			     rc->nworkers, why, qd, rc->o->queue_depth ? "as set" : "auto",
+			     rc->workers[0].qd, max_read >> 10);
+	if (n < len)
+		device_text(rc, max_read, out + n, len - n);
+}
+
+static int alloc_tables(struct eng_run *rc)
+{
+	const struct eng_job *job = rc->job;
+
+	if (!job->shard_bytes)
+		return 0;
+	if (job->nshards > (SIZE_MAX >> 4))
+		return rl_err_set(rc->e, RL_E_INVALID_ARG, "%zu shards: too many", job->nshards);
+	rc->shard_done = rl_calloc(job->nshards + 1, sizeof(*rc->shard_done));
+	rc->shard_planned = rl_calloc(job->nshards + 1, sizeof(uint64_t));
+	if (!rc->shard_done || !rc->shard_planned)
+		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+	for (size_t s = 0; s <= job->nshards; s++)
+		atomic_init(rc->shard_done + s, 0);
+	return 0;
+}
+
+int eng_setup_plan(struct eng_run *rc)
+{
+	const struct eng_job *job = rc->job;
+	struct needs n;
+	char why[96];
+	unsigned qd;
+	int ret = alloc_tables(rc);
+
+	if (ret == 0)
+		ret = check_reads(rc, &n);
+	if (ret < 0)
+		return ret;
+	if (!job->reads) /* a generator: sizes as the options say */
+		n.maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
+	rc->buf_bytes = RL_MAX(n.maxlen, job->reads ? 0 : rc->o->buffer_bytes);
+	if (!job->reads)
+		n.bounce = 1;
+	rc->staged_planned = n.all_bytes;
+	rc->st->max_read = job->reads ? n.max_read : rc->buf_bytes;
+	size_workers(rc, &n, &qd, why, sizeof(why));
+	rc->workers = rl_calloc(rc->nworkers, sizeof(*rc->workers));
+	if (!rc->workers)
+		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+	rc->memlock_share = memlock_share(rc->nworkers);
+	for (unsigned i = 0; i < rc->nworkers; i++) {
+		struct eng_worker *w = rc->workers + i;
+
+		w->run = rc;
+		w->id = i;
+		w->qd = qd / rc->nworkers + (i < qd % rc->nworkers);
+		w->nbuf_want = buffers_of(rc, &n, i);
+		w->prefault = job->reads && job->staging && job->ncopies;
+	}
+	rc->progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
+		(64u << 20);
+	rc->progress_next = 0;
+	shape_text(rc, qd, why, rc->st->max_read);
+	return 0;
+}

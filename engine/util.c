@@ -1,0 +1,101 @@
+/*
+ * util.c - leaf helpers every engine file may call (and that call nothing
+ * of the engine back): notes, the first error of a run, back-off, names.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "eng_int.h"
+
+void eng_backoff(uint32_t attempt)
+{
+	/* The first retries go at once (a transient refusal clears fast);
+	 * then 10 us doubling up to 320 us, so a thousand retries span about
+	 * a third of a second rather than microseconds. */
+	struct timespec ts = { 0, 0 };
+
+	if (attempt <= 2)
+		return;
+	ts.tv_nsec = 10000L << RL_MIN(attempt - 3, 5u);
+	nanosleep(&ts, NULL);
+}
+
+void eng_note(struct eng_run *rc, const char *fmt, ...)
+{
+	char *s = rc->st->fallbacks, text[sizeof(rc->st->fallbacks)];
+	size_t n, len;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	/* Workers note the same refusal each: keep it once. */
+	pthread_mutex_lock(&rc->note_lock);
+	n = strlen(s);
+	len = strlen(text);
+	if (!strstr(s, text)) {
+		if (n && n + 2 < sizeof(rc->st->fallbacks)) {
+			memcpy(s + n, "; ", 3);
+			n += 2;
+		}
+		if (n + 1 < sizeof(rc->st->fallbacks))
+			snprintf(s + n, sizeof(rc->st->fallbacks) - n, "%.*s", (int)len, text);
+	}
+	pthread_mutex_unlock(&rc->note_lock);
+}
+
+int eng_fail(struct eng_run *rc, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&rc->lock);
+	if (!rc->err) {
+		rc->err = code;
+		va_start(ap, fmt);
+		rl_err_vset(rc->e, code, fmt, ap);
+		va_end(ap);
+	}
+	/* Release: the error is set before any worker sees the flag (they
+	 * read it again under the lock or after the join). */
+	atomic_store_explicit(&rc->failed, 1, memory_order_release);
+	/* Workers waiting for bytes and the calling thread waiting for the
+	 * others look again. */
+	pthread_cond_broadcast(&rc->cond);
+	pthread_mutex_unlock(&rc->lock);
+	return code;
+}
+
+const char *eng_ring_nomem_reason(const char *release)
+{
+	unsigned major = 0, minor = 0;
+
+	/* Until 5.12 io_uring charged its rings to RLIMIT_MEMLOCK; since,
+	 * to the memory cgroup, so ENOMEM there means the kernel or the
+	 * cgroup is out of memory. */
+	if (sscanf(release, "%u.%u", &major, &minor) == 2 &&
+	    (major < 5 || (major == 5 && minor < 12)))
+		return "ring memory counts against RLIMIT_MEMLOCK before Linux 5.12";
+	return "the kernel could not allocate the ring's memory (memory cgroup limit?)";
+}
+
+const char *eng_backend_name(int backend)
+{
+	static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
+
+	return backend >= 0 && backend < 4 ? names[backend] : "?";
+}
+
+int eng_hook_take(atomic_uint *count)
+{
+	/* Relaxed: a count to hand out, guarding nothing else. */
+	unsigned n = atomic_load_explicit(count, memory_order_relaxed);
+
+	while (n && n != UINT32_MAX &&
+	       !atomic_compare_exchange_weak_explicit(count, &n, n - 1, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+	return n != 0;
+}

@@ -1,0 +1,563 @@
+/*
+ * worker.c - one worker's life. It sets up its own backend (the thread
+ * that submits to an io_uring ring must be the one that created it, for
+ * SINGLE_ISSUER and DEFER_TASKRUN), its bounce buffers and request slots;
+ * then, until the job is done or the run failed: claims reads from the
+ * shared cursor (in the job's order: file, then offset) and pre-faults
+ * their destinations while its earlier reads are in flight, submits what
+ * its slots, buffers and the shared byte limiter allow, reaps in batches,
+ * resubmits the rest of short reads, scatters what it reaped and gives
+ * everything back. After a failure it stops submitting and drains what it
+ * has in the kernel; its teardown cancels and reaps what a hard error left.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "eng_int.h"
+
+#define MAX_RETRIES 1000
+#define REAP_BATCH 64
+
+enum { NOT_BLOCKED = 0, BLOCKED_LOCAL, BLOCKED_BYTES };
+
+/* ------------------------------------------------------------------ */
+/* Setup and teardown */
+
+static const struct be_ops *backend_ops(int b)
+{
+	switch (b) {
+	case ENG_IO_URING: return &eng_uring_ops;
+	case ENG_LIBAIO: return &eng_aio_ops;
+	default: return &eng_pread_ops;
+	}
+}
+
+static void be_free(struct be *be)
+{
+	if (!be)
+		return;
+	rl_free(be->inner);
+	rl_free(be);
+}
+
+static struct be *be_new(struct eng_worker *w, const struct be_ops *ops, struct be *inner)
+{
+	struct be *be = rl_calloc(1, sizeof(*be));
+
+	if (!be)
+		return NULL;
+	be->run = w->run;
+	be->w = w;
+	be->ops = ops;
+	be->inner = inner;
+	return be;
+}
+
+/* Sets up backend b (wrapped by the fault injector when asked). */
+static int be_start(struct eng_worker *w, int b, int wrap, struct be **out)
+{
+	struct be *be = be_new(w, backend_ops(b), NULL), *outer;
+	int ret;
+
+	if (!be)
+		return -ENOMEM;
+	if (wrap) {
+		outer = be_new(w, &eng_fault_ops, be);
+		if (!outer) {
+			rl_free(be);
+			return -ENOMEM;
+		}
+		be = outer;
+	}
+	ret = be->ops->setup(be);
+	if (ret < 0) {
+		be_free(be);
+		return ret;
+	}
+	*out = be;
+	return 0;
+}
+
+static int wrapped(const struct eng_run *rc, int b)
+{
+	return rc->fault_kind != ENG_FAULT_NONE &&
+	       (rc->fault_backend == ENG_AUTO || rc->fault_backend == b);
+}
+
+/* Worker 0: the first backend of the order that sets up, with the reason
+ * each one before it failed. */
+static int choose_backend(struct eng_worker *w, struct rl_err *e)
+{
+	static const int order[] = { ENG_IO_URING, ENG_LIBAIO, ENG_PREAD };
+	struct eng_run *rc = w->run;
+	int want = rc->o->backend, ret = 0;
+	struct utsname u;
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(order); i++) {
+		int b = order[i];
+
+		if (want != ENG_AUTO && want != b)
+			continue;
+		w->setup_kernel_nomem = 0;
+		ret = be_start(w, b, wrapped(rc, b), &w->be);
+		if (ret == 0) {
+			w->backend = b;
+			return 0;
+		}
+		/* Our own allocations failing is fatal; the kernel refusing
+		 * a ring's memory is a reason to try the next backend. */
+		if (ret == -ENOMEM && !w->setup_kernel_nomem)
+			return rl_err_set(e, ret, "%s setup: out of memory", eng_backend_name(b));
+		if (w->setup_kernel_nomem && uname(&u) == 0)
+			eng_note(rc, "%s unavailable: %s (%s)", eng_backend_name(b),
+				 strerror(-ret), eng_ring_nomem_reason(u.release));
+		else
+			eng_note(rc, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
+	}
+	return rl_err_set(e, RL_E_BACKEND, "backend %s unavailable: %s",
+			  eng_backend_name(want), strerror(-ret));
+}
+
+/* Request slots and bounce buffers: this worker's own. */
+static int setup_slots(struct eng_worker *w, struct rl_err *e)
+{
+	struct eng_run *rc = w->run;
+	uint64_t pool_len = (uint64_t)w->nbuf_want * rl_align_up(rc->buf_bytes, 4096);
+	int lock = pool_len <= rc->memlock_share, ret;
+
+	ret = eng_pool_create(&w->pool, w->nbuf_want, rc->buf_bytes, lock);
+	if (ret < 0)
+		return rl_err_set(e, ret, "%u buffers of %u bytes: %s", w->nbuf_want,
+				  rc->buf_bytes, strerror(-ret));
+	if (w->nbuf_want && !w->pool.locked)
+		eng_note(rc, lock ? "mlock of %u buffers refused: buffers unlocked" :
+			 "mlock of %u buffers skipped: over the worker's share of RLIMIT_MEMLOCK",
+			 w->nbuf_want);
+	w->nreqs = w->qd;
+	w->reqs = rl_calloc(w->nreqs, sizeof(*w->reqs));
+	w->free_bufs = rl_calloc(w->pool.nbuf + 1, sizeof(int));
+	w->cap = w->qd;
+	w->claimed = rl_calloc(w->cap, sizeof(*w->claimed));
+	if (!w->reqs || !w->free_bufs || !w->claimed)
+		return rl_err_set(e, -ENOMEM, "out of memory");
+	for (unsigned i = 0; i < w->nreqs; i++) {
+		w->reqs[i].slot = i;
+		w->reqs[i].next = i + 1 < w->nreqs ? w->reqs + i + 1 : NULL;
+	}
+	w->free_reqs = w->reqs;
+	for (unsigned i = 0; i < w->pool.nbuf; i++)
+		w->free_bufs[i] = (int)(w->pool.nbuf - 1 - i);
+	w->nfree_bufs = w->pool.nbuf;
+	return 0;
+}
+
+int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e)
+{
+	int ret = setup_slots(w, e);
+
+	if (ret < 0)
+		return ret;
+	if (backend == ENG_AUTO)
+		return choose_backend(w, e);
+	w->backend = backend;
+	w->setup_kernel_nomem = 0;
+	ret = be_start(w, backend, wrapped(w->run, backend), &w->be);
+	if (ret < 0)
+		rl_err_set(e, ret, "%s setup: %s", eng_backend_name(backend), strerror(-ret));
+	return ret;
+}
+
+void eng_worker_teardown(struct eng_worker *w)
+{
+	if (w->be) {
+		w->be->ops->teardown(w->be);
+		be_free(w->be);
+		w->be = NULL;
+	}
+	/* Only now: the backend's teardown left nothing in the kernel that
+	 * could still land in a buffer. */
+	eng_pool_destroy(&w->pool);
+	rl_free(w->reqs);
+	rl_free(w->free_bufs);
+	rl_free(w->claimed);
+	w->reqs = NULL;
+	w->free_bufs = NULL;
+	w->claimed = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Claiming reads */
+
+/* The next read of the job, checked; 0 when there is none. */
+static int fetch(struct eng_worker *w, struct rl_read *r)
+{
+	struct eng_run *rc = w->run;
+	const struct eng_job *job = rc->job;
+	int ret;
+
+	if (job->reads || !job->next) {
+		/* Relaxed: each index goes to one worker; the reads are
+		 * immutable and were checked before the workers started. */
+		size_t i = atomic_fetch_add_explicit(&rc->cursor, 1, memory_order_relaxed);
+
+		if (!job->reads || i >= job->nreads)
+			return 0;
+		*r = job->reads[i];
+		return 1;
+	}
+	/* A generator runs on one worker: checked here, as it comes. */
+	if (!job->next(job->user, r))
+		return 0;
+	ret = eng_check_read(rc, r);
+	if (ret == 0)
+		ret = eng_plan_shards(rc, r);
+	if (ret == 0 && !eng_direct_dst(rc, r) && r->len > rc->buf_bytes)
+		ret = rl_err_set(rc->e, RL_E_INVALID_ARG,
+				 "%s: read at offset %llu: length %u exceeds the buffer size %u",
+				 job->paths[r->file], (unsigned long long)r->off, r->len,
+				 rc->buf_bytes);
+	if (ret < 0) {
+		eng_fail(rc, ret, "%s", rc->e->msg);
+		return 0;
+	}
+	return 1;
+}
+
+/* Claims one read into the queue (pre-faulting its staging when asked);
+ * 0 when there is none or the queue is full. */
+static int claim_one(struct eng_worker *w, int prefault)
+{
+	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
+
+	if (w->exhausted || w->count == w->cap || eng_failed(w->run))
+		return 0;
+	if (!fetch(w, r)) {
+		w->exhausted = 1;
+		return 0;
+	}
+	w->count++;
+	if (prefault)
+		eng_prefault_add(w, r);
+	return 1;
+}
+
+/* Looks ahead while earlier reads are in flight: claims until a queue's
+ * worth waits and faults in where they will land. */
+static void claim_ahead(struct eng_worker *w)
+{
+	if (!w->prefault)
+		return;
+	while (claim_one(w, 1))
+		;
+	eng_prefault_flush(w);
+}
+
+/* ------------------------------------------------------------------ */
+/* Resources: slots and buffers (the worker's) and limiter bytes. */
+
+/* Takes what read r needs, or returns NULL with *why set. */
+static struct eng_req *take(struct eng_worker *w, const struct rl_read *r, uint8_t *dst,
+			    int *why)
+{
+	struct eng_req *q = w->free_reqs;
+	int buf = -1;
+
+	if (!q || (!dst && !w->nfree_bufs)) {
+		*why = BLOCKED_LOCAL; /* our own reads in flight hold them */
+		return NULL;
+	}
+	if (!eng_lim_try(w->run, r->len)) {
+		*why = BLOCKED_BYTES;
+		return NULL;
+	}
+	w->free_reqs = q->next;
+	if (!dst)
+		buf = w->free_bufs[--w->nfree_bufs];
+	q->r = *r;
+	q->buf = buf;
+	q->dst = dst ? dst : eng_pool_buf(&w->pool, buf);
+	q->io_pos = 0;
+	q->io_len = r->len;
+	q->got = q->retries = 0;
+	q->res = 0;
+	q->next = NULL;
+	return q;
+}
+
+/* Gives back everything q holds. */
+static void drop(struct eng_worker *w, struct eng_req *q)
+{
+	if (q->buf >= 0)
+		w->free_bufs[w->nfree_bufs++] = q->buf;
+	eng_lim_give(w->run, q->r.len);
+	q->next = w->free_reqs;
+	w->free_reqs = q;
+}
+
+/* ------------------------------------------------------------------ */
+/* Submission and completion */
+
+static int submit(struct eng_worker *w, struct eng_req *q)
+{
+	const struct eng_file *f = w->run->files + q->r.file;
+	uint64_t off = q->r.off + q->io_pos;
+	int ret;
+
+	/* O_DIRECT when offset, length and address allow it. */
+	q->direct = f->dfd >= 0 && off % f->align == 0 && q->io_len % f->align == 0 &&
+		    (uintptr_t)(q->dst + q->io_pos) % f->align == 0;
+	if (!q->retries && !q->io_pos)
+		q->submit_ns = rl_now_ns();
+	q->res = 0;
+	ret = w->be->ops->queue(w->be, q);
+	if (ret < 0)
+		return ret;
+	w->in_kernel++;
+	w->reads++;
+	return 0;
+}
+
+static void fail_read(struct eng_worker *w, struct eng_req *q, int err, const char *what)
+{
+	eng_fail(w->run, err, "%s: read at offset %llu length %u failed: %s",
+		 w->run->files[q->r.file].path, (unsigned long long)(q->r.off + q->io_pos),
+		 q->io_len, what);
+	drop(w, q);
+}
+
+/* Retries q later (EAGAIN, or the rest of a short read); 0, or -1 when it
+ * failed after too many tries. */
+static int requeue(struct eng_worker *w, struct eng_req *q, const char *why)
+{
+	if (++q->retries > MAX_RETRIES) {
+		fail_read(w, q, -EIO, why);
+		return -1;
+	}
+	w->retries++;
+	q->next = w->retry;
+	w->retry = q;
+	return 0;
+}
+
+/* The bytes that arrived; 1 when q needs more (requeued or failed). */
+static int short_read(struct eng_worker *w, struct eng_req *q, int res)
+{
+	const struct eng_file *f = w->run->files + q->r.file;
+	uint32_t got = q->io_pos + (uint32_t)res, pos;
+
+	/* A resubmission from an aligned position re-reads a prefix:
+	 * count only bytes not counted before. */
+	if (got > q->got) {
+		w->bytes_read += got - RL_MAX(q->got, q->io_pos);
+		q->got = got;
+	}
+	if (got >= q->r.len || got >= q->r.min_len)
+		return 0;
+	if (res == 0) {
+		eng_fail(w->run, RL_E_TRUNCATED,
+			 "%s: file truncated/changed during load: read at offset %llu length %u ended at %llu",
+			 f->path, (unsigned long long)q->r.off, q->r.len,
+			 (unsigned long long)(q->r.off + got));
+		drop(w, q);
+		return 1;
+	}
+	/* Short read: resubmit the rest, from an aligned position on the
+	 * O_DIRECT descriptor; no progress that way means the buffered one
+	 * takes over. */
+	pos = q->direct ? (uint32_t)rl_align_down(got, f->align) : got;
+	if (pos <= q->io_pos && q->direct)
+		pos = got;
+	q->io_pos = pos;
+	q->io_len = q->r.len - pos;
+	requeue(w, q, "gave up after repeated short reads");
+	return 1;
+}
+
+static void progress(struct eng_worker *w, uint64_t len);
+
+/* Every byte of q arrived: hooks, scatter, give back. */
+static void finish(struct eng_worker *w, struct eng_req *q)
+{
+	struct eng_run *rc = w->run;
+	const struct eng_job *job = rc->job;
+
+	if (q->buf < 0)
+		w->bytes_direct += q->r.len;
+	if (!q->direct)
+		w->bytes_buffered += q->r.len;
+	if (job->on_read)
+		job->on_read(job->user, &q->r, q->submit_ns, rl_now_ns());
+	if (job->on_data && !eng_failed(rc))
+		job->on_data(job->user, &q->r, q->dst);
+	/* Reads without copies (rlperf's raw reads) just free their buffer. */
+	if (q->r.ncopies && !eng_failed(rc))
+		eng_scatter(w, q);
+	progress(w, q->r.len);
+	drop(w, q);
+}
+
+/* Handles one reaped read: done, resubmit the rest, or fail the run. */
+static void complete(struct eng_worker *w, struct eng_req *q)
+{
+	int res = q->res;
+
+	w->in_kernel--;
+	if (eng_failed(w->run)) { /* draining */
+		drop(w, q);
+		return;
+	}
+	if (res == -EAGAIN || res == -EINTR) {
+		if (requeue(w, q, "gave up after repeated EAGAIN") == 0)
+			eng_backoff(q->retries);
+		return;
+	}
+	if (res < 0) {
+		fail_read(w, q, res, strerror(-res));
+		return;
+	}
+	if ((uint32_t)res > q->io_len) {
+		fail_read(w, q, -EIO, "kernel returned more bytes than asked");
+		return;
+	}
+	if (short_read(w, q, res))
+		return;
+	finish(w, q);
+}
+
+/* ------------------------------------------------------------------ */
+/* Progress: counted by every worker, reported on the calling thread. */
+
+static void progress(struct eng_worker *w, uint64_t len)
+{
+	struct eng_run *rc = w->run;
+	uint64_t old;
+
+	/* Relaxed: a counter for reporting; no memory hangs on it. */
+	old = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed);
+	if (!rc->job->on_progress || old / rc->progress_step == (old + len) / rc->progress_step)
+		return;
+	if (w->id == 0) {
+		eng_progress_report(rc, 0);
+		return;
+	}
+	pthread_mutex_lock(&rc->lock);
+	rc->progress_due = 1;
+	pthread_cond_broadcast(&rc->cond);
+	pthread_mutex_unlock(&rc->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* The loop */
+
+/* Submits what slots, buffers and bytes allow; returns the count queued
+ * and sets *why when the next read must wait. */
+static unsigned submit_some(struct eng_worker *w, int *why)
+{
+	unsigned queued = 0;
+	int ret;
+
+	while (!eng_failed(w->run) && w->in_kernel < w->qd) {
+		struct eng_req *q = w->retry;
+
+		if (q) {
+			w->retry = q->next;
+		} else {
+			const struct rl_read *r = w->claimed + w->head;
+
+			if (!w->count) {
+				if (!claim_one(w, w->prefault))
+					break;
+				eng_prefault_flush(w);
+			}
+			q = take(w, r, eng_direct_dst(w->run, r), why);
+			if (!q)
+				break;
+			w->head = (w->head + 1) % w->cap;
+			w->count--;
+		}
+		ret = submit(w, q);
+		if (ret < 0) {
+			fail_read(w, q, ret, strerror(-ret));
+			break;
+		}
+		queued++;
+	}
+	return queued;
+}
+
+static void commit(struct eng_worker *w)
+{
+	int ret;
+
+	if (!w->t_first)
+		w->t_first = rl_now_ns();
+	ret = w->be->ops->commit(w->be);
+	if (ret < 0)
+		eng_fail(w->run, ret, "%s: submitting reads: %s", w->be->ops->name,
+			 ret == -EAGAIN ? "the kernel kept refusing submissions (EAGAIN); giving up" :
+			 strerror(-ret));
+}
+
+/* Reaps (blocking when told) and completes a batch; -1 on a reap error. */
+static int reap(struct eng_worker *w, int wait, int why)
+{
+	struct eng_req *done[REAP_BATCH];
+	struct eng_run *rc = w->run;
+	int n, parked = 0;
+
+	/* Blocked on bytes other workers hold: sleep in the kernel, where a
+	 * release can wake us, unless the bytes came back meanwhile. */
+	if (why == BLOCKED_BYTES && !eng_failed(rc)) {
+		if (eng_lim_park(w, w->claimed[w->head].len))
+			wait = 0;
+		else
+			parked = 1;
+	}
+	n = w->be->ops->reap(w->be, done, REAP_BATCH, wait);
+	if (parked)
+		eng_lim_unpark(w);
+	if (n < 0) {
+		/* The backend cannot tell what is still in flight; its
+		 * teardown cancels and waits for it. */
+		eng_fail(rc, n, "%s: reaping reads: %s", w->be->ops->name,
+			 n == -EAGAIN ? "the kernel kept refusing submissions (EAGAIN); giving up" :
+			 strerror(-n));
+		return -1;
+	}
+	if (n > 0)
+		w->t_last = rl_now_ns();
+	for (int i = 0; i < n; i++)
+		complete(w, done[i]);
+	return 0;
+}
+
+void eng_worker_run(struct eng_worker *w)
+{
+	struct eng_run *rc = w->run;
+
+	for (;;) {
+		int why = NOT_BLOCKED, failed, wait;
+
+		if (submit_some(w, &why))
+			commit(w);
+		claim_ahead(w);
+		failed = eng_failed(rc);
+		if (w->in_kernel == 0) {
+			if (failed || (!w->count && !w->retry && w->exhausted))
+				break;
+			if (why == BLOCKED_BYTES)
+				eng_lim_wait(rc, w->claimed[w->head].len);
+			else if (why == BLOCKED_LOCAL) /* cannot happen: setup gives every
+						       * worker a buffer */
+				eng_fail(rc, -EINVAL, "worker %u: no bounce buffer for a read",
+					 w->id);
+			continue;
+		}
+		/* Block in the kernel only when nothing else can go now. */
+		wait = failed || why != NOT_BLOCKED || w->in_kernel >= w->qd ||
+		       (w->exhausted && !w->count && !w->retry);
+		if (reap(w, wait, why) < 0)
+			break;
+	}
+}
