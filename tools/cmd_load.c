@@ -23,7 +23,7 @@
 struct load_args {
 	const char *path, *sharding, *out, *backend;
 	int process, verify, caller_staging, quiet, no_direct;
-	int64_t queue_depth, request_bytes, inflight_bytes;
+	int64_t queue_depth, request_bytes, inflight_bytes, workers;
 };
 
 static void load_usage(FILE *f)
@@ -32,7 +32,7 @@ static void load_usage(FILE *f)
 		"usage: ringload load PATH [--sharding SPEC] [--process P]\n"
 		"                     [--backend auto|io_uring|libaio|pread] [--out DIR] [--verify]\n"
 		"                     [--queue-depth N] [--request-bytes N] [--inflight-bytes N]\n"
-		"                     [--staging library|caller] [--buffered] [--quiet]\n"
+		"                     [--staging library|caller] [--buffered] [--workers N] [--quiet]\n"
 		"Sizes take a K, M or G suffix (powers of 1024).\n");
 }
 
@@ -68,7 +68,7 @@ static int64_t parse_size(const char *s)
 static int parse_args(int argc, char **argv, struct load_args *a)
 {
 	memset(a, 0, sizeof(*a));
-	a->queue_depth = a->request_bytes = a->inflight_bytes = -1;
+	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -107,7 +107,7 @@ static int parse_args(int argc, char **argv, struct load_args *a)
 				}
 				a->caller_staging = !strcmp(v, "caller");
 			} else if (!strcmp(o, "--queue-depth") || !strcmp(o, "--request-bytes") ||
-				   !strcmp(o, "--inflight-bytes")) {
+				   !strcmp(o, "--inflight-bytes") || !strcmp(o, "--workers")) {
 				int64_t n = parse_size(v);
 
 				if (n < 0) {
@@ -118,6 +118,8 @@ static int parse_args(int argc, char **argv, struct load_args *a)
 					a->queue_depth = n;
 				else if (!strcmp(o, "--request-bytes"))
 					a->request_bytes = n;
+				else if (!strcmp(o, "--workers"))
+					a->workers = n;
 				else
 					a->inflight_bytes = n;
 			} else {
@@ -520,6 +522,8 @@ static int set_opts(rl_loader *ld, const struct load_args *a)
 		ret = rl_loader_set(ld, RL_OPT_REQUEST_BYTES, a->request_bytes);
 	if (!ret && a->inflight_bytes >= 0)
 		ret = rl_loader_set(ld, RL_OPT_INFLIGHT_BYTES, a->inflight_bytes);
+	if (!ret && a->workers >= 0)
+		ret = rl_loader_set(ld, RL_OPT_WORKERS, a->workers);
 	if (!ret && a->no_direct)
 		ret = rl_loader_set(ld, RL_OPT_DIRECT, 0);
 	if (!ret && a->caller_staging)
@@ -617,8 +621,10 @@ int cmd_load(int argc, char **argv)
 	}
 	ret = rl_plan_set(plan, RL_PLAN_PROCESS, a.process);
 	if (!ret) {
-		/* the loader's default request size (RL_OPT_REQUEST_BYTES) */
-		int64_t chunk = a.request_bytes >= 0 ? a.request_bytes : 8 << 20;
+		/* the loader's request size (RL_OPT_REQUEST_BYTES, or sized to
+		 * the devices under the checkpoint) */
+		int64_t chunk = a.request_bytes >= 0 ? a.request_bytes :
+				rl_loader_request_bytes(ld, ck);
 
 		if (a.inflight_bytes >= 0 && chunk > a.inflight_bytes)
 			chunk = a.inflight_bytes;
