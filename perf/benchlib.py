@@ -6,6 +6,14 @@
   benchlib.py compare RESULTS.tsv   markdown table of medians and ratios from
                                     lines "job tool round bw iops p50 p99 cpu"
   benchlib.py load RESULTS.tsv      markdown table from lines "reader round seconds bytes"
+  benchlib.py media RUNS.tsv [CHART.dat]
+                                    perf/load_media.sh's tables: ringload against
+                                    min(fio best, fill) per medium, the hot round against
+                                    min(cat, fill), the workers' scaling, the fio grid,
+                                    from lines "medium reader config round seconds bytes cpu_s"
+  benchlib.py grid RUNS.tsv          perf/load_grid.sh's table: ringload's option grid per
+                                    medium, its best point and the defaults' ratio to it,
+                                    from lines "medium config round seconds bytes cpu_s"
   benchlib.py sweep RESULTS.tsv [MEDIANS.tsv]
                                     markdown table of medians per point and the best
                                     configuration, from lines
@@ -124,9 +132,104 @@ def sweep(path, med_path=None):
              pick["bw"] / 1e6, pick["cpu"]))
 
 
+def runs(path, ncols):
+    """{key: [(gbps, cpu_s_per_gb)]} from lines of key columns, round,
+    seconds, bytes, cpu_s."""
+    by = {}
+    for r in rows(path):
+        key = tuple(r[:ncols])
+        secs, nbytes, cpu = float(r[ncols + 1]), float(r[ncols + 2]), float(r[ncols + 3])
+        by.setdefault(key, []).append((nbytes / secs / 1e9, cpu / (nbytes / 1e9)))
+    return {k: (med([x[0] for x in v]), med([x[1] for x in v]), len(v)) for k, v in by.items()}
+
+
+def target(ok):
+    return "met" if ok else "**not met**"
+
+
+def media_rows(m, medium):
+    """ringload, fio best (config), fill: (gbps, cpu) each, or None."""
+    rl = m.get((medium, "ringload", "defaults"))
+    fio = [(k[2], v) for k, v in m.items() if k[0] == medium and k[1] == "fio"]
+    best = max(fio, key=lambda x: x[1][0]) if fio else None
+    fill = next((v for k, v in m.items() if k[0] == medium and k[1] == "fill"), None)
+    return rl, best, fill
+
+
+def media(path, chart=None):
+    m = runs(path, 3)
+    media_ = [x for x in ("disk", "loop", "tmpfs") if any(k[0] == x for k in m)]
+    out = []
+    print("| medium | ringload GB/s | fio best GB/s (config) | fill GB/s | ringload / min(fio, fill) "
+          "| >= 0.95 | CPU s/GB: ringload / fio + fill |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for medium in media_:
+        rl, best, fill = media_rows(m, medium)
+        if not rl or not best or not fill:
+            continue
+        limit = min(best[1][0], fill[0])
+        ratio = rl[0] / limit
+        print("| %s | %.2f | %.2f (%s) | %.2f | %.3f | %s | %.3f / %.3f %s |"
+              % (medium, rl[0], best[1][0], best[0], fill[0], ratio, target(ratio >= 0.95),
+                 rl[1], best[1][1] + fill[1], target(rl[1] <= best[1][1] + fill[1])))
+        out.append((medium, rl[0], limit, ratio))
+    hot_rl, hot_cat = m.get(("hot", "ringload", "defaults")), m.get(("hot", "cat", "hot"))
+    fill = media_rows(m, "disk")[2]
+    if hot_rl and hot_cat:
+        limit = min(hot_cat[0], fill[0]) if fill else hot_cat[0]
+        print()
+        print("| hot page cache (after cat) | ringload GB/s | cat GB/s | fill GB/s "
+              "| ringload / min(cat, fill) | >= 0.9 |")
+        print("|---|---:|---:|---:|---:|---|")
+        print("| disk file | %.2f | %.2f | %s | %.3f | %s |"
+              % (hot_rl[0], hot_cat[0], "%.2f" % fill[0] if fill else "-",
+                 hot_rl[0] / limit, target(hot_rl[0] / limit >= 0.9)))
+        out.append(("hot", hot_rl[0], limit, hot_rl[0] / limit))
+    scale = sorted((int(k[2].split("-")[1]), v) for k, v in m.items()
+                   if k[1] == "ringload" and k[2].startswith("workers-"))
+    if scale:
+        print()
+        print("| tmpfs, `--workers` | GB/s | CPU s/GB | vs 1 worker |")
+        print("|---:|---:|---:|---:|")
+        for w, v in scale:
+            print("| %d | %.2f | %.3f | %.2f |" % (w, v[0], v[1], v[0] / scale[0][1][0]))
+            out.append(("tmpfs-%dw" % w, v[0], 0, 0))
+    print()
+    print("fio grid (median GB/s, rounds):")
+    print()
+    for medium in media_:
+        cells = sorted((k[2], v) for k, v in m.items() if k[0] == medium and k[1] == "fio")
+        print("- %s: %s" % (medium, ", ".join("%s %.2f (%d)" % (c, v[0], v[2]) for c, v in cells)))
+    if chart:
+        with open(chart, "w") as f:
+            for label, g, limit, ratio in out:
+                f.write("%s\t%.3f\t%.3f\t%.3f\n" % (label, g, limit, ratio))
+
+
+def grid(path):
+    m = runs(path, 2)
+    for medium in sorted({k[0] for k in m}):
+        pts = {k[1]: v for k, v in m.items() if k[0] == medium}
+        best = max(pts.items(), key=lambda x: x[1][0])
+        dflt = pts.get("defaults")
+        print("### %s" % medium)
+        print()
+        print("| configuration | GB/s | CPU s/GB | rounds |")
+        print("|---|---:|---:|---:|")
+        for c, v in sorted(pts.items(), key=lambda x: -x[1][0]):
+            print("| %s | %.2f | %.3f | %d |" % (c, v[0], v[1], v[2]))
+        print()
+        if dflt:
+            print("Best: %s, %.2f GB/s; defaults %.2f GB/s = %.3f of it (target >= 0.95: %s)."
+                  % (best[0], best[1][0], dflt[0], dflt[0] / best[1][0],
+                     target(dflt[0] >= 0.95 * best[1][0])))
+        print()
+
+
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("metrics", "compare", "load", "sweep") or \
-            len(sys.argv) > (4 if sys.argv[1] == "sweep" else 3):
+    two = ("metrics", "compare", "load", "grid")
+    if len(sys.argv) < 3 or sys.argv[1] not in two + ("sweep", "media") or \
+            len(sys.argv) > (3 if sys.argv[1] in two else 4):
         sys.exit(__doc__)
     globals()[sys.argv[1]](*sys.argv[2:])
 

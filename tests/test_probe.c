@@ -129,9 +129,11 @@ static void devq_chains(void)
 static void devq_real(void)
 {
 	struct eng_devq q;
+	uint8_t *bytes = tu_write_file(path_in("real.bin"), 4096, 1);
 	int ret;
 
-	CHECK(tu_write_file(path_in("real.bin"), 4096, 1) != NULL);
+	CHECK(bytes != NULL);
+	free(bytes);
 	ret = eng_devq_probe_path(path_in("real.bin"), &q);
 	CHECK(ret >= 0);
 	if (ret == 0)
