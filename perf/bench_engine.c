@@ -3,7 +3,8 @@
  * file whole, cold cache, with the engine alone (no planner), for a grid
  * of queue depths and request sizes, straight into THP staging (as the
  * planner's congruent placement allows) or through bounce buffers, and
- * with each io_uring setup flag set. Prints a markdown table of medians.
+ * with each io_uring setup flag set, with one worker and with one per
+ * CPU. Prints a markdown table of medians.
  *
  *   build/perf/bench_engine FILE [rounds]      (root: drops the page cache)
  */
@@ -12,18 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../engine/engine.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void drop_caches(void)
 {
@@ -46,6 +38,7 @@ struct cfg {
 	int direct;        /* read straight into staging */
 	unsigned uring_first;
 	unsigned bound_x;  /* in-flight bound in queues' worth of reads (0: 1) */
+	unsigned workers;  /* 0: automatic */
 	double gbps[16];
 };
 
@@ -66,7 +59,7 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	int ret;
 
 	drop_caches();
-	t0 = now_s();
+	t0 = rl_now_s();
 	staging = eng_staging_alloc(staging_len);
 	for (uint64_t i = 0; i < nreads; i++) {
 		uint64_t off = i * c->req, len = RL_MIN((uint64_t)c->req, staging_len - off);
@@ -101,16 +94,18 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	o.queue_depth = c->qd;
 	o.inflight_bytes = RL_MAX((uint64_t)c->qd * c->req * (c->bound_x ? c->bound_x : 1),
 				  2ull * c->req);
+	o.workers = c->workers;
 	ret = eng_create(&o, &eng, &e);
 	if (ret == 0) {
 		eng_set_uring_setup(eng, c->uring_first);
 		ret = eng_run(eng, &job, &st, &e);
 		eng_destroy(eng);
 	}
-	t1 = now_s();
+	t1 = rl_now_s();
 	if (getenv("BENCH_VERBOSE"))
-		fprintf(stderr, "%s: wall %.3f s, read %.3f s, scatter %.3f s, %u buffers, peak %llu\n",
-			c->name, t1 - t0, st.read_seconds, st.scatter_seconds, st.buffers,
+		fprintf(stderr, "%s: wall %.3f s, read %.3f s, prepare %.3f s, scatter %.3f s, "
+			"%u workers, %u buffers, peak %llu\n", c->name, t1 - t0, st.read_seconds,
+			st.prepare_seconds, st.scatter_seconds, st.workers, st.buffers,
 			(unsigned long long)st.peak_inflight);
 	eng_staging_free(staging, staging_len);
 	free(reads);
@@ -132,22 +127,26 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	static struct cfg cfgs[] = {
-		{ "io_uring qd 8 1M direct", ENG_IO_URING, 8, 1 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 16 1M direct", ENG_IO_URING, 16, 1 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 32 1M direct", ENG_IO_URING, 32, 1 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 4 4M direct", ENG_IO_URING, 4, 4 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 8 4M direct", ENG_IO_URING, 8, 4 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 16 4M direct", ENG_IO_URING, 16, 4 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 32 4M direct", ENG_IO_URING, 32, 4 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 8 8M direct", ENG_IO_URING, 8, 8 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 16 8M direct", ENG_IO_URING, 16, 8 << 20, 1, 0, 0, { 0 } },
-		{ "io_uring qd 16 4M bounce", ENG_IO_URING, 16, 4 << 20, 0, 0, 0, { 0 } },
-		{ "io_uring qd 16 4M bounce, bound 2 queues", ENG_IO_URING, 16, 4 << 20, 0, 0, 2, { 0 } },
-		{ "io_uring qd 16 1M bounce, bound 2 queues", ENG_IO_URING, 16, 1 << 20, 0, 0, 2, { 0 } },
-		{ "io_uring qd 16 4M direct, no DEFER_TASKRUN", ENG_IO_URING, 16, 4 << 20, 1, 1, 0, { 0 } },
-		{ "io_uring qd 16 4M direct, no SINGLE_ISSUER", ENG_IO_URING, 16, 4 << 20, 1, 2, 0, { 0 } },
-		{ "libaio qd 16 4M direct", ENG_LIBAIO, 16, 4 << 20, 1, 0, 0, { 0 } },
-		{ "pread qd 16 4M direct", ENG_PREAD, 16, 4 << 20, 1, 0, 0, { 0 } },
+		{ "io_uring qd 8 1M direct", ENG_IO_URING, 8, 1 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 16 1M direct", ENG_IO_URING, 16, 1 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 32 1M direct", ENG_IO_URING, 32, 1 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 4 4M direct", ENG_IO_URING, 4, 4 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 8 4M direct", ENG_IO_URING, 8, 4 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 16 4M direct", ENG_IO_URING, 16, 4 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 32 4M direct", ENG_IO_URING, 32, 4 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 8 8M direct", ENG_IO_URING, 8, 8 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 16 8M direct", ENG_IO_URING, 16, 8 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 16 4M bounce", ENG_IO_URING, 16, 4 << 20, 0, 0, 0, 1, { 0 } },
+		{ "io_uring qd 16 4M bounce, bound 2 queues", ENG_IO_URING, 16, 4 << 20, 0, 0, 2, 1, { 0 } },
+		{ "io_uring qd 16 1M bounce, bound 2 queues", ENG_IO_URING, 16, 1 << 20, 0, 0, 2, 1, { 0 } },
+		{ "io_uring qd 16 4M direct, no DEFER_TASKRUN", ENG_IO_URING, 16, 4 << 20, 1, 1, 0, 1, { 0 } },
+		{ "io_uring qd 16 4M direct, no SINGLE_ISSUER", ENG_IO_URING, 16, 4 << 20, 1, 2, 0, 1, { 0 } },
+		{ "libaio qd 16 4M direct", ENG_LIBAIO, 16, 4 << 20, 1, 0, 0, 1, { 0 } },
+		{ "pread qd 16 4M direct", ENG_PREAD, 16, 4 << 20, 1, 0, 0, 1, { 0 } },
+		{ "io_uring qd 16 4M direct, workers auto", ENG_IO_URING, 16, 4 << 20, 1, 0, 0, 0, { 0 } },
+		{ "io_uring qd 16 8M direct, workers auto", ENG_IO_URING, 16, 8 << 20, 1, 0, 0, 0, { 0 } },
+		{ "io_uring qd 16 4M bounce, workers auto", ENG_IO_URING, 16, 4 << 20, 0, 0, 0, 0, { 0 } },
+		{ "pread qd 16 4M direct, workers auto", ENG_PREAD, 16, 4 << 20, 1, 0, 0, 0, { 0 } },
 	};
 	const char *only = getenv("BENCH_ONLY");
 	int rounds = argc > 2 ? atoi(argv[2]) : 3;

@@ -299,89 +299,112 @@ static const char *random_dim_spec(void)
 	return specs[th_rand() % 5];
 }
 
+/* A spec over mesh (mx, my) for tensors t[0..n), each split on random
+ * axes; devices split over nproc processes (ids are dense: one device
+ * means one process). Returns its length in out (size cap). */
+static size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
+			  unsigned nproc, char *out, size_t cap)
+{
+	size_t sj = 0;
+
+	sj += (size_t)snprintf(out + sj, cap - sj,
+			       "{\"mesh\":{\"shape\":[%u,%u],\"axes\":[\"x\",\"y\"],"
+			       "\"process_of_device\":[", mx, my);
+	for (unsigned d = 0; d < mx * my; d++)
+		sj += (size_t)snprintf(out + sj, cap - sj, "%s%u", d ? "," : "",
+				       nproc == 2 && mx * my >= 2 && d >= mx * my / 2 ? 1 : 0);
+	sj += (size_t)snprintf(out + sj, cap - sj, "]},\"rules\":[");
+	for (unsigned i = 0; i < n; i++) {
+		const char *d0 = random_dim_spec(), *d1 = "null";
+
+		if (t[i].ndim >= 2) {
+			/* the other dimension gets what the first left */
+			if (!strchr(d0, 'x'))
+				d1 = th_rand() % 2 ? "\"x\"" : "null";
+			else if (!strchr(d0, 'y'))
+				d1 = th_rand() % 2 ? "\"y\"" : "null";
+		}
+		if (t[i].ndim == 0)
+			continue;
+		sj += (size_t)snprintf(out + sj, cap - sj, "%s{\"match\":\"%s\",\"spec\":[%s%s%s]}",
+				       sj && out[sj - 1] == '}' ? "," : "", t[i].name, d0,
+				       t[i].ndim >= 2 ? "," : "", t[i].ndim >= 2 ? d1 : "");
+	}
+	sj += (size_t)snprintf(out + sj, cap - sj, "]}");
+	return sj;
+}
+
+/* Loads process p of ck under spec; every shard against an independent
+ * slice of the file's bytes. Returns the shards checked, or -1 (failed,
+ * or the backend is missing: *skip). */
+static long check_process(const rl_ckpt *ck, const rl_spec *spec, unsigned p, const uint8_t *file,
+			  uint64_t data_start, const struct rt *t, unsigned n, int *skip)
+{
+	rl_loader *ld;
+	rl_plan *plan;
+	long verified = 0;
+	int ret = load(ck, spec, (int)p, &ld, &plan);
+
+	*skip = ret == RL_E_BACKEND;
+	if (ret < 0) {
+		if (!*skip)
+			printf("    process %u: %s\n", p, rl_loader_errmsg(ld));
+		rl_loader_destroy(ld);
+		return -1;
+	}
+	for (size_t s = 0; s < rl_plan_num_shards(plan) && verified >= 0; s++) {
+		rl_shard_info si;
+		uint8_t *base;
+
+		rl_plan_shard(plan, s, &si);
+		base = rl_loader_staging(ld, si.device, NULL);
+		verified++;
+		for (unsigned i = 0; i < n; i++)
+			if (!strcmp(t[i].name, si.name) && ((si.nbytes && !base) ||
+			    !slice_equal(file + data_start + t[i].off, t + i, &si,
+					 base ? base + si.offset : NULL))) {
+				printf("    shard %zu (%s on device %u) differs\n", s, si.name,
+				       si.device);
+				verified = -1;
+			}
+	}
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	return verified;
+}
+
 static void random_shardings(void)
 {
 	unsigned workers = cur_workers;
 	size_t verified = 0;
 
-	for (int round = 0; round < 8; round++) {
-		/* several workers: each count from 1 to 8 once */
-		cur_workers = workers > 1 ? 1 + (unsigned)round : 1;
+	for (int round = 0; round < 8 && !th_failed(); round++) {
 		struct rt t[12];
 		unsigned n = 1 + (unsigned)(th_rand() % 12);
 		uint64_t data_start, fsize;
 		char *spec_json = malloc(16384);
-		size_t sj = 0;
 		uint8_t *file = write_random_ckpt(tmp_path("rand.safetensors"), t, n, &data_start,
 						  &fsize);
 		rl_ckpt *ck = rl_ckpt_create();
 		rl_spec *spec = rl_spec_create();
 		unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
 		unsigned nproc = (unsigned)(th_rand() % 2) + 1;
+		size_t sj;
+		int skip = 0;
 
+		/* several workers: each count from 1 to 8 once */
+		cur_workers = workers > 1 ? 1 + (unsigned)round : 1;
 		CHECK(file && ck && spec && spec_json);
 		CHECKF(rl_ckpt_open(ck, tmp_path("rand.safetensors")) == 0, "%s", rl_ckpt_errmsg(ck));
-		/* mesh (mx, my); devices split over nproc processes (ids are
-		 * dense: one device means one process) */
-		sj += (size_t)snprintf(spec_json + sj, 16384 - sj,
-				       "{\"mesh\":{\"shape\":[%u,%u],\"axes\":[\"x\",\"y\"],"
-				       "\"process_of_device\":[", mx, my);
-		for (unsigned d = 0; d < mx * my; d++)
-			sj += (size_t)snprintf(spec_json + sj, 16384 - sj, "%s%u", d ? "," : "",
-					       nproc == 2 && mx * my >= 2 && d >= mx * my / 2 ? 1 : 0);
-		sj += (size_t)snprintf(spec_json + sj, 16384 - sj, "]},\"rules\":[");
-		for (unsigned i = 0; i < n; i++) {
-			const char *d0 = random_dim_spec(), *d1 = "null";
-
-			if (t[i].ndim >= 2) {
-				/* the other dimension gets what the first left */
-				if (!strchr(d0, 'x'))
-					d1 = th_rand() % 2 ? "\"x\"" : "null";
-				else if (!strchr(d0, 'y'))
-					d1 = th_rand() % 2 ? "\"y\"" : "null";
-			}
-			if (t[i].ndim == 0)
-				continue;
-			sj += (size_t)snprintf(spec_json + sj, 16384 - sj,
-					       "%s{\"match\":\"%s\",\"spec\":[%s%s%s]}",
-					       sj && spec_json[sj - 1] == '}' ? "," : "", t[i].name, d0,
-					       t[i].ndim >= 2 ? "," : "", t[i].ndim >= 2 ? d1 : "");
-		}
-		sj += (size_t)snprintf(spec_json + sj, 16384 - sj, "]}");
+		sj = random_spec(t, n, mx, my, nproc, spec_json, 16384);
 		CHECKF(rl_spec_parse(spec, spec_json, sj) == 0, "%s: %s", spec_json,
 		       rl_spec_errmsg(spec));
+		for (unsigned p = 0; p < (mx * my >= 2 ? nproc : 1) && !skip; p++) {
+			long v = check_process(ck, spec, p, file, data_start, t, n, &skip);
 
-		for (unsigned p = 0; p < (mx * my >= 2 ? nproc : 1); p++) {
-			rl_loader *ld;
-			rl_plan *plan;
-			int ret = load(ck, spec, (int)p, &ld, &plan);
-
-			if (ret == RL_E_BACKEND) {
-				rl_loader_destroy(ld);
-				break;
-			}
-			CHECKF(ret == 0, "round %d: %s (spec %s)", round, rl_loader_errmsg(ld),
+			CHECKF(v >= 0 || skip, "round %d, %u workers: spec %s", round, cur_workers,
 			       spec_json);
-			for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
-				rl_shard_info si;
-				long ti;
-				uint8_t *base;
-
-				CHECK(rl_plan_shard(plan, s, &si) == 0);
-				ti = rl_ckpt_find(ck, si.name);
-				CHECK(ti >= 0);
-				base = rl_loader_staging(ld, si.device, NULL);
-				CHECK(si.nbytes == 0 || base);
-				verified++;
-				for (unsigned i = 0; i < n; i++)
-					if (!strcmp(t[i].name, si.name))
-						CHECKF(slice_equal(file + data_start + t[i].off, t + i,
-								   &si, base ? base + si.offset : NULL),
-						       "round %d: shard %zu (%s on device %u) differs; spec %s",
-						       round, s, si.name, si.device, spec_json);
-			}
-			rl_plan_destroy(plan);
-			rl_loader_destroy(ld);
+			verified += v > 0 ? (size_t)v : 0;
 		}
 		rl_spec_destroy(spec);
 		rl_ckpt_destroy(ck);
