@@ -11,7 +11,9 @@
  * ENG_WORKER_MIN_BYTES of reads (a worker costs a thread, a ring and
  * registrations), nor, when reads go through bounce buffers, more than the
  * in-flight bound holds buffers. Queue depth, by default: twice the workers
- * and at least ENG_AUTO_QD, split evenly over them.
+ * and at least ENG_AUTO_QD, but no more than the device's queue holds
+ * once the block layer has cut each read into the pieces it takes
+ * (max_sectors_kb), split evenly over the workers.
  */
 #include <errno.h>
 #include <sched.h>
@@ -74,6 +76,30 @@ static unsigned cpus_allowed(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/* The device queue of the first file with reads, or NULL. */
+static const struct eng_devq *first_queue(const struct eng_run *rc)
+{
+	for (size_t i = 0; i < rc->nfiles; i++)
+		if (rc->files[i].st.mode != ENG_FILE_UNUSED)
+			return rc->files[i].st.q.name[0] ? &rc->files[i].st.q : NULL;
+	return NULL;
+}
+
+/* Automatic queue depth: twice the workers, at least ENG_AUTO_QD; but
+ * not more reads than the device queue holds once the block layer has cut
+ * each into its unsplit pieces (more would only wait in the scheduler). */
+static unsigned auto_qd(const struct eng_run *rc, unsigned workers, uint32_t max_read)
+{
+	const struct eng_devq *q = first_queue(rc);
+	unsigned qd = RL_MAX(2 * workers, (unsigned)ENG_AUTO_QD), pieces, fit;
+
+	if (!q || !q->nr_requests || !q->max_bytes || !max_read)
+		return qd;
+	pieces = (max_read + q->max_bytes - 1) / q->max_bytes;
+	fit = RL_MAX(q->nr_requests / pieces, workers);
+	return RL_MIN(qd, fit);
+}
+
 /* Workers and total queue depth; why says how the count was chosen. */
 static void size_workers(struct eng_run *rc, const struct needs *n, unsigned *qd,
 			 char *why, size_t whylen)
@@ -98,7 +124,7 @@ static void size_workers(struct eng_run *rc, const struct needs *n, unsigned *qd
 	if (n->bounce)
 		w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(rc->bound / rc->buf_bytes, 1));
 	w = RL_MIN(RL_MAX(w, 1u), (unsigned)ENG_MAX_WORKERS);
-	*qd = rc->o->queue_depth ? rc->o->queue_depth : RL_MAX(2 * w, (unsigned)ENG_AUTO_QD);
+	*qd = rc->o->queue_depth ? rc->o->queue_depth : auto_qd(rc, w, n->max_read);
 	rc->nworkers = RL_MIN(w, *qd);
 }
 
@@ -141,22 +167,16 @@ static uint64_t memlock_share(unsigned nworkers)
  * device requests the longest read becomes. */
 static void device_text(const struct eng_run *rc, uint32_t max_read, char *out, size_t len)
 {
-	for (size_t i = 0; i < rc->nfiles; i++) {
-		const struct eng_devq *q = &rc->files[i].st.q;
+	const struct eng_devq *q = first_queue(rc);
 
-		if (rc->files[i].st.mode == ENG_FILE_UNUSED)
-			continue;
-		if (!q->name[0]) {
-			snprintf(out, len, "no block device under %s", rc->files[i].path);
-			return;
-		}
-		snprintf(out, len, "%s: %u KiB, %u segments a request%s, so a %u KiB read is %u",
-			 q->name, q->max_bytes >> 10, q->max_segments,
-			 q->optimal_bytes ? " (optimal given)" : "", max_read >> 10,
-			 q->max_bytes ? (max_read + q->max_bytes - 1) / q->max_bytes : 1);
+	if (!q) {
+		snprintf(out, len, "no block device under the files");
 		return;
 	}
-	snprintf(out, len, "no reads");
+	snprintf(out, len, "%s: %u KiB, %u segments, %u requests a queue%s, so a %u KiB read is %u",
+		 q->name, q->max_bytes >> 10, q->max_segments, q->nr_requests,
+		 q->optimal_bytes ? " (optimal size given)" : "", max_read >> 10,
+		 q->max_bytes ? (max_read + q->max_bytes - 1) / q->max_bytes : 1);
 }
 
 static void shape_text(struct eng_run *rc, unsigned qd, const char *why, uint32_t max_read)
