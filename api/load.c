@@ -501,19 +501,32 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 	return 0;
 }
 
+/* A size-tagged struct (its first member: size_t size): the first
+ * min(*out's size, len) bytes of src go to out, and its size says how many. */
+static void copy_tagged(void *out, const void *src, size_t len)
+{
+	size_t n = RL_MIN(*(size_t *)out, len);
+
+	memcpy((char *)out + sizeof(size_t), (const char *)src + sizeof(size_t),
+	       n - sizeof(size_t));
+	*(size_t *)out = n;
+}
+
+/* The common checks of the size-tagged getters. */
+static int tagged_ok(const rl_loader *ld, const void *out)
+{
+	if (!ld || !out || *(const size_t *)out < sizeof(size_t))
+		return -EINVAL;
+	return ld->have_stats ? 0 : RL_E_STATE;
+}
+
 int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out)
 {
-	size_t n;
+	int ret = tagged_ok(ld, out);
 
-	if (!ld || !out || out->size < sizeof(out->size))
-		return -EINVAL;
-	if (!ld->have_stats)
-		return RL_E_STATE;
-	n = RL_MIN(out->size, sizeof(ld->stats_ex));
-	memcpy((char *)out + sizeof(out->size), (const char *)&ld->stats_ex + sizeof(out->size),
-	       n - sizeof(out->size));
-	out->size = n;
-	return 0;
+	if (ret == 0)
+		copy_tagged(out, &ld->stats_ex, sizeof(ld->stats_ex));
+	return ret;
 }
 
 size_t rl_loader_num_files(const rl_loader *ld)
@@ -525,12 +538,10 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 {
 	rl_file_stats fs;
 	const struct eng_file_stat *f;
-	size_t n;
+	int ret = tagged_ok(ld, out);
 
-	if (!ld || !out || out->size < sizeof(out->size))
-		return -EINVAL;
-	if (!ld->have_stats)
-		return RL_E_STATE;
+	if (ret < 0)
+		return ret;
 	if (file >= ld->nfiles || !ld->files)
 		return -EINVAL;
 	f = ld->files + file;
@@ -542,10 +553,7 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 	fs.max_request_bytes = f->q.max_bytes;
 	fs.max_segments = f->q.max_segments;
 	fs.optimal_io_bytes = f->q.optimal_bytes;
-	n = RL_MIN(out->size, sizeof(fs));
-	memcpy((char *)out + sizeof(out->size), (const char *)&fs + sizeof(out->size),
-	       n - sizeof(out->size));
-	out->size = n;
+	copy_tagged(out, &fs, sizeof(fs));
 	return 0;
 }
 

@@ -7,7 +7,7 @@
  * The benchmark scripts use it to record why a run was as fast as it was.
  *
  *   build/perf/bench_load PATH [--workers N] [--queue-depth N]
- *       [--request-bytes N] [--inflight-bytes N] [--backend auto|io_uring|libaio|pread]
+ *       [--request-bytes BYTES] [--inflight-bytes BYTES] [--backend auto|io_uring|libaio|pread]
  *       [--direct auto|on|off] [--sharding SPEC] [--tsv]
  *
  * --tsv prints one line: seconds gbps workers qd request_bytes
@@ -35,18 +35,13 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Numbers in bytes; anything else becomes a value rl_loader_set refuses. */
 static int64_t num(const char *s)
 {
 	char *end;
 	long long v = strtoll(s, &end, 10);
 
-	if (*end == 'K' || *end == 'k')
-		v <<= 10;
-	else if (*end == 'M' || *end == 'm')
-		v <<= 20;
-	else if (*end == 'G' || *end == 'g')
-		v <<= 30;
-	return v;
+	return *end || end == s ? INT64_MIN : v;
 }
 
 static int enum_of(const char *v, const char *const *names, int n)

@@ -15,24 +15,13 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${BUILD:-build}
-OUT=${OUT:-bench-out}
-ROUNDS=${ROUNDS:-3}
-MEDIA=${MEDIA:-"disk loop tmpfs"}
-DIR=${RL_BENCH_DIR:-/var/tmp/rlmedia}
-SHM=${SHM:-/dev/shm}
-PRIME=${PRIME:-1}
-cores=$(nproc)
-pow2s() { local n=1 s=""; while [ "$n" -lt "$1" ]; do s="$s $n"; n=$((n * 2)); done; echo "$s $1"; }
+me=load_grid.sh kind=grid
+# shellcheck source=perf/media_lib.sh
+. "$here/media_lib.sh"
 GRID_WORKERS=${GRID_WORKERS:-$(pow2s "$cores")}
 GRID_QD=${GRID_QD:-"4 16 64"}
 GRID_REQ=${GRID_REQ:-"1M 4M 8M 16M"}
 
-me=load_grid.sh
-stamp=$(date -u +%Y%m%d-%H%M%S)
-raw=$OUT/raw/grid-$stamp
-# shellcheck source=perf/media_lib.sh
-. "$here/media_lib.sh"
 tsv=$raw/grid.tsv
 : >"$tsv"
 

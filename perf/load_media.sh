@@ -35,27 +35,16 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${BUILD:-build}
-OUT=${OUT:-bench-out}
-ROUNDS=${ROUNDS:-3}
-MEDIA=${MEDIA:-"disk loop tmpfs"}
-DIR=${RL_BENCH_DIR:-/var/tmp/rlmedia}
-SHM=${SHM:-/dev/shm}
-PRIME=${PRIME:-1}
+me=load_media.sh kind=media
+# shellcheck source=perf/media_lib.sh
+. "$here/media_lib.sh"
 HOT=${HOT:-1}
 FIO_BS=${FIO_BS:-"1M 4M"}
 FIO_QD=${FIO_QD:-"16 64"}
 extra=${RL_LOAD_ARGS:-}
-cores=$(nproc)
-pow2s() { local n=1 s=""; while [ "$n" -lt "$1" ]; do s="$s $n"; n=$((n * 2)); done; echo "$s $1"; }
 FIO_JOBS=${FIO_JOBS:-$(pow2s "$cores")}
 WORKERS=${WORKERS:-$(pow2s "$cores")}
 
-me=load_media.sh
-stamp=$(date -u +%Y%m%d-%H%M%S)
-raw=$OUT/raw/media-$stamp
-# shellcheck source=perf/media_lib.sh
-. "$here/media_lib.sh"
 tsv=$raw/runs.tsv
 : >"$tsv"
 

@@ -2,7 +2,20 @@
 # checks, the checkpoint, dropping the page cache, priming fresh memory,
 # timing a process (wall and CPU), and setting up each medium (disk, loop
 # device over tmpfs with --direct-io=on, tmpfs) and tearing it down.
-# Sourced; expects BUILD, DIR, SHM, PRIME, SIZE (may be empty), raw, me.
+# Sourced after setting me (the script's name) and kind (media, grid).
+
+BUILD=${BUILD:-build}
+OUT=${OUT:-bench-out}
+ROUNDS=${ROUNDS:-3}
+MEDIA=${MEDIA:-"disk loop tmpfs"}
+DIR=${RL_BENCH_DIR:-/var/tmp/rlmedia}
+SHM=${SHM:-/dev/shm}
+PRIME=${PRIME:-1}
+cores=$(nproc)
+# 1 2 4 .. up to n, and n
+pow2s() { local n=1 s=""; while [ "$n" -lt "$1" ]; do s="$s $n"; n=$((n * 2)); done; echo "$s $1"; }
+stamp=$(date -u +%Y%m%d-%H%M%S)
+raw=$OUT/raw/$kind-$stamp
 
 die() { echo "$me: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (drop_caches, losetup, mount)"

@@ -1,5 +1,6 @@
 /* engine_util.c - see engine_util.h. Test code: plain malloc is fine. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -231,4 +232,40 @@ void tu_free(struct tu_plan *p)
 	free(p->copies);
 	free(p->shard_bytes);
 	memset(p, 0, sizeof(*p));
+}
+
+char *tu_path(const char *dir, const char *name)
+{
+	static char buf[4][512];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, name);
+	return buf[i];
+}
+
+int tu_evict(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	int ret;
+
+	if (fd < 0)
+		return -1;
+	ret = fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ? -1 : 0;
+	close(fd);
+	return ret;
+}
+
+int tu_warm(const char *path)
+{
+	char buf[65536];
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		;
+	close(fd);
+	return n < 0 ? -1 : 0;
 }

@@ -80,4 +80,13 @@ void tu_clear(struct tu_plan *p, int fill);
 
 void tu_free(struct tu_plan *p);
 
+/* dir/name in one of a few rotating static buffers (valid for the next
+ * three calls). */
+char *tu_path(const char *dir, const char *name);
+
+/* Drops path's pages from the page cache (after fsync: clean), or reads
+ * it whole through the page cache as `cat` does. 0 or -1. */
+int tu_evict(const char *path);
+int tu_warm(const char *path);
+
 #endif

@@ -42,16 +42,6 @@ static const unsigned worker_counts[] = { 1, 3 };
 static int cur_backend = ENG_IO_URING;
 static unsigned cur_workers = 1;
 
-static char *path_in(const char *dir, const char *name)
-{
-	static char buf[4][512];
-	static int i;
-
-	i = (i + 1) % 4;
-	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, name);
-	return buf[i];
-}
-
 /* The engine's test hooks a run applies (zero: none). */
 struct hooks {
 	int fault_kind, fault_backend, fault_errno;
@@ -138,7 +128,7 @@ static int backend_missing(int ret)
 /* Adds the file name of size bytes (seed) and one item reading all of it. */
 static void whole_item(struct tu_plan *p, const char *name, uint64_t size, uint64_t seed)
 {
-	tu_add_file(p, path_in(th_tmpdir(), name), size, seed);
+	tu_add_file(p, tu_path(th_tmpdir(), name), size, seed);
 	tu_add_item(p, 0, 0, (uint32_t)size, 1, 0, 0, 0);
 }
 
@@ -177,7 +167,7 @@ static void large_direct(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
+	tu_add_file(&p, tu_path(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
 	tu_add_item(&p, 0, 0, (12 << 20) + 4096, 1, 0, 0, 0);
 	tu_add_item(&p, 0, (12 << 20) + 4096, (12 << 20) + 1, 1, 0, 1, 0);
 	CHECK(tu_build(&p) == 0);
@@ -203,8 +193,8 @@ static void strided_and_unaligned(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "s1.bin"), 300000, 2);
-	tu_add_file(&p, path_in(th_tmpdir(), "s2.bin"), 4096 * 3, 3);
+	tu_add_file(&p, tu_path(th_tmpdir(), "s1.bin"), 300000, 2);
+	tu_add_file(&p, tu_path(th_tmpdir(), "s2.bin"), 4096 * 3, 3);
 	tu_add_item(&p, 0, 100, 24, 64, 96, 0, 0);        /* columns of a (64, 24) view */
 	tu_add_item(&p, 0, 124, 72, 64, 96, 1, 0);        /* the other columns */
 	tu_add_item(&p, 0, 7, 1, 1000, 3, 1, 5);          /* 1-byte runs, odd staging */
@@ -230,7 +220,7 @@ static void stride_equals_len(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "stride.bin"), 50000, 22);
+	tu_add_file(&p, tu_path(th_tmpdir(), "stride.bin"), 50000, 22);
 	tu_add_item(&p, 0, 300, 100, 7, 100, 0, 0);
 	tu_add_item(&p, 0, 9000, 1000, 3, 1000, 0, 3);
 	CHECK(tu_build(&p) == 0);
@@ -255,7 +245,7 @@ static void buffered_unaligned(void)
 
 	opts_cur(&o);
 	o.direct = 0;
-	tu_add_file(&p, path_in(th_tmpdir(), "b.bin"), 77777, 4);
+	tu_add_file(&p, tu_path(th_tmpdir(), "b.bin"), 77777, 4);
 	tu_add_item(&p, 0, 3, 77774, 1, 0, 0, 0);
 	tu_add_item(&p, 0, 11, 5, 300, 17, 1, 3);
 	tu_add_item(&p, 0, 4096, 8000, 1, 0, 1, 0);
@@ -283,7 +273,7 @@ static void tmpfs_files(void)
 
 		opts_cur(&o);
 		o.direct = direct;
-		tu_add_file(&p, path_in(dir, "t.bin"), 200001, 5);
+		tu_add_file(&p, tu_path(dir, "t.bin"), 200001, 5);
 		if (eng_probe_align(p.paths[0], &al) != 0 || !al.direct)
 			p.align = 1;
 		tu_add_item(&p, 0, 0, 200001, 1, 0, 0, 0);
@@ -327,7 +317,7 @@ static void random_plan(unsigned workers, int round)
 	o.inflight_bytes = p.chunk * (1 + th_rand() % 8);
 	o.register_buffers = (int)(th_rand() % 2);
 	o.register_files = (int)(th_rand() % 2);
-	tu_add_file(&p, path_in(th_tmpdir(), "r.bin"), size, th_rand());
+	tu_add_file(&p, tu_path(th_tmpdir(), "r.bin"), size, th_rand());
 	for (unsigned i = 0; i < nitems; i++) {
 		/* RL_MIN evaluates its arguments twice: no th_rand() in it */
 		uint64_t off = th_rand() % size, r = th_rand();
@@ -411,7 +401,7 @@ static void limiter_bound(void)
 		o.direct = 0;
 		o.inflight_bytes = bounds[b];
 		o.buffers = 64;
-		tu_add_file(&p, path_in(th_tmpdir(), "l.bin"), 4096 * 8, 6);
+		tu_add_file(&p, tu_path(th_tmpdir(), "l.bin"), 4096 * 8, 6);
 		if (bounds[b] < 100) {
 			for (unsigned i = 0; i < 64; i++)
 				tu_add_item(&p, 0, 4 * i, 4, 1, 0, 0, 0);
@@ -463,7 +453,7 @@ static void fault_plan(struct tu_plan *p)
 	p->align = 4096;
 	p->chunk = 16 << 10;
 	p->use_direct = 1;
-	tu_add_file(p, path_in(th_tmpdir(), "f.bin"), 100000, 7);
+	tu_add_file(p, tu_path(th_tmpdir(), "f.bin"), 100000, 7);
 	tu_add_item(p, 0, 0, 40960, 1, 0, 0, 0);          /* direct chunks */
 	tu_add_item(p, 0, 50000, 30, 40, 1000, 1, 0);     /* strided, bounce */
 	tu_add_item(p, 0, 99000, 1000, 1, 0, 1, 0);       /* partial last block */
@@ -555,7 +545,7 @@ static void fault_in_one_worker(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "one.bin"), 4 << 20, 23);
+	tu_add_file(&p, tu_path(th_tmpdir(), "one.bin"), 4 << 20, 23);
 	for (unsigned i = 0; i < 32; i++) /* direct and bounce shards */
 		tu_add_item(&p, 0, (uint64_t)i << 17, i % 2 ? 100000 : 1 << 17, 1, 0, i % 3,
 			    i % 2 ? 7 : 0);
@@ -599,7 +589,7 @@ static void hard_submit_error(void)
 	uint64_t nreads;
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "hard.bin"), (2 << 20) + 333, 21);
+	tu_add_file(&p, tu_path(th_tmpdir(), "hard.bin"), (2 << 20) + 333, 21);
 	tu_add_item(&p, 0, 0, 1 << 20, 1, 0, 0, 0);             /* direct */
 	tu_add_item(&p, 0, 1 << 20, (1 << 20) + 333, 1, 0, 1, 0); /* + partial block */
 	CHECK(tu_build(&p) == 0);
@@ -678,7 +668,7 @@ static void on_data_hook(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "data.bin"), 300001, 25);
+	tu_add_file(&p, tu_path(th_tmpdir(), "data.bin"), 300001, 25);
 	tu_add_item(&p, 0, 0, 300001, 1, 0, 0, 0);
 	tu_add_item(&p, 0, 1000, 50, 30, 700, 1, 0);
 	CHECK(tu_build(&p) == 0);
@@ -788,7 +778,7 @@ static void bad_jobs(void)
 	CHECK(tu_build(&p) == 0);
 
 	saved = p.paths[0];
-	p.paths[0] = path_in(th_tmpdir(), "nope.bin");
+	p.paths[0] = tu_path(th_tmpdir(), "nope.bin");
 	ret = run_plan(&p, NULL, &st, &e, NULL);
 	p.paths[0] = saved;
 	CHECKF(ret == -ENOENT && strstr(e.msg, "nope.bin"), "%d %s", ret, e.msg);
@@ -978,7 +968,7 @@ static void generator_no_copies(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	tu_add_file(&p, path_in(th_tmpdir(), "g.bin"), 4 << 20, 11);
+	tu_add_file(&p, tu_path(th_tmpdir(), "g.bin"), 4 << 20, 11);
 	paths[0] = p.paths[0];
 	memset(&job, 0, sizeof(job));
 	job.nfiles = 1;
@@ -1118,7 +1108,7 @@ static void seccomp_falls_back(void)
 #if defined(__x86_64__)
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
 
-	tu_add_file(&p, path_in(th_tmpdir(), "sc.bin"), 90000, 15);
+	tu_add_file(&p, tu_path(th_tmpdir(), "sc.bin"), 90000, 15);
 	tu_add_item(&p, 0, 0, 90000, 1, 0, 0, 0);
 	tu_add_item(&p, 0, 100, 30, 50, 1000, 1, 0);
 	CHECK(tu_build(&p) == 0);
@@ -1164,7 +1154,7 @@ static void hand_job(struct hand *h, const char *name, uint64_t fsize,
 	uint8_t *content;
 
 	memset(h, 0, sizeof(*h));
-	h->paths[0] = path_in(th_tmpdir(), name);
+	h->paths[0] = tu_path(th_tmpdir(), name);
 	content = tu_write_file(h->paths[0], fsize, 21);
 	free(content);
 	h->sizes[0] = fsize;
@@ -1358,7 +1348,7 @@ static void aio_submit_refused(void)
 	static const uint32_t refusals[] = { 1, 2, 5, UINT32_MAX };
 	struct tu_plan p = { .align = 4096, .chunk = 16 << 10, .use_direct = 1 };
 
-	tu_add_file(&p, path_in(th_tmpdir(), "refuse.bin"), 70000, 16);
+	tu_add_file(&p, tu_path(th_tmpdir(), "refuse.bin"), 70000, 16);
 	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
 	CHECK(tu_build(&p) == 0);
 	for (size_t i = 0; i < 2 * RL_ARRAY_SIZE(refusals); i++) {
@@ -1426,7 +1416,7 @@ static void unprivileged_memlock(void)
 		SKIP("needs root to switch to an unprivileged user");
 	CHECK(mkdtemp(dir));
 	CHECK(chmod(dir, 0755) == 0);
-	tu_add_file(&p, path_in(dir, "m.bin"), 48 << 20, 13);
+	tu_add_file(&p, tu_path(dir, "m.bin"), 48 << 20, 13);
 	for (unsigned i = 0; i < 48; i++)
 		tu_add_item(&p, 0, (uint64_t)i << 20, 1 << 20, 1, 0, i % 2, 0);
 	CHECK(tu_build(&p) == 0);

@@ -22,10 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine_util.h"
 #include "harness.h"
 #include "ringload.h"
 
-#define RL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
 				       RL_BACKEND_PREAD };
@@ -50,12 +50,7 @@ static rl_loader *new_loader(void)
 
 static char *tmp_path(const char *name)
 {
-	static char buf[4][512];
-	static int i;
-
-	i = (i + 1) % 4;
-	snprintf(buf[i], sizeof(buf[i]), "%s/%s", th_tmpdir(), name);
-	return buf[i];
+	return tu_path(th_tmpdir(), name);
 }
 
 static void sha256_hex(const void *p, size_t n, char out[65])
@@ -664,6 +659,26 @@ static void read_once(void)
 	CHECKF(received >= 2 && reported > 0, "%zu received, %zu reported", received, reported);
 }
 
+/* The first whole-tensor shard of plan (tensors t[0..n) of file) whose
+ * bytes differ in staging (base: device 0's area; NULL: ld's areas), or
+ * NULL when all are equal. */
+static const char *differs(const rl_plan *plan, const rl_loader *ld, const uint8_t *base,
+			   const uint8_t *file, uint64_t data_start, const struct rt *t, unsigned n)
+{
+	for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
+		rl_shard_info si;
+		const uint8_t *area;
+
+		rl_plan_shard(plan, s, &si);
+		area = base ? base : rl_loader_staging(ld, si.device, NULL);
+		for (unsigned i = 0; i < n; i++)
+			if (!strcmp(t[i].name, si.name) && si.nbytes &&
+			    (!area || memcmp(file + data_start + t[i].off, area + si.offset, si.nbytes)))
+				return t[i].name;
+	}
+	return NULL;
+}
+
 /* Caller staging: aligned (direct reads), misaligned by one byte (bounce
  * fallback), too small or missing (RL_E_STAGING). */
 static void caller_staging(void)
@@ -710,16 +725,8 @@ static void caller_staging(void)
 			break;
 		CHECKF(ret == 0, "misaligned %d: %s", mis, rl_loader_errmsg(ld));
 		CHECK(rl_loader_staging(ld, 0, NULL) == base);
-		for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
-			rl_shard_info si;
-
-			CHECK(rl_plan_shard(plan, s, &si) == 0);
-			for (unsigned i = 0; i < 8; i++)
-				if (!strcmp(t[i].name, si.name))
-					CHECKF(!memcmp(file + data_start + t[i].off, base + si.offset,
-						       si.nbytes),
-					       "misaligned %d: %s differs", mis, si.name);
-		}
+		CHECKF(!differs(plan, ld, base, file, data_start, t, 8), "misaligned %d: %s differs",
+		       mis, differs(plan, ld, base, file, data_start, t, 8));
 		CHECK(rl_loader_get_stats(ld, &st) == 0);
 		if (mis)
 			CHECK_EQ(st.bytes_direct, 0);
@@ -890,34 +897,6 @@ static void cli_unprivileged(void)
 /* ------------------------------------------------------------------ */
 /* The page cache: buffered when the file is there, O_DIRECT when not */
 
-/* Drops the file's pages from the page cache (clean after fsync). */
-static int evict(const char *path)
-{
-	int fd = open(path, O_RDONLY);
-	int ret;
-
-	if (fd < 0)
-		return -1;
-	ret = fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ? -1 : 0;
-	close(fd);
-	return ret;
-}
-
-/* Reads the whole file through the page cache, as `cat` does. */
-static int warm(const char *path)
-{
-	char buf[65536];
-	int fd = open(path, O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		;
-	close(fd);
-	return n < 0 ? -1 : 0;
-}
-
 /* Loads ck whole with RL_OPT_DIRECT = direct; checks the bytes against
  * file and returns file 0's statistics in *fs (0, or the load's code). */
 static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, uint64_t data_start,
@@ -929,17 +908,8 @@ static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, 
 
 	if (ret == 0)
 		ret = rl_loader_load(ld, ck, NULL, 0, &plan);
-	for (size_t s = 0; ret == 0 && s < rl_plan_num_shards(plan); s++) {
-		rl_shard_info si;
-		uint8_t *base;
-
-		rl_plan_shard(plan, s, &si);
-		base = rl_loader_staging(ld, si.device, NULL);
-		for (unsigned i = 0; i < n; i++)
-			if (!strcmp(t[i].name, si.name) &&
-			    memcmp(file + data_start + t[i].off, base + si.offset, si.nbytes))
-				ret = -EILSEQ;
-	}
+	if (ret == 0 && differs(plan, ld, NULL, file, data_start, t, n))
+		ret = -EILSEQ;
 	fs->size = sizeof(*fs);
 	x->size = sizeof(*x);
 	if (ret == 0 && (rl_loader_get_file_stats(ld, 0, fs) || rl_loader_get_stats_ex(ld, x)))
@@ -979,7 +949,7 @@ static void hot_cache_choice(void)
 		rl_file_stats fs;
 		rl_load_stats_ex x;
 
-		CHECK(cases[c].hot ? warm(path) == 0 : evict(path) == 0);
+		CHECK(cases[c].hot ? tu_warm(path) == 0 : tu_evict(path) == 0);
 		ret = load_direct_mode(ck, cases[c].direct, file, data_start, t, 10, &fs, &x);
 		if (ret == RL_E_BACKEND)
 			break;
@@ -1000,29 +970,46 @@ static void hot_cache_choice(void)
 		SKIP("backend unavailable");
 }
 
+/* Writes a random checkpoint of n tensors as name and opens it; *file
+ * (may be NULL: freed) receives its bytes. Returns the handle or NULL. */
+static rl_ckpt *random_ckpt(const char *name, struct rt *t, unsigned n, uint8_t **file,
+			    uint64_t *data_start)
+{
+	uint64_t fsize;
+	uint8_t *bytes = write_random_ckpt(tmp_path(name), t, n, data_start, &fsize);
+	rl_ckpt *ck = bytes ? rl_ckpt_create() : NULL;
+
+	if (ck && rl_ckpt_open(ck, tmp_path(name)) < 0) {
+		rl_ckpt_destroy(ck);
+		ck = NULL;
+	}
+	if (file && ck)
+		*file = bytes;
+	else
+		free(bytes);
+	return ck;
+}
+
 /* The size-tagged statistics: an older (smaller) struct gets its own
  * bytes and no more, a size that cannot hold itself is refused, and the
  * fields say what ran. */
 static void stats_ex_sizes(void)
 {
-	rl_ckpt *ck = rl_ckpt_create();
+	struct rt t[4];
+	uint64_t data_start;
+	rl_ckpt *ck = random_ckpt("sx.safetensors", t, 4, NULL, &data_start);
 	rl_loader *ld = new_loader();
 	rl_plan *plan = NULL;
 	rl_load_stats_ex x;
 	rl_file_stats fs;
 	unsigned char raw[sizeof(rl_load_stats_ex) + 16];
-	struct rt t[4];
-	uint64_t data_start, fsize;
-	uint8_t *file = write_random_ckpt(tmp_path("sx.safetensors"), t, 4, &data_start, &fsize);
 	size_t old = offsetof(rl_load_stats_ex, queue_depth);
 	int ret;
 
-	CHECK(file && ck && ld);
-	free(file);
+	CHECK(ck && ld);
 	x.size = sizeof(x);
 	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), RL_E_STATE);
 	CHECK_EQ(rl_loader_num_files(ld), 0);
-	CHECK(rl_ckpt_open(ck, tmp_path("sx.safetensors")) == 0);
 	ret = rl_loader_load(ld, ck, NULL, 0, &plan);
 	if (ret == RL_E_BACKEND) {
 		rl_loader_destroy(ld);
@@ -1057,9 +1044,9 @@ static void stats_ex_sizes(void)
 static void staging_alloc(void)
 {
 	struct rt t[6];
-	uint64_t data_start, fsize;
-	uint8_t *file = write_random_ckpt(tmp_path("sa.safetensors"), t, 6, &data_start, &fsize);
-	rl_ckpt *ck = rl_ckpt_create();
+	uint64_t data_start;
+	uint8_t *file = NULL;
+	rl_ckpt *ck = random_ckpt("sa.safetensors", t, 6, &file, &data_start);
 	rl_plan *plan = rl_plan_create();
 	rl_loader *ld = new_loader();
 	rl_device_info di;
@@ -1073,7 +1060,6 @@ static void staging_alloc(void)
 	mem = rl_staging_alloc(3 << 20);
 	CHECK(mem && (uintptr_t)mem % (2 << 20) == 0);
 	rl_staging_free(mem, 3 << 20);
-	CHECK(rl_ckpt_open(ck, tmp_path("sa.safetensors")) == 0);
 	CHECK(rl_plan_build(plan, ck, NULL) == 0);
 	CHECK(rl_plan_device(plan, 0, &di) == 0);
 	len = di.staging_bytes ? di.staging_bytes : 1;
@@ -1082,15 +1068,8 @@ static void staging_alloc(void)
 	CHECK(rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_CALLER) == 0);
 	CHECK(rl_loader_set_staging(ld, 0, mem, len) == 0);
 	ret = rl_loader_run(ld, plan);
-	for (size_t s = 0; ret == 0 && s < rl_plan_num_shards(plan); s++) {
-		rl_shard_info si;
-
-		CHECK(rl_plan_shard(plan, s, &si) == 0);
-		for (unsigned i = 0; i < 6; i++)
-			if (!strcmp(t[i].name, si.name))
-				CHECKF(!memcmp(file + data_start + t[i].off, mem + si.offset, si.nbytes),
-				       "%s differs", si.name);
-	}
+	CHECKF(ret != 0 || !differs(plan, ld, mem, file, data_start, t, 6), "%s differs",
+	       differs(plan, ld, mem, file, data_start, t, 6));
 	CHECKF(ret == 0 || ret == RL_E_BACKEND, "%s", rl_loader_errmsg(ld));
 	rl_loader_destroy(ld);
 	rl_staging_free(mem, len);
@@ -1104,17 +1083,14 @@ static void staging_alloc(void)
 static void request_bytes_auto(void)
 {
 	struct rt t[2];
-	uint64_t data_start, fsize;
-	uint8_t *file = write_random_ckpt(tmp_path("rq.safetensors"), t, 2, &data_start, &fsize);
-	rl_ckpt *ck = rl_ckpt_create();
+	uint64_t data_start;
+	rl_ckpt *ck = random_ckpt("rq.safetensors", t, 2, NULL, &data_start);
 	rl_loader *ld = rl_loader_create();
 	rl_plan *plan = NULL;
 	rl_file_stats fs;
 	int64_t req;
 
-	CHECK(file && ck && ld);
-	free(file);
-	CHECK(rl_ckpt_open(ck, tmp_path("rq.safetensors")) == 0);
+	CHECK(ck && ld);
 	CHECK_EQ(rl_loader_request_bytes(NULL, ck), -EINVAL);
 	CHECK_EQ(rl_loader_request_bytes(ld, NULL), -EINVAL);
 	req = rl_loader_request_bytes(ld, ck);

@@ -24,12 +24,7 @@
 
 static char *path_in(const char *name)
 {
-	static char buf[4][512];
-	static int i;
-
-	i = (i + 1) % 4;
-	snprintf(buf[i], sizeof(buf[i]), "%s/%s", th_tmpdir(), name);
-	return buf[i];
+	return tu_path(th_tmpdir(), name);
 }
 
 /* Writes text into root/rel, making the directories on the way. */
@@ -210,31 +205,6 @@ static void numa_place_harmless(void)
 	CHECKF(eng_numa_node("/sys") >= -1, "node %d", eng_numa_node("/sys"));
 }
 
-static int evict(const char *path)
-{
-	int fd = open(path, O_RDONLY);
-	int ret;
-
-	if (fd < 0)
-		return -1;
-	ret = fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ? -1 : 0;
-	close(fd);
-	return ret;
-}
-
-static int warm(const char *path)
-{
-	char buf[65536];
-	int fd = open(path, O_RDONLY);
-
-	if (fd < 0)
-		return -1;
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	close(fd);
-	return 0;
-}
-
 /* cachestat and mincore say the same of a warm and of an evicted file,
  * over the whole file and over a range of it. */
 static void cached_bytes_agree(void)
@@ -247,7 +217,7 @@ static void cached_bytes_agree(void)
 	for (int hot = 1; hot >= 0; hot--) {
 		int64_t a, b, c;
 
-		CHECK(hot ? warm(path) == 0 : evict(path) == 0);
+		CHECK(hot ? tu_warm(path) == 0 : tu_evict(path) == 0);
 		fd = open(path, O_RDONLY);
 		CHECK(fd >= 0);
 		used_mincore = 0;
@@ -283,7 +253,7 @@ static void engine_choice_mincore(void)
 		tu_add_file(&p, path_in("choice.bin"), (1 << 20) + 5, 4);
 		tu_add_item(&p, 0, 0, (1 << 20) + 5, 1, 0, 0, 0);
 		CHECK(tu_build(&p) == 0);
-		CHECK(hot ? warm(p.paths[0]) == 0 : evict(p.paths[0]) == 0);
+		CHECK(hot ? tu_warm(p.paths[0]) == 0 : tu_evict(p.paths[0]) == 0);
 		eng_opts_default(&o);
 		o.direct = ENG_DIRECT_AUTO;
 		CHECK(eng_create(&o, &eng, &e) == 0);
