@@ -291,7 +291,6 @@ static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***stagin
 {
 	*staging = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(**staging));
 	*shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
-	rl_free(ld->files);
 	ld->nfiles = ex->nfiles;
 	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
 	if (!*staging || !*shard_bytes || !ld->files)
@@ -341,6 +340,9 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	int ret;
 
 	free_areas(ld);
+	rl_free(ld->files); /* the last run's file statistics go with it */
+	ld->files = NULL;
+	ld->nfiles = 0;
 	memset(&es, 0, sizeof(es));
 	ret = setup_areas(ld, ex);
 	if (ret == 0)
