@@ -66,17 +66,34 @@ def numpy_dtype(dtype):
     return None
 
 
+_MAX = 1 << 63  # numpy's and torch's sizes are signed 64-bit
+
+
+def _too_large(name, shape, framework):
+    return _errors.error(_lib.RL_E_TOO_LARGE, f"tensor '{name}': shape "
+                         f"{list(shape)} is too large for {framework}")
+
+
 def numpy_shape(name, dtype, shape):
     """Returns the numpy shape of a tensor: its own, or for sub-byte dtypes
-    the packed bytes along the last dimension."""
+    the packed bytes along the last dimension. Raises DtypeError when numpy
+    cannot hold it, ArgumentError (RL_E_TOO_LARGE) when the shape exceeds
+    numpy's limits (every dimension, and the bytes of the non-zero ones,
+    under 2^63)."""
     bits = SUBBYTE_BITS.get(dtype)
     if bits is None:
-        return tuple(shape)
-    if not shape or shape[-1] * bits % 8:
+        out, size = tuple(shape), numpy_dtype(dtype).itemsize
+    elif not shape or shape[-1] * bits % 8:
         raise dtype_error(name, dtype, f"with shape {list(shape)}: its last "
                           "dimension does not fill whole bytes, so numpy cannot "
                           "hold its packed bytes")
-    return tuple(shape[:-1]) + (shape[-1] * bits // 8,)
+    else:
+        out, size = tuple(shape[:-1]) + (shape[-1] * bits // 8,), 1
+    for d in out:
+        size *= d or 1
+        if d >= _MAX or size >= _MAX:
+            raise _too_large(name, shape, "numpy")
+    return out
 
 
 def torch_dtype(torch, name, dtype):
@@ -91,6 +108,14 @@ def torch_dtype(torch, name, dtype):
     return tdt
 
 
+def torch_check(torch, name, dtype, shape):
+    """Raises DtypeError when the running torch has no dtype for tensor
+    name, ArgumentError (RL_E_TOO_LARGE) for a dimension of 2^63 or more."""
+    torch_dtype(torch, name, dtype)
+    if any(d >= _MAX for d in shape):
+        raise _too_large(name, shape, "torch")
+
+
 def _aligned(raw, itemsize):
     """raw (uint8 bytes) itself when its address suits itemsize, else a
     copy: numpy and torch expect aligned elements."""
@@ -103,14 +128,16 @@ def to_numpy(raw, name, dtype, shape):
     """Interprets raw (a uint8 array of the tensor's bytes, C order) as a
     numpy array of the tensor's shape; a view when aligned."""
     npdt = numpy_dtype(dtype)
+    shape = numpy_shape(name, dtype, shape)
     if npdt is None:
-        return raw.reshape(numpy_shape(name, dtype, shape))
-    return _aligned(raw, npdt.itemsize).view(npdt).reshape(tuple(shape))
+        return raw.reshape(shape)
+    return _aligned(raw, npdt.itemsize).view(npdt).reshape(shape)
 
 
 def to_torch(torch, raw, name, dtype, shape):
     """Interprets raw (a uint8 array) as a CPU torch tensor of the tensor's
     shape, sharing raw's memory when aligned."""
+    torch_check(torch, name, dtype, shape)
     tdt = torch_dtype(torch, name, dtype)
     itemsize = torch.empty((), dtype=tdt).element_size()
     if not raw.size:

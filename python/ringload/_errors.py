@@ -18,11 +18,12 @@ class Error(Exception):
     ``strerror`` and ``message`` (the C library's one-line message)."""
 
     def __init__(self, code, message=None):
+        strerror = _lib.text(_lib.rl_strerror(code))
+        super().__init__(message or strerror)
         self.code = code
-        self.strerror = _lib.text(_lib.rl_strerror(code))
-        self.message = message or self.strerror
+        self.strerror = strerror  # after OSError.__init__, which resets it
+        self.message = message or strerror
         self.code_name = code_name(code)
-        super().__init__(self.message)
 
     def __str__(self):
         return self.message

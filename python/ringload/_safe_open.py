@@ -132,7 +132,8 @@ class SafeSlice:
             t = fw.convert(np.empty(0, np.uint8), m.name, m.dtype, shape)
         else:
             t = self._read_box(box, shape)
-        return fw.deliver(fw.contiguous(t[post]), self._device)
+        # the Ellipsis keeps an all-integer index a 0-d array, not a scalar
+        return fw.deliver(fw.contiguous(t[post + (Ellipsis,)]), self._device)
 
     def _read_whole(self):
         loaded, s = _single(self._ckpt, {"tensors": [self._meta.name]})

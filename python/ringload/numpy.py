@@ -17,7 +17,8 @@ class _Numpy:
     name = "numpy"
 
     def check(self, name, dtype, shape):
-        """Raises DtypeError when numpy cannot hold tensor name."""
+        """Raises DtypeError when numpy cannot hold tensor name
+        (ArgumentError when its shape is too large)."""
         _dtypes.numpy_shape(name, dtype, shape)
 
     def convert(self, raw, name, dtype, shape):

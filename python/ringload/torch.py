@@ -76,8 +76,9 @@ class _Torch:
     name = "torch"
 
     def check(self, name, dtype, shape):
-        """Raises DtypeError when this torch has no dtype for tensor name."""
-        _dtypes.torch_dtype(torch, name, dtype)
+        """Raises DtypeError when this torch has no dtype for tensor name
+        (ArgumentError when its shape is too large)."""
+        _dtypes.torch_check(torch, name, dtype, shape)
 
     def convert(self, raw, name, dtype, shape):
         """Returns raw (uint8 bytes) as a CPU tensor of dtype and shape."""

@@ -2,6 +2,7 @@
 shared test data, a seeded random generator that prints its seed, and the
 "gpu" marker (GPU tests are skipped when torch.cuda.is_available() is
 false)."""
+import gc
 import json
 import os
 import random
@@ -63,3 +64,18 @@ def torch():
 
 
 BACKENDS = ("io_uring", "libaio", "pread")
+
+
+@pytest.fixture(autouse=True)
+def no_handle_outlives_its_test():
+    """Like the C harness's leak check: every library handle a test makes
+    (loaders behind results included) is gone when the test's locals are.
+    A collection first: pytest.raises' exception info makes a cycle with
+    the test's frame (test_lifetimes checks that ringload itself frees by
+    reference counting alone)."""
+    from ringload import _handles
+    before = _handles.live_handles()
+    yield
+    gc.collect()
+    after = _handles.live_handles()
+    assert after == before, f"library handles left: {after} (before: {before})"

@@ -14,12 +14,15 @@ import pytest
 class HarnessReport:
     """A pytest plugin printing the harness's lines."""
 
-    def __init__(self):
+    def __init__(self, out):
+        self.out = out
         self.counts = {"passed": 0, "failed": 0, "skipped": 0}
 
+    def _print(self, text):
+        print(text, file=self.out, flush=True)
+
     def _line(self, status, report, extra=""):
-        name = report.nodeid.split("::", 1)[-1]
-        print(f"{status} {name}{extra}", flush=True)
+        self._print(f"{status} {report.nodeid.split('::', 1)[-1]}{extra}")
 
     def pytest_runtest_logreport(self, report):
         """One line per test: its call phase, or a failing setup/teardown."""
@@ -31,30 +34,39 @@ class HarnessReport:
         elif report.failed:
             self.counts["failed"] += 1
             self._line("FAIL", report, f" ({report.when})")
-            print(report.longreprtext, flush=True)
+            self._print(report.longreprtext)
             for title, content in report.sections:
-                print(f"---- {title}\n{content}", flush=True)
+                self._print(f"---- {title}\n{content}")
         elif report.when == "call":
             self.counts["passed"] += 1
             self._line("ok  ", report, f" ({report.duration * 1000:.0f} ms)")
 
     def pytest_collectreport(self, report):
-        """A module that cannot be collected counts as a failure."""
+        """A module that cannot be collected counts as a failure; one that
+        skips itself (a missing package) as one skip."""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            self.counts["skipped"] += 1
+            why = report.longrepr[2].removeprefix("Skipped: ")
+            self._print(f"skip {report.nodeid}: {why}")
         if report.failed:
             self.counts["failed"] += 1
-            print(f"FAIL collecting {report.nodeid}\n{report.longreprtext}",
-                  flush=True)
+            self._print(f"FAIL collecting {report.nodeid}\n{report.longreprtext}")
 
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     args = sys.argv[1:] or [here]
-    plugin = HarnessReport()
-    rc = pytest.main(["-p", "no:terminal", "-p", "no:cacheprovider",
+    # pytest's own report goes to /dev/null (its terminal plugin stays: the
+    # assertion messages use its options); ours to the real stdout.
+    out = os.fdopen(os.dup(1), "w")
+    plugin = HarnessReport(out)
+    sys.stdout = open(os.devnull, "w")
+    rc = pytest.main(["-p", "no:cacheprovider",
                       "-W", "error::pytest.PytestUnknownMarkWarning"] + args,
                      plugins=[plugin])
     c = plugin.counts
-    print(f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+    plugin._print(f"{c['passed']} passed, {c['failed']} failed, "
+                  f"{c['skipped']} skipped")
     # 5: nothing collected, which is a failure too
     return 0 if rc == 0 and not c["failed"] else 1
 
