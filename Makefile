@@ -211,7 +211,7 @@ PYTHON ?= /usr/bin/python3
 PYDIR ?= $(PREFIX)/lib/python3/dist-packages
 PY_LINK := python/ringload/libringload.so.0
 PY_LAYOUT := $(BUILD)/tests/py_layout
-PY_TESTS := python/tests/run.sh
+PY_TESTS := python/tests/python-tests.sh
 
 ifeq ($(SAN),)
 all: $(PY_LINK)

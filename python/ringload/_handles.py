@@ -24,13 +24,18 @@ def live_handles():
 
 
 class _Handle:
-    _kind = None
-    _create = None
-    _destroy = None
-    _errmsg = None
+    """Owns one handle of kind K: rl_K_create / _destroy / _errmsg."""
 
-    def __init__(self):
-        ptr = type(self)._create()
+    def __init_subclass__(cls, kind, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._kind = f"rl_{kind}"
+        cls._create = getattr(_lib, f"rl_{kind}_create")
+        cls._destroy = getattr(_lib, f"rl_{kind}_destroy")
+        cls._errmsg = getattr(_lib, f"rl_{kind}_errmsg")
+
+    def __init__(self, ptr=None):
+        """Creates a handle, or adopts ptr (one the library handed out)."""
+        ptr = ptr or type(self)._create()
         if not ptr:
             raise MemoryError(f"ringload: {self._kind}: out of memory")
         self._ptr = ptr
@@ -79,13 +84,9 @@ TensorMeta = collections.namedtuple(
     "TensorMeta", "name dtype shape file offset nbytes")
 
 
-class Checkpoint(_Handle):
+class Checkpoint(_Handle, kind="ckpt"):
     """An open checkpoint: a .safetensors file, a directory of them or a
     model.safetensors.index.json (rl_ckpt_open)."""
-    _kind = "rl_ckpt"
-    _create = _lib.rl_ckpt_create
-    _destroy = _lib.rl_ckpt_destroy
-    _errmsg = _lib.rl_ckpt_errmsg
 
     def __init__(self, path):
         super().__init__()
@@ -123,12 +124,8 @@ class Checkpoint(_Handle):
         return t
 
 
-class Spec(_Handle):
+class Spec(_Handle, kind="spec"):
     """A sharding spec (rl_spec): empty, JSON text, a dict or a file."""
-    _kind = "rl_spec"
-    _create = _lib.rl_spec_create
-    _destroy = _lib.rl_spec_destroy
-    _errmsg = _lib.rl_spec_errmsg
 
     def __init__(self, sharding=None):
         super().__init__()
@@ -159,20 +156,8 @@ dtype, full shape, box [start, stop) and its shape, device index and id,
 offset in the device's staging area and byte count."""
 
 
-class Plan(_Handle):
+class Plan(_Handle, kind="plan"):
     """A built plan (rl_plan); owns its handle (rl_loader_load's or ours)."""
-    _kind = "rl_plan"
-    _create = _lib.rl_plan_create
-    _destroy = _lib.rl_plan_destroy
-    _errmsg = _lib.rl_plan_errmsg
-
-    def __init__(self, ptr=None):
-        if ptr is None:
-            super().__init__()
-            return
-        self._ptr = ptr  # adopted from rl_loader_load
-        with _live_lock:
-            _live[self._kind] += 1
 
     def set(self, **params):
         """Sets plan parameters by name (process=1, chunk_bytes=..., ...)."""
@@ -230,13 +215,9 @@ class _Progress:
             return 1
 
 
-class Loader(_Handle):
+class Loader(_Handle, kind="loader"):
     """A loader (rl_loader) with its options; its library staging lives as
     long as this object."""
-    _kind = "rl_loader"
-    _create = _lib.rl_loader_create
-    _destroy = _lib.rl_loader_destroy
-    _errmsg = _lib.rl_loader_errmsg
 
     def __init__(self, backend="auto", options=None):
         super().__init__()

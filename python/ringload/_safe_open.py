@@ -51,9 +51,9 @@ class safe_open:  # noqa: N801 - safetensors' name
         self.close()
 
     def close(self):
-        """Closes the checkpoint; slices already taken stay usable."""
-        if self._ckpt is not None:
-            self._ckpt = None
+        """Closes the checkpoint: its handle goes with the last slice
+        taken from it (those stay usable, as in safetensors)."""
+        self._ckpt = None
 
     def keys(self):
         """Returns the tensor names, sorted."""

@@ -42,10 +42,18 @@ def big(tmp_path_factory):
     return path
 
 
+# ThreadSanitizer splits and maps its shadow regions as the program maps
+# memory, so mapped sizes say nothing under it: only handles and
+# descriptors are checked there (make tsan); other builds check all three.
+SIZES = os.environ.get("RL_SAN") != "tsan"
+
+
 def _mapped():
     """Bytes of large private anonymous read-write mappings, where staging
     lives: the process's total size also moves with thread stacks that
     glibc caches (up to 40 MiB) and malloc arenas it reserves."""
+    if not SIZES:
+        return 0
     total = 0
     with open("/proc/self/maps") as f:
         for line in f:
@@ -71,7 +79,7 @@ class _State:
     def assert_freed(self):
         assert _handles.live_handles() == self.handles
         assert _fds() == self.fds
-        assert _mapped() - self.mapped < BIG // 2, \
+        assert not SIZES or _mapped() - self.mapped < BIG // 2, \
             f"{(_mapped() - self.mapped) / MIB:.0f} MiB still mapped"
 
 
@@ -87,10 +95,10 @@ def no_gc():
 def test_results_hold_the_staging_until_the_last_one_goes(big, no_gc):
     state = _State()
     got = rnp.load_file(big)
-    assert _mapped() - state.mapped >= BIG  # the control: staging shows
+    assert not SIZES or _mapped() - state.mapped >= BIG  # the control
     w1 = got["w1"]
     del got
-    assert _mapped() - state.mapped >= BIG  # w1 keeps the whole area
+    assert not SIZES or _mapped() - state.mapped >= BIG  # w1 keeps it all
     assert w1.sum() == 0
     del w1
     state.assert_freed()

@@ -157,3 +157,34 @@ def test_random_checkpoint_of_several_files(tmp_path, rng):
     assert list(got) == sorted(tensors)
     for name, (dtype, shape, data) in tensors.items():
         assert oracle.as_bytes(got[name]) == data, name
+
+
+def test_concurrent_loads_from_threads(tmp_path, rng, torch):
+    # ctypes releases the GIL in every library call: loads in several
+    # threads run at once, each with its own loader, and agree.
+    import threading
+    path = tmp_path / "c.safetensors"
+    tensors = random_checkpoint(rng, path, subbyte=False)
+    expect = {n: tensors[n][2] for n in tensors
+              if oracle.torch_expect(torch, tensors[n][0]) is not None}
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            fw = "np" if i % 2 else "pt"
+            got = ringload.load(path, sharding={"tensors": sorted(expect)},
+                                framework=fw, backend=BACKENDS[i % 3],
+                                progress=lambda d, t: None)
+            results[i] = {n: oracle.as_bytes(t) for n, t in got[0].items()}
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 6, errors
+    for i, got in results.items():
+        for name, data in expect.items():
+            assert got[name] == data, (i, name)

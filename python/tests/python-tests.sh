@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh - the Python package's tests as one program of tests/run.sh: runs
+# python-tests.sh - the Python package's tests as one program of tests/run.sh: runs
 # pytest (runner.py) against the library of RL_BUILD with RL_PYTHON
 # (default /usr/bin/python3; the Makefile's PYTHON), and ends with the
 # harness's "N passed, N failed, N skipped" line.
