@@ -2,6 +2,8 @@
 #
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
+#   make check      structure checks: layers call only down, no circles
+#                   between files, no block of 6+ lines written twice
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -73,7 +75,7 @@ STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
-.PHONY: all test asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
+.PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
@@ -144,6 +146,12 @@ TESTDATA ?= $(abspath ../shared/testdata)
 
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN)
+
+# Structure checks (tests/check/): link-time calls per object file, and
+# repeated blocks of source.
+PYTHON ?= /usr/bin/python3
+check: all
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
