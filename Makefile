@@ -36,9 +36,11 @@ endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+# User flags (make CFLAGS=-O3, CC=clang) are kept; what the code needs is
+# added with override, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
+override CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+override CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
 # The library never links jemalloc: Debian's is built with initial-exec TLS
 # and would make libringload.so fail to dlopen (common/alloc.c). Our own
 # programs link it, and the library then uses it through mallocx.
@@ -47,15 +49,15 @@ EXE_LDLIBS := -ljemalloc
 TEST_LDLIBS := -lcrypto
 
 ifeq ($(SAN),asan)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=address,undefined
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=address,undefined
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 ifeq ($(SAN),tsan)
-CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=thread
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=thread
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 
