@@ -216,8 +216,8 @@ clean:
 # ---- Python package: python/ringload, ctypes over libringload.so ----
 # make links the built library next to the package (PYTHONPATH=python works
 # from the build tree); make install installs the package under PYDIR with
-# a link to the installed library; the tests run as one program of run.sh.
-PYTHON ?= /usr/bin/python3
+# a link to the installed library; the tests run as one program of run.sh
+# with $(PYTHON) (set above).
 PYDIR ?= $(PREFIX)/lib/python3/dist-packages
 PY_LINK := python/ringload/libringload.so.0
 PY_LAYOUT := $(BUILD)/tests/py_layout
