@@ -62,7 +62,10 @@ class _Handle:
                 _live[self._kind] -= 1
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: modules half torn down
+            pass
 
 
 @contextlib.contextmanager
