@@ -193,9 +193,12 @@ struct eng_run {
 	atomic_uint_fast64_t *shard_done;
 	pthread_mutex_t cb_lock;   /* on_shard: never two at once */
 
-	/* Progress (worker 0 reports it, on the calling thread). */
+	/* Progress: every worker counts, worker 0 (the calling thread)
+	 * reports each step crossed, in order (progress.c). */
 	atomic_uint_fast64_t done_bytes;
-	uint64_t progress_next, progress_step, progress_last;
+	uint64_t progress_step, progress_last;
+	uint64_t marks[256];       /* under lock: byte counts at steps crossed */
+	unsigned nmarks;
 
 	/* Failure: the first error wins (under lock); `failed` is the flag
 	 * every worker polls. */
@@ -210,7 +213,7 @@ struct eng_run {
 	pthread_cond_t cond;
 	pthread_mutex_t note_lock; /* stats->fallbacks, from any worker */
 	unsigned running;          /* spawned workers not yet finished */
-	int progress_due;          /* a worker crossed a progress step */
+	atomic_int progress_due;   /* another worker crossed a progress step */
 };
 
 /* Test hook: how the page-cache probe measures residency. */
@@ -295,8 +298,10 @@ void eng_worker_teardown(struct eng_worker *w);
 
 /* ---- progress.c: counted by every worker, reported on the calling thread */
 
-/* Calls on_progress when the bytes done crossed the next step (final: when
- * they reached the total and it was not reported yet). Calling thread. */
+/* Any worker: records that the bytes done reached `done`, crossing a step. */
+void eng_progress_mark(struct eng_run *rc, uint64_t done);
+/* Calling thread: calls on_progress for what was recorded, in order
+ * (final: and for the exact count after the join, if not said yet). */
 void eng_progress_report(struct eng_run *rc, int final);
 /* The calling thread, its own share done: waits for the other workers,
  * reporting progress as they signal it. */

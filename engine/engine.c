@@ -170,6 +170,7 @@ static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng
 	atomic_init(&rc->done_bytes, 0);
 	atomic_init(&rc->failed, 0);
 	atomic_init(&rc->prefault_off, 0);
+	atomic_init(&rc->progress_due, 0);
 	pthread_mutex_init(&rc->lock, NULL);
 	pthread_mutex_init(&rc->note_lock, NULL);
 	pthread_mutex_init(&rc->cb_lock, NULL);

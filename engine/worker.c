@@ -435,16 +435,9 @@ static void progress(struct eng_worker *w, uint64_t len)
 
 	/* Relaxed: a counter for reporting; no memory hangs on it. */
 	old = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed);
-	if (!rc->job->on_progress || old / rc->progress_step == (old + len) / rc->progress_step)
-		return;
-	if (w->id == 0) {
-		eng_progress_report(rc, 0);
-		return;
-	}
-	pthread_mutex_lock(&rc->lock);
-	rc->progress_due = 1;
-	pthread_cond_broadcast(&rc->cond);
-	pthread_mutex_unlock(&rc->lock);
+	if (rc->job->on_progress && (old / rc->progress_step != (old + len) / rc->progress_step ||
+				     old + len == rc->job->total_bytes))
+		eng_progress_mark(rc, old + len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -529,6 +522,9 @@ static int reap(struct eng_worker *w, int wait, int why)
 		w->t_last = rl_now_ns();
 	for (int i = 0; i < n; i++)
 		complete(w, done[i]);
+	/* Relaxed: a hint; the marks themselves are taken under the lock. */
+	if (w->id == 0 && atomic_load_explicit(&rc->progress_due, memory_order_relaxed))
+		eng_progress_report(rc, 0);
 	return 0;
 }
 

@@ -927,6 +927,48 @@ static void progress_cancels(void)
 	tu_free(&p);
 }
 
+/* Progress is reported on the calling thread, in order, at every step
+ * (1 MiB here) whichever worker crossed it, and ends at the total. */
+struct prog {
+	uint64_t last, calls;
+	int bad;
+};
+
+static int count_progress(void *user, uint64_t done, uint64_t total)
+{
+	struct prog *pg = user;
+
+	if (!pthread_equal(pthread_self(), progress_thread) || done <= pg->last || done > total)
+		pg->bad = 1;
+	pg->last = done;
+	pg->calls++;
+	return 0;
+}
+
+static void progress_in_order(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 256 << 10, .use_direct = 1 };
+	struct prog pg = { 0, 0, 0 };
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	whole_item(&p, "po.bin", 8 << 20, 26);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	job.on_progress = count_progress;
+	job.user = &pg;
+	job.total_bytes = 8 << 20;
+	progress_thread = pthread_self();
+	ret = run_plan(&p, NULL, &st, &e, &job);
+	CHECK_RUN_SAME(&p, ret, &e);
+	CHECK(!pg.bad);
+	CHECKF(pg.calls >= 8, "%llu calls", (unsigned long long)pg.calls);
+	CHECK_EQ(pg.last, 8 << 20);
+	tu_free(&p);
+}
+
 /* rlperf's shape: a generator of reads with no copies (one worker, the
  * calling thread, whatever the options say). */
 struct gen {
@@ -1523,7 +1565,7 @@ int main(void)
 		T(whole_file_direct), T(strided_and_unaligned), T(stride_equals_len),
 		T(large_direct), T(buffered_unaligned), T(tmpfs_files), T(random_plans),
 		T(limiter_bound), T(faults_nth_read), T(hard_submit_error), T(truncated_file),
-		T(short_odd_counts_once), T(empty_job), T(progress_cancels),
+		T(short_odd_counts_once), T(empty_job), T(progress_cancels), T(progress_in_order),
 		T(generator_no_copies), T(on_data_hook), T(unprivileged_memlock),
 		T(alloc_failures),
 	};
