@@ -498,8 +498,8 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
  * by a received rl_broadcast_info and the process's other shards of that
  * tensor and box) gets no bytes from the reads and is never reported; it
  * is complete once the runtime's broadcast and copies are done. Keep it
- * short (the worker that calls it reads nothing meanwhile): a runtime
- * typically queues a host-to-device copy.
+ * short (the worker that calls it reads nothing meanwhile; a worker thread
+ * has a 4 MiB stack): a runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 

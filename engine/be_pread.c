@@ -104,7 +104,7 @@ static int pr_setup(struct be *be)
 		return -ENOMEM;
 	}
 	for (; p->nthreads < want; p->nthreads++) {
-		int ret = pthread_create(p->threads + p->nthreads, NULL, reader, be);
+		int ret = eng_thread_start(p->threads + p->nthreads, ENG_READER_STACK, reader, be);
 
 		if (ret) {
 			if (p->nthreads)

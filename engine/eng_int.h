@@ -245,6 +245,14 @@ static inline int eng_failed(struct eng_run *rc)
 	return atomic_load_explicit(&rc->failed, memory_order_relaxed);
 }
 
+/* Starts a thread with a stack of `stack` bytes; pthread_create's code. */
+int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg);
+
+/* Stacks: a worker runs the runtime's on_shard (a Python callback, say),
+ * a pread reader only pread. */
+#define ENG_WORKER_STACK (4u << 20)
+#define ENG_READER_STACK (256u << 10)
+
 /* Test hooks' counters (refusals to hand out, all workers together):
  * takes one; 1 when there was one (UINT32_MAX never runs out). */
 int eng_hook_take(atomic_uint *count);

@@ -223,7 +223,7 @@ static void start_workers(struct eng_run *rc)
 		pthread_mutex_lock(&rc->lock);
 		rc->running++;
 		pthread_mutex_unlock(&rc->lock);
-		ret = pthread_create(&w->tid, NULL, worker_main, w);
+		ret = eng_thread_start(&w->tid, ENG_WORKER_STACK, worker_main, w);
 		if (ret == 0) {
 			w->joinable = 1;
 			continue;

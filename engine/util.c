@@ -99,3 +99,20 @@ int eng_hook_take(atomic_uint *count)
 		;
 	return n != 0;
 }
+
+int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	int ret = pthread_attr_init(&attr);
+
+	if (ret)
+		return ret;
+	/* Our threads need little stack; glibc keeps up to 40 MiB of the
+	 * stacks of finished threads mapped for reuse, 8 MiB each by
+	 * default, which a runtime sees as memory the load left behind. */
+	if (pthread_attr_setstacksize(&attr, stack))
+		pthread_attr_setstacksize(&attr, 8u << 20);
+	ret = pthread_create(t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return ret;
+}
