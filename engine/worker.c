@@ -242,15 +242,19 @@ static int claim_one(struct eng_worker *w, int prefault)
 	return 1;
 }
 
-/* Looks ahead while earlier reads are in flight: claims until a queue's
- * worth waits and faults in where they will land. */
-static void claim_ahead(struct eng_worker *w)
+/* Looks ahead while earlier reads are in flight: claims one more read
+ * (until a queue's worth waits) and faults in where it will land. One at
+ * a time, with a look at completions between, so that the queue stays
+ * full while the zeroing goes on. Returns 1 when it claimed one. */
+static int claim_ahead(struct eng_worker *w)
 {
+	int got;
+
 	if (!w->prefault)
-		return;
-	while (claim_one(w, 1))
-		;
+		return 0;
+	got = claim_one(w, 1);
 	eng_prefault_flush(w);
+	return got;
 }
 
 /* ------------------------------------------------------------------ */
@@ -501,7 +505,7 @@ static int reap(struct eng_worker *w, int wait, int why)
 
 	/* Blocked on bytes other workers hold: sleep in the kernel, where a
 	 * release can wake us, unless the bytes came back meanwhile. */
-	if (why == BLOCKED_BYTES && !eng_failed(rc)) {
+	if (wait && why == BLOCKED_BYTES && !eng_failed(rc)) {
 		if (eng_lim_park(w, w->claimed[w->head].len))
 			wait = 0;
 		else
@@ -533,15 +537,17 @@ void eng_worker_run(struct eng_worker *w)
 	struct eng_run *rc = w->run;
 
 	for (;;) {
-		int why = NOT_BLOCKED, failed, wait;
+		int why = NOT_BLOCKED, failed, wait, ahead;
 
 		if (submit_some(w, &why))
 			commit(w);
-		claim_ahead(w);
+		ahead = claim_ahead(w);
 		failed = eng_failed(rc);
 		if (w->in_kernel == 0) {
 			if (failed || (!w->count && !w->retry && w->exhausted))
 				break;
+			if (ahead) /* more to fault in before sleeping on bytes */
+				continue;
 			if (why == BLOCKED_BYTES)
 				eng_lim_wait(rc, w->claimed[w->head].len);
 			else if (why == BLOCKED_LOCAL) /* cannot happen: setup gives every
@@ -550,9 +556,10 @@ void eng_worker_run(struct eng_worker *w)
 					 w->id);
 			continue;
 		}
-		/* Block in the kernel only when nothing else can go now. */
-		wait = failed || why != NOT_BLOCKED || w->in_kernel >= w->qd ||
-		       (w->exhausted && !w->count && !w->retry);
+		/* Block in the kernel only when nothing else can go now (and
+		 * nothing is left to fault in ahead). */
+		wait = !ahead && (failed || why != NOT_BLOCKED || w->in_kernel >= w->qd ||
+				  (w->exhausted && !w->count && !w->retry));
 		if (reap(w, wait, why) < 0)
 			break;
 	}
