@@ -832,8 +832,8 @@ static void eagain_backs_off(void)
 }
 
 /* A direct read coming back short off the alignment is resubmitted from
- * the aligned position before: the re-read prefix counts once in
- * bytes_read, and the bytes are right. */
+ * the aligned position before, still with O_DIRECT: the re-read prefix
+ * counts once in bytes_read, and the bytes are right. */
 static void short_odd_counts_once(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
@@ -853,6 +853,8 @@ static void short_odd_counts_once(void)
 	CHECK_RUN_SAME(&p, ret, &e);
 	CHECK(st.retries >= 1);
 	CHECKF(st.bytes_read == 256 << 10, "bytes_read %llu", (unsigned long long)st.bytes_read);
+	CHECKF(st.direct_io == 1, "the rest went through the page cache (%llu bytes)",
+	       (unsigned long long)st.bytes_buffered);
 	tu_free(&p);
 }
 
