@@ -77,7 +77,7 @@ setup_medium() { # medium -> sets FILE, COLD
 		command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null ||
 			{ echo "skipping loop: losetup or mkfs.ext4 missing" >&2; return 1; }
 		img=$SHM/rlmedia-loop-$$.img
-		truncate -s $(( bytes + bytes / 10 + (256 << 20) )) "$img"
+		truncate -s $(( (bytes + bytes / 10 + (256 << 20)) >> 20 << 20 )) "$img"
 		loopdev=$(losetup -f --show --direct-io=on "$img") ||
 			{ echo "skipping loop: losetup failed" >&2; return 1; }
 		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loopdev"
