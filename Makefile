@@ -62,6 +62,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_SRC := tools/ringload.c $(wildcard tools/cmd_*.c)
 GEN_SRC := $(wildcard tools/mkckpt.c)
 PERF_SRC := $(wildcard perf/rlperf*.c)
+PERF_OBJ := $(PERF_SRC:%.c=$(BUILD)/obj/%.o)
 PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -78,7 +79,7 @@ TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(B
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
 
--include $(LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
@@ -107,12 +108,14 @@ $(BUILD)/mkckpt: $(GEN_SRC)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(GEN_SRC)
 
-$(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
+# rlperf links from one object per source file, so that which file calls
+# which can be read off the objects (test_rlperf checks it has no circle).
+$(BUILD)/rlperf: $(PERF_OBJ) $(STATIC)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_OBJ) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
 # Benchmark programs of perf/ (bench_*.c), one file each.
-$(BUILD)/perf/%: perf/%.c $(STATIC)
+$(BUILD)/perf/%: perf/%.c perf/perf_time.h $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
@@ -130,8 +133,10 @@ $(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h 
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< tests/harness.c
 
-# test_rlperf compiles rlperf's parts in (all but main).
-$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/rlperf.h)
+# test_rlperf compiles rlperf's parts in (all but main), and reads rlperf's
+# objects.
+$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/*.h) \
+	$(if $(PERF_SRC),$(BUILD)/rlperf)
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)
 	$(call say,LD,$@)
