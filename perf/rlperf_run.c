@@ -83,9 +83,7 @@ static int pick(struct worker *w, uint32_t *file, uint64_t *off)
 	/* fio stops a job once it has issued size bytes */
 	if (!w->t->job->time_based && w->submitted == w->t->max_ios)
 		return 0;
-	for (size_t k = 0; k < n; k++) {
-		size_t i = (w->cur + k) % n;
-
+	for (size_t k = 0, i = w->cur < n ? w->cur : 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
 		if (w->fs[i].done)
 			continue;
 		if (file_next(w, i, off)) {
@@ -98,13 +96,12 @@ static int pick(struct worker *w, uint32_t *file, uint64_t *off)
 	return 0;
 }
 
+/* 1, 2-3, 4-7, 8-15, 16-31, 32-63, >= 64 (d >= 1) */
 static unsigned depth_bin(uint64_t d)
 {
-	unsigned b = 0;
+	unsigned b = 63 - (unsigned)__builtin_clzll(d);
 
-	while (b + 1 < RP_NDEPTH && d >= 2ull << b)
-		b++;
-	return b;  /* 1, 2-3, 4-7, 8-15, 16-31, 32-63, >= 64 */
+	return b < RP_NDEPTH - 1 ? b : RP_NDEPTH - 1;
 }
 
 static int job_next(void *user, struct rl_read *out)

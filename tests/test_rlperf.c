@@ -730,6 +730,16 @@ static void regions_follow_fio(void)
 
 static void files_split_escape_and_default_as_fio(void)
 {
+	static const struct {
+		const char *a, *b, *fmt;
+	} refused[] = {
+		{ "--name=job", "--numjobs=3", "rlperf: %s/job.2.0: No such file or directory "
+		  "(rlperf reads files, it never creates them)" },
+		{ "--filename=z", "--size=16k", "rlperf: job rlperf: offset 0 + size 16384 is "
+		  "past the end of %s/z (8192 bytes); rlperf never writes" },
+		{ "--filename=z", "--bs=16k", "rlperf: job rlperf: bs 16384 is larger than the "
+		  "data to read (8192 bytes of %s/z)" },
+	};
 	char dir[600], arg[1400], err[800], want[1400];
 	struct rp_conf c;
 	struct rp_plan p;
@@ -755,21 +765,13 @@ static void files_split_escape_and_default_as_fio(void)
 	rp_plan_free(&p);
 	rp_conf_free(&c);
 	/* rlperf never creates or extends a file */
-	CHECK_EQ(plan_args(&c, &p, err, sizeof(err), arg, "--name=job", "--numjobs=3", NULL), -1);
-	snprintf(want, sizeof(want), "rlperf: %s/job.2.0: No such file or directory (rlperf "
-		 "reads files, it never creates them)", dir);
-	CHECK_STR(err, want);
-	rp_conf_free(&c);
-	CHECK_EQ(plan_args(&c, &p, err, sizeof(err), arg, "--filename=z", "--size=16k", NULL), -1);
-	snprintf(want, sizeof(want), "rlperf: job rlperf: offset 0 + size 16384 is past the "
-		 "end of %s/z (8192 bytes); rlperf never writes", dir);
-	CHECK_STR(err, want);
-	rp_conf_free(&c);
-	CHECK_EQ(plan_args(&c, &p, err, sizeof(err), arg, "--filename=z", "--bs=16k", NULL), -1);
-	snprintf(want, sizeof(want), "rlperf: job rlperf: bs 16384 is larger than the data "
-		 "to read (8192 bytes of %s/z)", dir);
-	CHECK_STR(err, want);
-	rp_conf_free(&c);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(refused); i++) {
+		CHECK_EQ(plan_args(&c, &p, err, sizeof(err), arg, refused[i].a, refused[i].b,
+				   NULL), -1);
+		snprintf(want, sizeof(want), refused[i].fmt, dir);
+		CHECK_STR(err, want);
+		rp_conf_free(&c);
+	}
 }
 
 /* ---------------------------------------------------------------- */
@@ -1406,33 +1408,39 @@ static const char json_check[] =
 	"assert 'fixedbufs' not in j['job options'] and j['rlperf']['backend']=='io_uring'\n"
 	"assert d['disk_util']==[] and 'global options' not in d\n";
 
-static void json_has_fios_shape(void)
+typedef void (*print_fn)(FILE *f, const struct rp_report *rep);
+
+/* Prints the known report with print into the test's directory as name. */
+static int print_known(print_fn print, const char *name, const char *a1, const char *a2,
+		       char *path, size_t len)
 {
-	char path[512], script[512], cmd[1200];
 	struct rp_conf c;
 	struct rp_plan p;
 	struct rp_result r;
 	struct rp_unit *u = NULL;
 	struct rp_report rep;
-	FILE *f;
-	int rc = known_report(&c, &p, &r, &u, &rep, "--name=q\"uote", "--rw=randread");
+	int rc = known_report(&c, &p, &r, &u, &rep, a1, a2);
+	FILE *f = NULL;
 
-	if (!rc) {
-		snprintf(path, sizeof(path), "%s/out.json", th_tmpdir());
-		f = fopen(path, "w");
-		if (f) {
-			rp_print_json(f, &rep);
-			fclose(f);
-		}
+	snprintf(path, len, "%s/%s", th_tmpdir(), name);
+	if (!rc && (f = fopen(path, "w"))) {
+		print(f, &rep);
+		fclose(f);
 	}
 	rp_units_free(u, 1);
 	fake_done(&c, &p, &r);
-	CHECK(!rc);
-	snprintf(script, sizeof(script), "%s/check.py", th_tmpdir());
-	f = fopen(script, "w");
-	CHECK(f);
-	fputs(json_check, f);
-	fclose(f);
+	return !rc && f ? 0 : -1;
+}
+
+static int write_script(const char *name, const char *text, char *path, size_t len);
+
+static void json_has_fios_shape(void)
+{
+	char path[512], script[512], cmd[1200];
+
+	CHECK(!print_known(rp_print_json, "out.json", "--name=q\"uote", "--rw=randread",
+			   path, sizeof(path)));
+	CHECK(!write_script("check.py", json_check, script, sizeof(script)));
 	if (!have("python3 -c ''"))
 		SKIP("python3 not installed");
 	snprintf(cmd, sizeof(cmd), "python3 %s %s", script, path);
@@ -1441,27 +1449,12 @@ static void json_has_fios_shape(void)
 
 static void normal_output_reads_like_fio(void)
 {
-	char path[512];
-	struct rp_conf c;
-	struct rp_plan p;
-	struct rp_result r;
-	struct rp_unit *u = NULL;
-	struct rp_report rep;
-	char *text = NULL;
-	FILE *f;
-	int ok, rc = known_report(&c, &p, &r, &u, &rep, "--bs=1m", "--iodepth=16");
+	char path[512], *text;
+	int ok;
 
-	if (!rc) {
-		snprintf(path, sizeof(path), "%s/out.txt", th_tmpdir());
-		f = fopen(path, "w");
-		if (f) {
-			rp_print_normal(f, &rep);
-			fclose(f);
-			text = slurp(path);
-		}
-	}
-	rp_units_free(u, 1);
-	fake_done(&c, &p, &r);
+	CHECK(!print_known(rp_print_normal, "out.txt", "--bs=1m", "--iodepth=16", path,
+			   sizeof(path)));
+	text = slurp(path);
 	CHECK(text);
 	ok = strstr(text, "rlperf: (g=0): rw=read, bs=(R) 1024KiB-1024KiB, ioengine=io_uring, "
 		    "iodepth=16\n") &&
