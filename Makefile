@@ -112,8 +112,8 @@ $(BUILD)/mkckpt: $(GEN_SRC)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(GEN_SRC)
 
-# rlperf links from one object per source file, so that which file calls
-# which can be read off the objects (test_rlperf checks it has no circle).
+# rlperf links from one object per source file (rebuilds only what
+# changed; tests/check/layers.py reads the calls off the objects).
 $(BUILD)/rlperf: $(PERF_OBJ) $(STATIC)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_OBJ) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
@@ -137,8 +137,7 @@ $(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h 
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< tests/harness.c
 
-# test_rlperf compiles rlperf's parts in (all but main), and reads rlperf's
-# objects.
+# test_rlperf compiles rlperf's parts in (all but main), and runs rlperf.
 $(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/*.h) \
 	$(if $(PERF_SRC),$(BUILD)/rlperf)
 

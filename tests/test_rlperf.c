@@ -6,7 +6,7 @@
  * on a fake engine defined here, report units (group_reporting), the normal
  * and JSON output, and end to end the real build/rlperf: its JSON against
  * fio's own for the same job file, --output, invalidate, several files,
- * checkpoint mode, and that perf/'s files call one way.
+ * and checkpoint mode.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1834,36 +1834,6 @@ static void binary_loads_a_checkpoint(void)
 	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 1);
 }
 
-/* ---------------------------------------------------------------- */
-/* Layers                                                            */
-/* ---------------------------------------------------------------- */
-
-/* tests/callgraph.py on two objects that call each other, then on
- * rlperf's objects, which must run one way. */
-static void perf_files_call_one_way(void)
-{
-	const char *b = getenv("RL_BUILD");
-	const char *x = write_text("cx.c", "void cy(void);\nvoid cx(void);\n"
-				   "void cx(void) { cy(); }\n");
-	const char *y = write_text("cy.c", "void cx(void);\nvoid cy(void);\n"
-				   "void cy(void) { cx(); }\n");
-	char cmd[2048], out[4096], here[1024];
-
-	if (!have("python3 -c ''") || !have("nm --version") || !have("cc --version"))
-		SKIP("python3, nm (binutils) or cc missing");
-	CHECK(x && y && getcwd(here, sizeof(here)));
-	snprintf(cmd, sizeof(cmd), "cd %s && cc -c cx.c cy.c && python3 %s/tests/callgraph.py "
-		 "cx.o cy.o", th_tmpdir(), here);
-	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
-	CHECK_STR(out, "circle: cx.o <-> cy.o\n");
-	snprintf(cmd, sizeof(cmd), "ls %s/obj/perf/rlperf*.o >/dev/null 2>&1", b ? b : "build");
-	if (system(cmd))
-		SKIP("rlperf's objects not built (make)");
-	snprintf(cmd, sizeof(cmd), "python3 tests/callgraph.py %s/obj/perf/rlperf*.o 2>&1",
-		 b ? b : "build");
-	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
-}
-
 int main(void)
 {
 	RUN(sizes_read_as_fio_reads_them);
@@ -1901,6 +1871,5 @@ int main(void)
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);
 	RUN(binary_loads_a_checkpoint);
-	RUN(perf_files_call_one_way);
 	return th_done();
 }
