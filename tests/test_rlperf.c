@@ -246,6 +246,8 @@ static void times_default_to_seconds(void)
 	CHECK(rp_parse_time("99999999999999d", &ns) == -1);
 }
 
+static int run_cmd(const char *cmd, char *out, size_t len);
+
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
 /* ---------------------------------------------------------------- */
@@ -531,6 +533,37 @@ static void help_lists_exactly_the_options(void)
 	CHECK(!strstr(text, "OPT_") && !strstr(text, "RP_O_"));
 	rl_free(text);
 	CHECK_EQ(listed, RL_ARRAY_SIZE(opt_table));
+}
+
+/* man/rlperf.1 names every option (roff writes '-' as "\-") and renders */
+static void man_page_lists_every_option(void)
+{
+	char *text = slurp("man/rlperf.1"), *w, *r, out[256];
+
+	if (!text)
+		SKIP("man/rlperf.1 not found (run from the repository root)");
+	for (w = r = text; *r; r++) {
+		if (r[0] == '\\' && r[1] == '-')
+			r++;
+		*w++ = *r;
+	}
+	*w = '\0';
+	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
+		const char *names[2] = { opt_table[i].name, opt_table[i].alias };
+
+		for (int k = 0; k < 2; k++)
+			if (names[k] && !strstr(text, names[k])) {
+				th_fail(__FILE__, __LINE__, "man/rlperf.1 lacks %s", names[k]);
+				rl_free(text);
+				return;
+			}
+	}
+	rl_free(text);
+	if (!have("man --version"))
+		SKIP("man (man-db) not installed");
+	CHECK_EQ(run_cmd("MANWIDTH=80 man -l man/rlperf.1 2>&1 | head -n 3", out,
+			 sizeof(out)), 0);
+	CHECKF(strstr(out, "RLPERF(1)"), "%s", out);
 }
 
 static void global_options_apply_as_fio_applies_them(void)
@@ -1844,6 +1877,7 @@ int main(void)
 	RUN(fio_command_line_parses);
 	RUN(bad_options_name_the_option);
 	RUN(help_lists_exactly_the_options);
+	RUN(man_page_lists_every_option);
 	RUN(global_options_apply_as_fio_applies_them);
 	RUN(job_files_parse_as_fio_parses_them);
 	RUN(job_file_errors_name_file_and_line);
