@@ -29,7 +29,7 @@ struct opt_def {
 	enum opt_kind kind;
 	int cmdline;            /* command line only (a fio command-line option) */
 	int raw;                /* meaningless for --checkpoint */
-	uint64_t lo, hi;        /* K_SIZE bounds, inclusive (0, 0: any) */
+	uint64_t lo, hi;        /* bounds, inclusive (hi 0: none); lo also of N% */
 	const char *arg, *help;
 };
 
@@ -221,22 +221,23 @@ static int parse_number(struct parser *pa, const struct opt_def *d, const char *
 		*v = !!*v;
 		return 0;
 	}
-	if (d->kind == K_AMOUNT && val[strlen(val) - 1] == '%' &&
-	    rp_parse_size(val, j->kb_base, v, pct))
-		return fail(pa, "failed parsing %s=%s: a percentage is a whole number from "
-			    "%d to 100", spelled, val, d->id == RP_O_SIZE);
-	if (rp_parse_size(val, j->kb_base, v, d->kind == K_AMOUNT ? pct : NULL))
+	if (rp_parse_size(val, j->kb_base, v, d->kind == K_AMOUNT ? pct : NULL) ||
+	    (*pct && *v < d->lo)) {
+		if (d->kind == K_AMOUNT && val[strlen(val) - 1] == '%')
+			return fail(pa, "failed parsing %s=%s: a percentage is a whole number "
+				    "from %llu to 100", spelled, val, (unsigned long long)d->lo);
 		return fail(pa, "failed parsing %s=%s: not a %s (examples: 4096, 4k, 1m, "
 			    "0x1000%s)", spelled, val, d->kind == K_AMOUNT ? "size" : "number",
 			    d->kind == K_AMOUNT ? ", 25%" : "");
-	if (*pct && d->id == RP_O_SIZE && !*v)
-		return fail(pa, "failed parsing %s=%s: a percentage is a whole number from "
-			    "1 to 100", spelled, val);
-	if (!*pct && d->hi && (*v < d->lo || *v > d->hi))
-		return fail(pa, "failed parsing %s=%s: out of range [%llu, %llu]", spelled, val,
-			    (unsigned long long)d->lo, (unsigned long long)d->hi);
-	if (!*pct && d->id == RP_O_SIZE && !*v)
-		return fail(pa, "failed parsing %s=%s: out of range [1, ...]", spelled, val);
+	}
+	if (!*pct && (*v < d->lo || (d->hi && *v > d->hi))) {
+		char hi[32] = "...";
+
+		if (d->hi)
+			snprintf(hi, sizeof(hi), "%llu", (unsigned long long)d->hi);
+		return fail(pa, "failed parsing %s=%s: out of range [%llu, %s]", spelled, val,
+			    (unsigned long long)d->lo, hi);
+	}
 	if (d->id == RP_O_KB_BASE && *v != 1000 && *v != 1024)
 		return fail(pa, "failed parsing %s=%s: expected 1024 or 1000", spelled, val);
 	return 0;
