@@ -130,6 +130,21 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+/* Runs a shell command; its stdout and stderr into out (NUL-ended). */
+static int run_cmd(const char *cmd, char *out, size_t len)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n;
+	int st;
+
+	if (!p)
+		return -1;
+	n = fread(out, 1, len - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static int have(const char *cmd)
 {
 	char c[256];
@@ -189,40 +204,49 @@ static void sizes_read_as_fio_reads_them(void)
 	CHECK(rp_parse_size("25%x", 1024, &v, &pct) == -1);
 }
 
-/* io_bytes of fio --ioengine=null reading s bytes, or -1 */
-static long long fio_null_bytes(const char *s, unsigned kb_base)
+/* Runs fio once with a null-engine job per entry of fio_sizes: job cI
+ * reads one block of bs=size=s[I] with kb_base[I] (bs and size are read
+ * by the same parser). Its JSON goes to out. */
+static int fio_sizes_json(char *out, size_t len)
 {
-	char cmd[512], out[65536];
-	const char *p;
-	FILE *f;
-	size_t n;
+	char cmd[8192];
+	int n = snprintf(cmd, sizeof(cmd), "fio --output-format=json --ioengine=null "
+			 "--rw=read");
 
-	/* one read of s bytes: bs and size are read by the same parser */
-	snprintf(cmd, sizeof(cmd), "fio --output-format=json --name=x --ioengine=null "
-		 "--rw=read --kb_base=%u --bs=%s --size=%s 2>&1", kb_base, s, s);
-	f = popen(cmd, "r");
-	if (!f)
+	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_sizes) && n > 0 && (size_t)n < sizeof(cmd);
+	     i++) {
+		if (fio_sizes[i].v > (256u << 20))
+			continue;  /* past fio's largest bs */
+		n += snprintf(cmd + n, sizeof(cmd) - n, " --name=c%zu --kb_base=%u --bs=%s "
+			      "--size=%s", i, fio_sizes[i].kb_base, fio_sizes[i].s,
+			      fio_sizes[i].s);
+	}
+	if (n <= 0 || (size_t)n + 8 >= sizeof(cmd))
 		return -1;
-	n = fread(out, 1, sizeof(out) - 1, f);
-	out[n] = '\0';
-	pclose(f);
-	p = strstr(out, "\"io_bytes\" : ");
-	return p ? atoll(p + 13) : -1;
+	strcat(cmd, " 2>&1");
+	return run_cmd(cmd, out, len);
 }
 
 static void sizes_match_the_fio_binary(void)
 {
+	static char out[1 << 20];
+
 	if (!have("fio --version"))
 		SKIP("fio not installed (make deps installs it)");
+	CHECKF(fio_sizes_json(out, sizeof(out)) == 0, "fio failed: %.300s", out);
 	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_sizes); i++) {
-		long long got;
+		char name[32];
+		const char *p;
 
 		if (fio_sizes[i].v > (256u << 20))
-			continue;  /* past fio's largest bs */
-		got = fio_null_bytes(fio_sizes[i].s, fio_sizes[i].kb_base);
-		CHECKF(got == (long long)fio_sizes[i].v, "fio reads size=%s (kb_base=%u) as "
-		       "%lld, the table says %llu", fio_sizes[i].s, fio_sizes[i].kb_base, got,
-		       (unsigned long long)fio_sizes[i].v);
+			continue;
+		snprintf(name, sizeof(name), "\"jobname\" : \"c%zu\"", i);
+		p = strstr(out, name);
+		p = p ? strstr(p, "\"io_bytes\" : ") : NULL;
+		CHECKF(p, "no job c%zu in fio's output", i);
+		CHECKF(atoll(p + 13) == (long long)fio_sizes[i].v, "fio reads size=%s "
+		       "(kb_base=%u) as %lld, the table says %llu", fio_sizes[i].s,
+		       fio_sizes[i].kb_base, atoll(p + 13), (unsigned long long)fio_sizes[i].v);
 	}
 }
 
@@ -245,8 +269,6 @@ static void times_default_to_seconds(void)
 	CHECK(rp_parse_time("3x", &ns) == -1);
 	CHECK(rp_parse_time("99999999999999d", &ns) == -1);
 }
-
-static int run_cmd(const char *cmd, char *out, size_t len);
 
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
@@ -1539,21 +1561,6 @@ static const char *rlperf_exe(void)
 
 	snprintf(exe, sizeof(exe), "%s/rlperf", b ? b : "build");
 	return access(exe, X_OK) ? NULL : exe;
-}
-
-/* Runs a shell command; its stdout and stderr into out (NUL-ended). */
-static int run_cmd(const char *cmd, char *out, size_t len)
-{
-	FILE *p = popen(cmd, "r");
-	size_t n;
-	int st;
-
-	if (!p)
-		return -1;
-	n = fread(out, 1, len - 1, p);
-	out[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Runs the built rlperf with args; stdout and stderr into out. */
