@@ -53,6 +53,7 @@ struct load_run {
 	double t0, started, secs[PH_N], total;
 	int ran[PH_N];
 	enum phase cur;
+	uint64_t done, todo;     /* the current phase's progress, in bytes */
 	const char *doing;       /* the phase, as the interruption message says it */
 	const char *hold;        /* RINGLOAD_TEST_HOLD */
 };
@@ -123,6 +124,7 @@ static int phase_begin(struct load_run *r, enum phase ph, const char *doing)
 	if (cli_sig_pending())
 		return -1;
 	r->cur = ph;
+	r->done = r->todo = 0;
 	r->doing = doing;
 	cli_sig_set_phase(doing);
 	r->started = cli_now();
@@ -158,6 +160,8 @@ static int on_progress(void *user, uint64_t done, uint64_t total)
 {
 	struct load_run *r = user;
 
+	r->done = done;
+	r->todo = total;
 	progress_update(&r->bar, done, total);
 	if (done)
 		test_hold(r, phase_names[r->cur]);
@@ -487,13 +491,17 @@ static void print_json(const struct load_run *r)
 static int finish(struct load_run *r, int failed)
 {
 	int sig = cli_sig_claim();
+	char at[64] = "";
 
 	r->total = cli_now() - r->t0;
 	if (sig) {
 		if (r->out_begun)
 			out_abort(&r->out);
-		fprintf(stderr, "%s: interrupted by %s while %s%s\n", PROG, cli_sig_name(sig),
-			r->published ? "finishing (the dump is complete)" : r->doing,
+		if (r->todo && !r->published)
+			snprintf(at, sizeof(at), " (%" PRIu64 " of %" PRIu64 " bytes)", r->done,
+				 r->todo);
+		fprintf(stderr, "%s: interrupted by %s while %s%s%s\n", PROG, cli_sig_name(sig),
+			r->published ? "finishing (the dump is complete)" : r->doing, at,
 			r->a->out && !r->published ? "; no dump written" : "");
 		return 128 + sig;
 	}
