@@ -489,6 +489,27 @@ static void load_reports_every_phase(void)
 	CHECKF(strstr(err_s, "read: I/O"), "%s", err_s);
 }
 
+/* On a terminal (script(1) gives one), a bar for every long phase on
+ * stderr; none with --quiet, none when stderr is not a terminal. */
+static void progress_on_a_terminal(void)
+{
+	const char *p;
+
+	NEED_SAMPLE(p);
+	if (run_cmd("command -v script >/dev/null") != 0)
+		SKIP("needs script(1) (bsdutils) for a terminal");
+	CHECKF(sh("script -qec '%s/ringload load %s --verify --out %s' /dev/null", build(), p,
+		  tmp_path("ttydump")) == 0, "%s", out_s);
+	CHECKF(strstr(out_s, "planning") && strstr(out_s, "read   [####") &&
+	       strstr(out_s, "verify [####") && strstr(out_s, "write  [####") &&
+	       strstr(out_s, "100%"), "%s", out_s);
+	CHECKF(sh("script -qec '%s/ringload load %s --verify --quiet' /dev/null", build(), p) == 0,
+	       "%s", out_s);
+	CHECKF(!strstr(out_s, "[#") && !strstr(out_s, "planning"), "%s", out_s);
+	CHECKF(RL("load %s --verify", p) == 0 && !strstr(err_s, "[#") && !strstr(err_s, "\r"),
+	       "%s", err_s);
+}
+
 static double num(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItem(o, key);
@@ -1074,6 +1095,7 @@ int main(void)
 	RUN(plan_one_process_by_default);
 	RUN(load_reports_every_phase);
 	RUN(load_json);
+	RUN(progress_on_a_terminal);
 	RUN(out_files_and_manifest);
 	RUN(out_failures_leave_nothing);
 	RUN(out_existing_dir_needs_force);

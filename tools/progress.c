@@ -39,6 +39,7 @@ void progress_begin(struct progress *p, const char *label)
 	clear_line(p);
 	p->label = label;
 	p->last = 0;
+	p->shown = UINT64_MAX;
 }
 
 void progress_update(struct progress *p, uint64_t done, uint64_t total)
@@ -49,8 +50,9 @@ void progress_update(struct progress *p, uint64_t done, uint64_t total)
 	if (!p->enabled || !total)
 		return;
 	t = cli_now();
-	if (t - p->last < 0.1 && done != total)
+	if ((t - p->last < 0.1 && done != total) || (done == p->shown && p->drawn == BAR_LINE))
 		return;
+	p->shown = done;
 	p->last = t;
 	frac = (double)done / (double)total;
 	fill = (int)(BAR * frac);

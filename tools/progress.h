@@ -13,6 +13,7 @@ struct progress {
 	int enabled;
 	const char *label;
 	double last;
+	uint64_t shown; /* the bytes the bar shows */
 	int drawn;  /* 0, or what is on the screen: a note or a bar */
 };
 
