@@ -2,6 +2,8 @@
 #
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
+#   make check      structure checks: layers call only down, no circles
+#                   between files, no block of 6+ lines written twice
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -36,9 +38,11 @@ endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+# User flags (make CFLAGS=-O3, CC=clang) are kept; what the code needs is
+# added with override, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
+override CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+override CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
 # The library never links jemalloc: Debian's is built with initial-exec TLS
 # and would make libringload.so fail to dlopen (common/alloc.c). Our own
 # programs link it, and the library then uses it through mallocx.
@@ -47,15 +51,15 @@ EXE_LDLIBS := -ljemalloc
 TEST_LDLIBS := -lcrypto
 
 ifeq ($(SAN),asan)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=address,undefined
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=address,undefined
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 ifeq ($(SAN),tsan)
-CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=thread
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=thread
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 
@@ -78,7 +82,7 @@ STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
-.PHONY: all test asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
+.PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
@@ -153,6 +157,12 @@ TESTDATA ?= $(abspath ../shared/testdata)
 
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN)
+
+# Structure checks (tests/check/): link-time calls per object file, and
+# repeated blocks of source.
+PYTHON ?= /usr/bin/python3
+check: all
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
