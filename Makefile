@@ -72,6 +72,7 @@ TOOL_SRC := $(filter-out tools/mkckpt.c,$(wildcard tools/*.c))
 TOOL_HDR := $(wildcard tools/*.h)
 GEN_SRC := $(if $(wildcard tools/mkckpt.c),tools/mkckpt.c tools/opts.c tools/util.c)
 PERF_SRC := $(wildcard perf/rlperf*.c)
+PERF_OBJ := $(PERF_SRC:%.c=$(BUILD)/obj/%.o)
 PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -88,7 +89,7 @@ TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(B
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
 
--include $(LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
@@ -118,12 +119,14 @@ $(BUILD)/mkckpt: $(GEN_SRC) $(TOOL_HDR)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(GEN_SRC)
 
-$(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
+# rlperf links from one object per source file (rebuilds only what
+# changed; tests/check/layers.py reads the calls off the objects).
+$(BUILD)/rlperf: $(PERF_OBJ) $(STATIC)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_OBJ) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
 # Benchmark programs of perf/ (bench_*.c), one file each.
-$(BUILD)/perf/%: perf/%.c $(STATIC)
+$(BUILD)/perf/%: perf/%.c perf/perf_time.h $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
@@ -144,8 +147,9 @@ $(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h 
 # test_cli compiles the option parser in (tests/test_cli.c includes it).
 $(BUILD)/tests/test_cli: tools/opts.c tools/opts.h
 
-# test_rlperf compiles rlperf's parts in (all but main).
-$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/rlperf.h)
+# test_rlperf compiles rlperf's parts in (all but main), and runs rlperf.
+$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/*.h) \
+	$(if $(PERF_SRC),$(BUILD)/rlperf)
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)
 	$(call say,LD,$@)
