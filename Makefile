@@ -3,7 +3,8 @@
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
 #   make check      structure checks: layers call only down, no circles
-#                   between files, no block of 6+ lines written twice
+#                   between files, no block of 6+ lines written twice,
+#                   functions of at most 80 lines (or a written reason)
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -167,7 +168,8 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 # repeated blocks of source.
 PYTHON ?= /usr/bin/python3
 check: all
-	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py \
+		tests/check/funclen.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
