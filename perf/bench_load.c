@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "perf_time.h"
 #include "ringload.h"
 
 struct args {
@@ -26,14 +26,6 @@ struct args {
 	int tsv;
 	int64_t opt[11];        /* by rl_loader_param; -1: not set */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Numbers in bytes; anything else becomes a value rl_loader_set refuses. */
 static int64_t num(const char *s)
@@ -149,7 +141,7 @@ static void report(const struct report *r, double secs, int tsv)
 
 int main(int argc, char **argv)
 {
-	double t0 = now_s();
+	double t0 = perf_now_s();
 	struct args a;
 	rl_ckpt *ck = rl_ckpt_create();
 	rl_spec *spec = NULL;
@@ -181,7 +173,7 @@ int main(int argc, char **argv)
 	collect(ld, &r);
 	rl_plan_destroy(plan);
 	rl_loader_destroy(ld);   /* staging unmapped: part of the time, as at exit */
-	report(&r, now_s() - t0, a.tsv);
+	report(&r, perf_now_s() - t0, a.tsv);
 	rl_spec_destroy(spec);
 	rl_ckpt_destroy(ck);
 	return 0;
