@@ -224,8 +224,8 @@ int eng_setup_plan(struct eng_run *rc)
 	if (!job->reads) /* a generator: sizes as the options say */
 		n.maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
 	rc->buf_bytes = RL_MAX(n.maxlen, job->reads ? 0 : rc->o->buffer_bytes);
-	if (!job->reads)
-		n.bounce = 1;
+	if (!job->reads) /* a generator's reads are not known: any may bounce */
+		n.bounce = UINT64_MAX;
 	rc->staged_planned = n.all_bytes;
 	rc->st->max_read = job->reads ? n.max_read : rc->buf_bytes;
 	size_workers(rc, &n, &qd, why, sizeof(why));

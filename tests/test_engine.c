@@ -1032,6 +1032,9 @@ static void generator_no_copies(void)
 	CHECK_EQ(st.bytes_read, 4 << 20);
 	CHECK_EQ(g.nread, 32);
 	CHECK_EQ(st.workers, 1);
+	/* a buffer for every read in flight: the generator's reads all
+	 * may need one */
+	CHECK_EQ(st.buffers, o.queue_depth);
 	if (cur_backend == ENG_IO_URING)
 		CHECK(st.registered_buffers > 0 && st.registered_files);
 	tu_free(&p);
