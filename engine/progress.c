@@ -1,8 +1,9 @@
 /*
  * progress.c - on_progress runs on the thread that called eng_run (worker
  * 0), about every 1/128 of the total, in order: every worker adds the
- * bytes it finished to one counter, and the worker whose add crosses a
- * step records the count it reached; worker 0 reports what was recorded
+ * bytes it finished to one counter, and the worker whose count reaches the
+ * next step (the first read's, then a step further each time) moves the
+ * step on and records the count it reached; worker 0 reports what was recorded
  * after each of its reaps and, once its own share is done, while it waits
  * for the others (so a load whose reads complete on other workers is
  * reported as finely as one on a single worker). A non-zero return

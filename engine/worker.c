@@ -435,13 +435,25 @@ static void complete(struct eng_worker *w, struct eng_req *q)
 static void progress(struct eng_worker *w, uint64_t len)
 {
 	struct eng_run *rc = w->run;
-	uint64_t old;
+	uint64_t done, next;
 
-	/* Relaxed: a counter for reporting; no memory hangs on it. */
-	old = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed);
-	if (rc->job->on_progress && (old / rc->progress_step != (old + len) / rc->progress_step ||
-				     old + len == rc->job->total_bytes))
-		eng_progress_mark(rc, old + len);
+	if (!rc->job->on_progress)
+		return;
+	/* Relaxed: counters for reporting; no memory hangs on them. The
+	 * worker whose count reaches the next step moves it on and marks
+	 * the count (the first read marks too, as one worker always did). */
+	done = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed) + len;
+	next = atomic_load_explicit(&rc->progress_next, memory_order_relaxed);
+	while (done >= next) {
+		if (atomic_compare_exchange_weak_explicit(&rc->progress_next, &next,
+							  done + rc->progress_step,
+							  memory_order_relaxed, memory_order_relaxed)) {
+			eng_progress_mark(rc, done);
+			return;
+		}
+	}
+	if (done == rc->job->total_bytes)
+		eng_progress_mark(rc, done);
 }
 
 /* ------------------------------------------------------------------ */

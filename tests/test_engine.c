@@ -971,6 +971,39 @@ static void progress_in_order(void)
 	tu_free(&p);
 }
 
+/* One read at a time, a small one first, then steps of 1 MiB: every read
+ * is reported, the small first one too (as with one ring owner; a rule
+ * that reported only step boundaries crossed lost it). */
+static void progress_every_read(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	struct prog pg = { 0, 0, 0 };
+	struct eng_opts o;
+	struct eng_stats st;
+	struct eng_job job;
+	struct rl_err e = { 0 };
+	int ret;
+
+	tu_add_file(&p, tu_path(th_tmpdir(), "pe.bin"), (8 << 20) + 4096, 27);
+	tu_add_item(&p, 0, 0, 4096, 1, 0, 0, 0);
+	tu_add_item(&p, 0, 4096, 8 << 20, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	tu_job(&p, &job);
+	job.on_progress = count_progress;
+	job.user = &pg;
+	job.total_bytes = (8 << 20) + 4096;
+	progress_thread = pthread_self();
+	eng_opts_default(&o);
+	o.workers = 1;
+	o.queue_depth = 1;
+	ret = run_with(&o, NULL, &job, &st, &e);
+	CHECK_RUN_SAME(&p, ret, &e);
+	CHECK(!pg.bad);
+	CHECKF(pg.calls == p.nreads, "%llu calls for %zu reads", (unsigned long long)pg.calls,
+	       p.nreads);
+	tu_free(&p);
+}
+
 /* rlperf's shape: a generator of reads with no copies (one worker, the
  * calling thread, whatever the options say). */
 struct gen {
@@ -1581,7 +1614,7 @@ int main(void)
 	static const struct test once[] = {
 		T(bad_jobs), T(huge_bounce_read), T(empty_copy_bounds), T(shard_reported_once),
 		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
-		T(uring_submit_eagain), T(aio_reap_sleeps_until_woken),
+		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
 		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
 	};
 	char name[128];
