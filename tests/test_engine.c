@@ -904,6 +904,22 @@ static int stop_at_half(void *user, uint64_t done, uint64_t total)
 	return done * 2 >= total;
 }
 
+/* p: a whole 8 MiB file; job: its reads, reporting progress to fn(user)
+ * on this thread. 0 or -1. */
+static int progress_job(struct tu_plan *p, const char *name, uint64_t seed,
+			int (*fn)(void *, uint64_t, uint64_t), void *user, struct eng_job *job)
+{
+	whole_item(p, name, 8 << 20, seed);
+	if (tu_build(p))
+		return -1;
+	tu_job(p, job);
+	job->on_progress = fn;
+	job->user = user;
+	job->total_bytes = 8 << 20;
+	progress_thread = pthread_self();
+	return 0;
+}
+
 static void progress_cancels(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
@@ -912,12 +928,7 @@ static void progress_cancels(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	whole_item(&p, "pc.bin", 8 << 20, 10);
-	CHECK(tu_build(&p) == 0);
-	tu_job(&p, &job);
-	job.on_progress = stop_at_half;
-	job.total_bytes = 8 << 20;
-	progress_thread = pthread_self();
+	CHECK(progress_job(&p, "pc.bin", 10, stop_at_half, NULL, &job) == 0);
 	atomic_store(&progress_elsewhere, 0);
 	ret = run_plan(&p, NULL, &st, &e, &job);
 	if (backend_missing(ret)) {
@@ -956,13 +967,7 @@ static void progress_in_order(void)
 	struct rl_err e = { 0 };
 	int ret;
 
-	whole_item(&p, "po.bin", 8 << 20, 26);
-	CHECK(tu_build(&p) == 0);
-	tu_job(&p, &job);
-	job.on_progress = count_progress;
-	job.user = &pg;
-	job.total_bytes = 8 << 20;
-	progress_thread = pthread_self();
+	CHECK(progress_job(&p, "po.bin", 26, count_progress, &pg, &job) == 0);
 	ret = run_plan(&p, NULL, &st, &e, &job);
 	CHECK_RUN_SAME(&p, ret, &e);
 	CHECK(!pg.bad);
