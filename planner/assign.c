@@ -172,17 +172,18 @@ static void level_shares(const uint32_t *readers, uint32_t nr, uint64_t total,
 }
 
 /* Position pos of the segments' concatenation moved to the nearest
- * multiple of align in file offsets (ties down), within its segment. */
-static uint64_t round_cut(const struct pl_seg *seg, size_t nseg, uint64_t pos, uint64_t align)
+ * multiple of its segment's alignment in file offsets (ties down), within
+ * the segment. */
+static uint64_t round_cut(const struct pl_seg *seg, size_t nseg, uint64_t pos)
 {
-	uint64_t cum = 0, abs, down, up;
+	uint64_t cum = 0, abs, down, up, align;
 	size_t j = 0;
 
 	while (j < nseg && pos >= cum + seg[j].len) {
 		cum += seg[j].len;
 		j++;
 	}
-	if (j == nseg || align <= 1)
+	if (j == nseg || (align = seg[j].align) <= 1)
 		return pos;
 	abs = seg[j].off + (pos - cum);
 	down = rl_align_down(abs, align);
@@ -194,7 +195,7 @@ static uint64_t round_cut(const struct pl_seg *seg, size_t nseg, uint64_t pos, u
 }
 
 int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
-		 uint32_t nr, uint64_t align, uint64_t *load, uint64_t *cut)
+		 uint32_t nr, uint64_t *load, uint64_t *cut)
 {
 	uint64_t total = 0, pos = 0, *share = rl_mallocarray(nr + 1, 2 * sizeof(uint64_t));
 	uint32_t *ord = (uint32_t *)(share ? share + nr + 1 : NULL);
@@ -209,7 +210,7 @@ int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
 	for (uint32_t i = 1; i < nr; i++) {
 		pos += share[i - 1];
 		/* The ends stay: a reader with no share gets no byte. */
-		cut[i] = pos && pos < total ? round_cut(seg, nseg, pos, align) : pos;
+		cut[i] = pos && pos < total ? round_cut(seg, nseg, pos) : pos;
 		cut[i] = RL_MAX(cut[i], cut[i - 1]);
 	}
 	for (uint32_t i = 0; i < nr; i++)

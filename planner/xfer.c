@@ -2,16 +2,17 @@
  * xfer.c - the cluster's transfers (RL_PLAN_READ_ONCE, files_of_process).
  *
  *   pieces     readonce.c says which bytes travel and who may read them;
- *   stretches  consecutive pieces of a file with the same needers and
- *              readers (gaps allowed) are cut together, so that a file's
- *              replicated bytes are read by a few contiguous ranges;
- *   readers    stretches with one possible reader go to it first; large
+ *   classes    the pieces one set of processes may read, in file order
+ *              (across files, gaps allowed), are cut together, so that
+ *              each reader reads one contiguous share of them and opens
+ *              as few files as it can;
+ *   readers    classes with one possible reader go to it first; large
  *              ones are cut into one contiguous share per reader by
  *              water-filling over the bytes each process already reads
  *              (own reads, then earlier shares; fewer possible readers
- *              first); small ones (less than one alignment block per
- *              reader) go whole to one reader (pl_assign: least loaded,
- *              preferring a process that already opens the file);
+ *              first); the pieces of small ones (less than one alignment
+ *              block per reader) go whole to one reader (pl_assign: least
+ *              loaded, preferring a process that already opens the file);
  *   transfers  each share, cut at PL_XFER_MAX, becomes transfers; their
  *              receivers are the processes that need some of the bytes;
  *   batches    transfers are ordered so that every batch holds a part of
@@ -98,9 +99,9 @@ static int emit_span(struct xb *b, uint32_t f, uint64_t a, uint64_t e, int32_t r
 	return 0;
 }
 
-/* Positions [c0, c1) of the concatenation of pieces [p0, p1), read by
- * root: contiguous runs of bytes become transfers. */
-static int emit_share(struct xb *b, size_t p0, size_t p1, uint64_t c0, uint64_t c1,
+/* Positions [c0, c1) of the concatenation of pieces idx[0..n), read by
+ * root: each run of contiguous bytes of one file becomes transfers. */
+static int emit_share(struct xb *b, const uint32_t *idx, size_t n, uint64_t c0, uint64_t c1,
 		      int32_t root)
 {
 	const struct pl_piece *pc = b->w->pc;
@@ -108,33 +109,41 @@ static int emit_share(struct xb *b, size_t p0, size_t p1, uint64_t c0, uint64_t 
 	uint32_t rp = 0;
 	int have = 0, ret;
 
-	for (size_t k = p0; k < p1 && pos < c1; pos += pc[k].len, k++) {
-		uint64_t lo = RL_MAX(c0, pos), hi = RL_MIN(c1, pos + pc[k].len);
+	for (size_t i = 0; i < n && pos < c1; pos += pc[idx[i]].len, i++) {
+		const struct pl_piece *a = &pc[idx[i]];
+		uint64_t lo = RL_MAX(c0, pos), hi = RL_MIN(c1, pos + a->len);
 
 		if (lo >= hi)
 			continue;
-		lo = pc[k].off + (lo - pos);
-		hi = pc[k].off + (hi - pos);
-		if (have && lo == re) {
-			re = hi;        /* adjacent pieces: one contiguous payload */
+		lo = a->off + (lo - pos);
+		hi = a->off + (hi - pos);
+		/* Adjacent pieces for the same processes: one payload. Pieces
+		 * for others stay apart, so that a receiver gets only bytes it
+		 * needs (and a tensor's pieces, which differ in that, never
+		 * share a transfer). */
+		if (have && lo == re && a->file == pc[rp].file && a->needers == pc[rp].needers) {
+			re = hi;
 			continue;
 		}
-		if (have && (ret = emit_span(b, pc[p0].file, ra, re, root, rp)))
+		if (have && (ret = emit_span(b, pc[rp].file, ra, re, root, rp)))
 			return ret;
 		ra = lo;
 		re = hi;
-		rp = (uint32_t)k;
+		rp = idx[i];
 		have = 1;
 	}
-	return have ? emit_span(b, pc[p0].file, ra, re, root, rp) : 0;
+	return have ? emit_span(b, pc[rp].file, ra, re, root, rp) : 0;
 }
 
 /* ---------------------------------------------------------------- */
-/* Stretches                                                         */
+/* Reader classes                                                    */
 /* ---------------------------------------------------------------- */
 
-struct stretch {
-	size_t p0, p1;
+/* The pieces one set of processes may read, in file order: cut together,
+ * so that a reader's share runs across files rather than taking a part
+ * of each (fewer files opened). */
+struct rclass {
+	size_t i0, i1;              /* order[i0 .. i1) */
 	uint64_t bytes;
 	uint32_t nreaders;
 };
@@ -150,70 +159,83 @@ static int piece_cmp(const void *pa, const void *pb)
 	return a->item < b->item ? -1 : a->item > b->item;
 }
 
-static int stretch_cmp(const void *pa, const void *pb, void *arg)
+/* Piece indices by reader set, then file order (pieces are sorted). */
+static int by_readers(const void *pa, const void *pb, void *arg)
 {
-	const struct stretch *a = pa, *b = pb;
 	const struct pl_piece *pc = arg;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+
+	if (pc[a].readers != pc[b].readers)
+		return pc[a].readers < pc[b].readers ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+static int class_cmp(const void *pa, const void *pb, void *arg)
+{
+	const struct rclass *a = pa, *b = pb;
+	const uint32_t *order = arg;
 
 	if (a->nreaders != b->nreaders)
 		return a->nreaders < b->nreaders ? -1 : 1;   /* fewer choices first */
 	if (a->bytes != b->bytes)
 		return a->bytes > b->bytes ? -1 : 1;         /* larger first */
-	return piece_cmp(&pc[a->p0], &pc[b->p0]);
+	return order[a->i0] < order[b->i0] ? -1 : order[a->i0] > order[b->i0];
 }
 
-/* Consecutive pieces of a file with the same needers and readers. */
-static struct stretch *make_stretches(struct xb *b, size_t *n)
+static struct rclass *make_classes(struct xb *b, uint32_t *order, size_t *n)
 {
 	struct pl_xwork *w = b->w;
-	struct stretch *st = rl_mallocarray(w->npc + 1, sizeof(*st));
-	size_t ns = 0;
+	struct rclass *rc = rl_mallocarray(w->npc + 1, sizeof(*rc));
+	size_t nc = 0;
 
-	if (!st)
+	if (!rc)
 		return NULL;
+	for (size_t k = 0; k < w->npc; k++)
+		order[k] = (uint32_t)k;
+	qsort_r(order, w->npc, sizeof(*order), by_readers, w->pc);
 	for (size_t k = 0; k < w->npc; k++) {
-		const struct pl_piece *a = &w->pc[k], *prev = k ? &w->pc[k - 1] : NULL;
+		const struct pl_piece *a = &w->pc[order[k]];
 
-		if (!prev || prev->file != a->file || prev->needers != a->needers ||
-		    prev->readers != a->readers) {
+		if (!k || w->pc[order[k - 1]].readers != a->readers) {
 			uint32_t nr;
 
 			pl_set(&w->sets, a->readers, &nr);
-			st[ns++] = (struct stretch){ k, k, 0, nr };
+			rc[nc++] = (struct rclass){ k, k, 0, nr };
 		}
-		st[ns - 1].p1 = k + 1;
-		st[ns - 1].bytes += a->len;
+		rc[nc - 1].i1 = k + 1;
+		rc[nc - 1].bytes += a->len;
 	}
-	qsort_r(st, ns, sizeof(*st), stretch_cmp, w->pc);
-	*n = ns;
-	return st;
+	qsort_r(rc, nc, sizeof(*rc), class_cmp, order);
+	*n = nc;
+	return rc;
 }
 
-/* A large stretch: one contiguous share per reader. */
-static int cut_stretch(struct xb *b, const struct stretch *s)
+/* A large class: one contiguous share per reader. */
+static int cut_class(struct xb *b, const uint32_t *idx, size_t n)
 {
 	const struct pl_piece *pc = b->w->pc;
 	uint32_t nr;
-	const uint32_t *rd = pl_set(&b->w->sets, pc[s->p0].readers, &nr);
-	struct pl_seg *seg = rl_mallocarray(s->p1 - s->p0, sizeof(*seg));
+	const uint32_t *rd = pl_set(&b->w->sets, pc[idx[0]].readers, &nr);
+	struct pl_seg *seg = rl_mallocarray(n, sizeof(*seg));
 	uint64_t *cut = rl_mallocarray(nr + 1, sizeof(*cut));
 	int ret = -ENOMEM;
 
 	if (seg && cut) {
-		for (size_t k = s->p0; k < s->p1; k++)
-			seg[k - s->p0] = (struct pl_seg){ pc[k].off, pc[k].len };
-		ret = pl_waterfill(seg, s->p1 - s->p0, rd, nr, cut_align(b, pc[s->p0].file),
-				   b->w->load, cut);
+		for (size_t k = 0; k < n; k++)
+			seg[k] = (struct pl_seg){ pc[idx[k]].off, pc[idx[k]].len,
+						  cut_align(b, pc[idx[k]].file) };
+		ret = pl_waterfill(seg, n, rd, nr, b->w->load, cut);
 		for (uint32_t i = 0; i < nr && !ret; i++)
 			if (cut[i + 1] > cut[i])
-				ret = emit_share(b, s->p0, s->p1, cut[i], cut[i + 1], (int32_t)rd[i]);
+				ret = emit_share(b, idx, n, cut[i], cut[i + 1], (int32_t)rd[i]);
 	}
 	rl_free(seg);
 	rl_free(cut);
 	return ret;
 }
 
-/* Files each process opens so far (own reads): locality for pl_assign. */
+/* Files each process opens so far (own reads, earlier shares): locality
+ * for pl_assign. */
 static uint8_t *reads_map(struct xb *b)
 {
 	const struct pl_xwork *w = b->w;
@@ -229,8 +251,8 @@ static uint8_t *reads_map(struct xb *b)
 	return m;
 }
 
-/* Small stretches go whole to one reader each. */
-static int assign_small(struct xb *b, const struct stretch *st, const size_t *small, size_t n)
+/* Small classes: each of their pieces whole to one reader. */
+static int assign_small(struct xb *b, const uint32_t *idx, size_t n)
 {
 	struct pl_assign_item *ai = rl_mallocarray(n + 1, sizeof(*ai));
 	int32_t *owner = rl_mallocarray(n + 1, sizeof(*owner));
@@ -239,17 +261,16 @@ static int assign_small(struct xb *b, const struct stretch *st, const size_t *sm
 
 	if (ai && owner) {
 		for (size_t k = 0; k < n; k++) {
-			const struct pl_piece *a = &b->w->pc[st[small[k]].p0];
+			const struct pl_piece *a = &b->w->pc[idx[k]];
 			uint32_t nr;
 			const uint32_t *rd = pl_set(&b->w->sets, a->readers, &nr);
 
-			ai[k] = (struct pl_assign_item){ st[small[k]].bytes, a->file, -1, rd, nr };
+			ai[k] = (struct pl_assign_item){ a->len, a->file, -1, rd, nr };
 		}
 		ret = pl_assign(ai, n, b->p->spec->nprocs, reads, (uint32_t)b->ck->nfiles, owner,
 				b->w->load);
 		for (size_t k = 0; k < n && !ret; k++)
-			ret = emit_share(b, st[small[k]].p0, st[small[k]].p1, 0, st[small[k]].bytes,
-					 owner[k]);
+			ret = emit_share(b, idx + k, 1, 0, b->w->pc[idx[k]].len, owner[k]);
 	}
 	rl_free(ai);
 	rl_free(owner);
@@ -257,38 +278,48 @@ static int assign_small(struct xb *b, const struct stretch *st, const size_t *sm
 	return ret;
 }
 
+/* One class: forced (one reader), cut (large) or set aside (small). */
+static int assign_class(struct xb *b, const struct rclass *c, const uint32_t *order,
+			uint32_t *small, size_t *nsmall)
+{
+	const struct pl_piece *pc = b->w->pc;
+	uint32_t n;
+	const uint32_t *rd = pl_set(&b->w->sets, pc[order[c->i0]].readers, &n);
+	uint64_t A = 1;
+
+	for (size_t k = c->i0; k < c->i1; k++)
+		A = RL_MAX(A, cut_align(b, pc[order[k]].file));
+	if (n == 1) {   /* forced: first, so that the others balance around it */
+		b->w->load[rd[0]] += c->bytes;
+		return emit_share(b, order + c->i0, c->i1 - c->i0, 0, c->bytes, (int32_t)rd[0]);
+	}
+	if (c->bytes / n >= A)
+		return cut_class(b, order + c->i0, c->i1 - c->i0);
+	for (size_t k = c->i0; k < c->i1; k++)
+		small[(*nsmall)++] = order[k];
+	return 0;
+}
+
 static int assign_readers(struct xb *b)
 {
-	size_t ns = 0, nsmall = 0, *small;
-	struct stretch *st;
-	int ret = 0;
+	struct pl_xwork *w = b->w;
+	uint32_t *order = rl_mallocarray(w->npc + 1, sizeof(*order));
+	uint32_t *small = rl_mallocarray(w->npc + 1, sizeof(*small));
+	struct rclass *rc = NULL;
+	size_t nc = 0, nsmall = 0;
+	int ret = -ENOMEM;
 
-	qsort(b->w->pc, b->w->npc, sizeof(*b->w->pc), piece_cmp);
-	st = make_stretches(b, &ns);
-	small = rl_mallocarray(ns + 1, sizeof(*small));
-	if (!st || !small) {
-		rl_free(st);
-		rl_free(small);
-		return -ENOMEM;
+	qsort(w->pc, w->npc, sizeof(*w->pc), piece_cmp);
+	if (order && small && (rc = make_classes(b, order, &nc))) {
+		ret = 0;
+		for (size_t k = 0; k < nc && !ret; k++)
+			ret = assign_class(b, &rc[k], order, small, &nsmall);
+		if (!ret && nsmall)
+			ret = assign_small(b, small, nsmall);
 	}
-	for (size_t k = 0; k < ns && !ret; k++) {
-		uint64_t A = cut_align(b, b->w->pc[st[k].p0].file);
-		uint32_t n;
-		const uint32_t *rd = pl_set(&b->w->sets, b->w->pc[st[k].p0].readers, &n);
-
-		if (n == 1) {   /* forced: first, so that the others balance around it */
-			b->w->load[rd[0]] += st[k].bytes;
-			ret = emit_share(b, st[k].p0, st[k].p1, 0, st[k].bytes, (int32_t)rd[0]);
-		} else if (st[k].bytes / n >= A) {
-			ret = cut_stretch(b, &st[k]);
-		} else {
-			small[nsmall++] = k;
-		}
-	}
-	if (!ret && nsmall)
-		ret = assign_small(b, st, small, nsmall);
-	rl_free(st);
+	rl_free(order);
 	rl_free(small);
+	rl_free(rc);
 	return ret;
 }
 

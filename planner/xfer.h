@@ -100,9 +100,10 @@ struct pl_piece {
 	uint8_t whole;
 };
 
-/* A contiguous segment of bytes, for cutting (assign.c). */
+/* A contiguous segment of file bytes, for cutting (assign.c): cuts fall
+ * on multiples of align (a power of two, 1: anywhere). */
 struct pl_seg {
-	uint64_t off, len;
+	uint64_t off, len, align;
 };
 
 /*
@@ -110,12 +111,12 @@ struct pl_seg {
  * (readers ascending; reader i gets positions [cut[i], cut[i+1]) of the
  * segments' concatenation), balancing bytes by water-filling over the
  * readers' load (least loaded first, ties to the lowest), each cut at the
- * nearest multiple of align in file offsets (ties down) within its
- * segment. load[reader] grows by its share. cut has nr + 1 entries.
- * Returns 0 or -ENOMEM.
+ * nearest multiple of its segment's alignment in file offsets (ties down)
+ * within the segment. load[reader] grows by its share. cut has nr + 1
+ * entries. Returns 0 or -ENOMEM.
  */
 int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
-		 uint32_t nr, uint64_t align, uint64_t *load, uint64_t *cut);
+		 uint32_t nr, uint64_t *load, uint64_t *cut);
 
 /* ---------------------------------------------------------------- */
 /* Transfers (xfer.c)                                                */

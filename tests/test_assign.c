@@ -150,11 +150,11 @@ static void every_item_read_by_one_eligible_process(void)
 /* R.1: 192 bytes over two idle readers, no alignment: 96 each, in order. */
 static void waterfill_even_split_in_reader_order(void)
 {
-	struct pl_seg seg[] = { { 1000, 192 } };
+	struct pl_seg seg[] = { { 1000, 192, 1 } };
 	uint32_t rd[] = { 0, 1 };
 	uint64_t load[2] = { 0 }, cut[3];
 
-	CHECK_EQ(pl_waterfill(seg, 1, rd, 2, 1, load, cut), 0);
+	CHECK_EQ(pl_waterfill(seg, 1, rd, 2, load, cut), 0);
 	CHECK_EQ(cut[0], 0);
 	CHECK_EQ(cut[1], 96);
 	CHECK_EQ(cut[2], 192);
@@ -166,11 +166,11 @@ static void waterfill_even_split_in_reader_order(void)
  * of its own reads gets less. */
 static void waterfill_levels_existing_load(void)
 {
-	struct pl_seg seg[] = { { 0, 600 } };
+	struct pl_seg seg[] = { { 0, 600, 1 } };
 	uint32_t rd[] = { 0, 1, 2 };
 	uint64_t load[3] = { 300, 0, 0 }, cut[4];
 
-	CHECK_EQ(pl_waterfill(seg, 1, rd, 3, 1, load, cut), 0);
+	CHECK_EQ(pl_waterfill(seg, 1, rd, 3, load, cut), 0);
 	CHECK_EQ(cut[1] - cut[0], 0);           /* level (600 + 300) / 3 = 300 */
 	CHECK_EQ(cut[2] - cut[1], 300);
 	CHECK_EQ(cut[3] - cut[2], 300);
@@ -181,14 +181,14 @@ static void waterfill_levels_existing_load(void)
 	seg[0].len = 900;
 	load[0] = 300;
 	load[1] = load[2] = 0;
-	CHECK_EQ(pl_waterfill(seg, 1, rd, 3, 1, load, cut), 0);
+	CHECK_EQ(pl_waterfill(seg, 1, rd, 3, load, cut), 0);
 	CHECK_EQ(cut[1], 100);
 	CHECK_EQ(cut[2], 500);
 	seg[0].len = 600;
 	/* Someone far above the level gets nothing. */
 	load[0] = 10000;
 	load[1] = load[2] = 0;
-	CHECK_EQ(pl_waterfill(seg, 1, rd, 3, 1, load, cut), 0);
+	CHECK_EQ(pl_waterfill(seg, 1, rd, 3, load, cut), 0);
 	CHECK_EQ(cut[1], 0);
 	CHECK_EQ(cut[2], 300);
 	CHECK_EQ(load[0], 10000);
@@ -199,18 +199,18 @@ static void waterfill_levels_existing_load(void)
  * than a block goes to one reader. */
 static void waterfill_cuts_at_alignment(void)
 {
-	struct pl_seg seg[] = { { 4096 + 100, 3 * 4096 } };
-	struct pl_seg tiny[] = { { 8192 + 10, 6 } };
-	struct pl_seg two[] = { { 0, 4096 }, { 65536, 4096 } };
+	struct pl_seg seg[] = { { 4096 + 100, 3 * 4096, 4096 } };
+	struct pl_seg tiny[] = { { 8192 + 10, 6, 4096 } };
+	struct pl_seg two[] = { { 0, 4096, 4096 }, { 65536, 4096, 4096 } };
 	uint32_t rd[] = { 0, 1, 2 };
 	uint64_t load[3] = { 0 }, cut[4];
 
-	CHECK_EQ(pl_waterfill(seg, 1, rd, 2, 4096, load, cut), 0);
+	CHECK_EQ(pl_waterfill(seg, 1, rd, 2, load, cut), 0);
 	/* middle at file offset 4196 + 6144 = 10340: nearest boundary 12288 */
 	CHECK_EQ(cut[1], 12288 - 4196);
 	CHECK_EQ((seg[0].off + cut[1]) % 4096, 0);
 	memset(load, 0, sizeof(load));
-	CHECK_EQ(pl_waterfill(tiny, 1, rd, 3, 4096, load, cut), 0);
+	CHECK_EQ(pl_waterfill(tiny, 1, rd, 3, load, cut), 0);
 	CHECK((cut[1] == 0 || cut[1] == 6) && (cut[2] == 0 || cut[2] == 6));
 	CHECK(load[0] == 6 || load[1] == 6 || load[2] == 6);
 	CHECK_EQ(load[0] + load[1] + load[2], 6);
@@ -219,12 +219,13 @@ static void waterfill_cuts_at_alignment(void)
 	load[0] = 1u << 30;
 	load[1] = 0;
 	seg[0].off = 519;
-	CHECK_EQ(pl_waterfill(seg, 1, rd, 2, 8, load, cut), 0);
+	seg[0].align = 8;
+	CHECK_EQ(pl_waterfill(seg, 1, rd, 2, load, cut), 0);
 	CHECK_EQ(cut[1], 0);
 	CHECK_EQ(load[0], 1u << 30);
 	/* Segments with a gap: positions run over their concatenation. */
 	memset(load, 0, sizeof(load));
-	CHECK_EQ(pl_waterfill(two, 2, rd, 2, 4096, load, cut), 0);
+	CHECK_EQ(pl_waterfill(two, 2, rd, 2, load, cut), 0);
 	CHECK_EQ(cut[1], 4096);
 	CHECK_EQ(load[0], 4096);
 	CHECK_EQ(load[1], 4096);
@@ -243,7 +244,7 @@ static void waterfill_random_property(void)
 
 		for (uint32_t i = 0; i < nseg; i++) {
 			off += th_rand() % 5000;
-			seg[i] = (struct pl_seg){ off, 1 + th_rand() % 100000 };
+			seg[i] = (struct pl_seg){ off, 1 + th_rand() % 100000, align };
 			off += seg[i].len;
 			total += seg[i].len;
 		}
@@ -252,7 +253,7 @@ static void waterfill_random_property(void)
 			load[rd[i]] = th_rand() % 50000;
 		}
 		memcpy(before, load, sizeof(load));
-		CHECK_EQ(pl_waterfill(seg, nseg, rd, nr, align, load, cut), 0);
+		CHECK_EQ(pl_waterfill(seg, nseg, rd, nr, load, cut), 0);
 		CHECK_EQ(cut[0], 0);
 		CHECK_EQ(cut[nr], total);
 		for (uint32_t i = 0; i < nr; i++) {

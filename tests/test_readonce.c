@@ -560,6 +560,28 @@ static void partitioned_and_partly_replicated(void)
 	cluster_free(&c);
 }
 
+/* ,"files_of_process":[...] giving each process a random subset of the
+ * three fake files, each file to at least one process. */
+static int random_files_of_process(char *out, size_t cap, uint32_t np)
+{
+	unsigned mask[MAXP];
+	int len = snprintf(out, cap, ",\"files_of_process\":[");
+
+	for (uint32_t q = 0; q < np; q++)
+		mask[q] = (unsigned)(th_rand() % 8);
+	for (unsigned fl = 0; fl < 3; fl++)
+		mask[th_rand() % np] |= 1u << fl;
+	for (uint32_t q = 0; q < np; q++) {
+		len += snprintf(out + len, cap - len, "%s[", q ? "," : "");
+		for (unsigned fl = 0, n = 0; fl < 3; fl++)
+			if (mask[q] >> fl & 1)
+				len += snprintf(out + len, cap - len, "%s\"fake%u.safetensors\"",
+						n++ ? "," : "", fl);
+		len += snprintf(out + len, cap - len, "]");
+	}
+	return len + snprintf(out + len, cap - len, "]");
+}
+
 /* Random meshes, process maps, rules and files: every process's shards
  * exact, plans agree, batches bounded; without alignment or coalescing
  * the cluster reads each byte exactly once, and with 512-byte alignment
@@ -589,11 +611,14 @@ static void read_once_random_exact_once(void)
 		for (uint32_t d = 0; d < ndev; d++)
 			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
 					d < np ? d : (uint32_t)(th_rand() % np));
-		snprintf(json + len, sizeof(json) - len, "]},\"rules\":["
-			 "{\"match\":\"t[03]\",\"spec\":[\"a\"]},"
-			 "{\"match\":\"t[14]\",\"spec\":[null,\"b\"]},"
-			 "{\"match\":\"t[25]\",\"spec\":[\"b\",\"a\"]},"
-			 "{\"match\":\"t6\",\"spec\":[[\"a\",\"b\"]]}]}");
+		len += snprintf(json + len, sizeof(json) - len, "]},\"rules\":["
+				"{\"match\":\"t[03]\",\"spec\":[\"a\"]},"
+				"{\"match\":\"t[14]\",\"spec\":[null,\"b\"]},"
+				"{\"match\":\"t[25]\",\"spec\":[\"b\",\"a\"]},"
+				"{\"match\":\"t6\",\"spec\":[[\"a\",\"b\"]]}]");
+		if (iter % 2)   /* every file readable by someone, not by all */
+			len += random_files_of_process(json + len, sizeof(json) - len, np);
+		snprintf(json + len, sizeof(json) - len, "}");
 		o.batch_bytes = 1 + th_rand() % 3000;
 		o.min_gap = 0;
 		o.ratio = 1.0;
