@@ -59,7 +59,7 @@ endif
 
 LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c api/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-TOOL_SRC := tools/ringload.c $(wildcard tools/cmd_*.c)
+TOOL_SRC := tools/ringload.c $(wildcard tools/cmd_*.c) tools/plan_cluster.c
 GEN_SRC := $(wildcard tools/mkckpt.c)
 PERF_SRC := $(wildcard perf/rlperf*.c)
 PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
@@ -97,7 +97,7 @@ $(SHARED): $(LIB_OBJ) api/ringload.map
 
 # The CLI is a thin client of the public header and links the shared
 # library, so the host-side malloc stays libc's (see common/alloc.c).
-$(BUILD)/ringload: $(TOOL_SRC) tools/cli.h $(SHARED) api/ringload.h
+$(BUILD)/ringload: $(TOOL_SRC) $(wildcard tools/*.h) $(SHARED) api/ringload.h
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
 		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm $(EXE_LDLIBS)

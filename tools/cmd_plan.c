@@ -12,6 +12,7 @@
 
 #include "ringload.h"
 #include "cli.h"
+#include "plan_cluster.h"
 
 static void usage(void)
 {
@@ -208,6 +209,7 @@ int cmd_plan(int argc, char **argv)
 		}
 		printf("],\n\"total\":");
 		print_stats_json(-1, &total);
+		plan_cluster_json(plan);
 		printf("}\n");
 	} else {
 		printf("%-9s %7s %16s %16s %7s %9s %9s %6s\n", "process", "devices", "needed_bytes",
@@ -221,6 +223,7 @@ int cmd_plan(int argc, char **argv)
 			print_row(label, &s);
 		}
 		print_row("total", &total);
+		plan_cluster_text(plan);
 		if (rl_plan_num_broadcasts(plan))
 			printf("process %d takes part in %zu broadcasts\n", plan_process,
 			       rl_plan_num_broadcasts(plan));
