@@ -426,24 +426,35 @@ static int push_piece(struct pl_ro *r, const struct pl_item *it, size_t i, uint6
 	return 0;
 }
 
+/* Adds the members of set to the union being built in r->tmp[0..*n). */
+static void union_add(struct pl_ro *r, uint32_t set, uint32_t *n)
+{
+	uint32_t k;
+	const uint32_t *v = pl_set(&r->w->sets, set, &k);
+
+	for (uint32_t j = 0; j < k; j++)
+		if (r->mark[v[j]] != r->stamp) {
+			r->mark[v[j]] = r->stamp;
+			r->tmp[(*n)++] = v[j];
+		}
+}
+
+/* The union built in r->tmp[0..n), interned into *out. */
+static int union_end(struct pl_ro *r, uint32_t n, uint32_t *out)
+{
+	r->stamp++;
+	*out = pl_set_intern(&r->w->sets, r->tmp, sort_unique(r->tmp, n));
+	return *out == UINT32_MAX ? -ENOMEM : 0;
+}
+
 /* Union of the classes' process sets, interned into *out. */
 static int union_set(struct pl_ro *r, uint32_t *out)
 {
 	uint32_t n = 0;
 
-	for (size_t c = 0; c < r->ncls; c++) {
-		uint32_t k;
-		const uint32_t *v = pl_set(&r->w->sets, r->cls[c].set, &k);
-
-		for (uint32_t j = 0; j < k; j++)
-			if (r->mark[v[j]] != r->stamp) {
-				r->mark[v[j]] = r->stamp;
-				r->tmp[n++] = v[j];
-			}
-	}
-	r->stamp++;
-	*out = pl_set_intern(&r->w->sets, r->tmp, sort_unique(r->tmp, n));
-	return *out == UINT32_MAX ? -ENOMEM : 0;
+	for (size_t c = 0; c < r->ncls; c++)
+		union_add(r, r->cls[c].set, &n);
+	return union_end(r, n, out);
 }
 
 /* Own reads of class c: its processes read it themselves. */
@@ -596,8 +607,7 @@ int pl_ro_analyze(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_o
 	return ret;
 }
 
-/* Whether some run of r meets [a, b): the first run ending past a. */
-static int runs_meet(const struct pl_runs *r, uint64_t a, uint64_t b)
+uint64_t pl_runs_first_after(const struct pl_runs *r, uint64_t a)
 {
 	uint64_t lo = 0, hi = r->nruns;
 
@@ -609,7 +619,15 @@ static int runs_meet(const struct pl_runs *r, uint64_t a, uint64_t b)
 		else
 			hi = mid;
 	}
-	return lo < r->nruns && pl_run_off(r, lo) < b;
+	return lo;
+}
+
+/* Whether some run of r meets [a, b): the first run ending past a. */
+static int runs_meet(const struct pl_runs *r, uint64_t a, uint64_t b)
+{
+	uint64_t k = pl_runs_first_after(r, a);
+
+	return k < r->nruns && pl_run_off(r, k) < b;
 }
 
 int pl_ro_range_needers(struct pl_ro *r, const struct pl_piece *pc, uint64_t a, uint64_t b,
@@ -625,21 +643,11 @@ int pl_ro_range_needers(struct pl_ro *r, const struct pl_piece *pc, uint64_t a, 
 	for (uint32_t bx = 0; bx < c->nboxes; bx++) {
 		struct pl_box box;
 		struct pl_runs runs;
-		uint32_t k;
-		const uint32_t *v;
 
 		pl_item_box_at(r->p->spec, it, r->coords[c->devs[c->box_first[bx]]], &box);
-		if (pl_box_runs(t->ndim, t->shape, it->bits, t->offset, &box, &runs) ||
-		    !runs.nruns || !runs_meet(&runs, a, b))
-			continue;
-		v = pl_set(&r->w->sets, c->box_set[bx], &k);
-		for (uint32_t j = 0; j < k; j++)
-			if (r->mark[v[j]] != r->stamp) {
-				r->mark[v[j]] = r->stamp;
-				r->tmp[n++] = v[j];
-			}
+		if (!pl_box_runs(t->ndim, t->shape, it->bits, t->offset, &box, &runs) &&
+		    runs.nruns && runs_meet(&runs, a, b))
+			union_add(r, c->box_set[bx], &n);
 	}
-	r->stamp++;
-	*set = pl_set_intern(&r->w->sets, r->tmp, sort_unique(r->tmp, n));
-	return *set == UINT32_MAX ? -ENOMEM : 0;
+	return union_end(r, n, set);
 }

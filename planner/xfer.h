@@ -80,6 +80,8 @@ static inline const uint32_t *pl_set(const struct pl_sets *ss, uint32_t id, uint
 	return ss->pool + ss->ent[id].off;
 }
 void pl_sets_free(struct pl_sets *ss);
+/* The first run of r that ends past a (runs ascend in C order). */
+uint64_t pl_runs_first_after(const struct pl_runs *r, uint64_t a);
 /* qsort comparison of uint32_t. */
 int pl_u32_cmp(const void *a, const void *b);
 

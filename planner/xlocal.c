@@ -38,22 +38,6 @@ static int push_copy(struct lc *l, uint64_t src, uint64_t len, uint64_t count,
 	return 0;
 }
 
-/* First run of r that ends past a (runs ascend in C order). */
-static uint64_t first_run_after(const struct pl_runs *r, uint64_t a)
-{
-	uint64_t lo = 0, hi = r->nruns;
-
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (pl_run_off(r, mid) + r->len <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Copies of the bytes of runs r (landing at dst + k * len for run k) that
  * lie in payload [a, b): whole runs of one innermost row in one strided
@@ -66,7 +50,7 @@ static int range_copies(struct lc *l, const struct pl_runs *r, uint64_t a, uint6
 	uint64_t stride = r->nlev ? r->stride[r->nlev - 1] : r->len;
 	int ret = 0;
 
-	for (uint64_t k = first_run_after(r, a); k < r->nruns && !ret;) {
+	for (uint64_t k = pl_runs_first_after(r, a); k < r->nruns && !ret;) {
 		uint64_t o = pl_run_off(r, k), lo = RL_MAX(o, a), hi = RL_MIN(o + r->len, b), m = 1;
 
 		if (o >= b)

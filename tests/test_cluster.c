@@ -332,18 +332,10 @@ static void transfers_public_api(void)
 
 static int run_cli(const char *args, char *out, size_t cap)
 {
-	char cmd[8192];
-	FILE *f;
-	size_t n;
-	int st;
+	char cmd[16384];
 
-	snprintf(cmd, sizeof(cmd), "%s/ringload %s 2>&1", build_dir(), args);
-	if (!(f = popen(cmd, "r")))
-		return -1;
-	n = fread(out, 1, cap - 1, f);
-	out[n] = 0;
-	st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	snprintf(cmd, sizeof(cmd), "%s/ringload %s", build_dir(), args);
+	return th_capture(cmd, out, cap);
 }
 
 /* `ringload plan --read-once` prints the cluster: bytes read against the

@@ -153,20 +153,6 @@ static const char *simulate(const struct pl_plan *p, const struct fake *f)
 /* The cluster                                                       */
 /* ---------------------------------------------------------------- */
 
-static struct pl_spec *spec_of(const char *json)
-{
-	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
-
-	rl_err_clear(&e);
-	if (s && pl_spec_parse(s, json, strlen(json), &e)) {
-		fprintf(stderr, "spec: %s\n", e.msg);
-		pl_spec_free(s);
-		return NULL;
-	}
-	return s;
-}
-
 struct cluster {
 	struct pl_plan *p[MAXP];
 	unsigned np;
@@ -299,7 +285,7 @@ static struct pl_opts ro_opts(void)
 /* Builds every plan of json, checks them; returns the cluster (or np 0). */
 static int cluster_of(struct fake *f, const char *json, struct pl_opts *o, struct cluster *c)
 {
-	struct pl_spec *s = spec_of(json);
+	struct pl_spec *s = fk_spec(json);
 	struct rl_err e;
 	const char *bad;
 	int ret;
@@ -486,7 +472,7 @@ static void r4_file_nobody_may_read_fails(void)
 	fk_init(&f, 2, 64);
 	fk_add(&f, 0, "a", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
 	fk_add(&f, 1, "b", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
-	s = spec_of("{\"mesh\":{\"shape\":[2],\"axes\":[\"dp\"],\"process_of_device\":[0,1]},"
+	s = fk_spec("{\"mesh\":{\"shape\":[2],\"axes\":[\"dp\"],\"process_of_device\":[0,1]},"
 		    "\"files_of_process\":[[\"fake0.safetensors\"],[\"fake0.safetensors\"]]}");
 	CHECK(s);
 	for (int once = 0; once < 2; once++) {
@@ -782,7 +768,7 @@ static void files_of_process_more_entries_than_processes(void)
 
 	fk_init(&f, 1, 64);
 	fk_add(&f, 0, "a", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
-	s = spec_of("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"process_of_device\":[0,1]},"
+	s = fk_spec("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"process_of_device\":[0,1]},"
 		    "\"files_of_process\":[null,null,null]}");
 	CHECK(s);
 	rl_err_clear(&e);
@@ -807,7 +793,7 @@ static void engine_given_only_files_read(void)
 	fk_add(&f, 1, "b", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
 	fk_add(&f, 2, "c", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
 	pl_opts_default(&o);
-	s = spec_of("{\"tensors\":[\"b\"]}");
+	s = fk_spec("{\"tensors\":[\"b\"]}");
 	CHECK(s);
 	CHECK_EQ(pl_plan_build(&f.ck, s, f.align, &o, &p, &e), 0);
 	pl_plan_exec(p, &ex);
@@ -907,7 +893,7 @@ static void read_once_alloc_failures(void)
 	fk_init(&f, 2, 64);
 	fk_add(&f, 0, "a", RL_DTYPE_F32, 2, (uint64_t[]){ 30, 10 });
 	fk_add(&f, 1, "b", RL_DTYPE_F32, 2, (uint64_t[]){ 30, 10 });
-	s = spec_of("{" MESH_4x2 ",\"rules\":[{\"match\":\"a\",\"spec\":[null,\"model\"]}],"
+	s = fk_spec("{" MESH_4x2 ",\"rules\":[{\"match\":\"a\",\"spec\":[null,\"model\"]}],"
 		    "\"files_of_process\":[null,[\"fake1*\"]]}");
 	CHECK(s);
 	o.process = 1;
