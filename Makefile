@@ -73,10 +73,19 @@ STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
+# libringload_mpi (mpi/): built where Open MPI's compiler wrapper is
+# installed (make deps installs it); the core library stays MPI-free.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_SRC := $(wildcard mpi/*.c)
+ifneq ($(MPICC),)
+MPI_LIB := $(BUILD)/libringload_mpi.so
+MPI_BIN := $(BUILD)/tests/mpi_driver
+endif
+
 .PHONY: all test asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
-all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
+all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_BIN)
 
 -include $(LIB_OBJ:.o=.d)
 
@@ -101,6 +110,22 @@ $(BUILD)/ringload: $(TOOL_SRC) $(wildcard tools/*.h) $(SHARED) api/ringload.h
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
 		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm $(EXE_LDLIBS)
+
+# The MPI executor links the shared library and Open MPI (mpicc adds it);
+# -lcrypto: the checkpoint digest the ranks compare.
+$(MPI_LIB): $(MPI_SRC) $(wildcard mpi/*.h) mpi/ringload_mpi.map $(SHARED)
+	$(call say,LD,$@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -shared \
+		-Wl,--version-script=mpi/ringload_mpi.map -Wl,-soname,libringload_mpi.so.0 \
+		-o $@.0 $(MPI_SRC) -L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lcjson -lcrypto -lpthread
+	$(Q)ln -sf libringload_mpi.so.0 $@
+
+# The MPI test driver: a rank program that test_mpi starts under mpirun.
+$(BUILD)/tests/mpi_driver: tests/mpi/mpi_driver.c $(MPI_LIB)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
+		-lringload -Wl,-rpath,'$$ORIGIN/..'
 
 # The sample-checkpoint generator needs nothing of the library.
 $(BUILD)/mkckpt: $(GEN_SRC)

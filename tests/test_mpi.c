@@ -1,0 +1,506 @@
+/*
+ * test_mpi.c - loading across MPI ranks (libringload_mpi), through the
+ * rank program build/tests/mpi_driver under `mpirun --allow-run-as-root
+ * --oversubscribe`: shards byte-identical to independent single-process
+ * loads of each process, on every backend, for np = 2, 3, 4 and random
+ * shardings; bytes read equal to the plan's prediction and within 1.01x
+ * of the tensors' bytes (plus alignment); node-local files; failures
+ * (a truncated file, a rank that never comes, MPI without threads, a
+ * mesh of another size, ranks that see different checkpoints) ending on
+ * every rank with the failing rank named. Skips when mpirun or the
+ * driver is missing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ringload.h"
+
+#define OUT_CAP (1 << 16)
+
+static const char *bdir(void)
+{
+	return getenv("RL_BUILD") ? getenv("RL_BUILD") : "build";
+}
+
+/* Why MPI tests cannot run here, or NULL. */
+static const char *no_mpi(void)
+{
+	static char why[4200];
+	char path[4096];
+
+	if (system("command -v mpirun >/dev/null 2>&1"))
+		return "mpirun not found (make deps installs openmpi-bin)";
+	snprintf(path, sizeof(path), "%s/tests/mpi_driver", bdir());
+	if (access(path, X_OK)) {
+		snprintf(why, sizeof(why), "%s not built (mpicc missing when make ran)", path);
+		return why;
+	}
+	return NULL;
+}
+
+/* mpirun -np n mpi_driver ARGS; output in out. Returns the exit status. */
+static int mpirun(int n, const char *args, char *out)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp "
+		 "-np %d %s/tests/mpi_driver %s", n, bdir(), args);
+	return th_capture(cmd, out, OUT_CAP);
+}
+
+static int sh(const char *fmt, const char *a, const char *b)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	return system(cmd);
+}
+
+/* A checkpoint by mkckpt under the test directory; the path in a new
+ * string that lives as long as the program (tests keep several). */
+static const char *make_ckpt(const char *name, const char *size, int files, int seed)
+{
+	char dir[4096], cmd[8192];
+
+	snprintf(dir, sizeof(dir), "%s/%s", th_tmpdir(), name);
+	snprintf(cmd, sizeof(cmd), "%s/mkckpt %s --size %s --files %d --layers 2 --seed %d >/dev/null",
+		 bdir(), dir, size, files, seed);
+	return system(cmd) ? NULL : strdup(dir);
+}
+
+static const char *write_spec(const char *name, const char *json)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", th_tmpdir(), name);
+	if (!(f = fopen(path, "w")))
+		return NULL;
+	fputs(json, f);
+	fclose(f);
+	return strdup(path);
+}
+
+/* ---------------------------------------------------------------- */
+/* The reference: each process loaded alone, in this program         */
+/* ---------------------------------------------------------------- */
+
+static int dump_shard(const char *dir, const rl_plan *plan, const rl_loader *ld, size_t s)
+{
+	char path[8192], name[4096], *o = name;
+	rl_shard_info si;
+	rl_device_info di;
+	const uint8_t *base;
+	FILE *f;
+	int ok;
+
+	rl_plan_shard(plan, s, &si);
+	rl_plan_device(plan, si.device, &di);
+	for (const char *c = si.name; *c && o < name + sizeof(name) - 4; c++)
+		o += *c == '/' ? sprintf(o, "%%2F") : sprintf(o, "%c", *c);
+	*o = 0;
+	snprintf(path, sizeof(path), "%s/%u", dir, di.id);
+	mkdir(dir, 0755);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/%s.bin", dir, di.id, name);
+	base = rl_loader_staging(ld, si.device, NULL);
+	if (!(f = fopen(path, "wb")))
+		return -1;
+	ok = !si.nbytes || fwrite(base + si.offset, 1, si.nbytes, f) == si.nbytes;
+	return fclose(f) || !ok ? -1 : 0;
+}
+
+/* Every process of spec loaded on its own (no MPI), dumped under dir. */
+static int reference(const char *ckpt, const char *spec_path, int np, const char *dir)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	int ret = rl_ckpt_open(ck, ckpt) || rl_spec_load(spec, spec_path);
+
+	for (int p = 0; p < np && !ret; p++) {
+		rl_loader *ld = rl_loader_create();
+		rl_plan *plan = NULL;
+
+		ret = rl_loader_load(ld, ck, spec, p, &plan);
+		for (size_t s = 0; !ret && s < rl_plan_num_shards(plan); s++)
+			ret = dump_shard(dir, plan, ld, s);
+		rl_plan_destroy(plan);
+		rl_loader_destroy(ld);
+	}
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	return ret;
+}
+
+static uint64_t ckpt_bytes(const char *ckpt)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	uint64_t n = 0;
+
+	if (!rl_ckpt_open(ck, ckpt))
+		for (size_t i = 0; i < rl_ckpt_num_tensors(ck); i++) {
+			rl_tensor_info t;
+
+			rl_ckpt_tensor(ck, i, &t);
+			n += t.nbytes;
+		}
+	rl_ckpt_destroy(ck);
+	return n;
+}
+
+/* ---------------------------------------------------------------- */
+/* Shardings                                                         */
+/* ---------------------------------------------------------------- */
+
+/* A spec for np processes of two devices each (mesh [np, 2] or [2, np]):
+ * kind 0 replicated, 1 rows/columns inside each process (replicated
+ * across), 2 partly replicated (a split axis spanning processes), 3
+ * partitioned across processes. */
+static void spec_json(char *out, size_t cap, int np, int kind)
+{
+	static const char *const rules[] = {
+		"[]",
+		"[{\"match\":\".*(q|k|v|gate|up)_proj.*\",\"spec\":[\"m\"]},"
+		"{\"match\":\".*(o|down)_proj.*|.*embed.*\",\"spec\":[null,\"m\"]}]",
+		"[{\"match\":\".*(q|k|v|gate|up)_proj.*\",\"spec\":[\"a\"]},"
+		"{\"match\":\".*(o|down)_proj.*\",\"spec\":[null,\"a\"]}]",
+		"[{\"match\":\".*\",\"spec\":[\"p\"]}]",
+	};
+	int len;
+
+	if (kind == 2 && np % 2 == 0) {
+		/* axes a (2) and b (np/2) over processes, m inside each */
+		len = snprintf(out, cap, "{\"mesh\":{\"shape\":[2,%d,2],\"axes\":[\"a\",\"b\",\"m\"],"
+			       "\"process_of_device\":[", np / 2);
+	} else {
+		kind = kind == 2 ? 1 : kind;
+		len = snprintf(out, cap, "{\"mesh\":{\"shape\":[%d,2],\"axes\":[\"p\",\"m\"],"
+			       "\"process_of_device\":[", np);
+	}
+	for (int d = 0; d < 2 * np; d++)
+		len += snprintf(out + len, cap - len, "%s%d", d ? "," : "", d / 2);
+	snprintf(out + len, cap - len, "]},\"rules\":%s}", rules[kind]);
+}
+
+/* Every rank's line says ok, with read == predicted; *read: their sum. */
+static int ranks_ok(const char *out, int np, uint64_t *read)
+{
+	*read = 0;
+	for (int r = 0; r < np; r++) {
+		char key[32];
+		const char *l;
+		unsigned long long rd, pr;
+
+		snprintf(key, sizeof(key), "rank %d ok read ", r);
+		if (!(l = strstr(out, key)) ||
+		    sscanf(l + strlen(key), "%llu predicted %llu", &rd, &pr) != 2 || rd != pr)
+			return -1;
+		*read += rd;
+	}
+	return 0;
+}
+
+/* NULL when the two dump trees are byte-identical. */
+static const char *same_dumps(const char *a, const char *b)
+{
+	return sh("diff -r -q %s %s >/dev/null", a, b) ? "dumps differ" : NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* Tests                                                             */
+/* ---------------------------------------------------------------- */
+
+/*
+ * np = 2, 3, 4, every backend, random checkpoints (1-3 files) and
+ * shardings: --read-once dumps equal each process loaded alone; each
+ * rank reads what its plan predicts; the cluster reads the tensors once
+ * (replicated shardings: within 1.01x plus a few alignment blocks).
+ */
+static void read_once_equals_single_process_loads(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *why = no_mpi();
+	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096], name[64];
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	for (int np = 2; np <= 4; np++)
+		for (int b = 0; b < 3; b++) {
+			int kind = (int)(th_rand() % 4), files = 1 + (int)(th_rand() % 3);
+			const char *ck, *spec;
+			uint64_t read, unique;
+
+			snprintf(name, sizeof(name), "ro%d%d", np, b);
+			ck = make_ckpt(name, "3M", files, (int)(th_rand() % 1000));
+			CHECK(ck);
+			spec_json(json, sizeof(json), np, kind);
+			snprintf(name, sizeof(name), "ro%d%d.json", np, b);
+			spec = write_spec(name, json);
+			snprintf(ref, sizeof(ref), "%s/ref%d%d", th_tmpdir(), np, b);
+			snprintf(got, sizeof(got), "%s/got%d%d", th_tmpdir(), np, b);
+			CHECK(reference(ck, spec, np, ref) == 0);
+			snprintf(args, sizeof(args), "%s --spec %s --read-once --backend %s --dump %s "
+				 "--batch %d --timeout-ms 60000", ck, spec, backends[b], got,
+				 200000 + (int)(th_rand() % 2000000));
+			CHECKF(mpirun(np, args, out) == 0, "np %d %s kind %d: %s", np, backends[b], kind,
+			       out);
+			CHECKF(!ranks_ok(out, np, &read), "%s", out);
+			unique = ckpt_bytes(ck);
+			if (kind < 3)
+				CHECKF(read <= unique + unique / 100 + 2 * 4096ull * np * files,
+				       "np %d kind %d: read %llu, tensors %llu", np, kind,
+				       (unsigned long long)read, (unsigned long long)unique);
+			why = same_dumps(ref, got);
+			CHECKF(!why, "np %d %s kind %d (%s): %s", np, backends[b], kind, json, why);
+		}
+	free(out);
+}
+
+/* Without --read-once, --mpi is independent loads: same dumps, N x reads. */
+static void plain_mpi_load_reads_per_process(void)
+{
+	const char *why = no_mpi(), *ck, *spec;
+	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096];
+	uint64_t read;
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	ck = make_ckpt("plain", "2M", 2, 5);
+	spec_json(json, sizeof(json), 2, 1);
+	spec = write_spec("plain.json", json);
+	snprintf(ref, sizeof(ref), "%s/plainref", th_tmpdir());
+	snprintf(got, sizeof(got), "%s/plaingot", th_tmpdir());
+	CHECK(ck && spec && reference(ck, spec, 2, ref) == 0);
+	snprintf(args, sizeof(args), "%s --spec %s --dump %s", ck, spec, got);
+	CHECKF(mpirun(2, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 2, &read), "%s", out);
+	CHECK(read >= 2 * ckpt_bytes(ck));
+	CHECKF(strstr(out, "sent 0 received 0"), "%s", out);
+	why = same_dumps(ref, got);
+	CHECKF(!why, "%s", why);
+	free(out);
+}
+
+/* Payloads over RL_MPI_MESSAGE_BYTES travel in pieces; many batches. */
+static void messages_split_in_pieces_many_batches(void)
+{
+	const char *why = no_mpi(), *ck, *spec;
+	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096];
+	uint64_t read;
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	ck = make_ckpt("split", "2M", 3, 9);
+	spec_json(json, sizeof(json), 3, 0);
+	spec = write_spec("split.json", json);
+	snprintf(ref, sizeof(ref), "%s/splitref", th_tmpdir());
+	snprintf(got, sizeof(got), "%s/splitgot", th_tmpdir());
+	CHECK(ck && spec && reference(ck, spec, 3, ref) == 0);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --dump %s --msg 4099 --batch 65536",
+		 ck, spec, got);
+	CHECKF(mpirun(3, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 3, &read), "%s", out);
+	CHECKF(strstr(out, "batches ") && !strstr(out, "batches 1 "), "%s", out);
+	why = same_dumps(ref, got);
+	CHECKF(!why, "%s", why);
+	free(out);
+}
+
+/* Rank r's own directory: the index and symlinks to the files named. */
+static void rank_dir(const char *ck, const char *dir, const char *files)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/model.safetensors.index.json %s/ && "
+		 "for f in %s; do ln -sf %s/$f %s/$f; done", dir, ck, dir, files, ck, dir);
+	if (system(cmd))
+		fprintf(stderr, "rank_dir: %s failed\n", cmd);
+}
+
+/*
+ * Node-local files: each rank's directory holds only its files (others'
+ * do not exist there, so a rank that tried to open one would fail). The
+ * load succeeds with the right bytes; a file no rank has fails every rank
+ * naming it.
+ */
+static void local_files_disjoint_sets(void)
+{
+	const char *why = no_mpi(), *ck, *spec;
+	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096], d[3][4096];
+	static const char *const sets[] = { "model-00001-of-00003.safetensors",
+					    "model-00002-of-00003.safetensors",
+					    "model-00003-of-00003.safetensors" };
+	uint64_t read;
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	ck = make_ckpt("local", "3M", 3, 11);
+	CHECK(ck);
+	for (int r = 0; r < 3; r++) {
+		snprintf(d[r], sizeof(d[r]), "%s/node%d", th_tmpdir(), r);
+		rank_dir(ck, d[r], sets[r]);
+	}
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("local.json", json);
+	snprintf(ref, sizeof(ref), "%s/localref", th_tmpdir());
+	snprintf(got, sizeof(got), "%s/localgot", th_tmpdir());
+	CHECK(spec && reference(ck, spec, 3, ref) == 0);
+	snprintf(args, sizeof(args), "%s/node%%d/model.safetensors.index.json --local '*' --spec %s "
+		 "--dump %s", th_tmpdir(), spec, got);
+	CHECKF(mpirun(3, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 3, &read), "%s", out);
+	why = same_dumps(ref, got);
+	CHECKF(!why, "%s", why);
+	/* Two ranks, files 1 and 2: file 3 is nobody's. */
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	for (int r = 0; r < 2; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error %d", r, RL_E_FILE_UNAVAILABLE);
+		CHECKF(strstr(out, key) && strstr(out, "model-00003-of-00003.safetensors: no rank has"),
+		       "%s", out);
+	}
+	free(out);
+}
+
+/* A fresh copy of ck as tmp/NAME<r>. */
+static int copy_as(const char *ck, const char *name, int r)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/%s%d && cp -r %s %s/%s%d", th_tmpdir(), name, r, ck,
+		 th_tmpdir(), name, r);
+	return system(cmd);
+}
+
+/* Copies of ck, one per rank: tmp/NAME0, NAME1, ... */
+static int per_rank_copies(const char *ck, const char *name, int np)
+{
+	int ret = 0;
+
+	for (int r = 0; r < np && !ret; r++)
+		ret = copy_as(ck, name, r);
+	return ret;
+}
+
+/* One rank's file is cut short after it opened it: every rank fails
+ * within seconds, naming that rank; read once or not. */
+static void truncated_file_fails_every_rank(void)
+{
+	const char *why = no_mpi(), *ck, *spec;
+	char *out = malloc(OUT_CAP), json[1024], args[8192];
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	ck = make_ckpt("trunc", "2M", 2, 13);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("trunc.json", json);
+	CHECK(ck && spec);
+	for (int once = 0; once < 2; once++) {
+		time_t t0 = time(NULL);
+
+		CHECK(per_rank_copies(ck, "tr", 3) == 0);
+		snprintf(args, sizeof(args), "%s/tr%%d --spec %s %s --truncate-rank 1 --timeout-ms 60000",
+			 th_tmpdir(), spec, once ? "--read-once" : "");
+		CHECKF(mpirun(3, args, out) != 0, "%s", out);
+		CHECKF(time(NULL) - t0 < 30, "took %ld s", (long)(time(NULL) - t0));
+		for (int r = 0; r < 3; r++) {
+			char key[64];
+
+			snprintf(key, sizeof(key), "rank %d error ", r);
+			CHECKF(strstr(out, key), "rank %d: %s", r, out);
+		}
+		CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
+		       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:"), "%s", out);
+	}
+	free(out);
+}
+
+/* A rank that never comes: the others give up after the timeout with a
+ * message and MPI_Abort, not a hang. */
+static void absent_rank_ends_in_abort(void)
+{
+	const char *why = no_mpi(), *ck;
+	char *out = malloc(OUT_CAP), args[8192];
+	time_t t0 = time(NULL);
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	ck = make_ckpt("hang", "1M", 1, 17);
+	CHECK(ck);
+	snprintf(args, sizeof(args), "%s --sleep-rank 1 --timeout-ms 1500", ck);
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	CHECKF(time(NULL) - t0 < 60, "took %ld s", (long)(time(NULL) - t0));
+	CHECKF(strstr(out, "rank 0: no progress for 1.5 s waiting for"), "%s", out);
+	free(out);
+}
+
+/* Misuse every rank reports alike: MPI without thread support, a mesh
+ * of another size than the communicator, ranks that see different
+ * checkpoints. */
+static void misuse_reported_on_every_rank(void)
+{
+	const char *why = no_mpi(), *ck, *ck2, *spec;
+	char *out = malloc(OUT_CAP), json[1024], args[8192];
+
+	if (why) {
+		free(out);
+		SKIP(why);
+	}
+	ck = make_ckpt("mis", "1M", 1, 19);
+	CHECK(ck);
+	snprintf(args, sizeof(args), "%s --thread-single", ck);
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0 error -5091") && strstr(out, "rank 1 error -5091") &&
+	       strstr(out, "MPI_THREAD_FUNNELED"), "%s", out);
+	spec_json(json, sizeof(json), 2, 0);
+	spec = write_spec("mis.json", json);
+	snprintf(args, sizeof(args), "%s --spec %s", ck, spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	for (int r = 0; r < 3; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error %d", r, RL_E_SPEC_MESH);
+		CHECKF(strstr(out, key) &&
+		       strstr(out, "the mesh has 2 processes but the communicator 3 ranks"), "%s", out);
+	}
+	ck2 = make_ckpt("mis2", "2M", 1, 19);
+	CHECK(ck2 && copy_as(ck, "mm", 0) == 0 && copy_as(ck2, "mm", 1) == 0);
+	snprintf(args, sizeof(args), "%s/mm%%d", th_tmpdir());
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0 error -5093") && strstr(out, "rank 1 error -5093") &&
+	       strstr(out, "rank 1 sees a different checkpoint than rank 0"), "%s", out);
+	free(out);
+}
+
+int main(void)
+{
+	th_seed();
+	RUN(read_once_equals_single_process_loads);
+	RUN(plain_mpi_load_reads_per_process);
+	RUN(messages_split_in_pieces_many_batches);
+	RUN(local_files_disjoint_sets);
+	RUN(truncated_file_fails_every_rank);
+	RUN(absent_rank_ends_in_abort);
+	RUN(misuse_reported_on_every_rank);
+	return th_done();
+}
