@@ -2,6 +2,8 @@
 #
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
+#   make check      structure checks: layers call only down, no circles
+#                   between files, no block of 6+ lines written twice
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -34,9 +36,11 @@ endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+# User flags (make CFLAGS=-O3, CC=clang) are kept; what the code needs is
+# added with override, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
+override CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+override CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
 # The library never links jemalloc: Debian's is built with initial-exec TLS
 # and would make libringload.so fail to dlopen (common/alloc.c). Our own
 # programs link it, and the library then uses it through mallocx.
@@ -45,15 +49,15 @@ EXE_LDLIBS := -ljemalloc
 TEST_LDLIBS := -lcrypto
 
 ifeq ($(SAN),asan)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=address,undefined
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=address,undefined
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 ifeq ($(SAN),tsan)
-CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=thread
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=thread
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 
@@ -82,7 +86,7 @@ MPI_LIB := $(BUILD)/libringload_mpi.so
 MPI_BIN := $(BUILD)/tests/mpi_driver
 endif
 
-.PHONY: all test asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
+.PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_BIN)
@@ -112,10 +116,11 @@ $(BUILD)/ringload: $(TOOL_SRC) $(wildcard tools/*.h) $(SHARED) api/ringload.h
 		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm $(EXE_LDLIBS)
 
 # The MPI executor links the shared library and Open MPI (mpicc adds it);
-# -lcrypto: the checkpoint digest the ranks compare.
+# -lcrypto: the checkpoint digest the ranks compare. Its version script
+# alone decides what it exports (default visibility, local: *).
 $(MPI_LIB): $(MPI_SRC) $(wildcard mpi/*.h) mpi/ringload_mpi.map $(SHARED)
 	$(call say,LD,$@)
-	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -shared \
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) -fvisibility=default $(LDFLAGS) -shared \
 		-Wl,--version-script=mpi/ringload_mpi.map -Wl,-soname,libringload_mpi.so.0 \
 		-o $@.0 $(MPI_SRC) -L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lcjson -lcrypto -lpthread
 	$(Q)ln -sf libringload_mpi.so.0 $@
@@ -169,6 +174,12 @@ TESTDATA ?= $(abspath ../shared/testdata)
 
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN)
+
+# Structure checks (tests/check/): link-time calls per object file, and
+# repeated blocks of source.
+PYTHON ?= /usr/bin/python3
+check: all
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test

@@ -71,6 +71,12 @@ static uint64_t pieces(const struct bx *B, uint64_t len)
 	return (len + max - 1) / max;
 }
 
+void mx_report(struct mx_load *L, size_t shard)
+{
+	if (L->x->m->on_shard)
+		L->x->m->on_shard(L->x->m->user, shard);
+}
+
 /* Copies payload k (at src) into the rank's shards; reports completed ones. */
 static void copy_in(struct bx *B, size_t k, const uint8_t *src)
 {

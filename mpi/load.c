@@ -261,10 +261,7 @@ static int prepare_transfers(struct mx_load *L)
 
 static void own_shard(void *user, size_t shard)
 {
-	struct mx_load *L = user;
-
-	if (L->x->m->on_shard)
-		L->x->m->on_shard(L->x->m->user, shard);
+	mx_report(user, shard);
 }
 
 /* On the calling thread while the rank reads: a failure elsewhere stops it. */
@@ -295,12 +292,6 @@ static int own_reads(struct mx_load *L)
 	if (!ret && prepare_transfers(L))
 		mx_fail(x, -ENOMEM, "out of memory");
 	return mx_agree(x, 0, NULL);
-}
-
-void mx_report(struct mx_load *L, size_t shard)
-{
-	if (L->x->m->on_shard)
-		L->x->m->on_shard(L->x->m->user, shard);
 }
 
 /* Every batch; then every shard transfers fill must be complete. */

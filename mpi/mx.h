@@ -162,7 +162,7 @@ struct mx_load {
 
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);
-/* The user's callback for every shard that transfers completed. */
+/* The user's callback for a shard that transfers completed (batch.c). */
 void mx_report(struct mx_load *L, size_t shard);
 
 #endif /* RL_MX_H */

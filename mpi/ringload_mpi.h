@@ -36,10 +36,6 @@
 extern "C" {
 #endif
 
-#if defined(__GNUC__)
-#pragma GCC visibility push(default)
-#endif
-
 typedef struct rl_mpi rl_mpi;
 
 /* Returns a handle with default parameters, or NULL when out of memory. */
@@ -144,10 +140,6 @@ typedef struct rl_mpi_stats {
  * (no successful load yet).
  */
 int rl_mpi_get_stats(const rl_mpi *m, int rank, rl_mpi_stats *out, size_t size);
-
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
 
 #ifdef __cplusplus
 }

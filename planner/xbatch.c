@@ -4,9 +4,9 @@
  * shards are the payloads, each placed congruently with its file offset
  * (modulo 4096), so that the aligned middle of a payload is read straight
  * into the buffer. Payloads of the same file that touch after alignment
- * are read as one span, cut into requests of at most chunk bytes; the
- * planner's statistics of other processes use the same spans
- * (pl_xread_spans), so that predicted and actual bytes read agree.
+ * are read as one span, cut into requests of at most chunk bytes
+ * (xread.c, which the statistics of other processes use too, so that
+ * predicted and actual bytes read agree).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,43 +14,6 @@
 #include <string.h>
 
 #include "xfer.h"
-
-size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_align *align,
-		      struct pl_xread *out)
-{
-	size_t ns = 0;
-
-	for (size_t k = 0; k < n; k++) {
-		uint64_t A = align[x[k]->file].offset_align;
-		uint64_t s = rl_align_down(x[k]->off, A), e = rl_align_up(x[k]->off + x[k]->len, A);
-		struct pl_xread *prev = ns ? &out[ns - 1] : NULL;
-
-		if (prev && prev->file == x[k]->file && s <= prev->end) {
-			prev->end = RL_MAX(prev->end, e);
-			prev->last = RL_MAX(prev->last, x[k]->off + x[k]->len);
-			continue;
-		}
-		out[ns++] = (struct pl_xread){ x[k]->file, s, e, x[k]->off + x[k]->len };
-	}
-	return ns;
-}
-
-/* Largest request: chunk, on the file's alignment (as scatter.c cuts). */
-static uint64_t request_max(const struct pl_align *a, uint64_t chunk)
-{
-	uint64_t c = rl_align_down(RL_MIN(chunk, (uint64_t)UINT32_MAX), a->offset_align);
-
-	return c < a->offset_align ? a->offset_align : c;
-}
-
-void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t file_size,
-		   uint64_t chunk, uint64_t *bytes, uint64_t *requests)
-{
-	uint64_t c = request_max(a, chunk);
-
-	*requests = (r->end - r->start + c - 1) / c;
-	*bytes = r->start < file_size ? RL_MIN(r->end, file_size) - r->start : 0;
-}
 
 /* ---------------------------------------------------------------- */
 /* The batch plan                                                    */
@@ -171,7 +134,7 @@ static int read_copies(struct bb *b, struct rl_read *rd, size_t k0, size_t k1)
 /* Requests and copies of span sp, whose payloads are byoff[k0..k1). */
 static int span_reads(struct bb *b, const struct pl_xread *sp, size_t k0, size_t k1)
 {
-	uint64_t c = request_max(&b->main->xp->align[sp->file], b->o->chunk);
+	uint64_t c = pl_xread_request_max(&b->main->xp->align[sp->file], b->o->chunk);
 
 	for (uint64_t pos = sp->start; pos < sp->end;) {
 		uint64_t end = RL_MIN(pos + c, sp->end);

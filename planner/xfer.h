@@ -211,6 +211,8 @@ struct pl_xread {
 size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_align *align,
 		      struct pl_xread *out);
 
+/* The largest request for a file aligned so: chunk, on the alignment. */
+uint64_t pl_xread_request_max(const struct pl_align *a, uint64_t chunk);
 /* Bytes (and requests, chunked) that reading span r of a file aligned so costs. */
 void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t file_size,
 		   uint64_t chunk, uint64_t *bytes, uint64_t *requests);

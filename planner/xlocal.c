@@ -82,12 +82,14 @@ static int xfer_copies(struct lc *l, const struct pl_xwork *w, struct pl_xfer *x
 
 		for (unsigned s = 0; s < p->nslots && !ret; s++) {
 			size_t sh = pl_shard_index(p, w->pc[k].item, s);
+			uint32_t coord[PL_MAX_AXES];
 			struct pl_box box;
 			struct pl_runs runs;
 
 			if (!p->received[sh])
 				continue;
-			pl_item_box(p->spec, it, p->slot_dev[s], &box);
+			pl_mesh_coords(p->spec, p->slot_dev[s], coord);
+			pl_item_box_at(p->spec, it, coord, &box);
 			if (pl_box_runs(t->ndim, t->shape, it->bits, t->offset, &box, &runs))
 				continue;   /* the plan refused such boxes already */
 			ret = range_copies(l, &runs, x->off, x->off + x->len, sh,
