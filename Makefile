@@ -83,7 +83,7 @@ MPICC ?= $(shell command -v mpicc 2>/dev/null)
 MPI_SRC := $(wildcard mpi/*.c)
 ifneq ($(MPICC),)
 MPI_LIB := $(BUILD)/libringload_mpi.so
-MPI_BIN := $(BUILD)/tests/mpi_driver
+MPI_BIN := $(BUILD)/tests/mpi_driver $(BUILD)/perf/mpi_bench
 endif
 
 .PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
@@ -127,6 +127,13 @@ $(MPI_LIB): $(MPI_SRC) $(wildcard mpi/*.h) mpi/ringload_mpi.map $(SHARED)
 
 # The MPI test driver: a rank program that test_mpi starts under mpirun.
 $(BUILD)/tests/mpi_driver: tests/mpi/mpi_driver.c $(MPI_LIB)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
+		-lringload -Wl,-rpath,'$$ORIGIN/..'
+
+# The cluster benchmark's rank program (perf/cluster_bench.sh).
+$(BUILD)/perf/mpi_bench: perf/mpi_bench.c $(MPI_LIB)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \

@@ -1,18 +1,19 @@
 /*
  * batch.c - one batch of transfers on one rank.
  *
- *   receive   every payload the rank receives in the batch gets its place
- *             in one buffer and its receives are posted first (one per
- *             message: payloads over RL_MPI_MESSAGE_BYTES travel in
- *             pieces, in order, on one tag);
+ *   receive   every payload the rank receives in the batch has its
+ *             receives posted first (one per message: payloads over
+ *             RL_MPI_MESSAGE_BYTES travel in pieces, in order, on one
+ *             tag), straight into the shards where its scatter list allows
+ *             (direct.c), else into one buffer;
  *   read      the payloads it roots are read by the transfer loader into
  *             the batch buffer (rl_plan_build_batch); each completed
  *             payload is queued by the engine's thread, and the calling
  *             thread, between reads (the progress callback), sends it to
  *             its receivers and copies what the rank itself needs;
- *   copy      a received payload is copied into the rank's shards as soon
- *             as its last piece arrives; a shard whose last bytes arrive
- *             is reported;
+ *   copy      a payload received into the buffer is copied into the
+ *             rank's shards as soon as its last piece arrives; a shard
+ *             whose last bytes arrive is reported;
  *   answer    a rank that failed, or learned of a failure, still answers
  *             every receive it owes with an empty message and drains
  *             what others send it, so that nobody waits on it; then every
@@ -30,6 +31,7 @@
 struct msg {                    /* one message: part of a payload */
 	size_t t;               /* its transfer (index in the batch's list) */
 	uint64_t off, len;
+	int drain;              /* 1: taken into a byte of drain (no memory) */
 };
 
 struct bx {
@@ -43,6 +45,7 @@ struct bx {
 	/* receiving */
 	uint8_t *rbuf;
 	uint64_t *roff;             /* each received payload's place in rbuf */
+	uint8_t *direct;            /* 1: received straight into the shards */
 	uint32_t *rleft;            /* its messages still to come */
 	uint8_t *rbad;              /* 1: its root answered empty */
 	struct msg *rm;
@@ -77,8 +80,9 @@ void mx_report(struct mx_load *L, size_t shard)
 		L->x->m->on_shard(L->x->m->user, shard);
 }
 
-/* Copies payload k (at src) into the rank's shards; reports completed ones. */
-static void copy_in(struct bx *B, size_t k, const uint8_t *src)
+/* Payload k's bytes are in the rank's shards (copied from src, or, src
+ * NULL, received there): shards whose last bytes came are reported. */
+static void land(struct bx *B, size_t k, const uint8_t *src)
 {
 	struct mx_load *L = B->L;
 
@@ -88,7 +92,7 @@ static void copy_in(struct bx *B, size_t k, const uint8_t *src)
 
 		rl_plan_transfer_copy(L->plan, B->t[k], j, &c);
 		dst = L->staging[c.device] + c.dst;
-		for (uint64_t i = 0; i < c.count; i++)
+		for (uint64_t i = 0; src && i < c.count; i++)
 			memcpy(dst + i * c.len, src + c.src + i * c.src_stride, c.len);
 		L->shard_have[c.shard] += c.count * c.len;
 		if (L->shard_have[c.shard] == L->shard_want[c.shard])
@@ -106,6 +110,7 @@ static void bx_free(struct bx *B)
 	free(B->ti);
 	free(B->rbuf);
 	free(B->roff);
+	free(B->direct);
 	free(B->rleft);
 	free(B->rbad);
 	free(B->rm);
@@ -147,6 +152,7 @@ static int collect(struct bx *B)
 	}
 	B->capsreq = nsend;
 	B->roff = calloc(B->n + 1, sizeof(*B->roff));
+	B->direct = calloc(B->n + 1, 1);
 	B->rleft = calloc(B->n + 1, sizeof(*B->rleft));
 	B->rbad = calloc(B->n + 1, 1);
 	B->rm = malloc((nrm + 1) * sizeof(*B->rm));
@@ -156,8 +162,8 @@ static int collect(struct bx *B)
 	B->soff = calloc(B->nroot + 1, sizeof(*B->soff));
 	B->sreq = malloc((nsend + 1) * sizeof(*B->sreq));
 	B->taken = malloc((B->nroot + 1) * sizeof(*B->taken));
-	if (!B->roff || !B->rleft || !B->rbad || !B->rm || !B->rreq || !B->drain || !B->sent ||
-	    !B->soff || !B->sreq || !B->taken)
+	if (!B->roff || !B->direct || !B->rleft || !B->rbad || !B->rm || !B->rreq || !B->drain ||
+	    !B->sent || !B->soff || !B->sreq || !B->taken)
 		return -ENOMEM;
 	return 0;
 }
@@ -175,46 +181,88 @@ static void recv_done(struct mx *x, void *arg, int i, const MPI_Status *st)
 
 	MPI_Get_count(st, MPI_BYTE, &count);
 	if (st->MPI_ERROR != MPI_SUCCESS || (uint64_t)count != m->len) {
-		if (count && B->rbuf)
+		if (count && !m->drain)
 			mx_fail(x, RL_E_MPI, "transfer %llu from rank %d: a message of %d bytes, %llu expected",
 				(unsigned long long)B->ti[m->t].index, B->ti[m->t].root, count,
 				(unsigned long long)m->len);
 		B->rbad[m->t] = 1;
 	}
-	if (--B->rleft[m->t] == 0 && !B->rbad[m->t] && B->rbuf) {
+	if (--B->rleft[m->t] == 0 && !B->rbad[m->t]) {
 		B->L->st.bytes_received += B->ti[m->t].nbytes;
-		copy_in(B, m->t, B->rbuf + B->roff[m->t]);
+		land(B, m->t, B->direct[m->t] ? NULL : B->rbuf + B->roff[m->t]);
 	}
 }
 
-/* Posts every receive of the batch (into a byte of drain when rbuf is
- * missing: truncated, but taken, so that the sender completes). */
-static void post_receives(struct bx *B)
+/* One receive: straight into the shards (blocks), into rbuf, or, with
+ * neither, into a byte of drain (truncated, but taken, so that the sender
+ * completes). */
+static void post_receive(struct bx *B, size_t k, uint64_t off, uint64_t len,
+			 const struct mx_blocks *blocks)
 {
-	uint64_t total = 0, max = (uint64_t)B->x->m->max_msg;
+	size_t i = B->nrm++;
+	int src = B->ti[k].root, tag = tag_of(B, k);
+	MPI_Datatype type;
 
-	for (size_t k = 0; k < B->n; k++)
-		if (B->ti[k].root != B->x->rank) {
+	B->rm[i] = (struct msg){ k, off, len, 0 };
+	B->rleft[k]++;
+	if (B->direct[k] && !mx_direct_type(blocks, off, len, &type)) {
+		MPI_Irecv(MPI_BOTTOM, 1, type, src, tag, B->x->comm, &B->rreq[i]);
+		MPI_Type_free(&type);   /* freed once the receive is done with it */
+		return;
+	}
+	if (B->direct[k] || !B->rbuf) {
+		B->rm[i].drain = 1;
+		mx_fail(B->x, -ENOMEM, "out of memory for a receive");
+		MPI_Irecv(&B->drain[i], 1, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
+		return;
+	}
+	MPI_Irecv(B->rbuf + B->roff[k] + off, (int)len, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
+}
+
+/* Where each received payload lands: its blocks, or its place in rbuf. */
+static uint64_t place_receives(struct bx *B, struct mx_blocks *blocks)
+{
+	uint64_t total = 0;
+
+	for (size_t k = 0; k < B->n; k++) {
+		int d;
+
+		if (B->ti[k].root == B->x->rank)
+			continue;
+		d = mx_direct_blocks(B->L->plan, B->t[k], &B->ti[k], B->L->staging, &blocks[k]);
+		if (d < 0)
+			mx_fail(B->x, d, "out of memory");
+		B->direct[k] = d > 0;
+		if (d <= 0) {
 			B->roff[k] = total;
 			total += B->ti[k].nbytes;
 		}
-	if (!(B->rbuf = malloc(total + 1)))
+	}
+	return total;
+}
+
+/* Posts every receive of the batch. */
+static void post_receives(struct bx *B)
+{
+	uint64_t total, max = (uint64_t)B->x->m->max_msg;
+	struct mx_blocks *blocks = calloc(B->n + 1, sizeof(*blocks));
+
+	if (!blocks)
+		mx_fail(B->x, -ENOMEM, "out of memory");
+	total = blocks ? place_receives(B, blocks) : 0;
+	if (total && !(B->rbuf = malloc(total)))
 		mx_fail(B->x, -ENOMEM, "out of memory for %llu bytes of received payloads",
 			(unsigned long long)total);
 	for (size_t k = 0; k < B->n; k++) {
 		if (B->ti[k].root == B->x->rank)
 			continue;
-		for (uint64_t off = 0; off < B->ti[k].nbytes; off += max) {
-			size_t i = B->nrm++;
-			uint64_t len = MX_MIN(max, B->ti[k].nbytes - off);
-
-			B->rm[i] = (struct msg){ k, off, len };
-			B->rleft[k]++;
-			MPI_Irecv(B->rbuf ? B->rbuf + B->roff[k] + off : &B->drain[i],
-				  B->rbuf ? (int)len : 1, MPI_BYTE, B->ti[k].root, tag_of(B, k),
-				  B->x->comm, &B->rreq[i]);
-		}
+		for (uint64_t off = 0; off < B->ti[k].nbytes; off += max)
+			post_receive(B, k, off, MX_MIN(max, B->ti[k].nbytes - off),
+				     blocks ? &blocks[k] : NULL);
+		if (blocks)
+			mx_blocks_free(&blocks[k]);
 	}
+	free(blocks);
 }
 
 /* ---------------------------------------------------------------- */
@@ -237,7 +285,7 @@ static void send_payload(struct bx *B, size_t r, const uint8_t *src)
 	if (src) {
 		B->L->st.bytes_sent += ti->nbytes * ti->nreceivers;
 		B->L->st.transfers_rooted++;
-		copy_in(B, k, src);
+		land(B, k, src);
 	}
 	B->sent[r] = 1;
 }

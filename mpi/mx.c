@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "mx.h"
@@ -157,15 +158,22 @@ int mx_poll(struct mx *x)
 	return x->failed || x->peer_failed;
 }
 
-/* Sleeps a little longer each round with nothing to do (up to 2 ms): an
- * idle rank must not take a core from the ones still reading. */
-static void backoff(long *ns)
+/*
+ * A round with nothing completed: a large message moves a fragment per
+ * test when shared memory cannot copy it in one go, so the first rounds
+ * only yield the core (and test again at once); then short sleeps (up to
+ * 100 us), so that a rank waiting long on a slow reader leaves it the
+ * core. Longer sleeps cost whole seconds on fragmented messages.
+ */
+static void backoff(long *idle)
 {
-	struct timespec ts = { 0, *ns };
+	struct timespec ts = { 0, 100000 };
 
+	if (++*idle < 2000) {
+		sched_yield();
+		return;
+	}
 	nanosleep(&ts, NULL);
-	if (*ns < 2000000)
-		*ns *= 2;
 }
 
 /* The deadline of a wait: the abort handler when nothing moved for long. */
@@ -235,7 +243,7 @@ int mx_wait(struct mx *x, MPI_Request *reqs, int n, const char *what, mx_done_fn
 {
 	int *idx = malloc((size_t)(n ? n : 1) * sizeof(*idx));
 	MPI_Status *st = malloc((size_t)(n ? n : 1) * sizeof(*st));
-	long ns = 20000;
+	long idle = 0;
 	int left = pending(reqs, n), ret = 0;
 
 	if (!idx || !st)
@@ -252,12 +260,12 @@ int mx_wait(struct mx *x, MPI_Request *reqs, int n, const char *what, mx_done_fn
 		if (k) {
 			left -= k;
 			x->last_progress = mx_now();
-			ns = 20000;
+			idle = 0;
 			continue;
 		}
 		if ((ret = overdue(x, what)))
 			break;
-		backoff(&ns);
+		backoff(&idle);
 	}
 	free(idx);
 	free(st);
@@ -307,7 +315,7 @@ int mx_agree(struct mx *x, int value, int *values)
 /* Takes the notes the last agreement announced: they are on their way. */
 static void drain_notes(struct mx *x)
 {
-	long ns = 20000;
+	long idle = 0;
 
 	x->last_progress = mx_now();
 	while (x->notes_seen < x->notes_due) {
@@ -320,7 +328,7 @@ static void drain_notes(struct mx *x)
 		}
 		if (overdue(x, "failure notes"))
 			return;
-		backoff(&ns);
+		backoff(&idle);
 	}
 }
 

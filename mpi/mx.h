@@ -160,6 +160,30 @@ struct mx_load {
 	rl_mpi_stats st;
 };
 
+/* Payload bytes [src, src + len) land at dst (direct.c). */
+struct mx_blk {
+	uint64_t src, len;
+	uint8_t *dst;
+};
+
+struct mx_blocks {
+	struct mx_blk *v;       /* payload order, adjacent ones merged */
+	size_t n;
+};
+
+/*
+ * The blocks where transfer t's copies put its payload (ti: its info,
+ * staging: the rank's areas). Returns 1 when they cover every payload
+ * byte exactly once (a receive can land there directly), 0 when not (a
+ * buffer and copies), -ENOMEM.
+ */
+int mx_direct_blocks(const rl_plan *plan, size_t t, const rl_transfer_info *ti,
+		     uint8_t *const *staging, struct mx_blocks *b);
+/* A committed datatype for payload bytes [off, off + len) of b, over
+ * absolute addresses (receive with MPI_BOTTOM). Returns 0 or a code. */
+int mx_direct_type(const struct mx_blocks *b, uint64_t off, uint64_t len, MPI_Datatype *type);
+void mx_blocks_free(struct mx_blocks *b);
+
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);
 /* The user's callback for a shard that transfers completed (batch.c). */
