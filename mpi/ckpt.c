@@ -475,8 +475,10 @@ static int merge(struct mx *x, const struct gathered *g, struct merged *mg)
 			return mx_err(x->m, RL_E_PEER, "rank %d failed: %s", q, msg);
 		}
 	}
-	qsort(mg->names, mg->nnames, sizeof(*mg->names), str_cmp);
-	qsort(mg->f, mg->nf, sizeof(*mg->f), rfile_cmp);
+	if (mg->nnames)         /* none: the arrays may be NULL */
+		qsort(mg->names, mg->nnames, sizeof(*mg->names), str_cmp);
+	if (mg->nf)
+		qsort(mg->f, mg->nf, sizeof(*mg->f), rfile_cmp);
 	return 0;
 }
 

@@ -309,7 +309,8 @@ static int assign_readers(struct xb *b)
 	size_t nc = 0, nsmall = 0;
 	int ret = -ENOMEM;
 
-	qsort(w->pc, w->npc, sizeof(*w->pc), piece_cmp);
+	if (w->npc)     /* no pieces: pc may be NULL, which qsort must not get */
+		qsort(w->pc, w->npc, sizeof(*w->pc), piece_cmp);
 	if (order && small && (rc = make_classes(b, order, &nc))) {
 		ret = 0;
 		for (size_t k = 0; k < nc && !ret; k++)
@@ -419,10 +420,13 @@ static int order_and_batch(struct xb *b)
 		rl_free(batch);
 		return -ENOMEM;
 	}
-	qsort(w->x, w->nx, sizeof(*w->x), root_file_cmp);
-	for (size_t k = 0; k < w->nx; k++)
-		w->x[k].gidx = k && w->x[k - 1].root == w->x[k].root ? w->x[k - 1].gidx + 1 : 0;
-	qsort(w->x, w->nx, sizeof(*w->x), order_cmp);
+	if (w->nx) {    /* none: x may be NULL, which qsort must not get */
+		qsort(w->x, w->nx, sizeof(*w->x), root_file_cmp);
+		for (size_t k = 0; k < w->nx; k++)
+			w->x[k].gidx = k && w->x[k - 1].root == w->x[k].root ? w->x[k - 1].gidx + 1
+									     : 0;
+		qsort(w->x, w->nx, sizeof(*w->x), order_cmp);
+	}
 	for (size_t k = 0; k < w->nx; k++)
 		sizes[k] = w->x[k].len;
 	xp->nbatches = pl_batches(sizes, w->nx, b->o->batch_bytes, batch);
