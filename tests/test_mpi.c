@@ -59,7 +59,7 @@ static int mpirun(int n, const char *args, char *out)
 	char cmd[16384];
 
 	snprintf(cmd, sizeof(cmd),
-		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader,tcp %s "
+		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader %s "
 		 "-np %d %s/tests/mpi_driver %s", SAN_ENV, n, bdir(), args);
 	return th_capture(cmd, out, OUT_CAP);
 }
