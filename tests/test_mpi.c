@@ -20,8 +20,10 @@
 
 #include "harness.h"
 #include "ringload.h"
+#include "mpi/dump.h"
 
 #define OUT_CAP (1 << 16)
+static char out[OUT_CAP];       /* mpirun's output, for the checks and their messages */
 
 #ifdef RL_SANITIZER
 /* Open MPI keeps memory until exit in components it has unloaded by then
@@ -53,15 +55,23 @@ static const char *no_mpi(void)
 	return NULL;
 }
 
+/* Skips the test with the reason when MPI tests cannot run here. */
+#define NEED_MPI() \
+	do { \
+		const char *why_ = no_mpi(); \
+		if (why_) \
+			SKIP(why_); \
+	} while (0)
+
 /* mpirun -np n mpi_driver ARGS; output in out. Returns the exit status. */
-static int mpirun(int n, const char *args, char *out)
+static int mpirun(int n, const char *args, char *buf)
 {
 	char cmd[16384];
 
 	snprintf(cmd, sizeof(cmd),
 		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader %s "
 		 "-np %d %s/tests/mpi_driver %s", SAN_ENV, n, bdir(), args);
-	return th_capture(cmd, out, OUT_CAP);
+	return th_capture(cmd, buf, OUT_CAP);
 }
 
 static int sh(const char *fmt, const char *a, const char *b)
@@ -109,31 +119,6 @@ static const char *write_spec(const char *name, const char *json)
 /* The reference: each process loaded alone, in this program         */
 /* ---------------------------------------------------------------- */
 
-static int dump_shard(const char *dir, const rl_plan *plan, const rl_loader *ld, size_t s)
-{
-	char path[8192], name[4096], *o = name;
-	rl_shard_info si;
-	rl_device_info di;
-	const uint8_t *base;
-	FILE *f;
-	int ok;
-
-	rl_plan_shard(plan, s, &si);
-	rl_plan_device(plan, si.device, &di);
-	for (const char *c = si.name; *c && o < name + sizeof(name) - 4; c++)
-		o += *c == '/' ? sprintf(o, "%%2F") : sprintf(o, "%c", *c);
-	*o = 0;
-	snprintf(path, sizeof(path), "%s/%u", dir, di.id);
-	mkdir(dir, 0755);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/%u/%s.bin", dir, di.id, name);
-	base = rl_loader_staging(ld, si.device, NULL);
-	if (!(f = fopen(path, "wb")))
-		return -1;
-	ok = !si.nbytes || fwrite(base + si.offset, 1, si.nbytes, f) == si.nbytes;
-	return fclose(f) || !ok ? -1 : 0;
-}
-
 /* Every process of spec loaded on its own (no MPI), dumped under dir. */
 static int reference(const char *ckpt, const char *spec_path, int np, const char *dir)
 {
@@ -146,8 +131,8 @@ static int reference(const char *ckpt, const char *spec_path, int np, const char
 		rl_plan *plan = NULL;
 
 		ret = rl_loader_load(ld, ck, spec, p, &plan);
-		for (size_t s = 0; !ret && s < rl_plan_num_shards(plan); s++)
-			ret = dump_shard(dir, plan, ld, s);
+		if (!ret)
+			ret = dump_plan(dir, plan, ld);
 		rl_plan_destroy(plan);
 		rl_loader_destroy(ld);
 	}
@@ -180,7 +165,7 @@ static uint64_t ckpt_bytes(const char *ckpt)
  * kind 0 replicated, 1 rows/columns inside each process (replicated
  * across), 2 partly replicated (a split axis spanning processes), 3
  * partitioned across processes. */
-static void spec_json(char *out, size_t cap, int np, int kind)
+static void spec_json(char *dst, size_t cap, int np, int kind)
 {
 	static const char *const rules[] = {
 		"[]",
@@ -194,20 +179,20 @@ static void spec_json(char *out, size_t cap, int np, int kind)
 
 	if (kind == 2 && np % 2 == 0) {
 		/* axes a (2) and b (np/2) over processes, m inside each */
-		len = snprintf(out, cap, "{\"mesh\":{\"shape\":[2,%d,2],\"axes\":[\"a\",\"b\",\"m\"],"
+		len = snprintf(dst, cap, "{\"mesh\":{\"shape\":[2,%d,2],\"axes\":[\"a\",\"b\",\"m\"],"
 			       "\"process_of_device\":[", np / 2);
 	} else {
 		kind = kind == 2 ? 1 : kind;
-		len = snprintf(out, cap, "{\"mesh\":{\"shape\":[%d,2],\"axes\":[\"p\",\"m\"],"
+		len = snprintf(dst, cap, "{\"mesh\":{\"shape\":[%d,2],\"axes\":[\"p\",\"m\"],"
 			       "\"process_of_device\":[", np);
 	}
 	for (int d = 0; d < 2 * np; d++)
-		len += snprintf(out + len, cap - len, "%s%d", d ? "," : "", d / 2);
-	snprintf(out + len, cap - len, "]},\"rules\":%s}", rules[kind]);
+		len += snprintf(dst + len, cap - len, "%s%d", d ? "," : "", d / 2);
+	snprintf(dst + len, cap - len, "]},\"rules\":%s}", rules[kind]);
 }
 
 /* Every rank's line says ok, with read == predicted; *read: their sum. */
-static int ranks_ok(const char *out, int np, uint64_t *read)
+static int ranks_ok(const char *text, int np, uint64_t *read)
 {
 	*read = 0;
 	for (int r = 0; r < np; r++) {
@@ -216,7 +201,7 @@ static int ranks_ok(const char *out, int np, uint64_t *read)
 		unsigned long long rd, pr;
 
 		snprintf(key, sizeof(key), "rank %d ok read ", r);
-		if (!(l = strstr(out, key)) ||
+		if (!(l = strstr(text, key)) ||
 		    sscanf(l + strlen(key), "%llu predicted %llu", &rd, &pr) != 2 || rd != pr)
 			return -1;
 		*read += rd;
@@ -235,6 +220,35 @@ static const char *same_dumps(const char *a, const char *b)
 /* ---------------------------------------------------------------- */
 
 /*
+ * A checkpoint (name, size, files) loaded by np ranks under sharding kind
+ * with the driver's extra arguments: every rank ok, reads as predicted
+ * (their sum in *read), dumps equal to single-process loads. Returns NULL
+ * or what went wrong; out holds mpirun's output.
+ */
+static const char *load_and_compare(const char *name, const char *size, int files, int np,
+				    int kind, const char *extra, uint64_t *read,
+				    uint64_t *tensor_bytes)
+{
+	char json[1024], args[8192], ref[4096], got[4096], sname[64];
+	const char *ck = make_ckpt(name, size, files, (int)(th_rand() % 1000)), *spec;
+
+	spec_json(json, sizeof(json), np, kind);
+	snprintf(sname, sizeof(sname), "%s.json", name);
+	spec = write_spec(sname, json);
+	snprintf(ref, sizeof(ref), "%s/%s.ref", th_tmpdir(), name);
+	snprintf(got, sizeof(got), "%s/%s.got", th_tmpdir(), name);
+	if (!ck || !spec || reference(ck, spec, np, ref))
+		return "no checkpoint, spec or reference";
+	*tensor_bytes = ckpt_bytes(ck);
+	snprintf(args, sizeof(args), "%s --spec %s --dump %s %s", ck, spec, got, extra);
+	if (mpirun(np, args, out))
+		return "mpirun failed";
+	if (ranks_ok(out, np, read))
+		return "a rank failed or read other than its plan predicted";
+	return same_dumps(ref, got);
+}
+
+/*
  * np = 2, 3, 4, every backend, random checkpoints (1-3 files) and
  * shardings: --read-once dumps equal each process loaded alone; each
  * rank reads what its plan predicts; the cluster reads the tensors once
@@ -243,100 +257,54 @@ static const char *same_dumps(const char *a, const char *b)
 static void read_once_equals_single_process_loads(void)
 {
 	static const char *const backends[] = { "io_uring", "libaio", "pread" };
-	const char *why = no_mpi();
-	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096], name[64];
+	const char *why;
+	char extra[256], name[64];
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
+	NEED_MPI();
 	for (int np = 2; np <= 4; np++)
 		for (int b = 0; b < 3; b++) {
 			/* every sharding kind (replicated, inside processes, partly
 			 * replicated: payloads received whole into the shards, or
 			 * in part through a buffer; partitioned) over the runs */
 			int kind = (np + b) % 4, files = 1 + (int)(th_rand() % 3);
-			const char *ck, *spec;
-			uint64_t read, unique;
+			uint64_t read = 0, unique = 0;
 
 			snprintf(name, sizeof(name), "ro%d%d", np, b);
-			ck = make_ckpt(name, "3M", files, (int)(th_rand() % 1000));
-			CHECK(ck);
-			spec_json(json, sizeof(json), np, kind);
-			snprintf(name, sizeof(name), "ro%d%d.json", np, b);
-			spec = write_spec(name, json);
-			snprintf(ref, sizeof(ref), "%s/ref%d%d", th_tmpdir(), np, b);
-			snprintf(got, sizeof(got), "%s/got%d%d", th_tmpdir(), np, b);
-			CHECK(reference(ck, spec, np, ref) == 0);
-			snprintf(args, sizeof(args), "%s --spec %s --read-once --backend %s --dump %s "
-				 "--batch %d --timeout-ms 60000", ck, spec, backends[b], got,
-				 200000 + (int)(th_rand() % 2000000));
-			CHECKF(mpirun(np, args, out) == 0, "np %d %s kind %d: %s", np, backends[b], kind,
-			       out);
-			CHECKF(!ranks_ok(out, np, &read), "%s", out);
-			unique = ckpt_bytes(ck);
+			snprintf(extra, sizeof(extra), "--read-once --backend %s --batch %d "
+				 "--timeout-ms 60000", backends[b], 200000 + (int)(th_rand() % 2000000));
+			why = load_and_compare(name, "3M", files, np, kind, extra, &read, &unique);
+			CHECKF(!why, "np %d %s kind %d: %s: %s", np, backends[b], kind, why, out);
 			if (kind < 3)
 				CHECKF(read <= unique + unique / 100 + 2 * 4096ull * np * files,
 				       "np %d kind %d: read %llu, tensors %llu", np, kind,
 				       (unsigned long long)read, (unsigned long long)unique);
-			why = same_dumps(ref, got);
-			CHECKF(!why, "np %d %s kind %d (%s): %s", np, backends[b], kind, json, why);
 		}
-	free(out);
 }
 
 /* Without --read-once, --mpi is independent loads: same dumps, N x reads. */
 static void plain_mpi_load_reads_per_process(void)
 {
-	const char *why = no_mpi(), *ck, *spec;
-	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096];
-	uint64_t read;
+	const char *why;
+	uint64_t read = 0, bytes = 0;
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
-	ck = make_ckpt("plain", "2M", 2, 5);
-	spec_json(json, sizeof(json), 2, 1);
-	spec = write_spec("plain.json", json);
-	snprintf(ref, sizeof(ref), "%s/plainref", th_tmpdir());
-	snprintf(got, sizeof(got), "%s/plaingot", th_tmpdir());
-	CHECK(ck && spec && reference(ck, spec, 2, ref) == 0);
-	snprintf(args, sizeof(args), "%s --spec %s --dump %s", ck, spec, got);
-	CHECKF(mpirun(2, args, out) == 0, "%s", out);
-	CHECKF(!ranks_ok(out, 2, &read), "%s", out);
-	CHECK(read >= 2 * ckpt_bytes(ck));
+	NEED_MPI();
+	why = load_and_compare("plain", "2M", 2, 2, 1, "", &read, &bytes);
+	CHECKF(!why, "%s: %s", why, out);
+	CHECK(read >= 2 * bytes);
 	CHECKF(strstr(out, "sent 0 received 0"), "%s", out);
-	why = same_dumps(ref, got);
-	CHECKF(!why, "%s", why);
-	free(out);
 }
 
 /* Payloads over RL_MPI_MESSAGE_BYTES travel in pieces; many batches. */
 static void messages_split_in_pieces_many_batches(void)
 {
-	const char *why = no_mpi(), *ck, *spec;
-	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096];
-	uint64_t read;
+	const char *why;
+	uint64_t read = 0, bytes = 0;
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
-	ck = make_ckpt("split", "2M", 3, 9);
-	spec_json(json, sizeof(json), 3, 0);
-	spec = write_spec("split.json", json);
-	snprintf(ref, sizeof(ref), "%s/splitref", th_tmpdir());
-	snprintf(got, sizeof(got), "%s/splitgot", th_tmpdir());
-	CHECK(ck && spec && reference(ck, spec, 3, ref) == 0);
-	snprintf(args, sizeof(args), "%s --spec %s --read-once --dump %s --msg 4099 --batch 65536",
-		 ck, spec, got);
-	CHECKF(mpirun(3, args, out) == 0, "%s", out);
-	CHECKF(!ranks_ok(out, 3, &read), "%s", out);
+	NEED_MPI();
+	why = load_and_compare("split", "2M", 3, 3, 0, "--read-once --msg 4099 --batch 65536",
+			       &read, &bytes);
+	CHECKF(!why, "%s: %s", why, out);
 	CHECKF(strstr(out, "batches ") && !strstr(out, "batches 1 "), "%s", out);
-	why = same_dumps(ref, got);
-	CHECKF(!why, "%s", why);
-	free(out);
 }
 
 /* Rank r's own directory: the index and symlinks to the files named. */
@@ -358,17 +326,14 @@ static void rank_dir(const char *ck, const char *dir, const char *files)
  */
 static void local_files_disjoint_sets(void)
 {
-	const char *why = no_mpi(), *ck, *spec;
-	char *out = malloc(OUT_CAP), json[1024], args[8192], ref[4096], got[4096], d[3][4096];
+	const char *why, *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096], d[3][4096];
 	static const char *const sets[] = { "model-00001-of-00003.safetensors",
 					    "model-00002-of-00003.safetensors",
 					    "model-00003-of-00003.safetensors" };
 	uint64_t read;
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
+	NEED_MPI();
 	ck = make_ckpt("local", "3M", 3, 11);
 	CHECK(ck);
 	for (int r = 0; r < 3; r++) {
@@ -395,7 +360,6 @@ static void local_files_disjoint_sets(void)
 		CHECKF(strstr(out, key) && strstr(out, "model-00003-of-00003.safetensors: no rank has"),
 		       "%s", out);
 	}
-	free(out);
 }
 
 /* A fresh copy of ck as tmp/NAME<r>. */
@@ -422,13 +386,10 @@ static int per_rank_copies(const char *ck, const char *name, int np)
  * within seconds, naming that rank; read once or not. */
 static void truncated_file_fails_every_rank(void)
 {
-	const char *why = no_mpi(), *ck, *spec;
-	char *out = malloc(OUT_CAP), json[1024], args[8192];
+	const char *ck, *spec;
+	char json[1024], args[8192];
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
+	NEED_MPI();
 	ck = make_ckpt("trunc", "2M", 2, 13);
 	spec_json(json, sizeof(json), 3, 1);
 	spec = write_spec("trunc.json", json);
@@ -450,28 +411,23 @@ static void truncated_file_fails_every_rank(void)
 		CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
 		       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:"), "%s", out);
 	}
-	free(out);
 }
 
 /* A rank that never comes: the others give up after the timeout with a
  * message and MPI_Abort, not a hang. */
 static void absent_rank_ends_in_abort(void)
 {
-	const char *why = no_mpi(), *ck;
-	char *out = malloc(OUT_CAP), args[8192];
+	const char *ck;
+	char args[8192];
 	time_t t0 = time(NULL);
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
+	NEED_MPI();
 	ck = make_ckpt("hang", "1M", 1, 17);
 	CHECK(ck);
 	snprintf(args, sizeof(args), "%s --sleep-rank 1 --timeout-ms 1500", ck);
 	CHECKF(mpirun(2, args, out) != 0, "%s", out);
 	CHECKF(time(NULL) - t0 < 60, "took %ld s", (long)(time(NULL) - t0));
 	CHECKF(strstr(out, "rank 0: no progress for 1.5 s waiting for"), "%s", out);
-	free(out);
 }
 
 /* Misuse every rank reports alike: MPI without thread support, a mesh
@@ -479,13 +435,10 @@ static void absent_rank_ends_in_abort(void)
  * checkpoints. */
 static void misuse_reported_on_every_rank(void)
 {
-	const char *why = no_mpi(), *ck, *ck2, *spec;
-	char *out = malloc(OUT_CAP), json[1024], args[8192];
+	const char *ck, *ck2, *spec;
+	char json[1024], args[8192];
 
-	if (why) {
-		free(out);
-		SKIP(why);
-	}
+	NEED_MPI();
 	ck = make_ckpt("mis", "1M", 1, 19);
 	CHECK(ck);
 	snprintf(args, sizeof(args), "%s --thread-single", ck);
@@ -509,7 +462,6 @@ static void misuse_reported_on_every_rank(void)
 	CHECKF(mpirun(2, args, out) != 0, "%s", out);
 	CHECKF(strstr(out, "rank 0 error -5093") && strstr(out, "rank 1 error -5093") &&
 	       strstr(out, "rank 1 sees a different checkpoint than rank 0"), "%s", out);
-	free(out);
 }
 
 int main(void)

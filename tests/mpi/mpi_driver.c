@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ringload_mpi.h"
+#include "dump.h"
 
 struct args {
 	const char *path, *spec, *local, *backend, *dump;
@@ -65,41 +66,6 @@ static int parse(int argc, char **argv, struct args *a)
 			return -1;
 	}
 	return a->path ? 0 : -1;
-}
-
-static int write_file(const char *path, const void *p, uint64_t n)
-{
-	FILE *f = fopen(path, "wb");
-	int ok = f && (n == 0 || fwrite(p, 1, n, f) == n);
-
-	if (f && fclose(f))
-		ok = 0;
-	return ok ? 0 : -1;
-}
-
-/* DIR/<device id>/<tensor, '/' as %2F>.bin for every shard of the rank. */
-static int dump(const char *dir, const rl_plan *plan, const rl_loader *ld)
-{
-	for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
-		char path[8192], name[4096], *o = name;
-		rl_shard_info si;
-		rl_device_info di;
-		const uint8_t *base;
-
-		rl_plan_shard(plan, s, &si);
-		rl_plan_device(plan, si.device, &di);
-		for (const char *c = si.name; *c && o < name + sizeof(name) - 4; c++)
-			o += *c == '/' ? sprintf(o, "%%2F") : sprintf(o, "%c", *c);
-		*o = 0;
-		snprintf(path, sizeof(path), "%s/%u", dir, di.id);
-		mkdir(dir, 0755);
-		mkdir(path, 0755);
-		snprintf(path, sizeof(path), "%s/%u/%s.bin", dir, di.id, name);
-		base = rl_loader_staging(ld, si.device, NULL);
-		if (write_file(path, base ? base + si.offset : NULL, si.nbytes))
-			return -1;
-	}
-	return 0;
 }
 
 /* Cuts this rank's copy of every file to its first 16 bytes: whatever it
@@ -186,7 +152,7 @@ static int run(const struct args *a, int rank, rl_mpi *m)
 	if (!ret && each_reported_once(plan, rank))
 		ret = -1;
 	if (!ret && a->dump)
-		ret = dump(a->dump, plan, ld);
+		ret = dump_plan(a->dump, plan, ld);
 	if (ret) {
 		printf("rank %d error %d failed %d: %s\n", rank, ret, rl_mpi_failed_rank(m),
 		       rl_mpi_errmsg(m));
