@@ -9,7 +9,7 @@
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
 #   make bench      benchmark suite against fio (perf/)
 #   make demo       generate a sample checkpoint and load it (README's main job)
-#   make install    library, header and ringload.pc under PREFIX
+#   make install    library, header, ringload.pc and the Python package under PREFIX
 #   make deps       install missing Debian packages with apt-get
 #
 # Quiet by default; V=1 shows full commands.
@@ -180,7 +180,7 @@ $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS)
 TESTDATA ?= $(abspath ../shared/testdata)
 
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
-	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN)
+	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
 
 # Structure checks (tests/check/): link-time calls per object file, and
 # repeated blocks of source.
@@ -244,4 +244,42 @@ deps:
 check-deps: deps
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz $(PY_LINK)
+
+# ---- Python package: python/ringload, ctypes over libringload.so ----
+# make links the built library next to the package (PYTHONPATH=python works
+# from the build tree); make install installs the package under PYDIR with
+# a link to the installed library; the tests run as one program of run.sh
+# with $(PYTHON) (set above).
+PYDIR ?= $(PREFIX)/lib/python3/dist-packages
+PY_LINK := python/ringload/libringload.so.0
+PY_LAYOUT := $(BUILD)/tests/py_layout
+PY_TESTS := python/tests/python-tests.sh
+
+ifeq ($(SAN),)
+all: $(PY_LINK)
+endif
+$(PY_LINK): $(SHARED)
+	$(call say,LN,$@)
+	$(Q)ln -sfn "$$(realpath --relative-to=python/ringload $(BUILD))/libringload.so.0" $@
+
+$(PY_LAYOUT): python/tests/layout.c api/ringload.h
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
+test: $(PY_LAYOUT)
+test: export RL_PYTHON := $(PYTHON)
+test: export RL_SAN := $(SAN)
+
+install: install-python
+uninstall: uninstall-python
+.PHONY: install-python uninstall-python
+
+install-python: $(SHARED)
+	install -d $(DESTDIR)$(PYDIR)/ringload
+	install -m 644 python/ringload/*.py $(DESTDIR)$(PYDIR)/ringload/
+	ln -sfn $(LIBDIR)/libringload.so.0 $(DESTDIR)$(PYDIR)/ringload/libringload.so.0
+
+uninstall-python:
+	rm -rf $(DESTDIR)$(PYDIR)/ringload
