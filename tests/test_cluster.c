@@ -353,7 +353,8 @@ static void cli_plan_cluster_summary(void)
 	f = fopen(spec, "w");
 	fputs(mesh2x2, f);
 	fclose(f);
-	snprintf(args, sizeof(args), "plan %s --sharding %s --read-once", ckpt_dir(), spec);
+	snprintf(args, sizeof(args), "plan %s --sharding %s --read-once --all-processes",
+		 ckpt_dir(), spec);
 	CHECK_EQ(run_cli(args, out, 1 << 16), 0);
 	{
 		const char *c = strstr(out, "cluster: 2 processes read");
@@ -363,11 +364,12 @@ static void cli_plan_cluster_summary(void)
 		       ratio >= 1.0 && ratio < 1.01 && strstr(out, "transfers in") &&
 		       strstr(out, "files opened per process: max"), "%s", out);
 	}
-	snprintf(args, sizeof(args), "plan %s --sharding %s --read-once --json", ckpt_dir(), spec);
+	snprintf(args, sizeof(args), "plan %s --sharding %s --read-once --json --all-processes",
+		 ckpt_dir(), spec);
 	CHECK_EQ(run_cli(args, out, 1 << 16), 0);
 	CHECKF(strstr(out, "\"cluster\":{\"processes\":2,") && strstr(out, "\"broadcast_bytes\":") &&
 	       strstr(out, "\"read_share_max_over_mean\":"), "%s", out);
-	snprintf(args, sizeof(args), "plan %s --sharding %s", ckpt_dir(), spec);
+	snprintf(args, sizeof(args), "plan %s --sharding %s --all-processes", ckpt_dir(), spec);
 	CHECK_EQ(run_cli(args, out, 1 << 16), 0);
 	CHECKF(strstr(out, "2.00") && strstr(out, "x the") && strstr(out, "0 transfers"), "%s", out);
 	free(out);
