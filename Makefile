@@ -89,13 +89,14 @@ MPICC ?= $(shell command -v mpicc 2>/dev/null)
 MPI_SRC := $(wildcard mpi/*.c)
 ifneq ($(MPICC),)
 MPI_LIB := $(BUILD)/libringload_mpi.so
+MPI_PLUGIN := $(BUILD)/ringload-mpi.so
 MPI_BIN := $(BUILD)/tests/mpi_driver $(BUILD)/perf/mpi_bench
 endif
 
 .PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
-all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_BIN)
+all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
 
 -include $(LIB_OBJ:.o=.d)
 
@@ -138,6 +139,14 @@ $(BUILD)/tests/mpi_driver: tests/mpi/mpi_driver.c $(MPI_LIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
 		-lringload -Wl,-rpath,'$$ORIGIN/..'
+
+# `ringload load --mpi`'s rank program: ringload dlopens it (so ringload
+# itself links no MPI); the command's sources, but its main, come along.
+PLUGIN_SRC := tools/mpi/load_mpi.c $(filter-out tools/ringload.c,$(TOOL_SRC))
+$(MPI_PLUGIN): $(PLUGIN_SRC) $(TOOL_HDR) $(MPI_LIB)
+	$(call say,LD,$@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi -Itools $(CFLAGS) $(LDFLAGS) -shared -o $@ $(PLUGIN_SRC) \
+		-L$(BUILD) -lringload_mpi -lringload -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..' -lm
 
 # The cluster benchmark's rank program (perf/cluster_bench.sh).
 $(BUILD)/perf/mpi_bench: perf/mpi_bench.c $(MPI_LIB)
@@ -235,6 +244,11 @@ install: $(STATIC) $(SHARED) $(TOOLS)
 	install -m 644 api/ringload.h $(DESTDIR)$(INCDIR)/ringload.h
 	install -m 755 $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(DESTDIR)$(BINDIR)/
 	$(if $(MANPAGES),install -m 644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/)
+	$(if $(MPI_LIB),install -d $(DESTDIR)$(LIBDIR)/ringload && \
+		install -m 755 $(MPI_LIB).0 $(DESTDIR)$(LIBDIR)/libringload_mpi.so.0 && \
+		ln -sf libringload_mpi.so.0 $(DESTDIR)$(LIBDIR)/libringload_mpi.so && \
+		install -m 644 mpi/ringload_mpi.h $(DESTDIR)$(INCDIR)/ringload_mpi.h && \
+		install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|'$$(sed -n 's/.*RINGLOAD_VERSION_STRING "\(.*\)"/\1/p' api/ringload.h)'|' \
 		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
@@ -243,7 +257,9 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
 		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc \
 		$(DESTDIR)$(BINDIR)/ringload $(DESTDIR)$(BINDIR)/rlperf \
-		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1
+		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1 \
+		$(DESTDIR)$(LIBDIR)/libringload_mpi.so* $(DESTDIR)$(INCDIR)/ringload_mpi.h \
+		$(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \

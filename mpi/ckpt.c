@@ -532,6 +532,9 @@ static int build(struct mx *x, const struct merged *mg, const char *dir, rl_ckpt
 					  mg->f[at].have ? mg->f[at].hdr : "", mg->f[at].hlen };
 		n++;
 	}
+	if (!ret && !n)
+		ret = mx_err(x->m, RL_E_FILE_UNAVAILABLE, "%s: no rank sees a file of the checkpoint",
+			     dir);
 	if (!ret && (ret = rl_ckpt_open_headers(ck, n, fh)))
 		mx_err(x->m, ret, "%s", rl_ckpt_errmsg(ck));
 	for (size_t i = 0; i < n; i++)

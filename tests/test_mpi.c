@@ -464,6 +464,153 @@ static void misuse_reported_on_every_rank(void)
 	       strstr(out, "rank 1 sees a different checkpoint than rank 0"), "%s", out);
 }
 
+
+/* ---------------------------------------------------------------- */
+/* ringload load --mpi                                               */
+/* ---------------------------------------------------------------- */
+
+/* mpirun -np n ringload load ARGS (output in out); the exit status. */
+static int mpirun_cli(int n, const char *args)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader %s "
+		 "-np %d %s/ringload load %s", SAN_ENV, n, bdir(), args);
+	return th_capture(cmd, out, OUT_CAP);
+}
+
+/* The same, each rank with its own arguments: fmt with %d for the rank
+ * (a node-local path; MPMD: -np 1 ... : -np 1 ...). */
+static int mpirun_cli_each(int n, const char *fmt)
+{
+	char cmd[32768], one[8192];
+	int len = snprintf(cmd, sizeof(cmd), "timeout 120 mpirun --allow-run-as-root --oversubscribe "
+			   "--mca btl self,vader %s", SAN_ENV);
+
+	for (int r = 0; r < n; r++) {
+		snprintf(one, sizeof(one), fmt, r);
+		len += snprintf(cmd + len, sizeof(cmd) - len, "%s -np 1 %s/ringload load %s",
+				r ? " :" : "", bdir(), one);
+	}
+	return th_capture(cmd, out, OUT_CAP);
+}
+
+/* Each process loaded alone by `ringload load --process p --out`, the
+ * device folders gathered under dir: what one --mpi dump must equal. */
+static int cli_reference(const char *ck, const char *spec, int np, const char *dir)
+{
+	char cmd[32768];
+
+	for (int p = 0; p < np; p++) {
+		snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s --process %d --quiet "
+			 "--out %s.p%d >/dev/null && mkdir -p %s && cp -r %s.p%d/* %s/", bdir(), ck,
+			 spec, p, dir, p, dir, dir, p, dir);
+		if (system(cmd))
+			return -1;
+	}
+	return 0;
+}
+
+/* `mpirun ringload load --mpi --read-once --out DIR --json`: rank 0's JSON
+ * summary; DIR (every device's shards and manifest) equals the devices of
+ * each process loaded alone; without --read-once too; --local-files. */
+static void cli_mpi_dump_equals_single_process_dumps(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096];
+
+	NEED_MPI();
+	ck = make_ckpt("cli", "3M", 3, 23);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("cli.json", json);
+	snprintf(ref, sizeof(ref), "%s/cli.ref", th_tmpdir());
+	CHECK(ck && spec && cli_reference(ck, spec, 3, ref) == 0);
+	for (int once = 0; once < 2; once++) {
+		snprintf(got, sizeof(got), "%s/cli.got%d", th_tmpdir(), once);
+		snprintf(args, sizeof(args), "%s --sharding %s --mpi %s --out %s --json", ck, spec,
+			 once ? "--read-once" : "", got);
+		CHECKF(mpirun_cli(3, args) == 0, "%s", out);
+		CHECKF(strstr(out, "{\"ranks\":3,\"read_once\":") && strstr(out, "\"per_rank\":[") &&
+		       strstr(out, "\"total\":{\"bytes_read\":"), "%s", out);
+		CHECKF(!same_dumps(ref, got), "read once %d: %s differs from %s", once, got, ref);
+	}
+	for (int r = 0; r < 3; r++) {
+		char d[4096], f[64];
+
+		snprintf(d, sizeof(d), "%s/clinode%d", th_tmpdir(), r);
+		snprintf(f, sizeof(f), "model-0000%d-of-00003.safetensors", r + 1);
+		rank_dir(ck, d, f);
+	}
+	snprintf(got, sizeof(got), "%s/cli.local", th_tmpdir());
+	snprintf(args, sizeof(args), "--mpi --local-files '*' --sharding %s --out %s "
+		 "%s/clinode%%d/model.safetensors.index.json", spec, got, th_tmpdir());
+	CHECKF(mpirun_cli_each(3, args) == 0, "%s", out);
+	CHECKF(strstr(out, "bytes read in the cluster") && strstr(out, "rank 2: read"), "%s", out);
+	/* the manifests name each rank's own copy of the files: compare the shards */
+	CHECKF(!sh("diff -r -q -x manifest.json %s %s >/dev/null", ref, got),
+	       "--local-files: %s differs from %s", got, ref);
+}
+
+/* A rank that fails (its copy of a file cut short; a DIR that is not an
+ * earlier dump): every rank exits non-zero, one naming the failed rank,
+ * and no dump, partial or whole, is left. */
+static void cli_mpi_failure_leaves_no_dump(void)
+{
+	const char *ck, *spec;
+	char args[8192], got[4096], cmd[8192], json[1024];
+
+	NEED_MPI();
+	ck = make_ckpt("clifail", "2M", 2, 29);
+	CHECK(ck && copy_as(ck, "cf", 0) == 0 && copy_as(ck, "cf", 1) == 0);
+	snprintf(cmd, sizeof(cmd), "truncate -s 4096 %s/cf1/model-00002-of-00002.safetensors",
+		 th_tmpdir());
+	CHECK(system(cmd) == 0);
+	snprintf(got, sizeof(got), "%s/cf.out", th_tmpdir());
+	snprintf(args, sizeof(args), "--mpi --read-once --out %s %s/cf%%d", got, th_tmpdir());
+	CHECKF(mpirun_cli_each(2, args) != 0, "%s", out);
+	CHECKF(strstr(out, "ringload load: rank 0: rank 1 failed to open the checkpoint") &&
+	       strstr(out, "cf1/model-00002-of-00002.safetensors: file truncated"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "ls -d %s/cf.out* 2>/dev/null | grep -q .", th_tmpdir());
+	CHECKF(system(cmd) != 0, "a dump or partial dump was left: %s", out);
+	/* DIR holds other data: rank 0 cannot begin the dump, every rank stops */
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/cf.out && touch %s/cf.out/keep", th_tmpdir(),
+		 th_tmpdir());
+	CHECK(system(cmd) == 0);
+	spec_json(json, sizeof(json), 2, 0);
+	spec = write_spec("clifail.json", json);
+	snprintf(args, sizeof(args), "%s --sharding %s --mpi --read-once --out %s/cf.out --force",
+		 ck, spec, th_tmpdir());
+	CHECKF(mpirun_cli(2, args) != 0, "%s", out);
+	CHECKF(strstr(out, "ringload load: rank 0:") && strstr(out, "cf.out"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "test -e %s/cf.out/keep && ! ls -d %s/cf.out.partial* 2>/dev/null",
+		 th_tmpdir(), th_tmpdir());
+	CHECKF(system(cmd) == 0, "DIR changed or a partial dump was left: %s", out);
+}
+
+/* --mpi's options: misuse is a usage error; a ringload without
+ * ringload-mpi.so beside it says so. */
+static void cli_mpi_options_and_missing_plugin(void)
+{
+	char cmd[32768];
+
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --read-once", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	CHECKF(strstr(out, "--read-once needs --mpi"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --mpi --process 1", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	CHECKF(strstr(out, "each rank loads its own process"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --mpi --verify --local-files '*'", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/lone && cp %s/ringload %s/libringload.so.0 %s/lone/ "
+		 "&& %s/lone/ringload load x --mpi", th_tmpdir(), bdir(), bdir(), th_tmpdir(),
+		 th_tmpdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 1);
+	CHECKF(strstr(out, "--mpi: no ringload-mpi.so"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "ldd %s/ringload | grep -q libmpi", bdir());
+	CHECKF(system(cmd) != 0, "ringload links MPI itself");
+}
+
 int main(void)
 {
 	th_seed();
@@ -474,5 +621,8 @@ int main(void)
 	RUN(truncated_file_fails_every_rank);
 	RUN(absent_rank_ends_in_abort);
 	RUN(misuse_reported_on_every_rank);
+	RUN(cli_mpi_dump_equals_single_process_dumps);
+	RUN(cli_mpi_failure_leaves_no_dump);
+	RUN(cli_mpi_options_and_missing_plugin);
 	return th_done();
 }
