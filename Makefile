@@ -3,7 +3,8 @@
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
 #   make check      structure checks: layers call only down, no circles
-#                   between files, no block of 6+ lines written twice
+#                   between files, no block of 6+ lines written twice,
+#                   functions of at most 80 lines (or a written reason)
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -72,6 +73,7 @@ TOOL_SRC := $(filter-out tools/mkckpt.c,$(wildcard tools/*.c))
 TOOL_HDR := $(wildcard tools/*.h)
 GEN_SRC := $(if $(wildcard tools/mkckpt.c),tools/mkckpt.c tools/opts.c tools/util.c)
 PERF_SRC := $(wildcard perf/rlperf*.c)
+PERF_OBJ := $(PERF_SRC:%.c=$(BUILD)/obj/%.o)
 PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -98,7 +100,7 @@ endif
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
 
--include $(LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
@@ -160,12 +162,14 @@ $(BUILD)/mkckpt: $(GEN_SRC) $(TOOL_HDR)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(GEN_SRC)
 
-$(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
+# rlperf links from one object per source file (rebuilds only what
+# changed; tests/check/layers.py reads the calls off the objects).
+$(BUILD)/rlperf: $(PERF_OBJ) $(STATIC)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_OBJ) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
 # Benchmark programs of perf/ (bench_*.c), one file each.
-$(BUILD)/perf/%: perf/%.c $(STATIC)
+$(BUILD)/perf/%: perf/%.c perf/perf_time.h $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
@@ -186,8 +190,9 @@ $(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h 
 # test_cli compiles the option parser in (tests/test_cli.c includes it).
 $(BUILD)/tests/test_cli: tools/opts.c tools/opts.h
 
-# test_rlperf compiles rlperf's parts in (all but main).
-$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/rlperf.h)
+# test_rlperf compiles rlperf's parts in (all but main), and runs rlperf.
+$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/*.h) \
+	$(if $(PERF_SRC),$(BUILD)/rlperf)
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)
 	$(call say,LD,$@)
@@ -205,7 +210,8 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 # repeated blocks of source.
 PYTHON ?= /usr/bin/python3
 check: all
-	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py \
+		tests/check/funclen.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
