@@ -136,7 +136,7 @@ $(MPI_LIB): $(MPI_SRC) $(wildcard mpi/*.h) mpi/ringload_mpi.map $(SHARED)
 	$(Q)ln -sf libringload_mpi.so.0 $@
 
 # The MPI test driver: a rank program that test_mpi starts under mpirun.
-$(BUILD)/tests/mpi_driver: tests/mpi/mpi_driver.c $(MPI_LIB)
+$(BUILD)/tests/mpi_driver: tests/mpi/mpi_driver.c tests/mpi/dump.h $(MPI_LIB)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
@@ -149,6 +149,9 @@ $(MPI_PLUGIN): $(PLUGIN_SRC) $(TOOL_HDR) $(MPI_LIB)
 	$(call say,LD,$@)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi -Itools $(CFLAGS) $(LDFLAGS) -shared -o $@ $(PLUGIN_SRC) \
 		-L$(BUILD) -lringload_mpi -lringload -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..' -lm
+
+# test_mpi shares the dump layout with its rank program.
+$(BUILD)/tests/test_mpi: tests/mpi/dump.h
 
 # The cluster benchmark's rank program (perf/cluster_bench.sh).
 $(BUILD)/perf/mpi_bench: perf/mpi_bench.c $(MPI_LIB)

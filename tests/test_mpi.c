@@ -307,6 +307,30 @@ static void messages_split_in_pieces_many_batches(void)
 	CHECKF(strstr(out, "batches ") && !strstr(out, "batches 1 "), "%s", out);
 }
 
+/* Two groups of two ranks, each on its communicator (split from the
+ * world), load at once: each group's shards equal the 2-process loads. */
+static void groups_load_at_once_on_their_communicators(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096], g[4200];
+	uint64_t read;
+
+	NEED_MPI();
+	ck = make_ckpt("grp", "2M", 2, 31);
+	spec_json(json, sizeof(json), 2, 1);
+	spec = write_spec("grp.json", json);
+	snprintf(ref, sizeof(ref), "%s/grp.ref", th_tmpdir());
+	snprintf(got, sizeof(got), "%s/grp.got", th_tmpdir());
+	CHECK(ck && spec && reference(ck, spec, 2, ref) == 0);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --groups 2 --dump %s", ck, spec, got);
+	CHECKF(mpirun(4, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 4, &read), "%s", out);
+	for (int k = 0; k < 2; k++) {
+		snprintf(g, sizeof(g), "%s/g%d", got, k);
+		CHECKF(!same_dumps(ref, g), "group %d: %s differs from %s", k, g, ref);
+	}
+}
+
 /* Rank r's own directory: the index and symlinks to the files named. */
 static void rank_dir(const char *ck, const char *dir, const char *files)
 {
@@ -617,6 +641,7 @@ int main(void)
 	RUN(read_once_equals_single_process_loads);
 	RUN(plain_mpi_load_reads_per_process);
 	RUN(messages_split_in_pieces_many_batches);
+	RUN(groups_load_at_once_on_their_communicators);
 	RUN(local_files_disjoint_sets);
 	RUN(truncated_file_fails_every_rank);
 	RUN(absent_rank_ends_in_abort);

@@ -11,10 +11,25 @@
 
 #include "ringload.h"
 
+/* dir and its parents (mkdir -p). */
+static inline void dump_mkdirs(const char *dir)
+{
+	char p[16384];
+
+	snprintf(p, sizeof(p), "%s", dir);
+	for (char *c = p + 1; *c; c++)
+		if (*c == '/') {
+			*c = '\0';
+			mkdir(p, 0755);
+			*c = '/';
+		}
+	mkdir(p, 0755);
+}
+
 static inline int dump_shard(const char *dir, const rl_plan *plan, const rl_loader *ld,
 			     size_t s)
 {
-	char path[8192], name[4096], *o = name;
+	char path[16384], name[4096], *o = name;
 	rl_shard_info si;
 	rl_device_info di;
 	const unsigned char *base;
@@ -27,8 +42,7 @@ static inline int dump_shard(const char *dir, const rl_plan *plan, const rl_load
 		o += *c == '/' ? sprintf(o, "%%2F") : sprintf(o, "%c", *c);
 	*o = 0;
 	snprintf(path, sizeof(path), "%s/%u", dir, di.id);
-	mkdir(dir, 0755);
-	mkdir(path, 0755);
+	dump_mkdirs(path);
 	snprintf(path, sizeof(path), "%s/%u/%s.bin", dir, di.id, name);
 	base = rl_loader_staging(ld, si.device, NULL);
 	if (!(f = fopen(path, "wb")))

@@ -9,7 +9,8 @@
  *
  * and rank 0 the cluster's totals. Faults for the failure tests: a rank
  * that truncates its copy of the files after opening them, a rank that never
- * comes (sleeps), MPI started without thread support.
+ * comes (sleeps), MPI started without thread support. --groups G splits
+ * the world into G communicators that load at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@
 
 struct args {
 	const char *path, *spec, *local, *backend, *dump;
-	int read_once, truncate_rank, sleep_rank, thread_single;
+	int read_once, truncate_rank, sleep_rank, thread_single, groups;
 	long long batch, msg, timeout_ms;
 };
 
@@ -60,6 +61,8 @@ static int parse(int argc, char **argv, struct args *a)
 			a->truncate_rank = atoi(v);
 		else if (!strcmp(o, "--sleep-rank") && ++i)
 			a->sleep_rank = atoi(v);
+		else if (!strcmp(o, "--groups") && ++i)
+			a->groups = atoi(v);
 		else if (o[0] != '-' && !a->path)
 			a->path = o;
 		else
@@ -120,9 +123,17 @@ static void print_totals(const rl_mpi *m)
 	       t.bytes_sent, t.bytes_received, t.batches, t.total_seconds);
 }
 
-static int run(const struct args *a, int rank, rl_mpi *m)
+/* Where this rank loads: MPI_COMM_WORLD, or (--groups G) the group of
+ * world ranks with the same rank % G, every group loading at once. */
+struct where {
+	MPI_Comm comm;
+	int rank, wrank, group;
+};
+
+static int run(const struct args *a, const struct where *w, rl_mpi *m)
 {
-	char path[4096];
+	char path[4096], dir[4200];
+	int rank = w->wrank;
 	rl_ckpt *ck = rl_ckpt_create();
 	rl_spec *spec = rl_spec_create();
 	rl_plan *plan = rl_plan_create();
@@ -133,7 +144,7 @@ static int run(const struct args *a, int rank, rl_mpi *m)
 	if (a->spec && (ret = rl_spec_load(spec, a->spec)))
 		fprintf(stderr, "rank %d: %s\n", rank, rl_spec_errmsg(spec));
 	if (!ret)
-		ret = a->local ? rl_mpi_ckpt_open(m, ck, spec, path, a->local, MPI_COMM_WORLD)
+		ret = a->local ? rl_mpi_ckpt_open(m, ck, spec, path, a->local, w->comm)
 			       : rl_ckpt_open(ck, path);
 	if (ret && !a->local)
 		fprintf(stderr, "rank %d: %s\n", rank, rl_ckpt_errmsg(ck));
@@ -148,22 +159,23 @@ static int run(const struct args *a, int rank, rl_mpi *m)
 	if (set_backend(ld, a->backend) || set_backend(rl_mpi_transfer_loader(m), a->backend))
 		ret = -EINVAL;
 	if (!ret)
-		ret = rl_mpi_load(ld, ck, a->spec ? spec : NULL, MPI_COMM_WORLD, plan, m);
+		ret = rl_mpi_load(ld, ck, a->spec ? spec : NULL, w->comm, plan, m);
 	if (!ret && each_reported_once(plan, rank))
 		ret = -1;
+	snprintf(dir, sizeof(dir), a->groups > 1 ? "%s/g%d" : "%s", a->dump, w->group);
 	if (!ret && a->dump)
-		ret = dump_plan(a->dump, plan, ld);
+		ret = dump_plan(dir, plan, ld);
 	if (ret) {
 		printf("rank %d error %d failed %d: %s\n", rank, ret, rl_mpi_failed_rank(m),
 		       rl_mpi_errmsg(m));
 	} else {
 		rl_mpi_stats s;
 
-		rl_mpi_get_stats(m, rank, &s, sizeof(s));
+		rl_mpi_get_stats(m, w->rank, &s, sizeof(s));
 		printf("rank %d ok read %" PRIu64 " predicted %" PRIu64 " sent %" PRIu64
 		       " received %" PRIu64 "\n", rank, s.bytes_read, s.bytes_predicted,
 		       s.bytes_sent, s.bytes_received);
-		if (rank == 0)
+		if (w->rank == 0)
 			print_totals(m);
 	}
 	fflush(stdout);
@@ -177,18 +189,24 @@ static int run(const struct args *a, int rank, rl_mpi *m)
 int main(int argc, char **argv)
 {
 	struct args a;
-	int provided = 0, rank = 0, ret;
+	struct where w = { MPI_COMM_WORLD, 0, 0, 0 };
+	int provided = 0, ret;
 	rl_mpi *m;
 
 	if (parse(argc, argv, &a)) {
 		fprintf(stderr, "usage: mpi_driver PATH [--spec SPEC] [--read-once] [--local PATTERN]\n"
 			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N]\n"
-			"  [--truncate-rank R] [--sleep-rank R] [--thread-single]\n");
+			"  [--truncate-rank R] [--sleep-rank R] [--thread-single] [--groups G]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, a.thread_single ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED,
 			&provided);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_rank(MPI_COMM_WORLD, &w.wrank);
+	if (a.groups > 1) {
+		w.group = w.wrank % a.groups;
+		MPI_Comm_split(MPI_COMM_WORLD, w.group, w.wrank, &w.comm);
+	}
+	MPI_Comm_rank(w.comm, &w.rank);
 	m = rl_mpi_create();
 	calls = calloc(MAX_SHARDS, sizeof(*calls));
 	rl_mpi_set_callbacks(m, on_shard, NULL);
@@ -196,7 +214,7 @@ int main(int argc, char **argv)
 		rl_mpi_set(m, RL_MPI_MESSAGE_BYTES, a.msg);
 	if (a.timeout_ms)
 		rl_mpi_set(m, RL_MPI_TIMEOUT_MS, a.timeout_ms);
-	ret = run(&a, rank, m);
+	ret = run(&a, &w, m);
 	rl_mpi_destroy(m);
 	free(calls);
 	MPI_Finalize();
