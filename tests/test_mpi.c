@@ -510,12 +510,12 @@ static int mpirun_cli_each(int n, const char *fmt)
 {
 	char cmd[32768], one[8192];
 	int len = snprintf(cmd, sizeof(cmd), "timeout 120 mpirun --allow-run-as-root --oversubscribe "
-			   "--mca btl self,vader %s", SAN_ENV);
+			   "--mca btl self,vader");
 
-	for (int r = 0; r < n; r++) {
+	for (int r = 0; r < n; r++) {       /* -x is per context in an MPMD line */
 		snprintf(one, sizeof(one), fmt, r);
-		len += snprintf(cmd + len, sizeof(cmd) - len, "%s -np 1 %s/ringload load %s",
-				r ? " :" : "", bdir(), one);
+		len += snprintf(cmd + len, sizeof(cmd) - len, "%s %s -np 1 %s/ringload load %s",
+				r ? " :" : "", SAN_ENV, bdir(), one);
 	}
 	return th_capture(cmd, out, OUT_CAP);
 }
