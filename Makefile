@@ -85,10 +85,20 @@ STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
+# libringload_mpi (mpi/): built where Open MPI's compiler wrapper is
+# installed (make deps installs it); the core library stays MPI-free.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_SRC := $(wildcard mpi/*.c)
+ifneq ($(MPICC),)
+MPI_LIB := $(BUILD)/libringload_mpi.so
+MPI_PLUGIN := $(BUILD)/ringload-mpi.so
+MPI_BIN := $(BUILD)/tests/mpi_driver $(BUILD)/perf/mpi_bench
+endif
+
 .PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
-all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
+all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
 
 -include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
 
@@ -114,6 +124,41 @@ $(BUILD)/ringload: $(TOOL_SRC) $(TOOL_HDR) $(SHARED) api/ringload.h
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
 		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -lm $(EXE_LDLIBS)
+
+# The MPI executor links the shared library and Open MPI (mpicc adds it);
+# -lcrypto: the checkpoint digest the ranks compare. Its version script
+# alone decides what it exports (default visibility, local: *).
+$(MPI_LIB): $(MPI_SRC) $(wildcard mpi/*.h) mpi/ringload_mpi.map $(SHARED)
+	$(call say,LD,$@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) -fvisibility=default $(LDFLAGS) -shared \
+		-Wl,--version-script=mpi/ringload_mpi.map -Wl,-soname,libringload_mpi.so.0 \
+		-o $@.0 $(MPI_SRC) -L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lcjson -lcrypto -lpthread
+	$(Q)ln -sf libringload_mpi.so.0 $@
+
+# The MPI test driver: a rank program that test_mpi starts under mpirun.
+$(BUILD)/tests/mpi_driver: tests/mpi/mpi_driver.c tests/mpi/dump.h $(MPI_LIB)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
+		-lringload -Wl,-rpath,'$$ORIGIN/..'
+
+# `ringload load --mpi`'s rank program: ringload dlopens it (so ringload
+# itself links no MPI); the command's sources, but its main, come along.
+PLUGIN_SRC := tools/mpi/load_mpi.c $(filter-out tools/ringload.c,$(TOOL_SRC))
+$(MPI_PLUGIN): $(PLUGIN_SRC) $(TOOL_HDR) $(MPI_LIB)
+	$(call say,LD,$@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi -Itools $(CFLAGS) $(LDFLAGS) -shared -o $@ $(PLUGIN_SRC) \
+		-L$(BUILD) -lringload_mpi -lringload -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..' -lm
+
+# test_mpi shares the dump layout with its rank program.
+$(BUILD)/tests/test_mpi: tests/mpi/dump.h
+
+# The cluster benchmark's rank program (perf/cluster_bench.sh).
+$(BUILD)/perf/mpi_bench: perf/mpi_bench.c $(MPI_LIB)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
+		-lringload -Wl,-rpath,'$$ORIGIN/..'
 
 # The sample-checkpoint generator needs nothing of the library.
 $(BUILD)/mkckpt: $(GEN_SRC) $(TOOL_HDR)
@@ -208,6 +253,11 @@ install: $(STATIC) $(SHARED) $(TOOLS)
 	install -m 644 api/ringload.h $(DESTDIR)$(INCDIR)/ringload.h
 	install -m 755 $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(DESTDIR)$(BINDIR)/
 	$(if $(MANPAGES),install -m 644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/)
+	$(if $(MPI_LIB),install -d $(DESTDIR)$(LIBDIR)/ringload && \
+		install -m 755 $(MPI_LIB).0 $(DESTDIR)$(LIBDIR)/libringload_mpi.so.0 && \
+		ln -sf libringload_mpi.so.0 $(DESTDIR)$(LIBDIR)/libringload_mpi.so && \
+		install -m 644 mpi/ringload_mpi.h $(DESTDIR)$(INCDIR)/ringload_mpi.h && \
+		install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|'$$(sed -n 's/.*RINGLOAD_VERSION_STRING "\(.*\)"/\1/p' api/ringload.h)'|' \
 		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
@@ -216,7 +266,9 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
 		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc \
 		$(DESTDIR)$(BINDIR)/ringload $(DESTDIR)$(BINDIR)/rlperf \
-		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1
+		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1 \
+		$(DESTDIR)$(LIBDIR)/libringload_mpi.so* $(DESTDIR)$(INCDIR)/ringload_mpi.h \
+		$(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \

@@ -24,15 +24,23 @@ rl_ckpt *rl_ckpt_create(void)
 	return rl_calloc(1, sizeof(struct rl_ckpt));
 }
 
-int rl_ckpt_open(rl_ckpt *ck, const char *path)
+/* A handle that may be opened: 0, -EINVAL or RL_E_STATE (recorded). */
+static int open_allowed(rl_ckpt *ck)
 {
-	int r;
-
 	if (!ck)
 		return -EINVAL;
 	rl_err_clear(&ck->err);
 	if (ck->opened)
 		return rl_err_set(&ck->err, RL_E_STATE, "checkpoint handle already opened");
+	return 0;
+}
+
+int rl_ckpt_open(rl_ckpt *ck, const char *path)
+{
+	int r;
+
+	if ((r = open_allowed(ck)))
+		return r;
 	if (!path)
 		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "path is NULL");
 	r = pl_ckpt_open(path, &ck->pl, &ck->err);
@@ -42,6 +50,34 @@ int rl_ckpt_open(rl_ckpt *ck, const char *path)
 			rl_err_set(&ck->err, r, "%s: %s", path, rl_strerror(r));
 		return r;
 	}
+	ck->opened = 1;
+	return 0;
+}
+
+int rl_ckpt_open_headers(rl_ckpt *ck, size_t nfiles, const rl_file_header *files)
+{
+	struct pl_file_header *fh;
+	int r;
+
+	if ((r = open_allowed(ck)))
+		return r;
+	if (nfiles && !files)
+		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "files is NULL");
+	if (!(fh = rl_calloc(nfiles + 1, sizeof(*fh))))
+		return rl_err_set(&ck->err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < nfiles; i++) {
+		if (!files[i].path || (files[i].header_len && !files[i].header)) {
+			rl_free(fh);
+			return rl_err_set(&ck->err, RL_E_INVALID_ARG, "file %zu: NULL path or header",
+					  i);
+		}
+		fh[i] = (struct pl_file_header){ files[i].path, files[i].size, files[i].header,
+						 files[i].header_len };
+	}
+	r = pl_ckpt_from_headers(fh, nfiles, &ck->pl, &ck->err);
+	rl_free(fh);
+	if (r < 0)
+		return r;
 	ck->opened = 1;
 	return 0;
 }

@@ -36,6 +36,10 @@ static const struct {
 	{ RL_E_BACKEND, "I/O backend unavailable" },
 	{ RL_E_CANCELED, "canceled" },
 	{ RL_E_STAGING, "staging area missing or too small" },
+	{ RL_E_FILE_UNAVAILABLE, "no process may read a file the plan needs" },
+	{ RL_E_MPI, "MPI call failed or MPI not set up as needed" },
+	{ RL_E_PEER, "another process of the cluster failed" },
+	{ RL_E_CLUSTER_MISMATCH, "processes see different checkpoints or plans" },
 };
 
 const char *rl_strerror(int code)

@@ -53,7 +53,8 @@ struct rl_loader {
 
 	rl_load_stats stats;
 	rl_load_stats_ex stats_ex;
-	struct eng_file_stat *files; /* of the last run */
+	struct eng_file_stat *files; /* of the last run, by its plan's file */
+	uint32_t *file_index;        /* the checkpoint's index of each */
 	size_t nfiles;
 	int have_stats;
 	struct rl_err err;
@@ -293,8 +294,11 @@ static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***stagin
 	*shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
 	ld->nfiles = ex->nfiles;
 	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
-	if (!*staging || !*shard_bytes || !ld->files)
+	ld->file_index = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
+	if (!*staging || !*shard_bytes || !ld->files || !ld->file_index)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	for (size_t f = 0; f < ex->nfiles; f++)
+		ld->file_index[f] = ex->file_index ? ex->file_index[f] : (uint32_t)f;
 	for (unsigned d = 0; d < ex->ndevs; d++)
 		(*staging)[d] = ld->areas[d].ptr;
 	/* Read once: a shard a broadcast fills expects nothing from the
@@ -341,7 +345,9 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 
 	free_areas(ld);
 	rl_free(ld->files); /* the last run's file statistics go with it */
+	rl_free(ld->file_index);
 	ld->files = NULL;
+	ld->file_index = NULL;
 	ld->nfiles = 0;
 	memset(&es, 0, sizeof(es));
 	ret = setup_areas(ld, ex);
@@ -548,6 +554,7 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 		return -EINVAL;
 	f = ld->files + file;
 	memset(&fs, 0, sizeof(fs));
+	fs.file = ld->file_index[file];
 	fs.mode = f->mode; /* the same values: ENG_FILE_* == RL_FILE_* */
 	fs.bytes_needed = f->needed;
 	fs.bytes_resident = f->resident;
@@ -581,5 +588,6 @@ void rl_loader_destroy(rl_loader *ld)
 	free_areas(ld);
 	rl_free(ld->caller);
 	rl_free(ld->files);
+	rl_free(ld->file_index);
 	rl_free(ld);
 }

@@ -23,6 +23,7 @@ static const struct {
 	[RL_PLAN_ALL_STATS] = { 0, 1 },
 	[RL_PLAN_READ_ONCE] = { 0, 1 },
 	[RL_PLAN_BATCH_BYTES] = { 1, 1ll << 50 },
+	[RL_PLAN_TRANSFER_ALIGN] = { 0, 1ll << 20 },
 };
 
 rl_plan *rl_plan_create(void)
@@ -49,7 +50,7 @@ const char *rl_plan_errmsg(const rl_plan *plan)
 
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi)
 {
-	if (param < RL_PLAN_PROCESS || param > RL_PLAN_BATCH_BYTES)
+	if (param < RL_PLAN_PROCESS || param > RL_PLAN_TRANSFER_ALIGN)
 		return -EINVAL;
 	if (lo)
 		*lo = bounds[param].lo;
@@ -65,7 +66,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 	rl_err_clear(&plan->err);
 	if (plan->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
-	if (param < RL_PLAN_PROCESS || param > RL_PLAN_BATCH_BYTES)
+	if (param < RL_PLAN_PROCESS || param > RL_PLAN_TRANSFER_ALIGN)
 		return rl_err_set(&plan->err, RL_E_INVALID_ARG, "unknown plan parameter %d",
 				  (int)param);
 	if (v < bounds[param].lo || v > bounds[param].hi)
@@ -107,6 +108,33 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 	case RL_PLAN_BATCH_BYTES:
 		plan->o.batch_bytes = (uint64_t)v;
 		break;
+	case RL_PLAN_TRANSFER_ALIGN:
+		if (v & (v - 1))
+			return rl_err_set(&plan->err, RL_E_INVALID_ARG,
+					  "transfer alignment %lld is not a power of two", (long long)v);
+		plan->o.transfer_align = (uint64_t)v;
+		break;
+	}
+	return 0;
+}
+
+int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value)
+{
+	const struct pl_opts *o = plan ? &plan->o : NULL;
+
+	if (!o || !value || param < RL_PLAN_PROCESS || param > RL_PLAN_TRANSFER_ALIGN)
+		return -EINVAL;
+	switch (param) {
+	case RL_PLAN_PROCESS: *value = o->process; break;
+	case RL_PLAN_MIN_GAP: *value = (int64_t)o->min_gap; break;
+	case RL_PLAN_RATIO_MILLI: *value = (int64_t)(o->ratio * 1000 + 0.5); break;
+	case RL_PLAN_CHUNK_BYTES: *value = (int64_t)o->chunk; break;
+	case RL_PLAN_SHARD_ALIGN: *value = (int64_t)o->shard_align; break;
+	case RL_PLAN_CONGRUENT: *value = o->congruent; break;
+	case RL_PLAN_ALL_STATS: *value = o->all_stats; break;
+	case RL_PLAN_READ_ONCE: *value = o->read_once; break;
+	case RL_PLAN_BATCH_BYTES: *value = (int64_t)o->batch_bytes; break;
+	case RL_PLAN_TRANSFER_ALIGN: *value = (int64_t)o->transfer_align; break;
 	}
 	return 0;
 }
@@ -123,6 +151,12 @@ int api_plan_build(rl_plan *plan, const struct pl_ckpt *ck, const struct pl_spec
 	for (size_t f = 0; f < ck->nfiles; f++) {
 		struct eng_align ea;
 
+		/* A file this process may not read is never opened here: its
+		 * alignment only shapes other processes' statistics. */
+		if (!pl_avail_may_read(spec, ck, (uint32_t)plan->o.process, (uint32_t)f)) {
+			al[f] = (struct pl_align){ 4096, 4096 };
+			continue;
+		}
 		ret = eng_probe_align(ck->files[f].path, &ea);
 		if (ret) {
 			rl_err_set(&plan->err, ret, "%s: %s", ck->files[f].path, rl_strerror(ret));
@@ -261,7 +295,7 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 	if (req >= x.nreads)
 		return -EINVAL;
 	r = &x.reads[req];
-	out->file = r->file;
+	out->file = x.file_index ? x.file_index[r->file] : r->file;
 	out->offset = r->off;
 	out->length = r->len;
 	out->min_length = r->min_len;
@@ -273,48 +307,12 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out)
 {
 	struct pl_exec x;
-	const struct rl_copy *c;
 
 	if (!plan || !plan->pl || !out)
 		return -EINVAL;
 	pl_plan_exec(plan->pl, &x);
 	if (req >= x.nreads || j >= x.reads[req].ncopies)
 		return -EINVAL;
-	c = &x.copies[x.reads[req].first_copy + j];
-	out->src = c->src;
-	out->len = c->len;
-	out->count = c->count;
-	out->src_stride = c->src_stride;
-	out->device = c->dev;
-	out->dst = c->dst;
-	out->shard = c->shard;
-	return 0;
-}
-
-size_t rl_plan_num_broadcasts(const rl_plan *plan)
-{
-	return plan && plan->pl ? pl_plan_nbcasts(plan->pl) : 0;
-}
-
-int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out)
-{
-	struct pl_bcast_info b;
-	const char *name;
-	const uint64_t *shape;
-	unsigned ndim;
-	int dtype;
-
-	if (!plan || !plan->pl || !out || i >= pl_plan_nbcasts(plan->pl))
-		return -EINVAL;
-	pl_plan_bcast(plan->pl, i, &b);
-	pl_plan_tensor(plan->pl, b.tensor, &name, &dtype, &ndim, &shape);
-	out->name = name;
-	out->src_offset = b.src_offset;
-	out->nbytes = b.nbytes;
-	out->root = b.root;
-	out->nreceivers = b.nreceivers;
-	out->receivers = b.receivers;
-	out->batch = b.batch;
-	out->shard = b.shard;
+	api_copy_info(&x.copies[x.reads[req].first_copy + j], out);
 	return 0;
 }

@@ -18,4 +18,16 @@ struct rl_plan {
  * rl_plan_build() and the loader's rl_loader_load(). */
 int api_plan_build(rl_plan *plan, const struct pl_ckpt *ck, const struct pl_spec *spec);
 
+/* The public form of a plan's copy. */
+static inline void api_copy_info(const struct rl_copy *c, rl_copy_info *out)
+{
+	out->src = c->src;
+	out->len = c->len;
+	out->count = c->count;
+	out->src_stride = c->src_stride;
+	out->device = c->dev;
+	out->dst = c->dst;
+	out->shard = c->shard;
+}
+
 #endif /* RL_PLAN_INTERNAL_H */

@@ -99,6 +99,12 @@ enum rl_error {
 	RL_E_BACKEND = -5050,           /* requested I/O backend unavailable */
 	RL_E_CANCELED = -5051,          /* a callback asked to stop */
 	RL_E_STAGING = -5052,           /* caller staging missing or too small */
+
+	/* several processes (read once, files_of_process, MPI) */
+	RL_E_FILE_UNAVAILABLE = -5090,  /* no process may read a file the plan needs */
+	RL_E_MPI = -5091,               /* an MPI call failed, or MPI is not set up as needed */
+	RL_E_PEER = -5092,              /* another process of the cluster failed */
+	RL_E_CLUSTER_MISMATCH = -5093,  /* processes see different checkpoints or plans */
 };
 
 /*
@@ -167,6 +173,26 @@ int rl_ckpt_open(rl_ckpt *ck, const char *path);
 
 /* Returns the last error message of ck ("" if none). Never NULL. */
 const char *rl_ckpt_errmsg(const rl_ckpt *ck);
+
+/* One file of a checkpoint, described by bytes read elsewhere. */
+typedef struct rl_file_header {
+	const char *path;       /* the file's path (it need not exist here) */
+	uint64_t size;          /* the file's size in bytes */
+	const void *header;     /* its JSON header: the bytes after the 8-byte length */
+	uint64_t header_len;    /* their count (the little-endian length itself) */
+} rl_file_header;
+
+/*
+ * Opens a checkpoint from the headers of its files, read elsewhere (for
+ * example gathered from the processes of a cluster, each of which holds
+ * only some files): files[0..nfiles) in that order, each header validated
+ * exactly as rl_ckpt_open() validates a file's (including its size); no
+ * file is opened. Tensors are ordered by file, then data offset; a tensor
+ * in two files is RL_E_DUPLICATE_TENSOR. Returns 0, a negative code with
+ * the file named in rl_ckpt_errmsg(), or RL_E_STATE after a successful
+ * open. Nothing is kept of files[] but copies.
+ */
+int rl_ckpt_open_headers(rl_ckpt *ck, size_t nfiles, const rl_file_header *files);
 
 /* Frees ck and everything it owns. NULL is a no-op. */
 void rl_ckpt_destroy(rl_ckpt *ck);
@@ -263,6 +289,20 @@ int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
  */
 int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
 
+/*
+ * Says which files process may read (files_of_process in the JSON; for
+ * checkpoints on node-local drives): files[0..n) are file names or
+ * fnmatch(3) patterns, matched against each file's name (its whole path
+ * when the pattern holds a '/'); files NULL means every file (the
+ * default for every process). A plan then has every byte read by a
+ * process that may read its file and sent to the others (see
+ * RL_PLAN_READ_ONCE); a needed file no process may read fails the plan
+ * with RL_E_FILE_UNAVAILABLE naming it. Returns 0, RL_E_INVALID_ARG
+ * (a NULL name) or -ENOMEM.
+ */
+int rl_spec_set_files_of_process(rl_spec *spec, unsigned process, size_t n,
+				 const char *const *files);
+
 /* Returns the last error message of spec ("" if none). Never NULL. */
 const char *rl_spec_errmsg(const rl_spec *spec);
 
@@ -290,7 +330,10 @@ typedef enum rl_plan_param {
 	RL_PLAN_ALL_STATS = 7,    /* 1: also compute statistics of every other process (default 1) */
 	RL_PLAN_READ_ONCE = 8,    /* 1: read replicated data once in the cluster and list
 				   * broadcasts (default 0) */
-	RL_PLAN_BATCH_BYTES = 9,  /* read-once broadcast batch bound (default 1 GiB) */
+	RL_PLAN_BATCH_BYTES = 9,  /* transfers in flight at once, in payload bytes (default 1 GiB) */
+	RL_PLAN_TRANSFER_ALIGN = 10, /* transfers are cut at multiples of this (a power of
+				      * two); 0: each file's O_DIRECT alignment (default).
+				      * Every process of a cluster must use the same. */
 } rl_plan_param;
 
 /* Returns an empty plan with default parameters, or NULL. */
@@ -301,6 +344,9 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t value);
 
 /* Reports the valid range of param. Returns 0 or -EINVAL. */
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi);
+
+/* The value of param in *value. Returns 0 or -EINVAL. */
+int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value);
 
 /*
  * Builds the plan of the configured process for checkpoint ck under spec
@@ -398,28 +444,102 @@ typedef struct rl_copy_info {
 int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out);
 
 /*
- * Read-once mode (RL_PLAN_READ_ONCE): broadcasts the runtime must perform.
- * Every box that devices of several processes need is read by one process
- * (root) and travels from it to the listed processes: the whole shard
- * (nbytes, C order of its box) of the planned process's shard index
- * `shard`, the root's copy when it sends, the one to fill when it receives
- * (the first local device holding that box). Received shards get no bytes
- * from the plan's reads: the runtime fills `shard` with the broadcast and
- * copies it to the process's other shards of the same tensor and box, if
- * any. Listed in an order every process agrees on, only
- * those the planned process takes part in; batch groups consecutive
- * broadcasts whose total stays under RL_PLAN_BATCH_BYTES (an oversize one
- * goes alone).
+ * Transfers (RL_PLAN_READ_ONCE, or files_of_process): the bytes a process
+ * reads for others. With RL_PLAN_READ_ONCE, every byte that devices of
+ * several processes need is read once in the cluster: the file bytes
+ * processes share are cut into contiguous ranges, one share per reader,
+ * balanced by bytes (counting what each already reads), cut at
+ * RL_PLAN_TRANSFER_ALIGN, a small range going whole to the least-loaded
+ * reader (preferring one that already opens the file). With
+ * files_of_process, bytes a process needs from a file it may not read
+ * travel the same way. A transfer moves the file bytes [offset, offset +
+ * nbytes) (its payload): the root reads them (rl_plan_build_batch) and
+ * sends them whole to each receiver; every process that needs some of
+ * them, the root included, copies them into its shards with its own
+ * scatter list (rl_plan_transfer_copy). Shards that transfers fill get no
+ * bytes from the plan's reads (rl_loader_run() does not report them).
+ * Transfers are listed in the cluster's order (the same on every process),
+ * only those the planned process takes part in; consecutive ones form
+ * batches whose payloads total at most RL_PLAN_BATCH_BYTES.
+ */
+typedef struct rl_transfer_info {
+	size_t file;            /* index for rl_ckpt_file_path() */
+	uint64_t offset;        /* file offset of the payload's first byte */
+	uint64_t nbytes;        /* payload bytes (at most 64 MiB) */
+	int root;               /* process that reads and sends it */
+	size_t nreceivers;
+	const int *receivers;   /* ascending, the root excluded; owned by the plan */
+	size_t batch;
+	uint64_t index;         /* position in the cluster's order */
+	size_t ncopies;         /* the planned process's copies (0: it needs none) */
+} rl_transfer_info;
+
+size_t rl_plan_num_transfers(const rl_plan *plan);
+/* Fills *out for transfer i. Returns 0 or -EINVAL. */
+int rl_plan_transfer(const rl_plan *plan, size_t i, rl_transfer_info *out);
+/*
+ * Copy j of transfer i into the planned process's staging, as
+ * rl_plan_copy() describes a request's: src is an offset in the payload.
+ * Returns 0 or -EINVAL.
+ */
+int rl_plan_transfer_copy(const rl_plan *plan, size_t i, size_t j, rl_copy_info *out);
+
+/*
+ * The cluster's transfers: their count, the number of batches, and a
+ * digest of the whole list (files, ranges, roots, receivers, batches):
+ * processes that built the same plan have the same digest. Any pointer
+ * may be NULL. Returns 0, or -EINVAL before the plan is built.
+ */
+int rl_plan_transfer_summary(const rl_plan *plan, uint64_t *transfers, uint64_t *batches,
+			     uint64_t *digest);
+
+/*
+ * Builds plan (created, not built; its RL_PLAN_CHUNK_BYTES applies): the
+ * reads of the payloads of the transfers that from's process roots in
+ * batch, into one device whose shards are those payloads, in from's
+ * order (shard k: the k-th such transfer of rl_plan_transfer(from)),
+ * named "transfer <index>". Run it with a loader to read them. Returns 0
+ * (a plan with no shards when the process roots none in batch), -EINVAL,
+ * RL_E_STATE or -ENOMEM. from may be destroyed afterwards.
+ */
+int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch);
+
+/* What transfers cost a process, or the cluster (RL_TOTAL). */
+typedef struct rl_plan_xstats {
+	uint64_t transfers;     /* transfers it roots (RL_TOTAL: all) */
+	uint64_t payload_bytes; /* payload bytes it reads for them */
+	uint64_t transfer_read_bytes; /* bytes those reads read (aligned; part of read_bytes) */
+	uint64_t sent_bytes;    /* payload bytes it sends: payload x receivers */
+	uint64_t received_bytes; /* payload bytes it receives */
+	uint64_t files_opened;  /* files it reads, own reads and transfers (RL_TOTAL: sum) */
+	uint64_t max_read_bytes; /* RL_TOTAL: the largest read_bytes of one process */
+	uint64_t max_files_opened; /* RL_TOTAL: the most files one process opens */
+} rl_plan_xstats;
+
+/*
+ * Fills the first size bytes of *out (size: sizeof(rl_plan_xstats) as
+ * the caller knows it, so that the struct can grow) for process p or
+ * RL_TOTAL, with the availability of rl_plan_get_stats(). Returns 0,
+ * -EINVAL or RL_E_STATE.
+ */
+int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out, size_t size);
+
+/*
+ * Deprecated since 0.2: read-once plans move contiguous file ranges
+ * (rl_plan_transfer), not whole shards. rl_plan_num_broadcasts() returns
+ * the number of transfers; rl_plan_broadcast() returns RL_E_STATE, so
+ * that a runtime written for the old form fails loudly rather than
+ * leaving received shards empty.
  */
 typedef struct rl_broadcast_info {
-	const char *name;        /* tensor name */
-	uint64_t src_offset;     /* file offset of the box's first byte */
+	const char *name;
+	uint64_t src_offset;
 	uint64_t nbytes;
-	int root;                /* process that reads */
+	int root;
 	size_t nreceivers;
-	const int *receivers;    /* owned by the plan */
+	const int *receivers;
 	size_t batch;
-	size_t shard;            /* the planned process's shard sent or received */
+	size_t shard;
 } rl_broadcast_info;
 
 size_t rl_plan_num_broadcasts(const rl_plan *plan);
@@ -494,12 +614,11 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
  * shards already reported were complete and their staging stays mapped
  * until the next rl_loader_run() or rl_loader_destroy()
  * (rl_loader_staging() returns NULL after a failure); no other shard is
- * reported. Read-once plans: a shard that a broadcast fills (the one named
- * by a received rl_broadcast_info and the process's other shards of that
- * tensor and box) gets no bytes from the reads and is never reported; it
- * is complete once the runtime's broadcast and copies are done. Keep it
- * short (the worker that calls it reads nothing meanwhile; a worker thread
- * has a 4 MiB stack): a runtime typically queues a host-to-device copy.
+ * reported. Plans with transfers: a shard that transfers fill gets no
+ * bytes from the reads and is never reported; it is complete once the
+ * runtime's transfers and copies are done. Keep it short (the worker that
+ * calls it reads nothing meanwhile; a worker thread has a 4 MiB stack): a
+ * runtime typically queues a host-to-device copy.
  */
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
@@ -618,13 +737,14 @@ int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
 #define RL_FILE_BUFFERED 3  /* buffered: RL_DIRECT_OFF, or the file system refuses O_DIRECT */
 
 /*
- * Statistics of file `file` (the index of rl_ckpt_file_path() and of
- * rl_request_info.file) in the last run, size-tagged like
- * rl_load_stats_ex. Returns 0, -EINVAL (NULL, size too small, or no such
- * file in the last run's plan) or RL_E_STATE before any run.
+ * Statistics of the i-th file the last run read (i < rl_loader_num_files();
+ * `file` gives its index for rl_ckpt_file_path()), size-tagged like
+ * rl_load_stats_ex. Returns 0, -EINVAL (NULL, size too small, or i out of
+ * range) or RL_E_STATE before any run.
  */
 typedef struct rl_file_stats {
 	size_t size;               /* in: sizeof(rl_file_stats); out: bytes filled */
+	size_t file;               /* index for rl_ckpt_file_path() */
 	int mode;                  /* RL_FILE_* */
 	uint64_t bytes_needed;     /* bytes of the file the reads take */
 	uint64_t bytes_resident;   /* of which in the page cache before the load
@@ -636,7 +756,7 @@ typedef struct rl_file_stats {
 	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
 } rl_file_stats;
 
-/* Files of the last run's plan (0 before any run). */
+/* Files the last run read (0 before any run). */
 size_t rl_loader_num_files(const rl_loader *ld);
 int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *out);
 

@@ -192,3 +192,12 @@ int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len)
 	rl_err_clear(&spec->err);
 	return pl_spec_add_target_json(spec->pl, json, len, &spec->err);
 }
+
+int rl_spec_set_files_of_process(rl_spec *spec, unsigned process, size_t n,
+				 const char *const *files)
+{
+	if (!spec)
+		return -EINVAL;
+	rl_err_clear(&spec->err);
+	return pl_avail_set(spec->pl, process, n, files, &spec->err);
+}

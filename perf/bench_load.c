@@ -132,7 +132,8 @@ static void report(const struct report *r, double secs, int tsv)
 	       x->bytes_buffered, st->peak_inflight, st->buffers, st->registered_buffers);
 	printf("shape: %s\n", x->shape);
 	for (size_t i = 0; i < r->nfiles; i++)
-		printf("file %zu: %s, %" PRIu64 " of %" PRIu64 " bytes cached, device %s\n", i,
+		printf("file %zu: %s, %" PRIu64 " of %" PRIu64 " bytes cached, device %s\n",
+		       r->fs[i].file,
 		       mode_name(r->fs[i].mode), r->fs[i].bytes_resident, r->fs[i].bytes_needed,
 		       r->fs[i].device[0] ? r->fs[i].device : "none");
 	if (st->fallbacks[0])

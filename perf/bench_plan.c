@@ -165,9 +165,22 @@ static void run_plan(const char *label, const char *dir, const char *spec_path, 
 		       (double)tot.read_bytes / size, size, tot.blocks, tot.requests,
 		       tot.files_opened);
 	}
+	if (all_stats) {
+		rl_plan_xstats x;
+		uint64_t ntr = 0, nb = 0;
+
+		rl_plan_get_xstats(plan, RL_TOTAL, &x, sizeof(x));
+		rl_plan_transfer_summary(plan, &ntr, &nb, NULL);
+		printf("    transfers %" PRIu64 " in %" PRIu64 " batches, %" PRIu64 " bytes broadcast; "
+		       "largest read share %.4f x the mean; files opened per process max %" PRIu64
+		       ", mean %.2f\n", ntr, nb, x.sent_bytes,
+		       tot.read_bytes ? (double)x.max_read_bytes * rl_plan_num_processes(plan) /
+					tot.read_bytes : 1.0,
+		       x.max_files_opened, (double)x.files_opened / rl_plan_num_processes(plan));
+	}
 	if (read_once)
-		printf("    read once: process %d takes part in %zu broadcasts\n", proc,
-		       rl_plan_num_broadcasts(plan));
+		printf("    read once: process %d takes part in %zu transfers\n", proc,
+		       rl_plan_num_transfers(plan));
 	if (print_procs) {
 		for (int p = 0; p < print_procs; p++) {
 			rl_plan_stats s;

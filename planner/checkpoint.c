@@ -163,11 +163,56 @@ static struct map_ent *map_find(const struct loader *L, const char *name)
 	return NULL;
 }
 
+/*
+ * Validates the header (n bytes at buf) of file fi, whose size is known,
+ * and keeps its tensors (those the index assigns to it) and metadata.
+ */
+static int keep_header(struct loader *L, uint32_t fi, const char *buf, uint64_t n)
+{
+	struct pl_file *f = &L->ck->files[fi];
+	struct pl_header h;
+	int r;
+
+	f->data_start = 8 + n;
+	r = pl_header_parse(buf, (size_t)n, f->size, fi, &h, L->e);
+	if (r)
+		return prefix(L->e, r, f->path);
+	if (rl_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h.ntensors,
+		    sizeof(*L->ck->tensors))) {
+		r = oom(L->e);
+		goto free_h;
+	}
+	for (size_t i = 0; i < h.ntensors; i++) {
+		struct pl_tensor *t = &h.tensors[i];
+
+		if (L->map) {
+			struct map_ent *m = map_find(L, t->name);
+
+			if (!m || m->file != fi)
+				continue; /* not ours: freed with h */
+			m->found = 1;
+		}
+		L->ck->tensors[L->ck->ntensors++] = *t;
+		t->name = NULL;
+		t->shape = NULL;
+	}
+	if (rl_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h.nmeta, sizeof(*L->meta))) {
+		r = oom(L->e);
+		goto free_h;
+	}
+	for (size_t i = 0; i < h.nmeta; i++) {
+		L->meta[L->nmeta++] = h.meta[i];
+		h.meta[i].key = h.meta[i].value = NULL;
+	}
+free_h:
+	pl_header_free(&h);
+	return r;
+}
+
 /* Reads, validates and keeps the header of file fi. */
 static int load_file(struct loader *L, uint32_t fi)
 {
 	struct pl_file *f = &L->ck->files[fi];
-	struct pl_header h;
 	struct stat st;
 	unsigned char len8[8];
 	uint64_t n = 0;
@@ -225,44 +270,7 @@ static int load_file(struct loader *L, uint32_t fi)
 		r = sys_err(L->e, -r, "cannot read header", f->path);
 		goto out;
 	}
-	f->data_start = 8 + n;
-	r = pl_header_parse(L->buf, (size_t)n, f->size, fi, &h, L->e);
-	if (r) {
-		r = prefix(L->e, r, f->path);
-		goto out;
-	}
-	r = 0;
-
-	/* Keep the tensors (those the index assigns to this file). */
-	if (rl_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h.ntensors,
-		    sizeof(*L->ck->tensors))) {
-		r = oom(L->e);
-		goto free_h;
-	}
-	for (size_t i = 0; i < h.ntensors; i++) {
-		struct pl_tensor *t = &h.tensors[i];
-
-		if (L->map) {
-			struct map_ent *m = map_find(L, t->name);
-
-			if (!m || m->file != fi)
-				continue; /* not ours: freed with h */
-			m->found = 1;
-		}
-		L->ck->tensors[L->ck->ntensors++] = *t;
-		t->name = NULL;
-		t->shape = NULL;
-	}
-	if (rl_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h.nmeta, sizeof(*L->meta))) {
-		r = oom(L->e);
-		goto free_h;
-	}
-	for (size_t i = 0; i < h.nmeta; i++) {
-		L->meta[L->nmeta++] = h.meta[i];
-		h.meta[i].key = h.meta[i].value = NULL;
-	}
-free_h:
-	pl_header_free(&h);
+	r = keep_header(L, fi, L->buf, n);
 out:
 	close(fd);
 	return r;
@@ -713,6 +721,23 @@ static int ends_with(const char *s, const char *suffix)
 	return a >= b && !strcmp(s + a - b, suffix);
 }
 
+/*
+ * Frees what a failed or finished open leaves in L (the checkpoint itself
+ * only when it was not handed out).
+ */
+static void loader_done(struct loader *L, cJSON *tree)
+{
+	for (size_t i = 0; i < L->nmeta; i++) {
+		rl_free(L->meta[i].key);
+		rl_free(L->meta[i].value);
+	}
+	rl_free(L->meta);
+	rl_free(L->map);
+	rl_free(L->buf);
+	cJSON_Delete(tree);
+	pl_ckpt_free(L->ck);
+}
+
 int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
 {
 	struct loader L = { .e = e };
@@ -756,15 +781,62 @@ int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
 	L.ck = NULL;
 	r = 0;
 fail:
-	for (size_t i = 0; i < L.nmeta; i++) {
-		rl_free(L.meta[i].key);
-		rl_free(L.meta[i].value);
+	loader_done(&L, tree);
+	return r;
+}
+
+/*
+ * One file given by its header bytes (pl_ckpt_from_headers): the checks
+ * load_file makes on a file's first bytes, in the reference's order.
+ */
+static int header_given(struct loader *L, uint32_t fi, const struct pl_file_header *h)
+{
+	struct pl_file *f = &L->ck->files[fi];
+
+	f->size = h->size;
+	if (f->size < 8)
+		return rl_err_set(L->e, RL_E_HEADER_TOO_SMALL,
+				  "%s: file of %" PRIu64 " bytes is shorter than the 8-byte header length",
+				  f->path, f->size);
+	if (h->len > PL_MAX_HEADER)
+		return rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
+				  "%s: header length %" PRIu64 " is over the limit of %u", f->path,
+				  h->len, PL_MAX_HEADER);
+	if (h->len + 8 > f->size)
+		return rl_err_set(L->e, RL_E_HEADER_LENGTH,
+				  "%s: header length %" PRIu64 " runs past the end of the file (%" PRIu64
+				  " bytes, truncated?)", f->path, h->len, f->size);
+	return keep_header(L, fi, h->header, h->len);
+}
+
+int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl_ckpt **out,
+			 struct rl_err *e)
+{
+	struct loader L = { .e = e };
+	int r = 0;
+
+	*out = NULL;
+	if (!(L.ck = rl_calloc(1, sizeof(*L.ck))))
+		return oom(e);
+	if (n > UINT32_MAX)
+		r = rl_err_set(e, RL_E_TOO_LARGE, "checkpoint: too many files");
+	for (size_t i = 0; i < n && !r; i++) {
+		char *p = rl_strdup(files[i].path);
+
+		if (!p || add_file(L.ck, p) < 0)
+			r = oom(e);
+		else
+			r = header_given(&L, (uint32_t)i, &files[i]);
 	}
-	rl_free(L.meta);
-	rl_free(L.map);
-	rl_free(L.buf);
-	cJSON_Delete(tree);
-	pl_ckpt_free(L.ck);
+	if (!r && !n)
+		r = rl_err_set(e, -ENOENT, "checkpoint: no files");
+	if (!r)
+		r = finish(&L, n ? files[0].path : "checkpoint");
+	if (!r) {
+		*out = L.ck;
+		L.ck = NULL;
+	}
+	loader_done(&L, NULL);
 	return r;
 }
 

@@ -66,6 +66,7 @@ struct pl_spec {
 	char **tensors;             /* optional selection */
 	size_t ntensors;
 	int has_tensors;
+	struct pl_avail *avail;     /* files_of_process (xfer.h), or NULL */
 };
 
 /* Index of the first rule matching name, or -1 (replicated). */
@@ -219,35 +220,28 @@ struct pl_plan {
 	uint8_t *have_stats;
 	struct pl_stats total;
 	int all_stats;
-	/* read once: broadcasts the planned process takes part in */
-	struct pl_bcast *bcasts;
-	size_t nbcasts;
-	int32_t *receivers;
-	size_t nreceivers;
-	uint8_t *received;          /* per shard, or NULL */
-};
-
-/* One read-once broadcast: the box of item on mesh device dev, read by
- * root, sent to receivers[first_recv .. first_recv + nrecv). */
-struct pl_bcast {
-	uint32_t item;
-	uint32_t dev;               /* a mesh device holding the box */
-	int32_t root;
-	uint32_t batch;
-	uint64_t nbytes;
-	uint64_t src_offset;        /* file offset of the box's first byte */
-	size_t first_recv, nrecv;
-	size_t shard;               /* local shard: the root's copy, or the one received */
+	/* read once, files_of_process: transfers (xfer.h) */
+	struct pl_xplan *xp;
+	uint8_t *received;          /* per shard: filled by transfers, or NULL */
+	struct pl_exec_files *fx;   /* what the engine executes (files.c) */
 };
 
 /*
- * Read once (readonce.c): decides, for every box needed by devices of
- * several processes, the one process that reads it; sets *skip to a bitmap
- * (item x mesh device: 1 when that device's process receives the box
- * rather than reads it) and the plan's broadcasts for its process.
+ * The files the plan's reads open, and the reads naming them by their
+ * index in that table (files.c): the engine opens exactly these.
  */
-int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_opts *o,
-		 uint8_t **skip, struct rl_err *e);
+struct pl_exec_files {
+	size_t n;
+	uint32_t *file;             /* checkpoint index of each */
+	const char **paths;         /* the plan's strings */
+	uint64_t *sizes;
+	struct rl_read *reads;      /* the plan's reads, files renumbered */
+};
+int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e);
+void pl_exec_files_free(struct pl_exec_files *fx);
+
+/* Whether bit (item, dev) of a read-once skip map is set: that device's
+ * box arrives by transfer (xfer.h). */
 static inline int pl_skip_bit(const uint8_t *skip, size_t ndev, size_t item, uint32_t dev)
 {
 	size_t b = item * ndev + dev;

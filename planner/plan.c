@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "plan_ctx.h"
+#include "xfer.h"
 
 int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
 {
@@ -561,8 +562,8 @@ void pl_plan_free(struct pl_plan *p)
 	rl_free(p->copies);
 	rl_free(p->stats);
 	rl_free(p->have_stats);
-	rl_free(p->bcasts);
-	rl_free(p->receivers);
+	pl_xplan_free(p->xp);
+	pl_exec_files_free(p->fx);
 	rl_free(p->received);
 	rl_free(p);
 }
@@ -740,7 +741,8 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 	}
 	if ((ret = bucket_parts(&x)))
 		goto fail;
-	if (o->read_once && (ret = pl_read_once(p, ck, o, &x.skip, e)))
+	if ((o->read_once || spec->avail) &&
+	    (ret = pl_read_once(p, ck, spec, align, o, &x.skip, e)))
 		goto fail;
 	/* Every non-empty shard takes at least one copy: reserve that and a
 	 * little, so that the largest array rarely grows (and never doubles). */
@@ -781,6 +783,8 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		for (unsigned q = 0; q < spec->nprocs; q++)
 			add_stats(&p->total, &p->stats[q]);
 	}
+	if ((ret = pl_xfer_finish(p, ck, e)) || (ret = pl_plan_exec_files(p, e)))
+		goto fail_ctx;
 	ctx_free(&x);
 	*out = p;
 	return 0;

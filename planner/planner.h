@@ -65,6 +65,18 @@ struct pl_ckpt {
  */
 int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e);
 void pl_ckpt_free(struct pl_ckpt *ck);
+/* A file given by its header bytes (read elsewhere): the n bytes after
+ * the 8-byte length. */
+struct pl_file_header {
+	const char *path;
+	uint64_t size;
+	const char *header;
+	uint64_t len;
+};
+/* Builds a checkpoint from files[0..n)'s headers, validated as
+ * pl_ckpt_open validates files; nothing is opened. */
+int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl_ckpt **out,
+			 struct rl_err *e);
 /* Index of the tensor named name, or -1. */
 long pl_ckpt_find(const struct pl_ckpt *ck, const char *name);
 
@@ -130,6 +142,7 @@ struct pl_opts {
 	int all_stats;          /* default 1 */
 	int read_once;          /* default 0 */
 	uint64_t batch_bytes;   /* default 1 GiB */
+	uint64_t transfer_align; /* cut transfers here; 0: the file's alignment */
 };
 
 void pl_opts_default(struct pl_opts *o);
@@ -183,9 +196,12 @@ struct pl_exec {
 	const struct pl_shard *shards;
 	uint64_t max_read;          /* largest read length */
 	uint64_t needed_bytes;
-	/* Read once: per shard, 1 when a broadcast fills it rather than the
+	/* Read once: per shard, 1 when transfers fill it rather than the
 	 * reads (its copies bring 0 bytes); NULL when no shard is received. */
 	const uint8_t *received;
+	/* Reads name files by their index in paths; this gives the
+	 * checkpoint's index of each (rl_plan_request). */
+	const uint32_t *file_index;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 
@@ -198,20 +214,40 @@ int pl_plan_stats(const struct pl_plan *p, int proc, struct pl_stats *out);
 size_t pl_plan_ntensors(const struct pl_plan *p);
 void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
 		    int *dtype, unsigned *ndim, const uint64_t **shape);
-/* Read-once broadcasts the planned process takes part in (as root or
- * receiver), in a global order every process agrees on. */
-struct pl_bcast_info {
-	uint32_t tensor;            /* index for pl_plan_tensor() */
+/*
+ * Transfers (read once, files_of_process) the planned process takes part
+ * in, as root or receiver, in the cluster's order (planner/xquery.c).
+ */
+struct pl_xfer_info {
+	uint32_t file;
+	uint64_t offset, length;
 	int32_t root;
-	uint32_t batch;
-	uint64_t nbytes;
-	uint64_t src_offset;
+	uint64_t batch, index;
 	size_t nreceivers;
 	const int32_t *receivers;
-	size_t shard;               /* local shard sent (root) or received */
+	size_t ncopies;
+	const struct rl_copy *copies; /* src: offset in the payload */
 };
-size_t pl_plan_nbcasts(const struct pl_plan *p);
-void pl_plan_bcast(const struct pl_plan *p, size_t i, struct pl_bcast_info *out);
+size_t pl_plan_nxfers(const struct pl_plan *p);
+void pl_plan_xfer(const struct pl_plan *p, size_t i, struct pl_xfer_info *out);
+/* The cluster: transfers, batches and a digest of the list. */
+void pl_plan_xsummary(const struct pl_plan *p, uint64_t *transfers, uint64_t *batches,
+		      uint64_t *digest);
+struct pl_xstats {
+	uint64_t transfers, payload, read, sent, received, files, max_read, max_files;
+};
+/* Transfer statistics of process proc, or of all (proc < 0; max_* only
+ * there). Returns 0, -EINVAL or RL_E_STATE. */
+int pl_plan_xstats(const struct pl_plan *p, int proc, struct pl_xstats *out);
+/* The plan that reads the payloads of the transfers p's process roots in
+ * batch (planner/xbatch.c). */
+int pl_plan_build_batch(const struct pl_plan *p, uint64_t batch, const struct pl_opts *o,
+			struct pl_plan **out, struct rl_err *e);
+/* Whether process may read file f (files_of_process of spec). */
+int pl_avail_may_read(const struct pl_spec *s, const struct pl_ckpt *ck, uint32_t process,
+		      uint32_t f);
+int pl_avail_set(struct pl_spec *s, uint32_t process, size_t n, const char *const *pat,
+		 struct rl_err *e);
 /* Box [start, stop) of shard i (ndim entries each). */
 void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
 		       uint64_t *stop);

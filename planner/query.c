@@ -1,18 +1,20 @@
 /*
  * query.c - what a built plan tells api/: the arrays the engine executes
- * (pl_plan_exec), statistics, loaded tensors, shard boxes, broadcasts.
+ * (pl_plan_exec), statistics, loaded tensors, shard boxes (transfers:
+ * xquery.c).
  */
 #include <errno.h>
 
-#include "pl_private.h"
+#include "xfer.h"
 
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 {
-	out->nfiles = p->nfiles;
-	out->paths = (const char *const *)p->paths;
-	out->file_sizes = p->file_sizes;
+	out->nfiles = p->fx->n;
+	out->paths = p->fx->paths;
+	out->file_sizes = p->fx->sizes;
+	out->file_index = p->fx->file;
 	out->nreads = p->nreads;
-	out->reads = p->reads;
+	out->reads = p->fx->reads;
 	out->ncopies = p->ncopies;
 	out->copies = p->copies;
 	out->ndevs = p->nslots;
@@ -21,7 +23,9 @@ void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 	out->nshards = p->nshards;
 	out->shards = p->shards;
 	out->max_read = p->max_read;
-	out->needed_bytes = p->stats[p->process].needed_bytes;
+	/* The reads' share: transfer payloads are read by batch plans. */
+	out->needed_bytes = p->stats[p->process].needed_bytes -
+			    (p->xp && p->xp->st ? p->xp->st[p->process].needed : 0);
 	out->received = p->received;
 }
 
@@ -72,23 +76,4 @@ void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
 		start[d] = b.start[d];
 		stop[d] = b.stop[d];
 	}
-}
-
-size_t pl_plan_nbcasts(const struct pl_plan *p)
-{
-	return p->nbcasts;
-}
-
-void pl_plan_bcast(const struct pl_plan *p, size_t i, struct pl_bcast_info *out)
-{
-	const struct pl_bcast *b = &p->bcasts[i];
-
-	out->tensor = b->item;
-	out->root = b->root;
-	out->batch = b->batch;
-	out->nbytes = b->nbytes;
-	out->src_offset = b->src_offset;
-	out->nreceivers = b->nrecv;
-	out->receivers = p->receivers + b->first_recv;
-	out->shard = b->shard;
 }

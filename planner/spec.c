@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "pl_private.h"
+#include "xfer.h"
 
 static void rule_clear(struct pl_rule *r)
 {
@@ -40,6 +41,7 @@ static void spec_clear(struct pl_spec *s)
 	for (size_t i = 0; i < s->ntensors; i++)
 		rl_free(s->tensors[i]);
 	rl_free(s->tensors);
+	pl_avail_free(s->avail);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -658,7 +660,8 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 	}
 	cJSON_ArrayForEach(v, root) {
 		if (strcmp(v->string, "mesh") && strcmp(v->string, "rules") &&
-		    strcmp(v->string, "targets") && strcmp(v->string, "tensors")) {
+		    strcmp(v->string, "targets") && strcmp(v->string, "tensors") &&
+		    strcmp(v->string, "files_of_process")) {
 			ret = rl_err_set(e, RL_E_SPEC, "spec: unknown field \"%s\"", v->string);
 			goto out;
 		}
@@ -696,6 +699,9 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 	}
 	v = cJSON_GetObjectItemCaseSensitive(root, "tensors");
 	if (v && (ret = parse_tensors(&t, v, e)))
+		goto out;
+	v = cJSON_GetObjectItemCaseSensitive(root, "files_of_process");
+	if (v && (ret = pl_avail_parse(&t, v, e)))
 		goto out;
 	spec_clear(s);
 	*s = t;

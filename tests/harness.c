@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -148,4 +149,26 @@ uint64_t th_rand(void)
 	rng_state ^= rng_state << 25;
 	rng_state ^= rng_state >> 27;
 	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+int th_capture(const char *cmd, char *out, size_t cap)
+{
+	char *full = malloc(strlen(cmd) + 8);
+	FILE *f;
+	size_t n;
+	int st;
+
+	if (!full)
+		return -1;
+	sprintf(full, "%s 2>&1", cmd);
+	f = popen(full, "r");
+	free(full);
+	if (!f)
+		return -1;
+	n = fread(out, 1, cap - 1, f);
+	out[n] = 0;
+	while (fgetc(f) != EOF)         /* the rest: the command must not block */
+		;
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

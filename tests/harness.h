@@ -31,6 +31,10 @@ const char *th_testdata_missing(void);
 const char *th_tmpdir(void);
 /* The random seed: RL_SEED if set, else from the clock; printed once. */
 uint64_t th_seed(void);
+/* Runs the shell command cmd (stderr joined to stdout), keeps the first
+ * cap - 1 bytes of its output in out (NUL-terminated). Returns its exit
+ * status, or -1 when it could not run or was killed. */
+int th_capture(const char *cmd, char *out, size_t cap);
 /* xorshift64* generator seeded by th_seed(). */
 uint64_t th_rand(void);
 

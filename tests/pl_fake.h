@@ -87,4 +87,19 @@ static inline uint8_t fk_byte(unsigned file, uint64_t off)
 	return (uint8_t)(x >> 56);
 }
 
+/* A spec parsed from JSON, or NULL (the error printed). */
+static inline struct pl_spec *fk_spec(const char *json)
+{
+	struct pl_spec *s = pl_spec_new();
+	struct rl_err e;
+
+	rl_err_clear(&e);
+	if (s && pl_spec_parse(s, json, strlen(json), &e)) {
+		fprintf(stderr, "spec: %s\n", e.msg);
+		pl_spec_free(s);
+		return NULL;
+	}
+	return s;
+}
+
 #endif /* RL_PL_FAKE_H */

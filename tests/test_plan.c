@@ -188,20 +188,6 @@ static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
 	return exec_plan_recv(p, ck, align, chunk, NULL);
 }
 
-static struct pl_spec *spec_json(const char *json)
-{
-	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
-
-	rl_err_clear(&e);
-	if (s && pl_spec_parse(s, json, strlen(json), &e)) {
-		fprintf(stderr, "spec: %s\n", e.msg);
-		pl_spec_free(s);
-		return NULL;
-	}
-	return s;
-}
-
 /* ---------------------------------------------------------------- */
 /* A. Box -> byte runs                                               */
 /* ---------------------------------------------------------------- */
@@ -522,7 +508,7 @@ static void c_auto_ratio(void)
 static int build(struct fake *f, const char *json, struct pl_opts *o, struct pl_plan **p,
 		 struct rl_err *e)
 {
-	struct pl_spec *s = json ? spec_json(json) : pl_spec_new();
+	struct pl_spec *s = json ? fk_spec(json) : pl_spec_new();
 	int ret;
 
 	rl_err_clear(e);
@@ -1003,162 +989,6 @@ static void random_plans(void)
 	}
 }
 
-/* ---------------------------------------------------------------- */
-/* Read once and broadcast (ACCEPTANCE F.2, H.4)                     */
-/* ---------------------------------------------------------------- */
-
-static void read_once_f2(void)
-{
-	struct fake f;
-	struct pl_opts o;
-	struct pl_plan *p[4];
-	struct rl_err e;
-	uint64_t total = 0;
-
-	fk_init(&f, 1, 64);
-	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 8, 8 });
-	pl_opts_default(&o);
-	o.read_once = 1;
-	for (int q = 0; q < 4; q++) {
-		uint8_t recv[2] = { 0 };
-		const char *bad;
-
-		o.process = q;
-		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
-			       "\"spec\":[null,\"model\"]}]}", &o, &p[q], &e), 0);
-		/* Two boxes (column halves), each needed by all four processes:
-		 * the greedy gives them to processes 0 and 1. */
-		CHECK_EQ(p[q]->nbcasts, 2);
-		CHECK_EQ(p[q]->bcasts[0].root, 0);
-		CHECK_EQ(p[q]->bcasts[1].root, 1);
-		CHECK_EQ(p[q]->bcasts[0].nrecv, 3);
-		CHECK_EQ(p[q]->bcasts[0].nbytes, 128);
-		CHECK_EQ(p[q]->bcasts[0].src_offset, 64);
-		CHECK_EQ(p[q]->bcasts[1].src_offset, 64 + 16);
-		for (size_t b = 0; b < 2; b++)
-			if (p[q]->bcasts[b].root != q)
-				recv[p[q]->bcasts[b].shard] = 1;
-		bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
-		CHECKF(!bad, "%s", bad);
-		CHECK_EQ(p[q]->stats[q].needed_bytes, q < 2 ? 128 : 0);
-		CHECK_EQ(p[q]->stats[q].files_opened, q < 2 ? 1 : 0);
-		total += p[q]->stats[q].read_bytes;
-	}
-	/* Each half is strided (16 of every 32 bytes) and read as one 240 B
-	 * span: 480 B in the cluster rather than 4 x 256. */
-	CHECK_EQ(total, 480);
-	CHECK_EQ(p[3]->total.read_bytes, 480);
-	CHECK_EQ(p[3]->total.needed_bytes, 256);
-	for (int q = 0; q < 4; q++)
-		pl_plan_free(p[q]);
-}
-
-/* Random meshes: every process's plan reads what it does not receive,
- * every broadcast is listed alike by its root and receivers, and the
- * cluster reads each replicated box once. */
-static void read_once_random(void)
-{
-	for (int iter = 0; iter < 60; iter++) {
-		struct fake f;
-		struct pl_opts o;
-		struct pl_plan *p[8];
-		struct rl_err e;
-		char json[2048];
-		uint32_t ma = 1 + th_rand() % 4, mb = 1 + th_rand() % 3, ndev = ma * mb;
-		uint32_t np = 1 + (uint32_t)(th_rand() % ndev);
-		int len, nt = 1 + (int)(th_rand() % 6);
-		uint64_t once = 0, plain = 0;
-
-		if (np > 8)
-			np = 8;
-		fk_init(&f, 2, 8);
-		for (int i = 0; i < nt; i++) {
-			char name[8];
-
-			snprintf(name, sizeof(name), "t%d", i);
-			fk_add(&f, (unsigned)(i % 2), name, RL_DTYPE_BF16, 2,
-			       (uint64_t[]){ 1 + th_rand() % 9, 1 + th_rand() % 9 });
-		}
-		len = snprintf(json, sizeof(json), "{\"mesh\":{\"shape\":[%u,%u],"
-			       "\"axes\":[\"a\",\"b\"],\"process_of_device\":[", ma, mb);
-		for (uint32_t d = 0; d < ndev; d++)
-			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
-					d < np ? d : (uint32_t)(th_rand() % np));
-		snprintf(json + len, sizeof(json) - len, "]},\"rules\":["
-			 "{\"match\":\"t[02]\",\"spec\":[\"a\"]},"
-			 "{\"match\":\"t[13]\",\"spec\":[null,\"b\"]},"
-			 "{\"match\":\"t4\",\"spec\":[\"b\",\"a\"]}]}");
-		pl_opts_default(&o);
-		o.batch_bytes = 1 + th_rand() % 64;
-		for (uint32_t q = 0; q < np; q++) {
-			struct pl_plan *plain_p;
-			uint8_t *recv;
-			const char *bad;
-
-			o.process = (int)q;
-			o.read_once = 1;
-			CHECKF(!build(&f, json, &o, &p[q], &e), "%s", e.msg);
-			recv = calloc(p[q]->nshards + 1, 1);
-			/* A receiver's shards with the broadcast's box (all its
-			 * devices that hold it) are filled by the broadcast. */
-			for (size_t b = 0; b < p[q]->nbcasts; b++) {
-				const struct pl_bcast *x = &p[q]->bcasts[b];
-				const struct pl_item *it = &p[q]->items[x->item];
-				struct pl_box bb, sb;
-
-				if (x->root == (int32_t)q)
-					continue;
-				CHECK_EQ(p[q]->shards[x->shard].tensor, x->item);
-				pl_item_box(p[q]->spec, it, x->dev, &bb);
-				for (unsigned sl = 0; sl < p[q]->nslots; sl++) {
-					pl_item_box(p[q]->spec, it, p[q]->slot_dev[sl], &sb);
-					if (!memcmp(bb.start, sb.start, it->ndim * 8) &&
-					    !memcmp(bb.stop, sb.stop, it->ndim * 8))
-						recv[pl_shard_index(p[q], x->item, sl)] = 1;
-				}
-			}
-			bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
-			if (p[q]->spec->nprocs > 1) {
-				struct pl_exec ex;
-
-				pl_plan_exec(p[q], &ex);
-				CHECK(ex.received);
-				CHECK(!memcmp(ex.received, recv, p[q]->nshards));
-			}
-			free(recv);
-			CHECKF(!bad, "iter %d process %u: %s (%s)", iter, q, bad, json);
-			once += p[q]->stats[q].read_bytes;
-			o.read_once = 0;
-			CHECK_EQ(build(&f, json, &o, &plain_p, &e), 0);
-			plain += plain_p->stats[q].read_bytes;
-			CHECK(p[q]->stats[q].read_bytes <= plain_p->stats[q].read_bytes);
-			pl_plan_free(plain_p);
-		}
-		CHECK(once <= plain);
-		CHECK_EQ(p[0]->total.read_bytes, once);
-		/* Root and receivers list each broadcast alike. */
-		for (uint32_t q = 0; q < np; q++)
-			for (size_t b = 0; b < p[q]->nbcasts; b++) {
-				const struct pl_bcast *x = &p[q]->bcasts[b];
-				const struct pl_plan *r = p[x->root];
-				int found = 0;
-
-				for (size_t k = 0; k < r->nbcasts; k++) {
-					const struct pl_bcast *y = &r->bcasts[k];
-
-					if (y->item == x->item && y->root == x->root &&
-					    y->nbytes == x->nbytes && y->src_offset == x->src_offset &&
-					    y->batch == x->batch && y->nrecv == x->nrecv)
-						found = 1;
-				}
-				CHECKF(found, "iter %d: broadcast of %u not listed by its root",
-				       iter, x->item);
-			}
-		for (uint32_t q = 0; q < np; q++)
-			pl_plan_free(p[q]);
-	}
-}
-
 /* Failing the n-th allocation, for every n: a clean -ENOMEM, no leak. */
 static void alloc_failures(void)
 {
@@ -1224,8 +1054,6 @@ int main(void)
 	RUN(f_errors_and_empty_shards);
 	RUN(g_targets);
 	RUN(random_plans);
-	RUN(read_once_f2);
-	RUN(read_once_random);
 	RUN(alloc_failures);
 	return th_done();
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "load_args.h"
 #include "opts.h"
 #include "out.h"
 #include "progress.h"
@@ -26,12 +27,6 @@
 
 #define PROG "ringload load"
 
-struct load_args {
-	const char *path, *sharding, *out;
-	int64_t process, queue_depth, request_bytes, inflight_bytes, workers;
-	int backend, staging;  /* index in the choices, -1 when not given */
-	int verify, quiet, json, buffered, force;
-};
 
 enum phase { PH_OPEN, PH_PLAN, PH_READ, PH_VERIFY, PH_WRITE, PH_N };
 static const char *const phase_names[PH_N] = { "open", "plan", "read", "verify", "write" };
@@ -57,65 +52,6 @@ struct load_run {
 	const char *doing;       /* the phase, as the interruption message says it */
 	const char *hold;        /* RINGLOAD_TEST_HOLD */
 };
-
-static const char about[] =
-	"Loads the checkpoint at PATH (a .safetensors file, a directory of them, or a\n"
-	"model.safetensors.index.json) for one process of a sharding, and reports each\n"
-	"phase (open, plan, read, verify, write) and the whole. Exit status: 0 loaded,\n"
-	"1 failed, 2 usage, 130/143 interrupted by SIGINT/SIGTERM (no --out DIR left).\n";
-
-static int parse_load_args(int argc, char **argv, struct load_args *a)
-{
-	static const char *const staging_names[] = { "library", "caller", NULL };
-	static const char *backend_names[RL_BACKEND_PREAD + 2];
-	const struct opt opts[] = {
-		{ .name = "sharding", .kind = OPT_STRING, .dst = &a->sharding,
-		  .metavar = "SPEC",
-		  .help = "sharding spec file (JSON); none: every tensor whole on device 0" },
-		{ .name = "process", .kind = OPT_INT, .dst = &a->process, .metavar = "P",
-		  .help = "the process of the mesh to load", .bounds = cli_plan_bounds,
-		  .param = RL_PLAN_PROCESS },
-		{ .name = "backend", .kind = OPT_CHOICE, .dst = &a->backend,
-		  .help = "I/O backend (auto: io_uring, else libaio, else pread)",
-		  .choices = backend_names },
-		{ .name = "out", .kind = OPT_STRING, .dst = &a->out, .metavar = "DIR",
-		  .help = "write DIR/<device>/<tensor>.bin and manifest.json, published atomically" },
-		{ .name = "force", .kind = OPT_FLAG, .dst = &a->force,
-		  .help = "with --out: replace an earlier dump at DIR" },
-		{ .name = "verify", .kind = OPT_FLAG, .dst = &a->verify,
-		  .help = "compare every shard with a pread of the file" },
-		{ .name = "json", .kind = OPT_FLAG, .dst = &a->json,
-		  .help = "print the summary as one JSON object" },
-		{ .name = "quiet", .kind = OPT_FLAG, .dst = &a->quiet,
-		  .help = "no progress and no details on stderr" },
-		{ .name = "queue-depth", .kind = OPT_INT, .dst = &a->queue_depth,
-		  .metavar = "N", .help = "reads in flight at most",
-		  .bounds = cli_loader_bounds, .param = RL_OPT_QUEUE_DEPTH },
-		{ .name = "request-bytes", .kind = OPT_SIZE, .dst = &a->request_bytes,
-		  .metavar = "SIZE", .help = "bytes per read at most",
-		  .bounds = cli_loader_bounds, .param = RL_OPT_REQUEST_BYTES },
-		{ .name = "inflight-bytes", .kind = OPT_SIZE, .dst = &a->inflight_bytes,
-		  .metavar = "SIZE", .help = "bytes read and not yet scattered at most",
-		  .bounds = cli_loader_bounds, .param = RL_OPT_INFLIGHT_BYTES },
-		{ .name = "workers", .kind = OPT_INT, .dst = &a->workers, .metavar = "N",
-		  .help = "workers, each with its own ring (0: automatic, one per CPU)",
-		  .bounds = cli_loader_bounds, .param = RL_OPT_WORKERS },
-		{ .name = "staging", .kind = OPT_CHOICE, .dst = &a->staging,
-		  .help = "who maps the staging areas: the library, or this command as a runtime would",
-		  .choices = staging_names },
-		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
-		  .help = "buffered reads (no O_DIRECT)" },
-		{ NULL },
-	};
-	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &a->path };
-
-	for (int b = 0; b <= RL_BACKEND_PREAD; b++)
-		backend_names[b] = rl_backend_name((rl_backend)b);
-	memset(a, 0, sizeof(*a));
-	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
-	a->backend = a->staging = -1;
-	return opts_parse(&cmd, argc, argv);
-}
 
 /* ------------------------------------------------------------------ */
 /* Phases                                                              */
@@ -189,14 +125,11 @@ static int open_inputs(struct load_run *r)
 static int build_plan(struct load_run *r)
 {
 	const struct load_args *a = r->a;
-	/* the loader's request size (RL_OPT_REQUEST_BYTES, or sized to the
-	 * devices under the checkpoint) */
-	int64_t chunk = a->request_bytes >= 0 ? a->request_bytes :
+	/* --request-bytes, or the loader's size for the devices under ck */
+	int64_t chunk = a->request_bytes >= 0 ? load_chunk(a) :
 			rl_loader_request_bytes(r->ld, r->ck);
 	int ret;
 
-	if (a->inflight_bytes >= 0 && chunk > a->inflight_bytes)
-		chunk = a->inflight_bytes;
 	r->plan = rl_plan_create();
 	if (!r->plan) {
 		fprintf(stderr, "%s: out of memory\n", PROG);
@@ -243,33 +176,12 @@ static int begin_out(struct load_run *r)
 
 static int configure_loader(struct load_run *r)
 {
-	const struct load_args *a = r->a;
-	const struct {
-		rl_loader_param param;
-		int64_t value;
-	} set[] = {
-		{ RL_OPT_BACKEND, a->backend },
-		{ RL_OPT_QUEUE_DEPTH, a->queue_depth },
-		{ RL_OPT_REQUEST_BYTES, a->request_bytes },
-		{ RL_OPT_INFLIGHT_BYTES, a->inflight_bytes },
-		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
-		{ RL_OPT_STAGING, a->staging },
-		{ RL_OPT_WORKERS, a->workers },
-	};
-
 	r->ld = rl_loader_create();
 	if (!r->ld) {
 		fprintf(stderr, "%s: out of memory\n", PROG);
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
-		/* -1: not given; the ranges were checked while parsing */
-		if (set[i].value >= 0 && rl_loader_set(r->ld, set[i].param, set[i].value) < 0) {
-			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
-			return -1;
-		}
-	}
-	return 0;
+	return load_configure(r->ld, r->a, PROG);
 }
 
 /* --staging caller: this command maps each device's area itself, as a
@@ -547,10 +459,12 @@ int cmd_load(int argc, char **argv)
 {
 	struct load_args a;
 	struct load_run r;
-	int parsed = parse_load_args(argc, argv, &a), failed, rc;
+	int parsed = load_parse_args(argc, argv, &a), failed, rc;
 
 	if (parsed != OPTS_OK)
 		return opts_exit_status(parsed);
+	if (a.mpi)      /* every rank of an MPI job: libringload_mpi, loaded on demand */
+		return load_mpi(&a);
 	memset(&r, 0, sizeof(r));
 	r.a = &a;
 	r.t0 = cli_now();

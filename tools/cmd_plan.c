@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "opts.h"
+#include "plan_cluster.h"
 
 #define PROG "ringload plan"
 
@@ -132,6 +133,7 @@ static void print_json(const rl_plan *plan, const struct plan_args *a)
 	}
 	if (a->read_once)
 		printf(",\n\"broadcasts\":%zu", rl_plan_num_broadcasts(plan));
+	plan_cluster_json(plan);
 	printf("}\n");
 }
 
@@ -151,6 +153,7 @@ static void print_table(const rl_plan *plan, const struct plan_args *a)
 	}
 	if (rl_plan_get_stats(plan, RL_TOTAL, &s) == 0 && end - first > 1)
 		print_row("total", &s);
+	plan_cluster_text(plan);
 	if (!a->all_processes && rl_plan_num_processes(plan) > 1)
 		printf("(process %" PRId64 " of %u; --all-processes shows every one)\n", a->process,
 		       rl_plan_num_processes(plan));

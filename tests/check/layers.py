@@ -24,6 +24,8 @@ RANK = {"common": 0, "planner": 1, "engine": 1, "api": 2, "mpi": 3}
 # where a raw-I/O mode needs them (DESIGN.md): rlperf and bench_engine.
 CLIENTS = ("tools", "perf", "examples", "python", "mpi")
 RAW_IO = re.compile(r"^perf/(rlperf[^/]*|bench_engine)\.[ch]$")
+# The public headers: the core library's and the MPI executor's.
+PUBLIC_HEADERS = {"ringload.h", "ringload_mpi.h"}
 LIBRARY_HEADERS = {"engine.h", "eng_int.h", "planner.h", "pl_private.h", "rl_common.h",
                    "rl_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
 
@@ -57,11 +59,14 @@ def client_objects(top, tmp, problems):
     for fold in CLIENTS:
         for path in sorted(glob.glob(os.path.join(top, fold, "**", "*.c"), recursive=True)):
             rel = os.path.relpath(path, top)
-            comp = "mpicc" if fold == "mpi" else cc
+            with open(path, errors="replace") as f:
+                uses_mpi = fold == "mpi" or '#include "ringload_mpi.h"' in f.read()
+            comp = "mpicc" if uses_mpi else cc
             obj = os.path.join(tmp, rel[:-2] + ".o")
             os.makedirs(os.path.dirname(obj), exist_ok=True)
             r = subprocess.run([comp, "-std=gnu11", "-D_GNU_SOURCE", "-I" + top + "/api",
-                                "-I" + top + "/common", "-I" + os.path.dirname(path),
+                                "-I" + top + "/common", "-I" + top + "/mpi",
+                                "-I" + os.path.dirname(path),
                                 "-c", "-o", obj, path], capture_output=True, text=True)
             if r.returncode != 0:
                 first = (r.stderr.strip().splitlines() or ["?"])[0]
@@ -164,7 +169,7 @@ def include_problems(top):
                         continue
                     name = os.path.basename(m.group(1))
                     own = os.path.exists(os.path.join(os.path.dirname(path), m.group(1)))
-                    if name == "ringload.h" or (own and name not in LIBRARY_HEADERS):
+                    if name in PUBLIC_HEADERS or (own and name not in LIBRARY_HEADERS):
                         continue
                     if RAW_IO.match(rel):
                         continue

@@ -1,0 +1,113 @@
+/*
+ * xfer.c - rl_plan_* of ringload.h for transfers (read once,
+ * files_of_process): the ones the planned process takes part in and its
+ * scatter lists, the cluster's summary and statistics, and the plans that
+ * read a batch of payloads.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+size_t rl_plan_num_transfers(const rl_plan *plan)
+{
+	return plan && plan->pl ? pl_plan_nxfers(plan->pl) : 0;
+}
+
+int rl_plan_transfer(const rl_plan *plan, size_t i, rl_transfer_info *out)
+{
+	struct pl_xfer_info x;
+
+	if (!plan || !plan->pl || !out || i >= pl_plan_nxfers(plan->pl))
+		return -EINVAL;
+	pl_plan_xfer(plan->pl, i, &x);
+	out->file = x.file;
+	out->offset = x.offset;
+	out->nbytes = x.length;
+	out->root = x.root;
+	out->nreceivers = x.nreceivers;
+	out->receivers = x.receivers;
+	out->batch = x.batch;
+	out->index = x.index;
+	out->ncopies = x.ncopies;
+	return 0;
+}
+
+int rl_plan_transfer_copy(const rl_plan *plan, size_t i, size_t j, rl_copy_info *out)
+{
+	struct pl_xfer_info x;
+
+	if (!plan || !plan->pl || !out || i >= pl_plan_nxfers(plan->pl))
+		return -EINVAL;
+	pl_plan_xfer(plan->pl, i, &x);
+	if (j >= x.ncopies)
+		return -EINVAL;
+	api_copy_info(&x.copies[j], out);
+	return 0;
+}
+
+int rl_plan_transfer_summary(const rl_plan *plan, uint64_t *transfers, uint64_t *batches,
+			     uint64_t *digest)
+{
+	uint64_t t, b, d;
+
+	if (!plan || !plan->pl)
+		return -EINVAL;
+	pl_plan_xsummary(plan->pl, &t, &b, &d);
+	if (transfers)
+		*transfers = t;
+	if (batches)
+		*batches = b;
+	if (digest)
+		*digest = d;
+	return 0;
+}
+
+int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out, size_t size)
+{
+	struct pl_xstats x;
+	rl_plan_xstats v;
+	int ret;
+
+	if (!plan || !out || p < RL_TOTAL)
+		return -EINVAL;
+	if (!plan->pl)
+		return RL_E_STATE;
+	if ((ret = pl_plan_xstats(plan->pl, p, &x)))
+		return ret;
+	v.transfers = x.transfers;
+	v.payload_bytes = x.payload;
+	v.transfer_read_bytes = x.read;
+	v.sent_bytes = x.sent;
+	v.received_bytes = x.received;
+	v.files_opened = x.files;
+	v.max_read_bytes = x.max_read;
+	v.max_files_opened = x.max_files;
+	memcpy(out, &v, RL_MIN(size, sizeof(v)));
+	return 0;
+}
+
+int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch)
+{
+	if (!plan)
+		return -EINVAL;
+	rl_err_clear(&plan->err);
+	if (plan->pl)
+		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
+	if (!from || !from->pl)
+		return rl_err_set(&plan->err, RL_E_STATE, "the plan to read from is not built");
+	return pl_plan_build_batch(from->pl, batch, &plan->o, &plan->pl, &plan->err);
+}
+
+size_t rl_plan_num_broadcasts(const rl_plan *plan)
+{
+	return rl_plan_num_transfers(plan);
+}
+
+int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out)
+{
+	(void)i;
+	if (!plan || !out)
+		return -EINVAL;
+	return RL_E_STATE;      /* deprecated: see rl_plan_transfer() */
+}

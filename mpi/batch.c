@@ -1,0 +1,413 @@
+/*
+ * batch.c - one batch of transfers on one rank.
+ *
+ *   receive   every payload the rank receives in the batch has its
+ *             receives posted first (one per message: payloads over
+ *             RL_MPI_MESSAGE_BYTES travel in pieces, in order, on one
+ *             tag), straight into the shards where its scatter list allows
+ *             (direct.c), else into one buffer;
+ *   read      the payloads it roots are read by the transfer loader into
+ *             the batch buffer (rl_plan_build_batch); each completed
+ *             payload is queued by the engine's thread, and the calling
+ *             thread, between reads (the progress callback), sends it to
+ *             its receivers and copies what the rank itself needs;
+ *   copy      a payload received into the buffer is copied into the
+ *             rank's shards as soon as its last piece arrives; a shard
+ *             whose last bytes arrive is reported;
+ *   answer    a rank that failed, or learned of a failure, still answers
+ *             every receive it owes with an empty message and drains
+ *             what others send it, so that nobody waits on it; then every
+ *             rank agrees (mx.c).
+ *
+ * Memory for bytes in transit: the batch's payloads, read here or
+ * received here, which the planner keeps under RL_PLAN_BATCH_BYTES.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mx.h"
+
+struct msg {                    /* one message: part of a payload */
+	size_t t;               /* its transfer (index in the batch's list) */
+	uint64_t off, len;
+	int drain;              /* 1: taken into a byte of drain (no memory) */
+};
+
+struct bx {
+	struct mx_load *L;
+	struct mx *x;
+	uint64_t b;
+	/* transfers of the batch this rank takes part in */
+	size_t *t;                  /* plan indices */
+	rl_transfer_info *ti;
+	size_t n;
+	/* receiving */
+	uint8_t *rbuf;
+	uint64_t *roff;             /* each received payload's place in rbuf */
+	uint8_t *direct;            /* 1: received straight into the shards */
+	uint32_t *rleft;            /* its messages still to come */
+	uint8_t *rbad;              /* 1: its root answered empty */
+	struct msg *rm;
+	MPI_Request *rreq;
+	size_t nrm;
+	uint8_t *drain;             /* a byte per message: where a rank without rbuf drains */
+	/* sending */
+	size_t *root;               /* the batch's transfers this rank roots, in order */
+	size_t nroot;
+	uint8_t *sent;
+	uint64_t *soff;             /* each one's payload in L->buf */
+	MPI_Request *sreq;
+	size_t nsreq, capsreq;
+	size_t *taken;              /* scratch for the queue */
+};
+
+static int tag_of(const struct bx *B, size_t k)
+{
+	return MX_TAG_DATA + (int)(B->ti[k].index % (uint64_t)(B->x->tag_ub - MX_TAG_DATA + 1));
+}
+
+static uint64_t pieces(const struct bx *B, uint64_t len)
+{
+	uint64_t max = (uint64_t)B->x->m->max_msg;
+
+	return (len + max - 1) / max;
+}
+
+void mx_report(struct mx_load *L, size_t shard)
+{
+	if (L->x->m->on_shard)
+		L->x->m->on_shard(L->x->m->user, shard);
+}
+
+/* Payload k's bytes are in the rank's shards (copied from src, or, src
+ * NULL, received there): shards whose last bytes came are reported. */
+static void land(struct bx *B, size_t k, const uint8_t *src)
+{
+	struct mx_load *L = B->L;
+
+	for (size_t j = 0; j < B->ti[k].ncopies; j++) {
+		rl_copy_info c;
+		uint8_t *dst;
+
+		rl_plan_transfer_copy(L->plan, B->t[k], j, &c);
+		dst = L->staging[c.device] + c.dst;
+		for (uint64_t i = 0; src && i < c.count; i++)
+			memcpy(dst + i * c.len, src + c.src + i * c.src_stride, c.len);
+		L->shard_have[c.shard] += c.count * c.len;
+		if (L->shard_have[c.shard] == L->shard_want[c.shard])
+			mx_report(L, c.shard);
+	}
+}
+
+/* ---------------------------------------------------------------- */
+/* The batch's lists                                                 */
+/* ---------------------------------------------------------------- */
+
+static void bx_free(struct bx *B)
+{
+	free(B->t);
+	free(B->ti);
+	free(B->rbuf);
+	free(B->roff);
+	free(B->direct);
+	free(B->rleft);
+	free(B->rbad);
+	free(B->rm);
+	free(B->rreq);
+	free(B->drain);
+	free(B->root);
+	free(B->sent);
+	free(B->soff);
+	free(B->sreq);
+	free(B->taken);
+}
+
+/* Counts messages to receive and to send; fills the lists. */
+static int collect(struct bx *B)
+{
+	const rl_plan *plan = B->L->plan;
+	size_t n = rl_plan_num_transfers(plan), nrm = 0, nsend = 0;
+
+	B->t = malloc((n + 1) * sizeof(*B->t));
+	B->ti = malloc((n + 1) * sizeof(*B->ti));
+	B->root = malloc((n + 1) * sizeof(*B->root));
+	if (!B->t || !B->ti || !B->root)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		rl_transfer_info ti;
+
+		rl_plan_transfer(plan, i, &ti);
+		if (ti.batch != B->b)
+			continue;
+		B->t[B->n] = i;
+		B->ti[B->n] = ti;
+		if (ti.root == B->x->rank) {
+			B->root[B->nroot++] = B->n;
+			nsend += pieces(B, ti.nbytes) * ti.nreceivers;
+		} else {
+			nrm += pieces(B, ti.nbytes);
+		}
+		B->n++;
+	}
+	B->capsreq = nsend;
+	B->roff = calloc(B->n + 1, sizeof(*B->roff));
+	B->direct = calloc(B->n + 1, 1);
+	B->rleft = calloc(B->n + 1, sizeof(*B->rleft));
+	B->rbad = calloc(B->n + 1, 1);
+	B->rm = malloc((nrm + 1) * sizeof(*B->rm));
+	B->rreq = malloc((nrm + 1) * sizeof(*B->rreq));
+	B->drain = malloc(nrm + 1);
+	B->sent = calloc(B->nroot + 1, 1);
+	B->soff = calloc(B->nroot + 1, sizeof(*B->soff));
+	B->sreq = malloc((nsend + 1) * sizeof(*B->sreq));
+	B->taken = malloc((B->nroot + 1) * sizeof(*B->taken));
+	if (!B->roff || !B->direct || !B->rleft || !B->rbad || !B->rm || !B->rreq || !B->drain ||
+	    !B->sent || !B->soff || !B->sreq || !B->taken)
+		return -ENOMEM;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Receiving                                                         */
+/* ---------------------------------------------------------------- */
+
+/* A message arrived: empty means its root failed (it says why itself). */
+static void recv_done(struct mx *x, void *arg, int i, const MPI_Status *st)
+{
+	struct bx *B = arg;
+	const struct msg *m = &B->rm[i];
+	int count = 0;
+
+	MPI_Get_count(st, MPI_BYTE, &count);
+	if (st->MPI_ERROR != MPI_SUCCESS || (uint64_t)count != m->len) {
+		if (count && !m->drain)
+			mx_fail(x, RL_E_MPI, "transfer %llu from rank %d: a message of %d bytes, %llu expected",
+				(unsigned long long)B->ti[m->t].index, B->ti[m->t].root, count,
+				(unsigned long long)m->len);
+		B->rbad[m->t] = 1;
+	}
+	if (--B->rleft[m->t] == 0 && !B->rbad[m->t]) {
+		B->L->st.bytes_received += B->ti[m->t].nbytes;
+		land(B, m->t, B->direct[m->t] ? NULL : B->rbuf + B->roff[m->t]);
+	}
+}
+
+/* One receive: straight into the shards (blocks), into rbuf, or, with
+ * neither, into a byte of drain (truncated, but taken, so that the sender
+ * completes). */
+static void post_receive(struct bx *B, size_t k, uint64_t off, uint64_t len,
+			 const struct mx_blocks *blocks)
+{
+	size_t i = B->nrm++;
+	int src = B->ti[k].root, tag = tag_of(B, k);
+	MPI_Datatype type;
+
+	B->rm[i] = (struct msg){ k, off, len, 0 };
+	B->rleft[k]++;
+	if (B->direct[k] && !mx_direct_type(blocks, off, len, &type)) {
+		MPI_Irecv(MPI_BOTTOM, 1, type, src, tag, B->x->comm, &B->rreq[i]);
+		MPI_Type_free(&type);   /* freed once the receive is done with it */
+		return;
+	}
+	if (B->direct[k] || !B->rbuf) {
+		B->rm[i].drain = 1;
+		mx_fail(B->x, -ENOMEM, "out of memory for a receive");
+		MPI_Irecv(&B->drain[i], 1, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
+		return;
+	}
+	MPI_Irecv(B->rbuf + B->roff[k] + off, (int)len, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
+}
+
+/* Where each received payload lands: its blocks, or its place in rbuf. */
+static uint64_t place_receives(struct bx *B, struct mx_blocks *blocks)
+{
+	uint64_t total = 0;
+
+	for (size_t k = 0; k < B->n; k++) {
+		int d;
+
+		if (B->ti[k].root == B->x->rank)
+			continue;
+		d = mx_direct_blocks(B->L->plan, B->t[k], &B->ti[k], B->L->staging, &blocks[k]);
+		if (d < 0)
+			mx_fail(B->x, d, "out of memory");
+		B->direct[k] = d > 0;
+		if (d <= 0) {
+			B->roff[k] = total;
+			total += B->ti[k].nbytes;
+		}
+	}
+	return total;
+}
+
+/* Posts every receive of the batch. */
+static void post_receives(struct bx *B)
+{
+	uint64_t total, max = (uint64_t)B->x->m->max_msg;
+	struct mx_blocks *blocks = calloc(B->n + 1, sizeof(*blocks));
+
+	if (!blocks)
+		mx_fail(B->x, -ENOMEM, "out of memory");
+	total = blocks ? place_receives(B, blocks) : 0;
+	if (total && !(B->rbuf = malloc(total)))
+		mx_fail(B->x, -ENOMEM, "out of memory for %llu bytes of received payloads",
+			(unsigned long long)total);
+	for (size_t k = 0; k < B->n; k++) {
+		if (B->ti[k].root == B->x->rank)
+			continue;
+		for (uint64_t off = 0; off < B->ti[k].nbytes; off += max)
+			post_receive(B, k, off, MX_MIN(max, B->ti[k].nbytes - off),
+				     blocks ? &blocks[k] : NULL);
+		if (blocks)
+			mx_blocks_free(&blocks[k]);
+	}
+	free(blocks);
+}
+
+/* ---------------------------------------------------------------- */
+/* Sending                                                           */
+/* ---------------------------------------------------------------- */
+
+/* Payload r (index in B->root) to every receiver: its bytes, or empty
+ * messages (src NULL) from a rank that cannot send them. */
+static void send_payload(struct bx *B, size_t r, const uint8_t *src)
+{
+	size_t k = B->root[r];
+	const rl_transfer_info *ti = &B->ti[k];
+	uint64_t max = (uint64_t)B->x->m->max_msg;
+
+	for (size_t j = 0; j < ti->nreceivers; j++)
+		for (uint64_t off = 0; off < ti->nbytes; off += max)
+			MPI_Isend(src ? src + off : NULL, src ? (int)MX_MIN(max, ti->nbytes - off) : 0,
+				  MPI_BYTE, ti->receivers[j], tag_of(B, k), B->x->comm,
+				  &B->sreq[B->nsreq++]);
+	if (src) {
+		B->L->st.bytes_sent += ti->nbytes * ti->nreceivers;
+		B->L->st.transfers_rooted++;
+		land(B, k, src);
+	}
+	B->sent[r] = 1;
+}
+
+/* Payloads the engine finished: sent, copied; then everything tested. */
+static void serve(struct bx *B)
+{
+	size_t n = mx_queue_take(&B->L->q, B->taken, B->nroot);
+
+	for (size_t i = 0; i < n; i++)
+		if (B->taken[i] < B->nroot && !B->sent[B->taken[i]])
+			send_payload(B, B->taken[i], B->L->buf + B->soff[B->taken[i]]);
+	mx_test(B->x, B->rreq, (int)B->nrm, recv_done, B);
+	mx_test(B->x, B->sreq, (int)B->nsreq, NULL, NULL);
+}
+
+static void payload_read(void *user, size_t shard)
+{
+	struct bx *B = user;
+
+	mx_queue_push(&B->L->q, shard);
+}
+
+/* On the calling thread between reads: messages move; a failure stops it. */
+static int read_progress(void *user, uint64_t done, uint64_t total)
+{
+	struct bx *B = user;
+
+	(void)done;
+	(void)total;
+	serve(B);
+	return mx_poll(B->x);
+}
+
+/* The batch buffer: at least len bytes, aligned for direct reads. */
+static int buffer(struct mx_load *L, size_t len)
+{
+	if (len <= L->buf_len && L->buf)
+		return 0;
+	free(L->buf);
+	L->buf_len = 0;
+	if (!(L->buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096)))
+		return -ENOMEM;
+	L->buf_len = len;
+	return 0;
+}
+
+/* Builds and runs the plan of the payloads this rank roots. */
+static int run_reads(struct bx *B, rl_plan *bp)
+{
+	struct mx_load *L = B->L;
+	rl_loader *tld = L->x->m->tld;
+	rl_device_info di;
+	rl_load_stats ls;
+	int64_t chunk = 0;
+	int ret;
+
+	rl_plan_get(L->plan, RL_PLAN_CHUNK_BYTES, &chunk);
+	if ((ret = rl_plan_set(bp, RL_PLAN_CHUNK_BYTES, chunk)) ||
+	    (ret = rl_plan_build_batch(bp, L->plan, B->b)))
+		return mx_fail(B->x, ret, "%s", rl_plan_errmsg(bp));
+	if (rl_plan_num_shards(bp) != B->nroot || rl_plan_device(bp, 0, &di))
+		return mx_fail(B->x, RL_E_STATE, "batch %llu: its plan lists %zu payloads, %zu expected",
+			       (unsigned long long)B->b, rl_plan_num_shards(bp), B->nroot);
+	for (size_t r = 0; r < B->nroot; r++) {
+		rl_shard_info si;
+
+		rl_plan_shard(bp, r, &si);
+		B->soff[r] = si.offset;
+	}
+	if (buffer(L, di.staging_bytes))
+		return mx_fail(B->x, -ENOMEM, "out of memory for a batch of %llu bytes",
+			       (unsigned long long)di.staging_bytes);
+	if ((ret = rl_loader_set(tld, RL_OPT_STAGING, RL_STAGING_CALLER)) ||
+	    (ret = rl_loader_set_staging(tld, 0, L->buf, L->buf_len)))
+		return mx_fail(B->x, ret, "%s", rl_loader_errmsg(tld));
+	rl_loader_set_callbacks(tld, payload_read, read_progress, B);
+	ret = rl_loader_run(tld, bp);
+	rl_loader_set_callbacks(tld, NULL, NULL, NULL);
+	if (!ret && !rl_loader_get_stats(tld, &ls))
+		L->st.bytes_read += ls.bytes_read;
+	if (ret && !(ret == RL_E_CANCELED && B->x->peer_failed))
+		return mx_fail(B->x, ret, "%s", rl_loader_errmsg(tld));
+	return ret;
+}
+
+/* Reads and sends this rank's payloads; on any failure, answers every
+ * receive it owes with empty messages. */
+static void read_and_send(struct bx *B)
+{
+	rl_plan *bp = NULL;
+
+	if (B->nroot && !mx_poll(B->x)) {
+		if (!(bp = rl_plan_create()))
+			mx_fail(B->x, -ENOMEM, "out of memory");
+		else if (!run_reads(B, bp))
+			serve(B);
+		rl_plan_destroy(bp);
+	}
+	for (size_t r = 0; r < B->nroot; r++)
+		if (!B->sent[r]) {
+			if (!mx_poll(B->x))
+				mx_fail(B->x, RL_E_STATE, "batch %llu: payload %zu was never read",
+					(unsigned long long)B->b, r);
+			send_payload(B, r, NULL);
+		}
+}
+
+int mx_batch(struct mx_load *L, uint64_t b)
+{
+	struct bx B = { .L = L, .x = L->x, .b = b };
+
+	/* Without its lists a rank cannot keep its part of the protocol. */
+	if (collect(&B)) {
+		mx_abort(L->x, "out of memory for a batch's transfer lists");
+		mx_fail(L->x, -ENOMEM, "out of memory for a batch's transfer lists");
+	} else {
+		post_receives(&B);
+		read_and_send(&B);
+		mx_wait(L->x, B.rreq, (int)B.nrm, "payloads from other ranks", recv_done, &B);
+		mx_wait(L->x, B.sreq, (int)B.nsreq, "other ranks to take payloads", NULL, NULL);
+	}
+	bx_free(&B);
+	return mx_agree(L->x, 0, NULL);
+}

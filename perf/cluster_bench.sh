@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# cluster_bench.sh - reading once in a cluster against independent loads
+# (docs/benchmarks.md): N MPI ranks on this machine each load the whole of
+# a fully replicated checkpoint (every rank needs every byte), either each
+# reading it all itself (independent loads: N x the checkpoint from the
+# drive) or with RL_PLAN_READ_ONCE (each byte read by one rank and sent to
+# the others: 1.00 x). Rounds interleave the modes and the rank counts;
+# the page cache is dropped before every run. Prints a markdown table of
+# medians: the slowest rank's seconds (checkpoint open to every shard in
+# memory), the whole mpirun's wall seconds, and bytes read in the cluster
+# against the checkpoint.
+#
+#   perf/cluster_bench.sh [CHECKPOINT] [ROUNDS] [NPS]     (root: drops caches)
+#
+# Defaults: a 1.5 GiB llama-like checkpoint in 4 files made once by mkckpt
+# under $RL_BENCH_DIR (default /var/tmp/ringload-bench), 5 rounds, NPS "2 4".
+# RL_BACKEND picks the backend (default auto). A smoke test: ROUNDS=1 on a
+# small checkpoint; the figures need a quiet machine.
+set -euo pipefail
+
+BUILD=${BUILD:-build}
+DIR=${RL_BENCH_DIR:-/var/tmp/ringload-bench}
+ckpt=${1:-$DIR/cluster-1536m}
+rounds=${2:-5}
+nps=${3:-"2 4"}
+backend=${RL_BACKEND:-auto}
+
+die() { echo "cluster_bench.sh: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
+[ -x "$BUILD/perf/mpi_bench" ] || die "no $BUILD/perf/mpi_bench (make with Open MPI: make deps)"
+command -v mpirun >/dev/null || die "mpirun not found (make deps)"
+if [ ! -e "$ckpt" ]; then
+	mkdir -p "$(dirname "$ckpt")"
+	"$BUILD/mkckpt" "$ckpt" --size 1536M --files 4 --seed 1 >/dev/null || die "mkckpt failed"
+fi
+size=$(du -b --apparent-size -c "$ckpt"/*.safetensors 2>/dev/null | tail -1 | cut -f1)
+[ -n "$size" ] || size=$(stat -c %s "$ckpt")
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+spec() {        # np processes, one device each, nothing split: replicated
+	local np=$1 devs=""
+	for ((d = 0; d < np; d++)); do devs="$devs${devs:+,}$d"; done
+	echo "{\"mesh\":{\"shape\":[$np],\"axes\":[\"p\"],\"process_of_device\":[$devs]}}" \
+		>"$out/spec$np.json"
+}
+
+run() {         # np mode round: one JSON line into the mode's file
+	local np=$1 mode=$2 flags="" t0 t1
+	[ "$mode" = once ] && flags=--read-once
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	t0=$(date +%s.%N)
+	mpirun --allow-run-as-root --oversubscribe -np "$np" "$BUILD/perf/mpi_bench" "$ckpt" \
+		--spec "$out/spec$np.json" --backend "$backend" $flags >"$out/line" ||
+		die "np $np $mode: mpirun failed"
+	t1=$(date +%s.%N)
+	sed "s/}\$/,\"wall\":$(awk "BEGIN { printf \"%.3f\", $t1 - $t0 }")}/" "$out/line" \
+		>>"$out/$np-$mode.jsonl"
+}
+
+for np in $nps; do spec "$np"; done
+for ((r = 1; r <= rounds; r++)); do
+	for np in $nps; do
+		for mode in independent once; do run "$np" "$mode"; done
+	done
+done
+
+python3 - "$out" "$size" "$rounds" $nps <<'PY'
+import json, statistics, sys
+out, size, rounds, nps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+def med(np, mode, key):
+    rows = [json.loads(l) for l in open(f"{out}/{np}-{mode}.jsonl")]
+    return statistics.median(r[key] for r in rows)
+print(f"checkpoint {size} bytes, {rounds} rounds, medians, cold page cache\n")
+print("| ranks | mode | load s | mpirun wall s | bytes read | x checkpoint | load s vs independent |")
+print("|---:|---|---:|---:|---:|---:|---:|")
+for np in nps:
+    base = med(np, "independent", "seconds")
+    for mode in ("independent", "once"):
+        s, w, b = med(np, mode, "seconds"), med(np, mode, "wall"), med(np, mode, "bytes_read")
+        name = "independent loads" if mode == "independent" else "--read-once"
+        print(f"| {np} | {name} | {s:.2f} | {w:.2f} | {int(b)} | {b / size:.2f} | {s / base:.2f} |")
+PY

@@ -1,0 +1,46 @@
+/*
+ * xread.c - how a root reads its payloads of one batch: spans of a file
+ * that touch after alignment merge, each cut into requests of at most
+ * chunk bytes (as scatter.c cuts). The batch plans read so (xbatch.c) and
+ * the statistics of every process count so (xlocal.c): one rule, so that
+ * predicted and actual bytes read agree.
+ */
+#include "xfer.h"
+
+size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_align *align,
+		      struct pl_xread *out)
+{
+	size_t ns = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		uint64_t A = align[x[k]->file].offset_align;
+		uint64_t s = rl_align_down(x[k]->off, A), e = rl_align_up(x[k]->off + x[k]->len, A);
+		struct pl_xread *prev = ns ? &out[ns - 1] : NULL;
+
+		if (prev && prev->file == x[k]->file && s <= prev->end) {
+			prev->end = RL_MAX(prev->end, e);
+			prev->last = RL_MAX(prev->last, x[k]->off + x[k]->len);
+			continue;
+		}
+		out[ns++] = (struct pl_xread){ x[k]->file, s, e, x[k]->off + x[k]->len };
+	}
+	return ns;
+}
+
+/* Largest request: chunk, on the file's alignment (as scatter.c cuts). */
+uint64_t pl_xread_request_max(const struct pl_align *a, uint64_t chunk)
+{
+	uint64_t c = rl_align_down(RL_MIN(chunk, (uint64_t)UINT32_MAX), a->offset_align);
+
+	return c < a->offset_align ? a->offset_align : c;
+}
+
+void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t file_size,
+		   uint64_t chunk, uint64_t *bytes, uint64_t *requests)
+{
+	uint64_t c = pl_xread_request_max(a, chunk);
+
+	*requests = (r->end - r->start + c - 1) / c;
+	*bytes = r->start < file_size ? RL_MIN(r->end, file_size) - r->start : 0;
+}
+

@@ -1,0 +1,222 @@
+/*
+ * mpi_driver.c - one rank of a test cluster (test_mpi starts it under
+ * mpirun): opens a checkpoint (each rank its own copy when PATH holds a
+ * %d, replaced by the rank; with --local, through rl_mpi_ckpt_open),
+ * loads the rank's shards with rl_mpi_load, dumps them, prints one line:
+ *
+ *   rank R ok read B predicted P sent S received V
+ *   rank R error CODE failed F: MESSAGE
+ *
+ * and rank 0 the cluster's totals. Faults for the failure tests: a rank
+ * that truncates its copy of the files after opening them, a rank that never
+ * comes (sleeps), MPI started without thread support. --groups G splits
+ * the world into G communicators that load at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ringload_mpi.h"
+#include "dump.h"
+
+struct args {
+	const char *path, *spec, *local, *backend, *dump;
+	int read_once, truncate_rank, sleep_rank, thread_single, groups;
+	long long batch, msg, timeout_ms;
+};
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->truncate_rank = a->sleep_rank = -1;
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(o, "--read-once"))
+			a->read_once = 1;
+		else if (!strcmp(o, "--thread-single"))
+			a->thread_single = 1;
+		else if (!v && o[0] == '-')
+			return -1;
+		else if (!strcmp(o, "--spec") && ++i)
+			a->spec = v;
+		else if (!strcmp(o, "--local") && ++i)
+			a->local = v;
+		else if (!strcmp(o, "--backend") && ++i)
+			a->backend = v;
+		else if (!strcmp(o, "--dump") && ++i)
+			a->dump = v;
+		else if (!strcmp(o, "--batch") && ++i)
+			a->batch = atoll(v);
+		else if (!strcmp(o, "--msg") && ++i)
+			a->msg = atoll(v);
+		else if (!strcmp(o, "--timeout-ms") && ++i)
+			a->timeout_ms = atoll(v);
+		else if (!strcmp(o, "--truncate-rank") && ++i)
+			a->truncate_rank = atoi(v);
+		else if (!strcmp(o, "--sleep-rank") && ++i)
+			a->sleep_rank = atoi(v);
+		else if (!strcmp(o, "--groups") && ++i)
+			a->groups = atoi(v);
+		else if (o[0] != '-' && !a->path)
+			a->path = o;
+		else
+			return -1;
+	}
+	return a->path ? 0 : -1;
+}
+
+/* Cuts this rank's copy of every file to its first 16 bytes: whatever it
+ * reads comes up short (its checkpoint was opened before). */
+static void truncate_files(const rl_ckpt *ck)
+{
+	for (size_t f = 0; f < rl_ckpt_num_files(ck); f++)
+		if (truncate(rl_ckpt_file_path(ck, f), 16))
+			perror("truncate");
+}
+
+/* on_shard calls per shard: each must come exactly once (from the
+ * engine's threads or the MPI thread, never two at once). */
+#define MAX_SHARDS (1u << 20)
+static unsigned *calls;
+
+static void on_shard(void *user, size_t shard)
+{
+	(void)user;
+	if (shard < MAX_SHARDS)
+		calls[shard]++;
+}
+
+static int each_reported_once(const rl_plan *plan, int rank)
+{
+	for (size_t s = 0; s < rl_plan_num_shards(plan) && s < MAX_SHARDS; s++)
+		if (calls[s] != 1) {
+			printf("rank %d error: shard %zu reported %u times\n", rank, s, calls[s]);
+			return -1;
+		}
+	return 0;
+}
+
+static int set_backend(rl_loader *ld, const char *name)
+{
+	static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
+
+	for (int b = 0; name && b < 4; b++)
+		if (!strcmp(name, names[b]))
+			return rl_loader_set(ld, RL_OPT_BACKEND, b);
+	return name ? -1 : 0;
+}
+
+static void print_totals(const rl_mpi *m)
+{
+	rl_mpi_stats t;
+
+	if (rl_mpi_get_stats(m, RL_TOTAL, &t, sizeof(t)))
+		return;
+	printf("total read %" PRIu64 " predicted %" PRIu64 " sent %" PRIu64 " received %" PRIu64
+	       " batches %" PRIu64 " seconds %.3f\n", t.bytes_read, t.bytes_predicted,
+	       t.bytes_sent, t.bytes_received, t.batches, t.total_seconds);
+}
+
+/* Where this rank loads: MPI_COMM_WORLD, or (--groups G) the group of
+ * world ranks with the same rank % G, every group loading at once. */
+struct where {
+	MPI_Comm comm;
+	int rank, wrank, group;
+};
+
+static int run(const struct args *a, const struct where *w, rl_mpi *m)
+{
+	char path[4096], dir[4200];
+	int rank = w->wrank;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create();
+	rl_loader *ld = rl_loader_create();
+	int ret = 0;
+
+	snprintf(path, sizeof(path), a->path, rank);
+	if (a->spec && (ret = rl_spec_load(spec, a->spec)))
+		fprintf(stderr, "rank %d: %s\n", rank, rl_spec_errmsg(spec));
+	if (!ret)
+		ret = a->local ? rl_mpi_ckpt_open(m, ck, spec, path, a->local, w->comm)
+			       : rl_ckpt_open(ck, path);
+	if (ret && !a->local)
+		fprintf(stderr, "rank %d: %s\n", rank, rl_ckpt_errmsg(ck));
+	if (!ret && rank == a->truncate_rank)
+		truncate_files(ck);
+	if (!ret && rank == a->sleep_rank)
+		for (;;)
+			sleep(1);
+	rl_plan_set(plan, RL_PLAN_READ_ONCE, a->read_once);
+	if (a->batch)
+		rl_plan_set(plan, RL_PLAN_BATCH_BYTES, a->batch);
+	if (set_backend(ld, a->backend) || set_backend(rl_mpi_transfer_loader(m), a->backend))
+		ret = -EINVAL;
+	if (!ret)
+		ret = rl_mpi_load(ld, ck, a->spec ? spec : NULL, w->comm, plan, m);
+	if (!ret && each_reported_once(plan, rank))
+		ret = -1;
+	snprintf(dir, sizeof(dir), a->groups > 1 ? "%s/g%d" : "%s", a->dump, w->group);
+	if (!ret && a->dump)
+		ret = dump_plan(dir, plan, ld);
+	if (ret) {
+		printf("rank %d error %d failed %d: %s\n", rank, ret, rl_mpi_failed_rank(m),
+		       rl_mpi_errmsg(m));
+	} else {
+		rl_mpi_stats s;
+
+		rl_mpi_get_stats(m, w->rank, &s, sizeof(s));
+		printf("rank %d ok read %" PRIu64 " predicted %" PRIu64 " sent %" PRIu64
+		       " received %" PRIu64 "\n", rank, s.bytes_read, s.bytes_predicted,
+		       s.bytes_sent, s.bytes_received);
+		if (w->rank == 0)
+			print_totals(m);
+	}
+	fflush(stdout);
+	rl_loader_destroy(ld);
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	struct where w = { MPI_COMM_WORLD, 0, 0, 0 };
+	int provided = 0, ret;
+	rl_mpi *m;
+
+	if (parse(argc, argv, &a)) {
+		fprintf(stderr, "usage: mpi_driver PATH [--spec SPEC] [--read-once] [--local PATTERN]\n"
+			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N]\n"
+			"  [--truncate-rank R] [--sleep-rank R] [--thread-single] [--groups G]\n");
+		return 2;
+	}
+	MPI_Init_thread(&argc, &argv, a.thread_single ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED,
+			&provided);
+	MPI_Comm_rank(MPI_COMM_WORLD, &w.wrank);
+	if (a.groups > 1) {
+		w.group = w.wrank % a.groups;
+		MPI_Comm_split(MPI_COMM_WORLD, w.group, w.wrank, &w.comm);
+	}
+	MPI_Comm_rank(w.comm, &w.rank);
+	m = rl_mpi_create();
+	calls = calloc(MAX_SHARDS, sizeof(*calls));
+	rl_mpi_set_callbacks(m, on_shard, NULL);
+	if (a.msg)
+		rl_mpi_set(m, RL_MPI_MESSAGE_BYTES, a.msg);
+	if (a.timeout_ms)
+		rl_mpi_set(m, RL_MPI_TIMEOUT_MS, a.timeout_ms);
+	ret = run(&a, &w, m);
+	rl_mpi_destroy(m);
+	free(calls);
+	MPI_Finalize();
+	return ret ? 1 : 0;
+}

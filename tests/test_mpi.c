@@ -1,0 +1,653 @@
+/*
+ * test_mpi.c - loading across MPI ranks (libringload_mpi), through the
+ * rank program build/tests/mpi_driver under `mpirun --allow-run-as-root
+ * --oversubscribe`: shards byte-identical to independent single-process
+ * loads of each process, on every backend, for np = 2, 3, 4 and random
+ * shardings; bytes read equal to the plan's prediction and within 1.01x
+ * of the tensors' bytes (plus alignment); node-local files; failures
+ * (a truncated file, a rank that never comes, MPI without threads, a
+ * mesh of another size, ranks that see different checkpoints) ending on
+ * every rank with the failing rank named. Skips when mpirun or the
+ * driver is missing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ringload.h"
+#include "mpi/dump.h"
+
+#define OUT_CAP (1 << 16)
+static char out[OUT_CAP];       /* mpirun's output, for the checks and their messages */
+
+#ifdef RL_SANITIZER
+/* Open MPI keeps memory until exit in components it has unloaded by then
+ * (their frames cannot even be named for a suppression): leak checks of
+ * the ranks would report only those. The sanitizers' other checks stay. */
+#define SAN_ENV "-x ASAN_OPTIONS=detect_leaks=0"
+#else
+#define SAN_ENV ""
+#endif
+
+static const char *bdir(void)
+{
+	return getenv("RL_BUILD") ? getenv("RL_BUILD") : "build";
+}
+
+/* Why MPI tests cannot run here, or NULL. */
+static const char *no_mpi(void)
+{
+	static char why[4200];
+	char path[4096];
+
+	if (system("command -v mpirun >/dev/null 2>&1"))
+		return "mpirun not found (make deps installs openmpi-bin)";
+	snprintf(path, sizeof(path), "%s/tests/mpi_driver", bdir());
+	if (access(path, X_OK)) {
+		snprintf(why, sizeof(why), "%s not built (mpicc missing when make ran)", path);
+		return why;
+	}
+	return NULL;
+}
+
+/* Skips the test with the reason when MPI tests cannot run here. */
+#define NEED_MPI() \
+	do { \
+		const char *why_ = no_mpi(); \
+		if (why_) \
+			SKIP(why_); \
+	} while (0)
+
+/* mpirun -np n mpi_driver ARGS; output in out. Returns the exit status. */
+static int mpirun(int n, const char *args, char *buf)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader %s "
+		 "-np %d %s/tests/mpi_driver %s", SAN_ENV, n, bdir(), args);
+	return th_capture(cmd, buf, OUT_CAP);
+}
+
+static int sh(const char *fmt, const char *a, const char *b)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b);
+	return system(cmd);
+}
+
+/* Paths the tests keep (several at once): a ring of buffers. */
+static char *path_slot(void)
+{
+	static char ring[8][4096];
+	static unsigned next;
+
+	return ring[next++ % 8];
+}
+
+/* A checkpoint by mkckpt under the test directory. */
+static const char *make_ckpt(const char *name, const char *size, int files, int seed)
+{
+	char *dir = path_slot(), cmd[8192];
+
+	snprintf(dir, 4096, "%s/%s", th_tmpdir(), name);
+	snprintf(cmd, sizeof(cmd), "%s/mkckpt %s --size %s --files %d --layers 2 --seed %d >/dev/null",
+		 bdir(), dir, size, files, seed);
+	return system(cmd) ? NULL : dir;
+}
+
+static const char *write_spec(const char *name, const char *json)
+{
+	char *path = path_slot();
+	FILE *f;
+
+	snprintf(path, 4096, "%s/%s", th_tmpdir(), name);
+	if (!(f = fopen(path, "w")))
+		return NULL;
+	fputs(json, f);
+	fclose(f);
+	return path;
+}
+
+/* ---------------------------------------------------------------- */
+/* The reference: each process loaded alone, in this program         */
+/* ---------------------------------------------------------------- */
+
+/* Every process of spec loaded on its own (no MPI), dumped under dir. */
+static int reference(const char *ckpt, const char *spec_path, int np, const char *dir)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	int ret = rl_ckpt_open(ck, ckpt) || rl_spec_load(spec, spec_path);
+
+	for (int p = 0; p < np && !ret; p++) {
+		rl_loader *ld = rl_loader_create();
+		rl_plan *plan = NULL;
+
+		ret = rl_loader_load(ld, ck, spec, p, &plan);
+		if (!ret)
+			ret = dump_plan(dir, plan, ld);
+		rl_plan_destroy(plan);
+		rl_loader_destroy(ld);
+	}
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	return ret;
+}
+
+static uint64_t ckpt_bytes(const char *ckpt)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	uint64_t n = 0;
+
+	if (!rl_ckpt_open(ck, ckpt))
+		for (size_t i = 0; i < rl_ckpt_num_tensors(ck); i++) {
+			rl_tensor_info t;
+
+			rl_ckpt_tensor(ck, i, &t);
+			n += t.nbytes;
+		}
+	rl_ckpt_destroy(ck);
+	return n;
+}
+
+/* ---------------------------------------------------------------- */
+/* Shardings                                                         */
+/* ---------------------------------------------------------------- */
+
+/* A spec for np processes of two devices each (mesh [np, 2] or [2, np]):
+ * kind 0 replicated, 1 rows/columns inside each process (replicated
+ * across), 2 partly replicated (a split axis spanning processes), 3
+ * partitioned across processes. */
+static void spec_json(char *dst, size_t cap, int np, int kind)
+{
+	static const char *const rules[] = {
+		"[]",
+		"[{\"match\":\".*(q|k|v|gate|up)_proj.*\",\"spec\":[\"m\"]},"
+		"{\"match\":\".*(o|down)_proj.*|.*embed.*\",\"spec\":[null,\"m\"]}]",
+		"[{\"match\":\".*(q|k|v|gate|up)_proj.*\",\"spec\":[\"a\"]},"
+		"{\"match\":\".*(o|down)_proj.*\",\"spec\":[null,\"a\"]}]",
+		"[{\"match\":\".*\",\"spec\":[\"p\"]}]",
+	};
+	int len;
+
+	if (kind == 2 && np % 2 == 0) {
+		/* axes a (2) and b (np/2) over processes, m inside each */
+		len = snprintf(dst, cap, "{\"mesh\":{\"shape\":[2,%d,2],\"axes\":[\"a\",\"b\",\"m\"],"
+			       "\"process_of_device\":[", np / 2);
+	} else {
+		kind = kind == 2 ? 1 : kind;
+		len = snprintf(dst, cap, "{\"mesh\":{\"shape\":[%d,2],\"axes\":[\"p\",\"m\"],"
+			       "\"process_of_device\":[", np);
+	}
+	for (int d = 0; d < 2 * np; d++)
+		len += snprintf(dst + len, cap - len, "%s%d", d ? "," : "", d / 2);
+	snprintf(dst + len, cap - len, "]},\"rules\":%s}", rules[kind]);
+}
+
+/* Every rank's line says ok, with read == predicted; *read: their sum. */
+static int ranks_ok(const char *text, int np, uint64_t *read)
+{
+	*read = 0;
+	for (int r = 0; r < np; r++) {
+		char key[32];
+		const char *l;
+		unsigned long long rd, pr;
+
+		snprintf(key, sizeof(key), "rank %d ok read ", r);
+		if (!(l = strstr(text, key)) ||
+		    sscanf(l + strlen(key), "%llu predicted %llu", &rd, &pr) != 2 || rd != pr)
+			return -1;
+		*read += rd;
+	}
+	return 0;
+}
+
+/* NULL when the two dump trees are byte-identical. */
+static const char *same_dumps(const char *a, const char *b)
+{
+	return sh("diff -r -q %s %s >/dev/null", a, b) ? "dumps differ" : NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* Tests                                                             */
+/* ---------------------------------------------------------------- */
+
+/*
+ * A checkpoint (name, size, files) loaded by np ranks under sharding kind
+ * with the driver's extra arguments: every rank ok, reads as predicted
+ * (their sum in *read), dumps equal to single-process loads. Returns NULL
+ * or what went wrong; out holds mpirun's output.
+ */
+static const char *load_and_compare(const char *name, const char *size, int files, int np,
+				    int kind, const char *extra, uint64_t *read,
+				    uint64_t *tensor_bytes)
+{
+	char json[1024], args[8192], ref[4096], got[4096], sname[64];
+	const char *ck = make_ckpt(name, size, files, (int)(th_rand() % 1000)), *spec;
+
+	spec_json(json, sizeof(json), np, kind);
+	snprintf(sname, sizeof(sname), "%s.json", name);
+	spec = write_spec(sname, json);
+	snprintf(ref, sizeof(ref), "%s/%s.ref", th_tmpdir(), name);
+	snprintf(got, sizeof(got), "%s/%s.got", th_tmpdir(), name);
+	if (!ck || !spec || reference(ck, spec, np, ref))
+		return "no checkpoint, spec or reference";
+	*tensor_bytes = ckpt_bytes(ck);
+	snprintf(args, sizeof(args), "%s --spec %s --dump %s %s", ck, spec, got, extra);
+	if (mpirun(np, args, out))
+		return "mpirun failed";
+	if (ranks_ok(out, np, read))
+		return "a rank failed or read other than its plan predicted";
+	return same_dumps(ref, got);
+}
+
+/*
+ * np = 2, 3, 4, every backend, random checkpoints (1-3 files) and
+ * shardings: --read-once dumps equal each process loaded alone; each
+ * rank reads what its plan predicts; the cluster reads the tensors once
+ * (replicated shardings: within 1.01x plus a few alignment blocks).
+ */
+static void read_once_equals_single_process_loads(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *why;
+	char extra[256], name[64];
+
+	NEED_MPI();
+	for (int np = 2; np <= 4; np++)
+		for (int b = 0; b < 3; b++) {
+			/* every sharding kind (replicated, inside processes, partly
+			 * replicated: payloads received whole into the shards, or
+			 * in part through a buffer; partitioned) over the runs */
+			int kind = (np + b) % 4, files = 1 + (int)(th_rand() % 3);
+			uint64_t read = 0, unique = 0;
+
+			snprintf(name, sizeof(name), "ro%d%d", np, b);
+			snprintf(extra, sizeof(extra), "--read-once --backend %s --batch %d "
+				 "--timeout-ms 60000", backends[b], 200000 + (int)(th_rand() % 2000000));
+			why = load_and_compare(name, "3M", files, np, kind, extra, &read, &unique);
+			CHECKF(!why, "np %d %s kind %d: %s: %s", np, backends[b], kind, why, out);
+			if (kind < 3)
+				CHECKF(read <= unique + unique / 100 + 2 * 4096ull * np * files,
+				       "np %d kind %d: read %llu, tensors %llu", np, kind,
+				       (unsigned long long)read, (unsigned long long)unique);
+		}
+}
+
+/* Without --read-once, --mpi is independent loads: same dumps, N x reads. */
+static void plain_mpi_load_reads_per_process(void)
+{
+	const char *why;
+	uint64_t read = 0, bytes = 0;
+
+	NEED_MPI();
+	why = load_and_compare("plain", "2M", 2, 2, 1, "", &read, &bytes);
+	CHECKF(!why, "%s: %s", why, out);
+	CHECK(read >= 2 * bytes);
+	CHECKF(strstr(out, "sent 0 received 0"), "%s", out);
+}
+
+/* Payloads over RL_MPI_MESSAGE_BYTES travel in pieces; many batches. */
+static void messages_split_in_pieces_many_batches(void)
+{
+	const char *why;
+	uint64_t read = 0, bytes = 0;
+
+	NEED_MPI();
+	why = load_and_compare("split", "2M", 3, 3, 0, "--read-once --msg 4099 --batch 65536",
+			       &read, &bytes);
+	CHECKF(!why, "%s: %s", why, out);
+	CHECKF(strstr(out, "batches ") && !strstr(out, "batches 1 "), "%s", out);
+}
+
+/* Two groups of two ranks, each on its communicator (split from the
+ * world), load at once: each group's shards equal the 2-process loads. */
+static void groups_load_at_once_on_their_communicators(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096], g[4200];
+	uint64_t read;
+
+	NEED_MPI();
+	ck = make_ckpt("grp", "2M", 2, 31);
+	spec_json(json, sizeof(json), 2, 1);
+	spec = write_spec("grp.json", json);
+	snprintf(ref, sizeof(ref), "%s/grp.ref", th_tmpdir());
+	snprintf(got, sizeof(got), "%s/grp.got", th_tmpdir());
+	CHECK(ck && spec && reference(ck, spec, 2, ref) == 0);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --groups 2 --dump %s", ck, spec, got);
+	CHECKF(mpirun(4, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 4, &read), "%s", out);
+	for (int k = 0; k < 2; k++) {
+		snprintf(g, sizeof(g), "%s/g%d", got, k);
+		CHECKF(!same_dumps(ref, g), "group %d: %s differs from %s", k, g, ref);
+	}
+}
+
+/* Rank r's own directory: the index and symlinks to the files named. */
+static void rank_dir(const char *ck, const char *dir, const char *files)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp %s/model.safetensors.index.json %s/ && "
+		 "for f in %s; do ln -sf %s/$f %s/$f; done", dir, ck, dir, files, ck, dir);
+	if (system(cmd))
+		fprintf(stderr, "rank_dir: %s failed\n", cmd);
+}
+
+/*
+ * Node-local files: each rank's directory holds only its files (others'
+ * do not exist there, so a rank that tried to open one would fail). The
+ * load succeeds with the right bytes; a file no rank has fails every rank
+ * naming it.
+ */
+static void local_files_disjoint_sets(void)
+{
+	const char *why, *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096], d[3][4096];
+	static const char *const sets[] = { "model-00001-of-00003.safetensors",
+					    "model-00002-of-00003.safetensors",
+					    "model-00003-of-00003.safetensors" };
+	uint64_t read;
+
+	NEED_MPI();
+	ck = make_ckpt("local", "3M", 3, 11);
+	CHECK(ck);
+	for (int r = 0; r < 3; r++) {
+		snprintf(d[r], sizeof(d[r]), "%s/node%d", th_tmpdir(), r);
+		rank_dir(ck, d[r], sets[r]);
+	}
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("local.json", json);
+	snprintf(ref, sizeof(ref), "%s/localref", th_tmpdir());
+	snprintf(got, sizeof(got), "%s/localgot", th_tmpdir());
+	CHECK(spec && reference(ck, spec, 3, ref) == 0);
+	snprintf(args, sizeof(args), "%s/node%%d/model.safetensors.index.json --local '*' --spec %s "
+		 "--dump %s", th_tmpdir(), spec, got);
+	CHECKF(mpirun(3, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 3, &read), "%s", out);
+	why = same_dumps(ref, got);
+	CHECKF(!why, "%s", why);
+	/* Two ranks, files 1 and 2: file 3 is nobody's. */
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	for (int r = 0; r < 2; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error %d", r, RL_E_FILE_UNAVAILABLE);
+		CHECKF(strstr(out, key) && strstr(out, "model-00003-of-00003.safetensors: no rank has"),
+		       "%s", out);
+	}
+}
+
+/* A fresh copy of ck as tmp/NAME<r>. */
+static int copy_as(const char *ck, const char *name, int r)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/%s%d && cp -r %s %s/%s%d", th_tmpdir(), name, r, ck,
+		 th_tmpdir(), name, r);
+	return system(cmd);
+}
+
+/* Copies of ck, one per rank: tmp/NAME0, NAME1, ... */
+static int per_rank_copies(const char *ck, const char *name, int np)
+{
+	int ret = 0;
+
+	for (int r = 0; r < np && !ret; r++)
+		ret = copy_as(ck, name, r);
+	return ret;
+}
+
+/* One rank's file is cut short after it opened it: every rank fails
+ * within seconds, naming that rank; read once or not. */
+static void truncated_file_fails_every_rank(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192];
+
+	NEED_MPI();
+	ck = make_ckpt("trunc", "2M", 2, 13);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("trunc.json", json);
+	CHECK(ck && spec);
+	for (int once = 0; once < 2; once++) {
+		time_t t0 = time(NULL);
+
+		CHECK(per_rank_copies(ck, "tr", 3) == 0);
+		snprintf(args, sizeof(args), "%s/tr%%d --spec %s %s --truncate-rank 1 --timeout-ms 60000",
+			 th_tmpdir(), spec, once ? "--read-once" : "");
+		CHECKF(mpirun(3, args, out) != 0, "%s", out);
+		CHECKF(time(NULL) - t0 < 30, "took %ld s", (long)(time(NULL) - t0));
+		for (int r = 0; r < 3; r++) {
+			char key[64];
+
+			snprintf(key, sizeof(key), "rank %d error ", r);
+			CHECKF(strstr(out, key), "rank %d: %s", r, out);
+		}
+		CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
+		       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:"), "%s", out);
+	}
+}
+
+/* A rank that never comes: the others give up after the timeout with a
+ * message and MPI_Abort, not a hang. */
+static void absent_rank_ends_in_abort(void)
+{
+	const char *ck;
+	char args[8192];
+	time_t t0 = time(NULL);
+
+	NEED_MPI();
+	ck = make_ckpt("hang", "1M", 1, 17);
+	CHECK(ck);
+	snprintf(args, sizeof(args), "%s --sleep-rank 1 --timeout-ms 1500", ck);
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	CHECKF(time(NULL) - t0 < 60, "took %ld s", (long)(time(NULL) - t0));
+	CHECKF(strstr(out, "rank 0: no progress for 1.5 s waiting for"), "%s", out);
+}
+
+/* Misuse every rank reports alike: MPI without thread support, a mesh
+ * of another size than the communicator, ranks that see different
+ * checkpoints. */
+static void misuse_reported_on_every_rank(void)
+{
+	const char *ck, *ck2, *spec;
+	char json[1024], args[8192];
+
+	NEED_MPI();
+	ck = make_ckpt("mis", "1M", 1, 19);
+	CHECK(ck);
+	snprintf(args, sizeof(args), "%s --thread-single", ck);
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0 error -5091") && strstr(out, "rank 1 error -5091") &&
+	       strstr(out, "MPI_THREAD_FUNNELED"), "%s", out);
+	spec_json(json, sizeof(json), 2, 0);
+	spec = write_spec("mis.json", json);
+	snprintf(args, sizeof(args), "%s --spec %s", ck, spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	for (int r = 0; r < 3; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error %d", r, RL_E_SPEC_MESH);
+		CHECKF(strstr(out, key) &&
+		       strstr(out, "the mesh has 2 processes but the communicator 3 ranks"), "%s", out);
+	}
+	ck2 = make_ckpt("mis2", "2M", 1, 19);
+	CHECK(ck2 && copy_as(ck, "mm", 0) == 0 && copy_as(ck2, "mm", 1) == 0);
+	snprintf(args, sizeof(args), "%s/mm%%d", th_tmpdir());
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0 error -5093") && strstr(out, "rank 1 error -5093") &&
+	       strstr(out, "rank 1 sees a different checkpoint than rank 0"), "%s", out);
+}
+
+
+/* ---------------------------------------------------------------- */
+/* ringload load --mpi                                               */
+/* ---------------------------------------------------------------- */
+
+/* mpirun -np n ringload load ARGS (output in out); the exit status. */
+static int mpirun_cli(int n, const char *args)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd),
+		 "timeout 120 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader %s "
+		 "-np %d %s/ringload load %s", SAN_ENV, n, bdir(), args);
+	return th_capture(cmd, out, OUT_CAP);
+}
+
+/* The same, each rank with its own arguments: fmt with %d for the rank
+ * (a node-local path; MPMD: -np 1 ... : -np 1 ...). */
+static int mpirun_cli_each(int n, const char *fmt)
+{
+	char cmd[32768], one[8192];
+	int len = snprintf(cmd, sizeof(cmd), "timeout 120 mpirun --allow-run-as-root --oversubscribe "
+			   "--mca btl self,vader");
+
+	for (int r = 0; r < n; r++) {       /* -x is per context in an MPMD line */
+		snprintf(one, sizeof(one), fmt, r);
+		len += snprintf(cmd + len, sizeof(cmd) - len, "%s %s -np 1 %s/ringload load %s",
+				r ? " :" : "", SAN_ENV, bdir(), one);
+	}
+	return th_capture(cmd, out, OUT_CAP);
+}
+
+/* Each process loaded alone by `ringload load --process p --out`, the
+ * device folders gathered under dir: what one --mpi dump must equal. */
+static int cli_reference(const char *ck, const char *spec, int np, const char *dir)
+{
+	char cmd[32768];
+
+	for (int p = 0; p < np; p++) {
+		snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s --process %d --quiet "
+			 "--out %s.p%d >/dev/null && mkdir -p %s && cp -r %s.p%d/* %s/", bdir(), ck,
+			 spec, p, dir, p, dir, dir, p, dir);
+		if (system(cmd))
+			return -1;
+	}
+	return 0;
+}
+
+/* `mpirun ringload load --mpi --read-once --out DIR --json`: rank 0's JSON
+ * summary; DIR (every device's shards and manifest) equals the devices of
+ * each process loaded alone; without --read-once too; --local-files. */
+static void cli_mpi_dump_equals_single_process_dumps(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096];
+
+	NEED_MPI();
+	ck = make_ckpt("cli", "3M", 3, 23);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("cli.json", json);
+	snprintf(ref, sizeof(ref), "%s/cli.ref", th_tmpdir());
+	CHECK(ck && spec && cli_reference(ck, spec, 3, ref) == 0);
+	for (int once = 0; once < 2; once++) {
+		snprintf(got, sizeof(got), "%s/cli.got%d", th_tmpdir(), once);
+		snprintf(args, sizeof(args), "%s --sharding %s --mpi %s --out %s --json", ck, spec,
+			 once ? "--read-once" : "", got);
+		CHECKF(mpirun_cli(3, args) == 0, "%s", out);
+		CHECKF(strstr(out, "{\"ranks\":3,\"read_once\":") && strstr(out, "\"per_rank\":[") &&
+		       strstr(out, "\"total\":{\"bytes_read\":"), "%s", out);
+		CHECKF(!same_dumps(ref, got), "read once %d: %s differs from %s", once, got, ref);
+	}
+	for (int r = 0; r < 3; r++) {
+		char d[4096], f[64];
+
+		snprintf(d, sizeof(d), "%s/clinode%d", th_tmpdir(), r);
+		snprintf(f, sizeof(f), "model-0000%d-of-00003.safetensors", r + 1);
+		rank_dir(ck, d, f);
+	}
+	snprintf(got, sizeof(got), "%s/cli.local", th_tmpdir());
+	snprintf(args, sizeof(args), "--mpi --local-files '*' --sharding %s --out %s "
+		 "%s/clinode%%d/model.safetensors.index.json", spec, got, th_tmpdir());
+	CHECKF(mpirun_cli_each(3, args) == 0, "%s", out);
+	CHECKF(strstr(out, "bytes read in the cluster") && strstr(out, "rank 2: read"), "%s", out);
+	/* the manifests name each rank's own copy of the files: compare the shards */
+	CHECKF(!sh("diff -r -q -x manifest.json %s %s >/dev/null", ref, got),
+	       "--local-files: %s differs from %s", got, ref);
+}
+
+/* A rank that fails (its copy of a file cut short; a DIR that is not an
+ * earlier dump): every rank exits non-zero, one naming the failed rank,
+ * and no dump, partial or whole, is left. */
+static void cli_mpi_failure_leaves_no_dump(void)
+{
+	const char *ck, *spec;
+	char args[8192], got[4096], cmd[8192], json[1024];
+
+	NEED_MPI();
+	ck = make_ckpt("clifail", "2M", 2, 29);
+	CHECK(ck && copy_as(ck, "cf", 0) == 0 && copy_as(ck, "cf", 1) == 0);
+	snprintf(cmd, sizeof(cmd), "truncate -s 4096 %s/cf1/model-00002-of-00002.safetensors",
+		 th_tmpdir());
+	CHECK(system(cmd) == 0);
+	snprintf(got, sizeof(got), "%s/cf.out", th_tmpdir());
+	snprintf(args, sizeof(args), "--mpi --read-once --out %s %s/cf%%d", got, th_tmpdir());
+	CHECKF(mpirun_cli_each(2, args) != 0, "%s", out);
+	CHECKF(strstr(out, "ringload load: rank 0: rank 1 failed to open the checkpoint") &&
+	       strstr(out, "cf1/model-00002-of-00002.safetensors: file truncated"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "ls -d %s/cf.out* 2>/dev/null | grep -q .", th_tmpdir());
+	CHECKF(system(cmd) != 0, "a dump or partial dump was left: %s", out);
+	/* DIR holds other data: rank 0 cannot begin the dump, every rank stops */
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/cf.out && touch %s/cf.out/keep", th_tmpdir(),
+		 th_tmpdir());
+	CHECK(system(cmd) == 0);
+	spec_json(json, sizeof(json), 2, 0);
+	spec = write_spec("clifail.json", json);
+	snprintf(args, sizeof(args), "%s --sharding %s --mpi --read-once --out %s/cf.out --force",
+		 ck, spec, th_tmpdir());
+	CHECKF(mpirun_cli(2, args) != 0, "%s", out);
+	CHECKF(strstr(out, "ringload load: rank 0:") && strstr(out, "cf.out"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "test -e %s/cf.out/keep && ! ls -d %s/cf.out.partial* 2>/dev/null",
+		 th_tmpdir(), th_tmpdir());
+	CHECKF(system(cmd) == 0, "DIR changed or a partial dump was left: %s", out);
+}
+
+/* --mpi's options: misuse is a usage error; a ringload without
+ * ringload-mpi.so beside it says so. */
+static void cli_mpi_options_and_missing_plugin(void)
+{
+	char cmd[32768];
+
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --read-once", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	CHECKF(strstr(out, "--read-once needs --mpi"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --mpi --process 1", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	CHECKF(strstr(out, "each rank loads its own process"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --mpi --verify --local-files '*'", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/lone && cp %s/ringload %s/libringload.so.0 %s/lone/ "
+		 "&& %s/lone/ringload load x --mpi", th_tmpdir(), bdir(), bdir(), th_tmpdir(),
+		 th_tmpdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 1);
+	CHECKF(strstr(out, "--mpi: no ringload-mpi.so"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "ldd %s/ringload | grep -q libmpi", bdir());
+	CHECKF(system(cmd) != 0, "ringload links MPI itself");
+}
+
+int main(void)
+{
+	th_seed();
+	RUN(read_once_equals_single_process_loads);
+	RUN(plain_mpi_load_reads_per_process);
+	RUN(messages_split_in_pieces_many_batches);
+	RUN(groups_load_at_once_on_their_communicators);
+	RUN(local_files_disjoint_sets);
+	RUN(truncated_file_fails_every_rank);
+	RUN(absent_rank_ends_in_abort);
+	RUN(misuse_reported_on_every_rank);
+	RUN(cli_mpi_dump_equals_single_process_dumps);
+	RUN(cli_mpi_failure_leaves_no_dump);
+	RUN(cli_mpi_options_and_missing_plugin);
+	return th_done();
+}

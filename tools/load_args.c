@@ -1,0 +1,155 @@
+/*
+ * load_args.c - the options of `ringload load` (one table, for the
+ * command and for the MPI rank program that --mpi runs) and the loader
+ * they configure.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "load_args.h"
+#include "opts.h"
+
+#define PROG "ringload load"
+
+/* Options that only mean something with --mpi, or not with it. */
+static int mpi_rules(const struct load_args *a)
+{
+	const char *alone = a->read_once ? "--read-once" : a->local_files ? "--local-files" :
+			    a->mpi_timeout ? "--mpi-timeout" : NULL;
+
+	if (!a->mpi && alone) {
+		fprintf(stderr, "%s: %s needs --mpi\n", PROG, alone);
+		return OPTS_USAGE;
+	}
+	if (a->mpi && a->process >= 0) {
+		fprintf(stderr, "%s: --process with --mpi: each rank loads its own process (its rank)\n",
+			PROG);
+		return OPTS_USAGE;
+	}
+	if (a->mpi && a->staging == RL_STAGING_CALLER) {
+		fprintf(stderr, "%s: --staging caller with --mpi: the ranks plan inside the load, so "
+			"the library maps the staging\n", PROG);
+		return OPTS_USAGE;
+	}
+	if (a->mpi && a->verify && a->local_files) {
+		fprintf(stderr, "%s: --verify reads every shard's file: not with --local-files\n",
+			PROG);
+		return OPTS_USAGE;
+	}
+	return OPTS_OK;
+}
+
+static const char about[] =
+	"Loads the checkpoint at PATH (a .safetensors file, a directory of them, or a\n"
+	"model.safetensors.index.json) for one process of a sharding, and reports each\n"
+	"phase (open, plan, read, verify, write) and the whole. Exit status: 0 loaded,\n"
+	"1 failed, 2 usage, 130/143 interrupted by SIGINT/SIGTERM (no --out DIR left).\n"
+	"With --mpi, under mpirun: every rank loads its own process; rank 0 prints the\n"
+	"cluster's summary; --out DIR holds every rank's devices, published once all\n"
+	"succeeded.\n";
+
+int load_parse_args(int argc, char **argv, struct load_args *a)
+{
+	static const char *const staging_names[] = { "library", "caller", NULL };
+	static const char *backend_names[RL_BACKEND_PREAD + 2];
+	const struct opt opts[] = {
+		{ .name = "sharding", .kind = OPT_STRING, .dst = &a->sharding,
+		  .metavar = "SPEC",
+		  .help = "sharding spec file (JSON); none: every tensor whole on device 0" },
+		{ .name = "process", .kind = OPT_INT, .dst = &a->process, .metavar = "P",
+		  .help = "the process of the mesh to load", .bounds = cli_plan_bounds,
+		  .param = RL_PLAN_PROCESS },
+		{ .name = "backend", .kind = OPT_CHOICE, .dst = &a->backend,
+		  .help = "I/O backend (auto: io_uring, else libaio, else pread)",
+		  .choices = backend_names },
+		{ .name = "out", .kind = OPT_STRING, .dst = &a->out, .metavar = "DIR",
+		  .help = "write DIR/<device>/<tensor>.bin and manifest.json, published atomically" },
+		{ .name = "force", .kind = OPT_FLAG, .dst = &a->force,
+		  .help = "with --out: replace an earlier dump at DIR" },
+		{ .name = "verify", .kind = OPT_FLAG, .dst = &a->verify,
+		  .help = "compare every shard with a pread of the file" },
+		{ .name = "json", .kind = OPT_FLAG, .dst = &a->json,
+		  .help = "print the summary as one JSON object" },
+		{ .name = "quiet", .kind = OPT_FLAG, .dst = &a->quiet,
+		  .help = "no progress and no details on stderr" },
+		{ .name = "queue-depth", .kind = OPT_INT, .dst = &a->queue_depth,
+		  .metavar = "N", .help = "reads in flight at most",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_QUEUE_DEPTH },
+		{ .name = "request-bytes", .kind = OPT_SIZE, .dst = &a->request_bytes,
+		  .metavar = "SIZE", .help = "bytes per read at most",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_REQUEST_BYTES },
+		{ .name = "inflight-bytes", .kind = OPT_SIZE, .dst = &a->inflight_bytes,
+		  .metavar = "SIZE", .help = "bytes read and not yet scattered at most",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_INFLIGHT_BYTES },
+		{ .name = "workers", .kind = OPT_INT, .dst = &a->workers, .metavar = "N",
+		  .help = "workers, each with its own ring (0: automatic, one per CPU)",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_WORKERS },
+		{ .name = "staging", .kind = OPT_CHOICE, .dst = &a->staging,
+		  .help = "who maps the staging areas: the library, or this command as a runtime would",
+		  .choices = staging_names },
+		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
+		  .help = "buffered reads (no O_DIRECT)" },
+		{ .name = "mpi", .kind = OPT_FLAG, .dst = &a->mpi,
+		  .help = "under mpirun: each rank loads its process (its rank) (docs/cluster.md)" },
+		{ .name = "read-once", .kind = OPT_FLAG, .dst = &a->read_once,
+		  .help = "with --mpi: each byte read by one rank and sent to the others" },
+		{ .name = "local-files", .kind = OPT_STRING, .dst = &a->local_files,
+		  .metavar = "PATTERN",
+		  .help = "with --mpi: the checkpoint's files this rank has (a pattern on file names)" },
+		{ .name = "mpi-timeout", .kind = OPT_INT, .dst = &a->mpi_timeout, .metavar = "SECONDS",
+		  .help = "with --mpi: a rank waiting this long on the others aborts the job (600)",
+		  .lo = 1, .hi = 7 * 24 * 3600 },
+		{ NULL },
+	};
+	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &a->path };
+	int ret;
+
+	for (int b = 0; b <= RL_BACKEND_PREAD; b++)
+		backend_names[b] = rl_backend_name((rl_backend)b);
+	memset(a, 0, sizeof(*a));
+	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
+	a->backend = a->staging = -1;
+	a->process = -1;
+	ret = opts_parse(&cmd, argc, argv);
+	if (ret == OPTS_OK && (ret = mpi_rules(a)) != OPTS_OK)
+		return ret;
+	if (a->process < 0)
+		a->process = 0;
+	return ret;
+}
+
+int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)
+{
+	const struct {
+		rl_loader_param param;
+		int64_t value;
+	} set[] = {
+		{ RL_OPT_BACKEND, a->backend },
+		{ RL_OPT_QUEUE_DEPTH, a->queue_depth },
+		{ RL_OPT_REQUEST_BYTES, a->request_bytes },
+		{ RL_OPT_INFLIGHT_BYTES, a->inflight_bytes },
+		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
+		{ RL_OPT_STAGING, a->staging },
+		{ RL_OPT_WORKERS, a->workers },
+	};
+
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+		/* -1: not given; the ranges were checked while parsing */
+		if (set[i].value >= 0 && rl_loader_set(ld, set[i].param, set[i].value) < 0) {
+			fprintf(stderr, "%s: %s\n", prog, rl_loader_errmsg(ld));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int64_t load_chunk(const struct load_args *a)
+{
+	/* the loader's default request size (RL_OPT_REQUEST_BYTES) */
+	int64_t chunk = a->request_bytes >= 0 ? a->request_bytes : 8 << 20;
+
+	if (a->inflight_bytes >= 0 && chunk > a->inflight_bytes)
+		chunk = a->inflight_bytes;
+	return chunk;
+}
