@@ -46,6 +46,37 @@ static const unsigned setup_flags[] = {
 	0,
 };
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+
+/*
+ * liburing maps and unmaps the rings with raw system calls, which
+ * ThreadSanitizer does not see: when one thread's ring is unmapped and
+ * another thread's is mapped at the same address, it takes the new ring's
+ * first writes for races with the old one's. A release at teardown and an
+ * acquire at setup, keyed by the rings' addresses, order the two for it
+ * (they are ordered in fact: the kernel unmapped one before mapping the
+ * other). ThreadSanitizer builds only.
+ */
+static void rings_sync(const struct io_uring *ring, int release)
+{
+	void *at[3] = { ring->sq.ring_ptr, ring->cq.ring_ptr, ring->sq.sqes };
+
+	for (int i = 0; i < 3; i++) {
+		if (release)
+			__tsan_release(at[i]);
+		else
+			__tsan_acquire(at[i]);
+	}
+}
+#else
+static void rings_sync(const struct io_uring *ring, int release)
+{
+	(void)ring;
+	(void)release;
+}
+#endif
+
 static int arm_wake(struct ur *u)
 {
 	struct io_uring_sqe *sqe;
@@ -188,8 +219,10 @@ static void ur_teardown(struct be *be)
 		be->w->abandoned += ur_drain(u);
 	else if (u->ring_ok)
 		ur_drain(u);
-	if (u->ring_ok)
+	if (u->ring_ok) {
+		rings_sync(&u->ring, 1);
 		io_uring_queue_exit(&u->ring);
+	}
 	if (u->efd >= 0)
 		close(u->efd);
 	rl_free(u);
@@ -231,6 +264,7 @@ static int ur_setup(struct be *be)
 		return ret;
 	}
 	u->ring_ok = 1;
+	rings_sync(&u->ring, 0);
 	u->efd = eventfd(0, EFD_CLOEXEC);
 	if (u->efd < 0) {
 		ret = -errno;
