@@ -68,6 +68,20 @@ struct pl_spec {
 	int has_tensors;
 };
 
+/*
+ * Rules are POSIX extended regexes restricted so that regcomp() cannot
+ * explode (regex_limits.c): at most PL_MAX_RULE_BYTES long, no
+ * back-references, no stacked repetitions, groups at most
+ * PL_MAX_RULE_DEPTH deep, {m,n} counts multiplying to at most
+ * PL_MAX_RULE_REPEAT and expanding to at most PL_MAX_RULE_ATOMS atoms.
+ * Returns 0 or RL_E_SPEC_REGEX naming rule idx.
+ */
+#define PL_MAX_RULE_BYTES 1024u
+#define PL_MAX_RULE_DEPTH 8u
+#define PL_MAX_RULE_REPEAT 1000u
+#define PL_MAX_RULE_ATOMS 4096u
+int pl_regex_check(const char *re, size_t idx, struct rl_err *e);
+
 /* Index of the first rule matching name, or -1 (replicated). */
 long pl_spec_match(const struct pl_spec *s, const char *name);
 /* Parses one target object; appends it to s. */

@@ -50,8 +50,9 @@ int sj_jerr(struct sj *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return rl_err_set(j->e, RL_E_HEADER_JSON, "invalid header JSON: %s at byte %zu",
-			  what, (size_t)(j->p - j->buf));
+	return rl_err_set(j->e, j->code ? j->code : RL_E_HEADER_JSON, "%s: %s at byte %zu",
+			  j->lead ? j->lead : "invalid header JSON", what,
+			  (size_t)(j->p - j->buf));
 }
 
 static int oom(struct rl_err *e)
@@ -106,8 +107,10 @@ int sj_empty(struct sj *j, char close)
 
 int sj_enter(struct sj *j)
 {
-	if (++j->depth > JSON_MAX_DEPTH)
-		return sj_jerr(j, "nesting deeper than %d", JSON_MAX_DEPTH);
+	int max = j->max_depth ? j->max_depth : JSON_MAX_DEPTH;
+
+	if (++j->depth > max)
+		return sj_jerr(j, "nesting deeper than %d", max);
 	j->p++;
 	return 0;
 }
@@ -209,6 +212,8 @@ int sj_string(struct sj *j)
 			return sj_jerr(j, "unterminated string");
 		if (*j->p == '"') {
 			j->p++;
+			if (j->no_nul && memchr(j->sb, 0, j->sb_len))
+				return sj_jerr(j, "string containing U+0000 (\\u0000)");
 			return 0;
 		}
 		if (*j->p != '\\')
@@ -415,6 +420,18 @@ int sj_skip_value(struct sj *j)
 			return sj_jerr(j, "number out of range");
 		return 0;
 	}
+}
+
+int sj_check_document(struct sj *j)
+{
+	int r;
+
+	if ((r = sj_skip_value(j)))
+		return r;
+	sj_ws(j);
+	if (j->p < j->end)
+		return sj_jerr(j, "unexpected data after the JSON value");
+	return 0;
 }
 
 /* A usize as serde_json reads one: a plain non-negative integer < 2^64. */

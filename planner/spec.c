@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "pl_private.h"
+#include "sjson.h"
 
 static void rule_clear(struct pl_rule *r)
 {
@@ -25,12 +26,18 @@ static void rule_clear(struct pl_rule *r)
 	rl_free(r->names);
 }
 
+/* Frees t's mesh (axes, ids, processes). */
+static void mesh_clear(struct pl_spec *t)
+{
+	for (unsigned i = 0; i < t->ndim; i++)
+		rl_free(t->axes[i]);
+	rl_free(t->devices);
+	rl_free(t->proc);
+}
+
 static void spec_clear(struct pl_spec *s)
 {
-	for (unsigned i = 0; i < s->ndim; i++)
-		rl_free(s->axes[i]);
-	rl_free(s->devices);
-	rl_free(s->proc);
+	mesh_clear(s);
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_clear(&s->rules[i]);
 	rl_free(s->rules);
@@ -112,25 +119,21 @@ static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
 	return 0;
 }
 
-int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
-		     const char *const *axes, const uint32_t *devices,
-		     const uint32_t *process_of_device, struct rl_err *e)
+/* Axis sizes and names: positive, named, distinct, at most PL_MAX_DEVICES
+ * devices in all (*ndev). */
+static int check_axes(unsigned ndim, const uint32_t *shape, const char *const *axes,
+		      uint64_t *ndev, struct rl_err *e)
 {
-	struct pl_spec t;
-	uint64_t ndev = 1;
-	uint32_t maxp = 0;
-	int ret;
-
 	if (ndim > PL_MAX_AXES)
 		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: %u axes (at most %d)",
 				  ndim, PL_MAX_AXES);
 	if (ndim && (!shape || !axes))
 		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape and axes are required");
-	memset(&t, 0, sizeof(t));
+	*ndev = 1;
 	for (unsigned i = 0; i < ndim; i++) {
 		if (!shape[i])
 			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
-		if (rl_mul64(ndev, shape[i], &ndev) || ndev > PL_MAX_DEVICES)
+		if (rl_mul64(*ndev, shape[i], ndev) || *ndev > PL_MAX_DEVICES)
 			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
 					  PL_MAX_DEVICES);
 		if (!axes[i] || !axes[i][0])
@@ -140,85 +143,113 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 				return rl_err_set(e, RL_E_SPEC_AXIS,
 						  "mesh: axis \"%s\" named twice", axes[i]);
 	}
-	t.ndim = ndim;
-	t.ndev = (uint32_t)ndev;
-	t.devices = rl_mallocarray(ndev, sizeof(uint32_t));
-	t.proc = rl_mallocarray(ndev, sizeof(uint32_t));
-	ret = -ENOMEM;
-	if (!t.devices || !t.proc)
-		goto fail;
+	return 0;
+}
+
+/* t's axes, device ids and processes (NULL: 0..N-1, all 0), and the
+ * highest process id. -ENOMEM or 0. */
+static int fill_mesh(struct pl_spec *t, unsigned ndim, const uint32_t *shape,
+		     const char *const *axes, uint32_t ndev, const uint32_t *devices,
+		     const uint32_t *process_of_device, uint32_t *maxp)
+{
+	t->ndim = ndim;
+	t->ndev = ndev;
+	t->devices = rl_mallocarray(ndev, sizeof(uint32_t));
+	t->proc = rl_mallocarray(ndev, sizeof(uint32_t));
+	if (!t->devices || !t->proc)
+		return -ENOMEM;
 	for (unsigned i = 0; i < ndim; i++) {
-		t.shape[i] = shape[i];
-		t.axes[i] = rl_strdup(axes[i]);
-		if (!t.axes[i])
-			goto fail;
+		t->shape[i] = shape[i];
+		if (!(t->axes[i] = rl_strdup(axes[i])))
+			return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < t.ndev; i++) {
-		t.devices[i] = devices ? devices[i] : i;
-		t.proc[i] = process_of_device ? process_of_device[i] : 0;
-		if (t.proc[i] > maxp)
-			maxp = t.proc[i];
+	for (uint32_t i = 0; i < ndev; i++) {
+		t->devices[i] = devices ? devices[i] : i;
+		t->proc[i] = process_of_device ? process_of_device[i] : 0;
+		*maxp = RL_MAX(*maxp, t->proc[i]);
 	}
-	/*
-	 * Process ids are dense, 0..P-1, each owning a device: the plan sizes
-	 * per-process tables by P, which must not grow with an id's value.
-	 * With N devices, some id in 0..min(max, N) is missing unless dense.
-	 */
-	{
-		uint32_t n = maxp < t.ndev ? maxp + 1 : t.ndev + 1, miss = 0;
-		uint8_t *seen = rl_calloc(n, 1);
+	return 0;
+}
 
-		if (!seen)
-			goto fail;
-		for (uint32_t i = 0; i < t.ndev; i++)
-			if (t.proc[i] < n)
-				seen[t.proc[i]] = 1;
-		while (miss < n && seen[miss])
-			miss++;
-		rl_free(seen);
-		if (miss < n) {
-			ret = rl_err_set(e, RL_E_SPEC_MESH,
-					 "mesh: process %u owns no device (process ids must be 0..P-1 with no gap; highest is %u)",
-					 miss, maxp);
-			goto fail;
-		}
-		t.nprocs = maxp + 1;
-	}
-	/* Duplicate ids: sort a copy. */
-	{
-		uint32_t *ids = rl_mallocarray(ndev, sizeof(uint32_t));
+/*
+ * Process ids are dense, 0..P-1, each owning a device: the plan sizes
+ * per-process tables by P, which must not grow with an id's value. With N
+ * devices, some id in 0..min(max, N) is missing unless dense.
+ */
+static int check_processes(const struct pl_spec *t, uint32_t maxp, struct rl_err *e)
+{
+	uint32_t n = maxp < t->ndev ? maxp + 1 : t->ndev + 1, miss = 0;
+	uint8_t *seen = rl_calloc(n, 1);
 
-		if (!ids)
-			goto fail;
-		memcpy(ids, t.devices, ndev * sizeof(uint32_t));
-		for (uint32_t i = 1; i < t.ndev; i++) { /* shell sort: ids are few */
-			uint32_t v = ids[i], j = i;
+	if (!seen)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->ndev; i++)
+		if (t->proc[i] < n)
+			seen[t->proc[i]] = 1;
+	while (miss < n && seen[miss])
+		miss++;
+	rl_free(seen);
+	if (miss < n)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: process %u owns no device (process "
+				  "ids must be 0..P-1 with no gap; highest is %u)", miss, maxp);
+	return 0;
+}
 
-			while (j && ids[j - 1] > v) {
-				ids[j] = ids[j - 1];
-				j--;
-			}
-			ids[j] = v;
-		}
-		for (uint32_t i = 1; i < t.ndev; i++)
-			if (ids[i] == ids[i - 1]) {
-				ret = rl_err_set(e, RL_E_SPEC_MESH,
-						 "mesh: device id %u listed twice", ids[i]);
-				rl_free(ids);
-				goto fail;
-			}
-		rl_free(ids);
-	}
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* No device id twice: ids in ascending order (the default, and what specs
+ * usually list) are checked as they are, others on a sorted copy. */
+static int check_device_ids(const struct pl_spec *t, struct rl_err *e)
+{
+	uint32_t *ids, dup = 0;
+	int found = 0;
+
+	for (uint32_t i = 1; i < t->ndev && t->devices[i - 1] < t->devices[i]; i++)
+		if (i + 1 == t->ndev)
+			return 0;
+	if (t->ndev < 2)
+		return 0;
+	ids = rl_mallocarray(t->ndev, sizeof(uint32_t));
+	if (!ids)
+		return -ENOMEM;
+	memcpy(ids, t->devices, t->ndev * sizeof(uint32_t));
+	qsort(ids, t->ndev, sizeof(uint32_t), cmp_u32);
+	for (uint32_t i = 1; i < t->ndev && !found; i++)
+		if (ids[i] == ids[i - 1])
+			found = 1, dup = ids[i];
+	rl_free(ids);
+	if (found)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: device id %u listed twice", dup);
+	return 0;
+}
+
+int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
+		     const char *const *axes, const uint32_t *devices,
+		     const uint32_t *process_of_device, struct rl_err *e)
+{
+	struct pl_spec t;
+	uint64_t ndev = 1;
+	uint32_t maxp = 0;
+	int ret;
+
+	if ((ret = check_axes(ndim, shape, axes, &ndev, e)))
+		return ret;
+	memset(&t, 0, sizeof(t));
+	if ((ret = fill_mesh(&t, ndim, shape, axes, (uint32_t)ndev, devices, process_of_device,
+			     &maxp)) ||
+	    (ret = check_processes(&t, maxp, e)) || (ret = check_device_ids(&t, e)))
+		goto fail;
+	t.nprocs = maxp + 1;    /* dense: below the device count */
 	/* The rules must still name known axes. */
-	for (size_t i = 0; i < s->nrules; i++) {
-		ret = rule_resolve(&t, &s->rules[i], i, e);
-		if (ret)
+	for (size_t i = 0; i < s->nrules; i++)
+		if ((ret = rule_resolve(&t, &s->rules[i], i, e)))
 			goto fail;
-	}
-	for (unsigned i = 0; i < s->ndim; i++)
-		rl_free(s->axes[i]);
-	rl_free(s->devices);
-	rl_free(s->proc);
+	mesh_clear(s);
 	s->ndim = t.ndim;
 	memcpy(s->shape, t.shape, sizeof(t.shape));
 	memcpy(s->axes, t.axes, sizeof(t.axes));
@@ -233,10 +264,7 @@ fail:
 	/* Rules resolved against t before the failure go back to s's mesh. */
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_resolve(s, &s->rules[i], i, NULL);
-	for (unsigned i = 0; i < ndim; i++)
-		rl_free(t.axes[i]);
-	rl_free(t.devices);
-	rl_free(t.proc);
+	mesh_clear(&t);
 	return ret;
 }
 
@@ -262,6 +290,8 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 					  idx, regex, d, dims[d].naxes);
 		nnames += dims[d].naxes;
 	}
+	if ((rc = pl_regex_check(regex, idx, e)))
+		return rc;
 	memset(&r, 0, sizeof(r));
 	r.ndims = ndims;
 	/*
@@ -408,7 +438,12 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	cJSON_ArrayForEach(v, shape) {
 		uint64_t x;
 
-		if (json_uint(v, UINT32_MAX, &x) || !x)
+		if (json_uint(v, PL_MAX_DEVICES, &x) && cJSON_IsNumber(v) &&
+		    v->valuedouble > PL_MAX_DEVICES && v->valuedouble == floor(v->valuedouble))
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape[%u] = %.15g is too large "
+					  "(a mesh has at most %u devices)", ndim, v->valuedouble,
+					  PL_MAX_DEVICES);
+		if (json_uint(v, PL_MAX_DEVICES, &x) || !x)
 			return rl_err_set(e, RL_E_SPEC_MESH,
 					  "mesh: shape[%u] is not a positive integer", ndim);
 		sh[ndim++] = (uint32_t)x;
@@ -577,6 +612,26 @@ static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_
 }
 
 /*
+ * cJSON takes NUL and other control bytes for whitespace, lets them raw into
+ * strings, and ends its strings at a U+0000 ("a\u0000b" reads as "a"): the
+ * strict reader of the header parser refuses all of these. Its depth limit
+ * is cJSON's, so that only the above is refused.
+ */
+static int check_strict(const char *json, size_t len, const char *what, int code,
+			struct rl_err *e)
+{
+	char lead[64];
+	struct sj j = { .buf = json, .p = json, .end = json + len, .e = e, .code = code,
+			.lead = lead, .max_depth = 1000, .no_nul = 1 };
+	int ret;
+
+	snprintf(lead, sizeof(lead), "%s: invalid JSON", what);
+	ret = sj_check_document(&j);
+	rl_free(j.sb);
+	return ret;
+}
+
+/*
  * Parses exactly one JSON value from json[0..len): only whitespace may
  * follow it, and no key may repeat. The error position comes from
  * return_parse_end, not from cJSON's global error pointer. code is the
@@ -600,7 +655,8 @@ static int parse_json(const char *json, size_t len, const char *what, int code,
 			return rl_err_set(e, code, "%s: text after the JSON value (byte %zu)",
 					  what, (size_t)(end - json));
 		}
-	if ((ret = check_dup_keys(root, what, code, e))) {
+	if ((ret = check_strict(json, len, what, code, e)) ||
+	    (ret = check_dup_keys(root, what, code, e))) {
 		cJSON_Delete(root);
 		return ret;
 	}
