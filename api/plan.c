@@ -23,7 +23,10 @@ static const struct {
 	[RL_PLAN_ALL_STATS] = { 0, 1 },
 	[RL_PLAN_READ_ONCE] = { 0, 1 },
 	[RL_PLAN_BATCH_BYTES] = { 1, 1ll << 50 },
+	[RL_PLAN_MAX_MEMORY] = { 0, 1ll << 62 },
 };
+
+#define LAST_PARAM RL_PLAN_MAX_MEMORY
 
 rl_plan *rl_plan_create(void)
 {
@@ -49,7 +52,7 @@ const char *rl_plan_errmsg(const rl_plan *plan)
 
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi)
 {
-	if (param < RL_PLAN_PROCESS || param > RL_PLAN_BATCH_BYTES)
+	if (param < RL_PLAN_PROCESS || param > LAST_PARAM)
 		return -EINVAL;
 	if (lo)
 		*lo = bounds[param].lo;
@@ -65,7 +68,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 	rl_err_clear(&plan->err);
 	if (plan->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
-	if (param < RL_PLAN_PROCESS || param > RL_PLAN_BATCH_BYTES)
+	if (param < RL_PLAN_PROCESS || param > LAST_PARAM)
 		return rl_err_set(&plan->err, RL_E_INVALID_ARG, "unknown plan parameter %d",
 				  (int)param);
 	if (v < bounds[param].lo || v > bounds[param].hi)
@@ -106,6 +109,9 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 		break;
 	case RL_PLAN_BATCH_BYTES:
 		plan->o.batch_bytes = (uint64_t)v;
+		break;
+	case RL_PLAN_MAX_MEMORY:
+		plan->o.max_memory = (uint64_t)v;
 		break;
 	}
 	return 0;

@@ -291,6 +291,10 @@ typedef enum rl_plan_param {
 	RL_PLAN_READ_ONCE = 8,    /* 1: read replicated data once in the cluster and list
 				   * broadcasts (default 0) */
 	RL_PLAN_BATCH_BYTES = 9,  /* read-once broadcast batch bound (default 1 GiB) */
+	RL_PLAN_MAX_MEMORY = 10,  /* bytes a plan may need, estimated from its counts
+				   * before it is built: over it, rl_plan_build()
+				   * returns RL_E_TOO_LARGE at once (default 4 GiB;
+				   * 0: no limit; docs/validation.md) */
 } rl_plan_param;
 
 /* Returns an empty plan with default parameters, or NULL. */

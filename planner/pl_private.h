@@ -239,6 +239,7 @@ struct pl_plan {
 	int32_t *receivers;
 	size_t nreceivers;
 	uint8_t *received;          /* per shard, or NULL */
+	uint64_t memory_estimate;   /* bytes the build was estimated to need */
 };
 
 /* One read-once broadcast: the box of item on mesh device dev, read by
@@ -292,6 +293,27 @@ static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item 
  */
 #define PL_CONGRUENT_MARK (1ull << 63)
 int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e);
+
+/*
+ * The counts a plan's memory grows with (estimate.c), and the estimate:
+ * bytes at the build's peak, saturating at UINT64_MAX.
+ */
+struct pl_estimate {
+	uint64_t ndev, nprocs, nitems, nparts, nfiles;
+	uint64_t slots;             /* devices of the planned process */
+	uint64_t stat_slots;        /* most devices of a process planned */
+	double filled;              /* sum over tensors of their shares */
+	double file_filled;         /* the same over one file's (tensor, part)
+				     * pairs, for the file where it is largest */
+	int read_once;
+	uint64_t ro_boxes;          /* distinct non-empty boxes of all tensors */
+	double ro_sharers;          /* sum over them of the processes sharing one */
+};
+/* The share of a mesh's devices whose box of it holds bytes, and its
+ * distinct non-empty boxes. */
+void pl_estimate_item(const struct pl_spec *s, const struct pl_item *it, double *share,
+		      uint64_t *boxes);
+uint64_t pl_estimate_bytes(const struct pl_estimate *c);
 
 /* Whether a run of len bytes gets congruent placement in a file aligned so. */
 int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);

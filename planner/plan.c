@@ -22,6 +22,7 @@
  * Statistics of the other processes run the same code without copies.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,7 @@ void pl_opts_default(struct pl_opts *o)
 	o->all_stats = 1;
 	o->read_once = 0;
 	o->batch_bytes = 1ull << 30;
+	o->max_memory = 4ull << 30;
 }
 
 void pl_item_box(const struct pl_spec *s, const struct pl_item *it,
@@ -485,12 +487,10 @@ static int plan_process(struct ctx *x, unsigned proc, int full)
 
 	x->full = full;
 	memset(&x->st, 0, sizeof(x->st));
-	x->nslots = 0;
-	for (uint32_t d = 0; d < x->s->ndev; d++)
-		if (x->s->proc[d] == proc) {
-			pl_mesh_coords(x->s, d, x->coords[x->nslots]);
-			x->slots[x->nslots++] = d;
-		}
+	x->slots = x->by_proc + x->proc_first[proc];
+	x->nslots = x->proc_first[proc + 1] - x->proc_first[proc];
+	for (unsigned sl = 0; sl < x->nslots; sl++)
+		pl_mesh_coords(x->s, x->slots[sl], x->coords[sl]);
 	x->st.devices = x->nslots;
 	if (!x->nslots)
 		return 0;
@@ -653,7 +653,8 @@ static void ctx_free(struct ctx *x)
 	rl_free(x->copies);
 	rl_free(x->sc);
 	rl_free(x->qcount);
-	rl_free(x->slots);
+	rl_free(x->by_proc);
+	rl_free(x->proc_first);
 	rl_free(x->coords);
 	rl_free(x->skip);
 }
@@ -668,129 +669,230 @@ static void add_stats(struct pl_stats *t, const struct pl_stats *s)
 	t->files_opened += s->files_opened;
 }
 
+/*
+ * The mesh's devices bucketed by process (a counting sort, mesh order kept
+ * in each): process q's devices are by_proc[proc_first[q] ..
+ * proc_first[q + 1]), so each process's plan visits only its own.
+ */
+static int bucket_devices(struct ctx *x)
+{
+	const struct pl_spec *s = x->s;
+
+	x->by_proc = rl_mallocarray(s->ndev, sizeof(*x->by_proc));
+	x->proc_first = rl_calloc((size_t)s->nprocs + 1, sizeof(*x->proc_first));
+	if (!x->by_proc || !x->proc_first)
+		return rl_err_set(x->e, -ENOMEM, "plan: out of memory");
+	for (uint32_t d = 0; d < s->ndev; d++)
+		x->proc_first[s->proc[d] + 1]++;
+	for (uint32_t q = 0; q < s->nprocs; q++)
+		x->proc_first[q + 1] += x->proc_first[q];
+	for (uint32_t d = 0; d < s->ndev; d++)
+		x->by_proc[x->proc_first[s->proc[d]]++] = d;
+	for (uint32_t q = s->nprocs; q > 0; q--)
+		x->proc_first[q] = x->proc_first[q - 1];
+	x->proc_first[0] = 0;
+	return 0;
+}
+
+/* Devices of process q. */
+static uint32_t proc_devices(const struct ctx *x, uint32_t q)
+{
+	return x->proc_first[q + 1] - x->proc_first[q];
+}
+
+/* The counts of items: their shares of devices, per file the most. */
+static void count_items(const struct ctx *x, struct pl_estimate *c)
+{
+	const struct pl_plan *p = x->p;
+
+	for (size_t i = 0; i < p->nitems; i++) {
+		double share;
+		uint64_t boxes;
+
+		pl_estimate_item(x->s, &p->items[i], &share, &boxes);
+		c->filled += share;
+		c->ro_boxes += boxes;
+		if (boxes)
+			c->ro_sharers += boxes * RL_MIN((double)c->nprocs,
+							(double)c->ndev / (double)boxes);
+	}
+	for (size_t f = 0; f < x->ck->nfiles; f++) {
+		double sum = 0;
+
+		for (size_t i = x->file_first[f]; i < x->file_first[f + 1]; i++) {
+			double share;
+			uint64_t boxes;
+
+			pl_estimate_item(x->s, &p->items[x->fp[i].item], &share, &boxes);
+			sum += share;
+		}
+		c->file_filled = RL_MAX(c->file_filled, sum);
+	}
+}
+
+/*
+ * The memory the build will need, from the counts (estimate.c), against
+ * the limit: refused before any table that grows with devices x tensors
+ * is allocated. *max_slots gets the most devices of a process planned.
+ */
+static int check_memory(struct ctx *x, uint32_t *max_slots)
+{
+	struct pl_estimate c = { .ndev = x->s->ndev, .nprocs = x->s->nprocs,
+				 .nitems = x->p->nitems, .nparts = x->p->nparts,
+				 .nfiles = x->ck->nfiles, .read_once = x->o->read_once };
+	uint64_t need;
+
+	c.slots = proc_devices(x, (uint32_t)x->o->process);
+	*max_slots = (uint32_t)c.slots;
+	for (uint32_t q = 0; x->o->all_stats && q < x->s->nprocs; q++)
+		*max_slots = RL_MAX(*max_slots, proc_devices(x, q));
+	c.stat_slots = *max_slots;
+	count_items(x, &c);
+	need = pl_estimate_bytes(&c);
+	x->p->memory_estimate = need;
+	if (!x->o->max_memory || need <= x->o->max_memory)
+		return 0;
+	return rl_err_set(x->e, RL_E_TOO_LARGE, "plan: needs about %.1f GiB (%" PRIu64
+			  " devices x %zu tensors = %" PRIu64 " shards of process %d, %u "
+			  "devices in the mesh), over the limit of %.1f GiB "
+			  "(RL_PLAN_MAX_MEMORY)", need / 1073741824.0, c.slots, x->p->nitems,
+			  c.slots * x->p->nitems, x->o->process, x->s->ndev,
+			  x->o->max_memory / 1073741824.0);
+}
+
+/* The planned process's devices, shards, staging sizes, statistics and
+ * files: the plan's tables. */
+static int plan_tables(struct ctx *x)
+{
+	struct pl_plan *p = x->p;
+	const struct pl_ckpt *ck = x->ck;
+	const uint32_t *devs = x->by_proc + x->proc_first[x->o->process];
+
+	p->nslots = proc_devices(x, (uint32_t)x->o->process);
+	p->nshards = (size_t)p->nslots * p->nitems;   /* bounded by check_memory() */
+	if (p->nshards > UINT32_MAX)
+		return rl_err_set(x->e, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
+				  p->nshards, UINT32_MAX);
+	p->slot_dev = rl_mallocarray(p->nslots + 1, sizeof(uint32_t));
+	p->dev_ids = rl_mallocarray(p->nslots + 1, sizeof(uint32_t));
+	p->shards = rl_calloc(p->nshards + 1, sizeof(*p->shards));
+	p->staging = rl_calloc(p->nslots + 1, sizeof(uint64_t));
+	p->stats = rl_calloc(x->s->nprocs, sizeof(*p->stats));
+	p->have_stats = rl_calloc(x->s->nprocs, 1);
+	p->nfiles = ck->nfiles;
+	p->paths = rl_calloc(ck->nfiles + 1, sizeof(char *));
+	p->file_sizes = rl_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
+	if (!p->slot_dev || !p->dev_ids || !p->shards || !p->staging || !p->stats ||
+	    !p->have_stats || !p->paths || !p->file_sizes)
+		return rl_err_set(x->e, -ENOMEM, "plan: out of memory");
+	for (unsigned sl = 0; sl < p->nslots; sl++) {
+		p->slot_dev[sl] = devs[sl];
+		p->dev_ids[sl] = x->s->devices[devs[sl]];
+	}
+	for (size_t f = 0; f < ck->nfiles; f++) {
+		p->file_sizes[f] = ck->files[f].size;
+		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
+			return rl_err_set(x->e, -ENOMEM, "plan: out of memory");
+	}
+	return 0;
+}
+
+/* The planned process: reads and copies, then the staging layout, then
+ * the copies pointed at their final staging offsets. */
+static int plan_own(struct ctx *x)
+{
+	struct pl_plan *p = x->p;
+	int ret;
+
+	if ((ret = plan_process(x, (unsigned)x->o->process, 1)) ||
+	    (ret = pl_layout(p, x->o, x->e)))
+		return ret;
+	pl_place_copies(p, x->copies, x->ncopies, x->reads, x->nreads, x->align);
+	p->stats[x->o->process] = x->st;
+	p->have_stats[x->o->process] = 1;
+	p->reads = x->reads;
+	p->nreads = x->nreads;
+	p->copies = x->copies;
+	p->ncopies = x->ncopies;
+	x->reads = NULL;
+	x->copies = NULL;
+	return 0;
+}
+
+/* Statistics of every other process (the same code, without copies). */
+static int plan_others(struct ctx *x)
+{
+	struct pl_plan *p = x->p;
+	int ret;
+
+	for (unsigned q = 0; q < x->s->nprocs; q++) {
+		if (q == (unsigned)x->o->process)
+			continue;
+		if ((ret = plan_process(x, q, 0)))
+			return ret;
+		p->stats[q] = x->st;
+		p->have_stats[q] = 1;
+	}
+	for (unsigned q = 0; q < x->s->nprocs; q++)
+		add_stats(&p->total, &p->stats[q]);
+	return 0;
+}
+
+/* Everything after the loaded items: devices, memory check, tables, the
+ * planned process, the others' statistics. */
+static int build_steps(struct ctx *x)
+{
+	uint32_t max_slots;
+	int ret;
+
+	if ((ret = bucket_devices(x)) || (ret = bucket_parts(x)) ||
+	    (ret = check_memory(x, &max_slots)))
+		return ret;
+	x->coords = rl_mallocarray((size_t)max_slots + 1, sizeof(*x->coords));
+	if (!x->coords)
+		return rl_err_set(x->e, -ENOMEM, "plan: out of memory");
+	if ((ret = plan_tables(x)))
+		return ret;
+	if (x->o->read_once && (ret = pl_read_once(x->p, x->ck, x->o, &x->skip, x->e)))
+		return ret;
+	if ((ret = plan_own(x)))
+		return ret;
+	return x->o->all_stats ? plan_others(x) : 0;
+}
+
 int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		  const struct pl_align *align, const struct pl_opts *o,
 		  struct pl_plan **out, struct rl_err *e)
 {
 	struct pl_plan *p;
-	struct ctx x;
+	struct ctx x = { .ck = ck, .align = align, .o = o, .e = e };
 	int ret;
 
 	*out = NULL;
 	if ((ret = check_opts(ck, spec, align, o, e)))
 		return ret;
-	p = rl_calloc(1, sizeof(*p));
-	memset(&x, 0, sizeof(x));
-	if (!p)
+	if (!(p = rl_calloc(1, sizeof(*p))))
 		return rl_err_set(e, -ENOMEM, "plan: out of memory");
-	x.ck = ck;
-	x.align = align;
-	x.o = o;
 	x.p = p;
-	x.e = e;
 	p->process = o->process;
 	p->all_stats = o->all_stats;
-	ret = pl_items_build(ck, spec, &p->items, &p->nitems, &p->parts, &p->nparts, e);
-	if (ret)
-		goto fail;
-	ret = -ENOMEM;
-	p->spec = spec_copy(spec);
-	if (!p->spec)
-		goto oom;
-	x.s = p->spec;
 	if (o->ratio != 0) {
-		x.ratio.num = (uint64_t)(o->ratio * 1e6 + 0.5);
-		x.ratio.den = 1000000;
+		x.ratio = (struct pl_ratio){ (uint64_t)(o->ratio * 1e6 + 0.5), 1000000 };
 		x.ratiop = &x.ratio;
 	}
-	/* Local slots, devices, shards. */
-	x.slots = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	x.coords = rl_mallocarray(spec->ndev, sizeof(*x.coords));
-	p->slot_dev = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	p->dev_ids = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	if (!x.slots || !x.coords || !p->slot_dev || !p->dev_ids)
-		goto oom;
-	for (uint32_t d = 0; d < spec->ndev; d++)
-		if (spec->proc[d] == (uint32_t)o->process) {
-			p->slot_dev[p->nslots] = d;
-			p->dev_ids[p->nslots++] = spec->devices[d];
-		}
-	if (p->nitems && p->nslots > SIZE_MAX / sizeof(struct pl_shard) / p->nitems)
-		goto oom;
-	p->nshards = p->nslots * p->nitems;
-	if (p->nshards > UINT32_MAX) {
-		ret = rl_err_set(e, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
-				 p->nshards, UINT32_MAX);
-		goto fail;
-	}
-	p->shards = rl_calloc(p->nshards + 1, sizeof(*p->shards));
-	p->staging = rl_calloc(p->nslots + 1, sizeof(uint64_t));
-	p->stats = rl_calloc(spec->nprocs, sizeof(*p->stats));
-	p->have_stats = rl_calloc(spec->nprocs, 1);
-	p->nfiles = ck->nfiles;
-	p->paths = rl_calloc(ck->nfiles + 1, sizeof(char *));
-	p->file_sizes = rl_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
-	if (!p->shards || !p->staging || !p->stats || !p->have_stats || !p->paths ||
-	    !p->file_sizes)
-		goto oom;
-	for (size_t f = 0; f < ck->nfiles; f++) {
-		p->file_sizes[f] = ck->files[f].size;
-		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
-			goto oom;
-	}
-	if ((ret = bucket_parts(&x)))
-		goto fail;
-	if (o->read_once && (ret = pl_read_once(p, ck, o, &x.skip, e)))
-		goto fail;
-	/* Every non-empty shard takes at least one copy: reserve that and a
-	 * little, so that the largest array rarely grows (and never doubles). */
-	{
-		size_t filled = 0;
-
-		for (size_t i = 0; i < p->nshards; i++)
-			filled += p->shards[i].nbytes != 0;
-		if (GROW(&x, x.copies, 0, x.capcopies, filled + filled / 8 + 64)) {
-			ret = -ENOMEM;
-			goto fail;
-		}
-	}
-	if ((ret = plan_process(&x, (unsigned)o->process, 1)))
-		goto fail_ctx;
-	/* Shard sizes are known now: place them, then point the copies at
-	 * their final staging offsets. */
-	if ((ret = pl_layout(p, o, e)))
-		goto fail_ctx;
-	pl_place_copies(p, x.copies, x.ncopies, x.reads, x.nreads, align);
-	p->stats[o->process] = x.st;
-	p->have_stats[o->process] = 1;
-	p->reads = x.reads;
-	p->nreads = x.nreads;
-	p->copies = x.copies;
-	p->ncopies = x.ncopies;
-	x.reads = NULL;
-	x.copies = NULL;
-	if (o->all_stats) {
-		for (unsigned q = 0; q < spec->nprocs; q++) {
-			if (q == (unsigned)o->process)
-				continue;
-			if ((ret = plan_process(&x, q, 0)))
-				goto fail_ctx;
-			p->stats[q] = x.st;
-			p->have_stats[q] = 1;
-		}
-		for (unsigned q = 0; q < spec->nprocs; q++)
-			add_stats(&p->total, &p->stats[q]);
-	}
-	ctx_free(&x);
-	*out = p;
-	return 0;
-oom:
-	ret = rl_err_set(e, -ENOMEM, "plan: out of memory");
-fail_ctx:
+	ret = pl_items_build(ck, spec, &p->items, &p->nitems, &p->parts, &p->nparts, e);
+	if (!ret && !(p->spec = spec_copy(spec)))
+		ret = rl_err_set(e, -ENOMEM, "plan: out of memory");
+	x.s = p->spec;
+	if (!ret)
+		ret = build_steps(&x);
 	if (ret == -ENOMEM && !e->msg[0])
 		rl_err_set(e, ret, "plan: out of memory");
-fail:
 	ctx_free(&x);
-	pl_plan_free(p);
-	return ret;
+	if (ret) {
+		pl_plan_free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
 }

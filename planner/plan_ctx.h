@@ -86,7 +86,9 @@ struct ctx {
 	size_t qhint;           /* last request find_req() returned */
 	size_t *qcount;         /* per request of a block: copies, then cursor */
 	size_t capqcount;
-	uint32_t *slots;        /* mesh index of each slot of the process */
+	uint32_t *by_proc;      /* mesh devices bucketed by process, mesh order */
+	uint32_t *proc_first;   /* process q's: by_proc[proc_first[q] .. [q + 1]) */
+	const uint32_t *slots;  /* mesh index of each slot of the process (in by_proc) */
 	uint32_t (*coords)[PL_MAX_AXES]; /* and its mesh coordinates */
 	uint8_t *skip;          /* read once: (item, device) boxes received */
 	unsigned nslots;

@@ -143,6 +143,7 @@ struct pl_opts {
 	int all_stats;          /* default 1 */
 	int read_once;          /* default 0 */
 	uint64_t batch_bytes;   /* default 1 GiB */
+	uint64_t max_memory;    /* default 4 GiB; 0: no limit */
 };
 
 void pl_opts_default(struct pl_opts *o);

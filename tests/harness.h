@@ -44,6 +44,16 @@ int th_within(int secs, th_child_fn fn, void *arg, char *msg, size_t cap);
  * length in *len when len is not NULL); NULL when it cannot. */
 char *th_slurp(const char *path, size_t *len);
 
+/*
+ * Time limits of the tests that check something ends at once (a hang
+ * fixed): sanitizer builds run several times slower, so they get more.
+ */
+#ifdef RL_SANITIZER
+#define TH_SLOW 8
+#else
+#define TH_SLOW 1
+#endif
+
 #define CHECK(c) \
 	do { \
 		if (!(c)) { \

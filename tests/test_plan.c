@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 #include "pl_fake.h"
@@ -1159,6 +1160,116 @@ static void read_once_random(void)
 	}
 }
 
+/* A llama-like checkpoint of 21 small tensors in one file (2 layers). */
+static void fk_llama21(struct fake *f)
+{
+	static const char *const w[] = { "q", "k", "v", "o", "gate", "up", "down" };
+	char name[32];
+
+	fk_init(f, 1, 4096);
+	fk_add(f, 0, "embed", RL_DTYPE_BF16, 2, (uint64_t[]){ 4000, 64 });
+	for (int l = 0; l < 2; l++) {
+		for (int k = 0; k < 7; k++) {
+			snprintf(name, sizeof(name), "l%d.%s", l, w[k]);
+			fk_add(f, 0, name, RL_DTYPE_BF16, 2, (uint64_t[]){ k < 4 ? 64 : 172, 64 });
+		}
+		snprintf(name, sizeof(name), "l%d.norm1", l);
+		fk_add(f, 0, name, RL_DTYPE_BF16, 1, (uint64_t[]){ 64 });
+		snprintf(name, sizeof(name), "l%d.norm2", l);
+		fk_add(f, 0, name, RL_DTYPE_BF16, 1, (uint64_t[]){ 64 });
+	}
+	fk_add(f, 0, "norm", RL_DTYPE_BF16, 1, (uint64_t[]){ 64 });
+	fk_add(f, 0, "lm_head", RL_DTYPE_BF16, 2, (uint64_t[]){ 4000, 64 });
+}
+
+/* The memory limit holds at the estimate and refuses one byte less. */
+static void memory_limit_at_the_estimate(void)
+{
+	static const char *const specs[] = {
+		"{\"mesh\":{\"shape\":[64],\"axes\":[\"d\"]}}",
+		"{\"mesh\":{\"shape\":[8,8],\"axes\":[\"a\",\"b\"],\"process_of_device\":"
+		"[0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1,2,2,2,2,2,2,2,2,3,3,3,3,3,3,3,3,"
+		"4,4,4,4,4,4,4,4,5,5,5,5,5,5,5,5,6,6,6,6,6,6,6,6,7,7,7,7,7,7,7,7]},"
+		"\"rules\":[{\"match\":\"l.*\",\"spec\":[\"b\"]}]}",
+	};
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+
+	fk_llama21(&f);
+	for (size_t k = 0; k < RL_ARRAY_SIZE(specs); k++)
+		for (int ro = 0; ro < 2; ro++) {
+			uint64_t need;
+
+			pl_opts_default(&o);
+			CHECK_EQ(o.max_memory, 4ull << 30);
+			o.read_once = ro;
+			o.max_memory = 0;                       /* no limit */
+			CHECKF(!build(&f, specs[k], &o, &p, &e), "%s", e.msg);
+			need = p->memory_estimate;
+			CHECK(need > 64 * 21 * sizeof(struct pl_shard));
+			pl_plan_free(p);
+			o.max_memory = need;
+			CHECKF(!build(&f, specs[k], &o, &p, &e), "%s", e.msg);
+			CHECK_EQ(p->memory_estimate, need);
+			pl_plan_free(p);
+			o.max_memory = need - 1;
+			CHECK_EQ(build(&f, specs[k], &o, &p, &e), RL_E_TOO_LARGE);
+			CHECK(p == NULL);
+			CHECKF(strstr(e.msg, "over the limit") && strstr(e.msg, "RL_PLAN_MAX_MEMORY"),
+			       "%s", e.msg);
+		}
+}
+
+static int plan_huge_mesh(void *json, char *msg, size_t cap)
+{
+	struct fake *f = malloc(sizeof(*f));
+	struct pl_opts o;
+	struct pl_plan *p = NULL;
+	struct rl_err e;
+	int ret;
+
+	fk_llama21(f);
+	pl_opts_default(&o);
+	ret = build(f, json, &o, &p, &e);
+	snprintf(msg, cap, "%s", e.msg);
+	pl_plan_free(p);
+	free(f);
+	return ret;
+}
+
+/*
+ * Regression: a [4096, 4096] mesh on a 2 MB checkpoint was killed by the
+ * OOM killer at 24 GB after ~55 s; [16777216] took 56 s and 17.6 GB. Both
+ * are refused from their counts now, in well under 2 s.
+ */
+static void huge_meshes_refused_at_once(void)
+{
+	static const char *const specs[] = {
+		"{\"mesh\":{\"shape\":[4096,4096],\"axes\":[\"a\",\"b\"]}}",
+		"{\"mesh\":{\"shape\":[16777216],\"axes\":[\"a\"]}}",
+		"{\"mesh\":{\"shape\":[16777216],\"axes\":[\"a\"]},"
+		"\"rules\":[{\"match\":\".*\",\"spec\":[\"a\"]}]}",
+	};
+
+	for (size_t k = 0; k < RL_ARRAY_SIZE(specs); k++) {
+		struct timespec t0, t1;
+		char msg[1024];
+		double sec;
+		int ret;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ret = th_within(30, plan_huge_mesh, (void *)specs[k], msg, sizeof(msg));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		CHECKF(ret == RL_E_TOO_LARGE, "spec %zu: %d %s", k, ret, msg);
+		CHECKF(strstr(msg, "16777216 devices in the mesh") &&
+		       strstr(msg, "over the limit of 4.0 GiB"), "%s", msg);
+		CHECKF(sec < 2 * TH_SLOW, "spec %zu: %.2f s", k, sec);
+	}
+}
+
 /* Failing the n-th allocation, for every n: a clean -ENOMEM, no leak. */
 static void alloc_failures(void)
 {
@@ -1226,6 +1337,8 @@ int main(void)
 	RUN(random_plans);
 	RUN(read_once_f2);
 	RUN(read_once_random);
+	RUN(memory_limit_at_the_estimate);
+	RUN(huge_meshes_refused_at_once);
 	RUN(alloc_failures);
 	return th_done();
 }

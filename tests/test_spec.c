@@ -207,7 +207,7 @@ static void stacked_stars_refused_at_once(void)
 		s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 		CHECKF(ret == RL_E_SPEC_REGEX, "%d stars: %d %s", stars[k], ret, msg);
 		CHECKF(strstr(msg, "rule 0") && strstr(msg, "stacked repetition"), "%s", msg);
-		CHECKF(s < 1.0, "%d stars: %.3f s", stars[k], s);
+		CHECKF(s < 1.0 * TH_SLOW, "%d stars: %.3f s", stars[k], s);
 	}
 }
 
@@ -275,6 +275,22 @@ static int mesh_262k(void *arg, char *msg, size_t cap)
 		ids[i] = (i * 2654435761u) % N;         /* a permutation, not sorted */
 	ret = pl_spec_set_mesh(s, 1, shape, axes, ids, NULL, &e);
 	if (!ret) {
+		/* Plans: every device gets its shard of a tensor split by rows. */
+		static struct fake f;
+		const rl_dim_spec dims[] = { { 1, axes } };
+		struct pl_opts o;
+		struct pl_plan *p = NULL;
+
+		fk_init(&f, 1, 64);
+		fk_add(&f, 0, "w", RL_DTYPE_U8, 2, (uint64_t[]){ N, 4 });
+		pl_opts_default(&o);
+		if (!(ret = pl_spec_add_rule(s, "w", 1, dims, &e)))
+			ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
+		ret = ret ? ret : p->nshards == N && p->ncopies == N && p->shards[N - 1].nbytes == 4 ?
+			    0 : -1;
+		pl_plan_free(p);
+	}
+	if (!ret) {
 		ids[N - 1] = ids[0];
 		ret = pl_spec_set_mesh(s, 1, shape, axes, ids, NULL, &e) == RL_E_SPEC_MESH &&
 		      s->ndev == N ? 0 : -1;
@@ -285,7 +301,8 @@ static int mesh_262k(void *arg, char *msg, size_t cap)
 	return ret;
 }
 
-/* Regression: an insertion sort checked device ids (11.7 s at 262k). */
+/* Regression: an insertion sort checked device ids (11.7 s at 262k); a
+ * mesh of 262,144 devices listed out of order is set and planned fast. */
 static void mesh_of_262k_devices_is_fast(void)
 {
 	char msg[1024];
@@ -298,7 +315,7 @@ static void mesh_of_262k_devices_is_fast(void)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 	CHECKF(ret == 0, "%d %s", ret, msg);
-	CHECKF(sec < 5, "%.1f s", sec);
+	CHECKF(sec < 5 * TH_SLOW, "%.1f s", sec);
 }
 
 static void spec_c_api(void)
