@@ -12,7 +12,6 @@
 
 #define PL_MAX_AXES 16          /* mesh axes */
 #define PL_MAX_STACK 4          /* nesting depth of a stacked target */
-#define PL_MAX_DEVICES (1u << 24)
 
 /* ---------------------------------------------------------------- */
 /* Spec (spec.c, targets.c)                                          */

@@ -99,8 +99,9 @@ void pl_header_free(struct pl_header *h);
 #define PL_MAX_HEADER 100000000u
 #define PL_MAX_FILES 65536u            /* files of one checkpoint */
 #define PL_MAX_TENSORS (1u << 24)      /* tensors of a checkpoint, items of a plan */
+#define PL_MAX_DEVICES (1u << 24)      /* devices of a mesh */
 
-enum pl_limit_kind { PL_LIMIT_FILES, PL_LIMIT_TENSORS };
+enum pl_limit_kind { PL_LIMIT_FILES, PL_LIMIT_TENSORS, PL_LIMIT_DEVICES, PL_LIMIT_KINDS };
 uint64_t pl_limit(enum pl_limit_kind k);
 /* Sets limit k to v (0: back to its default). Single-threaded tests only. */
 void pl_limit_set_for_tests(enum pl_limit_kind k, uint64_t v);

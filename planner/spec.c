@@ -7,6 +7,7 @@
  * is involved, the axis.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,8 +120,8 @@ static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
 	return 0;
 }
 
-/* Axis sizes and names: positive, named, distinct, at most PL_MAX_DEVICES
- * devices in all (*ndev). */
+/* Axis sizes and names: positive, named, distinct, at most
+ * pl_limit(PL_LIMIT_DEVICES) devices in all (*ndev). */
 static int check_axes(unsigned ndim, const uint32_t *shape, const char *const *axes,
 		      uint64_t *ndev, struct rl_err *e)
 {
@@ -133,9 +134,9 @@ static int check_axes(unsigned ndim, const uint32_t *shape, const char *const *a
 	for (unsigned i = 0; i < ndim; i++) {
 		if (!shape[i])
 			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
-		if (rl_mul64(*ndev, shape[i], ndev) || *ndev > PL_MAX_DEVICES)
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
-					  PL_MAX_DEVICES);
+		if (rl_mul64(*ndev, shape[i], ndev) || *ndev > pl_limit(PL_LIMIT_DEVICES))
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
+					  pl_limit(PL_LIMIT_DEVICES));
 		if (!axes[i] || !axes[i][0])
 			return rl_err_set(e, RL_E_SPEC_AXIS, "mesh: axis %u has no name", i);
 		for (unsigned j = 0; j < i; j++)
@@ -240,9 +241,11 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 	if ((ret = check_axes(ndim, shape, axes, &ndev, e)))
 		return ret;
 	memset(&t, 0, sizeof(t));
+	/* The defaults (ids 0..N-1, all process 0) need no checking. */
 	if ((ret = fill_mesh(&t, ndim, shape, axes, (uint32_t)ndev, devices, process_of_device,
 			     &maxp)) ||
-	    (ret = check_processes(&t, maxp, e)) || (ret = check_device_ids(&t, e)))
+	    (process_of_device && (ret = check_processes(&t, maxp, e))) ||
+	    (devices && (ret = check_device_ids(&t, e))))
 		goto fail;
 	t.nprocs = maxp + 1;    /* dense: below the device count */
 	/* The rules must still name known axes. */
@@ -415,6 +418,7 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	uint32_t *dv = NULL, *pr = NULL;
 	unsigned ndim = 0;
 	uint64_t ndev = 1;
+	const uint64_t max = pl_limit(PL_LIMIT_DEVICES);
 	int ret;
 
 	if (!cJSON_IsObject(m))
@@ -438,18 +442,18 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	cJSON_ArrayForEach(v, shape) {
 		uint64_t x;
 
-		if (json_uint(v, PL_MAX_DEVICES, &x) && cJSON_IsNumber(v) &&
-		    v->valuedouble > PL_MAX_DEVICES && v->valuedouble == floor(v->valuedouble))
+		if (json_uint(v, max, &x) && cJSON_IsNumber(v) && v->valuedouble > max &&
+		    v->valuedouble == floor(v->valuedouble))
 			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape[%u] = %.15g is too large "
-					  "(a mesh has at most %u devices)", ndim, v->valuedouble,
-					  PL_MAX_DEVICES);
-		if (json_uint(v, PL_MAX_DEVICES, &x) || !x)
+					  "(a mesh has at most %" PRIu64 " devices)", ndim,
+					  v->valuedouble, max);
+		if (json_uint(v, max, &x) || !x)
 			return rl_err_set(e, RL_E_SPEC_MESH,
 					  "mesh: shape[%u] is not a positive integer", ndim);
 		sh[ndim++] = (uint32_t)x;
-		if (rl_mul64(ndev, x, &ndev) || ndev > PL_MAX_DEVICES)
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
-					  PL_MAX_DEVICES);
+		if (rl_mul64(ndev, x, &ndev) || ndev > max)
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
+					  max);
 	}
 	ndim = 0;
 	cJSON_ArrayForEach(v, axes) {

@@ -10,184 +10,8 @@
 #include <time.h>
 
 #include "harness.h"
+#include "pl_check.h"
 #include "pl_fake.h"
-
-/* ---------------------------------------------------------------- */
-/* Executing a plan against synthetic bytes                          */
-/* ---------------------------------------------------------------- */
-
-/* Source byte of byte b of element coords c of item it. */
-static uint64_t ref_src(const struct pl_plan *p, const struct pl_ckpt *ck,
-			const struct pl_item *it, const uint64_t *c, unsigned b,
-			unsigned *file)
-{
-	const struct pl_part *pt = NULL;
-	const struct pl_tensor *t;
-	uint64_t sc[RL_MAX_DIMS], flat = 0;
-	unsigned nlead = 0;
-
-	if (it->nparts) {
-		uint64_t lead = 0;
-
-		pt = &p->parts[it->first_part];
-		nlead = pt->nlead;
-		for (unsigned j = 0; j < nlead; j++)
-			lead = lead * it->shape[j] + c[j];
-		pt += lead;
-	}
-	t = &ck->tensors[pt ? pt->src : it->src];
-	for (unsigned d = 0; d < t->ndim; d++) {
-		sc[d] = c[nlead + d] + (pt ? pt->slice[d] : 0);
-		flat = flat * t->shape[d] + sc[d];
-	}
-	*file = t->file;
-	return t->offset + flat * (it->bits / 8) + b;
-}
-
-/*
- * Runs every request of p (fake bytes), applies its copies with checks,
- * then compares every shard byte with the reference. Returns NULL or what
- * went wrong.
- */
-static const char *exec_plan_recv(const struct pl_plan *p, const struct pl_ckpt *ck,
-				  const struct pl_align *align, uint64_t chunk,
-				  const uint8_t *recv)
-{
-	static char why[256];
-	uint8_t **stg = calloc(p->nslots, sizeof(*stg)), **cnt = calloc(p->nslots, sizeof(*cnt));
-	const char *bad = NULL;
-
-	for (unsigned s = 0; s < p->nslots; s++) {
-		stg[s] = calloc(p->staging[s] + 1, 1);
-		cnt[s] = calloc(p->staging[s] + 1, 1);
-	}
-	for (size_t q = 0; q < p->nreads && !bad; q++) {
-		const struct rl_read *r = &p->reads[q];
-		uint64_t size = ck->files[r->file].size;
-		uint8_t *buf;
-
-		if (r->off % align[r->file].offset_align || r->len % align[r->file].offset_align) {
-			snprintf(why, sizeof(why), "read %zu not aligned", q);
-			bad = why;
-			break;
-		}
-		if (r->len > chunk || r->min_len > r->len || r->off + r->min_len > size ||
-		    !r->min_len) {
-			snprintf(why, sizeof(why), "read %zu: len %u min %u off %llu size %llu", q,
-				 r->len, r->min_len, (unsigned long long)r->off,
-				 (unsigned long long)size);
-			bad = why;
-			break;
-		}
-		if (q && p->reads[q - 1].file == r->file &&
-		    p->reads[q - 1].off + p->reads[q - 1].len > r->off) {
-			snprintf(why, sizeof(why), "reads %zu and %zu overlap", q - 1, q);
-			bad = why;
-			break;
-		}
-		buf = malloc(r->len);
-		for (uint32_t i = 0; i < r->len; i++)
-			buf[i] = r->off + i < size ? fk_byte(r->file, r->off + i) : 0;
-		for (uint64_t j = 0; j < r->ncopies && !bad; j++) {
-			const struct rl_copy *c = &p->copies[r->first_copy + j];
-			const struct pl_shard *sh = &p->shards[c->shard];
-			uint64_t span = (uint64_t)(c->count - 1) * c->src_stride + c->len;
-
-			if (!c->count || !c->len || c->src + span > r->min_len ||
-			    (c->count > 1 && c->src_stride < c->len) || sh->dev != c->dev ||
-			    c->dst < sh->offset ||
-			    c->dst + (uint64_t)c->count * c->len > sh->offset + sh->nbytes) {
-				snprintf(why, sizeof(why), "read %zu copy %llu out of bounds", q,
-					 (unsigned long long)j);
-				bad = why;
-				break;
-			}
-			if (r->flags & RL_READ_DIRECT) {
-				if (r->ncopies != 1 || c->src || c->len != r->len ||
-				    c->dst % align[r->file].offset_align) {
-					snprintf(why, sizeof(why), "read %zu: bad direct read", q);
-					bad = why;
-				}
-			}
-			for (uint32_t k = 0; k < c->count; k++)
-				for (uint32_t i = 0; i < c->len; i++) {
-					uint64_t d = c->dst + (uint64_t)k * c->len + i;
-
-					stg[c->dev][d] = buf[c->src + (uint64_t)k * c->src_stride + i];
-					cnt[c->dev][d]++;
-				}
-		}
-		free(buf);
-	}
-	for (size_t i = 0; i < p->nshards && !bad; i++) {
-		const struct pl_shard *sh = &p->shards[i];
-		const struct pl_item *it = &p->items[sh->tensor];
-		struct pl_box b;
-		uint64_t c[RL_MAX_DIMS], n = 1, isz = it->bits / 8;
-
-		if (sh->offset % 64 && sh->nbytes < PL_DIRECT_MIN) {
-			snprintf(why, sizeof(why), "shard %zu misaligned", i);
-			bad = why;
-			break;
-		}
-		pl_item_box(p->spec, it, p->slot_dev[sh->dev], &b);
-		for (unsigned d = 0; d < it->ndim; d++) {
-			c[d] = b.start[d];
-			n *= b.stop[d] - b.start[d];
-		}
-		if (recv && recv[i]) {
-			/* Filled by a broadcast: no read may touch it. */
-			for (uint64_t k = 0; k < sh->nbytes; k++)
-				if (cnt[sh->dev][sh->offset + k]) {
-					snprintf(why, sizeof(why), "received shard %zu written", i);
-					bad = why;
-				}
-			continue;
-		}
-		if (n * isz != sh->nbytes) {
-			snprintf(why, sizeof(why), "shard %zu of %s: %llu bytes, want %llu", i,
-				 it->name, (unsigned long long)sh->nbytes,
-				 (unsigned long long)(n * isz));
-			bad = why;
-			break;
-		}
-		for (uint64_t e = 0; e < n && !bad; e++) {
-			for (unsigned k = 0; k < isz; k++) {
-				unsigned file;
-				uint64_t src = ref_src(p, ck, it, c, k, &file);
-				uint64_t d = sh->offset + e * isz + k;
-
-				if (cnt[sh->dev][d] != 1 || stg[sh->dev][d] != fk_byte(file, src)) {
-					snprintf(why, sizeof(why),
-						 "%s dev %u element %llu byte %u: written %u times, %s",
-						 it->name, sh->dev, (unsigned long long)e, k,
-						 cnt[sh->dev][d],
-						 stg[sh->dev][d] == fk_byte(file, src) ? "right" : "wrong");
-					bad = why;
-					break;
-				}
-			}
-			for (unsigned d = it->ndim; d-- > 0;) {
-				if (++c[d] < b.stop[d])
-					break;
-				c[d] = b.start[d];
-			}
-		}
-	}
-	for (unsigned s = 0; s < p->nslots; s++) {
-		free(stg[s]);
-		free(cnt[s]);
-	}
-	free(stg);
-	free(cnt);
-	return bad;
-}
-
-static const char *exec_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
-			     const struct pl_align *align, uint64_t chunk)
-{
-	return exec_plan_recv(p, ck, align, chunk, NULL);
-}
 
 static struct pl_spec *spec_json(const char *json)
 {
@@ -555,7 +379,7 @@ static void c_whole_file_one_block(void)
 	CHECK_EQ(p->stats[0].requests, 1);
 	CHECK_EQ(p->stats[0].needed_bytes, f.files[0].size - 88);
 	CHECK_EQ(p->stats[0].read_bytes, f.files[0].size - 88);
-	CHECK(exec_plan(p, &f.ck, f.align, o.chunk) == NULL);
+	CHECK(pl_check_plan(p, &f.ck, f.align, o.chunk, NULL) == NULL);
 	pl_plan_free(p);
 }
 
@@ -582,7 +406,7 @@ static void d_chunks(void)
 	CHECK_EQ(p->nreads, 2);
 	CHECK_EQ(p->reads[0].len, 64);
 	CHECK_EQ(p->reads[1].len, 16);
-	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
 	/* D.2: one 64 B run, chunk 16 -> 4 requests. */
@@ -595,7 +419,7 @@ static void d_chunks(void)
 	CHECK_EQ(p->stats[0].blocks, 1);
 	CHECK_EQ(p->stats[0].requests, 4);
 	CHECK_EQ(p->stats[0].files_opened, 1);
-	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
 	/* D.3: nothing needed from a file -> never opened, all stats 0. */
@@ -635,7 +459,7 @@ static void d_alignment(void)
 	CHECK(p->reads[p->nreads - 1].len > p->reads[p->nreads - 1].min_len);
 	CHECK_EQ(p->stats[0].needed_bytes, f.files[0].size - 100);
 	CHECK_EQ(p->stats[0].read_bytes, f.files[0].size);
-	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
 }
@@ -665,7 +489,7 @@ static void d_direct_middles(void)
 			direct += p->reads[q].len;
 	CHECK(direct >= 500 << 10);
 	CHECK_EQ(p->stats[0].blocks, 1);
-	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
 	/* Off: no direct reads, shards aligned to 4096. */
@@ -713,7 +537,7 @@ static void f_multi_process(void)
 		CHECK_EQ(p->total.needed_bytes, 256);
 		CHECK_EQ(p->total.read_bytes, 256);
 		CHECK_EQ(p->total.devices, 8);
-		bad = exec_plan(p, &f.ck, f.align, o.chunk);
+		bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 		CHECKF(!bad, "%s", bad);
 		pl_plan_free(p);
 		/* F.2 (null, model): the whole tensor, one 256 B block per process. */
@@ -722,7 +546,7 @@ static void f_multi_process(void)
 		CHECK_EQ(p->stats[proc].blocks, 1);
 		CHECK_EQ(p->stats[proc].read_bytes, 256);
 		CHECK_EQ(p->total.read_bytes, 1024);
-		bad = exec_plan(p, &f.ck, f.align, o.chunk);
+		bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 		CHECKF(!bad, "%s", bad);
 		pl_plan_free(p);
 		/* F.3 replicated: both devices share one read, two placements. */
@@ -731,7 +555,7 @@ static void f_multi_process(void)
 		CHECK_EQ(p->reads[0].ncopies, 2);
 		CHECK_EQ(p->stats[proc].needed_bytes, 256);
 		CHECK(p->copies[0].dev != p->copies[1].dev);
-		bad = exec_plan(p, &f.ck, f.align, o.chunk);
+		bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 		CHECKF(!bad, "%s", bad);
 		pl_plan_free(p);
 	}
@@ -866,7 +690,7 @@ static void g_targets(void)
 	CHECK_EQ(p->items[0].shape[0], 2);
 	CHECK_EQ(p->items[1].ndim, 4);
 	CHECK_EQ(p->items[2].shape[0], 4);
-	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	/* G.3 tied: embed read once (needed counts it once), two destinations;
 	 * G.4: q, k, v are three contiguous runs of qkv, read once. */
@@ -885,7 +709,7 @@ static void g_targets(void)
 	CHECK_EQ(p->reads[0].file, 0);
 	CHECK_EQ(p->reads[0].off, f.t[0].offset);
 	CHECK_EQ(p->stats[1].files_opened, 1);
-	bad = exec_plan(p, &f.ck, f.align, o.chunk);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
 	/* Errors. */
@@ -987,7 +811,7 @@ static void random_plans(void)
 		o.congruent = (int)(th_rand() % 2);
 		ret = build(&f, json, &o, &p, &e);
 		CHECKF(!ret, "iter %d: %s (%s)", iter, e.msg, json);
-		bad = exec_plan(p, &f.ck, f.align, RL_MAX(o.chunk, A));
+		bad = pl_check_plan(p, &f.ck, f.align, RL_MAX(o.chunk, A), NULL);
 		CHECKF(!bad, "iter %d: %s; spec %s", iter, bad, json);
 		/* Every process's stats match what it computes for itself. */
 		for (uint32_t q = 0; q < nproc; q++) {
@@ -1039,7 +863,7 @@ static void read_once_f2(void)
 		for (size_t b = 0; b < 2; b++)
 			if (p[q]->bcasts[b].root != q)
 				recv[p[q]->bcasts[b].shard] = 1;
-		bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
+		bad = pl_check_plan(p[q], &f.ck, f.align, o.chunk, recv);
 		CHECKF(!bad, "%s", bad);
 		CHECK_EQ(p[q]->stats[q].needed_bytes, q < 2 ? 128 : 0);
 		CHECK_EQ(p[q]->stats[q].files_opened, q < 2 ? 1 : 0);
@@ -1118,7 +942,7 @@ static void read_once_random(void)
 						recv[pl_shard_index(p[q], x->item, sl)] = 1;
 				}
 			}
-			bad = exec_plan_recv(p[q], &f.ck, f.align, o.chunk, recv);
+			bad = pl_check_plan(p[q], &f.ck, f.align, o.chunk, recv);
 			if (p[q]->spec->nprocs > 1) {
 				struct pl_exec ex;
 
@@ -1303,7 +1127,7 @@ static void alloc_failures(void)
 			ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
 		rl_alloc_fail_after(-1);
 		if (!ret) {
-			const char *bad = exec_plan(p, &f.ck, f.align, o.chunk);
+			const char *bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 
 			CHECKF(!bad, "%s", bad);
 			done = 1;
