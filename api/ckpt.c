@@ -31,10 +31,10 @@ int rl_ckpt_open(rl_ckpt *ck, const char *path)
 	if (!ck)
 		return -EINVAL;
 	rl_err_clear(&ck->err);
+	if (!path)
+		return rl_err_set(&ck->err, -EINVAL, "checkpoint path is NULL");
 	if (ck->opened)
 		return rl_err_set(&ck->err, RL_E_STATE, "checkpoint handle already opened");
-	if (!path)
-		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "path is NULL");
 	r = pl_ckpt_open(path, &ck->pl, &ck->err);
 	if (r < 0) {
 		/* Nothing changed: the handle may be opened again, elsewhere. */
@@ -104,8 +104,10 @@ long rl_ckpt_find(const rl_ckpt *ck, const char *name)
 {
 	long i;
 
-	if (!ck || !ck->pl || !name)
-		return RL_E_MISSING_TENSOR;
+	if (!ck || !name)
+		return -EINVAL;
+	if (!ck->pl)
+		return RL_E_MISSING_TENSOR;   /* not open: holds no tensor */
 	i = pl_ckpt_find(ck->pl, name);
 	return i < 0 ? RL_E_MISSING_TENSOR : i;
 }

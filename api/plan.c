@@ -153,11 +153,22 @@ int rl_plan_build(rl_plan *plan, const rl_ckpt *ck, const rl_spec *spec)
 	if (!plan)
 		return -EINVAL;
 	rl_err_clear(&plan->err);
+	if (!ck)
+		return rl_err_set(&plan->err, -EINVAL, "checkpoint is NULL");
 	if (plan->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
-	if (!ck || !ck->pl)
+	if (!ck->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "checkpoint not open");
 	return api_plan_build(plan, ck->pl, spec ? spec->pl : NULL);
+}
+
+/* A query's arguments: -EINVAL for a NULL plan or out, RL_E_STATE before
+ * the plan is built, else 0. */
+static int queryable(const rl_plan *plan, const void *out)
+{
+	if (!plan || !out)
+		return -EINVAL;
+	return plan->pl ? 0 : RL_E_STATE;
 }
 
 unsigned rl_plan_num_processes(const rl_plan *plan)
@@ -198,10 +209,11 @@ unsigned rl_plan_num_devices(const rl_plan *plan)
 
 int rl_plan_device(const rl_plan *plan, unsigned dev, rl_device_info *out)
 {
+	int ret;
 	struct pl_exec x;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (dev >= x.ndevs)
 		return -EINVAL;
@@ -223,13 +235,14 @@ size_t rl_plan_num_shards(const rl_plan *plan)
 
 int rl_plan_shard(const rl_plan *plan, size_t shard, rl_shard_info *out)
 {
+	int ret;
 	struct pl_exec x;
 	const struct pl_shard *sh;
 	const uint64_t *shape;
 	int dtype;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (shard >= x.nshards)
 		return -EINVAL;
@@ -258,11 +271,12 @@ size_t rl_plan_num_requests(const rl_plan *plan)
 
 int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 {
+	int ret;
 	struct pl_exec x;
 	const struct rl_read *r;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (req >= x.nreads)
 		return -EINVAL;
@@ -278,11 +292,12 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 
 int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out)
 {
+	int ret;
 	struct pl_exec x;
 	const struct rl_copy *c;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (req >= x.nreads || j >= x.reads[req].ncopies)
 		return -EINVAL;
@@ -304,13 +319,16 @@ size_t rl_plan_num_broadcasts(const rl_plan *plan)
 
 int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out)
 {
+	int ret;
 	struct pl_bcast_info b;
 	const char *name;
 	const uint64_t *shape;
 	unsigned ndim;
 	int dtype;
 
-	if (!plan || !plan->pl || !out || i >= pl_plan_nbcasts(plan->pl))
+	if ((ret = queryable(plan, out)))
+		return ret;
+	if (i >= pl_plan_nbcasts(plan->pl))
 		return -EINVAL;
 	pl_plan_bcast(plan->pl, i, &b);
 	pl_plan_tensor(plan->pl, b.tensor, &name, &dtype, &ndim, &shape);

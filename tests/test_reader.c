@@ -1177,7 +1177,7 @@ static void handle_contract(void)
 	CHECK_STR(rl_ckpt_errmsg(ck), "");
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
 	CHECK(rl_ckpt_file_path(ck, 0) == NULL);
-	CHECK_EQ(rl_ckpt_open(ck, NULL), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_ckpt_open(ck, NULL), -EINVAL);
 	/* A failed open leaves the handle as it was: it may be opened again. */
 	CHECK_EQ(rl_ckpt_open(ck, tpath("no-such.safetensors")), -ENOENT);
 	CHECK(strstr(rl_ckpt_errmsg(ck), "no-such.safetensors"));
