@@ -44,6 +44,11 @@ void rl_free(void *p);
  * rl_alloc_fail_after(-1). Counting is process-wide and thread-safe.
  */
 long rl_alloc_live(void);
+/* Bytes in live blocks (as the allocator rounds them), and their peak since
+ * rl_alloc_peak_reset() (which sets it to the bytes live now). */
+long rl_alloc_live_bytes(void);
+long rl_alloc_peak_bytes(void);
+void rl_alloc_peak_reset(void);
 /* 1 when blocks come from the host's jemalloc, 0 for libc malloc. */
 int rl_alloc_uses_jemalloc(void);
 void rl_alloc_fail_after(long n);

@@ -16,15 +16,19 @@
  *     the largest process planned: its mesh coordinates;
  *   - per shard of the planned process (its devices x loaded tensors): the
  *     shard; per shard that holds bytes, the copy that fills it;
- *   - per region (a device's bytes of a tensor in a file) of the file whose
- *     regions are most, times the most devices of any process planned: the
- *     per-file scratch (region, run level, unique index, coalescing item);
+ *   - the per-file scratch of the file that needs most, for the largest
+ *     process planned: per region (a device's bytes of a tensor in the
+ *     file) the region, its run level and unique index, and its copy
+ *     before copies are grouped by request; per unique region
+ *     (devices with the same box share one) its group, coalescing item,
+ *     block and aligned block;
  *   - read once: per mesh device, the boxes compared across processes; per
  *     (tensor, device) a bit; per distinct box, its assignment and
  *     broadcast, and per process sharing it, its entries in the lists.
  * Which shards hold bytes is known per tensor from the rule and the shape
  * (pl_estimate_item): a dimension of 4000 rows over 65,536 devices fills
- * 4000 of them. Processes are assumed to hold equal shares of a tensor.
+ * 4000 of them, with 4000 distinct boxes; a replicated tensor has one box
+ * for every device. Processes are assumed to hold equal shares.
  * Not counted: what depends on the shapes rather than the counts (sparse
  * strided regions expanded run by run, copies split across requests); it
  * is bounded by the data the plan reads, not by the mesh.
@@ -66,8 +70,10 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c)
 	const u128 per_planned_slot = sizeof(uint32_t[PL_MAX_AXES]); /* mesh coordinates */
 	const u128 per_item = sizeof(struct pl_item) + 64 + sizeof(struct fpart);
 	const u128 per_part = sizeof(struct pl_part);
-	const u128 per_region = sizeof(struct region) + sizeof(struct level) +
-				sizeof(uint32_t) + sizeof(struct pl_citem);
+	const u128 per_region = sizeof(struct region) + sizeof(struct level) + sizeof(uint32_t) +
+				sizeof(struct scopy);
+	const u128 per_unique = sizeof(struct group) + sizeof(struct pl_citem) +
+				sizeof(struct pl_block) + sizeof(struct ablock);
 	/* Read once, per box shared by processes: its candidate, assignment,
 	 * order, owner, batch, size and broadcast (readonce.c, assign.c). */
 	const u128 ro_per_box = 192, ro_per_sharer = 2 * sizeof(uint32_t);
@@ -80,7 +86,7 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c)
 	b += per_item * c->nitems + per_part * c->nparts + 256 * (u128)c->nfiles;
 	b += sizeof(struct pl_shard) * (u128)c->slots * c->nitems;
 	b += (u128)(sizeof(struct rl_copy) * (double)c->slots * c->filled);
-	b += (u128)(per_region * (double)c->stat_slots * c->file_filled);
+	b += (u128)(per_region * c->file_regions + per_unique * c->file_unique);
 	if (c->read_once)
 		b += ro_per_device * c->ndev + (u128)c->nitems * c->ndev / 8 +
 		     (u128)c->slots * c->nitems + ro_per_box * c->ro_boxes +

@@ -302,8 +302,9 @@ struct pl_estimate {
 	uint64_t slots;             /* devices of the planned process */
 	uint64_t stat_slots;        /* most devices of a process planned */
 	double filled;              /* sum over tensors of their shares */
-	double file_filled;         /* the same over one file's (tensor, part)
-				     * pairs, for the file where it is largest */
+	double file_regions;        /* regions of the file with most: its (tensor,
+				     * part) pairs' shares x stat_slots */
+	double file_unique;         /* distinct regions of the file with most */
 	int read_once;
 	uint64_t ro_boxes;          /* distinct non-empty boxes of all tensors */
 	double ro_sharers;          /* sum over them of the processes sharing one */

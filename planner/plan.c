@@ -700,7 +700,9 @@ static uint32_t proc_devices(const struct ctx *x, uint32_t q)
 	return x->proc_first[q + 1] - x->proc_first[q];
 }
 
-/* The counts of items: their shares of devices, per file the most. */
+/* The counts of items: their shares of devices, and per file the regions
+ * and distinct regions of the largest process planned (the most of any
+ * file). */
 static void count_items(const struct ctx *x, struct pl_estimate *c)
 {
 	const struct pl_plan *p = x->p;
@@ -717,16 +719,19 @@ static void count_items(const struct ctx *x, struct pl_estimate *c)
 							(double)c->ndev / (double)boxes);
 	}
 	for (size_t f = 0; f < x->ck->nfiles; f++) {
-		double sum = 0;
+		double regions = 0, unique = 0;
 
 		for (size_t i = x->file_first[f]; i < x->file_first[f + 1]; i++) {
-			double share;
+			double share, n;
 			uint64_t boxes;
 
 			pl_estimate_item(x->s, &p->items[x->fp[i].item], &share, &boxes);
-			sum += share;
+			n = share * (double)c->stat_slots;
+			regions += n;
+			unique += RL_MIN(n, (double)boxes);
 		}
-		c->file_filled = RL_MAX(c->file_filled, sum);
+		c->file_regions = RL_MAX(c->file_regions, regions);
+		c->file_unique = RL_MAX(c->file_unique, unique);
 	}
 }
 

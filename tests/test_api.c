@@ -256,6 +256,8 @@ static void plan_functions(void)
 	CHECK_EQ(rl_plan_set(plan, (rl_plan_param)11, 0), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 0), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_MAX_MEMORY, -1), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CONGRUENT, 2), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CONGRUENT, 1), 0);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_MAX_MEMORY, 1ll << 30), 0);
 	/* Not built: queries say so. */
 	CHECK_EQ(rl_plan_num_processes(plan), 0);

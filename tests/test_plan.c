@@ -984,6 +984,180 @@ static void read_once_random(void)
 	}
 }
 
+/* ---------------------------------------------------------------- */
+/* Boundaries the mutants showed untested                            */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Dedupe keys hold the run length: a slice of a tensor listed before an
+ * alias of the same tensor starts at the same offset; a key without the
+ * length made them one region and the alias lost its bytes.
+ */
+static void dedupe_key_holds_run_length(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+
+	fk_init(&f, 1, 64);
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
+	pl_opts_default(&o);
+	CHECK_EQ(build(&f, "{\"targets\":[{\"name\":\"s\",\"source\":\"w\",\"slice\":[[0,1]]},"
+		       "{\"name\":\"a\",\"source\":\"w\"}]}", &o, &p, &e), 0);
+	CHECK_EQ(p->nitems, 2);
+	CHECK_EQ(p->shards[1].nbytes, 64);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	CHECK_EQ(p->stats[0].needed_bytes, 64);
+	pl_plan_free(p);
+}
+
+/* A read-once batch filled exactly to its bound is one batch, not two. */
+static void broadcast_batch_filled_to_its_bound(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	uint32_t batch[3];
+
+	CHECK_EQ(pl_batches((uint64_t[]){ 4, 4, 1 }, 3, 8, batch), 2);
+	CHECK_EQ(batch[0], 0);
+	CHECK_EQ(batch[1], 0);
+	CHECK_EQ(batch[2], 1);
+	CHECK_EQ(pl_batches((uint64_t[]){ 9, 8, 1 }, 3, 8, batch), 3);
+	/* Two column halves of 128 bytes each, replicated over 4 processes. */
+	fk_init(&f, 1, 64);
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 2, (uint64_t[]){ 8, 8 });
+	pl_opts_default(&o);
+	o.read_once = 1;
+	o.batch_bytes = 256;
+	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[4,2],\"axes\":[\"data\",\"model\"],"
+		       "\"process_of_device\":[0,0,1,1,2,2,3,3]},\"rules\":[{\"match\":\"w\","
+		       "\"spec\":[null,\"model\"]}]}", &o, &p, &e), 0);
+	CHECK_EQ(p->nbcasts, 2);
+	CHECK_EQ(p->bcasts[0].nbytes + p->bcasts[1].nbytes, 256);
+	CHECK_EQ(p->bcasts[0].batch, 0);
+	CHECK_EQ(p->bcasts[1].batch, 0);
+	pl_plan_free(p);
+}
+
+/*
+ * Blocks whose aligned spans only touch stay two blocks (merging is for
+ * spans that overlap once aligned).
+ */
+static void aligned_blocks_that_touch_stay_apart(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+
+	fk_init(&f, 1, 0);
+	fk_add(&f, 0, "a", RL_DTYPE_U8, 1, (uint64_t[]){ 100 });
+	fk_add(&f, 0, "gap", RL_DTYPE_U8, 1, (uint64_t[]){ 500 });
+	fk_add(&f, 0, "b", RL_DTYPE_U8, 1, (uint64_t[]){ 100 });
+	f.align[0] = (struct pl_align){ 512, 512 };
+	pl_opts_default(&o);
+	o.min_gap = 0;
+	o.ratio = 1;
+	/* a: [0, 100) -> [0, 512); b: [600, 700) -> [512, 1024): they touch. */
+	CHECK_EQ(build(&f, "{\"tensors\":[\"a\",\"b\"]}", &o, &p, &e), 0);
+	CHECK_EQ(p->stats[0].blocks, 2);
+	CHECK_EQ(p->nreads, 2);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* One byte closer and they overlap once aligned: one block. */
+	fk_init(&f, 1, 0);
+	fk_add(&f, 0, "a", RL_DTYPE_U8, 1, (uint64_t[]){ 100 });
+	fk_add(&f, 0, "gap", RL_DTYPE_U8, 1, (uint64_t[]){ 411 });
+	fk_add(&f, 0, "b", RL_DTYPE_U8, 1, (uint64_t[]){ 100 });
+	f.align[0] = (struct pl_align){ 512, 512 };
+	CHECK_EQ(build(&f, "{\"tensors\":[\"a\",\"b\"]}", &o, &p, &e), 0);
+	CHECK_EQ(p->stats[0].blocks, 1);
+	pl_plan_free(p);
+}
+
+/* Plans spec for process 0 of a U8 tensor of 4 rows and cols columns;
+ * returns the plan's copies (-1 on error), checking the plan. */
+static long copies_of(uint64_t cols, const char *spec)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+	long n;
+
+	fk_init(&f, 1, 0);
+	fk_add(&f, 0, "w", RL_DTYPE_U8, 2, (uint64_t[]){ 4, cols });
+	pl_opts_default(&o);
+	if (build(&f, spec, &o, &p, &e))
+		return -1;
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	n = bad ? -1 : (long)p->ncopies;
+	pl_plan_free(p);
+	return n;
+}
+
+/*
+ * A gap of exactly min_gap (4096) is solid for coalescing: a strided
+ * region whose gaps are that long, and neighbouring shards that far apart
+ * (or whose wrap-around gap is that long), are read as one span with one
+ * strided copy per device, not run by run (4 copies per device).
+ */
+static void gap_of_exactly_min_gap_is_solid(void)
+{
+	/* One device of process 0: rows of 4096 at a stride of 8192. */
+	CHECK_EQ(copies_of(8192, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],"
+			   "\"process_of_device\":[0,1]},"
+			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"x\"]}]}"), 1);
+	CHECK_EQ(copies_of(8194, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],"
+			   "\"process_of_device\":[0,1]},"
+			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"x\"]}]}"), 4);
+	/* Devices 0 and 2 of 3: 4096 apart, wrap-around gap 0. */
+	CHECK_EQ(copies_of(3 * 4096, "{\"mesh\":{\"shape\":[3],\"axes\":[\"x\"],"
+			   "\"process_of_device\":[0,1,0]},"
+			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"x\"]}]}"), 2);
+	/* Devices 0 and 1 of 3: adjacent, wrap-around gap 4096. */
+	CHECK_EQ(copies_of(3 * 4096, "{\"mesh\":{\"shape\":[3],\"axes\":[\"x\"],"
+			   "\"process_of_device\":[0,0,1]},"
+			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"x\"]}]}"), 2);
+}
+
+/* A shard of exactly the direct-read minimum (64 KiB + two alignments)
+ * is read straight into staging; one byte less is not. */
+static void shard_of_the_direct_minimum_read_directly(void)
+{
+	for (int less = 0; less < 2; less++) {
+		struct fake f;
+		struct pl_opts o;
+		struct pl_plan *p;
+		struct rl_err e;
+		const char *bad;
+		uint64_t direct = 0;
+
+		fk_init(&f, 1, 4096);
+		fk_add(&f, 0, "w", RL_DTYPE_U8, 1,
+		       (uint64_t[]){ PL_DIRECT_MIN + 2 * 4096 - (uint64_t)less });
+		f.align[0] = (struct pl_align){ 4096, 4096 };
+		pl_opts_default(&o);
+		CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
+		for (size_t q = 0; q < p->nreads; q++)
+			if (p->reads[q].flags & RL_READ_DIRECT)
+				direct += p->reads[q].len;
+		CHECKF(less ? direct == 0 : direct >= PL_DIRECT_MIN, "%d byte(s) less: %llu direct",
+		       less, (unsigned long long)direct);
+		bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+		CHECKF(!bad, "%s", bad);
+		pl_plan_free(p);
+	}
+}
+
 /* A llama-like checkpoint of 21 small tensors in one file (2 layers). */
 static void fk_llama21(struct fake *f)
 {
@@ -1044,6 +1218,44 @@ static void memory_limit_at_the_estimate(void)
 			CHECKF(strstr(e.msg, "over the limit") && strstr(e.msg, "RL_PLAN_MAX_MEMORY"),
 			       "%s", e.msg);
 		}
+}
+
+/*
+ * The estimate is honest: within [0.7, 1.4] of the bytes the build really
+ * allocates at its peak (common/alloc.c counts them), for tensors
+ * replicated on every device (a copy per shard) and split by rows over more
+ * devices than they have rows (most shards empty, no copy).
+ * tests/memory/plan_memory compares it with peak RSS at larger sizes.
+ */
+static void memory_estimate_close_to_the_peak(void)
+{
+	static const char *const specs[] = {
+		"{\"mesh\":{\"shape\":[4096],\"axes\":[\"d\"]}}",
+		"{\"mesh\":{\"shape\":[4096],\"axes\":[\"d\"]},\"rules\":[{\"match\":\".*\","
+		"\"spec\":[\"d\"]}]}",
+		"{\"mesh\":{\"shape\":[64,64],\"axes\":[\"a\",\"b\"]},\"rules\":["
+		"{\"match\":\"(embed|lm_head|l[0-9]\\\\.(q|k|v|o|gate|up|down))\","
+		"\"spec\":[\"a\",\"b\"]}]}",
+	};
+	static struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+
+	fk_llama21(&f);
+	for (size_t k = 0; k < RL_ARRAY_SIZE(specs); k++) {
+		long base;
+		double ratio;
+
+		pl_opts_default(&o);
+		o.all_stats = 0;
+		rl_alloc_peak_reset();
+		base = rl_alloc_live_bytes();
+		CHECKF(!build(&f, specs[k], &o, &p, &e), "%s", e.msg);
+		ratio = (double)p->memory_estimate / (double)(rl_alloc_peak_bytes() - base);
+		pl_plan_free(p);
+		CHECKF(ratio >= 0.7 && ratio <= 1.4, "spec %zu: estimate / peak = %.2f", k, ratio);
+	}
 }
 
 static int plan_huge_mesh(void *json, char *msg, size_t cap)
@@ -1161,7 +1373,13 @@ int main(void)
 	RUN(random_plans);
 	RUN(read_once_f2);
 	RUN(read_once_random);
+	RUN(dedupe_key_holds_run_length);
+	RUN(broadcast_batch_filled_to_its_bound);
+	RUN(aligned_blocks_that_touch_stay_apart);
+	RUN(gap_of_exactly_min_gap_is_solid);
+	RUN(shard_of_the_direct_minimum_read_directly);
 	RUN(memory_limit_at_the_estimate);
+	RUN(memory_estimate_close_to_the_peak);
 	RUN(huge_meshes_refused_at_once);
 	RUN(alloc_failures);
 	return th_done();

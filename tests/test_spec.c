@@ -89,7 +89,10 @@ static void spec_errors(void)
 		  "unknown field \"x\"");
 	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[null,null,null,null,null,null,null,"
 		  "null,null,null,null,null,null,null,null,null,null]}]}", RL_E_SPEC_RANK, "rule 0");
-	CHECK_ERR("{\"targets\":[{\"name\":\"t\"}]}", RL_E_SPEC_TARGET, "target 0", "\"t\"");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\"}]}", RL_E_SPEC_TARGET, "target 0", "\"t\"",
+		  "exactly one of");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[\"a\"],\"source\":\"a\"}]}",
+		  RL_E_SPEC_TARGET, "target 0", "exactly one of");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\"],\"b\"]}]}", RL_E_SPEC_TARGET,
 		  "not uniform");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\",\"b\"],[\"c\"]]}]}",
@@ -161,6 +164,12 @@ static void rule_regex_limits(void)
 	}
 	for (size_t i = 0; i < RL_ARRAY_SIZE(fine); i++)
 		CHECKF(!pl_spec_add_rule(s, fine[i], 0, NULL, &e), "%s: %s", fine[i], e.msg);
+	/* At most 4096 atoms once counts are expanded: 4 x 1000 + 96. */
+	snprintf(re, sizeof(re), "a{1000}a{1000}a{1000}a{1000}%096d", 0);
+	CHECKF(!pl_spec_add_rule(s, re, 0, NULL, &e), "%s", e.msg);
+	snprintf(re, sizeof(re), "a{1000}a{1000}a{1000}a{1000}%097d", 0);
+	CHECK_EQ(pl_spec_add_rule(s, re, 0, NULL, &e), RL_E_SPEC_REGEX);
+	CHECKF(strstr(e.msg, "more than 4096 atoms"), "%s", e.msg);
 	/* 1 KiB is the longest rule. */
 	memset(re, 'a', 1024);
 	re[1024] = '\0';
@@ -169,7 +178,7 @@ static void rule_regex_limits(void)
 	re[1025] = '\0';
 	CHECK_EQ(pl_spec_add_rule(s, re, 0, NULL, &e), RL_E_SPEC_REGEX);
 	CHECKF(strstr(e.msg, "pattern of 1025 bytes (at most 1024)"), "%s", e.msg);
-	CHECK_EQ(s->nrules, RL_ARRAY_SIZE(fine) + 1);
+	CHECK_EQ(s->nrules, RL_ARRAY_SIZE(fine) + 2);
 	pl_spec_free(s);
 }
 

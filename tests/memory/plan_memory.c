@@ -7,8 +7,9 @@
  * Checkpoints are built in memory (no files), so the build's own memory is
  * the only thing that grows between the two RSS readings. Each scenario
  * runs in a child process: its peak (getrusage maxrss) is its own. Prints
- * a table: the estimate, the measured growth of RSS during the build, and
- * their ratio. RINGLOAD_LIBC_MALLOC=1 measures with libc's malloc instead
+ * a table: the estimate, the measured growth of RSS during the build and
+ * the library's own peak of allocated bytes (common/alloc.c counts them),
+ * each with its ratio to the estimate. RINGLOAD_LIBC_MALLOC=1 measures with libc's malloc instead
  * of jemalloc. docs/validation.md quotes the results.
  */
 #include <errno.h>
@@ -197,7 +198,7 @@ static void run(const struct scenario *sc)
 	struct pl_opts o;
 	struct rl_err e = { 0 };
 	char *json = spec_text(sc);
-	long base, peak;
+	long base, peak, lib0, lib;
 	struct timespec t0, t1;
 	int ret;
 
@@ -215,25 +216,29 @@ static void run(const struct scenario *sc)
 	base = rss_kib();
 	if (maxrss_kib() > base)
 		base = maxrss_kib();   /* the high-water mark so far bounds the baseline */
+	rl_alloc_peak_reset();
+	lib0 = rl_alloc_live_bytes();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = pl_plan_build(&ck, s, al, &o, &p, &e);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	peak = maxrss_kib();
+	lib = rl_alloc_peak_bytes() - lib0;
 	if (ret) {
 		printf("%-10s build: %s\n", sc->name, e.msg);
 		exit(1);
 	}
-	printf("%-10s %10zu %10zu %9.1f %9.1f %6.2f %6.2fs  %s\n", sc->name,
+	printf("%-10s %9zu %9zu %8.1f %8.1f %5.2f %8.1f %5.2f %6.2fs  %s\n", sc->name,
 	       (size_t)p->nshards, (size_t)p->ncopies, p->memory_estimate / 1048576.0,
 	       (peak - base) / 1024.0, (double)p->memory_estimate / ((peak - base) * 1024.0 + 1),
+	       lib / 1048576.0, (double)p->memory_estimate / (lib + 1.0),
 	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9, sc->what);
 	exit(0);
 }
 
 int main(int argc, char **argv)
 {
-	printf("%-10s %10s %10s %9s %9s %6s %7s  %s\n", "scenario", "shards", "copies",
-	       "est_MiB", "peak_MiB", "ratio", "time", "what");
+	printf("%-10s %9s %9s %8s %8s %5s %8s %5s %7s  %s\n", "scenario", "shards", "copies",
+	       "est_MiB", "rss_MiB", "ratio", "lib_MiB", "ratio", "time", "what");
 	fflush(stdout);
 	for (size_t i = 0; i < RL_ARRAY_SIZE(scenarios); i++) {
 		int wanted = argc < 2, st;
