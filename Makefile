@@ -7,6 +7,7 @@
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
 #   make fuzz-ci    every fuzz target from its corpus, fixed seed and runs (CI)
 #   make fuzz-long  every fuzz target for FUZZ_SECONDS (600) each, nice'd
+#   make mutants    mutation testing: does the suite kill each mutant?
 #   make bench      benchmark suite against fio (perf/)
 #   make demo       generate a sample checkpoint and load it (README's main job)
 #   make install    library, header and ringload.pc under PREFIX
@@ -75,7 +76,7 @@ STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
-.PHONY: all test asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge bench demo install uninstall deps clean check-deps
+.PHONY: all test asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
@@ -221,6 +222,11 @@ fuzz-merge: fuzz
 	$(Q)for n in $(FUZZ_NAMES); do \
 		build-fuzz/fuzz_$$n -merge=1 tests/fuzz/corpus/$$n build-fuzz/grown/$$n; \
 	done
+
+# Mutation testing (tests/mutants/): each mutant of the list alone, in a
+# scratch copy of the tree; reports the kill rate (target >= 90%).
+mutants:
+	$(Q)tests/mutants/run.sh $(MUTANTS_LIST)
 
 bench: all
 	$(Q)perf/bench.sh

@@ -43,57 +43,44 @@ struct ent {
 /* The strict walk                                                   */
 /* ---------------------------------------------------------------- */
 
-/* A weight_map string (name or file name) must not hold U+0000. */
-static int map_string(struct sj *j, const char *path, const char *name_q)
+/* A weight_map file name must not hold U+0000 (name_q: its entry). */
+static int file_name(struct sj *j, const char *path, const char *name_q)
 {
-	char q[128];
 	int r;
 
 	if ((r = sj_string(j)))
 		return r;
 	if (!memchr(j->sb, 0, j->sb_len))
 		return 0;
-	if (!name_q) {
-		pl_quote(q, sizeof(q), j->sb, j->sb_len);
-		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map name '%s' "
-				  "contains a NUL character", path, q);
-	}
 	return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file name "
 			  "contains a NUL character", path, name_q);
 }
 
-/* weight_map's value: other forms are skipped here and refused later. */
-static int walk_weight_map(struct sj *j, const char *path)
+/* One weight_map entry: a name, and a file name (other values are
+ * skipped here and refused later). */
+static int map_member(struct sj *j, void *path)
 {
 	char q[128];
-	int r;
+
+	pl_quote(q, sizeof(q), j->sb, j->sb_len);
+	if (memchr(j->sb, 0, j->sb_len))
+		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map name '%s' contains a "
+				  "NUL character", (const char *)path, q);
+	sj_ws(j);
+	if (j->p >= j->end || *j->p != '"')
+		return sj_skip_value(j);
+	return file_name(j, path, q);
+}
+
+/* A member of the root: weight_map's entries are checked, others skipped. */
+static int root_member(struct sj *j, void *path)
+{
+	int wm = j->sb_len == 10 && !memcmp(j->sb, "weight_map", 10);
 
 	sj_ws(j);
-	if (j->p >= j->end || *j->p != '{')
-		return sj_skip_value(j);
-	if ((r = sj_enter(j)))
-		return r;
-	if (sj_empty(j, '}'))
-		return 0;
-	for (;;) {
-		sj_ws(j);
-		if (j->p >= j->end || *j->p != '"')
-			return sj_jerr(j, "expected a string key");
-		if ((r = map_string(j, path, NULL)))
-			return r;
-		pl_quote(q, sizeof(q), j->sb, j->sb_len);
-		if ((r = sj_expect(j, ':', "':'")))
-			return r;
-		sj_ws(j);
-		if (j->p < j->end && *j->p == '"')
-			r = map_string(j, path, q);
-		else
-			r = sj_skip_value(j);
-		if (r)
-			return r;
-		if ((r = sj_next(j, '}', "',' or '}'")) <= 0)
-			return r;
-	}
+	if (wm && j->p < j->end && *j->p == '{')
+		return sj_object(j, map_member, path);
+	return sj_skip_value(j);
 }
 
 /* The root object, every value validated, weight_map's strings checked. */
@@ -104,29 +91,8 @@ static int walk_root(struct sj *j, const char *path)
 	sj_ws(j);
 	if (j->p >= j->end || *j->p != '{')
 		return sj_jerr(j, "expected an object");
-	if ((r = sj_enter(j)))
+	if ((r = sj_object(j, root_member, (void *)path)))
 		return r;
-	if (!sj_empty(j, '}')) {
-		for (;;) {
-			int wm;
-
-			sj_ws(j);
-			if (j->p >= j->end || *j->p != '"')
-				return sj_jerr(j, "expected a string key");
-			if ((r = sj_string(j)))
-				return r;
-			wm = j->sb_len == 10 && !memcmp(j->sb, "weight_map", 10);
-			if ((r = sj_expect(j, ':', "':'")))
-				return r;
-			r = wm ? walk_weight_map(j, path) : sj_skip_value(j);
-			if (r)
-				return r;
-			if ((r = sj_next(j, '}', "',' or '}'")) < 0)
-				return r;
-			if (!r)
-				break;
-		}
-	}
 	sj_ws(j);
 	if (j->p < j->end)
 		return sj_jerr(j, "unexpected data after the JSON value");

@@ -28,17 +28,6 @@
 
 #include "plan_ctx.h"
 
-int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
-{
-	/* rl_grow grows by half: the largest arrays (copies) are near the
-	 * memory budget, where doubling would overshoot it. Plan arrays
-	 * start at 64 elements: they hold many, and few growth steps keep
-	 * realloc copies (old and new alive at once) off the peak. */
-	if (rl_grow(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
-	return 0;
-}
-
 void pl_opts_default(struct pl_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -168,9 +157,9 @@ static int add_regions(struct ctx *x, const struct fpart *f)
 		ret = part_runs(x, it, pt, &b, &r, &within);
 		if (ret == RL_E_SUBBYTE_SPLIT)
 			return subbyte_error(x, it, s);
-		if (ret < 0)
-			return rl_err_set(x->e, ret, "tensor \"%s\": device %u: %s", it->name,
-					  x->s->devices[x->slots[s]], rl_strerror(ret));
+		if (ret < 0)    /* pl_box_runs() fails only as above */
+			return rl_err_set(x->e, ret, "tensor \"%s\": device %u: no byte runs",
+					  it->name, x->s->devices[x->slots[s]]);
 		if (!ret)
 			continue;
 		if (GROW(x, x->reg, x->nreg, x->capreg, 1) ||

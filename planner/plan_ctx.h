@@ -6,6 +6,8 @@
 #ifndef RL_PLAN_CTX_H
 #define RL_PLAN_CTX_H
 
+#include <errno.h>
+
 #include "pl_private.h"
 
 struct region {
@@ -99,8 +101,19 @@ struct ctx {
 	((n) + (add) <= (cap) ? 0 : \
 	 pl_grow((void **)&(arr), (n) + (add), &(cap), sizeof(*(arr)), (ctx)->e))
 
-/* Grows *arr to hold need elements (x1.5 steps). 0 or -ENOMEM (e set). */
-int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e);
+/*
+ * Grows *arr to hold need elements (x1.5 steps). 0 or -ENOMEM (e set).
+ * rl_grow grows by half: the largest arrays (copies) are near the memory
+ * budget, where doubling would overshoot it. Plan arrays start at 64
+ * elements: they hold many, and few growth steps keep realloc copies (old
+ * and new alive at once) off the peak.
+ */
+static inline int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
+{
+	if (rl_grow(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
+		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	return 0;
+}
 
 /* The first region of unique region u. */
 static inline const struct region *ureg(const struct ctx *x, size_t u)

@@ -372,6 +372,31 @@ int sj_literal(struct sj *j, const char *word)
 	return 0;
 }
 
+int sj_object(struct sj *j, sj_member_fn member, void *arg)
+{
+	int r;
+
+	if ((r = sj_enter(j)))
+		return r;
+	if (sj_empty(j, '}'))
+		return 0;
+	for (;;) {
+		sj_ws(j);
+		if (j->p >= j->end || *j->p != '"')
+			return sj_jerr(j, "expected a string key");
+		if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")) || (r = member(j, arg)))
+			return r;
+		if ((r = sj_next(j, '}', "',' or '}'")) <= 0)
+			return r;
+	}
+}
+
+static int skip_member(struct sj *j, void *arg)
+{
+	(void)arg;
+	return sj_skip_value(j);
+}
+
 /* Validates and skips any value (serde's Content / IgnoredAny). */
 int sj_skip_value(struct sj *j)
 {
@@ -383,28 +408,18 @@ int sj_skip_value(struct sj *j)
 		return sj_jerr(j, "unexpected end, expected a value");
 	switch (*j->p) {
 	case '{':
-	case '[': {
-		char close = *j->p == '{' ? '}' : ']';
-		int obj = close == '}';
-
+		return sj_object(j, skip_member, NULL);
+	case '[':
 		if ((r = sj_enter(j)))
 			return r;
-		if (sj_empty(j, close))
+		if (sj_empty(j, ']'))
 			return 0;
 		for (;;) {
-			if (obj) {
-				sj_ws(j);
-				if (j->p >= j->end || *j->p != '"')
-					return sj_jerr(j, "expected a string key");
-				if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")))
-					return r;
-			}
 			if ((r = sj_skip_value(j)))
 				return r;
-			if ((r = sj_next(j, close, obj ? "',' or '}'" : "',' or ']'")) <= 0)
+			if ((r = sj_next(j, ']', "',' or ']'")) <= 0)
 				return r;
 		}
-	}
 	case '"':
 		return sj_string(j);
 	case 't':

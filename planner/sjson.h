@@ -70,6 +70,14 @@ int sj_literal(struct sj *j, const char *word);
 /* Validates and skips any value. */
 int sj_skip_value(struct sj *j);
 /*
+ * Reads the object at j->p (a '{'): for each member, decodes its key into
+ * j->sb / j->sb_len and, past the ':', calls member(j, arg) to read the
+ * value (the key is gone once it reads a string). Returns 0 when the object
+ * is closed (and left), or the first error.
+ */
+typedef int (*sj_member_fn)(struct sj *j, void *arg);
+int sj_object(struct sj *j, sj_member_fn member, void *arg);
+/*
  * Validates the whole text as one strict JSON value followed only by JSON
  * whitespace (NUL and other control bytes are neither whitespace nor
  * allowed raw in strings). Returns 0 or the cursor's error code.
