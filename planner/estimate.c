@@ -68,12 +68,12 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c)
 	const u128 per_process = sizeof(struct pl_stats) + 1 + sizeof(uint32_t);
 	const u128 per_slot = 2 * sizeof(uint32_t) + sizeof(uint64_t); /* ids, staging */
 	const u128 per_planned_slot = sizeof(uint32_t[PL_MAX_AXES]); /* mesh coordinates */
-	const u128 per_item = sizeof(struct pl_item) + 64 + sizeof(struct fpart);
+	const u128 per_item = sizeof(struct pl_item) + 64 + sizeof(struct file_part);
 	const u128 per_part = sizeof(struct pl_part);
 	const u128 per_region = sizeof(struct region) + sizeof(struct level) + sizeof(uint32_t) +
-				sizeof(struct scopy);
+				sizeof(struct req_copy);
 	const u128 per_unique = sizeof(struct group) + sizeof(struct pl_citem) +
-				sizeof(struct pl_block) + sizeof(struct ablock);
+				sizeof(struct pl_block) + sizeof(struct aligned_block);
 	/* Read once, per box shared by processes: its candidate, assignment,
 	 * order, owner, batch, size and broadcast (readonce.c, assign.c). */
 	const u128 ro_per_box = 192, ro_per_sharer = 2 * sizeof(uint32_t);

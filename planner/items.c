@@ -6,6 +6,7 @@
  * matching its name.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,19 +65,16 @@ static int item_init(struct pl_item *it, const char *name, unsigned ndim,
 	return 0;
 }
 
-/* Resolves target t into item it and its parts (appended at *np). */
-static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
-		       const struct pl_target *t, struct pl_item *it,
-		       struct pl_part *parts, size_t *np, struct rl_err *e)
+/* Finds t's sources: parts[0 .. t->nsources) and *first, all of one dtype
+ * and shape. */
+static int target_sources(const struct pl_ckpt *ck, const struct pl_target *t,
+			  struct pl_part *parts, const struct pl_tensor **first,
+			  struct rl_err *e)
 {
-	const struct pl_tensor *first = NULL;
-	uint64_t shape[RL_MAX_DIMS];
-	unsigned ndim;
-
+	*first = NULL;
 	for (size_t i = 0; i < t->nsources; i++) {
 		long k = find_tensor(ck, t->sources[i]);
-		const struct pl_tensor *src;
-		struct pl_part *p = &parts[*np + i];
+		const struct pl_tensor *src, *f = *first;
 
 		if (k < 0)
 			return rl_err_set(e, RL_E_MISSING_TENSOR,
@@ -87,24 +85,34 @@ static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 			return rl_err_set(e, RL_E_TOO_LARGE,
 					  "target \"%s\": source \"%s\" has too many dimensions",
 					  t->name, src->name);
-		if (!first) {
-			first = src;
-		} else if (src->dtype != first->dtype || src->ndim != first->ndim ||
-			   (src->ndim && memcmp(src->shape, first->shape,
-						src->ndim * sizeof(uint64_t)))) {
+		if (f && (src->dtype != f->dtype || src->ndim != f->ndim ||
+			  (src->ndim && memcmp(src->shape, f->shape, src->ndim * sizeof(uint64_t)))))
 			return rl_err_set(e, RL_E_SHAPE_MISMATCH,
 					  "target \"%s\": shape mismatch: stacked sources \"%s\" and \"%s\" differ in dtype or shape",
-					  t->name, first->name, src->name);
-		}
-		memset(p, 0, sizeof(*p));
-		p->src = (uint32_t)k;
-		p->nlead = t->kind == PL_T_STACK ? t->nstack : 0;
-		p->lead = i;
+					  t->name, f->name, src->name);
+		*first = f ? f : src;
+		memset(&parts[i], 0, sizeof(parts[i]));
+		parts[i].src = (uint32_t)k;
+		parts[i].nlead = t->kind == PL_T_STACK ? t->nstack : 0;
+		parts[i].lead = i;
 	}
-	ndim = 0;
+	return 0;
+}
+
+/* t's shape: the stacked axes, then the source's (sliced) dimensions;
+ * a slice's starts go into part 0. */
+static int target_shape(const struct pl_target *t, const struct pl_tensor *first,
+			struct pl_part *part0, uint64_t *shape, unsigned *ndim,
+			struct rl_err *e)
+{
+	*ndim = 0;
 	if (t->kind == PL_T_STACK)
 		for (unsigned i = 0; i < t->nstack; i++)
-			shape[ndim++] = t->stack_shape[i];
+			shape[(*ndim)++] = t->stack_shape[i];
+	if (t->kind == PL_T_SLICE && t->nslice > first->ndim)
+		return rl_err_set(e, RL_E_SPEC_TARGET,
+				  "target \"%s\": slice of %u dimensions for source \"%s\" of rank %u",
+				  t->name, t->nslice, first->name, (unsigned)first->ndim);
 	for (unsigned d = 0; d < first->ndim; d++) {
 		uint64_t dim = first->shape[d];
 
@@ -119,28 +127,46 @@ static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 						  t->name, d, (unsigned long long)a,
 						  (unsigned long long)b, (unsigned long long)dim,
 						  first->name);
-			parts[*np].slice[d] = a;
+			part0->slice[d] = a;
 			dim = b - a;
 		}
-		shape[ndim++] = dim;
+		shape[(*ndim)++] = dim;
 	}
-	if (t->kind == PL_T_SLICE && t->nslice > first->ndim)
-		return rl_err_set(e, RL_E_SPEC_TARGET,
-				  "target \"%s\": slice of %u dimensions for source \"%s\" of rank %u",
-				  t->name, t->nslice, first->name, (unsigned)first->ndim);
+	return 0;
+}
+
+/* t's declared shape and dtype, if any, against what its sources give. */
+static int target_declared(const struct pl_target *t, const struct pl_tensor *first,
+			   const uint64_t *shape, unsigned ndim, struct rl_err *e)
+{
+	const char *have = pl_dtype_name(first->dtype);
+
 	if (t->has_shape && (t->shape_ndim != ndim ||
 			     (ndim && memcmp(t->shape, shape, ndim * sizeof(uint64_t)))))
 		return rl_err_set(e, RL_E_SHAPE_MISMATCH,
 				  "target \"%s\": shape mismatch: declared shape differs from its sources'",
 				  t->name);
-	if (t->dtype) {
-		const char *have = pl_dtype_name(first->dtype);
+	if (t->dtype && (!have || strcmp(have, t->dtype)))
+		return rl_err_set(e, RL_E_SHAPE_MISMATCH,
+				  "target \"%s\": shape mismatch: declared dtype %s, source \"%s\" is %s",
+				  t->name, t->dtype, first->name, have ? have : "?");
+	return 0;
+}
 
-		if (!have || strcmp(have, t->dtype))
-			return rl_err_set(e, RL_E_SHAPE_MISMATCH,
-					  "target \"%s\": shape mismatch: declared dtype %s, source \"%s\" is %s",
-					  t->name, t->dtype, first->name, have ? have : "?");
-	}
+/* Resolves target t into item it and its parts (appended at *np). */
+static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
+		       const struct pl_target *t, struct pl_item *it,
+		       struct pl_part *parts, size_t *np, struct rl_err *e)
+{
+	const struct pl_tensor *first;
+	uint64_t shape[RL_MAX_DIMS];
+	unsigned ndim;
+	int ret;
+
+	if ((ret = target_sources(ck, t, parts + *np, &first, e)) ||
+	    (ret = target_shape(t, first, parts + *np, shape, &ndim, e)) ||
+	    (ret = target_declared(t, first, shape, ndim, e)))
+		return ret;
 	if (item_init(it, t->name, ndim, shape))
 		return rl_err_set(e, -ENOMEM, "target \"%s\": out of memory", t->name);
 	it->dtype = first->dtype;
@@ -193,102 +219,137 @@ static int selected(const struct pl_spec *s, const uint32_t *sel, const char *na
 	return 1;
 }
 
+/* Building the items: the inputs, the lists, and the selection's state. */
+struct build {
+	const struct pl_ckpt *ck;
+	const struct pl_spec *s;
+	struct rl_err *e;
+	struct pl_item *items;
+	size_t nitems;
+	struct pl_part *parts;
+	size_t nparts;
+	uint8_t *consumed;          /* per checkpoint tensor: a target's source */
+	uint8_t *hit;               /* per selection entry: found */
+	uint32_t *sel;              /* selection entries sorted by name */
+};
+
+static int build_alloc(struct build *b)
+{
+	const struct pl_spec *s = b->s;
+	size_t maxparts = 0;
+
+	for (size_t i = 0; i < s->ntargets; i++)
+		maxparts += s->targets[i].nsources;
+	if (b->ck->ntensors + s->ntargets > pl_limit(PL_LIMIT_TENSORS))
+		return rl_err_set(b->e, RL_E_TOO_LARGE, "plan: %zu tensors and targets (at most %"
+				  PRIu64 ")", b->ck->ntensors + s->ntargets,
+				  pl_limit(PL_LIMIT_TENSORS));
+	b->items = rl_calloc(b->ck->ntensors + s->ntargets + 1, sizeof(*b->items));
+	b->parts = rl_calloc(maxparts + 1, sizeof(*b->parts));
+	b->consumed = rl_calloc(b->ck->ntensors + 1, 1);
+	b->hit = rl_calloc(s->ntensors + 1, 1);
+	b->sel = rl_mallocarray(s->ntensors + 1, sizeof(*b->sel));
+	if (!b->items || !b->parts || !b->consumed || !b->hit || !b->sel)
+		return rl_err_set(b->e, -ENOMEM, "plan: out of memory");
+	for (size_t i = 0; i < s->ntensors; i++)
+		b->sel[i] = (uint32_t)i;
+	qsort_r(b->sel, s->ntensors, sizeof(*b->sel), sel_cmp, s->tensors);
+	return 0;
+}
+
+/*
+ * Marks the targets' sources; a target may take a checkpoint tensor's name
+ * only if that tensor is consumed (renamed or reshaped in place) or not
+ * selected.
+ */
+static int mark_sources(struct build *b)
+{
+	const struct pl_spec *s = b->s;
+
+	for (size_t i = 0; i < s->ntargets; i++)
+		for (size_t j = 0; j < s->targets[i].nsources; j++) {
+			long k = find_tensor(b->ck, s->targets[i].sources[j]);
+
+			if (k >= 0)
+				b->consumed[k] = 1;
+		}
+	for (size_t i = 0; i < s->ntargets; i++) {
+		long k = find_tensor(b->ck, s->targets[i].name);
+
+		if (k >= 0 && !b->consumed[k] && selected(s, b->sel, s->targets[i].name, b->hit))
+			return rl_err_set(b->e, RL_E_SPEC_TARGET,
+					  "target \"%s\": name of a checkpoint tensor that is loaded too",
+					  s->targets[i].name);
+	}
+	return 0;
+}
+
+/* The checkpoint's tensors that are loaded as they are. */
+static int add_tensors(struct build *b)
+{
+	for (size_t i = 0; i < b->ck->ntensors; i++) {
+		const struct pl_tensor *t = &b->ck->tensors[i];
+		struct pl_item *it = &b->items[b->nitems];
+		int ret;
+
+		if (b->consumed[i] || !selected(b->s, b->sel, t->name, b->hit))
+			continue;
+		if (t->ndim > RL_MAX_DIMS)
+			return rl_err_set(b->e, RL_E_TOO_LARGE,
+					  "tensor \"%s\": %u dimensions (at most %d)",
+					  t->name, (unsigned)t->ndim, RL_MAX_DIMS);
+		b->nitems++;
+		if (item_init(it, t->name, t->ndim, t->shape))
+			return rl_err_set(b->e, -ENOMEM, "plan: out of memory");
+		it->dtype = t->dtype;
+		it->bits = (uint16_t)tensor_bits(t);
+		it->src = (uint32_t)i;
+		if ((ret = set_rule(b->s, it, b->e)))
+			return ret;
+	}
+	return 0;
+}
+
+/* The selected targets, then every selected name must have been found. */
+static int add_targets(struct build *b)
+{
+	const struct pl_spec *s = b->s;
+	int ret;
+
+	for (size_t i = 0; i < s->ntargets; i++) {
+		if (!selected(s, b->sel, s->targets[i].name, b->hit))
+			continue;
+		b->nitems++;
+		ret = target_item(b->ck, s, &s->targets[i], &b->items[b->nitems - 1], b->parts,
+				  &b->nparts, b->e);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < s->ntensors; i++)
+		if (!b->hit[i])
+			return rl_err_set(b->e, RL_E_MISSING_TENSOR,
+					  "spec: selected tensor \"%s\" not found", s->tensors[i]);
+	return 0;
+}
+
 int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 		   struct pl_item **itemsp, size_t *nitemsp,
 		   struct pl_part **partsp, size_t *npartsp, struct rl_err *e)
 {
-	struct pl_item *items = NULL;
-	struct pl_part *parts = NULL;
-	uint8_t *consumed = NULL, *hit = NULL;
-	uint32_t *sel = NULL;
-	size_t nitems = 0, nparts = 0, maxparts = 0;
-	int ret = -ENOMEM;
+	struct build b = { .ck = ck, .s = s, .e = e };
+	int ret;
 
-	for (size_t i = 0; i < s->ntargets; i++)
-		maxparts += s->targets[i].nsources;
-	if (ck->ntensors + s->ntargets > UINT32_MAX)
-		return rl_err_set(e, RL_E_TOO_LARGE, "plan: too many tensors");
-	items = rl_calloc(ck->ntensors + s->ntargets + 1, sizeof(*items));
-	parts = rl_calloc(maxparts + 1, sizeof(*parts));
-	consumed = rl_calloc(ck->ntensors + 1, 1);
-	hit = rl_calloc(s->ntensors + 1, 1);
-	sel = rl_mallocarray(s->ntensors + 1, sizeof(*sel));
-	if (!items || !parts || !consumed || !hit || !sel) {
-		rl_err_set(e, ret, "plan: out of memory");
-		goto fail;
+	if ((ret = build_alloc(&b)) || (ret = mark_sources(&b)) || (ret = add_tensors(&b)) ||
+	    (ret = add_targets(&b))) {
+		pl_items_free(b.items, b.nitems, b.parts);
+	} else {
+		*itemsp = b.items;
+		*nitemsp = b.nitems;
+		*partsp = b.parts;
+		*npartsp = b.nparts;
 	}
-	for (size_t i = 0; i < s->ntensors; i++)
-		sel[i] = (uint32_t)i;
-	qsort_r(sel, s->ntensors, sizeof(*sel), sel_cmp, s->tensors);
-	for (size_t i = 0; i < s->ntargets; i++)
-		for (size_t j = 0; j < s->targets[i].nsources; j++) {
-			long k = find_tensor(ck, s->targets[i].sources[j]);
-
-			if (k >= 0)
-				consumed[k] = 1;
-		}
-	/* A target may take a checkpoint tensor's name only if that tensor is
-	 * consumed (renamed or reshaped in place) or not selected. */
-	for (size_t i = 0; i < s->ntargets; i++) {
-		long k = find_tensor(ck, s->targets[i].name);
-
-		if (k >= 0 && !consumed[k] && selected(s, sel, s->targets[i].name, hit)) {
-			ret = rl_err_set(e, RL_E_SPEC_TARGET,
-					 "target \"%s\": name of a checkpoint tensor that is loaded too",
-					 s->targets[i].name);
-			goto fail;
-		}
-	}
-	for (size_t i = 0; i < ck->ntensors; i++) {
-		const struct pl_tensor *t = &ck->tensors[i];
-		struct pl_item *it = &items[nitems];
-
-		if (consumed[i] || !selected(s, sel, t->name, hit))
-			continue;
-		if (t->ndim > RL_MAX_DIMS) {
-			ret = rl_err_set(e, RL_E_TOO_LARGE,
-					 "tensor \"%s\": %u dimensions (at most %d)",
-					 t->name, (unsigned)t->ndim, RL_MAX_DIMS);
-			goto fail;
-		}
-		nitems++;
-		if (item_init(it, t->name, t->ndim, t->shape)) {
-			ret = rl_err_set(e, -ENOMEM, "plan: out of memory");
-			goto fail;
-		}
-		it->dtype = t->dtype;
-		it->bits = (uint16_t)tensor_bits(t);
-		it->src = (uint32_t)i;
-		if ((ret = set_rule(s, it, e)))
-			goto fail;
-	}
-	for (size_t i = 0; i < s->ntargets; i++) {
-		if (!selected(s, sel, s->targets[i].name, hit))
-			continue;
-		nitems++;
-		ret = target_item(ck, s, &s->targets[i], &items[nitems - 1], parts,
-				  &nparts, e);
-		if (ret)
-			goto fail;
-	}
-	for (size_t i = 0; i < s->ntensors; i++)
-		if (!hit[i]) {
-			ret = rl_err_set(e, RL_E_MISSING_TENSOR,
-					 "spec: selected tensor \"%s\" not found", s->tensors[i]);
-			goto fail;
-		}
-	rl_free(consumed);
-	rl_free(hit);
-	rl_free(sel);
-	*itemsp = items;
-	*nitemsp = nitems;
-	*partsp = parts;
-	*npartsp = nparts;
-	return 0;
-fail:
-	pl_items_free(items, nitems, parts);
-	rl_free(consumed);
-	rl_free(hit);
-	rl_free(sel);
+	rl_free(b.consumed);
+	rl_free(b.hit);
+	rl_free(b.sel);
 	return ret;
 }

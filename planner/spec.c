@@ -271,81 +271,99 @@ fail:
 	return ret;
 }
 
-int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
-		     const rl_dim_spec *dims, struct rl_err *e)
+/* The partition spec's shape: at most RL_MAX_DIMS dimensions of at most
+ * PL_MAX_AXES axes each; *nnames gets the axis names in all. */
+static int check_dims(const char *regex, unsigned ndims, const rl_dim_spec *dims,
+		      size_t idx, unsigned *nnames, struct rl_err *e)
 {
-	size_t idx = s->nrules, plen;
-	struct pl_rule r, *nr;
-	char *full;
-	unsigned nnames = 0;
-	int rc;
-
-	if (!regex)
-		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
 	if (ndims > RL_MAX_DIMS)
 		return rl_err_set(e, RL_E_SPEC_RANK,
 				  "rule %zu (\"%s\"): spec of %u dimensions (at most %d)",
 				  idx, regex, ndims, RL_MAX_DIMS);
+	*nnames = 0;
 	for (unsigned d = 0; d < ndims; d++) {
 		if (dims[d].naxes > PL_MAX_AXES || (dims[d].naxes && !dims[d].axes))
 			return rl_err_set(e, RL_E_SPEC_AXIS,
 					  "rule %zu (\"%s\"): dimension %u names %u axes",
 					  idx, regex, d, dims[d].naxes);
-		nnames += dims[d].naxes;
+		*nnames += dims[d].naxes;
 	}
-	if ((rc = pl_regex_check(regex, idx, e)))
-		return rc;
-	memset(&r, 0, sizeof(r));
-	r.ndims = ndims;
-	/*
-	 * Validate the pattern on its own first: wrapped in "^(...)$" an
-	 * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$",
-	 * which matches any name that starts with "a".
-	 */
-	rc = regcomp(&r.re, regex, REG_EXTENDED | REG_NOSUB);
-	if (rc) {
-		char why[128];
+	return 0;
+}
 
-		regerror(rc, &r.re, why, sizeof(why));
-		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
-				  idx, regex, why);
-	}
-	regfree(&r.re);
-	/* Whole-name match: anchor the pattern once, here. */
-	plen = strlen(regex);
-	full = rl_malloc(plen + 5);
+/*
+ * Compiles regex into re for whole-name matches, anchored once here as
+ * "^(regex)$". The pattern is compiled on its own first: wrapped, an
+ * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$", which
+ * matches any name that starts with "a".
+ */
+static int rule_compile(regex_t *re, const char *regex, size_t idx, struct rl_err *e)
+{
+	size_t plen = strlen(regex);
+	char *full = rl_malloc(plen + 5), why[128];
+	int rc;
+
 	if (!full)
 		return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
 	memcpy(full, "^(", 2);
 	memcpy(full + 2, regex, plen);
 	memcpy(full + 2 + plen, ")$", 3);
-	rc = regcomp(&r.re, full, REG_EXTENDED | REG_NOSUB);
-	rl_free(full);
-	if (rc) {
-		char why[128];
-
-		regerror(rc, &r.re, why, sizeof(why));
-		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
-				  idx, regex, why);
+	rc = regcomp(re, regex, REG_EXTENDED | REG_NOSUB);
+	if (!rc) {
+		regfree(re);
+		rc = regcomp(re, full, REG_EXTENDED | REG_NOSUB);
 	}
-	r.pattern = rl_strdup(regex);
-	r.names = rl_calloc(nnames ? nnames : 1, sizeof(char *));
-	if (!r.pattern || !r.names)
-		goto oom;
-	r.nnames = nnames;
-	nnames = 0;
+	rl_free(full);
+	if (!rc)
+		return 0;
+	regerror(rc, re, why, sizeof(why));
+	return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s", idx, regex,
+			  why);
+}
+
+/* r's pattern and axis names, copied. 0 or -ENOMEM. */
+static int rule_names(struct pl_rule *r, const char *regex, unsigned ndims,
+		      const rl_dim_spec *dims, unsigned nnames)
+{
+	unsigned n = 0;
+
+	r->pattern = rl_strdup(regex);
+	r->names = rl_calloc(nnames ? nnames : 1, sizeof(char *));
+	if (!r->pattern || !r->names)
+		return -ENOMEM;
+	r->nnames = nnames;
 	for (unsigned d = 0; d < ndims; d++) {
-		r.dims[d].naxes = (uint8_t)dims[d].naxes;
+		r->dims[d].naxes = (uint8_t)dims[d].naxes;
 		for (unsigned a = 0; a < dims[d].naxes; a++) {
 			const char *name = dims[d].axes[a];
 
-			r.names[nnames] = rl_strdup(name ? name : "");
-			if (!r.names[nnames++])
-				goto oom;
+			if (!(r->names[n++] = rl_strdup(name ? name : "")))
+				return -ENOMEM;
 		}
 	}
-	rc = rule_resolve(s, &r, idx, e);
-	if (rc) {
+	return 0;
+}
+
+int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
+		     const rl_dim_spec *dims, struct rl_err *e)
+{
+	size_t idx = s->nrules;
+	struct pl_rule r, *nr;
+	unsigned nnames = 0;
+	int rc;
+
+	if (!regex)
+		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
+	if ((rc = check_dims(regex, ndims, dims, idx, &nnames, e)) ||
+	    (rc = pl_regex_check(regex, idx, e)))
+		return rc;
+	memset(&r, 0, sizeof(r));
+	r.ndims = ndims;
+	if ((rc = rule_compile(&r.re, regex, idx, e)))
+		return rc;
+	if (rule_names(&r, regex, ndims, dims, nnames))
+		goto oom;
+	if ((rc = rule_resolve(s, &r, idx, e))) {
 		rule_clear(&r);
 		return rc;
 	}

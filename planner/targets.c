@@ -97,16 +97,16 @@ static int stack_leaves(const cJSON *j, unsigned depth, struct pl_target *t,
 	return 0;
 }
 
-static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
-			struct rl_err *e)
+/* Only the known fields, and a non-empty "name" (kept in t->name). */
+static int target_name(struct pl_target *t, const cJSON *j, size_t idx, struct rl_err *e)
 {
-	const cJSON *name, *stack, *source, *slice, *shape, *dtype, *v;
+	static const char *const known[] = { "name", "stack", "source", "slice", "shape",
+					     "dtype" };
+	const cJSON *name, *v;
 
 	if (!cJSON_IsObject(j))
 		return rl_err_set(e, RL_E_SPEC_TARGET, "target %zu: not an object", idx);
 	cJSON_ArrayForEach(v, j) {
-		static const char *const known[] = { "name", "stack", "source", "slice",
-						     "shape", "dtype" };
 		size_t k;
 
 		for (k = 0; k < RL_ARRAY_SIZE(known); k++)
@@ -126,77 +126,103 @@ static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
 	t->name = rl_strdup(name->valuestring);
 	if (!t->name)
 		return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
-	stack = cJSON_GetObjectItemCaseSensitive(j, "stack");
-	source = cJSON_GetObjectItemCaseSensitive(j, "source");
-	slice = cJSON_GetObjectItemCaseSensitive(j, "slice");
+	return 0;
+}
+
+/* "stack": nested lists of source names, flattened row-major. */
+static int target_stack(struct pl_target *t, const cJSON *stack, size_t idx,
+			struct rl_err *e)
+{
+	uint64_t n = 1;
+	int ret;
+
+	if (!cJSON_IsArray(stack))
+		return rl_err_set(e, RL_E_SPEC_TARGET,
+				  "target %zu (\"%s\"): \"stack\" is not a list", idx, t->name);
+	t->kind = PL_T_STACK;
+	if ((ret = stack_shape(stack, 0, t, idx, e)))
+		return ret;
+	for (unsigned i = 0; i < t->nstack; i++)
+		if (rl_mul64(n, t->stack_shape[i], &n) || n > UINT32_MAX)
+			return rl_err_set(e, RL_E_SPEC_TARGET,
+					  "target %zu (\"%s\"): too many sources", idx, t->name);
+	t->sources = rl_calloc(n, sizeof(char *));
+	if (!t->sources)
+		return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
+	return stack_leaves(stack, 0, t, idx, e);
+}
+
+/* Exactly one of "stack" and "source" (an alias, or a slice with "slice"). */
+static int target_sources(struct pl_target *t, const cJSON *j, size_t idx,
+			  struct rl_err *e)
+{
+	const cJSON *stack = cJSON_GetObjectItemCaseSensitive(j, "stack");
+	const cJSON *source = cJSON_GetObjectItemCaseSensitive(j, "source");
+	const cJSON *slice = cJSON_GetObjectItemCaseSensitive(j, "slice");
+
 	if (!!stack == !!source)
 		return rl_err_set(e, RL_E_SPEC_TARGET,
 				  "target %zu (\"%s\"): give exactly one of \"stack\" and \"source\"",
 				  idx, t->name);
-	if (stack) {
-		int ret;
-		uint64_t n = 1;
+	if (stack && slice)
+		return rl_err_set(e, RL_E_SPEC_TARGET,
+				  "target %zu (\"%s\"): \"slice\" needs \"source\"", idx, t->name);
+	if (stack)
+		return target_stack(t, stack, idx, e);
+	if (!cJSON_IsString(source))
+		return rl_err_set(e, RL_E_SPEC_TARGET,
+				  "target %zu (\"%s\"): \"source\" must be a string", idx, t->name);
+	t->kind = slice ? PL_T_SLICE : PL_T_ALIAS;
+	t->sources = rl_calloc(1, sizeof(char *));
+	if (!t->sources || !(t->sources[0] = rl_strdup(source->valuestring)))
+		return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
+	t->nsources = 1;
+	return 0;
+}
 
-		if (slice)
-			return rl_err_set(e, RL_E_SPEC_TARGET,
-					  "target %zu (\"%s\"): \"slice\" needs \"source\"", idx, t->name);
-		if (!cJSON_IsArray(stack))
-			return rl_err_set(e, RL_E_SPEC_TARGET,
-					  "target %zu (\"%s\"): \"stack\" is not a list", idx, t->name);
-		t->kind = PL_T_STACK;
-		if ((ret = stack_shape(stack, 0, t, idx, e)))
-			return ret;
-		for (unsigned i = 0; i < t->nstack; i++)
-			if (rl_mul64(n, t->stack_shape[i], &n) || n > UINT32_MAX)
-				return rl_err_set(e, RL_E_SPEC_TARGET,
-						  "target %zu (\"%s\"): too many sources", idx, t->name);
-		t->sources = rl_calloc(n, sizeof(char *));
-		if (!t->sources)
-			return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
-		if ((ret = stack_leaves(stack, 0, t, idx, e)))
-			return ret;
-	} else {
-		if (!cJSON_IsString(source))
-			return rl_err_set(e, RL_E_SPEC_TARGET,
-					  "target %zu (\"%s\"): \"source\" must be a string",
-					  idx, t->name);
-		t->kind = slice ? PL_T_SLICE : PL_T_ALIAS;
-		t->sources = rl_calloc(1, sizeof(char *));
-		if (!t->sources || !(t->sources[0] = rl_strdup(source->valuestring)))
-			return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
-		t->nsources = 1;
-	}
-	if (slice) {
-		if (!cJSON_IsArray(slice) || cJSON_GetArraySize(slice) > RL_MAX_DIMS)
-			return rl_err_set(e, RL_E_SPEC_TARGET,
-					  "target %zu (\"%s\"): \"slice\" must be a list of at most %d entries",
-					  idx, t->name, RL_MAX_DIMS);
-		cJSON_ArrayForEach(v, slice) {
-			unsigned d = t->nslice++;
+/* "slice": per leading source dimension, null or [start, stop]. */
+static int target_slice(struct pl_target *t, const cJSON *slice, size_t idx,
+			struct rl_err *e)
+{
+	const cJSON *v;
 
-			t->slice_start[d] = 0;
-			t->slice_stop[d] = UINT64_MAX;
-			if (cJSON_IsNull(v))
-				continue;
-			if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
-				return rl_err_set(e, RL_E_SPEC_TARGET,
-						  "target %zu (\"%s\"): slice[%u] must be null or [start, stop]",
-						  idx, t->name, d);
-			/* JSON numbers are exact integers only up to 2^53. */
-			if (json_u64(cJSON_GetArrayItem(v, 0), &t->slice_start[d]) ||
-			    json_u64(cJSON_GetArrayItem(v, 1), &t->slice_stop[d]))
-				return rl_err_set(e, RL_E_SPEC_TARGET,
-						  "target %zu (\"%s\"): slice[%u]: bounds must be integers in [0, 2^53]",
-						  idx, t->name, d);
-			if (t->slice_start[d] > t->slice_stop[d])
-				return rl_err_set(e, RL_E_SPEC_TARGET,
-						  "target %zu (\"%s\"): slice[%u]: start %llu after stop %llu",
-						  idx, t->name, d,
-						  (unsigned long long)t->slice_start[d],
-						  (unsigned long long)t->slice_stop[d]);
-		}
+	if (!cJSON_IsArray(slice) || cJSON_GetArraySize(slice) > RL_MAX_DIMS)
+		return rl_err_set(e, RL_E_SPEC_TARGET,
+				  "target %zu (\"%s\"): \"slice\" must be a list of at most %d entries",
+				  idx, t->name, RL_MAX_DIMS);
+	cJSON_ArrayForEach(v, slice) {
+		unsigned d = t->nslice++;
+
+		t->slice_start[d] = 0;
+		t->slice_stop[d] = UINT64_MAX;
+		if (cJSON_IsNull(v))
+			continue;
+		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+			return rl_err_set(e, RL_E_SPEC_TARGET,
+					  "target %zu (\"%s\"): slice[%u] must be null or [start, stop]",
+					  idx, t->name, d);
+		/* JSON numbers are exact integers only up to 2^53. */
+		if (json_u64(cJSON_GetArrayItem(v, 0), &t->slice_start[d]) ||
+		    json_u64(cJSON_GetArrayItem(v, 1), &t->slice_stop[d]))
+			return rl_err_set(e, RL_E_SPEC_TARGET,
+					  "target %zu (\"%s\"): slice[%u]: bounds must be integers in [0, 2^53]",
+					  idx, t->name, d);
+		if (t->slice_start[d] > t->slice_stop[d])
+			return rl_err_set(e, RL_E_SPEC_TARGET,
+					  "target %zu (\"%s\"): slice[%u]: start %llu after stop %llu",
+					  idx, t->name, d, (unsigned long long)t->slice_start[d],
+					  (unsigned long long)t->slice_stop[d]);
 	}
-	shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
+	return 0;
+}
+
+/* The optional declarations "shape" and "dtype", checked later. */
+static int target_declared(struct pl_target *t, const cJSON *j, size_t idx,
+			   struct rl_err *e)
+{
+	const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
+	const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(j, "dtype"), *v;
+
 	if (shape) {
 		if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > RL_MAX_DIMS)
 			return rl_err_set(e, RL_E_SPEC_TARGET,
@@ -210,20 +236,32 @@ static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
 						  idx, t->name, t->shape_ndim - 1);
 		}
 	}
-	dtype = cJSON_GetObjectItemCaseSensitive(j, "dtype");
-	if (dtype) {
-		if (!cJSON_IsString(dtype))
-			return rl_err_set(e, RL_E_SPEC_TARGET,
-					  "target %zu (\"%s\"): \"dtype\" must be a string", idx, t->name);
-		if (pl_dtype_lookup(dtype->valuestring, strlen(dtype->valuestring)) < 0)
-			return rl_err_set(e, RL_E_SPEC_TARGET,
-					  "target %zu (\"%s\"): unknown dtype \"%s\"", idx, t->name,
-					  dtype->valuestring);
-		t->dtype = rl_strdup(dtype->valuestring);
-		if (!t->dtype)
-			return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
-	}
+	if (!dtype)
+		return 0;
+	if (!cJSON_IsString(dtype))
+		return rl_err_set(e, RL_E_SPEC_TARGET,
+				  "target %zu (\"%s\"): \"dtype\" must be a string", idx, t->name);
+	if (pl_dtype_lookup(dtype->valuestring, strlen(dtype->valuestring)) < 0)
+		return rl_err_set(e, RL_E_SPEC_TARGET, "target %zu (\"%s\"): unknown dtype \"%s\"",
+				  idx, t->name, dtype->valuestring);
+	t->dtype = rl_strdup(dtype->valuestring);
+	if (!t->dtype)
+		return rl_err_set(e, -ENOMEM, "target %zu: out of memory", idx);
 	return 0;
+}
+
+static int parse_target(struct pl_target *t, const cJSON *j, size_t idx,
+			struct rl_err *e)
+{
+	const cJSON *slice;
+	int ret;
+
+	if ((ret = target_name(t, j, idx, e)) || (ret = target_sources(t, j, idx, e)))
+		return ret;
+	slice = cJSON_GetObjectItemCaseSensitive(j, "slice");
+	if (slice && (ret = target_slice(t, slice, idx, e)))
+		return ret;
+	return target_declared(t, j, idx, e);
 }
 
 int pl_target_parse(struct pl_spec *s, const cJSON *j, size_t idx, struct rl_err *e)

@@ -1,8 +1,8 @@
 /*
- * test_plan.c - the planner: boxes and byte runs (ACCEPTANCE A), coalescing
- * (B), the automatic ratio (C), chunking (D), several processes (F),
- * targets (G), and randomized plans executed against synthetic bytes and
- * checked element by element.
+ * test_plan.c - the planner: boxes and byte runs, coalescing, the automatic
+ * ratio, alignment and chunking, several processes, targets, read once,
+ * the memory estimate and its limit, and randomized plans executed against
+ * synthetic bytes and checked element by element (tests/pl_check.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,7 +28,7 @@ static struct pl_spec *spec_json(const char *json)
 }
 
 /* ---------------------------------------------------------------- */
-/* A. Box -> byte runs                                               */
+/* Boxes -> byte runs                                                */
 /* ---------------------------------------------------------------- */
 
 struct run {
@@ -72,15 +72,14 @@ static int runs_of(unsigned ndim, const uint64_t *shape, const uint64_t *start,
 		} \
 	} while (0)
 
-static void a_box_runs(void)
+static void box_runs_of_partial_boxes(void)
 {
 	struct run r[16];
 	size_t n;
 
-	/* A.1 scalar */
+	/* A scalar. */
 	CHECK_EQ(runs_of(0, NULL, NULL, NULL, 32, 128, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 128, 4 });
-	/* A.2 */
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, NULL, NULL, 32, 0, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 0, 128 });
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 0, 0 }, (uint64_t[]){ 2, 8 },
@@ -89,40 +88,34 @@ static void a_box_runs(void)
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 2, 0 }, (uint64_t[]){ 4, 8 },
 			 32, 128, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 192, 64 });
-	/* A.3 */
 	CHECK_EQ(runs_of(1, (uint64_t[]){ 8 }, (uint64_t[]){ 2 }, (uint64_t[]){ 4 }, 32, 64,
 			 r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 72, 8 });
-	/* A.4 */
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 0, 0 }, (uint64_t[]){ 4, 4 },
 			 32, 0, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 0, 16 }, { 32, 16 }, { 64, 16 }, { 96, 16 });
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 0, 0 }, (uint64_t[]){ 4, 4 },
 			 16, 0, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 0, 8 }, { 16, 8 }, { 32, 8 }, { 48, 8 });
-	/* A.5 */
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 4, 8 }, (uint64_t[]){ 1, 2 }, (uint64_t[]){ 3, 6 },
 			 32, 0, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 40, 16 }, { 72, 16 });
-	/* A.6 */
 	CHECK_EQ(runs_of(3, (uint64_t[]){ 2, 4, 4 }, (uint64_t[]){ 0, 1, 0 },
 			 (uint64_t[]){ 2, 3, 4 }, 32, 0, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 16, 32 }, { 80, 32 });
-	/* A.7 */
 	CHECK_EQ(runs_of(3, (uint64_t[]){ 2, 2, 4 }, (uint64_t[]){ 0, 0, 2 },
 			 (uint64_t[]){ 2, 2, 4 }, 32, 1000, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 1008, 8 }, { 1024, 8 }, { 1040, 8 }, { 1056, 8 });
-	/* A.8 */
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 3, 4 }, (uint64_t[]){ 0, 1 }, (uint64_t[]){ 3, 2 },
 			 8, 0, r, 16, &n), 0);
 	CHECK_RUNS(r, n, { 1, 1 }, { 5, 1 }, { 9, 1 });
-	/* A.9 zero-size: no runs, no error */
+	/* Zero-size: no runs, no error. */
 	CHECK_EQ(runs_of(2, (uint64_t[]){ 0, 8 }, NULL, NULL, 32, 0, r, 16, &n), 0);
 	CHECK_EQ(n, 0);
 }
 
-/* A.7 stays compact: one level of 4 runs, not 4 descriptors. */
-static void a_runs_compact(void)
+/* Strided runs stay compact: one level of 4 runs, not 4 descriptors. */
+static void strided_runs_stay_compact(void)
 {
 	struct pl_box b = { { 0, 0 }, { 1u << 20, 2 } };
 	struct pl_runs r;
@@ -141,8 +134,8 @@ static void a_runs_compact(void)
 	CHECK_EQ(r.stride[0], 4);
 }
 
-/* A.10: random shapes and boxes against an element-by-element reference. */
-static void a_runs_property(void)
+/* Random shapes and boxes against an element-by-element reference. */
+static void runs_match_an_elementwise_walk(void)
 {
 	for (int iter = 0; iter < 2000; iter++) {
 		unsigned ndim = (unsigned)(th_rand() % 5), bits = 8u << (th_rand() % 4);
@@ -197,8 +190,8 @@ static void a_runs_property(void)
 	}
 }
 
-/* A.11 sub-byte dtypes only on whole bytes. */
-static void a_subbyte(void)
+/* Sub-byte dtypes only on whole bytes. */
+static void subbyte_runs_on_whole_bytes(void)
 {
 	struct pl_box b = { { 0, 0 }, { 4, 1 } };
 	struct pl_runs r;
@@ -222,7 +215,7 @@ static void a_subbyte(void)
 }
 
 /* ---------------------------------------------------------------- */
-/* B, C. Coalescing                                                  */
+/* Coalescing                                                        */
 /* ---------------------------------------------------------------- */
 
 static int ci_by_start(const void *a, const void *b)
@@ -247,32 +240,32 @@ static size_t coalesce(const struct run *runs, size_t n, uint64_t min_gap, doubl
 	return pl_coalesce(it, n, min_gap, ratio ? &r : NULL, blk);
 }
 
-static void b_coalescing(void)
+static void coalescing_gap_and_ratio_bounds(void)
 {
 	struct pl_block blk[2000];
 	static struct pl_citem it[20000];
 	size_t nb;
 
-	CHECK_EQ(coalesce(NULL, 0, 4096, 1, blk, it), 0);                 /* B.1 */
+	CHECK_EQ(coalesce(NULL, 0, 4096, 1, blk, it), 0);
 	nb = coalesce((struct run[]){ { 0, 100 }, { 100, 50 }, { 150, 50 } }, 3, 4096, 1, blk, it);
-	CHECK_EQ(nb, 1);                                                    /* B.2 */
+	CHECK_EQ(nb, 1);
 	CHECK_EQ(blk[0].start, 0);
 	CHECK_EQ(blk[0].end, 200);
 	nb = coalesce((struct run[]){ { 200, 50 }, { 0, 100 }, { 100, 100 } }, 3, 4096, 1, blk, it);
-	CHECK_EQ(nb, 1);                                                    /* B.3 */
+	CHECK_EQ(nb, 1);
 	CHECK_EQ(it[0].ref, 1);
 	CHECK_EQ(it[1].ref, 2);
 	CHECK_EQ(it[2].ref, 0);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 4104, 8 } }, 2, 4096, 1, blk, it), 1);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 4105, 8 } }, 2, 4096, 1, blk, it), 2);
 	nb = coalesce((struct run[]){ { 0, 8 }, { 200, 8 } }, 2, 4096, 2, blk, it);
-	CHECK_EQ(nb, 1);                                                    /* B.5 */
+	CHECK_EQ(nb, 1);
 	CHECK_EQ(blk[0].end, 208);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 8192, 8 } }, 2, 4096, 2, blk, it), 2);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 8 }, { 8192, 8 } }, 2, 16384, 2, blk, it), 1);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 1024 }, { 4096, 1024 } }, 2, 0, 2, blk, it), 2);
 	nb = coalesce((struct run[]){ { 0, 1024 }, { 4096, 1024 } }, 2, 0, 2.5, blk, it);
-	CHECK_EQ(nb, 1);                                                    /* B.7 */
+	CHECK_EQ(nb, 1);
 	CHECK_EQ(blk[0].end, 5120);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 1024 }, { 3072, 1024 } }, 2, 0, 2, blk, it), 1);
 	CHECK_EQ(coalesce((struct run[]){ { 0, 1024 }, { 3073, 1024 } }, 2, 0, 2, blk, it), 2);
@@ -283,13 +276,13 @@ static void b_coalescing(void)
 			s8[i] = (struct run){ 16u * i, 8 };
 		for (int i = 0; i < 4; i++)
 			s4[i] = (struct run){ 64u * i, 8 };
-		nb = coalesce(s8, 8, 4096, 2, blk, it);                     /* B.9 */
+		nb = coalesce(s8, 8, 4096, 2, blk, it);
 		CHECK_EQ(nb, 1);
 		CHECK_EQ(blk[0].end - blk[0].start, 120);
 		CHECK_EQ(coalesce(s4, 4, 0, 2, blk, it), 4);
 	}
 	nb = coalesce((struct run[]){ { 0, 100 }, { 50, 100 } }, 2, 4096, 1, blk, it);
-	CHECK_EQ(nb, 1);                                                    /* B.10 */
+	CHECK_EQ(nb, 1);
 	CHECK_EQ(blk[0].end, 150);
 	CHECK_EQ(blk[0].needed, 150);
 	nb = coalesce((struct run[]){ { 0, 100 }, { 10, 20 } }, 2, 4096, 1, blk, it);
@@ -301,17 +294,17 @@ static void b_coalescing(void)
 	CHECK_EQ(blk[0].needed, 16);
 	CHECK_EQ(blk[0].n, 2);
 	nb = coalesce((struct run[]){ { 0, 1ull << 30 } }, 1, 4096, 1, blk, it);
-	CHECK_EQ(nb, 1);                                                    /* B.11 */
+	CHECK_EQ(nb, 1);
 	CHECK_EQ(blk[0].end, 1ull << 30);
 }
 
-static void c_auto_ratio(void)
+static void automatic_ratio_past_1024_blocks(void)
 {
 	static struct run runs[10000];
 	static struct pl_citem it[10000];
 	struct pl_ratio r;
 
-	pl_auto_ratio(it, 0, 4096, &r);                                     /* C.1 */
+	pl_auto_ratio(it, 0, 4096, &r);
 	CHECK(r.num == r.den);
 	for (int i = 0; i < 64; i++)
 		runs[i] = (struct run){ (uint64_t)i << 20, 256 << 10 };
@@ -323,7 +316,7 @@ static void c_auto_ratio(void)
 	coalesce(runs, 10000, 4096, 1, (struct pl_block[1]){ { 0 } }, it);
 	pl_auto_ratio(it, 10000, 4096, &r);
 	CHECK(r.num == r.den);
-	/* C.2: 1025 runs of 8 B at stride 8200: span / needed, one block. */
+	/* 1025 runs of 8 B at stride 8200: span / needed, one block. */
 	for (int i = 0; i < 1025; i++)
 		runs[i] = (struct run){ 8200ull * i, 8 };
 	{
@@ -358,8 +351,8 @@ static int build(struct fake *f, const char *json, struct pl_opts *o, struct pl_
 	return ret;
 }
 
-/* C.3 whole-file load of densely packed tensors: one block, exact. */
-static void c_whole_file_one_block(void)
+/* A whole-file load of densely packed tensors: one block, exact. */
+static void whole_file_is_one_block(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -383,7 +376,7 @@ static void c_whole_file_one_block(void)
 	pl_plan_free(p);
 }
 
-static void d_chunks(void)
+static void blocks_cut_into_chunks(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -391,7 +384,7 @@ static void d_chunks(void)
 	struct rl_err e;
 	const char *bad;
 
-	/* D.1: five dense 16 B tensors, chunk 64 -> one block, 64 + 16. */
+	/* Five dense 16 B tensors, chunk 64 -> one block, 64 + 16. */
 	fk_init(&f, 1, 0);
 	for (int i = 0; i < 5; i++) {
 		char name[8];
@@ -409,7 +402,7 @@ static void d_chunks(void)
 	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
-	/* D.2: one 64 B run, chunk 16 -> 4 requests. */
+	/* One 64 B run, chunk 16 -> 4 requests. */
 	fk_init(&f, 1, 0);
 	fk_add(&f, 0, "w", RL_DTYPE_U8, 1, (uint64_t[]){ 64 });
 	o.chunk = 16;
@@ -422,7 +415,7 @@ static void d_chunks(void)
 	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
 	pl_plan_free(p);
-	/* D.3: nothing needed from a file -> never opened, all stats 0. */
+	/* Nothing needed from a file -> never opened, all stats 0. */
 	fk_init(&f, 2, 8);
 	fk_add(&f, 0, "a", RL_DTYPE_U8, 1, (uint64_t[]){ 0 });
 	fk_add(&f, 1, "b", RL_DTYPE_U8, 2, (uint64_t[]){ 0, 3 });
@@ -438,7 +431,7 @@ static void d_chunks(void)
 }
 
 /* Alignment widens blocks and the last read may pass EOF (min_len). */
-static void d_alignment(void)
+static void blocks_widened_to_the_alignment(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -465,7 +458,7 @@ static void d_alignment(void)
 }
 
 /* Congruent placement: a large shard's aligned middle is read directly. */
-static void d_direct_middles(void)
+static void congruent_shards_read_directly(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -504,13 +497,13 @@ static void d_direct_middles(void)
 }
 
 /* ---------------------------------------------------------------- */
-/* F. Several processes                                              */
+/* Several processes                                                 */
 /* ---------------------------------------------------------------- */
 
 #define MESH_4x2 "\"mesh\":{\"shape\":[4,2],\"axes\":[\"data\",\"model\"]," \
 	"\"devices\":[0,1,2,3,4,5,6,7],\"process_of_device\":[0,0,1,1,2,2,3,3]}"
 
-static void f_multi_process(void)
+static void processes_read_their_own_boxes(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -525,7 +518,7 @@ static void f_multi_process(void)
 		const char *bad;
 
 		o.process = proc;
-		/* F.1 (data, model): rows [2p, 2p+2), one block of 64 B at base + 64p. */
+		/* Split over (data, model): rows [2p, 2p+2), one block of 64 B at base + 64p. */
 		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
 			       "\"spec\":[\"data\",\"model\"]}]}", &o, &p, &e), 0);
 		CHECK_EQ(p->nslots, 2);
@@ -540,7 +533,7 @@ static void f_multi_process(void)
 		bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 		CHECKF(!bad, "%s", bad);
 		pl_plan_free(p);
-		/* F.2 (null, model): the whole tensor, one 256 B block per process. */
+		/* Split over (null, model): the whole tensor, one 256 B block per process. */
 		CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"w\","
 			       "\"spec\":[null,\"model\"]}]}", &o, &p, &e), 0);
 		CHECK_EQ(p->stats[proc].blocks, 1);
@@ -549,7 +542,7 @@ static void f_multi_process(void)
 		bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 		CHECKF(!bad, "%s", bad);
 		pl_plan_free(p);
-		/* F.3 replicated: both devices share one read, two placements. */
+		/* Replicated: both devices share one read, two placements. */
 		CHECK_EQ(build(&f, "{" MESH_4x2 "}", &o, &p, &e), 0);
 		CHECK_EQ(p->nreads, 1);
 		CHECK_EQ(p->reads[0].ncopies, 2);
@@ -582,7 +575,7 @@ static void f_multi_process(void)
 	}
 }
 
-static void f_errors_and_empty_shards(void)
+static void empty_shards_and_subbyte_errors(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -593,7 +586,7 @@ static void f_errors_and_empty_shards(void)
 	fk_add(&f, 0, "v", RL_DTYPE_F32, 1, (uint64_t[]){ 4 });
 	fk_add(&f, 0, "s", RL_DTYPE_F32, 0, NULL);
 	pl_opts_default(&o);
-	/* F.4: 4 split 8 ways: 4 empty shards, allowed. */
+	/* 4 rows split 8 ways: 4 empty shards, allowed. */
 	CHECK_EQ(build(&f, "{" MESH_4x2 ",\"rules\":[{\"match\":\"v\","
 		       "\"spec\":[[\"data\",\"model\"]]}]}", &o, &p, &e), 0);
 	CHECK_EQ(p->shards[pl_shard_index(p, 0, 0)].nbytes, 4);
@@ -653,10 +646,10 @@ static void f_errors_and_empty_shards(void)
 }
 
 /* ---------------------------------------------------------------- */
-/* G. Targets                                                        */
+/* Targets                                                           */
 /* ---------------------------------------------------------------- */
 
-static void g_targets(void)
+static void targets_stack_slice_and_alias(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -674,7 +667,6 @@ static void g_targets(void)
 	fk_add(&f, 1, "e1l1", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 4 });
 	fk_add(&f, 1, "embed", RL_DTYPE_F32, 2, (uint64_t[]){ 8, 4 });
 	pl_opts_default(&o);
-	/* G.1-G.4 */
 	CHECK_EQ(build(&f, "{\"targets\":["
 		       "{\"name\":\"layers\",\"stack\":[\"l0\",\"l1\"]},"
 		       "{\"name\":\"experts\",\"stack\":[[\"e0l0\",\"e0l1\"],[\"e1l0\",\"e1l1\"]],"
@@ -692,12 +684,12 @@ static void g_targets(void)
 	CHECK_EQ(p->items[2].shape[0], 4);
 	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 	CHECKF(!bad, "%s", bad);
-	/* G.3 tied: embed read once (needed counts it once), two destinations;
-	 * G.4: q, k, v are three contiguous runs of qkv, read once. */
+	/* Tied: embed read once (needed counts it once), two destinations;
+	 * q, k, v are three contiguous runs of qkv, read once. */
 	CHECK_EQ(p->stats[0].needed_bytes, f.files[0].size - 40 + f.files[1].size - 40);
 	CHECK_EQ(p->stats[0].read_bytes, p->stats[0].needed_bytes);
 	pl_plan_free(p);
-	/* G.5 stacked target sharded on the layer axis: device 0 reads l0 only. */
+	/* A stacked target sharded on the layer axis: device 0 reads l0 only. */
 	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],"
 		       "\"process_of_device\":[0,1]},"
 		       "\"rules\":[{\"match\":\"layers\",\"spec\":[\"x\"]}],"
@@ -829,10 +821,10 @@ static void random_plans(void)
 }
 
 /* ---------------------------------------------------------------- */
-/* Read once and broadcast (ACCEPTANCE F.2, H.4)                     */
+/* Read once and broadcast                                           */
 /* ---------------------------------------------------------------- */
 
-static void read_once_f2(void)
+static void read_once_two_halves_four_processes(void)
 {
 	struct fake f;
 	struct pl_opts o;
@@ -1158,6 +1150,32 @@ static void shard_of_the_direct_minimum_read_directly(void)
 	}
 }
 
+/* Tensors and targets of a plan: at the limit fine, one more refused. */
+static void item_count_limit(void)
+{
+	static const char *const json = "{\"targets\":[{\"name\":\"t\",\"source\":\"a\"}]}";
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	int ret;
+
+	fk_init(&f, 1, 0);
+	fk_add(&f, 0, "a", RL_DTYPE_U8, 1, (uint64_t[]){ 4 });
+	fk_add(&f, 0, "b", RL_DTYPE_U8, 1, (uint64_t[]){ 4 });
+	pl_opts_default(&o);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 3);
+	ret = build(&f, json, &o, &p, &e);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 0);
+	CHECKF(ret == 0, "%s", e.msg);
+	pl_plan_free(p);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 2);
+	ret = build(&f, json, &o, &p, &e);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 0);
+	CHECK_EQ(ret, RL_E_TOO_LARGE);
+	CHECKF(strstr(e.msg, "3 tensors and targets (at most 2)"), "%s", e.msg);
+}
+
 /* A llama-like checkpoint of 21 small tensors in one file (2 layers). */
 static void fk_llama21(struct fake *f)
 {
@@ -1357,27 +1375,28 @@ static void alloc_failures(void)
 int main(void)
 {
 	th_seed();
-	RUN(a_box_runs);
-	RUN(a_runs_compact);
-	RUN(a_runs_property);
-	RUN(a_subbyte);
-	RUN(b_coalescing);
-	RUN(c_auto_ratio);
-	RUN(c_whole_file_one_block);
-	RUN(d_chunks);
-	RUN(d_alignment);
-	RUN(d_direct_middles);
-	RUN(f_multi_process);
-	RUN(f_errors_and_empty_shards);
-	RUN(g_targets);
+	RUN(box_runs_of_partial_boxes);
+	RUN(strided_runs_stay_compact);
+	RUN(runs_match_an_elementwise_walk);
+	RUN(subbyte_runs_on_whole_bytes);
+	RUN(coalescing_gap_and_ratio_bounds);
+	RUN(automatic_ratio_past_1024_blocks);
+	RUN(whole_file_is_one_block);
+	RUN(blocks_cut_into_chunks);
+	RUN(blocks_widened_to_the_alignment);
+	RUN(congruent_shards_read_directly);
+	RUN(processes_read_their_own_boxes);
+	RUN(empty_shards_and_subbyte_errors);
+	RUN(targets_stack_slice_and_alias);
 	RUN(random_plans);
-	RUN(read_once_f2);
+	RUN(read_once_two_halves_four_processes);
 	RUN(read_once_random);
 	RUN(dedupe_key_holds_run_length);
 	RUN(broadcast_batch_filled_to_its_bound);
 	RUN(aligned_blocks_that_touch_stay_apart);
 	RUN(gap_of_exactly_min_gap_is_solid);
 	RUN(shard_of_the_direct_minimum_read_directly);
+	RUN(item_count_limit);
 	RUN(memory_limit_at_the_estimate);
 	RUN(memory_estimate_close_to_the_peak);
 	RUN(huge_meshes_refused_at_once);
