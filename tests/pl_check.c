@@ -16,12 +16,11 @@ struct exec {
 	char why[256];
 };
 
-/* Source bit (from the start of its file) of bit b of the element at
- * coordinates c of item it. Sub-byte dtypes (F4, F6) are compared bit by
- * bit: the planner places them on whole bytes, copied byte by byte. */
+/* Source bit (from the start of its file) of the element at coordinates c
+ * of item it. Sub-byte dtypes (F4, F6) are compared bit by bit: the planner
+ * places them on whole bytes, copied byte by byte. */
 static uint64_t ref_src_bit(const struct pl_plan *p, const struct pl_ckpt *ck,
-			    const struct pl_item *it, const uint64_t *c, unsigned b,
-			    unsigned *file)
+			    const struct pl_item *it, const uint64_t *c, unsigned *file)
 {
 	const struct pl_part *pt = NULL;
 	const struct pl_tensor *t;
@@ -41,7 +40,7 @@ static uint64_t ref_src_bit(const struct pl_plan *p, const struct pl_ckpt *ck,
 	for (unsigned d = 0; d < t->ndim; d++)
 		flat = flat * t->shape[d] + c[nlead + d] + (pt ? pt->slice[d] : 0);
 	*file = t->file;
-	return t->offset * 8 + flat * it->bits + b;
+	return t->offset * 8 + flat * it->bits;
 }
 
 static int bit_of(uint8_t byte, uint64_t bit)
@@ -158,12 +157,16 @@ static int check_shard(struct exec *x, size_t i, const uint8_t *recv)
 		return fail(x, "shard %zu of %s: %llu bytes, want %llu bits", i, it->name,
 			    (unsigned long long)sh->nbytes, (unsigned long long)(n * it->bits));
 	for (uint64_t e = 0; e < n; e++) {
-		for (unsigned k = 0; k < it->bits; k++) {
-			unsigned file;
-			uint64_t src = ref_src_bit(x->p, x->ck, it, c, k, &file);
-			uint64_t dst = sh->offset * 8 + e * it->bits + k;
+		unsigned file;
+		uint64_t src = ref_src_bit(x->p, x->ck, it, c, &file);
+		uint64_t dst = sh->offset * 8 + e * it->bits;
 
-			if (bit_of(stg[dst / 8], dst) != bit_of(fk_byte(file, src / 8), src))
+		/* Whole bytes compare as bytes, sub-byte elements bit by bit. */
+		for (unsigned k = 0; k < it->bits; k += it->bits % 8 ? 1 : 8) {
+			uint64_t sb = src + k, db = dst + k;
+
+			if (it->bits % 8 ? bit_of(stg[db / 8], db) != bit_of(fk_byte(file, sb / 8), sb)
+					 : stg[db / 8] != fk_byte(file, sb / 8))
 				return fail(x, "%s dev %u element %llu bit %u is wrong", it->name,
 					    sh->dev, (unsigned long long)e, k);
 		}

@@ -614,15 +614,44 @@ static void serde_forms(void)
 	rl_ckpt_tensor(ck, 0, &t);
 	CHECK_EQ(t.dtype, RL_DTYPE_I16);
 	rl_ckpt_destroy(ck);
-	/* Rank above 255 is valid safetensors but beyond ringload. */
-	{
-		char h[2048];
-		size_t o = (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[");
+}
 
-		for (int i = 0; i < 300; i++)
-			o += (size_t)sprintf(h + o, "%s1", i ? "," : "");
-		sprintf(h + o, "],\"data_offsets\":[0,1]}}");
-		CHECK_EQ(hdr_code(h, 1, NULL, 0), RL_E_TOO_LARGE);
+/* A header of one U8 tensor of rank rank (every dimension 1). */
+static int rank_code(unsigned rank, rl_ckpt **ck)
+{
+	char h[2048], *p = tpath("rank.safetensors");
+	size_t o = (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[");
+
+	for (unsigned i = 0; i < rank; i++)
+		o += (size_t)sprintf(h + o, "%s1", i ? "," : "");
+	sprintf(h + o, "],\"data_offsets\":[0,1]}}");
+	if (write_st(p, h, 1))
+		return -EIO;
+	return open_ck(p, ck, NULL, 0);
+}
+
+/*
+ * Rank: a header may hold 255 dimensions (above is valid safetensors but
+ * beyond ringload), a plan 16 (RL_MAX_DIMS).
+ */
+static void rank_limits(void)
+{
+	rl_ckpt *ck = NULL;
+
+	CHECK_EQ(rank_code(256, NULL), RL_E_TOO_LARGE);
+	CHECK_EQ(rank_code(300, NULL), RL_E_TOO_LARGE);
+	for (unsigned rank = 16; rank <= 255; rank += rank == 16 ? 1 : 238) {
+		rl_plan *plan = rl_plan_create();
+		int ret;
+
+		CHECK_EQ(rank_code(rank, &ck), 0);
+		ret = rl_plan_build(plan, ck, NULL);
+		CHECKF(rank == 16 ? ret == 0 : ret == RL_E_TOO_LARGE, "rank %u: %d %s", rank, ret,
+		       rl_plan_errmsg(plan));
+		CHECK(rank == 16 || strstr(rl_plan_errmsg(plan), "dimensions (at most 16)"));
+		rl_plan_destroy(plan);
+		rl_ckpt_destroy(ck);
+		ck = NULL;
 	}
 }
 
@@ -1126,6 +1155,24 @@ static void count_limits(void)
 	CHECK_EQ(pl_limit(PL_LIMIT_TENSORS), PL_MAX_TENSORS);
 }
 
+/* An index of 256 MiB is read (sparse: holes after a small object, refused
+ * as text after the value); one byte more is refused by its size. */
+static void index_size_limit(void)
+{
+	const char *d = mkdir_t("idxsize");
+	char p[4096], msg[RL_ERRMSG_MAX];
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{}}");
+	CHECK_EQ(truncate(p, 256 << 20), 0);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECKF(strstr(msg, "unexpected data after the JSON value at byte 17"), "%s", msg);
+	CHECK_EQ(truncate(p, (256 << 20) + 1), 0);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECKF(strstr(msg, "268435457 bytes is larger than 268435456"), "%s", msg);
+	unlink(p);
+}
+
 static int copy_truncated(const char *src, const char *dst, size_t cut)
 {
 	size_t n;
@@ -1465,6 +1512,7 @@ int main(void)
 	RUN(names_and_strings);
 	RUN(exact_integers);
 	RUN(serde_forms);
+	RUN(rank_limits);
 	RUN(header_parse_metadata_only);
 	RUN(many_tensors);
 	RUN(empty_checkpoints);
@@ -1479,6 +1527,7 @@ int main(void)
 	RUN(directory_resolves_like_transformers);
 	RUN(text_file_is_not_safetensors);
 	RUN(count_limits);
+	RUN(index_size_limit);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);

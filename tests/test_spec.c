@@ -262,6 +262,23 @@ static void mesh_device_limit(void)
 		  "shape[0] = 16777217 is too large", "at most 16777216 devices");
 	CHECK_ERR("{\"mesh\":{\"shape\":[4097,4096],\"axes\":[\"x\",\"y\"]}}", RL_E_SPEC_MESH,
 		  "more than 16777216 devices");
+	/* 16 axes, not 17. */
+	{
+		char json[1024];
+
+		for (int n = 16; n <= 17; n++) {
+			int o = snprintf(json, sizeof(json), "{\"mesh\":{\"shape\":[");
+
+			for (int a = 0; a < n; a++)
+				o += snprintf(json + o, sizeof(json) - o, "%s1", a ? "," : "");
+			o += snprintf(json + o, sizeof(json) - o, "],\"axes\":[");
+			for (int a = 0; a < n; a++)
+				o += snprintf(json + o, sizeof(json) - o, "%s\"a%d\"", a ? "," : "", a);
+			snprintf(json + o, sizeof(json) - o, "]}}");
+			CHECK_EQ(parse(json, &e), n == 16 ? 0 : RL_E_SPEC_MESH);
+		}
+		CHECKF(strstr(e.msg, "more than 16 axes"), "%s", e.msg);
+	}
 	/* Regression: 2^40 was "not a positive integer". */
 	CHECK_ERR("{\"mesh\":{\"shape\":[1099511627776],\"axes\":[\"x\"]}}", RL_E_SPEC_MESH,
 		  "shape[0] = 1099511627776 is too large", "at most 16777216 devices");
@@ -556,7 +573,11 @@ static void spec_load_files(void)
 	CHECK_EQ(write(fd, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
 	close(fd);
 	CHECK_EQ(rl_spec_load(spec, path), 0);
-	/* Over the cap (sparse: costs nothing). */
+	/* At the cap it is read (holes after the object: text after it)... */
+	CHECK_EQ(truncate(path, 64 << 20), 0);
+	CHECK_EQ(rl_spec_load(spec, path), RL_E_SPEC);
+	CHECKF(strstr(rl_spec_errmsg(spec), "text after the JSON value"), "%s", rl_spec_errmsg(spec));
+	/* ... one byte over it is not (sparse: costs nothing). */
 	CHECK_EQ(truncate(path, (64 << 20) + 1), 0);
 	CHECK_EQ(rl_spec_load(spec, path), RL_E_TOO_LARGE);
 	CHECK(strstr(rl_spec_errmsg(spec), "not a spec"));

@@ -164,7 +164,7 @@ static void options(const struct input *in, const struct pl_spec *s, struct pl_o
 	}
 }
 
-/* Whether executing p here stays cheap (a few MiB of staging). */
+/* Whether executing p here stays cheap (1 MiB of staging at most). */
 static int small_enough(const struct pl_plan *p, const struct pl_ckpt *ck)
 {
 	uint64_t staging = 0, data = 0;
@@ -173,7 +173,7 @@ static int small_enough(const struct pl_plan *p, const struct pl_ckpt *ck)
 		staging += p->staging[s];
 	for (size_t f = 0; f < ck->nfiles; f++)
 		data += ck->files[f].size;
-	return staging <= (4u << 20) && data <= (4u << 20);
+	return staging <= (1u << 20) && data <= (1u << 20);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

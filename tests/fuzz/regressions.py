@@ -93,3 +93,10 @@ write("plan", "dedupe-slice-then-alias",
 write("plan", "gap-exactly-min-gap",
       b'{"mesh":{"shape":[2],"axes":["x"]},"rules":[{"match":"w","spec":[null,"x"]}]}'
       + SEP + header([("w", "U8", [4, 8194], 4 * 8194)])[0])
+
+# fuzz_plan (20 min run): its own checker compared a 32 KB tensor over 8
+# devices bit by bit and ran past the 5 s limit; it compares bytes now and
+# executes plans of at most 1 MiB.
+write("plan", "checker-slow-8-devices",
+      b'{"mesh":{"shape":[8],"axes":["x"]},"rules":[{"match":"w","spec":[null,"x"]}]}'
+      + SEP + b'{"w.":{"dtype":"U8","shape":[4,8194],"data_offsets":[0,32776]}}')
