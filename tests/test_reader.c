@@ -728,17 +728,23 @@ static void write_in(const char *dir, const char *name, const char *hdr, size_t 
 	write_st(p, hdr, data);
 }
 
-static void write_text(const char *dir, const char *name, const char *text)
+/* Writes len bytes (NULs included) as dir/name. */
+static void write_bytes(const char *dir, const char *name, const char *b, size_t len)
 {
 	char p[4096];
 	FILE *f;
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	f = fopen(p, "w");
+	f = fopen(p, "wb");
 	if (f) {
-		fputs(text, f);
+		fwrite(b, 1, len, f);
 		fclose(f);
 	}
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	write_bytes(dir, name, text, strlen(text));
 }
 
 #define T1(n, s, e) "\"" n "\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[" #s "," #e "]}"
@@ -902,17 +908,9 @@ static void index_trailing(void)
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
 	CHECK(strstr(msg, "invalid JSON at byte 20"));
 	/* A NUL byte after the value is not whitespace either. */
-	{
-		FILE *f = fopen(p, "wb");
-
-		CHECK(f);
-		if (f) {
-			fwrite("{\"weight_map\":{}}\n\0", 1, 19, f);
-			fclose(f);
-		}
-		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
-		CHECK(strstr(msg, "byte 18"));
-	}
+	write_bytes(d, "model.safetensors.index.json", "{\"weight_map\":{}}\n\0", 19);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "byte 18"));
 	/* Whitespace (space, tab, CR, LF) is fine. */
 	write_text(d, "model.safetensors.index.json",
 		   " \t{\"weight_map\":{\"t1\":\"a.safetensors\"}} \r\n\t\n");
@@ -939,17 +937,10 @@ static void index_embedded_nul(void)
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
 	CHECK(strstr(msg, "NUL") && strstr(msg, "t1"));
 	/* cJSON lets raw control characters (a raw NUL too) into strings. */
-	{
-		FILE *f = fopen(p, "wb");
-
-		CHECK(f);
-		if (f) {
-			fwrite("{\"weight_map\":{\"t1\":\"a.safetensors\0x\"}}", 1, 39, f);
-			fclose(f);
-		}
-		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
-		CHECK(strstr(msg, "control character 0x00") && strstr(msg, "byte 34"));
-	}
+	write_bytes(d, "model.safetensors.index.json",
+		    "{\"weight_map\":{\"t1\":\"a.safetensors\0x\"}}", 39);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "control character 0x00") && strstr(msg, "byte 34"));
 	/* Other escapes in names and values decode as usual. */
 	write_text(d, "model.safetensors.index.json",
 		   "{\"weight_map\":{\"\\u0074\\u0031\":\"a.safe\\u0074ensors\"},"
@@ -1004,20 +995,6 @@ static int open_in_child(void *path, char *msg, size_t cap)
 static int open_ck_within(const char *path, int secs, char *msg, size_t cap)
 {
 	return th_within(secs, open_in_child, (void *)path, msg, cap);
-}
-
-/* Writes len bytes (NULs included) as dir/name. */
-static void write_bytes(const char *dir, const char *name, const char *b, size_t len)
-{
-	char p[4096];
-	FILE *f;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	f = fopen(p, "wb");
-	if (f) {
-		fwrite(b, 1, len, f);
-		fclose(f);
-	}
 }
 
 /*
