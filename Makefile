@@ -2,6 +2,8 @@
 #
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
+#   make check      structure checks: layers call only down, no circles
+#                   between files, no block of 6+ lines written twice
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -10,7 +12,7 @@
 #   make mutants    mutation testing: does the suite kill each mutant?
 #   make bench      benchmark suite against fio (perf/)
 #   make demo       generate a sample checkpoint and load it (README's main job)
-#   make install    library, header and ringload.pc under PREFIX
+#   make install    library, header, ringload.pc and the Python package under PREFIX
 #   make deps       install missing Debian packages with apt-get
 #
 # Quiet by default; V=1 shows full commands.
@@ -37,9 +39,11 @@ endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter
-CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+# User flags (make CFLAGS=-O3, CC=clang) are kept; what the code needs is
+# added with override, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
+override CPPFLAGS += -D_GNU_SOURCE -Iapi -Icommon
+override CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
 # The library never links jemalloc: Debian's is built with initial-exec TLS
 # and would make libringload.so fail to dlopen (common/alloc.c). Our own
 # programs link it, and the library then uses it through mallocx.
@@ -48,15 +52,15 @@ EXE_LDLIBS := -ljemalloc
 TEST_LDLIBS := -lcrypto
 
 ifeq ($(SAN),asan)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=address,undefined
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=address,undefined
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 ifeq ($(SAN),tsan)
-CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=thread
-CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
+override CFLAGS += -fsanitize=thread -fno-omit-frame-pointer
+override LDFLAGS += -fsanitize=thread
+override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 
@@ -76,7 +80,7 @@ STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
-.PHONY: all test asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
+.PHONY: all test check asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
@@ -146,7 +150,13 @@ $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS)
 TESTDATA ?= $(abspath ../shared/testdata)
 
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
-	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN)
+	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
+
+# Structure checks (tests/check/): link-time calls per object file, and
+# repeated blocks of source.
+PYTHON ?= /usr/bin/python3
+check: all
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
@@ -266,4 +276,42 @@ deps:
 check-deps: deps
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz $(PY_LINK)
+
+# ---- Python package: python/ringload, ctypes over libringload.so ----
+# make links the built library next to the package (PYTHONPATH=python works
+# from the build tree); make install installs the package under PYDIR with
+# a link to the installed library; the tests run as one program of run.sh
+# with $(PYTHON) (set above).
+PYDIR ?= $(PREFIX)/lib/python3/dist-packages
+PY_LINK := python/ringload/libringload.so.0
+PY_LAYOUT := $(BUILD)/tests/py_layout
+PY_TESTS := python/tests/python-tests.sh
+
+ifeq ($(SAN),)
+all: $(PY_LINK)
+endif
+$(PY_LINK): $(SHARED)
+	$(call say,LN,$@)
+	$(Q)ln -sfn "$$(realpath --relative-to=python/ringload $(BUILD))/libringload.so.0" $@
+
+$(PY_LAYOUT): python/tests/layout.c api/ringload.h
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
+test: $(PY_LAYOUT)
+test: export RL_PYTHON := $(PYTHON)
+test: export RL_SAN := $(SAN)
+
+install: install-python
+uninstall: uninstall-python
+.PHONY: install-python uninstall-python
+
+install-python: $(SHARED)
+	install -d $(DESTDIR)$(PYDIR)/ringload
+	install -m 644 python/ringload/*.py $(DESTDIR)$(PYDIR)/ringload/
+	ln -sfn $(LIBDIR)/libringload.so.0 $(DESTDIR)$(PYDIR)/ringload/libringload.so.0
+
+uninstall-python:
+	rm -rf $(DESTDIR)$(PYDIR)/ringload

@@ -1,0 +1,88 @@
+"""ringload: load safetensors checkpoints from local NVMe as fast as the
+drive allows, reading exactly the bytes a target sharding needs.
+
+Pure Python over libringload.so (ctypes); numpy is required, torch optional
+(imported only by ringload.torch and framework="pt"). docs/python.md is the
+guide.
+
+    import ringload
+    from ringload.torch import load_file          # safetensors drop-ins
+    from ringload.numpy import load_file
+    with ringload.safe_open("m.safetensors", "pt") as f: ...
+    shards = ringload.load("ckpt/", sharding=spec, process=0, framework="pt")
+"""
+import importlib
+import os
+
+from . import _core, _handles, _lib
+from ._errors import (ArgumentError, CanceledError, CheckpointError,
+                      DeviceError, DtypeError, Error, FrameworkError,
+                      HeaderError, LoadError, SliceError, SpecError,
+                      StateError, SysError, TensorNotFoundError)
+from ._safe_open import SafeSlice, safe_open
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "load", "safe_open", "SafeSlice", "library_path", "library_version",
+    "Error", "HeaderError", "CheckpointError", "TensorNotFoundError",
+    "SpecError", "ArgumentError", "FrameworkError", "DeviceError",
+    "SliceError", "StateError", "LoadError", "CanceledError", "DtypeError",
+    "SysError",
+]
+
+
+@_core.frees_on_error
+def load(filename, sharding=None, process=0, framework="np", device_map=None,
+         *, backend="auto", options=None, progress=None):
+    """Loads the shards that process P's devices need.
+
+    filename: a .safetensors file, a directory of them or a
+    model.safetensors.index.json. sharding: the sharding spec
+    (docs/sharding-spec.md) as a dict, JSON text or a file path; None puts
+    every tensor whole on device 0. framework: "np"/"numpy" or
+    "pt"/"torch"/"pytorch". device_map: {device_id: device} for the
+    results ("cpu", "cuda:N", an int or a torch.device; numpy: "cpu"); ids
+    not given stay on the CPU, ids of other processes are ignored.
+    backend: "auto", "io_uring", "libaio" or "pread"; options: loader
+    options by name ({"queue_depth": 32, "inflight_bytes": ...}, the
+    RL_OPT_* of api/ringload.h); progress: called as progress(done, total)
+    in bytes during the read, an exception it raises cancels the load and
+    propagates.
+
+    Returns {device_id: {name: tensor}} with every device of the process
+    (shards of the device's box, C order). CPU results are zero-copy views
+    of the library's staging, one area per device: any of them keeps its
+    device's whole area alive. Raises an Error subclass with the C code and
+    message; on any error everything the load allocated is freed.
+    """
+    fw = _core.framework(framework)
+    devices = {int(k): fw.device(v) for k, v in (device_map or {}).items()}
+    ckpt = _handles.Checkpoint(filename)
+    spec = None
+    try:
+        spec = _handles.Spec(sharding)
+        return fw.load(_core.Job(ckpt, spec, int(process), backend, options,
+                                 progress), devices)
+    finally:
+        ckpt.close()
+        if spec is not None:
+            spec.close()
+
+
+def library_path():
+    """Returns the path of the libringload.so this package loaded."""
+    return os.path.realpath(_lib.loaded_path())
+
+
+def library_version():
+    """Returns the loaded library's version string (rl_version_string)."""
+    return _lib.text(_lib.rl_version_string())
+
+
+def __getattr__(name):
+    # ringload.torch is imported on first use: importing ringload must not
+    # import torch.
+    if name in ("numpy", "torch"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'ringload' has no attribute {name!r}")

@@ -1,0 +1,146 @@
+"""Safetensors dtypes in numpy and torch (docs/python.md has the table).
+
+numpy holds BF16 and the F8 types only through ml_dtypes: when it is
+installed they get its types, otherwise raw unsigned views of the same width
+(BF16 -> uint16, F8_* -> uint8). F4 and F6 (sub-byte, packed) have no numpy
+or torch 1.13 type: numpy gets the packed bytes as uint8 along the last
+dimension, torch raises DtypeError.
+
+torch gets its own dtype where the running torch has it (torch 1.13 has
+bfloat16 but no float8 and no uint16/32/64); otherwise DtypeError naming the
+tensor and the dtype.
+"""
+import numpy as np
+
+from . import _errors, _lib
+
+try:  # optional: numpy types for bfloat16 and float8
+    import ml_dtypes as _ml_dtypes
+except ImportError:
+    _ml_dtypes = None
+
+_NUMPY = {
+    "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16,
+    "U16": np.uint16, "F16": np.float16, "I32": np.int32, "U32": np.uint32,
+    "F32": np.float32, "F64": np.float64, "I64": np.int64, "U64": np.uint64,
+    "C64": np.complex64,
+}
+
+# dtype -> (ml_dtypes attribute, raw fallback of the same width)
+_NUMPY_ML = {
+    "BF16": ("bfloat16", np.uint16),
+    "F8_E5M2": ("float8_e5m2", np.uint8),
+    "F8_E4M3": ("float8_e4m3fn", np.uint8),
+    "F8_E8M0": ("float8_e8m0fnu", np.uint8),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", np.uint8),
+    "F8_E5M2FNUZ": ("float8_e5m2fnuz", np.uint8),
+}
+
+SUBBYTE_BITS = {"F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+
+_TORCH = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16",
+    "U16": "uint16", "F16": "float16", "BF16": "bfloat16", "I32": "int32",
+    "U32": "uint32", "F32": "float32", "F64": "float64", "I64": "int64",
+    "U64": "uint64", "C64": "complex64", "F8_E5M2": "float8_e5m2",
+    "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+}
+
+
+def dtype_error(name, dtype, why):
+    """Returns the DtypeError for tensor name of safetensors dtype."""
+    return _errors.DtypeError(_lib.RL_E_INVALID_ARG,
+                              f"tensor '{name}': dtype {dtype} {why}")
+
+
+def numpy_dtype(dtype):
+    """Returns the numpy dtype that holds safetensors dtype (a name such as
+    "BF16"), or None for sub-byte dtypes (F4, F6_*)."""
+    if dtype in _NUMPY:
+        return np.dtype(_NUMPY[dtype])
+    if dtype in _NUMPY_ML:
+        attr, raw = _NUMPY_ML[dtype]
+        ml = getattr(_ml_dtypes, attr, None) if _ml_dtypes else None
+        return np.dtype(ml if ml is not None else raw)
+    return None
+
+
+_MAX = 1 << 63  # numpy's and torch's sizes are signed 64-bit
+
+
+def _too_large(name, shape, framework):
+    return _errors.error(_lib.RL_E_TOO_LARGE, f"tensor '{name}': shape "
+                         f"{list(shape)} is too large for {framework}")
+
+
+def numpy_shape(name, dtype, shape):
+    """Returns the numpy shape of a tensor: its own, or for sub-byte dtypes
+    the packed bytes along the last dimension. Raises DtypeError when numpy
+    cannot hold it, ArgumentError (RL_E_TOO_LARGE) when the shape exceeds
+    numpy's limits (every dimension, and the bytes of the non-zero ones,
+    under 2^63)."""
+    bits = SUBBYTE_BITS.get(dtype)
+    if bits is None:
+        out, size = tuple(shape), numpy_dtype(dtype).itemsize
+    elif not shape or shape[-1] * bits % 8:
+        raise dtype_error(name, dtype, f"with shape {list(shape)}: its last "
+                          "dimension does not fill whole bytes, so numpy cannot "
+                          "hold its packed bytes")
+    else:
+        out, size = tuple(shape[:-1]) + (shape[-1] * bits // 8,), 1
+    for d in out:
+        size *= d or 1
+        if d >= _MAX or size >= _MAX:
+            raise _too_large(name, shape, "numpy")
+    return out
+
+
+def torch_dtype(torch, name, dtype):
+    """Returns the torch dtype for tensor name of safetensors dtype, or
+    raises DtypeError when the running torch has none."""
+    attr = _TORCH.get(dtype)
+    tdt = getattr(torch, attr, None) if attr else None
+    if tdt is None:
+        what = f"torch.{attr}" if attr else "a packed sub-byte type"
+        raise dtype_error(name, dtype, f"has no torch dtype: torch "
+                          f"{torch.__version__} lacks {what}")
+    return tdt
+
+
+def torch_check(torch, name, dtype, shape):
+    """Raises DtypeError when the running torch has no dtype for tensor
+    name, ArgumentError (RL_E_TOO_LARGE) for a dimension of 2^63 or more."""
+    torch_dtype(torch, name, dtype)
+    if any(d >= _MAX for d in shape):
+        raise _too_large(name, shape, "torch")
+
+
+def _aligned(raw, itemsize):
+    """raw (uint8 bytes) itself when its address suits itemsize, else a
+    copy: numpy and torch expect aligned elements."""
+    if raw.size and raw.ctypes.data % itemsize:
+        return raw.copy()
+    return raw
+
+
+def to_numpy(raw, name, dtype, shape):
+    """Interprets raw (a uint8 array of the tensor's bytes, C order) as a
+    numpy array of the tensor's shape; a view when aligned."""
+    npdt = numpy_dtype(dtype)
+    shape = numpy_shape(name, dtype, shape)
+    if npdt is None:
+        return raw.reshape(shape)
+    return _aligned(raw, npdt.itemsize).view(npdt).reshape(shape)
+
+
+def to_torch(torch, raw, name, dtype, shape):
+    """Interprets raw (a uint8 array) as a CPU torch tensor of the tensor's
+    shape, sharing raw's memory when aligned."""
+    torch_check(torch, name, dtype, shape)
+    tdt = torch_dtype(torch, name, dtype)
+    itemsize = torch.empty((), dtype=tdt).element_size()
+    if not raw.size:
+        return torch.empty(tuple(shape), dtype=tdt)
+    t = torch.from_numpy(_aligned(raw, itemsize))
+    return t.view(tdt).reshape(tuple(shape))

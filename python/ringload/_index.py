@@ -1,0 +1,89 @@
+"""get_slice() indexing: numpy's basic indexing with positive steps, as
+safetensors' get_slice gives it with PyTorch (a torch tensor's indexing).
+
+normalize(key, shape) splits an index into the box to read, [start, stop)
+per dimension (only those bytes are read), and the index that the box then
+takes: steps, integer dimensions removed, None adding one. Refused, as
+torch refuses them: negative or zero steps; and not supported here:
+advanced indexing (lists, arrays, booleans), which reads no box.
+"""
+import operator
+
+from . import _errors, _lib
+
+
+def _slice_error(msg):
+    return _errors.SliceError(_lib.RL_E_INVALID_ARG, f"get_slice: {msg}")
+
+
+def _as_int(k):
+    if isinstance(k, bool):
+        return None
+    try:
+        return operator.index(k)
+    except TypeError:
+        return None
+
+
+def _expand(key, ndim):
+    """The index as a tuple with the Ellipsis expanded and every dimension
+    covered."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if not (k is None or k is Ellipsis or isinstance(k, slice) or
+                _as_int(k) is not None):
+            raise _slice_error(f"index {k!r} of type {type(k).__name__} is not "
+                               "supported (integers, slices with positive "
+                               "steps, ... and None)")
+    if sum(k is Ellipsis for k in key) > 1:
+        raise _slice_error("an index can only have a single ellipsis ('...')")
+    used = sum(k is not None and k is not Ellipsis for k in key)
+    if used > ndim:
+        raise _slice_error(f"too many indices: {used} for a tensor of "
+                           f"{ndim} dimensions")
+    fill = (slice(None),) * (ndim - used)
+    at = [i for i, k in enumerate(key) if k is Ellipsis]
+    if at:
+        return key[:at[0]] + fill + key[at[0] + 1:]
+    return key + fill
+
+
+def _one(k, dim, size):
+    """((start, stop), post index) for index k of dimension dim."""
+    if isinstance(k, slice):
+        if k.step is not None and _as_int(k.step) is not None and k.step <= 0:
+            raise _slice_error(f"step {k.step} in dimension {dim}: steps must "
+                               "be positive")
+        start, stop, step = k.indices(size)
+        n = len(range(start, stop, step))
+        if n == 0:
+            return (0, 0), slice(None)
+        return (start, start + (n - 1) * step + 1), slice(None, None, step)
+    i = _as_int(k)
+    j = i + size if i < 0 else i
+    if not 0 <= j < size:
+        raise _slice_error(f"index {i} is out of bounds for dimension {dim} "
+                           f"with size {size}")
+    return (j, j + 1), 0
+
+
+def normalize(key, shape):
+    """Returns (box, post): box [(start, stop)] per dimension of shape, and
+    post, the tuple index the box (an array of the box's shape) takes."""
+    try:
+        key = _expand(key, len(shape))
+        box, post, dim = [], [], 0
+        for k in key:
+            if k is None:
+                post.append(None)
+                continue
+            b, p = _one(k, dim, shape[dim])
+            box.append(b)
+            post.append(p)
+            dim += 1
+    except (TypeError, ValueError) as e:
+        if isinstance(e, _errors.Error):
+            raise
+        raise _slice_error(str(e)) from None
+    return box, tuple(post)

@@ -1,0 +1,148 @@
+"""safe_open: safetensors' lazy reader, on ringload.
+
+Each get_tensor() / get_slice()[...] plans and reads only that tensor (or
+that box of it) into memory numpy allocates: results own their memory and
+hold nothing of the library.
+"""
+import numpy as np
+
+from . import _core, _dtypes, _errors, _handles, _index, _lib
+
+
+def _single(ckpt, spec_dict):
+    """Loads the one shard spec_dict selects; returns (Loaded, shard)."""
+    spec = _handles.Spec(spec_dict)
+    try:
+        loaded = _core.load_into_numpy(
+            _core.Job(ckpt, spec, 0, "auto", None, None))
+    finally:
+        spec.close()
+    return loaded, loaded.shards[0]
+
+
+class safe_open:  # noqa: N801 - safetensors' name
+    """Opens a checkpoint lazily: safe_open(filename, framework,
+    device="cpu"), as safetensors.safe_open.
+
+    framework: "pt", "torch", "pytorch" (torch tensors) or "np", "numpy"
+    (numpy arrays); anything else raises FrameworkError. device: "cpu",
+    "cuda", "cuda:N", an int N or a torch.device (torch only; numpy takes
+    "cpu"). filename may also be a directory of .safetensors files or a
+    model.safetensors.index.json. Use it as a context manager; after the
+    with block (or close()) the methods raise StateError.
+    """
+
+    def __init__(self, filename, framework, device="cpu"):
+        self._fw = _core.framework(framework)
+        self._device = self._fw.device(device)
+        self._ckpt = _handles.Checkpoint(filename)
+
+    def _open(self):
+        if self._ckpt is None:
+            raise _errors.StateError(_lib.RL_E_STATE, "File is closed")
+        return self._ckpt
+
+    def __enter__(self):
+        """Returns self."""
+        return self
+
+    def __exit__(self, *exc):
+        """Closes the checkpoint."""
+        self.close()
+
+    def close(self):
+        """Closes the checkpoint: its handle goes with the last slice
+        taken from it (those stay usable, as in safetensors)."""
+        self._ckpt = None
+
+    def keys(self):
+        """Returns the tensor names, sorted."""
+        return sorted(self._open().by_name)
+
+    def offset_keys(self):
+        """Returns the tensor names in file and data-offset order."""
+        return [t.name for t in self._open().tensors]
+
+    def metadata(self):
+        """Returns the __metadata__ dict, or None when there is none (or
+        it is empty)."""
+        return self._open().metadata() or None
+
+    @_core.frees_on_error
+    def get_tensor(self, name):
+        """Returns tensor name, whole, in the framework and on the device
+        given to safe_open. Reads only that tensor's bytes. Raises
+        TensorNotFoundError, DtypeError (before reading), or the load's
+        error."""
+        ckpt = self._open()
+        meta = ckpt.tensor(name)
+        self._fw.check(name, meta.dtype, meta.shape)
+        loaded, shard = _single(ckpt, {"tensors": [name]})
+        t = self._fw.convert(loaded.raw(shard), name, shard.dtype, shard.box)
+        return self._fw.deliver(t, self._device)
+
+    def get_slice(self, name):
+        """Returns a slice object for tensor name: get_shape(), get_dtype()
+        and [index], which reads only the box the index needs."""
+        return SafeSlice(self._fw, self._device, self._open(),
+                         self._open().tensor(name))
+
+
+class SafeSlice:
+    """A tensor to index: ``f.get_slice("w")[:, 2:4]`` reads only the box
+    [0, rows) x [2, 4). Indexing is numpy's basic indexing with positive
+    steps (integers, negative ones too, slices, ..., None), as safetensors
+    gives with torch; refused: negative or zero steps, and advanced
+    indexing (lists, arrays, booleans). Packed sub-byte dtypes (F4, F6)
+    cannot be sliced (DtypeError)."""
+
+    def __init__(self, fw, device, ckpt, meta):
+        self._fw, self._device, self._ckpt, self._meta = fw, device, ckpt, meta
+
+    def get_shape(self):
+        """Returns the full tensor's shape as a list."""
+        return list(self._meta.shape)
+
+    def get_dtype(self):
+        """Returns the safetensors dtype name ("F32", "BF16", ...)."""
+        return self._meta.dtype
+
+    def _target(self):
+        """A target name that no checkpoint tensor has (the tensor's own
+        name, unless it is empty: targets need a name)."""
+        name = self._meta.name or " slice"
+        while name != self._meta.name and name in self._ckpt.by_name:
+            name += "'"
+        return name
+
+    @_core.frees_on_error
+    def __getitem__(self, key):
+        """Returns the indexed part of the tensor, contiguous, in the
+        framework and on the device of safe_open."""
+        m, fw = self._meta, self._fw
+        fw.check(m.name, m.dtype, m.shape)
+        if m.dtype in _dtypes.SUBBYTE_BITS:
+            raise _dtypes.dtype_error(m.name, m.dtype, "is packed: it cannot "
+                                      "be sliced")
+        box, post = _index.normalize(key, m.shape)
+        shape = tuple(b - a for a, b in box)
+        if not shape:  # a scalar
+            t = self._read_whole()
+        elif 0 in shape:  # nothing to read
+            t = fw.convert(np.empty(0, np.uint8), m.name, m.dtype, shape)
+        else:
+            t = self._read_box(box, shape)
+        # the Ellipsis keeps an all-integer index a 0-d array, not a scalar
+        return fw.deliver(fw.contiguous(t[post + (Ellipsis,)]), self._device)
+
+    def _read_whole(self):
+        loaded, s = _single(self._ckpt, {"tensors": [self._meta.name]})
+        return self._fw.convert(loaded.raw(s), s.name, s.dtype, s.box)
+
+    def _read_box(self, box, shape):
+        name = self._target()
+        target = {"name": name, "source": self._meta.name,
+                  "slice": [list(b) for b in box]}
+        loaded, s = _single(self._ckpt, {"targets": [target],
+                                         "tensors": [name]})
+        return self._fw.convert(loaded.raw(s), self._meta.name, s.dtype, shape)

@@ -1,0 +1,63 @@
+"""ringload.numpy: safetensors.numpy's load_file on ringload.
+
+    from ringload.numpy import load_file
+    tensors = load_file("model.safetensors")   # {name: numpy.ndarray}
+
+The arrays are zero-copy views of the library's staging (one area for the
+whole checkpoint): any one of them keeps that whole area alive; copy() an
+array to keep it alone. BF16 and F8 tensors are ml_dtypes arrays when
+ml_dtypes is installed, raw uint16 / uint8 arrays otherwise; F4 / F6 give
+their packed bytes (docs/python.md).
+"""
+from . import _core, _dtypes, _errors, _lib
+
+
+class _Numpy:
+    """The numpy adapter: conversion from staging bytes, devices (CPU)."""
+    name = "numpy"
+
+    def check(self, name, dtype, shape):
+        """Raises DtypeError when numpy cannot hold tensor name
+        (ArgumentError when its shape is too large)."""
+        _dtypes.numpy_shape(name, dtype, shape)
+
+    def convert(self, raw, name, dtype, shape):
+        """Returns raw (uint8 bytes) as an array of dtype and shape."""
+        return _dtypes.to_numpy(raw, name, dtype, shape)
+
+    def device(self, device):
+        """Validates a device argument: numpy arrays live on the CPU."""
+        if device is None or device == "cpu":
+            return None
+        raise _errors.DeviceError(
+            _lib.RL_E_INVALID_ARG, f"device {device!r} is not supported for "
+            "framework numpy (numpy arrays live on the CPU)")
+
+    def deliver(self, t, device):
+        """Returns t: numpy results stay on the host."""
+        return t
+
+    def contiguous(self, t):
+        """Returns t, or a C-contiguous copy of it."""
+        return t if t.flags.c_contiguous else t.copy(order="C")
+
+    def load(self, job, devices):
+        """Loads job; returns {device_id: {name: array}} (zero-copy)."""
+        return _core.materialize(self, _core.load_library(job), devices)
+
+
+FRAMEWORK = _Numpy()
+
+
+@_core.frees_on_error
+def load_file(filename):
+    """Loads every tensor of a safetensors file (or a directory of them, or
+    a model.safetensors.index.json) as numpy arrays.
+
+    Same signature and result as safetensors.numpy.load_file: a dict
+    {name: numpy.ndarray} in sorted name order. Raises an ringload.Error
+    subclass carrying the C error code and message (HeaderError for a
+    malformed file, FileNotFoundError-derived SysError, DtypeError for an
+    F4/F6 tensor whose last dimension does not fill whole bytes).
+    """
+    return _core.load_whole(FRAMEWORK, filename, None)

@@ -1,0 +1,81 @@
+"""Shared fixtures of the Python tests: the package from this tree, the
+shared test data, a seeded random generator that prints its seed, and the
+"gpu" marker (GPU tests are skipped when torch.cuda.is_available() is
+false)."""
+import gc
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+if "ringload" not in sys.modules:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "gpu: needs a CUDA device (skipped when "
+        "torch.cuda.is_available() is false)")
+
+
+def build_dir():
+    """The build directory of the library under test (RL_BUILD)."""
+    b = os.environ.get("RL_BUILD", "build")
+    return b if os.path.isabs(b) else os.path.join(ROOT, b)
+
+
+@pytest.fixture(scope="session")
+def testdata():
+    """The shared fixtures (RL_TESTDATA, else ../shared/testdata)."""
+    d = os.environ.get("RL_TESTDATA") or os.path.join(ROOT, "..", "shared",
+                                                      "testdata")
+    if not os.path.isdir(os.path.join(d, "reference")):
+        pytest.skip(f"needs the shared test data in {d} (RL_TESTDATA)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def manifest(testdata):
+    """reference/MANIFEST.json: {file: {tensor: {dtype, shape, sha256}}}."""
+    with open(os.path.join(testdata, "reference", "MANIFEST.json")) as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def rng(request):
+    """A numpy Generator seeded by RL_SEED or at random; the seed is
+    printed (shown with a failure) and set RL_SEED to repeat."""
+    seed = int(os.environ.get("RL_SEED") or random.SystemRandom().getrandbits(32))
+    print(f"seed {seed} (set RL_SEED to repeat)")
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def torch():
+    """torch, or a skip naming what is missing."""
+    return pytest.importorskip("torch", reason="needs python3-torch "
+                               "(make deps installs it)")
+
+
+BACKENDS = ("io_uring", "libaio", "pread")
+
+
+@pytest.fixture(autouse=True)
+def no_handle_outlives_its_test():
+    """Like the C harness's leak check: every library handle a test makes
+    (loaders behind results included) is gone when the test's locals are.
+    A collection first: pytest.raises' exception info makes a cycle with
+    the test's frame (test_lifetimes checks that ringload itself frees by
+    reference counting alone)."""
+    from ringload import _handles
+    before = _handles.live_handles()
+    yield
+    gc.collect()
+    after = _handles.live_handles()
+    assert after == before, f"library handles left: {after} (before: {before})"

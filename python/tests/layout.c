@@ -1,0 +1,104 @@
+/*
+ * layout.c - prints the layout of every structure of api/ringload.h and the
+ * values of its enums, as the C compiler sees them, for the Python
+ * bindings' layout test (python/tests/test_bindings.py):
+ *   struct NAME SIZE
+ *   field NAME MEMBER OFFSET SIZE
+ *   const NAME VALUE
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ringload.h"
+
+#define STRUCT(s) printf("struct %s %zu\n", #s, sizeof(s))
+#define FIELD(s, m) \
+	printf("field %s %s %zu %zu\n", #s, #m, offsetof(s, m), sizeof(((s *)0)->m))
+#define CONST(c) printf("const %s %lld\n", #c, (long long)(c))
+
+static void structs(void)
+{
+	STRUCT(rl_tensor_info);
+	FIELD(rl_tensor_info, name); FIELD(rl_tensor_info, dtype);
+	FIELD(rl_tensor_info, ndim); FIELD(rl_tensor_info, shape);
+	FIELD(rl_tensor_info, file); FIELD(rl_tensor_info, offset);
+	FIELD(rl_tensor_info, nbytes);
+	STRUCT(rl_dim_spec);
+	FIELD(rl_dim_spec, naxes); FIELD(rl_dim_spec, axes);
+	STRUCT(rl_plan_stats);
+	FIELD(rl_plan_stats, devices); FIELD(rl_plan_stats, needed_bytes);
+	FIELD(rl_plan_stats, read_bytes); FIELD(rl_plan_stats, blocks);
+	FIELD(rl_plan_stats, requests); FIELD(rl_plan_stats, files_opened);
+	STRUCT(rl_device_info);
+	FIELD(rl_device_info, id); FIELD(rl_device_info, staging_bytes);
+	FIELD(rl_device_info, nshards);
+	STRUCT(rl_shard_info);
+	FIELD(rl_shard_info, name); FIELD(rl_shard_info, dtype);
+	FIELD(rl_shard_info, ndim); FIELD(rl_shard_info, shape);
+	FIELD(rl_shard_info, start); FIELD(rl_shard_info, stop);
+	FIELD(rl_shard_info, device); FIELD(rl_shard_info, offset);
+	FIELD(rl_shard_info, nbytes);
+	STRUCT(rl_request_info);
+	FIELD(rl_request_info, file); FIELD(rl_request_info, offset);
+	FIELD(rl_request_info, length); FIELD(rl_request_info, min_length);
+	FIELD(rl_request_info, ncopies); FIELD(rl_request_info, direct);
+	STRUCT(rl_copy_info);
+	FIELD(rl_copy_info, src); FIELD(rl_copy_info, len);
+	FIELD(rl_copy_info, count); FIELD(rl_copy_info, src_stride);
+	FIELD(rl_copy_info, device); FIELD(rl_copy_info, dst);
+	FIELD(rl_copy_info, shard);
+	STRUCT(rl_broadcast_info);
+	FIELD(rl_broadcast_info, name); FIELD(rl_broadcast_info, src_offset);
+	FIELD(rl_broadcast_info, nbytes); FIELD(rl_broadcast_info, root);
+	FIELD(rl_broadcast_info, nreceivers); FIELD(rl_broadcast_info, receivers);
+	FIELD(rl_broadcast_info, batch); FIELD(rl_broadcast_info, shard);
+	STRUCT(rl_load_stats);
+	FIELD(rl_load_stats, bytes_needed); FIELD(rl_load_stats, bytes_read);
+	FIELD(rl_load_stats, bytes_direct); FIELD(rl_load_stats, requests);
+	FIELD(rl_load_stats, retries); FIELD(rl_load_stats, peak_inflight);
+	FIELD(rl_load_stats, plan_seconds); FIELD(rl_load_stats, read_seconds);
+	FIELD(rl_load_stats, scatter_seconds); FIELD(rl_load_stats, total_seconds);
+	FIELD(rl_load_stats, gbps); FIELD(rl_load_stats, backend);
+	FIELD(rl_load_stats, buffers); FIELD(rl_load_stats, registered_buffers);
+	FIELD(rl_load_stats, registered_files); FIELD(rl_load_stats, direct_io);
+	FIELD(rl_load_stats, queue_depth); FIELD(rl_load_stats, fallbacks);
+}
+
+static void errors(void)
+{
+	CONST(RL_E_HEADER_TOO_SMALL); CONST(RL_E_HEADER_TOO_LARGE);
+	CONST(RL_E_HEADER_LENGTH); CONST(RL_E_HEADER_UTF8); CONST(RL_E_HEADER_JSON);
+	CONST(RL_E_INVALID_OFFSET); CONST(RL_E_OVERFLOW); CONST(RL_E_MISALIGNED);
+	CONST(RL_E_SIZE_MISMATCH); CONST(RL_E_INCOMPLETE); CONST(RL_E_TRUNCATED);
+	CONST(RL_E_BAD_INDEX); CONST(RL_E_DUPLICATE_TENSOR); CONST(RL_E_MISSING_TENSOR);
+	CONST(RL_E_SPEC); CONST(RL_E_SPEC_MESH); CONST(RL_E_SPEC_AXIS);
+	CONST(RL_E_SPEC_RANK); CONST(RL_E_SPEC_REGEX); CONST(RL_E_SPEC_TARGET);
+	CONST(RL_E_SHAPE_MISMATCH); CONST(RL_E_SUBBYTE_SPLIT);
+	CONST(RL_E_INVALID_ARG); CONST(RL_E_STATE); CONST(RL_E_TOO_LARGE);
+	CONST(RL_E_BACKEND); CONST(RL_E_CANCELED); CONST(RL_E_STAGING);
+}
+
+static void params(void)
+{
+	CONST(RL_PLAN_PROCESS); CONST(RL_PLAN_MIN_GAP); CONST(RL_PLAN_RATIO_MILLI);
+	CONST(RL_PLAN_CHUNK_BYTES); CONST(RL_PLAN_SHARD_ALIGN); CONST(RL_PLAN_CONGRUENT);
+	CONST(RL_PLAN_ALL_STATS); CONST(RL_PLAN_READ_ONCE); CONST(RL_PLAN_BATCH_BYTES);
+	CONST(RL_OPT_BACKEND); CONST(RL_OPT_QUEUE_DEPTH); CONST(RL_OPT_REQUEST_BYTES);
+	CONST(RL_OPT_INFLIGHT_BYTES); CONST(RL_OPT_BUFFERS); CONST(RL_OPT_REGISTER);
+	CONST(RL_OPT_DIRECT); CONST(RL_OPT_STAGING); CONST(RL_OPT_THREADS);
+	CONST(RL_BACKEND_AUTO); CONST(RL_BACKEND_IO_URING); CONST(RL_BACKEND_LIBAIO);
+	CONST(RL_BACKEND_PREAD);
+	CONST(RL_STAGING_LIBRARY); CONST(RL_STAGING_CALLER);
+	CONST(RL_MAX_DIMS); CONST(RL_TOTAL);
+	printf("const sizeof_enum %zu\n", sizeof(rl_dtype));
+}
+
+int main(void)
+{
+	structs();
+	errors();
+	params();
+	/* dtypes by value: their names come from the library itself */
+	printf("const RL_DTYPE_COUNT %d\n", (int)RL_DTYPE_COUNT);
+	return 0;
+}

@@ -1,0 +1,196 @@
+"""The ctypes bindings against the C header: structure layouts and enum
+values from the compiler (build/tests/py_layout), dtype names from the
+library, the functions bound, library lookup, docstrings, make install."""
+import ctypes
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, build_dir
+
+import ringload
+from ringload import _lib
+
+
+def _layout():
+    prog = os.path.join(build_dir(), "tests", "py_layout")
+    if not os.access(prog, os.X_OK):
+        pytest.fail(f"{prog} is not built (make builds it for make test)")
+    structs, fields, consts = {}, {}, {}
+    for line in subprocess.run([prog], check=True, capture_output=True,
+                               text=True).stdout.splitlines():
+        kind, *rest = line.split()
+        if kind == "struct":
+            structs[rest[0]] = int(rest[1])
+        elif kind == "field":
+            fields.setdefault(rest[0], {})[rest[1]] = (int(rest[2]), int(rest[3]))
+        else:
+            consts[rest[0]] = int(rest[1])
+    return structs, fields, consts
+
+
+def test_every_structure_matches_c_offsetof_and_sizeof():
+    structs, fields, _ = _layout()
+    assert set(structs) == set(_lib.STRUCTURES)
+    for cname, cls in _lib.STRUCTURES.items():
+        assert ctypes.sizeof(cls) == structs[cname], cname
+        py = {name: (getattr(cls, name).offset, getattr(cls, name).size)
+              for name, _ in cls._fields_}
+        assert py == fields[cname], cname
+
+
+def test_enum_values_match_the_header():
+    _, _, consts = _layout()
+    assert consts["sizeof_enum"] == ctypes.sizeof(ctypes.c_int)
+    for name, value in _lib.ERROR_CODES.items():
+        assert consts[name] == value, name
+    assert {k for k in consts if k.startswith("RL_E_")} == set(_lib.ERROR_CODES)
+    for name, value in _lib.PLAN_PARAMS.items():
+        assert consts["RL_PLAN_" + name.upper()] == value, name
+    for name, value in _lib.LOADER_PARAMS.items():
+        assert consts["RL_OPT_" + name.upper()] == value, name
+    for name, value in _lib.BACKENDS.items():
+        assert consts["RL_BACKEND_" + name.upper()] == value, name
+    assert consts["RL_STAGING_CALLER"] == _lib.RL_STAGING_CALLER
+    assert consts["RL_STAGING_LIBRARY"] == _lib.RL_STAGING_LIBRARY
+    assert consts["RL_MAX_DIMS"] == _lib.RL_MAX_DIMS
+    assert consts["RL_TOTAL"] == _lib.RL_TOTAL
+    assert consts["RL_DTYPE_COUNT"] == len(_lib.DTYPES)
+
+
+def test_dtype_names_match_the_library():
+    for i, name in enumerate(_lib.DTYPES):
+        assert _lib.text(_lib.rl_dtype_name(i)) == name
+        assert _lib.rl_dtype_from_name(name.encode()) == i
+
+
+def _exports():
+    path = ringload.library_path()
+    if not shutil.which("nm"):
+        pytest.skip("needs nm (binutils)")
+    out = subprocess.run(["nm", "-D", "--defined-only", path], check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines()
+            if line.split()[-2] in ("T", "W")}
+
+
+def test_every_bound_function_is_exported():
+    missing = set(_lib.BOUND) - _exports()
+    assert not missing - set(_lib._OPTIONAL), missing
+
+
+def test_every_exported_function_is_bound():
+    unbound = sorted(_exports() - set(_lib.BOUND))
+    if unbound:
+        pytest.skip("exported but not bound in python/ringload/_lib.py: " +
+                    ", ".join(unbound))
+
+
+def _public_callables():
+    import ringload.numpy
+    import ringload.torch
+    for mod in (ringload, ringload.numpy, ringload.torch):
+        for name in getattr(mod, "__all__", None) or dir(mod):
+            obj = getattr(mod, name)
+            if name.startswith("_") or inspect.ismodule(obj):
+                continue
+            if getattr(obj, "__module__", "").startswith("ringload") and \
+                    callable(obj):
+                yield f"{mod.__name__}.{name}", obj
+                if inspect.isclass(obj):
+                    for mname, m in vars(obj).items():
+                        if callable(m) and (not mname.startswith("_") or
+                                            mname in ("__getitem__",
+                                                      "__enter__", "__exit__")):
+                            yield f"{mod.__name__}.{name}.{mname}", m
+
+
+def test_every_public_function_has_a_docstring(torch):
+    undocumented = [n for n, obj in _public_callables()
+                    if not (obj.__doc__ or "").strip()]
+    names = [n for n, _ in _public_callables()]
+    assert "ringload.safe_open.get_slice" in names  # the walk reaches methods
+    assert not undocumented, undocumented
+
+
+def _python(code, env=None, cwd="/"):
+    """Runs code in a fresh /usr/bin/python3 (RL_PYTHON); returns stdout."""
+    r = subprocess.run([os.environ.get("RL_PYTHON", sys.executable), "-c", code],
+                       capture_output=True, text=True, env=env, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def _env(**changes):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RINGLOAD_LIB", "PYTHONPATH")}
+    env.update({k: v for k, v in changes.items() if v is not None})
+    return env
+
+
+def test_import_ringload_imports_neither_torch_nor_cuda():
+    out = _python("import sys, ringload, ringload.numpy; "
+                  "print(sorted(m for m in sys.modules "
+                  "if m.split('.')[0] in ('torch', 'jax')))",
+                  _env(PYTHONPATH=os.path.join(ROOT, "python"),
+                       RINGLOAD_LIB=os.environ.get("RINGLOAD_LIB")))
+    assert out == "[]"
+
+
+def test_library_from_RINGLOAD_LIB_first():
+    so = os.path.join(build_dir(), "libringload.so.0")
+    out = _python("import ringload; print(ringload.library_path())",
+                  _env(PYTHONPATH=os.path.join(ROOT, "python"), RINGLOAD_LIB=so))
+    assert out == os.path.realpath(so)
+    r = subprocess.run([os.environ.get("RL_PYTHON", sys.executable), "-c",
+                        "import ringload"], capture_output=True, text=True,
+                       env=_env(PYTHONPATH=os.path.join(ROOT, "python"),
+                                RINGLOAD_LIB="/nonexistent/libringload.so.0"))
+    assert r.returncode != 0
+    assert "/nonexistent/libringload.so.0" in r.stderr
+    assert "RINGLOAD_LIB" in r.stderr
+
+
+def test_library_next_to_the_package_from_the_build_tree():
+    link = os.path.join(ROOT, "python", "ringload", _lib.SONAME)
+    if not os.path.exists(link):
+        pytest.skip(f"no {link}: make (not a sanitizer build) links it")
+    out = _python("import ringload; print(ringload.library_path())",
+                  _env(PYTHONPATH=os.path.join(ROOT, "python")))
+    assert out == os.path.realpath(link)
+
+
+def test_library_by_soname_when_not_next_to_the_package(tmp_path):
+    shutil.copytree(os.path.join(ROOT, "python", "ringload"),
+                    tmp_path / "ringload",
+                    ignore=shutil.ignore_patterns(_lib.SONAME, "__pycache__"))
+    out = _python("import ringload; print(ringload.library_path())",
+                  _env(PYTHONPATH=str(tmp_path), LD_LIBRARY_PATH=build_dir()))
+    assert out == os.path.realpath(os.path.join(build_dir(), _lib.SONAME))
+
+
+def test_make_install_into_a_temporary_prefix(tmp_path, testdata):
+    prefix = tmp_path / "prefix"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "RINGLOAD_LIB",
+                        "PYTHONPATH")}
+    make_env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}  # sanitizers'
+    r = subprocess.run(["make", "-C", ROOT, "--no-print-directory", "install",
+                        f"PREFIX={prefix}", f"BUILD={build_dir()}",
+                        f"SAN={os.environ.get('RL_SAN', '')}"],
+                       capture_output=True, text=True, env=make_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pydir = prefix / "lib" / "python3" / "dist-packages"
+    ref = os.path.join(testdata, "reference", "shapes.safetensors")
+    out = _python("import ringload, ringload.numpy as n; "
+                  "print(ringload.__file__); print(ringload.library_path()); "
+                  f"print(n.load_file({ref!r})['vec'].shape)",
+                  dict(env, PYTHONPATH=str(pydir)))
+    file, lib, shape = out.splitlines()
+    assert file == str(pydir / "ringload" / "__init__.py")
+    assert lib == str(prefix / "lib" / "libringload.so.0")
+    assert shape == "(13,)"
