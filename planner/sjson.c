@@ -257,10 +257,27 @@ int sj_string(struct sj *j)
 	}
 }
 
+/* One or more digits from at (*pp ends past them), or "invalid number"
+ * there (the code returned, j->p moved to the offending byte). */
+static int digits(struct sj *j, const char **pp, const char *at)
+{
+	const char *p = at;
+
+	if (p >= j->end || *p < '0' || *p > '9') {
+		j->p = p;
+		return sj_jerr(j, "invalid number");
+	}
+	while (p < j->end && *p >= '0' && *p <= '9')
+		p++;
+	*pp = p;
+	return 0;
+}
+
 /* Scans a number token with serde_json's grammar. */
 int sj_number(struct sj *j, struct sj_num *n)
 {
 	const char *p = j->p;
+	int r;
 
 	n->s = p;
 	n->neg = n->frac = n->exp = 0;
@@ -282,25 +299,16 @@ int sj_number(struct sj *j, struct sj_num *n)
 	}
 	if (p < j->end && *p == '.') {
 		n->frac = 1;
-		p++;
-		if (p >= j->end || *p < '0' || *p > '9') {
-			j->p = p;
-			return sj_jerr(j, "invalid number");
-		}
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
+		if ((r = digits(j, &p, p + 1)))
+			return r;
 	}
 	if (p < j->end && (*p == 'e' || *p == 'E')) {
 		n->exp = 1;
 		p++;
 		if (p < j->end && (*p == '+' || *p == '-'))
 			p++;
-		if (p >= j->end || *p < '0' || *p > '9') {
-			j->p = p;
-			return sj_jerr(j, "invalid number");
-		}
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
+		if ((r = digits(j, &p, p)))
+			return r;
 	}
 	n->len = (size_t)(p - n->s);
 	j->p = p;
