@@ -534,6 +534,7 @@ static void names_and_strings(void)
 
 static void exact_integers(void)
 {
+	char msg[RL_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
 	char *p = tpath("big.safetensors");
@@ -554,7 +555,8 @@ static void exact_integers(void)
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1E0],\"data_offsets\":[0,1]}}", 1,
 			  NULL, 0), RL_E_HEADER_JSON);
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[00],\"data_offsets\":[0,0]}}", 0,
-			  NULL, 0), RL_E_HEADER_JSON);
+			  msg, sizeof(msg)), RL_E_HEADER_JSON);
+	CHECKF(strstr(msg, "invalid number (leading zero) at byte 29"), "%s", msg);
 	/* Ignored fields take any JSON number a double can hold. */
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
 			  "\"x\":[-0.0,1e308,1e-400,0e999999,-12.5E+3]}}", 1, NULL, 0), 0);
