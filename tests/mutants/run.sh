@@ -57,12 +57,16 @@ while IFS=$'\x1f' read -r idx file search repl tests reason; do
 		continue
 	fi
 	verdict=SURVIVED by=
-	if ! make -C "$tree" -j2 all $(printf 'build/tests/%s ' $tests) >"$scratch/build.log" 2>&1; then
+	# The libraries and the CLI (tests run it) with the mutant, and the tests.
+	if ! make -C "$tree" -j2 build/libringload.a build/libringload.so build/ringload \
+		$(printf 'build/tests/%s ' $tests) >"$scratch/build.log" 2>&1; then
 		verdict=STILLBORN
 	else
 		for t in $tests; do
+			# Redirected as a whole, so that a crash's notice goes to the log.
 			if ! (cd "$tree" && RL_TESTDATA="$testdata" RL_BUILD=build RL_SRCDIR="$tree" \
-				timeout --foreground -k 5 "$timeout_s" "build/tests/$t" >"$scratch/test.log" 2>&1); then
+				timeout --foreground -k 5 "$timeout_s" "build/tests/$t") \
+				>"$scratch/test.log" 2>&1; then
 				verdict=KILLED by=" by $t"
 				break
 			fi
