@@ -67,26 +67,27 @@ static void skip_bracket(struct rx *x)
 	x->p = p < x->end ? p + 1 : x->end;  /* unterminated: regcomp refuses it */
 }
 
-/* Parses "{m}", "{m,}" or "{m,n}" at p; returns 1 with the largest count
- * (m when unbounded above), 0 when it is no interval. */
+/*
+ * Parses "{m}", "{m,}", "{m,n}" or (glibc takes it as {0,n}) "{,n}" at p;
+ * returns 1 with the largest count (m when unbounded above), 0 when it is
+ * no interval (then '{' is a plain character to regcomp).
+ */
 static int interval(const struct rx *x, uint64_t *bound, const char **after)
 {
 	const char *p = x->p + 1;
 	uint64_t m = 0, n = 0;
-	int digits = 0, comma = 0;
+	int mdigits = 0, ndigits = 0, comma = 0;
 
-	for (; p < x->end && *p >= '0' && *p <= '9'; p++, digits++)
+	for (; p < x->end && *p >= '0' && *p <= '9'; p++, mdigits++)
 		m = m < 100000 ? m * 10 + (uint64_t)(*p - '0') : m;
-	if (!digits)
-		return 0;
 	if (p < x->end && *p == ',') {
 		comma = 1;
-		for (p++; p < x->end && *p >= '0' && *p <= '9'; p++, comma++)
+		for (p++; p < x->end && *p >= '0' && *p <= '9'; p++, ndigits++)
 			n = n < 100000 ? n * 10 + (uint64_t)(*p - '0') : n;
 	}
-	if (p >= x->end || *p != '}')
+	if ((!mdigits && !comma) || p >= x->end || *p != '}')
 		return 0;
-	*bound = comma > 1 && n > m ? n : m;
+	*bound = ndigits && n > m ? n : m;
 	*after = p + 1;
 	return 1;
 }
