@@ -3,7 +3,8 @@
 #   make            library (static + shared), build/ringload, build/rlperf
 #   make test       build and run every test (one line per test, then a total)
 #   make check      structure checks: layers call only down, no circles
-#                   between files, no block of 6+ lines written twice
+#                   between files, no block of 6+ lines written twice,
+#                   functions of at most 80 lines (or a written reason)
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
@@ -12,7 +13,8 @@
 #   make mutants    mutation testing: does the suite kill each mutant?
 #   make bench      benchmark suite against fio (perf/)
 #   make demo       generate a sample checkpoint and load it (README's main job)
-#   make install    library, header, ringload.pc and the Python package under PREFIX
+#   make install    library, header, ringload.pc, ringload, rlperf, man pages and the
+#                   Python package under PREFIX
 #   make deps       install missing Debian packages with apt-get
 #
 # Quiet by default; V=1 shows full commands.
@@ -20,6 +22,8 @@
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 INCDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
 BUILD ?= build
 SAN ?=
 
@@ -66,9 +70,13 @@ endif
 
 LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c api/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-TOOL_SRC := tools/ringload.c $(wildcard tools/cmd_*.c)
-GEN_SRC := $(wildcard tools/mkckpt.c)
+# tools/: the ringload command (every .c but mkckpt's), and mkckpt, which
+# shares only the library-free option parser and helpers.
+TOOL_SRC := $(filter-out tools/mkckpt.c,$(wildcard tools/*.c))
+TOOL_HDR := $(wildcard tools/*.h)
+GEN_SRC := $(if $(wildcard tools/mkckpt.c),tools/mkckpt.c tools/opts.c tools/util.c)
 PERF_SRC := $(wildcard perf/rlperf*.c)
+PERF_OBJ := $(PERF_SRC:%.c=$(BUILD)/obj/%.o)
 PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -85,7 +93,7 @@ TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(B
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH)
 
--include $(LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
@@ -103,23 +111,26 @@ $(SHARED): $(LIB_OBJ) api/ringload.map
 	$(Q)ln -sf libringload.so.0 $@
 
 # The CLI is a thin client of the public header and links the shared
-# library, so the host-side malloc stays libc's (see common/alloc.c).
-$(BUILD)/ringload: $(TOOL_SRC) tools/cli.h $(SHARED) api/ringload.h
+# library, so the host-side malloc stays libc's (see common/alloc.c). It
+# finds the library beside itself (the build) or in ../lib (an install).
+$(BUILD)/ringload: $(TOOL_SRC) $(TOOL_HDR) $(SHARED) api/ringload.h
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
-		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lm $(EXE_LDLIBS)
+		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -lm $(EXE_LDLIBS)
 
 # The sample-checkpoint generator needs nothing of the library.
-$(BUILD)/mkckpt: $(GEN_SRC)
+$(BUILD)/mkckpt: $(GEN_SRC) $(TOOL_HDR)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(GEN_SRC)
 
-$(BUILD)/rlperf: $(PERF_SRC) $(STATIC)
+# rlperf links from one object per source file (rebuilds only what
+# changed; tests/check/layers.py reads the calls off the objects).
+$(BUILD)/rlperf: $(PERF_OBJ) $(STATIC)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_SRC) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PERF_OBJ) $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
 # Benchmark programs of perf/ (bench_*.c), one file each.
-$(BUILD)/perf/%: perf/%.c $(STATIC)
+$(BUILD)/perf/%: perf/%.c perf/perf_time.h $(STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
@@ -137,8 +148,12 @@ $(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h 
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< tests/harness.c
 
-# test_rlperf compiles rlperf's parts in (all but main).
-$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/rlperf.h)
+# test_cli compiles the option parser in (tests/test_cli.c includes it).
+$(BUILD)/tests/test_cli: tools/opts.c tools/opts.h
+
+# test_rlperf compiles rlperf's parts in (all but main), and runs rlperf.
+$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/*.h) \
+	$(if $(PERF_SRC),$(BUILD)/rlperf)
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)
 	$(call say,LD,$@)
@@ -156,7 +171,8 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 # repeated blocks of source.
 PYTHON ?= /usr/bin/python3
 check: all
-	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py
+	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py \
+		tests/check/funclen.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test
@@ -244,24 +260,33 @@ bench: all
 demo: check-deps all
 	$(Q)tools/demo.sh $(BUILD)
 
-install: $(STATIC) $(SHARED)
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)
+# ringload finds the library through its rpath $ORIGIN/../lib, so BINDIR
+# and LIBDIR must stay siblings for a prefix outside the loader's path
+# (else LD_LIBRARY_PATH=LIBDIR); rlperf links the library statically.
+MANPAGES := $(wildcard man/ringload.1 man/rlperf.1)
+install: $(STATIC) $(SHARED) $(TOOLS)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
+		$(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libringload.a
 	install -m 755 $(SHARED).0 $(DESTDIR)$(LIBDIR)/libringload.so.0
 	ln -sf libringload.so.0 $(DESTDIR)$(LIBDIR)/libringload.so
 	install -m 644 api/ringload.h $(DESTDIR)$(INCDIR)/ringload.h
+	install -m 755 $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(DESTDIR)$(BINDIR)/
+	$(if $(MANPAGES),install -m 644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|'$$(sed -n 's/.*RINGLOAD_VERSION_STRING "\(.*\)"/\1/p' api/ringload.h)'|' \
 		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
-		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
+		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc \
+		$(DESTDIR)$(BINDIR)/ringload $(DESTDIR)$(BINDIR)/rlperf \
+		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \
 	libclang-rt-14-dev fio gnuplot-nox util-linux binutils python3 python3-numpy python3-pytest \
-	python3-torch openmpi-bin libopenmpi-dev
+	python3-torch openmpi-bin libopenmpi-dev groff-base man-db time
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 deps:

@@ -85,7 +85,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			drop_caches
 			# shellcheck disable=SC2086
 			if [ $tool = rlperf ]; then
-				"$BUILD/rlperf" --name="$name" --engine=io_uring $args $common >"$out"
+				"$BUILD/rlperf" --name="$name" --ioengine=io_uring $args $common >"$out"
 			else
 				fio --name="$name" --ioengine=io_uring $args $common >"$out"
 			fi

@@ -16,14 +16,7 @@
 #include <unistd.h>
 
 #include "../engine/engine.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "perf_time.h"
 
 static void drop_caches(void)
 {
@@ -66,7 +59,7 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	int ret;
 
 	drop_caches();
-	t0 = now_s();
+	t0 = perf_now_s();
 	staging = eng_staging_alloc(staging_len);
 	for (uint64_t i = 0; i < nreads; i++) {
 		uint64_t off = i * c->req, len = RL_MIN((uint64_t)c->req, staging_len - off);
@@ -107,7 +100,7 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 		ret = eng_run(eng, &job, &st, &e);
 		eng_destroy(eng);
 	}
-	t1 = now_s();
+	t1 = perf_now_s();
 	if (getenv("BENCH_VERBOSE"))
 		fprintf(stderr, "%s: wall %.3f s, read %.3f s, scatter %.3f s, %u buffers, peak %llu\n",
 			c->name, t1 - t0, st.read_seconds, st.scatter_seconds, st.buffers,

@@ -33,19 +33,12 @@
 #include <unistd.h>
 
 #include "ringload.h"
+#include "perf_time.h"
 
 struct tdef {
 	char name[64];
 	uint64_t rows, cols;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, const char *msg)
 {
@@ -132,20 +125,20 @@ static void run_plan(const char *label, const char *dir, const char *spec_path, 
 	long rss0;
 	uint64_t ncopies = 0, size = 0;
 
-	t0 = now();
+	t0 = perf_now_s();
 	if (rl_ckpt_open(ck, dir))
 		die(dir, rl_ckpt_errmsg(ck));
 	if (rl_spec_load(spec, spec_path))
 		die(spec_path, rl_spec_errmsg(spec));
 	rss0 = maxrss_mib();
-	t1 = now();
+	t1 = perf_now_s();
 	c1 = cpu_seconds();
 	rl_plan_set(plan, RL_PLAN_PROCESS, proc);
 	rl_plan_set(plan, RL_PLAN_ALL_STATS, all_stats);
 	rl_plan_set(plan, RL_PLAN_READ_ONCE, read_once);
 	if (rl_plan_build(plan, ck, spec))
 		die("plan", rl_plan_errmsg(plan));
-	t2 = now();
+	t2 = perf_now_s();
 	c2 = cpu_seconds();
 	rl_plan_get_stats(plan, proc, &own);
 	if (all_stats)

@@ -1,8 +1,24 @@
 /*
- * rlperf.h - rlperf's parts: fio-spelled options, the job generator and
- * runner (raw reads on ringload's engine), the log-scale latency histogram,
- * and normal / fio-shaped JSON output. rlperf.c holds main() and the
- * checkpoint mode; every other file is also compiled into tests/test_rlperf.
+ * rlperf.h - the parts of rlperf and the types they share.
+ *
+ * Calls run one way, each file only down this list:
+ *
+ *   rlperf.c        main: parse, then the checkpoint mode or set-up, run, report
+ *   rlperf_ckpt.c   checkpoint mode (public API only)
+ *   rlperf_out.c    normal report       } both build on rlperf_unit.c:
+ *   rlperf_json.c   fio-shaped JSON     } jobs merged as fio reports them
+ *   rlperf_unit.c   report units (group_reporting), latency and depth bins
+ *   rlperf_run.c    job threads feeding ringload's engine
+ *   rlperf_setup.c  files, sizes and regions of every job clone, cache invalidation
+ *   rlperf_opts.c   the option table, command line and job files -> struct rp_conf
+ *   rlperf_ini.c    the job file reader (sections of key=value lines)
+ *   rlperf_fionames.c  the names of fio's options (to tell "not in rlperf"
+ *                   from "unrecognized")
+ *   rlperf_num.c    fio's number and time syntax
+ *   rlperf_gen.c    offsets (sequential, random permutation, random map off)
+ *   rlperf_hist.c   fio's log-scale latency histogram
+ *
+ * Every file but rlperf.c is also compiled into tests/test_rlperf.
  */
 #ifndef RLPERF_H
 #define RLPERF_H
@@ -15,69 +31,149 @@
 
 #define RP_VERSION "rlperf-" RINGLOAD_VERSION_STRING
 
+/* Limits: fio's own where it has them. */
+#define RP_MAX_BS (256ull << 20)
+#define RP_MAX_IODEPTH 65536u
+#define RP_MAX_NUMJOBS 1024u
+#define RP_MAX_FILES 4096u       /* files of one job (filename=a:b:...) */
+#define RP_MAX_JOBS 4096u        /* job clones of a whole run */
+
 /* ---------------------------------------------------------------- */
-/* Options (rlperf_opts.c)                                           */
+/* Numbers (rlperf_num.c)                                            */
+/* ---------------------------------------------------------------- */
+
+/*
+ * fio's integer syntax: decimal, or hex after 0x; then an optional suffix,
+ * case-insensitive: b (bytes), k/kb/ki, m/mb/mi, g.., t.., p.. which mean
+ * powers of kb_base, and kib/mib/gib/tib/pib which mean the opposite base
+ * (1000 when kb_base is 1024, 1024 when it is 1000), exactly as fio 3.33
+ * reads them. With pct non-NULL, "N%" (N decimal, 0 to 100) is accepted
+ * too: *pct = 1 and *out = N. Returns 0, or -1 (not such a number, or
+ * past 2^64 - 1).
+ */
+int rp_parse_size(const char *s, unsigned kb_base, uint64_t *out, int *pct);
+
+/* A duration: plain numbers are seconds; suffixes us/usec, ms/msec,
+ * s/sec, m, h, d (any case). Returns 0 or -1. */
+int rp_parse_time(const char *s, uint64_t *ns);
+
+/* ---------------------------------------------------------------- */
+/* Options (rlperf_opts.c, job files through rlperf_ini.c)           */
 /* ---------------------------------------------------------------- */
 
 enum rp_rw { RP_READ = 0, RP_RANDREAD = 1 };
 enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1 };
 
-struct rp_opts {
-	const char *name;        /* --name (fio's job name) */
-	const char *filename;
-	uint64_t size;           /* 0: the file's size less offset */
-	uint64_t offset;
-	int rw;                  /* enum rp_rw */
-	uint64_t bs;
-	unsigned iodepth;
-	int direct;
-	int engine;              /* enum eng_backend */
-	int fixedbufs, registerfiles;
-	unsigned numjobs;
-	uint64_t runtime_ns;     /* 0: no limit */
-	uint64_t ramp_ns;
-	int time_based;
-	int format;              /* enum rp_format */
-	uint64_t seed;           /* --randseed */
-	/* checkpoint mode */
-	const char *checkpoint, *sharding;
-	int process;
-	int engine_set, bs_set, iodepth_set, direct_set; /* given explicitly */
+/* Every option, job options first (the bits of struct rp_job.set). */
+enum rp_opt_id {
+	/* job options: fio's fio_options[] */
+	RP_O_NAME, RP_O_FILENAME, RP_O_DIRECTORY, RP_O_RW, RP_O_BS, RP_O_SIZE,
+	RP_O_OFFSET, RP_O_OFFSET_INC, RP_O_IODEPTH, RP_O_NUMJOBS, RP_O_RUNTIME,
+	RP_O_TIME_BASED, RP_O_RAMP, RP_O_IOENGINE, RP_O_DIRECT, RP_O_FIXEDBUFS,
+	RP_O_REGFILES, RP_O_GROUP, RP_O_INVALIDATE, RP_O_NORANDOMMAP, RP_O_RANDSEED,
+	RP_O_THREAD, RP_O_KB_BASE,
+	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
+	RP_O_OUTPUT, RP_O_FORMAT, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
+	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
 };
 
-/* Limits: fio's own where it has them. */
-#define RP_MAX_BS (256ull << 20)
-#define RP_MAX_IODEPTH 65536u
-#define RP_MAX_NUMJOBS 1024u
+/* A size that may be a percentage of the file's size (size, offset,
+ * offset_increment). */
+struct rp_amount {
+	uint64_t v;
+	int pct;                 /* v is a percentage (0..100) */
+};
 
-/* parse results besides 0 (run) */
+/* An option as it was given (fio's "job options" in JSON): flags given
+ * without a value are not listed, as fio does not list them. */
+struct rp_kv {
+	const char *key, *val;
+};
+
+struct rp_kvlist {
+	struct rp_kv *v;
+	size_t n, cap;
+};
+
+/* One job section: fio's thread_options, the part rlperf has. */
+struct rp_job {
+	const char *name;
+	const char *filename;    /* ':'-separated; NULL: NAME.CLONE.0 per clone */
+	const char *directory;   /* prefix of the file names (first of a ':' list) */
+	int rw;                  /* enum rp_rw */
+	uint64_t bs;
+	struct rp_amount size;   /* v == 0 and !pct: the files less the offset */
+	struct rp_amount offset, offset_increment;
+	unsigned iodepth, numjobs, kb_base;
+	uint64_t runtime_ns;     /* 0: no limit */
+	uint64_t ramp_ns;
+	uint64_t seed;           /* randseed */
+	int time_based, direct, fixedbufs, registerfiles, invalidate;
+	int norandommap, group_reporting, thread;
+	int engine;              /* enum eng_backend */
+	const char *ioengine;    /* the engine's fio name, as given */
+	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
+	struct rp_kvlist given;  /* this section's options, in order */
+};
+
+struct rp_conf {
+	struct rp_job global;    /* fio's defaults for the jobs defined after */
+	struct rp_job *jobs;
+	size_t njobs, cap;
+	int have_global;         /* a global option was given ("global options") */
+	struct rp_kvlist global_given;
+	const char *jobfile;
+	const char *output;      /* --output: the report goes there */
+	int format;              /* enum rp_format */
+	const char *checkpoint, *sharding;
+	int process;
+	char **strs;             /* strings this conf owns (from job files) */
+	size_t nstrs, capstrs;
+};
+
+/* rp_parse_args results besides 0 (run) */
 #define RP_PARSE_ERROR (-1)
 #define RP_PARSE_HELP 1
 #define RP_PARSE_VERSION 2
 
-void rp_opts_default(struct rp_opts *o);
+/* fio's defaults (rlperf's where documented: io_uring, one job clone). */
+void rp_job_default(struct rp_job *j);
 
 /*
- * Parses argv[1..argc) into o (defaults first). Options take fio's spelling:
- * "--bs=4k" or "--bs 4k"; flags ("--fixedbufs") also accept =0/=1. Returns
- * 0, RP_PARSE_HELP, RP_PARSE_VERSION, or RP_PARSE_ERROR with a one-line
- * message in err (no trailing newline).
+ * Parses argv[1..argc) as fio does: options before any --name are global
+ * (defaults of every job), --name=N starts job N (--name=global goes back
+ * to the defaults), other arguments name a job file whose [global] and
+ * [job] sections come after the command line's. "--opt=value" and
+ * "--opt value" both work for options that take a value; flags take only
+ * "--flag" or "--flag=0|1". With no job at all, the options make one job
+ * named "rlperf". Returns 0 (c filled, free it with rp_conf_free),
+ * RP_PARSE_HELP, RP_PARSE_VERSION or RP_PARSE_ERROR with a one-line message
+ * in err naming the option (c is freed then).
  */
-int rp_parse_args(int argc, char **argv, struct rp_opts *o, char *err,
+int rp_parse_args(int argc, char **argv, struct rp_conf *c, char *err,
 		  size_t errlen);
+void rp_conf_free(struct rp_conf *c);
 
-/*
- * fio's number syntax: decimal or 0x hex, an optional suffix k/m/g/t/p
- * (powers of 1024; "KiB", "kb", "K" all mean 1024). Returns 0 or -1.
- */
-int rp_parse_size(const char *s, uint64_t *out);
-
-/* A duration: plain numbers are seconds; suffixes us, ms, s, m, h, d. */
-int rp_parse_time(const char *s, uint64_t *ns);
-
-const char *rp_engine_name(int engine);  /* fio's name: io_uring, libaio, psync */
-const char *rp_backend_name(int backend); /* ringload's: auto, io_uring, libaio, pread */
+/* Every option rlperf has, with a line of help each. */
 void rp_usage(FILE *f);
+
+/* 1 if name is one of fio 3.33's options (job or command line), else 0. */
+int rp_is_fio_option(const char *name);
+
+/* The job file reader: calls fn once per section with its options in file
+ * order (key, value: NULL for a bare flag, line number). Comments are
+ * lines starting with ';' or '#' and anything after them on a line, as fio
+ * reads them; ${VAR} in a value is the environment variable VAR. */
+struct rp_ini_opt {
+	const char *key, *val;
+	unsigned line;
+};
+typedef int (*rp_ini_fn)(void *user, const char *section, unsigned line,
+			 const struct rp_ini_opt *opts, size_t n, char *err,
+			 size_t errlen);
+/* Returns 0, fn's non-zero return, or -1 with a message naming path:line. */
+int rp_ini_parse(const char *path, rp_ini_fn fn, void *user, char *err,
+		 size_t errlen);
 
 /* ---------------------------------------------------------------- */
 /* Latency histogram (rlperf_hist.c), fio's layout                   */
@@ -135,18 +231,19 @@ void rp_hist_percentiles(const struct rp_hist *h, const double *pct, size_t n,
 			 uint64_t *out);
 
 /* ---------------------------------------------------------------- */
-/* Job generator and runner (rlperf_job.c)                           */
+/* Offsets (rlperf_gen.c)                                            */
 /* ---------------------------------------------------------------- */
 
 /*
- * Offsets of one job: sequential, or a random permutation of the blocks
- * (each block once per pass, like fio's random map, without the map: a
- * full-period LCG over the next power of two, scrambled by a bijection,
- * skipping values past the last block).
+ * Offsets of one file's region: sequential, or a random permutation of the
+ * blocks (each block once per pass, like fio's random map, without the
+ * map: a full-period LCG over the next power of two, scrambled by a
+ * bijection, skipping values past the last block), or with norandommap
+ * uniformly random blocks, repeats allowed, as many per pass as blocks.
  */
 struct rp_gen {
 	uint64_t base, bs, nblocks;
-	int random;
+	int random, norandommap;
 	uint64_t i;             /* blocks issued in this pass */
 	uint64_t pass;
 	uint64_t x, inc, mask;  /* random: LCG state, odd increment, 2^k - 1 */
@@ -154,11 +251,67 @@ struct rp_gen {
 	uint64_t seed;
 };
 
+enum rp_gen_mode { RP_GEN_SEQ = 0, RP_GEN_RANDOM = 1, RP_GEN_NORANDOMMAP = 2 };
+
 void rp_gen_init(struct rp_gen *g, uint64_t base, uint64_t bytes, uint64_t bs,
-		 int random, uint64_t seed);
+		 int mode, uint64_t seed);
 /* Next offset of this pass; 0 at the end of a pass (the next call starts a
  * new one, in a new order), else 1. */
 int rp_gen_next(struct rp_gen *g, uint64_t *off);
+
+/* ---------------------------------------------------------------- */
+/* Set-up (rlperf_setup.c): what every job clone reads               */
+/* ---------------------------------------------------------------- */
+
+struct rp_file {
+	const char *path;
+	uint64_t file_size;      /* of the file or block device */
+	uint64_t off, len;       /* the region: fio's file_offset and io_size */
+	uint64_t nblocks;        /* blocks of bs a pass may read from off */
+	int is_blk;
+};
+
+/* One job clone (fio's subjob): one thread with its own engine. */
+struct rp_task {
+	const struct rp_job *job;
+	size_t job_index;
+	unsigned clone;          /* 0 .. numjobs - 1 */
+	struct rp_file *files;
+	size_t nfiles;
+	uint64_t max_ios;        /* reads of a pass over all files */
+};
+
+struct rp_plan {
+	struct rp_task *tasks;
+	size_t ntasks;
+	char **paths;            /* owned: every file name made here */
+	size_t npaths, cappaths;
+};
+
+/*
+ * Resolves every job of c into its clones: the files (filename split on
+ * ':', "\:" for a colon in a name, under directory; NAME.CLONE.0 when no
+ * filename is given), their sizes, and each clone's region by fio's rules
+ * (size split over the files, offset + clone * offset_increment,
+ * percentages of each file's size rounded up to bs), refusing any region
+ * that passes a file's end (rlperf never writes or extends a file), and
+ * direct=1 regions not aligned for O_DIRECT. Returns 0 or -1 with a
+ * one-line message in err (p is freed then).
+ */
+int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errlen);
+void rp_plan_free(struct rp_plan *p);
+
+/*
+ * Drops the page cache of one region as fio's invalidate=1 does:
+ * posix_fadvise(DONTNEED) on a regular file, BLKFLSBUF on a block device
+ * (root only). Returns 0 or -errno; fio goes on after a failure, and so
+ * does rlperf, with a note.
+ */
+int rp_invalidate(const struct rp_file *f, int fd);
+
+/* ---------------------------------------------------------------- */
+/* Runner (rlperf_run.c)                                             */
+/* ---------------------------------------------------------------- */
 
 /* The engine entry points; tests substitute a fake. */
 struct rp_engine_ops {
@@ -169,44 +322,120 @@ struct rp_engine_ops {
 	void (*destroy)(struct eng *eng);
 };
 
-/* Everything a run measured, all jobs together (fio's group reporting). */
-struct rp_result {
-	uint64_t bytes, ios;
-	double runtime_s;        /* first counted submit to last completion */
-	double elapsed_s;        /* wall time, ramp included */
-	struct rp_hist clat;
-	double usr_s, sys_s;     /* CPU of the whole process while measuring */
-	uint64_t ctx, majf, minf;
-	uint64_t vctx;           /* voluntary context switches only (ctx counts both) */
-	unsigned numjobs;
-	struct eng_stats eng;    /* job 0's engine statistics */
-	uint64_t start_unix_ms;
-	int error;               /* 0, or the first job's negative code */
+/* Running statistics of periodic samples (fio's bw and iops logs). */
+struct rp_samples {
+	uint64_t n;
+	double min, max, sum, sumsq;
+};
+
+/* fio's sampling period for bandwidth and IOPS (bwavgtime, iopsavgtime) */
+#define RP_SAMPLE_NS 500000000ull
+
+/* reads in flight at each submission: 1, 2-3, 4-7, ... 32-63, >= 64 */
+#define RP_NDEPTH 7
+
+/* What one job clone measured. */
+struct rp_task_res {
+	uint64_t bytes, ios;             /* measured (after ramp_time) */
+	uint64_t meas_ns, last_ns;       /* measurement start, last completion */
+	struct rp_hist *clat;
+	struct rp_samples bw, iops;      /* KiB/s and IO/s per sample */
+	uint64_t depth[RP_NDEPTH];
+	struct eng_stats eng;
+	int error;                       /* 0 or a negative code */
 	char errmsg[RL_ERRMSG_MAX];
 };
 
+struct rp_result {
+	struct rp_task_res *task;        /* one per plan task, in order */
+	size_t ntasks;
+	double elapsed_s;                /* wall time, ramp included */
+	double usr_s, sys_s;             /* the process's CPU after the ramp */
+	uint64_t ctx, vctx, majf, minf;  /* vctx: voluntary switches only */
+	uint64_t start_unix_ms;
+	int error;                       /* 0, or the first clone's code */
+	char errmsg[RL_ERRMSG_MAX + 256];  /* the clone's message and its name */
+	char notes[512];                 /* non-fatal: failed cache invalidation */
+};
+
 /*
- * Runs o->numjobs jobs on threads, each with its own engine, and fills r
- * (allocated by the caller: it holds the histogram). file_size is the size
- * of o->filename. Returns 0, or a negative code with a one-line message in
- * r->errmsg.
+ * Runs every task of p at once, each on a thread with its own engine, and
+ * fills r (free it with rp_result_free). Returns 0, or a negative code with
+ * a one-line message in r->errmsg (results so far are still filled).
  */
-int rp_run(const struct rp_opts *o, uint64_t file_size,
-	   const struct rp_engine_ops *ops, struct rp_result *r);
+int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops,
+	   struct rp_result *r);
+void rp_result_free(struct rp_result *r);
 
 /* Asks running jobs to stop (async-signal-safe): SIGINT ends a run early. */
 void rp_stop(void);
 
 /* ---------------------------------------------------------------- */
-/* Output (rlperf_out.c)                                             */
+/* Report units (rlperf_unit.c): what fio prints as one job          */
 /* ---------------------------------------------------------------- */
 
-void rp_print_normal(FILE *f, const struct rp_opts *o, const struct rp_result *r);
-void rp_print_json(FILE *f, const struct rp_opts *o, const struct rp_result *r);
+#define RP_NLAT 10   /* latency bins per unit: fio's 2, 4, 10, ... 1000 */
+#define RP_NLAT_MS 12
 
-/* "1024KiB", "4096B": fio's way of printing a block size. */
-void rp_fmt_bytes_iec(char *buf, size_t len, uint64_t v);
-/* A JSON string body with quotes, backslashes and controls escaped. */
+struct rp_unit {
+	size_t first, n;                 /* tasks [first, first + n) */
+	uint64_t bytes, ios;
+	double runtime_s;                /* the longest clone's measured time */
+	double job_runtime_s;            /* the clones' measured times added */
+	struct rp_hist *clat;
+	struct rp_samples bw, iops;
+	uint64_t depth[RP_NDEPTH];
+	double usr_s, sys_s;             /* the process's, shared out by time */
+	uint64_t ctx, vctx, majf, minf;
+	struct eng_stats eng;            /* the first clone's; peak and retries of all */
+	int error;
+	const char *errmsg;
+};
+
+/*
+ * Groups the tasks as fio's group_reporting does (a clone whose job has
+ * group_reporting joins the unit before it) and sums each unit. Returns the
+ * number of units (*out allocated, free with rp_units_free), or -ENOMEM.
+ */
+long rp_units(const struct rp_plan *p, const struct rp_result *r,
+	      struct rp_unit **out);
+void rp_units_free(struct rp_unit *u, size_t n);
+
+/* Percentages of reads by latency: fio's latency_ns / _us / _ms bins. */
+void rp_lat_bins(const struct rp_hist *h, double ns[RP_NLAT], double us[RP_NLAT],
+		 double ms[RP_NLAT_MS]);
+extern const char *const rp_lat_keys[RP_NLAT_MS];
+extern const char *const rp_depth_keys[RP_NDEPTH];
+
+/* bytes per second of the unit, and of the whole run (all units) */
+double rp_unit_bps(const struct rp_unit *u);
+
+/* ---------------------------------------------------------------- */
+/* Output (rlperf_out.c normal, rlperf_json.c JSON)                  */
+/* ---------------------------------------------------------------- */
+
+struct rp_report {
+	const struct rp_conf *conf;
+	const struct rp_plan *plan;
+	const struct rp_result *res;
+	const struct rp_unit *units;
+	size_t nunits;
+};
+
+void rp_print_normal(FILE *f, const struct rp_report *rep);
+void rp_print_json(FILE *f, const struct rp_report *rep);
+
+/* "4096B", "64.0KiB", "1024KiB": fio's way of printing a block size. */
+void rp_fmt_bs(char *buf, size_t len, uint64_t v);
+/* A JSON string with quotes, backslashes and controls escaped. */
 void rp_json_str(FILE *f, const char *s);
+
+/* ---------------------------------------------------------------- */
+/* Checkpoint mode (rlperf_ckpt.c): the public API only              */
+/* ---------------------------------------------------------------- */
+
+/* Loads c->checkpoint and prints its phases to f. Returns the exit
+ * status (0, or 1 with a one-line message on stderr). */
+int rp_checkpoint(const struct rp_conf *c, FILE *f);
 
 #endif /* RLPERF_H */

@@ -1,398 +1,653 @@
 /*
- * rlperf_opts.c - rlperf's options, spelled as fio spells them, declared in
- * one table (as fio's options.c does) and parsed with fio's number syntax.
+ * rlperf_opts.c - rlperf's options, declared in one table (as fio's
+ * options.c declares its own) that knows each option's name, aliases, kind
+ * of value and scope, and the two ways to give them: the command line,
+ * read as fio's getopt_long_only loop reads it, and job files (through
+ * rlperf_ini.c). Everything lands in a struct rp_conf: fio's defaults
+ * ("global"), then one struct rp_job per job section.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "rlperf.h"
 
-enum opt_id {
-	OPT_NAME, OPT_FILENAME, OPT_SIZE, OPT_OFFSET, OPT_RW, OPT_BS, OPT_IODEPTH, OPT_DIRECT,
-	OPT_ENGINE, OPT_FIXEDBUFS, OPT_REGFILES, OPT_NUMJOBS, OPT_RUNTIME, OPT_TIME_BASED,
-	OPT_RAMP, OPT_FORMAT, OPT_RANDSEED, OPT_GROUP, OPT_THREAD, OPT_CHECKPOINT,
-	OPT_SHARDING, OPT_PROCESS, OPT_HELP, OPT_VERSION,
+enum opt_kind {
+	K_STR,     /* a string */
+	K_SIZE,    /* fio's int: bytes with k/m/g/t/p suffixes */
+	K_AMOUNT,  /* K_SIZE or N% of the file's size */
+	K_TIME,    /* seconds, or with a time suffix */
+	K_BOOL,    /* 0 or 1, value required (fio's FIO_OPT_BOOL) */
+	K_SET,     /* a flag: bare, or =N (fio's FIO_OPT_STR_SET) */
+	K_ACTION,  /* takes no value */
 };
 
-enum opt_kind { K_STR, K_SIZE, K_UINT, K_BOOL, K_TIME, K_FLAG };
-
 struct opt_def {
-	const char *name;
-	enum opt_id id;
+	const char *name, *alias;
+	enum rp_opt_id id;
 	enum opt_kind kind;
-	uint64_t lo, hi;        /* K_SIZE, K_UINT bounds, inclusive */
-	int raw_only;           /* meaningless in checkpoint mode */
-	const char *help;
+	int cmdline;            /* command line only (a fio command-line option) */
+	int raw;                /* meaningless for --checkpoint */
+	uint64_t lo, hi;        /* bounds, inclusive (hi 0: none); lo also of N% */
+	const char *arg, *help;
 };
 
 static const struct opt_def opt_table[] = {
-	{ "name", OPT_NAME, K_STR, 0, 0, 0, "job name (default rlperf)" },
-	{ "filename", OPT_FILENAME, K_STR, 0, 0, 1, "file or block device to read" },
-	{ "size", OPT_SIZE, K_SIZE, 1, UINT64_MAX, 1, "bytes per job (default: file size - offset)" },
-	{ "offset", OPT_OFFSET, K_SIZE, 0, UINT64_MAX, 1, "start of the region read (default 0)" },
-	{ "rw", OPT_RW, K_STR, 0, 0, 1, "read (sequential, default) or randread" },
-	{ "readwrite", OPT_RW, K_STR, 0, 0, 1, NULL },
-	{ "bs", OPT_BS, K_SIZE, 1, RP_MAX_BS, 0, "block size (default 4k); checkpoint mode: request size" },
-	{ "blocksize", OPT_BS, K_SIZE, 1, RP_MAX_BS, 0, NULL },
-	{ "iodepth", OPT_IODEPTH, K_UINT, 1, RP_MAX_IODEPTH, 0, "reads in flight per job (default 1)" },
-	{ "direct", OPT_DIRECT, K_BOOL, 0, 1, 0, "1: OPT_DIRECT (default 0)" },
-	{ "engine", OPT_ENGINE, K_STR, 0, 0, 0, "io_uring (default), libaio or psync" },
-	{ "ioengine", OPT_ENGINE, K_STR, 0, 0, 0, NULL },
-	{ "fixedbufs", OPT_FIXEDBUFS, K_BOOL, 0, 1, 0, "io_uring: register the buffers" },
-	{ "registerfiles", OPT_REGFILES, K_BOOL, 0, 1, 0, "io_uring: register the files" },
-	{ "numjobs", OPT_NUMJOBS, K_UINT, 1, RP_MAX_NUMJOBS, 1, "jobs, one thread and engine each (default 1)" },
-	{ "runtime", OPT_RUNTIME, K_TIME, 0, 0, 1, "stop after this long (seconds, or 500ms, 2m)" },
-	{ "time_based", OPT_TIME_BASED, K_BOOL, 0, 1, 1, "loop over the region until runtime ends" },
-	{ "ramp_time", OPT_RAMP, K_TIME, 0, 0, 1, "run this long before measuring" },
-	{ "output-format", OPT_FORMAT, K_STR, 0, 0, 0, "normal (default) or json" },
-	{ "randseed", OPT_RANDSEED, K_SIZE, 0, UINT64_MAX, 1, "seed of randread's order" },
-	{ "group_reporting", OPT_GROUP, K_FLAG, 0, 0, 1, "accepted: jobs are always reported as one group" },
-	{ "thread", OPT_THREAD, K_FLAG, 0, 0, 1, "accepted: jobs always run as threads" },
-	{ "checkpoint", OPT_CHECKPOINT, K_STR, 0, 0, 0, "load a checkpoint through the library" },
-	{ "sharding", OPT_SHARDING, K_STR, 0, 0, 0, "checkpoint mode: sharding spec (JSON file)" },
-	{ "process", OPT_PROCESS, K_UINT, 0, 1u << 20, 0, "checkpoint mode: process to load for (default 0)" },
-	{ "help", OPT_HELP, K_FLAG, 0, 0, 0, "this text" },
-	{ "version", OPT_VERSION, K_FLAG, 0, 0, 0, "print the version" },
+	{ "name", NULL, RP_O_NAME, K_STR, 0, 1, 0, 0, "STR", "start a job named STR (global: back to the defaults)" },
+	{ "filename", NULL, RP_O_FILENAME, K_STR, 0, 1, 0, 0, "F[:F..]", "files or block devices to read ('\\:' for a colon in a name)" },
+	{ "directory", NULL, RP_O_DIRECTORY, K_STR, 0, 1, 0, 0, "DIR[:DIR..]", "directory of the files (default: NAME.CLONE.0 files, one per clone)" },
+	{ "rw", "readwrite", RP_O_RW, K_STR, 0, 1, 0, 0, "read|randread", "sequential (default) or random reads; rlperf never writes" },
+	{ "bs", "blocksize", RP_O_BS, K_SIZE, 0, 0, 1, RP_MAX_BS, "SIZE", "block size (default 4k); checkpoint mode: the request size" },
+	{ "size", NULL, RP_O_SIZE, K_AMOUNT, 0, 1, 1, 0, "SIZE|N%", "bytes per clone, split over its files (default: the files less offset)" },
+	{ "offset", "fileoffset", RP_O_OFFSET, K_AMOUNT, 0, 1, 0, 0, "SIZE|N%", "start of the region read in each file (default 0)" },
+	{ "offset_increment", NULL, RP_O_OFFSET_INC, K_AMOUNT, 0, 1, 0, 0, "SIZE|N%", "clone k starts at offset + k * this" },
+	{ "iodepth", NULL, RP_O_IODEPTH, K_SIZE, 0, 0, 1, RP_MAX_IODEPTH, "N", "reads in flight per clone (default 1)" },
+	{ "numjobs", NULL, RP_O_NUMJOBS, K_SIZE, 0, 1, 1, RP_MAX_NUMJOBS, "N", "clones of the job, a thread and an engine each (default 1)" },
+	{ "runtime", NULL, RP_O_RUNTIME, K_TIME, 0, 1, 0, 0, "TIME", "stop after this long (seconds, or 500ms, 2m)" },
+	{ "time_based", NULL, RP_O_TIME_BASED, K_SET, 0, 1, 0, 0, NULL, "loop over the region until runtime ends" },
+	{ "ramp_time", NULL, RP_O_RAMP, K_TIME, 0, 1, 0, 0, "TIME", "run this long before measuring" },
+	{ "ioengine", "engine", RP_O_IOENGINE, K_STR, 0, 0, 0, 0, "E", "io_uring (default), libaio, or psync/sync/pvsync/pvsync2/vsync (the pread pool)" },
+	{ "direct", NULL, RP_O_DIRECT, K_BOOL, 0, 0, 0, 0, "0|1", "1: O_DIRECT (default 0)" },
+	{ "fixedbufs", NULL, RP_O_FIXEDBUFS, K_SET, 0, 1, 0, 0, NULL, "io_uring: register the buffers" },
+	{ "registerfiles", NULL, RP_O_REGFILES, K_SET, 0, 1, 0, 0, NULL, "io_uring: register the files" },
+	{ "group_reporting", NULL, RP_O_GROUP, K_SET, 0, 1, 0, 0, NULL, "report the clones (and later jobs) as one" },
+	{ "invalidate", NULL, RP_O_INVALIDATE, K_BOOL, 0, 1, 0, 0, "0|1", "drop the region's page cache first (default 1)" },
+	{ "norandommap", NULL, RP_O_NORANDOMMAP, K_SET, 0, 1, 0, 0, NULL, "randread: any block any time, repeats allowed" },
+	{ "randseed", NULL, RP_O_RANDSEED, K_SIZE, 0, 1, 0, 0, "N", "seed of the random offsets" },
+	{ "thread", NULL, RP_O_THREAD, K_SET, 0, 1, 0, 0, NULL, "accepted: clones always run as threads" },
+	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
+	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
+	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json", "report format (default normal)" },
+	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "accepted (always, never, auto): rlperf prints no ETA" },
+	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
+	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
+	{ "sharding", NULL, RP_O_SHARDING, K_STR, 1, 0, 0, 0, "SPEC", "checkpoint mode: sharding spec (JSON file)" },
+	{ "process", NULL, RP_O_PROCESS, K_SIZE, 1, 0, 0, 1u << 20, "P", "checkpoint mode: process to load for (default 0)" },
+	{ "help", NULL, RP_O_HELP, K_ACTION, 1, 0, 0, 0, NULL, "this text" },
+	{ "version", NULL, RP_O_VERSION, K_ACTION, 1, 0, 0, 0, NULL, "print the version" },
 };
 
+/* fio's engine names, and which of ringload's backends runs each */
 static const struct {
 	const char *name;
 	int engine;
 } engine_names[] = {
-	{ "io_uring", ENG_IO_URING },
-	{ "libaio", ENG_LIBAIO },
-	{ "psync", ENG_PREAD },
+	{ "io_uring", ENG_IO_URING }, { "libaio", ENG_LIBAIO }, { "psync", ENG_PREAD },
+	{ "sync", ENG_PREAD }, { "pvsync", ENG_PREAD }, { "pvsync2", ENG_PREAD },
+	{ "vsync", ENG_PREAD },
 };
 
-const char *rp_backend_name(int backend)
-{
-	static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
+static const char *const write_modes[] = {
+	"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite",
+};
 
-	return backend >= 0 && backend < (int)RL_ARRAY_SIZE(names) ? names[backend] : "?";
-}
+struct parser {
+	struct rp_conf *c;
+	long job;               /* where job options go: -1 the defaults, else a job */
+	int action;             /* RP_PARSE_HELP or _VERSION, once seen */
+	char where[300];        /* "" on the command line, else "FILE:LINE: " */
+	char *err;
+	size_t errlen;
+};
 
-const char *rp_engine_name(int engine)
-{
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engine_names); i++)
-		if (engine_names[i].engine == engine)
-			return engine_names[i].name;
-	return "auto";
-}
+static int fail(struct parser *pa, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-void rp_opts_default(struct rp_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->name = "rlperf";
-	o->rw = RP_READ;
-	o->bs = 4096;           /* fio's defaults: 4k, depth 1, buffered */
-	o->iodepth = 1;
-	o->engine = ENG_IO_URING;
-	o->numjobs = 1;
-	o->format = RP_FMT_NORMAL;
-	o->seed = 0x5eed5eed;
-}
-
-int rp_parse_size(const char *s, uint64_t *out)
-{
-	static const char units[] = "kmgtp";
-	const char *p = s, *u;
-	uint64_t v = 0, mult = 1;
-	int base = 10;
-
-	if (!*p)
-		return -1;
-	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X') && p[2]) {
-		base = 16;
-		p += 2;
-	}
-	for (; *p && isxdigit((unsigned char)*p); p++) {
-		unsigned d;
-
-		if (isdigit((unsigned char)*p))
-			d = *p - '0';
-		else if (base == 16)
-			d = tolower((unsigned char)*p) - 'a' + 10;
-		else
-			break;
-		if (rl_mul64(v, base, &v) || rl_add64(v, d, &v))
-			return -1;
-	}
-	if (p == s || (base == 16 && p == s + 2))
-		return -1;
-	if (*p) {
-		u = strchr(units, tolower((unsigned char)*p));
-		if (u) {
-			for (long k = u - units; k >= 0; k--)
-				mult *= 1024;
-			p++;
-			/* fio's kb_base is 1024: k, K, kb, KiB all mean 1024 */
-			if (*p == 'i' || *p == 'I')
-				p++;
-			if (*p == 'b' || *p == 'B')
-				p++;
-		} else if (*p == 'b' || *p == 'B') {
-			p++;
-		}
-	}
-	if (*p || rl_mul64(v, mult, out))
-		return -1;
-	return 0;
-}
-
-int rp_parse_time(const char *s, uint64_t *ns)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t ns;
-	} units[] = {
-		{ "", 1000000000ull }, { "us", 1000ull }, { "ms", 1000000ull },
-		{ "s", 1000000000ull }, { "m", 60000000000ull },
-		{ "h", 3600000000000ull }, { "d", 86400000000000ull },
-	};
-	uint64_t v = 0;
-	const char *p = s;
-
-	for (; isdigit((unsigned char)*p); p++)
-		if (rl_mul64(v, 10, &v) || rl_add64(v, *p - '0', &v))
-			return -1;
-	if (p == s)
-		return -1;
-	for (size_t i = 0; i < RL_ARRAY_SIZE(units); i++)
-		if (!strcasecmp(p, units[i].suffix))
-			return rl_mul64(v, units[i].ns, ns);
-	return -1;
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+static int fail(struct parser *pa, const char *fmt, ...)
 {
 	va_list ap;
-	int n = snprintf(err, errlen, "rlperf: ");
+	int n = snprintf(pa->err, pa->errlen, "rlperf: %s", pa->where);
 
 	va_start(ap, fmt);
-	if (n >= 0 && (size_t)n < errlen)
-		vsnprintf(err + n, errlen - n, fmt, ap);
+	if (n >= 0 && (size_t)n < pa->errlen)
+		vsnprintf(pa->err + n, pa->errlen - n, fmt, ap);
 	va_end(ap);
 	return RP_PARSE_ERROR;
 }
 
-static const struct opt_def *find_opt(const char *name, size_t len)
+void rp_job_default(struct rp_job *j)
 {
-	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++)
-		if (strlen(opt_table[i].name) == len &&
-		    !strncmp(opt_table[i].name, name, len))
-			return &opt_table[i];
+	memset(j, 0, sizeof(*j));
+	j->name = "rlperf";
+	j->rw = RP_READ;
+	j->bs = 4096;           /* fio's defaults: 4k, depth 1, buffered */
+	j->iodepth = 1;
+	j->numjobs = 1;
+	j->kb_base = 1024;
+	j->invalidate = 1;
+	j->engine = ENG_IO_URING;
+	j->ioengine = "io_uring";
+	j->seed = 0x5eed5eed;
+}
+
+static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
+{
+	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
+		const struct opt_def *d = &opt_table[i];
+
+		if (strlen(d->name) == len && !strncmp(d->name, name, len))
+			*spelled = d->name;
+		else if (d->alias && strlen(d->alias) == len && !strncmp(d->alias, name, len))
+			*spelled = d->alias;
+		else
+			continue;
+		return d;
+	}
 	return NULL;
 }
 
-/* Stores one option's value; returns 0 or RP_PARSE_ERROR. */
-static int set_opt(const struct opt_def *d, const char *val, struct rp_opts *o,
-		   char *err, size_t errlen)
+/* "not supported" for fio's options, "unrecognized" for the rest */
+static int unknown_opt(struct parser *pa, const char *name, size_t len, const char *dashes)
 {
-	uint64_t v = 0;
+	char buf[128];
 
-	switch (d->kind) {
-	case K_SIZE:
-	case K_UINT:
-		if (rp_parse_size(val, &v))
-			return fail(err, errlen, "failed parsing %s=%s: not a number "
-				    "(examples: 4096, 4k, 1M, 2g)", d->name, val);
-		if (v < d->lo || v > d->hi)
-			return fail(err, errlen, "failed parsing %s=%s: out of range "
-				    "[%llu, %llu]", d->name, val,
-				    (unsigned long long)d->lo, (unsigned long long)d->hi);
-		break;
-	case K_BOOL:
-		if (!strcmp(val, "1"))
-			v = 1;
-		else if (strcmp(val, "0"))
-			return fail(err, errlen, "failed parsing %s=%s: expected 0 or 1",
-				    d->name, val);
-		break;
-	case K_TIME:
-		if (rp_parse_time(val, &v))
-			return fail(err, errlen, "failed parsing %s=%s: not a time "
-				    "(examples: 30, 500ms, 2m)", d->name, val);
-		break;
-	case K_STR:
-		if (!*val)
-			return fail(err, errlen, "failed parsing %s=: empty value", d->name);
-		break;
-	case K_FLAG:
-		break;
-	}
+	snprintf(buf, sizeof(buf), "%.*s", (int)len, name);
+	if (rp_is_fio_option(buf))
+		return fail(pa, "%s%s is a fio option that rlperf does not support "
+			    "(rlperf --help lists those it has)", dashes, buf);
+	return fail(pa, "unrecognized option '%s%s'", dashes, buf);
+}
 
-	switch (d->id) {
-	case OPT_NAME: o->name = val; break;
-	case OPT_FILENAME: o->filename = val; break;
-	case OPT_SIZE: o->size = v; break;
-	case OPT_OFFSET: o->offset = v; break;
-	case OPT_RW:
-		if (!strcmp(val, "read"))
-			o->rw = RP_READ;
-		else if (!strcmp(val, "randread"))
-			o->rw = RP_RANDREAD;
-		else if (!strcmp(val, "write") || !strcmp(val, "randwrite") ||
-			 !strcmp(val, "rw") || !strcmp(val, "readwrite") ||
-			 !strcmp(val, "randrw") || !strcmp(val, "trim") ||
-			 !strcmp(val, "randtrim") || !strcmp(val, "trimwrite"))
-			return fail(err, errlen, "failed parsing rw=%s: rlperf only "
-				    "reads (read, randread)", val);
-		else
-			return fail(err, errlen, "failed parsing rw=%s: expected read "
-				    "or randread", val);
-		break;
-	case OPT_BS: o->bs = v; o->bs_set = 1; break;
-	case OPT_IODEPTH: o->iodepth = (unsigned)v; o->iodepth_set = 1; break;
-	case OPT_DIRECT: o->direct = (int)v; o->direct_set = 1; break;
-	case OPT_ENGINE:
-		for (size_t i = 0; i < RL_ARRAY_SIZE(engine_names); i++)
-			if (!strcmp(val, engine_names[i].name)) {
-				o->engine = engine_names[i].engine;
-				o->engine_set = 1;
-				return 0;
-			}
-		return fail(err, errlen, "engine %s not loadable (rlperf has "
-			    "io_uring, libaio, psync)", val);
-	case OPT_FIXEDBUFS: o->fixedbufs = (int)v; break;
-	case OPT_REGFILES: o->registerfiles = (int)v; break;
-	case OPT_NUMJOBS: o->numjobs = (unsigned)v; break;
-	case OPT_RUNTIME: o->runtime_ns = v; break;
-	case OPT_TIME_BASED: o->time_based = (int)v; break;
-	case OPT_RAMP: o->ramp_ns = v; break;
-	case OPT_FORMAT:
-		if (!strcmp(val, "normal"))
-			o->format = RP_FMT_NORMAL;
-		else if (!strcmp(val, "json"))
-			o->format = RP_FMT_JSON;
-		else
-			return fail(err, errlen, "failed parsing output-format=%s: "
-				    "expected normal or json", val);
-		break;
-	case OPT_RANDSEED: o->seed = v; break;
-	case OPT_GROUP:
-	case OPT_THREAD:
-		break;
-	case OPT_CHECKPOINT: o->checkpoint = val; break;
-	case OPT_SHARDING: o->sharding = val; break;
-	case OPT_PROCESS: o->process = (int)v; break;
-	case OPT_HELP:
-	case OPT_VERSION:
-		break;
-	}
+/* A string the conf keeps (job files' strings die with their buffer). */
+static const char *keep(struct parser *pa, const char *s)
+{
+	struct rp_conf *c = pa->c;
+	char *d;
+
+	if (rl_grow((void **)&c->strs, &c->capstrs, c->nstrs + 1, sizeof(*c->strs)))
+		return NULL;
+	d = rl_strdup(s);
+	if (d)
+		c->strs[c->nstrs++] = d;
+	return d;
+}
+
+/* fio keeps one value per option: a later one replaces it in place */
+static int kv_add(struct rp_kvlist *l, const char *key, const char *val)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i].key, key)) {
+			l->v[i].val = val;
+			return 0;
+		}
+	if (rl_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+		return -ENOMEM;
+	l->v[l->n].key = key;
+	l->v[l->n].val = val;
+	l->n++;
 	return 0;
 }
 
-/* Cross-option checks once everything is parsed. */
-static int check_opts(const struct rp_opts *o, uint64_t given, char *err,
-		      size_t errlen)
+static struct rp_job *target(struct parser *pa)
 {
-	if (o->checkpoint) {
-		if (o->filename)
-			return fail(err, errlen, "--filename and --checkpoint exclude "
-				    "each other");
-		for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++)
-			if (opt_table[i].raw_only && (given >> opt_table[i].id & 1))
-				return fail(err, errlen, "--%s applies to raw reads "
-					    "(--filename), not to --checkpoint",
-					    opt_table[i].name);
+	return pa->job < 0 ? &pa->c->global : &pa->c->jobs[pa->job];
+}
+
+/* A new job named name, from the defaults as they are now (fio's
+ * get_new_job copies def_thread). */
+static int new_job(struct parser *pa, const char *name)
+{
+	struct rp_conf *c = pa->c;
+	struct rp_job *j;
+
+	if (c->njobs >= RP_MAX_JOBS)
+		return fail(pa, "more than %u jobs", RP_MAX_JOBS);
+	if (rl_grow((void **)&c->jobs, &c->cap, c->njobs + 1, sizeof(*c->jobs)))
+		return fail(pa, "out of memory");
+	j = &c->jobs[c->njobs];
+	*j = c->global;
+	memset(&j->given, 0, sizeof(j->given));
+	j->name = name;
+	pa->job = (long)c->njobs++;
+	return 0;
+}
+
+/* Numbers: the value of a K_SIZE / K_AMOUNT / K_BOOL / K_SET option. */
+static int parse_number(struct parser *pa, const struct opt_def *d, const char *spelled,
+			const char *val, uint64_t *v, int *pct)
+{
+	const struct rp_job *j = target(pa);
+
+	*pct = 0;
+	if (d->kind == K_SET && !val) {
+		*v = 1;
 		return 0;
 	}
-	if ((given >> OPT_SHARDING & 1) || (given >> OPT_PROCESS & 1))
-		return fail(err, errlen, "--sharding and --process need --checkpoint");
-	if (!o->filename)
-		return fail(err, errlen, "no --filename given (or --checkpoint); "
-			    "see rlperf --help");
-	if (o->time_based && !o->runtime_ns)
-		return fail(err, errlen, "--time_based needs --runtime");
-	if (o->engine == ENG_PREAD && (o->fixedbufs || o->registerfiles))
-		return fail(err, errlen, "--fixedbufs and --registerfiles need "
-			    "--engine=io_uring");
-	if (o->engine == ENG_LIBAIO && (o->fixedbufs || o->registerfiles))
-		return fail(err, errlen, "--fixedbufs and --registerfiles need "
-			    "--engine=io_uring");
-	if (o->bs > UINT32_MAX)
-		return fail(err, errlen, "bs too large");
+	if (d->kind == K_BOOL || d->kind == K_SET) {
+		if (rp_parse_size(val, 1024, v, NULL) || strspn(val, "0123456789") != strlen(val))
+			return fail(pa, "failed parsing %s=%s: expected 0 or 1", spelled, val);
+		if (d->kind == K_BOOL && *v > 1)
+			return fail(pa, "failed parsing %s=%s: expected 0 or 1", spelled, val);
+		*v = !!*v;
+		return 0;
+	}
+	if (rp_parse_size(val, j->kb_base, v, d->kind == K_AMOUNT ? pct : NULL) ||
+	    (*pct && *v < d->lo)) {
+		if (d->kind == K_AMOUNT && val[strlen(val) - 1] == '%')
+			return fail(pa, "failed parsing %s=%s: a percentage is a whole number "
+				    "from %llu to 100", spelled, val, (unsigned long long)d->lo);
+		return fail(pa, "failed parsing %s=%s: not a %s (examples: 4096, 4k, 1m, "
+			    "0x1000%s)", spelled, val, d->kind == K_AMOUNT ? "size" : "number",
+			    d->kind == K_AMOUNT ? ", 25%" : "");
+	}
+	if (!*pct && (*v < d->lo || (d->hi && *v > d->hi))) {
+		char hi[32] = "...";
+
+		if (d->hi)
+			snprintf(hi, sizeof(hi), "%llu", (unsigned long long)d->hi);
+		return fail(pa, "failed parsing %s=%s: out of range [%llu, %s]", spelled, val,
+			    (unsigned long long)d->lo, hi);
+	}
+	if (d->id == RP_O_KB_BASE && *v != 1000 && *v != 1024)
+		return fail(pa, "failed parsing %s=%s: expected 1024 or 1000", spelled, val);
 	return 0;
 }
 
-int rp_parse_args(int argc, char **argv, struct rp_opts *o, char *err,
-		  size_t errlen)
+static int set_rw(struct parser *pa, struct rp_job *j, const char *val)
 {
-	uint64_t given = 0;
-	int special = 0;
+	if (!strcmp(val, "read")) {
+		j->rw = RP_READ;
+		return 0;
+	}
+	if (!strcmp(val, "randread")) {
+		j->rw = RP_RANDREAD;
+		return 0;
+	}
+	for (size_t i = 0; i < RL_ARRAY_SIZE(write_modes); i++)
+		if (!strcmp(val, write_modes[i]))
+			return fail(pa, "failed parsing rw=%s: rlperf only reads (read, "
+				    "randread)", val);
+	return fail(pa, "failed parsing rw=%s: expected read or randread", val);
+}
 
-	rp_opts_default(o);
+static int set_engine(struct parser *pa, struct rp_job *j, const char *val)
+{
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engine_names); i++)
+		if (!strcmp(val, engine_names[i].name)) {
+			j->engine = engine_names[i].engine;
+			j->ioengine = engine_names[i].name;
+			return 0;
+		}
+	return fail(pa, "failed parsing ioengine=%s: rlperf has io_uring, libaio, and "
+		    "psync, sync, pvsync, pvsync2, vsync (its pread pool)", val);
+}
+
+/* fio adds the files of each filename option to the job's, those of the
+ * defaults it started from included. */
+static int add_files(struct parser *pa, struct rp_job *j, const char *val)
+{
+	char *both;
+
+	if (!j->filename) {
+		j->filename = val;
+		return 0;
+	}
+	both = rl_malloc(strlen(j->filename) + strlen(val) + 2);
+	if (both) {
+		sprintf(both, "%s:%s", j->filename, val);
+		j->filename = keep(pa, both);
+		rl_free(both);
+	}
+	return both && j->filename ? 0 : fail(pa, "out of memory");
+}
+
+/* Stores a string option (job or command line). */
+static int set_string(struct parser *pa, const struct opt_def *d, const char *val)
+{
+	struct rp_conf *c = pa->c;
+	struct rp_job *j = target(pa);
+
+	switch (d->id) {
+	case RP_O_NAME: j->name = val; return 0;
+	case RP_O_FILENAME: return add_files(pa, j, val);
+	case RP_O_DIRECTORY: j->directory = val; return 0;
+	case RP_O_RW: return set_rw(pa, j, val);
+	case RP_O_IOENGINE: return set_engine(pa, j, val);
+	case RP_O_OUTPUT: c->output = val; return 0;
+	case RP_O_CHECKPOINT: c->checkpoint = val; return 0;
+	case RP_O_SHARDING: c->sharding = val; return 0;
+	case RP_O_FORMAT:
+		if (!strcmp(val, "normal") || !strcmp(val, "json")) {
+			c->format = val[0] == 'j' ? RP_FMT_JSON : RP_FMT_NORMAL;
+			return 0;
+		}
+		return fail(pa, "failed parsing output-format=%s: rlperf has normal and "
+			    "json", val);
+	case RP_O_ETA:
+		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto"))
+			return 0;
+		return fail(pa, "failed parsing eta=%s: expected always, never or auto", val);
+	default:
+		return fail(pa, "internal: %s is not a string option", d->name);
+	}
+}
+
+static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, int pct)
+{
+	struct rp_job *j = target(pa);
+	struct rp_amount a = { v, pct };
+
+	switch (d->id) {
+	case RP_O_BS: j->bs = v; break;
+	case RP_O_SIZE: j->size = a; break;
+	case RP_O_OFFSET: j->offset = a; break;
+	case RP_O_OFFSET_INC: j->offset_increment = a; break;
+	case RP_O_IODEPTH: j->iodepth = (unsigned)v; break;
+	case RP_O_NUMJOBS: j->numjobs = (unsigned)v; break;
+	case RP_O_RUNTIME: j->runtime_ns = v; break;
+	case RP_O_RAMP: j->ramp_ns = v; break;
+	case RP_O_TIME_BASED: j->time_based = (int)v; break;
+	case RP_O_DIRECT: j->direct = (int)v; break;
+	case RP_O_FIXEDBUFS: j->fixedbufs = (int)v; break;
+	case RP_O_REGFILES: j->registerfiles = (int)v; break;
+	case RP_O_GROUP: j->group_reporting = (int)v; break;
+	case RP_O_INVALIDATE: j->invalidate = (int)v; break;
+	case RP_O_NORANDOMMAP: j->norandommap = (int)v; break;
+	case RP_O_RANDSEED: j->seed = v; break;
+	case RP_O_THREAD: j->thread = (int)v; break;
+	case RP_O_KB_BASE: j->kb_base = (unsigned)v; break;
+	case RP_O_PROCESS: pa->c->process = (int)v; break;
+	default: break;
+	}
+}
+
+/*
+ * Applies one option with its value (NULL: none given) where the parser
+ * stands, and records it as given. spelled: the name as written.
+ */
+static int apply(struct parser *pa, const struct opt_def *d, const char *spelled,
+		 const char *val)
+{
+	uint64_t v = 0;
+	int pct = 0, rc = 0;
+
+	if (d->kind == K_ACTION) {
+		if (d->id == RP_O_HELP)
+			pa->action = RP_PARSE_HELP;
+		else if (d->id == RP_O_VERSION && !pa->action)
+			pa->action = RP_PARSE_VERSION;
+		return 0;
+	}
+	if (d->kind != K_SET && (!val || !*val))
+		return fail(pa, "option %s%s needs a value", pa->where[0] ? "" : "--",
+			    spelled);
+	if (d->kind == K_STR)
+		rc = set_string(pa, d, val);
+	else if (d->kind == K_TIME && rp_parse_time(val, &v))
+		rc = fail(pa, "failed parsing %s=%s: not a time (examples: 30, 500ms, 2m)",
+			  spelled, val);
+	else if (d->kind != K_TIME)
+		rc = parse_number(pa, d, spelled, val, &v, &pct);
+	if (rc)
+		return rc;
+	if (d->kind != K_STR)
+		set_number(pa, d, v, pct);
+	if (d->cmdline)
+		return 0;
+	target(pa)->set |= 1ull << d->id;
+	if (pa->job < 0)
+		pa->c->have_global = 1;
+	/* fio's "job options" list options with a value only */
+	if (val && kv_add(pa->job < 0 ? &pa->c->global_given : &target(pa)->given,
+			  spelled, val))
+		return fail(pa, "out of memory");
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Command line                                                      */
+/* ---------------------------------------------------------------- */
+
+/* --name=N: job N from the defaults; --name=global*: back to them (fio) */
+static int cmdline_name(struct parser *pa, const char *val)
+{
+	int rc;
+
+	if (!*val)
+		return fail(pa, "option --name needs a value");
+	if (!strncmp(val, "global", 6)) {
+		pa->job = -1;
+		return apply(pa, &opt_table[0], "name", val);
+	}
+	rc = new_job(pa, val);
+	if (rc)
+		return rc;
+	return kv_add(&target(pa)->given, "name", val) ? fail(pa, "out of memory") : 0;
+}
+
+/* One "--opt[=value]" argument at argv[*i]; may take argv[*i + 1]. */
+static int cmdline_opt(struct parser *pa, int argc, char **argv, int *i)
+{
+	const char *name = argv[*i] + 2, *eq = strchr(name, '='), *spelled, *val = NULL;
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	const struct opt_def *d = find_opt(name, len, &spelled);
+	char opt[64];
+
+	if (!d)
+		return unknown_opt(pa, name, len, "--");
+	snprintf(opt, sizeof(opt), "--%s", spelled);
+	if (eq)
+		val = eq + 1;
+	if (d->kind == K_ACTION && eq)
+		return fail(pa, "option %s takes no value", opt);
+	/* as getopt's required_argument: the next word is the value */
+	if (!eq && d->kind != K_SET && d->kind != K_ACTION) {
+		if (*i + 1 >= argc)
+			return fail(pa, "option %s needs a value", opt);
+		val = argv[++*i];
+	}
+	if (d->id == RP_O_NAME)
+		return cmdline_name(pa, val);
+	return apply(pa, d, spelled, val);
+}
+
+static int cmdline_jobfile(struct parser *pa, const char *arg)
+{
+	if (pa->c->jobfile)
+		return fail(pa, "more than one job file ('%s', '%s'): rlperf runs one "
+			    "(fio would run the second after the first, as with stonewall)",
+			    pa->c->jobfile, arg);
+	pa->c->jobfile = arg;
+	return 0;
+}
+
+static int parse_cmdline(struct parser *pa, int argc, char **argv)
+{
+	int files_only = 0, rc = 0;
+
+	for (int i = 1; i < argc && !rc; i++) {
+		const char *arg = argv[i];
+
+		if (files_only || arg[0] != '-' || !arg[1])
+			rc = cmdline_jobfile(pa, arg);
+		else if (!strcmp(arg, "--"))
+			files_only = 1;
+		else if (!strcmp(arg, "-h"))
+			pa->action = RP_PARSE_HELP;
+		else if (arg[1] != '-')
+			rc = fail(pa, "unrecognized option '%s' (options are spelled "
+				  "--name=value or --name value)", arg);
+		else
+			rc = cmdline_opt(pa, argc, argv, &i);
+	}
+	return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* Job files                                                         */
+/* ---------------------------------------------------------------- */
+
+static int file_opt(struct parser *pa, const struct rp_ini_opt *o)
+{
+	const struct opt_def *d;
+	const char *spelled, *val = NULL;
+
+	d = find_opt(o->key, strlen(o->key), &spelled);
+	if (!d)
+		return unknown_opt(pa, o->key, strlen(o->key), "");
+	if (d->cmdline)
+		return fail(pa, "%s is a command-line option, not a job option", spelled);
+	if (o->val) {
+		val = keep(pa, o->val);
+		if (!val)
+			return fail(pa, "out of memory");
+	}
+	return apply(pa, d, spelled, val);
+}
+
+/* One [section]: kb_base first, then the rest in order, as fio sorts a
+ * section's options by priority before applying them. */
+static int on_section(void *user, const char *section, unsigned line,
+		      const struct rp_ini_opt *opts, size_t n, char *err, size_t errlen)
+{
+	struct parser *pa = user;
+	const char *name;
+	int rc = 0;
+
+	(void)err;
+	(void)errlen;
+	snprintf(pa->where, sizeof(pa->where), "%s:%u: ", pa->c->jobfile, line);
+	if (!strncmp(section, "global", 6)) {
+		pa->job = -1;
+	} else {
+		name = keep(pa, section);
+		rc = name ? new_job(pa, name) : fail(pa, "out of memory");
+	}
+	for (int pass = 0; pass < 2 && !rc; pass++)
+		for (size_t i = 0; i < n && !rc; i++) {
+			if ((strcmp(opts[i].key, "kb_base") != 0) != pass)
+				continue;
+			snprintf(pa->where, sizeof(pa->where), "%s:%u: ", pa->c->jobfile,
+				 opts[i].line);
+			rc = file_opt(pa, &opts[i]);
+		}
+	return rc;
+}
+
+/* ---------------------------------------------------------------- */
+/* Checks once everything is read                                    */
+/* ---------------------------------------------------------------- */
+
+static int check_checkpoint(struct parser *pa)
+{
+	struct rp_conf *c = pa->c;
+	uint64_t set = c->global.set;
+
+	if (c->jobfile || c->njobs)
+		return fail(pa, "--checkpoint runs no jobs: leave out job files and --name");
+	if (c->global.filename)
+		return fail(pa, "--filename and --checkpoint exclude each other");
+	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++)
+		if (opt_table[i].raw && (set >> opt_table[i].id & 1))
+			return fail(pa, "--%s applies to raw reads (--filename), not to "
+				    "--checkpoint", opt_table[i].name);
+	return 0;
+}
+
+static int check_job(struct parser *pa, const struct rp_job *j)
+{
+	char who[300] = "";
+
+	if (pa->c->njobs > 1 || pa->c->jobfile)
+		snprintf(who, sizeof(who), "job %s: ", j->name);
+	if (j->time_based && !j->runtime_ns)
+		return fail(pa, "%s--time_based needs --runtime", who);
+	if (j->engine != ENG_IO_URING && (j->fixedbufs || j->registerfiles))
+		return fail(pa, "%s--fixedbufs and --registerfiles need --ioengine=io_uring",
+			    who);
+	return 0;
+}
+
+static int check_conf(struct parser *pa)
+{
+	struct rp_conf *c = pa->c;
+	int rc;
+
+	pa->where[0] = '\0';
+	if (c->checkpoint)
+		return check_checkpoint(pa);
+	if (c->sharding || (c->process && !c->checkpoint))
+		return fail(pa, "--sharding and --process need --checkpoint");
+	if (!c->njobs && c->jobfile)
+		return fail(pa, "%s: no job defined (only [global] sections)", c->jobfile);
+	if (!c->njobs) {
+		/* fio would say "No job(s) defined"; rlperf makes the options one
+		 * job, so that a single job needs no --name */
+		if (!c->global.filename && !c->global.directory)
+			return fail(pa, "no --filename given (or --checkpoint, or a job "
+				    "file); see rlperf --help");
+		rc = new_job(pa, c->global.name);
+		if (rc)
+			return rc;
+		c->jobs[0].given = c->global_given;
+		memset(&c->global_given, 0, sizeof(c->global_given));
+		c->have_global = 0;
+	}
+	for (size_t i = 0; i < c->njobs; i++) {
+		rc = check_job(pa, &c->jobs[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int rp_parse_args(int argc, char **argv, struct rp_conf *c, char *err, size_t errlen)
+{
+	struct parser pa = { .c = c, .job = -1, .err = err, .errlen = errlen };
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	rp_job_default(&c->global);
 	if (errlen)
 		err[0] = '\0';
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i], *name, *eq, *val;
-		const struct opt_def *d;
-		size_t len;
-
-		if (strncmp(arg, "--", 2) || !arg[2]) {
-			if (!strcmp(arg, "-h"))
-				return RP_PARSE_HELP;
-			return fail(err, errlen, "unexpected argument '%s' (options are "
-				    "spelled --name=value)", arg);
-		}
-		name = arg + 2;
-		eq = strchr(name, '=');
-		len = eq ? (size_t)(eq - name) : strlen(name);
-		d = find_opt(name, len);
-		if (!d)
-			return fail(err, errlen, "unrecognized option '--%.*s'", (int)len,
-				    name);
-		if (d->kind == K_FLAG) {
-			if (eq)
-				return fail(err, errlen, "option --%s takes no value",
-					    d->name);
-			val = "";
-		} else if (eq) {
-			val = eq + 1;
-		} else if (d->kind == K_BOOL) {
-			val = "1";      /* fio: a bare boolean option sets it */
-		} else if (i + 1 < argc) {
-			val = argv[++i];
-		} else {
-			return fail(err, errlen, "option --%s needs a value", d->name);
-		}
-		if (set_opt(d, val, o, err, errlen))
-			return RP_PARSE_ERROR;
-		given |= 1ull << d->id;
-		if (d->id == OPT_HELP)
-			special = RP_PARSE_HELP;
-		else if (d->id == OPT_VERSION && !special)
-			special = RP_PARSE_VERSION;
+	rc = parse_cmdline(&pa, argc, argv);
+	if (!rc && pa.action) {
+		rp_conf_free(c);
+		return pa.action;
 	}
-	if (special)
-		return special;
-	return check_opts(o, given, err, errlen) ? RP_PARSE_ERROR : 0;
+	pa.job = -1;
+	if (!rc && c->jobfile) {
+		rc = rp_ini_parse(c->jobfile, on_section, &pa, err, errlen);
+		if (rc)
+			rc = RP_PARSE_ERROR;
+	}
+	if (!rc)
+		rc = check_conf(&pa);
+	if (rc)
+		rp_conf_free(c);
+	return rc ? RP_PARSE_ERROR : 0;
+}
+
+void rp_conf_free(struct rp_conf *c)
+{
+	for (size_t i = 0; i < c->njobs; i++)
+		rl_free(c->jobs[i].given.v);
+	rl_free(c->jobs);
+	rl_free(c->global_given.v);
+	for (size_t i = 0; i < c->nstrs; i++)
+		rl_free(c->strs[i]);
+	rl_free(c->strs);
+	memset(c, 0, sizeof(*c));
 }
 
 void rp_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rlperf --filename=PATH [--rw=read|randread] [--bs=SIZE] "
-		"[--iodepth=N] ...\n"
+		"usage: rlperf [options] [job file]\n"
 		"       rlperf --checkpoint=PATH [--sharding=SPEC] [--process=P] "
-		"[--engine=E] [--iodepth=N] [--bs=SIZE]\n"
-		"\nfio's spelling: --opt=value or --opt value; sizes take k/m/g/t "
-		"(powers of 1024); times are seconds or take us/ms/s/m/h.\n\n");
+		"[--ioengine=E] [--iodepth=N] [--bs=SIZE] [--direct=0|1]\n"
+		"\nfio's options and job files: --opt=value or --opt value (flags: --flag "
+		"or --flag=0|1). Sizes: 4096, 0x1000, 4k/4m/4g/4t/4p (powers of 1024;\n"
+		"4KiB is 4000 unless kb_base=1000, as in fio), N%% of the file (size, "
+		"offset, offset_increment). Times: seconds or us/ms/s/m/h/d.\n\n");
 	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
 		const struct opt_def *d = &opt_table[i];
-		char buf[40];
+		char buf[48];
 
-		if (!d->help)
-			continue;
-		snprintf(buf, sizeof(buf), "--%s%s", d->name,
-			 d->kind == K_FLAG ? "" : d->kind == K_BOOL ? "[=0|1]" : "=V");
-		fprintf(f, "  %-22s %s\n", buf, d->help);
+		snprintf(buf, sizeof(buf), "--%s%s%s%s", d->name,
+			 d->kind == K_SET ? "[=0|1]" : d->arg ? "=" : "", d->arg ? d->arg : "",
+			 "");
+		fprintf(f, "  %-26s %s%s%s%s\n", buf, d->help, d->alias ? " (also --" : "",
+			d->alias ? d->alias : "", d->alias ? ")" : "");
 	}
 }

@@ -48,7 +48,7 @@ for bs in $BSS; do
 				out=$raw/$be-$reg-$bs-$qd-$round.json
 				# shellcheck disable=SC2086
 				"$BUILD/rlperf" --name=sweep --filename="$FILE" --rw="$RW" --bs="$bs" \
-					--iodepth="$qd" --direct=1 --engine="$be" $flags \
+					--iodepth="$qd" --direct=1 --ioengine="$be" $flags \
 					--runtime="$RUNTIME" --time_based --ramp_time="$RAMP" \
 					--output-format=json >"$out"
 				m=$(python3 "$here/benchlib.py" metrics "$out")

@@ -22,7 +22,7 @@ static long live_blocks(void)
 
 static int n_pass, n_fail, n_skip;
 static int cur_failed, cur_skipped;
-static char cur_skip_why[256];
+static char cur_skip_why[512];
 static char tmpdir[256];
 static uint64_t seed, rng_state;
 static int seed_set;
@@ -99,6 +99,17 @@ const char *th_testdata(void)
 	if (access("../shared/testdata", R_OK) == 0)
 		return "../shared/testdata";
 	return NULL;
+}
+
+const char *th_testdata_missing(void)
+{
+	static char why[384];
+	const char *d = getenv("RL_TESTDATA");
+
+	snprintf(why, sizeof(why), "needs the shared fixtures (files written by the safetensors "
+		 "reference implementation): %.200s not found; set RL_TESTDATA",
+		 d && *d ? d : "../shared/testdata");
+	return why;
 }
 
 const char *th_tmpdir(void)

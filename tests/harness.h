@@ -25,6 +25,8 @@ int th_failed(void);
 
 /* RL_TESTDATA (the shared fixtures), or NULL when absent. */
 const char *th_testdata(void);
+/* Why a test that needs the shared fixtures skips: what is missing where. */
+const char *th_testdata_missing(void);
 /* A fresh temporary directory for this program, removed by th_done(). */
 const char *th_tmpdir(void);
 /* The random seed: RL_SEED if set, else from the clock; printed once. */

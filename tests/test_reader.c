@@ -106,6 +106,27 @@ static const char *tdata(void)
 	return th_testdata();
 }
 
+/*
+ * A 3-file llama-like sample with its index, written by build/mkckpt once
+ * (RL_BUILD), for tests that need some sharded checkpoint rather than the
+ * reference's bytes. NULL if mkckpt fails.
+ */
+static const char *sample_dir(void)
+{
+	static char dir[4096];
+	const char *b = getenv("RL_BUILD");
+	char cmd[8192];
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "%s/sample3", th_tmpdir());
+		snprintf(cmd, sizeof(cmd), "%s/mkckpt %s --size 3M --files 3 --layers 2 >/dev/null",
+			 b ? b : "build", dir);
+		if (system(cmd) != 0)
+			dir[0] = '\0';
+	}
+	return dir[0] ? dir : NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* dtypes                                                              */
 /* ------------------------------------------------------------------ */
@@ -207,7 +228,7 @@ static void reference_files(void)
 	cJSON *m, *f;
 
 	if (!tdata())
-		SKIP("RL_TESTDATA not set");
+		SKIP(th_testdata_missing());
 	snprintf(path, sizeof(path), "%s/reference/MANIFEST.json", tdata());
 	m = load_json(path);
 	CHECK(m);
@@ -283,7 +304,7 @@ static void tiny_moe_index(void)
 	rl_ckpt *ck = NULL;
 
 	if (!tdata())
-		SKIP("RL_TESTDATA not set");
+		SKIP(th_testdata_missing());
 	snprintf(path, sizeof(path), "%s/reference/tiny-moe/model.safetensors.index.json", tdata());
 	CHECK_EQ(open_ck(path, &ck, NULL, 0), 0);
 	if (check_tiny_moe(ck)) {
@@ -300,7 +321,7 @@ static void tiny_moe_directory(void)
 	rl_ckpt *ck = NULL;
 
 	if (!tdata())
-		SKIP("RL_TESTDATA not set");
+		SKIP(th_testdata_missing());
 	snprintf(path, sizeof(path), "%s/reference/tiny-moe", tdata());
 	CHECK_EQ(open_ck(path, &ck, NULL, 0), 0);
 	check_tiny_moe(ck);
@@ -339,7 +360,7 @@ static void headers_expected(void)
 	cJSON *m, *c;
 
 	if (!tdata())
-		SKIP("RL_TESTDATA not set");
+		SKIP(th_testdata_missing());
 	snprintf(path, sizeof(path), "%s/headers/EXPECTED.json", tdata());
 	m = load_json(path);
 	CHECK(m);
@@ -1176,16 +1197,16 @@ static void truncated_files(void)
 	static const char *const names[3] = { "model-00001-of-00003.safetensors",
 		"model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors" };
 	static const size_t cuts[] = { 1, 8, 4096 };
+	const char *sample = sample_dir();
 
-	if (!tdata())
-		SKIP("RL_TESTDATA not set");
+	CHECKF(sample, "build/mkckpt failed");
 	for (size_t c = 0; c < RL_ARRAY_SIZE(cuts); c++) {
 		for (int i = 0; i < 3; i++) {
-			snprintf(src, sizeof(src), "%s/reference/tiny-moe/%s", tdata(), names[i]);
+			snprintf(src, sizeof(src), "%s/%s", sample, names[i]);
 			snprintf(dst, sizeof(dst), "%s/%s", d, names[i]);
 			CHECK_EQ(copy_truncated(src, dst, i == 1 ? cuts[c] : 0), 0);
 		}
-		snprintf(src, sizeof(src), "%s/reference/tiny-moe/model.safetensors.index.json", tdata());
+		snprintf(src, sizeof(src), "%s/model.safetensors.index.json", sample);
 		snprintf(dst, sizeof(dst), "%s/model.safetensors.index.json", d);
 		CHECK_EQ(copy_truncated(src, dst, 0), 0);
 		CHECK_EQ(open_ck(dst, NULL, msg, sizeof(msg)), RL_E_TRUNCATED);
@@ -1228,16 +1249,16 @@ static void handle_contract(void)
 /* Every allocation failing in turn: a clean -ENOMEM, nothing leaked. */
 static void allocation_failures(void)
 {
-	static const char *const paths[] = { "reference/tiny-moe/model.safetensors.index.json",
-					     "reference/tiny-moe", "reference/dtypes.safetensors" };
+	static const char *const paths[] = { "model.safetensors.index.json", "",
+					     "model-00002-of-00003.safetensors" };
+	const char *sample = sample_dir();
 	char p[4096];
 
-	if (!tdata())
-		SKIP("RL_TESTDATA not set");
+	CHECKF(sample, "build/mkckpt failed");
 	for (size_t k = 0; k < RL_ARRAY_SIZE(paths); k++) {
 		int r = -ENOMEM, n;
 
-		snprintf(p, sizeof(p), "%s/%s", tdata(), paths[k]);
+		snprintf(p, sizeof(p), "%s/%s", sample, paths[k]);
 		for (n = 0; n < 100000 && r == -ENOMEM; n++) {
 			long live = rl_alloc_live();
 			rl_ckpt *ck = NULL;
@@ -1296,22 +1317,37 @@ static int count_lines(const char *s)
 	return n;
 }
 
+/* ringload inspect on a generated sharded sample: the table, --json, odd
+ * names, an invalid file (one line naming it), usage errors. */
 static void cli_inspect(void)
 {
-	char path[4096], bad[4096];
+	char path[4096], bad[4096], total[32];
+	const char *sample = sample_dir();
 	char *out = NULL, *err = NULL;
+	rl_ckpt *ck = NULL;
+	uint64_t bytes = 0;
 	cJSON *j, *ts, *t;
+	size_t n;
 	int rc;
 
-	if (!tdata())
-		SKIP("RL_TESTDATA not set");
-	snprintf(path, sizeof(path), "%s/reference/tiny-moe", tdata());
+	CHECKF(sample, "build/mkckpt failed");
+	snprintf(path, sizeof(path), "%s", sample);
+	CHECK_EQ(open_ck(path, &ck, NULL, 0), 0);
+	n = rl_ckpt_num_tensors(ck);
+	for (size_t i = 0; i < n; i++) {
+		rl_tensor_info ti;
+
+		rl_ckpt_tensor(ck, i, &ti);
+		bytes += ti.nbytes;
+	}
+	rl_ckpt_destroy(ck);
+	snprintf(total, sizeof(total), " %llu bytes", (unsigned long long)bytes);
 	rc = run_cli((const char *[]){ "inspect", path, NULL }, &out, &err);
 	CHECK_EQ(rc, 0);
-	CHECK(strstr(out, "model.layers.3.self_attn.v_proj.weight") && strstr(out, "BF16"));
-	CHECK(strstr(out, "910592"));
+	CHECK(strstr(out, "model.layers.1.self_attn.v_proj.weight") && strstr(out, "BF16"));
+	CHECKF(strstr(out, total), "%s not in %s", total, out);
 	/* The table shows base names, --json the full paths (docs/cli.md, inspect). */
-	CHECK(strstr(out, " model-00001-of-00003.safetensors ") && !strstr(out, "tiny-moe/model-"));
+	CHECK(strstr(out, " model-00001-of-00003.safetensors ") && !strstr(out, "sample3/model-"));
 	free(out);
 	free(err);
 
@@ -1322,7 +1358,7 @@ static void cli_inspect(void)
 	free(err);
 	CHECK(j);
 	ts = cJSON_GetObjectItem(j, "tensors");
-	CHECK(cJSON_GetArraySize(ts) == 75);
+	CHECK(cJSON_GetArraySize(ts) == (int)n);
 	CHECK(cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "metadata"), "format")));
 	t = cJSON_GetArrayItem(ts, 0);
 	CHECK(cJSON_IsString(cJSON_GetObjectItem(t, "name")) &&
@@ -1352,7 +1388,9 @@ static void cli_inspect(void)
 	CHECK(rc);
 
 	/* Invalid: exit 1, one stderr line naming the file. */
-	snprintf(bad, sizeof(bad), "%s/headers/offsets_gap.safetensors", tdata());
+	snprintf(bad, sizeof(bad), "%s", tpath("offsets_gap.safetensors"));
+	write_st(bad, "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+		 "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}", 10);
 	rc = run_cli((const char *[]){ "inspect", bad, NULL }, &out, &err);
 	CHECK_EQ(rc, 1);
 	CHECK_EQ(count_lines(err), 1);

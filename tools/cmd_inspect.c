@@ -6,28 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ringload.h"
 #include "cli.h"
+#include "opts.h"
+#include "util.h"
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", f);
-		else if (c == '\t')
-			fputs("\\t", f);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
+#define PROG "ringload inspect"
 
 /* Table cells: control characters shown as '?', so one tensor is one line. */
 static void text_str(FILE *f, const char *s, int width)
@@ -68,12 +51,12 @@ static void print_json(const rl_ckpt *ck)
 
 		rl_ckpt_tensor(ck, i, &t);
 		printf("%s\n{\"name\":", i ? "," : "");
-		json_str(stdout, t.name);
+		cli_json_str(stdout, t.name);
 		printf(",\"dtype\":\"%s\",\"shape\":[", rl_dtype_name(t.dtype));
 		for (unsigned d = 0; d < t.ndim; d++)
 			printf("%s%" PRIu64, d ? "," : "", t.shape[d]);
 		printf("],\"file\":");
-		json_str(stdout, rl_ckpt_file_path(ck, t.file));
+		cli_json_str(stdout, rl_ckpt_file_path(ck, t.file));
 		printf(",\"offset\":%" PRIu64 ",\"nbytes\":%" PRIu64 "}", t.offset, t.nbytes);
 	}
 	printf("],\n\"metadata\":{");
@@ -82,9 +65,9 @@ static void print_json(const rl_ckpt *ck)
 
 		rl_ckpt_metadata(ck, i, &k, &v);
 		printf("%s\n", i ? "," : "");
-		json_str(stdout, k);
+		cli_json_str(stdout, k);
 		putchar(':');
-		json_str(stdout, v);
+		cli_json_str(stdout, v);
 	}
 	printf("}}\n");
 }
@@ -145,56 +128,35 @@ static void print_table(const rl_ckpt *ck)
 	}
 }
 
+static const char about[] =
+	"Validates the checkpoint at PATH (a .safetensors file, a directory of them, or\n"
+	"a model.safetensors.index.json) and lists its tensors. Exit status: 0 valid,\n"
+	"1 invalid (one line on stderr naming the file and the reason), 2 usage.\n";
+
 int cmd_inspect(int argc, char **argv)
 {
 	const char *path = NULL;
-	int json = 0, r;
+	int json = 0, parsed;
+	const struct opt opts[] = {
+		{ .name = "json", .kind = OPT_FLAG, .dst = &json,
+		  .help = "print JSON: tensors (name, dtype, shape, file, offset, nbytes) and metadata" },
+		{ NULL },
+	};
+	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &path };
 	rl_ckpt *ck;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: ringload inspect PATH [--json]\n");
-			return 0;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "ringload inspect: unknown option '%s'\n", argv[i]);
-			return 2;
-		} else if (path) {
-			fprintf(stderr, "ringload inspect: one PATH only (usage: ringload "
-				"inspect PATH [--json])\n");
-			return 2;
-		} else {
-			path = argv[i];
-		}
-	}
-	if (!path) {
-		fprintf(stderr, "usage: ringload inspect PATH [--json]\n");
-		return 2;
-	}
-	ck = rl_ckpt_create();
-	if (!ck) {
-		fprintf(stderr, "ringload inspect: out of memory\n");
+	parsed = opts_parse(&cmd, argc, argv);
+	if (parsed != OPTS_OK)
+		return opts_exit_status(parsed);
+	if (cli_open_ckpt(PROG, path, &ck) < 0)
 		return 1;
-	}
-	r = rl_ckpt_open(ck, path);
-	if (r < 0) {
-		/* ringload's codes add their category; -errno text is in the message. */
-		if (r <= RL_E_HEADER_TOO_SMALL)
-			fprintf(stderr, "ringload inspect: %s (%s)\n", rl_ckpt_errmsg(ck),
-				rl_strerror(r));
-		else
-			fprintf(stderr, "ringload inspect: %s\n", rl_ckpt_errmsg(ck));
-		rl_ckpt_destroy(ck);
-		return 1;
-	}
 	if (json)
 		print_json(ck);
 	else
 		print_table(ck);
 	rl_ckpt_destroy(ck);
 	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "ringload inspect: cannot write output\n");
+		fprintf(stderr, "%s: cannot write output\n", PROG);
 		return 1;
 	}
 	return 0;

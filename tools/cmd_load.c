@@ -1,683 +1,562 @@
 /*
  * cmd_load.c - `ringload load`: plans a checkpoint for a sharding (none:
- * every tensor whole on one device), loads it, prints one summary line,
- * and optionally writes every shard to --out DIR and checks every shard
- * against a plain pread-and-slice of the file (--verify). A thin client of
- * ringload.h.
+ * every tensor whole on one device), loads it, optionally checks every
+ * shard against a plain pread-and-slice of the file (--verify) and writes
+ * every shard to --out DIR (published atomically, out.c), then reports each
+ * phase and the whole. A thin client of ringload.h.
+ *
+ * Phases: open (checkpoint and spec), plan (plan, --out's partial
+ * directory, staging), read, verify, write. SIGINT and SIGTERM stop any of
+ * them (signals.c), remove the partial directory and exit 128 + signal.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ringload.h"
 #include "cli.h"
+#include "opts.h"
+#include "out.h"
+#include "progress.h"
+#include "signals.h"
+#include "util.h"
+#include "verify.h"
+
+#define PROG "ringload load"
 
 struct load_args {
-	const char *path, *sharding, *out, *backend;
-	int process, verify, caller_staging, quiet, no_direct;
-	int64_t queue_depth, request_bytes, inflight_bytes;
+	const char *path, *sharding, *out;
+	int64_t process, queue_depth, request_bytes, inflight_bytes;
+	int backend, staging;  /* index in the choices, -1 when not given */
+	int verify, quiet, json, buffered, force;
 };
 
-static void load_usage(FILE *f)
+enum phase { PH_OPEN, PH_PLAN, PH_READ, PH_VERIFY, PH_WRITE, PH_N };
+static const char *const phase_names[PH_N] = { "open", "plan", "read", "verify", "write" };
+
+struct load_run {
+	const struct load_args *a;
+	rl_ckpt *ck;
+	rl_spec *spec;
+	rl_plan *plan;
+	rl_loader *ld;
+	void **areas;            /* --staging caller: this command's mappings */
+	size_t *lens;
+	unsigned ndev;
+	struct out_dir out;
+	int out_begun, published;
+	struct progress bar;
+	struct verify_counts vc;
+	rl_load_stats st;
+	double t0, started, secs[PH_N], total;
+	int ran[PH_N];
+	enum phase cur;
+	uint64_t done, todo;     /* the current phase's progress, in bytes */
+	const char *doing;       /* the phase, as the interruption message says it */
+	const char *hold;        /* RINGLOAD_TEST_HOLD */
+};
+
+static const char about[] =
+	"Loads the checkpoint at PATH (a .safetensors file, a directory of them, or a\n"
+	"model.safetensors.index.json) for one process of a sharding, and reports each\n"
+	"phase (open, plan, read, verify, write) and the whole. Exit status: 0 loaded,\n"
+	"1 failed, 2 usage, 130/143 interrupted by SIGINT/SIGTERM (no --out DIR left).\n";
+
+static int parse_load_args(int argc, char **argv, struct load_args *a)
 {
-	fprintf(f,
-		"usage: ringload load PATH [--sharding SPEC] [--process P]\n"
-		"                     [--backend auto|io_uring|libaio|pread] [--out DIR] [--verify]\n"
-		"                     [--queue-depth N] [--request-bytes N] [--inflight-bytes N]\n"
-		"                     [--staging library|caller] [--buffered] [--quiet]\n"
-		"Sizes take a K, M or G suffix (powers of 1024).\n");
-}
+	static const char *const staging_names[] = { "library", "caller", NULL };
+	static const char *backend_names[RL_BACKEND_PREAD + 2];
+	const struct opt opts[] = {
+		{ .name = "sharding", .kind = OPT_STRING, .dst = &a->sharding,
+		  .metavar = "SPEC",
+		  .help = "sharding spec file (JSON); none: every tensor whole on device 0" },
+		{ .name = "process", .kind = OPT_INT, .dst = &a->process, .metavar = "P",
+		  .help = "the process of the mesh to load", .bounds = cli_plan_bounds,
+		  .param = RL_PLAN_PROCESS },
+		{ .name = "backend", .kind = OPT_CHOICE, .dst = &a->backend,
+		  .help = "I/O backend (auto: io_uring, else libaio, else pread)",
+		  .choices = backend_names },
+		{ .name = "out", .kind = OPT_STRING, .dst = &a->out, .metavar = "DIR",
+		  .help = "write DIR/<device>/<tensor>.bin and manifest.json, published atomically" },
+		{ .name = "force", .kind = OPT_FLAG, .dst = &a->force,
+		  .help = "with --out: replace an earlier dump at DIR" },
+		{ .name = "verify", .kind = OPT_FLAG, .dst = &a->verify,
+		  .help = "compare every shard with a pread of the file" },
+		{ .name = "json", .kind = OPT_FLAG, .dst = &a->json,
+		  .help = "print the summary as one JSON object" },
+		{ .name = "quiet", .kind = OPT_FLAG, .dst = &a->quiet,
+		  .help = "no progress and no details on stderr" },
+		{ .name = "queue-depth", .kind = OPT_INT, .dst = &a->queue_depth,
+		  .metavar = "N", .help = "reads in flight at most",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_QUEUE_DEPTH },
+		{ .name = "request-bytes", .kind = OPT_SIZE, .dst = &a->request_bytes,
+		  .metavar = "SIZE", .help = "bytes per read at most",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_REQUEST_BYTES },
+		{ .name = "inflight-bytes", .kind = OPT_SIZE, .dst = &a->inflight_bytes,
+		  .metavar = "SIZE", .help = "bytes read and not yet scattered at most",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_INFLIGHT_BYTES },
+		{ .name = "staging", .kind = OPT_CHOICE, .dst = &a->staging,
+		  .help = "who maps the staging areas: the library, or this command as a runtime would",
+		  .choices = staging_names },
+		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
+		  .help = "buffered reads (no O_DIRECT)" },
+		{ NULL },
+	};
+	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &a->path };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* "4M" -> 4194304; -1 when not a size. */
-static int64_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	}
-	if (*end || v > (unsigned long long)(INT64_MAX >> shift))
-		return -1;
-	return (int64_t)(v << shift);
-}
-
-static int parse_args(int argc, char **argv, struct load_args *a)
-{
+	for (int b = 0; b <= RL_BACKEND_PREAD; b++)
+		backend_names[b] = rl_backend_name((rl_backend)b);
 	memset(a, 0, sizeof(*a));
 	a->queue_depth = a->request_bytes = a->inflight_bytes = -1;
-	for (int i = 1; i < argc; i++) {
-		const char *o = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(o, "--verify")) {
-			a->verify = 1;
-		} else if (!strcmp(o, "--quiet")) {
-			a->quiet = 1;
-		} else if (!strcmp(o, "--buffered")) {
-			a->no_direct = 1;
-		} else if (o[0] == '-' && o[1] == '-') {
-			if (!v) {
-				fprintf(stderr, "ringload load: %s needs a value\n", o);
-				return -1;
-			}
-			i++;
-			if (!strcmp(o, "--sharding")) {
-				a->sharding = v;
-			} else if (!strcmp(o, "--process")) {
-				char *end;
-				long p = strtol(v, &end, 10);
-
-				if (*end || end == v || p < 0 || p > 1 << 20) {
-					fprintf(stderr, "ringload load: bad --process '%s'\n", v);
-					return -1;
-				}
-				a->process = (int)p;
-			} else if (!strcmp(o, "--backend")) {
-				a->backend = v;
-			} else if (!strcmp(o, "--out")) {
-				a->out = v;
-			} else if (!strcmp(o, "--staging")) {
-				if (strcmp(v, "caller") && strcmp(v, "library")) {
-					fprintf(stderr, "ringload load: --staging library|caller\n");
-					return -1;
-				}
-				a->caller_staging = !strcmp(v, "caller");
-			} else if (!strcmp(o, "--queue-depth") || !strcmp(o, "--request-bytes") ||
-				   !strcmp(o, "--inflight-bytes")) {
-				int64_t n = parse_size(v);
-
-				if (n < 0) {
-					fprintf(stderr, "ringload load: bad %s '%s'\n", o, v);
-					return -1;
-				}
-				if (!strcmp(o, "--queue-depth"))
-					a->queue_depth = n;
-				else if (!strcmp(o, "--request-bytes"))
-					a->request_bytes = n;
-				else
-					a->inflight_bytes = n;
-			} else {
-				fprintf(stderr, "ringload load: unknown option '%s'\n", o);
-				return -1;
-			}
-		} else if (!a->path) {
-			a->path = o;
-		} else {
-			fprintf(stderr, "ringload load: unexpected argument '%s'\n", o);
-			return -1;
-		}
-	}
-	if (!a->path) {
-		fprintf(stderr, "ringload load: no checkpoint given\n");
-		return -1;
-	}
-	return 0;
+	a->backend = a->staging = -1;
+	return opts_parse(&cmd, argc, argv);
 }
 
 /* ------------------------------------------------------------------ */
-/* Progress bar: on a terminal only, at most every 100 ms. */
-
-struct bar {
-	double last;
-	int shown;
-};
-
-static int show_progress(void *user, uint64_t done, uint64_t total)
-{
-	struct bar *b = user;
-	double t = now_s();
-	int width = 40, fill;
-
-	if (!total || (t - b->last < 0.1 && done != total))
-		return 0;
-	b->last = t;
-	b->shown = 1;
-	fill = (int)(width * (double)done / (double)total);
-	fprintf(stderr, "\r[%.*s%*s] %3d%% %.2f/%.2f GB", fill,
-		"########################################", width - fill, "",
-		(int)(100.0 * (double)done / (double)total), done / 1e9, total / 1e9);
-	return 0;
-}
-
+/* Phases                                                              */
 /* ------------------------------------------------------------------ */
-/* --out: DIR/<device id>/<name>.bin, '/' and '%' percent-encoded. */
 
-/*
- * Encodes name into out (n bytes). Returns the length of "<encoded>.bin",
- * or -1 when that is longer than NAME_MAX (the file could not exist).
- */
-static int encode_name(const char *name, char *out, size_t n)
+/* Starts phase ph; returns -1 (do nothing more) once a signal arrived. */
+static int phase_begin(struct load_run *r, enum phase ph, const char *doing)
 {
-	size_t j = 0;
-
-	for (; *name; name++) {
-		if (j + 4 + 4 >= n || j + 4 > NAME_MAX)
-			return -1;
-		if (*name == '/' || *name == '%')
-			j += (size_t)snprintf(out + j, n - j, "%%%02X", (unsigned char)*name);
-		else
-			out[j++] = *name;
-	}
-	if (j + 4 > NAME_MAX)
+	if (cli_sig_pending())
 		return -1;
-	out[j] = '\0';
-	return (int)(j + 4);
-}
-
-static int write_all(const char *path, const uint8_t *p, uint64_t n)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0)
-		return -errno;
-	while (n) {
-		ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-
-		if (w < 0) {
-			int err = errno;
-
-			if (err == EINTR)
-				continue;
-			close(fd);
-			return -err;
-		}
-		p += w;
-		n -= (uint64_t)w;
-	}
-	return close(fd) ? -errno : 0;
-}
-
-static int mkdir_p(const char *dir)
-{
-	char buf[4096];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, dir, n + 1);
-	for (char *c = buf + 1; *c; c++) {
-		if (*c != '/')
-			continue;
-		*c = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
-			return -errno;
-		*c = '/';
-	}
-	if (mkdir(buf, 0755) && errno != EEXIST)
-		return -errno;
+	r->cur = ph;
+	r->done = r->todo = 0;
+	r->doing = doing;
+	cli_sig_set_phase(doing);
+	r->started = cli_now();
+	r->ran[ph] = 1;
 	return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
+static void phase_end(struct load_run *r, enum phase ph)
 {
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Every tensor of the plan, once, sorted (malloc). */
-static const char **plan_names(const rl_plan *plan, size_t *np)
-{
-	size_t nsh = rl_plan_num_shards(plan), n = 0;
-	const char **names = calloc(nsh ? nsh : 1, sizeof(*names));
-
-	if (!names)
-		return NULL;
-	for (size_t s = 0; s < nsh; s++) {
-		rl_shard_info si;
-
-		rl_plan_shard(plan, s, &si);
-		names[n++] = si.name;
-	}
-	qsort(names, n, sizeof(*names), cmp_str);
-	if (n) {
-		size_t j = 1;
-
-		for (size_t i = 1; i < n; i++)
-			if (strcmp(names[j - 1], names[i]))
-				names[j++] = names[i];
-		n = j;
-	}
-	*np = n;
-	return names;
+	r->secs[ph] += cli_now() - r->started;
 }
 
 /*
- * Before loading: DIR exists (created if needed) as a writable directory,
- * and every tensor's file name fits. Prints one error line and returns -1
- * otherwise.
+ * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
+ * (read, verify, write: polling for a signal as those phases do; stuck: a
+ * library call that calls nothing back) so that a test can interrupt each
+ * phase without racing it.
  */
-static int check_out(const char *out, const rl_plan *plan)
+static void test_hold(struct load_run *r, const char *phase)
 {
-	char enc[NAME_MAX + 16];
-	struct stat sb;
-	const char **names;
-	size_t n = 0;
+	int stuck = !strcmp(phase, "stuck");
+
+	if (!r->hold || strcmp(r->hold, phase))
+		return;
+	r->hold = NULL;
+	fprintf(stderr, "%s: holding in %s (RINGLOAD_TEST_HOLD)\n", PROG, phase);
+	while (stuck || !cli_sig_pending())
+		usleep(10000);
+}
+
+/* Progress of read, verify and write: draws the bar, stops on a signal. */
+static int on_progress(void *user, uint64_t done, uint64_t total)
+{
+	struct load_run *r = user;
+
+	r->done = done;
+	r->todo = total;
+	progress_update(&r->bar, done, total);
+	if (done)
+		test_hold(r, phase_names[r->cur]);
+	return cli_sig_pending();
+}
+
+static int open_inputs(struct load_run *r)
+{
 	int ret;
 
-	names = plan_names(plan, &n);
-	if (!names) {
-		fprintf(stderr, "ringload load: out of memory\n");
+	if (phase_begin(r, PH_OPEN, "opening the checkpoint"))
+		return -1;
+	progress_note(&r->bar, "opening the checkpoint ...");
+	ret = cli_open_ckpt(PROG, r->a->path, &r->ck);
+	if (!ret)
+		ret = cli_load_spec(PROG, r->a->sharding, &r->spec);
+	progress_done(&r->bar);
+	phase_end(r, PH_OPEN);
+	return ret;
+}
+
+static int build_plan(struct load_run *r)
+{
+	const struct load_args *a = r->a;
+	/* the loader's default request size (RL_OPT_REQUEST_BYTES) */
+	int64_t chunk = a->request_bytes >= 0 ? a->request_bytes : 8 << 20;
+	int ret;
+
+	if (a->inflight_bytes >= 0 && chunk > a->inflight_bytes)
+		chunk = a->inflight_bytes;
+	r->plan = rl_plan_create();
+	if (!r->plan) {
+		fprintf(stderr, "%s: out of memory\n", PROG);
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (encode_name(names[i], enc, sizeof(enc)) < 0) {
-			fprintf(stderr,
-				"ringload load: --out: tensor \"%.64s...\" (%zu bytes): its file name "
-				"(percent-encoded, + .bin) would exceed %d bytes\n",
-				names[i], strlen(names[i]), NAME_MAX);
-			free(names);
-			return -1;
-		}
-	}
-	free(names);
-	ret = mkdir_p(out);
-	if (ret == 0 && stat(out, &sb) < 0)
-		ret = -errno;
-	if (ret == 0 && !S_ISDIR(sb.st_mode))
-		ret = -ENOTDIR;
-	if (ret == 0 && access(out, W_OK | X_OK) < 0)
-		ret = -errno;
+	ret = rl_plan_set(r->plan, RL_PLAN_PROCESS, a->process);
+	if (!ret)
+		ret = rl_plan_set(r->plan, RL_PLAN_CHUNK_BYTES, chunk);
+	/* Only this process's statistics: the others are not needed here. */
+	if (!ret)
+		ret = rl_plan_set(r->plan, RL_PLAN_ALL_STATS, 0);
+	if (!ret)
+		ret = rl_plan_build(r->plan, r->ck, r->spec);
 	if (ret < 0) {
-		fprintf(stderr, "ringload load: --out %s: %s\n", out, strerror(-ret));
+		fprintf(stderr, "%s: %s\n", PROG, rl_plan_errmsg(r->plan));
 		return -1;
 	}
+	r->ndev = rl_plan_num_devices(r->plan);
 	return 0;
 }
 
-/* Removes what write_out() wrote for devices [0, ndone] (best effort). */
-static void remove_out(const char *out, const rl_plan *plan, const char **names,
-		       size_t nnames, unsigned ndone)
+static void abort_out(void *arg)
 {
-	char path[8192], enc[NAME_MAX + 16];
-
-	for (unsigned d = 0; d <= ndone && d < rl_plan_num_devices(plan); d++) {
-		rl_device_info di;
-
-		rl_plan_device(plan, d, &di);
-		for (size_t i = 0; i < nnames; i++) {
-			if (encode_name(names[i], enc, sizeof(enc)) < 0)
-				continue;
-			snprintf(path, sizeof(path), "%s/%u/%s.bin", out, di.id, enc);
-			unlink(path);
-		}
-		snprintf(path, sizeof(path), "%s/%u", out, di.id);
-		rmdir(path); /* only if now empty */
-	}
+	out_abort(arg);
 }
 
-/*
- * Writes DIR/<device id>/<name>.bin for every device. On failure prints one
- * line naming the path, removes the files it wrote, and returns -1.
- */
-static int write_out(const char *out, const rl_plan *plan, const rl_loader *ld)
+/* --out: the partial directory exists before anything is read. */
+static int begin_out(struct load_run *r)
 {
-	unsigned ndev = rl_plan_num_devices(plan), d;
-	size_t nsh = rl_plan_num_shards(plan), nnames = 0;
-	const char **names = plan_names(plan, &nnames);
-	char path[8192], enc[NAME_MAX + 16];
-	int rc = -1, ret = 0;
+	int ret;
 
-	if (!names) {
-		fprintf(stderr, "ringload load: out of memory\n");
-		return -1;
-	}
-	for (d = 0; d < ndev; d++) {
-		rl_device_info di;
-		uint8_t *base = rl_loader_staging(ld, d, NULL);
-
-		rl_plan_device(plan, d, &di);
-		snprintf(path, sizeof(path), "%s/%u", out, di.id);
-		ret = mkdir_p(path);
-		if (ret < 0)
-			goto fail;
-		/* First an empty file for every tensor, then the shards this
-		 * device holds (shards are ordered by device). check_out()
-		 * made sure every name fits. */
-		for (size_t i = 0; i < nnames; i++) {
-			encode_name(names[i], enc, sizeof(enc));
-			snprintf(path, sizeof(path), "%s/%u/%s.bin", out, di.id, enc);
-			ret = write_all(path, NULL, 0);
-			if (ret < 0)
-				goto fail;
-		}
-		for (size_t s = 0; s < nsh; s++) {
-			rl_shard_info si;
-
-			rl_plan_shard(plan, s, &si);
-			if (si.device != d || !si.nbytes)
-				continue;
-			encode_name(si.name, enc, sizeof(enc));
-			snprintf(path, sizeof(path), "%s/%u/%s.bin", out, di.id, enc);
-			ret = base ? write_all(path, base + si.offset, si.nbytes) : -EFAULT;
-			if (ret < 0)
-				goto fail;
-		}
-	}
-	rc = 0;
-	goto out;
-fail:
-	fprintf(stderr, "ringload load: %s: %s\n", path, strerror(-ret));
-	remove_out(out, plan, names, nnames, d);
-out:
-	free(names);
-	return rc;
-}
-
-/* ------------------------------------------------------------------ */
-/* --verify: every shard against pread-and-slice of its tensor's bytes. */
-
-static int pread_all(int fd, uint8_t *p, uint64_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t r = pread(fd, p, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		p += r;
-		n -= (uint64_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
-/* 1 if the shard equals the file's bytes, 0 if not, -1 if not checkable. */
-static int verify_shard(const rl_ckpt *ck, const rl_shard_info *si, const uint8_t *got)
-{
-	rl_tensor_info ti;
-	long t = rl_ckpt_find(ck, si->name);
-	unsigned bits = rl_dtype_bits(si->dtype);
-	uint64_t rows = 1, row_bits, row_bytes, span_lo, span_hi, pos = 0;
-	uint64_t idx[RL_MAX_DIMS] = { 0 };
-	uint8_t *buf;
-	int fd, ok = 1;
-	unsigned nd = si->ndim;
-
-	if (t < 0 || rl_ckpt_tensor(ck, (size_t)t, &ti) < 0 || ti.ndim != nd || ti.dtype != si->dtype)
-		return -1;
-	for (unsigned i = 0; i < nd; i++)
-		if (ti.shape[i] != si->shape[i])
-			return -1;
-	if (si->nbytes == 0)
-		return 1;
-	/* Rows along the last dimension; byte offsets from element bits. */
-	row_bits = nd ? (si->stop[nd - 1] - si->start[nd - 1]) * bits : bits;
-	if (row_bits % 8)
-		return -1;
-	row_bytes = row_bits / 8;
-	for (unsigned i = 0; i + 1 < nd; i++)
-		rows *= si->stop[i] - si->start[i];
-	span_lo = ti.offset;
-	span_hi = ti.offset + ti.nbytes;
-	buf = malloc(row_bytes ? row_bytes : 1);
-	fd = open(rl_ckpt_file_path(ck, ti.file), O_RDONLY | O_CLOEXEC);
-	if (!buf || fd < 0) {
-		free(buf);
-		if (fd >= 0)
-			close(fd);
+	if (!r->a->out)
 		return 0;
+	ret = out_begin(&r->out, r->a->out, (long)getpid(), r->a->force ? OUT_FORCE : 0, r->ck,
+			r->plan);
+	if (ret < 0) {
+		fprintf(stderr, "%s: %s\n", PROG, r->out.err);
+		return -1;
 	}
-	for (unsigned i = 0; i + 1 < nd; i++)
-		idx[i] = si->start[i];
-	for (uint64_t r = 0; r < rows && ok; r++) {
-		uint64_t lin = 0, off_bits;
-
-		for (unsigned i = 0; i + 1 < nd; i++)
-			lin = lin * ti.shape[i] + idx[i];
-		lin = nd ? lin * ti.shape[nd - 1] + si->start[nd - 1] : 0;
-		off_bits = lin * bits;
-		if (off_bits % 8 || span_lo + off_bits / 8 + row_bytes > span_hi ||
-		    pread_all(fd, buf, row_bytes, span_lo + off_bits / 8) < 0 ||
-		    memcmp(buf, got + pos, row_bytes))
-			ok = 0;
-		pos += row_bytes;
-		/* next index of the outer dimensions, row-major */
-		for (int i = (int)nd - 2; i >= 0; i--) {
-			if (++idx[i] < si->stop[i])
-				break;
-			idx[i] = si->start[i];
-		}
-	}
-	close(fd);
-	free(buf);
-	return ok && pos == si->nbytes;
+	r->out_begun = 1;
+	cli_sig_set_cleanup(abort_out, &r->out);
+	return 0;
 }
 
-static int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld)
+static int configure_loader(struct load_run *r)
 {
-	size_t nsh = rl_plan_num_shards(plan), good = 0, skipped = 0, bad = 0;
+	const struct load_args *a = r->a;
+	const struct {
+		rl_loader_param param;
+		int64_t value;
+	} set[] = {
+		{ RL_OPT_BACKEND, a->backend },
+		{ RL_OPT_QUEUE_DEPTH, a->queue_depth },
+		{ RL_OPT_REQUEST_BYTES, a->request_bytes },
+		{ RL_OPT_INFLIGHT_BYTES, a->inflight_bytes },
+		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
+		{ RL_OPT_STAGING, a->staging },
+	};
 
-	for (size_t s = 0; s < nsh; s++) {
-		rl_shard_info si;
-		uint8_t *base;
-		int v;
-
-		rl_plan_shard(plan, s, &si);
-		base = rl_loader_staging(ld, si.device, NULL);
-		v = si.nbytes && !base ? 0 : verify_shard(ck, &si, base ? base + si.offset : NULL);
-		if (v < 0) {
-			skipped++;
-		} else if (v == 0) {
-			if (!bad)
-				fprintf(stderr, "ringload load: verify: shard %zu (%s on device %u) differs from the file\n",
-					s, si.name, si.device);
-			bad++;
-		} else {
-			good++;
-		}
+	r->ld = rl_loader_create();
+	if (!r->ld) {
+		fprintf(stderr, "%s: out of memory\n", PROG);
+		return -1;
 	}
-	fprintf(stderr, "verify: %zu shards match the file, %zu differ, %zu not checkable (assembled targets)\n",
-		good, bad, skipped);
-	return bad ? -1 : 0;
-}
-
-/* ------------------------------------------------------------------ */
-
-static int set_opts(rl_loader *ld, const struct load_args *a)
-{
-	int ret = 0;
-
-	if (a->backend) {
-		static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
-		int b = -1;
-
-		for (int i = 0; i < 4; i++)
-			if (!strcmp(a->backend, names[i]))
-				b = i;
-		if (b < 0) {
-			fprintf(stderr, "ringload load: unknown backend '%s'\n", a->backend);
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {
+		/* -1: not given; the ranges were checked while parsing */
+		if (set[i].value >= 0 && rl_loader_set(r->ld, set[i].param, set[i].value) < 0) {
+			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
 			return -1;
 		}
-		ret = rl_loader_set(ld, RL_OPT_BACKEND, b);
-	}
-	if (!ret && a->queue_depth >= 0)
-		ret = rl_loader_set(ld, RL_OPT_QUEUE_DEPTH, a->queue_depth);
-	if (!ret && a->request_bytes >= 0)
-		ret = rl_loader_set(ld, RL_OPT_REQUEST_BYTES, a->request_bytes);
-	if (!ret && a->inflight_bytes >= 0)
-		ret = rl_loader_set(ld, RL_OPT_INFLIGHT_BYTES, a->inflight_bytes);
-	if (!ret && a->no_direct)
-		ret = rl_loader_set(ld, RL_OPT_DIRECT, 0);
-	if (!ret && a->caller_staging)
-		ret = rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_CALLER);
-	if (ret < 0) {
-		fprintf(stderr, "ringload load: %s\n", rl_loader_errmsg(ld));
-		return -1;
 	}
 	return 0;
 }
 
-/* --staging caller: this program maps each device's area itself, as a
+/* --staging caller: this command maps each device's area itself, as a
  * runtime would with memory registered with its GPU driver. */
-static int caller_staging(rl_loader *ld, const rl_plan *plan, void ***areas, size_t **lens)
+static int caller_staging(struct load_run *r)
 {
-	unsigned n = rl_plan_num_devices(plan);
+	unsigned n = r->ndev;
 
-	*areas = calloc(n ? n : 1, sizeof(void *));
-	*lens = calloc(n ? n : 1, sizeof(size_t));
-	if (!*areas || !*lens)
+	r->areas = calloc(n ? n : 1, sizeof(void *));
+	r->lens = calloc(n ? n : 1, sizeof(size_t));
+	if (!r->areas || !r->lens) {
+		fprintf(stderr, "%s: out of memory\n", PROG);
 		return -1;
+	}
 	for (unsigned d = 0; d < n; d++) {
 		rl_device_info di;
 		size_t len;
 		void *p;
 
-		rl_plan_device(plan, d, &di);
+		rl_plan_device(r->plan, d, &di);
 		len = di.staging_bytes ? (size_t)di.staging_bytes : 4096;
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED) {
-			fprintf(stderr, "ringload load: cannot map %zu bytes of staging\n", len);
+			fprintf(stderr, "%s: cannot map %zu bytes of staging\n", PROG, len);
 			return -1;
 		}
-		(*areas)[d] = p;
-		(*lens)[d] = len;
-		if (rl_loader_set_staging(ld, d, p, len) < 0) {
-			fprintf(stderr, "ringload load: %s\n", rl_loader_errmsg(ld));
+		r->areas[d] = p;
+		r->lens[d] = len;
+		if (rl_loader_set_staging(r->ld, d, p, len) < 0) {
+			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
 			return -1;
 		}
 	}
 	return 0;
 }
 
+static int prepare(struct load_run *r)
+{
+	int ret;
+
+	if (phase_begin(r, PH_PLAN, "planning"))
+		return -1;
+	progress_note(&r->bar, "planning ...");
+	ret = build_plan(r);
+	if (!ret)
+		ret = begin_out(r);
+	if (!ret)
+		ret = configure_loader(r);
+	if (!ret && r->a->staging == RL_STAGING_CALLER)
+		ret = caller_staging(r);
+	progress_done(&r->bar);
+	phase_end(r, PH_PLAN);
+	return ret;
+}
+
+static int read_checkpoint(struct load_run *r)
+{
+	int ret;
+
+	if (phase_begin(r, PH_READ, "reading"))
+		return -1;
+	test_hold(r, "stuck");
+	progress_begin(&r->bar, "read");
+	rl_loader_set_callbacks(r->ld, NULL, on_progress, r);
+	ret = rl_loader_run(r->ld, r->plan);
+	progress_done(&r->bar);
+	phase_end(r, PH_READ);
+	if (ret < 0) {
+		if (ret != RL_E_CANCELED || !cli_sig_pending())
+			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
+		return -1;
+	}
+	rl_loader_get_stats(r->ld, &r->st);
+	return 0;
+}
+
+static int verify_shards(struct load_run *r)
+{
+	rl_shard_info si;
+	int ret;
+
+	if (!r->a->verify)
+		return 0;
+	if (phase_begin(r, PH_VERIFY, "verifying"))
+		return -1;
+	progress_begin(&r->bar, "verify");
+	ret = verify_all(r->ck, r->plan, r->ld, &r->vc, on_progress, r);
+	progress_done(&r->bar);
+	phase_end(r, PH_VERIFY);
+	if (ret < 0)
+		return -1;  /* canceled by a signal */
+	if (r->vc.differ) {
+		rl_plan_shard(r->plan, r->vc.first_bad, &si);
+		fprintf(stderr, "%s: verify: shard %zu (%s on device %u) differs from the file\n",
+			PROG, r->vc.first_bad, si.name, si.device);
+	}
+	if (!r->a->json || r->vc.differ)
+		fprintf(stderr, "verify: %zu shards match the file, %zu differ, %zu not checkable "
+			"(assembled targets)\n", r->vc.match, r->vc.differ, r->vc.uncheckable);
+	return r->vc.differ ? -1 : 0;
+}
+
+/* Every device's folder into the partial directory, then publish. While
+ * writing, the signal thread leaves stopping to the writer (guard). */
+static int write_dump(struct load_run *r)
+{
+	int ret = 0;
+
+	if (!r->a->out)
+		return 0;
+	if (phase_begin(r, PH_WRITE, "writing the dump"))
+		return -1;
+	cli_sig_guard(1);
+	progress_begin(&r->bar, "write");
+	for (unsigned d = 0; d < r->ndev && !ret; d++)
+		ret = out_write_device(&r->out, r->ck, r->plan, d, rl_loader_staging(r->ld, d, NULL),
+				       on_progress, r);
+	if (!ret)
+		ret = out_publish(&r->out, on_progress, r);
+	progress_done(&r->bar);
+	phase_end(r, PH_WRITE);
+	if (ret < 0) {
+		/* the guard stays: the main thread removes the partial directory */
+		if (ret != RL_E_CANCELED || !cli_sig_pending())
+			fprintf(stderr, "%s: %s\n", PROG, r->out.err);
+		return -1;
+	}
+	r->published = 1;
+	cli_sig_set_cleanup(NULL, NULL);
+	cli_sig_guard(0);
+	if (r->out.warn[0])
+		fprintf(stderr, "%s: warning: %s\n", PROG, r->out.warn);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The summary                                                         */
+/* ------------------------------------------------------------------ */
+
+static double gbps(uint64_t bytes, double secs)
+{
+	return secs > 0 ? (double)bytes / secs / 1e9 : 0;
+}
+
+static void print_text(const struct load_run *r)
+{
+	const rl_load_stats *st = &r->st;
+	unsigned ndev = r->ndev;
+
+	printf("%" PRIu64 " bytes in %.3f s (%.2f GB/s), backend %s, %zu shards on %u device%s%s%s\n",
+	       st->bytes_read, r->total, gbps(st->bytes_read, r->total),
+	       rl_backend_name(st->backend), rl_plan_num_shards(r->plan), ndev,
+	       ndev == 1 ? "" : "s", st->fallbacks[0] ? "; " : "", st->fallbacks);
+	printf("phases:");
+	for (int ph = 0; ph < PH_N; ph++) {
+		if (!r->ran[ph])
+			continue;
+		printf("%s %s %.3f s", ph ? "," : "", phase_names[ph], r->secs[ph]);
+		if (ph == PH_READ)
+			printf(" (%.2f GB/s)", gbps(st->bytes_read, r->secs[ph]));
+		if (ph == PH_WRITE)
+			printf(" (%.2f GB/s)", gbps(r->out.done, r->secs[ph]));
+	}
+	printf("\n");
+	fflush(stdout);
+	if (!r->a->quiet)
+		fprintf(stderr,
+			"read: I/O %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64 " needed, %" PRIu64
+			" direct; %" PRIu64 " requests, %" PRIu64 " retries, qd %u, %u buffers (%u "
+			"registered), O_DIRECT %s\n",
+			st->read_seconds, st->gbps, st->scatter_seconds, st->bytes_needed,
+			st->bytes_direct, st->requests, st->retries, st->queue_depth, st->buffers,
+			st->registered_buffers, st->direct_io ? "yes" : "no");
+}
+
+static void print_json_stats(const rl_load_stats *st)
+{
+	printf("\"stats\":{\"bytes_needed\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+	       ",\"bytes_direct\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
+	       ",\"peak_inflight\":%" PRIu64 ",\"read_seconds\":%.6f,\"scatter_seconds\":%.6f"
+	       ",\"gbps\":%.4f,\"queue_depth\":%u,\"buffers\":%u,\"registered_buffers\":%u"
+	       ",\"registered_files\":%s,\"direct_io\":%s}",
+	       st->bytes_needed, st->bytes_read, st->bytes_direct, st->requests, st->retries,
+	       st->peak_inflight, st->read_seconds, st->scatter_seconds, st->gbps,
+	       st->queue_depth, st->buffers, st->registered_buffers,
+	       st->registered_files ? "true" : "false", st->direct_io ? "true" : "false");
+}
+
+static void print_json(const struct load_run *r)
+{
+	const rl_load_stats *st = &r->st;
+
+	printf("{\"bytes\":%" PRIu64 ",\"bytes_written\":%" PRIu64 ",\"shards\":%zu,"
+	       "\"devices\":%u,\"backend\":\"%s\",\"fallbacks\":",
+	       st->bytes_read, r->out.done, rl_plan_num_shards(r->plan), r->ndev,
+	       rl_backend_name(st->backend));
+	cli_json_str(stdout, st->fallbacks);
+	printf(",\n\"seconds\":{");
+	for (int ph = 0; ph < PH_N; ph++) {
+		printf("\"%s\":", phase_names[ph]);
+		printf(r->ran[ph] ? "%.6f," : "null,", r->secs[ph]);
+	}
+	printf("\"total\":%.6f},\n\"gbps\":%.4f,\"read_gbps\":%.4f,\"write_gbps\":",
+	       r->total, gbps(st->bytes_read, r->total), gbps(st->bytes_read, r->secs[PH_READ]));
+	printf(r->ran[PH_WRITE] ? "%.4f" : "null", gbps(r->out.done, r->secs[PH_WRITE]));
+	printf(",\n\"out\":");
+	if (r->a->out)
+		cli_json_str(stdout, r->out.dir);
+	else
+		printf("null");
+	if (r->a->verify)
+		printf(",\"verify\":{\"match\":%zu,\"differ\":%zu,\"not_checkable\":%zu},\n",
+		       r->vc.match, r->vc.differ, r->vc.uncheckable);
+	else
+		printf(",\"verify\":null,\n");
+	print_json_stats(st);
+	printf("}\n");
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The exit status: a signal's (after removing the partial directory), a
+ * failure's (its line is printed), or the summary's. */
+static int finish(struct load_run *r, int failed)
+{
+	int sig = cli_sig_claim();
+	char at[64] = "";
+
+	r->total = cli_now() - r->t0;
+	if (sig) {
+		if (r->out_begun)
+			out_abort(&r->out);
+		if (r->todo && !r->published)
+			snprintf(at, sizeof(at), " (%" PRIu64 " of %" PRIu64 " bytes)", r->done,
+				 r->todo);
+		fprintf(stderr, "%s: interrupted by %s while %s%s%s\n", PROG, cli_sig_name(sig),
+			r->published ? "finishing (the dump is complete)" : r->doing, at,
+			r->a->out && !r->published ? "; no dump written" : "");
+		return 128 + sig;
+	}
+	if (failed) {
+		if (r->out_begun)
+			out_abort(&r->out);
+		return 1;
+	}
+	if (r->a->json)
+		print_json(r);
+	else
+		print_text(r);
+	if (ferror(stdout)) {
+		fprintf(stderr, "%s: cannot write the summary\n", PROG);
+		return 1;
+	}
+	return 0;
+}
+
+static void free_run(struct load_run *r)
+{
+	if (r->out_begun)
+		out_abort(&r->out);
+	rl_loader_destroy(r->ld);
+	for (unsigned d = 0; r->areas && d < r->ndev; d++)
+		if (r->areas[d])
+			munmap(r->areas[d], r->lens[d]);
+	free(r->areas);
+	free(r->lens);
+	rl_plan_destroy(r->plan);
+	rl_spec_destroy(r->spec);
+	rl_ckpt_destroy(r->ck);
+}
+
 int cmd_load(int argc, char **argv)
 {
 	struct load_args a;
-	struct bar bar = { 0, 0 };
-	rl_ckpt *ck = NULL;
-	rl_spec *spec = NULL;
-	rl_plan *plan = NULL;
-	rl_loader *ld = NULL;
-	rl_load_stats st;
-	void **areas = NULL;
-	size_t *lens = NULL;
-	unsigned ndev = 0;
-	double t0 = now_s(), t_plan, t_end;
-	int ret, rc = 1;
+	struct load_run r;
+	int parsed = parse_load_args(argc, argv, &a), failed, rc;
 
-	if (parse_args(argc, argv, &a) < 0) {
-		load_usage(stderr);
-		return 2;
+	if (parsed != OPTS_OK)
+		return opts_exit_status(parsed);
+	memset(&r, 0, sizeof(r));
+	r.a = &a;
+	r.t0 = cli_now();
+	r.doing = "starting";
+	r.hold = getenv("RINGLOAD_TEST_HOLD");
+	progress_init(&r.bar, !a.quiet && isatty(STDERR_FILENO));
+	if (cli_sig_start(PROG) < 0) {
+		fprintf(stderr, "%s: cannot set up signal handling\n", PROG);
+		return 1;
 	}
-	ck = rl_ckpt_create();
-	ld = rl_loader_create();
-	plan = rl_plan_create();
-	if (!ck || !ld || !plan) {
-		fprintf(stderr, "ringload load: out of memory\n");
-		goto out;
-	}
-	if (set_opts(ld, &a) < 0) {
-		rc = 2;
-		goto out;
-	}
-	ret = rl_ckpt_open(ck, a.path);
-	if (ret < 0) {
-		fprintf(stderr, "ringload load: %s\n", rl_ckpt_errmsg(ck));
-		goto out;
-	}
-	if (a.sharding) {
-		spec = rl_spec_create();
-		if (!spec) {
-			fprintf(stderr, "ringload load: out of memory\n");
-			goto out;
-		}
-		ret = rl_spec_load(spec, a.sharding);
-		if (ret < 0) {
-			/* the message names the file, as `ringload plan` prints it */
-			if (*rl_spec_errmsg(spec))
-				fprintf(stderr, "ringload load: %s\n", rl_spec_errmsg(spec));
-			else
-				fprintf(stderr, "ringload load: %s: %s\n", a.sharding,
-					rl_strerror(ret));
-			goto out;
-		}
-	}
-	ret = rl_plan_set(plan, RL_PLAN_PROCESS, a.process);
-	if (!ret) {
-		/* the loader's default request size (RL_OPT_REQUEST_BYTES) */
-		int64_t chunk = a.request_bytes >= 0 ? a.request_bytes : 8 << 20;
-
-		if (a.inflight_bytes >= 0 && chunk > a.inflight_bytes)
-			chunk = a.inflight_bytes;
-		ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, chunk);
-	}
-	/* Only this process's statistics: the others are not needed here. */
-	if (!ret)
-		ret = rl_plan_set(plan, RL_PLAN_ALL_STATS, 0);
-	if (!ret)
-		ret = rl_plan_build(plan, ck, spec);
-	if (ret < 0) {
-		fprintf(stderr, "ringload load: %s\n", rl_plan_errmsg(plan));
-		goto out;
-	}
-	t_plan = now_s();
-	ndev = rl_plan_num_devices(plan);
-	if (a.out && check_out(a.out, plan) < 0)
-		goto out;
-	if (a.caller_staging && caller_staging(ld, plan, &areas, &lens) < 0)
-		goto out;
-	if (!a.quiet && isatty(STDERR_FILENO))
-		rl_loader_set_callbacks(ld, NULL, show_progress, &bar);
-	ret = rl_loader_run(ld, plan);
-	if (bar.shown)
-		fputc('\n', stderr);
-	if (ret < 0) {
-		fprintf(stderr, "ringload load: %s\n", rl_loader_errmsg(ld));
-		goto out;
-	}
-	t_end = now_s();
-	rl_loader_get_stats(ld, &st);
-	/* The summary only once everything asked for succeeded. */
-	if (a.out && write_out(a.out, plan, ld) < 0)
-		goto out;
-	if (a.verify && verify_all(ck, plan, ld) < 0)
-		goto out;
-	printf("%" PRIu64 " bytes in %.3f s (%.2f GB/s), backend %s, %zu shards on %u device%s%s%s\n",
-	       st.bytes_read, t_end - t0, st.bytes_read / (t_end - t0) / 1e9,
-	       rl_backend_name(st.backend), rl_plan_num_shards(plan), ndev, ndev == 1 ? "" : "s",
-	       st.fallbacks[0] ? "; " : "", st.fallbacks);
-	fflush(stdout);
-	if (!a.quiet)
-		fprintf(stderr,
-			"plan %.3f s, read %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64
-			" needed, %" PRIu64 " direct; %" PRIu64 " requests, %" PRIu64
-			" retries, qd %u, %u buffers (%u registered), O_DIRECT %s\n",
-			t_plan - t0, st.read_seconds, st.gbps, st.scatter_seconds, st.bytes_needed,
-			st.bytes_direct, st.requests, st.retries, st.queue_depth, st.buffers,
-			st.registered_buffers, st.direct_io ? "yes" : "no");
-	rc = 0;
-out:
-	rl_loader_destroy(ld);
-	for (unsigned d = 0; areas && d < ndev; d++)
-		if (areas[d])
-			munmap(areas[d], lens[d]);
-	free(areas);
-	free(lens);
-	rl_plan_destroy(plan);
-	rl_spec_destroy(spec);
-	rl_ckpt_destroy(ck);
+	failed = open_inputs(&r) || prepare(&r) || read_checkpoint(&r) || verify_shards(&r) ||
+		 write_dump(&r);
+	rc = finish(&r, failed);
+	free_run(&r);
 	return rc;
 }

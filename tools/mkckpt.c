@@ -26,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "opts.h"
+#include "util.h"
 
 #define BLOCK (8u << 20)
 
@@ -61,70 +63,12 @@ static void bad_arg(const char *fmt, const char *arg)
 	exit(2);
 }
 
-static void usage(int code)
-{
-	fprintf(code ? stderr : stdout,
-		"usage: mkckpt OUT --size SIZE [--layers N] [--files K] [--seed S]\n"
-		"  SIZE: bytes with an optional K, M, G or T suffix (powers of 1024)\n"
-		"  writes a llama-like BF16 checkpoint: OUT is a .safetensors file\n"
-		"  (one file) or a directory (model.safetensors, or K shards + index)\n");
-	exit(code);
-}
-
 static uint64_t splitmix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
-}
-
-/*
- * A whole unsigned number within [lo, hi]: decimal digits, or 0x and hex
- * digits; no sign, space or trailing text (strtoull alone takes "-5" as
- * 2^64 - 5 and "5x" as 5).
- */
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-	const char *d = hex ? s + 2 : s;
-	char *end;
-	uint64_t v;
-
-	if (!*d || strspn(d, hex ? "0123456789abcdefABCDEF" : "0123456789") != strlen(d))
-		return -1;
-	errno = 0;
-	v = strtoull(d, &end, hex ? 16 : 10);
-	if (errno || *end || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	size_t nd = strspn(s, "0123456789.");
-	char *end;
-	double v;
-	uint64_t mul = 1;
-
-	/* Plain decimals: strtod alone also takes space, signs, hex, inf and nan. */
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || !nd || end != s + nd || !(v >= 0))
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	case 't': case 'T': mul = 1ull << 40; end++; break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-	if (*end || v * (double)mul > 1e15)
-		return -1;
-	*out = (uint64_t)(v * (double)mul);
-	return 0;
 }
 
 static void add(const char *name, uint64_t d0, uint64_t d1)
@@ -213,18 +157,8 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 
 static void write_all(int fd, const void *p, size_t n, const char *path)
 {
-	const char *c = p;
-
-	while (n) {
-		ssize_t w = write(fd, c, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			die("cannot write %s", path);
-		c += w;
-		n -= (size_t)w;
-	}
+	if (cli_write_all(fd, p, n) < 0)
+		die("cannot write %s", path);
 }
 
 static uint64_t write_file(const char *path, int k, uint64_t seed)
@@ -289,124 +223,152 @@ static uint64_t write_file(const char *path, int k, uint64_t seed)
 	return end;
 }
 
+struct mk_args {
+	const char *out;
+	int64_t size, layers, files;
+	uint64_t seed;
+};
+
+static void parse_args(int argc, char **argv, struct mk_args *a)
+{
+	const struct opt opts[] = {
+		{ .name = "size", .kind = OPT_SIZE, .dst = &a->size, .metavar = "SIZE",
+		  .help = "data bytes at most (required)", .lo = 1, .hi = 1ll << 50 },
+		{ .name = "layers", .kind = OPT_INT, .dst = &a->layers, .metavar = "N",
+		  .help = "decoder layers (default by size)", .lo = 1, .hi = 1000 },
+		{ .name = "files", .kind = OPT_INT, .dst = &a->files, .metavar = "K",
+		  .help = "shards, with an index when K > 1 (default 1)", .lo = 1,
+		  .hi = 99999 },
+		{ .name = "seed", .kind = OPT_U64, .dst = &a->seed, .metavar = "S",
+		  .help = "data seed, decimal or 0x hex (default 1)" },
+		{ NULL },
+	};
+	const struct opt_cmd cmd = {
+		"mkckpt", "OUT",
+		"Writes a llama-like BF16 checkpoint: OUT is a .safetensors file (one file) or\n"
+		"a directory (model.safetensors, or K shards + model.safetensors.index.json).\n",
+		opts, 1, 1, &a->out,
+	};
+	int parsed;
+
+	memset(a, 0, sizeof(*a));
+	a->files = 1;
+	a->seed = 1;
+	parsed = opts_parse(&cmd, argc, argv);
+	if (parsed != OPTS_OK)
+		exit(opts_exit_status(parsed));
+	if (!a->size)
+		bad_arg("%s", "--size is missing");
+}
+
+/*
+ * The model's dimensions for size: layers (default by size), then the
+ * vocabulary (halved while even width 64 does not fit), then the widest
+ * hidden size, a multiple of 64, that keeps the total within size.
+ */
+static void choose_shape(uint64_t size, unsigned *layers, uint64_t *v, uint64_t *h)
+{
+	if (!*layers)
+		*layers = size < (1ull << 30) ? 8 : size < (16ull << 30) ? 16 : 32;
+	*v = 32000;
+	while (*v > 16 && model_bytes(64, *v, *layers) > size)
+		*v /= 2;
+	if (model_bytes(64, *v, *layers) > size)
+		bad_arg("%s", "--size is too small for this many layers");
+	for (*h = 64; model_bytes(*h + 64, *v, *layers) <= size; *h += 64)
+		;
+}
+
+/*
+ * Shards in tensor order, by where each tensor's middle byte falls, never
+ * skipping a shard and leaving none empty.
+ */
+static void assign_files(unsigned files, uint64_t total)
+{
+	uint64_t run = 0;
+	int prev = -1;
+
+	for (size_t i = 0; i < ntensors; i++) {
+		uint64_t mid = run + tensors[i].nbytes / 2;
+		int f = (int)((double)mid * files / (double)total);
+		int need = (int)files - (int)(ntensors - i);
+
+		if (f > prev + 1)
+			f = prev + 1;
+		if (f < need)
+			f = need;
+		if (f > (int)files - 1)
+			f = (int)files - 1;
+		tensors[i].file = prev = f;
+		run += tensors[i].nbytes;
+	}
+}
+
+static void write_index(const char *out, unsigned files, uint64_t total)
+{
+	struct sbuf idx = { 0 };
+	char p[4096];
+	FILE *f;
+
+	sb_printf(&idx, "{\n  \"metadata\": {\n    \"total_size\": %" PRIu64 "\n  },\n"
+		  "  \"weight_map\": {", total);
+	for (size_t i = 0; i < ntensors; i++)
+		sb_printf(&idx, "%s\n    \"%s\": \"model-%05d-of-%05u.safetensors\"",
+			  i ? "," : "", tensors[i].name, tensors[i].file + 1, files);
+	sb_printf(&idx, "\n  }\n}\n");
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", out);
+	f = fopen(p, "w");
+	if (!f || fwrite(idx.s, 1, idx.len, f) != idx.len || fclose(f))
+		die("cannot write %s", p);
+	free(idx.s);
+}
+
+/* OUT as one file, a directory with model.safetensors, or shards + index.
+ * Returns the bytes written. */
+static uint64_t write_checkpoint(const char *out, unsigned files, uint64_t seed, uint64_t total)
+{
+	int single = files == 1 && strlen(out) > 12 &&
+		     !strcmp(out + strlen(out) - 12, ".safetensors");
+	uint64_t written = 0;
+	char p[4096];
+
+	if (single)
+		return write_file(out, 0, seed);
+	if (mkdir(out, 0755) < 0 && errno != EEXIST)
+		die("cannot create directory %s", out);
+	if (files == 1) {
+		snprintf(p, sizeof(p), "%s/model.safetensors", out);
+		return write_file(p, 0, seed);
+	}
+	for (unsigned k = 0; k < files; k++) {
+		snprintf(p, sizeof(p), "%s/model-%05u-of-%05u.safetensors", out, k + 1, files);
+		written += write_file(p, (int)k, seed);
+	}
+	write_index(out, files, total);
+	return written;
+}
+
 int main(int argc, char **argv)
 {
-	const char *out = NULL;
-	uint64_t size = 0, seed = 1, h = 0, v = 32000, total = 0, written = 0, n;
-	unsigned layers = 0, files = 1;
-	int single;
-	struct timespec t0, t1;
-	double secs;
+	struct mk_args a;
+	uint64_t h, v, total = 0, written;
+	unsigned layers, files;
+	double t0, secs;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-			usage(0);
-		if (a[0] == '-' && i + 1 >= argc)
-			usage(2);
-		if (!strcmp(a, "--size")) {
-			if (parse_size(argv[++i], &size))
-				bad_arg("bad --size '%s'", argv[i]);
-		} else if (!strcmp(a, "--layers")) {
-			if (parse_u64(argv[++i], 1, 1000, &n))
-				bad_arg("bad --layers '%s' (1..1000)", argv[i]);
-			layers = (unsigned)n;
-		} else if (!strcmp(a, "--files")) {
-			if (parse_u64(argv[++i], 1, 99999, &n))
-				bad_arg("bad --files '%s' (1..99999)", argv[i]);
-			files = (unsigned)n;
-		} else if (!strcmp(a, "--seed")) {
-			if (parse_u64(argv[++i], 0, UINT64_MAX, &seed))
-				bad_arg("bad --seed '%s' (0..2^64-1, decimal or 0x hex)", argv[i]);
-		} else if (a[0] == '-') {
-			fprintf(stderr, "mkckpt: unknown option '%s'\n", a);
-			usage(2);
-		} else if (out) {
-			usage(2);
-		} else {
-			out = a;
-		}
-	}
-	if (!out)
-		usage(2);
-	if (!size)
-		bad_arg("%s", "--size is missing or 0");
-	if (!layers)
-		layers = size < (1ull << 30) ? 8 : size < (16ull << 30) ? 16 : 32;
-	/* The widest multiple of 64 that fits; small sizes shrink the vocabulary. */
-	while (v > 16 && model_bytes(64, v, layers) > size)
-		v /= 2;
-	if (model_bytes(64, v, layers) > size)
-		bad_arg("%s", "--size is too small for this many layers");
-	for (h = 64; model_bytes(h + 64, v, layers) <= size; h += 64)
-		;
+	parse_args(argc, argv, &a);
+	layers = (unsigned)a.layers;
+	choose_shape((uint64_t)a.size, &layers, &v, &h);
 	build(h, v, layers);
 	for (size_t i = 0; i < ntensors; i++)
 		total += tensors[i].nbytes;
-	if (files > ntensors)
-		files = (unsigned)ntensors;
-	/*
-	 * Shards in tensor order, by where each tensor's middle byte falls,
-	 * never skipping a shard and leaving none empty.
-	 */
-	{
-		uint64_t run = 0;
-		int prev = -1;
-
-		for (size_t i = 0; i < ntensors; i++) {
-			uint64_t mid = run + tensors[i].nbytes / 2;
-			int f = (int)((double)mid * files / (double)total);
-			int need = (int)files - (int)(ntensors - i);
-
-			if (f > prev + 1)
-				f = prev + 1;
-			if (f < need)
-				f = need;
-			if (f > (int)files - 1)
-				f = (int)files - 1;
-			tensors[i].file = prev = f;
-			run += tensors[i].nbytes;
-		}
-	}
-
-	single = files == 1 && strlen(out) > 12 && !strcmp(out + strlen(out) - 12, ".safetensors");
-	if (!single && mkdir(out, 0755) < 0 && errno != EEXIST)
-		die("cannot create directory %s", out);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (single) {
-		written = write_file(out, 0, seed);
-	} else if (files == 1) {
-		char p[4096];
-
-		snprintf(p, sizeof(p), "%s/model.safetensors", out);
-		written = write_file(p, 0, seed);
-	} else {
-		struct sbuf idx = { 0 };
-		char p[4096];
-		FILE *f;
-
-		for (unsigned k = 0; k < files; k++) {
-			snprintf(p, sizeof(p), "%s/model-%05u-of-%05u.safetensors", out, k + 1, files);
-			written += write_file(p, (int)k, seed);
-		}
-		sb_printf(&idx, "{\n  \"metadata\": {\n    \"total_size\": %" PRIu64 "\n  },\n"
-			  "  \"weight_map\": {", total);
-		for (size_t i = 0; i < ntensors; i++)
-			sb_printf(&idx, "%s\n    \"%s\": \"model-%05d-of-%05u.safetensors\"",
-				  i ? "," : "", tensors[i].name, tensors[i].file + 1, files);
-		sb_printf(&idx, "\n  }\n}\n");
-		snprintf(p, sizeof(p), "%s/model.safetensors.index.json", out);
-		f = fopen(p, "w");
-		if (!f || fwrite(idx.s, 1, idx.len, f) != idx.len || fclose(f))
-			die("cannot write %s", p);
-		free(idx.s);
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	files = a.files > (int64_t)ntensors ? (unsigned)ntensors : (unsigned)a.files;
+	assign_files(files, total);
+	t0 = cli_now();
+	written = write_checkpoint(a.out, files, a.seed, total);
+	secs = cli_now() - t0;
 	printf("mkckpt: wrote %s: %zu tensors in %u file%s, %" PRIu64 " bytes of data, %" PRIu64
 	       " on disk (hidden %" PRIu64 ", %u layers, vocab %" PRIu64 ") in %.2f s\n",
-	       out, ntensors, files, files == 1 ? "" : "s", total, written, h, layers, v, secs);
+	       a.out, ntensors, files, files == 1 ? "" : "s", total, written, h, layers, v, secs);
 	free(tensors);
 	return 0;
 }

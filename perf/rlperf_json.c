@@ -1,0 +1,241 @@
+/*
+ * rlperf_json.c - results as fio's JSON: the same keys at the same places
+ * (fio 3.33, checked by tests/test_rlperf.c against fio's own output for
+ * the same job file), so that tools written for fio's JSON read rlperf's
+ * unchanged; rlperf adds one key per job, "rlperf", with what the engine
+ * did. Values rlperf does not measure are zeros: slat (submission is not
+ * timed, so lat equals clat), iodepth_submit and iodepth_complete (the
+ * engine's batches), the sync and write/trim blocks, disk_util (empty).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "rlperf.h"
+
+void rp_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_kv(FILE *f, const char *indent, const struct rp_kvlist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		fprintf(f, "%s  ", indent);
+		rp_json_str(f, l->v[i].key);
+		fprintf(f, " : ");
+		rp_json_str(f, l->v[i].val);
+		fprintf(f, "%s\n", i + 1 < l->n ? "," : "");
+	}
+}
+
+static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
+{
+	fprintf(f, "        \"%s\" : {\n", key);
+	fprintf(f, "          \"min\" : %" PRIu64 ",\n          \"max\" : %" PRIu64 ",\n"
+		"          \"mean\" : %.6f,\n          \"stddev\" : %.6f,\n"
+		"          \"N\" : %" PRIu64 "%s\n", h->n ? h->min : 0, h->max,
+		rp_hist_mean(h), rp_hist_stddev(h), h->n, pct && h->n ? "," : "");
+	if (pct && h->n) {
+		uint64_t v[RP_NPCT];
+
+		rp_hist_percentiles(h, rp_pct_list, RP_NPCT, v);
+		fprintf(f, "          \"percentile\" : {\n");
+		for (unsigned i = 0; i < RP_NPCT; i++)
+			fprintf(f, "            \"%f\" : %" PRIu64 "%s\n", rp_pct_list[i],
+				v[i], i + 1 < RP_NPCT ? "," : "");
+		fprintf(f, "          }\n");
+	}
+	fprintf(f, "        },\n");
+}
+
+static double mean(const struct rp_samples *s)
+{
+	return s->n ? s->sum / (double)s->n : 0.0;
+}
+
+static double stddev(const struct rp_samples *s)
+{
+	double m = mean(s), var;
+
+	if (s->n < 2)
+		return 0.0;
+	var = (s->sumsq - (double)s->n * m * m) / (double)(s->n - 1);
+	return var > 0 ? sqrt(var) : 0.0;
+}
+
+/* fio's bw_* and iops_* from the 500 ms samples; bw_agg is this report's
+ * share of the group's bandwidth */
+static void json_samples(FILE *f, const struct rp_unit *u, double group_bps)
+{
+	fprintf(f, "        \"bw_min\" : %.0f,\n        \"bw_max\" : %.0f,\n"
+		"        \"bw_agg\" : %.6f,\n        \"bw_mean\" : %.6f,\n"
+		"        \"bw_dev\" : %.6f,\n        \"bw_samples\" : %" PRIu64 ",\n",
+		u ? u->bw.min : 0.0, u ? u->bw.max : 0.0,
+		u && u->bw.n && group_bps > 0 ? 100.0 * mean(&u->bw) * 1024.0 / group_bps : 0.0,
+		u ? mean(&u->bw) : 0.0, u ? stddev(&u->bw) : 0.0, u ? u->bw.n : 0);
+	fprintf(f, "        \"iops_min\" : %.0f,\n        \"iops_max\" : %.0f,\n"
+		"        \"iops_mean\" : %.6f,\n        \"iops_stddev\" : %.6f,\n"
+		"        \"iops_samples\" : %" PRIu64 "\n",
+		u ? u->iops.min : 0.0, u ? u->iops.max : 0.0, u ? mean(&u->iops) : 0.0,
+		u ? stddev(&u->iops) : 0.0, u ? u->iops.n : 0);
+}
+
+/* One direction's block: reads carry the numbers, write and trim zeros. */
+static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double group_bps)
+{
+	struct rp_hist empty;
+	const struct rp_hist *h = u ? u->clat : &empty;
+	double rt = u ? u->runtime_s : 0.0, bps = u ? rp_unit_bps(u) : 0.0;
+	uint64_t bytes = u ? u->bytes : 0, ios = u ? u->ios : 0;
+
+	rp_hist_init(&empty);
+	fprintf(f, "      \"%s\" : {\n", dir);
+	fprintf(f, "        \"io_bytes\" : %" PRIu64 ",\n        \"io_kbytes\" : %" PRIu64
+		",\n        \"bw_bytes\" : %.0f,\n        \"bw\" : %.0f,\n"
+		"        \"iops\" : %.6f,\n        \"runtime\" : %.0f,\n"
+		"        \"total_ios\" : %" PRIu64 ",\n        \"short_ios\" : 0,\n"
+		"        \"drop_ios\" : 0,\n", bytes, bytes / 1024, bps, bps / 1024.0,
+		rt > 0 ? ios / rt : 0.0, rt * 1e3, ios);
+	/* rlperf does not time submission: slat is zero, lat equals clat */
+	fprintf(f, "        \"slat_ns\" : {\n          \"min\" : 0,\n          \"max\" : 0,\n"
+		"          \"mean\" : 0.000000,\n          \"stddev\" : 0.000000,\n"
+		"          \"N\" : 0\n        },\n");
+	json_lat(f, "clat_ns", h, 1);
+	json_lat(f, "lat_ns", h, 0);
+	json_samples(f, u, group_bps);
+	fprintf(f, "      },\n");
+}
+
+static void json_bins(FILE *f, const char *key, const char *const *keys,
+		      const double *v, size_t n, const char *end)
+{
+	fprintf(f, "      \"%s\" : {\n", key);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "        \"%s\" : %.6f%s\n", keys[i], v ? v[i] : 0.0,
+			i + 1 < n ? "," : "");
+	fprintf(f, "      }%s\n", end);
+}
+
+static void json_depths(FILE *f, const struct rp_unit *u)
+{
+	static const char *const batch_keys[RP_NDEPTH] = {
+		"0", "4", "8", "16", "32", "64", ">=64",
+	};
+	double pct[RP_NDEPTH];
+	uint64_t all = 0;
+
+	for (unsigned i = 0; i < RP_NDEPTH; i++)
+		all += u->depth[i];
+	for (unsigned i = 0; i < RP_NDEPTH; i++)
+		pct[i] = all ? 100.0 * (double)u->depth[i] / (double)all : 0.0;
+	json_bins(f, "iodepth_level", rp_depth_keys, pct, RP_NDEPTH, ",");
+	json_bins(f, "iodepth_submit", batch_keys, NULL, RP_NDEPTH, ",");
+	json_bins(f, "iodepth_complete", batch_keys, NULL, RP_NDEPTH, ",");
+}
+
+static void json_latency(FILE *f, const struct rp_unit *u, unsigned iodepth)
+{
+	double ns[RP_NLAT], us[RP_NLAT], ms[RP_NLAT_MS];
+
+	rp_lat_bins(u->clat, ns, us, ms);
+	json_bins(f, "latency_ns", rp_lat_keys, ns, RP_NLAT, ",");
+	json_bins(f, "latency_us", rp_lat_keys, us, RP_NLAT, ",");
+	json_bins(f, "latency_ms", rp_lat_keys, ms, RP_NLAT_MS, ",");
+	fprintf(f, "      \"latency_depth\" : %u,\n      \"latency_target\" : 0,\n"
+		"      \"latency_percentile\" : 100.000000,\n      \"latency_window\" : 0,\n",
+		iodepth);
+}
+
+static void json_rlperf(FILE *f, const struct rp_unit *u)
+{
+	fprintf(f, "      \"rlperf\" : {\n        \"backend\" : \"%s\",\n"
+		"        \"direct_io\" : %d,\n        \"buffers\" : %u,\n"
+		"        \"registered_buffers\" : %u,\n        \"registered_files\" : %d,\n"
+		"        \"queue_depth\" : %u,\n        \"peak_inflight\" : %" PRIu64 ",\n"
+		"        \"retries\" : %" PRIu64 ",\n        \"cpu_s_per_gb\" : %.6f,\n"
+		"        \"voluntary_ctx\" : %" PRIu64 ",\n        \"fallbacks\" : ",
+		rl_backend_name((rl_backend)u->eng.backend), u->eng.direct_io,
+		u->eng.buffers, u->eng.registered_buffers, u->eng.registered_files,
+		u->eng.queue_depth, u->eng.peak_inflight, u->eng.retries,
+		u->bytes ? (u->usr_s + u->sys_s) / ((double)u->bytes / 1e9) : 0.0, u->vctx);
+	rp_json_str(f, u->eng.fallbacks);
+	fprintf(f, ",\n        \"error\" : ");
+	rp_json_str(f, u->errmsg ? u->errmsg : "");
+	fprintf(f, "\n      }\n");
+}
+
+static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit *u,
+		      double group_bps, int is_last)
+{
+	const struct rp_job *j = rep->plan->tasks[u->first].job;
+	/* fio names a report after its first clone, but lists the options of
+	 * its last */
+	const struct rp_job *last = rep->plan->tasks[u->first + u->n - 1].job;
+	double jrt = u->job_runtime_s;
+
+	fprintf(f, "    {\n      \"jobname\" : ");
+	rp_json_str(f, j->name);
+	fprintf(f, ",\n      \"groupid\" : 0,\n      \"error\" : %d,\n      \"eta\" : 0,\n"
+		"      \"elapsed\" : %.0f,\n      \"job options\" : {\n", -u->error,
+		rep->res->elapsed_s);
+	json_kv(f, "      ", &last->given);
+	fprintf(f, "      },\n");
+	json_dir(f, "read", u, group_bps);
+	json_dir(f, "write", NULL, 0);
+	json_dir(f, "trim", NULL, 0);
+	fprintf(f, "      \"sync\" : {\n        \"total_ios\" : 0,\n        \"lat_ns\" : {\n"
+		"          \"min\" : 0,\n          \"max\" : 0,\n          \"mean\" : 0.000000,\n"
+		"          \"stddev\" : 0.000000,\n          \"N\" : 0\n        }\n      },\n");
+	fprintf(f, "      \"job_runtime\" : %.0f,\n      \"usr_cpu\" : %.6f,\n"
+		"      \"sys_cpu\" : %.6f,\n      \"ctx\" : %" PRIu64 ",\n"
+		"      \"majf\" : %" PRIu64 ",\n      \"minf\" : %" PRIu64 ",\n",
+		jrt * 1e3, jrt > 0 ? 100.0 * u->usr_s / jrt : 0.0,
+		jrt > 0 ? 100.0 * u->sys_s / jrt : 0.0, u->ctx, u->majf, u->minf);
+	json_depths(f, u);
+	json_latency(f, u, j->iodepth);
+	json_rlperf(f, u);
+	fprintf(f, "    }%s\n", is_last ? "" : ",");
+}
+
+void rp_print_json(FILE *f, const struct rp_report *rep)
+{
+	time_t t = (time_t)(rep->res->start_unix_ms / 1000);
+	uint64_t bytes = 0;
+	double rmax = 0;
+	char tbuf[64];
+	struct tm tm;
+
+	for (size_t i = 0; i < rep->nunits; i++) {
+		bytes += rep->units[i].bytes;
+		if (rep->units[i].runtime_s > rmax)
+			rmax = rep->units[i].runtime_s;
+	}
+	strftime(tbuf, sizeof(tbuf), "%a %b %e %H:%M:%S %Y", localtime_r(&t, &tm));
+	fprintf(f, "{\n  \"fio version\" : \"%s\",\n  \"timestamp\" : %lld,\n"
+		"  \"timestamp_ms\" : %" PRIu64 ",\n  \"time\" : \"%s\",\n", RP_VERSION,
+		(long long)t, rep->res->start_unix_ms, tbuf);
+	if (rep->conf->have_global) {
+		/* fio lists this object when any global option was given */
+		fprintf(f, "  \"global options\" : {\n");
+		json_kv(f, "  ", &rep->conf->global_given);
+		fprintf(f, "  },\n");
+	}
+	fprintf(f, "  \"jobs\" : [\n");
+	for (size_t i = 0; i < rep->nunits; i++)
+		json_unit(f, rep, &rep->units[i], rmax > 0 ? bytes / rmax : 0.0,
+			  i + 1 == rep->nunits);
+	fprintf(f, "  ],\n  \"disk_util\" : []\n}\n");
+}

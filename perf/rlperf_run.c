@@ -1,0 +1,423 @@
+/*
+ * rlperf_run.c - rlperf's job clones: each a thread with its own engine
+ * (engine/engine.h), as each fio job is a process with its own ring, fed
+ * one read at a time by eng_job.next from the offset generators of its
+ * files (round robin over the files, fio's default file_service_type), and
+ * timed by eng_job.on_read, which the engine calls with each read's submit
+ * and completion times on the thread that owns the ring: nothing on the
+ * per-read path is locked or atomic, and the deadline check uses the
+ * completion times instead of reading the clock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "perf_time.h"
+#include "rlperf.h"
+
+/* Set from a signal handler, read by every clone's generator. */
+static volatile sig_atomic_t stop_requested;
+
+void rp_stop(void)
+{
+	stop_requested = 1;
+}
+
+struct fstate {
+	struct rp_gen gen;
+	int done;               /* this pass read whole, no time_based loop */
+	int fd;                 /* for invalidating again each pass, or -1 */
+};
+
+struct worker {
+	const struct rp_task *t;
+	const struct rp_engine_ops *ops;
+	struct rp_task_res *res;
+	const char **paths;
+	uint64_t *sizes;
+	struct fstate *fs;
+	size_t cur;             /* the file after the last one read */
+	uint64_t planned;       /* bytes of one pass over every file */
+
+	/* engine.h runs next() and on_read() on the one thread that owns the
+	 * backend, so none of this needs a lock */
+	uint64_t start_ns, deadline_ns;
+	uint64_t seen_ns;       /* the latest completion time seen */
+	uint64_t all_bytes, submitted, completed;   /* reads in and out */
+	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
+
+	struct rl_err err;
+	pthread_t tid;
+};
+
+/* ---------------------------------------------------------------- */
+/* The per-read path                                                 */
+/* ---------------------------------------------------------------- */
+
+/* Next offset of file i; time_based starts the file over at its end,
+ * dropping its cache again when reads are buffered (fio's
+ * loop_cache_invalidate), or the second pass would read memory. */
+static int file_next(struct worker *w, size_t i, uint64_t *off)
+{
+	struct fstate *f = &w->fs[i];
+
+	if (rp_gen_next(&f->gen, off))
+		return 1;
+	if (!w->t->job->time_based)
+		return 0;
+	if (f->fd >= 0)
+		(void)rp_invalidate(&w->t->files[i], f->fd);  /* fio ignores it too */
+	return rp_gen_next(&f->gen, off);
+}
+
+static int pick(struct worker *w, uint32_t *file, uint64_t *off)
+{
+	size_t n = w->t->nfiles;
+
+	/* fio stops a job once it has issued size bytes */
+	if (!w->t->job->time_based && w->submitted == w->t->max_ios)
+		return 0;
+	for (size_t k = 0, i = w->cur < n ? w->cur : 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
+		if (w->fs[i].done)
+			continue;
+		if (file_next(w, i, off)) {
+			w->cur = i + 1;
+			*file = (uint32_t)i;
+			return 1;
+		}
+		w->fs[i].done = 1;
+	}
+	return 0;
+}
+
+/* 1, 2-3, 4-7, 8-15, 16-31, 32-63, >= 64 (d >= 1) */
+static unsigned depth_bin(uint64_t d)
+{
+	unsigned b = 63 - (unsigned)__builtin_clzll(d);
+
+	return b < RP_NDEPTH - 1 ? b : RP_NDEPTH - 1;
+}
+
+static int job_next(void *user, struct rl_read *out)
+{
+	struct worker *w = user;
+	const struct rp_job *j = w->t->job;
+	uint64_t off;
+	uint32_t file;
+
+	if (stop_requested)
+		return 0;
+	if (!w->start_ns) {
+		/* the clock starts at the first submission: engine set-up
+		 * (rings, buffer registration) is not the drive's time */
+		w->start_ns = w->seen_ns = perf_now_ns();
+		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
+		if (j->runtime_ns)
+			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
+	} else if (w->deadline_ns && w->seen_ns >= w->deadline_ns) {
+		/* the engine's completion times tell the time for free: a
+		 * clock read per read costs more than the rest of this path */
+		return 0;
+	}
+	if (!pick(w, &file, &off))
+		return 0;
+	w->submitted++;
+	if (w->seen_ns >= w->res->meas_ns)
+		w->res->depth[depth_bin(w->submitted - w->completed)]++;
+	memset(out, 0, sizeof(*out));
+	out->off = off;
+	out->file = file;
+	out->len = out->min_len = (uint32_t)j->bs;
+	return 1;
+}
+
+static void sample_add(struct rp_samples *s, double x)
+{
+	if (!s->n || x < s->min)
+		s->min = x;
+	if (!s->n || x > s->max)
+		s->max = x;
+	s->n++;
+	s->sum += x;
+	s->sumsq += x * x;
+}
+
+/* fio's bandwidth and IOPS logs: one sample per 500 ms of completions */
+static void sample(struct worker *w, uint64_t now)
+{
+	struct rp_task_res *r = w->res;
+	double s = (double)(now - w->win_ns) / 1e9;
+
+	sample_add(&r->bw, (double)(r->bytes - w->win_bytes) / 1024.0 / s);
+	sample_add(&r->iops, (double)(r->ios - w->win_ios) / s);
+	w->win_ns = now;
+	w->win_bytes = r->bytes;
+	w->win_ios = r->ios;
+}
+
+static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns,
+			uint64_t complete_ns)
+{
+	struct worker *w = user;
+	struct rp_task_res *r = w->res;
+
+	w->seen_ns = complete_ns;
+	w->all_bytes += rd->len;
+	w->completed++;
+	if (complete_ns < r->meas_ns)
+		return;  /* ramp_time: not measured */
+	rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
+	r->bytes += rd->len;
+	r->ios++;
+	if (complete_ns > r->last_ns)
+		r->last_ns = complete_ns;
+	if (complete_ns - w->win_ns >= RP_SAMPLE_NS)
+		sample(w, complete_ns);
+}
+
+/* ---------------------------------------------------------------- */
+/* One clone                                                         */
+/* ---------------------------------------------------------------- */
+
+static void engine_opts(const struct rp_job *j, const struct rp_engine_ops *ops,
+			struct eng_opts *eo)
+{
+	ops->opts_default(eo);
+	eo->backend = j->engine;
+	eo->queue_depth = j->iodepth;
+	/* as fio: one buffer per read in flight. Raw reads have nothing to
+	 * scatter, so the engine frees each buffer the moment it is reaped */
+	eo->buffers = j->iodepth;
+	eo->buffer_bytes = (uint32_t)j->bs;
+	eo->inflight_bytes = (uint64_t)j->iodepth * j->bs;
+	eo->register_buffers = j->fixedbufs;
+	eo->register_files = j->registerfiles;
+	eo->direct = j->direct;
+	eo->threads = j->iodepth;  /* psync: a pool as deep as the queue */
+}
+
+static void *job_main(void *arg)
+{
+	struct worker *w = arg;
+	const struct rp_job *j = w->t->job;
+	struct rp_task_res *r = w->res;
+	struct eng_opts eo;
+	struct eng_job ej;
+	struct eng *eng = NULL;
+
+	engine_opts(j, w->ops, &eo);
+	memset(&ej, 0, sizeof(ej));
+	ej.nfiles = w->t->nfiles;
+	ej.paths = w->paths;
+	ej.file_sizes = w->sizes;
+	ej.next = job_next;
+	ej.on_read = job_on_read;
+	ej.user = w;
+	ej.total_bytes = j->time_based ? 0 : w->planned;
+
+	r->error = w->ops->create(&eo, &eng, &w->err);
+	if (r->error >= 0)
+		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
+	w->ops->destroy(eng);
+	if (r->error >= 0 && !stop_requested && !j->time_based && !w->deadline_ns &&
+	    w->all_bytes != w->planned)
+		r->error = rl_err_set(&w->err, -EIO, "the engine finished with %llu of "
+				      "%llu bytes read", (unsigned long long)w->all_bytes,
+				      (unsigned long long)w->planned);
+	if (r->error < 0)
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
+			 rl_strerror(r->error));
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* Set-up and the run                                                */
+/* ---------------------------------------------------------------- */
+
+static void note(struct rp_result *r, const char *path, int rc)
+{
+	size_t n = strlen(r->notes);
+
+	/* fio says so and goes on: a cache it cannot drop is not fatal */
+	snprintf(r->notes + n, sizeof(r->notes) - n, "%srlperf: cache invalidation of "
+		 "%s failed: %s", n ? "\n" : "", path, strerror(-rc));
+}
+
+/* The first invalidation (fio's, at open); keeps the fd when every pass
+ * of a buffered time_based job needs another. */
+static int open_file(struct worker *w, size_t i, struct rp_result *r)
+{
+	const struct rp_job *j = w->t->job;
+	const struct rp_file *f = &w->t->files[i];
+	int fd, rc;
+
+	if (!j->invalidate)
+		return 0;
+	fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return rl_err_set(&w->err, -errno, "%s: %s", f->path, strerror(errno));
+	rc = rp_invalidate(f, fd);
+	if (rc < 0)
+		note(r, f->path, rc);
+	if (j->time_based && !j->direct)
+		w->fs[i].fd = fd;
+	else
+		close(fd);
+	return 0;
+}
+
+static int worker_init(struct worker *w, const struct rp_task *t,
+		       const struct rp_engine_ops *ops, struct rp_task_res *res,
+		       struct rp_result *r)
+{
+	const struct rp_job *j = t->job;
+	int mode = j->rw != RP_RANDREAD ? RP_GEN_SEQ :
+		   j->norandommap ? RP_GEN_NORANDOMMAP : RP_GEN_RANDOM;
+
+	w->t = t;
+	w->ops = ops;
+	w->res = res;
+	res->clat = rl_malloc(sizeof(*res->clat));
+	w->paths = rl_calloc(t->nfiles, sizeof(*w->paths));
+	w->sizes = rl_calloc(t->nfiles, sizeof(*w->sizes));
+	w->fs = rl_calloc(t->nfiles, sizeof(*w->fs));
+	if (!res->clat || !w->paths || !w->sizes || !w->fs)
+		return -ENOMEM;
+	rp_hist_init(res->clat);
+	w->planned = t->max_ios * j->bs;
+	for (size_t i = 0; i < t->nfiles; i++)
+		w->fs[i].fd = -1;
+	for (size_t i = 0; i < t->nfiles; i++) {
+		const struct rp_file *f = &t->files[i];
+		int rc;
+
+		w->paths[i] = f->path;
+		w->sizes[i] = f->file_size;
+		rp_gen_init(&w->fs[i].gen, f->off, f->nblocks * j->bs, j->bs, mode,
+			    j->seed + (t->clone * t->nfiles + i) * 0x9e3779b97f4a7c15ull);
+		rc = open_file(w, i, r);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void worker_free(struct worker *w)
+{
+	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
+		if (w->fs[i].fd >= 0)
+			close(w->fs[i].fd);
+	rl_free(w->fs);
+	rl_free(w->paths);
+	rl_free(w->sizes);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR && !stop_requested)
+		;
+}
+
+static double tv_s(struct timeval tv)
+{
+	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+static void usage_delta(struct rp_result *r, const struct rusage *a, const struct rusage *b)
+{
+	r->usr_s = tv_s(b->ru_utime) - tv_s(a->ru_utime);
+	r->sys_s = tv_s(b->ru_stime) - tv_s(a->ru_stime);
+	r->ctx = (uint64_t)(b->ru_nvcsw + b->ru_nivcsw - a->ru_nvcsw - a->ru_nivcsw);
+	r->vctx = (uint64_t)(b->ru_nvcsw - a->ru_nvcsw);
+	r->majf = (uint64_t)(b->ru_majflt - a->ru_majflt);
+	r->minf = (uint64_t)(b->ru_minflt - a->ru_minflt);
+}
+
+/* Starts every clone, waits for all; CPU counts from the end of the
+ * longest ramp_time, like the I/O. Returns the threads started. */
+static size_t run_threads(struct worker *w, size_t n, struct rp_result *r)
+{
+	struct rusage ru0, ru1;
+	uint64_t ramp = 0, t0 = perf_now_ns();
+	size_t started = 0;
+	int rc = 0;
+
+	getrusage(RUSAGE_SELF, &ru0);
+	for (; started < n; started++) {
+		rc = -pthread_create(&w[started].tid, NULL, job_main, &w[started]);
+		if (rc) {
+			r->error = rc;
+			snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: starting job clone "
+				 "%zu: %s", started, rl_strerror(rc));
+			rp_stop();
+			break;
+		}
+		if (w[started].t->job->ramp_ns > ramp)
+			ramp = w[started].t->job->ramp_ns;
+	}
+	if (ramp && !rc) {
+		sleep_ns(ramp);
+		getrusage(RUSAGE_SELF, &ru0);
+	}
+	for (size_t i = 0; i < started; i++)
+		pthread_join(w[i].tid, NULL);
+	getrusage(RUSAGE_SELF, &ru1);
+	r->elapsed_s = (double)(perf_now_ns() - t0) / 1e9;
+	usage_delta(r, &ru0, &ru1);
+	return started;
+}
+
+static void first_error(struct rp_result *r, const struct rp_plan *p, size_t n)
+{
+	for (size_t i = 0; i < n && !r->error; i++)
+		if (r->task[i].error < 0) {
+			r->error = r->task[i].error;
+			snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: job %s (clone %u): %s",
+				 p->tasks[i].job->name, p->tasks[i].clone, r->task[i].errmsg);
+		}
+}
+
+int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_result *r)
+{
+	struct worker *w;
+	struct timeval tv;
+	size_t n = p->ntasks, i;
+	int rc = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->ntasks = n;
+	r->task = rl_calloc(n ? n : 1, sizeof(*r->task));
+	w = rl_calloc(n ? n : 1, sizeof(*w));
+	for (i = 0; r->task && w && i < n && !rc; i++)
+		rc = worker_init(&w[i], &p->tasks[i], ops, &r->task[i], r);
+	if (!r->task || !w || rc) {
+		r->error = r->task && w ? rc : -ENOMEM;
+		snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: %s", r->error == -ENOMEM ?
+			 "out of memory" : w[i - 1].err.msg);
+	} else {
+		stop_requested = 0;
+		gettimeofday(&tv, NULL);
+		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+		first_error(r, p, run_threads(w, n, r));
+	}
+	for (i = 0; w && i < n; i++)
+		worker_free(&w[i]);
+	rl_free(w);
+	return r->error;
+}
+
+void rp_result_free(struct rp_result *r)
+{
+	for (size_t i = 0; r->task && i < r->ntasks; i++)
+		rl_free(r->task[i].clat);
+	rl_free(r->task);
+	memset(r, 0, sizeof(*r));
+}

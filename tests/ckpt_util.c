@@ -1,0 +1,144 @@
+/* ckpt_util.c - see ckpt_util.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_util.h"
+#include "harness.h"
+
+char *tmp_path(const char *name)
+{
+	static char buf[4][512];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", th_tmpdir(), name);
+	return buf[i];
+}
+
+char *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	char *b = NULL;
+	long len;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+		b = malloc((size_t)len + 1);
+		if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+			free(b);
+			b = NULL;
+		}
+		if (b) {
+			b[len] = '\0';
+			*n = (size_t)len;
+		}
+	}
+	fclose(f);
+	return b;
+}
+
+unsigned force_rank;
+
+uint8_t *write_random_ckpt(const char *path, struct rt *t, unsigned n, uint64_t *data_start,
+			   uint64_t *fsize)
+{
+	static const char *const dtypes[] = { "U8", "BF16", "F32", "F64" };
+	static const unsigned sizes[] = { 1, 2, 4, 8 };
+	char *hdr = malloc(65536);
+	size_t h = 0;
+	uint64_t off = 0, hlen;
+	uint8_t *file;
+	FILE *f;
+
+	h += (size_t)snprintf(hdr + h, 65536 - h, "{\"__metadata__\":{\"format\":\"pt\"}");
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = (unsigned)(th_rand() % 4);
+
+		snprintf(t[i].name, sizeof(t[i].name), "t%u", i);
+		t[i].dtype = dtypes[k];
+		t[i].itemsize = sizes[k];
+		t[i].ndim = force_rank ? force_rank : (unsigned)(th_rand() % 4);
+		t[i].nbytes = t[i].itemsize;
+		h += (size_t)snprintf(hdr + h, 65536 - h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+				      t[i].name, t[i].dtype);
+		for (unsigned d = 0; d < t[i].ndim; d++) {
+			/* mostly non-empty; now and then a zero dimension */
+			t[i].shape[d] = th_rand() % 16 ? 1 + th_rand() % (d == 0 ? 300 : 40) : 0;
+			t[i].nbytes *= t[i].shape[d];
+			h += (size_t)snprintf(hdr + h, 65536 - h, "%s%llu", d ? "," : "",
+					      (unsigned long long)t[i].shape[d]);
+		}
+		t[i].off = off;
+		off += t[i].nbytes;
+		h += (size_t)snprintf(hdr + h, 65536 - h, "],\"data_offsets\":[%llu,%llu]}",
+				      (unsigned long long)t[i].off, (unsigned long long)off);
+	}
+	hdr[h++] = '}';
+	while (h % 8)
+		hdr[h++] = ' ';
+	hlen = h;
+	*data_start = 8 + hlen;
+	*fsize = 8 + hlen + off;
+	file = malloc(*fsize);
+	memcpy(file, &hlen, 8);
+	memcpy(file + 8, hdr, hlen);
+	for (uint64_t i = 0; i < off; i++)
+		file[8 + hlen + i] = (uint8_t)(th_rand() >> 32);
+	free(hdr);
+	f = fopen(path, "wb");
+	if (!f || fwrite(file, 1, *fsize, f) != *fsize) {
+		if (f)
+			fclose(f);
+		free(file);
+		return NULL;
+	}
+	fclose(f);
+	return file;
+}
+
+int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *si,
+		const uint8_t *got)
+{
+	uint64_t idx[RL_MAX_DIMS], rows = 1, row, pos = 0;
+	unsigned nd = t->ndim;
+
+	if (si->nbytes == 0)
+		return 1;
+	if (nd == 0)
+		return !memcmp(tensor, got, t->itemsize);
+	row = (si->stop[nd - 1] - si->start[nd - 1]) * t->itemsize;
+	for (unsigned i = 0; i + 1 < nd; i++) {
+		rows *= si->stop[i] - si->start[i];
+		idx[i] = si->start[i];
+	}
+	for (uint64_t r = 0; r < rows; r++) {
+		uint64_t lin = 0;
+
+		for (unsigned i = 0; i + 1 < nd; i++)
+			lin = lin * t->shape[i] + idx[i];
+		lin = lin * t->shape[nd - 1] + si->start[nd - 1];
+		if (memcmp(tensor + lin * t->itemsize, got + pos, row))
+			return 0;
+		pos += row;
+		for (int i = (int)nd - 2; i >= 0; i--) {
+			if (++idx[i] < si->stop[i])
+				break;
+			idx[i] = si->start[i];
+		}
+	}
+	return pos == si->nbytes;
+}
+
+int write_bytes(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	int ok = f && fwrite(p, 1, n, f) == n;
+
+	if (f)
+		fclose(f);
+	return ok ? 0 : -1;
+}
+
+/* A checkpoint with no tensors, and one with only zero-size tensors. */

@@ -1,0 +1,45 @@
+/*
+ * ckpt_util.h - checkpoints for tests that load them (test_load.c through
+ * the library, test_cli.c through the command): random safetensors files
+ * with their bytes kept, and an independent slicing of a tensor's bytes to
+ * compare a shard with. Plus the file helpers they share.
+ */
+#ifndef RL_CKPT_UTIL_H
+#define RL_CKPT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringload.h"
+
+/* name inside this program's temporary directory (four rotating buffers). */
+char *tmp_path(const char *name);
+
+/* The whole file, NUL-terminated (malloc), its length in *n; NULL if unreadable. */
+char *slurp(const char *path, size_t *n);
+
+/* Writes n bytes to path. Returns 0 or -1. */
+int write_bytes(const char *path, const void *p, size_t n);
+
+struct rt {                    /* one random tensor */
+	char name[16];
+	const char *dtype;
+	unsigned itemsize, ndim;
+	uint64_t shape[4];
+	uint64_t off, nbytes;   /* relative to the data buffer */
+};
+
+/* nonzero: every random tensor has this rank */
+extern unsigned force_rank;
+
+/* Writes a safetensors file of n random tensors (U8, BF16, F32, F64; rank
+ * 0-3, now and then a zero dimension); returns the whole file's bytes
+ * (malloc) and the data buffer's start in *data_start. */
+uint8_t *write_random_ckpt(const char *path, struct rt *t, unsigned n, uint64_t *data_start,
+			   uint64_t *fsize);
+
+/* 1 if got holds the box of si sliced out of tensor (t's bytes), C order. */
+int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *si,
+		const uint8_t *got);
+
+#endif

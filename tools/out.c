@@ -1,0 +1,551 @@
+/* out.c - see out.h. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "out.h"
+#include "util.h"
+
+#define CHUNK (8u << 20)  /* bytes per write between progress calls */
+
+static int fail(struct out_dir *o, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct out_dir *o, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(o->err, sizeof(o->err), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* ------------------------------------------------------------------ */
+/* Names                                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * name percent-encoded ('/' and '%') into out (n bytes). Returns the length
+ * of "<encoded>.bin", or -1 when that passes NAME_MAX (no such file can be).
+ */
+static int encode_name(const char *name, char *out, size_t n)
+{
+	size_t j = 0;
+
+	for (; *name; name++) {
+		if (j + 4 + 4 >= n || j + 4 > NAME_MAX)
+			return -1;
+		if (*name == '/' || *name == '%')
+			j += (size_t)snprintf(out + j, n - j, "%%%02X", (unsigned char)*name);
+		else
+			out[j++] = *name;
+	}
+	if (j + 4 > NAME_MAX)
+		return -1;
+	out[j] = '\0';
+	return (int)(j + 4);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every tensor of the plan once, sorted; the bytes of all its shards. */
+static int collect_names(struct out_dir *o, const rl_plan *plan)
+{
+	size_t nsh = rl_plan_num_shards(plan), n = 0;
+	char enc[NAME_MAX + 16];
+
+	o->names = calloc(nsh ? nsh : 1, sizeof(*o->names));
+	if (!o->names)
+		return fail(o, -ENOMEM, "out of memory");
+	for (size_t s = 0; s < nsh; s++) {
+		rl_shard_info si;
+
+		rl_plan_shard(plan, s, &si);
+		o->names[n++] = si.name;
+		o->total += si.nbytes;
+	}
+	qsort(o->names, n, sizeof(*o->names), cmp_str);
+	o->nnames = n ? 1 : 0;
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(o->names[o->nnames - 1], o->names[i]))
+			o->names[o->nnames++] = o->names[i];
+	for (size_t i = 0; i < o->nnames; i++)
+		if (encode_name(o->names[i], enc, sizeof(enc)) < 0)
+			return fail(o, RL_E_INVALID_ARG,
+				    "--out: tensor \"%.64s...\" (%zu bytes): its file name "
+				    "(percent-encoded, + .bin) would exceed %d bytes",
+				    o->names[i], strlen(o->names[i]), NAME_MAX);
+	return 0;
+}
+
+/* Absolute paths of the checkpoint's files, for the manifests. */
+static int resolve_sources(struct out_dir *o, const rl_ckpt *ck)
+{
+	o->nsources = rl_ckpt_num_files(ck);
+	o->sources = calloc(o->nsources ? o->nsources : 1, sizeof(*o->sources));
+	if (!o->sources)
+		return fail(o, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < o->nsources; i++) {
+		const char *p = rl_ckpt_file_path(ck, i);
+
+		o->sources[i] = realpath(p, NULL);
+		if (!o->sources[i])
+			o->sources[i] = strdup(p);
+		if (!o->sources[i])
+			return fail(o, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The partial directory                                               */
+/* ------------------------------------------------------------------ */
+
+static int set_paths(struct out_dir *o, const char *dir, long tag)
+{
+	size_t n = strlen(dir);
+	const char *base;
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n >= sizeof(o->dir) - 32)
+		return fail(o, -ENAMETOOLONG, "--out %s: %s", dir, strerror(ENAMETOOLONG));
+	memcpy(o->dir, dir, n);
+	o->dir[n] = '\0';
+	base = strrchr(o->dir, '/');
+	base = base ? base + 1 : o->dir;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return fail(o, RL_E_INVALID_ARG, "--out %s: names no directory to create", dir);
+	if (snprintf(o->partial, sizeof(o->partial), "%s.partial-%ld", o->dir, tag) >=
+	    (int)sizeof(o->partial))
+		return fail(o, -ENAMETOOLONG, "--out %s: %s", dir, strerror(ENAMETOOLONG));
+	return 0;
+}
+
+/* DIR holds nothing but device folders (decimal names): an earlier dump. */
+static int is_dump(struct out_dir *o)
+{
+	DIR *d = opendir(o->dir);
+	struct dirent *e;
+	int ret = 0;
+
+	if (!d)
+		return fail(o, -errno, "--out %s: %s", o->dir, strerror(errno));
+	while (!ret && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (strspn(e->d_name, "0123456789") != n)
+			ret = fail(o, RL_E_INVALID_ARG,
+				   "--out %s: not replaced: it holds '%s', which is not part of a "
+				   "ringload dump (--force replaces only an earlier dump or an empty "
+				   "directory)", o->dir, e->d_name);
+	}
+	closedir(d);
+	return ret;
+}
+
+/* DIR may be written: absent, or replaced under OUT_FORCE. */
+static int check_target(struct out_dir *o)
+{
+	struct stat sb;
+
+	if (lstat(o->dir, &sb) < 0)
+		return errno == ENOENT ? 0 : fail(o, -errno, "--out %s: %s", o->dir, strerror(errno));
+	if (!S_ISDIR(sb.st_mode))
+		return fail(o, -ENOTDIR, "--out %s: exists and is not a directory", o->dir);
+	if (!(o->flags & OUT_FORCE))
+		return fail(o, -EEXIST, "--out %s: exists (--force replaces an earlier dump)",
+			    o->dir);
+	return is_dump(o);
+}
+
+static int mkdir_parents(struct out_dir *o)
+{
+	char buf[PATH_MAX];
+
+	snprintf(buf, sizeof(buf), "%s", o->dir);
+	for (char *c = buf + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return fail(o, -errno, "--out %s: cannot create %s: %s", o->dir, buf,
+				    strerror(errno));
+		*c = '/';
+	}
+	return 0;
+}
+
+static int make_partial(struct out_dir *o)
+{
+	struct stat sb;
+	int ret = mkdir_parents(o);
+
+	if (ret)
+		return ret;
+	if (o->flags & OUT_JOIN) {
+		if (stat(o->partial, &sb) < 0 || !S_ISDIR(sb.st_mode))
+			return fail(o, -ENOENT, "--out %s: no partial directory %s to join",
+				    o->dir, o->partial);
+		return 0;
+	}
+	if (mkdir(o->partial, 0755) < 0)
+		return fail(o, -errno, "--out %s: cannot create %s: %s%s", o->dir, o->partial,
+			    strerror(errno),
+			    errno == EEXIST ? " (left by an interrupted run? remove it)" : "");
+	o->created = 1;
+	return 0;
+}
+
+int out_begin(struct out_dir *o, const char *dir, long tag, int flags, const rl_ckpt *ck,
+	      const rl_plan *plan)
+{
+	int ret;
+
+	memset(o, 0, sizeof(*o));
+	o->flags = flags;
+	ret = set_paths(o, dir, tag);
+	if (!ret)
+		ret = collect_names(o, plan);
+	if (!ret)
+		ret = resolve_sources(o, ck);
+	if (!ret && !(flags & OUT_JOIN))
+		ret = check_target(o);
+	if (!ret)
+		ret = make_partial(o);
+	if (ret)
+		out_abort(o);
+	return ret;
+}
+
+void out_abort(struct out_dir *o)
+{
+	if (o->created)
+		cli_remove_tree(o->partial);
+	o->created = 0;
+	for (size_t i = 0; o->sources && i < o->nsources; i++)
+		free(o->sources[i]);
+	free(o->sources);
+	free(o->names);
+	o->sources = NULL;
+	o->names = NULL;
+	o->nsources = o->nnames = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* One device's folder                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Shards [*first, *end) of device dev (shards are ordered by device). */
+static void device_shards(const rl_plan *plan, unsigned dev, size_t *first, size_t *end)
+{
+	size_t lo = 0, hi = rl_plan_num_shards(plan), n = hi;
+	rl_shard_info si;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		rl_plan_shard(plan, mid, &si);
+		if (si.device < dev)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*first = lo;
+	while (hi < n && rl_plan_shard(plan, hi, &si) == 0 && si.device == dev)
+		hi++;
+	*end = hi;
+}
+
+/* Creates path (it must not exist) with n bytes, in chunks between which
+ * fn may stop the write. */
+static int write_bin(struct out_dir *o, const char *path, const uint8_t *p, uint64_t n,
+		     out_progress_fn fn, void *user)
+{
+	int fd, ret = 0;
+
+	if (fn && fn(user, o->done, o->total))
+		return fail(o, RL_E_CANCELED, "%s: canceled", path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail(o, -errno, "%s: %s", path, strerror(errno));
+	while (n && !ret) {
+		size_t len = n > CHUNK ? CHUNK : (size_t)n;
+
+		ret = cli_write_all(fd, p, len);
+		p += len;
+		n -= len;
+		o->done += len;
+		if (!ret && fn && fn(user, o->done, o->total))
+			ret = RL_E_CANCELED;
+	}
+	if (close(fd) < 0 && !ret)
+		ret = -errno;
+	if (ret == RL_E_CANCELED)
+		return fail(o, ret, "%s: canceled", path);
+	return ret ? fail(o, ret, "%s: %s", path, strerror(-ret)) : 0;
+}
+
+static int bin_path(const struct out_dir *o, const char *folder, const char *name, char *path,
+		    size_t cap)
+{
+	char enc[NAME_MAX + 16];
+
+	encode_name(name, enc, sizeof(enc));  /* fits: collect_names() checked */
+	return snprintf(path, cap, "%s/%s.bin", folder, enc) >= (int)cap ? -ENAMETOOLONG : 0;
+}
+
+static long name_index(const struct out_dir *o, const char *name)
+{
+	const char **hit = bsearch(&name, o->names, o->nnames, sizeof(*o->names), cmp_str);
+
+	return hit ? hit - o->names : -1;
+}
+
+/* The device's shards, then an empty file for every tensor it holds none of. */
+static int write_bins(struct out_dir *o, const rl_plan *plan, size_t first, size_t end,
+		      const uint8_t *staging, const char *folder, out_progress_fn fn,
+		      void *user)
+{
+	unsigned char *have = calloc(o->nnames ? o->nnames : 1, 1);
+	char path[PATH_MAX];
+	int ret = have ? 0 : fail(o, -ENOMEM, "out of memory");
+
+	for (size_t s = first; s < end && !ret; s++) {
+		rl_shard_info si;
+		long k;
+
+		rl_plan_shard(plan, s, &si);
+		k = name_index(o, si.name);
+		if (k < 0 || have[k])
+			continue;  /* a name twice on one device: the first shard holds it */
+		have[k] = 1;
+		ret = bin_path(o, folder, si.name, path, sizeof(path));
+		if (!ret && si.nbytes && !staging)
+			ret = fail(o, -EFAULT, "%s: no staging area", path);
+		if (!ret)
+			ret = write_bin(o, path, si.nbytes ? staging + si.offset : NULL, si.nbytes,
+					fn, user);
+	}
+	for (size_t i = 0; i < o->nnames && !ret; i++) {
+		if (have[i])
+			continue;
+		ret = bin_path(o, folder, o->names[i], path, sizeof(path));
+		if (!ret)
+			ret = write_bin(o, path, NULL, 0, fn, user);
+	}
+	free(have);
+	return ret;
+}
+
+static void json_dims(FILE *f, const char *key, const uint64_t *v, unsigned n)
+{
+	fprintf(f, ",\"%s\":[", key);
+	for (unsigned d = 0; d < n; d++)
+		fprintf(f, "%s%" PRIu64, d ? "," : "", v[d]);
+	fputc(']', f);
+}
+
+/* Where the whole tensor's data begins in the checkpoint; 0 if the shard
+ * is not a slice of one checkpoint tensor (an assembled target). */
+static int shard_source(const rl_ckpt *ck, const rl_shard_info *si, rl_tensor_info *ti)
+{
+	long t = rl_ckpt_find(ck, si->name);
+
+	if (t < 0 || rl_ckpt_tensor(ck, (size_t)t, ti) < 0 || ti->dtype != si->dtype ||
+	    ti->ndim != si->ndim)
+		return 0;
+	for (unsigned d = 0; d < si->ndim; d++)
+		if (ti->shape[d] != si->shape[d])
+			return 0;
+	return 1;
+}
+
+static void manifest_shard(FILE *f, const struct out_dir *o, const rl_ckpt *ck,
+			   const rl_shard_info *si)
+{
+	char enc[NAME_MAX + 16];
+	rl_tensor_info ti;
+
+	encode_name(si->name, enc, sizeof(enc));
+	strcat(enc, ".bin");  /* fits: encode_name() kept room for it */
+	fprintf(f, "{\"name\":");
+	cli_json_str(f, si->name);
+	fprintf(f, ",\"dtype\":\"%s\"", rl_dtype_name(si->dtype));
+	json_dims(f, "shape", si->shape, si->ndim);
+	json_dims(f, "start", si->start, si->ndim);
+	json_dims(f, "stop", si->stop, si->ndim);
+	fprintf(f, ",\"nbytes\":%" PRIu64 ",\"bin\":", si->nbytes);
+	cli_json_str(f, enc);
+	if (shard_source(ck, si, &ti) && ti.file < o->nsources) {
+		fprintf(f, ",\"source_file\":");
+		cli_json_str(f, o->sources[ti.file]);
+		fprintf(f, ",\"source_offset\":%" PRIu64 "}", ti.offset);
+	} else {
+		fprintf(f, ",\"source_file\":null,\"source_offset\":null}");
+	}
+}
+
+static int write_manifest(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan,
+			  size_t first, size_t end, uint32_t id, const char *folder)
+{
+	char path[PATH_MAX];
+	FILE *f;
+	int bad;
+
+	if (snprintf(path, sizeof(path), "%s/manifest.json", folder) >= (int)sizeof(path))
+		return fail(o, -ENAMETOOLONG, "%s: %s", folder, strerror(ENAMETOOLONG));
+	f = fopen(path, "wx");
+	if (!f)
+		return fail(o, -errno, "%s: %s", path, strerror(errno));
+	fprintf(f, "{\"format\":\"ringload-dump\",\"version\":1,\"device\":%" PRIu32
+		",\n\"shards\":[", id);
+	for (size_t s = first; s < end; s++) {
+		rl_shard_info si;
+
+		rl_plan_shard(plan, s, &si);
+		fprintf(f, "%s\n", s > first ? "," : "");
+		manifest_shard(f, o, ck, &si);
+	}
+	fprintf(f, "]}\n");
+	bad = ferror(f);
+	if (fclose(f) || bad)
+		return fail(o, -EIO, "%s: cannot write: %s", path, strerror(errno ? errno : EIO));
+	return 0;
+}
+
+int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev,
+		     const uint8_t *staging, out_progress_fn fn, void *user)
+{
+	char folder[PATH_MAX];
+	rl_device_info di;
+	size_t first, end;
+	int ret;
+
+	if (rl_plan_device(plan, dev, &di) < 0)
+		return fail(o, -EINVAL, "--out: no device %u in the plan", dev);
+	if (snprintf(folder, sizeof(folder), "%s/%" PRIu32, o->partial, di.id) >=
+	    (int)sizeof(folder))
+		return fail(o, -ENAMETOOLONG, "%s: %s", o->partial, strerror(ENAMETOOLONG));
+	if (mkdir(folder, 0755) < 0)
+		return fail(o, -errno, "%s: %s", folder, strerror(errno));
+	device_shards(plan, dev, &first, &end);
+	ret = write_bins(o, plan, first, end, staging, folder, fn, user);
+	if (!ret)
+		ret = write_manifest(o, ck, plan, first, end, di.id, folder);
+	return ret;
+}
+
+/* ------------------------------------------------------------------ */
+/* Publishing                                                          */
+/* ------------------------------------------------------------------ */
+
+/* The rename is durable once DIR's parent directory is synced. */
+static void sync_parent(const struct out_dir *o)
+{
+	char parent[PATH_MAX];
+	char *slash;
+	int fd;
+
+	snprintf(parent, sizeof(parent), "%s", o->dir);
+	slash = strrchr(parent, '/');
+	if (slash)
+		*(slash == parent ? slash + 1 : slash) = '\0';
+	fd = open(slash ? parent : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+/* partial -> DIR, refusing to replace a DIR that appeared meanwhile. */
+static int rename_new(struct out_dir *o)
+{
+	struct stat sb;
+
+	int err = 0;
+
+	if (renameat2(AT_FDCWD, o->partial, AT_FDCWD, o->dir, RENAME_NOREPLACE) == 0)
+		return 0;
+	err = errno;
+	/* File systems without RENAME_NOREPLACE: check, then rename. */
+	if (err == EINVAL) {
+		if (lstat(o->dir, &sb) == 0)
+			err = EEXIST;
+		else if (rename(o->partial, o->dir) == 0)
+			return 0;
+		else
+			err = errno;
+	}
+	if (err == EEXIST || err == ENOTEMPTY)
+		return fail(o, -EEXIST, "--out %s: appeared while the dump was written; left as "
+			    "it is", o->dir);
+	return fail(o, -err, "--out: rename %s to %s: %s", o->partial, o->dir, strerror(err));
+}
+
+/* partial <-> DIR in one step, then the old tree (now at partial) goes. */
+static int replace(struct out_dir *o)
+{
+	char old[PATH_MAX + 32];
+	const char *gone = o->partial;
+	int r;
+
+	if (renameat2(AT_FDCWD, o->partial, AT_FDCWD, o->dir, RENAME_EXCHANGE) < 0) {
+		if (errno == ENOENT)
+			return rename_new(o);
+		if (errno != EINVAL)
+			return fail(o, -errno, "--out: exchange %s with %s: %s", o->partial,
+				    o->dir, strerror(errno));
+		/* No RENAME_EXCHANGE here: two renames, DIR briefly absent. */
+		snprintf(old, sizeof(old), "%s.old-%d", o->dir, (int)getpid());
+		if (rename(o->dir, old) < 0)
+			return fail(o, -errno, "--out: rename %s: %s", o->dir, strerror(errno));
+		if (rename(o->partial, o->dir) < 0) {
+			r = -errno;
+			rename(old, o->dir);
+			return fail(o, r, "--out: rename %s: %s", o->partial, strerror(-r));
+		}
+		gone = old;
+	}
+	o->created = 0;  /* what is left at `gone` is the old dump, not ours */
+	r = cli_remove_tree(gone);
+	if (r < 0)
+		snprintf(o->warn, sizeof(o->warn), "--out %s: replaced, but removing the old dump "
+			 "(now %s) failed: %s", o->dir, gone, strerror(-r));
+	return 0;
+}
+
+int out_publish(struct out_dir *o, out_progress_fn fn, void *user)
+{
+	int fd = open(o->partial, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return fail(o, -errno, "%s: %s", o->partial, strerror(errno));
+	/* One syncfs for every file written, rather than an fsync per file. */
+	ret = syncfs(fd) < 0 ? -errno : 0;
+	close(fd);
+	if (ret)
+		return fail(o, ret, "--out: syncing %s: %s", o->partial, strerror(-ret));
+	if (fn && fn(user, o->done, o->total))
+		return fail(o, RL_E_CANCELED, "%s: canceled before publishing", o->partial);
+	ret = o->flags & OUT_FORCE ? replace(o) : rename_new(o);
+	if (ret)
+		return ret;
+	o->created = 0;
+	sync_parent(o);
+	return 0;
+}

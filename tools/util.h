@@ -1,0 +1,28 @@
+/*
+ * util.h - small helpers the ringload tools share (ringload's subcommands
+ * and mkckpt). Needs nothing of the library.
+ */
+#ifndef RL_TOOLS_UTIL_H
+#define RL_TOOLS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Seconds on the monotonic clock. */
+double cli_now(void);
+
+/* s as a JSON string, quoted and escaped. */
+void cli_json_str(FILE *f, const char *s);
+
+/* Writes all n bytes to fd (EINTR retried). Returns 0 or -errno. */
+int cli_write_all(int fd, const void *p, size_t n);
+
+/*
+ * Removes path and, if it is a directory, everything below it (not
+ * following links). Returns 0 (also when path does not exist) or -errno of
+ * the first failure. One caller at a time.
+ */
+int cli_remove_tree(const char *path);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * verify.h - `ringload load --verify`: every loaded shard against a plain
+ * pread of its tensor's bytes in the file, sliced to the shard's box (an
+ * independent path: no plan, no engine).
+ */
+#ifndef RL_TOOLS_VERIFY_H
+#define RL_TOOLS_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringload.h"
+
+struct verify_counts {
+	size_t match, differ, uncheckable;  /* uncheckable: assembled targets */
+	size_t first_bad;                   /* shard index of the first that differs */
+};
+
+/*
+ * Compares every shard of plan in ld's staging with the file. fn (may be
+ * NULL) gets the shard bytes checked so far after each shard and stops the
+ * check by returning non-zero. Returns 0 (see *c for the verdict) or
+ * RL_E_CANCELED.
+ */
+int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld,
+	       struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
+	       void *user);
+
+#endif
