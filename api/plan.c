@@ -11,9 +11,7 @@
 #include "spec_internal.h"
 #include "../engine/engine.h"
 
-static const struct {
-	int64_t lo, hi;
-} bounds[] = {
+static const struct rl_bounds bounds[] = {
 	[RL_PLAN_PROCESS] = { 0, (1 << 24) - 1 },
 	[RL_PLAN_MIN_GAP] = { 0, 1ll << 40 },
 	[RL_PLAN_RATIO_MILLI] = { 0, 1000000000000ll },
@@ -52,13 +50,7 @@ const char *rl_plan_errmsg(const rl_plan *plan)
 
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi)
 {
-	if (param < RL_PLAN_PROCESS || param > LAST_PARAM)
-		return -EINVAL;
-	if (lo)
-		*lo = bounds[param].lo;
-	if (hi)
-		*hi = bounds[param].hi;
-	return 0;
+	return rl_bounds_get(bounds, RL_PLAN_PROCESS, LAST_PARAM, (int)param, lo, hi);
 }
 
 int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)

@@ -6,6 +6,7 @@
 #ifndef RL_COMMON_H
 #define RL_COMMON_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,25 @@ static inline uint64_t rl_align_up(uint64_t x, uint64_t a)
 static inline uint64_t rl_align_down(uint64_t x, uint64_t a)
 {
 	return x & ~(a - 1);
+}
+
+/* A parameter's valid range, in a table indexed by the parameter. */
+struct rl_bounds {
+	int64_t lo, hi;
+};
+
+/* Fills *lo and *hi (either may be NULL) from table[param] when first <=
+ * param <= last. Returns 0, or -EINVAL for another param. */
+static inline int rl_bounds_get(const struct rl_bounds *table, int first, int last,
+				int param, int64_t *lo, int64_t *hi)
+{
+	if (param < first || param > last)
+		return -EINVAL;
+	if (lo)
+		*lo = table[param].lo;
+	if (hi)
+		*hi = table[param].hi;
+	return 0;
 }
 
 /* A handle's last error: a code and a one-line message. */
