@@ -8,6 +8,9 @@
 #   make asan       the same tests under AddressSanitizer + UBSan
 #   make tsan       the same tests under ThreadSanitizer
 #   make fuzz       libFuzzer targets (clang) in build-fuzz/
+#   make fuzz-ci    every fuzz target from its corpus, fixed seed and runs (CI)
+#   make fuzz-long  every fuzz target for FUZZ_SECONDS (600) each, nice'd
+#   make mutants    mutation testing: does the suite kill each mutant?
 #   make bench      benchmark suite against fio (perf/)
 #   make demo       generate a sample checkpoint and load it (README's main job)
 #   make install    library, header, ringload.pc, ringload, rlperf, man pages and the
@@ -95,7 +98,7 @@ MPI_PLUGIN := $(BUILD)/ringload-mpi.so
 MPI_BIN := $(BUILD)/tests/mpi_driver $(BUILD)/perf/mpi_bench
 endif
 
-.PHONY: all test check asan tsan ubsan fuzz bench demo install uninstall deps clean check-deps
+.PHONY: all test check asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
@@ -224,15 +227,77 @@ ubsan: asan
 tsan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan SAN=tsan test
 
-FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -DRL_LIBC_MALLOC
-fuzz: check-deps
-	$(Q)mkdir -p build-fuzz
-	$(Q)for f in $(FUZZ_SRC); do \
-		n=$$(basename $$f .c); \
-		echo "  FUZZ    build-fuzz/$$n"; \
-		clang -std=gnu11 $(CPPFLAGS) -Itests $(FUZZ_CFLAGS) -o build-fuzz/$$n $$f \
-			$(LIB_SRC) $(TEST_HELPERS) $(LDLIBS) $(TEST_LDLIBS) || exit 1; \
+# libFuzzer targets (clang): the library and test helpers are compiled once
+# for them (build-fuzz/obj), each target linked with -fsanitize=fuzzer.
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS := -std=gnu11 -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN) -DRL_LIBC_MALLOC \
+	-Wno-unused-command-line-argument
+FUZZ_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,$(LIB_SRC) $(TEST_HELPERS))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+
+build-fuzz/obj/%.o: %.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)clang $(CPPFLAGS) -Itests $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(call say,FUZZ,$@)
+	$(Q)clang $(CPPFLAGS) -Itests $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) \
+		$(LDLIBS) $(TEST_LDLIBS)
+
+-include $(FUZZ_OBJ:.o=.d)
+.SECONDARY: $(FUZZ_OBJ)
+
+fuzz: check-deps $(FUZZ_BIN)
+
+# CI: every target from its committed corpus, deterministically (fixed seed
+# and number of runs); a crash, a leak or an input over 5 s fails. New
+# inputs go to build-fuzz/new/, never into the committed corpus. The run
+# counts keep the whole to a few minutes.
+FUZZ_RUNS_header := 300000
+FUZZ_RUNS_spec := 200000
+FUZZ_RUNS_ckpt := 40000
+FUZZ_RUNS_plan := 150000
+fuzz-ci: fuzz
+	$(Q)for n in $(FUZZ_NAMES); do \
+		runs=$$(case $$n in header) echo $(FUZZ_RUNS_header);; spec) echo $(FUZZ_RUNS_spec);; \
+			ckpt) echo $(FUZZ_RUNS_ckpt);; *) echo $(FUZZ_RUNS_plan);; esac); \
+		mkdir -p build-fuzz/new/$$n build-fuzz/artifacts; \
+		echo "  FUZZ    $$n: $$runs runs, seed 1"; \
+		build-fuzz/fuzz_$$n -seed=1 -runs=$$runs -timeout=5 -rss_limit_mb=2560 \
+			-print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$$n- \
+			build-fuzz/new/$$n tests/fuzz/corpus/$$n >build-fuzz/$$n.log 2>&1 || \
+			{ tail -n 40 build-fuzz/$$n.log; echo "  FUZZ    $$n FAILED (build-fuzz/$$n.log)"; exit 1; }; \
+		grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' build-fuzz/$$n.log | tr '\n' ' '; echo; \
 	done
+
+# Long time-based runs (FUZZ_SECONDS each, nice'd), never in CI: a new find
+# here cannot fail an unrelated change. Grown inputs stay in
+# build-fuzz/grown/; `make fuzz-merge` adds the ones that add coverage to the
+# committed corpus.
+FUZZ_SECONDS ?= 600
+fuzz-long: fuzz
+	$(Q)for n in $(FUZZ_NAMES); do \
+		mkdir -p build-fuzz/grown/$$n build-fuzz/artifacts; \
+		echo "  FUZZ    $$n for $(FUZZ_SECONDS) s"; \
+		nice -n 10 build-fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=5 \
+			-rss_limit_mb=2560 -print_final_stats=1 \
+			-artifact_prefix=build-fuzz/artifacts/$$n- \
+			build-fuzz/grown/$$n tests/fuzz/corpus/$$n >build-fuzz/$$n-long.log 2>&1 || \
+			{ tail -n 40 build-fuzz/$$n-long.log; exit 1; }; \
+		grep -E '^stat::number_of_executed_units' build-fuzz/$$n-long.log; \
+	done
+
+fuzz-merge: fuzz
+	$(Q)for n in $(FUZZ_NAMES); do \
+		build-fuzz/fuzz_$$n -merge=1 tests/fuzz/corpus/$$n build-fuzz/grown/$$n; \
+	done
+
+# Mutation testing (tests/mutants/): each mutant of the list alone, in a
+# scratch copy of the tree; reports the kill rate (target >= 90%).
+mutants:
+	$(Q)tests/mutants/run.sh $(MUTANTS_LIST)
 
 bench: all
 	$(Q)perf/bench.sh

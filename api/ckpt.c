@@ -39,10 +39,12 @@ int rl_ckpt_open(rl_ckpt *ck, const char *path)
 {
 	int r;
 
+	if (!ck)
+		return -EINVAL;
+	if (!path)
+		return rl_err_set(&ck->err, -EINVAL, "checkpoint path is NULL");
 	if ((r = open_allowed(ck)))
 		return r;
-	if (!path)
-		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "path is NULL");
 	r = pl_ckpt_open(path, &ck->pl, &ck->err);
 	if (r < 0) {
 		/* Nothing changed: the handle may be opened again, elsewhere. */
@@ -62,7 +64,7 @@ int rl_ckpt_open_headers(rl_ckpt *ck, size_t nfiles, const rl_file_header *files
 	if ((r = open_allowed(ck)))
 		return r;
 	if (nfiles && !files)
-		return rl_err_set(&ck->err, RL_E_INVALID_ARG, "files is NULL");
+		return rl_err_set(&ck->err, -EINVAL, "files is NULL");
 	if (!(fh = rl_calloc(nfiles + 1, sizeof(*fh))))
 		return rl_err_set(&ck->err, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < nfiles; i++) {
@@ -140,8 +142,10 @@ long rl_ckpt_find(const rl_ckpt *ck, const char *name)
 {
 	long i;
 
-	if (!ck || !ck->pl || !name)
-		return RL_E_MISSING_TENSOR;
+	if (!ck || !name)
+		return -EINVAL;
+	if (!ck->pl)
+		return RL_E_MISSING_TENSOR;   /* not open: holds no tensor */
 	i = pl_ckpt_find(ck->pl, name);
 	return i < 0 ? RL_E_MISSING_TENSOR : i;
 }

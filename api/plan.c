@@ -11,9 +11,7 @@
 #include "spec_internal.h"
 #include "../engine/engine.h"
 
-static const struct {
-	int64_t lo, hi;
-} bounds[] = {
+static const struct rl_bounds bounds[] = {
 	[RL_PLAN_PROCESS] = { 0, (1 << 24) - 1 },
 	[RL_PLAN_MIN_GAP] = { 0, 1ll << 40 },
 	[RL_PLAN_RATIO_MILLI] = { 0, 1000000000000ll },
@@ -24,7 +22,10 @@ static const struct {
 	[RL_PLAN_READ_ONCE] = { 0, 1 },
 	[RL_PLAN_BATCH_BYTES] = { 1, 1ll << 50 },
 	[RL_PLAN_TRANSFER_ALIGN] = { 0, 1ll << 20 },
+	[RL_PLAN_MAX_MEMORY] = { 0, 1ll << 62 },
 };
+
+#define LAST_PARAM RL_PLAN_MAX_MEMORY
 
 rl_plan *rl_plan_create(void)
 {
@@ -50,13 +51,7 @@ const char *rl_plan_errmsg(const rl_plan *plan)
 
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi)
 {
-	if (param < RL_PLAN_PROCESS || param > RL_PLAN_TRANSFER_ALIGN)
-		return -EINVAL;
-	if (lo)
-		*lo = bounds[param].lo;
-	if (hi)
-		*hi = bounds[param].hi;
-	return 0;
+	return rl_bounds_get(bounds, RL_PLAN_PROCESS, LAST_PARAM, (int)param, lo, hi);
 }
 
 int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
@@ -66,7 +61,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 	rl_err_clear(&plan->err);
 	if (plan->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
-	if (param < RL_PLAN_PROCESS || param > RL_PLAN_TRANSFER_ALIGN)
+	if (param < RL_PLAN_PROCESS || param > LAST_PARAM)
 		return rl_err_set(&plan->err, RL_E_INVALID_ARG, "unknown plan parameter %d",
 				  (int)param);
 	if (v < bounds[param].lo || v > bounds[param].hi)
@@ -114,6 +109,9 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 					  "transfer alignment %lld is not a power of two", (long long)v);
 		plan->o.transfer_align = (uint64_t)v;
 		break;
+	case RL_PLAN_MAX_MEMORY:
+		plan->o.max_memory = (uint64_t)v;
+		break;
 	}
 	return 0;
 }
@@ -122,7 +120,7 @@ int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value)
 {
 	const struct pl_opts *o = plan ? &plan->o : NULL;
 
-	if (!o || !value || param < RL_PLAN_PROCESS || param > RL_PLAN_TRANSFER_ALIGN)
+	if (!o || !value || param < RL_PLAN_PROCESS || param > LAST_PARAM)
 		return -EINVAL;
 	switch (param) {
 	case RL_PLAN_PROCESS: *value = o->process; break;
@@ -135,6 +133,7 @@ int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value)
 	case RL_PLAN_READ_ONCE: *value = o->read_once; break;
 	case RL_PLAN_BATCH_BYTES: *value = (int64_t)o->batch_bytes; break;
 	case RL_PLAN_TRANSFER_ALIGN: *value = (int64_t)o->transfer_align; break;
+	case RL_PLAN_MAX_MEMORY: *value = (int64_t)o->max_memory; break;
 	}
 	return 0;
 }
@@ -181,11 +180,22 @@ int rl_plan_build(rl_plan *plan, const rl_ckpt *ck, const rl_spec *spec)
 	if (!plan)
 		return -EINVAL;
 	rl_err_clear(&plan->err);
+	if (!ck)
+		return rl_err_set(&plan->err, -EINVAL, "checkpoint is NULL");
 	if (plan->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
-	if (!ck || !ck->pl)
+	if (!ck->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "checkpoint not open");
 	return api_plan_build(plan, ck->pl, spec ? spec->pl : NULL);
+}
+
+/* A query's arguments: -EINVAL for a NULL plan or out, RL_E_STATE before
+ * the plan is built, else 0. */
+static int queryable(const rl_plan *plan, const void *out)
+{
+	if (!plan || !out)
+		return -EINVAL;
+	return plan->pl ? 0 : RL_E_STATE;
 }
 
 unsigned rl_plan_num_processes(const rl_plan *plan)
@@ -226,10 +236,11 @@ unsigned rl_plan_num_devices(const rl_plan *plan)
 
 int rl_plan_device(const rl_plan *plan, unsigned dev, rl_device_info *out)
 {
+	int ret;
 	struct pl_exec x;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (dev >= x.ndevs)
 		return -EINVAL;
@@ -251,13 +262,14 @@ size_t rl_plan_num_shards(const rl_plan *plan)
 
 int rl_plan_shard(const rl_plan *plan, size_t shard, rl_shard_info *out)
 {
+	int ret;
 	struct pl_exec x;
 	const struct pl_shard *sh;
 	const uint64_t *shape;
 	int dtype;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (shard >= x.nshards)
 		return -EINVAL;
@@ -286,11 +298,12 @@ size_t rl_plan_num_requests(const rl_plan *plan)
 
 int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 {
+	int ret;
 	struct pl_exec x;
 	const struct rl_read *r;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (req >= x.nreads)
 		return -EINVAL;
@@ -306,10 +319,11 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 
 int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out)
 {
+	int ret;
 	struct pl_exec x;
 
-	if (!plan || !plan->pl || !out)
-		return -EINVAL;
+	if ((ret = queryable(plan, out)))
+		return ret;
 	pl_plan_exec(plan->pl, &x);
 	if (req >= x.nreads || j >= x.reads[req].ncopies)
 		return -EINVAL;

@@ -15,7 +15,10 @@
  *    _errmsg() function until the next fallible call on that handle.
  *  - Handles are opaque, created with _create() and freed with _destroy();
  *    _destroy(NULL) is a no-op; other functions given a NULL handle or a
- *    NULL required pointer return -EINVAL (or NULL), and _errmsg(NULL) is "".
+ *    NULL required pointer return -EINVAL (NULL for pointers, 0 for counts),
+ *    and _errmsg(NULL) is "". Queries of a plan not built yet return
+ *    RL_E_STATE (0 for counts). Any function that allocates may also
+ *    return -ENOMEM. tests/test_api.c checks each of these promises.
  *    A handle may be used by one thread at a time.
  *  - The library never prints, never exits, never aborts.
  */
@@ -148,7 +151,7 @@ typedef enum rl_dtype {
 const char *rl_dtype_name(rl_dtype dt);
 /* Returns the size of one element in bits (F4: 4, F6_*: 6), 0 if invalid. */
 unsigned rl_dtype_bits(rl_dtype dt);
-/* Returns the dtype for an exact (case-sensitive) name, or -1. */
+/* Returns the dtype for an exact (case-sensitive) name, or -1 (also for NULL). */
 int rl_dtype_from_name(const char *name);
 
 /* ------------------------------------------------------------------ */
@@ -165,7 +168,9 @@ rl_ckpt *rl_ckpt_create(void);
  * sorted by name) or an HF model.safetensors.index.json. Every header is
  * read and validated exactly as the safetensors reference does, and every
  * file's size is checked against its header before any data is read.
- * Returns 0, or a negative code with the detail in rl_ckpt_errmsg().
+ * Returns 0, or a negative code with the detail in rl_ckpt_errmsg():
+ * -EINVAL (ck or path NULL), RL_E_INVALID_ARG (empty path), -errno, or
+ * the RL_E_* code of what is wrong with the files (docs/validation.md).
  * A handle can be opened once; a call after a successful open returns
  * RL_E_STATE. A failed open changes nothing: the handle may be opened again.
  */
@@ -189,15 +194,17 @@ typedef struct rl_file_header {
  * exactly as rl_ckpt_open() validates a file's (including its size); no
  * file is opened. Tensors are ordered by file, then data offset; a tensor
  * in two files is RL_E_DUPLICATE_TENSOR. Returns 0, a negative code with
- * the file named in rl_ckpt_errmsg(), or RL_E_STATE after a successful
- * open. Nothing is kept of files[] but copies.
+ * the file named in rl_ckpt_errmsg(), -EINVAL (ck NULL, or files NULL with
+ * nfiles > 0), or RL_E_STATE after a successful open. Nothing is kept of
+ * files[] but copies.
  */
 int rl_ckpt_open_headers(rl_ckpt *ck, size_t nfiles, const rl_file_header *files);
 
 /* Frees ck and everything it owns. NULL is a no-op. */
 void rl_ckpt_destroy(rl_ckpt *ck);
 
-/* Number of files, and each file's path and size in bytes. */
+/* Number of files (0 when ck is NULL or not open), and each file's path
+ * (NULL) and size in bytes (0) when file is out of range. */
 size_t rl_ckpt_num_files(const rl_ckpt *ck);
 const char *rl_ckpt_file_path(const rl_ckpt *ck, size_t file);
 uint64_t rl_ckpt_file_size(const rl_ckpt *ck, size_t file);
@@ -212,20 +219,25 @@ typedef struct rl_tensor_info {
 	uint64_t nbytes;        /* byte count of the data */
 } rl_tensor_info;
 
-/* Number of tensors; tensors are ordered by file, then by data offset. */
+/* Number of tensors (0 when ck is NULL or not open); tensors are ordered by
+ * file, then by data offset. */
 size_t rl_ckpt_num_tensors(const rl_ckpt *ck);
 
-/* Fills *out for tensor i. Returns 0, or -EINVAL if i is out of range. */
+/* Fills *out for tensor i. Returns 0, or -EINVAL (ck or out NULL, ck not
+ * open, i out of range). */
 int rl_ckpt_tensor(const rl_ckpt *ck, size_t i, rl_tensor_info *out);
 
-/* Returns the index of the tensor named name, or RL_E_MISSING_TENSOR. */
+/* Returns the index of the tensor named name, RL_E_MISSING_TENSOR (none,
+ * or ck not open), or -EINVAL (ck or name NULL). */
 long rl_ckpt_find(const rl_ckpt *ck, const char *name);
 
 /*
  * __metadata__ of all files merged (a later file wins on a repeated key),
- * ordered by key. rl_ckpt_metadata() fills key/value (owned by ck) for entry
- * i and returns 0, or -EINVAL if out of range. rl_ckpt_metadata_get()
- * returns the value for key, or NULL.
+ * ordered by key; rl_ckpt_num_metadata() is 0 for NULL or a handle not open.
+ * rl_ckpt_metadata() fills key/value (owned by ck; either may be NULL) for
+ * entry i and returns 0, or -EINVAL (ck NULL or not open, i out of range).
+ * rl_ckpt_metadata_get() returns the value for key, or NULL (no such key,
+ * ck or key NULL).
  */
 size_t rl_ckpt_num_metadata(const rl_ckpt *ck);
 int rl_ckpt_metadata(const rl_ckpt *ck, size_t i, const char **key,
@@ -243,16 +255,18 @@ rl_spec *rl_spec_create(void);
 
 /*
  * Parses the JSON sharding spec of docs/sharding-spec.md (mesh, rules,
- * optional targets and tensors). Replaces whatever spec held. Returns 0, or
- * RL_E_SPEC* with the rule or field named in rl_spec_errmsg().
+ * optional targets and tensors). Replaces whatever spec held. Returns 0,
+ * -EINVAL (spec or json NULL), or an RL_E_SPEC* code (RL_E_SPEC for text
+ * that is not strict JSON of the right form) with the rule or field named
+ * in rl_spec_errmsg(); a failed parse leaves the spec as it was.
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
 /*
  * Reads and parses a spec file: a regular file or a pipe (`<(...)`, a FIFO;
  * read to its end, so one with no writer yet reads as empty), at most
- * 64 MiB. Returns as rl_spec_parse(), -errno, RL_E_SPEC for another kind of
- * file or an empty pipe, or RL_E_TOO_LARGE.
+ * 64 MiB. Returns as rl_spec_parse(), -EINVAL (spec or path NULL), -errno,
+ * RL_E_SPEC for another kind of file or an empty pipe, or RL_E_TOO_LARGE.
  */
 int rl_spec_load(rl_spec *spec, const char *path);
 
@@ -260,9 +274,9 @@ int rl_spec_load(rl_spec *spec, const char *path);
  * Sets the mesh from C structures: ndim axes with sizes shape[] and names
  * axes[]; devices[] lists device ids in row-major mesh order (NULL: 0..N-1);
  * process_of_device[] maps each listed device to its process (NULL: all 0);
- * process ids are dense, 0..P-1, each owning a device.
- * Returns 0 or RL_E_SPEC_MESH (a gap names the first missing process) /
- * RL_E_SPEC_AXIS.
+ * process ids are dense, 0..P-1, each owning a device; at most 2^24 devices.
+ * Returns 0, -EINVAL (spec NULL, or shape or axes NULL with ndim > 0),
+ * RL_E_SPEC_MESH (a gap names the first missing process) or RL_E_SPEC_AXIS.
  */
 int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,
@@ -277,15 +291,18 @@ typedef struct rl_dim_spec {
 /*
  * Appends a rule: tensors whose whole name matches the POSIX extended
  * regex get the partition spec dims[0..ndims). Rules are tried in order.
- * Returns 0, RL_E_SPEC_REGEX or RL_E_SPEC_AXIS.
+ * The regex is restricted so that compiling it cannot explode (at most
+ * 1 KiB, no back-references, no stacked repetitions, docs/sharding-spec.md).
+ * Returns 0, -EINVAL (spec or regex NULL, dims NULL with ndims > 0),
+ * RL_E_SPEC_REGEX, RL_E_SPEC_AXIS or RL_E_SPEC_RANK (ndims over 16).
  */
 int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 		     const rl_dim_spec *dims);
 
 /*
  * Appends a target tensor assembled from sources, given as the JSON of one
- * element of the spec's "targets" list (docs/sharding-spec.md). Returns 0 or
- * RL_E_SPEC_TARGET.
+ * element of the spec's "targets" list (docs/sharding-spec.md). Returns 0,
+ * -EINVAL (spec or json NULL) or RL_E_SPEC_TARGET.
  */
 int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
 
@@ -297,8 +314,9 @@ int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
  * default for every process). A plan then has every byte read by a
  * process that may read its file and sent to the others (see
  * RL_PLAN_READ_ONCE); a needed file no process may read fails the plan
- * with RL_E_FILE_UNAVAILABLE naming it. Returns 0, RL_E_INVALID_ARG
- * (a NULL name) or -ENOMEM.
+ * with RL_E_FILE_UNAVAILABLE naming it. Returns 0, -EINVAL (spec NULL),
+ * RL_E_INVALID_ARG (a NULL name, or process past the mesh's limit) or
+ * -ENOMEM.
  */
 int rl_spec_set_files_of_process(rl_spec *spec, unsigned process, size_t n,
 				 const char *const *files);
@@ -334,15 +352,21 @@ typedef enum rl_plan_param {
 	RL_PLAN_TRANSFER_ALIGN = 10, /* transfers are cut at multiples of this (a power of
 				      * two); 0: each file's O_DIRECT alignment (default).
 				      * Every process of a cluster must use the same. */
+	RL_PLAN_MAX_MEMORY = 11,  /* bytes a plan may need, estimated from its counts
+				   * before it is built: over it, rl_plan_build()
+				   * returns RL_E_TOO_LARGE at once (default 4 GiB;
+				   * 0: no limit; docs/validation.md) */
 } rl_plan_param;
 
 /* Returns an empty plan with default parameters, or NULL. */
 rl_plan *rl_plan_create(void);
 
-/* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
+/* Sets a parameter. Returns 0, -EINVAL (plan NULL), RL_E_STATE (plan
+ * already built), or RL_E_INVALID_ARG naming the bound. */
 int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t value);
 
-/* Reports the valid range of param. Returns 0 or -EINVAL. */
+/* Reports the valid range of param (lo, hi may be NULL). Returns 0 or
+ * -EINVAL (unknown param). */
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi);
 
 /* The value of param in *value. Returns 0 or -EINVAL. */
@@ -352,8 +376,11 @@ int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value);
  * Builds the plan of the configured process for checkpoint ck under spec
  * (NULL: every tensor whole on one device, id 0). File alignment is probed
  * here (statx DIOALIGN, else the logical block size). Returns 0, or a
- * negative code naming the rule and tensor in rl_plan_errmsg(). A plan can
- * be built once; ck and spec may be destroyed afterwards.
+ * negative code naming the rule and tensor in rl_plan_errmsg(): -EINVAL
+ * (plan or ck NULL), RL_E_STATE (plan already built, ck not open),
+ * RL_E_TOO_LARGE (estimated to need more than RL_PLAN_MAX_MEMORY, or over
+ * another limit of docs/validation.md), an RL_E_SPEC* code, -errno. A plan
+ * can be built once; ck and spec may be destroyed afterwards.
  */
 int rl_plan_build(rl_plan *plan, const rl_ckpt *ck, const rl_spec *spec);
 
@@ -374,15 +401,23 @@ typedef struct rl_plan_stats {
 
 #define RL_TOTAL (-1)
 
-/* Number of processes in the spec's mesh. */
+/* Number of processes in the spec's mesh (0: plan NULL or not built). */
 unsigned rl_plan_num_processes(const rl_plan *plan);
 
 /*
  * Statistics of process p, or of all processes with p == RL_TOTAL. Other
  * processes than the planned one need RL_PLAN_ALL_STATS. Returns 0,
- * -EINVAL or RL_E_STATE.
+ * -EINVAL (plan or out NULL, no such process) or RL_E_STATE (not built,
+ * or that process's statistics not computed).
  */
 int rl_plan_get_stats(const rl_plan *plan, int p, rl_plan_stats *out);
+
+/*
+ * Devices, shards, requests, copies and broadcasts of a built plan: each
+ * count is 0 for a plan NULL or not built; each getter fills *out and
+ * returns 0, -EINVAL (plan or out NULL, index out of range) or RL_E_STATE
+ * (plan not built).
+ */
 
 /* Devices of the planned process, in mesh order. */
 typedef struct rl_device_info {
@@ -474,13 +509,15 @@ typedef struct rl_transfer_info {
 	size_t ncopies;         /* the planned process's copies (0: it needs none) */
 } rl_transfer_info;
 
+/* Transfers of the planned process (0 before the build). */
 size_t rl_plan_num_transfers(const rl_plan *plan);
-/* Fills *out for transfer i. Returns 0 or -EINVAL. */
+/* Fills *out for transfer i. Returns 0, -EINVAL (NULL, i out of range) or
+ * RL_E_STATE (plan not built). */
 int rl_plan_transfer(const rl_plan *plan, size_t i, rl_transfer_info *out);
 /*
  * Copy j of transfer i into the planned process's staging, as
  * rl_plan_copy() describes a request's: src is an offset in the payload.
- * Returns 0 or -EINVAL.
+ * Returns 0, -EINVAL (NULL, i or j out of range) or RL_E_STATE.
  */
 int rl_plan_transfer_copy(const rl_plan *plan, size_t i, size_t j, rl_copy_info *out);
 
@@ -488,7 +525,7 @@ int rl_plan_transfer_copy(const rl_plan *plan, size_t i, size_t j, rl_copy_info 
  * The cluster's transfers: their count, the number of batches, and a
  * digest of the whole list (files, ranges, roots, receivers, batches):
  * processes that built the same plan have the same digest. Any pointer
- * may be NULL. Returns 0, or -EINVAL before the plan is built.
+ * may be NULL. Returns 0, -EINVAL (plan NULL) or RL_E_STATE (not built).
  */
 int rl_plan_transfer_summary(const rl_plan *plan, uint64_t *transfers, uint64_t *batches,
 			     uint64_t *digest);
@@ -499,8 +536,9 @@ int rl_plan_transfer_summary(const rl_plan *plan, uint64_t *transfers, uint64_t 
  * batch, into one device whose shards are those payloads, in from's
  * order (shard k: the k-th such transfer of rl_plan_transfer(from)),
  * named "transfer <index>". Run it with a loader to read them. Returns 0
- * (a plan with no shards when the process roots none in batch), -EINVAL,
- * RL_E_STATE or -ENOMEM. from may be destroyed afterwards.
+ * (a plan with no shards when the process roots none in batch), -EINVAL
+ * (plan or from NULL), RL_E_STATE (plan built, or from not), or -ENOMEM.
+ * from may be destroyed afterwards.
  */
 int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch);
 
@@ -598,7 +636,8 @@ typedef enum rl_loader_param {
 /* Returns a loader with default parameters, or NULL. */
 rl_loader *rl_loader_create(void);
 
-/* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
+/* Sets a parameter. Returns 0, -EINVAL (ld NULL), or RL_E_INVALID_ARG
+ * naming the bound. */
 int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 
 /* Reports the valid range of param (lo, hi may be NULL). Returns 0 or -EINVAL. */
@@ -630,16 +669,18 @@ typedef void (*rl_shard_fn)(void *user, size_t shard);
  */
 typedef int (*rl_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-/* Sets the callbacks (either may be NULL). Returns 0 (-EINVAL: ld NULL). */
+/* Sets the callbacks (either may be NULL). Returns 0, or -EINVAL (ld NULL). */
 int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 			    rl_progress_fn on_progress, void *user);
 
 /*
  * With RL_STAGING_CALLER: supplies the staging area of device dev (index
  * of rl_plan_device()) for the next run; len must be at least the device's
- * staging_bytes. Memory aligned to 4096 allows direct reads; memory from
- * rl_staging_alloc() is what the loader fills fastest (huge pages, the
- * right NUMA node, not yet touched). Returns 0 or RL_E_STAGING.
+ * staging_bytes (checked by the run: RL_E_STAGING). Memory aligned to 4096
+ * allows direct reads; memory from rl_staging_alloc() is what the loader
+ * fills fastest (huge pages, the right NUMA node, not yet touched).
+ * Returns 0, -EINVAL (ld NULL) or RL_E_STAGING (ptr NULL, dev 2^20 or
+ * more).
  */
 int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len);
 
@@ -648,7 +689,9 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len);
  * into the staging areas. Returns 0 when every shard is complete; otherwise
  * a negative code (file, offset, length and errno text in
  * rl_loader_errmsg()), with nothing in flight and no shard reported as
- * complete that is not. Library staging from a previous run is freed.
+ * complete that is not: -EINVAL (ld or plan NULL), RL_E_STATE (plan not
+ * built), RL_E_STAGING (caller staging missing or too small), ... Library
+ * staging from a previous run is freed.
  */
 int rl_loader_run(rl_loader *ld, const rl_plan *plan);
 
@@ -656,7 +699,8 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
  * device) for process, with rl_loader_request_bytes() as chunk size, and
  * runs it. On success *planp receives the plan (caller destroys it), for
- * shard queries; on failure *planp is NULL.
+ * shard queries; on failure *planp is NULL. Returns as rl_plan_build() and
+ * rl_loader_run(); -EINVAL when ld or planp is NULL.
  */
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 		   int process, rl_plan **planp);
@@ -700,7 +744,8 @@ typedef struct rl_load_stats {
 	char fallbacks[256];       /* every fallback and why ("" if none) */
 } rl_load_stats;
 
-/* Statistics of the last run. Returns 0, or RL_E_STATE before any run. */
+/* Statistics of the last run. Returns 0, -EINVAL (ld or out NULL), or
+ * RL_E_STATE before any run. */
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
 
 /*

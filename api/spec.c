@@ -36,6 +36,8 @@ int rl_spec_parse(rl_spec *spec, const char *json, size_t len)
 	if (!spec)
 		return -EINVAL;
 	rl_err_clear(&spec->err);
+	if (!json)
+		return rl_err_set(&spec->err, -EINVAL, "spec: text is NULL");
 	return pl_spec_parse(spec->pl, json, len, &spec->err);
 }
 
@@ -109,7 +111,7 @@ int rl_spec_load(rl_spec *spec, const char *path)
 		return -EINVAL;
 	rl_err_clear(&spec->err);
 	if (!path)
-		return rl_err_set(&spec->err, RL_E_INVALID_ARG, "spec path is NULL");
+		return rl_err_set(&spec->err, -EINVAL, "spec path is NULL");
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		ret = -errno;
@@ -170,6 +172,8 @@ int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
 	if (!spec)
 		return -EINVAL;
 	rl_err_clear(&spec->err);
+	if (ndim && (!shape || !axes))
+		return rl_err_set(&spec->err, -EINVAL, "mesh: shape or axes is NULL");
 	return pl_spec_set_mesh(spec->pl, ndim, shape, axes, devices, process_of_device,
 				&spec->err);
 }
@@ -180,8 +184,10 @@ int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 	if (!spec)
 		return -EINVAL;
 	rl_err_clear(&spec->err);
+	if (!regex)
+		return rl_err_set(&spec->err, -EINVAL, "rule: regex is NULL");
 	if (ndims && !dims)
-		return rl_err_set(&spec->err, RL_E_INVALID_ARG, "rule: dims is NULL");
+		return rl_err_set(&spec->err, -EINVAL, "rule: dims is NULL");
 	return pl_spec_add_rule(spec->pl, regex, ndims, dims, &spec->err);
 }
 
@@ -190,6 +196,8 @@ int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len)
 	if (!spec)
 		return -EINVAL;
 	rl_err_clear(&spec->err);
+	if (!json)
+		return rl_err_set(&spec->err, -EINVAL, "target: text is NULL");
 	return pl_spec_add_target_json(spec->pl, json, len, &spec->err);
 }
 

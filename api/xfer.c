@@ -14,12 +14,23 @@ size_t rl_plan_num_transfers(const rl_plan *plan)
 	return plan && plan->pl ? pl_plan_nxfers(plan->pl) : 0;
 }
 
+/* A built plan with transfer i: 0, -EINVAL or RL_E_STATE. */
+static int xfer_queryable(const rl_plan *plan, size_t i, const void *out)
+{
+	if (!plan || !out)
+		return -EINVAL;
+	if (!plan->pl)
+		return RL_E_STATE;
+	return i < pl_plan_nxfers(plan->pl) ? 0 : -EINVAL;
+}
+
 int rl_plan_transfer(const rl_plan *plan, size_t i, rl_transfer_info *out)
 {
 	struct pl_xfer_info x;
+	int ret;
 
-	if (!plan || !plan->pl || !out || i >= pl_plan_nxfers(plan->pl))
-		return -EINVAL;
+	if ((ret = xfer_queryable(plan, i, out)))
+		return ret;
 	pl_plan_xfer(plan->pl, i, &x);
 	out->file = x.file;
 	out->offset = x.offset;
@@ -36,9 +47,10 @@ int rl_plan_transfer(const rl_plan *plan, size_t i, rl_transfer_info *out)
 int rl_plan_transfer_copy(const rl_plan *plan, size_t i, size_t j, rl_copy_info *out)
 {
 	struct pl_xfer_info x;
+	int ret;
 
-	if (!plan || !plan->pl || !out || i >= pl_plan_nxfers(plan->pl))
-		return -EINVAL;
+	if ((ret = xfer_queryable(plan, i, out)))
+		return ret;
 	pl_plan_xfer(plan->pl, i, &x);
 	if (j >= x.ncopies)
 		return -EINVAL;
@@ -51,8 +63,10 @@ int rl_plan_transfer_summary(const rl_plan *plan, uint64_t *transfers, uint64_t 
 {
 	uint64_t t, b, d;
 
-	if (!plan || !plan->pl)
+	if (!plan)
 		return -EINVAL;
+	if (!plan->pl)
+		return RL_E_STATE;
 	pl_plan_xsummary(plan->pl, &t, &b, &d);
 	if (transfers)
 		*transfers = t;
@@ -94,7 +108,9 @@ int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch)
 	rl_err_clear(&plan->err);
 	if (plan->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
-	if (!from || !from->pl)
+	if (!from)
+		return rl_err_set(&plan->err, -EINVAL, "the plan to read from is NULL");
+	if (!from->pl)
 		return rl_err_set(&plan->err, RL_E_STATE, "the plan to read from is not built");
 	return pl_plan_build_batch(from->pl, batch, &plan->o, &plan->pl, &plan->err);
 }

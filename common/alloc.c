@@ -23,6 +23,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ struct je_api {
 	void *(*mallocx)(size_t size, int flags);
 	void *(*rallocx)(void *p, size_t size, int flags);
 	void (*dallocx)(void *p, int flags);
+	size_t (*sallocx)(const void *p, int flags);
 };
 static struct je_api je;
 static pthread_once_t je_once = PTHREAD_ONCE_INIT;
@@ -49,8 +51,9 @@ static void je_resolve(void)
 	a.mallocx = (void *(*)(size_t, int))dlsym(RTLD_DEFAULT, "mallocx");
 	a.rallocx = (void *(*)(void *, size_t, int))dlsym(RTLD_DEFAULT, "rallocx");
 	a.dallocx = (void (*)(void *, int))dlsym(RTLD_DEFAULT, "dallocx");
-	/* All three from one allocator, or none. */
-	if (a.mallocx && a.rallocx && a.dallocx)
+	a.sallocx = (size_t (*)(const void *, int))dlsym(RTLD_DEFAULT, "sallocx");
+	/* All four from one allocator, or none. */
+	if (a.mallocx && a.rallocx && a.dallocx && a.sallocx)
 		je = a;
 #endif
 }
@@ -69,6 +72,41 @@ int rl_alloc_uses_jemalloc(void)
 /* Relaxed: plain counters read by tests after the threads joined. */
 static atomic_long live_blocks;
 static atomic_long fail_countdown = -1;
+/* Relaxed too: byte counts for tests and measurements; the peak may miss
+ * a simultaneous rise of another thread, never one of its own thread. */
+static atomic_long live_bytes, peak_bytes;
+
+/* The usable size of block p, from the allocator that made it. */
+static size_t block_size(void *p)
+{
+	return je.sallocx ? je.sallocx(p, 0) : malloc_usable_size(p);
+}
+
+static void count_bytes(long delta)
+{
+	long now = atomic_fetch_add_explicit(&live_bytes, delta, memory_order_relaxed) + delta;
+	long peak = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
+
+	while (now > peak && !atomic_compare_exchange_weak_explicit(&peak_bytes, &peak, now,
+								 memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+long rl_alloc_live_bytes(void)
+{
+	return atomic_load_explicit(&live_bytes, memory_order_relaxed);
+}
+
+long rl_alloc_peak_bytes(void)
+{
+	return atomic_load_explicit(&peak_bytes, memory_order_relaxed);
+}
+
+void rl_alloc_peak_reset(void)
+{
+	atomic_store_explicit(&peak_bytes, rl_alloc_live_bytes(), memory_order_relaxed);
+}
 
 static int should_fail(void)
 {
@@ -110,8 +148,10 @@ void *rl_malloc(size_t n)
 	if (should_fail())
 		return NULL;
 	p = raw_alloc(n);
-	if (p)
+	if (p) {
 		atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
+		count_bytes((long)block_size(p));
+	}
 	return p;
 }
 
@@ -139,6 +179,7 @@ void *rl_mallocarray(size_t nmemb, size_t size)
 
 void *rl_realloc(void *p, size_t n)
 {
+	size_t old;
 	void *q;
 
 	if (!p)
@@ -147,7 +188,10 @@ void *rl_realloc(void *p, size_t n)
 		return NULL;
 	if (n == 0)
 		n = 1;
+	old = block_size(p);
 	q = je_api()->rallocx ? je_api()->rallocx(p, n, 0) : realloc(p, n);
+	if (q)
+		count_bytes((long)block_size(q) - (long)old);
 	return q;
 }
 
@@ -204,6 +248,7 @@ void rl_free(void *p)
 	if (!p)
 		return;
 	atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
+	count_bytes(-(long)block_size(p));
 	if (je_api()->dallocx)
 		je_api()->dallocx(p, 0);
 	else

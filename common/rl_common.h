@@ -6,6 +6,7 @@
 #ifndef RL_COMMON_H
 #define RL_COMMON_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,11 @@ void rl_free(void *p);
  * rl_alloc_fail_after(-1). Counting is process-wide and thread-safe.
  */
 long rl_alloc_live(void);
+/* Bytes in live blocks (as the allocator rounds them), and their peak since
+ * rl_alloc_peak_reset() (which sets it to the bytes live now). */
+long rl_alloc_live_bytes(void);
+long rl_alloc_peak_bytes(void);
+void rl_alloc_peak_reset(void);
 /* 1 when blocks come from the host's jemalloc, 0 for libc malloc. */
 int rl_alloc_uses_jemalloc(void);
 void rl_alloc_fail_after(long n);
@@ -68,6 +74,25 @@ static inline uint64_t rl_align_up(uint64_t x, uint64_t a)
 static inline uint64_t rl_align_down(uint64_t x, uint64_t a)
 {
 	return x & ~(a - 1);
+}
+
+/* A parameter's valid range, in a table indexed by the parameter. */
+struct rl_bounds {
+	int64_t lo, hi;
+};
+
+/* Fills *lo and *hi (either may be NULL) from table[param] when first <=
+ * param <= last. Returns 0, or -EINVAL for another param. */
+static inline int rl_bounds_get(const struct rl_bounds *table, int first, int last,
+				int param, int64_t *lo, int64_t *hi)
+{
+	if (param < first || param > last)
+		return -EINVAL;
+	if (lo)
+		*lo = table[param].lo;
+	if (hi)
+		*hi = table[param].hi;
+	return 0;
 }
 
 /* A handle's last error: a code and a one-line message. */

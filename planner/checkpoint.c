@@ -1,6 +1,6 @@
 /*
  * checkpoint.c - a checkpoint of one or more safetensors files: a single
- * file, a directory of *.safetensors, or an HF model.safetensors.index.json.
+ * file, a directory, or an HF model.safetensors.index.json (index.c).
  *
  * Only headers are read (pread into one reusable buffer), and every file's
  * size (fstat) is checked against its header here, so a truncated file is
@@ -8,23 +8,19 @@
  * that a FIFO given by mistake is refused (not a regular file), not waited on.
  *
  * Decisions:
- *  - A directory with no *.safetensors (dot files skipped) is an error
- *    (-ENOENT): it is almost always a wrong path, not a wish to load nothing.
+ *  - A directory resolves as transformers does: its model.safetensors if
+ *    present, else its model.safetensors.index.json, and only when neither
+ *    exists every *.safetensors in it (dot files skipped). A directory with
+ *    none of these is an error (-ENOENT): it is almost always a wrong path,
+ *    not a wish to load nothing.
  *  - With an index, its weight_map decides: a tensor is taken from the file
  *    the map names; tensors a file holds but the map does not list (or lists
- *    in another file) are ignored, as transformers' loader does. A repeated
- *    key in weight_map keeps its last value, as Python's json does.
+ *    in another file) are ignored, as transformers' loader does.
  *  - Files are ordered by name (directory) or by file name (index), and
  *    tensors by file, then data offset.
- *  - An index names files relative to its own directory: an absolute name
- *    or one with a ".." component is refused (RL_E_BAD_INDEX), so a hostile
- *    index cannot make us open, or describe in errors, files elsewhere.
- *    Subdirectories ("sub/x.safetensors") are allowed. Symbolic links in
- *    the index's directory are followed: they are its owner's choice.
- *  - Only JSON whitespace may follow the index's value, and a weight_map
- *    name or file name with a NUL (\u0000) is refused: cJSON's strings end
- *    at the first NUL, so "a.safetensors\u0000x" would silently read as
- *    "a.safetensors".
+ *  - Eight bytes that cannot be a header length (over the reference's limit
+ *    and past the end of the file: a text file, say) are reported as "not a
+ *    safetensors file", with the reference's verdict RL_E_HEADER_TOO_LARGE.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -36,21 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
-#include "planner.h"
-#include "sjson.h"
-
-/* An index larger than this is not an index (HF's are a few MB). */
-#define INDEX_MAX_BYTES (256u << 20)
-
-struct map_ent {
-	const char *name;   /* tensor and file names: owned by the cJSON tree */
-	const char *fname;
-	size_t seq;         /* document order */
-	uint32_t file;
-	int found;
-};
+#include "ckpt_io.h"
 
 struct loader {
 	struct pl_ckpt *ck;
@@ -60,76 +42,9 @@ struct loader {
 	size_t tensors_cap;
 	struct pl_meta *meta;   /* every file's metadata, merged at the end */
 	size_t nmeta, meta_cap;
-	struct map_ent *map;    /* index mode: sorted by name */
-	size_t nmap;
+	struct pl_index ix;     /* index mode */
+	int indexed;
 };
-
-static int oom(struct rl_err *e)
-{
-	return rl_err_set(e, -ENOMEM, "out of memory opening checkpoint");
-}
-
-/* Re-records e's message prefixed with "path: ". */
-static int prefix(struct rl_err *e, int code, const char *path)
-{
-	char msg[RL_ERRMSG_MAX];
-
-	memcpy(msg, e->msg, sizeof(msg));
-	msg[sizeof(msg) - 1] = '\0';
-	return rl_err_set(e, code, "%s: %s", path, msg);
-}
-
-static int sys_err(struct rl_err *e, int err, const char *what, const char *path)
-{
-	return rl_err_set(e, -err, "%s: %s: %s", path, what, strerror(err));
-}
-
-static int pread_full(int fd, char *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO; /* the file shrank under us */
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-static char *path_join(const char *dir, const char *name)
-{
-	size_t a = strlen(dir), b = strlen(name);
-	char *p;
-
-	if (a + b + 2 < a)
-		return NULL;
-	p = rl_malloc(a + b + 2);
-	if (!p)
-		return NULL;
-	memcpy(p, dir, a);
-	p[a] = '/';
-	memcpy(p + a + 1, name, b + 1);
-	return p;
-}
-
-/* The directory part of path ("." when there is none). */
-static char *path_dir(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		return rl_strdup(".");
-	if (slash == path)
-		return rl_strdup("/");
-	return rl_strndup(path, (size_t)(slash - path));
-}
 
 static int add_file(struct pl_ckpt *ck, char *path)
 {
@@ -145,48 +60,111 @@ static int add_file(struct pl_ckpt *ck, char *path)
 	return 0;
 }
 
-static struct map_ent *map_find(const struct loader *L, const char *name)
+/* ---------------------------------------------------------------- */
+/* One file's header                                                 */
+/* ---------------------------------------------------------------- */
+
+/* Opens file f (a regular file) and records its size. Returns the fd. */
+static int open_file(struct loader *L, struct pl_file *f)
 {
-	size_t lo = 0, hi = L->nmap;
+	struct stat st;
+	int fd, r;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, L->map[mid].name);
-
-		if (!c)
-			return &L->map[mid];
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
+	fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return pl_sys_err(L->e, errno, L->indexed ? "file named by the index: "
+				  "cannot open" : "cannot open", f->path);
+	if (fstat(fd, &st) < 0) {
+		r = pl_sys_err(L->e, errno, "cannot stat", f->path);
+		close(fd);
+		return r;
 	}
-	return NULL;
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return rl_err_set(L->e, -EINVAL, "%s: not a regular file", f->path);
+	}
+	f->size = (uint64_t)st.st_size;
+	return fd;
 }
 
-/*
- * Validates the header (n bytes at buf) of file fi, whose size is known,
- * and keeps its tensors (those the index assigns to it) and metadata.
- */
-static int keep_header(struct loader *L, uint32_t fi, const char *buf, uint64_t n)
+/* A header length n checked in read_metadata's order: size >= 8 (done by
+ * the caller before n is read), length <= limit, header inside the file. */
+static int check_length(struct loader *L, const struct pl_file *f, uint64_t n)
 {
-	struct pl_file *f = &L->ck->files[fi];
-	struct pl_header h;
+	if (n > PL_MAX_HEADER && n > f->size - 8)
+		return rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
+				  "%s: not a safetensors file (its first 8 bytes, read as "
+				  "the header length, exceed both the limit of %u bytes and "
+				  "the file's size)", f->path, PL_MAX_HEADER);
+	if (n > PL_MAX_HEADER)
+		return rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
+				  "%s: header length %" PRIu64 " is over the limit of %u",
+				  f->path, n, PL_MAX_HEADER);
+	if (n + 8 > f->size)
+		return rl_err_set(L->e, RL_E_HEADER_LENGTH,
+				  "%s: header length %" PRIu64 " runs past the end of "
+				  "the file (%" PRIu64 " bytes, truncated?)", f->path, n, f->size);
+	return 0;
+}
+
+static int check_size(struct loader *L, const struct pl_file *f)
+{
+	if (f->size < 8)
+		return rl_err_set(L->e, RL_E_HEADER_TOO_SMALL,
+				  "%s: file of %" PRIu64 " bytes is shorter than the "
+				  "8-byte header length", f->path, f->size);
+	return 0;
+}
+
+/* The 8-byte header length of an open file, checked. */
+static int header_length(struct loader *L, int fd, const struct pl_file *f, uint64_t *len)
+{
+	unsigned char len8[8];
+	uint64_t n = 0;
 	int r;
 
-	f->data_start = 8 + n;
-	r = pl_header_parse(buf, (size_t)n, f->size, fi, &h, L->e);
-	if (r)
-		return prefix(L->e, r, f->path);
-	if (rl_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h.ntensors,
-		    sizeof(*L->ck->tensors))) {
-		r = oom(L->e);
-		goto free_h;
-	}
-	for (size_t i = 0; i < h.ntensors; i++) {
-		struct pl_tensor *t = &h.tensors[i];
+	if ((r = check_size(L, f)))
+		return r;
+	if ((r = pl_pread_full(fd, (char *)len8, 8, 0)))
+		return pl_sys_err(L->e, -r, "cannot read", f->path);
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | len8[i];
+	if ((r = check_length(L, f, n)))
+		return r;
+	*len = n;
+	return 0;
+}
 
-		if (L->map) {
-			struct map_ent *m = map_find(L, t->name);
+/* Reads file f's header (n bytes after the length) into L->buf. */
+static int read_header(struct loader *L, int fd, const struct pl_file *f, uint64_t n)
+{
+	int r;
+
+	if (n > L->buf_cap || !L->buf) {
+		char *nb = rl_realloc(L->buf, n ? (size_t)n : 1);
+
+		if (!nb)
+			return pl_ckpt_oom(L->e);
+		L->buf = nb;
+		L->buf_cap = (size_t)n;
+	}
+	if ((r = pl_pread_full(fd, L->buf, (size_t)n, 8)))
+		return pl_sys_err(L->e, -r, "cannot read header", f->path);
+	return 0;
+}
+
+/* Keeps h's tensors (those the index assigns to file fi) and metadata. */
+static int keep_header(struct loader *L, uint32_t fi, struct pl_header *h)
+{
+	if (rl_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h->ntensors,
+		    sizeof(*L->ck->tensors)) ||
+	    rl_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h->nmeta, sizeof(*L->meta)))
+		return pl_ckpt_oom(L->e);
+	for (size_t i = 0; i < h->ntensors; i++) {
+		struct pl_tensor *t = &h->tensors[i];
+
+		if (L->indexed) {
+			struct pl_index_ent *m = pl_index_find(&L->ix, t->name);
 
 			if (!m || m->file != fi)
 				continue; /* not ours: freed with h */
@@ -196,15 +174,35 @@ static int keep_header(struct loader *L, uint32_t fi, const char *buf, uint64_t 
 		t->name = NULL;
 		t->shape = NULL;
 	}
-	if (rl_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h.nmeta, sizeof(*L->meta))) {
-		r = oom(L->e);
-		goto free_h;
+	for (size_t i = 0; i < h->nmeta; i++) {
+		L->meta[L->nmeta++] = h->meta[i];
+		h->meta[i].key = h->meta[i].value = NULL;
 	}
-	for (size_t i = 0; i < h.nmeta; i++) {
-		L->meta[L->nmeta++] = h.meta[i];
-		h.meta[i].key = h.meta[i].value = NULL;
-	}
-free_h:
+	return 0;
+}
+
+/* Re-records e's message prefixed with "path: ". */
+static int prefix(struct rl_err *e, int code, const char *path)
+{
+	char msg[RL_ERRMSG_MAX];
+
+	memcpy(msg, e->msg, sizeof(msg));
+	msg[sizeof(msg) - 1] = '\0';
+	return rl_err_set(e, code, "%s: %s", path, msg);
+}
+
+/* Validates the header (n bytes at buf) of file fi, whose size is known,
+ * and keeps its tensors and metadata. */
+static int parse_header(struct loader *L, uint32_t fi, const char *buf, uint64_t n)
+{
+	struct pl_file *f = &L->ck->files[fi];
+	struct pl_header h;
+	int r;
+
+	f->data_start = 8 + n;
+	if ((r = pl_header_parse(buf, (size_t)n, f->size, fi, &h, L->e)))
+		return prefix(L->e, r, f->path);
+	r = keep_header(L, fi, &h);
 	pl_header_free(&h);
 	return r;
 }
@@ -213,74 +211,35 @@ free_h:
 static int load_file(struct loader *L, uint32_t fi)
 {
 	struct pl_file *f = &L->ck->files[fi];
-	struct stat st;
-	unsigned char len8[8];
 	uint64_t n = 0;
 	int fd, r;
 
-	fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return sys_err(L->e, errno, L->map ? "file named by the index: cannot open"
-						   : "cannot open", f->path);
-	if (fstat(fd, &st) < 0) {
-		r = sys_err(L->e, errno, "cannot stat", f->path);
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		r = rl_err_set(L->e, -EINVAL, "%s: not a regular file", f->path);
-		goto out;
-	}
-	f->size = (uint64_t)st.st_size;
-	/* read_metadata's order: size >= 8, length <= limit, header in file. */
-	if (f->size < 8) {
-		r = rl_err_set(L->e, RL_E_HEADER_TOO_SMALL,
-			       "%s: file of %" PRIu64 " bytes is shorter than the "
-			       "8-byte header length", f->path, f->size);
-		goto out;
-	}
-	if ((r = pread_full(fd, (char *)len8, 8, 0))) {
-		r = sys_err(L->e, -r, "cannot read", f->path);
-		goto out;
-	}
-	for (int i = 7; i >= 0; i--)
-		n = n << 8 | len8[i];
-	if (n > PL_MAX_HEADER) {
-		r = rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
-			       "%s: header length %" PRIu64 " is over the limit of %u",
-			       f->path, n, PL_MAX_HEADER);
-		goto out;
-	}
-	if (n + 8 > f->size) {
-		r = rl_err_set(L->e, RL_E_HEADER_LENGTH,
-			       "%s: header length %" PRIu64 " runs past the end of "
-			       "the file (%" PRIu64 " bytes, truncated?)", f->path, n, f->size);
-		goto out;
-	}
-	if (n > L->buf_cap || !L->buf) {
-		char *nb = rl_realloc(L->buf, n ? (size_t)n : 1);
-
-		if (!nb) {
-			r = oom(L->e);
-			goto out;
-		}
-		L->buf = nb;
-		L->buf_cap = (size_t)n;
-	}
-	if ((r = pread_full(fd, L->buf, (size_t)n, 8))) {
-		r = sys_err(L->e, -r, "cannot read header", f->path);
-		goto out;
-	}
-	r = keep_header(L, fi, L->buf, n);
-out:
+	if ((fd = open_file(L, f)) < 0)
+		return fd;
+	if (!(r = header_length(L, fd, f, &n)) && !(r = read_header(L, fd, f, n)))
+		r = parse_header(L, fi, L->buf, n);
 	close(fd);
 	return r;
 }
+
+/* ---------------------------------------------------------------- */
+/* Which files                                                       */
+/* ---------------------------------------------------------------- */
 
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Whether name is a *.safetensors that is not a dot file. */
+static int safetensors_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	return name[0] != '.' && len >= 12 && !strcmp(name + len - 12, ".safetensors");
+}
+
+/* Every *.safetensors regular file of dir, sorted by name. */
 static int list_dir(struct loader *L, const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -290,30 +249,22 @@ static int list_dir(struct loader *L, const char *dir)
 	int r = 0;
 
 	if (!d)
-		return sys_err(L->e, errno, "cannot open directory", dir);
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
+		return pl_sys_err(L->e, errno, "cannot open directory", dir);
+	while (!r && (de = readdir(d))) {
 		struct stat st;
 		char *p;
 
-		if (de->d_name[0] == '.' || len < 12 ||
-		    strcmp(de->d_name + len - 12, ".safetensors"))
+		if (!safetensors_name(de->d_name))
 			continue;
-		p = path_join(dir, de->d_name);
-		if (!p) {
-			r = oom(L->e);
-			break;
-		}
-		if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
-			rl_free(p); /* a dangling link or a directory: not a file of ours */
-			continue;
-		}
-		if (rl_grow((void **)&names, &cap, n + 1, sizeof(*names))) {
+		if (!(p = pl_path_join(dir, de->d_name)) ||
+		    rl_grow((void **)&names, &cap, n + 1, sizeof(*names))) {
 			rl_free(p);
-			r = oom(L->e);
-			break;
+			r = pl_ckpt_oom(L->e);
+		} else if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
+			rl_free(p); /* a dangling link or a directory: not a file of ours */
+		} else {
+			names[n++] = p;
 		}
-		names[n++] = p;
 	}
 	closedir(d);
 	if (!r && !n)
@@ -322,7 +273,7 @@ static int list_dir(struct loader *L, const char *dir)
 		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		if (!r && add_file(L->ck, names[i]) < 0)
-			r = oom(L->e);
+			r = pl_ckpt_oom(L->e);
 		else if (r)
 			rl_free(names[i]);
 	}
@@ -330,301 +281,62 @@ static int list_dir(struct loader *L, const char *dir)
 	return r;
 }
 
-static int read_small_file(const char *path, char **out, size_t *len, struct rl_err *e)
+/* The index's files become the checkpoint's (ownership moves). */
+static int open_index(struct loader *L, const char *path)
 {
-	struct stat st;
-	char *buf;
-	int fd, r;
+	int r = pl_index_load(path, &L->ix, L->e);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return sys_err(e, errno, "cannot open", path);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		r = S_ISREG(st.st_mode) ? sys_err(e, errno, "cannot stat", path)
-					: rl_err_set(e, RL_E_BAD_INDEX, "%s: not a regular file", path);
-		close(fd);
-		return r;
+	L->indexed = 1;
+	for (size_t i = 0; !r && i < L->ix.nfiles; i++) {
+		r = add_file(L->ck, L->ix.files[i]) < 0 ? pl_ckpt_oom(L->e) : 0;
+		L->ix.files[i] = NULL;
 	}
-	if ((uint64_t)st.st_size > INDEX_MAX_BYTES) {
-		close(fd);
-		return rl_err_set(e, RL_E_BAD_INDEX, "%s: index of %" PRIu64
-				  " bytes is larger than %u", path, (uint64_t)st.st_size,
-				  INDEX_MAX_BYTES);
-	}
-	buf = rl_malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return oom(e);
-	}
-	r = pread_full(fd, buf, (size_t)st.st_size, 0);
-	close(fd);
-	if (r) {
-		rl_free(buf);
-		return sys_err(e, -r, "cannot read", path);
-	}
-	buf[st.st_size] = '\0';
-	*out = buf;
-	*len = (size_t)st.st_size;
+	return r;
+}
+
+static int open_single(struct loader *L, const char *path)
+{
+	char *p = rl_strdup(path);
+
+	if (!p || add_file(L->ck, p) < 0)
+		return pl_ckpt_oom(L->e);
 	return 0;
 }
 
-/*
- * Skips the value at j->p in text cJSON has already accepted: strings and
- * brackets only need matching, so nesting has no limit here.
- */
-static void skip_valid(struct sj *j)
+/* Whether dir/name is a regular file (links followed), as Python's
+ * os.path.isfile() decides. 1, 0, or -ENOMEM; *path is dir/name. */
+static int dir_has(const char *dir, const char *name, char **path, struct rl_err *e)
 {
-	int depth = 0;
+	struct stat st;
 
-	do {
-		sj_ws(j);
-		if (j->p >= j->end)
-			return;
-		switch (*j->p) {
-		case '"':
-			for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
-				if (*j->p == '\\')
-					j->p++;
-			j->p++;
-			break;
-		case '{':
-		case '[':
-			depth++;
-			j->p++;
-			break;
-		case '}':
-		case ']':
-			depth--;
-			j->p++;
-			break;
-		case ',':
-		case ':':
-			j->p++;
-			break;
-		default:
-			while (j->p < j->end && !strchr(" \t\r\n,:]}", *j->p))
-				j->p++;
-		}
-	} while (depth > 0 && j->p < j->end);
+	*path = pl_path_join(dir, name);
+	if (!*path)
+		return pl_ckpt_oom(e);
+	return stat(*path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Decodes the string at j->p; whether it holds a NUL is *nul. */
-static int index_string(struct sj *j, const char *path, int *nul)
+/* A directory, as transformers resolves one. */
+static int open_dir(struct loader *L, const char *dir)
 {
-	static const char lead[] = "invalid header JSON: ";
-	int r = sj_string(j);
-
-	if (r == RL_E_HEADER_JSON) {  /* cJSON lets raw control characters through */
-		char msg[RL_ERRMSG_MAX];
-
-		snprintf(msg, sizeof(msg), "%s", j->e->msg +
-			 (strncmp(j->e->msg, lead, strlen(lead)) ? 0 : strlen(lead)));
-		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: %s", path, msg);
-	}
-	*nul = !r && memchr(j->sb, 0, j->sb_len) != NULL;
-	return r;
-}
-
-/*
- * Walks the index text (a JSON object cJSON has accepted) again with the
- * strict decoder, for what cJSON's NUL-terminated strings hide: a NUL in a
- * weight_map name or file name.
- */
-static int index_check_nul(const char *text, size_t len, const char *path, struct rl_err *e)
-{
-	struct sj j = { .buf = text, .p = text, .end = text + len, .e = e };
-	char q[128];
-	int r = 0, nul = 0;
-
-	sj_ws(&j);
-	j.p++;                                  /* the root '{' */
-	for (sj_ws(&j); !r && j.p < j.end && *j.p == '"'; sj_ws(&j)) {
-		int wm;
-
-		if ((r = index_string(&j, path, &nul)))
-			break;
-		wm = j.sb_len == 10 && !memcmp(j.sb, "weight_map", 10);
-		sj_ws(&j);
-		j.p++;                          /* ':' */
-		sj_ws(&j);
-		if (!wm || *j.p != '{') {
-			skip_valid(&j);
-		} else {
-			for (j.p++, sj_ws(&j); j.p < j.end && *j.p == '"'; sj_ws(&j)) {
-				if ((r = index_string(&j, path, &nul)))
-					break;
-				pl_quote(q, sizeof(q), j.sb, j.sb_len);
-				if (nul) {
-					r = rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map name '%s' "
-						       "contains a NUL character", path, q);
-					break;
-				}
-				sj_ws(&j);
-				j.p++;          /* ':' */
-				sj_ws(&j);
-				if (j.p < j.end && *j.p == '"') {
-					if ((r = index_string(&j, path, &nul)))
-						break;
-					if (nul) {
-						r = rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map "
-							       "entry '%s': file name contains a NUL "
-							       "character", path, q);
-						break;
-					}
-				} else {
-					skip_valid(&j);
-				}
-				sj_ws(&j);
-				if (j.p < j.end && *j.p == ',')
-					j.p++;
-			}
-			j.p++;                  /* '}' */
-		}
-		sj_ws(&j);
-		if (j.p < j.end && *j.p == ',')
-			j.p++;
-	}
-	rl_free(j.sb);
-	return r;
-}
-
-/* Whether an index's file name stays in the index's directory. */
-static int index_name_ok(const char *f)
-{
-	if (f[0] == '/')
-		return 0;
-	for (const char *c = f; *c; ) {
-		size_t n = strcspn(c, "/");
-
-		if (n == 2 && c[0] == '.' && c[1] == '.')
-			return 0;
-		c += n;
-		if (*c == '/')
-			c++;
-	}
-	return 1;
-}
-
-static int cmp_map(const void *a, const void *b)
-{
-	const struct map_ent *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
-
-	if (c)
-		return c;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/*
- * Reads index path: {"weight_map": {"tensor": "file.safetensors", ...}}.
- * Fills L->map (strings point into *treep) and the checkpoint's files:
- * the distinct file names, sorted, relative to the index's directory.
- */
-static int load_index(struct loader *L, const char *path, cJSON **treep)
-{
-	cJSON *root, *wm, *it;
-	char *text = NULL, *dir = NULL;
-	const char *end = NULL;  /* where cJSON stopped */
-	const char **files = NULL;
-	size_t len = 0, n = 0, nu = 0;
+	char *p = NULL;
 	int r;
 
-	if ((r = read_small_file(path, &text, &len, L->e)))
-		return r;
-	root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-	*treep = root;
-	if (!root || !cJSON_IsObject(root)) {
-		/* cJSON points end at the error; cJSON_GetErrorPtr() is global. */
-		r = !root ? rl_err_set(L->e, RL_E_BAD_INDEX, "%s: invalid JSON at byte %zu", path,
-				       end ? (size_t)(end - text) : 0)
-			  : rl_err_set(L->e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
-		rl_free(text);
-		return r;
+	if ((r = dir_has(dir, "model.safetensors", &p, L->e)) > 0)
+		r = open_single(L, p);
+	else if (!r) {
+		rl_free(p);
+		if ((r = dir_has(dir, "model.safetensors.index.json", &p, L->e)) > 0)
+			r = open_index(L, p);
+		else if (!r)
+			r = list_dir(L, dir);
 	}
-	while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
-		end++;
-	if (end < text + len) {
-		r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
-			       "at byte %zu", path, (size_t)(end - text));
-		rl_free(text);
-		return r;
-	}
-	r = index_check_nul(text, len, path, L->e);
-	rl_free(text);
-	if (r)
-		return r;
-	wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-	if (!cJSON_IsObject(wm))
-		return rl_err_set(L->e, RL_E_BAD_INDEX,
-				  "%s: index has no \"weight_map\" object", path);
-	for (it = wm->child; it; it = it->next)
-		n++;
-	L->map = rl_calloc(n ? n : 1, sizeof(*L->map));
-	files = rl_calloc(n ? n : 1, sizeof(*files));
-	dir = path_dir(path);
-	if (!L->map || !files || !dir) {
-		r = oom(L->e);
-		goto out;
-	}
-	for (it = wm->child; it; it = it->next) {
-		const char *v = cJSON_GetStringValue(it);
-
-		if (!v || !*v) {
-			char q[128];
-
-			pl_quote(q, sizeof(q), it->string, strlen(it->string));
-			r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s' "
-				       "is not a file name", path, q);
-			goto out;
-		}
-		if (!index_name_ok(v)) {
-			char q[128], qf[128];
-
-			pl_quote(q, sizeof(q), it->string, strlen(it->string));
-			pl_quote(qf, sizeof(qf), v, strlen(v));
-			r = rl_err_set(L->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file "
-				       "'%s' is outside the index's directory (absolute or "
-				       "with a '..' component)", path, q, qf);
-			goto out;
-		}
-		L->map[L->nmap].name = it->string;
-		L->map[L->nmap].fname = v;
-		L->map[L->nmap].seq = L->nmap;
-		L->nmap++;
-	}
-	/* A repeated key keeps its last value, as Python's json does. */
-	qsort(L->map, L->nmap, sizeof(*L->map), cmp_map);
-	n = 0;
-	for (size_t i = 0; i < L->nmap; i++)
-		if (i + 1 == L->nmap || strcmp(L->map[i].name, L->map[i + 1].name))
-			L->map[n++] = L->map[i];
-	L->nmap = n;
-
-	for (size_t i = 0; i < L->nmap; i++)
-		files[i] = L->map[i].fname;
-	qsort(files, L->nmap, sizeof(*files), cmp_str);
-	for (size_t i = 0; i < L->nmap; i++)
-		if (!nu || strcmp(files[nu - 1], files[i]))
-			files[nu++] = files[i];
-	for (size_t i = 0; i < nu; i++) {
-		char *p = path_join(dir, files[i]);
-
-		if (!p || add_file(L->ck, p) < 0) {
-			r = oom(L->e);
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < L->nmap; i++) {
-		const char **hit = bsearch(&L->map[i].fname, files, nu, sizeof(*files), cmp_str);
-
-		L->map[i].file = (uint32_t)(hit - files);
-	}
-	r = 0;
-out:
-	rl_free(files);
-	rl_free(dir);
+	rl_free(p);
 	return r;
 }
+
+/* ---------------------------------------------------------------- */
+/* Finishing                                                         */
+/* ---------------------------------------------------------------- */
 
 static int cmp_tensor_name(const void *a, const void *b, void *arg)
 {
@@ -644,7 +356,7 @@ static int merge_meta(struct loader *L)
 	size_t o = 0;
 
 	if (!tmp)
-		return oom(L->e);
+		return pl_ckpt_oom(L->e);
 	for (size_t w = 1; w < L->nmeta; w *= 2) {
 		for (size_t lo = 0; lo < L->nmeta; lo += 2 * w) {
 			size_t mid = RL_MIN(lo + w, L->nmeta), hi = RL_MIN(lo + 2 * w, L->nmeta);
@@ -681,21 +393,21 @@ static int finish(struct loader *L, const char *path)
 	struct pl_ckpt *ck = L->ck;
 	char q[128];
 
-	if (L->map) {
-		for (size_t i = 0; i < L->nmap; i++) {
-			if (L->map[i].found)
-				continue;
-			pl_quote(q, sizeof(q), L->map[i].name, strlen(L->map[i].name));
-			return rl_err_set(L->e, RL_E_MISSING_TENSOR,
-					  "%s: tensor '%s' is not in %s", path, q,
-					  ck->files[L->map[i].file].path);
-		}
+	for (size_t i = 0; i < L->ix.nmap; i++) {
+		const struct pl_index_ent *m = &L->ix.map[i];
+
+		if (m->found)
+			continue;
+		pl_quote(q, sizeof(q), m->name, strlen(m->name));
+		return rl_err_set(L->e, RL_E_MISSING_TENSOR, "%s: tensor '%s' is not in %s",
+				  path, q, ck->files[m->file].path);
 	}
-	if (ck->ntensors > UINT32_MAX)
-		return rl_err_set(L->e, RL_E_TOO_LARGE, "%s: more than 2^32 tensors", path);
+	if (ck->ntensors > pl_limit(PL_LIMIT_TENSORS))
+		return rl_err_set(L->e, RL_E_TOO_LARGE, "%s: %zu tensors (at most %" PRIu64 ")",
+				  path, ck->ntensors, pl_limit(PL_LIMIT_TENSORS));
 	ck->by_name = rl_mallocarray(ck->ntensors ? ck->ntensors : 1, sizeof(*ck->by_name));
 	if (!ck->by_name)
-		return oom(L->e);
+		return pl_ckpt_oom(L->e);
 	for (size_t i = 0; i < ck->ntensors; i++)
 		ck->by_name[i] = (uint32_t)i;
 	qsort_r(ck->by_name, ck->ntensors, sizeof(*ck->by_name), cmp_tensor_name, ck->tensors);
@@ -721,27 +433,23 @@ static int ends_with(const char *s, const char *suffix)
 	return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/*
- * Frees what a failed or finished open leaves in L (the checkpoint itself
- * only when it was not handed out).
- */
-static void loader_done(struct loader *L, cJSON *tree)
+/* Frees what a failed or finished open leaves in L (the checkpoint itself
+ * only when it was not handed out). */
+static void loader_done(struct loader *L)
 {
 	for (size_t i = 0; i < L->nmeta; i++) {
 		rl_free(L->meta[i].key);
 		rl_free(L->meta[i].value);
 	}
 	rl_free(L->meta);
-	rl_free(L->map);
 	rl_free(L->buf);
-	cJSON_Delete(tree);
+	pl_index_free(&L->ix);
 	pl_ckpt_free(L->ck);
 }
 
 int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
 {
 	struct loader L = { .e = e };
-	cJSON *tree = NULL;
 	struct stat st;
 	int r;
 
@@ -750,38 +458,25 @@ int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
 		return rl_err_set(e, RL_E_INVALID_ARG, "empty checkpoint path");
 	L.ck = rl_calloc(1, sizeof(*L.ck));
 	if (!L.ck)
-		return oom(e);
-	if (stat(path, &st) < 0) {
-		r = sys_err(e, errno, "cannot open", path);
-		goto fail;
+		return pl_ckpt_oom(e);
+	if (stat(path, &st) < 0)
+		r = pl_sys_err(e, errno, "cannot open", path);
+	else if (S_ISDIR(st.st_mode))
+		r = open_dir(&L, path);
+	else if (ends_with(path, ".json"))
+		r = open_index(&L, path);
+	else
+		r = open_single(&L, path);
+	if (!r && L.ck->nfiles > pl_limit(PL_LIMIT_FILES))
+		r = rl_err_set(e, RL_E_TOO_LARGE, "%s: %zu files (at most %" PRIu64 ")", path,
+			       L.ck->nfiles, pl_limit(PL_LIMIT_FILES));
+	for (size_t i = 0; !r && i < L.ck->nfiles; i++)
+		r = load_file(&L, (uint32_t)i);
+	if (!r && !(r = finish(&L, path))) {
+		*out = L.ck;
+		L.ck = NULL;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		r = list_dir(&L, path);
-	} else if (ends_with(path, ".json")) {
-		r = load_index(&L, path, &tree);
-	} else {
-		char *p = rl_strdup(path);
-
-		r = p ? add_file(L.ck, p) : -ENOMEM;
-		if (r)
-			r = oom(e);
-	}
-	if (r)
-		goto fail;
-	if (L.ck->nfiles > UINT32_MAX) {
-		r = rl_err_set(e, RL_E_TOO_LARGE, "%s: too many files", path);
-		goto fail;
-	}
-	for (size_t i = 0; i < L.ck->nfiles; i++)
-		if ((r = load_file(&L, (uint32_t)i)))
-			goto fail;
-	if ((r = finish(&L, path)))
-		goto fail;
-	*out = L.ck;
-	L.ck = NULL;
-	r = 0;
-fail:
-	loader_done(&L, tree);
+	loader_done(&L);
 	return r;
 }
 
@@ -792,21 +487,12 @@ fail:
 static int header_given(struct loader *L, uint32_t fi, const struct pl_file_header *h)
 {
 	struct pl_file *f = &L->ck->files[fi];
+	int r;
 
 	f->size = h->size;
-	if (f->size < 8)
-		return rl_err_set(L->e, RL_E_HEADER_TOO_SMALL,
-				  "%s: file of %" PRIu64 " bytes is shorter than the 8-byte header length",
-				  f->path, f->size);
-	if (h->len > PL_MAX_HEADER)
-		return rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
-				  "%s: header length %" PRIu64 " is over the limit of %u", f->path,
-				  h->len, PL_MAX_HEADER);
-	if (h->len + 8 > f->size)
-		return rl_err_set(L->e, RL_E_HEADER_LENGTH,
-				  "%s: header length %" PRIu64 " runs past the end of the file (%" PRIu64
-				  " bytes, truncated?)", f->path, h->len, f->size);
-	return keep_header(L, fi, h->header, h->len);
+	if ((r = check_size(L, f)) || (r = check_length(L, f, h->len)))
+		return r;
+	return parse_header(L, fi, h->header, h->len);
 }
 
 int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl_ckpt **out,
@@ -817,26 +503,25 @@ int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl
 
 	*out = NULL;
 	if (!(L.ck = rl_calloc(1, sizeof(*L.ck))))
-		return oom(e);
-	if (n > UINT32_MAX)
-		r = rl_err_set(e, RL_E_TOO_LARGE, "checkpoint: too many files");
+		return pl_ckpt_oom(e);
+	if (n > pl_limit(PL_LIMIT_FILES))
+		r = rl_err_set(e, RL_E_TOO_LARGE, "checkpoint: %zu files (at most %" PRIu64 ")",
+			       n, pl_limit(PL_LIMIT_FILES));
 	for (size_t i = 0; i < n && !r; i++) {
 		char *p = rl_strdup(files[i].path);
 
 		if (!p || add_file(L.ck, p) < 0)
-			r = oom(e);
+			r = pl_ckpt_oom(e);
 		else
 			r = header_given(&L, (uint32_t)i, &files[i]);
 	}
 	if (!r && !n)
 		r = rl_err_set(e, -ENOENT, "checkpoint: no files");
-	if (!r)
-		r = finish(&L, n ? files[0].path : "checkpoint");
-	if (!r) {
+	if (!r && !(r = finish(&L, n ? files[0].path : "checkpoint"))) {
 		*out = L.ck;
 		L.ck = NULL;
 	}
-	loader_done(&L, NULL);
+	loader_done(&L);
 	return r;
 }
 

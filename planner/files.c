@@ -1,61 +1,109 @@
 /*
- * files.c - the files a plan's reads open. The engine opens every file it
- * is given, so it is given only the files the process reads: a process
- * that may not read a file (files_of_process) must never open it, and one
- * that reads 1 of 30 files should not open 30. The reads it executes name
- * files by their index in that shorter table; the plan's own reads (and
- * rl_plan_request()) keep the checkpoint's indices.
+ * files.c - the small file helpers of the checkpoint reader: full preads,
+ * path joining, system error messages and reading a small whole file
+ * (an index).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "pl_private.h"
+#include "ckpt_io.h"
 
-void pl_exec_files_free(struct pl_exec_files *fx)
+int pl_ckpt_oom(struct rl_err *e)
 {
-	if (!fx)
-		return;
-	rl_free(fx->file);
-	rl_free(fx->paths);
-	rl_free(fx->sizes);
-	rl_free(fx->reads);
-	rl_free(fx);
+	return rl_err_set(e, -ENOMEM, "out of memory opening checkpoint");
 }
 
-int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e)
+int pl_sys_err(struct rl_err *e, int err, const char *what, const char *path)
 {
-	struct pl_exec_files *fx = rl_calloc(1, sizeof(*fx));
-	uint32_t *slot = rl_mallocarray(p->nfiles + 1, sizeof(*slot));
+	return rl_err_set(e, -err, "%s: %s: %s", path, what, strerror(err));
+}
 
-	pl_exec_files_free(p->fx);
-	p->fx = fx;
-	if (!fx || !slot)
-		goto oom;
-	memset(slot, 0xff, (p->nfiles + 1) * sizeof(*slot));
-	for (size_t q = 0; q < p->nreads; q++)
-		if (slot[p->reads[q].file] == UINT32_MAX)
-			slot[p->reads[q].file] = 0;
-	fx->file = rl_mallocarray(p->nfiles + 1, sizeof(*fx->file));
-	fx->paths = rl_mallocarray(p->nfiles + 1, sizeof(*fx->paths));
-	fx->sizes = rl_mallocarray(p->nfiles + 1, sizeof(*fx->sizes));
-	fx->reads = rl_mallocarray(p->nreads + 1, sizeof(*fx->reads));
-	if (!fx->file || !fx->paths || !fx->sizes || !fx->reads)
-		goto oom;
-	for (size_t f = 0; f < p->nfiles; f++) {
-		if (slot[f] == UINT32_MAX)
-			continue;
-		slot[f] = (uint32_t)fx->n;
-		fx->file[fx->n] = (uint32_t)f;
-		fx->paths[fx->n] = p->paths[f];
-		fx->sizes[fx->n++] = p->file_sizes[f];
+int pl_pread_full(int fd, char *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO; /* the file shrank under us */
+		done += (size_t)n;
 	}
-	for (size_t q = 0; q < p->nreads; q++) {
-		fx->reads[q] = p->reads[q];
-		fx->reads[q].file = slot[p->reads[q].file];
-	}
-	rl_free(slot);
 	return 0;
-oom:
-	rl_free(slot);
-	return rl_err_set(e, -ENOMEM, "plan: out of memory");
+}
+
+char *pl_path_join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p;
+
+	if (a + b + 2 < a)
+		return NULL;
+	p = rl_malloc(a + b + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	return p;
+}
+
+char *pl_path_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return rl_strdup(".");
+	if (slash == path)
+		return rl_strdup("/");
+	return rl_strndup(path, (size_t)(slash - path));
+}
+
+int pl_read_small_file(const char *path, uint64_t max, int bad_code, char **out,
+		       size_t *len, struct rl_err *e)
+{
+	struct stat st;
+	char *buf;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return pl_sys_err(e, errno, "cannot open", path);
+	if (fstat(fd, &st) < 0) {
+		r = pl_sys_err(e, errno, "cannot stat", path);
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		if (!S_ISREG(st.st_mode))
+			return rl_err_set(e, bad_code, "%s: not a regular file", path);
+		return rl_err_set(e, bad_code, "%s: file of %" PRIu64 " bytes is larger "
+				  "than %" PRIu64, path, (uint64_t)st.st_size, max);
+	}
+	buf = rl_malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return pl_ckpt_oom(e);
+	}
+	r = pl_pread_full(fd, buf, (size_t)st.st_size, 0);
+	close(fd);
+	if (r) {
+		rl_free(buf);
+		return pl_sys_err(e, -r, "cannot read", path);
+	}
+	buf[st.st_size] = '\0';
+	*out = buf;
+	*len = (size_t)st.st_size;
+	return 0;
 }

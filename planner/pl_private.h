@@ -12,7 +12,6 @@
 
 #define PL_MAX_AXES 16          /* mesh axes */
 #define PL_MAX_STACK 4          /* nesting depth of a stacked target */
-#define PL_MAX_DEVICES (1u << 24)
 
 /* ---------------------------------------------------------------- */
 /* Spec (spec.c, targets.c)                                          */
@@ -68,6 +67,20 @@ struct pl_spec {
 	int has_tensors;
 	struct pl_avail *avail;     /* files_of_process (xfer.h), or NULL */
 };
+
+/*
+ * Rules are POSIX extended regexes restricted so that regcomp() cannot
+ * explode (regex_limits.c): at most PL_MAX_RULE_BYTES long, no
+ * back-references, no stacked repetitions, groups at most
+ * PL_MAX_RULE_DEPTH deep, {m,n} counts multiplying to at most
+ * PL_MAX_RULE_REPEAT and expanding to at most PL_MAX_RULE_ATOMS atoms.
+ * Returns 0 or RL_E_SPEC_REGEX naming rule idx.
+ */
+#define PL_MAX_RULE_BYTES 1024u
+#define PL_MAX_RULE_DEPTH 8u
+#define PL_MAX_RULE_REPEAT 1000u
+#define PL_MAX_RULE_ATOMS 4096u
+int pl_regex_check(const char *re, size_t idx, struct rl_err *e);
 
 /* Index of the first rule matching name, or -1 (replicated). */
 long pl_spec_match(const struct pl_spec *s, const char *name);
@@ -223,12 +236,13 @@ struct pl_plan {
 	/* read once, files_of_process: transfers (xfer.h) */
 	struct pl_xplan *xp;
 	uint8_t *received;          /* per shard: filled by transfers, or NULL */
-	struct pl_exec_files *fx;   /* what the engine executes (files.c) */
+	struct pl_exec_files *fx;   /* what the engine executes (exec_files.c) */
+	uint64_t memory_estimate;   /* bytes the build was estimated to need */
 };
 
 /*
  * The files the plan's reads open, and the reads naming them by their
- * index in that table (files.c): the engine opens exactly these.
+ * index in that table (exec_files.c): the engine opens exactly these.
  */
 struct pl_exec_files {
 	size_t n;
@@ -272,6 +286,28 @@ static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item 
  */
 #define PL_CONGRUENT_MARK (1ull << 63)
 int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e);
+
+/*
+ * The counts a plan's memory grows with (estimate.c), and the estimate:
+ * bytes at the build's peak, saturating at UINT64_MAX.
+ */
+struct pl_estimate {
+	uint64_t ndev, nprocs, nitems, nparts, nfiles;
+	uint64_t slots;             /* devices of the planned process */
+	uint64_t stat_slots;        /* most devices of a process planned */
+	double filled;              /* sum over tensors of their shares */
+	double file_regions;        /* regions of the file with most: its (tensor,
+				     * part) pairs' shares x stat_slots */
+	double file_unique;         /* distinct regions of the file with most */
+	int read_once;
+	uint64_t ro_boxes;          /* distinct non-empty boxes of all tensors */
+	double ro_sharers;          /* sum over them of the processes sharing one */
+};
+/* The share of a mesh's devices whose box of it holds bytes, and its
+ * distinct non-empty boxes. */
+void pl_estimate_item(const struct pl_spec *s, const struct pl_item *it, double *share,
+		      uint64_t *boxes);
+uint64_t pl_estimate_bytes(const struct pl_estimate *c);
 
 /* Whether a run of len bytes gets congruent placement in a file aligned so. */
 int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);

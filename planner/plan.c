@@ -22,22 +22,12 @@
  * Statistics of the other processes run the same code without copies.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan_ctx.h"
 #include "xfer.h"
-
-int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
-{
-	/* rl_grow grows by half: the largest arrays (copies) are near the
-	 * memory budget, where doubling would overshoot it. Plan arrays
-	 * start at 64 elements: they hold many, and few growth steps keep
-	 * realloc copies (old and new alive at once) off the peak. */
-	if (rl_grow(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
-	return 0;
-}
 
 void pl_opts_default(struct pl_opts *o)
 {
@@ -50,6 +40,7 @@ void pl_opts_default(struct pl_opts *o)
 	o->all_stats = 1;
 	o->read_once = 0;
 	o->batch_bytes = 1ull << 30;
+	o->max_memory = 4ull << 30;
 }
 
 void pl_item_box(const struct pl_spec *s, const struct pl_item *it,
@@ -117,22 +108,22 @@ static int part_runs(struct ctx *x, const struct pl_item *it, const struct pl_pa
 static int subbyte_error(struct ctx *x, const struct pl_item *it, unsigned slot)
 {
 	const char *dt = pl_dtype_name(it->dtype);
-	uint32_t dev = x->s->devices[x->slots[slot]];
+	uint32_t dev = x->spec->devices[x->slots[slot]];
 
 	if (it->rule < 0)
-		return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
+		return rl_err_set(x->err, RL_E_SUBBYTE_SPLIT,
 				  "tensor \"%s\" (%s, sliced, no rule): the shard of device %u does not fall on whole bytes",
 				  it->name, dt ? dt : "?", dev);
-	return rl_err_set(x->e, RL_E_SUBBYTE_SPLIT,
+	return rl_err_set(x->err, RL_E_SUBBYTE_SPLIT,
 			  "rule %d (\"%s\"): tensor \"%s\" (%s): the shard of device %u does not fall on whole bytes",
-			  (int)it->rule, x->s->rules[it->rule].pattern, it->name, dt ? dt : "?",
+			  (int)it->rule, x->spec->rules[it->rule].pattern, it->name, dt ? dt : "?",
 			  dev);
 }
 
-static int add_regions(struct ctx *x, const struct fpart *f)
+static int add_regions(struct ctx *x, const struct file_part *f)
 {
-	const struct pl_item *it = &x->p->items[f->item];
-	const struct pl_part *pt = f->part == UINT32_MAX ? NULL : &x->p->parts[f->part];
+	const struct pl_item *it = &x->plan->items[f->item];
+	const struct pl_part *pt = f->part == UINT32_MAX ? NULL : &x->plan->parts[f->part];
 	int single = it->nparts == 0 || (it->nparts == 1 && !pt->nlead);
 
 	int first = !pt || f->part == it->first_part;
@@ -145,49 +136,49 @@ static int add_regions(struct ctx *x, const struct fpart *f)
 		uint64_t within = 0;
 		int ret;
 
-		pl_item_box_at(x->s, it, x->coords[s], &b);
-		if (x->full && first) {
+		pl_item_box_at(x->spec, it, x->coords[s], &b);
+		if (x->with_copies && first) {
 			/* The shard's size, once per (item, device), for the layout. */
 			uint64_t elems = 1, bits;
 
-			sh = &x->p->shards[pl_shard_index(x->p, f->item, s)];
+			sh = &x->plan->shards[pl_shard_index(x->plan, f->item, s)];
 			for (unsigned d = 0; d < it->ndim; d++)
 				if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
-					return rl_err_set(x->e, RL_E_TOO_LARGE,
+					return rl_err_set(x->err, RL_E_TOO_LARGE,
 							  "tensor \"%s\": shard too large", it->name);
 			if (rl_mul64(elems, it->bits, &bits))
-				return rl_err_set(x->e, RL_E_TOO_LARGE,
+				return rl_err_set(x->err, RL_E_TOO_LARGE,
 						  "tensor \"%s\": shard too large", it->name);
 			if (bits % 8)
 				return subbyte_error(x, it, s);
 			sh->nbytes = bits / 8;
 		}
-		if (pl_skip_bit(x->skip, x->s->ndev, f->item, x->slots[s]))
+		if (pl_skip_bit(x->skip, x->spec->ndev, f->item, x->slots[s]))
 			continue;       /* another process reads it and broadcasts */
 		ret = part_runs(x, it, pt, &b, &r, &within);
 		if (ret == RL_E_SUBBYTE_SPLIT)
 			return subbyte_error(x, it, s);
-		if (ret < 0)
-			return rl_err_set(x->e, ret, "tensor \"%s\": device %u: %s", it->name,
-					  x->s->devices[x->slots[s]], rl_strerror(ret));
+		if (ret < 0)    /* pl_box_runs() fails only as above */
+			return rl_err_set(x->err, ret, "tensor \"%s\": device %u: no byte runs",
+					  it->name, x->spec->devices[x->slots[s]]);
 		if (!ret)
 			continue;
-		if (GROW(x, x->reg, x->nreg, x->capreg, 1) ||
-		    GROW(x, x->lev, x->nlev, x->caplev, r.nlev))
+		if (GROW(x, x->regions, x->nregions, x->capregions, 1) ||
+		    GROW(x, x->levels, x->nlevels, x->caplevels, r.nlev))
 			return -ENOMEM;
-		g = &x->reg[x->nreg++];
+		g = &x->regions[x->nregions++];
 		g->off = r.off;
 		g->len = r.len;
 		g->within = within;
 		g->nruns = r.nruns;
-		g->shard = (uint32_t)pl_shard_index(x->p, f->item, s);
-		g->lev = (uint32_t)x->nlev;
+		g->shard = (uint32_t)pl_shard_index(x->plan, f->item, s);
+		g->lev = (uint32_t)x->nlevels;
 		g->nlev = (uint8_t)r.nlev;
 		g->direct = single && r.nruns == 1 &&
-			    pl_congruent_ok(x->o, &x->align[x->ck->tensors[pt ? pt->src : it->src].file],
+			    pl_congruent_ok(x->opts, &x->align[x->ck->tensors[pt ? pt->src : it->src].file],
 					    r.len);
 		for (unsigned i = 0; i < r.nlev; i++)
-			x->lev[x->nlev++] = (struct level){ r.count[i], r.stride[i] };
+			x->levels[x->nlevels++] = (struct level){ r.count[i], r.stride[i] };
 		/* One contiguous run of one source: the layout places the shard
 		 * congruently (pl_layout() reads this mark). */
 		if (sh && g->direct)
@@ -206,7 +197,7 @@ static int region_key_cmp(const struct ctx *x, const struct region *a, const str
 	if (a->nlev != b->nlev)
 		return a->nlev < b->nlev ? -1 : 1;
 	for (unsigned i = 0; i < a->nlev; i++) {
-		const struct level *la = &x->lev[a->lev + i], *lb = &x->lev[b->lev + i];
+		const struct level *la = &x->levels[a->lev + i], *lb = &x->levels[b->lev + i];
 
 		if (la->count != lb->count)
 			return la->count < lb->count ? -1 : 1;
@@ -235,7 +226,7 @@ static uint64_t region_end(const struct ctx *x, const struct region *r)
 	uint64_t end = r->off + r->len;
 
 	for (unsigned i = 0; i < r->nlev; i++)
-		end += (x->lev[r->lev + i].count - 1) * x->lev[r->lev + i].stride;
+		end += (x->levels[r->lev + i].count - 1) * x->levels[r->lev + i].stride;
 	return end;
 }
 
@@ -245,9 +236,9 @@ static int region_dense(const struct ctx *x, const struct region *r)
 	uint64_t span = r->len;
 
 	for (unsigned i = r->nlev; i-- > 0;) {
-		const struct level *l = &x->lev[r->lev + i];
+		const struct level *l = &x->levels[r->lev + i];
 
-		if (l->stride - span > x->o->min_gap && l->count > 1)
+		if (l->stride - span > x->opts->min_gap && l->count > 1)
 			return 0;
 		span += (l->count - 1) * l->stride;
 	}
@@ -258,17 +249,17 @@ static int same_levels(const struct ctx *x, const struct region *a, const struct
 {
 	if (a->nlev != 1 || b->nlev != 1)
 		return 0;
-	return x->lev[a->lev].count == x->lev[b->lev].count &&
-	       x->lev[a->lev].stride == x->lev[b->lev].stride;
+	return x->levels[a->lev].count == x->levels[b->lev].count &&
+	       x->levels[a->lev].stride == x->levels[b->lev].stride;
 }
 
-static int push_ci(struct ctx *x, uint64_t start, uint64_t end, uint64_t needed,
+static int push_citem(struct ctx *x, uint64_t start, uint64_t end, uint64_t needed,
 		   uint32_t ref, unsigned kind, uint64_t k)
 {
-	if (GROW(x, x->ci, x->nci, x->capci, 1))
+	if (GROW(x, x->citems, x->ncitems, x->capcitems, 1))
 		return -ENOMEM;
-	x->ci[x->nci++] = (struct pl_citem){ start, end, needed, ref,
-					     kind | (end - start != needed ? CI_GAPS : 0), k };
+	x->citems[x->ncitems++] = (struct pl_citem){ start, end, needed, ref,
+					     kind | (end - start != needed ? ITEM_GAPS : 0), k };
 	return 0;
 }
 
@@ -276,31 +267,31 @@ static int make_groups(struct ctx *x)
 {
 	size_t u = 0;
 
-	x->ngrp = 0;
-	x->nci = 0;
-	while (u < x->nuniq) {
-		const struct region *a = ureg(x, u);
+	x->ngroups = 0;
+	x->ncitems = 0;
+	while (u < x->nunique) {
+		const struct region *a = unique_region(x, u);
 		size_t n = 1;
 		uint64_t needed = a->len, start = a->off, last_end = a->off + a->len;
-		uint64_t stride = a->nlev == 1 ? x->lev[a->lev].stride : 0;
+		uint64_t stride = a->nlev == 1 ? x->levels[a->lev].stride : 0;
 		struct group *g;
 		int dense;
 
 		/* Neighbours with the same single level, inside one period. */
-		while (stride && u + n < x->nuniq) {
-			const struct region *b = ureg(x, u + n);
+		while (stride && u + n < x->nunique) {
+			const struct region *b = unique_region(x, u + n);
 
 			if (!same_levels(x, a, b) || b->off < last_end ||
-			    b->off - last_end > x->o->min_gap ||
+			    b->off - last_end > x->opts->min_gap ||
 			    b->off + b->len > start + stride)
 				break;
 			needed += b->len;
 			last_end = b->off + b->len;
 			n++;
 		}
-		if (GROW(x, x->grp, x->ngrp, x->capgrp, 1))
+		if (GROW(x, x->groups, x->ngroups, x->capgroups, 1))
 			return -ENOMEM;
-		g = &x->grp[x->ngrp];
+		g = &x->groups[x->ngroups];
 		g->u0 = (uint32_t)u;
 		g->nu = (uint32_t)n;
 		g->nruns = a->nruns;
@@ -308,32 +299,32 @@ static int make_groups(struct ctx *x)
 			dense = region_dense(x, a);
 		} else {
 			/* Wrap gap: from the last region's run to the first's next run. */
-			dense = start + stride - last_end <= x->o->min_gap;
+			dense = start + stride - last_end <= x->opts->min_gap;
 		}
 		if (dense || g->nruns == 1) {
 			uint64_t end = n == 1 ? region_end(x, a) :
 					 last_end + (g->nruns - 1) * stride;
 
-			if (push_ci(x, start, end, needed * g->nruns, (uint32_t)x->ngrp,
-				    CI_GROUP, 0))
+			if (push_citem(x, start, end, needed * g->nruns, (uint32_t)x->ngroups,
+				    ITEM_GROUP, 0))
 				return -ENOMEM;
 		} else {
 			/* Sparse: one item per run (of the whole group). */
 			for (uint64_t k = 0; k < g->nruns; k++) {
 				uint64_t o = run_off(x, a, k) - a->off;
 
-				if (push_ci(x, start + o, last_end + o, needed,
-					    (uint32_t)x->ngrp, CI_GROUP_RUN, k))
+				if (push_citem(x, start + o, last_end + o, needed,
+					    (uint32_t)x->ngroups, ITEM_GROUP_RUN, k))
 					return -ENOMEM;
 			}
 		}
-		x->ngrp++;
+		x->ngroups++;
 		u += n;
 	}
 	return 0;
 }
 
-static int ci_cmp(const void *pa, const void *pb)
+static int citem_cmp(const void *pa, const void *pb)
 {
 	const struct pl_citem *a = pa, *b = pb;
 
@@ -346,11 +337,11 @@ static int ci_cmp(const void *pa, const void *pb)
 	return a->k < b->k ? -1 : a->k > b->k;
 }
 
-static void sort_ci(struct ctx *x)
+static void sort_citems(struct ctx *x)
 {
-	for (size_t i = 1; i < x->nci; i++)
-		if (ci_cmp(&x->ci[i - 1], &x->ci[i]) > 0) {
-			qsort(x->ci, x->nci, sizeof(*x->ci), ci_cmp);
+	for (size_t i = 1; i < x->ncitems; i++)
+		if (citem_cmp(&x->citems[i - 1], &x->citems[i]) > 0) {
+			qsort(x->citems, x->ncitems, sizeof(*x->citems), citem_cmp);
 			return;
 		}
 }
@@ -362,39 +353,39 @@ static void sort_ci(struct ctx *x)
  */
 static int expand_overlaps(struct ctx *x)
 {
-	size_t n = x->nci, i = 0, changed = 0;
+	size_t n = x->ncitems, i = 0, changed = 0;
 
 	while (i < n) {
-		size_t j = i + 1, gaps = x->ci[i].strided & CI_GAPS;
-		uint64_t end = x->ci[i].end;
+		size_t j = i + 1, gaps = x->citems[i].strided & ITEM_GAPS;
+		uint64_t end = x->citems[i].end;
 
-		while (j < n && x->ci[j].start < end) {
-			gaps |= x->ci[j].strided & CI_GAPS;
-			if (x->ci[j].end > end)
-				end = x->ci[j].end;
+		while (j < n && x->citems[j].start < end) {
+			gaps |= x->citems[j].strided & ITEM_GAPS;
+			if (x->citems[j].end > end)
+				end = x->citems[j].end;
 			j++;
 		}
 		if (j - i > 1 && gaps) {
 			for (size_t k = i; k < j; k++) {
-				struct pl_citem c = x->ci[k];
-				const struct group *g = &x->grp[c.ref];
+				struct pl_citem c = x->citems[k];
+				const struct group *g = &x->groups[c.ref];
 				uint64_t k0 = 0, k1 = g->nruns;
 
-				if (!(c.strided & CI_GAPS))
+				if (!(c.strided & ITEM_GAPS))
 					continue;
-				if (CI_KIND(&c) == CI_GROUP_RUN) {
+				if (ITEM_KIND(&c) == ITEM_GROUP_RUN) {
 					k0 = c.k;
 					k1 = c.k + 1;
 				}
-				x->ci[k].end = x->ci[k].start; /* dropped below */
+				x->citems[k].end = x->citems[k].start; /* dropped below */
 				for (uint32_t u = g->u0; u < g->u0 + g->nu; u++) {
-					const struct region *r = ureg(x, u);
+					const struct region *r = unique_region(x, u);
 
 					for (uint64_t q = k0; q < k1; q++) {
 						uint64_t o = run_off(x, r, q);
 
-						if (push_ci(x, o, o + r->len, r->len, u,
-							    CI_UNIQUE_RUN, q))
+						if (push_citem(x, o, o + r->len, r->len, u,
+							    ITEM_UNIQUE_RUN, q))
 							return -ENOMEM;
 					}
 				}
@@ -406,11 +397,11 @@ static int expand_overlaps(struct ctx *x)
 	if (!changed)
 		return 0;
 	/* Drop the replaced items (marked empty), then sort again. */
-	for (i = 0, n = 0; i < x->nci; i++)
-		if (x->ci[i].end > x->ci[i].start)
-			x->ci[n++] = x->ci[i];
-	x->nci = n;
-	qsort(x->ci, x->nci, sizeof(*x->ci), ci_cmp);
+	for (i = 0, n = 0; i < x->ncitems; i++)
+		if (x->citems[i].end > x->citems[i].start)
+			x->citems[n++] = x->citems[i];
+	x->ncitems = n;
+	qsort(x->citems, x->ncitems, sizeof(*x->citems), citem_cmp);
 	return 0;
 }
 
@@ -424,58 +415,58 @@ static int plan_file(struct ctx *x, uint32_t f)
 	size_t nb;
 	int ret;
 
-	x->nreg = x->nlev = 0;
-	for (size_t i = x->file_first[f]; i < x->file_first[f + 1]; i++)
-		if ((ret = add_regions(x, &x->fp[i])))
+	x->nregions = x->nlevels = 0;
+	for (size_t i = x->file_first_part[f]; i < x->file_first_part[f + 1]; i++)
+		if ((ret = add_regions(x, &x->parts_by_file[i])))
 			return ret;
-	if (!x->nreg)
+	if (!x->nregions)
 		return 0;   /* never opened */
-	for (size_t i = 1; i < x->nreg; i++)
-		if (region_cmp(&x->reg[i - 1], &x->reg[i], x) > 0) {
-			qsort_r(x->reg, x->nreg, sizeof(*x->reg), region_cmp, x);
+	for (size_t i = 1; i < x->nregions; i++)
+		if (region_cmp(&x->regions[i - 1], &x->regions[i], x) > 0) {
+			qsort_r(x->regions, x->nregions, sizeof(*x->regions), region_cmp, x);
 			break;
 		}
 	/* Unique regions: runs of equal keys. */
-	if (GROW(x, x->uniq, 0, x->capuniq, x->nreg + 1))
+	if (GROW(x, x->unique, 0, x->capunique, x->nregions + 1))
 		return -ENOMEM;
 	{
 		size_t n = 0;
 
-		for (size_t i = 0; i < x->nreg; i++)
-			if (!i || region_key_cmp(x, &x->reg[i - 1], &x->reg[i]))
-				x->uniq[n++] = (uint32_t)i;
-		x->uniq[n] = (uint32_t)x->nreg;
-		x->nuniq = n;
+		for (size_t i = 0; i < x->nregions; i++)
+			if (!i || region_key_cmp(x, &x->regions[i - 1], &x->regions[i]))
+				x->unique[n++] = (uint32_t)i;
+		x->unique[n] = (uint32_t)x->nregions;
+		x->nunique = n;
 	}
 	if ((ret = make_groups(x)))
 		return ret;
-	sort_ci(x);
+	sort_citems(x);
 	if ((ret = expand_overlaps(x)))
 		return ret;
-	if (GROW(x, x->blk, 0, x->capblk, x->nci) || GROW(x, x->ab, 0, x->capab, x->nci))
+	if (GROW(x, x->blocks, 0, x->capblocks, x->ncitems) || GROW(x, x->ablocks, 0, x->capablocks, x->ncitems))
 		return -ENOMEM;
-	nb = pl_coalesce(x->ci, x->nci, x->o->min_gap, x->ratiop, x->blk);
+	nb = pl_coalesce(x->citems, x->ncitems, x->opts->min_gap, x->ratiop, x->blocks);
 	/* Widen to the alignment; merge blocks that then overlap. */
-	x->nab = 0;
+	x->nablocks = 0;
 	for (size_t b = 0; b < nb; b++) {
-		uint64_t s = rl_align_down(x->blk[b].start, al->offset_align);
-		uint64_t e = rl_align_up(x->blk[b].end, al->offset_align);
+		uint64_t s = rl_align_down(x->blocks[b].start, al->offset_align);
+		uint64_t e = rl_align_up(x->blocks[b].end, al->offset_align);
 
-		x->st.needed_bytes += x->blk[b].needed;
-		if (x->nab && s < x->ab[x->nab - 1].end) {
-			struct ablock *a = &x->ab[x->nab - 1];
+		x->stats.needed_bytes += x->blocks[b].needed;
+		if (x->nablocks && s < x->ablocks[x->nablocks - 1].end) {
+			struct aligned_block *a = &x->ablocks[x->nablocks - 1];
 
 			a->end = RL_MAX(a->end, e);
-			a->last = RL_MAX(a->last, x->blk[b].end);
+			a->last = RL_MAX(a->last, x->blocks[b].end);
 			a->nb++;
 			continue;
 		}
-		x->ab[x->nab++] = (struct ablock){ s, e, x->blk[b].end, b, 1 };
+		x->ablocks[x->nablocks++] = (struct aligned_block){ s, e, x->blocks[b].end, b, 1 };
 	}
-	x->st.blocks += x->nab;
-	x->st.files_opened++;
-	for (size_t a = 0; a < x->nab; a++)
-		if ((ret = pl_block_requests(x, f, &x->ab[a])))
+	x->stats.blocks += x->nablocks;
+	x->stats.files_opened++;
+	for (size_t a = 0; a < x->nablocks; a++)
+		if ((ret = pl_block_requests(x, f, &x->ablocks[a])))
 			return ret;
 	return 0;
 }
@@ -484,15 +475,13 @@ static int plan_process(struct ctx *x, unsigned proc, int full)
 {
 	int ret;
 
-	x->full = full;
-	memset(&x->st, 0, sizeof(x->st));
-	x->nslots = 0;
-	for (uint32_t d = 0; d < x->s->ndev; d++)
-		if (x->s->proc[d] == proc) {
-			pl_mesh_coords(x->s, d, x->coords[x->nslots]);
-			x->slots[x->nslots++] = d;
-		}
-	x->st.devices = x->nslots;
+	x->with_copies = full;
+	memset(&x->stats, 0, sizeof(x->stats));
+	x->slots = x->by_proc + x->proc_first[proc];
+	x->nslots = x->proc_first[proc + 1] - x->proc_first[proc];
+	for (unsigned sl = 0; sl < x->nslots; sl++)
+		pl_mesh_coords(x->spec, x->slots[sl], x->coords[sl]);
+	x->stats.devices = x->nslots;
 	if (!x->nslots)
 		return 0;
 	for (uint32_t f = 0; f < x->ck->nfiles; f++)
@@ -601,17 +590,17 @@ static int check_opts(const struct pl_ckpt *ck, const struct pl_spec *s,
 /* Buckets every (item, part) by its source file, item order kept. */
 static int bucket_parts(struct ctx *x)
 {
-	const struct pl_plan *p = x->p;
+	const struct pl_plan *p = x->plan;
 	size_t n = 0, *pos;
 
 	for (size_t i = 0; i < p->nitems; i++)
 		n += p->items[i].nparts ? p->items[i].nparts : 1;
-	x->fp = rl_mallocarray(n + 1, sizeof(*x->fp));
-	x->file_first = rl_calloc(x->ck->nfiles + 2, sizeof(size_t));
+	x->parts_by_file = rl_mallocarray(n + 1, sizeof(*x->parts_by_file));
+	x->file_first_part = rl_calloc(x->ck->nfiles + 2, sizeof(size_t));
 	pos = rl_calloc(x->ck->nfiles + 1, sizeof(size_t));
-	if (!x->fp || !x->file_first || !pos) {
+	if (!x->parts_by_file || !x->file_first_part || !pos) {
 		rl_free(pos);
-		return rl_err_set(x->e, -ENOMEM, "plan: out of memory");
+		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
 	}
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < p->nitems; i++) {
@@ -624,15 +613,15 @@ static int bucket_parts(struct ctx *x)
 				uint32_t f = x->ck->tensors[src].file;
 
 				if (!pass)
-					x->file_first[f + 1]++;
+					x->file_first_part[f + 1]++;
 				else
-					x->fp[pos[f]++] = (struct fpart){ (uint32_t)i, part };
+					x->parts_by_file[pos[f]++] = (struct file_part){ (uint32_t)i, part };
 			}
 			if (pass || i + 1 < p->nitems)
 				continue;
 			for (size_t f = 0; f < x->ck->nfiles; f++)
-				x->file_first[f + 1] += x->file_first[f];
-			memcpy(pos, x->file_first, x->ck->nfiles * sizeof(size_t));
+				x->file_first_part[f + 1] += x->file_first_part[f];
+			memcpy(pos, x->file_first_part, x->ck->nfiles * sizeof(size_t));
 		}
 	rl_free(pos);
 	return 0;
@@ -640,21 +629,22 @@ static int bucket_parts(struct ctx *x)
 
 static void ctx_free(struct ctx *x)
 {
-	rl_free(x->fp);
-	rl_free(x->file_first);
-	rl_free(x->reg);
-	rl_free(x->lev);
-	rl_free(x->uniq);
-	rl_free(x->grp);
-	rl_free(x->ci);
-	rl_free(x->blk);
-	rl_free(x->ab);
-	rl_free(x->cut);
+	rl_free(x->parts_by_file);
+	rl_free(x->file_first_part);
+	rl_free(x->regions);
+	rl_free(x->levels);
+	rl_free(x->unique);
+	rl_free(x->groups);
+	rl_free(x->citems);
+	rl_free(x->blocks);
+	rl_free(x->ablocks);
+	rl_free(x->direct_cuts);
 	rl_free(x->reads);
 	rl_free(x->copies);
-	rl_free(x->sc);
-	rl_free(x->qcount);
-	rl_free(x->slots);
+	rl_free(x->req_copies);
+	rl_free(x->req_counts);
+	rl_free(x->by_proc);
+	rl_free(x->proc_first);
 	rl_free(x->coords);
 	rl_free(x->skip);
 }
@@ -669,132 +659,242 @@ static void add_stats(struct pl_stats *t, const struct pl_stats *s)
 	t->files_opened += s->files_opened;
 }
 
+/*
+ * The mesh's devices bucketed by process (a counting sort, mesh order kept
+ * in each): process q's devices are by_proc[proc_first[q] ..
+ * proc_first[q + 1]), so each process's plan visits only its own.
+ */
+static int bucket_devices(struct ctx *x)
+{
+	const struct pl_spec *s = x->spec;
+
+	x->by_proc = rl_mallocarray(s->ndev, sizeof(*x->by_proc));
+	x->proc_first = rl_calloc((size_t)s->nprocs + 1, sizeof(*x->proc_first));
+	if (!x->by_proc || !x->proc_first)
+		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+	for (uint32_t d = 0; d < s->ndev; d++)
+		x->proc_first[s->proc[d] + 1]++;
+	for (uint32_t q = 0; q < s->nprocs; q++)
+		x->proc_first[q + 1] += x->proc_first[q];
+	for (uint32_t d = 0; d < s->ndev; d++)
+		x->by_proc[x->proc_first[s->proc[d]]++] = d;
+	for (uint32_t q = s->nprocs; q > 0; q--)
+		x->proc_first[q] = x->proc_first[q - 1];
+	x->proc_first[0] = 0;
+	return 0;
+}
+
+/* Devices of process q. */
+static uint32_t proc_devices(const struct ctx *x, uint32_t q)
+{
+	return x->proc_first[q + 1] - x->proc_first[q];
+}
+
+/* The counts of items: their shares of devices, and per file the regions
+ * and distinct regions of the largest process planned (the most of any
+ * file). */
+static void count_items(const struct ctx *x, struct pl_estimate *c)
+{
+	const struct pl_plan *p = x->plan;
+
+	for (size_t i = 0; i < p->nitems; i++) {
+		double share;
+		uint64_t boxes;
+
+		pl_estimate_item(x->spec, &p->items[i], &share, &boxes);
+		c->filled += share;
+		c->ro_boxes += boxes;
+		if (boxes)
+			c->ro_sharers += boxes * RL_MIN((double)c->nprocs,
+							(double)c->ndev / (double)boxes);
+	}
+	for (size_t f = 0; f < x->ck->nfiles; f++) {
+		double regions = 0, unique = 0;
+
+		for (size_t i = x->file_first_part[f]; i < x->file_first_part[f + 1]; i++) {
+			double share, n;
+			uint64_t boxes;
+
+			pl_estimate_item(x->spec, &p->items[x->parts_by_file[i].item], &share, &boxes);
+			n = share * (double)c->stat_slots;
+			regions += n;
+			unique += RL_MIN(n, (double)boxes);
+		}
+		c->file_regions = RL_MAX(c->file_regions, regions);
+		c->file_unique = RL_MAX(c->file_unique, unique);
+	}
+}
+
+/*
+ * The memory the build will need, from the counts (estimate.c), against
+ * the limit: refused before any table that grows with devices x tensors
+ * is allocated. *max_slots gets the most devices of a process planned.
+ */
+static int check_memory(struct ctx *x, uint32_t *max_slots)
+{
+	struct pl_estimate c = { .ndev = x->spec->ndev, .nprocs = x->spec->nprocs,
+				 .nitems = x->plan->nitems, .nparts = x->plan->nparts,
+				 .nfiles = x->ck->nfiles, .read_once = x->opts->read_once };
+	uint64_t need;
+
+	c.slots = proc_devices(x, (uint32_t)x->opts->process);
+	*max_slots = (uint32_t)c.slots;
+	for (uint32_t q = 0; x->opts->all_stats && q < x->spec->nprocs; q++)
+		*max_slots = RL_MAX(*max_slots, proc_devices(x, q));
+	c.stat_slots = *max_slots;
+	count_items(x, &c);
+	need = pl_estimate_bytes(&c);
+	x->plan->memory_estimate = need;
+	if (!x->opts->max_memory || need <= x->opts->max_memory)
+		return 0;
+	return rl_err_set(x->err, RL_E_TOO_LARGE, "plan: needs about %.1f GiB (%" PRIu64
+			  " devices x %zu tensors = %" PRIu64 " shards of process %d, %u "
+			  "devices in the mesh), over the limit of %.1f GiB "
+			  "(RL_PLAN_MAX_MEMORY)", need / 1073741824.0, c.slots, x->plan->nitems,
+			  c.slots * x->plan->nitems, x->opts->process, x->spec->ndev,
+			  x->opts->max_memory / 1073741824.0);
+}
+
+/* The planned process's devices, shards, staging sizes, statistics and
+ * files: the plan's tables. */
+static int plan_tables(struct ctx *x)
+{
+	struct pl_plan *p = x->plan;
+	const struct pl_ckpt *ck = x->ck;
+	const uint32_t *devs = x->by_proc + x->proc_first[x->opts->process];
+
+	p->nslots = proc_devices(x, (uint32_t)x->opts->process);
+	p->nshards = (size_t)p->nslots * p->nitems;   /* bounded by check_memory() */
+	if (p->nshards > UINT32_MAX)
+		return rl_err_set(x->err, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
+				  p->nshards, UINT32_MAX);
+	p->slot_dev = rl_mallocarray(p->nslots + 1, sizeof(uint32_t));
+	p->dev_ids = rl_mallocarray(p->nslots + 1, sizeof(uint32_t));
+	p->shards = rl_calloc(p->nshards + 1, sizeof(*p->shards));
+	p->staging = rl_calloc(p->nslots + 1, sizeof(uint64_t));
+	p->stats = rl_calloc(x->spec->nprocs, sizeof(*p->stats));
+	p->have_stats = rl_calloc(x->spec->nprocs, 1);
+	p->nfiles = ck->nfiles;
+	p->paths = rl_calloc(ck->nfiles + 1, sizeof(char *));
+	p->file_sizes = rl_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
+	if (!p->slot_dev || !p->dev_ids || !p->shards || !p->staging || !p->stats ||
+	    !p->have_stats || !p->paths || !p->file_sizes)
+		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+	for (unsigned sl = 0; sl < p->nslots; sl++) {
+		p->slot_dev[sl] = devs[sl];
+		p->dev_ids[sl] = x->spec->devices[devs[sl]];
+	}
+	for (size_t f = 0; f < ck->nfiles; f++) {
+		p->file_sizes[f] = ck->files[f].size;
+		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
+			return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+	}
+	return 0;
+}
+
+/* The planned process: reads and copies, then the staging layout, then
+ * the copies pointed at their final staging offsets. */
+static int plan_own(struct ctx *x)
+{
+	struct pl_plan *p = x->plan;
+	int ret;
+
+	if ((ret = plan_process(x, (unsigned)x->opts->process, 1)) ||
+	    (ret = pl_layout(p, x->opts, x->err)))
+		return ret;
+	pl_place_copies(p, x->copies, x->ncopies, x->reads, x->nreads, x->align);
+	p->stats[x->opts->process] = x->stats;
+	p->have_stats[x->opts->process] = 1;
+	p->reads = x->reads;
+	p->nreads = x->nreads;
+	p->copies = x->copies;
+	p->ncopies = x->ncopies;
+	x->reads = NULL;
+	x->copies = NULL;
+	return 0;
+}
+
+/* Statistics of every other process (the same code, without copies). */
+static int plan_others(struct ctx *x)
+{
+	struct pl_plan *p = x->plan;
+	int ret;
+
+	for (unsigned q = 0; q < x->spec->nprocs; q++) {
+		if (q == (unsigned)x->opts->process)
+			continue;
+		if ((ret = plan_process(x, q, 0)))
+			return ret;
+		p->stats[q] = x->stats;
+		p->have_stats[q] = 1;
+	}
+	for (unsigned q = 0; q < x->spec->nprocs; q++)
+		add_stats(&p->total, &p->stats[q]);
+	return 0;
+}
+
+/* Everything after the loaded items: devices, memory check, tables, the
+ * planned process, the others' statistics. */
+/* The build after the items: spec is the caller's (files_of_process lives
+ * only there; the plan keeps a copy of what boxes need). */
+static int build_steps(struct ctx *x, const struct pl_spec *spec)
+{
+	uint32_t max_slots;
+	int ret;
+
+	if ((ret = bucket_devices(x)) || (ret = bucket_parts(x)) ||
+	    (ret = check_memory(x, &max_slots)))
+		return ret;
+	x->coords = rl_mallocarray((size_t)max_slots + 1, sizeof(*x->coords));
+	if (!x->coords)
+		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+	if ((ret = plan_tables(x)))
+		return ret;
+	if ((x->opts->read_once || spec->avail) &&
+	    (ret = pl_read_once(x->plan, x->ck, spec, x->align, x->opts, &x->skip, x->err)))
+		return ret;
+	if ((ret = plan_own(x)))
+		return ret;
+	if (x->opts->all_stats && (ret = plan_others(x)))
+		return ret;
+	if ((ret = pl_xfer_finish(x->plan, x->ck, x->err)))
+		return ret;
+	return pl_plan_exec_files(x->plan, x->err);
+}
+
 int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		  const struct pl_align *align, const struct pl_opts *o,
 		  struct pl_plan **out, struct rl_err *e)
 {
 	struct pl_plan *p;
-	struct ctx x;
+	struct ctx x = { .ck = ck, .align = align, .opts = o, .err = e };
 	int ret;
 
 	*out = NULL;
 	if ((ret = check_opts(ck, spec, align, o, e)))
 		return ret;
-	p = rl_calloc(1, sizeof(*p));
-	memset(&x, 0, sizeof(x));
-	if (!p)
+	if (!(p = rl_calloc(1, sizeof(*p))))
 		return rl_err_set(e, -ENOMEM, "plan: out of memory");
-	x.ck = ck;
-	x.align = align;
-	x.o = o;
-	x.p = p;
-	x.e = e;
+	x.plan = p;
 	p->process = o->process;
 	p->all_stats = o->all_stats;
-	ret = pl_items_build(ck, spec, &p->items, &p->nitems, &p->parts, &p->nparts, e);
-	if (ret)
-		goto fail;
-	ret = -ENOMEM;
-	p->spec = spec_copy(spec);
-	if (!p->spec)
-		goto oom;
-	x.s = p->spec;
 	if (o->ratio != 0) {
-		x.ratio.num = (uint64_t)(o->ratio * 1e6 + 0.5);
-		x.ratio.den = 1000000;
+		x.ratio = (struct pl_ratio){ (uint64_t)(o->ratio * 1e6 + 0.5), 1000000 };
 		x.ratiop = &x.ratio;
 	}
-	/* Local slots, devices, shards. */
-	x.slots = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	x.coords = rl_mallocarray(spec->ndev, sizeof(*x.coords));
-	p->slot_dev = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	p->dev_ids = rl_mallocarray(spec->ndev, sizeof(uint32_t));
-	if (!x.slots || !x.coords || !p->slot_dev || !p->dev_ids)
-		goto oom;
-	for (uint32_t d = 0; d < spec->ndev; d++)
-		if (spec->proc[d] == (uint32_t)o->process) {
-			p->slot_dev[p->nslots] = d;
-			p->dev_ids[p->nslots++] = spec->devices[d];
-		}
-	if (p->nitems && p->nslots > SIZE_MAX / sizeof(struct pl_shard) / p->nitems)
-		goto oom;
-	p->nshards = p->nslots * p->nitems;
-	if (p->nshards > UINT32_MAX) {
-		ret = rl_err_set(e, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
-				 p->nshards, UINT32_MAX);
-		goto fail;
-	}
-	p->shards = rl_calloc(p->nshards + 1, sizeof(*p->shards));
-	p->staging = rl_calloc(p->nslots + 1, sizeof(uint64_t));
-	p->stats = rl_calloc(spec->nprocs, sizeof(*p->stats));
-	p->have_stats = rl_calloc(spec->nprocs, 1);
-	p->nfiles = ck->nfiles;
-	p->paths = rl_calloc(ck->nfiles + 1, sizeof(char *));
-	p->file_sizes = rl_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
-	if (!p->shards || !p->staging || !p->stats || !p->have_stats || !p->paths ||
-	    !p->file_sizes)
-		goto oom;
-	for (size_t f = 0; f < ck->nfiles; f++) {
-		p->file_sizes[f] = ck->files[f].size;
-		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
-			goto oom;
-	}
-	if ((ret = bucket_parts(&x)))
-		goto fail;
-	if ((o->read_once || spec->avail) &&
-	    (ret = pl_read_once(p, ck, spec, align, o, &x.skip, e)))
-		goto fail;
-	/* Every non-empty shard takes at least one copy: reserve that and a
-	 * little, so that the largest array rarely grows (and never doubles). */
-	{
-		size_t filled = 0;
-
-		for (size_t i = 0; i < p->nshards; i++)
-			filled += p->shards[i].nbytes != 0;
-		if (GROW(&x, x.copies, 0, x.capcopies, filled + filled / 8 + 64)) {
-			ret = -ENOMEM;
-			goto fail;
-		}
-	}
-	if ((ret = plan_process(&x, (unsigned)o->process, 1)))
-		goto fail_ctx;
-	/* Shard sizes are known now: place them, then point the copies at
-	 * their final staging offsets. */
-	if ((ret = pl_layout(p, o, e)))
-		goto fail_ctx;
-	pl_place_copies(p, x.copies, x.ncopies, x.reads, x.nreads, align);
-	p->stats[o->process] = x.st;
-	p->have_stats[o->process] = 1;
-	p->reads = x.reads;
-	p->nreads = x.nreads;
-	p->copies = x.copies;
-	p->ncopies = x.ncopies;
-	x.reads = NULL;
-	x.copies = NULL;
-	if (o->all_stats) {
-		for (unsigned q = 0; q < spec->nprocs; q++) {
-			if (q == (unsigned)o->process)
-				continue;
-			if ((ret = plan_process(&x, q, 0)))
-				goto fail_ctx;
-			p->stats[q] = x.st;
-			p->have_stats[q] = 1;
-		}
-		for (unsigned q = 0; q < spec->nprocs; q++)
-			add_stats(&p->total, &p->stats[q]);
-	}
-	if ((ret = pl_xfer_finish(p, ck, e)) || (ret = pl_plan_exec_files(p, e)))
-		goto fail_ctx;
-	ctx_free(&x);
-	*out = p;
-	return 0;
-oom:
-	ret = rl_err_set(e, -ENOMEM, "plan: out of memory");
-fail_ctx:
+	ret = pl_items_build(ck, spec, &p->items, &p->nitems, &p->parts, &p->nparts, e);
+	if (!ret && !(p->spec = spec_copy(spec)))
+		ret = rl_err_set(e, -ENOMEM, "plan: out of memory");
+	x.spec = p->spec;
+	if (!ret)
+		ret = build_steps(&x, spec);
 	if (ret == -ENOMEM && !e->msg[0])
 		rl_err_set(e, ret, "plan: out of memory");
-fail:
 	ctx_free(&x);
-	pl_plan_free(p);
-	return ret;
+	if (ret) {
+		pl_plan_free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
 }

@@ -6,12 +6,18 @@
 #ifndef RL_PLAN_CTX_H
 #define RL_PLAN_CTX_H
 
+#include <errno.h>
+
 #include "pl_private.h"
 
+/* A device's bytes of one (item, part) in one file: compact runs (offset,
+ * run length, levels of count and stride) and where they land. */
 struct region {
-	uint64_t off, len, within, nruns;
+	uint64_t off, len;
+	uint64_t within;        /* offset of the first run in its shard */
+	uint64_t nruns;
 	uint32_t shard;         /* device-major shard index */
-	uint32_t lev;           /* first level in the pool */
+	uint32_t lev;           /* first level in ctx.levels */
 	uint8_t nlev;
 	uint8_t direct;         /* single run of a congruently placed shard */
 };
@@ -20,90 +26,113 @@ struct level {
 	uint64_t count, stride;
 };
 
+/* Unique regions of one tensor with the same single level that tile a
+ * period (neighbouring devices' column shards): coalesced as one. */
 struct group {
 	uint32_t u0, nu;        /* unique regions [u0, u0 + nu) */
 	uint64_t nruns;
 };
 
-/* What an item contributes: whole group, one run of a group, one run of a
- * unique region (kind in pl_citem.strided bits 1-2). */
-#define CI_GAPS 1u
-#define CI_GROUP (0u << 1)
-#define CI_GROUP_RUN (1u << 1)
-#define CI_UNIQUE_RUN (2u << 1)
-#define CI_KIND(c) ((c)->strided & 6u)
+/* What a coalescing item stands for (its pl_citem.strided bits 1-2): a whole
+ * group, one run of a group, or one run of a unique region; bit 0 is set
+ * when it has gaps (needed < end - start). */
+#define ITEM_GAPS 1u
+#define ITEM_GROUP (0u << 1)
+#define ITEM_GROUP_RUN (1u << 1)
+#define ITEM_UNIQUE_RUN (2u << 1)
+#define ITEM_KIND(c) ((c)->strided & 6u)
 
-struct fpart {
+/* One (item, part) that reads a file. */
+struct file_part {
 	uint32_t item, part;    /* part UINT32_MAX: the item is plain */
 };
 
-struct ablock {
-	uint64_t start, end, last; /* aligned span, end of the last needed byte */
-	size_t b0, nb;             /* coalesced blocks */
+/* Coalesced blocks widened to the file's alignment (merged where they
+ * then overlap). */
+struct aligned_block {
+	uint64_t start, end;    /* aligned span */
+	uint64_t last;          /* end of the last needed byte */
+	size_t b0, nb;          /* coalesced blocks [b0, b0 + nb) */
 };
 
-struct scopy {
+/* A copy before copies are grouped by request. */
+struct req_copy {
 	uint32_t req;
 	struct rl_copy c;
 };
 
+/* The working state of one plan build. */
 struct ctx {
 	const struct pl_ckpt *ck;
-	const struct pl_spec *s;
+	const struct pl_spec *spec;
 	const struct pl_align *align;
-	const struct pl_opts *o;
-	struct pl_plan *p;
-	struct rl_err *e;
-	struct pl_ratio ratio, *ratiop;
-	/* (item, part) pairs bucketed by file */
-	struct fpart *fp;
-	size_t *file_first;
+	const struct pl_opts *opts;
+	struct pl_plan *plan;
+	struct rl_err *err;
+	struct pl_ratio ratio, *ratiop;   /* ratiop NULL: automatic */
+	/* (item, part) pairs bucketed by file: file f's are
+	 * parts_by_file[file_first_part[f] .. file_first_part[f + 1]) */
+	struct file_part *parts_by_file;
+	size_t *file_first_part;
 	/* per-file scratch */
-	struct region *reg;
-	size_t nreg, capreg;
-	struct level *lev;
-	size_t nlev, caplev;
-	uint32_t *uniq;         /* first region of each unique region; +1 sentinel */
-	size_t nuniq, capuniq;
-	struct group *grp;
-	size_t ngrp, capgrp;
-	struct pl_citem *ci;
-	size_t nci, capci;
-	struct pl_block *blk;
-	size_t capblk;
-	struct ablock *ab;
-	size_t nab, capab;
-	uint64_t *cut;          /* direct spans: pairs [a, b) */
-	size_t ncut, capcut;
+	struct region *regions;
+	size_t nregions, capregions;
+	struct level *levels;
+	size_t nlevels, caplevels;
+	uint32_t *unique;       /* first region of each unique region; +1 sentinel */
+	size_t nunique, capunique;
+	struct group *groups;
+	size_t ngroups, capgroups;
+	struct pl_citem *citems;         /* coalescing items */
+	size_t ncitems, capcitems;
+	struct pl_block *blocks;         /* coalesced */
+	size_t capblocks;
+	struct aligned_block *ablocks;
+	size_t nablocks, capablocks;
+	uint64_t *direct_cuts;  /* direct spans of a block: pairs [a, b) */
+	size_t ndirect_cuts, capdirect_cuts;
 	/* output of the current process */
-	int full;
+	int with_copies;        /* 0: statistics only (another process) */
 	struct rl_read *reads;
 	size_t nreads, capreads;
 	struct rl_copy *copies;
 	size_t ncopies, capcopies;
-	struct scopy *sc;
-	size_t nsc, capsc;
-	size_t qhint;           /* last request find_req() returned */
-	size_t *qcount;         /* per request of a block: copies, then cursor */
-	size_t capqcount;
-	uint32_t *slots;        /* mesh index of each slot of the process */
+	struct req_copy *req_copies;     /* a block's copies, in emission order */
+	size_t nreq_copies, capreq_copies;
+	size_t last_req;        /* last request find_req() returned */
+	size_t *req_counts;     /* per request of a block: copies, then cursor */
+	size_t capreq_counts;
+	uint32_t *by_proc;      /* mesh devices bucketed by process, mesh order */
+	uint32_t *proc_first;   /* process q's: by_proc[proc_first[q] .. [q + 1]) */
+	const uint32_t *slots;  /* mesh index of each slot of the process (in by_proc) */
 	uint32_t (*coords)[PL_MAX_AXES]; /* and its mesh coordinates */
 	uint8_t *skip;          /* read once: (item, device) boxes received */
 	unsigned nslots;
-	struct pl_stats st;
+	struct pl_stats stats;
 };
 
 #define GROW(ctx, arr, n, cap, add) \
 	((n) + (add) <= (cap) ? 0 : \
-	 pl_grow((void **)&(arr), (n) + (add), &(cap), sizeof(*(arr)), (ctx)->e))
+	 pl_grow((void **)&(arr), (n) + (add), &(cap), sizeof(*(arr)), (ctx)->err))
 
-/* Grows *arr to hold need elements (x1.5 steps). 0 or -ENOMEM (e set). */
-int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e);
+/*
+ * Grows *arr to hold need elements (x1.5 steps). 0 or -ENOMEM (e set).
+ * rl_grow grows by half: the largest arrays (copies) are near the memory
+ * budget, where doubling would overshoot it. Plan arrays start at 64
+ * elements: they hold many, and few growth steps keep realloc copies (old
+ * and new alive at once) off the peak.
+ */
+static inline int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
+{
+	if (rl_grow(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
+		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	return 0;
+}
 
 /* The first region of unique region u. */
-static inline const struct region *ureg(const struct ctx *x, size_t u)
+static inline const struct region *unique_region(const struct ctx *x, size_t u)
 {
-	return &x->reg[x->uniq[u]];
+	return &x->regions[x->unique[u]];
 }
 
 
@@ -113,7 +142,7 @@ static inline uint64_t run_off(const struct ctx *x, const struct region *r, uint
 	uint64_t off = r->off;
 
 	for (unsigned i = r->nlev; i-- > 0;) {
-		const struct level *l = &x->lev[r->lev + i];
+		const struct level *l = &x->levels[r->lev + i];
 
 		off += (k % l->count) * l->stride;
 		k /= l->count;
@@ -123,7 +152,7 @@ static inline uint64_t run_off(const struct ctx *x, const struct region *r, uint
 
 /* Requests and copies of aligned block ab of file f (scatter.c); copies'
  * dst are offsets in their shard until pl_place_copies(). */
-int pl_block_requests(struct ctx *x, uint32_t f, const struct ablock *ab);
+int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab);
 /* Once the layout is done: copies to staging offsets, direct reads checked. */
 void pl_place_copies(const struct pl_plan *p, struct rl_copy *copies, size_t ncopies,
 		     struct rl_read *reads, size_t nreads, const struct pl_align *align);

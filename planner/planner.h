@@ -101,8 +101,22 @@ int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 		    uint32_t file, struct pl_header *out, struct rl_err *e);
 void pl_header_free(struct pl_header *h);
 
-/* The reference's limit on the header length (larger: RL_E_HEADER_TOO_LARGE). */
+/*
+ * Size limits (docs/validation.md lists them all). The header length is the
+ * reference's (larger: RL_E_HEADER_TOO_LARGE); the counts are ringload's
+ * (RL_E_TOO_LARGE), far above real checkpoints, and keep every index in 32
+ * bits. pl_limit() reads a count limit; tests lower one with
+ * pl_limit_set_for_tests() to reach it cheaply.
+ */
 #define PL_MAX_HEADER 100000000u
+#define PL_MAX_FILES 65536u            /* files of one checkpoint */
+#define PL_MAX_TENSORS (1u << 24)      /* tensors of a checkpoint, items of a plan */
+#define PL_MAX_DEVICES (1u << 24)      /* devices of a mesh */
+
+enum pl_limit_kind { PL_LIMIT_FILES, PL_LIMIT_TENSORS, PL_LIMIT_DEVICES, PL_LIMIT_KINDS };
+uint64_t pl_limit(enum pl_limit_kind k);
+/* Sets limit k to v (0: back to its default). Single-threaded tests only. */
+void pl_limit_set_for_tests(enum pl_limit_kind k, uint64_t v);
 
 /*
  * Writes a printable, NUL-terminated form of the len bytes at s into dst
@@ -143,6 +157,7 @@ struct pl_opts {
 	int read_once;          /* default 0 */
 	uint64_t batch_bytes;   /* default 1 GiB */
 	uint64_t transfer_align; /* cut transfers here; 0: the file's alignment */
+	uint64_t max_memory;    /* default 4 GiB; 0: no limit */
 };
 
 void pl_opts_default(struct pl_opts *o);

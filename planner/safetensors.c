@@ -184,6 +184,38 @@ static int offsets_value(struct sj *j, struct st_ent *t)
 	return 0;
 }
 
+static const char *const tensor_fields[3] = { "dtype", "shape", "data_offsets" };
+
+/* The fields of a TensorInfo object seen so far. */
+struct fields {
+	struct st_ent *t;
+	int have[3];
+};
+
+/* One member of a TensorInfo object: a known field once, others skipped. */
+static int tensor_field(struct sj *j, void *arg)
+{
+	struct fields *fs = arg;
+	int f = -1, r;
+
+	for (int i = 0; i < 3; i++)
+		if (j->sb_len == strlen(tensor_fields[i]) && !memcmp(j->sb, tensor_fields[i], j->sb_len))
+			f = i;
+	if (f >= 0 && fs->have[f])
+		return sj_jerr(j, "duplicate field `%s`", tensor_fields[f]);
+	if (f == 0)
+		r = dtype_value(j, fs->t);
+	else if (f == 1)
+		r = shape_value(j, fs->t);
+	else if (f == 2)
+		r = offsets_value(j, fs->t);
+	else
+		r = sj_skip_value(j);
+	if (!r && f >= 0)
+		fs->have[f] = 1;
+	return r;
+}
+
 /*
  * TensorInfo { dtype, shape, data_offsets }: an object (unknown fields
  * ignored, a repeated field is an error) or, as serde derive also allows,
@@ -191,8 +223,7 @@ static int offsets_value(struct sj *j, struct st_ent *t)
  */
 static int tensor_value(struct sj *j, struct st_ent *t)
 {
-	static const char *const fields[3] = { "dtype", "shape", "data_offsets" };
-	int have[3] = { 0, 0, 0 };
+	struct fields f = { t, { 0, 0, 0 } };
 	int r;
 
 	sj_ws(j);
@@ -224,43 +255,39 @@ static int tensor_value(struct sj *j, struct st_ent *t)
 	}
 	if (j->p >= j->end || *j->p != '{')
 		return sj_jerr(j, "tensor info must be an object");
-	if ((r = sj_enter(j)))
+	if ((r = sj_object(j, tensor_field, &f)))
 		return r;
-	if (!sj_empty(j, '}')) {
-		for (;;) {
-			int f = -1;
-
-			sj_ws(j);
-			if (j->p >= j->end || *j->p != '"')
-				return sj_jerr(j, "expected a string key");
-			if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")))
-				return r;
-			for (int i = 0; i < 3; i++)
-				if (j->sb_len == strlen(fields[i]) && !memcmp(j->sb, fields[i], j->sb_len))
-					f = i;
-			if (f >= 0 && have[f])
-				return sj_jerr(j, "duplicate field `%s`", fields[f]);
-			if (f == 0)
-				r = dtype_value(j, t);
-			else if (f == 1)
-				r = shape_value(j, t);
-			else if (f == 2)
-				r = offsets_value(j, t);
-			else
-				r = sj_skip_value(j);
-			if (r)
-				return r;
-			if (f >= 0)
-				have[f] = 1;
-			if ((r = sj_next(j, '}', "',' or '}'")) < 0)
-				return r;
-			if (!r)
-				break;
-		}
-	}
 	for (int i = 0; i < 3; i++)
-		if (!have[i])
-			return sj_jerr(j, "missing field `%s`", fields[i]);
+		if (!f.have[i])
+			return sj_jerr(j, "missing field `%s`", tensor_fields[i]);
+	return 0;
+}
+
+/* One __metadata__ entry: a string value, kept with its key. */
+static int meta_member(struct sj *j, void *arg)
+{
+	struct jp *P = arg;
+	struct st_kv *kv;
+	int r;
+
+	if (rl_grow((void **)&P->kvs, &P->kvs_cap, P->nkvs + 1, sizeof(*P->kvs)))
+		return oom(j->e);
+	kv = &P->kvs[P->nkvs];
+	memset(kv, 0, sizeof(*kv));
+	kv->key = memdup0(j->sb, j->sb_len);
+	if (!kv->key)
+		return oom(j->e);
+	kv->key_len = j->sb_len;
+	kv->seq = P->nkvs++;
+	sj_ws(j);
+	if (j->p >= j->end || *j->p != '"')
+		return sj_jerr(j, "__metadata__ values must be strings");
+	if ((r = sj_string(j)))
+		return r;
+	kv->val = memdup0(j->sb, j->sb_len);
+	if (!kv->val)
+		return oom(j->e);
+	kv->val_len = j->sb_len;
 	return 0;
 }
 
@@ -268,7 +295,6 @@ static int tensor_value(struct sj *j, struct st_ent *t)
 static int metadata_value(struct jp *P)
 {
 	struct sj *j = &P->s;
-	int r;
 
 	if (P->seen_meta)
 		return sj_jerr(j, "duplicate field `__metadata__`");
@@ -278,41 +304,27 @@ static int metadata_value(struct jp *P)
 		return sj_literal(j, "null");
 	if (j->p >= j->end || *j->p != '{')
 		return sj_jerr(j, "__metadata__ must be an object of strings or null");
-	if ((r = sj_enter(j)))
-		return r;
-	if (sj_empty(j, '}'))
-		return 0;
-	for (;;) {
-		struct st_kv *kv;
+	return sj_object(j, meta_member, P);
+}
 
-		sj_ws(j);
-		if (j->p >= j->end || *j->p != '"')
-			return sj_jerr(j, "expected a string key");
-		if ((r = sj_string(j)))
-			return r;
-		if (rl_grow((void **)&P->kvs, &P->kvs_cap, P->nkvs + 1, sizeof(*P->kvs)))
-			return oom(j->e);
-		kv = &P->kvs[P->nkvs];
-		memset(kv, 0, sizeof(*kv));
-		kv->key = memdup0(j->sb, j->sb_len);
-		if (!kv->key)
-			return oom(j->e);
-		kv->key_len = j->sb_len;
-		kv->seq = P->nkvs++;
-		if ((r = sj_expect(j, ':', "':'")))
-			return r;
-		sj_ws(j);
-		if (j->p >= j->end || *j->p != '"')
-			return sj_jerr(j, "__metadata__ values must be strings");
-		if ((r = sj_string(j)))
-			return r;
-		kv->val = memdup0(j->sb, j->sb_len);
-		if (!kv->val)
-			return oom(j->e);
-		kv->val_len = j->sb_len;
-		if ((r = sj_next(j, '}', "',' or '}'")) <= 0)
-			return r;
-	}
+/* One member of the header: __metadata__ or a tensor. */
+static int header_member(struct sj *j, void *arg)
+{
+	struct jp *P = arg;
+	struct st_ent *t;
+
+	if (j->sb_len == 12 && !memcmp(j->sb, "__metadata__", 12))
+		return metadata_value(P);
+	if (rl_grow((void **)&P->ents, &P->ents_cap, P->nents + 1, sizeof(*P->ents)))
+		return oom(j->e);
+	t = &P->ents[P->nents];
+	memset(t, 0, sizeof(*t));
+	t->name = memdup0(j->sb, j->sb_len);
+	if (!t->name)
+		return oom(j->e);
+	t->name_len = j->sb_len;
+	t->seq = P->nents++;
+	return tensor_value(j, t);
 }
 
 static int document(struct jp *P)
@@ -325,40 +337,8 @@ static int document(struct jp *P)
 		return sj_jerr(j, "empty header");
 	if (*j->p != '{')
 		return sj_jerr(j, "header must be a JSON object");
-	if ((r = sj_enter(j)))
+	if ((r = sj_object(j, header_member, P)))
 		return r;
-	if (!sj_empty(j, '}')) {
-		for (;;) {
-			sj_ws(j);
-			if (j->p >= j->end || *j->p != '"')
-				return sj_jerr(j, "expected a string key");
-			if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")))
-				return r;
-			if (j->sb_len == 12 && !memcmp(j->sb, "__metadata__", 12)) {
-				r = metadata_value(P);
-			} else {
-				struct st_ent *t;
-
-				if (rl_grow((void **)&P->ents, &P->ents_cap, P->nents + 1,
-					    sizeof(*P->ents)))
-					return oom(j->e);
-				t = &P->ents[P->nents];
-				memset(t, 0, sizeof(*t));
-				t->name = memdup0(j->sb, j->sb_len);
-				if (!t->name)
-					return oom(j->e);
-				t->name_len = j->sb_len;
-				t->seq = P->nents++;
-				r = tensor_value(j, t);
-			}
-			if (r)
-				return r;
-			if ((r = sj_next(j, '}', "',' or '}'")) < 0)
-				return r;
-			if (!r)
-				break;
-		}
-	}
 	sj_ws(j);
 	if (j->p < j->end)
 		return sj_jerr(j, "trailing characters after the JSON object");

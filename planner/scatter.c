@@ -15,12 +15,12 @@ static int push_copy(struct ctx *x, uint32_t req, const struct region *r,
 		     uint64_t src, uint64_t len, uint64_t count, uint64_t stride,
 		     uint64_t dst_in_shard)
 {
-	if (GROW(x, x->sc, x->nsc, x->capsc, 1))
+	if (GROW(x, x->req_copies, x->nreq_copies, x->capreq_copies, 1))
 		return -ENOMEM;
-	x->sc[x->nsc++] = (struct scopy){ req, {
+	x->req_copies[x->nreq_copies++] = (struct req_copy){ req, {
 		.src = (uint32_t)src, .len = (uint32_t)len, .count = (uint32_t)count,
 		.src_stride = (uint32_t)stride, .dst = dst_in_shard, /* + shard offset later */
-		.dev = (uint32_t)(r->shard / x->p->nitems), /* shards are device-major */
+		.dev = (uint32_t)(r->shard / x->plan->nitems), /* shards are device-major */
 		.shard = r->shard } };
 	return 0;
 }
@@ -29,13 +29,13 @@ static int push_copy(struct ctx *x, uint32_t req, const struct region *r,
  * emitted mostly in offset order: try the last answer and its successor. */
 static size_t find_req(struct ctx *x, size_t q0, size_t q1, uint64_t off)
 {
-	size_t h = x->qhint;
+	size_t h = x->last_req;
 
 	if (h >= q0 && h < q1 && x->reads[h].off <= off) {
 		if (off < x->reads[h].off + x->reads[h].len)
 			return h;
 		if (h + 1 < q1 && off < x->reads[h + 1].off + x->reads[h + 1].len)
-			return x->qhint = h + 1;
+			return x->last_req = h + 1;
 	}
 	while (q1 - q0 > 1) {
 		size_t mid = q0 + (q1 - q0) / 2;
@@ -45,20 +45,21 @@ static size_t find_req(struct ctx *x, size_t q0, size_t q1, uint64_t off)
 		else
 			q1 = mid;
 	}
-	return x->qhint = q0;
+	return x->last_req = q0;
 }
 
 /* Copies for runs [k0, k1) of region r into requests [q0, q1). */
 static int emit_runs(struct ctx *x, const struct region *r, uint64_t k0, uint64_t k1,
 		     size_t q0, size_t q1)
 {
-	uint64_t ci = r->nlev ? x->lev[r->lev + r->nlev - 1].count : 1;
-	uint64_t si = r->nlev ? x->lev[r->lev + r->nlev - 1].stride : 0;
+	uint64_t inner_count = r->nlev ? x->levels[r->lev + r->nlev - 1].count : 1;
+	uint64_t inner_stride = r->nlev ? x->levels[r->lev + r->nlev - 1].stride : 0;
 	uint64_t k = k0, len = r->len;
 	size_t q = find_req(x, q0, q1, run_off(x, r, k0));
 
 	while (k < k1) {
-		uint64_t o = run_off(x, r, k), row_end = (k / ci + 1) * ci, qend, m = 1;
+		uint64_t o = run_off(x, r, k), qend, m = 1;
+		uint64_t row_end = (k / inner_count + 1) * inner_count;
 
 		while (x->reads[q].off + x->reads[q].len <= o)
 			q++;
@@ -67,12 +68,12 @@ static int emit_runs(struct ctx *x, const struct region *r, uint64_t k0, uint64_
 			if (row_end > k1)
 				row_end = k1;
 			if (row_end - k > 1) {
-				m = (qend - o - len) / si + 1;
+				m = (qend - o - len) / inner_stride + 1;
 				if (m > row_end - k)
 					m = row_end - k;
 			}
 			if (push_copy(x, (uint32_t)q, r, o - x->reads[q].off, len, m,
-				      m > 1 ? si : len, r->within + k * len))
+				      m > 1 ? inner_stride : len, r->within + k * len))
 				return -ENOMEM;
 			k += m;
 			continue;
@@ -99,8 +100,8 @@ static int emit_runs(struct ctx *x, const struct region *r, uint64_t k0, uint64_
 static int emit_unique(struct ctx *x, uint32_t u, uint64_t k0, uint64_t k1,
 		       size_t q0, size_t q1)
 {
-	for (uint32_t d = x->uniq[u]; d < x->uniq[u + 1]; d++) {
-		int ret = emit_runs(x, &x->reg[d], k0, k1, q0, q1);
+	for (uint32_t d = x->unique[u]; d < x->unique[u + 1]; d++) {
+		int ret = emit_runs(x, &x->regions[d], k0, k1, q0, q1);
 
 		if (ret)
 			return ret;
@@ -113,11 +114,11 @@ static int emit_item(struct ctx *x, const struct pl_citem *c, size_t q0, size_t 
 	const struct group *g;
 	int ret = 0;
 
-	if (CI_KIND(c) == CI_UNIQUE_RUN)
+	if (ITEM_KIND(c) == ITEM_UNIQUE_RUN)
 		return emit_unique(x, c->ref, c->k, c->k + 1, q0, q1);
-	g = &x->grp[c->ref];
+	g = &x->groups[c->ref];
 	for (uint32_t u = g->u0; u < g->u0 + g->nu && !ret; u++) {
-		if (CI_KIND(c) == CI_GROUP_RUN)
+		if (ITEM_KIND(c) == ITEM_GROUP_RUN)
 			ret = emit_unique(x, u, c->k, c->k + 1, q0, q1);
 		else
 			ret = emit_unique(x, u, 0, g->nruns, q0, q1);
@@ -130,57 +131,57 @@ static int push_read(struct ctx *x, uint32_t file, uint64_t off, uint64_t len,
 {
 	uint64_t size = x->ck->files[file].size;
 
-	x->st.requests++;
-	x->st.read_bytes += off < size ? RL_MIN(len, size - off) : 0;
-	if (!x->full)
+	x->stats.requests++;
+	x->stats.read_bytes += off < size ? RL_MIN(len, size - off) : 0;
+	if (!x->with_copies)
 		return 0;
 	if (GROW(x, x->reads, x->nreads, x->capreads, 1))
 		return -ENOMEM;
 	x->reads[x->nreads++] = (struct rl_read){ .off = off, .len = (uint32_t)len,
 		.min_len = (uint32_t)min_len, .file = file, .flags = flags };
-	if (len > x->p->max_read)
-		x->p->max_read = len;
+	if (len > x->plan->max_read)
+		x->plan->max_read = len;
 	return 0;
 }
 
 /* Direct spans of a block's members: aligned middles of congruent shards. */
-static int collect_cuts(struct ctx *x, const struct ablock *ab, uint64_t A)
+static int collect_cuts(struct ctx *x, const struct aligned_block *ab, uint64_t A)
 {
-	x->ncut = 0;
+	x->ndirect_cuts = 0;
 	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++) {
-		const struct pl_block *bl = &x->blk[b];
+		const struct pl_block *bl = &x->blocks[b];
 
 		for (size_t i = bl->first; i < bl->first + bl->n; i++) {
-			const struct pl_citem *c = &x->ci[i];
+			const struct pl_citem *c = &x->citems[i];
 			const struct group *g;
 			const struct region *r;
 			uint64_t lo, hi;
 
-			if (CI_KIND(c) != CI_GROUP)
+			if (ITEM_KIND(c) != ITEM_GROUP)
 				continue;
-			g = &x->grp[c->ref];
-			r = ureg(x, g->u0);
-			if (g->nu != 1 || !r->direct || x->uniq[g->u0 + 1] - x->uniq[g->u0] != 1)
+			g = &x->groups[c->ref];
+			r = unique_region(x, g->u0);
+			if (g->nu != 1 || !r->direct || x->unique[g->u0 + 1] - x->unique[g->u0] != 1)
 				continue;
 			lo = rl_align_up(c->start, A);
 			hi = rl_align_down(c->end, A);
 			if (hi <= lo || hi - lo < PL_DIRECT_MIN)
 				continue;
-			if (GROW(x, x->cut, x->ncut, x->capcut, 2))
+			if (GROW(x, x->direct_cuts, x->ndirect_cuts, x->capdirect_cuts, 2))
 				return -ENOMEM;
-			x->cut[x->ncut++] = lo;
-			x->cut[x->ncut++] = hi;
+			x->direct_cuts[x->ndirect_cuts++] = lo;
+			x->direct_cuts[x->ndirect_cuts++] = hi;
 		}
 	}
 	return 0;
 }
 
 /* Requests and copies of aligned block ab of file f. */
-int pl_block_requests(struct ctx *x, uint32_t f, const struct ablock *ab)
+int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 {
 	const struct pl_align *al = &x->align[f];
 	uint64_t A = al->offset_align > al->mem_align ? al->offset_align : al->mem_align;
-	uint64_t chunk = rl_align_down(RL_MIN(x->o->chunk, (uint64_t)UINT32_MAX), al->offset_align);
+	uint64_t chunk = rl_align_down(RL_MIN(x->opts->chunk, (uint64_t)UINT32_MAX), al->offset_align);
 	uint64_t pos = ab->start;
 	size_t q0 = x->nreads, j = 0;
 	int ret;
@@ -193,13 +194,13 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct ablock *ab)
 		uint64_t end = RL_MIN(pos + chunk, ab->end);
 		uint32_t flags = 0;
 
-		while (j < x->ncut && x->cut[j + 1] <= pos)
+		while (j < x->ndirect_cuts && x->direct_cuts[j + 1] <= pos)
 			j += 2;
-		if (j < x->ncut) {
-			if (pos < x->cut[j]) {
-				end = RL_MIN(end, x->cut[j]);
+		if (j < x->ndirect_cuts) {
+			if (pos < x->direct_cuts[j]) {
+				end = RL_MIN(end, x->direct_cuts[j]);
 			} else {
-				end = RL_MIN(end, x->cut[j + 1]);
+				end = RL_MIN(end, x->direct_cuts[j + 1]);
 				flags = RL_READ_DIRECT;
 			}
 		}
@@ -207,32 +208,32 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct ablock *ab)
 			return ret;
 		pos = end;
 	}
-	if (!x->full)
+	if (!x->with_copies)
 		return 0;
 	/* Scatter lists: generated item by item, then grouped by request. */
-	x->nsc = 0;
+	x->nreq_copies = 0;
 	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++)
-		for (size_t i = x->blk[b].first; i < x->blk[b].first + x->blk[b].n; i++)
-			if ((ret = emit_item(x, &x->ci[i], q0, x->nreads)))
+		for (size_t i = x->blocks[b].first; i < x->blocks[b].first + x->blocks[b].n; i++)
+			if ((ret = emit_item(x, &x->citems[i], q0, x->nreads)))
 				return ret;
-	if (GROW(x, x->copies, x->ncopies, x->capcopies, x->nsc) ||
-	    GROW(x, x->qcount, 0, x->capqcount, x->nreads - q0 + 1))
+	if (GROW(x, x->copies, x->ncopies, x->capcopies, x->nreq_copies) ||
+	    GROW(x, x->req_counts, 0, x->capreq_counts, x->nreads - q0 + 1))
 		return -ENOMEM;
 	/* Counting sort by request: each read's copies become contiguous. */
-	memset(x->qcount, 0, (x->nreads - q0 + 1) * sizeof(*x->qcount));
-	for (size_t i = 0; i < x->nsc; i++)
-		x->qcount[x->sc[i].req - q0 + 1]++;
+	memset(x->req_counts, 0, (x->nreads - q0 + 1) * sizeof(*x->req_counts));
+	for (size_t i = 0; i < x->nreq_copies; i++)
+		x->req_counts[x->req_copies[i].req - q0 + 1]++;
 	for (size_t q = q0; q < x->nreads; q++) {
 		struct rl_read *rd = &x->reads[q];
 		size_t k = q - q0;
 
-		rd->ncopies = (uint32_t)x->qcount[k + 1];
-		x->qcount[k + 1] += x->qcount[k];
-		rd->first_copy = x->ncopies + x->qcount[k];
+		rd->ncopies = (uint32_t)x->req_counts[k + 1];
+		x->req_counts[k + 1] += x->req_counts[k];
+		rd->first_copy = x->ncopies + x->req_counts[k];
 	}
-	for (size_t i = 0; i < x->nsc; i++)
-		x->copies[x->ncopies + x->qcount[x->sc[i].req - q0]++] = x->sc[i].c;
-	x->ncopies += x->nsc;
+	for (size_t i = 0; i < x->nreq_copies; i++)
+		x->copies[x->ncopies + x->req_counts[x->req_copies[i].req - q0]++] = x->req_copies[i].c;
+	x->ncopies += x->nreq_copies;
 	return 0;
 }
 

@@ -50,8 +50,9 @@ int sj_jerr(struct sj *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return rl_err_set(j->e, RL_E_HEADER_JSON, "invalid header JSON: %s at byte %zu",
-			  what, (size_t)(j->p - j->buf));
+	return rl_err_set(j->e, j->code ? j->code : RL_E_HEADER_JSON, "%s: %s at byte %zu",
+			  j->lead ? j->lead : "invalid header JSON", what,
+			  (size_t)(j->p - j->buf));
 }
 
 static int oom(struct rl_err *e)
@@ -106,8 +107,10 @@ int sj_empty(struct sj *j, char close)
 
 int sj_enter(struct sj *j)
 {
-	if (++j->depth > JSON_MAX_DEPTH)
-		return sj_jerr(j, "nesting deeper than %d", JSON_MAX_DEPTH);
+	int max = j->max_depth ? j->max_depth : JSON_MAX_DEPTH;
+
+	if (++j->depth > max)
+		return sj_jerr(j, "nesting deeper than %d", max);
 	j->p++;
 	return 0;
 }
@@ -209,6 +212,8 @@ int sj_string(struct sj *j)
 			return sj_jerr(j, "unterminated string");
 		if (*j->p == '"') {
 			j->p++;
+			if (j->no_nul && memchr(j->sb, 0, j->sb_len))
+				return sj_jerr(j, "string containing U+0000 (\\u0000)");
 			return 0;
 		}
 		if (*j->p != '\\')
@@ -252,10 +257,27 @@ int sj_string(struct sj *j)
 	}
 }
 
+/* One or more digits from at (*pp ends past them), or "invalid number"
+ * there (the code returned, j->p moved to the offending byte). */
+static int digits(struct sj *j, const char **pp, const char *at)
+{
+	const char *p = at;
+
+	if (p >= j->end || *p < '0' || *p > '9') {
+		j->p = p;
+		return sj_jerr(j, "invalid number");
+	}
+	while (p < j->end && *p >= '0' && *p <= '9')
+		p++;
+	*pp = p;
+	return 0;
+}
+
 /* Scans a number token with serde_json's grammar. */
 int sj_number(struct sj *j, struct sj_num *n)
 {
 	const char *p = j->p;
+	int r;
 
 	n->s = p;
 	n->neg = n->frac = n->exp = 0;
@@ -277,25 +299,16 @@ int sj_number(struct sj *j, struct sj_num *n)
 	}
 	if (p < j->end && *p == '.') {
 		n->frac = 1;
-		p++;
-		if (p >= j->end || *p < '0' || *p > '9') {
-			j->p = p;
-			return sj_jerr(j, "invalid number");
-		}
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
+		if ((r = digits(j, &p, p + 1)))
+			return r;
 	}
 	if (p < j->end && (*p == 'e' || *p == 'E')) {
 		n->exp = 1;
 		p++;
 		if (p < j->end && (*p == '+' || *p == '-'))
 			p++;
-		if (p >= j->end || *p < '0' || *p > '9') {
-			j->p = p;
-			return sj_jerr(j, "invalid number");
-		}
-		while (p < j->end && *p >= '0' && *p <= '9')
-			p++;
+		if ((r = digits(j, &p, p)))
+			return r;
 	}
 	n->len = (size_t)(p - n->s);
 	j->p = p;
@@ -367,6 +380,31 @@ int sj_literal(struct sj *j, const char *word)
 	return 0;
 }
 
+int sj_object(struct sj *j, sj_member_fn member, void *arg)
+{
+	int r;
+
+	if ((r = sj_enter(j)))
+		return r;
+	if (sj_empty(j, '}'))
+		return 0;
+	for (;;) {
+		sj_ws(j);
+		if (j->p >= j->end || *j->p != '"')
+			return sj_jerr(j, "expected a string key");
+		if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")) || (r = member(j, arg)))
+			return r;
+		if ((r = sj_next(j, '}', "',' or '}'")) <= 0)
+			return r;
+	}
+}
+
+static int skip_member(struct sj *j, void *arg)
+{
+	(void)arg;
+	return sj_skip_value(j);
+}
+
 /* Validates and skips any value (serde's Content / IgnoredAny). */
 int sj_skip_value(struct sj *j)
 {
@@ -378,28 +416,18 @@ int sj_skip_value(struct sj *j)
 		return sj_jerr(j, "unexpected end, expected a value");
 	switch (*j->p) {
 	case '{':
-	case '[': {
-		char close = *j->p == '{' ? '}' : ']';
-		int obj = close == '}';
-
+		return sj_object(j, skip_member, NULL);
+	case '[':
 		if ((r = sj_enter(j)))
 			return r;
-		if (sj_empty(j, close))
+		if (sj_empty(j, ']'))
 			return 0;
 		for (;;) {
-			if (obj) {
-				sj_ws(j);
-				if (j->p >= j->end || *j->p != '"')
-					return sj_jerr(j, "expected a string key");
-				if ((r = sj_string(j)) || (r = sj_expect(j, ':', "':'")))
-					return r;
-			}
 			if ((r = sj_skip_value(j)))
 				return r;
-			if ((r = sj_next(j, close, obj ? "',' or '}'" : "',' or ']'")) <= 0)
+			if ((r = sj_next(j, ']', "',' or ']'")) <= 0)
 				return r;
 		}
-	}
 	case '"':
 		return sj_string(j);
 	case 't':
@@ -415,6 +443,18 @@ int sj_skip_value(struct sj *j)
 			return sj_jerr(j, "number out of range");
 		return 0;
 	}
+}
+
+int sj_check_document(struct sj *j)
+{
+	int r;
+
+	if ((r = sj_skip_value(j)))
+		return r;
+	sj_ws(j);
+	if (j->p < j->end)
+		return sj_jerr(j, "unexpected data after the JSON value");
+	return 0;
 }
 
 /* A usize as serde_json reads one: a plain non-negative integer < 2^64. */

@@ -18,11 +18,19 @@
  */
 #define JSON_MAX_DEPTH 127
 
-/* A cursor over JSON text, with the last decoded string. */
+/*
+ * A cursor over JSON text, with the last decoded string. The fields after e
+ * may stay zero: the header parser's limits and wording. Other documents
+ * (an index, a spec) set their own code, message lead and depth limit.
+ */
 struct sj {
 	const char *buf, *p, *end;
 	int depth;            /* containers open */
 	struct rl_err *e;
+	int code;             /* error code (0: RL_E_HEADER_JSON) */
+	const char *lead;     /* message lead (NULL: "invalid header JSON") */
+	int max_depth;        /* nesting limit (0: JSON_MAX_DEPTH) */
+	int no_nul;           /* 1: a string holding U+0000 is an error */
 	char *sb;             /* the last decoded string (NUL-terminated; may hold NULs) */
 	size_t sb_len, sb_cap;
 };
@@ -33,7 +41,8 @@ struct sj_num {
 	int neg, frac, exp;
 };
 
-/* Records RL_E_HEADER_JSON with the message and byte position; returns it. */
+/* Records the cursor's error code (RL_E_HEADER_JSON by default) with the
+ * message and byte position; returns it. */
 int sj_jerr(struct sj *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Skips JSON whitespace (space, tab, CR, LF only). */
 void sj_ws(struct sj *j);
@@ -60,6 +69,20 @@ int sj_number_is_finite(const struct sj_num *n);
 int sj_literal(struct sj *j, const char *word);
 /* Validates and skips any value. */
 int sj_skip_value(struct sj *j);
+/*
+ * Reads the object at j->p (a '{'): for each member, decodes its key into
+ * j->sb / j->sb_len and, past the ':', calls member(j, arg) to read the
+ * value (the key is gone once it reads a string). Returns 0 when the object
+ * is closed (and left), or the first error.
+ */
+typedef int (*sj_member_fn)(struct sj *j, void *arg);
+int sj_object(struct sj *j, sj_member_fn member, void *arg);
+/*
+ * Validates the whole text as one strict JSON value followed only by JSON
+ * whitespace (NUL and other control bytes are neither whitespace nor
+ * allowed raw in strings). Returns 0 or the cursor's error code.
+ */
+int sj_check_document(struct sj *j);
 /* Reads a plain non-negative integer below 2^64 (field names the error). */
 int sj_u64_value(struct sj *j, uint64_t *out, const char *field);
 /* Offset of the first byte that is not valid UTF-8, or len. */

@@ -7,6 +7,7 @@
  * is involved, the axis.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "pl_private.h"
+#include "sjson.h"
 #include "xfer.h"
 
 static void rule_clear(struct pl_rule *r)
@@ -26,12 +28,18 @@ static void rule_clear(struct pl_rule *r)
 	rl_free(r->names);
 }
 
+/* Frees t's mesh (axes, ids, processes). */
+static void mesh_clear(struct pl_spec *t)
+{
+	for (unsigned i = 0; i < t->ndim; i++)
+		rl_free(t->axes[i]);
+	rl_free(t->devices);
+	rl_free(t->proc);
+}
+
 static void spec_clear(struct pl_spec *s)
 {
-	for (unsigned i = 0; i < s->ndim; i++)
-		rl_free(s->axes[i]);
-	rl_free(s->devices);
-	rl_free(s->proc);
+	mesh_clear(s);
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_clear(&s->rules[i]);
 	rl_free(s->rules);
@@ -114,6 +122,115 @@ static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
 	return 0;
 }
 
+/* Axis sizes and names: positive, named, distinct, at most
+ * pl_limit(PL_LIMIT_DEVICES) devices in all (*ndev). */
+static int check_axes(unsigned ndim, const uint32_t *shape, const char *const *axes,
+		      uint64_t *ndev, struct rl_err *e)
+{
+	if (ndim > PL_MAX_AXES)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: %u axes (at most %d)",
+				  ndim, PL_MAX_AXES);
+	if (ndim && (!shape || !axes))
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape and axes are required");
+	*ndev = 1;
+	for (unsigned i = 0; i < ndim; i++) {
+		if (!shape[i])
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
+		if (rl_mul64(*ndev, shape[i], ndev) || *ndev > pl_limit(PL_LIMIT_DEVICES))
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
+					  pl_limit(PL_LIMIT_DEVICES));
+		if (!axes[i] || !axes[i][0])
+			return rl_err_set(e, RL_E_SPEC_AXIS, "mesh: axis %u has no name", i);
+		for (unsigned j = 0; j < i; j++)
+			if (!strcmp(axes[i], axes[j]))
+				return rl_err_set(e, RL_E_SPEC_AXIS,
+						  "mesh: axis \"%s\" named twice", axes[i]);
+	}
+	return 0;
+}
+
+/* t's axes, device ids and processes (NULL: 0..N-1, all 0), and the
+ * highest process id. -ENOMEM or 0. */
+static int fill_mesh(struct pl_spec *t, unsigned ndim, const uint32_t *shape,
+		     const char *const *axes, uint32_t ndev, const uint32_t *devices,
+		     const uint32_t *process_of_device, uint32_t *maxp)
+{
+	t->ndim = ndim;
+	t->ndev = ndev;
+	t->devices = rl_mallocarray(ndev, sizeof(uint32_t));
+	t->proc = rl_mallocarray(ndev, sizeof(uint32_t));
+	if (!t->devices || !t->proc)
+		return -ENOMEM;
+	for (unsigned i = 0; i < ndim; i++) {
+		t->shape[i] = shape[i];
+		if (!(t->axes[i] = rl_strdup(axes[i])))
+			return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < ndev; i++) {
+		t->devices[i] = devices ? devices[i] : i;
+		t->proc[i] = process_of_device ? process_of_device[i] : 0;
+		*maxp = RL_MAX(*maxp, t->proc[i]);
+	}
+	return 0;
+}
+
+/*
+ * Process ids are dense, 0..P-1, each owning a device: the plan sizes
+ * per-process tables by P, which must not grow with an id's value. With N
+ * devices, some id in 0..min(max, N) is missing unless dense.
+ */
+static int check_processes(const struct pl_spec *t, uint32_t maxp, struct rl_err *e)
+{
+	uint32_t n = maxp < t->ndev ? maxp + 1 : t->ndev + 1, miss = 0;
+	uint8_t *seen = rl_calloc(n, 1);
+
+	if (!seen)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->ndev; i++)
+		if (t->proc[i] < n)
+			seen[t->proc[i]] = 1;
+	while (miss < n && seen[miss])
+		miss++;
+	rl_free(seen);
+	if (miss < n)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: process %u owns no device (process "
+				  "ids must be 0..P-1 with no gap; highest is %u)", miss, maxp);
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* No device id twice: ids in ascending order (the default, and what specs
+ * usually list) are checked as they are, others on a sorted copy. */
+static int check_device_ids(const struct pl_spec *t, struct rl_err *e)
+{
+	uint32_t *ids, dup = 0;
+	int found = 0;
+
+	for (uint32_t i = 1; i < t->ndev && t->devices[i - 1] < t->devices[i]; i++)
+		if (i + 1 == t->ndev)
+			return 0;
+	if (t->ndev < 2)
+		return 0;
+	ids = rl_mallocarray(t->ndev, sizeof(uint32_t));
+	if (!ids)
+		return -ENOMEM;
+	memcpy(ids, t->devices, t->ndev * sizeof(uint32_t));
+	qsort(ids, t->ndev, sizeof(uint32_t), cmp_u32);
+	for (uint32_t i = 1; i < t->ndev && !found; i++)
+		if (ids[i] == ids[i - 1])
+			found = 1, dup = ids[i];
+	rl_free(ids);
+	if (found)
+		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: device id %u listed twice", dup);
+	return 0;
+}
+
 int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,
 		     const uint32_t *process_of_device, struct rl_err *e)
@@ -123,104 +240,21 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 	uint32_t maxp = 0;
 	int ret;
 
-	if (ndim > PL_MAX_AXES)
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: %u axes (at most %d)",
-				  ndim, PL_MAX_AXES);
-	if (ndim && (!shape || !axes))
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape and axes are required");
+	if ((ret = check_axes(ndim, shape, axes, &ndev, e)))
+		return ret;
 	memset(&t, 0, sizeof(t));
-	for (unsigned i = 0; i < ndim; i++) {
-		if (!shape[i])
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
-		if (rl_mul64(ndev, shape[i], &ndev) || ndev > PL_MAX_DEVICES)
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
-					  PL_MAX_DEVICES);
-		if (!axes[i] || !axes[i][0])
-			return rl_err_set(e, RL_E_SPEC_AXIS, "mesh: axis %u has no name", i);
-		for (unsigned j = 0; j < i; j++)
-			if (!strcmp(axes[i], axes[j]))
-				return rl_err_set(e, RL_E_SPEC_AXIS,
-						  "mesh: axis \"%s\" named twice", axes[i]);
-	}
-	t.ndim = ndim;
-	t.ndev = (uint32_t)ndev;
-	t.devices = rl_mallocarray(ndev, sizeof(uint32_t));
-	t.proc = rl_mallocarray(ndev, sizeof(uint32_t));
-	ret = -ENOMEM;
-	if (!t.devices || !t.proc)
+	/* The defaults (ids 0..N-1, all process 0) need no checking. */
+	if ((ret = fill_mesh(&t, ndim, shape, axes, (uint32_t)ndev, devices, process_of_device,
+			     &maxp)) ||
+	    (process_of_device && (ret = check_processes(&t, maxp, e))) ||
+	    (devices && (ret = check_device_ids(&t, e))))
 		goto fail;
-	for (unsigned i = 0; i < ndim; i++) {
-		t.shape[i] = shape[i];
-		t.axes[i] = rl_strdup(axes[i]);
-		if (!t.axes[i])
-			goto fail;
-	}
-	for (uint32_t i = 0; i < t.ndev; i++) {
-		t.devices[i] = devices ? devices[i] : i;
-		t.proc[i] = process_of_device ? process_of_device[i] : 0;
-		if (t.proc[i] > maxp)
-			maxp = t.proc[i];
-	}
-	/*
-	 * Process ids are dense, 0..P-1, each owning a device: the plan sizes
-	 * per-process tables by P, which must not grow with an id's value.
-	 * With N devices, some id in 0..min(max, N) is missing unless dense.
-	 */
-	{
-		uint32_t n = maxp < t.ndev ? maxp + 1 : t.ndev + 1, miss = 0;
-		uint8_t *seen = rl_calloc(n, 1);
-
-		if (!seen)
-			goto fail;
-		for (uint32_t i = 0; i < t.ndev; i++)
-			if (t.proc[i] < n)
-				seen[t.proc[i]] = 1;
-		while (miss < n && seen[miss])
-			miss++;
-		rl_free(seen);
-		if (miss < n) {
-			ret = rl_err_set(e, RL_E_SPEC_MESH,
-					 "mesh: process %u owns no device (process ids must be 0..P-1 with no gap; highest is %u)",
-					 miss, maxp);
-			goto fail;
-		}
-		t.nprocs = maxp + 1;
-	}
-	/* Duplicate ids: sort a copy. */
-	{
-		uint32_t *ids = rl_mallocarray(ndev, sizeof(uint32_t));
-
-		if (!ids)
-			goto fail;
-		memcpy(ids, t.devices, ndev * sizeof(uint32_t));
-		for (uint32_t i = 1; i < t.ndev; i++) { /* shell sort: ids are few */
-			uint32_t v = ids[i], j = i;
-
-			while (j && ids[j - 1] > v) {
-				ids[j] = ids[j - 1];
-				j--;
-			}
-			ids[j] = v;
-		}
-		for (uint32_t i = 1; i < t.ndev; i++)
-			if (ids[i] == ids[i - 1]) {
-				ret = rl_err_set(e, RL_E_SPEC_MESH,
-						 "mesh: device id %u listed twice", ids[i]);
-				rl_free(ids);
-				goto fail;
-			}
-		rl_free(ids);
-	}
+	t.nprocs = maxp + 1;    /* dense: below the device count */
 	/* The rules must still name known axes. */
-	for (size_t i = 0; i < s->nrules; i++) {
-		ret = rule_resolve(&t, &s->rules[i], i, e);
-		if (ret)
+	for (size_t i = 0; i < s->nrules; i++)
+		if ((ret = rule_resolve(&t, &s->rules[i], i, e)))
 			goto fail;
-	}
-	for (unsigned i = 0; i < s->ndim; i++)
-		rl_free(s->axes[i]);
-	rl_free(s->devices);
-	rl_free(s->proc);
+	mesh_clear(s);
 	s->ndim = t.ndim;
 	memcpy(s->shape, t.shape, sizeof(t.shape));
 	memcpy(s->axes, t.axes, sizeof(t.axes));
@@ -235,86 +269,103 @@ fail:
 	/* Rules resolved against t before the failure go back to s's mesh. */
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_resolve(s, &s->rules[i], i, NULL);
-	for (unsigned i = 0; i < ndim; i++)
-		rl_free(t.axes[i]);
-	rl_free(t.devices);
-	rl_free(t.proc);
+	mesh_clear(&t);
 	return ret;
 }
 
-int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
-		     const rl_dim_spec *dims, struct rl_err *e)
+/* The partition spec's shape: at most RL_MAX_DIMS dimensions of at most
+ * PL_MAX_AXES axes each; *nnames gets the axis names in all. */
+static int check_dims(const char *regex, unsigned ndims, const rl_dim_spec *dims,
+		      size_t idx, unsigned *nnames, struct rl_err *e)
 {
-	size_t idx = s->nrules, plen;
-	struct pl_rule r, *nr;
-	char *full;
-	unsigned nnames = 0;
-	int rc;
-
-	if (!regex)
-		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
 	if (ndims > RL_MAX_DIMS)
 		return rl_err_set(e, RL_E_SPEC_RANK,
 				  "rule %zu (\"%s\"): spec of %u dimensions (at most %d)",
 				  idx, regex, ndims, RL_MAX_DIMS);
+	*nnames = 0;
 	for (unsigned d = 0; d < ndims; d++) {
 		if (dims[d].naxes > PL_MAX_AXES || (dims[d].naxes && !dims[d].axes))
 			return rl_err_set(e, RL_E_SPEC_AXIS,
 					  "rule %zu (\"%s\"): dimension %u names %u axes",
 					  idx, regex, d, dims[d].naxes);
-		nnames += dims[d].naxes;
+		*nnames += dims[d].naxes;
 	}
-	memset(&r, 0, sizeof(r));
-	r.ndims = ndims;
-	/*
-	 * Validate the pattern on its own first: wrapped in "^(...)$" an
-	 * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$",
-	 * which matches any name that starts with "a".
-	 */
-	rc = regcomp(&r.re, regex, REG_EXTENDED | REG_NOSUB);
-	if (rc) {
-		char why[128];
+	return 0;
+}
 
-		regerror(rc, &r.re, why, sizeof(why));
-		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
-				  idx, regex, why);
-	}
-	regfree(&r.re);
-	/* Whole-name match: anchor the pattern once, here. */
-	plen = strlen(regex);
-	full = rl_malloc(plen + 5);
+/*
+ * Compiles regex into re for whole-name matches, anchored once here as
+ * "^(regex)$". The pattern is compiled on its own first: wrapped, an
+ * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$", which
+ * matches any name that starts with "a".
+ */
+static int rule_compile(regex_t *re, const char *regex, size_t idx, struct rl_err *e)
+{
+	size_t plen = strlen(regex);
+	char *full = rl_malloc(plen + 5), why[128];
+	int rc;
+
 	if (!full)
 		return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
 	memcpy(full, "^(", 2);
 	memcpy(full + 2, regex, plen);
 	memcpy(full + 2 + plen, ")$", 3);
-	rc = regcomp(&r.re, full, REG_EXTENDED | REG_NOSUB);
-	rl_free(full);
-	if (rc) {
-		char why[128];
-
-		regerror(rc, &r.re, why, sizeof(why));
-		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s",
-				  idx, regex, why);
+	rc = regcomp(re, regex, REG_EXTENDED | REG_NOSUB);
+	if (!rc) {
+		regfree(re);
+		rc = regcomp(re, full, REG_EXTENDED | REG_NOSUB);
 	}
-	r.pattern = rl_strdup(regex);
-	r.names = rl_calloc(nnames ? nnames : 1, sizeof(char *));
-	if (!r.pattern || !r.names)
-		goto oom;
-	r.nnames = nnames;
-	nnames = 0;
+	rl_free(full);
+	if (!rc)
+		return 0;
+	regerror(rc, re, why, sizeof(why));
+	return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s", idx, regex,
+			  why);
+}
+
+/* r's pattern and axis names, copied. 0 or -ENOMEM. */
+static int rule_names(struct pl_rule *r, const char *regex, unsigned ndims,
+		      const rl_dim_spec *dims, unsigned nnames)
+{
+	unsigned n = 0;
+
+	r->pattern = rl_strdup(regex);
+	r->names = rl_calloc(nnames ? nnames : 1, sizeof(char *));
+	if (!r->pattern || !r->names)
+		return -ENOMEM;
+	r->nnames = nnames;
 	for (unsigned d = 0; d < ndims; d++) {
-		r.dims[d].naxes = (uint8_t)dims[d].naxes;
+		r->dims[d].naxes = (uint8_t)dims[d].naxes;
 		for (unsigned a = 0; a < dims[d].naxes; a++) {
 			const char *name = dims[d].axes[a];
 
-			r.names[nnames] = rl_strdup(name ? name : "");
-			if (!r.names[nnames++])
-				goto oom;
+			if (!(r->names[n++] = rl_strdup(name ? name : "")))
+				return -ENOMEM;
 		}
 	}
-	rc = rule_resolve(s, &r, idx, e);
-	if (rc) {
+	return 0;
+}
+
+int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
+		     const rl_dim_spec *dims, struct rl_err *e)
+{
+	size_t idx = s->nrules;
+	struct pl_rule r, *nr;
+	unsigned nnames = 0;
+	int rc;
+
+	if (!regex)
+		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
+	if ((rc = check_dims(regex, ndims, dims, idx, &nnames, e)) ||
+	    (rc = pl_regex_check(regex, idx, e)))
+		return rc;
+	memset(&r, 0, sizeof(r));
+	r.ndims = ndims;
+	if ((rc = rule_compile(&r.re, regex, idx, e)))
+		return rc;
+	if (rule_names(&r, regex, ndims, dims, nnames))
+		goto oom;
+	if ((rc = rule_resolve(s, &r, idx, e))) {
 		rule_clear(&r);
 		return rc;
 	}
@@ -387,6 +438,7 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	uint32_t *dv = NULL, *pr = NULL;
 	unsigned ndim = 0;
 	uint64_t ndev = 1;
+	const uint64_t max = pl_limit(PL_LIMIT_DEVICES);
 	int ret;
 
 	if (!cJSON_IsObject(m))
@@ -410,13 +462,18 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	cJSON_ArrayForEach(v, shape) {
 		uint64_t x;
 
-		if (json_uint(v, UINT32_MAX, &x) || !x)
+		if (json_uint(v, max, &x) && cJSON_IsNumber(v) && v->valuedouble > max &&
+		    v->valuedouble == floor(v->valuedouble))
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape[%u] = %.15g is too large "
+					  "(a mesh has at most %" PRIu64 " devices)", ndim,
+					  v->valuedouble, max);
+		if (json_uint(v, max, &x) || !x)
 			return rl_err_set(e, RL_E_SPEC_MESH,
 					  "mesh: shape[%u] is not a positive integer", ndim);
 		sh[ndim++] = (uint32_t)x;
-		if (rl_mul64(ndev, x, &ndev) || ndev > PL_MAX_DEVICES)
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %u devices",
-					  PL_MAX_DEVICES);
+		if (rl_mul64(ndev, x, &ndev) || ndev > max)
+			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
+					  max);
 	}
 	ndim = 0;
 	cJSON_ArrayForEach(v, axes) {
@@ -579,6 +636,26 @@ static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_
 }
 
 /*
+ * cJSON takes NUL and other control bytes for whitespace, lets them raw into
+ * strings, and ends its strings at a U+0000 ("a\u0000b" reads as "a"): the
+ * strict reader of the header parser refuses all of these. Its depth limit
+ * is cJSON's, so that only the above is refused.
+ */
+static int check_strict(const char *json, size_t len, const char *what, int code,
+			struct rl_err *e)
+{
+	char lead[64];
+	struct sj j = { .buf = json, .p = json, .end = json + len, .e = e, .code = code,
+			.lead = lead, .max_depth = 1000, .no_nul = 1 };
+	int ret;
+
+	snprintf(lead, sizeof(lead), "%s: invalid JSON", what);
+	ret = sj_check_document(&j);
+	rl_free(j.sb);
+	return ret;
+}
+
+/*
  * Parses exactly one JSON value from json[0..len): only whitespace may
  * follow it, and no key may repeat. The error position comes from
  * return_parse_end, not from cJSON's global error pointer. code is the
@@ -602,7 +679,8 @@ static int parse_json(const char *json, size_t len, const char *what, int code,
 			return rl_err_set(e, code, "%s: text after the JSON value (byte %zu)",
 					  what, (size_t)(end - json));
 		}
-	if ((ret = check_dup_keys(root, what, code, e))) {
+	if ((ret = check_strict(json, len, what, code, e)) ||
+	    (ret = check_dup_keys(root, what, code, e))) {
 		cJSON_Delete(root);
 		return ret;
 	}

@@ -160,7 +160,8 @@ static int batch_reads(struct bb *b)
 		rl_free(used);
 		return -ENOMEM;
 	}
-	ns = pl_xread_spans(b->byoff, b->n, b->main->xp->align, sp);
+	/* No transfers at all (xp NULL): no payloads, no reads. */
+	ns = b->n ? pl_xread_spans(b->byoff, b->n, b->main->xp->align, sp) : 0;
 	for (size_t s = 0; s < ns && !ret; s++) {
 		size_t k1 = k;
 

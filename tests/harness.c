@@ -1,7 +1,11 @@
 /* harness.c - see harness.h. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -171,4 +175,64 @@ int th_capture(const char *cmd, char *out, size_t cap)
 		;
 	st = pclose(f);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int th_within(int secs, th_child_fn fn, void *arg, char *msg, size_t cap)
+{
+	struct { int code; char msg[1024]; } res = { -EIO, "" };
+	struct pollfd pfd;
+	int fds[2], st;
+	pid_t pid;
+
+	fflush(stdout);
+	if (pipe(fds))
+		return -EIO;
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		res.code = fn(arg, res.msg, sizeof(res.msg));
+		_exit(write(fds[1], &res, sizeof(res)) == sizeof(res) ? 0 : 1);
+	}
+	close(fds[1]);
+	pfd = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	if (pid < 0 || poll(&pfd, 1, secs * 1000) != 1) {
+		if (pid > 0)
+			kill(pid, SIGKILL);
+		res.code = -ETIMEDOUT;
+		snprintf(res.msg, sizeof(res.msg), "did not finish within %d s", secs);
+	} else if (read(fds[0], &res, sizeof(res)) != sizeof(res)) {
+		res.code = -EIO;
+		snprintf(res.msg, sizeof(res.msg), "the child died");
+	}
+	close(fds[0]);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	if (msg && cap)
+		snprintf(msg, cap, "%s", res.msg);
+	return res.code;
+}
+
+char *th_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = n < 0 ? NULL : malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[n] = '\0';
+		if (len)
+			*len = (size_t)n;
+	}
+	return buf;
 }

@@ -38,6 +38,28 @@ int th_capture(const char *cmd, char *out, size_t cap);
 /* xorshift64* generator seeded by th_seed(). */
 uint64_t th_rand(void);
 
+/*
+ * Runs fn(arg, msg, cap) in a child process for at most secs seconds and
+ * returns what it returned, with the message it wrote copied into msg (cap
+ * bytes, may be NULL); -ETIMEDOUT when it did not finish in time (the child
+ * is killed), so that a hang fails one test rather than the program.
+ */
+typedef int (*th_child_fn)(void *arg, char *msg, size_t cap);
+int th_within(int secs, th_child_fn fn, void *arg, char *msg, size_t cap);
+/* Reads a whole file into a fresh NUL-terminated malloc'd buffer (its
+ * length in *len when len is not NULL); NULL when it cannot. */
+char *th_slurp(const char *path, size_t *len);
+
+/*
+ * Time limits of the tests that check something ends at once (a hang
+ * fixed): sanitizer builds run several times slower, so they get more.
+ */
+#ifdef RL_SANITIZER
+#define TH_SLOW 8
+#else
+#define TH_SLOW 1
+#endif
+
 #define CHECK(c) \
 	do { \
 		if (!(c)) { \

@@ -21,34 +21,9 @@
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[n] = '\0';
-		if (len)
-			*len = (size_t)n;
-	}
-	return buf;
-}
-
 static cJSON *load_json(const char *path)
 {
-	char *s = slurp(path, NULL);
+	char *s = th_slurp(path, NULL);
 	cJSON *j = s ? cJSON_Parse(s) : NULL;
 
 	free(s);
@@ -580,6 +555,7 @@ static void names_and_strings(void)
 
 static void exact_integers(void)
 {
+	char msg[RL_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
 	char *p = tpath("big.safetensors");
@@ -600,7 +576,8 @@ static void exact_integers(void)
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1E0],\"data_offsets\":[0,1]}}", 1,
 			  NULL, 0), RL_E_HEADER_JSON);
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[00],\"data_offsets\":[0,0]}}", 0,
-			  NULL, 0), RL_E_HEADER_JSON);
+			  msg, sizeof(msg)), RL_E_HEADER_JSON);
+	CHECKF(strstr(msg, "invalid number (leading zero) at byte 29"), "%s", msg);
 	/* Ignored fields take any JSON number a double can hold. */
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],"
 			  "\"x\":[-0.0,1e308,1e-400,0e999999,-12.5E+3]}}", 1, NULL, 0), 0);
@@ -660,15 +637,44 @@ static void serde_forms(void)
 	rl_ckpt_tensor(ck, 0, &t);
 	CHECK_EQ(t.dtype, RL_DTYPE_I16);
 	rl_ckpt_destroy(ck);
-	/* Rank above 255 is valid safetensors but beyond ringload. */
-	{
-		char h[2048];
-		size_t o = (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[");
+}
 
-		for (int i = 0; i < 300; i++)
-			o += (size_t)sprintf(h + o, "%s1", i ? "," : "");
-		sprintf(h + o, "],\"data_offsets\":[0,1]}}");
-		CHECK_EQ(hdr_code(h, 1, NULL, 0), RL_E_TOO_LARGE);
+/* A header of one U8 tensor of rank rank (every dimension 1). */
+static int rank_code(unsigned rank, rl_ckpt **ck)
+{
+	char h[2048], *p = tpath("rank.safetensors");
+	size_t o = (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[");
+
+	for (unsigned i = 0; i < rank; i++)
+		o += (size_t)sprintf(h + o, "%s1", i ? "," : "");
+	sprintf(h + o, "],\"data_offsets\":[0,1]}}");
+	if (write_st(p, h, 1))
+		return -EIO;
+	return open_ck(p, ck, NULL, 0);
+}
+
+/*
+ * Rank: a header may hold 255 dimensions (above is valid safetensors but
+ * beyond ringload), a plan 16 (RL_MAX_DIMS).
+ */
+static void rank_limits(void)
+{
+	rl_ckpt *ck = NULL;
+
+	CHECK_EQ(rank_code(256, NULL), RL_E_TOO_LARGE);
+	CHECK_EQ(rank_code(300, NULL), RL_E_TOO_LARGE);
+	for (unsigned rank = 16; rank <= 255; rank += rank == 16 ? 1 : 238) {
+		rl_plan *plan = rl_plan_create();
+		int ret;
+
+		CHECK_EQ(rank_code(rank, &ck), 0);
+		ret = rl_plan_build(plan, ck, NULL);
+		CHECKF(rank == 16 ? ret == 0 : ret == RL_E_TOO_LARGE, "rank %u: %d %s", rank, ret,
+		       rl_plan_errmsg(plan));
+		CHECK(rank == 16 || strstr(rl_plan_errmsg(plan), "dimensions (at most 16)"));
+		rl_plan_destroy(plan);
+		rl_ckpt_destroy(ck);
+		ck = NULL;
 	}
 }
 
@@ -745,17 +751,23 @@ static void write_in(const char *dir, const char *name, const char *hdr, size_t 
 	write_st(p, hdr, data);
 }
 
-static void write_text(const char *dir, const char *name, const char *text)
+/* Writes len bytes (NULs included) as dir/name. */
+static void write_bytes(const char *dir, const char *name, const char *b, size_t len)
 {
 	char p[4096];
 	FILE *f;
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	f = fopen(p, "w");
+	f = fopen(p, "wb");
 	if (f) {
-		fputs(text, f);
+		fwrite(b, 1, len, f);
 		fclose(f);
 	}
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	write_bytes(dir, name, text, strlen(text));
 }
 
 #define T1(n, s, e) "\"" n "\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[" #s "," #e "]}"
@@ -919,17 +931,9 @@ static void index_trailing(void)
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
 	CHECK(strstr(msg, "invalid JSON at byte 20"));
 	/* A NUL byte after the value is not whitespace either. */
-	{
-		FILE *f = fopen(p, "wb");
-
-		CHECK(f);
-		if (f) {
-			fwrite("{\"weight_map\":{}}\n\0", 1, 19, f);
-			fclose(f);
-		}
-		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
-		CHECK(strstr(msg, "byte 18"));
-	}
+	write_bytes(d, "model.safetensors.index.json", "{\"weight_map\":{}}\n\0", 19);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "byte 18"));
 	/* Whitespace (space, tab, CR, LF) is fine. */
 	write_text(d, "model.safetensors.index.json",
 		   " \t{\"weight_map\":{\"t1\":\"a.safetensors\"}} \r\n\t\n");
@@ -956,17 +960,10 @@ static void index_embedded_nul(void)
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
 	CHECK(strstr(msg, "NUL") && strstr(msg, "t1"));
 	/* cJSON lets raw control characters (a raw NUL too) into strings. */
-	{
-		FILE *f = fopen(p, "wb");
-
-		CHECK(f);
-		if (f) {
-			fwrite("{\"weight_map\":{\"t1\":\"a.safetensors\0x\"}}", 1, 39, f);
-			fclose(f);
-		}
-		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
-		CHECK(strstr(msg, "control character 0x00") && strstr(msg, "byte 34"));
-	}
+	write_bytes(d, "model.safetensors.index.json",
+		    "{\"weight_map\":{\"t1\":\"a.safetensors\0x\"}}", 39);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECK(strstr(msg, "control character 0x00") && strstr(msg, "byte 34"));
 	/* Other escapes in names and values decode as usual. */
 	write_text(d, "model.safetensors.index.json",
 		   "{\"weight_map\":{\"\\u0074\\u0031\":\"a.safe\\u0074ensors\"},"
@@ -1012,10 +1009,174 @@ static void index_file_names(void)
 	rl_ckpt_destroy(ck);
 }
 
+static int open_in_child(void *path, char *msg, size_t cap)
+{
+	return open_ck(path, NULL, msg, cap);
+}
+
+/* Opens path in a child given at most secs seconds (-ETIMEDOUT if not). */
+static int open_ck_within(const char *path, int secs, char *msg, size_t cap)
+{
+	return th_within(secs, open_in_child, (void *)path, msg, cap);
+}
+
+/*
+ * Regression: a NUL byte in an index's metadata made the NUL check spin
+ * forever (the value skipper matched the NUL with strchr's terminator and
+ * never advanced). The four reported indexes, and a NUL between tokens,
+ * which strict JSON refuses (as the header parser does), all end at once.
+ */
+static void index_nul_bytes_refused_at_once(void)
+{
+#define NUL_CASE(s) { s, sizeof(s) - 1 }
+	static const struct { const char *text; size_t len; } cases[] = {
+		NUL_CASE("{\"metadata\": {\"x\": \0 1}, \"weight_map\": {}}"),
+		NUL_CASE("{\"metadata\": [\0 1], \"weight_map\": {}}"),
+		NUL_CASE("{\"weight_map\": {\"a\": [\0]}}"),
+		NUL_CASE("{\"metadata\": {\"x\": [[[\0]]]}, \"weight_map\": {}}"),
+		NUL_CASE("{\"a\": 1 \0, \"weight_map\": {}}"),
+		NUL_CASE("{\0\"weight_map\": {}}"),
+		NUL_CASE("{\"weight_map\": {\"t1\":\0\"a.safetensors\"}}"),
+		NUL_CASE("{\"weight_map\"\0: {}}"),
+		NUL_CASE("{\"metadata\": {\"x\": \"\\u0000\"}, \"y\": \1 2, \"weight_map\": {}}"),
+	};
+#undef NUL_CASE
+	const char *d = mkdir_t("idxnulbytes");
+	char p[4096], msg[RL_ERRMSG_MAX];
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		write_bytes(d, "model.safetensors.index.json", cases[i].text, cases[i].len);
+		CHECKF(open_ck_within(p, 5, msg, sizeof(msg)) == RL_E_BAD_INDEX,
+		       "case %zu: %s", i, msg);
+		CHECKF(strstr(msg, "model.safetensors.index.json") && strstr(msg, "byte"),
+		       "case %zu: %s", i, msg);
+		/* The directory resolves to the same index. */
+		CHECKF(open_ck_within(d, 5, NULL, 0) == RL_E_BAD_INDEX, "case %zu", i);
+	}
+	/* Deep nesting that cJSON accepts is accepted by the strict walk too. */
+	{
+		char text[4096];
+		int n = 0;
+
+		n += snprintf(text + n, sizeof(text) - n, "{\"metadata\":");
+		for (int k = 0; k < 500; k++)
+			text[n++] = '[';
+		for (int k = 0; k < 500; k++)
+			text[n++] = ']';
+		snprintf(text + n, sizeof(text) - n, ",\"weight_map\":{}}");
+		write_text(d, "model.safetensors.index.json", text);
+		CHECK_EQ(open_ck_within(p, 5, msg, sizeof(msg)), 0);
+	}
+}
+
+/*
+ * A directory resolves as transformers does: model.safetensors if present,
+ * else model.safetensors.index.json, and only when neither exists every
+ * *.safetensors (regression: an index beside consolidated.safetensors, as
+ * in real HF repos, was ignored and the tensors came out duplicated).
+ */
+static void directory_resolves_like_transformers(void)
+{
+	const char *d = mkdir_t("resolve");
+	char msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+	rl_tensor_info t;
+
+	write_in(d, "model-00001-of-00002.safetensors", "{" T1("a", 0, 2) "}", 2);
+	write_in(d, "model-00002-of-00002.safetensors", "{" T1("b", 0, 2) "}", 2);
+	write_in(d, "consolidated.safetensors", "{" T1("a", 0, 2) "," T1("b", 2, 4) "}", 4);
+	/* Neither: every *.safetensors, so a and b twice. */
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), RL_E_DUPLICATE_TENSOR);
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\","
+		   "\"b\":\"model-00002-of-00002.safetensors\"}}");
+	CHECK_EQ(open_ck(d, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_files(ck), 2);
+	CHECK_EQ(rl_ckpt_num_tensors(ck), 2);
+	CHECK_EQ(rl_ckpt_tensor(ck, (size_t)rl_ckpt_find(ck, "b"), &t), 0);
+	CHECK(strstr(rl_ckpt_file_path(ck, t.file), "model-00002-of-00002.safetensors"));
+	rl_ckpt_destroy(ck);
+	/* model.safetensors wins over the index; a directory of that name does not. */
+	mkdir_t("resolve/model.safetensors");
+	CHECK_EQ(open_ck(d, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_files(ck), 2);
+	rl_ckpt_destroy(ck);
+	CHECK_EQ(rmdir(tpath("resolve/model.safetensors")), 0);
+	write_in(d, "model.safetensors", "{" T1("only", 0, 2) "}", 2);
+	CHECK_EQ(open_ck(d, &ck, msg, sizeof(msg)), 0);
+	CHECK_EQ(rl_ckpt_num_files(ck), 1);
+	CHECK_EQ(rl_ckpt_find(ck, "only"), 0);
+	rl_ckpt_destroy(ck);
+}
+
+/* A text file is not a safetensors file: said so, not as a 19-digit length. */
+static void text_file_is_not_safetensors(void)
+{
+	const char *d = mkdir_t("text");
+	char p[4096], msg[RL_ERRMSG_MAX];
+
+	write_text(d, "notes.safetensors", "This is a text file, not a checkpoint.\n");
+	snprintf(p, sizeof(p), "%s/notes.safetensors", d);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_HEADER_TOO_LARGE);
+	CHECKF(strstr(msg, "notes.safetensors: not a safetensors file"), "%s", msg);
+	{
+		size_t digits = 0, longest = 0;
+
+		for (const char *c = msg; *c; c++) {
+			digits = *c >= '0' && *c <= '9' ? digits + 1 : 0;
+			longest = RL_MAX(longest, digits);
+		}
+		CHECKF(longest < 10, "a long number in: %s", msg);
+	}
+}
+
+/* Files and tensors of a checkpoint: at the limit fine, one more refused. */
+static void count_limits(void)
+{
+	const char *d = mkdir_t("limits");
+	char msg[RL_ERRMSG_MAX];
+
+	write_in(d, "a.safetensors", "{" T1("a", 0, 2) "," T1("b", 2, 4) "}", 4);
+	write_in(d, "b.safetensors", "{" T1("c", 0, 2) "}", 2);
+	pl_limit_set_for_tests(PL_LIMIT_FILES, 2);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), 0);
+	pl_limit_set_for_tests(PL_LIMIT_FILES, 1);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), RL_E_TOO_LARGE);
+	pl_limit_set_for_tests(PL_LIMIT_FILES, 0);
+	CHECKF(strstr(msg, "2 files (at most 1)"), "%s", msg);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 3);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), 0);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 2);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), RL_E_TOO_LARGE);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 0);
+	CHECKF(strstr(msg, "3 tensors (at most 2)"), "%s", msg);
+	CHECK_EQ(pl_limit(PL_LIMIT_FILES), PL_MAX_FILES);
+	CHECK_EQ(pl_limit(PL_LIMIT_TENSORS), PL_MAX_TENSORS);
+}
+
+/* An index of 256 MiB is read (sparse: holes after a small object, refused
+ * as text after the value); one byte more is refused by its size. */
+static void index_size_limit(void)
+{
+	const char *d = mkdir_t("idxsize");
+	char p[4096], msg[RL_ERRMSG_MAX];
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{}}");
+	CHECK_EQ(truncate(p, 256 << 20), 0);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECKF(strstr(msg, "unexpected data after the JSON value at byte 17"), "%s", msg);
+	CHECK_EQ(truncate(p, (256 << 20) + 1), 0);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+	CHECKF(strstr(msg, "268435457 bytes is larger than 268435456"), "%s", msg);
+	unlink(p);
+}
+
 static int copy_truncated(const char *src, const char *dst, size_t cut)
 {
 	size_t n;
-	char *b = slurp(src, &n);
+	char *b = th_slurp(src, &n);
 	FILE *f;
 	int ok;
 
@@ -1063,7 +1224,7 @@ static void handle_contract(void)
 	CHECK_STR(rl_ckpt_errmsg(ck), "");
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
 	CHECK(rl_ckpt_file_path(ck, 0) == NULL);
-	CHECK_EQ(rl_ckpt_open(ck, NULL), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_ckpt_open(ck, NULL), -EINVAL);
 	/* A failed open leaves the handle as it was: it may be opened again. */
 	CHECK_EQ(rl_ckpt_open(ck, tpath("no-such.safetensors")), -ENOENT);
 	CHECK(strstr(rl_ckpt_errmsg(ck), "no-such.safetensors"));
@@ -1142,8 +1303,8 @@ static int run_cli(const char *const *args, char **out, char **err)
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) < 0)
 		return -1;
-	*out = slurp(o, NULL);
-	*err = slurp(e, NULL);
+	*out = th_slurp(o, NULL);
+	*err = th_slurp(e, NULL);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -1368,6 +1529,7 @@ int main(void)
 	RUN(names_and_strings);
 	RUN(exact_integers);
 	RUN(serde_forms);
+	RUN(rank_limits);
 	RUN(header_parse_metadata_only);
 	RUN(many_tensors);
 	RUN(empty_checkpoints);
@@ -1378,6 +1540,11 @@ int main(void)
 	RUN(index_trailing);
 	RUN(index_embedded_nul);
 	RUN(index_file_names);
+	RUN(index_nul_bytes_refused_at_once);
+	RUN(directory_resolves_like_transformers);
+	RUN(text_file_is_not_safetensors);
+	RUN(count_limits);
+	RUN(index_size_limit);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);

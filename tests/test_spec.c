@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -88,7 +89,10 @@ static void spec_errors(void)
 		  "unknown field \"x\"");
 	CHECK_ERR("{\"rules\":[{\"match\":\"a\",\"spec\":[null,null,null,null,null,null,null,"
 		  "null,null,null,null,null,null,null,null,null,null]}]}", RL_E_SPEC_RANK, "rule 0");
-	CHECK_ERR("{\"targets\":[{\"name\":\"t\"}]}", RL_E_SPEC_TARGET, "target 0", "\"t\"");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\"}]}", RL_E_SPEC_TARGET, "target 0", "\"t\"",
+		  "exactly one of");
+	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[\"a\"],\"source\":\"a\"}]}",
+		  RL_E_SPEC_TARGET, "target 0", "exactly one of");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\"],\"b\"]}]}", RL_E_SPEC_TARGET,
 		  "not uniform");
 	CHECK_ERR("{\"targets\":[{\"name\":\"t\",\"stack\":[[\"a\",\"b\"],[\"c\"]]}]}",
@@ -127,6 +131,219 @@ static void spec_errors(void)
 	CHECK_ERR("{\"tensors\":[\"a\",\"b\",\"a\"]}", RL_E_SPEC,
 		  "\"a\" listed twice in \"tensors\"");
 	CHECK_EQ(parse("{\"tensors\":[\"a\",\"b\",\"ab\"]}", &e), 0);
+}
+
+/* A rule's regex: refused where regcomp could explode, named in the message. */
+static void rule_regex_limits(void)
+{
+	static const struct { const char *re; const char *why; } refused[] = {
+		{ "a**", "stacked repetition" }, { "a+*", "stacked repetition" },
+		{ "a{2}*", "stacked repetition" }, { "a*?", "stacked repetition" },
+		{ "a{2}{3}", "stacked repetition" }, { "(x)\\1", "back-references" },
+		{ "(((((((((a)))))))))", "nested more than 8" },
+		{ "a{1001}", "product passes 1000" }, { "a{0,1001}", "product passes 1000" },
+		{ "((a{10}){10}){11}", "product passes 1000" },
+		/* Found by fuzz_spec: glibc takes "{,n}" as "{0,n}" (2.4 s). */
+		{ "00(.{,10000}8)", "product passes 1000" }, { "a{,5}*", "stacked repetition" },
+		{ "(.{0,1000}x)(.{0,1000}x)(.{0,1000}x)(.{0,1000}x)(.{0,1000}x)",
+		  "more than 4096 atoms" },
+	};
+	static const char *const fine[] = {
+		"(a*)*", "((((((((a))))))))", "a{1000}", "((a{10}){10}){10}", "a{5,}", "a{,1000}",
+		"[*]*", "[]*]*", "[[:alpha:]*]+", "a\\**", "x\\{2}*",
+		"(.{0,1000}x)(.{0,1000}x)(.{0,1000}x)(.{0,1000}x)",
+		"model\\.layers\\.[0-9]+\\.self_attn\\.(q|k|v)_proj\\.weight",
+	};
+	struct pl_spec *s = pl_spec_new();
+	char re[2048];
+	struct rl_err e;
+
+	CHECK(s);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(refused); i++) {
+		CHECK_EQ(pl_spec_add_rule(s, refused[i].re, 0, NULL, &e), RL_E_SPEC_REGEX);
+		CHECKF(strstr(e.msg, "rule 0") && strstr(e.msg, refused[i].why) &&
+		       strstr(e.msg, "deliberate limit"), "%s: %s", refused[i].re, e.msg);
+	}
+	for (size_t i = 0; i < RL_ARRAY_SIZE(fine); i++)
+		CHECKF(!pl_spec_add_rule(s, fine[i], 0, NULL, &e), "%s: %s", fine[i], e.msg);
+	/* At most 4096 atoms once counts are expanded: 4 x 1000 + 96. */
+	snprintf(re, sizeof(re), "a{1000}a{1000}a{1000}a{1000}%096d", 0);
+	CHECKF(!pl_spec_add_rule(s, re, 0, NULL, &e), "%s", e.msg);
+	snprintf(re, sizeof(re), "a{1000}a{1000}a{1000}a{1000}%097d", 0);
+	CHECK_EQ(pl_spec_add_rule(s, re, 0, NULL, &e), RL_E_SPEC_REGEX);
+	CHECKF(strstr(e.msg, "more than 4096 atoms"), "%s", e.msg);
+	/* 1 KiB is the longest rule. */
+	memset(re, 'a', 1024);
+	re[1024] = '\0';
+	CHECKF(!pl_spec_add_rule(s, re, 0, NULL, &e), "%s", e.msg);
+	re[1024] = 'a';
+	re[1025] = '\0';
+	CHECK_EQ(pl_spec_add_rule(s, re, 0, NULL, &e), RL_E_SPEC_REGEX);
+	CHECKF(strstr(e.msg, "pattern of 1025 bytes (at most 1024)"), "%s", e.msg);
+	CHECK_EQ(s->nrules, RL_ARRAY_SIZE(fine) + 2);
+	pl_spec_free(s);
+}
+
+static int parse_in_child(void *json, char *msg, size_t cap)
+{
+	struct rl_err e;
+	int ret = parse(json, &e);
+
+	snprintf(msg, cap, "%s", e.msg);
+	return ret;
+}
+
+/*
+ * Regression: "[a-c]" and N stars took regcomp 3 s at N = 109, 45 s and
+ * 1.6 GB at N = 200, over a minute at N = 400. Refused at once now (the
+ * child gets 10 s; the time must be well under one).
+ */
+static void stacked_stars_refused_at_once(void)
+{
+	static const int stars[] = { 109, 200, 400 };
+
+	for (size_t k = 0; k < RL_ARRAY_SIZE(stars); k++) {
+		char json[1024], msg[1024];
+		struct timespec t0, t1;
+		int n, ret;
+		double s;
+
+		n = snprintf(json, sizeof(json), "{\"rules\":[{\"match\":\"[a-c]");
+		for (int i = 0; i < stars[k]; i++)
+			json[n++] = '*';
+		snprintf(json + n, sizeof(json) - n, "\",\"spec\":[]}]}");
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		ret = th_within(10, parse_in_child, json, msg, sizeof(msg));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		CHECKF(ret == RL_E_SPEC_REGEX, "%d stars: %d %s", stars[k], ret, msg);
+		CHECKF(strstr(msg, "rule 0") && strstr(msg, "stacked repetition"), "%s", msg);
+		CHECKF(s < 1.0 * TH_SLOW, "%d stars: %.3f s", stars[k], s);
+	}
+}
+
+/*
+ * Strict JSON: cJSON alone took a NUL (or another control byte) between
+ * tokens for whitespace, let it raw into strings, and cut "a\u0000b" to
+ * "a". Each is refused with its byte offset.
+ */
+static void spec_json_strict(void)
+{
+#define SPEC_CASE(s, why) { s, sizeof(s) - 1, why }
+	static const struct { const char *json; size_t len; const char *why; } cases[] = {
+		SPEC_CASE("{\"rules\": [] \0}", "byte 13"),
+		SPEC_CASE("{\0\"rules\": []}", "byte 1"),
+		SPEC_CASE("{\"rules\":\1[]}", "byte 9"),
+		SPEC_CASE("{\"tensors\": [\"a\0b\"]}", "control character 0x00"),
+		SPEC_CASE("{\"tensors\": [\"a\\u0000b\"]}", "U+0000"),
+		SPEC_CASE("{\"mesh\\u0000x\": {}}", "U+0000"),
+		SPEC_CASE("{\"rules\":[{\"match\":\"a\\u0000.*\",\"spec\":[]}]}", "U+0000"),
+	};
+#undef SPEC_CASE
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		struct pl_spec *s = pl_spec_new();
+		struct rl_err e;
+
+		rl_err_clear(&e);
+		CHECKF(pl_spec_parse(s, cases[i].json, cases[i].len, &e) == RL_E_SPEC,
+		       "case %zu: %s", i, e.msg);
+		pl_spec_free(s);
+		CHECKF(strstr(e.msg, "spec: invalid JSON") && strstr(e.msg, cases[i].why),
+		       "case %zu: %s", i, e.msg);
+	}
+}
+
+/* The device limit, at and just past it; a huge axis says what the limit is. */
+static void mesh_device_limit(void)
+{
+	struct rl_err e;
+
+	CHECK_EQ(parse("{\"mesh\":{\"shape\":[16777216],\"axes\":[\"x\"]}}", &e), 0);
+	CHECK_EQ(parse("{\"mesh\":{\"shape\":[4096,4096],\"axes\":[\"x\",\"y\"]}}", &e), 0);
+	CHECK_ERR("{\"mesh\":{\"shape\":[16777217],\"axes\":[\"x\"]}}", RL_E_SPEC_MESH,
+		  "shape[0] = 16777217 is too large", "at most 16777216 devices");
+	CHECK_ERR("{\"mesh\":{\"shape\":[4097,4096],\"axes\":[\"x\",\"y\"]}}", RL_E_SPEC_MESH,
+		  "more than 16777216 devices");
+	/* 16 axes, not 17. */
+	{
+		char json[1024];
+
+		for (int n = 16; n <= 17; n++) {
+			int o = snprintf(json, sizeof(json), "{\"mesh\":{\"shape\":[");
+
+			for (int a = 0; a < n; a++)
+				o += snprintf(json + o, sizeof(json) - o, "%s1", a ? "," : "");
+			o += snprintf(json + o, sizeof(json) - o, "],\"axes\":[");
+			for (int a = 0; a < n; a++)
+				o += snprintf(json + o, sizeof(json) - o, "%s\"a%d\"", a ? "," : "", a);
+			snprintf(json + o, sizeof(json) - o, "]}}");
+			CHECK_EQ(parse(json, &e), n == 16 ? 0 : RL_E_SPEC_MESH);
+		}
+		CHECKF(strstr(e.msg, "more than 16 axes"), "%s", e.msg);
+	}
+	/* Regression: 2^40 was "not a positive integer". */
+	CHECK_ERR("{\"mesh\":{\"shape\":[1099511627776],\"axes\":[\"x\"]}}", RL_E_SPEC_MESH,
+		  "shape[0] = 1099511627776 is too large", "at most 16777216 devices");
+	CHECK_ERR("{\"mesh\":{\"shape\":[2,-3],\"axes\":[\"x\",\"y\"]}}", RL_E_SPEC_MESH,
+		  "shape[1] is not a positive integer");
+}
+
+static int mesh_262k(void *arg, char *msg, size_t cap)
+{
+	enum { N = 1 << 18 };
+	uint32_t *ids = malloc(N * sizeof(*ids)), shape[] = { N };
+	const char *axes[] = { "x" };
+	struct pl_spec *s = pl_spec_new();
+	struct rl_err e;
+	int ret;
+
+	(void)arg;
+	rl_err_clear(&e);
+	for (uint32_t i = 0; i < N; i++)
+		ids[i] = (i * 2654435761u) % N;         /* a permutation, not sorted */
+	ret = pl_spec_set_mesh(s, 1, shape, axes, ids, NULL, &e);
+	if (!ret) {
+		/* Plans: every device gets its shard of a tensor split by rows. */
+		static struct fake f;
+		const rl_dim_spec dims[] = { { 1, axes } };
+		struct pl_opts o;
+		struct pl_plan *p = NULL;
+
+		fk_init(&f, 1, 64);
+		fk_add(&f, 0, "w", RL_DTYPE_U8, 2, (uint64_t[]){ N, 4 });
+		pl_opts_default(&o);
+		if (!(ret = pl_spec_add_rule(s, "w", 1, dims, &e)))
+			ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
+		ret = ret ? ret : p->nshards == N && p->ncopies == N && p->shards[N - 1].nbytes == 4 ?
+			    0 : -1;
+		pl_plan_free(p);
+	}
+	if (!ret) {
+		ids[N - 1] = ids[0];
+		ret = pl_spec_set_mesh(s, 1, shape, axes, ids, NULL, &e) == RL_E_SPEC_MESH &&
+		      s->ndev == N ? 0 : -1;
+	}
+	snprintf(msg, cap, "%s", e.msg);
+	free(ids);
+	pl_spec_free(s);
+	return ret;
+}
+
+/* Regression: an insertion sort checked device ids (11.7 s at 262k); a
+ * mesh of 262,144 devices listed out of order is set and planned fast. */
+static void mesh_of_262k_devices_is_fast(void)
+{
+	char msg[1024];
+	struct timespec t0, t1;
+	double sec;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = th_within(60, mesh_262k, NULL, msg, sizeof(msg));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECKF(ret == 0, "%d %s", ret, msg);
+	CHECKF(sec < 5 * TH_SLOW, "%.1f s", sec);
 }
 
 static void spec_c_api(void)
@@ -377,7 +594,11 @@ static void spec_load_files(void)
 	CHECK_EQ(write(fd, json, sizeof(json) - 1), (ssize_t)sizeof(json) - 1);
 	close(fd);
 	CHECK_EQ(rl_spec_load(spec, path), 0);
-	/* Over the cap (sparse: costs nothing). */
+	/* At the cap it is read (holes after the object: text after it)... */
+	CHECK_EQ(truncate(path, 64 << 20), 0);
+	CHECK_EQ(rl_spec_load(spec, path), RL_E_SPEC);
+	CHECKF(strstr(rl_spec_errmsg(spec), "text after the JSON value"), "%s", rl_spec_errmsg(spec));
+	/* ... one byte over it is not (sparse: costs nothing). */
 	CHECK_EQ(truncate(path, (64 << 20) + 1), 0);
 	CHECK_EQ(rl_spec_load(spec, path), RL_E_TOO_LARGE);
 	CHECK(strstr(rl_spec_errmsg(spec), "not a spec"));
@@ -612,6 +833,11 @@ int main(void)
 {
 	th_seed();
 	RUN(spec_errors);
+	RUN(rule_regex_limits);
+	RUN(stacked_stars_refused_at_once);
+	RUN(spec_json_strict);
+	RUN(mesh_device_limit);
+	RUN(mesh_of_262k_devices_is_fast);
 	RUN(spec_c_api);
 	RUN(public_api);
 	RUN(public_api_errors);

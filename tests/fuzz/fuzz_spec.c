@@ -78,6 +78,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!s)
 		return 0;
+	/* Meshes up to 65,536 devices (the library's limit lowered: larger
+	 * ones cost seconds each and are refused by the same comparison). */
+	pl_limit_set_for_tests(PL_LIMIT_DEVICES, 1u << 16);
 	rl_err_clear(&e);
 	ret = pl_spec_parse(s, (const char *)data, size, &e);
 	if (ret) {

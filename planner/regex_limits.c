@@ -1,0 +1,208 @@
+/*
+ * regex_limits.c - what ringload refuses of POSIX extended regular
+ * expressions before glibc's regcomp() sees them.
+ *
+ * regcomp builds an automaton whose size can explode with the pattern:
+ * "[a-c]" followed by N stacked stars took 3 s at N = 109, 45 s and 1.6 GB
+ * at N = 200, and over a minute at N = 400. A rule is user input (a spec
+ * file may come from anywhere), and a library must not hang or exhaust
+ * memory on it, so rules are restricted to what cannot explode:
+ *
+ *   - at most PL_MAX_RULE_BYTES bytes;
+ *   - no back-references (\1 .. \9, a glibc extension to ERE that makes
+ *     matching exponential);
+ *   - no stacked repetition operators: a repetition (*, +, ?, {m,n})
+ *     directly after another ("a**", "a+*", "a{2}*", "a*?"); a group
+ *     makes the intent explicit: "(a*)*" is fine;
+ *   - groups nested at most PL_MAX_RULE_DEPTH deep;
+ *   - {m,n} bounds whose product along the nesting (each bound counted as
+ *     its largest value) is at most PL_MAX_RULE_REPEAT: "(a{10}){100}" is
+ *     1000, "(a{10}){101}" is refused;
+ *   - at most PL_MAX_RULE_ATOMS atoms (characters, bracket expressions)
+ *     once every {m,n} is expanded, since regcomp copies the repeated part
+ *     that many times: 50 copies of "(.{0,1000}x)" in 600 bytes took 0.7 s.
+ *
+ * Anything else goes to regcomp unchanged, which still decides whether the
+ * pattern is valid. The scan only has to recognize the syntax that can
+ * hide the refused forms: escapes and bracket expressions (where '*' and
+ * '{' are literal characters).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pl_private.h"
+
+struct rx {
+	const char *p, *end;
+	unsigned depth;                 /* open groups */
+	/* Per open group (0: the whole pattern): the largest product of
+	 * counts over its atoms, and its atoms after expansion. */
+	uint64_t peak[PL_MAX_RULE_DEPTH + 1], atoms[PL_MAX_RULE_DEPTH + 1];
+	uint64_t last_peak, last_atoms; /* the last atom or group; 0: none */
+	int after_rep;                  /* the last token was a repetition */
+	const char *why;                /* what was refused */
+};
+
+/* Skips a bracket expression ("[...]", p at '['); p ends past its ']'. */
+static void skip_bracket(struct rx *x)
+{
+	const char *p = x->p + 1;
+
+	if (p < x->end && *p == '^')
+		p++;
+	if (p < x->end && *p == ']')
+		p++;                            /* a leading ']' is literal */
+	while (p < x->end && *p != ']') {
+		if (*p == '[' && p + 1 < x->end && (p[1] == ':' || p[1] == '=' || p[1] == '.')) {
+			char kind = p[1];
+
+			/* [:class:], [=equiv=], [.coll.]: until the matching "x]". */
+			for (p += 2; p + 1 < x->end && !(p[0] == kind && p[1] == ']'); p++)
+				;
+			p += 2;
+			continue;
+		}
+		p++;
+	}
+	x->p = p < x->end ? p + 1 : x->end;  /* unterminated: regcomp refuses it */
+}
+
+/*
+ * Parses "{m}", "{m,}", "{m,n}" or (glibc takes it as {0,n}) "{,n}" at p;
+ * returns 1 with the largest count (m when unbounded above), 0 when it is
+ * no interval (then '{' is a plain character to regcomp).
+ */
+static int interval(const struct rx *x, uint64_t *bound, const char **after)
+{
+	const char *p = x->p + 1;
+	uint64_t m = 0, n = 0;
+	int mdigits = 0, ndigits = 0, comma = 0;
+
+	for (; p < x->end && *p >= '0' && *p <= '9'; p++, mdigits++)
+		m = m < 100000 ? m * 10 + (uint64_t)(*p - '0') : m;
+	if (p < x->end && *p == ',') {
+		comma = 1;
+		for (p++; p < x->end && *p >= '0' && *p <= '9'; p++, ndigits++)
+			n = n < 100000 ? n * 10 + (uint64_t)(*p - '0') : n;
+	}
+	if ((!mdigits && !comma) || p >= x->end || *p != '}')
+		return 0;
+	*bound = ndigits && n > m ? n : m;
+	*after = p + 1;
+	return 1;
+}
+
+/* An atom or a closed group follows: peak and atoms of the current group. */
+static void note(struct rx *x, uint64_t peak, uint64_t atoms)
+{
+	x->last_peak = peak;
+	x->last_atoms = atoms;
+	x->peak[x->depth] = RL_MAX(x->peak[x->depth], peak);
+	x->atoms[x->depth] += atoms;
+}
+
+/* Whether the atoms counted so far pass the limit (x->why set). */
+static int too_many_atoms(struct rx *x)
+{
+	uint64_t n = 0;
+
+	for (unsigned d = 0; d <= x->depth; d++)
+		n += x->atoms[d];
+	if (n <= PL_MAX_RULE_ATOMS)
+		return 0;
+	x->why = "more than 4096 atoms once {m,n} repetitions are expanded";
+	return -1;
+}
+
+/* A repetition of the last atom: times is its largest count (1 for *, +, ?). */
+static int repetition(struct rx *x, uint64_t times)
+{
+	if (x->after_rep) {
+		x->why = "stacked repetition operators such as \"a**\" or \"a+*\" "
+			 "(group them: \"(a*)*\")";
+		return -1;
+	}
+	x->after_rep = 1;
+	if (!x->last_atoms || times <= 1)
+		return 0;       /* nothing to repeat (regcomp decides), or no copies */
+	if (x->last_peak * times > PL_MAX_RULE_REPEAT) {
+		x->why = "{m,n} counts whose product passes 1000";
+		return -1;
+	}
+	/* The atom now stands for times copies of itself. */
+	x->atoms[x->depth] += x->last_atoms * (times - 1);
+	x->last_atoms *= times;
+	x->last_peak *= times;
+	x->peak[x->depth] = RL_MAX(x->peak[x->depth], x->last_peak);
+	return too_many_atoms(x);
+}
+
+/* One token at x->p. Returns 0, or -1 with x->why set. */
+static int token(struct rx *x)
+{
+	uint64_t bound;
+	const char *after;
+	char c = *x->p;
+
+	if (c == '*' || c == '+' || c == '?') {
+		x->p++;
+		return repetition(x, 1);
+	}
+	if (c == '{' && interval(x, &bound, &after)) {
+		x->p = after;
+		return repetition(x, bound);
+	}
+	x->after_rep = 0;
+	if (c == '\\' && x->p + 1 < x->end && x->p[1] >= '1' && x->p[1] <= '9') {
+		x->why = "back-references (\\1 .. \\9)";
+		return -1;
+	}
+	if (c == '(') {
+		if (x->depth == PL_MAX_RULE_DEPTH) {
+			x->why = "groups nested more than 8 deep";
+			return -1;
+		}
+		x->depth++;
+		x->peak[x->depth] = x->atoms[x->depth] = 0;
+		x->last_peak = x->last_atoms = 0;
+		x->p++;
+		return 0;
+	}
+	if (c == ')' && x->depth) {
+		uint64_t peak = x->peak[x->depth], atoms = x->atoms[x->depth];
+
+		x->depth--;
+		note(x, RL_MAX(peak, 1), RL_MAX(atoms, 1));
+		x->p++;
+		return 0;
+	}
+	if (c == '|') {
+		x->last_peak = x->last_atoms = 0;
+		x->p++;
+		return 0;
+	}
+	if (c == '[')
+		skip_bracket(x);
+	else
+		x->p += c == '\\' && x->p + 1 < x->end ? 2 : 1;
+	note(x, 1, 1);
+	return 0;
+}
+
+int pl_regex_check(const char *re, size_t idx, struct rl_err *e)
+{
+	struct rx x = { .p = re, .end = re + strlen(re) };
+	char q[128];
+
+	pl_quote(q, sizeof(q), re, (size_t)(x.end - re));
+	if (x.end - re > PL_MAX_RULE_BYTES)
+		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu (\"%s\"): pattern of %zu bytes "
+				  "(at most %u)", idx, q, (size_t)(x.end - re), PL_MAX_RULE_BYTES);
+	while (x.p < x.end && !token(&x))
+		;
+	if (x.why || too_many_atoms(&x))
+		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu (\"%s\"): ringload refuses "
+				  "%s: a deliberate limit of POSIX extended regex "
+				  "(docs/sharding-spec.md)", idx, q, x.why);
+	return 0;
+}

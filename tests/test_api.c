@@ -1,0 +1,464 @@
+/*
+ * test_api.c - the promises of api/ringload.h: every public function,
+ * called with every class of bad argument (NULL handle, NULL required
+ * pointer, index or parameter out of range, wrong state), returns exactly
+ * what its comment documents. A table lists the functions exercised; a test
+ * checks it against api/ringload.map, so a new function needs its case.
+ *
+ * Also the boundary of caller staging: exactly staging_bytes is enough.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ringload.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Every function called below. */
+static const char *const covered[] = {
+	"rl_version_number", "rl_version_string", "rl_strerror", "rl_dtype_name",
+	"rl_dtype_bits", "rl_dtype_from_name", "rl_backend_name",
+	"rl_ckpt_create", "rl_ckpt_open", "rl_ckpt_errmsg", "rl_ckpt_destroy",
+	"rl_ckpt_num_files", "rl_ckpt_file_path", "rl_ckpt_file_size",
+	"rl_ckpt_num_tensors", "rl_ckpt_tensor", "rl_ckpt_find", "rl_ckpt_num_metadata",
+	"rl_ckpt_metadata", "rl_ckpt_metadata_get",
+	"rl_spec_create", "rl_spec_parse", "rl_spec_load", "rl_spec_set_mesh",
+	"rl_spec_add_rule", "rl_spec_add_target_json", "rl_spec_errmsg", "rl_spec_destroy",
+	"rl_plan_create", "rl_plan_set", "rl_plan_param_bounds", "rl_plan_build",
+	"rl_plan_errmsg", "rl_plan_destroy", "rl_plan_num_processes", "rl_plan_get_stats",
+	"rl_plan_num_devices", "rl_plan_device", "rl_plan_num_shards", "rl_plan_shard",
+	"rl_plan_num_requests", "rl_plan_request", "rl_plan_copy",
+	"rl_plan_num_broadcasts", "rl_plan_broadcast",
+	"rl_ckpt_open_headers", "rl_spec_set_files_of_process", "rl_plan_get",
+	"rl_plan_num_transfers", "rl_plan_transfer", "rl_plan_transfer_copy",
+	"rl_plan_transfer_summary", "rl_plan_build_batch", "rl_plan_get_xstats",
+	"rl_loader_create", "rl_loader_set", "rl_loader_param_bounds",
+	"rl_loader_set_callbacks", "rl_loader_set_staging", "rl_loader_run",
+	"rl_loader_load", "rl_loader_staging", "rl_loader_get_stats", "rl_loader_errmsg",
+	"rl_loader_destroy",
+};
+
+/* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
+static const char *checkpoint(void)
+{
+	static char path[4096];
+	static const char hdr[] = "{\"__metadata__\":{\"k\":\"v\"},"
+		"\"w\":{\"dtype\":\"U8\",\"shape\":[4,16],\"data_offsets\":[0,64]},"
+		"\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[64,80]}}";
+	uint64_t n = sizeof(hdr) - 1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/api.safetensors", th_tmpdir());
+	f = fopen(path, "wb");
+	if (!f)
+		return NULL;
+	fwrite(&n, 8, 1, f);   /* little-endian host */
+	fwrite(hdr, 1, n, f);
+	for (int i = 0; i < 80; i++)
+		fputc(i, f);
+	fclose(f);
+	return path;
+}
+
+/* The exported names (api/ringload.map) are exactly the table's. */
+static void every_public_function_is_covered(void)
+{
+	const char *src = getenv("RL_SRCDIR");
+	char path[4096], *map, *p;
+	size_t found = 0;
+
+	snprintf(path, sizeof(path), "%s/api/ringload.map", src ? src : ".");
+	map = th_slurp(path, NULL);
+	CHECKF(map, "cannot read %s (RL_SRCDIR)", path);
+	for (p = strstr(map, "rl_"); p; p = strstr(p + 1, "rl_")) {
+		size_t len = strcspn(p, ";");
+		int known = 0;
+
+		if (p > map && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z')))
+			continue;   /* inside another word */
+		for (size_t i = 0; i < ARRAY_SIZE(covered) && !known; i++)
+			known = strlen(covered[i]) == len && !strncmp(covered[i], p, len);
+		CHECKF(known, "%.*s is exported but not in test_api.c's table", (int)len, p);
+		found++;
+	}
+	free(map);
+	CHECK_EQ(found, ARRAY_SIZE(covered));
+}
+
+static void library_wide_functions(void)
+{
+	CHECK_EQ(rl_version_number(), RINGLOAD_VERSION_NUMBER);
+	CHECK_STR(rl_version_string(), RINGLOAD_VERSION_STRING);
+	CHECK_STR(rl_strerror(123456), "unknown error");
+	CHECK_STR(rl_strerror(-4095), "unknown error");
+	CHECK(rl_strerror(-EINVAL)[0]);
+	CHECK(rl_dtype_name((rl_dtype)RL_DTYPE_COUNT) == NULL);
+	CHECK(rl_dtype_name((rl_dtype)-1) == NULL);
+	CHECK_EQ(rl_dtype_bits((rl_dtype)RL_DTYPE_COUNT), 0);
+	CHECK_EQ(rl_dtype_from_name(NULL), -1);
+	CHECK_EQ(rl_dtype_from_name("f32"), -1);
+	CHECK_EQ(rl_dtype_from_name("F32"), RL_DTYPE_F32);
+	CHECK_STR(rl_backend_name((rl_backend)9), "?");
+}
+
+static void checkpoint_functions(void)
+{
+	const char *path = checkpoint();
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_tensor_info t;
+	const char *k, *v;
+
+	CHECK(path && ck);
+	/* NULL handle. */
+	CHECK_EQ(rl_ckpt_open(NULL, path), -EINVAL);
+	CHECK_STR(rl_ckpt_errmsg(NULL), "");
+	CHECK_EQ(rl_ckpt_num_files(NULL), 0);
+	CHECK(rl_ckpt_file_path(NULL, 0) == NULL);
+	CHECK_EQ(rl_ckpt_file_size(NULL, 0), 0);
+	CHECK_EQ(rl_ckpt_num_tensors(NULL), 0);
+	CHECK_EQ(rl_ckpt_tensor(NULL, 0, &t), -EINVAL);
+	CHECK_EQ(rl_ckpt_find(NULL, "w"), -EINVAL);
+	CHECK_EQ(rl_ckpt_num_metadata(NULL), 0);
+	CHECK_EQ(rl_ckpt_metadata(NULL, 0, &k, &v), -EINVAL);
+	CHECK(rl_ckpt_metadata_get(NULL, "k") == NULL);
+	rl_ckpt_destroy(NULL);
+	/* Not open yet. */
+	CHECK_EQ(rl_ckpt_num_tensors(ck), 0);
+	CHECK_EQ(rl_ckpt_tensor(ck, 0, &t), -EINVAL);
+	CHECK_EQ(rl_ckpt_find(ck, "w"), RL_E_MISSING_TENSOR);
+	CHECK_EQ(rl_ckpt_metadata(ck, 0, &k, &v), -EINVAL);
+	CHECK(rl_ckpt_metadata_get(ck, "k") == NULL);
+	/* NULL and empty paths; a failed open leaves the handle openable. */
+	CHECK_EQ(rl_ckpt_open(ck, NULL), -EINVAL);
+	CHECK(strstr(rl_ckpt_errmsg(ck), "NULL"));
+	CHECK_EQ(rl_ckpt_open(ck, ""), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_ckpt_open(ck, path), 0);
+	CHECK_STR(rl_ckpt_errmsg(ck), "");
+	CHECK_EQ(rl_ckpt_open(ck, path), RL_E_STATE);
+	CHECK_EQ(rl_ckpt_open(ck, NULL), -EINVAL);
+	/* Open: NULL pointers and indices out of range. */
+	CHECK_EQ(rl_ckpt_num_files(ck), 1);
+	CHECK(rl_ckpt_file_path(ck, 1) == NULL);
+	CHECK_EQ(rl_ckpt_file_size(ck, 1), 0);
+	CHECK_EQ(rl_ckpt_tensor(ck, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensor(ck, 2, &t), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensor(ck, 1, &t), 0);
+	CHECK_STR(t.name, "b");
+	CHECK_EQ(rl_ckpt_find(ck, NULL), -EINVAL);
+	CHECK_EQ(rl_ckpt_find(ck, "nope"), RL_E_MISSING_TENSOR);
+	CHECK_EQ(rl_ckpt_find(ck, "b"), 1);
+	CHECK_EQ(rl_ckpt_metadata(ck, 1, &k, &v), -EINVAL);
+	CHECK_EQ(rl_ckpt_metadata(ck, 0, NULL, NULL), 0);
+	CHECK_EQ(rl_ckpt_metadata(ck, 0, &k, NULL), 0);
+	CHECK_STR(k, "k");
+	CHECK(rl_ckpt_metadata_get(ck, NULL) == NULL);
+	CHECK_STR(rl_ckpt_metadata_get(ck, "k"), "v");
+	rl_ckpt_destroy(ck);
+}
+
+static void spec_functions(void)
+{
+	static const char *const axes[] = { "x" }, *const x[] = { "x" };
+	const rl_dim_spec dims[] = { { 1, x } };
+	const uint32_t shape[] = { 2 };
+	const char *tj = "{\"name\":\"t\",\"source\":\"b\"}";
+	rl_spec *spec = rl_spec_create();
+
+	CHECK(spec);
+	CHECK_EQ(rl_spec_parse(NULL, "{}", 2), -EINVAL);
+	CHECK_EQ(rl_spec_load(NULL, "/dev/null"), -EINVAL);
+	CHECK_EQ(rl_spec_set_mesh(NULL, 1, shape, axes, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_add_rule(NULL, "w", 1, dims), -EINVAL);
+	CHECK_EQ(rl_spec_add_target_json(NULL, "{}", 2), -EINVAL);
+	CHECK_STR(rl_spec_errmsg(NULL), "");
+	rl_spec_destroy(NULL);
+	CHECK_EQ(rl_spec_parse(spec, NULL, 2), -EINVAL);
+	CHECK(strstr(rl_spec_errmsg(spec), "NULL"));
+	CHECK_EQ(rl_spec_parse(spec, "{\"x\":1}", 7), RL_E_SPEC);
+	CHECK_EQ(rl_spec_load(spec, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_load(spec, "/nonexistent/spec.json"), -ENOENT);
+	CHECK_EQ(rl_spec_set_mesh(spec, 1, NULL, axes, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_set_mesh(spec, 1, shape, NULL, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_set_mesh(spec, 17, shape, axes, NULL, NULL), RL_E_SPEC_MESH);
+	CHECK_EQ(rl_spec_set_mesh(spec, 1, (uint32_t[]){ 0 }, axes, NULL, NULL), RL_E_SPEC_MESH);
+	CHECK_EQ(rl_spec_set_mesh(spec, 1, shape, (const char *[]){ "" }, NULL, NULL),
+		 RL_E_SPEC_AXIS);
+	CHECK_EQ(rl_spec_set_mesh(spec, 0, NULL, NULL, NULL, NULL), 0);
+	CHECK_EQ(rl_spec_set_mesh(spec, 1, shape, axes, NULL, NULL), 0);
+	CHECK_EQ(rl_spec_add_rule(spec, NULL, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_add_rule(spec, "w", 1, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_add_rule(spec, "w", 17, dims), RL_E_SPEC_RANK);
+	CHECK_EQ(rl_spec_add_rule(spec, "(", 0, NULL), RL_E_SPEC_REGEX);
+	CHECK_EQ(rl_spec_add_rule(spec, "w**", 0, NULL), RL_E_SPEC_REGEX);
+	CHECK_EQ(rl_spec_add_rule(spec, "w", 1, (rl_dim_spec[]){ { 1, (const char *[]){ "y" } } }),
+		 RL_E_SPEC_AXIS);
+	CHECK_EQ(rl_spec_add_rule(spec, "w", 1, dims), 0);
+	CHECK_EQ(rl_spec_add_target_json(spec, NULL, 2), -EINVAL);
+	CHECK_EQ(rl_spec_add_target_json(spec, "[]", 2), RL_E_SPEC_TARGET);
+	CHECK_EQ(rl_spec_add_target_json(spec, tj, strlen(tj)), 0);
+	rl_spec_destroy(spec);
+}
+
+/* A plan of the test checkpoint under "w split by rows over 2 devices". */
+static rl_plan *built_plan(rl_ckpt **ckp)
+{
+	static const char *const axes[] = { "x" }, *const x[] = { "x" };
+	const rl_dim_spec dims[] = { { 1, x } };
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create();
+
+	if (rl_ckpt_open(ck, checkpoint()) ||
+	    rl_spec_set_mesh(spec, 1, (uint32_t[]){ 2 }, axes, NULL, NULL) ||
+	    rl_spec_add_rule(spec, "w", 1, dims) || rl_plan_build(plan, ck, spec)) {
+		rl_plan_destroy(plan);
+		plan = NULL;
+	}
+	rl_spec_destroy(spec);
+	*ckp = ck;
+	return plan;
+}
+
+static void plan_functions(void)
+{
+	rl_plan *plan = rl_plan_create(), *built;
+	rl_ckpt *ck, *closed = rl_ckpt_create();
+	rl_plan_stats st;
+	rl_device_info di;
+	rl_shard_info si;
+	rl_request_info ri;
+	rl_copy_info ci;
+	rl_broadcast_info bi;
+	int64_t lo, hi;
+
+	CHECK(plan && closed);
+	/* NULL handle. */
+	CHECK_EQ(rl_plan_set(NULL, RL_PLAN_PROCESS, 0), -EINVAL);
+	CHECK_EQ(rl_plan_build(NULL, closed, NULL), -EINVAL);
+	CHECK_STR(rl_plan_errmsg(NULL), "");
+	CHECK_EQ(rl_plan_num_processes(NULL), 0);
+	CHECK_EQ(rl_plan_get_stats(NULL, 0, &st), -EINVAL);
+	CHECK_EQ(rl_plan_num_devices(NULL), 0);
+	CHECK_EQ(rl_plan_device(NULL, 0, &di), -EINVAL);
+	CHECK_EQ(rl_plan_num_shards(NULL), 0);
+	CHECK_EQ(rl_plan_shard(NULL, 0, &si), -EINVAL);
+	CHECK_EQ(rl_plan_num_requests(NULL), 0);
+	CHECK_EQ(rl_plan_request(NULL, 0, &ri), -EINVAL);
+	CHECK_EQ(rl_plan_copy(NULL, 0, 0, &ci), -EINVAL);
+	CHECK_EQ(rl_plan_num_broadcasts(NULL), 0);
+	CHECK_EQ(rl_plan_broadcast(NULL, 0, &bi), -EINVAL);
+	rl_plan_destroy(NULL);
+	/* Parameters. */
+	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)0, &lo, &hi), -EINVAL);
+	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)12, &lo, &hi), -EINVAL);
+	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_MAX_MEMORY, NULL, NULL), 0);
+	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_MAX_MEMORY, &lo, &hi), 0);
+	CHECK_EQ(lo, 0);
+	CHECK_EQ(rl_plan_set(plan, (rl_plan_param)12, 0), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 0), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_MAX_MEMORY, -1), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CONGRUENT, 2), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CONGRUENT, 1), 0);
+	CHECK_EQ(rl_plan_set(plan, RL_PLAN_MAX_MEMORY, 1ll << 30), 0);
+	/* Not built: queries say so. */
+	CHECK_EQ(rl_plan_num_processes(plan), 0);
+	CHECK_EQ(rl_plan_get_stats(plan, 0, &st), RL_E_STATE);
+	CHECK_EQ(rl_plan_get_stats(plan, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_get_stats(plan, -2, &st), -EINVAL);
+	CHECK_EQ(rl_plan_device(plan, 0, &di), RL_E_STATE);
+	CHECK_EQ(rl_plan_shard(plan, 0, &si), RL_E_STATE);
+	CHECK_EQ(rl_plan_request(plan, 0, &ri), RL_E_STATE);
+	CHECK_EQ(rl_plan_copy(plan, 0, 0, &ci), RL_E_STATE);
+	CHECK_EQ(rl_plan_broadcast(plan, 0, &bi), RL_E_STATE);
+	CHECK_EQ(rl_plan_device(plan, 0, NULL), -EINVAL);
+	/* Building: NULL checkpoint, one not open. */
+	CHECK_EQ(rl_plan_build(plan, NULL, NULL), -EINVAL);
+	CHECK(strstr(rl_plan_errmsg(plan), "NULL"));
+	CHECK_EQ(rl_plan_build(plan, closed, NULL), RL_E_STATE);
+	rl_plan_destroy(plan);
+	rl_ckpt_destroy(closed);
+	/* Built: out of range and NULL out; built again; set after build. */
+	built = built_plan(&ck);
+	CHECK(built);
+	CHECK_EQ(rl_plan_build(built, ck, NULL), RL_E_STATE);
+	CHECK_EQ(rl_plan_set(built, RL_PLAN_PROCESS, 0), RL_E_STATE);
+	CHECK_EQ(rl_plan_num_processes(built), 1);
+	CHECK_EQ(rl_plan_get_stats(built, 1, &st), -EINVAL);
+	CHECK_EQ(rl_plan_get_stats(built, RL_TOTAL, &st), 0);
+	CHECK_EQ(rl_plan_num_devices(built), 2);
+	CHECK_EQ(rl_plan_device(built, 2, &di), -EINVAL);
+	CHECK_EQ(rl_plan_device(built, 1, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_num_shards(built), 4);
+	CHECK_EQ(rl_plan_shard(built, 4, &si), -EINVAL);
+	CHECK_EQ(rl_plan_shard(built, 3, NULL), -EINVAL);
+	CHECK(rl_plan_num_requests(built) >= 1);
+	CHECK_EQ(rl_plan_request(built, rl_plan_num_requests(built), &ri), -EINVAL);
+	CHECK_EQ(rl_plan_request(built, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_request(built, 0, &ri), 0);
+	CHECK_EQ(rl_plan_copy(built, 0, ri.ncopies, &ci), -EINVAL);
+	CHECK_EQ(rl_plan_copy(built, rl_plan_num_requests(built), 0, &ci), -EINVAL);
+	CHECK_EQ(rl_plan_copy(built, 0, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_num_broadcasts(built), 0);
+	CHECK_EQ(rl_plan_broadcast(built, 0, &bi), RL_E_STATE); /* deprecated */
+	rl_plan_destroy(built);
+	rl_ckpt_destroy(ck);
+}
+
+/* Transfers, files_of_process, checkpoints from headers, plan getters. */
+static void cluster_functions(void)
+{
+	rl_ckpt *ck = rl_ckpt_create(), *built_ck;
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create(), *built, *batch = rl_plan_create();
+	const char *const none[] = { NULL };
+	rl_transfer_info ti;
+	rl_copy_info ci;
+	rl_plan_xstats xs;
+	uint64_t n;
+	int64_t v;
+
+	CHECK(ck && spec && plan && batch);
+	CHECK_EQ(rl_ckpt_open_headers(NULL, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_ckpt_open_headers(ck, 1, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_set_files_of_process(NULL, 0, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_spec_set_files_of_process(spec, 0, 1, none), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_spec_set_files_of_process(spec, 1u << 30, 0, NULL), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_spec_set_files_of_process(spec, 0, 0, NULL), 0);
+	CHECK_EQ(rl_plan_get(NULL, RL_PLAN_PROCESS, &v), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, RL_PLAN_PROCESS, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)12, &v), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, RL_PLAN_MAX_MEMORY, &v), 0);
+	CHECK_EQ(v, 4ll << 30);
+	/* Not built. */
+	CHECK_EQ(rl_plan_num_transfers(NULL), 0);
+	CHECK_EQ(rl_plan_num_transfers(plan), 0);
+	CHECK_EQ(rl_plan_transfer(NULL, 0, &ti), -EINVAL);
+	CHECK_EQ(rl_plan_transfer(plan, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_transfer(plan, 0, &ti), RL_E_STATE);
+	CHECK_EQ(rl_plan_transfer_copy(NULL, 0, 0, &ci), -EINVAL);
+	CHECK_EQ(rl_plan_transfer_copy(plan, 0, 0, &ci), RL_E_STATE);
+	CHECK_EQ(rl_plan_transfer_summary(NULL, &n, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_transfer_summary(plan, &n, NULL, NULL), RL_E_STATE);
+	CHECK_EQ(rl_plan_get_xstats(NULL, 0, &xs, sizeof(xs)), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, 0, NULL, sizeof(xs)), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, -2, &xs, sizeof(xs)), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, 0, &xs, sizeof(xs)), RL_E_STATE);
+	CHECK_EQ(rl_plan_build_batch(NULL, plan, 0), -EINVAL);
+	CHECK_EQ(rl_plan_build_batch(batch, NULL, 0), -EINVAL);
+	CHECK_EQ(rl_plan_build_batch(batch, plan, 0), RL_E_STATE);
+	/* Built (no transfers on one process): out of range. */
+	built = built_plan(&built_ck);
+	CHECK(built);
+	CHECK_EQ(rl_plan_num_transfers(built), 0);
+	CHECK_EQ(rl_plan_transfer(built, 0, &ti), -EINVAL);
+	CHECK_EQ(rl_plan_transfer_copy(built, 0, 0, &ci), -EINVAL);
+	CHECK_EQ(rl_plan_transfer_summary(built, &n, NULL, NULL), 0);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs, sizeof(xs)), 0);
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs, 0), 0);   /* a zero-size struct */
+	CHECK_EQ(rl_plan_build_batch(batch, built, 0), 0);
+	CHECK_EQ(rl_plan_num_shards(batch), 0);
+	CHECK_EQ(rl_plan_build_batch(batch, built, 0), RL_E_STATE);
+	CHECK_EQ(rl_ckpt_open_headers(built_ck, 0, NULL), RL_E_STATE);
+	rl_plan_destroy(built);
+	rl_ckpt_destroy(built_ck);
+	rl_plan_destroy(batch);
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
+static void loader_functions(void)
+{
+	rl_loader *ld = rl_loader_create();
+	rl_plan *plan = rl_plan_create(), *got = (rl_plan *)1;
+	rl_load_stats st;
+	int64_t lo, hi;
+	size_t len = 1;
+	char buf[64];
+
+	CHECK(ld && plan);
+	CHECK_EQ(rl_loader_set(NULL, RL_OPT_QUEUE_DEPTH, 8), -EINVAL);
+	CHECK_EQ(rl_loader_set_callbacks(NULL, NULL, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_set_staging(NULL, 0, buf, sizeof(buf)), -EINVAL);
+	CHECK_EQ(rl_loader_run(NULL, plan), -EINVAL);
+	CHECK_EQ(rl_loader_load(NULL, NULL, NULL, 0, &got), -EINVAL);
+	CHECK(got == NULL);
+	CHECK(rl_loader_staging(NULL, 0, &len) == NULL && len == 0);
+	CHECK_EQ(rl_loader_get_stats(NULL, &st), -EINVAL);
+	CHECK_STR(rl_loader_errmsg(NULL), "");
+	rl_loader_destroy(NULL);
+	CHECK_EQ(rl_loader_param_bounds((rl_loader_param)0, &lo, &hi), -EINVAL);
+	CHECK_EQ(rl_loader_param_bounds(RL_OPT_QUEUE_DEPTH, NULL, NULL), 0);
+	CHECK_EQ(rl_loader_set(ld, (rl_loader_param)99, 1), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_QUEUE_DEPTH, 0), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_set_callbacks(ld, NULL, NULL, NULL), 0);
+	CHECK_EQ(rl_loader_set_staging(ld, 0, NULL, 8), RL_E_STAGING);
+	CHECK_EQ(rl_loader_set_staging(ld, 1u << 20, buf, sizeof(buf)), RL_E_STAGING);
+	CHECK_EQ(rl_loader_run(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_run(ld, plan), RL_E_STATE);
+	CHECK_EQ(rl_loader_load(ld, NULL, NULL, 0, NULL), -EINVAL);
+	got = (rl_plan *)1;
+	CHECK_EQ(rl_loader_load(ld, NULL, NULL, 0, &got), -EINVAL);
+	CHECK(got == NULL);
+	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, &st), RL_E_STATE);
+	CHECK(rl_loader_staging(ld, 0, &len) == NULL && len == 0);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+}
+
+/*
+ * Caller staging of exactly a device's staging_bytes is enough, one byte
+ * less is refused (a mutant that refused the exact size went unnoticed).
+ */
+static void caller_staging_of_exactly_staging_bytes(void)
+{
+	rl_ckpt *ck;
+	rl_plan *plan = built_plan(&ck);
+	rl_loader *ld = rl_loader_create();
+	void *area[2] = { NULL, NULL };
+	rl_device_info di[2];
+	rl_shard_info si;
+
+	CHECK(plan && ld);
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_CALLER), 0);
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_BACKEND, RL_BACKEND_PREAD), 0);
+	for (unsigned d = 0; d < 2; d++) {
+		CHECK_EQ(rl_plan_device(plan, d, &di[d]), 0);
+		area[d] = aligned_alloc(4096, (di[d].staging_bytes + 4095) / 4096 * 4096);
+		CHECK(area[d]);
+		CHECK_EQ(rl_loader_set_staging(ld, d, area[d], di[d].staging_bytes - 1), 0);
+	}
+	CHECK_EQ(rl_loader_run(ld, plan), RL_E_STAGING);
+	CHECK(strstr(rl_loader_errmsg(ld), "needed"));
+	for (unsigned d = 0; d < 2; d++)
+		CHECK_EQ(rl_loader_set_staging(ld, d, area[d], di[d].staging_bytes), 0);
+	CHECKF(rl_loader_run(ld, plan) == 0, "%s", rl_loader_errmsg(ld));
+	/* Device 1 holds rows 2..3 of w: file bytes 32..63 of the data. */
+	for (size_t i = 0; i < rl_plan_num_shards(plan); i++) {
+		CHECK_EQ(rl_plan_shard(plan, i, &si), 0);
+		if (si.device == 1 && !strcmp(si.name, "w"))
+			CHECK_EQ(((unsigned char *)area[1])[si.offset], 32);
+	}
+	rl_loader_destroy(ld);
+	free(area[0]);
+	free(area[1]);
+	rl_plan_destroy(plan);
+	rl_ckpt_destroy(ck);
+}
+
+int main(void)
+{
+	RUN(every_public_function_is_covered);
+	RUN(library_wide_functions);
+	RUN(checkpoint_functions);
+	RUN(spec_functions);
+	RUN(plan_functions);
+	RUN(cluster_functions);
+	RUN(loader_functions);
+	RUN(caller_staging_of_exactly_staging_bytes);
+	return th_done();
+}
