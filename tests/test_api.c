@@ -37,7 +37,9 @@ static const char *const covered[] = {
 	"rl_loader_create", "rl_loader_set", "rl_loader_param_bounds",
 	"rl_loader_set_callbacks", "rl_loader_set_staging", "rl_loader_run",
 	"rl_loader_load", "rl_loader_staging", "rl_loader_get_stats", "rl_loader_errmsg",
-	"rl_loader_destroy",
+	"rl_loader_destroy", "rl_loader_get_stats_ex", "rl_loader_num_files",
+	"rl_loader_get_file_stats", "rl_loader_request_bytes", "rl_staging_alloc",
+	"rl_staging_free",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -370,6 +372,30 @@ static void cluster_functions(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* The size-tagged statistics, the request size and staging memory with
+ * bad arguments (their good uses: test_load.c). */
+static void loader_stats_functions(rl_loader *ld)
+{
+	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_file_stats fs = { .size = sizeof(fs) };
+
+	CHECK_EQ(rl_loader_get_stats_ex(NULL, &x), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats_ex(ld, NULL), -EINVAL);
+	x.size = 0;
+	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), -EINVAL);
+	x.size = sizeof(x);
+	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), RL_E_STATE);
+	CHECK_EQ(rl_loader_num_files(NULL), 0);
+	CHECK_EQ(rl_loader_num_files(ld), 0);
+	CHECK_EQ(rl_loader_get_file_stats(NULL, 0, &fs), -EINVAL);
+	CHECK_EQ(rl_loader_get_file_stats(ld, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_get_file_stats(ld, 0, &fs), RL_E_STATE);
+	CHECK_EQ(rl_loader_request_bytes(NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_request_bytes(ld, NULL), -EINVAL);
+	CHECK(rl_staging_alloc(0) == NULL);
+	rl_staging_free(NULL, 4096);
+}
+
 static void loader_functions(void)
 {
 	rl_loader *ld = rl_loader_create();
@@ -406,6 +432,7 @@ static void loader_functions(void)
 	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
 	CHECK_EQ(rl_loader_get_stats(ld, &st), RL_E_STATE);
 	CHECK(rl_loader_staging(ld, 0, &len) == NULL && len == 0);
+	loader_stats_functions(ld);
 	rl_plan_destroy(plan);
 	rl_loader_destroy(ld);
 }
