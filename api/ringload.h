@@ -662,7 +662,8 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 typedef void (*rl_shard_fn)(void *user, size_t shard);
 
 /*
- * Called from time to time (about every 1/128 of the total) on the thread
+ * Called from time to time (about every 1/128 of the total; after every
+ * read when the plan has no more than 128) on the thread
  * running rl_loader_run(), with the bytes of the plan's reads done and
  * their total; a non-zero return cancels the load (rl_loader_run() returns
  * RL_E_CANCELED after draining what is in flight).

@@ -196,8 +196,8 @@ struct eng_run {
 	/* Progress: every worker counts, worker 0 (the calling thread)
 	 * reports each step crossed, in order (progress.c). */
 	atomic_uint_fast64_t done_bytes;
-	atomic_uint_fast64_t progress_next; /* the count at which to mark next */
 	uint64_t progress_step, progress_last;
+	int progress_each;         /* few reads: every one is a step */
 	uint64_t marks[256];       /* under lock: byte counts at steps crossed */
 	unsigned nmarks;
 

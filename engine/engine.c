@@ -168,7 +168,6 @@ static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng
 	atomic_init(&rc->peak, 0);
 	atomic_init(&rc->waiters, 0);
 	atomic_init(&rc->done_bytes, 0);
-	atomic_init(&rc->progress_next, 0);
 	atomic_init(&rc->failed, 0);
 	atomic_init(&rc->prefault_off, 0);
 	atomic_init(&rc->progress_due, 0);

@@ -244,6 +244,7 @@ int eng_setup_plan(struct eng_run *rc)
 	}
 	rc->progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
 		(64u << 20);
+	rc->progress_each = job->reads && job->nreads <= 128;
 	shape_text(rc, qd, why, rc->st->max_read);
 	return 0;
 }

@@ -435,25 +435,19 @@ static void complete(struct eng_worker *w, struct eng_req *q)
 static void progress(struct eng_worker *w, uint64_t len)
 {
 	struct eng_run *rc = w->run;
-	uint64_t done, next;
+	uint64_t old, step = rc->progress_step;
 
 	if (!rc->job->on_progress)
 		return;
-	/* Relaxed: counters for reporting; no memory hangs on them. The
-	 * worker whose count reaches the next step moves it on and marks
-	 * the count (the first read marks too, as one worker always did). */
-	done = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed) + len;
-	next = atomic_load_explicit(&rc->progress_next, memory_order_relaxed);
-	while (done >= next) {
-		if (atomic_compare_exchange_weak_explicit(&rc->progress_next, &next,
-							  done + rc->progress_step,
-							  memory_order_relaxed, memory_order_relaxed)) {
-			eng_progress_mark(rc, done);
-			return;
-		}
-	}
-	if (done == rc->job->total_bytes)
-		eng_progress_mark(rc, done);
+	/* Relaxed: a counter for reporting; no memory hangs on it. Each
+	 * worker's add owns the interval [old, old + len): the one whose
+	 * interval crosses a step boundary marks it, so no step is lost
+	 * whatever order reads complete in; a job of few reads marks every
+	 * read (a step cannot be finer than a read). */
+	old = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed);
+	if (rc->progress_each || old / step != (old + len) / step ||
+	    old + len == rc->job->total_bytes)
+		eng_progress_mark(rc, old + len);
 }
 
 /* ------------------------------------------------------------------ */
