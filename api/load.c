@@ -11,6 +11,7 @@
 #include "../engine/engine.h"
 #include "../planner/planner.h"
 #include "plan_internal.h"
+#include "loader_internal.h"
 
 /*
  * Defaults. Request size: 8 MiB (rounded to the device's unsplit request
@@ -22,43 +23,15 @@
  */
 #define LD_REQUEST_BYTES (8ull << 20)
 #define LD_INFLIGHT_BYTES (128ull << 20)
+/* Streaming: a minute without a release while every window is held is a
+ * runtime that forgot to release, not a slow copy. */
+#define LD_RELEASE_TIMEOUT_MS 60000
 
 _Static_assert(ENG_FILE_DIRECT == RL_FILE_DIRECT && ENG_FILE_CACHED == RL_FILE_CACHED &&
 	       ENG_FILE_BUFFERED == RL_FILE_BUFFERED && ENG_FILE_UNUSED == RL_FILE_UNUSED,
 	       "file modes: one set of values");
 _Static_assert(ENG_DIRECT_AUTO == RL_DIRECT_AUTO && ENG_DIRECT_ON == RL_DIRECT_ON,
 	       "direct modes: one set of values");
-
-struct ld_area {
-	uint8_t *ptr;
-	uint64_t len;
-	int ours;               /* allocated by the library */
-};
-
-struct rl_loader {
-	struct eng_opts eo;
-	int staging_mode;
-	uint64_t request_bytes;  /* 0: automatic */
-
-	rl_shard_fn on_shard;
-	rl_progress_fn on_progress;
-	void *user;
-	const uint8_t *received; /* of the running plan (read once), or NULL */
-
-	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
-	unsigned ncaller;
-	struct ld_area *areas;   /* staging of the last run */
-	unsigned nareas;
-	int failed;              /* the last run failed: areas not handed out */
-
-	rl_load_stats stats;
-	rl_load_stats_ex stats_ex;
-	struct eng_file_stat *files; /* of the last run, by its plan's file */
-	uint32_t *file_index;        /* the checkpoint's index of each */
-	size_t nfiles;
-	int have_stats;
-	struct rl_err err;
-};
 
 static const struct {
 	int64_t lo, hi;
@@ -70,9 +43,11 @@ static const struct {
 	[RL_OPT_BUFFERS] = { 0, 65536 },
 	[RL_OPT_REGISTER] = { 0, 1 },
 	[RL_OPT_DIRECT] = { RL_DIRECT_OFF, RL_DIRECT_AUTO },
-	[RL_OPT_STAGING] = { RL_STAGING_LIBRARY, RL_STAGING_CALLER },
+	[RL_OPT_STAGING] = { RL_STAGING_LIBRARY, RL_STAGING_STREAM },
 	[RL_OPT_THREADS] = { 0, 1024 },
 	[RL_OPT_WORKERS] = { 0, 256 },
+	[RL_OPT_STAGING_BUDGET] = { 0, 1ll << 50 },
+	[RL_OPT_RELEASE_TIMEOUT_MS] = { 0, INT32_MAX },
 };
 
 const char *rl_backend_name(rl_backend b)
@@ -90,12 +65,13 @@ rl_loader *rl_loader_create(void)
 	ld->eo.queue_depth = 0;         /* automatic */
 	ld->eo.inflight_bytes = LD_INFLIGHT_BYTES;
 	ld->eo.direct = ENG_DIRECT_AUTO;
+	ld->release_timeout_ms = LD_RELEASE_TIMEOUT_MS;
 	return ld;
 }
 
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi)
 {
-	if (param < RL_OPT_BACKEND || param > RL_OPT_WORKERS)
+	if (param < RL_OPT_BACKEND || param > RL_OPT_RELEASE_TIMEOUT_MS)
 		return -EINVAL;
 	if (lo)
 		*lo = bounds[param].lo;
@@ -130,6 +106,8 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 	case RL_OPT_STAGING: ld->staging_mode = (int)value; break;
 	case RL_OPT_THREADS: ld->eo.threads = (unsigned)value; break;
 	case RL_OPT_WORKERS: ld->eo.workers = (unsigned)value; break;
+	case RL_OPT_STAGING_BUDGET: ld->budget = (uint64_t)value; break;
+	case RL_OPT_RELEASE_TIMEOUT_MS: ld->release_timeout_ms = (uint32_t)value; break;
 	}
 	rl_err_clear(&ld->err);
 	return 0;
@@ -170,7 +148,7 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
 	return 0;
 }
 
-static void free_areas(rl_loader *ld)
+void ld_free_areas(rl_loader *ld)
 {
 	for (unsigned i = 0; i < ld->nareas; i++)
 		if (ld->areas[i].ours)
@@ -240,7 +218,7 @@ static int cb_progress(void *user, uint64_t done, uint64_t total)
 	return ld->on_progress(ld->user, done, total);
 }
 
-static void fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
+void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
 		       double plan_s, double total_s)
 {
 	rl_load_stats *s = &ld->stats;
@@ -268,7 +246,7 @@ static void fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng
 	ld->have_stats = 1;
 }
 
-static void fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why)
+void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why)
 {
 	rl_load_stats_ex *x = &ld->stats_ex;
 
@@ -286,19 +264,28 @@ static void fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char 
 	snprintf(x->shape, sizeof(x->shape), "%s%s%s", why, why[0] ? "; " : "", es->shape);
 }
 
+int ld_reset_files(rl_loader *ld, const struct pl_exec *ex)
+{
+	rl_free(ld->files); /* the last run's file statistics go with it */
+	rl_free(ld->file_index);
+	ld->nfiles = ex->nfiles;
+	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
+	ld->file_index = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
+	if (!ld->files || !ld->file_index)
+		return -ENOMEM;
+	for (size_t f = 0; f < ex->nfiles; f++)
+		ld->file_index[f] = ex->file_index ? ex->file_index[f] : (uint32_t)f;
+	return 0;
+}
+
 /* Staging pointers and shard sizes of ex for the engine's job. */
 static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***staging,
 		      uint64_t **shard_bytes)
 {
 	*staging = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(**staging));
 	*shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
-	ld->nfiles = ex->nfiles;
-	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
-	ld->file_index = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
-	if (!*staging || !*shard_bytes || !ld->files || !ld->file_index)
+	if (!*staging || !*shard_bytes)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
-	for (size_t f = 0; f < ex->nfiles; f++)
-		ld->file_index[f] = ex->file_index ? ex->file_index[f] : (uint32_t)f;
 	for (unsigned d = 0; d < ex->ndevs; d++)
 		(*staging)[d] = ld->areas[d].ptr;
 	/* Read once: a shard a broadcast fills expects nothing from the
@@ -343,14 +330,13 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	uint64_t *shard_bytes = NULL;
 	int ret;
 
-	free_areas(ld);
-	rl_free(ld->files); /* the last run's file statistics go with it */
-	rl_free(ld->file_index);
-	ld->files = NULL;
-	ld->file_index = NULL;
-	ld->nfiles = 0;
+	if (ld->staging_mode == RL_STAGING_STREAM)
+		return ld_stream_exec(ld, ex, plan_s, why);
+	ld_free_areas(ld);
 	memset(&es, 0, sizeof(es));
-	ret = setup_areas(ld, ex);
+	ret = ld_reset_files(ld, ex) < 0 ? rl_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
+	if (ret == 0)
+		ret = setup_areas(ld, ex);
 	if (ret == 0)
 		ret = job_arrays(ld, ex, &staging, &shard_bytes);
 	if (ret == 0) {
@@ -364,8 +350,8 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 		eng_destroy(eng);
 		ld->received = NULL;
 	}
-	fill_stats(ld, ex, &es, plan_s, rl_now_s() - t0 + plan_s);
-	fill_stats_ex(ld, &es, why);
+	ld_fill_stats(ld, ex, &es, plan_s, rl_now_s() - t0 + plan_s);
+	ld_fill_stats_ex(ld, &es, why);
 	rl_free(staging);
 	rl_free(shard_bytes);
 	/* Never hand out a partial result; but the areas stay mapped until
@@ -585,7 +571,8 @@ void rl_loader_destroy(rl_loader *ld)
 {
 	if (!ld)
 		return;
-	free_areas(ld);
+	ld_free_areas(ld);
+	ld_stream_free(ld);
 	rl_free(ld->caller);
 	rl_free(ld->files);
 	rl_free(ld->file_index);

@@ -103,6 +103,11 @@ enum rl_error {
 	RL_E_CANCELED = -5051,          /* a callback asked to stop */
 	RL_E_STAGING = -5052,           /* caller staging missing or too small */
 
+	/* streaming staging (RL_STAGING_STREAM) */
+	RL_E_RELEASE_TIMEOUT = -5080,   /* every window held: no piece released in time */
+	RL_E_PIECE = -5081,             /* a piece not held: released twice, or stale */
+	RL_E_PIECE_TIMEOUT = -5082,     /* rl_loader_next_piece(): no piece within the timeout */
+
 	/* several processes (read once, files_of_process, MPI) */
 	RL_E_FILE_UNAVAILABLE = -5090,  /* no process may read a file the plan needs */
 	RL_E_MPI = -5091,               /* an MPI call failed, or MPI is not set up as needed */
@@ -612,7 +617,8 @@ typedef enum rl_loader_param {
 	RL_OPT_BUFFERS = 5,        /* bounce buffers in total, split over the workers */
 	RL_OPT_REGISTER = 6,       /* 1: register buffers and files with io_uring (default 1) */
 	RL_OPT_DIRECT = 7,         /* RL_DIRECT_AUTO (default), RL_DIRECT_ON or RL_DIRECT_OFF */
-	RL_OPT_STAGING = 8,        /* RL_STAGING_LIBRARY (default) or RL_STAGING_CALLER */
+	RL_OPT_STAGING = 8,        /* RL_STAGING_LIBRARY (default), RL_STAGING_CALLER or
+				    * RL_STAGING_STREAM */
 	RL_OPT_THREADS = 9,        /* superseded by RL_OPT_WORKERS: the pread backend's reader
 				    * threads of all workers together (0, default: one per
 				    * read in flight, which RL_OPT_QUEUE_DEPTH sets) */
@@ -621,10 +627,18 @@ typedef enum rl_loader_param {
 				    * the reads, on every backend (0, default: automatic:
 				    * the CPUs the calling thread may run on, at most one
 				    * per 16 MiB of reads; 1: the calling thread alone) */
+	RL_OPT_STAGING_BUDGET = 11, /* RL_STAGING_STREAM: bytes of the window pool the
+				    * library allocates (>= 64 KiB; 0, default:
+				    * rl_loader_default_budget()); a pool from
+				    * rl_loader_set_window_pool() is the budget instead */
+	RL_OPT_RELEASE_TIMEOUT_MS = 12, /* RL_STAGING_STREAM: how long the load waits for
+				    * a release while every window is held before it fails
+				    * with RL_E_RELEASE_TIMEOUT (default 60000; 0: forever) */
 } rl_loader_param;
 
 #define RL_STAGING_LIBRARY 0
 #define RL_STAGING_CALLER 1
+#define RL_STAGING_STREAM 2  /* pieces through a bounded window pool (see "Streaming") */
 
 /* RL_OPT_DIRECT */
 #define RL_DIRECT_OFF 0   /* buffered reads through the page cache */
@@ -825,8 +839,127 @@ void rl_staging_free(void *p, size_t len);
 /* Returns the last error message of ld ("" if none). Never NULL. */
 const char *rl_loader_errmsg(const rl_loader *ld);
 
-/* Frees ld and library-allocated staging. NULL is a no-op. */
+/* Frees ld and library-allocated staging (and the window pool: every
+ * piece still held becomes invalid). NULL is a no-op. */
 void rl_loader_destroy(rl_loader *ld);
+
+/* ------------------------------------------------------------------ */
+/* Streaming (RL_STAGING_STREAM)                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * With RL_OPT_STAGING = RL_STAGING_STREAM the loader never holds a whole
+ * staging area: it keeps a pool of windows (the budget, RL_OPT_STAGING_BUDGET,
+ * allocated once per loader: page-aligned, transparent huge pages; or the
+ * caller's memory, rl_loader_set_window_pool()), cut into two windows
+ * (one when the budget is under 2 MiB). The staging space of every device
+ * is read in ranges of at most one window, in device then offset order;
+ * when a range has arrived, every shard's bytes in it are handed to the
+ * runtime as pieces. A window is filled again only after every piece from
+ * it was released (rl_loader_release()), so a load needs nothing of the
+ * runtime but releases, and a budget of 64 KiB cannot deadlock (a range
+ * needs one free window). The byte limiter (RL_OPT_INFLIGHT_BYTES, capped
+ * at a quarter of the budget or the largest read) still bounds reads in
+ * flight; bounce buffers are the only memory beyond the budget. Reads at
+ * the edge of a range are read once for each range they reach. Plans with
+ * transfers (read once) are refused (RL_E_STATE). on_shard is not called
+ * in this mode; on_progress is (done and total in the plan's read bytes).
+ *
+ * Two ways to receive the pieces:
+ *  - rl_loader_run() / rl_loader_load() with a piece callback
+ *    (rl_loader_set_piece_callback()): the pieces are delivered on the
+ *    thread running rl_loader_run(), one at a time, in range order; the
+ *    run returns when every piece was delivered (not necessarily
+ *    released).
+ *  - rl_loader_start(), then rl_loader_next_piece() until it returns 0 or
+ *    an error, then rl_loader_finish(): the load runs on a library thread
+ *    and the consumer pulls the pieces (a Python binding needs no
+ *    callback into Python); the callback is not used.
+ * Either way the memory a piece points at is never reused before its
+ * release, and a new load (rl_loader_run/load/start) is refused
+ * (RL_E_STATE) while pieces of the last one are held.
+ */
+
+/* One delivered piece: length bytes of shard `shard`, from byte `offset`
+ * of the shard (C order of its box) on. Zero-byte shards arrive as one
+ * piece of length 0 (data NULL, token 0) at the end. */
+typedef struct rl_piece {
+	size_t shard;       /* index for rl_plan_shard() */
+	unsigned device;    /* its device (index for rl_plan_device()) */
+	uint64_t offset;    /* of data[0] in the shard */
+	uint64_t length;    /* bytes at data */
+	void *data;         /* in a window: valid (and never reused) until released */
+	uint64_t token;     /* names the piece for rl_loader_release() */
+} rl_piece;
+
+/* Called once per piece on the thread running rl_loader_run(), never two
+ * calls at once. It may call rl_loader_release() (of this or any earlier
+ * piece), nothing else of the loader. A non-zero return cancels the load:
+ * rl_loader_run() returns RL_E_CANCELED after draining its reads. */
+typedef int (*rl_piece_fn)(void *user, const rl_piece *piece);
+
+/* Sets the piece callback of rl_loader_run() in streaming mode (NULL
+ * removes it). Returns 0 or -EINVAL (ld NULL). Not during a load. */
+int rl_loader_set_piece_callback(rl_loader *ld, rl_piece_fn fn, void *user);
+
+/*
+ * Streaming windows in the caller's memory (e.g. pinned for a GPU) instead
+ * of the library's: len bytes at ptr (>= 64 KiB; page-aligned memory
+ * allows direct reads into it) are the budget. The caller keeps it mapped
+ * until the load finished and every piece was released, or until
+ * rl_loader_destroy(). ptr NULL goes back to the library's pool. Returns
+ * 0, -EINVAL (ld NULL), RL_E_STAGING (len under 64 KiB) or RL_E_STATE
+ * (pieces of the last load still held, or a load running). Not during a
+ * load.
+ */
+int rl_loader_set_window_pool(rl_loader *ld, void *ptr, size_t len);
+
+/*
+ * Gives a piece back: once every piece of a window is back, the window
+ * is filled again. Any thread, any time while ld exists, concurrently
+ * with the load and with other releases (the Python binding releases
+ * from a CUDA event's callback thread, or after a copy). Pieces of length
+ * 0 (token 0) need no release. Returns 0, -EINVAL (NULL) or RL_E_PIECE
+ * (not held: released twice, or from an earlier load).
+ */
+int rl_loader_release(rl_loader *ld, const rl_piece *piece);
+
+/*
+ * Starts the streaming load of plan on a library thread (the
+ * RL_OPT_STAGING must be RL_STAGING_STREAM). Returns 0, or what
+ * rl_loader_run() returns for a plan it cannot start (-EINVAL, RL_E_STATE:
+ * not streaming, plan not built or with transfers, a load running, pieces
+ * held; -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and
+ * finish are called by one consumer thread at a time; release by any.
+ */
+int rl_loader_start(rl_loader *ld, const rl_plan *plan);
+
+/*
+ * The next piece of the started load, waiting up to timeout_ms (< 0:
+ * forever; 0: only what is there) in C, holding no lock of the caller.
+ * Returns 1 with *piece filled; 0 when the load ended and every piece was
+ * handed out; RL_E_PIECE_TIMEOUT when none came in time (call again); or
+ * the load's error code (message: rl_loader_errmsg()) once it failed; then
+ * rl_loader_finish(). -EINVAL (NULL) or RL_E_STATE (not started).
+ */
+int rl_loader_next_piece(rl_loader *ld, rl_piece *piece, int timeout_ms);
+
+/*
+ * Ends the started load: when pieces were still to come it cancels the
+ * load (the consumer stopped early); waits for the library thread and
+ * returns the load's result (0, its error, or RL_E_CANCELED when it was
+ * cut short here). Statistics are then available. Pieces handed out stay
+ * valid until released. Returns RL_E_STATE when no load was started.
+ */
+int rl_loader_finish(rl_loader *ld);
+
+/*
+ * The budget a streaming loader uses when none is set: a quarter of the
+ * least of the cgroup's memory.max (less memory.current), MemAvailable
+ * and RLIMIT_MEMLOCK (when limited), at most 1 GiB, at least 64 KiB. Any
+ * thread.
+ */
+int64_t rl_loader_default_budget(void);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -1,0 +1,72 @@
+/*
+ * loader_internal.h - what api/load.c and api/stream.c share of an
+ * rl_loader: its options, staging, callbacks, statistics, and the state
+ * of a streaming load (api/stream.c).
+ */
+#ifndef RL_LOADER_INTERNAL_H
+#define RL_LOADER_INTERNAL_H
+
+#include "ringload.h"
+#include "../engine/engine.h"
+#include "../planner/planner.h"
+
+struct ld_stream;
+
+struct ld_area {
+	uint8_t *ptr;
+	uint64_t len;
+	int ours;               /* allocated by the library */
+};
+
+struct rl_loader {
+	struct eng_opts eo;
+	int staging_mode;
+	uint64_t request_bytes;  /* 0: automatic */
+
+	rl_shard_fn on_shard;
+	rl_progress_fn on_progress;
+	void *user;
+	const uint8_t *received; /* of the running plan (read once), or NULL */
+
+	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
+	unsigned ncaller;
+	struct ld_area *areas;   /* staging of the last run */
+	unsigned nareas;
+	int failed;              /* the last run failed: areas not handed out */
+
+	rl_load_stats stats;
+	rl_load_stats_ex stats_ex;
+	struct eng_file_stat *files; /* of the last run, by its plan's file */
+	uint32_t *file_index;        /* the checkpoint's index of each */
+	size_t nfiles;
+	int have_stats;
+	struct rl_err err;
+
+	/* RL_STAGING_STREAM (api/stream.c) */
+	uint64_t budget;         /* 0: rl_loader_default_budget() */
+	uint32_t release_timeout_ms;
+	rl_piece_fn on_piece;
+	void *piece_user;
+	struct ld_stream *stream; /* window pool, pieces held, a started load */
+};
+
+/* load.c: frees library staging of the last run. */
+void ld_free_areas(rl_loader *ld);
+/* load.c, for stream.c: statistics of a run (es: the windows' summed). */
+void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
+		   double plan_s, double total_s);
+void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why);
+/* load.c: the last run's per-file statistics dropped, and arrays for the
+ * next run's (ld->files, ld->file_index). */
+int ld_reset_files(rl_loader *ld, const struct pl_exec *ex);
+
+/* stream.c: a streaming run of ex with the piece callback on the calling
+ * thread (rl_loader_run, rl_loader_load). */
+int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const char *why);
+/* stream.c: whether a new load may start (no pieces held, none running):
+ * 0 or RL_E_STATE with ld->err set. */
+int ld_stream_idle(rl_loader *ld);
+/* stream.c: frees the window pool and the stream state (destroy). */
+void ld_stream_free(rl_loader *ld);
+
+#endif /* RL_LOADER_INTERNAL_H */
