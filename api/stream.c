@@ -688,8 +688,8 @@ static int st_hand_out(struct st_run *sr, const struct st_range *rg, unsigned k)
 			       st_token(k, s->slot[k].gen, i) };
 
 		ret = st_deliver(sr, &p);
-		if (ret < 0) {
-			st_unhold(s, k, i);
+		if (ret < 0) { /* the callback saw piece i: it holds it */
+			st_unhold(s, k, i + 1);
 			return ret;
 		}
 	}

@@ -142,3 +142,48 @@ int write_bytes(const char *path, const void *p, size_t n)
 }
 
 /* A checkpoint with no tensors, and one with only zero-size tensors. */
+
+/* Random shardings (test_load.c, test_stream.c) */
+
+static const char *random_dim_spec(void)
+{
+	static const char *const specs[] = { "null", "\"x\"", "\"y\"", "[\"x\",\"y\"]",
+					     "[\"y\",\"x\"]" };
+
+	return specs[th_rand() % 5];
+}
+
+/* A spec over mesh (mx, my) for tensors t[0..n), each split on random
+ * axes; devices split over nproc processes (ids are dense: one device
+ * means one process). Returns its length in out (size cap). */
+size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
+			  unsigned nproc, char *out, size_t cap)
+{
+	size_t sj = 0;
+
+	sj += (size_t)snprintf(out + sj, cap - sj,
+			       "{\"mesh\":{\"shape\":[%u,%u],\"axes\":[\"x\",\"y\"],"
+			       "\"process_of_device\":[", mx, my);
+	for (unsigned d = 0; d < mx * my; d++)
+		sj += (size_t)snprintf(out + sj, cap - sj, "%s%u", d ? "," : "",
+				       nproc == 2 && mx * my >= 2 && d >= mx * my / 2 ? 1 : 0);
+	sj += (size_t)snprintf(out + sj, cap - sj, "]},\"rules\":[");
+	for (unsigned i = 0; i < n; i++) {
+		const char *d0 = random_dim_spec(), *d1 = "null";
+
+		if (t[i].ndim >= 2) {
+			/* the other dimension gets what the first left */
+			if (!strchr(d0, 'x'))
+				d1 = th_rand() % 2 ? "\"x\"" : "null";
+			else if (!strchr(d0, 'y'))
+				d1 = th_rand() % 2 ? "\"y\"" : "null";
+		}
+		if (t[i].ndim == 0)
+			continue;
+		sj += (size_t)snprintf(out + sj, cap - sj, "%s{\"match\":\"%s\",\"spec\":[%s%s%s]}",
+				       sj && out[sj - 1] == '}' ? "," : "", t[i].name, d0,
+				       t[i].ndim >= 2 ? "," : "", t[i].ndim >= 2 ? d1 : "");
+	}
+	sj += (size_t)snprintf(out + sj, cap - sj, "]}");
+	return sj;
+}

@@ -42,4 +42,10 @@ uint8_t *write_random_ckpt(const char *path, struct rt *t, unsigned n, uint64_t 
 int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *si,
 		const uint8_t *got);
 
+/* A spec over mesh (mx, my) for tensors t[0..n), each split on random
+ * axes; devices split over nproc processes (1 or 2). Returns its length in
+ * out (size cap). */
+size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
+		   unsigned nproc, char *out, size_t cap);
+
 #endif

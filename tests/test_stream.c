@@ -1,0 +1,634 @@
+/*
+ * test_stream.c - streaming staging (RL_STAGING_STREAM) on every backend,
+ * with one worker and with three: random checkpoints under random
+ * shardings (replicated tensors: one read, pieces on several devices)
+ * with budgets from the smallest (64 KiB, one chunk of the plan) up,
+ * pieces by callback and by pull, each assembled and compared byte for
+ * byte with a whole-staging load of the same plan (every shard byte
+ * exactly once); release from another thread; a runtime that never
+ * releases (the load fails after the release timeout, the pieces it had
+ * are intact); cancel from the callback and by finishing early (nothing
+ * leaks; the held pieces still block a new load until released); the
+ * arguments' checks; a caller's window pool, misaligned.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_util.h"
+#include "rl_common.h"
+#include "harness.h"
+#include "ringload.h"
+
+static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
+				       RL_BACKEND_PREAD };
+static const unsigned worker_counts[] = { 1, 3 };
+static rl_backend cur = RL_BACKEND_IO_URING;
+static unsigned cur_workers = 1;
+
+#define MIN_BUDGET (64 << 10)
+
+/* A random checkpoint, opened; its path in this program's tmpdir. */
+struct fixture {
+	rl_ckpt *ck;
+	rl_spec *spec;
+	rl_plan *plan;
+	uint8_t **ref;          /* whole staging of each device (the oracle) */
+	size_t *ref_len;
+	unsigned ndev;
+};
+
+/* The expected staging: the same plan loaded whole (library staging). */
+static int load_reference(struct fixture *f)
+{
+	rl_loader *ld = rl_loader_create();
+	int ret = ld ? rl_loader_run(ld, f->plan) : -ENOMEM;
+
+	f->ndev = rl_plan_num_devices(f->plan);
+	f->ref = calloc(f->ndev + 1, sizeof(*f->ref));
+	f->ref_len = calloc(f->ndev + 1, sizeof(*f->ref_len));
+	for (unsigned d = 0; ret == 0 && d < f->ndev; d++) {
+		size_t len = 0;
+		void *p = rl_loader_staging(ld, d, &len);
+
+		f->ref[d] = malloc(len + 1);
+		f->ref_len[d] = len;
+		if (len)
+			memcpy(f->ref[d], p, len);
+	}
+	rl_loader_destroy(ld);
+	return ret;
+}
+
+/* A random checkpoint and spec (mesh up to 3x3, one process), planned
+ * with requests of chunk bytes. */
+static int fixture_random(struct fixture *f, uint64_t chunk)
+{
+	struct rt t[12];
+	unsigned n = 1 + (unsigned)(th_rand() % 12);
+	unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
+	uint64_t data_start, fsize;
+	char spec_json[16384];
+	uint8_t *file = write_random_ckpt(tmp_path("s.safetensors"), t, n, &data_start, &fsize);
+	size_t sj = random_spec(t, n, mx, my, 1, spec_json, sizeof(spec_json));
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	free(file);
+	f->ck = rl_ckpt_create();
+	f->spec = rl_spec_create();
+	f->plan = rl_plan_create();
+	if (!file || !f->ck || !f->spec || !f->plan)
+		return -ENOMEM;
+	ret = rl_ckpt_open(f->ck, tmp_path("s.safetensors"));
+	if (ret == 0)
+		ret = rl_spec_parse(f->spec, spec_json, sj);
+	if (ret == 0)
+		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
+	if (ret == 0)
+		ret = rl_plan_build(f->plan, f->ck, f->spec);
+	if (ret == 0)
+		ret = load_reference(f);
+	if (ret < 0)
+		printf("    fixture: %d %s | %s\n", ret, rl_ckpt_errmsg(f->ck), rl_plan_errmsg(f->plan));
+	return ret;
+}
+
+static void fixture_free(struct fixture *f)
+{
+	for (unsigned d = 0; f->ref && d < f->ndev; d++)
+		free(f->ref[d]);
+	free(f->ref);
+	free(f->ref_len);
+	rl_plan_destroy(f->plan);
+	rl_spec_destroy(f->spec);
+	rl_ckpt_destroy(f->ck);
+}
+
+/* What a consumer assembled: each shard's bytes and how many arrived. */
+struct assembly {
+	struct fixture *f;
+	rl_loader *ld;
+	uint8_t **got;          /* per device, staging layout */
+	uint64_t *bytes;        /* per shard */
+	uint8_t **seen;         /* per device, per byte: landed once */
+	size_t pieces, bad;
+	int release;            /* release each piece at once */
+	size_t cancel_at;       /* 1-based piece that cancels (0: none) */
+	rl_piece held[64];      /* pieces kept (release 0) */
+	size_t nheld;
+};
+
+static void assembly_init(struct assembly *a, struct fixture *f, rl_loader *ld)
+{
+	memset(a, 0, sizeof(*a));
+	a->f = f;
+	a->ld = ld;
+	a->release = 1;
+	a->got = calloc(f->ndev + 1, sizeof(*a->got));
+	a->seen = calloc(f->ndev + 1, sizeof(*a->seen));
+	a->bytes = calloc(rl_plan_num_shards(f->plan) + 1, sizeof(*a->bytes));
+	for (unsigned d = 0; d < f->ndev; d++) {
+		a->got[d] = calloc(f->ref_len[d] + 1, 1);
+		a->seen[d] = calloc(f->ref_len[d] + 1, 1);
+	}
+}
+
+static void assembly_free(struct assembly *a)
+{
+	for (unsigned d = 0; d < a->f->ndev; d++) {
+		free(a->got[d]);
+		free(a->seen[d]);
+	}
+	free(a->got);
+	free(a->seen);
+	free(a->bytes);
+}
+
+/* Takes one piece: checks it lies in its shard, copies it, counts it. */
+static void take_piece(struct assembly *a, const rl_piece *p)
+{
+	rl_shard_info si;
+
+	a->pieces++;
+	if (rl_plan_shard(a->f->plan, p->shard, &si) < 0 || si.device != p->device ||
+	    p->offset + p->length > si.nbytes || (p->length && !p->data)) {
+		a->bad++;
+		return;
+	}
+	for (uint64_t i = 0; i < p->length; i++) {
+		uint64_t at = si.offset + p->offset + i;
+
+		a->bad += a->seen[si.device][at]++ != 0;
+	}
+	if (p->length)
+		memcpy(a->got[si.device] + si.offset + p->offset, p->data, p->length);
+	a->bytes[p->shard] += p->length;
+}
+
+/* Every shard complete, every byte once, and equal to the oracle. */
+static int assembly_matches(const struct assembly *a)
+{
+	const struct fixture *f = a->f;
+
+	if (a->bad)
+		return 0;
+	for (size_t s = 0; s < rl_plan_num_shards(f->plan); s++) {
+		rl_shard_info si;
+
+		rl_plan_shard(f->plan, s, &si);
+		if (a->bytes[s] != si.nbytes ||
+		    memcmp(a->got[si.device] + si.offset, f->ref[si.device] + si.offset, si.nbytes))
+			return 0;
+	}
+	return 1;
+}
+
+static int on_piece(void *user, const rl_piece *p)
+{
+	struct assembly *a = user;
+
+	int cancel;
+
+	take_piece(a, p);
+	cancel = a->cancel_at && a->pieces == a->cancel_at;
+	if (a->release && !cancel) /* the canceling piece is kept */
+		a->bad += rl_loader_release(a->ld, p) != 0;
+	else if (a->nheld < 64)
+		a->held[a->nheld++] = *p;
+	return cancel;
+}
+
+/* A streaming loader on the current backend and workers. */
+static rl_loader *stream_loader(uint64_t budget)
+{
+	rl_loader *ld = rl_loader_create();
+
+	if (ld && (rl_loader_set(ld, RL_OPT_BACKEND, cur) < 0 ||
+		   rl_loader_set(ld, RL_OPT_WORKERS, cur_workers) < 0 ||
+		   rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM) < 0 ||
+		   rl_loader_set(ld, RL_OPT_STAGING_BUDGET, (int64_t)budget) < 0)) {
+		rl_loader_destroy(ld);
+		return NULL;
+	}
+	return ld;
+}
+
+/* Pulls every piece on this thread; returns finish's result. */
+static int pull_all(struct assembly *a)
+{
+	rl_piece p;
+	int ret, fin;
+
+	ret = rl_loader_start(a->ld, a->f->plan);
+	if (ret < 0)
+		return ret;
+	while ((ret = rl_loader_next_piece(a->ld, &p, 10000)) == 1)
+		on_piece(a, &p);
+	fin = rl_loader_finish(a->ld);
+	return ret < 0 ? ret : fin;
+}
+
+/* One streaming load of f with budget, by callback or by pull. */
+static int stream_once(struct fixture *f, uint64_t budget, int pull, int *match)
+{
+	rl_loader *ld = stream_loader(budget);
+	struct assembly a;
+	int ret;
+
+	*match = 0;
+	if (!ld)
+		return -ENOMEM;
+	assembly_init(&a, f, ld);
+	if (pull) {
+		ret = pull_all(&a);
+	} else {
+		rl_loader_set_piece_callback(ld, on_piece, &a);
+		ret = rl_loader_run(ld, f->plan);
+	}
+	if (ret < 0 && ret != RL_E_BACKEND)
+		printf("    budget %llu, %s: %s\n", (unsigned long long)budget,
+		       pull ? "pull" : "callback", rl_loader_errmsg(ld));
+	*match = assembly_matches(&a);
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	return ret;
+}
+
+static void random_budgets(void)
+{
+	size_t loads = 0;
+
+	for (int round = 0; round < 6 && !th_failed(); round++) {
+		uint64_t chunk = 4096ull << (th_rand() % 6); /* 4 KiB .. 128 KiB */
+		uint64_t budgets[3] = { MIN_BUDGET, RL_MAX(chunk, MIN_BUDGET),
+					MIN_BUDGET + (th_rand() % (8u << 20)) };
+		struct fixture f;
+		int ret = fixture_random(&f, chunk);
+
+		CHECKF(ret == 0, "round %d: fixture %d", round, ret);
+		for (int b = 0; b < 3 && !th_failed(); b++) {
+			int match, pull = (int)(th_rand() % 2);
+
+			ret = stream_once(&f, budgets[b], pull, &match);
+			if (ret == RL_E_BACKEND)
+				break;
+			CHECKF(ret == 0 && match, "round %d, chunk %llu, budget %llu, %s: %d, match %d",
+			       round, (unsigned long long)chunk, (unsigned long long)budgets[b],
+			       pull ? "pull" : "callback", ret, match);
+			loads++;
+		}
+		fixture_free(&f);
+		if (ret == RL_E_BACKEND) {
+			th_skip("backend unavailable here");
+			return;
+		}
+	}
+	CHECK(loads > 0);
+}
+
+/* A fixture of random tensors under spec_json (one process). */
+static int fixture_spec(struct fixture *f, const char *spec_json, uint64_t chunk)
+{
+	struct rt t[12];
+	uint64_t data_start, fsize;
+	uint8_t *file = write_random_ckpt(tmp_path("d.safetensors"), t, 10, &data_start, &fsize);
+	int ret = file ? 0 : -ENOMEM;
+
+	memset(f, 0, sizeof(*f));
+	free(file);
+	f->ck = rl_ckpt_create();
+	f->spec = rl_spec_create();
+	f->plan = rl_plan_create();
+	if (ret == 0 && (!f->ck || !f->spec || !f->plan))
+		ret = -ENOMEM;
+	if (ret == 0)
+		ret = rl_ckpt_open(f->ck, tmp_path("d.safetensors"));
+	if (ret == 0)
+		ret = rl_spec_parse(f->spec, spec_json, strlen(spec_json));
+	if (ret == 0)
+		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
+	if (ret == 0)
+		ret = rl_plan_build(f->plan, f->ck, f->spec);
+	if (ret == 0)
+		ret = load_reference(f);
+	return ret;
+}
+
+/* Every tensor replicated on 3 devices: one read, copies to each; each
+ * device's pieces complete and equal. */
+static void deduplicated_shards(void)
+{
+	static const char spec[] = "{\"mesh\":{\"shape\":[3],\"axes\":[\"x\"]},\"rules\":[]}";
+	struct fixture f;
+	int ret = fixture_spec(&f, spec, 16384), match;
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	CHECK(rl_plan_num_devices(f.plan) == 3);
+	for (int pull = 0; pull < 2 && !th_failed(); pull++) {
+		ret = stream_once(&f, MIN_BUDGET, pull, &match);
+		if (ret == RL_E_BACKEND)
+			break;
+		CHECKF(ret == 0 && match, "%s: %d, match %d", pull ? "pull" : "callback", ret, match);
+	}
+	fixture_free(&f);
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
+}
+
+/* ---- release from another thread ---------------------------------- */
+
+struct handoff {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	rl_piece q[256];
+	size_t head, tail;
+	int done;
+	rl_loader *ld;
+	size_t released, refused;
+};
+
+/* The releaser: takes pieces the puller handed over, releases them. */
+static void *releaser(void *arg)
+{
+	struct handoff *h = arg;
+
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		while (h->head == h->tail && !h->done)
+			pthread_cond_wait(&h->cond, &h->lock);
+		if (h->head == h->tail)
+			break;
+		rl_piece p = h->q[h->head++ % 256];
+
+		pthread_mutex_unlock(&h->lock);
+		if (rl_loader_release(h->ld, &p) == 0)
+			h->released++;
+		else
+			h->refused++;
+		pthread_mutex_lock(&h->lock);
+		pthread_cond_broadcast(&h->cond);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+static void hand_over(struct handoff *h, const rl_piece *p)
+{
+	pthread_mutex_lock(&h->lock);
+	while (h->tail - h->head == 256)
+		pthread_cond_wait(&h->cond, &h->lock);
+	h->q[h->tail++ % 256] = *p;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void release_other_thread(void)
+{
+	struct handoff h;
+	struct fixture f;
+	struct assembly a;
+	pthread_t tid;
+	rl_piece p;
+	int ret = fixture_random(&f, 8192), fin;
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	memset(&h, 0, sizeof(h));
+	pthread_mutex_init(&h.lock, NULL);
+	pthread_cond_init(&h.cond, NULL);
+	h.ld = stream_loader(MIN_BUDGET);
+	CHECK(h.ld);
+	assembly_init(&a, &f, h.ld);
+	a.release = 0;
+	CHECK(pthread_create(&tid, NULL, releaser, &h) == 0);
+	ret = rl_loader_start(h.ld, f.plan);
+	while (ret == 0 && (ret = rl_loader_next_piece(h.ld, &p, 10000)) == 1) {
+		take_piece(&a, &p);
+		hand_over(&h, &p);
+		ret = 0;
+	}
+	fin = rl_loader_finish(h.ld);
+	pthread_mutex_lock(&h.lock);
+	h.done = 1;
+	pthread_cond_broadcast(&h.cond);
+	pthread_mutex_unlock(&h.lock);
+	pthread_join(tid, NULL);
+	pthread_cond_destroy(&h.cond);
+	pthread_mutex_destroy(&h.lock);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == 0 && fin == 0, "%d %d: %s", ret, fin, rl_loader_errmsg(h.ld));
+		CHECK(assembly_matches(&a));
+		CHECKF(h.refused == 0 && h.released == a.pieces, "released %zu, refused %zu of %zu",
+		       h.released, h.refused, a.pieces);
+	}
+	assembly_free(&a);
+	rl_loader_destroy(h.ld);
+	fixture_free(&f);
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
+}
+
+/* ---- a runtime that never releases -------------------------------- */
+
+/* Budget 64 KiB: one window; a checkpoint larger than it: the second
+ * range waits for a release that never comes, then the load fails with
+ * RL_E_RELEASE_TIMEOUT, the pieces it had intact; once they are released
+ * the same loader loads again. */
+static void release_never(void)
+{
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld;
+	int ret, match, tries = 0;
+
+	do { /* a checkpoint of more than one window */
+		ret = fixture_random(&f, 8192);
+		CHECKF(ret == 0, "fixture %d", ret);
+		if (f.ref_len[0] > 3 * MIN_BUDGET || ++tries == 20)
+			break;
+		fixture_free(&f);
+	} while (1);
+	CHECK(f.ref_len[0] > 3 * MIN_BUDGET);
+	ld = stream_loader(MIN_BUDGET);
+	CHECK(ld);
+	CHECK(rl_loader_set(ld, RL_OPT_RELEASE_TIMEOUT_MS, 200) == 0);
+	assembly_init(&a, &f, ld);
+	a.release = 0;
+	rl_loader_set_piece_callback(ld, on_piece, &a);
+	ret = rl_loader_run(ld, f.plan);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == RL_E_RELEASE_TIMEOUT && strstr(rl_loader_errmsg(ld), "rl_loader_release"),
+		       "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(a.pieces > 0 && a.nheld == a.pieces && a.bad == 0);
+		for (size_t i = 0; i < a.nheld; i++) { /* what it had is intact */
+			rl_shard_info si;
+
+			rl_plan_shard(f.plan, a.held[i].shard, &si);
+			CHECK(!memcmp(a.held[i].data, f.ref[si.device] + si.offset + a.held[i].offset,
+				      a.held[i].length));
+		}
+		CHECK(rl_loader_run(ld, f.plan) == RL_E_STATE); /* pieces still held */
+		for (size_t i = 0; i < a.nheld; i++)
+			CHECK(rl_loader_release(ld, &a.held[i]) == 0);
+		CHECK(rl_loader_release(ld, &a.held[0]) == RL_E_PIECE); /* twice */
+	}
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	if (ret != RL_E_BACKEND) {
+		ret = stream_once(&f, MIN_BUDGET, 0, &match);
+		CHECKF(ret == 0 && match, "after releasing: %d", ret);
+	}
+	fixture_free(&f);
+}
+
+/* ---- cancel ------------------------------------------------------- */
+
+/* The callback cancels at its 2nd piece (keeping it): RL_E_CANCELED,
+ * nothing leaks (the harness counts the library's blocks), the piece
+ * kept is still held and blocks a new load until released; finishing a pull early cancels the same way. */
+static void cancel_from_callback(void)
+{
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld;
+	rl_piece p;
+	int ret = fixture_spec(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"rules\":[]}",
+			       8192);
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	ld = stream_loader(MIN_BUDGET);
+	CHECK(ld);
+	assembly_init(&a, &f, ld);
+	a.cancel_at = 2;
+	rl_loader_set_piece_callback(ld, on_piece, &a);
+	ret = rl_loader_run(ld, f.plan);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == RL_E_CANCELED, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(a.pieces == 2 && a.nheld == 1);
+		CHECK(rl_loader_start(ld, f.plan) == RL_E_STATE);
+		CHECK(rl_loader_release(ld, &a.held[0]) == 0);
+		/* pull, take one piece, finish: canceled */
+		CHECK(rl_loader_start(ld, f.plan) == 0);
+		CHECK(rl_loader_next_piece(ld, &p, 10000) == 1);
+		ret = rl_loader_finish(ld);
+		CHECKF(ret == RL_E_CANCELED || ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(rl_loader_release(ld, &p) == 0);
+		CHECK(rl_loader_next_piece(ld, &p, 0) == RL_E_STATE);
+		ret = 0;
+	}
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
+/* Destroying a loader mid-pull stops its thread and frees everything. */
+static void destroy_mid_pull(void)
+{
+	struct fixture f;
+	rl_loader *ld;
+	rl_piece p;
+	int ret = fixture_random(&f, 8192);
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	ld = stream_loader(MIN_BUDGET);
+	CHECK(ld && rl_loader_start(ld, f.plan) == 0);
+	ret = rl_loader_next_piece(ld, &p, 10000);
+	CHECK(ret == 1 || ret == RL_E_BACKEND || ret == 0);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
+/* ---- arguments and the caller's pool ------------------------------ */
+
+static void arguments(void)
+{
+	rl_loader *ld = rl_loader_create();
+	struct fixture f;
+	rl_piece p = { 0 };
+	int64_t b = rl_loader_default_budget();
+	int64_t lo, hi;
+
+	CHECK(ld);
+	CHECKF(b >= MIN_BUDGET && b <= (1ll << 30) && b % 4096 == 0, "%lld", (long long)b);
+	CHECK(rl_loader_param_bounds(RL_OPT_STAGING, &lo, &hi) == 0 && hi == RL_STAGING_STREAM);
+	CHECK(rl_loader_param_bounds(RL_OPT_STAGING_BUDGET, &lo, &hi) == 0);
+	CHECK(rl_loader_param_bounds(RL_OPT_RELEASE_TIMEOUT_MS, &lo, &hi) == 0 && lo == 0);
+	CHECK(rl_loader_next_piece(ld, &p, 0) == RL_E_STATE);
+	CHECK(rl_loader_finish(ld) == RL_E_STATE);
+	CHECK(rl_loader_next_piece(NULL, &p, 0) == -EINVAL && rl_loader_next_piece(ld, NULL, 0) == -EINVAL);
+	CHECK(rl_loader_release(NULL, &p) == -EINVAL && rl_loader_release(ld, NULL) == -EINVAL);
+	CHECK(rl_loader_release(ld, &p) == 0); /* token 0: a zero-byte piece */
+	p.token = ~0ull;
+	CHECK(rl_loader_release(ld, &p) == RL_E_PIECE);
+	CHECK(rl_loader_set_window_pool(ld, &p, sizeof(p)) == RL_E_STAGING);
+	CHECK(rl_loader_set_window_pool(NULL, NULL, 0) == -EINVAL);
+	CHECK(rl_loader_set_piece_callback(NULL, NULL, NULL) == -EINVAL);
+	CHECK(rl_loader_start(NULL, NULL) == -EINVAL && rl_loader_start(ld, NULL) == -EINVAL);
+	CHECK(fixture_random(&f, 8192) == 0);
+	CHECK(rl_loader_start(ld, f.plan) == RL_E_STATE); /* not streaming */
+	CHECK(rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM) == 0);
+	CHECK(rl_loader_run(ld, f.plan) == RL_E_STATE && strstr(rl_loader_errmsg(ld), "callback"));
+	CHECK(rl_strerror(RL_E_RELEASE_TIMEOUT)[0] && strcmp(rl_strerror(RL_E_PIECE), "unknown error"));
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
+/* Windows in the caller's memory, deliberately misaligned by one byte. */
+static void caller_pool(void)
+{
+	struct fixture f;
+	struct assembly a;
+	size_t len = 3u << 20;
+	uint8_t *mem = malloc(len + 1);
+	rl_loader *ld = stream_loader(0);
+	int ret = fixture_random(&f, 16384);
+
+	CHECKF(ret == 0 && mem && ld, "fixture %d", ret);
+	CHECK(rl_loader_set_window_pool(ld, mem + 1, len) == 0);
+	assembly_init(&a, &f, ld);
+	ret = pull_all(&a);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(assembly_matches(&a));
+	}
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	free(mem);
+	fixture_free(&f);
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		th_fn fn;
+	} tests[] = {
+		{ "random_budgets", random_budgets },
+		{ "deduplicated_shards", deduplicated_shards },
+		{ "release_other_thread", release_other_thread },
+		{ "release_never", release_never },
+		{ "cancel_from_callback", cancel_from_callback },
+		{ "destroy_mid_pull", destroy_mid_pull },
+		{ "caller_pool", caller_pool },
+	};
+	char name[128];
+
+	th_seed();
+	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+		cur = backends[b];
+		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
+			for (size_t t = 0; t < RL_ARRAY_SIZE(tests); t++) {
+				cur_workers = worker_counts[w];
+				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(cur),
+					 cur_workers, tests[t].name);
+				th_run(name, tests[t].fn);
+			}
+		}
+	}
+	cur = RL_BACKEND_IO_URING;
+	cur_workers = 1;
+	th_run("arguments", arguments);
+	return th_done();
+}
