@@ -42,6 +42,7 @@ struct load_run {
 	unsigned ndev;
 	struct out_dir out;
 	int out_begun, published;
+	int piece_failed;        /* --staging-budget: writing a piece failed */
 	struct progress bar;
 	struct verify_counts vc;
 	rl_load_stats st;
@@ -218,6 +219,32 @@ static int caller_staging(struct load_run *r)
 	return 0;
 }
 
+/* --staging-budget: each piece into its file (--out), then released; a
+ * write error cancels the load (the message is out.err). */
+static int on_piece(void *user, const rl_piece *p)
+{
+	struct load_run *r = user;
+	int ret = r->a->out ? out_write_piece(&r->out, r->plan, p) : 0;
+
+	rl_loader_release(r->ld, p);
+	if (ret < 0)
+		r->piece_failed = 1;
+	return ret < 0;
+}
+
+/* --staging-budget with --out: every device's folder before the read
+ * (the pieces land in its files as they come). */
+static int stream_folders(struct load_run *r)
+{
+	for (unsigned d = 0; r->a->out && d < r->ndev; d++)
+		if (out_stream_device(&r->out, r->ck, r->plan, d) < 0) {
+			fprintf(stderr, "%s: %s\n", PROG, r->out.err);
+			return -1;
+		}
+	rl_loader_set_piece_callback(r->ld, on_piece, r);
+	return 0;
+}
+
 static int prepare(struct load_run *r)
 {
 	int ret;
@@ -233,6 +260,8 @@ static int prepare(struct load_run *r)
 		ret = begin_out(r);
 	if (!ret && r->a->staging == RL_STAGING_CALLER)
 		ret = caller_staging(r);
+	if (!ret && r->a->staging_budget >= 0)
+		ret = stream_folders(r);
 	progress_done(&r->bar);
 	phase_end(r, PH_PLAN);
 	return ret;
@@ -251,7 +280,9 @@ static int read_checkpoint(struct load_run *r)
 	progress_done(&r->bar);
 	phase_end(r, PH_READ);
 	if (ret < 0) {
-		if (ret != RL_E_CANCELED || !cli_sig_pending())
+		if (r->piece_failed)
+			fprintf(stderr, "%s: %s\n", PROG, r->out.err);
+		else if (ret != RL_E_CANCELED || !cli_sig_pending())
 			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
 		return -1;
 	}
@@ -297,7 +328,8 @@ static int write_dump(struct load_run *r)
 		return -1;
 	cli_sig_guard(1);
 	progress_begin(&r->bar, "write");
-	for (unsigned d = 0; d < r->ndev && !ret; d++)
+	/* streaming: the files were written while reading */
+	for (unsigned d = 0; d < r->ndev && !ret && r->a->staging_budget < 0; d++)
 		ret = out_write_device(&r->out, r->ck, r->plan, d, rl_loader_staging(r->ld, d, NULL),
 				       on_progress, r);
 	if (!ret)

@@ -32,6 +32,11 @@ static int mpi_rules(const struct load_args *a)
 			"the library maps the staging\n", PROG);
 		return OPTS_USAGE;
 	}
+	if (a->staging_budget >= 0 && (a->mpi || a->verify || a->staging >= 0)) {
+		fprintf(stderr, "%s: --staging-budget streams the shards through windows: not with "
+			"%s\n", PROG, a->mpi ? "--mpi" : a->verify ? "--verify" : "--staging");
+		return OPTS_USAGE;
+	}
 	if (a->mpi && a->verify && a->local_files) {
 		fprintf(stderr, "%s: --verify reads every shard's file: not with --local-files\n",
 			PROG);
@@ -88,6 +93,11 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		{ .name = "staging", .kind = OPT_CHOICE, .dst = &a->staging,
 		  .help = "who maps the staging areas: the library, or this command as a runtime would",
 		  .choices = staging_names },
+		{ .name = "staging-budget", .kind = OPT_SIZE, .dst = &a->staging_budget,
+		  .metavar = "SIZE",
+		  .help = "stream through windows of SIZE bytes in all (0: from the process's limits) "
+			  "instead of staging the whole checkpoint",
+		  .bounds = cli_loader_bounds, .param = RL_OPT_STAGING_BUDGET },
 		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
 		  .help = "buffered reads (no O_DIRECT)" },
 		{ .name = "mpi", .kind = OPT_FLAG, .dst = &a->mpi,
@@ -109,6 +119,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		backend_names[b] = rl_backend_name((rl_backend)b);
 	memset(a, 0, sizeof(*a));
 	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
+	a->staging_budget = -1;
 	a->backend = a->staging = -1;
 	a->process = -1;
 	ret = opts_parse(&cmd, argc, argv);
@@ -132,6 +143,8 @@ int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)
 		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
 		{ RL_OPT_STAGING, a->staging },
 		{ RL_OPT_WORKERS, a->workers },
+		{ RL_OPT_STAGING, a->staging_budget >= 0 ? RL_STAGING_STREAM : -1 },
+		{ RL_OPT_STAGING_BUDGET, a->staging_budget },
 	};
 
 	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {

@@ -12,6 +12,7 @@
 struct load_args {
 	const char *path, *sharding, *out;
 	int64_t process, queue_depth, request_bytes, inflight_bytes, workers;
+	int64_t staging_budget; /* --staging-budget (streaming); -1: whole staging */
 	int backend, staging;  /* index in the choices, -1 when not given */
 	int verify, quiet, json, buffered, force;
 	int mpi, read_once;    /* --mpi, --read-once */

@@ -241,6 +241,9 @@ void out_abort(struct out_dir *o)
 		free(o->sources[i]);
 	free(o->sources);
 	free(o->names);
+	free(o->writes);
+	o->writes = NULL;
+	o->nwrites = 0;
 	o->sources = NULL;
 	o->names = NULL;
 	o->nsources = o->nnames = 0;
@@ -319,7 +322,7 @@ static long name_index(const struct out_dir *o, const char *name)
 /* The device's shards, then an empty file for every tensor it holds none of. */
 static int write_bins(struct out_dir *o, const rl_plan *plan, size_t first, size_t end,
 		      const uint8_t *staging, const char *folder, out_progress_fn fn,
-		      void *user)
+		      void *user, int stream)
 {
 	unsigned char *have = calloc(o->nnames ? o->nnames : 1, 1);
 	char path[PATH_MAX];
@@ -334,12 +337,14 @@ static int write_bins(struct out_dir *o, const rl_plan *plan, size_t first, size
 		if (k < 0 || have[k])
 			continue;  /* a name twice on one device: the first shard holds it */
 		have[k] = 1;
+		if (stream) /* created empty: the pieces fill it */
+			o->writes[s] = 1;
 		ret = bin_path(o, folder, si.name, path, sizeof(path));
-		if (!ret && si.nbytes && !staging)
+		if (!ret && si.nbytes && !staging && !stream)
 			ret = fail(o, -EFAULT, "%s: no staging area", path);
 		if (!ret)
-			ret = write_bin(o, path, si.nbytes ? staging + si.offset : NULL, si.nbytes,
-					fn, user);
+			ret = write_bin(o, path, si.nbytes && !stream ? staging + si.offset : NULL,
+					stream ? 0 : si.nbytes, fn, user);
 	}
 	for (size_t i = 0; i < o->nnames && !ret; i++) {
 		if (have[i])
@@ -428,8 +433,10 @@ static int write_manifest(struct out_dir *o, const rl_ckpt *ck, const rl_plan *p
 	return 0;
 }
 
-int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev,
-		     const uint8_t *staging, out_progress_fn fn, void *user)
+/* The folder of device dev: from staging, or (stream) created empty. */
+static int device_folder(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan,
+			 unsigned dev, const uint8_t *staging, out_progress_fn fn, void *user,
+			 int stream)
 {
 	char folder[PATH_MAX];
 	rl_device_info di;
@@ -444,10 +451,61 @@ int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, 
 	if (mkdir(folder, 0755) < 0)
 		return fail(o, -errno, "%s: %s", folder, strerror(errno));
 	device_shards(plan, dev, &first, &end);
-	ret = write_bins(o, plan, first, end, staging, folder, fn, user);
+	ret = write_bins(o, plan, first, end, staging, folder, fn, user, stream);
 	if (!ret)
 		ret = write_manifest(o, ck, plan, first, end, di.id, folder);
 	return ret;
+}
+
+int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev,
+		     const uint8_t *staging, out_progress_fn fn, void *user)
+{
+	return device_folder(o, ck, plan, dev, staging, fn, user, 0);
+}
+
+int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev)
+{
+	size_t n = rl_plan_num_shards(plan);
+
+	if (!o->writes) {
+		o->writes = calloc(n ? n : 1, 1);
+		o->nwrites = n;
+		if (!o->writes)
+			return fail(o, -ENOMEM, "out of memory");
+	}
+	return device_folder(o, ck, plan, dev, NULL, NULL, NULL, 1);
+}
+
+int out_write_piece(struct out_dir *o, const rl_plan *plan, const rl_piece *p)
+{
+	char folder[PATH_MAX], path[PATH_MAX];
+	rl_shard_info si;
+	rl_device_info di;
+	ssize_t got = 0;
+	int fd;
+
+	if (p->shard >= o->nwrites || !o->writes[p->shard] || !p->length)
+		return 0;
+	rl_plan_shard(plan, p->shard, &si);
+	rl_plan_device(plan, si.device, &di);
+	if (snprintf(folder, sizeof(folder), "%s/%" PRIu32, o->partial, di.id) >=
+	    (int)sizeof(folder) || bin_path(o, folder, si.name, path, sizeof(path)) < 0)
+		return fail(o, -ENAMETOOLONG, "%s: %s", folder, strerror(ENAMETOOLONG));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(o, -errno, "%s: %s", path, strerror(errno));
+	for (uint64_t at = 0; at < p->length && got >= 0; at += (uint64_t)got) {
+		got = pwrite(fd, (const uint8_t *)p->data + at, p->length - at,
+			     (off_t)(p->offset + at));
+		if (got == 0) { /* a regular file takes every byte or fails */
+			errno = EIO;
+			got = -1;
+		}
+	}
+	if (close(fd) < 0 || got < 0)
+		return fail(o, -errno, "%s: %s", path, strerror(errno));
+	o->done += p->length;
+	return 0;
 }
 
 /* ------------------------------------------------------------------ */

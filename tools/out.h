@@ -47,6 +47,8 @@ struct out_dir {
 	char **sources;          /* absolute path of each checkpoint file */
 	size_t nsources;
 	uint64_t total, done;    /* bytes of this process's shards; written so far */
+	unsigned char *writes;   /* streaming: per shard, 1 when its .bin is written from it */
+	size_t nwrites;
 	char err[2 * PATH_MAX + 256];
 	char warn[2 * PATH_MAX + 256]; /* out_publish(): the old DIR could not be removed */
 };
@@ -64,6 +66,16 @@ int out_begin(struct out_dir *o, const char *dir, long tag, int flags, const rl_
  * staging area into the partial directory. */
 int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev,
 		     const uint8_t *staging, out_progress_fn fn, void *user);
+
+/*
+ * Streaming (--staging-budget): the folder of device dev with every .bin
+ * created empty and its manifest, before the read; the pieces then land
+ * with out_write_piece(), each at its offset in its shard's file.
+ */
+int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev);
+/* Writes piece p into its shard's .bin (nothing for a shard whose name
+ * another shard of the device writes). */
+int out_write_piece(struct out_dir *o, const rl_plan *plan, const rl_piece *p);
 
 /* Syncs the partial directory's file system once and renames it to DIR
  * (OUT_FORCE: exchanges it with DIR, then removes the old tree). fn (may
