@@ -403,6 +403,8 @@ static uint64_t request_bytes(const rl_loader *ld, const rl_ckpt *ck, char *why,
 			snprintf(why, n, "requests %llu KiB (8 MiB: no device limit known)",
 				 (unsigned long long)(req >> 10));
 	}
+	if (ld->staging_mode == RL_STAGING_STREAM)
+		req = RL_MIN(req, ld_stream_request_cap(ld));
 	/* A read never exceeds the in-flight bound. */
 	return RL_MIN(req, ld->eo.inflight_bytes);
 }

@@ -66,6 +66,10 @@ int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const
 /* stream.c: whether a new load may start (no pieces held, none running):
  * 0 or RL_E_STATE with ld->err set. */
 int ld_stream_idle(rl_loader *ld);
+/* stream.c: the request size a streaming load plans with at most: a
+ * read at a window's edge is read for both windows, so reads are kept
+ * small against the window (a 32nd of the budget). */
+uint64_t ld_stream_request_cap(const rl_loader *ld);
 /* stream.c: frees the window pool and the stream state (destroy). */
 void ld_stream_free(rl_loader *ld);
 

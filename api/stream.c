@@ -174,6 +174,14 @@ int64_t rl_loader_default_budget(void)
 	return (int64_t)rl_align_down(lim, ST_PAGE);
 }
 
+uint64_t ld_stream_request_cap(const rl_loader *ld)
+{
+	uint64_t budget = ld->stream && ld->stream->user_pool ? ld->stream->user_len :
+			  ld->budget ? ld->budget : (uint64_t)rl_loader_default_budget();
+
+	return RL_MAX(rl_align_down(budget / 32, ST_PAGE), ST_PAGE);
+}
+
 /* ------------------------------------------------------------------ */
 /* State, pool and windows */
 

@@ -1,0 +1,189 @@
+/*
+ * test_stream_cli.c - `ringload load --staging-budget SIZE --out DIR`, run
+ * as a user runs it (build/ringload): the dump equals whole staging's
+ * (whole tensors, and a sharding that splits tensors along inner
+ * dimensions over two devices), on every backend; the options it is not
+ * valid with are usage errors; and the peak resident memory of the
+ * command (VmHWM, from wait4's rusage of the child) loading a 2 GiB
+ * checkpoint on tmpfs with a 256 MiB budget stays under budget + 128 MiB,
+ * its dump equal to whole staging's.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static const char *build(void)
+{
+	const char *b = getenv("RL_BUILD");
+
+	return b && *b ? b : "build";
+}
+
+/* Runs argv (argv[0]: a path) with stdout and stderr to /dev/null (or to
+ * errfile); returns its exit status (-1: not run or killed) and its peak
+ * resident kilobytes in *maxrss_kb. */
+static int run_rss(char *const argv[], const char *errfile, long *maxrss_kb)
+{
+	struct rusage ru;
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		int err = errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0644) : null;
+
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(err, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (wait4(pid, &st, 0, &ru) != pid)
+		return -1;
+	if (maxrss_kb)
+		*maxrss_kb = ru.ru_maxrss;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A generated checkpoint of size at dir/c.safetensors. */
+static int make_ckpt(const char *dir, const char *size)
+{
+	return sh("%s/mkckpt %s/c.safetensors --size %s >/dev/null", build(), dir, size);
+}
+
+/* ringload load of dir/c.safetensors into dir/out (extra: more options). */
+static int load_to(const char *dir, const char *out, const char *extra, long *rss)
+{
+	char rl[512], ck[512], od[512], err[512], ex[512];
+	char *argv[24];
+	int n = 0;
+
+	snprintf(rl, sizeof(rl), "%s/ringload", build());
+	snprintf(ck, sizeof(ck), "%s/c.safetensors", dir);
+	snprintf(od, sizeof(od), "%s/%s", dir, out);
+	snprintf(err, sizeof(err), "%s/%s.err", dir, out);
+	snprintf(ex, sizeof(ex), "%s", extra);
+	argv[n++] = rl;
+	argv[n++] = "load";
+	argv[n++] = ck;
+	argv[n++] = "--out";
+	argv[n++] = od;
+	argv[n++] = "--quiet";
+	for (char *t = strtok(ex, " "); t && n < 22; t = strtok(NULL, " "))
+		argv[n++] = t;
+	argv[n] = NULL;
+	n = run_rss(argv, err, rss);
+	if (n != 0)
+		sh("cat %s", err);
+	return n;
+}
+
+static const char spec2[] =
+	"{\"mesh\":{\"shape\":[2],\"axes\":[\"m\"]},\"rules\":["
+	"{\"match\":\".*(q|k|v)_proj.*\",\"spec\":[\"m\",null]},"
+	"{\"match\":\".*(o|down)_proj.*\",\"spec\":[null,\"m\"]}]}";
+
+/* Small checkpoints: the streaming dump equals whole staging's. */
+static void same_dump(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *dir = th_tmpdir();
+	char extra[1200], spec[512];
+	FILE *f;
+
+	CHECK(make_ckpt(dir, "24M") == 0);
+	snprintf(spec, sizeof(spec), "%s/spec.json", dir);
+	f = fopen(spec, "w");
+	CHECK(f && fputs(spec2, f) >= 0 && fclose(f) == 0);
+	for (int sharded = 0; sharded < 2; sharded++) {
+		snprintf(extra, sizeof(extra), "%s%s", sharded ? "--sharding " : "",
+			 sharded ? spec : "");
+		CHECK(load_to(dir, "whole", extra, NULL) == 0);
+		for (int b = 0; b < 3; b++) {
+			snprintf(extra, sizeof(extra), "--staging-budget %s --backend %s --workers %d%s%s",
+				 b == 0 ? "64K" : b == 1 ? "2M" : "256K", backends[b], b == 2 ? 3 : 1,
+				 sharded ? " --sharding " : "", sharded ? spec : "");
+			CHECKF(load_to(dir, "str", extra, NULL) == 0, "%s", extra);
+			CHECKF(sh("diff -r %s/whole %s/str", dir, dir) == 0, "%s: dumps differ", extra);
+			sh("rm -rf %s/str", dir);
+		}
+		sh("rm -rf %s/whole", dir);
+	}
+}
+
+static void usage_errors(void)
+{
+	const char *dir = th_tmpdir();
+
+	CHECK(make_ckpt(dir, "1M") == 0);
+	CHECK(load_to(dir, "u", "--staging-budget 1M --verify", NULL) == 2);
+	CHECK(load_to(dir, "u", "--staging-budget 1M --staging caller", NULL) == 2);
+	CHECK(load_to(dir, "u", "--staging-budget lots", NULL) == 2);
+}
+
+/* The checks of rss_bounded in dir (removed by the caller either way). */
+static void rss_in(const char *dir)
+{
+	const uint64_t budget = 256ull << 20, slack = 128ull << 20;
+	long rss_whole = 0, rss = 0;
+
+	CHECK(make_ckpt(dir, "2G") == 0);
+	CHECK(load_to(dir, "whole", "", &rss_whole) == 0);
+	CHECK(load_to(dir, "str", "--staging-budget 256M", &rss) == 0);
+	printf("    peak RSS: whole staging %ld MiB, --staging-budget 256M %ld MiB\n",
+	       rss_whole >> 10, rss >> 10);
+	CHECKF((uint64_t)rss * 1024 < budget + slack, "peak RSS %ld KiB", rss);
+	CHECK(rss_whole > rss); /* the measure sees staging at all */
+	CHECK(sh("diff -r %s/whole %s/str", dir, dir) == 0);
+}
+
+/* 2 GiB on tmpfs, budget 256 MiB: peak RSS under budget + 128 MiB. */
+static void rss_bounded(void)
+{
+	char dir[] = "/dev/shm/rl-stream-XXXXXX";
+	struct statvfs vs;
+
+	if (statvfs("/dev/shm", &vs) < 0 || (uint64_t)vs.f_bavail * vs.f_frsize < (7ull << 30)) {
+		th_skip("/dev/shm missing or under 7 GiB free (a 2 GiB checkpoint and two dumps)");
+		return;
+	}
+	CHECK(mkdtemp(dir));
+	rss_in(dir);
+	sh("rm -rf %s", dir);
+}
+
+int main(void)
+{
+	th_seed();
+	RUN(same_dump);
+	RUN(usage_errors);
+	RUN(rss_bounded);
+	return th_done();
+}
