@@ -84,6 +84,10 @@ TEST_HELPERS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/tests/replay_%)
 
+# examples/: programs a runtime author reads, built against the public
+# header and the shared library only (test_examples runs them).
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+
 STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
@@ -101,7 +105,7 @@ endif
 .PHONY: all test check asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
-all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
+all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(EXAMPLE_BIN) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
 
 -include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
 
@@ -162,6 +166,12 @@ $(BUILD)/perf/mpi_bench: perf/mpi_bench.c $(MPI_LIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
 		-lringload -Wl,-rpath,'$$ORIGIN/..'
+
+$(BUILD)/examples/%: examples/%.c api/ringload.h $(SHARED)
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -Iapi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload \
+		-Wl,-rpath,'$$ORIGIN/..'
 
 # The sample-checkpoint generator needs nothing of the library.
 $(BUILD)/mkckpt: $(GEN_SRC) $(TOOL_HDR)
