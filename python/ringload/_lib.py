@@ -39,6 +39,10 @@ ERROR_CODES = {
     "RL_E_SUBBYTE_SPLIT": -5037,
     "RL_E_INVALID_ARG": -5040, "RL_E_STATE": -5041, "RL_E_TOO_LARGE": -5042,
     "RL_E_BACKEND": -5050, "RL_E_CANCELED": -5051, "RL_E_STAGING": -5052,
+    "RL_E_RELEASE_TIMEOUT": -5080, "RL_E_PIECE": -5081,
+    "RL_E_PIECE_TIMEOUT": -5082,
+    "RL_E_FILE_UNAVAILABLE": -5090, "RL_E_MPI": -5091, "RL_E_PEER": -5092,
+    "RL_E_CLUSTER_MISMATCH": -5093,
 }
 globals().update(ERROR_CODES)
 
@@ -50,19 +54,24 @@ DTYPES = ("BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "I16", "U16",
 PLAN_PARAMS = {
     "process": 1, "min_gap": 2, "ratio_milli": 3, "chunk_bytes": 4,
     "shard_align": 5, "congruent": 6, "all_stats": 7, "read_once": 8,
-    "batch_bytes": 9,
+    "batch_bytes": 9, "transfer_align": 10, "max_memory": 11,
 }
 """rl_plan_param values by lower-case name (RL_PLAN_<NAME>)."""
 
 LOADER_PARAMS = {
     "backend": 1, "queue_depth": 2, "request_bytes": 3, "inflight_bytes": 4,
     "buffers": 5, "register": 6, "direct": 7, "staging": 8, "threads": 9,
+    "workers": 10, "staging_budget": 11, "release_timeout_ms": 12,
 }
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
 
 BACKENDS = {"auto": 0, "io_uring": 1, "libaio": 2, "pread": 3}
 RL_STAGING_LIBRARY = 0
 RL_STAGING_CALLER = 1
+RL_STAGING_STREAM = 2
+RL_DIRECT_OFF, RL_DIRECT_ON, RL_DIRECT_AUTO = 0, 1, 2
+FILE_MODES = {"unused": 0, "direct": 1, "cached": 2, "buffered": 3}
+"""rl_file_stats.mode values by lower-case name (RL_FILE_<NAME>)."""
 RL_MAX_DIMS = 16
 RL_TOTAL = -1
 
@@ -138,17 +147,66 @@ class LoadStats(Structure):
                 ("fallbacks", c_char * 256)]
 
 
+class LoadStatsEx(Structure):
+    """rl_load_stats_ex (size-tagged: set size = sizeof before the call)"""
+    _fields_ = [("size", c_size_t), ("workers", c_uint), ("queue_depth", c_uint),
+                ("prepare_seconds", c_double), ("setup_seconds", c_double),
+                ("scatter_seconds", c_double), ("request_bytes", c_uint64),
+                ("bytes_buffered", c_uint64), ("files_cached", c_uint),
+                ("numa_node", c_int), ("shape", c_char * 384)]
+
+
+class FileStats(Structure):
+    """rl_file_stats (size-tagged)"""
+    _fields_ = [("size", c_size_t), ("file", c_size_t), ("mode", c_int),
+                ("bytes_needed", c_uint64), ("bytes_resident", c_uint64),
+                ("device", c_char * 64), ("max_request_bytes", c_uint32),
+                ("max_segments", c_uint32), ("optimal_io_bytes", c_uint32)]
+
+
+class FileHeader(Structure):
+    """rl_file_header"""
+    _fields_ = [("path", c_char_p), ("size", c_uint64), ("header", c_void_p),
+                ("header_len", c_uint64)]
+
+
+class TransferInfo(Structure):
+    """rl_transfer_info"""
+    _fields_ = [("file", c_size_t), ("offset", c_uint64), ("nbytes", c_uint64),
+                ("root", c_int), ("nreceivers", c_size_t),
+                ("receivers", POINTER(c_int)), ("batch", c_size_t),
+                ("index", c_uint64), ("ncopies", c_size_t)]
+
+
+class PlanXStats(Structure):
+    """rl_plan_xstats (size-tagged through the call's size argument)"""
+    _fields_ = [("transfers", c_uint64), ("payload_bytes", c_uint64),
+                ("transfer_read_bytes", c_uint64), ("sent_bytes", c_uint64),
+                ("received_bytes", c_uint64), ("files_opened", c_uint64),
+                ("max_read_bytes", c_uint64), ("max_files_opened", c_uint64)]
+
+
+class Piece(Structure):
+    """rl_piece: one streamed piece of a shard (valid until released)"""
+    _fields_ = [("shard", c_size_t), ("device", c_uint), ("offset", c_uint64),
+                ("length", c_uint64), ("data", c_void_p), ("token", c_uint64)]
+
+
 STRUCTURES = {
     "rl_tensor_info": TensorInfo, "rl_dim_spec": DimSpec,
     "rl_plan_stats": PlanStats, "rl_device_info": DeviceInfo,
     "rl_shard_info": ShardInfo, "rl_request_info": RequestInfo,
     "rl_copy_info": CopyInfo, "rl_broadcast_info": BroadcastInfo,
-    "rl_load_stats": LoadStats,
+    "rl_load_stats": LoadStats, "rl_load_stats_ex": LoadStatsEx,
+    "rl_file_stats": FileStats, "rl_file_header": FileHeader,
+    "rl_transfer_info": TransferInfo, "rl_plan_xstats": PlanXStats,
+    "rl_piece": Piece,
 }
 """Every bound structure by its C name (the layout test walks this)."""
 
 SHARD_FN = CFUNCTYPE(None, c_void_p, c_size_t)
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
+PIECE_FN = CFUNCTYPE(c_int, c_void_p, POINTER(Piece))
 
 # --- functions: name -> (restype, argtypes) ---
 
@@ -175,6 +233,7 @@ _PROTOTYPES = {
     "rl_ckpt_metadata": (c_int, [_V, c_size_t, POINTER(c_char_p),
                                  POINTER(c_char_p)]),
     "rl_ckpt_metadata_get": (c_char_p, [_V, c_char_p]),
+    "rl_ckpt_open_headers": (c_int, [_V, c_size_t, POINTER(FileHeader)]),
 
     "rl_spec_create": (_V, []),
     "rl_spec_parse": (c_int, [_V, c_char_p, c_size_t]),
@@ -186,6 +245,8 @@ _PROTOTYPES = {
     "rl_spec_add_target_json": (c_int, [_V, c_char_p, c_size_t]),
     "rl_spec_errmsg": (c_char_p, [_V]),
     "rl_spec_destroy": (None, [_V]),
+    "rl_spec_set_files_of_process": (c_int, [_V, c_uint, c_size_t,
+                                             POINTER(c_char_p)]),
 
     "rl_plan_create": (_V, []),
     "rl_plan_set": (c_int, [_V, c_int, c_int64]),
@@ -205,6 +266,15 @@ _PROTOTYPES = {
     "rl_plan_copy": (c_int, [_V, c_size_t, c_size_t, POINTER(CopyInfo)]),
     "rl_plan_num_broadcasts": (c_size_t, [_V]),
     "rl_plan_broadcast": (c_int, [_V, c_size_t, POINTER(BroadcastInfo)]),
+    "rl_plan_get": (c_int, [_V, c_int, POINTER(c_int64)]),
+    "rl_plan_get_xstats": (c_int, [_V, c_int, POINTER(PlanXStats), c_size_t]),
+    "rl_plan_num_transfers": (c_size_t, [_V]),
+    "rl_plan_transfer": (c_int, [_V, c_size_t, POINTER(TransferInfo)]),
+    "rl_plan_transfer_copy": (c_int, [_V, c_size_t, c_size_t,
+                                      POINTER(CopyInfo)]),
+    "rl_plan_transfer_summary": (c_int, [_V, POINTER(c_uint64),
+                                         POINTER(c_uint64), POINTER(c_uint64)]),
+    "rl_plan_build_batch": (c_int, [_V, _V, c_size_t]),
 
     "rl_backend_name": (c_char_p, [c_int]),
     "rl_loader_create": (_V, []),
@@ -219,10 +289,25 @@ _PROTOTYPES = {
     "rl_loader_get_stats": (c_int, [_V, POINTER(LoadStats)]),
     "rl_loader_errmsg": (c_char_p, [_V]),
     "rl_loader_destroy": (None, [_V]),
+    "rl_loader_get_stats_ex": (c_int, [_V, POINTER(LoadStatsEx)]),
+    "rl_loader_num_files": (c_size_t, [_V]),
+    "rl_loader_get_file_stats": (c_int, [_V, c_size_t, POINTER(FileStats)]),
+    "rl_loader_request_bytes": (c_int64, [_V, _V]),
+    "rl_staging_alloc": (_V, [c_size_t]),
+    "rl_staging_free": (None, [_V, c_size_t]),
+
+    # streaming (docs/streaming.md); rl_loader_next_piece blocks in C with
+    # the GIL released (ctypes releases it around every foreign call)
+    "rl_loader_set_piece_callback": (c_int, [_V, PIECE_FN, _V]),
+    "rl_loader_set_window_pool": (c_int, [_V, _V, c_size_t]),
+    "rl_loader_release": (c_int, [_V, POINTER(Piece)]),
+    "rl_loader_start": (c_int, [_V, _V]),
+    "rl_loader_next_piece": (c_int, [_V, POINTER(Piece), c_int]),
+    "rl_loader_finish": (c_int, [_V]),
+    "rl_loader_default_budget": (c_int64, []),
 }
 
-# Functions of newer libraries, bound when present (None otherwise): the
-# streaming API of issue 13 goes here once it exists in C.
+# Functions of newer libraries, bound when present (None otherwise).
 _OPTIONAL = {}
 
 

@@ -16,6 +16,40 @@
 	printf("field %s %s %zu %zu\n", #s, #m, offsetof(s, m), sizeof(((s *)0)->m))
 #define CONST(c) printf("const %s %lld\n", #c, (long long)(c))
 
+/* The structures added since 0.1. */
+static void structs_new(void)
+{
+	STRUCT(rl_load_stats_ex);
+	FIELD(rl_load_stats_ex, size); FIELD(rl_load_stats_ex, workers);
+	FIELD(rl_load_stats_ex, queue_depth); FIELD(rl_load_stats_ex, prepare_seconds);
+	FIELD(rl_load_stats_ex, setup_seconds); FIELD(rl_load_stats_ex, scatter_seconds);
+	FIELD(rl_load_stats_ex, request_bytes); FIELD(rl_load_stats_ex, bytes_buffered);
+	FIELD(rl_load_stats_ex, files_cached); FIELD(rl_load_stats_ex, numa_node);
+	FIELD(rl_load_stats_ex, shape);
+	STRUCT(rl_file_stats);
+	FIELD(rl_file_stats, size); FIELD(rl_file_stats, file); FIELD(rl_file_stats, mode);
+	FIELD(rl_file_stats, bytes_needed); FIELD(rl_file_stats, bytes_resident);
+	FIELD(rl_file_stats, device); FIELD(rl_file_stats, max_request_bytes);
+	FIELD(rl_file_stats, max_segments); FIELD(rl_file_stats, optimal_io_bytes);
+	STRUCT(rl_file_header);
+	FIELD(rl_file_header, path); FIELD(rl_file_header, size);
+	FIELD(rl_file_header, header); FIELD(rl_file_header, header_len);
+	STRUCT(rl_transfer_info);
+	FIELD(rl_transfer_info, file); FIELD(rl_transfer_info, offset);
+	FIELD(rl_transfer_info, nbytes); FIELD(rl_transfer_info, root);
+	FIELD(rl_transfer_info, nreceivers); FIELD(rl_transfer_info, receivers);
+	FIELD(rl_transfer_info, batch); FIELD(rl_transfer_info, index);
+	FIELD(rl_transfer_info, ncopies);
+	STRUCT(rl_plan_xstats);
+	FIELD(rl_plan_xstats, transfers); FIELD(rl_plan_xstats, payload_bytes);
+	FIELD(rl_plan_xstats, transfer_read_bytes); FIELD(rl_plan_xstats, sent_bytes);
+	FIELD(rl_plan_xstats, received_bytes); FIELD(rl_plan_xstats, files_opened);
+	FIELD(rl_plan_xstats, max_read_bytes); FIELD(rl_plan_xstats, max_files_opened);
+	STRUCT(rl_piece);
+	FIELD(rl_piece, shard); FIELD(rl_piece, device); FIELD(rl_piece, offset);
+	FIELD(rl_piece, length); FIELD(rl_piece, data); FIELD(rl_piece, token);
+}
+
 static void structs(void)
 {
 	STRUCT(rl_tensor_info);
@@ -62,6 +96,7 @@ static void structs(void)
 	FIELD(rl_load_stats, buffers); FIELD(rl_load_stats, registered_buffers);
 	FIELD(rl_load_stats, registered_files); FIELD(rl_load_stats, direct_io);
 	FIELD(rl_load_stats, queue_depth); FIELD(rl_load_stats, fallbacks);
+	structs_new();
 }
 
 static void errors(void)
@@ -76,6 +111,9 @@ static void errors(void)
 	CONST(RL_E_SHAPE_MISMATCH); CONST(RL_E_SUBBYTE_SPLIT);
 	CONST(RL_E_INVALID_ARG); CONST(RL_E_STATE); CONST(RL_E_TOO_LARGE);
 	CONST(RL_E_BACKEND); CONST(RL_E_CANCELED); CONST(RL_E_STAGING);
+	CONST(RL_E_RELEASE_TIMEOUT); CONST(RL_E_PIECE); CONST(RL_E_PIECE_TIMEOUT);
+	CONST(RL_E_FILE_UNAVAILABLE); CONST(RL_E_MPI); CONST(RL_E_PEER);
+	CONST(RL_E_CLUSTER_MISMATCH);
 }
 
 static void params(void)
@@ -83,12 +121,14 @@ static void params(void)
 	CONST(RL_PLAN_PROCESS); CONST(RL_PLAN_MIN_GAP); CONST(RL_PLAN_RATIO_MILLI);
 	CONST(RL_PLAN_CHUNK_BYTES); CONST(RL_PLAN_SHARD_ALIGN); CONST(RL_PLAN_CONGRUENT);
 	CONST(RL_PLAN_ALL_STATS); CONST(RL_PLAN_READ_ONCE); CONST(RL_PLAN_BATCH_BYTES);
+	CONST(RL_PLAN_TRANSFER_ALIGN); CONST(RL_PLAN_MAX_MEMORY);
 	CONST(RL_OPT_BACKEND); CONST(RL_OPT_QUEUE_DEPTH); CONST(RL_OPT_REQUEST_BYTES);
 	CONST(RL_OPT_INFLIGHT_BYTES); CONST(RL_OPT_BUFFERS); CONST(RL_OPT_REGISTER);
 	CONST(RL_OPT_DIRECT); CONST(RL_OPT_STAGING); CONST(RL_OPT_THREADS);
+	CONST(RL_OPT_WORKERS); CONST(RL_OPT_STAGING_BUDGET); CONST(RL_OPT_RELEASE_TIMEOUT_MS);
 	CONST(RL_BACKEND_AUTO); CONST(RL_BACKEND_IO_URING); CONST(RL_BACKEND_LIBAIO);
 	CONST(RL_BACKEND_PREAD);
-	CONST(RL_STAGING_LIBRARY); CONST(RL_STAGING_CALLER);
+	CONST(RL_STAGING_LIBRARY); CONST(RL_STAGING_CALLER); CONST(RL_STAGING_STREAM);
 	CONST(RL_MAX_DIMS); CONST(RL_TOTAL);
 	printf("const sizeof_enum %zu\n", sizeof(rl_dtype));
 }

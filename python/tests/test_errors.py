@@ -161,7 +161,10 @@ def test_every_code_maps_to_its_group_class():
               "RL_E_SUBBYTE_SPLIT": ringload.SpecError,
               "RL_E_INVALID_ARG": ringload.ArgumentError, "RL_E_TOO_LARGE": ringload.ArgumentError,
               "RL_E_STATE": ringload.StateError, "RL_E_BACKEND": ringload.LoadError,
-              "RL_E_CANCELED": ringload.CanceledError, "RL_E_STAGING": ringload.LoadError}
+              "RL_E_CANCELED": ringload.CanceledError, "RL_E_STAGING": ringload.LoadError,
+              "RL_E_RELEASE_TIMEOUT": ringload.LoadError, "RL_E_PIECE": ringload.LoadError,
+              "RL_E_FILE_UNAVAILABLE": ringload.LoadError, "RL_E_MPI": ringload.LoadError,
+              "RL_E_PEER": ringload.LoadError, "RL_E_CLUSTER_MISMATCH": ringload.LoadError}
     for name, code in _lib.ERROR_CODES.items():
         cls = next(c for prefix, c in groups.items() if name.startswith(prefix))
         e = _errors.error(code, "msg")
