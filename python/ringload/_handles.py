@@ -277,6 +277,42 @@ class Loader(_Handle, kind="loader"):
         p = _lib.rl_loader_staging(self.ptr, dev, ctypes.byref(n))
         return p, n.value
 
+    def request_bytes(self, ckpt):
+        """rl_loader_request_bytes: the request size to plan ckpt with."""
+        return self.check(_lib.rl_loader_request_bytes(self.ptr, ckpt.ptr))
+
+    def set_window_pool(self, ptr, length):
+        """rl_loader_set_window_pool: streaming windows in the caller's
+        memory (ptr None: the library's); it must outlive the load."""
+        self.check(_lib.rl_loader_set_window_pool(self.ptr, ptr, length))
+
+    def start(self, plan):
+        """rl_loader_start: a streaming load of plan on a library thread."""
+        self.check(_lib.rl_loader_start(self.ptr, plan.ptr))
+
+    def next_piece(self, timeout_ms):
+        """rl_loader_next_piece, blocking in C without the GIL: a Piece,
+        None at the end, or False when none came within timeout_ms."""
+        piece = _lib.Piece()
+        rc = _lib.rl_loader_next_piece(self.ptr, ctypes.byref(piece),
+                                       int(timeout_ms))
+        if rc == _lib.RL_E_PIECE_TIMEOUT:
+            return False
+        return piece if self.check(rc) == 1 else None
+
+    def release(self, piece):
+        """rl_loader_release: piece's window may be reused (any thread)."""
+        rc = _lib.rl_loader_release(self.ptr, ctypes.byref(piece))
+        if rc < 0:
+            raise _errors.error(rc, f"release of a piece of shard {piece.shard}")
+
+    def finish(self, early=False):
+        """rl_loader_finish; early: the consumer stopped before the end, so
+        the load's RL_E_CANCELED is expected and not raised."""
+        rc = _lib.rl_loader_finish(self.ptr)
+        if not (early and rc == _lib.RL_E_CANCELED):
+            self.check(rc)
+
     def stats(self):
         """Returns the statistics of the last run as a dict."""
         st = _lib.LoadStats()

@@ -10,14 +10,18 @@ imports torch but nothing that needs a GPU.
 
 Devices: "cpu", "cuda", "cuda:N", an int N (cuda:N, as safetensors), a
 torch.device, or another torch device type, which torch's .to() handles.
-A CUDA device is loaded through host staging and then copied with .to():
-correct, not yet streaming (docs/python.md). _deliver() is the one place
-where the streaming path (pinned window pool, copy stream, release on the
-copy's event) plugs in once the C streaming API exists.
+A CUDA device streams (_deliver_streaming, docs/streaming.md): a window
+pool pinned by torch, pieces pulled from the library, copy_(non_blocking=
+True) on a copy stream, each piece released when its copy's event fired;
+host memory stays within the budget. The loader option staging_budget
+(ringload.load(..., options={"staging_budget": N})) streams CPU targets
+the same way, into tensors torch owns.
 """
+import collections
+
 import torch
 
-from . import _core, _dtypes, _errors, _lib
+from . import _core, _dtypes, _errors, _lib, _stream
 
 
 def _device_error(device, why):
@@ -52,22 +56,117 @@ def parse_device(device):
 
 
 def _to_device(t, device):
-    """Copies a host tensor to device (not streaming: see _deliver)."""
+    """Copies a host tensor to device (the non-streaming path)."""
     return t.to(device)
+
+
+class _Copier:
+    """Copies pieces into their shards' byte tensors and releases each piece
+    once its copy is done: at once for a CPU target; for a CUDA target, the
+    copy is copy_(non_blocking=True) from the pinned window on a copy stream
+    and the piece is released when the copy's event has fired."""
+
+    def __init__(self, load, cuda):
+        self.load = load
+        self.pending = collections.deque()
+        self.stream = torch.cuda.Stream() if cuda else None  # GPU only
+
+    def copy(self, dst, piece):
+        """Copies piece into dst (a uint8 tensor of its length)."""
+        src = torch.from_numpy(_stream.piece_array(piece))
+        if self.stream is None or not dst.is_cuda:
+            dst.copy_(src)
+            self.load.release(piece)
+            return
+        with torch.cuda.stream(self.stream):  # GPU only, to the end
+            dst.copy_(src, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        self.pending.append((event, piece))
+        self.poll()
+
+    def poll(self):
+        """Releases the pieces whose copies finished; True if any."""
+        freed = False
+        while self.pending and self.pending[0][0].query():  # GPU only
+            self.load.release(self.pending.popleft()[1])
+            freed = True
+        return freed
+
+    def idle(self):
+        """No piece is ready: waits for the oldest copy (its window may be
+        the one the loader needs). True when it released something."""
+        if not self.pending:
+            return False
+        if self.poll():  # GPU only, to the end
+            return True
+        event, piece = self.pending.popleft()
+        event.synchronize()
+        self.load.release(piece)
+        return True
+
+    def drain(self):
+        """Waits for every copy and releases its piece; later work on the
+        current stream sees the copies."""
+        while self.pending:  # GPU only, to the end
+            event, piece = self.pending.popleft()
+            event.synchronize()
+            self.load.release(piece)
+        if self.stream is not None:
+            torch.cuda.current_stream().wait_stream(self.stream)
+
+
+def _shaped(u8, shard):
+    """The shard's bytes (a uint8 tensor) as its dtype and box shape."""
+    tdt = _dtypes.torch_dtype(torch, shard.name, shard.dtype)
+    if not u8.numel():
+        return torch.empty(shard.box, dtype=tdt, device=u8.device)
+    return u8.view(tdt).reshape(shard.box)
+
+
+def _deliver_streaming(job, devices, cuda):
+    """The streaming delivery (docs/streaming.md): every shard's tensor is
+    allocated on its device first; the pieces are pulled from a window pool
+    of the budget (loader option staging_budget, else the library's default)
+    -- pinned by torch when a target is CUDA -- copied into place and
+    released; host memory stays within the budget."""
+    budget = int((job.options or {}).get("staging_budget") or
+                 _lib.rl_loader_default_budget())
+    pool = None
+    if cuda:  # GPU only: pinned windows for copy_(non_blocking=True)
+        pool = torch.empty(budget, dtype=torch.uint8, pin_memory=True)
+    with _stream.StreamingLoad(job, budget, None if pool is None else
+                               (pool.data_ptr(), budget)) as load:
+        for s in load.shards:
+            _dtypes.torch_check(torch, s.name, s.dtype, s.box)
+        dst = [torch.empty(s.nbytes, dtype=torch.uint8,
+                           device=devices.get(s.device_id) or "cpu")
+               for s in load.shards]
+        copier = _Copier(load, cuda)
+        try:
+            for piece in load.pieces(copier.idle if cuda else None):
+                end = piece.offset + piece.length
+                copier.copy(dst[piece.shard][piece.offset:end], piece)
+        finally:
+            copier.drain()
+        out = {i: {} for i, _ in load.devices}
+    for s in load.shards:
+        out[s.device_id][s.name] = _shaped(dst[s.index], s)
+    return out
 
 
 def _deliver(job, devices):
     """Loads job and delivers every shard to its device (devices: device
     id -> torch.device; absent: CPU). Returns {device_id: {name: tensor}}.
 
-    Today: the whole process's shards land in host staging, CPU shards are
-    zero-copy views of it, others are copied with .to(device); the host
-    staging is freed once those copies are done and no CPU view remains.
-    The streaming path replaces this body for CUDA targets: windows pinned
-    by torch (rl_loader_set_window_pool), rl_loader_next_piece() in a loop,
-    copy_(non_blocking=True) into preallocated device tensors on a copy
-    stream, rl_loader_release() when the copy's event fires.
+    With a CUDA target, or the loader option staging_budget, the load
+    streams (_deliver_streaming): host memory stays within the budget.
+    Otherwise the whole process's shards land in host staging and CPU
+    shards are zero-copy views of it (the staging lives while they do).
     """
+    cuda = any(d is not None and d.type == "cuda" for d in devices.values())
+    if cuda or "staging_budget" in (job.options or {}):
+        return _deliver_streaming(job, devices, cuda)
     return _core.materialize(FRAMEWORK, _core.load_library(job), devices)
 
 

@@ -1,6 +1,7 @@
 """CUDA devices (marked gpu; skipped when torch.cuda.is_available() is
-false): load_file, safe_open and load deliver to cuda:N through host
-staging and .to(), bytes equal to the CPU results."""
+false): load_file and load stream to cuda:N (pinned windows, copy stream,
+release on the copy's event), safe_open copies with .to(); bytes equal to
+the CPU results."""
 import os
 
 import pytest
@@ -61,3 +62,20 @@ def test_absent_cuda_device_is_a_device_error(testdata, torch):
     n = torch.cuda.device_count()
     with pytest.raises(ringload.DeviceError, match=f"{n} CUDA devices"):
         ringload.torch.load_file(_ref(testdata, "shapes.safetensors"), device=n)
+
+
+def test_streaming_to_cuda_equals_the_cpu_load(testdata, torch):
+    """GPU only: pinned windows from torch, copies on a copy stream, each
+    piece released on its copy's event; a 64 KiB budget recycles the
+    windows many times."""
+    from test_reference import MOE_SPEC
+    path = _ref(testdata, "tiny-moe")
+    cpu = ringload.load(path, sharding=MOE_SPEC, process=0, framework="pt")
+    for budget in (64 << 10, 1 << 20):
+        got = ringload.load(path, sharding=MOE_SPEC, process=0, framework="pt",
+                            device_map={7: "cuda:0", 5: "cuda:0"},
+                            options={"staging_budget": budget})
+        for dev, tensors in got.items():
+            for name, t in tensors.items():
+                assert t.is_cuda
+                assert oracle.as_bytes(t) == oracle.as_bytes(cpu[dev][name])
