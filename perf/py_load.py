@@ -202,16 +202,17 @@ def report(rows, a, size):
     fio = med.get(("fio best", "-"))
     for dev in sorted({k[1] for k in rows if k[0] == "ringload"}):
         rl = med[("ringload", dev)]
-        line = f"ringload to {dev}:"
+        parts = []
         if fio:
-            line += f" {rl / fio:.2f}x fio best (target >= 0.9 on cuda)"
+            parts.append(f"{rl / fio:.2f}x fio best (target >= 0.9 on cuda)")
         if ("safetensors", dev) in med:
-            line += f", {rl / med[('safetensors', dev)]:.2f}x safetensors (target >= 1.5)"
+            parts.append(f"{rl / med[('safetensors', dev)]:.2f}x safetensors (target >= 1.5)")
         if dev == "cpu" and ("cli", "cpu") in med:
-            line += f", {rl / med[('cli', 'cpu')]:.2f}x ringload load (target >= 0.9)"
+            parts.append(f"{rl / med[('cli', 'cpu')]:.2f}x ringload load (target >= 0.9)")
         if dev.startswith("cuda"):
-            line += (f", extra RSS {rss[('ringload', dev)] / 2**20:.0f} MiB vs budget "
-                     f"{a.budget >> 20} MiB (target <= budget + 10%)")
+            parts.append(f"extra RSS {rss[('ringload', dev)] / 2**20:.0f} MiB vs budget "
+                         f"{a.budget >> 20} MiB (target <= budget + 10%)")
+        line = f"ringload to {dev}: " + ", ".join(parts)
         print(line)
 
 
