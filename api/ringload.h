@@ -727,7 +727,8 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
  * block devices under ck's files take without splitting (max_sectors_kb,
  * followed through partitions, device-mapper and loop devices), so that
  * the pieces the block layer cuts a read into are all full; never above
- * RL_OPT_INFLIGHT_BYTES. Returns the size (> 0), or -EINVAL (NULL
+ * RL_OPT_INFLIGHT_BYTES; with RL_STAGING_STREAM never above a 32nd of the
+ * budget (a read at a window's edge is read for both windows). Returns the size (> 0), or -EINVAL (NULL
  * argument). Any file it cannot probe counts as having no limit.
  */
 int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck);

@@ -296,17 +296,22 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 		base = s->pool;
 		len = s->pool_len;
 	}
+	pthread_mutex_lock(&s->lock);
 	s->nslots = len >= ST_TWO_WINDOWS ? 2 : 1;
 	s->slot_bytes = rl_align_down(len / s->nslots, ST_PAGE);
+	pthread_mutex_unlock(&s->lock);
 	if (s->slot_bytes < 2 * ST_PAGE)
 		return rl_err_set(&ld->err, RL_E_STAGING,
 				  "streaming: window pool of %" PRIu64 " usable bytes: at least %llu needed",
 				  len, ST_MIN_BUDGET);
+	/* Under the lock: a stale release from another thread reads them. */
+	pthread_mutex_lock(&s->lock);
 	for (unsigned i = 0; i < s->nslots; i++) {
 		s->slot[i].ptr = base + i * s->slot_bytes;
 		s->slot[i].busy = 0;
 		s->slot[i].held = s->slot[i].npieces = 0;
 	}
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
@@ -330,15 +335,8 @@ static int ext_cmp(const void *a, const void *b)
 
 static int st_push_range(struct ld_stream *s, size_t *cap, const struct eng_range *r)
 {
-	if (s->nranges == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct st_range *nr = rl_reallocarray(s->ranges, ncap, sizeof(*nr));
-
-		if (!nr)
-			return -ENOMEM;
-		s->ranges = nr;
-		*cap = ncap;
-	}
+	if (rl_grow((void **)&s->ranges, cap, s->nranges + 1, sizeof(*s->ranges)) < 0)
+		return -ENOMEM;
 	s->ranges[s->nranges].r = *r;
 	s->ranges[s->nranges].first = s->npieces;
 	s->ranges[s->nranges].n = 0;
@@ -348,15 +346,8 @@ static int st_push_range(struct ld_stream *s, size_t *cap, const struct eng_rang
 
 static int st_push_piece(struct ld_stream *s, size_t *cap, const struct st_piece *p)
 {
-	if (s->npieces == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct st_piece *np = rl_reallocarray(s->pieces, ncap, sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		s->pieces = np;
-		*cap = ncap;
-	}
+	if (rl_grow((void **)&s->pieces, cap, s->npieces + 1, sizeof(*s->pieces)) < 0)
+		return -ENOMEM;
 	s->pieces[s->npieces++] = *p;
 	s->ranges[s->nranges - 1].n++;
 	return 0;

@@ -46,23 +46,6 @@ static unsigned clip_copy(const struct rl_copy *c, const struct eng_range *w,
 	return n;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap = *cap ? *cap : 64;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	np = rl_reallocarray(*p, ncap, size);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 /* Adds read r's clipped copies (if any) and r itself to j. */
 static int add_read(const struct rl_read *r, const struct rl_copy *copies,
 		    const struct eng_range *w, struct eng_wjob *j)
@@ -74,14 +57,14 @@ static int add_read(const struct rl_read *r, const struct rl_copy *copies,
 		struct rl_copy out[3];
 		unsigned n = clip_copy(copies + r->first_copy + i, w, out);
 
-		if (grow((void **)&j->copies, &j->cap_copies, j->ncopies + n, sizeof(*out)))
+		if (rl_grow((void **)&j->copies, &j->cap_copies, j->ncopies + n, sizeof(*out)))
 			return -ENOMEM;
 		memcpy(j->copies + j->ncopies, out, n * sizeof(*out));
 		j->ncopies += n;
 	}
 	if (j->ncopies == first)
 		return 0;
-	if (grow((void **)&j->reads, &j->cap_reads, j->nreads + 1, sizeof(*nr)))
+	if (rl_grow((void **)&j->reads, &j->cap_reads, j->nreads + 1, sizeof(*nr)))
 		return -ENOMEM;
 	nr = j->reads + j->nreads++;
 	*nr = *r;

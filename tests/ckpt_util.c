@@ -187,3 +187,26 @@ size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
 	sj += (size_t)snprintf(out + sj, cap - sj, "]}");
 	return sj;
 }
+
+void run_backend_matrix(const struct th_case *cases, size_t n, rl_backend *backend,
+			unsigned *workers)
+{
+	static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
+					       RL_BACKEND_PREAD };
+	static const unsigned counts[] = { 1, 3 };
+	char name[128];
+
+	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
+		for (size_t w = 0; w < sizeof(counts) / sizeof(counts[0]); w++) {
+			for (size_t t = 0; t < n; t++) {
+				*backend = backends[b];
+				*workers = counts[w];
+				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(*backend),
+					 *workers, cases[t].name);
+				th_run(name, cases[t].fn);
+			}
+		}
+	}
+	*backend = RL_BACKEND_IO_URING;
+	*workers = 1;
+}

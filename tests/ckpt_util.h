@@ -48,4 +48,16 @@ int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *
 size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
 		   unsigned nproc, char *out, size_t cap);
 
+/* A test of a table run on every backend with one worker and with three. */
+struct th_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+/* Runs every case on io_uring, libaio and pread, each with 1 and 3
+ * workers, as "backend/Nw/name", with *backend and *workers set for it;
+ * leaves them at io_uring and 1. */
+void run_backend_matrix(const struct th_case *cases, size_t n, rl_backend *backend,
+			unsigned *workers);
+
 #endif

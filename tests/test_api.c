@@ -40,6 +40,9 @@ static const char *const covered[] = {
 	"rl_loader_destroy", "rl_loader_get_stats_ex", "rl_loader_num_files",
 	"rl_loader_get_file_stats", "rl_loader_request_bytes", "rl_staging_alloc",
 	"rl_staging_free",
+	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
+	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
+	"rl_loader_default_budget",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -477,6 +480,38 @@ static void caller_staging_of_exactly_staging_bytes(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* The streaming functions with NULL and out-of-state arguments (the
+ * loads themselves: test_stream.c). */
+static void streaming_functions(void)
+{
+	rl_loader *ld = rl_loader_create();
+	rl_plan *plan = rl_plan_create();
+	rl_piece p = { 0 };
+	char small[4096];
+
+	CHECK(ld && plan);
+	CHECK_EQ(rl_loader_set_piece_callback(NULL, NULL, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_set_piece_callback(ld, NULL, NULL), 0);
+	CHECK_EQ(rl_loader_set_window_pool(NULL, NULL, 0), -EINVAL);
+	CHECK_EQ(rl_loader_set_window_pool(ld, small, sizeof(small)), RL_E_STAGING);
+	CHECK_EQ(rl_loader_set_window_pool(ld, NULL, 0), 0);
+	CHECK_EQ(rl_loader_release(NULL, &p), -EINVAL);
+	CHECK_EQ(rl_loader_release(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_release(ld, &p), 0);
+	p.token = 1ull << 56;
+	CHECK_EQ(rl_loader_release(ld, &p), RL_E_PIECE);
+	CHECK_EQ(rl_loader_start(NULL, plan), -EINVAL);
+	CHECK_EQ(rl_loader_start(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_start(ld, plan), RL_E_STATE);  /* not built */
+	CHECK_EQ(rl_loader_next_piece(NULL, &p, 0), -EINVAL);
+	CHECK_EQ(rl_loader_next_piece(ld, &p, 0), RL_E_STATE);
+	CHECK_EQ(rl_loader_finish(NULL), -EINVAL);
+	CHECK_EQ(rl_loader_finish(ld), RL_E_STATE);
+	CHECK(rl_loader_default_budget() >= (64 << 10));
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+}
+
 int main(void)
 {
 	RUN(every_public_function_is_covered);
@@ -487,5 +522,6 @@ int main(void)
 	RUN(cluster_functions);
 	RUN(loader_functions);
 	RUN(caller_staging_of_exactly_staging_bytes);
+	RUN(streaming_functions);
 	return th_done();
 }

@@ -22,9 +22,6 @@
 #include "harness.h"
 #include "ringload.h"
 
-static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
-				       RL_BACKEND_PREAD };
-static const unsigned worker_counts[] = { 1, 3 };
 static rl_backend cur = RL_BACKEND_IO_URING;
 static unsigned cur_workers = 1;
 
@@ -62,27 +59,19 @@ static int load_reference(struct fixture *f)
 	return ret;
 }
 
-/* A random checkpoint and spec (mesh up to 3x3, one process), planned
- * with requests of chunk bytes. */
-static int fixture_random(struct fixture *f, uint64_t chunk)
+/* The checkpoint at path under spec_json (sj bytes), planned with requests
+ * of chunk bytes, and its whole-staging load. */
+static int fixture_build(struct fixture *f, const char *path, const char *spec_json, size_t sj,
+			 uint64_t chunk)
 {
-	struct rt t[12];
-	unsigned n = 1 + (unsigned)(th_rand() % 12);
-	unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
-	uint64_t data_start, fsize;
-	char spec_json[16384];
-	uint8_t *file = write_random_ckpt(tmp_path("s.safetensors"), t, n, &data_start, &fsize);
-	size_t sj = random_spec(t, n, mx, my, 1, spec_json, sizeof(spec_json));
 	int ret;
 
-	memset(f, 0, sizeof(*f));
-	free(file);
 	f->ck = rl_ckpt_create();
 	f->spec = rl_spec_create();
 	f->plan = rl_plan_create();
-	if (!file || !f->ck || !f->spec || !f->plan)
+	if (!f->ck || !f->spec || !f->plan)
 		return -ENOMEM;
-	ret = rl_ckpt_open(f->ck, tmp_path("s.safetensors"));
+	ret = rl_ckpt_open(f->ck, path);
 	if (ret == 0)
 		ret = rl_spec_parse(f->spec, spec_json, sj);
 	if (ret == 0)
@@ -94,6 +83,38 @@ static int fixture_random(struct fixture *f, uint64_t chunk)
 	if (ret < 0)
 		printf("    fixture: %d %s | %s\n", ret, rl_ckpt_errmsg(f->ck), rl_plan_errmsg(f->plan));
 	return ret;
+}
+
+/* A random checkpoint of n tensors (0: random count) under spec_json
+ * (NULL: a random spec over a mesh up to 3x3, one process). */
+static int fixture_new(struct fixture *f, unsigned n, const char *spec_json, uint64_t chunk)
+{
+	struct rt t[12];
+	uint64_t data_start, fsize;
+	char *path = tmp_path("s.safetensors"), json[16384];
+	uint8_t *file;
+	size_t sj;
+
+	memset(f, 0, sizeof(*f));
+	n = n ? n : 1 + (unsigned)(th_rand() % 12);
+	file = write_random_ckpt(path, t, n, &data_start, &fsize);
+	if (!file)
+		return -ENOMEM;
+	free(file);
+	if (spec_json) {
+		sj = strlen(spec_json);
+	} else {
+		unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
+
+		sj = random_spec(t, n, mx, my, 1, json, sizeof(json));
+		spec_json = json;
+	}
+	return fixture_build(f, path, spec_json, sj, chunk);
+}
+
+static int fixture_random(struct fixture *f, uint64_t chunk)
+{
+	return fixture_new(f, 0, NULL, chunk);
 }
 
 static void fixture_free(struct fixture *f)
@@ -289,32 +310,10 @@ static void random_budgets(void)
 	CHECK(loads > 0);
 }
 
-/* A fixture of random tensors under spec_json (one process). */
+/* A fixture of 10 random tensors under spec_json (one process). */
 static int fixture_spec(struct fixture *f, const char *spec_json, uint64_t chunk)
 {
-	struct rt t[12];
-	uint64_t data_start, fsize;
-	uint8_t *file = write_random_ckpt(tmp_path("d.safetensors"), t, 10, &data_start, &fsize);
-	int ret = file ? 0 : -ENOMEM;
-
-	memset(f, 0, sizeof(*f));
-	free(file);
-	f->ck = rl_ckpt_create();
-	f->spec = rl_spec_create();
-	f->plan = rl_plan_create();
-	if (ret == 0 && (!f->ck || !f->spec || !f->plan))
-		ret = -ENOMEM;
-	if (ret == 0)
-		ret = rl_ckpt_open(f->ck, tmp_path("d.safetensors"));
-	if (ret == 0)
-		ret = rl_spec_parse(f->spec, spec_json, strlen(spec_json));
-	if (ret == 0)
-		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
-	if (ret == 0)
-		ret = rl_plan_build(f->plan, f->ck, f->spec);
-	if (ret == 0)
-		ret = load_reference(f);
-	return ret;
+	return fixture_new(f, 10, spec_json, chunk);
 }
 
 /* Every tensor replicated on 3 devices: one read, copies to each; each
@@ -601,10 +600,7 @@ static void caller_pool(void)
 
 int main(void)
 {
-	static const struct {
-		const char *name;
-		th_fn fn;
-	} tests[] = {
+	static const struct th_case tests[] = {
 		{ "random_budgets", random_budgets },
 		{ "deduplicated_shards", deduplicated_shards },
 		{ "release_other_thread", release_other_thread },
@@ -613,22 +609,9 @@ int main(void)
 		{ "destroy_mid_pull", destroy_mid_pull },
 		{ "caller_pool", caller_pool },
 	};
-	char name[128];
 
 	th_seed();
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
-		cur = backends[b];
-		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
-			for (size_t t = 0; t < RL_ARRAY_SIZE(tests); t++) {
-				cur_workers = worker_counts[w];
-				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(cur),
-					 cur_workers, tests[t].name);
-				th_run(name, tests[t].fn);
-			}
-		}
-	}
-	cur = RL_BACKEND_IO_URING;
-	cur_workers = 1;
+	run_backend_matrix(tests, RL_ARRAY_SIZE(tests), &cur, &cur_workers);
 	th_run("arguments", arguments);
 	return th_done();
 }

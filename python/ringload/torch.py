@@ -164,7 +164,7 @@ def _deliver(job, devices):
     Otherwise the whole process's shards land in host staging and CPU
     shards are zero-copy views of it (the staging lives while they do).
     """
-    cuda = any(d is not None and d.type == "cuda" for d in devices.values())
+    cuda = any(getattr(d, "type", None) == "cuda" for d in devices.values())
     if cuda or "staging_budget" in (job.options or {}):
         return _deliver_streaming(job, devices, cuda)
     return _core.materialize(FRAMEWORK, _core.load_library(job), devices)
