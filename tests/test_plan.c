@@ -14,20 +14,6 @@
 #include "pl_fake.h"
 #include "../planner/xfer.h"
 
-static struct pl_spec *spec_json(const char *json)
-{
-	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
-
-	rl_err_clear(&e);
-	if (s && pl_spec_parse(s, json, strlen(json), &e)) {
-		fprintf(stderr, "spec: %s\n", e.msg);
-		pl_spec_free(s);
-		return NULL;
-	}
-	return s;
-}
-
 /* ---------------------------------------------------------------- */
 /* Boxes -> byte runs                                                */
 /* ---------------------------------------------------------------- */
@@ -341,7 +327,7 @@ static void automatic_ratio_past_1024_blocks(void)
 static int build(struct fake *f, const char *json, struct pl_opts *o, struct pl_plan **p,
 		 struct rl_err *e)
 {
-	struct pl_spec *s = json ? spec_json(json) : pl_spec_new();
+	struct pl_spec *s = json ? fk_spec(json) : pl_spec_new();
 	int ret;
 
 	rl_err_clear(e);

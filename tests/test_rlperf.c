@@ -108,28 +108,6 @@ static const char *write_text(const char *name, const char *text)
 	return p;
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = rl_malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		rl_free(buf);
-		buf = NULL;
-	}
-	if (buf)
-		buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
-
 /* Runs a shell command; its stdout and stderr into out (NUL-ended). */
 static int run_cmd(const char *cmd, char *out, size_t len)
 {
@@ -517,7 +495,7 @@ static void help_lists_exactly_the_options(void)
 	CHECK(f);
 	rp_usage(f);
 	fclose(f);
-	text = slurp(path);
+	text = th_slurp(path, NULL);
 	CHECK(text);
 	/* every option and alias of the table is in the text */
 	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
@@ -531,7 +509,7 @@ static void help_lists_exactly_the_options(void)
 			snprintf(want, sizeof(want), "--%s", names[k]);
 			if (!strstr(text, want)) {
 				th_fail(__FILE__, __LINE__, "help lacks %s", want);
-				rl_free(text);
+				free(text);
 				return;
 			}
 		}
@@ -547,20 +525,20 @@ static void help_lists_exactly_the_options(void)
 			rp_conf_free(&c);
 		if (strstr(err, "unrecognized") || strstr(err, "does not support")) {
 			th_fail(__FILE__, __LINE__, "help lists %s: %s", opt, err);
-			rl_free(text);
+			free(text);
 			return;
 		}
 		listed++;
 	}
 	CHECK(!strstr(text, "OPT_") && !strstr(text, "RP_O_"));
-	rl_free(text);
+	free(text);
 	CHECK_EQ(listed, RL_ARRAY_SIZE(opt_table));
 }
 
 /* man/rlperf.1 names every option (roff writes '-' as "\-") and renders */
 static void man_page_lists_every_option(void)
 {
-	char *text = slurp("man/rlperf.1"), *w, *r, out[256];
+	char *text = th_slurp("man/rlperf.1", NULL), *w, *r, out[256];
 
 	if (!text)
 		SKIP("man/rlperf.1 not found (run from the repository root)");
@@ -576,11 +554,11 @@ static void man_page_lists_every_option(void)
 		for (int k = 0; k < 2; k++)
 			if (names[k] && !strstr(text, names[k])) {
 				th_fail(__FILE__, __LINE__, "man/rlperf.1 lacks %s", names[k]);
-				rl_free(text);
+				free(text);
 				return;
 			}
 	}
-	rl_free(text);
+	free(text);
 	if (!have("man --version"))
 		SKIP("man (man-db) not installed");
 	CHECK_EQ(run_cmd("MANWIDTH=80 man -l man/rlperf.1 2>&1 | head -n 3", out,
@@ -1509,7 +1487,7 @@ static void normal_output_reads_like_fio(void)
 
 	CHECK(!print_known(rp_print_normal, "out.txt", "--bs=1m", "--iodepth=16", path,
 			   sizeof(path)));
-	text = slurp(path);
+	text = th_slurp(path, NULL);
 	CHECK(text);
 	ok = strstr(text, "rlperf: (g=0): rw=read, bs=(R) 1024KiB-1024KiB, ioengine=io_uring, "
 		    "iodepth=16\n") &&
@@ -1528,7 +1506,7 @@ static void normal_output_reads_like_fio(void)
 		    "io=1000MiB (1049MB), run=2000-2000msec\n");
 	if (!ok)
 		fprintf(stdout, "%s", text);
-	rl_free(text);
+	free(text);
 	CHECK(ok);
 }
 
@@ -1720,16 +1698,16 @@ static void binary_writes_output_to_a_file(void)
 		 "--eta=never", path, dest);
 	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
 	CHECK_STR(out, "");
-	text = slurp(dest);
+	text = th_slurp(dest, NULL);
 	CHECK(text);
 	CHECKF(strstr(text, "\"jobs\" : [") && strstr(text, "\"io_bytes\" : 262144"), "%s", text);
-	rl_free(text);
+	free(text);
 	/* a bad option leaves the file alone; a bad path is one line */
 	snprintf(args, sizeof(args), "--filename=%s --output=%s --bs=x", path, dest);
 	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 1);
-	text = slurp(dest);
+	text = th_slurp(dest, NULL);
 	CHECK(text && strstr(text, "\"jobs\""));
-	rl_free(text);
+	free(text);
 	snprintf(args, sizeof(args), "--filename=%s --output=/nonexistent/r.txt", path);
 	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 1);
 	CHECK_STR(out, "rlperf: output file open error: /nonexistent/r.txt: No such file or "

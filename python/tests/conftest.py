@@ -36,8 +36,31 @@ def testdata():
     d = os.environ.get("RL_TESTDATA") or os.path.join(ROOT, "..", "shared",
                                                       "testdata")
     if not os.path.isdir(os.path.join(d, "reference")):
-        pytest.skip(f"needs the shared test data in {d} (RL_TESTDATA)")
+        pytest.skip("needs the shared fixtures (files written by the safetensors "
+                    f"reference implementation): {d} not found; set RL_TESTDATA")
     return d
+
+
+@pytest.fixture(scope="session")
+def small_ckpt(tmp_path_factory):
+    """A small checkpoint written here, for tests that need some file and
+    not the reference fixtures: "vec" F32 [13], "mat" I16 [3, 5], and one
+    tensor of each dtype numpy cannot hold natively (sub-byte shapes as in
+    the shared dtypes.safetensors)."""
+    import stfile
+    path = tmp_path_factory.mktemp("small") / "small.safetensors"
+    stfile.write(path, {
+        "vec": ("F32", (13,), np.arange(13, dtype="<f4").tobytes()),
+        "mat": ("I16", (3, 5), np.arange(15, dtype="<i2").tobytes()),
+        "bf16": ("BF16", (3,), bytes(range(6))),
+        "f8e4m3": ("F8_E4M3", (4,), bytes(4)),
+        "f8e5m2": ("F8_E5M2", (4,), bytes(4)),
+        "f8e8m0": ("F8_E8M0", (4,), bytes(4)),
+        "f4": ("F4", (4, 8), bytes(16)),
+        "f6e2m3": ("F6_E2M3", (2, 8), bytes(12)),
+        "f6e3m2": ("F6_E3M2", (4, 4), bytes(12)),
+    }, metadata={"format": "pt"})
+    return str(path)
 
 
 @pytest.fixture(scope="session")

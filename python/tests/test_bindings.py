@@ -192,7 +192,7 @@ def test_library_by_soname_when_not_next_to_the_package(tmp_path):
     assert out == os.path.realpath(os.path.join(build_dir(), _lib.SONAME))
 
 
-def test_make_install_into_a_temporary_prefix(tmp_path, testdata):
+def test_make_install_into_a_temporary_prefix(tmp_path, small_ckpt):
     prefix = tmp_path / "prefix"
     env = {k: v for k, v in os.environ.items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "RINGLOAD_LIB",
@@ -204,7 +204,7 @@ def test_make_install_into_a_temporary_prefix(tmp_path, testdata):
                        capture_output=True, text=True, env=make_env)
     assert r.returncode == 0, r.stdout + r.stderr
     pydir = prefix / "lib" / "python3" / "dist-packages"
-    ref = os.path.join(testdata, "reference", "shapes.safetensors")
+    ref = small_ckpt
     out = _python("import ringload, ringload.numpy as n; "
                   "print(ringload.__file__); print(ringload.library_path()); "
                   f"print(n.load_file({ref!r})['vec'].shape)",

@@ -183,8 +183,8 @@ def test_every_code_maps_to_its_group_class():
 
 @pytest.mark.parametrize("framework", ["tf", "tensorflow", "jax", "flax", "mlx",
                                        "", "PT", None, 3])
-def test_unsupported_framework_is_a_clear_error(testdata, framework):
-    path = os.path.join(testdata, "reference", "shapes.safetensors")
+def test_unsupported_framework_is_a_clear_error(small_ckpt, framework):
+    path = small_ckpt
     with pytest.raises(ringload.FrameworkError) as e:
         ringload.safe_open(path, framework)
     assert repr(framework) in str(e.value) and "pt, torch, pytorch, np, numpy" in str(e.value)
@@ -194,8 +194,8 @@ def test_unsupported_framework_is_a_clear_error(testdata, framework):
         ringload.safe_open(path)  # framework is required, as in safetensors
 
 
-def test_loader_options_and_backend_are_checked(testdata):
-    path = os.path.join(testdata, "reference", "shapes.safetensors")
+def test_loader_options_and_backend_are_checked(small_ckpt):
+    path = small_ckpt
     with pytest.raises(ringload.ArgumentError) as e:
         ringload.load(path, backend="spdk")
     assert "spdk" in str(e.value)
@@ -209,11 +209,11 @@ def test_loader_options_and_backend_are_checked(testdata):
     assert got[0]["vec"].shape == (13,)
 
 
-def test_numpy_dtype_fallbacks_without_ml_dtypes(testdata):
+def test_numpy_dtype_fallbacks_without_ml_dtypes(small_ckpt):
     if _dtypes._ml_dtypes is not None:
         pytest.skip("ml_dtypes is installed: its types are used (tested by "
                     "test_numpy_dtypes_come_from_ml_dtypes_when_installed)")
-    got = rnp.load_file(os.path.join(testdata, "reference", "dtypes.safetensors"))
+    got = rnp.load_file(small_ckpt)
     expect = {"bf16": "uint16", "f8e4m3": "uint8", "f8e5m2": "uint8",
               "f8e8m0": "uint8", "f4": "uint8", "f6e2m3": "uint8", "f6e3m2": "uint8"}
     for name, dt in expect.items():
@@ -222,13 +222,13 @@ def test_numpy_dtype_fallbacks_without_ml_dtypes(testdata):
     assert got["f6e3m2"].shape == (4, 3)
 
 
-def test_numpy_dtypes_come_from_ml_dtypes_when_installed(testdata, monkeypatch):
+def test_numpy_dtypes_come_from_ml_dtypes_when_installed(small_ckpt, monkeypatch):
     # ml_dtypes is not a Debian package: a stand-in module with two of its
     # names checks that its types are taken where present, raw ones where not.
     fake = types.SimpleNamespace(bfloat16=np.dtype("float16"),
                                  float8_e5m2=np.dtype("int8"))
     monkeypatch.setattr(_dtypes, "_ml_dtypes", fake)
-    got = rnp.load_file(os.path.join(testdata, "reference", "dtypes.safetensors"))
+    got = rnp.load_file(small_ckpt)
     assert got["bf16"].dtype == np.float16 and got["f8e5m2"].dtype == np.int8
     assert got["f8e4m3"].dtype == np.uint8  # absent from the stand-in
 
