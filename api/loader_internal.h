@@ -50,13 +50,13 @@ struct rl_loader {
 	struct ld_stream *stream; /* window pool, pieces held, a started load */
 };
 
-/* load.c: frees library staging of the last run. */
+/* load_common.c: frees library staging of the last run. */
 void ld_free_areas(rl_loader *ld);
-/* load.c, for stream.c: statistics of a run (es: the windows' summed). */
+/* load_common.c: statistics of a run (es: the windows' summed). */
 void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
 		   double plan_s, double total_s);
 void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why);
-/* load.c: the last run's per-file statistics dropped, and arrays for the
+/* load_common.c: the last run's per-file statistics dropped, and arrays for the
  * next run's (ld->files, ld->file_index). */
 int ld_reset_files(rl_loader *ld, const struct pl_exec *ex);
 

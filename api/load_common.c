@@ -1,0 +1,81 @@
+/*
+ * load_common.c - what both ways of running a plan share (load.c: whole
+ * staging; stream.c: streaming): the last run's staging freed, its
+ * per-file statistics reset, its statistics filled in. Called by both,
+ * calling neither.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "loader_internal.h"
+
+void ld_free_areas(rl_loader *ld)
+{
+	for (unsigned i = 0; i < ld->nareas; i++)
+		if (ld->areas[i].ours)
+			eng_staging_free(ld->areas[i].ptr, ld->areas[i].len);
+	rl_free(ld->areas);
+	ld->areas = NULL;
+	ld->nareas = 0;
+}
+
+void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
+		   double plan_s, double total_s)
+{
+	rl_load_stats *s = &ld->stats;
+
+	memset(s, 0, sizeof(*s));
+	s->bytes_needed = ex->needed_bytes;
+	s->bytes_read = es->bytes_read;
+	s->bytes_direct = es->bytes_direct;
+	s->requests = es->reads;
+	s->retries = es->retries;
+	s->peak_inflight = es->peak_inflight;
+	s->plan_seconds = plan_s;
+	s->read_seconds = es->read_seconds;
+	s->scatter_seconds = es->scatter_seconds;
+	s->total_seconds = total_s;
+	s->gbps = es->read_seconds > 0 ? es->bytes_read / es->read_seconds / 1e9 : 0;
+	s->backend = (rl_backend)es->backend;
+	s->buffers = es->buffers;
+	s->registered_buffers = es->registered_buffers;
+	s->registered_files = es->registered_files;
+	s->direct_io = es->direct_io;
+	s->queue_depth = es->queue_depth;
+	memcpy(s->fallbacks, es->fallbacks, sizeof(s->fallbacks));
+	s->fallbacks[sizeof(s->fallbacks) - 1] = '\0';
+	ld->have_stats = 1;
+}
+
+void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why)
+{
+	rl_load_stats_ex *x = &ld->stats_ex;
+
+	memset(x, 0, sizeof(*x));
+	x->size = sizeof(*x);
+	x->workers = es->workers;
+	x->queue_depth = es->queue_depth;
+	x->prepare_seconds = es->prepare_seconds;
+	x->setup_seconds = es->setup_seconds;
+	x->scatter_seconds = es->scatter_seconds;
+	x->request_bytes = es->max_read;
+	x->bytes_buffered = es->bytes_buffered;
+	x->files_cached = es->files_cached;
+	x->numa_node = ld->staging_mode == RL_STAGING_LIBRARY ? eng_numa_node("/sys") : -1;
+	snprintf(x->shape, sizeof(x->shape), "%s%s%s", why, why[0] ? "; " : "", es->shape);
+}
+
+int ld_reset_files(rl_loader *ld, const struct pl_exec *ex)
+{
+	rl_free(ld->files); /* the last run's file statistics go with it */
+	rl_free(ld->file_index);
+	ld->nfiles = ex->nfiles;
+	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
+	ld->file_index = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
+	if (!ld->files || !ld->file_index)
+		return -ENOMEM;
+	for (size_t f = 0; f < ex->nfiles; f++)
+		ld->file_index[f] = ex->file_index ? ex->file_index[f] : (uint32_t)f;
+	return 0;
+}
