@@ -252,6 +252,29 @@ static int pull_all(struct assembly *a)
 	return ret < 0 ? ret : fin;
 }
 
+/* The byte limiter held: reads in flight never above a quarter of the
+ * budget or the largest read (the plan's chunk); every needed byte read. */
+static int limits_held(const rl_loader *ld, const struct fixture *f, uint64_t budget)
+{
+	uint64_t max_read = 0;
+	rl_load_stats st;
+
+	for (size_t i = 0; i < rl_plan_num_requests(f->plan); i++) {
+		rl_request_info r;
+
+		rl_plan_request(f->plan, i, &r);
+		max_read = RL_MAX(max_read, r.length);
+	}
+	if (rl_loader_get_stats(ld, &st) < 0 || st.bytes_read < st.bytes_needed ||
+	    st.peak_inflight > RL_MAX(budget / 4, max_read)) {
+		printf("    peak in flight %llu, budget %llu, largest read %llu\n",
+		       (unsigned long long)st.peak_inflight, (unsigned long long)budget,
+		       (unsigned long long)max_read);
+		return 0;
+	}
+	return 1;
+}
+
 /* One streaming load of f with budget, by callback or by pull. */
 static int stream_once(struct fixture *f, uint64_t budget, int pull, int *match)
 {
@@ -272,7 +295,7 @@ static int stream_once(struct fixture *f, uint64_t budget, int pull, int *match)
 	if (ret < 0 && ret != RL_E_BACKEND)
 		printf("    budget %llu, %s: %s\n", (unsigned long long)budget,
 		       pull ? "pull" : "callback", rl_loader_errmsg(ld));
-	*match = assembly_matches(&a);
+	*match = assembly_matches(&a) && (ret < 0 || limits_held(ld, f, budget));
 	assembly_free(&a);
 	rl_loader_destroy(ld);
 	return ret;
@@ -539,6 +562,32 @@ static void destroy_mid_pull(void)
 	fixture_free(&f);
 }
 
+/* rl_loader_load() streams too (the callback on the calling thread),
+ * planning requests of at most a 32nd of the budget. */
+static void loader_load_streams(void)
+{
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld = stream_loader(1 << 20);
+	rl_plan *plan = NULL;
+	int ret = fixture_random(&f, 8192);
+
+	CHECKF(ret == 0 && ld, "fixture %d", ret);
+	CHECK(rl_loader_request_bytes(ld, f.ck) == (1 << 20) / 32);
+	assembly_init(&a, &f, ld);
+	rl_loader_set_piece_callback(ld, on_piece, &a);
+	ret = rl_loader_load(ld, f.ck, f.spec, 0, &plan);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == 0 && plan, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(rl_plan_num_shards(plan) == rl_plan_num_shards(f.plan));
+		CHECK(assembly_matches(&a)); /* the same layout as f's plan */
+	}
+	assembly_free(&a);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
 /* ---- arguments and the caller's pool ------------------------------ */
 
 static void arguments(void)
@@ -608,6 +657,7 @@ int main(void)
 		{ "cancel_from_callback", cancel_from_callback },
 		{ "destroy_mid_pull", destroy_mid_pull },
 		{ "caller_pool", caller_pool },
+		{ "loader_load_streams", loader_load_streams },
 	};
 
 	th_seed();
