@@ -628,9 +628,10 @@ typedef enum rl_loader_param {
 				    * the CPUs the calling thread may run on, at most one
 				    * per 16 MiB of reads; 1: the calling thread alone) */
 	RL_OPT_STAGING_BUDGET = 11, /* RL_STAGING_STREAM: bytes of the window pool the
-				    * library allocates (>= 64 KiB; 0, default:
-				    * rl_loader_default_budget()); a pool from
-				    * rl_loader_set_window_pool() is the budget instead */
+				    * library allocates (rounded down to pages, raised
+				    * to 64 KiB; 0, default: rl_loader_default_budget());
+				    * a pool from rl_loader_set_window_pool() is the
+				    * budget instead */
 	RL_OPT_RELEASE_TIMEOUT_MS = 12, /* RL_STAGING_STREAM: how long the load waits for
 				    * a release while every window is held before it fails
 				    * with RL_E_RELEASE_TIMEOUT (default 60000; 0: forever) */
