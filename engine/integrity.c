@@ -26,7 +26,9 @@
  * worker, after it submitted its next reads: never on the submission path.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <openssl/evp.h>
@@ -351,6 +353,20 @@ static int finish_digests(struct eng_run *rc, struct eng_integ *in)
 	return 0;
 }
 
+/* Whether path names another file than id now (replaced by rename: the
+ * descriptors read the old one, whose ctime the unlink changed). */
+static int replaced(const char *path, const struct rl_file_id *id)
+{
+	struct rl_file_id now;
+	int fd = open(path, O_PATH | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return 1; /* removed */
+	ret = rl_file_id_get(fd, &now) == 0 && (now.dev != id->dev || now.ino != id->ino);
+	close(fd);
+	return ret;
+}
+
 int eng_integ_finish(struct eng_run *rc)
 {
 	struct eng_integ *in = rc->integ;
@@ -364,6 +380,11 @@ int eng_integ_finish(struct eng_run *rc)
 		if (rl_file_id_get(rc->files[i].fd, &now) < 0)
 			continue;
 		what = rl_file_id_diff(in->ids + i, &now);
+		if (what && replaced(rc->files[i].path, &now))
+			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+					  "%s: file changed during load (replaced or removed: the "
+					  "path no longer names the file that was read)",
+					  rc->files[i].path);
 		if (what)
 			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (%s differs)",
