@@ -42,4 +42,9 @@ uint8_t *write_random_ckpt(const char *path, struct rt *t, unsigned n, uint64_t 
 int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *si,
 		const uint8_t *got);
 
+/* Writes path: nt U8 tensors t0, t1, ... of tbytes random bytes each (one
+ * header of under 2 KiB); the whole file's SHA-256 in hex. Then sleeps
+ * 30 ms, past the kernel's timestamp tick, so that a change made after it
+ * gets a later mtime and ctime. Returns 0 or -1. */
+int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[65]);
 #endif

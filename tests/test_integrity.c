@@ -35,42 +35,6 @@ static unsigned cur_workers = 1;
 #define NT 8                 /* tensors */
 #define TBYTES (96u << 10)   /* bytes each */
 
-/* Writes path: NT U8 tensors t0..t7 of TBYTES random bytes; the whole
- * file's SHA-256 in hex. Then sleeps past the kernel's timestamp tick, so
- * that a change made during the load gets a later mtime and ctime. */
-static int make_ckpt(const char *path, char hex[65])
-{
-	char hdr[2048];
-	size_t n = 0, total;
-	uint8_t *file, md[32];
-	unsigned len = 0;
-	int ret;
-
-	n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "{");
-	for (unsigned i = 0; i < NT; i++)
-		n += (size_t)snprintf(hdr + n, sizeof(hdr) - n,
-				      "%s\"t%u\":{\"dtype\":\"U8\",\"shape\":[%u],"
-				      "\"data_offsets\":[%u,%u]}", i ? "," : "", i, TBYTES,
-				      i * TBYTES, (i + 1) * TBYTES);
-	n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "}");
-	total = 8 + n + (size_t)NT * TBYTES;
-	file = malloc(total);
-	if (!file)
-		return -1;
-	for (int i = 0; i < 8; i++)
-		file[i] = (uint8_t)((uint64_t)n >> (8 * i));
-	memcpy(file + 8, hdr, n);
-	for (size_t i = 8 + n; i < total; i++)
-		file[i] = (uint8_t)th_rand();
-	EVP_Digest(file, total, md, &len, EVP_sha256(), NULL);
-	for (int i = 0; i < 32; i++)
-		sprintf(hex + 2 * i, "%02x", md[i]);
-	ret = write_bytes(path, file, total);
-	free(file);
-	usleep(30000);
-	return ret;
-}
-
 /* A loader on the current backend and workers, with small requests and a
  * small in-flight bound: many reads, completing out of order. */
 static rl_loader *new_loader(void)
@@ -140,7 +104,7 @@ static void sha256_right_value_passes(void)
 	struct stat st;
 	int ret;
 
-	CHECK(ld && make_ckpt(path, hex) == 0 && stat(path, &st) == 0);
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0 && stat(path, &st) == 0);
 	CHECK_EQ(rl_loader_expect_sha256(ld, "ok.safetensors", hex), 0);
 	ret = load(path, NULL, ld);
 	SKIP_BACKEND(ret, ld);
@@ -163,7 +127,7 @@ static void sha256_flipped_byte_fails(void)
 	uint8_t b;
 	int fd, ret;
 
-	CHECK(ld && make_ckpt(path, hex) == 0);
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
 	fd = open(path, O_RDWR);
 	CHECK(fd >= 0);
 	CHECK(pread(fd, &b, 1, 300000) == 1);
@@ -193,7 +157,7 @@ static void sha256_partial_read_refused(void)
 	rl_loader *ld = new_loader();
 	int ret;
 
-	CHECK(ld && make_ckpt(path, hex) == 0);
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
 	CHECK_EQ(rl_loader_expect_sha256(ld, "part.safetensors", hex), 0);
 	ret = load(path, "{\"tensors\": [\"t3\"]}", ld);
 	SKIP_BACKEND(ret, ld);
@@ -226,7 +190,7 @@ static void sha256_hf_cache_layout(void)
 	int ret;
 
 	snprintf(src, sizeof(src), "%s", tmp_path("hf.safetensors")); /* tmp_path rotates */
-	CHECK(ld && make_ckpt(src, hex) == 0);
+	CHECK(ld && write_hashed_ckpt(src, NT, TBYTES, hex) == 0);
 	p = hf_layout(tmp_path("hf1"), hex, src);
 	CHECK(p);
 	ret = load(p, NULL, ld);
@@ -314,7 +278,7 @@ static int load_changing(enum change how, const char *name, rl_loader **ldp)
 	int ret;
 
 	*ldp = ld;
-	if (!ld || make_ckpt(c.path, hex) < 0)
+	if (!ld || write_hashed_ckpt(c.path, NT, TBYTES, hex) < 0)
 		return -ENOMEM;
 	rl_loader_set_callbacks(ld, NULL, change_file, &c);
 	ret = load(c.path, NULL, ld);
@@ -372,9 +336,9 @@ static void replaced_between_open_and_load(void)
 	rl_plan *plan = NULL;
 	int ret;
 
-	CHECK(ck && ld && make_ckpt(path, hex) == 0);
+	CHECK(ck && ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
 	snprintf(other, sizeof(other), "%s.new", path);
-	CHECK(make_ckpt(other, hex) == 0);
+	CHECK(write_hashed_ckpt(other, NT, TBYTES, hex) == 0);
 	CHECK_EQ(rl_ckpt_open(ck, path), 0);
 	CHECK_EQ(rename(other, path), 0);
 	ret = rl_loader_load(ld, ck, NULL, 0, &plan);

@@ -23,6 +23,7 @@
 #include "progress.h"
 #include "signals.h"
 #include "util.h"
+#include "sha256sums.h"
 #include "verify.h"
 
 #define PROG "ringload load"
@@ -228,6 +229,8 @@ static int prepare(struct load_run *r)
 	/* the loader first: it sizes the plan's requests */
 	ret = configure_loader(r);
 	if (!ret)
+		ret = sha256_expect(r->ld, r->ck, &r->a->sha256, r->a->sha256_file, PROG);
+	if (!ret)
 		ret = build_plan(r);
 	if (!ret)
 		ret = begin_out(r);
@@ -256,6 +259,7 @@ static int read_checkpoint(struct load_run *r)
 		return -1;
 	}
 	rl_loader_get_stats(r->ld, &r->st);
+	sha256_report(r->ld, r->a->quiet, PROG);
 	return 0;
 }
 
