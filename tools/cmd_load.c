@@ -81,18 +81,23 @@ static void phase_end(struct load_run *r, enum phase ph)
  * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
  * (read, verify, write: polling for a signal as those phases do; stuck: a
  * library call that calls nothing back) so that a test can interrupt each
- * phase without racing it.
+ * phase without racing it; with RINGLOAD_TEST_RESUME=FILE it goes on once
+ * FILE exists (a test changes the checkpoint mid-load meanwhile).
  */
 static void test_hold(struct load_run *r, const char *phase)
 {
+	const char *resume = getenv("RINGLOAD_TEST_RESUME");
 	int stuck = !strcmp(phase, "stuck");
 
 	if (!r->hold || strcmp(r->hold, phase))
 		return;
 	r->hold = NULL;
 	fprintf(stderr, "%s: holding in %s (RINGLOAD_TEST_HOLD)\n", PROG, phase);
-	while (stuck || !cli_sig_pending())
+	while (stuck || !cli_sig_pending()) {
+		if (resume && access(resume, F_OK) == 0)
+			return;
 		usleep(10000);
+	}
 }
 
 /* Progress of read, verify and write: draws the bar, stops on a signal. */
