@@ -58,6 +58,7 @@ PLAN_PARAMS = {
 LOADER_PARAMS = {
     "backend": 1, "queue_depth": 2, "request_bytes": 3, "inflight_bytes": 4,
     "buffers": 5, "register": 6, "direct": 7, "staging": 8, "threads": 9,
+    "sha256_hf": 11,
 }
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
 
