@@ -26,8 +26,6 @@
 #include "ringload.h"
 #include "rl_common.h"
 
-static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
-				       RL_BACKEND_PREAD };
 static const unsigned worker_counts[] = { 1, 3 };
 static rl_backend cur = RL_BACKEND_IO_URING;
 static unsigned cur_workers = 1;
@@ -351,12 +349,15 @@ static void replaced_between_open_and_load(void)
 	rl_loader_destroy(ld);
 }
 
+static void select_backend(rl_backend b, unsigned workers)
+{
+	cur = b;
+	cur_workers = workers;
+}
+
 int main(void)
 {
-	static const struct {
-		const char *name;
-		th_fn fn;
-	} tests[] = {
+	static const struct th_case tests[] = {
 		{ "sha256_right_value_passes", sha256_right_value_passes },
 		{ "sha256_flipped_byte_fails", sha256_flipped_byte_fails },
 		{ "sha256_partial_read_refused", sha256_partial_read_refused },
@@ -366,19 +367,9 @@ int main(void)
 		{ "replaced_by_rename_mid_load", replaced_by_rename_mid_load },
 		{ "replaced_between_open_and_load", replaced_between_open_and_load },
 	};
-	char name[160];
 
 	th_seed();
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
-		cur = backends[b];
-		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
-			for (size_t t = 0; t < RL_ARRAY_SIZE(tests); t++) {
-				cur_workers = worker_counts[w];
-				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(cur),
-					 cur_workers, tests[t].name);
-				th_run(name, tests[t].fn);
-			}
-		}
-	}
+	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), worker_counts,
+			     RL_ARRAY_SIZE(worker_counts), select_backend);
 	return th_done();
 }
