@@ -42,4 +42,20 @@ uint8_t *write_random_ckpt(const char *path, struct rt *t, unsigned n, uint64_t 
 int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *si,
 		const uint8_t *got);
 
+/* Writes path: nt U8 tensors t0, t1, ... of tbytes random bytes each (one
+ * header of under 2 KiB); the whole file's SHA-256 in hex. Then sleeps
+ * 30 ms, past the kernel's timestamp tick, so that a change made after it
+ * gets a later mtime and ctime. Returns 0 or -1. */
+int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[65]);
+
+/* A test of a table: its name and function. */
+struct th_case {
+	const char *name;
+	void (*fn)(void);
+};
+/* Runs every test of t[0..n) on io_uring, libaio and pread, with each of
+ * the worker counts w[0..nw), named "<backend>/<N>w/<test>"; select() sets
+ * the backend and workers the tests use before each. */
+void run_on_every_backend(const struct th_case *t, size_t n, const unsigned *w, size_t nw,
+			  void (*select)(rl_backend b, unsigned workers));
 #endif

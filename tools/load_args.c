@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "load_args.h"
 #include "opts.h"
+#include "sha256sums.h"
 
 #define PROG "ringload load"
 
@@ -30,6 +31,10 @@ static int mpi_rules(const struct load_args *a)
 	if (a->mpi && a->staging == RL_STAGING_CALLER) {
 		fprintf(stderr, "%s: --staging caller with --mpi: the ranks plan inside the load, so "
 			"the library maps the staging\n", PROG);
+		return OPTS_USAGE;
+	}
+	if (a->mpi && (a->sha256.n || a->sha256_file)) {
+		fprintf(stderr, "%s: --sha256 and --sha256-file: not with --mpi yet\n", PROG);
 		return OPTS_USAGE;
 	}
 	if (a->mpi && a->verify && a->local_files) {
@@ -90,6 +95,13 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		  .choices = staging_names },
 		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
 		  .help = "buffered reads (no O_DIRECT)" },
+		{ .name = "sha256", .kind = OPT_LIST, .dst = &a->sha256, .metavar = "FILE=HEX",
+		  .help = "FILE of the checkpoint must have SHA-256 HEX (repeatable)" },
+		{ .name = "sha256-file", .kind = OPT_STRING, .dst = &a->sha256_file,
+		  .metavar = "SUMS",
+		  .help = "expected SHA-256 values, sha256sum format, names relative to the checkpoint" },
+		{ .name = "no-hf-sha256", .kind = OPT_FLAG, .dst = &a->no_hf_sha256,
+		  .help = "do not take Hugging Face cache blob names as expected SHA-256 values" },
 		{ .name = "mpi", .kind = OPT_FLAG, .dst = &a->mpi,
 		  .help = "under mpirun: each rank loads its process (its rank) (docs/cluster.md)" },
 		{ .name = "read-once", .kind = OPT_FLAG, .dst = &a->read_once,
@@ -114,6 +126,8 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	ret = opts_parse(&cmd, argc, argv);
 	if (ret == OPTS_OK && (ret = mpi_rules(a)) != OPTS_OK)
 		return ret;
+	if (ret == OPTS_OK && (ret = sha256_args_check(PROG, &a->sha256)) != OPTS_OK)
+		return ret;
 	if (a->process < 0)
 		a->process = 0;
 	return ret;
@@ -132,6 +146,7 @@ int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)
 		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
 		{ RL_OPT_STAGING, a->staging },
 		{ RL_OPT_WORKERS, a->workers },
+		{ RL_OPT_SHA256_HF, a->no_hf_sha256 ? 0 : -1 },
 	};
 
 	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++) {

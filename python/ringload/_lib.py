@@ -39,6 +39,7 @@ ERROR_CODES = {
     "RL_E_SUBBYTE_SPLIT": -5037,
     "RL_E_INVALID_ARG": -5040, "RL_E_STATE": -5041, "RL_E_TOO_LARGE": -5042,
     "RL_E_BACKEND": -5050, "RL_E_CANCELED": -5051, "RL_E_STAGING": -5052,
+    "RL_E_FILE_CHANGED": -5065, "RL_E_CHECKSUM": -5066,
 }
 globals().update(ERROR_CODES)
 
@@ -57,6 +58,7 @@ PLAN_PARAMS = {
 LOADER_PARAMS = {
     "backend": 1, "queue_depth": 2, "request_bytes": 3, "inflight_bytes": 4,
     "buffers": 5, "register": 6, "direct": 7, "staging": 8, "threads": 9,
+    "sha256_hf": 11,
 }
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
 

@@ -161,7 +161,9 @@ def test_every_code_maps_to_its_group_class():
               "RL_E_SUBBYTE_SPLIT": ringload.SpecError,
               "RL_E_INVALID_ARG": ringload.ArgumentError, "RL_E_TOO_LARGE": ringload.ArgumentError,
               "RL_E_STATE": ringload.StateError, "RL_E_BACKEND": ringload.LoadError,
-              "RL_E_CANCELED": ringload.CanceledError, "RL_E_STAGING": ringload.LoadError}
+              "RL_E_CANCELED": ringload.CanceledError, "RL_E_STAGING": ringload.LoadError,
+              "RL_E_FILE_CHANGED": ringload.IntegrityError,
+              "RL_E_CHECKSUM": ringload.IntegrityError}
     for name, code in _lib.ERROR_CODES.items():
         cls = next(c for prefix, c in groups.items() if name.startswith(prefix))
         e = _errors.error(code, "msg")
@@ -171,7 +173,7 @@ def test_every_code_maps_to_its_group_class():
         again = pickle.loads(pickle.dumps(e))
         assert type(again) is cls and again.code == code and str(again) == "msg"
     # codes a newer library appends land in their group
-    assert type(_errors.error(-5066, "x")) is ringload.HeaderError
+    assert type(_errors.error(-5067, "x")) is ringload.HeaderError
     assert type(_errors.error(-5085, "x")) is ringload.LoadError
     assert type(_errors.error(-errno.EIO, "x")) is ringload.SysError
     assert isinstance(_errors.error(-errno.EACCES), PermissionError)
