@@ -51,7 +51,7 @@ override CFLAGS += -std=gnu11 -fPIC -pthread $(WARN) -fvisibility=hidden
 # The library never links jemalloc: Debian's is built with initial-exec TLS
 # and would make libringload.so fail to dlopen (common/alloc.c). Our own
 # programs link it, and the library then uses it through mallocx.
-LDLIBS := -luring -laio -lcjson -lpthread -lm
+LDLIBS := -luring -laio -lcjson -lcrypto -lpthread -lm
 EXE_LDLIBS := -ljemalloc
 TEST_LDLIBS := -lcrypto
 

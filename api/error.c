@@ -43,6 +43,8 @@ static const struct {
 	{ RL_E_MPI, "MPI call failed or MPI not set up as needed" },
 	{ RL_E_PEER, "another process of the cluster failed" },
 	{ RL_E_CLUSTER_MISMATCH, "processes see different checkpoints or plans" },
+	{ RL_E_FILE_CHANGED, "file changed since the checkpoint was opened or during the load" },
+	{ RL_E_CHECKSUM, "SHA-256 mismatch, or whole-file checksum cannot be checked" },
 };
 
 const char *rl_strerror(int code)

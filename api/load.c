@@ -10,6 +10,7 @@
 
 #include "../engine/engine.h"
 #include "../planner/planner.h"
+#include "integrity.h"
 #include "plan_internal.h"
 #include "loader_internal.h"
 
@@ -46,6 +47,7 @@ static const struct {
 	[RL_OPT_STAGING] = { RL_STAGING_LIBRARY, RL_STAGING_STREAM },
 	[RL_OPT_THREADS] = { 0, 1024 },
 	[RL_OPT_WORKERS] = { 0, 256 },
+	[RL_OPT_SHA256_HF] = { 0, 1 },
 	[RL_OPT_STAGING_BUDGET] = { 0, 1ll << 50 },
 	[RL_OPT_RELEASE_TIMEOUT_MS] = { 0, INT32_MAX },
 };
@@ -66,6 +68,7 @@ rl_loader *rl_loader_create(void)
 	ld->eo.inflight_bytes = LD_INFLIGHT_BYTES;
 	ld->eo.direct = ENG_DIRECT_AUTO;
 	ld->release_timeout_ms = LD_RELEASE_TIMEOUT_MS;
+	ld->sha256_hf = 1;
 	return ld;
 }
 
@@ -106,6 +109,7 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 	case RL_OPT_STAGING: ld->staging_mode = (int)value; break;
 	case RL_OPT_THREADS: ld->eo.threads = (unsigned)value; break;
 	case RL_OPT_WORKERS: ld->eo.workers = (unsigned)value; break;
+	case RL_OPT_SHA256_HF: ld->sha256_hf = (int)value; break;
 	case RL_OPT_STAGING_BUDGET: ld->budget = (uint64_t)value; break;
 	case RL_OPT_RELEASE_TIMEOUT_MS: ld->release_timeout_ms = (uint32_t)value; break;
 	}
@@ -249,6 +253,14 @@ static void fill_job(rl_loader *ld, const struct pl_exec *ex, uint8_t **staging,
 	job->file_stats = ld->files;
 }
 
+/* Reads added to complete hashed files (their headers): as large as the
+ * plan's, at least 1 MiB, never past the in-flight bound. */
+static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
+{
+	return (uint32_t)RL_MIN(RL_MAX(ex->max_read, 1u << 20),
+				RL_MIN(ld->eo.inflight_bytes, 1u << 30));
+}
+
 static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const char *why)
 {
 	double t0 = rl_now_s();
@@ -263,6 +275,7 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	if (ld->staging_mode == RL_STAGING_STREAM)
 		return ld_stream_exec(ld, ex, plan_s, why);
 	ld_free_areas(ld);
+	ld_hashrun_free(&ld->hash);
 	memset(&es, 0, sizeof(es));
 	ret = ld_reset_files(ld, ex) < 0 ? rl_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
 	if (ret == 0)
@@ -271,14 +284,20 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 		ret = job_arrays(ld, ex, &staging, &shard_bytes);
 	if (ret == 0) {
 		fill_job(ld, ex, staging, shard_bytes, &job);
+		ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex, &job,
+				      filler_bytes(ld, ex), &ld->err);
+	}
+	if (ret == 0) {
 		ld->received = ex->received;
 		/* Bounce buffers as large as the largest read of this plan. */
-		eo.buffer_bytes = (uint32_t)RL_MIN(ex->max_read, 1u << 30);
+		eo.buffer_bytes = (uint32_t)RL_MIN(RL_MAX(ex->max_read, ld->hash.max_read), 1u << 30);
 		ret = eng_create(&eo, &eng, &ld->err);
 		if (ret == 0)
 			ret = eng_run(eng, &job, &es, &ld->err);
 		eng_destroy(eng);
 		ld->received = NULL;
+		if (ret == 0)
+			ret = ld_hash_check(&ld->hash, ex, &ld->err);
 	}
 	ld_fill_stats(ld, ex, &es, plan_s, rl_now_s() - t0 + plan_s);
 	ld_fill_stats_ex(ld, &es, why);
@@ -480,6 +499,11 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 	fs.max_request_bytes = f->q.max_bytes;
 	fs.max_segments = f->q.max_segments;
 	fs.optimal_io_bytes = f->q.optimal_bytes;
+	if (file < ld->hash.nfiles) {
+		fs.sha256_state = ld->hash.state[file];
+		if (ld->hash.hash[file])
+			ld_sha256_hex(ld->hash.got[file], fs.sha256);
+	}
 	copy_tagged(out, &fs, sizeof(fs));
 	return 0;
 }
@@ -508,5 +532,40 @@ void rl_loader_destroy(rl_loader *ld)
 	rl_free(ld->caller);
 	rl_free(ld->files);
 	rl_free(ld->file_index);
+	rl_loader_expect_sha256(ld, NULL, NULL);
+	ld_hashrun_free(&ld->hash);
 	rl_free(ld);
+}
+
+int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex)
+{
+	struct ld_expect *x;
+	uint8_t sha[32];
+
+	if (!ld)
+		return -EINVAL;
+	if (!file && !hex) {
+		for (size_t i = 0; i < ld->nexpect; i++)
+			rl_free(ld->expect[i].name);
+		rl_free(ld->expect);
+		ld->expect = NULL;
+		ld->nexpect = 0;
+		return 0;
+	}
+	if (!file || !file[0])
+		return rl_err_set(&ld->err, RL_E_INVALID_ARG, "expected SHA-256: no file named");
+	if (ld_parse_sha256(hex, sha) < 0)
+		return rl_err_set(&ld->err, RL_E_INVALID_ARG,
+				  "%s: expected SHA-256 is not 64 hex digits", file);
+	x = rl_reallocarray(ld->expect, ld->nexpect + 1, sizeof(*x));
+	if (!x)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	ld->expect = x;
+	x += ld->nexpect;
+	x->name = rl_strdup(file);
+	if (!x->name)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	memcpy(x->sha, sha, 32);
+	ld->nexpect++;
+	return 0;
 }

@@ -64,6 +64,12 @@ void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why
 	x->files_cached = es->files_cached;
 	x->numa_node = ld->staging_mode == RL_STAGING_LIBRARY ? eng_numa_node("/sys") : -1;
 	snprintf(x->shape, sizeof(x->shape), "%s%s%s", why, why[0] ? "; " : "", es->shape);
+	x->bytes_hashed = es->hashed_bytes;
+	x->hash_seconds = es->hash_seconds;
+	x->hash_held_peak = es->hash_held_peak;
+	for (size_t f = 0; f < ld->hash.nfiles; f++)
+		x->files_hashed += ld->hash.hash[f];
+	x->files_unchecked = ld->hash.unchecked;
 }
 
 int ld_reset_files(rl_loader *ld, const struct pl_exec *ex)

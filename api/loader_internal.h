@@ -9,6 +9,7 @@
 #include "ringload.h"
 #include "../engine/engine.h"
 #include "../planner/planner.h"
+#include "integrity.h"
 
 struct ld_stream;
 
@@ -41,6 +42,11 @@ struct rl_loader {
 	size_t nfiles;
 	int have_stats;
 	struct rl_err err;
+
+	struct ld_expect *expect;    /* rl_loader_expect_sha256() */
+	size_t nexpect;
+	int sha256_hf;               /* RL_OPT_SHA256_HF */
+	struct ld_hashrun hash;      /* of the last run */
 
 	/* RL_STAGING_STREAM (api/stream.c) */
 	uint64_t budget;         /* 0: rl_loader_default_budget() */

@@ -113,6 +113,10 @@ enum rl_error {
 	RL_E_MPI = -5091,               /* an MPI call failed, or MPI is not set up as needed */
 	RL_E_PEER = -5092,              /* another process of the cluster failed */
 	RL_E_CLUSTER_MISMATCH = -5093,  /* processes see different checkpoints or plans */
+
+	/* integrity (docs/validation.md) */
+	RL_E_FILE_CHANGED = -5065,      /* a file changed since its checkpoint was opened or during the load */
+	RL_E_CHECKSUM = -5066,          /* a file's SHA-256 differs from the expected one, or cannot be checked */
 };
 
 /*
@@ -627,12 +631,16 @@ typedef enum rl_loader_param {
 				    * the reads, on every backend (0, default: automatic:
 				    * the CPUs the calling thread may run on, at most one
 				    * per 16 MiB of reads; 1: the calling thread alone) */
-	RL_OPT_STAGING_BUDGET = 11, /* RL_STAGING_STREAM: bytes of the window pool the
+	RL_OPT_SHA256_HF = 11,     /* 1 (default): a file that is a symlink to
+				    * .../blobs/<64 hex digits> (the Hugging Face cache)
+				    * is expected to have that SHA-256; 0: only values
+				    * given with rl_loader_expect_sha256() */
+	RL_OPT_STAGING_BUDGET = 12, /* RL_STAGING_STREAM: bytes of the window pool the
 				    * library allocates (rounded down to pages, raised
 				    * to 64 KiB; 0, default: rl_loader_default_budget());
 				    * a pool from rl_loader_set_window_pool() is the
 				    * budget instead */
-	RL_OPT_RELEASE_TIMEOUT_MS = 12, /* RL_STAGING_STREAM: how long the load waits for
+	RL_OPT_RELEASE_TIMEOUT_MS = 13, /* RL_STAGING_STREAM: how long the load waits for
 				    * a release while every window is held before it fails
 				    * with RL_E_RELEASE_TIMEOUT (default 60000; 0: forever) */
 } rl_loader_param;
@@ -706,10 +714,33 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len);
  * a negative code (file, offset, length and errno text in
  * rl_loader_errmsg()), with nothing in flight and no shard reported as
  * complete that is not: -EINVAL (ld or plan NULL), RL_E_STATE (plan not
- * built), RL_E_STAGING (caller staging missing or too small), ... Library
- * staging from a previous run is freed.
+ * built), RL_E_STAGING (caller staging missing or too small),
+ * RL_E_FILE_CHANGED (a file's identity or change times, recorded by
+ * statx when the checkpoint was opened, differ when the load opens it or
+ * after its last read: "file changed during load"), RL_E_CHECKSUM (a
+ * file's SHA-256 differs from the expected one, naming the file and both
+ * values; or a given value cannot be checked because the run reads only
+ * part of the file), ... Library staging from a previous run is freed.
  */
 int rl_loader_run(rl_loader *ld, const rl_plan *plan);
+
+/*
+ * Expects the file `file` of the checkpoint to have the SHA-256 `hex` (64
+ * hex digits, either case) in the next runs. file is a path as
+ * rl_ckpt_file_path() gives it, or its end after a '/' (a name relative to
+ * the checkpoint's directory, as in a SHA256SUMS file); a later call for
+ * the same name replaces the value. A run that reads such a file whole
+ * computes its SHA-256 from the bytes as they arrive (the header and any
+ * byte the plan skips are read too) and fails with RL_E_CHECKSUM when it
+ * differs; a run that reads only part of the file fails with RL_E_CHECKSUM
+ * before reading (a whole-file checksum cannot be checked without reading
+ * what the load does not need); files the run does not read are not
+ * checked. rl_loader_expect_sha256(ld, NULL, NULL) forgets every value.
+ * Returns 0, -EINVAL (ld NULL), RL_E_INVALID_ARG (file NULL or empty, or
+ * hex not 64 hex digits; or exactly one of them NULL) or -ENOMEM. Not
+ * while a run of ld is in progress.
+ */
+int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex);
 
 /*
  * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
@@ -788,6 +819,14 @@ typedef struct rl_load_stats_ex {
 				    * node, or the caller's CPUs span several) */
 	char shape[384];           /* workers, queue depth, request size and the device
 				    * limits: what was chosen and why */
+	/* SHA-256 on the I/O path (rl_loader_expect_sha256()) */
+	uint64_t bytes_hashed;     /* bytes hashed, whole files (headers included) */
+	double hash_seconds;       /* hashing, summed over the workers */
+	uint64_t hash_held_peak;   /* most bytes held (copied) while waiting for the
+				    * bytes before them: reads complete out of order */
+	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
+	unsigned files_unchecked;  /* files with an expected SHA-256 this run read only
+				    * in part: not checked (RL_SHA256_PARTIAL) */
 } rl_load_stats_ex;
 
 int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
@@ -816,7 +855,15 @@ typedef struct rl_file_stats {
 	uint32_t max_request_bytes;/* largest request its device takes unsplit (0: unknown) */
 	uint32_t max_segments;     /* memory segments per request (0: unknown) */
 	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
+	int sha256_state;          /* RL_SHA256_* */
+	char sha256[65];           /* the file's SHA-256 in hex when computed, else "" */
 } rl_file_stats;
+
+/* rl_file_stats.sha256_state */
+#define RL_SHA256_NONE 0     /* no SHA-256 expected of the file */
+#define RL_SHA256_MATCHED 1  /* computed from the bytes read, equal to the expected value */
+#define RL_SHA256_PARTIAL 2  /* expected, but the run read only part of the file: not checked */
+#define RL_SHA256_MISMATCH 3 /* computed and different: the run failed with RL_E_CHECKSUM */
 
 /* Files the last run read (0 before any run). */
 size_t rl_loader_num_files(const rl_loader *ld);
@@ -864,7 +911,8 @@ void rl_loader_destroy(rl_loader *ld);
  * at a quarter of the budget or the largest read) still bounds reads in
  * flight; bounce buffers are the only memory beyond the budget. Reads at
  * the edge of a range are read once for each range they reach. Plans with
- * transfers (read once) are refused (RL_E_STATE). on_shard is not called
+ * transfers (read once) and loaders with expected SHA-256 values
+ * (rl_loader_expect_sha256) are refused (RL_E_STATE); nothing is hashed. on_shard is not called
  * in this mode; on_progress is (done and total in the plan's read bytes).
  *
  * Two ways to receive the pieces:

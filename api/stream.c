@@ -767,6 +767,10 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	if (ex->received)
 		return rl_err_set(&ld->err, RL_E_STATE,
 				  "streaming: plans with transfers (read once) are not supported");
+	if (ld->nexpect)
+		return rl_err_set(&ld->err, RL_E_STATE,
+				  "streaming: expected SHA-256 values (rl_loader_expect_sha256) are not checked by streaming loads");
+	ld_hashrun_free(&ld->hash); /* streaming hashes nothing: no stale results */
 	s = st_get(ld);
 	if (!s || ld_reset_files(ld, ex) < 0)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");

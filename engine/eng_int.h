@@ -6,8 +6,9 @@
  * wrapper).
  *
  * Who calls whom (no file calls back into one that calls it):
- *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, util.c
- *   worker.c -> check.c, scatter.c, prefault.c, limit.c, backends, util.c
+ *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, integrity.c, util.c
+ *   worker.c -> check.c, scatter.c, prefault.c, limit.c, integrity.c, backends, util.c
+ *   integrity.c -> util.c
  *   backends -> pool.c, util.c;  setup.c -> check.c, files.c, limit.c, util.c
  */
 #ifndef RL_ENG_INT_H
@@ -215,6 +216,8 @@ struct eng_run {
 	pthread_mutex_t note_lock; /* stats->fallbacks, from any worker */
 	unsigned running;          /* spawned workers not yet finished */
 	atomic_int progress_due;   /* another worker crossed a progress step */
+
+	struct eng_integ *integ;   /* file identities and hashing (integrity.c) */
 };
 
 /* Test hook: how the page-cache probe measures residency. */
@@ -222,6 +225,24 @@ enum eng_cache_probe {
 	ENG_CACHE_AUTO = 0,     /* cachestat(2), mincore where the kernel lacks it */
 	ENG_CACHE_MINCORE = 1,  /* mincore only */
 };
+
+/* ---- integrity.c: file identity and SHA-256 on the workers ------------- */
+
+/* After the files are opened: records their identity (compared with
+ * job->file_ids), checks hashed files' coverage, sets up the digests. */
+int eng_integ_open(struct eng_run *rc);
+/* Every byte of q arrived (before its buffer is reused): hashes it now or
+ * holds a copy until its file's cursor reaches it. Any worker. */
+void eng_hash_read(struct eng_worker *w, const struct eng_req *q);
+/* Held bytes past the bound: claim no new reads. */
+int eng_hash_full(struct eng_run *rc);
+/* A worker with nothing claimed or in flight, paused by eng_hash_full:
+ * sleeps until held bytes drain (or a millisecond passes). */
+void eng_hash_wait(struct eng_run *rc);
+/* After the last read: identities again (RL_E_FILE_CHANGED), digests. */
+int eng_integ_finish(struct eng_run *rc);
+/* Statistics into rc->st, then frees; NULL-safe. */
+void eng_integ_free(struct eng_run *rc);
 
 /* ---- util.c: leaf helpers --------------------------------------------- */
 

@@ -353,6 +353,8 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	if (ret == 0)
 		ret = eng_open_files(&rc);
 	if (ret == 0)
+		ret = eng_integ_open(&rc);
+	if (ret == 0)
 		ret = eng_setup_plan(&rc);
 	st->setup_seconds = (rl_now_ns() - t0) / 1e9;
 	if (ret == 0)
@@ -368,7 +370,10 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	if (ret == 0)
 		ret = rc.err;
 	if (ret == 0)
+		ret = eng_integ_finish(&rc);
+	if (ret == 0)
 		ret = finish_shards(&rc);
+	eng_integ_free(&rc);
 	run_free(&rc);
 	if (ret == 0 && e)
 		rl_err_clear(e);

@@ -230,7 +230,8 @@ static int claim_one(struct eng_worker *w, int prefault)
 {
 	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
 
-	if (w->exhausted || w->count == w->cap || eng_failed(w->run))
+	if (w->exhausted || w->count == w->cap || eng_failed(w->run) ||
+	    eng_hash_full(w->run)) /* held hash bytes: let the cursor catch up */
 		return 0;
 	if (!fetch(w, r)) {
 		w->exhausted = 1;
@@ -394,6 +395,7 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 		job->on_read(job->user, &q->r, q->submit_ns, rl_now_ns());
 	if (job->on_data && !eng_failed(rc))
 		job->on_data(job->user, &q->r, q->dst);
+	eng_hash_read(w, q);
 	/* Reads without copies (rlperf's raw reads) just free their buffer. */
 	if (q->r.ncopies && !eng_failed(rc))
 		eng_scatter(w, q);
@@ -560,12 +562,14 @@ void eng_worker_run(struct eng_worker *w)
 						       * worker a buffer */
 				eng_fail(rc, -EINVAL, "worker %u: no bounce buffer for a read",
 					 w->id);
+			else
+				eng_hash_wait(rc); /* claims paused (integrity.c) */
 			continue;
 		}
 		/* Block in the kernel only when nothing else can go now (and
 		 * nothing is left to fault in ahead). */
 		wait = !ahead && (failed || why != NOT_BLOCKED || w->in_kernel >= w->qd ||
-				  (w->exhausted && !w->count && !w->retry));
+				  ((w->exhausted || eng_hash_full(rc)) && !w->count && !w->retry));
 		if (reap(w, wait, why) < 0)
 			break;
 	}

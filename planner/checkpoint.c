@@ -84,6 +84,7 @@ static int open_file(struct loader *L, struct pl_file *f)
 		return rl_err_set(L->e, -EINVAL, "%s: not a regular file", f->path);
 	}
 	f->size = (uint64_t)st.st_size;
+	rl_file_id_get(fd, &f->id); /* best effort: unrecorded is not compared */
 	return fd;
 }
 

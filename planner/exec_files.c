@@ -18,6 +18,8 @@ void pl_exec_files_free(struct pl_exec_files *fx)
 	rl_free(fx->file);
 	rl_free(fx->paths);
 	rl_free(fx->sizes);
+	rl_free(fx->ids);
+	rl_free(fx->data_starts);
 	rl_free(fx->reads);
 	rl_free(fx);
 }
@@ -39,7 +41,12 @@ int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e)
 	fx->paths = rl_mallocarray(p->nfiles + 1, sizeof(*fx->paths));
 	fx->sizes = rl_mallocarray(p->nfiles + 1, sizeof(*fx->sizes));
 	fx->reads = rl_mallocarray(p->nreads + 1, sizeof(*fx->reads));
-	if (!fx->file || !fx->paths || !fx->sizes || !fx->reads)
+	if (p->file_ids)
+		fx->ids = rl_calloc(p->nfiles + 1, sizeof(*fx->ids));
+	if (p->data_starts)
+		fx->data_starts = rl_calloc(p->nfiles + 1, sizeof(*fx->data_starts));
+	if (!fx->file || !fx->paths || !fx->sizes || !fx->reads ||
+	    (p->file_ids && !fx->ids) || (p->data_starts && !fx->data_starts))
 		goto oom;
 	for (size_t f = 0; f < p->nfiles; f++) {
 		if (slot[f] == UINT32_MAX)
@@ -47,6 +54,10 @@ int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e)
 		slot[f] = (uint32_t)fx->n;
 		fx->file[fx->n] = (uint32_t)f;
 		fx->paths[fx->n] = p->paths[f];
+		if (fx->ids)
+			fx->ids[fx->n] = p->file_ids[f];
+		if (fx->data_starts)
+			fx->data_starts[fx->n] = p->data_starts[f];
 		fx->sizes[fx->n++] = p->file_sizes[f];
 	}
 	for (size_t q = 0; q < p->nreads; q++) {

@@ -224,6 +224,8 @@ struct pl_plan {
 	size_t nfiles;
 	char **paths;
 	uint64_t *file_sizes;
+	struct rl_file_id *file_ids; /* per file; NULL in batch plans (not recorded) */
+	uint64_t *data_starts;       /* per file; NULL in batch plans */
 	struct rl_read *reads;
 	size_t nreads;
 	struct rl_copy *copies;
@@ -249,6 +251,8 @@ struct pl_exec_files {
 	uint32_t *file;             /* checkpoint index of each */
 	const char **paths;         /* the plan's strings */
 	uint64_t *sizes;
+	struct rl_file_id *ids;     /* NULL when the plan has none */
+	uint64_t *data_starts;      /* NULL when the plan has none */
 	struct rl_read *reads;      /* the plan's reads, files renumbered */
 };
 int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e);

@@ -547,6 +547,8 @@ void pl_plan_free(struct pl_plan *p)
 		rl_free(p->paths[i]);
 	rl_free(p->paths);
 	rl_free(p->file_sizes);
+	rl_free(p->file_ids);
+	rl_free(p->data_starts);
 	rl_free(p->reads);
 	rl_free(p->copies);
 	rl_free(p->stats);
@@ -777,8 +779,10 @@ static int plan_tables(struct ctx *x)
 	p->nfiles = ck->nfiles;
 	p->paths = rl_calloc(ck->nfiles + 1, sizeof(char *));
 	p->file_sizes = rl_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
+	p->file_ids = rl_calloc(ck->nfiles + 1, sizeof(*p->file_ids));
+	p->data_starts = rl_calloc(ck->nfiles + 1, sizeof(uint64_t));
 	if (!p->slot_dev || !p->dev_ids || !p->shards || !p->staging || !p->stats ||
-	    !p->have_stats || !p->paths || !p->file_sizes)
+	    !p->have_stats || !p->paths || !p->file_sizes || !p->file_ids || !p->data_starts)
 		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
 	for (unsigned sl = 0; sl < p->nslots; sl++) {
 		p->slot_dev[sl] = devs[sl];
@@ -786,6 +790,8 @@ static int plan_tables(struct ctx *x)
 	}
 	for (size_t f = 0; f < ck->nfiles; f++) {
 		p->file_sizes[f] = ck->files[f].size;
+		p->file_ids[f] = ck->files[f].id;
+		p->data_starts[f] = ck->files[f].data_start;
 		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
 			return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
 	}

@@ -12,6 +12,7 @@
 
 #include "rl_common.h"
 #include "rl_io.h"
+#include "rl_fileid.h"
 
 /* ---------------------------------------------------------------- */
 /* dtypes (planner/dtype.c)                                          */
@@ -32,6 +33,7 @@ struct pl_file {
 	char *path;
 	uint64_t size;       /* bytes, from fstat at open */
 	uint64_t data_start; /* 8 + header length: offset of the data buffer */
+	struct rl_file_id id; /* statx at open: a load compares (item 5 of issue 11) */
 };
 
 struct pl_tensor {
@@ -217,6 +219,10 @@ struct pl_exec {
 	/* Reads name files by their index in paths; this gives the
 	 * checkpoint's index of each (rl_plan_request). */
 	const uint32_t *file_index;
+	/* Per file: its identity when the checkpoint was opened (NULL: not
+	 * recorded) and where its data starts (8 + header length). */
+	const struct rl_file_id *file_ids;
+	const uint64_t *data_starts;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 

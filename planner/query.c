@@ -13,6 +13,8 @@ void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 	out->paths = p->fx->paths;
 	out->file_sizes = p->fx->sizes;
 	out->file_index = p->fx->file;
+	out->file_ids = p->fx->ids;
+	out->data_starts = p->fx->data_starts;
 	out->nreads = p->nreads;
 	out->reads = p->fx->reads;
 	out->ncopies = p->ncopies;

@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "ckpt_util.h"
 #include "harness.h"
@@ -188,25 +191,55 @@ size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
 	return sj;
 }
 
-void run_backend_matrix(const struct th_case *cases, size_t n, rl_backend *backend,
-			unsigned *workers)
+/* Writes path: nt U8 tensors t0, t1, ... of tbytes random bytes each; the whole
+ * file's SHA-256 in hex. Then sleeps past the kernel's timestamp tick, so
+ * that a change made during the load gets a later mtime and ctime. */
+int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[65])
+{
+	char hdr[2048];
+	size_t n = 0, total;
+	uint8_t *file, md[32];
+	unsigned len = 0;
+	int ret;
+
+	n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "{");
+	for (unsigned i = 0; i < nt; i++)
+		n += (size_t)snprintf(hdr + n, sizeof(hdr) - n,
+				      "%s\"t%u\":{\"dtype\":\"U8\",\"shape\":[%u],"
+				      "\"data_offsets\":[%u,%u]}", i ? "," : "", i, tbytes,
+				      i * tbytes, (i + 1) * tbytes);
+	n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "}");
+	total = 8 + n + (size_t)nt * tbytes;
+	file = malloc(total);
+	if (!file)
+		return -1;
+	for (int i = 0; i < 8; i++)
+		file[i] = (uint8_t)((uint64_t)n >> (8 * i));
+	memcpy(file + 8, hdr, n);
+	for (size_t i = 8 + n; i < total; i++)
+		file[i] = (uint8_t)th_rand();
+	EVP_Digest(file, total, md, &len, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", md[i]);
+	ret = write_bytes(path, file, total);
+	free(file);
+	usleep(30000);
+	return ret;
+}
+
+void run_on_every_backend(const struct th_case *t, size_t n, const unsigned *w, size_t nw,
+			  void (*select)(rl_backend b, unsigned workers))
 {
 	static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
 					       RL_BACKEND_PREAD };
-	static const unsigned counts[] = { 1, 3 };
-	char name[128];
+	char name[160];
 
-	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++) {
-		for (size_t w = 0; w < sizeof(counts) / sizeof(counts[0]); w++) {
-			for (size_t t = 0; t < n; t++) {
-				*backend = backends[b];
-				*workers = counts[w];
-				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(*backend),
-					 *workers, cases[t].name);
-				th_run(name, cases[t].fn);
+	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++)
+		for (size_t k = 0; k < nw; k++)
+			for (size_t i = 0; i < n; i++) {
+				select(backends[b], w[k]);
+				snprintf(name, sizeof(name), "%s/%uw/%s",
+					 rl_backend_name(backends[b]), w[k], t[i].name);
+				th_run(name, t[i].fn);
 			}
-		}
-	}
-	*backend = RL_BACKEND_IO_URING;
-	*workers = 1;
 }

@@ -48,7 +48,13 @@ int slice_equal(const uint8_t *tensor, const struct rt *t, const rl_shard_info *
 size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
 		   unsigned nproc, char *out, size_t cap);
 
-/* A test of a table run on every backend with one worker and with three. */
+/* Writes path: nt U8 tensors t0, t1, ... of tbytes random bytes each (one
+ * header of under 2 KiB); the whole file's SHA-256 in hex. Then sleeps
+ * 30 ms, past the kernel's timestamp tick, so that a change made after it
+ * gets a later mtime and ctime. Returns 0 or -1. */
+int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[65]);
+
+/* A test of a table: its name and function. */
 struct th_case {
 	const char *name;
 	void (*fn)(void);
@@ -59,5 +65,9 @@ struct th_case {
  * leaves them at io_uring and 1. */
 void run_backend_matrix(const struct th_case *cases, size_t n, rl_backend *backend,
 			unsigned *workers);
-
+/* Runs every test of t[0..n) on io_uring, libaio and pread, with each of
+ * the worker counts w[0..nw), named "<backend>/<N>w/<test>"; select() sets
+ * the backend and workers the tests use before each. */
+void run_on_every_backend(const struct th_case *t, size_t n, const unsigned *w, size_t nw,
+			  void (*select)(rl_backend b, unsigned workers));
 #endif

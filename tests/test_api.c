@@ -39,7 +39,7 @@ static const char *const covered[] = {
 	"rl_loader_load", "rl_loader_staging", "rl_loader_get_stats", "rl_loader_errmsg",
 	"rl_loader_destroy", "rl_loader_get_stats_ex", "rl_loader_num_files",
 	"rl_loader_get_file_stats", "rl_loader_request_bytes", "rl_staging_alloc",
-	"rl_staging_free",
+	"rl_staging_free", "rl_loader_expect_sha256",
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
 	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
 	"rl_loader_default_budget",
@@ -397,6 +397,16 @@ static void loader_stats_functions(rl_loader *ld)
 	CHECK_EQ(rl_loader_request_bytes(ld, NULL), -EINVAL);
 	CHECK(rl_staging_alloc(0) == NULL);
 	rl_staging_free(NULL, 4096);
+	CHECK_EQ(rl_loader_expect_sha256(NULL, "a", NULL), -EINVAL);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "a", NULL), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_expect_sha256(ld, NULL, "00"), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "", "00"), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "a", "abc"), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "a", "0123456789abcdef0123456789abcdef"
+					 "0123456789abcdef0123456789abcdeg"), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "a", "0123456789ABCDEF0123456789abcdef"
+					 "0123456789abcdef0123456789abcdef"), 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, NULL, NULL), 0);
 }
 
 static void loader_functions(void)

@@ -27,6 +27,12 @@ static unsigned cur_workers = 1;
 
 #define MIN_BUDGET (64 << 10)
 
+static void select_backend(rl_backend b, unsigned workers)
+{
+	cur = b;
+	cur_workers = workers;
+}
+
 /* A random checkpoint, opened; its path in this program's tmpdir. */
 struct fixture {
 	rl_ckpt *ck;
@@ -660,8 +666,13 @@ int main(void)
 		{ "loader_load_streams", loader_load_streams },
 	};
 
+	static const unsigned workers[] = { 1, 3 };
+
 	th_seed();
-	run_backend_matrix(tests, RL_ARRAY_SIZE(tests), &cur, &cur_workers);
+	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), workers, RL_ARRAY_SIZE(workers),
+			     select_backend);
+	cur = RL_BACKEND_IO_URING;
+	cur_workers = 1;
 	th_run("arguments", arguments);
 	return th_done();
 }

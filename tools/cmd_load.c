@@ -23,6 +23,7 @@
 #include "progress.h"
 #include "signals.h"
 #include "util.h"
+#include "sha256sums.h"
 #include "verify.h"
 
 #define PROG "ringload load"
@@ -81,18 +82,23 @@ static void phase_end(struct load_run *r, enum phase ph)
  * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
  * (read, verify, write: polling for a signal as those phases do; stuck: a
  * library call that calls nothing back) so that a test can interrupt each
- * phase without racing it.
+ * phase without racing it; with RINGLOAD_TEST_RESUME=FILE it goes on once
+ * FILE exists (a test changes the checkpoint mid-load meanwhile).
  */
 static void test_hold(struct load_run *r, const char *phase)
 {
+	const char *resume = getenv("RINGLOAD_TEST_RESUME");
 	int stuck = !strcmp(phase, "stuck");
 
 	if (!r->hold || strcmp(r->hold, phase))
 		return;
 	r->hold = NULL;
 	fprintf(stderr, "%s: holding in %s (RINGLOAD_TEST_HOLD)\n", PROG, phase);
-	while (stuck || !cli_sig_pending())
+	while (stuck || !cli_sig_pending()) {
+		if (resume && access(resume, F_OK) == 0)
+			return;
 		usleep(10000);
+	}
 }
 
 /* Progress of read, verify and write: draws the bar, stops on a signal. */
@@ -255,6 +261,8 @@ static int prepare(struct load_run *r)
 	/* the loader first: it sizes the plan's requests */
 	ret = configure_loader(r);
 	if (!ret)
+		ret = sha256_expect(r->ld, r->ck, &r->a->sha256, r->a->sha256_file, PROG);
+	if (!ret)
 		ret = build_plan(r);
 	if (!ret)
 		ret = begin_out(r);
@@ -287,6 +295,7 @@ static int read_checkpoint(struct load_run *r)
 		return -1;
 	}
 	rl_loader_get_stats(r->ld, &r->st);
+	sha256_report(r->ld, r->a->quiet, PROG);
 	return 0;
 }
 

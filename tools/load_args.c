@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "load_args.h"
 #include "opts.h"
+#include "sha256sums.h"
 
 #define PROG "ringload load"
 
@@ -32,9 +33,15 @@ static int mpi_rules(const struct load_args *a)
 			"the library maps the staging\n", PROG);
 		return OPTS_USAGE;
 	}
-	if (a->staging_budget >= 0 && (a->mpi || a->verify || a->staging >= 0)) {
+	if (a->staging_budget >= 0 && (a->mpi || a->verify || a->staging >= 0 ||
+				    a->sha256.n || a->sha256_file)) {
 		fprintf(stderr, "%s: --staging-budget streams the shards through windows: not with "
-			"%s\n", PROG, a->mpi ? "--mpi" : a->verify ? "--verify" : "--staging");
+			"%s\n", PROG, a->mpi ? "--mpi" : a->verify ? "--verify" :
+			a->staging >= 0 ? "--staging" : "--sha256");
+		return OPTS_USAGE;
+	}
+	if (a->mpi && (a->sha256.n || a->sha256_file)) {
+		fprintf(stderr, "%s: --sha256 and --sha256-file: not with --mpi yet\n", PROG);
 		return OPTS_USAGE;
 	}
 	if (a->mpi && a->verify && a->local_files) {
@@ -94,12 +101,18 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		  .help = "who maps the staging areas: the library, or this command as a runtime would",
 		  .choices = staging_names },
 		{ .name = "staging-budget", .kind = OPT_SIZE, .dst = &a->staging_budget,
-		  .metavar = "SIZE",
-		  .help = "stream through windows of SIZE bytes in all (0: from the process's limits) "
-			  "instead of staging the whole checkpoint",
+		  .metavar = "SIZE", .help = "stream through windows of SIZE bytes in all (0: from "
+			  "the process's limits) instead of staging the whole checkpoint",
 		  .bounds = cli_loader_bounds, .param = RL_OPT_STAGING_BUDGET },
 		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
 		  .help = "buffered reads (no O_DIRECT)" },
+		{ .name = "sha256", .kind = OPT_LIST, .dst = &a->sha256, .metavar = "FILE=HEX",
+		  .help = "FILE of the checkpoint must have SHA-256 HEX (repeatable)" },
+		{ .name = "sha256-file", .kind = OPT_STRING, .dst = &a->sha256_file,
+		  .metavar = "SUMS",
+		  .help = "expected SHA-256 values, sha256sum format, names relative to the checkpoint" },
+		{ .name = "no-hf-sha256", .kind = OPT_FLAG, .dst = &a->no_hf_sha256,
+		  .help = "do not take Hugging Face cache blob names as expected SHA-256 values" },
 		{ .name = "mpi", .kind = OPT_FLAG, .dst = &a->mpi,
 		  .help = "under mpirun: each rank loads its process (its rank) (docs/cluster.md)" },
 		{ .name = "read-once", .kind = OPT_FLAG, .dst = &a->read_once,
@@ -125,6 +138,8 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	ret = opts_parse(&cmd, argc, argv);
 	if (ret == OPTS_OK && (ret = mpi_rules(a)) != OPTS_OK)
 		return ret;
+	if (ret == OPTS_OK && (ret = sha256_args_check(PROG, &a->sha256)) != OPTS_OK)
+		return ret;
 	if (a->process < 0)
 		a->process = 0;
 	return ret;
@@ -143,6 +158,7 @@ int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)
 		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
 		{ RL_OPT_STAGING, a->staging },
 		{ RL_OPT_WORKERS, a->workers },
+		{ RL_OPT_SHA256_HF, a->no_hf_sha256 ? 0 : -1 },
 		{ RL_OPT_STAGING, a->staging_budget >= 0 ? RL_STAGING_STREAM : -1 },
 		{ RL_OPT_STAGING_BUDGET, a->staging_budget },
 	};

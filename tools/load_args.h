@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "opts.h"
 #include "ringload.h"
 
 struct load_args {
@@ -18,6 +19,9 @@ struct load_args {
 	int mpi, read_once;    /* --mpi, --read-once */
 	const char *local_files;
 	int64_t mpi_timeout;   /* seconds; 0: the library's default */
+	struct opt_list sha256;  /* --sha256 FILE=HEX, as given */
+	const char *sha256_file; /* --sha256-file SUMS */
+	int no_hf_sha256;        /* --no-hf-sha256 */
 };
 
 /* Parses argv (argv[0]: "load"). Returns an opts.h status (OPTS_OK, or

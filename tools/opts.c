@@ -290,6 +290,14 @@ static int set_value(const struct opt_cmd *cmd, const struct opt *o, const char 
 		return OPTS_OK;
 	case OPT_CHOICE:
 		return set_choice(cmd, o, v);
+	case OPT_LIST:
+		if (((struct opt_list *)o->dst)->n == OPT_LIST_MAX) {
+			fprintf(stderr, "%s: --%s given more than %d times\n", cmd->prog, o->name,
+				OPT_LIST_MAX);
+			return OPTS_USAGE;
+		}
+		((struct opt_list *)o->dst)->v[((struct opt_list *)o->dst)->n++] = v;
+		return OPTS_OK;
 	case OPT_U64:
 		err = opts_parse_u64(v, (uint64_t *)o->dst);
 		return err ? bad_value(cmd, o, v, err) : OPTS_OK;

@@ -23,6 +23,13 @@ enum opt_kind {
 	OPT_MILLI,   /* a decimal number (up to 3 decimals) x 1000, in [lo, hi]: *(int64_t *)dst */
 	OPT_U64,     /* decimal or 0x hex, any 64-bit value: *(uint64_t *)dst */
 	OPT_CHOICE,  /* one of choices[]: *(int *)dst = its index */
+	OPT_LIST,    /* repeatable: appends the value to *(struct opt_list *)dst */
+};
+
+#define OPT_LIST_MAX 256
+struct opt_list {
+	const char *v[OPT_LIST_MAX];
+	unsigned n;
 };
 
 struct opt {

@@ -17,7 +17,8 @@ import os
 from . import _core, _handles, _lib
 from ._errors import (ArgumentError, CanceledError, CheckpointError,
                       DeviceError, DtypeError, Error, FrameworkError,
-                      HeaderError, LoadError, SliceError, SpecError,
+                      HeaderError, IntegrityError, LoadError, SliceError,
+                      SpecError,
                       StateError, SysError, TensorNotFoundError)
 from ._safe_open import SafeSlice, safe_open
 
@@ -28,7 +29,7 @@ __all__ = [
     "Error", "HeaderError", "CheckpointError", "TensorNotFoundError",
     "SpecError", "ArgumentError", "FrameworkError", "DeviceError",
     "SliceError", "StateError", "LoadError", "CanceledError", "DtypeError",
-    "SysError",
+    "SysError", "IntegrityError",
 ]
 
 

@@ -82,6 +82,12 @@ class CanceledError(LoadError):
     """A callback canceled the load (RL_E_CANCELED)."""
 
 
+class IntegrityError(LoadError):
+    """A file changed since its checkpoint was opened or during the load
+    (RL_E_FILE_CHANGED), or its SHA-256 differs from the expected one or
+    cannot be checked (RL_E_CHECKSUM)."""
+
+
 class DtypeError(Error, TypeError):
     """The framework cannot hold a tensor's dtype; names tensor and dtype."""
 
@@ -112,6 +118,8 @@ _BY_CODE = {
     _lib.RL_E_TOO_LARGE: ArgumentError,
     _lib.RL_E_STATE: StateError,
     _lib.RL_E_CANCELED: CanceledError,
+    _lib.RL_E_FILE_CHANGED: IntegrityError,
+    _lib.RL_E_CHECKSUM: IntegrityError,
     -_errno.ENOENT: FileNotFoundSysError,
     -_errno.EACCES: PermissionSysError,
     -_errno.EPERM: PermissionSysError,

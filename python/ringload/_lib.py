@@ -43,6 +43,7 @@ ERROR_CODES = {
     "RL_E_PIECE_TIMEOUT": -5082,
     "RL_E_FILE_UNAVAILABLE": -5090, "RL_E_MPI": -5091, "RL_E_PEER": -5092,
     "RL_E_CLUSTER_MISMATCH": -5093,
+    "RL_E_FILE_CHANGED": -5065, "RL_E_CHECKSUM": -5066,
 }
 globals().update(ERROR_CODES)
 
@@ -61,7 +62,7 @@ PLAN_PARAMS = {
 LOADER_PARAMS = {
     "backend": 1, "queue_depth": 2, "request_bytes": 3, "inflight_bytes": 4,
     "buffers": 5, "register": 6, "direct": 7, "staging": 8, "threads": 9,
-    "workers": 10, "staging_budget": 11, "release_timeout_ms": 12,
+    "workers": 10, "sha256_hf": 11, "staging_budget": 12, "release_timeout_ms": 13,
 }
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
 
@@ -153,7 +154,10 @@ class LoadStatsEx(Structure):
                 ("prepare_seconds", c_double), ("setup_seconds", c_double),
                 ("scatter_seconds", c_double), ("request_bytes", c_uint64),
                 ("bytes_buffered", c_uint64), ("files_cached", c_uint),
-                ("numa_node", c_int), ("shape", c_char * 384)]
+                ("numa_node", c_int), ("shape", c_char * 384),
+                ("bytes_hashed", c_uint64), ("hash_seconds", c_double),
+                ("hash_held_peak", c_uint64), ("files_hashed", c_uint),
+                ("files_unchecked", c_uint)]
 
 
 class FileStats(Structure):
@@ -161,7 +165,8 @@ class FileStats(Structure):
     _fields_ = [("size", c_size_t), ("file", c_size_t), ("mode", c_int),
                 ("bytes_needed", c_uint64), ("bytes_resident", c_uint64),
                 ("device", c_char * 64), ("max_request_bytes", c_uint32),
-                ("max_segments", c_uint32), ("optimal_io_bytes", c_uint32)]
+                ("max_segments", c_uint32), ("optimal_io_bytes", c_uint32),
+                ("sha256_state", c_int), ("sha256", c_char * 65)]
 
 
 class FileHeader(Structure):
@@ -305,6 +310,7 @@ _PROTOTYPES = {
     "rl_loader_next_piece": (c_int, [_V, POINTER(Piece), c_int]),
     "rl_loader_finish": (c_int, [_V]),
     "rl_loader_default_budget": (c_int64, []),
+    "rl_loader_expect_sha256": (c_int, [_V, c_char_p, c_char_p]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).

@@ -26,11 +26,15 @@ static void structs_new(void)
 	FIELD(rl_load_stats_ex, request_bytes); FIELD(rl_load_stats_ex, bytes_buffered);
 	FIELD(rl_load_stats_ex, files_cached); FIELD(rl_load_stats_ex, numa_node);
 	FIELD(rl_load_stats_ex, shape);
+	FIELD(rl_load_stats_ex, bytes_hashed); FIELD(rl_load_stats_ex, hash_seconds);
+	FIELD(rl_load_stats_ex, hash_held_peak); FIELD(rl_load_stats_ex, files_hashed);
+	FIELD(rl_load_stats_ex, files_unchecked);
 	STRUCT(rl_file_stats);
 	FIELD(rl_file_stats, size); FIELD(rl_file_stats, file); FIELD(rl_file_stats, mode);
 	FIELD(rl_file_stats, bytes_needed); FIELD(rl_file_stats, bytes_resident);
 	FIELD(rl_file_stats, device); FIELD(rl_file_stats, max_request_bytes);
 	FIELD(rl_file_stats, max_segments); FIELD(rl_file_stats, optimal_io_bytes);
+	FIELD(rl_file_stats, sha256_state); FIELD(rl_file_stats, sha256);
 	STRUCT(rl_file_header);
 	FIELD(rl_file_header, path); FIELD(rl_file_header, size);
 	FIELD(rl_file_header, header); FIELD(rl_file_header, header_len);
@@ -114,6 +118,7 @@ static void errors(void)
 	CONST(RL_E_RELEASE_TIMEOUT); CONST(RL_E_PIECE); CONST(RL_E_PIECE_TIMEOUT);
 	CONST(RL_E_FILE_UNAVAILABLE); CONST(RL_E_MPI); CONST(RL_E_PEER);
 	CONST(RL_E_CLUSTER_MISMATCH);
+	CONST(RL_E_FILE_CHANGED); CONST(RL_E_CHECKSUM);
 }
 
 static void params(void)
@@ -125,7 +130,7 @@ static void params(void)
 	CONST(RL_OPT_BACKEND); CONST(RL_OPT_QUEUE_DEPTH); CONST(RL_OPT_REQUEST_BYTES);
 	CONST(RL_OPT_INFLIGHT_BYTES); CONST(RL_OPT_BUFFERS); CONST(RL_OPT_REGISTER);
 	CONST(RL_OPT_DIRECT); CONST(RL_OPT_STAGING); CONST(RL_OPT_THREADS);
-	CONST(RL_OPT_WORKERS); CONST(RL_OPT_STAGING_BUDGET); CONST(RL_OPT_RELEASE_TIMEOUT_MS);
+	CONST(RL_OPT_WORKERS); CONST(RL_OPT_SHA256_HF); CONST(RL_OPT_STAGING_BUDGET); CONST(RL_OPT_RELEASE_TIMEOUT_MS);
 	CONST(RL_BACKEND_AUTO); CONST(RL_BACKEND_IO_URING); CONST(RL_BACKEND_LIBAIO);
 	CONST(RL_BACKEND_PREAD);
 	CONST(RL_STAGING_LIBRARY); CONST(RL_STAGING_CALLER); CONST(RL_STAGING_STREAM);

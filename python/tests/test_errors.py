@@ -164,7 +164,9 @@ def test_every_code_maps_to_its_group_class():
               "RL_E_CANCELED": ringload.CanceledError, "RL_E_STAGING": ringload.LoadError,
               "RL_E_RELEASE_TIMEOUT": ringload.LoadError, "RL_E_PIECE": ringload.LoadError,
               "RL_E_FILE_UNAVAILABLE": ringload.LoadError, "RL_E_MPI": ringload.LoadError,
-              "RL_E_PEER": ringload.LoadError, "RL_E_CLUSTER_MISMATCH": ringload.LoadError}
+              "RL_E_PEER": ringload.LoadError, "RL_E_CLUSTER_MISMATCH": ringload.LoadError,
+              "RL_E_FILE_CHANGED": ringload.IntegrityError,
+              "RL_E_CHECKSUM": ringload.IntegrityError}
     for name, code in _lib.ERROR_CODES.items():
         cls = next(c for prefix, c in groups.items() if name.startswith(prefix))
         e = _errors.error(code, "msg")
@@ -174,7 +176,7 @@ def test_every_code_maps_to_its_group_class():
         again = pickle.loads(pickle.dumps(e))
         assert type(again) is cls and again.code == code and str(again) == "msg"
     # codes a newer library appends land in their group
-    assert type(_errors.error(-5066, "x")) is ringload.HeaderError
+    assert type(_errors.error(-5067, "x")) is ringload.HeaderError
     assert type(_errors.error(-5085, "x")) is ringload.LoadError
     assert type(_errors.error(-errno.EIO, "x")) is ringload.SysError
     assert isinstance(_errors.error(-errno.EACCES), PermissionError)

@@ -102,7 +102,8 @@ static int make_ckpt(const struct input *in, struct ckpt *c)
 		    pl_header_parse((const char *)in->part[f + 1], hlen, size, f, &c->h[f], &e))
 			return -1;
 		snprintf(c->paths[f], sizeof(c->paths[f]), "f%u", f);
-		c->files[f] = (struct pl_file){ c->paths[f], size, 8 + hlen };
+		c->files[f] = (struct pl_file){ .path = c->paths[f], .size = size,
+						.data_start = 8 + hlen };
 		c->ck.nfiles = f + 1;
 		n += c->h[f].ntensors;
 	}

@@ -1,0 +1,54 @@
+/*
+ * integrity.h - the loader's side of file integrity (api/integrity.c):
+ * expected SHA-256 values (given, or named by the Hugging Face cache
+ * layout), which files of a run can be hashed (those it reads whole), the
+ * reads that complete them (header and gaps), and the comparison after the
+ * run. Connects the planner's file records to the engine's job.
+ */
+#ifndef RL_API_INTEGRITY_H
+#define RL_API_INTEGRITY_H
+
+#include "../engine/engine.h"
+#include "../planner/planner.h"
+
+struct ld_expect {
+	char *name;             /* as given: a path, or a name relative to the checkpoint */
+	uint8_t sha[32];
+};
+
+/* What one run decided and found for each of its files. */
+struct ld_hashrun {
+	size_t nfiles;
+	uint8_t *hash;          /* engine job: 1 = hash file f */
+	uint8_t (*want)[32];    /* expected digest of each hashed file */
+	uint8_t (*got)[32];     /* computed by the engine */
+	int *state;             /* RL_SHA256_* per file */
+	struct rl_read *reads;  /* the plan's reads plus the fillers, by (file, offset) */
+	size_t nreads;
+	uint32_t max_read;
+	unsigned unchecked;     /* files with an expected value read only in part */
+};
+
+/* Parses 64 hex digits into sha; 0 or -1. */
+int ld_parse_sha256(const char *hex, uint8_t sha[32]);
+/* sha as 64 lowercase hex digits and a NUL. */
+void ld_sha256_hex(const uint8_t sha[32], char out[65]);
+
+/*
+ * Before a run of ex: expected values from exp[0..nexp) and, with hf set,
+ * from the Hugging Face cache layout; files read whole get hashed, with
+ * reads added for the bytes the plan does not read (header, gaps); a file
+ * with a given expected value read only in part is RL_E_CHECKSUM (naming
+ * it). Fills job's reads, total_bytes and integrity fields, and *max_read.
+ * Returns 0 or a negative code with e set; hr is freed by ld_hashrun_free
+ * either way.
+ */
+int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t nexp, int hf,
+		    const struct pl_exec *ex, struct eng_job *job, uint32_t chunk,
+		    struct rl_err *e);
+/* After a successful run: RL_E_CHECKSUM naming the first file whose
+ * digest differs, with both values; else 0. */
+int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e);
+void ld_hashrun_free(struct ld_hashrun *hr);
+
+#endif /* RL_API_INTEGRITY_H */

@@ -1,0 +1,375 @@
+/*
+ * test_integrity.c - issue 11 items 5 and 7 through the public API, on
+ * every backend with one worker and with three: a file rewritten in place,
+ * touched (mtime only) or replaced by rename during the load (from the
+ * progress callback, which runs on the loading thread while other reads
+ * are in flight), or replaced between opening the checkpoint and loading;
+ * SHA-256 on the I/O path: the right value passes (with small requests and
+ * a small in-flight bound, so reads complete out of order and held bytes
+ * pause the claims), one flipped byte fails naming the file and both
+ * values, the Hugging Face cache layout (64 hex digits: expected; 40: a git
+ * SHA-1, ignored), a load that reads part of a file refused. The CLI's
+ * options: test_cli_integrity.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt_util.h"
+#include "harness.h"
+#include "ringload.h"
+#include "rl_common.h"
+
+static const unsigned worker_counts[] = { 1, 3 };
+static rl_backend cur = RL_BACKEND_IO_URING;
+static unsigned cur_workers = 1;
+
+#define NT 8                 /* tensors */
+#define TBYTES (96u << 10)   /* bytes each */
+
+/* A loader on the current backend and workers, with small requests and a
+ * small in-flight bound: many reads, completing out of order. */
+static rl_loader *new_loader(void)
+{
+	rl_loader *ld = rl_loader_create();
+
+	if (ld && (rl_loader_set(ld, RL_OPT_BACKEND, cur) < 0 ||
+		   rl_loader_set(ld, RL_OPT_WORKERS, cur_workers) < 0 ||
+		   rl_loader_set(ld, RL_OPT_REQUEST_BYTES, 16384) < 0 ||
+		   rl_loader_set(ld, RL_OPT_INFLIGHT_BYTES, 65536) < 0)) {
+		rl_loader_destroy(ld);
+		return NULL;
+	}
+	return ld;
+}
+
+/* Opens path and loads it whole (spec NULL) or as spec says. */
+static int load(const char *path, const char *spec_json, rl_loader *ld)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = NULL;
+	rl_plan *plan = NULL;
+	int ret;
+
+	if (!ck)
+		return -ENOMEM;
+	ret = rl_ckpt_open(ck, path);
+	if (ret == 0 && spec_json) {
+		spec = rl_spec_create();
+		ret = spec ? rl_spec_parse(spec, spec_json, strlen(spec_json)) : -ENOMEM;
+	}
+	if (ret == 0)
+		ret = rl_loader_load(ld, ck, spec, 0, &plan);
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	return ret;
+}
+
+static rl_file_stats file_stats(const rl_loader *ld)
+{
+	rl_file_stats fs = { .size = sizeof(fs) };
+
+	if (rl_loader_get_file_stats(ld, 0, &fs) < 0)
+		fs.sha256_state = -1;
+	return fs;
+}
+
+#define SKIP_BACKEND(ret, ld) \
+	do { \
+		if ((ret) == RL_E_BACKEND) { \
+			rl_loader_destroy(ld); \
+			SKIP("backend unavailable"); \
+		} \
+	} while (0)
+
+/* ------------------------------------------------------------------ */
+/* SHA-256 */
+
+static void sha256_right_value_passes(void)
+{
+	char hex[65];
+	const char *path = tmp_path("ok.safetensors");
+	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_loader *ld = new_loader();
+	rl_file_stats fs;
+	struct stat st;
+	int ret;
+
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0 && stat(path, &st) == 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "ok.safetensors", hex), 0);
+	ret = load(path, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	fs = file_stats(ld);
+	CHECK_EQ(fs.sha256_state, RL_SHA256_MATCHED);
+	CHECK_STR(fs.sha256, hex);
+	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), 0);
+	CHECK_EQ(x.bytes_hashed, st.st_size); /* the header too */
+	CHECK_EQ(x.files_hashed, 1);
+	CHECK(rl_loader_staging(ld, 0, NULL) != NULL);
+	rl_loader_destroy(ld);
+}
+
+static void sha256_flipped_byte_fails(void)
+{
+	char hex[65], bad[65];
+	const char *path = tmp_path("flip.safetensors");
+	rl_loader *ld = new_loader();
+	uint8_t b;
+	int fd, ret;
+
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pread(fd, &b, 1, 300000) == 1);
+	b ^= 0x10;
+	CHECK(pwrite(fd, &b, 1, 300000) == 1);
+	close(fd);
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_CHECKSUM, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECKF(strstr(rl_loader_errmsg(ld), "flip.safetensors: SHA-256 mismatch: expected ") &&
+	       strstr(rl_loader_errmsg(ld), hex), "%s", rl_loader_errmsg(ld));
+	CHECK(rl_loader_staging(ld, 0, NULL) == NULL); /* nothing handed out */
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MISMATCH);
+	/* The same file with its new value passes. */
+	snprintf(bad, sizeof(bad), "%s", strstr(rl_loader_errmsg(ld), ", got ") + 6);
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, bad), 0);
+	ret = load(path, NULL, ld);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+static void sha256_partial_read_refused(void)
+{
+	char hex[65];
+	const char *path = tmp_path("part.safetensors");
+	rl_loader *ld = new_loader();
+	int ret;
+
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "part.safetensors", hex), 0);
+	ret = load(path, "{\"tensors\": [\"t3\"]}", ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), "part.safetensors: whole-file "
+		"SHA-256 cannot be checked: this load reads only part of the file"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+/* snapshots/rev/model.safetensors -> ../../blobs/<blob> in a fresh dir. */
+static const char *hf_layout(const char *dir, const char *blob, const char *src)
+{
+	static char link[1024];
+	char p[1024], target[512];
+
+	snprintf(p, sizeof(p), "rm -rf %s && mkdir -p %s/blobs %s/snapshots/rev && "
+		 "cp %s %s/blobs/%s", dir, dir, dir, src, dir, blob);
+	if (system(p) != 0)
+		return NULL;
+	snprintf(link, sizeof(link), "%s/snapshots/rev/model.safetensors", dir);
+	snprintf(target, sizeof(target), "../../blobs/%s", blob);
+	return symlink(target, link) == 0 ? link : NULL;
+}
+
+static void sha256_hf_cache_layout(void)
+{
+	char hex[65], wrong[65], sha1[41], src[1024];
+	const char *p;
+	rl_loader *ld = new_loader();
+	int ret;
+
+	snprintf(src, sizeof(src), "%s", tmp_path("hf.safetensors")); /* tmp_path rotates */
+	CHECK(ld && write_hashed_ckpt(src, NT, TBYTES, hex) == 0);
+	p = hf_layout(tmp_path("hf1"), hex, src);
+	CHECK(p);
+	ret = load(p, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MATCHED);
+	/* A blob whose name is not the file's SHA-256: corrupted. */
+	memcpy(wrong, hex, sizeof(wrong));
+	wrong[0] = wrong[0] == '0' ? '1' : '0';
+	p = hf_layout(tmp_path("hf2"), wrong, src);
+	CHECK(p);
+	ret = load(p, NULL, ld);
+	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), wrong), "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	/* ... not compared when the layout is not to be trusted. */
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_SHA256_HF, 0), 0);
+	CHECK_EQ(load(p, NULL, ld), 0);
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_NONE);
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_SHA256_HF, 1), 0);
+	/* A git blob SHA-1 (small files kept in git, not LFS): nothing to compare. */
+	memcpy(sha1, hex, 40);
+	sha1[40] = '\0';
+	p = hf_layout(tmp_path("hf3"), sha1, src);
+	CHECK(p);
+	CHECK_EQ(load(p, NULL, ld), 0);
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_NONE);
+	/* Read in part: not checked, and not an error (nobody asked). */
+	p = hf_layout(tmp_path("hf4"), wrong, src);
+	CHECK(p);
+	CHECKF(load(p, "{\"tensors\": [\"t1\"]}", ld) == 0, "%s", rl_loader_errmsg(ld));
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_PARTIAL);
+	rl_loader_destroy(ld);
+}
+
+/* ------------------------------------------------------------------ */
+/* Files that change */
+
+enum change { REWRITE, TOUCH, RENAME };
+
+struct changer {
+	const char *path;
+	enum change how;
+	int done;
+};
+
+/* The progress callback: once, while reads are in flight. */
+static int change_file(void *user, uint64_t done, uint64_t total)
+{
+	struct changer *c = user;
+	static const uint8_t zeros[4096];
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_NOW } };
+	char tmp[1100];
+	int fd;
+
+	if (c->done || done >= total)
+		return 0;
+	c->done = 1;
+	switch (c->how) {
+	case REWRITE: /* dd conv=notrunc of zeros */
+		fd = open(c->path, O_WRONLY);
+		if (fd >= 0) {
+			if (pwrite(fd, zeros, sizeof(zeros), 200000) < 0)
+				c->done = -1;
+			close(fd);
+		}
+		break;
+	case TOUCH:
+		if (utimensat(AT_FDCWD, c->path, ts, 0) < 0)
+			c->done = -1;
+		break;
+	case RENAME:
+		snprintf(tmp, sizeof(tmp), "%s.new", c->path);
+		if (write_bytes(tmp, zeros, sizeof(zeros)) < 0 || rename(tmp, c->path) < 0)
+			c->done = -1;
+		break;
+	}
+	return 0;
+}
+
+static int load_changing(enum change how, const char *name, rl_loader **ldp)
+{
+	char hex[65];
+	struct changer c = { tmp_path(name), how, 0 };
+	rl_loader *ld = new_loader();
+	int ret;
+
+	*ldp = ld;
+	if (!ld || write_hashed_ckpt(c.path, NT, TBYTES, hex) < 0)
+		return -ENOMEM;
+	rl_loader_set_callbacks(ld, NULL, change_file, &c);
+	ret = load(c.path, NULL, ld);
+	return c.done == 1 || ret == RL_E_BACKEND ? ret : -EPROTO;
+}
+
+static void rewritten_in_place_mid_load(void)
+{
+	rl_loader *ld;
+	int ret = load_changing(REWRITE, "rw.safetensors", &ld);
+
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_FILE_CHANGED && strstr(rl_loader_errmsg(ld),
+		"rw.safetensors: file changed during load"), "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK(rl_loader_staging(ld, 0, NULL) == NULL);
+	rl_loader_destroy(ld);
+}
+
+static void touched_mid_load(void)
+{
+	rl_loader *ld;
+	int ret = load_changing(TOUCH, "touch.safetensors", &ld);
+
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_FILE_CHANGED && strstr(rl_loader_errmsg(ld),
+		"touch.safetensors: file changed during load (modification time differs)"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+/* Replaced by rename during the load: the open descriptors still read the
+ * old file, whole and consistent, but the checkpoint at that path is now
+ * another one: the load fails rather than hand out a stale checkpoint
+ * (the unlink changes the old file's ctime; the path names another). */
+static void replaced_by_rename_mid_load(void)
+{
+	rl_loader *ld;
+	int ret = load_changing(RENAME, "mv.safetensors", &ld);
+
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_FILE_CHANGED && strstr(rl_loader_errmsg(ld),
+		"mv.safetensors: file changed during load (replaced or removed"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+/* Replaced (or rewritten) between opening the checkpoint and loading: the
+ * header the plan came from no longer describes the file. */
+static void replaced_between_open_and_load(void)
+{
+	char hex[65], other[1100];
+	const char *path = tmp_path("stale.safetensors");
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_loader *ld = new_loader();
+	rl_plan *plan = NULL;
+	int ret;
+
+	CHECK(ck && ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	snprintf(other, sizeof(other), "%s.new", path);
+	CHECK(write_hashed_ckpt(other, NT, TBYTES, hex) == 0);
+	CHECK_EQ(rl_ckpt_open(ck, path), 0);
+	CHECK_EQ(rename(other, path), 0);
+	ret = rl_loader_load(ld, ck, NULL, 0, &plan);
+	rl_ckpt_destroy(ck);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_FILE_CHANGED && strstr(rl_loader_errmsg(ld),
+		"stale.safetensors: file changed since the checkpoint was opened"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK(plan == NULL);
+	rl_loader_destroy(ld);
+}
+
+static void select_backend(rl_backend b, unsigned workers)
+{
+	cur = b;
+	cur_workers = workers;
+}
+
+int main(void)
+{
+	static const struct th_case tests[] = {
+		{ "sha256_right_value_passes", sha256_right_value_passes },
+		{ "sha256_flipped_byte_fails", sha256_flipped_byte_fails },
+		{ "sha256_partial_read_refused", sha256_partial_read_refused },
+		{ "sha256_hf_cache_layout", sha256_hf_cache_layout },
+		{ "rewritten_in_place_mid_load", rewritten_in_place_mid_load },
+		{ "touched_mid_load", touched_mid_load },
+		{ "replaced_by_rename_mid_load", replaced_by_rename_mid_load },
+		{ "replaced_between_open_and_load", replaced_between_open_and_load },
+	};
+
+	th_seed();
+	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), worker_counts,
+			     RL_ARRAY_SIZE(worker_counts), select_backend);
+	return th_done();
+}

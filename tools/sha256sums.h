@@ -1,0 +1,31 @@
+/*
+ * sha256sums.h - `ringload load`'s expected SHA-256 values: --sha256
+ * FILE=HEX (repeatable) and --sha256-file SUMS (sha256sum's format), given
+ * to the loader (rl_loader_expect_sha256), and what the load found.
+ */
+#ifndef RL_TOOLS_SHA256SUMS_H
+#define RL_TOOLS_SHA256SUMS_H
+
+#include "opts.h"
+#include "ringload.h"
+
+/* Every --sha256 value is FILE=HEX with 64 hex digits: OPTS_OK, or
+ * OPTS_USAGE after one line naming the value. */
+int sha256_args_check(const char *prog, const struct opt_list *given);
+
+/*
+ * Gives ld the expected values: each --sha256 FILE must name a file of ck
+ * (its path, or its end after a '/'); each line of sums_file (NULL: none)
+ * is "<64 hex digits>  <name>" (or " *<name>"), names relative to the
+ * checkpoint, lines naming no file of ck skipped. Prints one line naming
+ * the value, or the file and line, on error. Returns 0 or -1.
+ */
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const struct opt_list *given,
+		  const char *sums_file, const char *prog);
+
+/* After a successful load: a warning line for files whose expected value
+ * could not be checked (read in part), and unless quiet one line saying
+ * what was checked. */
+void sha256_report(const rl_loader *ld, int quiet, const char *prog);
+
+#endif
