@@ -9,11 +9,14 @@ checkpoint file (issue 13's benchmark):
                               into tensors torch owns, host memory ~ B)
   ringload load (the CLI)    (CPU only: the same file loaded by the command)
   fio                         its best of a small grid (io_uring, O_DIRECT,
-                              bs 1M/4M/8M x iodepth 16/64 x numjobs 1/4)
+                              fixedbufs, bs 1M/4M/8M x iodepth 16/64 x
+                              numjobs 1/2/4/cores)
 
-Every round runs every reader once, interleaved, each cold (the file's page
-cache dropped: posix_fadvise DONTNEED, and /proc/sys/vm/drop_caches when
-root), each Python reader in a fresh interpreter that imports torch (and
+Every round runs every reader once, interleaved (the order turning every
+round), each after touching the file's size of fresh memory (build/perf/
+bench_fill, for VMs that hand freed memory back to their host), each cold
+(the file's page cache dropped: posix_fadvise DONTNEED, and
+/proc/sys/vm/drop_caches when root), each Python reader in a fresh interpreter that imports torch (and
 initialises CUDA for cuda:0) before its clock starts. Reported: median
 GB/s per reader and device, the ratios the issue targets, and the peak RSS
 above the interpreter's RSS after those imports (VmHWM after clearing it
@@ -118,7 +121,18 @@ def run_cli(path):
     return {"seconds": d["seconds"]["total"], "bytes": d["bytes"], "extra_rss": 0}
 
 
-FIO_GRID = [(bs, qd, jobs) for bs in ("1M", "4M", "8M") for qd in (16, 64) for jobs in (1, 4)]
+FIO_GRID = [(bs, qd, jobs) for bs in ("1M", "4M", "8M") for qd in (16, 64)
+            for jobs in sorted({1, 2, 4, os.cpu_count() or 1})]
+
+
+def prime(size):
+    """Touches size bytes of fresh memory in a child (build/perf/bench_fill)
+    just before a timed run: a VM that hands freed memory back to its host
+    faults it back slowly (docs/benchmarks.md), which would otherwise land
+    on whichever reader allocates first in a round."""
+    fill = os.path.join(ROOT, "build", "perf", "bench_fill")
+    if os.access(fill, os.X_OK):
+        subprocess.run([fill, str(size)], capture_output=True, check=False)
 
 
 def run_fio(path):
@@ -128,7 +142,7 @@ def run_fio(path):
     for bs, qd, jobs in FIO_GRID:
         drop_cache(path)
         p = subprocess.run(["fio", "--name=r", f"--filename={path}", "--rw=read",
-                            "--ioengine=io_uring", "--direct=1", f"--bs={bs}",
+                            "--ioengine=io_uring", "--direct=1", "--fixedbufs", f"--bs={bs}",
                             f"--iodepth={qd}", f"--numjobs={jobs}", "--group_reporting",
                             f"--size={size // jobs // 4096 * 4096}",
                             "--offset_increment=" + str(size // jobs // 4096 * 4096),
@@ -174,9 +188,12 @@ def main():
                              capture_output=True).returncode == 0
     use_fio = not a.no_fio and shutil.which("fio")
     rows = {}
+    order = readers(devices, have_st)
     for rnd in range(a.rounds):
-        for reader, dev in readers(devices, have_st):
+        # the order turns every round, so that no reader always goes first
+        for reader, dev in order[rnd % len(order):] + order[:rnd % len(order)]:
             drop_cache(a.file)
+            prime(os.path.getsize(a.file))
             r = run_cli(a.file) if reader == "cli" else \
                 run_python(reader, a.file, dev, a.budget)
             rows.setdefault((reader, dev), []).append(r)
