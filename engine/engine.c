@@ -23,19 +23,14 @@
  * thread at all (rlperf's raw reads, small loads).
  *
  * Why this shape. Before, one ring owner submitted and reaped and one
- * completion thread copied; measured on a 16-core host loading a 16 GiB
- * checkpoint from a tmpfs file with O_DIRECT, that loader ran at 3.1-3.8
- * GB/s while fio reached 24.8 with 4 jobs and ringload's own pread pool
- * (16 threads) 17-18.8: a single thread faulting in and zeroing fresh
- * staging (~4 GB/s per core), then a single thread for every copy, were
- * the ceiling, not the storage. Reads out of RAM-backed storage and the
- * page cache are copies done by the submitting thread, so they scale only
- * with the threads that submit. The ring owner's measurements still hold
- * for each worker (perf/bench_engine.c, 2.2 GB file read whole, cold,
- * QD 16 x 4 MiB straight into staging, one ring, median of 3 interleaved
- * rounds): owner reaps with SINGLE_ISSUER|DEFER_TASKRUN 1.36 GB/s; without
- * DEFER_TASKRUN 1.30; without SINGLE_ISSUER either 1.20. The numbers of
- * the worker design are in docs/benchmarks.md (perf/load_media.sh).
+ * completion thread copied, and on a many-core host loading from
+ * RAM-backed storage those two threads were the ceiling, not the storage:
+ * reads out of RAM-backed storage and the page cache are copies done by
+ * the submitting thread, and fresh staging is zeroed by the thread that
+ * first touches it, so both scale only with the threads that do them. Each
+ * worker keeps the ring owner's choices (SINGLE_ISSUER|DEFER_TASKRUN, the
+ * owner reaps). The measurements behind both are in docs/engine.md
+ * ("Why workers") and docs/benchmarks.md.
  */
 #include <errno.h>
 #include <stdio.h>

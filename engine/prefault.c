@@ -4,10 +4,10 @@
  *
  * A read straight into fresh anonymous memory makes the kernel allocate
  * and zero its pages inside the submitting thread's io_uring_enter (or
- * io_submit, or pread): measured on a 2.2 GB whole-checkpoint load, 84% of
- * the process's CPU was clear_page. One helper thread took that off the
- * ring's owner, but then it was the ceiling: fresh memory faults in at
- * about 4 GB/s per core. So every worker touches the destinations of the
+ * io_submit, or pread): most of a whole-checkpoint load's CPU was
+ * clear_page (docs/engine.md, "Why workers"). One helper thread took that
+ * off the ring's owner, but then it was the ceiling: one core faults fresh
+ * memory in only so fast. So every worker touches the destinations of the
  * reads it claims (MADV_POPULATE_WRITE, 2 MiB at a time on huge pages)
  * while its earlier reads are in flight: the zeroing scales with the
  * workers, and the reads and copies then find their pages present.
