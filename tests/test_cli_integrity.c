@@ -146,7 +146,11 @@ static int load_while(const char *change)
 {
 	char args[2048];
 
+	/* err is removed first: the loop below would otherwise find the
+	 * "holding" line of the last call's load and change the file before
+	 * this load has opened it. */
 	unlink(tmp_path("go"));
+	unlink(tmp_path("err"));
 	snprintf(args, sizeof(args), "m.safetensors 2>err & p=$!; "
 		 "n=0; while ! grep -q holding err 2>/dev/null && [ $n -lt 1000 ]; "
 		 "do sleep 0.01; n=$((n+1)); done; %s; touch go; "
