@@ -149,6 +149,7 @@ int mx_ckpt_digest(const rl_ckpt *ck, unsigned char out[32]);
 /* Per-load state shared by load.c and batch.c. */
 struct mx_load {
 	struct mx *x;
+	const rl_ckpt *ck;
 	rl_loader *ld;
 	rl_plan *plan;
 	uint8_t **staging;          /* ld's areas, by device */
@@ -183,6 +184,18 @@ int mx_direct_blocks(const rl_plan *plan, size_t t, const rl_transfer_info *ti,
  * absolute addresses (receive with MPI_BOTTOM). Returns 0 or a code. */
 int mx_direct_type(const struct mx_blocks *b, uint64_t off, uint64_t len, MPI_Datatype *type);
 void mx_blocks_free(struct mx_blocks *b);
+/* Where payload bytes [off, off + len) land when that is one run of b;
+ * NULL when they span several. */
+uint8_t *mx_direct_run(const struct mx_blocks *b, uint64_t off, uint64_t len);
+
+/* Tensors under this many bytes share messages with their neighbours. */
+#define MX_PIECE_MIN (64u << 10)
+/*
+ * The offsets in transfer ti's payload where its messages begin, in
+ * order, into out (NULL: only counted), cut alike on every rank from the
+ * checkpoint's tensors and max (cuts.c). Returns how many.
+ */
+size_t mx_cuts(const rl_ckpt *ck, const rl_transfer_info *ti, uint64_t max, uint64_t *out);
 
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);
