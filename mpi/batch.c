@@ -502,10 +502,14 @@ int mx_batch(struct mx_load *L, uint64_t b)
 		mx_abort(L->x, "out of memory for a batch's transfer lists");
 		mx_fail(L->x, -ENOMEM, "out of memory for a batch's transfer lists");
 	} else {
+		struct mx_prefault pf;
+
+		mx_prefault_start(&pf, L, B.t, B.ti, B.n);
 		post_receives(&B);
 		read_and_send(&B);
 		mx_wait(L->x, B.rreq, (int)B.nrm, "payloads from other ranks", recv_done, &B);
 		mx_wait(L->x, B.sreq, (int)B.nsreq, "other ranks to take payloads", NULL, NULL);
+		mx_prefault_stop(&pf);
 	}
 	bx_free(&B);
 	return mx_agree(L->x, 0, NULL);
