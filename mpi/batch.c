@@ -9,10 +9,11 @@
  *             (direct.c; a contiguous receive where a message lands in one
  *             run), else into one buffer;
  *   read      the payloads it roots are read by the transfer loader into
- *             the batch buffer (rl_plan_build_batch); each completed
- *             payload is queued by the engine's thread, and the calling
- *             thread, between reads (the progress callback), sends it to
- *             its receivers and copies what the rank itself needs;
+ *             the batch buffer (rl_plan_build_batch), on a thread of its
+ *             own; each completed payload is queued by the engine's
+ *             thread, and the calling thread, polling meanwhile, sends it
+ *             to its receivers and copies what the rank itself needs
+ *             (a helper thread faults in the destinations: prefault.c);
  *   copy      a payload received into the buffer is copied into the
  *             rank's shards as soon as its last piece arrives; a shard
  *             whose last bytes arrive is reported;
@@ -26,9 +27,9 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mx.h"
 
