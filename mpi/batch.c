@@ -360,6 +360,9 @@ static size_t serve(struct bx *B)
  * reads then waited on its copies (docs/benchmarks.md, "Cluster
  * benchmark"). MPI stays on the calling thread (MPI_THREAD_FUNNELED).
  */
+#define NAP_MIN_NS 50000L      /* the calling thread's naps while nothing is read */
+#define NAP_MAX_NS 1000000L
+
 struct reader {
 	struct bx *B;
 	rl_plan *bp;
@@ -400,7 +403,7 @@ static int read_beside(struct bx *B, rl_plan *bp)
 {
 	struct reader r = { .B = B, .bp = bp };
 	rl_loader *tld = B->L->x->m->tld;
-	const struct timespec idle = { 0, 50000 };
+	struct timespec nap = { 0, NAP_MIN_NS };
 	pthread_t th;
 
 	atomic_init(&r.done, 0);
@@ -413,8 +416,14 @@ static int read_beside(struct bx *B, rl_plan *bp)
 	while (!atomic_load_explicit(&r.done, memory_order_acquire)) {
 		if (mx_poll(B->x))
 			atomic_store_explicit(&r.cancel, 1, memory_order_relaxed);
-		if (!serve(B))
-			nanosleep(&idle, NULL);     /* nothing read yet: let the workers run */
+		if (serve(B)) {
+			nap.tv_nsec = NAP_MIN_NS;
+			continue;
+		}
+		/* Nothing read yet: let the workers run; a payload takes tens of
+		 * milliseconds to read, so a nap of up to 1 ms delays little. */
+		nanosleep(&nap, NULL);
+		nap.tv_nsec = MX_MIN(nap.tv_nsec * 2, NAP_MAX_NS);
 	}
 	pthread_join(th, NULL);
 	rl_loader_set_callbacks(tld, NULL, NULL, NULL);
