@@ -60,13 +60,8 @@ def load_file(filename, *, sha256=None):
     malformed file, FileNotFoundError-derived SysError, DtypeError for an
     F4/F6 tensor whose last dimension does not fill whole bytes).
 
-    sha256 (keyword only, not in safetensors): expected SHA-256 values
-    of the checkpoint's files, {file: hex}, 64 hex digits for a one-file
-    checkpoint, or a SHA256SUMS path (sha256sum's format), as the CLI's
-    --sha256 / --sha256-file; the library hashes the files as it reads
-    them, and a mismatch raises IntegrityError (code RL_E_CHECKSUM, the
-    message naming the file and both values) with nothing returned. A
-    value that is not 64 hex digits, or a file not of the checkpoint, is
-    ArgumentError before anything is read.
+    sha256 (keyword only, not in safetensors): the expected SHA-256 of the
+    checkpoint's files, as ringload.load takes it; a mismatch raises
+    IntegrityError (RL_E_CHECKSUM) naming the file and both values.
     """
     return _core.load_whole(FRAMEWORK, filename, None, sha256)

@@ -216,15 +216,11 @@ def load_file(filename, device="cpu", *, sha256=None):
     a dtype this torch lacks (torch 1.13: U16/U32/U64, F8_*, F4, F6_*);
     DeviceError for an invalid or absent device.
 
-    sha256 (keyword only, not in safetensors): expected SHA-256 values
-    of the checkpoint's files, {file: hex}, 64 hex digits for a one-file
-    checkpoint, or a SHA256SUMS path (sha256sum's format), as the CLI's
-    --sha256 / --sha256-file; the library hashes the files as it reads
-    them, and a mismatch raises IntegrityError (code RL_E_CHECKSUM, the
-    message naming the file and both values) with nothing returned. A
-    value that is not 64 hex digits, or a file not of the checkpoint, is
-    ArgumentError before anything is read. Not with a CUDA
-    device (streaming loads do not hash: StateError).
+    sha256 (keyword only, not in safetensors): {file: hex}, 64 hex digits
+    (one-file checkpoints) or a SHA256SUMS path, as ringload.load; checked
+    by the library as it reads (IntegrityError, RL_E_CHECKSUM, on a
+    mismatch). Not with a CUDA device: streaming loads do not hash
+    (StateError).
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
                             sha256)
