@@ -21,6 +21,7 @@ read. Matching a name to a path follows the library's rule
 import hashlib
 import os
 import re
+import stat
 
 from . import _errors, _lib
 
@@ -80,9 +81,11 @@ def _sums_line(paths, text, sums, line):
 def _from_sums(paths, sums):
     sums = os.fsdecode(os.fspath(sums))
     try:
+        # stat first: opening a FIFO would block
+        st = os.stat(sums)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _SUMS_MAX_BYTES:
+            raise _arg_error(f"{sums}: not a regular file of at most 16 MiB")
         with open(sums, "rb") as f:
-            if not os.path.isfile(sums) or os.fstat(f.fileno()).st_size > _SUMS_MAX_BYTES:
-                raise _arg_error(f"{sums}: not a regular file of at most 16 MiB")
             data = f.read(_SUMS_MAX_BYTES + 1)
     except OSError as e:
         raise _errors.error(-e.errno, f"sha256: {sums}: {e.strerror}") from None

@@ -150,6 +150,10 @@ def test_sha256sums_naming_no_file_or_missing_is_an_error(ckpt, tmp_path):
         rnp.load_file(path, sha256=f)
     with pytest.raises(FileNotFoundError, match="sha256: .*absent: No such file"):
         rnp.load_file(path, sha256=str(tmp_path / "absent"))
+    os.mkfifo(tmp_path / "fifo")  # refused without opening it (which would block)
+    for not_regular in (tmp_path, tmp_path / "fifo"):
+        with pytest.raises(ringload.ArgumentError, match="not a regular file"):
+            rnp.load_file(path, sha256=not_regular)
 
 
 def test_safe_open_hashes_the_files_at_open(ckpt):
