@@ -474,7 +474,7 @@ static void read_once(void)
 	rl_ckpt *ck = rl_ckpt_create();
 	rl_spec *spec = rl_spec_create();
 	rl_plan *plan[2] = { NULL, NULL };
-	size_t received = 0, reported = 0;
+	size_t received = 0, reported = 0, travel = 0;
 	int ret = 0;
 
 	force_rank = 2;
@@ -531,8 +531,14 @@ static void read_once(void)
 	free(file);
 	if (ret == RL_E_BACKEND)
 		SKIP("backend unavailable");
-	/* t0-t3 are replicated over both processes: their shards travel */
-	CHECKF(received >= 8 && reported > 0, "%zu received, %zu reported", received, reported);
+	/* t0-t3 are replicated over both processes: each that has bytes is
+	 * received on both devices of (at least) the process that does not
+	 * read all of it; an empty one (a zero dimension, now and then) has
+	 * nothing to send */
+	for (int i = 0; i < 4; i++)
+		travel += t[i].nbytes > 0 ? 2 : 0;
+	CHECKF(received >= travel && reported > 0, "%zu received, %zu reported, %zu expected",
+	       received, reported, travel);
 }
 
 /* The first whole-tensor shard of plan (tensors t[0..n) of file) whose
@@ -847,12 +853,18 @@ static void request_bytes_auto(void)
 {
 	struct rt t[2];
 	uint64_t data_start;
-	rl_ckpt *ck = random_ckpt("rq.safetensors", t, 2, NULL, &data_start);
+	rl_ckpt *ck = NULL;
 	rl_loader *ld = rl_loader_create();
 	rl_plan *plan = NULL;
 	rl_file_stats fs;
 	int64_t req;
 
+	/* a byte to read: both random tensors can be empty (a zero dimension
+	 * now and then), and a run that reads nothing has no file statistics */
+	for (int i = 0; i < 100 && (!ck || t[0].nbytes + t[1].nbytes == 0); i++) {
+		rl_ckpt_destroy(ck);
+		ck = random_ckpt("rq.safetensors", t, 2, NULL, &data_start);
+	}
 	CHECK(ck && ld);
 	CHECK_EQ(rl_loader_request_bytes(NULL, ck), -EINVAL);
 	CHECK_EQ(rl_loader_request_bytes(ld, NULL), -EINVAL);
