@@ -28,6 +28,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rl_common.h"
 
@@ -224,6 +226,105 @@ int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 	*arr = p;
 	*cap = n;
 	return 0;
+}
+
+/*
+ * Arrays of at least this many bytes grown by rl_grow_big() live in their own
+ * anonymous mapping. Below it a mapping would waste most of its page.
+ */
+#define BIG_MIN ((size_t)1 << 20)
+
+static int is_big(size_t bytes)
+{
+#ifdef RL_LIBC_MALLOC
+	(void)bytes;
+	return 0;       /* sanitizer builds: ordinary blocks, so ASan checks bounds */
+#else
+	return bytes >= BIG_MIN;
+#endif
+}
+
+static size_t page_up(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return n > SIZE_MAX - pg ? 0 : (n + pg - 1) / pg * pg;
+}
+
+/* The array moves from a heap block of old bytes (or none) into a new
+ * mapping of bytes; returns it or NULL. */
+static void *big_map(void *arr, size_t old, size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* Large arrays fill their pages in order: huge pages cut the page
+	 * faults 512-fold where the kernel allows them (THP "madvise"). */
+	madvise(p, bytes, MADV_HUGEPAGE);
+	atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
+	count_bytes((long)bytes);
+	if (arr) {
+		memcpy(p, arr, old);
+		rl_free(arr);
+	}
+	return p;
+}
+
+int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t n, bytes, old = *cap * size;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	n = *cap > SIZE_MAX / 3 ? need : *cap + *cap / 2;
+	if (n < need)
+		n = need;
+	if (n < 4)
+		n = 4;
+	if (__builtin_mul_overflow(n, size, &bytes))
+		return -ENOMEM;
+	if (!is_big(bytes)) {
+		if (!(p = rl_reallocarray(*arr, n, size)))
+			return -ENOMEM;
+		*arr = p;
+		*cap = n;
+		return 0;
+	}
+	if (!(bytes = page_up(bytes)) || should_fail())
+		return -ENOMEM;
+	if (!is_big(old)) {
+		p = big_map(*arr, old, bytes);
+	} else {
+		/* The pages move with the mapping: never copied, never faulted
+		 * again, and old and new never both resident. */
+		p = mremap(*arr, page_up(old), bytes, MREMAP_MAYMOVE);
+		if (p == MAP_FAILED)
+			p = NULL;
+		else
+			count_bytes((long)(bytes - page_up(old)));
+	}
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = bytes / size;    /* the whole mapping: cap * size stays big */
+	return 0;
+}
+
+void rl_free_big(void *arr, size_t cap, size_t size)
+{
+	size_t bytes = cap * size;
+
+	if (!arr)
+		return;
+	if (!is_big(bytes)) {
+		rl_free(arr);
+		return;
+	}
+	atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
+	count_bytes(-(long)page_up(bytes));
+	munmap(arr, page_up(bytes));
 }
 
 char *rl_strndup(const char *s, size_t n)

@@ -230,6 +230,9 @@ struct pl_plan {
 	size_t nreads;
 	struct rl_copy *copies;
 	size_t ncopies;
+	/* Capacities of reads and copies, for rl_free_big(); 0 where they are
+	 * plain blocks (batch plans). */
+	size_t capreads, capcopies;
 	uint64_t max_read;
 	struct pl_stats *stats;     /* nprocs entries, per process */
 	uint8_t *have_stats;
