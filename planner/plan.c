@@ -148,6 +148,7 @@ static int push_region(struct ctx *x, const struct part_at *pa, unsigned s,
 	g->within = within;
 	g->nruns = r->nruns;
 	g->shard = (uint32_t)pl_shard_index(x->plan, pa->item, s);
+	g->slot = s;
 	g->lev = (uint32_t)x->nlevels;
 	g->nlev = (uint8_t)r->nlev;
 	g->direct = pa->single && r->nruns == 1 &&

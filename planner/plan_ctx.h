@@ -17,6 +17,7 @@ struct region {
 	uint64_t within;        /* offset of the first run in its shard */
 	uint64_t nruns;
 	uint32_t shard;         /* device-major shard index */
+	uint32_t slot;          /* its device (shard / items), kept to spare a division */
 	uint32_t lev;           /* first level in ctx.levels */
 	uint8_t nlev;
 	uint8_t direct;         /* single run of a congruently placed shard */
