@@ -33,7 +33,7 @@ size_t pl_slot_cache_entries(uint64_t slots, uint64_t nitems)
 
 int pl_slot_cache_alloc(struct ctx *x, uint32_t max_slots)
 {
-	x->ncache = pl_slot_cache_entries(max_slots, x->plan->nitems);
+	x->ncache = x->opts->no_memo ? 0 : pl_slot_cache_entries(max_slots, x->plan->nitems);
 	x->cache_slots = max_slots;
 	if (!x->ncache)
 		return 0;
