@@ -262,9 +262,10 @@ static void *big_map(void *arr, size_t old, size_t bytes)
 
 	if (p == MAP_FAILED)
 		return NULL;
-	/* Large arrays fill their pages in order: huge pages cut the page
-	 * faults 512-fold where the kernel allows them (THP "madvise"). */
-	madvise(p, bytes, MADV_HUGEPAGE);
+	/* No MADV_HUGEPAGE: it cut the page faults of a 100k-tensor plan by a
+	 * third but raised its peak by 5 MiB (2 MiB steps), saved no
+	 * measurable time, and may compact memory on a fault
+	 * (docs/benchmarks.md). */
 	atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
 	count_bytes((long)bytes);
 	if (arr) {
