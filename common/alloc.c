@@ -209,6 +209,16 @@ void *rl_reallocarray(void *p, size_t nmemb, size_t size)
 	return rl_realloc(p, n);
 }
 
+/* The capacity after growing from cap to hold need: by half again for
+ * appends (amortized O(1)); exactly need for a reservation, so the largest
+ * arrays are not overshot by half. */
+static size_t grow_step(size_t cap, size_t need)
+{
+	size_t n = cap > SIZE_MAX / 3 ? need : cap + cap / 2;
+
+	return RL_MAX(RL_MAX(n, need), (size_t)4);
+}
+
 int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 {
 	size_t n;
@@ -216,13 +226,7 @@ int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 
 	if (need <= *cap)
 		return 0;
-	/* By half again for appends (amortized O(1)); exactly need for a
-	 * reservation, so the largest arrays are not overshot by half. */
-	n = *cap > SIZE_MAX / 3 ? need : *cap + *cap / 2;
-	if (n < need)
-		n = need;
-	if (n < 4)
-		n = 4;
+	n = grow_step(*cap, need);
 	p = rl_reallocarray(*arr, n, size);
 	if (!p)
 		return -ENOMEM;
@@ -282,11 +286,7 @@ int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
 
 	if (need <= *cap)
 		return 0;
-	n = *cap > SIZE_MAX / 3 ? need : *cap + *cap / 2;
-	if (n < need)
-		n = need;
-	if (n < 4)
-		n = 4;
+	n = grow_step(*cap, need);
 	if (__builtin_mul_overflow(n, size, &bytes))
 		return -ENOMEM;
 	if (!is_big(bytes)) {

@@ -721,6 +721,21 @@ static void targets_stack_slice_and_alias(void)
 /* Randomized plans                                                  */
 /* ---------------------------------------------------------------- */
 
+/* A spec's start: an [ma, mb, mc] mesh (axes a, b, c) over nproc processes
+ * in equal runs of devices, up to the opening of its rules. Returns the length. */
+static int mesh_json(char *json, size_t cap, uint32_t ma, uint32_t mb, uint32_t mc,
+		     uint32_t nproc)
+{
+	uint32_t ndev = ma * mb * mc;
+	int len = snprintf(json, cap, "{\"mesh\":{\"shape\":[%u,%u,%u],\"axes\":[\"a\",\"b\",\"c\"],"
+			   "\"process_of_device\":[", ma, mb, mc);
+
+	for (uint32_t d = 0; d < ndev; d++)
+		len += snprintf(json + len, cap - len, "%s%u", d ? "," : "",
+				(uint32_t)((uint64_t)d * nproc / ndev));
+	return len;
+}
+
 static void random_plans(void)
 {
 	static const int dts[] = { RL_DTYPE_U8, RL_DTYPE_BF16, RL_DTYPE_F32, RL_DTYPE_F64 };
@@ -756,12 +771,7 @@ static void random_plans(void)
 		}
 		for (int i = 0; i < nf; i++)
 			f.align[i] = (struct pl_align){ A, A };
-		len = snprintf(json, sizeof(json),
-			       "{\"mesh\":{\"shape\":[%u,%u,%u],\"axes\":[\"a\",\"b\",\"c\"],"
-			       "\"process_of_device\":[", ma, mb, mc);
-		for (uint32_t d = 0; d < ndev; d++)
-			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
-					(uint32_t)((uint64_t)d * nproc / ndev));
+		len = mesh_json(json, sizeof(json), ma, mb, mc, nproc);
 		len += snprintf(json + len, sizeof(json) - len, "]},\"rules\":[");
 		for (int i = 0; i < nt; i++) {
 			unsigned nd = f.t[i].ndim ? (unsigned)(th_rand() % (f.t[i].ndim + 1)) : 0;
@@ -853,12 +863,7 @@ static void memo_plans_like_the_long_way(void)
 			fk_add(&f, (unsigned)(i % 2), name, dts[th_rand() % RL_ARRAY_SIZE(dts)],
 			       1 + (unsigned)(th_rand() % 2), shapes[k]);
 		}
-		len = snprintf(json, sizeof(json),
-			       "{\"mesh\":{\"shape\":[%u,%u,%u],\"axes\":[\"a\",\"b\",\"c\"],"
-			       "\"process_of_device\":[", ma, mb, mc);
-		for (uint32_t d = 0; d < ndev; d++)
-			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
-					(uint32_t)((uint64_t)d * nproc / ndev));
+		len = mesh_json(json, sizeof(json), ma, mb, mc, nproc);
 		snprintf(json + len, sizeof(json) - len,
 			 "]},\"rules\":[{\"match\":\"x.*\",\"spec\":%s},"
 			 "{\"match\":\"y.*\",\"spec\":%s}]}",
