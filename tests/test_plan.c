@@ -817,16 +817,22 @@ static void random_plans(void)
 	}
 }
 
+/* n bytes at a and b are equal (either may be NULL when n is 0). */
+static int same_bytes(const void *a, const void *b, size_t n)
+{
+	return !n || !memcmp(a, b, n);
+}
+
 /* Plans p and q are the same, table by table. */
 static int same_plans(const struct pl_plan *p, const struct pl_plan *q)
 {
 	return p->nreads == q->nreads && p->ncopies == q->ncopies && p->nshards == q->nshards &&
 	       p->nslots == q->nslots &&
-	       !memcmp(p->reads, q->reads, p->nreads * sizeof(*p->reads)) &&
-	       !memcmp(p->copies, q->copies, p->ncopies * sizeof(*p->copies)) &&
-	       !memcmp(p->shards, q->shards, p->nshards * sizeof(*p->shards)) &&
-	       !memcmp(p->staging, q->staging, p->nslots * sizeof(*p->staging)) &&
-	       !memcmp(p->stats, q->stats, p->spec->nprocs * sizeof(*p->stats));
+	       same_bytes(p->reads, q->reads, p->nreads * sizeof(*p->reads)) &&
+	       same_bytes(p->copies, q->copies, p->ncopies * sizeof(*p->copies)) &&
+	       same_bytes(p->shards, q->shards, p->nshards * sizeof(*p->shards)) &&
+	       same_bytes(p->staging, q->staging, p->nslots * sizeof(*p->staging)) &&
+	       same_bytes(p->stats, q->stats, p->spec->nprocs * sizeof(*p->stats));
 }
 
 /*
