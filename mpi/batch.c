@@ -2,15 +2,18 @@
  * batch.c - one batch of transfers on one rank.
  *
  *   receive   every payload the rank receives in the batch has its
- *             receives posted first (one per message: payloads over
- *             RL_MPI_MESSAGE_BYTES travel in pieces, in order, on one
- *             tag), straight into the shards where its scatter list allows
- *             (direct.c), else into one buffer;
+ *             receives posted first (one per message: a payload travels
+ *             in messages cut at its large tensors' bounds and every
+ *             RL_MPI_MESSAGE_BYTES, in order, on one tag: cuts.c),
+ *             straight into the shards where its scatter list allows
+ *             (direct.c; a contiguous receive where a message lands in one
+ *             run), else into one buffer;
  *   read      the payloads it roots are read by the transfer loader into
- *             the batch buffer (rl_plan_build_batch); each completed
- *             payload is queued by the engine's thread, and the calling
- *             thread, between reads (the progress callback), sends it to
- *             its receivers and copies what the rank itself needs;
+ *             the batch buffer (rl_plan_build_batch), on a thread of its
+ *             own; each completed payload is queued by the engine's
+ *             thread, and the calling thread, polling meanwhile, sends it
+ *             to its receivers and copies what the rank itself needs
+ *             (a helper thread faults in the destinations: prefault.c);
  *   copy      a payload received into the buffer is copied into the
  *             rank's shards as soon as its last piece arrives; a shard
  *             whose last bytes arrive is reported;
@@ -23,8 +26,10 @@
  * received here, which the planner keeps under RL_PLAN_BATCH_BYTES.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mx.h"
 
@@ -42,6 +47,8 @@ struct bx {
 	size_t *t;                  /* plan indices */
 	rl_transfer_info *ti;
 	size_t n;
+	uint64_t *cut;              /* message starts: transfer k's are cut[c0[k]..c0[k + 1]) */
+	size_t *c0;
 	/* receiving */
 	uint8_t *rbuf;
 	uint64_t *roff;             /* each received payload's place in rbuf */
@@ -67,11 +74,21 @@ static int tag_of(const struct bx *B, size_t k)
 	return MX_TAG_DATA + (int)(B->ti[k].index % (uint64_t)(B->x->tag_ub - MX_TAG_DATA + 1));
 }
 
-static uint64_t pieces(const struct bx *B, uint64_t len)
+/* Transfer k's messages: [first, end) of B->cut. */
+static size_t msg_first(const struct bx *B, size_t k)
 {
-	uint64_t max = (uint64_t)B->x->m->max_msg;
+	return B->c0[k];
+}
 
-	return (len + max - 1) / max;
+static size_t msg_end(const struct bx *B, size_t k)
+{
+	return B->c0[k + 1];
+}
+
+/* Message m of transfer k: its bytes' offset and length in the payload. */
+static uint64_t msg_len(const struct bx *B, size_t k, size_t m)
+{
+	return (m + 1 < B->c0[k + 1] ? B->cut[m + 1] : B->ti[k].nbytes) - B->cut[m];
 }
 
 void mx_report(struct mx_load *L, size_t shard)
@@ -121,6 +138,28 @@ static void bx_free(struct bx *B)
 	free(B->soff);
 	free(B->sreq);
 	free(B->taken);
+	free(B->cut);
+	free(B->c0);
+}
+
+/* Every transfer's messages (cuts.c): counted, then listed. */
+static int cut_messages(struct bx *B)
+{
+	uint64_t max = (uint64_t)B->x->m->max_msg;
+	size_t total = 0;
+
+	if (!(B->c0 = malloc((B->n + 1) * sizeof(*B->c0))))
+		return -ENOMEM;
+	for (size_t k = 0; k < B->n; k++) {
+		B->c0[k] = total;
+		total += mx_cuts(B->L->ck, &B->ti[k], max, NULL);
+	}
+	B->c0[B->n] = total;
+	if (!(B->cut = malloc((total + 1) * sizeof(*B->cut))))
+		return -ENOMEM;
+	for (size_t k = 0; k < B->n; k++)
+		mx_cuts(B->L->ck, &B->ti[k], max, B->cut + B->c0[k]);
+	return 0;
 }
 
 /* Counts messages to receive and to send; fills the lists. */
@@ -142,13 +181,19 @@ static int collect(struct bx *B)
 			continue;
 		B->t[B->n] = i;
 		B->ti[B->n] = ti;
-		if (ti.root == B->x->rank) {
+		if (ti.root == B->x->rank)
 			B->root[B->nroot++] = B->n;
-			nsend += pieces(B, ti.nbytes) * ti.nreceivers;
-		} else {
-			nrm += pieces(B, ti.nbytes);
-		}
 		B->n++;
+	}
+	if (cut_messages(B))
+		return -ENOMEM;
+	for (size_t k = 0; k < B->n; k++) {
+		size_t msgs = msg_end(B, k) - msg_first(B, k);
+
+		if (B->ti[k].root == B->x->rank)
+			nsend += msgs * B->ti[k].nreceivers;
+		else
+			nrm += msgs;
 	}
 	B->capsreq = nsend;
 	B->roff = calloc(B->n + 1, sizeof(*B->roff));
@@ -202,9 +247,14 @@ static void post_receive(struct bx *B, size_t k, uint64_t off, uint64_t len,
 	size_t i = B->nrm++;
 	int src = B->ti[k].root, tag = tag_of(B, k);
 	MPI_Datatype type;
+	uint8_t *run;
 
 	B->rm[i] = (struct msg){ k, off, len, 0 };
 	B->rleft[k]++;
+	if (B->direct[k] && (run = mx_direct_run(blocks, off, len))) {
+		MPI_Irecv(run, (int)len, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
+		return;
+	}
 	if (B->direct[k] && !mx_direct_type(blocks, off, len, &type)) {
 		MPI_Irecv(MPI_BOTTOM, 1, type, src, tag, B->x->comm, &B->rreq[i]);
 		MPI_Type_free(&type);   /* freed once the receive is done with it */
@@ -244,7 +294,7 @@ static uint64_t place_receives(struct bx *B, struct mx_blocks *blocks)
 /* Posts every receive of the batch. */
 static void post_receives(struct bx *B)
 {
-	uint64_t total, max = (uint64_t)B->x->m->max_msg;
+	uint64_t total;
 	struct mx_blocks *blocks = calloc(B->n + 1, sizeof(*blocks));
 
 	if (!blocks)
@@ -256,9 +306,8 @@ static void post_receives(struct bx *B)
 	for (size_t k = 0; k < B->n; k++) {
 		if (B->ti[k].root == B->x->rank)
 			continue;
-		for (uint64_t off = 0; off < B->ti[k].nbytes; off += max)
-			post_receive(B, k, off, MX_MIN(max, B->ti[k].nbytes - off),
-				     blocks ? &blocks[k] : NULL);
+		for (size_t m = msg_first(B, k); m < msg_end(B, k); m++)
+			post_receive(B, k, B->cut[m], msg_len(B, k, m), blocks ? &blocks[k] : NULL);
 		if (blocks)
 			mx_blocks_free(&blocks[k]);
 	}
@@ -275,11 +324,10 @@ static void send_payload(struct bx *B, size_t r, const uint8_t *src)
 {
 	size_t k = B->root[r];
 	const rl_transfer_info *ti = &B->ti[k];
-	uint64_t max = (uint64_t)B->x->m->max_msg;
 
 	for (size_t j = 0; j < ti->nreceivers; j++)
-		for (uint64_t off = 0; off < ti->nbytes; off += max)
-			MPI_Isend(src ? src + off : NULL, src ? (int)MX_MIN(max, ti->nbytes - off) : 0,
+		for (size_t m = msg_first(B, k); m < msg_end(B, k); m++)
+			MPI_Isend(src ? src + B->cut[m] : NULL, src ? (int)msg_len(B, k, m) : 0,
 				  MPI_BYTE, ti->receivers[j], tag_of(B, k), B->x->comm,
 				  &B->sreq[B->nsreq++]);
 	if (src) {
@@ -290,8 +338,9 @@ static void send_payload(struct bx *B, size_t r, const uint8_t *src)
 	B->sent[r] = 1;
 }
 
-/* Payloads the engine finished: sent, copied; then everything tested. */
-static void serve(struct bx *B)
+/* Payloads the engine finished: sent, copied; then everything tested.
+ * Returns how many payloads it sent. */
+static size_t serve(struct bx *B)
 {
 	size_t n = mx_queue_take(&B->L->q, B->taken, B->nroot);
 
@@ -300,24 +349,85 @@ static void serve(struct bx *B)
 			send_payload(B, B->taken[i], B->L->buf + B->soff[B->taken[i]]);
 	mx_test(B->x, B->rreq, (int)B->nrm, recv_done, B);
 	mx_test(B->x, B->sreq, (int)B->nsreq, NULL, NULL);
+	return n;
 }
+
+/*
+ * The transfer loader runs on a thread of its own while the calling thread
+ * sends, copies and receives: run from the engine's progress callback (on
+ * the thread that runs the loader, its worker 0), every send, copy and
+ * shared-memory receive stalled that worker's reads; on 2 vCPUs a rank's
+ * reads then waited on its copies (docs/benchmarks.md, "Cluster
+ * benchmark"). MPI stays on the calling thread (MPI_THREAD_FUNNELED).
+ */
+#define NAP_MIN_NS 50000L      /* the calling thread's naps while nothing is read */
+#define NAP_MAX_NS 1000000L
+
+struct reader {
+	struct bx *B;
+	rl_plan *bp;
+	int ret;
+	atomic_int done;            /* release/acquire: ret is written before it */
+	atomic_int cancel;          /* relaxed: a flag the engine polls as a hint */
+};
 
 static void payload_read(void *user, size_t shard)
 {
-	struct bx *B = user;
+	struct reader *r = user;
 
-	mx_queue_push(&B->L->q, shard);
+	mx_queue_push(&r->B->L->q, shard);
 }
 
-/* On the calling thread between reads: messages move; a failure stops it. */
+/* On the reader thread between reads: a failure seen by the MPI thread stops it. */
 static int read_progress(void *user, uint64_t done, uint64_t total)
 {
-	struct bx *B = user;
+	struct reader *r = user;
 
 	(void)done;
 	(void)total;
-	serve(B);
-	return mx_poll(B->x);
+	return atomic_load_explicit(&r->cancel, memory_order_relaxed);
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+
+	r->ret = rl_loader_run(r->B->L->x->m->tld, r->bp);
+	atomic_store_explicit(&r->done, 1, memory_order_release);
+	return NULL;
+}
+
+/* Runs the transfer loader on its own thread; this thread moves messages
+ * until it ends. Returns the loader's result, or 1: no thread started. */
+static int read_beside(struct bx *B, rl_plan *bp)
+{
+	struct reader r = { .B = B, .bp = bp };
+	rl_loader *tld = B->L->x->m->tld;
+	struct timespec nap = { 0, NAP_MIN_NS };
+	pthread_t th;
+
+	atomic_init(&r.done, 0);
+	atomic_init(&r.cancel, 0);
+	rl_loader_set_callbacks(tld, payload_read, read_progress, &r);
+	if (pthread_create(&th, NULL, reader_main, &r)) {
+		rl_loader_set_callbacks(tld, NULL, NULL, NULL);
+		return 1;
+	}
+	while (!atomic_load_explicit(&r.done, memory_order_acquire)) {
+		if (mx_poll(B->x))
+			atomic_store_explicit(&r.cancel, 1, memory_order_relaxed);
+		if (serve(B)) {
+			nap.tv_nsec = NAP_MIN_NS;
+			continue;
+		}
+		/* Nothing read yet: let the workers run; a payload takes tens of
+		 * milliseconds to read, so a nap of up to 1 ms delays little. */
+		nanosleep(&nap, NULL);
+		nap.tv_nsec = MX_MIN(nap.tv_nsec * 2, NAP_MAX_NS);
+	}
+	pthread_join(th, NULL);
+	rl_loader_set_callbacks(tld, NULL, NULL, NULL);
+	return r.ret;
 }
 
 /* The batch buffer: at least len bytes, aligned for direct reads. */
@@ -362,9 +472,8 @@ static int run_reads(struct bx *B, rl_plan *bp)
 	if ((ret = rl_loader_set(tld, RL_OPT_STAGING, RL_STAGING_CALLER)) ||
 	    (ret = rl_loader_set_staging(tld, 0, L->buf, L->buf_len)))
 		return mx_fail(B->x, ret, "%s", rl_loader_errmsg(tld));
-	rl_loader_set_callbacks(tld, payload_read, read_progress, B);
-	ret = rl_loader_run(tld, bp);
-	rl_loader_set_callbacks(tld, NULL, NULL, NULL);
+	if ((ret = read_beside(B, bp)) == 1)
+		return mx_fail(B->x, -EAGAIN, "cannot start a thread for the transfer reads");
 	if (!ret && !rl_loader_get_stats(tld, &ls))
 		L->st.bytes_read += ls.bytes_read;
 	if (ret && !(ret == RL_E_CANCELED && B->x->peer_failed))
@@ -403,10 +512,14 @@ int mx_batch(struct mx_load *L, uint64_t b)
 		mx_abort(L->x, "out of memory for a batch's transfer lists");
 		mx_fail(L->x, -ENOMEM, "out of memory for a batch's transfer lists");
 	} else {
+		struct mx_prefault pf;
+
+		mx_prefault_start(&pf, L, B.t, B.ti, B.n);
 		post_receives(&B);
 		read_and_send(&B);
 		mx_wait(L->x, B.rreq, (int)B.nrm, "payloads from other ranks", recv_done, &B);
 		mx_wait(L->x, B.sreq, (int)B.nsreq, "other ranks to take payloads", NULL, NULL);
+		mx_prefault_stop(&pf);
 	}
 	bx_free(&B);
 	return mx_agree(L->x, 0, NULL);

@@ -89,6 +89,16 @@ int mx_direct_blocks(const rl_plan *plan, size_t t, const rl_transfer_info *ti,
 	return 1;
 }
 
+uint8_t *mx_direct_run(const struct mx_blocks *b, uint64_t off, uint64_t len)
+{
+	uint64_t src = 0;
+
+	for (size_t i = 0; i < b->n; src += b->v[i++].len)
+		if (off >= src && off < src + b->v[i].len)
+			return off + len <= src + b->v[i].len ? b->v[i].dst + (off - src) : NULL;
+	return NULL;
+}
+
 int mx_direct_type(const struct mx_blocks *b, uint64_t off, uint64_t len, MPI_Datatype *type)
 {
 	int *lens = malloc((b->n + 1) * sizeof(*lens)), n = 0, ret = -ENOMEM;

@@ -358,6 +358,7 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 	L.x = &x;
 	L.ld = ld;
 	L.plan = plan;
+	L.ck = ck;
 	free(m->stats);
 	m->stats = NULL;
 	m->nstats = 0;

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -149,6 +150,7 @@ int mx_ckpt_digest(const rl_ckpt *ck, unsigned char out[32]);
 /* Per-load state shared by load.c and batch.c. */
 struct mx_load {
 	struct mx *x;
+	const rl_ckpt *ck;
 	rl_loader *ld;
 	rl_plan *plan;
 	uint8_t **staging;          /* ld's areas, by device */
@@ -183,6 +185,38 @@ int mx_direct_blocks(const rl_plan *plan, size_t t, const rl_transfer_info *ti,
  * absolute addresses (receive with MPI_BOTTOM). Returns 0 or a code. */
 int mx_direct_type(const struct mx_blocks *b, uint64_t off, uint64_t len, MPI_Datatype *type);
 void mx_blocks_free(struct mx_blocks *b);
+/* Where payload bytes [off, off + len) land when that is one run of b;
+ * NULL when they span several. */
+uint8_t *mx_direct_run(const struct mx_blocks *b, uint64_t off, uint64_t len);
+
+/* Tensors under this many bytes share messages with their neighbours. */
+#define MX_PIECE_MIN (64u << 10)
+/*
+ * The offsets in transfer ti's payload where its messages begin, in
+ * order, into out (NULL: only counted), cut alike on every rank from the
+ * checkpoint's tensors and max (cuts.c). Returns how many.
+ */
+size_t mx_cuts(const rl_ckpt *ck, const rl_transfer_info *ti, uint64_t max, uint64_t *out);
+
+/* A batch's destinations faulted in by a helper thread (prefault.c). */
+struct mx_pf_range {
+	uintptr_t lo, hi;
+};
+
+struct mx_prefault {
+	pthread_t th;
+	int started;
+	struct mx_pf_range *v;
+	size_t n;
+	atomic_int stop;
+};
+
+/* Starts faulting in where the copies of transfers t[0..n) (infos ti)
+ * land, in that order; without memory or a thread, does nothing. */
+void mx_prefault_start(struct mx_prefault *pf, const struct mx_load *L, const size_t *t,
+		       const rl_transfer_info *ti, size_t n);
+/* Stops the helper (where it is) and frees it. */
+void mx_prefault_stop(struct mx_prefault *pf);
 
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);

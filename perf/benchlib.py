@@ -11,6 +11,11 @@
                                     min(fio best, fill) per medium, the hot round against
                                     min(cat, fill), the workers' scaling, the fio grid,
                                     from lines "medium reader config round seconds bytes cpu_s"
+  benchlib.py inproc INPROC.tsv BYTES
+                                    perf/load_media.sh's whole-process time of each ringload
+                                    run against its own summary total (what lies outside the
+                                    load: exec, linking, teardown, exit), from lines
+                                    "medium label round whole_s own_s"
   benchlib.py grid RUNS.tsv          perf/load_grid.sh's table: ringload's option grid per
                                     medium, its best point and the defaults' ratio to it,
                                     from lines "medium config round seconds bytes cpu_s"
@@ -226,9 +231,27 @@ def grid(path):
         print()
 
 
+def inproc(path, nbytes):
+    """Whole-process seconds against the same runs' own summary total
+    (open + plan + read): what exec, linking, teardown and exit cost."""
+    by = {}
+    for r in rows(path):
+        by.setdefault((r[0], r[1]), []).append((float(r[3]), float(r[4])))
+    if not by:
+        return
+    n = float(nbytes) / 1e9
+    print("| ringload run | whole process s (GB/s) | its own total s (GB/s) | outside s: median, max |")
+    print("|---|---:|---:|---:|")
+    for (medium, label), v in sorted(by.items()):
+        whole, own = med([x[0] for x in v]), med([x[1] for x in v])
+        out = [x[0] - x[1] for x in v]
+        print("| %s %s | %.3f (%.2f) | %.3f (%.2f) | %.3f, %.3f |"
+              % (medium, label, whole, n / whole, own, n / own, med(out), max(out)))
+
+
 def main():
     two = ("metrics", "compare", "load", "grid")
-    if len(sys.argv) < 3 or sys.argv[1] not in two + ("sweep", "media") or \
+    if len(sys.argv) < 3 or sys.argv[1] not in two + ("sweep", "media", "inproc") or \
             len(sys.argv) > (3 if sys.argv[1] in two else 4):
         sys.exit(__doc__)
     globals()[sys.argv[1]](*sys.argv[2:])

@@ -45,8 +45,9 @@ extra=${RL_LOAD_ARGS:-}
 FIO_JOBS=${FIO_JOBS:-$(pow2s "$cores")}
 WORKERS=${WORKERS:-$(pow2s "$cores")}
 
-tsv=$raw/runs.tsv
+tsv=$raw/runs.tsv inproc=$raw/inproc.tsv
 : >"$tsv"
+: >"$inproc"
 
 # record MEDIUM READER CONFIG ROUND SECONDS BYTES CPU_S
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$tsv"; }
@@ -57,8 +58,13 @@ run_ringload() { # medium file cold label [args]
 	prime
 	[ "$cold" = 1 ] && drop
 	# shellcheck disable=SC2086
-	timed "$BUILD/ringload" load "$f" --quiet $extra "$@"
+	timed "$BUILD/ringload" load "$f" --quiet --json $extra "$@"
 	record "$m" ringload "$label" "$r" "$SECS" "$bytes" "$CPU"
+	# The same run's own time (open, plan, read: its summary's total), so
+	# that the time outside it (exec, linking, teardown, exit) shows.
+	printf '%s\t%s\t%s\t%s\t%s\n' "$m" "$label" "$r" "$SECS" \
+		"$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"]["total"])' "$raw/last.out")" \
+		>>"$inproc"
 }
 
 run_fio() { # medium file cold jobs bs qd
@@ -141,6 +147,8 @@ report=$OUT/media-$stamp.md
 	echo "- command: \`sudo SIZE=$SIZE ROUNDS=$ROUNDS MEDIA=\"$MEDIA\" perf/load_media.sh\`; took $(( $(date +%s) - t_start )) s"
 	echo
 	python3 "$here/benchlib.py" media "$tsv" "$raw/chart.dat"
+	echo
+	python3 "$here/benchlib.py" inproc "$inproc" "$bytes"
 	for f in "$raw"/shape-*.txt; do
 		[ -e "$f" ] || continue
 		echo

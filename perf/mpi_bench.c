@@ -6,6 +6,7 @@
  * read, sent and received.
  *
  *   mpirun -np N build/perf/mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B]
+ *                                      [--batch-bytes N] [--workers N]
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@ int main(int argc, char **argv)
 {
 	const char *path = NULL, *spec_path = NULL;
 	int read_once = 0, backend = 0, provided, rank, size, ret;
+	long long batch = 0, workers = 0;
 	rl_ckpt *ck;
 	rl_spec *spec;
 	rl_plan *plan;
@@ -41,13 +43,17 @@ int main(int argc, char **argv)
 			read_once = 1;
 		else if (!strcmp(argv[i], "--spec") && i + 1 < argc)
 			spec_path = argv[++i];
+		else if (!strcmp(argv[i], "--batch-bytes") && i + 1 < argc)
+			batch = atoll(argv[++i]);
+		else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
+			workers = atoll(argv[++i]);
 		else if (!strcmp(argv[i], "--backend") && i + 1 < argc)
 			backend = backend_of(argv[++i]);
 		else
 			path = argv[i];
 	}
 	if (!path || backend < 0) {
-		fprintf(stderr, "usage: mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B]\n");
+		fprintf(stderr, "usage: mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B] [--batch-bytes N] [--workers N]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -61,6 +67,12 @@ int main(int argc, char **argv)
 	rl_loader_set(ld, RL_OPT_BACKEND, backend);
 	rl_loader_set(rl_mpi_transfer_loader(m), RL_OPT_BACKEND, backend);
 	rl_plan_set(plan, RL_PLAN_READ_ONCE, read_once);
+	if (batch)
+		rl_plan_set(plan, RL_PLAN_BATCH_BYTES, batch);
+	if (workers) {
+		rl_loader_set(ld, RL_OPT_WORKERS, workers);
+		rl_loader_set(rl_mpi_transfer_loader(m), RL_OPT_WORKERS, workers);
+	}
 	rl_plan_set(plan, RL_PLAN_ALL_STATS, 0);
 	MPI_Barrier(MPI_COMM_WORLD);
 	t0 = MPI_Wtime();

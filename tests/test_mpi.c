@@ -307,6 +307,40 @@ static void messages_split_in_pieces_many_batches(void)
 	CHECKF(strstr(out, "batches ") && !strstr(out, "batches 1 "), "%s", out);
 }
 
+/*
+ * A rank that needs whole tensors receives each large one (here 2 MB) as
+ * plain bytes straight into its shard, which Open MPI moves with one copy
+ * (CMA), never into a datatype of several runs: that went through 32 KiB
+ * fragments, copied twice (issue 14's 2-rank read-once slower than the
+ * independent loads).
+ */
+static void whole_tensors_received_as_plain_bytes(void)
+{
+	const char *ck, *spec;
+	char args[8192];
+	uint64_t read;
+
+	NEED_MPI();
+	ck = make_ckpt("plainrecv", "8M", 2, 7);
+	spec = write_spec("plainrecv.json",
+			  "{\"mesh\":{\"shape\":[2],\"axes\":[\"p\"],\"process_of_device\":[0,1]}}");
+	CHECK(ck && spec);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once", ck, spec);
+	CHECKF(mpirun(2, args, out) == 0, "%s", out);
+	CHECKF(!ranks_ok(out, 2, &read), "%s", out);
+	for (int r = 0; r < 2; r++) {
+		char key[64];
+		const char *l;
+		unsigned long plain = 0, derived = 1;
+
+		snprintf(key, sizeof(key), "rank %d receives of 1 MiB or more: ", r);
+		CHECKF((l = strstr(out, key)) &&
+		       sscanf(l + strlen(key), "%lu as bytes, %lu", &plain, &derived) == 2, "%s", out);
+		CHECKF(plain > 0 && derived == 0, "rank %d: %lu as bytes, %lu into datatypes", r,
+		       plain, derived);
+	}
+}
+
 /* Two groups of two ranks, each on its communicator (split from the
  * world), load at once: each group's shards equal the 2-process loads. */
 static void groups_load_at_once_on_their_communicators(void)
@@ -641,6 +675,7 @@ int main(void)
 	RUN(read_once_equals_single_process_loads);
 	RUN(plain_mpi_load_reads_per_process);
 	RUN(messages_split_in_pieces_many_batches);
+	RUN(whole_tensors_received_as_plain_bytes);
 	RUN(groups_load_at_once_on_their_communicators);
 	RUN(local_files_disjoint_sets);
 	RUN(truncated_file_fails_every_rank);

@@ -7,6 +7,7 @@
  *   rank R ok read B predicted P sent S received V
  *   rank R error CODE failed F: MESSAGE
  *
+ * then how many large receives it posted as bytes and into datatypes,
  * and rank 0 the cluster's totals. Faults for the failure tests: a rank
  * that truncates its copy of the files after opening them, a rank that never
  * comes (sleeps), MPI started without thread support. --groups G splits
@@ -84,6 +85,29 @@ static void truncate_files(const rl_ckpt *ck)
  * engine's threads or the MPI thread, never two at once). */
 #define MAX_SHARDS (1u << 20)
 static unsigned *calls;
+
+/*
+ * Receives of 1 MiB or more that the library posts, as plain bytes
+ * (MPI_BYTE: Open MPI's single-copy path) or into a derived datatype
+ * (fragments, packed and unpacked). This definition interposes on
+ * libringload_mpi's calls; only the MPI thread calls it.
+ */
+static unsigned long recv_plain, recv_derived;
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm,
+	      MPI_Request *req)
+{
+	int size = 0;
+
+	MPI_Type_size(type, &size);
+	if ((long long)size * count >= (1 << 20)) {
+		if (type == MPI_BYTE)
+			recv_plain++;
+		else
+			recv_derived++;
+	}
+	return PMPI_Irecv(buf, count, type, src, tag, comm, req);
+}
 
 static void on_shard(void *user, size_t shard)
 {
@@ -175,6 +199,8 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 		printf("rank %d ok read %" PRIu64 " predicted %" PRIu64 " sent %" PRIu64
 		       " received %" PRIu64 "\n", rank, s.bytes_read, s.bytes_predicted,
 		       s.bytes_sent, s.bytes_received);
+		printf("rank %d receives of 1 MiB or more: %lu as bytes, %lu into datatypes\n", rank,
+		       recv_plain, recv_derived);
 		if (w->rank == 0)
 			print_totals(m);
 	}
