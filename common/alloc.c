@@ -28,10 +28,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rl_common.h"
 
 /* jemalloc's non-standard API, resolved at run time (NULL: libc). */
+#define MALLOCX_ZERO_FLAG 0x40      /* jemalloc.h's MALLOCX_ZERO (the header is not used) */
 struct je_api {
 	void *(*mallocx)(size_t size, int flags);
 	void *(*rallocx)(void *p, size_t size, int flags);
@@ -141,13 +144,9 @@ static void *raw_alloc(size_t n)
 	return a->mallocx ? a->mallocx(n, 0) : malloc(n);
 }
 
-void *rl_malloc(size_t n)
+/* Counts a new block p (NULL: none). */
+static void *track(void *p)
 {
-	void *p;
-
-	if (should_fail())
-		return NULL;
-	p = raw_alloc(n);
 	if (p) {
 		atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
 		count_bytes((long)block_size(p));
@@ -155,17 +154,23 @@ void *rl_malloc(size_t n)
 	return p;
 }
 
+void *rl_malloc(size_t n)
+{
+	if (should_fail())
+		return NULL;
+	return track(raw_alloc(n));
+}
+
 void *rl_calloc(size_t nmemb, size_t size)
 {
+	const struct je_api *a = je_api();
 	size_t n;
-	void *p;
 
-	if (__builtin_mul_overflow(nmemb, size, &n))
+	if (__builtin_mul_overflow(nmemb, size, &n) || should_fail())
 		return NULL;
-	p = rl_malloc(n);
-	if (p)
-		memset(p, 0, n);
-	return p;
+	/* The allocator zeroes: fresh pages come zeroed from the kernel and
+	 * are not written again (a plan's 77 MiB of shards were memset). */
+	return track(a->mallocx ? a->mallocx(n ? n : 1, MALLOCX_ZERO_FLAG) : calloc(n ? n : 1, 1));
 }
 
 void *rl_mallocarray(size_t nmemb, size_t size)
@@ -204,6 +209,16 @@ void *rl_reallocarray(void *p, size_t nmemb, size_t size)
 	return rl_realloc(p, n);
 }
 
+/* The capacity after growing from cap to hold need: by half again for
+ * appends (amortized O(1)); exactly need for a reservation, so the largest
+ * arrays are not overshot by half. */
+static size_t grow_step(size_t cap, size_t need)
+{
+	size_t n = cap > SIZE_MAX / 3 ? need : cap + cap / 2;
+
+	return RL_MAX(RL_MAX(n, need), (size_t)4);
+}
+
 int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 {
 	size_t n;
@@ -211,19 +226,109 @@ int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 
 	if (need <= *cap)
 		return 0;
-	/* By half again for appends (amortized O(1)); exactly need for a
-	 * reservation, so the largest arrays are not overshot by half. */
-	n = *cap > SIZE_MAX / 3 ? need : *cap + *cap / 2;
-	if (n < need)
-		n = need;
-	if (n < 4)
-		n = 4;
+	n = grow_step(*cap, need);
 	p = rl_reallocarray(*arr, n, size);
 	if (!p)
 		return -ENOMEM;
 	*arr = p;
 	*cap = n;
 	return 0;
+}
+
+/*
+ * Arrays of at least this many bytes grown by rl_grow_big() live in their own
+ * anonymous mapping. Below it a mapping would waste most of its page.
+ */
+#define BIG_MIN ((size_t)1 << 20)
+
+static int is_big(size_t bytes)
+{
+#ifdef RL_LIBC_MALLOC
+	(void)bytes;
+	return 0;       /* sanitizer builds: ordinary blocks, so ASan checks bounds */
+#else
+	return bytes >= BIG_MIN;
+#endif
+}
+
+static size_t page_up(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return n > SIZE_MAX - pg ? 0 : (n + pg - 1) / pg * pg;
+}
+
+/* The array moves from a heap block of old bytes (or none) into a new
+ * mapping of bytes; returns it or NULL. */
+static void *big_map(void *arr, size_t old, size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* No MADV_HUGEPAGE: it cut the page faults of a 100k-tensor plan by a
+	 * third but raised its peak by 5 MiB (2 MiB steps), saved no
+	 * measurable time, and may compact memory on a fault
+	 * (docs/benchmarks.md). */
+	atomic_fetch_add_explicit(&live_blocks, 1, memory_order_relaxed);
+	count_bytes((long)bytes);
+	if (arr) {
+		memcpy(p, arr, old);
+		rl_free(arr);
+	}
+	return p;
+}
+
+int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t n, bytes, old = *cap * size;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	n = grow_step(*cap, need);
+	if (__builtin_mul_overflow(n, size, &bytes))
+		return -ENOMEM;
+	if (!is_big(bytes)) {
+		if (!(p = rl_reallocarray(*arr, n, size)))
+			return -ENOMEM;
+		*arr = p;
+		*cap = n;
+		return 0;
+	}
+	if (!(bytes = page_up(bytes)) || should_fail())
+		return -ENOMEM;
+	if (!is_big(old)) {
+		p = big_map(*arr, old, bytes);
+	} else {
+		/* The pages move with the mapping: never copied, never faulted
+		 * again, and old and new never both resident. */
+		p = mremap(*arr, page_up(old), bytes, MREMAP_MAYMOVE);
+		if (p == MAP_FAILED)
+			p = NULL;
+		else
+			count_bytes((long)(bytes - page_up(old)));
+	}
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = bytes / size;    /* the whole mapping: cap * size stays big */
+	return 0;
+}
+
+void rl_free_big(void *arr, size_t cap, size_t size)
+{
+	size_t bytes = cap * size;
+
+	if (!arr)
+		return;
+	if (!is_big(bytes)) {
+		rl_free(arr);
+		return;
+	}
+	atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
+	count_bytes(-(long)page_up(bytes));
+	munmap(arr, page_up(bytes));
 }
 
 char *rl_strndup(const char *s, size_t n)

@@ -35,6 +35,17 @@ char *rl_strdup(const char *s);
  * Returns 0, or -ENOMEM with *arr and *cap unchanged.
  */
 int rl_grow(void **arr, size_t *cap, size_t need, size_t size);
+/*
+ * rl_grow for arrays that may grow large (a plan's copies: 100+ MiB). From
+ * 1 MiB on, the array lives in its own mapping grown with mremap: its pages
+ * move instead of being copied into fresh ones (which the kernel must zero)
+ * while the old ones are still resident. *cap may end above need (the
+ * mapping's last page). Free only with rl_free_big(arr, cap, size), cap
+ * being the array's capacity: it tells a mapping from a heap block.
+ * Sanitizer builds keep every array on the heap.
+ */
+int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size);
+void rl_free_big(void *arr, size_t cap, size_t size);
 char *rl_strndup(const char *s, size_t n);
 void rl_free(void *p);
 

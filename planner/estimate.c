@@ -22,6 +22,7 @@
  *     before copies are grouped by request; per unique region
  *     (devices with the same box share one) its group, coalescing item,
  *     block and aligned block;
+ *   - the memo of slot shards: at most PL_SLOT_CACHE_MAX bytes;
  *   - read once: per mesh device, the boxes compared across processes; per
  *     (tensor, device) a bit; per distinct box, its assignment and
  *     broadcast, and per process sharing it, its entries in the lists.
@@ -87,6 +88,9 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c)
 	b += sizeof(struct pl_shard) * (u128)c->slots * c->nitems;
 	b += (u128)(sizeof(struct rl_copy) * (double)c->slots * c->filled);
 	b += (u128)(per_region * c->file_regions + per_unique * c->file_unique);
+	/* The memo of slot shards (slotcache.c), sized for the largest process. */
+	b += (u128)pl_slot_cache_entries(c->stat_slots, c->nitems) *
+	     (c->stat_slots * sizeof(struct slot_shard) + sizeof(struct slot_key));
 	if (c->read_once)
 		b += ro_per_device * c->ndev + (u128)c->nitems * c->ndev / 8 +
 		     (u128)c->slots * c->nitems + ro_per_box * c->ro_boxes +

@@ -12,14 +12,6 @@
 
 #include "pl_private.h"
 
-int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len)
-{
-	uint32_t A = a->offset_align > a->mem_align ? a->offset_align : a->mem_align;
-
-	return o->congruent && a->offset_align > 1 && A <= PL_CONGRUENT_ALIGN &&
-	       len >= PL_DIRECT_MIN + 2 * (uint64_t)A;
-}
-
 int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e)
 {
 	for (unsigned s = 0; s < p->nslots; s++) {

@@ -230,6 +230,9 @@ struct pl_plan {
 	size_t nreads;
 	struct rl_copy *copies;
 	size_t ncopies;
+	/* Capacities of reads and copies, for rl_free_big(); 0 where they are
+	 * plain blocks (batch plans). */
+	size_t capreads, capcopies;
 	uint64_t max_read;
 	struct pl_stats *stats;     /* nprocs entries, per process */
 	uint8_t *have_stats;
@@ -313,13 +316,21 @@ void pl_estimate_item(const struct pl_spec *s, const struct pl_item *it, double 
 		      uint64_t *boxes);
 uint64_t pl_estimate_bytes(const struct pl_estimate *c);
 
-/* Whether a run of len bytes gets congruent placement in a file aligned so. */
-int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a, uint64_t len);
-
 /* Shards at least this long (beyond the alignment) get congruent
  * placement and direct middles. */
 #define PL_DIRECT_MIN (64u << 10)
 #define PL_CONGRUENT_ALIGN 4096u
+
+/* Whether a run of len bytes gets congruent placement in a file aligned so
+ * (inline: asked once per region). */
+static inline int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a,
+				  uint64_t len)
+{
+	uint32_t A = a->offset_align > a->mem_align ? a->offset_align : a->mem_align;
+
+	return o->congruent && a->offset_align > 1 && A <= PL_CONGRUENT_ALIGN &&
+	       len >= PL_DIRECT_MIN + 2 * (uint64_t)A;
+}
 
 /* ---------------------------------------------------------------- */
 /* Who reads what across processes (assign.c)                        */

@@ -120,69 +120,118 @@ static int subbyte_error(struct ctx *x, const struct pl_item *it, unsigned slot)
 			  dev);
 }
 
+/* One (item, part) of a file, as every slot's region needs it. */
+struct part_at {
+	const struct pl_item *it;
+	const struct pl_part *pt;       /* NULL: the plain item */
+	uint32_t item;
+	uint32_t file;                  /* of its source tensor */
+	uint64_t base;                  /* its source tensor's data */
+	int single;                     /* the item is this one source, whole */
+	int first;                      /* the item's first part: sets shard sizes */
+};
+
+/* Slot s's region from runs r (r->off counted from base); marks the shard
+ * sh (NULL: not sized here) congruent when the region is one direct run. */
+static int push_region(struct ctx *x, const struct part_at *pa, unsigned s,
+		       const struct pl_runs *r, uint64_t base, uint64_t within,
+		       struct pl_shard *sh)
+{
+	struct region *g;
+
+	if (GROW(x, x->regions, x->nregions, x->capregions, 1) ||
+	    GROW(x, x->levels, x->nlevels, x->caplevels, r->nlev))
+		return -ENOMEM;
+	g = &x->regions[x->nregions++];
+	g->off = base + r->off;
+	g->len = r->len;
+	g->within = within;
+	g->nruns = r->nruns;
+	g->shard = (uint32_t)pl_shard_index(x->plan, pa->item, s);
+	g->slot = s;
+	g->lev = (uint32_t)x->nlevels;
+	g->nlev = (uint8_t)r->nlev;
+	g->direct = pa->single && r->nruns == 1 &&
+		    pl_congruent_ok(x->opts, &x->align[pa->file], r->len);
+	for (unsigned i = 0; i < r->nlev; i++)
+		x->levels[x->nlevels++] = (struct level){ r->count[i], r->stride[i] };
+	/* One contiguous run of one source: the layout places the shard
+	 * congruently (pl_layout() reads this mark). */
+	if (sh && g->direct)
+		sh->offset = PL_CONGRUENT_MARK | (g->off % PL_CONGRUENT_ALIGN);
+	return 0;
+}
+
+/* Slot s's shard size and region, computed from its box (the long way). */
+static int slot_region(struct ctx *x, const struct part_at *pa, unsigned s)
+{
+	const struct pl_item *it = pa->it;
+	struct pl_box b;
+	struct pl_runs r;
+	struct pl_shard *sh = NULL;
+	uint64_t within = 0;
+	int ret;
+
+	pl_item_box_at(x->spec, it, x->coords[s], &b);
+	if (x->with_copies && pa->first) {
+		/* The shard's size, once per (item, device), for the layout. */
+		uint64_t elems = 1, bits;
+
+		sh = &x->plan->shards[pl_shard_index(x->plan, pa->item, s)];
+		for (unsigned d = 0; d < it->ndim; d++)
+			if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
+				return rl_err_set(x->err, RL_E_TOO_LARGE,
+						  "tensor \"%s\": shard too large", it->name);
+		if (rl_mul64(elems, it->bits, &bits))
+			return rl_err_set(x->err, RL_E_TOO_LARGE,
+					  "tensor \"%s\": shard too large", it->name);
+		if (bits % 8)
+			return subbyte_error(x, it, s);
+		sh->nbytes = bits / 8;
+	}
+	if (pl_skip_bit(x->skip, x->spec->ndev, pa->item, x->slots[s]))
+		return 0;       /* another process reads it and broadcasts */
+	ret = part_runs(x, it, pa->pt, &b, &r, &within);
+	if (ret == RL_E_SUBBYTE_SPLIT)
+		return subbyte_error(x, it, s);
+	if (ret < 0)    /* pl_box_runs() fails only as above */
+		return rl_err_set(x->err, ret, "tensor \"%s\": device %u: no byte runs",
+				  it->name, x->spec->devices[x->slots[s]]);
+	return ret ? push_region(x, pa, s, &r, 0, within, sh) : 0;
+}
+
+/* Slot s's shard size and region from the memo (slotcache.c): the same as
+ * slot_region() gives for a plain item, whose runs start at its data. */
+static int slot_region_memo(struct ctx *x, const struct part_at *pa, unsigned s,
+			    const struct slot_shard *e)
+{
+	struct pl_shard *sh = NULL;
+
+	if (x->with_copies && pa->first) {
+		sh = &x->plan->shards[pl_shard_index(x->plan, pa->item, s)];
+		sh->nbytes = e->nbytes;
+	}
+	if (pl_skip_bit(x->skip, x->spec->ndev, pa->item, x->slots[s]) || !e->r.nruns)
+		return 0;
+	return push_region(x, pa, s, &e->r, pa->base, 0, sh);
+}
+
 static int add_regions(struct ctx *x, const struct file_part *f)
 {
 	const struct pl_item *it = &x->plan->items[f->item];
 	const struct pl_part *pt = f->part == UINT32_MAX ? NULL : &x->plan->parts[f->part];
-	int single = it->nparts == 0 || (it->nparts == 1 && !pt->nlead);
-
-	int first = !pt || f->part == it->first_part;
+	const struct pl_tensor *t = &x->ck->tensors[pt ? pt->src : it->src];
+	struct part_at pa = { it, pt, f->item, t->file, t->offset,
+			      it->nparts == 0 || (it->nparts == 1 && !pt->nlead),
+			      !pt || f->part == it->first_part };
+	const struct slot_shard *memo = pt ? NULL : pl_slot_shards(x, it);
 
 	for (unsigned s = 0; s < x->nslots; s++) {
-		struct pl_box b;
-		struct pl_runs r;
-		struct region *g;
-		struct pl_shard *sh = NULL;
-		uint64_t within = 0;
-		int ret;
+		int ret = memo && memo[s].ok ? slot_region_memo(x, &pa, s, &memo[s]) :
+			  slot_region(x, &pa, s);
 
-		pl_item_box_at(x->spec, it, x->coords[s], &b);
-		if (x->with_copies && first) {
-			/* The shard's size, once per (item, device), for the layout. */
-			uint64_t elems = 1, bits;
-
-			sh = &x->plan->shards[pl_shard_index(x->plan, f->item, s)];
-			for (unsigned d = 0; d < it->ndim; d++)
-				if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
-					return rl_err_set(x->err, RL_E_TOO_LARGE,
-							  "tensor \"%s\": shard too large", it->name);
-			if (rl_mul64(elems, it->bits, &bits))
-				return rl_err_set(x->err, RL_E_TOO_LARGE,
-						  "tensor \"%s\": shard too large", it->name);
-			if (bits % 8)
-				return subbyte_error(x, it, s);
-			sh->nbytes = bits / 8;
-		}
-		if (pl_skip_bit(x->skip, x->spec->ndev, f->item, x->slots[s]))
-			continue;       /* another process reads it and broadcasts */
-		ret = part_runs(x, it, pt, &b, &r, &within);
-		if (ret == RL_E_SUBBYTE_SPLIT)
-			return subbyte_error(x, it, s);
-		if (ret < 0)    /* pl_box_runs() fails only as above */
-			return rl_err_set(x->err, ret, "tensor \"%s\": device %u: no byte runs",
-					  it->name, x->spec->devices[x->slots[s]]);
-		if (!ret)
-			continue;
-		if (GROW(x, x->regions, x->nregions, x->capregions, 1) ||
-		    GROW(x, x->levels, x->nlevels, x->caplevels, r.nlev))
-			return -ENOMEM;
-		g = &x->regions[x->nregions++];
-		g->off = r.off;
-		g->len = r.len;
-		g->within = within;
-		g->nruns = r.nruns;
-		g->shard = (uint32_t)pl_shard_index(x->plan, f->item, s);
-		g->lev = (uint32_t)x->nlevels;
-		g->nlev = (uint8_t)r.nlev;
-		g->direct = single && r.nruns == 1 &&
-			    pl_congruent_ok(x->opts, &x->align[x->ck->tensors[pt ? pt->src : it->src].file],
-					    r.len);
-		for (unsigned i = 0; i < r.nlev; i++)
-			x->levels[x->nlevels++] = (struct level){ r.count[i], r.stride[i] };
-		/* One contiguous run of one source: the layout places the shard
-		 * congruently (pl_layout() reads this mark). */
-		if (sh && g->direct)
-			sh->offset = PL_CONGRUENT_MARK | (r.off % PL_CONGRUENT_ALIGN);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -482,6 +531,7 @@ static int plan_process(struct ctx *x, unsigned proc, int full)
 	for (unsigned sl = 0; sl < x->nslots; sl++)
 		pl_mesh_coords(x->spec, x->slots[sl], x->coords[sl]);
 	x->stats.devices = x->nslots;
+	pl_slot_cache_reset(x);
 	if (!x->nslots)
 		return 0;
 	for (uint32_t f = 0; f < x->ck->nfiles; f++)
@@ -549,8 +599,8 @@ void pl_plan_free(struct pl_plan *p)
 	rl_free(p->file_sizes);
 	rl_free(p->file_ids);
 	rl_free(p->data_starts);
-	rl_free(p->reads);
-	rl_free(p->copies);
+	rl_free_big(p->reads, p->capreads, sizeof(*p->reads));
+	rl_free_big(p->copies, p->capcopies, sizeof(*p->copies));
 	rl_free(p->stats);
 	rl_free(p->have_stats);
 	pl_xplan_free(p->xp);
@@ -629,26 +679,30 @@ static int bucket_parts(struct ctx *x)
 	return 0;
 }
 
+/* Frees an array that GROW() grew. */
+#define FREE_GROWN(arr, cap) rl_free_big((arr), (cap), sizeof(*(arr)))
+
 static void ctx_free(struct ctx *x)
 {
 	rl_free(x->parts_by_file);
 	rl_free(x->file_first_part);
-	rl_free(x->regions);
-	rl_free(x->levels);
-	rl_free(x->unique);
-	rl_free(x->groups);
-	rl_free(x->citems);
-	rl_free(x->blocks);
-	rl_free(x->ablocks);
-	rl_free(x->direct_cuts);
-	rl_free(x->reads);
-	rl_free(x->copies);
-	rl_free(x->req_copies);
-	rl_free(x->req_counts);
+	FREE_GROWN(x->regions, x->capregions);
+	FREE_GROWN(x->levels, x->caplevels);
+	FREE_GROWN(x->unique, x->capunique);
+	FREE_GROWN(x->groups, x->capgroups);
+	FREE_GROWN(x->citems, x->capcitems);
+	FREE_GROWN(x->blocks, x->capblocks);
+	FREE_GROWN(x->ablocks, x->capablocks);
+	FREE_GROWN(x->direct_cuts, x->capdirect_cuts);
+	FREE_GROWN(x->reads, x->capreads);
+	FREE_GROWN(x->copies, x->capcopies);
+	FREE_GROWN(x->req_copies, x->capreq_copies);
+	FREE_GROWN(x->req_counts, x->capreq_counts);
 	rl_free(x->by_proc);
 	rl_free(x->proc_first);
 	rl_free(x->coords);
 	rl_free(x->skip);
+	pl_slot_cache_free(x);
 }
 
 static void add_stats(struct pl_stats *t, const struct pl_stats *s)
@@ -815,6 +869,8 @@ static int plan_own(struct ctx *x)
 	p->nreads = x->nreads;
 	p->copies = x->copies;
 	p->ncopies = x->ncopies;
+	p->capreads = x->capreads;
+	p->capcopies = x->capcopies;
 	x->reads = NULL;
 	x->copies = NULL;
 	return 0;
@@ -854,7 +910,7 @@ static int build_steps(struct ctx *x, const struct pl_spec *spec)
 	x->coords = rl_mallocarray((size_t)max_slots + 1, sizeof(*x->coords));
 	if (!x->coords)
 		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
-	if ((ret = plan_tables(x)))
+	if ((ret = pl_slot_cache_alloc(x, max_slots)) || (ret = plan_tables(x)))
 		return ret;
 	if ((x->opts->read_once || spec->avail) &&
 	    (ret = pl_read_once(x->plan, x->ck, spec, x->align, x->opts, &x->skip, x->err)))

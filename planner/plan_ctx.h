@@ -17,6 +17,7 @@ struct region {
 	uint64_t within;        /* offset of the first run in its shard */
 	uint64_t nruns;
 	uint32_t shard;         /* device-major shard index */
+	uint32_t slot;          /* its device (shard / items), kept to spare a division */
 	uint32_t lev;           /* first level in ctx.levels */
 	uint8_t nlev;
 	uint8_t direct;         /* single run of a congruently placed shard */
@@ -60,6 +61,25 @@ struct req_copy {
 	uint32_t req;
 	struct rl_copy c;
 };
+
+/* One slot's shard of a plain tensor, memoized by (rule, bits, shape) for
+ * the slots of the process being planned (slotcache.c). */
+struct slot_shard {
+	struct pl_runs r;       /* its byte runs, off from the tensor's data */
+	uint64_t nbytes;        /* the shard's size */
+	int ok;                 /* 0: plan the slot the long way (errors are worded there) */
+};
+
+struct slot_key {
+	int32_t rule;
+	uint16_t bits;
+	uint8_t ndim;
+	uint8_t valid;
+	uint64_t shape[RL_MAX_DIMS];
+};
+
+/* The most bytes the memo takes (entries x slots x slot_shard). */
+#define PL_SLOT_CACHE_MAX ((uint64_t)1 << 20)
 
 /* The working state of one plan build. */
 struct ctx {
@@ -107,6 +127,11 @@ struct ctx {
 	const uint32_t *slots;  /* mesh index of each slot of the process (in by_proc) */
 	uint32_t (*coords)[PL_MAX_AXES]; /* and its mesh coordinates */
 	uint8_t *skip;          /* read once: (item, device) boxes received */
+	/* The memo of slot shards: ncache entries of cache_slots each. */
+	struct slot_key *ckeys;
+	struct slot_shard *cshards;
+	size_t ncache;
+	uint32_t cache_slots;
 	unsigned nslots;
 	struct pl_stats stats;
 };
@@ -117,14 +142,15 @@ struct ctx {
 
 /*
  * Grows *arr to hold need elements (x1.5 steps). 0 or -ENOMEM (e set).
- * rl_grow grows by half: the largest arrays (copies) are near the memory
- * budget, where doubling would overshoot it. Plan arrays start at 64
- * elements: they hold many, and few growth steps keep realloc copies (old
- * and new alive at once) off the peak.
+ * rl_grow_big grows by half: the largest arrays (copies) are near the
+ * memory budget, where doubling would overshoot it; from 1 MiB on they are
+ * mappings that mremap grows without copying, so growth costs neither a
+ * second copy on the peak nor page faults on fresh pages. Free them with
+ * rl_free_big(). Plan arrays start at 64 elements.
  */
 static inline int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
 {
-	if (rl_grow(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
+	if (rl_grow_big(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
 		return rl_err_set(e, -ENOMEM, "plan: out of memory");
 	return 0;
 }
@@ -149,6 +175,17 @@ static inline uint64_t run_off(const struct ctx *x, const struct region *r, uint
 	}
 	return off;
 }
+
+/* The memo of slot shards (slotcache.c): entries for a process of slots
+ * devices and nitems items; allocated for the largest process, reset for
+ * each process planned, freed with the context. */
+size_t pl_slot_cache_entries(uint64_t slots, uint64_t nitems);
+int pl_slot_cache_alloc(struct ctx *x, uint32_t max_slots);
+void pl_slot_cache_reset(struct ctx *x);
+void pl_slot_cache_free(struct ctx *x);
+/* Shards of plain item it on every slot of the process (x->coords), or
+ * NULL when it is not memoized (parts, or no memo). */
+const struct slot_shard *pl_slot_shards(struct ctx *x, const struct pl_item *it);
 
 /* Requests and copies of aligned block ab of file f (scatter.c); copies'
  * dst are offsets in their shard until pl_place_copies(). */

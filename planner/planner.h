@@ -160,6 +160,7 @@ struct pl_opts {
 	uint64_t batch_bytes;   /* default 1 GiB */
 	uint64_t transfer_align; /* cut transfers here; 0: the file's alignment */
 	uint64_t max_memory;    /* default 4 GiB; 0: no limit */
+	int no_memo;            /* 1: every slot's shard the long way (tests); default 0 */
 };
 
 void pl_opts_default(struct pl_opts *o);

@@ -20,7 +20,7 @@ static int push_copy(struct ctx *x, uint32_t req, const struct region *r,
 	x->req_copies[x->nreq_copies++] = (struct req_copy){ req, {
 		.src = (uint32_t)src, .len = (uint32_t)len, .count = (uint32_t)count,
 		.src_stride = (uint32_t)stride, .dst = dst_in_shard, /* + shard offset later */
-		.dev = (uint32_t)(r->shard / x->plan->nitems), /* shards are device-major */
+		.dev = r->slot,
 		.shard = r->shard } };
 	return 0;
 }
@@ -56,6 +56,13 @@ static int emit_runs(struct ctx *x, const struct region *r, uint64_t k0, uint64_
 	uint64_t inner_stride = r->nlev ? x->levels[r->lev + r->nlev - 1].stride : 0;
 	uint64_t k = k0, len = r->len;
 	size_t q = find_req(x, q0, q1, run_off(x, r, k0));
+
+	/* Every run of a region of at most one level inside one request: one
+	 * copy (what the loop below gives, without its divisions). */
+	if (r->nlev <= 1 && k0 == 0 && k1 == r->nruns &&
+	    r->off + len + (r->nruns - 1) * inner_stride <= x->reads[q].off + x->reads[q].len)
+		return push_copy(x, (uint32_t)q, r, r->off - x->reads[q].off, len, r->nruns,
+				 r->nruns > 1 ? inner_stride : len, r->within);
 
 	while (k < k1) {
 		uint64_t o = run_off(x, r, k), qend, m = 1;

@@ -63,6 +63,37 @@ static void grow_amortizes_and_refuses_overflow(void)
 	rl_free(a);
 }
 
+/*
+ * rl_grow_big: contents kept across the move from the heap into a mapping
+ * (at 1 MiB) and across mremap growth, one live block throughout, a failed
+ * growth leaves the array as it was, and rl_free_big gives it all back.
+ */
+static void grow_big_keeps_contents_and_counts(void)
+{
+	long live = rl_alloc_live(), bytes = rl_alloc_live_bytes();
+	uint64_t *a = NULL;
+	size_t cap = 0, n = 3u << 20 >> 3;      /* 3 MiB of elements: two steps mapped */
+
+	for (size_t i = 0; i < n; i++) {
+		CHECK(rl_grow_big((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
+		CHECK(cap > i);
+		a[i] = i * 7;
+	}
+	CHECK_EQ(rl_alloc_live(), live + 1);
+	CHECK(rl_alloc_live_bytes() - bytes >= (long)(n * sizeof(*a)));
+	rl_alloc_fail_after(0);
+	CHECK(rl_grow_big((void **)&a, &cap, cap + 1, sizeof(*a)) == -ENOMEM);
+	rl_alloc_fail_after(-1);
+	CHECK(rl_grow_big((void **)&a, &cap, SIZE_MAX / 4, sizeof(*a)) == -ENOMEM);
+	for (size_t i = 0; i < n; i += 4099)
+		CHECK_EQ(a[i], i * 7);
+	CHECK_EQ(a[n - 1], (n - 1) * 7);
+	rl_free_big(a, cap, sizeof(*a));
+	rl_free_big(NULL, 0, sizeof(*a));
+	CHECK_EQ(rl_alloc_live(), live);
+	CHECK_EQ(rl_alloc_live_bytes(), bytes);
+}
+
 static void strerror_never_null(void)
 {
 	CHECK_STR(rl_strerror(RL_E_TRUNCATED), "file truncated");
@@ -92,6 +123,7 @@ int main(void)
 	RUN(alloc_overflow_is_refused);
 	RUN(alloc_fault_injection);
 	RUN(grow_amortizes_and_refuses_overflow);
+	RUN(grow_big_keeps_contents_and_counts);
 	RUN(strerror_never_null);
 	RUN(err_is_one_line);
 	RUN(version_matches_header);

@@ -721,6 +721,21 @@ static void targets_stack_slice_and_alias(void)
 /* Randomized plans                                                  */
 /* ---------------------------------------------------------------- */
 
+/* A spec's start: an [ma, mb, mc] mesh (axes a, b, c) over nproc processes
+ * in equal runs of devices, up to the opening of its rules. Returns the length. */
+static int mesh_json(char *json, size_t cap, uint32_t ma, uint32_t mb, uint32_t mc,
+		     uint32_t nproc)
+{
+	uint32_t ndev = ma * mb * mc;
+	int len = snprintf(json, cap, "{\"mesh\":{\"shape\":[%u,%u,%u],\"axes\":[\"a\",\"b\",\"c\"],"
+			   "\"process_of_device\":[", ma, mb, mc);
+
+	for (uint32_t d = 0; d < ndev; d++)
+		len += snprintf(json + len, cap - len, "%s%u", d ? "," : "",
+				(uint32_t)((uint64_t)d * nproc / ndev));
+	return len;
+}
+
 static void random_plans(void)
 {
 	static const int dts[] = { RL_DTYPE_U8, RL_DTYPE_BF16, RL_DTYPE_F32, RL_DTYPE_F64 };
@@ -756,12 +771,7 @@ static void random_plans(void)
 		}
 		for (int i = 0; i < nf; i++)
 			f.align[i] = (struct pl_align){ A, A };
-		len = snprintf(json, sizeof(json),
-			       "{\"mesh\":{\"shape\":[%u,%u,%u],\"axes\":[\"a\",\"b\",\"c\"],"
-			       "\"process_of_device\":[", ma, mb, mc);
-		for (uint32_t d = 0; d < ndev; d++)
-			len += snprintf(json + len, sizeof(json) - len, "%s%u", d ? "," : "",
-					(uint32_t)((uint64_t)d * nproc / ndev));
+		len = mesh_json(json, sizeof(json), ma, mb, mc, nproc);
 		len += snprintf(json + len, sizeof(json) - len, "]},\"rules\":[");
 		for (int i = 0; i < nt; i++) {
 			unsigned nd = f.t[i].ndim ? (unsigned)(th_rand() % (f.t[i].ndim + 1)) : 0;
@@ -804,6 +814,79 @@ static void random_plans(void)
 			pl_plan_free(pq);
 		}
 		pl_plan_free(p);
+	}
+}
+
+/* n bytes at a and b are equal (either may be NULL when n is 0). */
+static int same_bytes(const void *a, const void *b, size_t n)
+{
+	return !n || !memcmp(a, b, n);
+}
+
+/* Plans p and q are the same, table by table. */
+static int same_plans(const struct pl_plan *p, const struct pl_plan *q)
+{
+	return p->nreads == q->nreads && p->ncopies == q->ncopies && p->nshards == q->nshards &&
+	       p->nslots == q->nslots &&
+	       same_bytes(p->reads, q->reads, p->nreads * sizeof(*p->reads)) &&
+	       same_bytes(p->copies, q->copies, p->ncopies * sizeof(*p->copies)) &&
+	       same_bytes(p->shards, q->shards, p->nshards * sizeof(*p->shards)) &&
+	       same_bytes(p->staging, q->staging, p->nslots * sizeof(*p->staging)) &&
+	       same_bytes(p->stats, q->stats, p->spec->nprocs * sizeof(*p->stats));
+}
+
+/*
+ * The memo of slot shards (planner/slotcache.c) is only a memo: random
+ * checkpoints that repeat a few shapes under a few rules (so entries are
+ * found, collide and are replaced), sub-byte dtypes (shards that fail on
+ * whole bytes fall back to the long way, which words the error), read once
+ * or not: the plan, or the error, is the one every slot computed the long
+ * way gives.
+ */
+static void memo_plans_like_the_long_way(void)
+{
+	static const int dts[] = { RL_DTYPE_U8, RL_DTYPE_BF16, RL_DTYPE_F32, RL_DTYPE_F4 };
+	static const uint64_t shapes[][2] = { { 8, 6 }, { 6, 8 }, { 12, 1 }, { 3, 16 } };
+	static const char *const specs[] = { "[\"a\"]", "[null,\"b\"]", "[[\"a\",\"b\"]]",
+					     "[\"c\",\"a\"]", "[]" };
+
+	for (int iter = 0; iter < 60; iter++) {
+		struct fake f;
+		struct pl_opts o;
+		struct pl_plan *p = NULL, *q = NULL;
+		struct rl_err e, e2;
+		char json[2048];
+		int len, nt = 1 + (int)(th_rand() % 40), r1, r2;
+		uint32_t ma = 1 + th_rand() % 3, mb = 1 + th_rand() % 4, mc = 1 + th_rand() % 2;
+		uint32_t ndev = ma * mb * mc, nproc = 1 + (uint32_t)(th_rand() % ndev);
+
+		fk_init(&f, 2, 8 + th_rand() % 64);
+		for (int i = 0; i < nt; i++) {
+			char name[16];
+			unsigned k = (unsigned)(th_rand() % RL_ARRAY_SIZE(shapes));
+
+			snprintf(name, sizeof(name), "%c%d", "xyz"[th_rand() % 3], i);
+			fk_add(&f, (unsigned)(i % 2), name, dts[th_rand() % RL_ARRAY_SIZE(dts)],
+			       1 + (unsigned)(th_rand() % 2), shapes[k]);
+		}
+		len = mesh_json(json, sizeof(json), ma, mb, mc, nproc);
+		snprintf(json + len, sizeof(json) - len,
+			 "]},\"rules\":[{\"match\":\"x.*\",\"spec\":%s},"
+			 "{\"match\":\"y.*\",\"spec\":%s}]}",
+			 specs[th_rand() % RL_ARRAY_SIZE(specs)],
+			 specs[th_rand() % RL_ARRAY_SIZE(specs)]);
+		pl_opts_default(&o);
+		o.process = (int)(th_rand() % nproc);
+		o.read_once = (int)(th_rand() % 2);
+		r1 = build(&f, json, &o, &p, &e);
+		o.no_memo = 1;
+		r2 = build(&f, json, &o, &q, &e2);
+		CHECKF(r1 == r2 && !strcmp(e.msg, e2.msg), "iter %d: %d \"%s\" with the memo, "
+		       "%d \"%s\" without; spec %s", iter, r1, e.msg, r2, e2.msg, json);
+		if (!r1 && !r2)
+			CHECKF(same_plans(p, q), "iter %d: plans differ; spec %s", iter, json);
+		pl_plan_free(p);
+		pl_plan_free(q);
 	}
 }
 
@@ -1219,6 +1302,7 @@ int main(void)
 	RUN(empty_shards_and_subbyte_errors);
 	RUN(targets_stack_slice_and_alias);
 	RUN(random_plans);
+	RUN(memo_plans_like_the_long_way);
 	RUN(dedupe_key_holds_run_length);
 	RUN(broadcast_batch_filled_to_its_bound);
 	RUN(aligned_blocks_that_touch_stay_apart);
