@@ -1288,7 +1288,9 @@ static void runner_loops_on_time_and_skips_ramp(void)
 	rc = fake_args(&c, &p, &r, err, sizeof(err), fn, "--iodepth=4", "--time_based",
 		       "--runtime=60ms", "--ramp_time=30ms", NULL);
 	t = &r.task[0];
-	ok = rc == 0 && t->ios > 16 && fake.reads > t->ios && !fake.bad &&
+	/* time, not ios, is what the window is sure of: under a loaded
+	 * sanitizer run the window counted 4 ios (16365 in the ramp) */
+	ok = rc == 0 && t->ios > 0 && fake.reads > 16 && fake.reads > t->ios && !fake.bad &&
 	     !fake.block_counts_bad && t->last_ns - t->meas_ns >= 50000000 &&
 	     t->last_ns - t->meas_ns < 2000000000 && r.elapsed_s >= 0.09 &&
 	     t->depth[2] > 0;
