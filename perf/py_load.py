@@ -13,14 +13,16 @@ checkpoint file (issue 13's benchmark):
                               numjobs 1/2/4/cores)
 
 Every round runs every reader once, interleaved (the order turning every
-round), each after touching the file's size of fresh memory (build/perf/
-bench_fill, for VMs that hand freed memory back to their host), each cold
-(the file's page cache dropped: posix_fadvise DONTNEED, and
-/proc/sys/vm/drop_caches when root), each Python reader in a fresh interpreter that imports torch (and
-initialises CUDA for cuda:0) before its clock starts. Reported: median
-GB/s per reader and device, the ratios the issue targets, and the peak RSS
-above the interpreter's RSS after those imports (VmHWM after clearing it
-through /proc/self/clear_refs), next to the budget.
+round), each cold (the file's page cache dropped: posix_fadvise
+DONTNEED, and /proc/sys/vm/drop_caches when root), each Python reader in a
+fresh interpreter that imports torch (and initialises CUDA for cuda:0)
+before its clock starts, and each right after touching the file's size of
+fresh memory (build/perf/bench_fill, for VMs that hand freed memory back
+to their host; see prime()). Reported: median GB/s per reader and device,
+median CPU seconds of the load (the Python reader's process from its clock's
+start; the CLI's whole process), the ratios the issue targets, and the peak
+RSS above the interpreter's RSS after those imports (VmHWM after clearing
+it through /proc/self/clear_refs), next to the budget.
 
   perf/py_load.py FILE [--rounds 5] [--budget SIZE] [--devices cpu,cuda:0]
                        [--no-fio] [--json OUT]
@@ -32,6 +34,7 @@ the children need torch (and numpy).
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,7 +47,8 @@ PY = os.environ.get("PYTHON", "/usr/bin/python3")
 # The child: imports, (CUDA init), clears VmHWM, loads, reports one JSON line.
 CHILD = r'''
 import json, os, sys, time
-reader, path, device, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+reader, path, device, budget, fill = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+import resource, subprocess
 import torch
 if device.startswith("cuda"):
     torch.cuda.init(); torch.empty(1, device=device); torch.cuda.synchronize()
@@ -68,17 +72,22 @@ else:
     import safetensors.torch
     def load():
         return safetensors.torch.load_file(path, device=device)
+if fill:  # primed after the imports, as the CLI is primed just before it runs
+    subprocess.run([fill, str(os.path.getsize(path))], capture_output=True, check=False)
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # VmHWM := VmRSS
 base = status("VmRSS:")
+ru0 = resource.getrusage(resource.RUSAGE_SELF)
 t0 = time.perf_counter()
 out = load()
 if device.startswith("cuda"):
     torch.cuda.synchronize()
 secs = time.perf_counter() - t0
+ru1 = resource.getrusage(resource.RUSAGE_SELF)
 nbytes = sum(t.numel() * t.element_size() for t in out.values())
 print(json.dumps({"seconds": secs, "bytes": nbytes,
-                  "extra_rss": status("VmHWM:") - base}))
+                  "extra_rss": status("VmHWM:") - base,
+                  "cpu": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime}))
 '''
 
 
@@ -106,7 +115,8 @@ def size_arg(s):
 def run_python(reader, path, device, budget):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep +
                os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([PY, "-c", CHILD, reader, path, device, str(budget)],
+    fill = FILL if os.access(FILL, os.X_OK) else ""
+    p = subprocess.run([PY, "-c", CHILD, reader, path, device, str(budget), fill],
                        capture_output=True, text=True, env=env, check=False)
     if p.returncode != 0:
         raise RuntimeError(f"{reader} on {device}: {p.stderr.strip()[-400:]}")
@@ -114,25 +124,39 @@ def run_python(reader, path, device, budget):
 
 
 def run_cli(path):
+    """The CLI's own total (from its start to the end of the read, as the
+    Python readers' clock), and the CPU of its whole process."""
     exe = os.path.join(ROOT, "build", "ringload")
+    prime(os.path.getsize(path))
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run([exe, "load", path, "--json", "--quiet"], capture_output=True,
                        text=True, check=True)
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     d = json.loads(p.stdout)
-    return {"seconds": d["seconds"]["total"], "bytes": d["bytes"], "extra_rss": 0}
+    return {"seconds": d["seconds"]["total"], "bytes": d["bytes"], "extra_rss": 0,
+            "cpu": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime}
 
 
 FIO_GRID = [(bs, qd, jobs) for bs in ("1M", "4M", "8M") for qd in (16, 64)
             for jobs in sorted({1, 2, 4, os.cpu_count() or 1})]
 
 
+FILL = os.path.join(ROOT, "build", "perf", "bench_fill")
+
+
 def prime(size):
     """Touches size bytes of fresh memory in a child (build/perf/bench_fill)
     just before a timed run: a VM that hands freed memory back to its host
     faults it back slowly (docs/benchmarks.md), which would otherwise land
-    on whichever reader allocates first in a round."""
-    fill = os.path.join(ROOT, "build", "perf", "bench_fill")
-    if os.access(fill, os.X_OK):
-        subprocess.run([fill, str(size)], capture_output=True, check=False)
+    on whichever reader allocates first in a round. The host takes freed
+    memory back about two seconds after it was freed (bench_fill right
+    after a fill: 2-4 GB/s; two seconds later: 0.7-1.2 GB/s), so every
+    reader is primed right before its clock starts: the CLI here, a Python
+    reader in its child after importing torch (which takes longer than
+    that; primed before the imports, it paid the slow fault-back, most of
+    the 0.83x of docs/benchmarks.md's first figures)."""
+    if os.access(FILL, os.X_OK):
+        subprocess.run([FILL, str(size)], capture_output=True, check=False)
 
 
 def run_fio(path):
@@ -193,7 +217,6 @@ def main():
         # the order turns every round, so that no reader always goes first
         for reader, dev in order[rnd % len(order):] + order[:rnd % len(order)]:
             drop_cache(a.file)
-            prime(os.path.getsize(a.file))
             r = run_cli(a.file) if reader == "cli" else \
                 run_python(reader, a.file, dev, a.budget)
             rows.setdefault((reader, dev), []).append(r)
@@ -210,12 +233,13 @@ def report(rows, a, size):
     med = {k: statistics.median(r["bytes"] / r["seconds"] / 1e9 for r in v)
            for k, v in rows.items()}
     rss = {k: statistics.median(r["extra_rss"] for r in v) for k, v in rows.items()}
+    cpu = {k: statistics.median(r.get("cpu", 0.0) for r in v) for k, v in rows.items()}
     print(f"file {a.file}: {size / 1e9:.2f} GB, {a.rounds} rounds, cold, medians; "
           f"streaming budget {a.budget >> 20} MiB")
-    print("| reader | device | GB/s | peak RSS above imports (MiB) |")
-    print("|---|---|---|---|")
+    print("| reader | device | GB/s | CPU s | peak RSS above imports (MiB) |")
+    print("|---|---|---|---|---|")
     for k in rows:
-        print(f"| {k[0]} | {k[1]} | {med[k]:.2f} | {rss[k] / 2**20:.0f} |")
+        print(f"| {k[0]} | {k[1]} | {med[k]:.2f} | {cpu[k]:.2f} | {rss[k] / 2**20:.0f} |")
     fio = med.get(("fio best", "-"))
     for dev in sorted({k[1] for k in rows if k[0] == "ringload"}):
         rl = med[("ringload", dev)]

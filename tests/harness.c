@@ -3,11 +3,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -235,4 +235,27 @@ char *th_slurp(const char *path, size_t *len)
 			*len = (size_t)n;
 	}
 	return buf;
+}
+
+long th_cache_drops(void)
+{
+	FILE *f = fopen("/proc/vmstat", "r");
+	char line[128];
+	long n = -1;
+
+	if (!f)
+		return -1;
+	while (n < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "drop_pagecache %ld", &n) != 1)
+			n = -1;
+	fclose(f);
+	return n;
+}
+
+int th_cache_dropped_since(long drops)
+{
+	if (drops < 0)
+		return 0;
+	sleep(1);
+	return th_cache_drops() != drops;
 }

@@ -37,6 +37,18 @@ uint64_t th_seed(void);
 int th_capture(const char *cmd, char *out, size_t cap);
 /* xorshift64* generator seeded by th_seed(). */
 uint64_t th_rand(void);
+/*
+ * Page-cache tests and another process's drop_caches (a benchmark beside
+ * the tests): th_cache_drops() is how often the page cache was dropped since
+ * boot (/proc/vmstat drop_pagecache; -1 where the kernel does not say);
+ * th_cache_dropped_since(n) says whether it moved since it read n, waiting
+ * a second for a drop under way (the kernel counts one when it is done), so
+ * call it only when a residency check has failed, and skip then.
+ */
+long th_cache_drops(void);
+int th_cache_dropped_since(long drops);
+#define TH_CACHE_DROPPED "another process dropped the page cache during the test " \
+	"(drop_pagecache in /proc/vmstat moved)"
 
 /*
  * Runs fn(arg, msg, cap) in a child process for at most secs seconds and

@@ -14,7 +14,7 @@ guide.
 import importlib
 import os
 
-from . import _core, _handles, _lib
+from . import _core, _handles, _lib, _sha256
 from ._errors import (ArgumentError, CanceledError, CheckpointError,
                       DeviceError, DtypeError, Error, FrameworkError,
                       HeaderError, IntegrityError, LoadError, SliceError,
@@ -35,7 +35,7 @@ __all__ = [
 
 @_core.frees_on_error
 def load(filename, sharding=None, process=0, framework="np", device_map=None,
-         *, backend="auto", options=None, progress=None):
+         *, backend="auto", options=None, progress=None, sha256=None):
     """Loads the shards that process P's devices need.
 
     filename: a .safetensors file, a directory of them or a
@@ -49,7 +49,13 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     options by name ({"queue_depth": 32, "inflight_bytes": ...}, the
     RL_OPT_* of api/ringload.h); progress: called as progress(done, total)
     in bytes during the read, an exception it raises cancels the load and
-    propagates.
+    propagates. sha256: expected SHA-256 values of the checkpoint's
+    files ({file: hex}, 64 hex digits for a one-file checkpoint, or a
+    SHA256SUMS path), checked by the library as it reads: a mismatch
+    raises IntegrityError (RL_E_CHECKSUM), as does a value for a file this
+    process reads only in part (a whole-file hash cannot be checked);
+    streaming loads (a CUDA device, options staging_budget) refuse them
+    (StateError).
 
     Returns {device_id: {name: tensor}} with every device of the process
     (shards of the device's box, C order). CPU results are zero-copy views
@@ -62,9 +68,10 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
+        expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
         return fw.load(_core.Job(ckpt, spec, int(process), backend, options,
-                                 progress), devices)
+                                 progress, expected), devices)
     finally:
         ckpt.close()
         if spec is not None:

@@ -19,11 +19,13 @@ import os
 
 import numpy as np
 
-from . import _errors, _handles, _lib
+from . import _errors, _handles, _lib, _sha256
 
-Job = collections.namedtuple("Job", "ckpt spec process backend options progress")
+Job = collections.namedtuple(
+    "Job", "ckpt spec process backend options progress sha256", defaults=((),))
 Job.__doc__ = """What to load: open Checkpoint and Spec, process, loader
-backend and options, progress callable (or None)."""
+backend and options, progress callable (or None), expected SHA-256 values
+([(file, hex)], _sha256.resolve)."""
 
 # Caller staging at least this large is 4096-aligned so that reads can go
 # straight into it (docs/engine.md); smaller areas are allocated exactly,
@@ -60,7 +62,7 @@ def _library_staging(loader, dev):
 def load_library(job):
     """Runs job with library staging; returns a Loaded whose arrays keep
     the loader (and so its staging) alive."""
-    loader = _handles.Loader(job.backend, job.options)
+    loader = _handles.Loader(job.backend, job.options, job.sha256)
     try:
         plan = loader.load(job.ckpt, job.spec, job.process, job.progress)
     except BaseException:
@@ -92,7 +94,7 @@ def load_into_numpy(job):
         shards, devices = plan.shards(), plan.devices()
         staging = [_numpy_area(n) for _, n in devices]
         options = dict(job.options or {}, staging=_lib.RL_STAGING_CALLER)
-        loader = _handles.Loader(job.backend, options)
+        loader = _handles.Loader(job.backend, options, job.sha256)
         for d, area in enumerate(staging):
             loader.set_staging(d, area.ctypes.data, area.size)
         loader.run(plan, job.progress)
@@ -160,17 +162,20 @@ def frees_on_error(fn):
 
 
 
-def load_whole(fw, filename, device):
+def load_whole(fw, filename, device, sha256=None):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
-    Dtypes are checked before any byte is read."""
+    Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
+    read; the library checks the files' SHA-256 as it reads them."""
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
         for t in ckpt.tensors:
             fw.check(t.name, t.dtype, t.shape)
+        expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
-        out = fw.load(Job(ckpt, spec, 0, "auto", None, None), {0: device})
+        out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected),
+                      {0: device})
     finally:
         ckpt.close()
         if spec is not None:

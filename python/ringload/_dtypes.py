@@ -139,8 +139,10 @@ def to_torch(torch, raw, name, dtype, shape):
     shape, sharing raw's memory when aligned."""
     torch_check(torch, name, dtype, shape)
     tdt = torch_dtype(torch, name, dtype)
-    itemsize = torch.empty((), dtype=tdt).element_size()
     if not raw.size:
         return torch.empty(tuple(shape), dtype=tdt)
-    t = torch.from_numpy(_aligned(raw, itemsize))
+    # numpy's holder of the dtype has torch's element size (every dtype
+    # torch holds is whole bytes); asking torch would build a tensor per
+    # call, the larger part of building a checkpoint's tensors.
+    t = torch.from_numpy(_aligned(raw, numpy_dtype(dtype).itemsize))
     return t.view(tdt).reshape(tuple(shape))

@@ -107,6 +107,11 @@ class Checkpoint(_Handle, kind="ckpt"):
                           tuple(ti.shape[d] for d in range(ti.ndim)),
                           ti.file, ti.offset, ti.nbytes)
 
+    def files(self):
+        """Returns the paths of the checkpoint's files (rl_ckpt_file_path)."""
+        return [_lib.text(_lib.rl_ckpt_file_path(self.ptr, i))
+                for i in range(_lib.rl_ckpt_num_files(self.ptr))]
+
     def metadata(self):
         """Returns __metadata__ of every file merged, as a dict."""
         out = {}
@@ -219,13 +224,17 @@ class _Progress:
 
 
 class Loader(_Handle, kind="loader"):
-    """A loader (rl_loader) with its options; its library staging lives as
-    long as this object."""
+    """A loader (rl_loader) with its options and expected SHA-256 values
+    ([(file, hex)], _sha256.resolve); its library staging lives as long as
+    this object."""
 
-    def __init__(self, backend="auto", options=None):
+    def __init__(self, backend="auto", options=None, sha256=()):
         super().__init__()
         with _closed_on_error(self):
             self._configure(backend, dict(options or {}))
+            for name, value in sha256 or ():
+                self.check(_lib.rl_loader_expect_sha256(
+                    self._ptr, os.fsencode(name), value.encode("ascii")))
 
     def _configure(self, backend, opts):
         if backend is not None:

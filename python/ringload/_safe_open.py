@@ -6,7 +6,7 @@ hold nothing of the library.
 """
 import numpy as np
 
-from . import _core, _dtypes, _errors, _handles, _index, _lib
+from . import _core, _dtypes, _errors, _handles, _index, _lib, _sha256
 
 
 def _single(ckpt, spec_dict):
@@ -30,12 +30,27 @@ class safe_open:  # noqa: N801 - safetensors' name
     "cpu"). filename may also be a directory of .safetensors files or a
     model.safetensors.index.json. Use it as a context manager; after the
     with block (or close()) the methods raise StateError.
+
+    sha256 (keyword only, not in safetensors): expected SHA-256 values of
+    the checkpoint's files ({file: hex}, 64 hex digits for a one-file
+    checkpoint, or a SHA256SUMS path). get_tensor reads only part of a
+    file, where a whole-file hash cannot be checked, so the named files
+    are hashed whole here, once, before safe_open returns (hashlib, 8 MiB
+    at a time): a mismatch raises IntegrityError (RL_E_CHECKSUM, the
+    library's wording). A later change of a file is caught by the reads
+    (RL_E_FILE_CHANGED: the library compares each file with its state when
+    opened, which was before the hash).
     """
 
-    def __init__(self, filename, framework, device="cpu"):
+    def __init__(self, filename, framework, device="cpu", *, sha256=None):
         self._fw = _core.framework(framework)
         self._device = self._fw.device(device)
         self._ckpt = _handles.Checkpoint(filename)
+        try:
+            _sha256.verify_files(self._ckpt, _sha256.resolve(self._ckpt, sha256))
+        except BaseException:
+            self._ckpt.close()
+            raise
 
     def _open(self):
         if self._ckpt is None:

@@ -45,7 +45,7 @@ class StreamingLoad:
         opts = dict(job.options or {}, staging=_lib.RL_STAGING_STREAM)
         if budget is not None:
             opts["staging_budget"] = int(budget)
-        self.loader = _handles.Loader(job.backend, opts)
+        self.loader = _handles.Loader(job.backend, opts, job.sha256)
         self.plan = None
         self._started = self._ended = False
         try:

@@ -50,7 +50,7 @@ FRAMEWORK = _Numpy()
 
 
 @_core.frees_on_error
-def load_file(filename):
+def load_file(filename, *, sha256=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -59,5 +59,9 @@ def load_file(filename):
     subclass carrying the C error code and message (HeaderError for a
     malformed file, FileNotFoundError-derived SysError, DtypeError for an
     F4/F6 tensor whose last dimension does not fill whole bytes).
+
+    sha256 (keyword only, not in safetensors): the expected SHA-256 of the
+    checkpoint's files, as ringload.load takes it; a mismatch raises
+    IntegrityError (RL_E_CHECKSUM) naming the file and both values.
     """
-    return _core.load_whole(FRAMEWORK, filename, None)
+    return _core.load_whole(FRAMEWORK, filename, None, sha256)

@@ -205,7 +205,7 @@ FRAMEWORK = _Torch()
 
 
 @_core.frees_on_error
-def load_file(filename, device="cpu"):
+def load_file(filename, device="cpu", *, sha256=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -215,5 +215,12 @@ def load_file(filename, device="cpu"):
     carrying the C error code and message; DtypeError (before reading) for
     a dtype this torch lacks (torch 1.13: U16/U32/U64, F8_*, F4, F6_*);
     DeviceError for an invalid or absent device.
+
+    sha256 (keyword only, not in safetensors): {file: hex}, 64 hex digits
+    (one-file checkpoints) or a SHA256SUMS path, as ringload.load; checked
+    by the library as it reads (IntegrityError, RL_E_CHECKSUM, on a
+    mismatch). Not with a CUDA device: streaming loads do not hash
+    (StateError).
     """
-    return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device))
+    return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
+                            sha256)

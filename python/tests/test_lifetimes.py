@@ -213,3 +213,25 @@ def test_every_backend_frees_everything(big, no_gc):
         assert got[0]["w3"].shape == (BIG // 16,)
         del got
     state.assert_freed()
+
+
+def test_load_file_results_are_independent_writes_stay_in_their_tensor(tmp_path, torch):
+    # Zero-copy views of one staging area: safetensors hands out independent
+    # tensors, so a write to one must change neither another result nor a
+    # later load's.
+    import ringload.torch as rt
+    path = tmp_path / "t.safetensors"
+    stfile.write(path, {"vec": ("F32", (13,), np.arange(13, dtype="<f4").tobytes()),
+                        "mat": ("I16", (3, 5), np.arange(15, dtype="<i2").tobytes())})
+    for load in (rnp.load_file, rt.load_file):
+        first, second = load(path), load(path)
+        spans = sorted((a.ctypes.data if isinstance(a, np.ndarray) else a.data_ptr(),
+                        a.nbytes if isinstance(a, np.ndarray) else
+                        a.numel() * a.element_size()) for a in first.values())
+        assert all(p + n <= q for (p, n), (q, _) in zip(spans, spans[1:])), spans
+        first["vec"][:] = 0
+        first["mat"][:] = -1
+        assert first["vec"].tolist() == [0] * 13
+        assert second["vec"].tolist() == list(range(13))
+        assert second["mat"].tolist() == np.arange(15).reshape(3, 5).tolist()
+        assert load(path)["mat"].tolist() == second["mat"].tolist()

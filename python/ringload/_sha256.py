@@ -1,0 +1,138 @@
+"""Expected SHA-256 values of a checkpoint's files (the sha256= argument),
+as the CLI's --sha256 FILE=HEX and --sha256-file SUMS give them.
+
+resolve(ckpt, sha256) turns the argument into [(file, hex)] for
+rl_loader_expect_sha256, which the library checks on the I/O path
+(RL_E_CHECKSUM: "<file>: SHA-256 mismatch: expected X, got Y"):
+
+- a dict {file: hex}: file is a path of the checkpoint (as
+  rl_ckpt_file_path gives it) or its name relative to the checkpoint's
+  directory; a file that is not one of the checkpoint's is ArgumentError;
+- 64 hex digits (a str): the value of a one-file checkpoint's file;
+- any other str, bytes or path: a SHA256SUMS file in sha256sum's format
+  ("<64 hex>  <name>" or "<64 hex> *<name>", "./" allowed); lines naming
+  no file of the checkpoint (config.json, ...) are skipped, a malformed
+  line is ArgumentError naming SUMS:LINE, escaped names are refused.
+
+Values that are not 64 hex digits are ArgumentError before anything is
+read. Matching a name to a path follows the library's rule
+(rl_loader_expect_sha256), so what resolve accepts the library checks.
+"""
+import hashlib
+import os
+import re
+import stat
+
+from . import _errors, _lib
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_SUMS_MAX_BYTES = 16 << 20  # as the CLI: a sums file past this is not one
+_HASH_CHUNK = 8 << 20
+
+
+def _arg_error(msg):
+    return _errors.ArgumentError(_lib.RL_E_INVALID_ARG, f"sha256: {msg}")
+
+
+def _names(path, name):
+    """name names path: equal, or its end after a '/' (the library's rule)."""
+    return path == name or (len(path) > len(name) and path.endswith("/" + name))
+
+
+def _file_of(paths, name):
+    """The checkpoint path name names, or None."""
+    return next((p for p in paths if _names(p, name)), None)
+
+
+def _hex(name, value):
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
+        raise _arg_error(f"{name}: expected SHA-256 {value!r} is not 64 hex digits")
+    return value
+
+
+def _from_dict(paths, given):
+    out = []
+    for name, value in given.items():
+        name = os.fsdecode(name)
+        if _file_of(paths, name) is None:
+            raise _arg_error(f"'{name}' is not a file of the checkpoint (its files: "
+                             + ", ".join(paths) + ")")
+        out.append((name, _hex(name, value)))
+    return out
+
+
+def _sums_line(paths, text, sums, line):
+    """(name, hex) of one line, None for a line to skip."""
+    if not text:
+        return None
+    where = f"{sums}:{line}"
+    if text.startswith("\\"):
+        raise _arg_error(f"{where}: escaped file names are not supported")
+    if (len(text) < 67 or not _HEX64.fullmatch(text[:64]) or text[64] != " "
+            or text[65] not in " *"):
+        raise _arg_error(f"{where}: not '<64 hex digits>  <file name>' "
+                         "(sha256sum's format)")
+    name = text[66:]
+    while name.startswith("./"):
+        name = name[2:]
+    return (name, text[:64]) if _file_of(paths, name) is not None else None
+
+
+def _from_sums(paths, sums):
+    sums = os.fsdecode(os.fspath(sums))
+    try:
+        # stat first: opening a FIFO would block
+        st = os.stat(sums)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _SUMS_MAX_BYTES:
+            raise _arg_error(f"{sums}: not a regular file of at most 16 MiB")
+        with open(sums, "rb") as f:
+            data = f.read(_SUMS_MAX_BYTES + 1)
+    except OSError as e:
+        raise _errors.error(-e.errno, f"sha256: {sums}: {e.strerror}") from None
+    out = []
+    for i, raw in enumerate(data.split(b"\n"), 1):
+        text = raw.rstrip(b"\r").decode("utf-8", "surrogateescape")
+        got = _sums_line(paths, text, sums, i)
+        if got is not None:
+            out.append(got)
+    if not out:
+        raise _arg_error(f"{sums} names none of the checkpoint's files ("
+                         + ", ".join(paths) + ")")
+    return out
+
+
+def resolve(ckpt, sha256):
+    """Returns [(file name, hex)] for sha256 (None: [])."""
+    if sha256 is None:
+        return []
+    paths = ckpt.files()
+    if isinstance(sha256, dict):
+        return _from_dict(paths, sha256)
+    if isinstance(sha256, str) and _HEX64.fullmatch(sha256):
+        if len(paths) != 1:
+            raise _arg_error(f"one value for a checkpoint of {len(paths)} files: "
+                             "give {file: hex} or a SHA256SUMS file")
+        return [(paths[0], sha256)]
+    if isinstance(sha256, (str, bytes, os.PathLike)):
+        return _from_sums(paths, sha256)
+    raise _arg_error("give {file: hex}, 64 hex digits or a SHA256SUMS path, "
+                     f"not {type(sha256).__name__}")
+
+
+def verify_files(ckpt, expected):
+    """Hashes each expected file whole (safe_open, whose reads are partial:
+    the library checks only files a load reads whole) and raises
+    IntegrityError (RL_E_CHECKSUM, the library's wording) on a mismatch."""
+    paths = ckpt.files()
+    for name, want in expected:
+        path = _file_of(paths, name)
+        h = hashlib.sha256()
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(_HASH_CHUNK):
+                    h.update(chunk)
+        except OSError as e:
+            raise _errors.error(-e.errno, f"{path}: {e.strerror}") from None
+        if h.hexdigest() != want.lower():
+            raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 mismatch: "
+                                f"expected {want.lower()}, got {h.hexdigest()}")

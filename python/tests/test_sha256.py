@@ -1,0 +1,186 @@
+"""Expected SHA-256 values from Python (sha256=, as the CLI's --sha256 and
+--sha256-file): the right value loads, a wrong one raises IntegrityError
+with RL_E_CHECKSUM and the library's message (file and both values), and a
+malformed value or sums file is ArgumentError before anything is read;
+every load on every backend."""
+import hashlib
+import os
+
+import numpy as np
+import pytest
+
+import stfile
+from conftest import BACKENDS
+
+import ringload
+import ringload.numpy as rnp
+from ringload import _lib
+
+WRONG = "ab" * 32
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    """A one-file checkpoint and its SHA-256."""
+    path = tmp_path / "model.safetensors"
+    stfile.write(path, {
+        "a": ("F32", (1000,), np.arange(1000, dtype="<f4").tobytes()),
+        "b": ("I16", (7, 3), np.arange(21, dtype="<i2").tobytes()),
+    })
+    return str(path), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def two_files(tmp_path):
+    """A directory checkpoint of two files and their SHA-256 by name."""
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    sums = {}
+    for i in range(2):
+        p = d / f"part{i}.safetensors"
+        stfile.write(p, {f"t{i}": ("F32", (64,), np.full(64, i, "<f4").tobytes())})
+        sums[p.name] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return str(d), sums
+
+
+def _checksum_error(excinfo, path, want):
+    e = excinfo.value
+    assert isinstance(e, ringload.IntegrityError)
+    assert e.code == _lib.RL_E_CHECKSUM and e.code_name == "RL_E_CHECKSUM"
+    assert str(e) == f"{path}: SHA-256 mismatch: expected {want}, got " + \
+        hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_load_with_the_right_sha256_loads_and_a_wrong_one_raises_checksum(ckpt, backend):
+    path, sha = ckpt
+    name = os.path.basename(path)
+    for given in (sha, sha.upper(), {name: sha}, {path: sha}):
+        out = ringload.load(path, backend=backend, sha256=given)[0]
+        assert out["a"].tolist() == list(range(1000))
+    for given in (WRONG, {name: WRONG}):
+        with pytest.raises(ringload.IntegrityError) as ei:
+            ringload.load(path, backend=backend, sha256=given)
+        _checksum_error(ei, path, WRONG)
+
+
+def test_numpy_load_file_checks_sha256(ckpt):
+    path, sha = ckpt
+    assert rnp.load_file(path, sha256=sha)["b"].shape == (7, 3)
+    with pytest.raises(ringload.IntegrityError) as ei:
+        rnp.load_file(path, sha256=WRONG)
+    _checksum_error(ei, path, WRONG)
+
+
+def test_torch_load_file_checks_sha256(ckpt, torch):
+    import ringload.torch as rt
+    path, sha = ckpt
+    assert rt.load_file(path, sha256={os.path.basename(path): sha})["a"][999] == 999
+    with pytest.raises(ringload.IntegrityError) as ei:
+        rt.load_file(path, device="cpu", sha256=WRONG)
+    _checksum_error(ei, path, WRONG)
+
+
+@pytest.mark.parametrize("bad", ["xyz", "ab" * 31 + "a", "g" * 64, "ab" * 33, 12, None])
+def test_sha256_value_not_64_hex_digits_is_argument_error_naming_it(ckpt, bad):
+    path, _ = ckpt
+    with pytest.raises(ringload.ArgumentError) as ei:
+        rnp.load_file(path, sha256={"model.safetensors": bad})
+    assert ei.value.code == _lib.RL_E_INVALID_ARG
+    assert str(ei.value) == (f"sha256: model.safetensors: expected SHA-256 {bad!r} is "
+                             "not 64 hex digits")
+
+
+def test_sha256_of_a_file_not_in_the_checkpoint_is_argument_error(ckpt):
+    path, sha = ckpt
+    with pytest.raises(ringload.ArgumentError, match=r"'other.safetensors' is not a "
+                       r"file of the checkpoint \(its files: .*model.safetensors\)"):
+        rnp.load_file(path, sha256={"other.safetensors": sha})
+    with pytest.raises(ringload.ArgumentError, match="not list"):
+        rnp.load_file(path, sha256=[sha])
+
+
+def test_one_hex_value_for_a_checkpoint_of_two_files_is_argument_error(two_files):
+    d, sums = two_files
+    with pytest.raises(ringload.ArgumentError, match="one value for a checkpoint of 2 files"):
+        rnp.load_file(d, sha256=sums["part0.safetensors"])
+    out = rnp.load_file(d, sha256=sums)
+    assert sorted(out) == ["t0", "t1"]
+    with pytest.raises(ringload.IntegrityError, match="part1.safetensors: SHA-256 mismatch"):
+        rnp.load_file(d, sha256=dict(sums, **{"part1.safetensors": WRONG}))
+
+
+def test_sha256sums_file_checks_the_files_it_names(two_files, tmp_path):
+    d, sums = two_files
+    good = tmp_path / "SHA256SUMS"
+    good.write_bytes((f"{sums['part0.safetensors']}  ./part0.safetensors\r\n"
+                      f"{sums['part1.safetensors']} *part1.safetensors\n"
+                      f"{WRONG}  config.json\n\n").encode())
+    assert sorted(rnp.load_file(d, sha256=good)) == ["t0", "t1"]
+    assert sorted(ringload.load(d, sha256=str(good))[0]) == ["t0", "t1"]
+    bad = tmp_path / "BAD"
+    bad.write_text(f"{sums['part0.safetensors']}  part0.safetensors\n"
+                   f"{WRONG}  part1.safetensors\n")
+    with pytest.raises(ringload.IntegrityError) as ei:
+        rnp.load_file(d, sha256=bad)
+    _checksum_error(ei, os.path.join(d, "part1.safetensors"), WRONG)
+
+
+@pytest.mark.parametrize("text, why", [
+    ("nonsense\n", "2: not '<64 hex digits>  <file name>'"),
+    (WRONG + " part0.safetensors\n", "2: not '<64 hex digits>  <file name>'"),
+    ("\\" + WRONG + "  part\\nname\n", "2: escaped file names are not supported"),
+])
+def test_malformed_sha256sums_line_is_argument_error_naming_file_and_line(
+        two_files, tmp_path, text, why):
+    d, sums = two_files
+    f = tmp_path / "SUMS"
+    f.write_text(f"{sums['part0.safetensors']}  part0.safetensors\n" + text)
+    with pytest.raises(ringload.ArgumentError) as ei:
+        rnp.load_file(d, sha256=f)
+    assert str(ei.value) == f"sha256: {f}:{why}" + (
+        " (sha256sum's format)" if "hex digits" in why else "")
+
+
+def test_sha256sums_naming_no_file_or_missing_is_an_error(ckpt, tmp_path):
+    path, _ = ckpt
+    f = tmp_path / "SUMS"
+    f.write_text(f"{WRONG}  config.json\n")
+    with pytest.raises(ringload.ArgumentError, match="names none of the checkpoint's files"):
+        rnp.load_file(path, sha256=f)
+    with pytest.raises(FileNotFoundError, match="sha256: .*absent: No such file"):
+        rnp.load_file(path, sha256=str(tmp_path / "absent"))
+    os.mkfifo(tmp_path / "fifo")  # refused without opening it (which would block)
+    for not_regular in (tmp_path, tmp_path / "fifo"):
+        with pytest.raises(ringload.ArgumentError, match="not a regular file"):
+            rnp.load_file(path, sha256=not_regular)
+
+
+def test_safe_open_hashes_the_files_at_open(ckpt):
+    path, sha = ckpt
+    with ringload.safe_open(path, "np", sha256=sha) as f:
+        assert f.get_tensor("b").shape == (7, 3)
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG})
+    _checksum_error(ei, path, WRONG)
+
+
+def test_partial_load_with_sha256_is_checksum_error_before_reading(two_files):
+    d, sums = two_files
+    spec = {"tensors": ["t0"]}
+    with pytest.raises(ringload.IntegrityError, match="cannot be checked: this load "
+                       "reads only part"):
+        # a box of t0 reads part of part0; the whole t0 reads all of it
+        ringload.load(d, sharding={"targets": [{"name": "x", "source": "t0",
+                                                "slice": [[0, 8]]}],
+                                   "tensors": ["x"]},
+                      sha256={"part0.safetensors": sums["part0.safetensors"]})
+    assert list(ringload.load(d, sharding=spec, sha256={
+        "part0.safetensors": sums["part0.safetensors"]})[0]) == ["t0"]
+
+
+def test_streaming_load_refuses_sha256_with_state_error(ckpt, torch):
+    path, sha = ckpt
+    with pytest.raises(ringload.StateError, match="not checked by streaming loads"):
+        ringload.load(path, framework="pt", options={"staging_budget": 1 << 20},
+                      sha256=sha)
