@@ -576,6 +576,7 @@ struct st_run {
 	struct eng_wjob wj;
 	struct eng_stats sum;
 	int pull;
+	unsigned runs;          /* engine set-ups (eng_run calls) of this load */
 };
 
 static int st_progress(void *user, uint64_t done, uint64_t total)
@@ -650,6 +651,7 @@ static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k)
 	job.total_bytes = sr->wj.read_bytes;
 	job.file_stats = sr->ld->files;
 	ret = eng_run(sr->eng, &job, &es, &sr->ld->err);
+	sr->runs++;
 	st_add_stats(&sr->sum, &es, rg == s->ranges);
 	s->base += sr->wj.read_bytes;
 	return ret;
@@ -723,6 +725,21 @@ static int st_ranges(struct st_run *sr)
 	return ret;
 }
 
+/* rl_load_stats_ex of a streaming load; its shape text says how the
+ * windows were read (a text, not new fields: the struct's layout is
+ * mirrored by the Python package). */
+static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char *why)
+{
+	const struct ld_stream *s = sr->s;
+	char text[160];
+
+	snprintf(text, sizeof(text),
+		 "%s%sstreaming: %u windows of %llu bytes, not registered with io_uring; "
+		 "%zu ranges, %u engine set-ups", why, why[0] ? "; " : "", s->nslots,
+		 (unsigned long long)s->slot_bytes, s->nranges, sr->runs);
+	ld_fill_stats_ex(ld, &sr->sum, text);
+}
+
 /* The whole load of s->ex (on the calling or the library thread). */
 static int st_load(rl_loader *ld, int pull, const char *why)
 {
@@ -746,7 +763,7 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	eng_destroy(sr.eng);
 	eng_wjob_free(&sr.wj);
 	ld_fill_stats(ld, &s->ex, &sr.sum, 0, rl_now_s() - s->t0);
-	ld_fill_stats_ex(ld, &sr.sum, why);
+	st_fill_stats_ex(ld, &sr, why);
 	ld->failed = ret < 0;
 	if (ret == 0)
 		rl_err_clear(&ld->err);

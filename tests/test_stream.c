@@ -630,6 +630,47 @@ static void arguments(void)
 	fixture_free(&f);
 }
 
+/* A load through many windows: byte-exact, and rl_load_stats_ex's shape
+ * says how the windows were read (their count and size, io_uring
+ * registration, ranges and engine set-ups), consistently with each other. */
+static void many_windows_stats(void)
+{
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld = stream_loader(MIN_BUDGET);
+	rl_load_stats_ex x = { .size = sizeof(x) };
+	unsigned nwin = 0, setups = 0;
+	unsigned long long wbytes = 0;
+	size_t ranges = 0, total = 0;
+	const char *at;
+	int ret = fixture_new(&f, 12, "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}",
+			      8192);
+
+	CHECKF(ret == 0 && ld, "fixture %d", ret);
+	assembly_init(&a, &f, ld);
+	ret = pull_all(&a);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK(assembly_matches(&a));
+	CHECK(rl_loader_get_stats_ex(ld, &x) == 0);
+	at = strstr(x.shape, "streaming: ");
+	CHECKF(at && sscanf(at, "streaming: %u windows of %llu bytes", &nwin, &wbytes) == 2,
+	       "%s", x.shape);
+	CHECKF(strstr(x.shape, "not registered with io_uring"), "%s", x.shape);
+	at = at ? strstr(at, "io_uring; ") : NULL;
+	CHECKF(at && sscanf(at, "io_uring; %zu ranges, %u engine set-ups", &ranges, &setups) == 2,
+	       "%s", x.shape);
+	CHECKF(nwin >= 1 && wbytes * nwin <= MIN_BUDGET, "%u x %llu", nwin, wbytes);
+	/* Each range fills at most one window; one engine run per range today
+	 * (docs/streaming.md). */
+	for (unsigned d = 0; d < f.ndev; d++)
+		total += f.ref_len[d];
+	CHECKF(ranges * wbytes >= total && (ranges > 1 || total <= wbytes) && setups == ranges,
+	       "%zu ranges, %u set-ups, %zu staging bytes", ranges, setups, total);
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
 /* Windows in the caller's memory, deliberately misaligned by one byte. */
 static void caller_pool(void)
 {
@@ -665,6 +706,7 @@ int main(void)
 		{ "destroy_mid_pull", destroy_mid_pull },
 		{ "caller_pool", caller_pool },
 		{ "loader_load_streams", loader_load_streams },
+		{ "many_windows_stats", many_windows_stats },
 	};
 
 	static const unsigned workers[] = { 1, 3 };
