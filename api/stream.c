@@ -731,7 +731,7 @@ static int st_ranges(struct st_run *sr)
 static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char *why)
 {
 	const struct ld_stream *s = sr->s;
-	char text[160];
+	char text[sizeof(((rl_load_stats_ex *)0)->shape)]; /* why + the windows */
 
 	snprintf(text, sizeof(text),
 		 "%s%sstreaming: %u windows of %llu bytes, not registered with io_uring; "

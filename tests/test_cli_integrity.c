@@ -88,7 +88,9 @@ static void sha256_file_parsing(void)
 	int rc;
 
 	CHECK(ckpt(hex) == 0);
-	snprintf(line, sizeof(line), "%s  config.json\n%s *./m.safetensors\n\n", hex, hex);
+	/* a comment line, as sha256sum -c allows */
+	snprintf(line, sizeof(line), "# weights\n%s  config.json\n%s *./m.safetensors\n\n", hex,
+		 hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
 	skip_unavailable();

@@ -89,7 +89,7 @@ static int sums_line(rl_loader *ld, const rl_ckpt *ck, char *s, const char *file
 {
 	char *name;
 
-	if (!*s)
+	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
 		return 0;
 	if (*s == '\\') {
 		fprintf(stderr, "%s: %s:%u: escaped file names are not supported\n", prog, file,

@@ -62,8 +62,9 @@ def _from_dict(paths, given):
 
 
 def _sums_line(paths, text, sums, line):
-    """(name, hex) of one line, None for a line to skip."""
-    if not text:
+    """(name, hex) of one line, None for a line to skip (empty, or a comment:
+    sha256sum -c skips lines that begin with '#')."""
+    if not text or text.startswith("#"):
         return None
     where = f"{sums}:{line}"
     if text.startswith("\\"):
@@ -107,8 +108,14 @@ def resolve(ckpt, sha256):
         return []
     paths = ckpt.files()
     if isinstance(sha256, dict):
+        if not sha256:
+            raise _arg_error("an empty dict expects nothing: give {file: hex} "
+                             "or leave sha256 out")
         return _from_dict(paths, sha256)
-    if isinstance(sha256, str) and _HEX64.fullmatch(sha256):
+    if isinstance(sha256, bytes) and _HEX64.fullmatch(sha256.strip().decode("latin-1")):
+        sha256 = sha256.decode("latin-1")
+    if isinstance(sha256, str) and _HEX64.fullmatch(sha256.strip()):
+        sha256 = sha256.strip()  # as read from a file, newline and all
         if len(paths) != 1:
             raise _arg_error(f"one value for a checkpoint of {len(paths)} files: "
                              "give {file: hex} or a SHA256SUMS file")
@@ -123,9 +130,11 @@ def verify_files(ckpt, expected):
     """Hashes each expected file whole (safe_open, whose reads are partial:
     the library checks only files a load reads whole) and raises
     IntegrityError (RL_E_CHECKSUM, the library's wording) on a mismatch."""
-    paths = ckpt.files()
-    for name, want in expected:
-        path = _file_of(paths, name)
+    for path in ckpt.files():
+        # the library's rule: the last value given for a name of the file
+        want = next((v for n, v in reversed(expected) if _names(path, n)), None)
+        if want is None:
+            continue
         h = hashlib.sha256()
         try:
             with open(path, "rb") as f:

@@ -113,7 +113,8 @@ def test_one_hex_value_for_a_checkpoint_of_two_files_is_argument_error(two_files
 def test_sha256sums_file_checks_the_files_it_names(two_files, tmp_path):
     d, sums = two_files
     good = tmp_path / "SHA256SUMS"
-    good.write_bytes((f"{sums['part0.safetensors']}  ./part0.safetensors\r\n"
+    good.write_bytes(("# a comment line, as sha256sum -c allows\n"
+                      f"{sums['part0.safetensors']}  ./part0.safetensors\r\n"
                       f"{sums['part1.safetensors']} *part1.safetensors\n"
                       f"{WRONG}  config.json\n\n").encode())
     assert sorted(rnp.load_file(d, sha256=good)) == ["t0", "t1"]
@@ -163,6 +164,40 @@ def test_safe_open_hashes_the_files_at_open(ckpt):
     with pytest.raises(ringload.IntegrityError) as ei:
         ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG})
     _checksum_error(ei, path, WRONG)
+
+
+def test_safe_open_takes_the_last_value_given_for_a_file_as_the_library(tmp_path):
+    """Two names of a sums file match text_encoder/model.safetensors (its
+    whole name and its base name): the last one counts, for the library's
+    loads and for safe_open's hashing at open alike."""
+    shas = {}
+    for sub in ("", "text_encoder/"):
+        p = tmp_path / f"{sub}model.safetensors"
+        p.parent.mkdir(exist_ok=True)
+        stfile.write(p, {sub or "root": ("U8", (len(sub) + 3,), bytes(len(sub) + 3))})
+        shas[sub] = hashlib.sha256(p.read_bytes()).hexdigest()
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text(f"{shas['']}  model.safetensors\n"
+                    f"{shas['text_encoder/']}  text_encoder/model.safetensors\n")
+    path = str(tmp_path / "text_encoder" / "model.safetensors")
+    assert list(ringload.load(path, sha256=sums)[0]) == ["text_encoder/"]
+    with ringload.safe_open(path, "np", sha256=sums) as f:
+        assert f.keys() == ["text_encoder/"]
+    sums.write_text(f"{shas['text_encoder/']}  text_encoder/model.safetensors\n"
+                    f"{shas['']}  model.safetensors\n")
+    for load in (lambda: ringload.load(path, sha256=sums),
+                 lambda: ringload.safe_open(path, "np", sha256=sums)):
+        with pytest.raises(ringload.IntegrityError) as ei:
+            load()
+        _checksum_error(ei, path, shas[''])
+
+
+def test_sha256_forms_read_from_files_and_an_empty_dict(ckpt):
+    path, sha = ckpt
+    for given in (sha + "\n", sha.encode(), (" " + sha.upper() + "\r\n").encode()):
+        assert sorted(rnp.load_file(path, sha256=given)) == ["a", "b"]
+    with pytest.raises(ringload.ArgumentError, match="an empty dict expects nothing"):
+        rnp.load_file(path, sha256={})
 
 
 def test_partial_load_with_sha256_is_checksum_error_before_reading(two_files):
