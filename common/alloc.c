@@ -284,6 +284,11 @@ int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
 	size_t n, bytes, old = *cap * size;
 	void *p;
 
+	/* elements of at most a page (Linux's least page size): then the
+	 * mapping's length is page_up(cap * size), which rl_free_big and
+	 * mremap rebuild from cap alone */
+	if (!size || size > 4096)
+		return -EINVAL;
 	if (need <= *cap)
 		return 0;
 	n = grow_step(*cap, need);

@@ -42,7 +42,8 @@ int rl_grow(void **arr, size_t *cap, size_t need, size_t size);
  * while the old ones are still resident. *cap may end above need (the
  * mapping's last page). Free only with rl_free_big(arr, cap, size), cap
  * being the array's capacity: it tells a mapping from a heap block.
- * Sanitizer builds keep every array on the heap.
+ * Elements are 1 to 4096 bytes (-EINVAL otherwise). Sanitizer builds keep
+ * every array on the heap.
  */
 int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size);
 void rl_free_big(void *arr, size_t cap, size_t size);

@@ -73,7 +73,8 @@ void mx_prefault_start(struct mx_prefault *pf, const struct mx_load *L, const si
 			rl_copy_info c;
 			uintptr_t dst;
 
-			rl_plan_transfer_copy(L->plan, t[k], j, &c);
+			if (rl_plan_transfer_copy(L->plan, t[k], j, &c))
+				continue;       /* cannot happen (j < ncopies): touch nothing */
 			dst = (uintptr_t)(L->staging[c.device] + c.dst);
 			add(pf, dst, dst + c.count * c.len);
 		}

@@ -74,6 +74,10 @@ static void grow_big_keeps_contents_and_counts(void)
 	uint64_t *a = NULL;
 	size_t cap = 0, n = 3u << 20 >> 3;      /* 3 MiB of elements: two steps mapped */
 
+	/* elements past a page would leave the mapping's length unknown */
+	CHECK_EQ(rl_grow_big((void **)&a, &cap, 1000, 8192), -EINVAL);
+	CHECK_EQ(rl_grow_big((void **)&a, &cap, 1000, 0), -EINVAL);
+	CHECK(!a && !cap);
 	for (size_t i = 0; i < n; i++) {
 		CHECK(rl_grow_big((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
 		CHECK(cap > i);
