@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "ckpt_util.h"
 #include "harness.h"
@@ -43,7 +44,7 @@ static int rl_load(const char *fmt, ...)
 	va_end(ap);
 	if (!realpath(build(), bin))
 		return -1;
-	snprintf(cmd, sizeof(cmd), "cd %s || exit 99; %s/ringload load --backend %s --workers 2 "
+	snprintf(cmd, sizeof(cmd), "cd %s || exit 99; timeout 60 %s/ringload load --backend %s --workers 2 "
 		 "--request-bytes 16K %s", th_tmpdir(), bin, cur, args);
 	return th_capture(cmd, out, sizeof(out));
 }
@@ -108,8 +109,13 @@ static void sha256_file_parsing(void)
 	snprintf(line, sizeof(line), "%s  other.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
-	CHECKF(rc == 0 && strstr(out, "warning: SUMS names none of the checkpoint's files"),
+	CHECKF(rc == 1 && strstr(out, "--sha256-file SUMS names none of the checkpoint's files"),
 	       "%d %s", rc, out);
+	/* a FIFO is refused at once, not waited on (the open would block) */
+	unlink(tmp_path("FIFO"));
+	CHECK(mkfifo(tmp_path("FIFO"), 0600) == 0);
+	rc = rl_load("m.safetensors --sha256-file FIFO");
+	CHECKF(rc == 1 && strstr(out, "--sha256-file FIFO: not a regular file"), "%d %s", rc, out);
 	rc = rl_load("m.safetensors --sha256-file NOSUCH");
 	CHECKF(rc == 1 && strstr(out, "--sha256-file NOSUCH: No such file"), "%d %s", rc, out);
 }

@@ -4,11 +4,13 @@
  * gives and checks that each value names a file of the checkpoint.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sha256sums.h"
 
@@ -110,23 +112,46 @@ static int sums_line(rl_loader *ld, const rl_ckpt *ck, char *s, const char *file
 	return expect(ld, name, s, prog) < 0 ? -1 : 1;
 }
 
+/* SUMS opened for reading: a regular file of at most SUMS_MAX_BYTES.
+ * O_NONBLOCK so that a FIFO named by mistake is refused, not waited on. */
+static FILE *open_sums(const char *file, const char *prog)
+{
+	int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	FILE *f;
+
+	if (fd < 0) {
+		fprintf(stderr, "%s: --sha256-file %s: %s\n", prog, file, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SUMS_MAX_BYTES) {
+		fprintf(stderr, "%s: --sha256-file %s: not a regular file of at most 16 MiB\n",
+			prog, file);
+		close(fd);
+		return NULL;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		fprintf(stderr, "%s: --sha256-file %s: %s\n", prog, file, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+/* Every line of SUMS that names a file of the checkpoint becomes an
+ * expected value. A SUMS naming none of them is an error, as in Python:
+ * the user asked for a check that would check nothing. */
 static int expect_sums(rl_loader *ld, const rl_ckpt *ck, const char *file, const char *prog)
 {
-	FILE *f = fopen(file, "r");
+	FILE *f = open_sums(file, prog);
 	char *buf = NULL;
 	size_t cap = 0;
 	ssize_t n;
 	unsigned line = 0, used = 0;
-	struct stat st;
 	int ret = 0;
 
-	if (!f || fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SUMS_MAX_BYTES) {
-		fprintf(stderr, "%s: --sha256-file %s: %s\n", prog, file,
-			!f ? strerror(errno) : "not a regular file of at most 16 MiB");
-		if (f)
-			fclose(f);
+	if (!f)
 		return -1;
-	}
 	while (ret >= 0 && (n = getline(&buf, &cap, f)) >= 0) {
 		line++;
 		if (n && buf[n - 1] == '\n')
@@ -138,8 +163,11 @@ static int expect_sums(rl_loader *ld, const rl_ckpt *ck, const char *file, const
 	}
 	free(buf);
 	fclose(f);
-	if (ret >= 0 && !used)
-		fprintf(stderr, "%s: warning: %s names none of the checkpoint's files\n", prog, file);
+	if (ret >= 0 && !used) {
+		fprintf(stderr, "%s: --sha256-file %s names none of the checkpoint's files\n", prog,
+			file);
+		ret = -1;
+	}
 	return ret < 0 ? -1 : 0;
 }
 
