@@ -78,6 +78,10 @@ run_fio() { # medium file cold jobs bs qd
 	read -r bw io < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["jobs"][0]["read"]; print(r["bw_bytes"], r["io_bytes"])' "$raw/last.out")
 	# fio's own bandwidth (its start-up not counted): seconds = bytes / bw
 	record "$m" fio "J$j-$bs-QD$qd" "$r" "$(awk -v i="$io" -v b="$bw" 'BEGIN { printf "%.4f", i / b }')" "$io" "$CPU"
+	# and the same run timed as ringload is, exec to exit (start-up, its
+	# buffers' allocation and registration, exit included), as the
+	# issue's own table times every reader
+	record "$m" fio-process "J$j-$bs-QD$qd" "$r" "$SECS" "$io" "$CPU"
 }
 
 run_fill() { # medium
