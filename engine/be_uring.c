@@ -221,6 +221,12 @@ static void ur_teardown(struct be *be)
 		ur_drain(u);
 	if (u->ring_ok) {
 		rings_sync(&u->ring, 1);
+		/* The ring's own references to the files go when the kernel's
+		 * deferred ring teardown runs, after the close: unregistered
+		 * here, they are gone when the load returns, so that a
+		 * umount right after it does not find the file system busy. */
+		if (u->reg_files)
+			io_uring_unregister_files(&u->ring);
 		io_uring_queue_exit(&u->ring);
 	}
 	if (u->efd >= 0)

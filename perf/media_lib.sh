@@ -58,7 +58,16 @@ timed() {
 
 mnt= loopdev= img= shmdir=
 cleanup() {
-	[ -n "$mnt" ] && { umount "$mnt" 2>/dev/null || true; rmdir "$mnt" 2>/dev/null || true; }
+	# a reader's io_uring can hold its files for a moment after it exits
+	# (the kernel tears rings down in a work item): retry, then say so
+	if [ -n "$mnt" ]; then
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			umount "$mnt" 2>/dev/null && break
+			sleep 0.2
+		done
+		mountpoint -q "$mnt" && echo "$me: warning: $mnt still mounted" >&2
+		rmdir "$mnt" 2>/dev/null || true
+	fi
 	[ -n "$loopdev" ] && { losetup -d "$loopdev" 2>/dev/null || true; }
 	[ -n "$img" ] && rm -f "$img"
 	[ -n "$shmdir" ] && rm -rf "$shmdir"

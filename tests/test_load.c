@@ -16,12 +16,14 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdatomic.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -656,6 +658,93 @@ static void truncated_after_plan(void)
 	CHECKF(ret == RL_E_FILE_CHANGED, "%d", ret);
 }
 
+/* Runs a shell command quietly; returns its exit status (-1: no shell). */
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[2048], out[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return th_capture(cmd, out, sizeof(out));
+}
+
+/* A load of a checkpoint on an ext4 file system over a loop device, then
+ * its unmount at once: a load leaves no reference to the checkpoint's
+ * files behind it. (io_uring's registered files used to stay with the
+ * kernel's deferred ring teardown, after the load had returned, so that
+ * an operator's umount right after a load found the file system busy.) */
+static int load_on_mount(const char *dir)
+{
+	struct rt t[4];
+	uint64_t data_start, fsize;
+	char path[PATH_MAX + 32];
+	uint8_t *file;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_loader *ld = new_loader();
+	rl_plan *plan = NULL;
+	int ret = ck && ld ? 0 : -ENOMEM;
+
+	snprintf(path, sizeof(path), "%s/m.safetensors", dir);
+	file = ret == 0 ? write_random_ckpt(path, t, 4, &data_start, &fsize) : NULL;
+	if (ret == 0 && !file)
+		ret = -EIO;
+	if (ret == 0)
+		ret = rl_ckpt_open(ck, path);
+	if (ret == 0)
+		ret = rl_loader_load(ld, ck, NULL, 0, &plan);
+	if (ret == 0 && differs(plan, ld, NULL, file, data_start, t, 4))
+		ret = -EILSEQ;
+	free(file);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	rl_ckpt_destroy(ck);
+	return ret;
+}
+
+static void unmount_after_load(void)
+{
+	char img[PATH_MAX], dir[PATH_MAX], dev[64] = "";
+	FILE *f;
+	int ret, um = -1, err = 0;
+
+	if (geteuid() != 0)
+		SKIP("needs root (losetup, mount)");
+	if (sh("command -v losetup && command -v mkfs.ext4") != 0)
+		SKIP("losetup or mkfs.ext4 missing");
+	snprintf(img, sizeof(img), "%s", tmp_path("fs.img"));
+	snprintf(dir, sizeof(dir), "%s", tmp_path("mnt"));
+	mkdir(dir, 0700);
+	if (sh("truncate -s 64M %s && losetup -f --show %s > %s.dev", img, img, img) != 0)
+		SKIP("losetup failed (no loop devices here?)");
+	f = fopen(tmp_path("fs.img.dev"), "r");
+	if (f && !fgets(dev, sizeof(dev), f))
+		dev[0] = '\0';
+	if (f)
+		fclose(f);
+	dev[strcspn(dev, "\n")] = '\0';
+	ret = dev[0] && sh("mkfs.ext4 -q -F %s && mount %s %s", dev, dev, dir) == 0 ? 0 : -1;
+	if (ret == 0) {
+		ret = load_on_mount(dir);
+		um = umount(dir);
+		err = errno;
+		if (um < 0) /* clean up however long the references stay */
+			sh("for i in 1 2 3 4 5 6 7 8 9 10; do umount %s && break; sleep 0.2; done", dir);
+	}
+	if (dev[0])
+		sh("losetup -d %s", dev);
+	unlink(img);
+	rmdir(dir);
+	if (ret == RL_E_BACKEND)
+		SKIP("backend unavailable");
+	CHECKF(dev[0] && ret != -1, "loop device %s: mkfs.ext4 or mount failed", dev);
+	CHECKF(ret == 0, "load: %d", ret);
+	CHECKF(um == 0, "umount right after the load: %s", strerror(err));
+}
+
 /* ------------------------------------------------------------------ */
 /* The page cache: buffered when the file is there, O_DIRECT when not */
 
@@ -961,6 +1050,7 @@ int main(void)
 		{ "hot_cache_choice", hot_cache_choice },
 		{ "stats_ex_sizes", stats_ex_sizes },
 		{ "staging_alloc", staging_alloc },
+		{ "unmount_after_load", unmount_after_load },
 	};
 
 	th_seed();
