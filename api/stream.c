@@ -569,14 +569,23 @@ static void st_unhold(struct ld_stream *s, unsigned k, size_t from)
 /* ------------------------------------------------------------------ */
 /* The loop */
 
+/* Fixed regions of a window pool: windows of at most ST_FIXED_MAX bytes
+ * each (io_uring's limit for one registered buffer). */
+#define ST_FIXED_MAX (1ull << 30)
+
 struct st_run {
 	rl_loader *ld;
 	struct ld_stream *s;
 	struct eng *eng;
+	struct eng_session *sess;
+	struct eng_fixed *fixed;
+	unsigned nfixed;
 	struct eng_wjob wj;
 	struct eng_stats sum;
 	int pull;
-	unsigned runs;          /* engine set-ups (eng_run calls) of this load */
+	unsigned runs;          /* engine set-ups (sessions) of this load */
+	int registered;         /* the windows are io_uring fixed buffers */
+	char why[64];           /* else why not */
 };
 
 static int st_progress(void *user, uint64_t done, uint64_t total)
@@ -650,8 +659,7 @@ static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k)
 	job.user = sr;
 	job.total_bytes = sr->wj.read_bytes;
 	job.file_stats = sr->ld->files;
-	ret = eng_run(sr->eng, &job, &es, &sr->ld->err);
-	sr->runs++;
+	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
 	st_add_stats(&sr->sum, &es, rg == s->ranges);
 	s->base += sr->wj.read_bytes;
 	return ret;
@@ -697,6 +705,77 @@ static int st_hand_out(struct st_run *sr, const struct st_range *rg, unsigned k)
 	return 0;
 }
 
+/* The windows cut into regions io_uring can register. */
+static int st_fixed(struct st_run *sr)
+{
+	struct ld_stream *s = sr->s;
+	uint64_t per = (s->slot_bytes + ST_FIXED_MAX - 1) / ST_FIXED_MAX;
+
+	sr->fixed = rl_calloc((size_t)(per * s->nslots), sizeof(*sr->fixed));
+	if (!sr->fixed)
+		return -ENOMEM;
+	for (unsigned k = 0; k < s->nslots; k++)
+		for (uint64_t off = 0; off < s->slot_bytes; off += ST_FIXED_MAX) {
+			struct eng_fixed *f = sr->fixed + sr->nfixed++;
+
+			f->base = s->slot[k].ptr + off;
+			f->len = (size_t)RL_MIN(ST_FIXED_MAX, s->slot_bytes - off);
+		}
+	return 0;
+}
+
+/* What every range's reads need together: each read of the plan, plus
+ * one more for each window edge a read may straddle (read once for each
+ * window), and those may need a bounce buffer. */
+static void st_needs(const struct ld_stream *s, struct eng_session_needs *n)
+{
+	const struct pl_exec *ex = &s->ex;
+	uint64_t edges = 2 * (uint64_t)s->nranges;
+
+	memset(n, 0, sizeof(*n));
+	for (size_t i = 0; i < ex->nreads; i++) {
+		n->all_bytes += ex->reads[i].len;
+		if (!(ex->reads[i].flags & RL_READ_DIRECT) || ex->reads[i].ncopies != 1) {
+			n->bounce++;
+			n->bounce_bytes += ex->reads[i].len;
+		}
+	}
+	n->nreads = ex->nreads + edges;
+	n->max_read = (uint32_t)ex->max_read;
+	n->bounce += edges;
+	n->bounce_bytes = RL_MIN(n->bounce_bytes + edges * ex->max_read, n->all_bytes);
+}
+
+/* One engine session for every range: files, workers, rings and the
+ * windows' registration, set up once. */
+static int st_begin(struct st_run *sr)
+{
+	struct ld_stream *s = sr->s;
+	const struct pl_exec *ex = &s->ex;
+	struct eng_session_needs n;
+	struct eng_stats es;
+	struct eng_job job;
+	int ret;
+
+	if (st_fixed(sr) < 0)
+		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
+	st_needs(s, &n);
+	memset(&job, 0, sizeof(job));
+	job.nfiles = ex->nfiles;
+	job.paths = ex->paths;
+	job.file_sizes = ex->file_sizes;
+	job.reads = ex->reads; /* what the page-cache probe measures */
+	job.nreads = ex->nreads;
+	job.file_stats = sr->ld->files;
+	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
+				&sr->ld->err);
+	sr->runs = 1;
+	sr->sum.setup_seconds += es.setup_seconds;
+	if (ret == 0)
+		sr->registered = eng_session_fixed(sr->sess, sr->why, sizeof(sr->why));
+	return ret;
+}
+
 /* Every range in turn, then the zero-byte shards. */
 static int st_ranges(struct st_run *sr)
 {
@@ -734,9 +813,11 @@ static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char 
 	char text[sizeof(((rl_load_stats_ex *)0)->shape)]; /* why + the windows */
 
 	snprintf(text, sizeof(text),
-		 "%s%sstreaming: %u windows of %llu bytes, not registered with io_uring; "
-		 "%zu ranges, %u engine set-ups", why, why[0] ? "; " : "", s->nslots,
-		 (unsigned long long)s->slot_bytes, s->nranges, sr->runs);
+		 "%s%sstreaming: %u windows of %llu bytes, %sregistered with io_uring%s%s%s; "
+		 "%zu ranges, %u engine set-up%s", why, why[0] ? "; " : "", s->nslots,
+		 (unsigned long long)s->slot_bytes, sr->registered ? "" : "not ",
+		 sr->registered ? "" : " (", sr->registered ? "" : sr->why,
+		 sr->registered ? "" : ")", s->nranges, sr->runs, sr->runs == 1 ? "" : "s");
 	ld_fill_stats_ex(ld, &sr->sum, text);
 }
 
@@ -757,9 +838,14 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	 * memory beyond the budget, to a quarter of it (or one read). */
 	eo.buffer_bytes = (uint32_t)RL_MIN(s->ex.max_read, 1u << 30);
 	eo.inflight_bytes = RL_MAX(s->ex.max_read, RL_MIN(eo.inflight_bytes, s->slot_bytes * s->nslots / 4));
+	snprintf(sr.why, sizeof(sr.why), "nothing to read");
 	ret = eng_create(&eo, &sr.eng, &ld->err);
+	if (ret == 0 && s->nranges)
+		ret = st_begin(&sr);
 	if (ret == 0)
 		ret = st_ranges(&sr);
+	eng_session_end(sr.sess);
+	rl_free(sr.fixed);
 	eng_destroy(sr.eng);
 	eng_wjob_free(&sr.wj);
 	ld_fill_stats(ld, &s->ex, &sr.sum, 0, rl_now_s() - s->t0);

@@ -26,7 +26,8 @@ struct ur {
 	int wake_armed;
 	uint64_t wake_val;
 	int reg_files;
-	unsigned reg_bufs;
+	unsigned reg_bufs;      /* bounce buffers registered: indexes 0..reg_bufs-1 */
+	unsigned reg_fixed;     /* fixed regions registered: reg_bufs.. */
 	unsigned queued;        /* SQEs not yet taken by the kernel */
 	unsigned in_kernel;     /* SQEs taken whose CQE is not reaped yet */
 	uint32_t refused;       /* consecutive EAGAIN/EBUSY waits */
@@ -115,8 +116,53 @@ static void register_files(struct be *be, struct ur *u)
 		eng_note(rc, "io_uring file registration refused (%s)", strerror(-ret));
 }
 
-/* Registers as many pool buffers as this worker's share of RLIMIT_MEMLOCK
- * allows, halving while the kernel refuses (other users of the budget). */
+/* The iovecs of the first n pool buffers, then of the run's fixed
+ * regions when fixed != 0; NULL when out of memory. */
+static struct iovec *buffer_iovs(const struct eng_run *rc, const struct eng_pool *pool,
+				 unsigned n, int fixed)
+{
+	struct iovec *iov = rl_mallocarray((size_t)n + rc->nfixed + 1, sizeof(*iov));
+
+	for (unsigned i = 0; iov && i < n; i++) {
+		iov[i].iov_base = eng_pool_buf(pool, (int)i);
+		iov[i].iov_len = pool->bytes;
+	}
+	for (unsigned i = 0; iov && fixed && i < rc->nfixed; i++) {
+		iov[n + i].iov_base = rc->fixed[i].base;
+		iov[n + i].iov_len = rc->fixed[i].len;
+	}
+	return iov;
+}
+
+/* The run's fixed regions with the n pool buffers, when this worker's
+ * share of RLIMIT_MEMLOCK holds them all; else nothing registered. */
+static int register_with_fixed(struct be *be, struct ur *u, unsigned n)
+{
+	struct eng_run *rc = be->run;
+	uint64_t bytes = (uint64_t)n * be->w->pool.bytes;
+	struct iovec *iov;
+	int ret;
+
+	for (unsigned i = 0; i < rc->nfixed; i++)
+		bytes += rc->fixed[i].len;
+	if (!rc->nfixed || bytes > rc->memlock_share)
+		return -ENOMEM;
+	iov = buffer_iovs(rc, &be->w->pool, n, 1);
+	if (!iov)
+		return -ENOMEM;
+	ret = io_uring_register_buffers(&u->ring, iov, n + rc->nfixed);
+	rl_free(iov);
+	if (ret == 0) {
+		u->reg_bufs = n;
+		u->reg_fixed = rc->nfixed;
+	}
+	return ret;
+}
+
+/* Registers the pool's buffers and the run's fixed regions (a session's
+ * windows) when this worker's share of RLIMIT_MEMLOCK allows them all;
+ * else as many pool buffers as it allows, halving while the kernel
+ * refuses (other users of the budget). */
 static void register_buffers(struct be *be, struct ur *u)
 {
 	struct eng_run *rc = be->run;
@@ -125,17 +171,15 @@ static void register_buffers(struct be *be, struct ur *u)
 	unsigned n = pool->nbuf;
 	int ret = 0, why = 0;
 
-	if (!rc->o->register_buffers || !n)
+	if (!rc->o->register_buffers || (!n && !rc->nfixed))
+		return;
+	if (register_with_fixed(be, u, n) == 0 || !n)
 		return;
 	if (rc->memlock_share / pool->bytes < n)
 		n = (unsigned)(rc->memlock_share / pool->bytes);
-	iov = rl_mallocarray(pool->nbuf, sizeof(*iov));
+	iov = buffer_iovs(rc, pool, pool->nbuf, 0);
 	if (!iov)
 		return;
-	for (unsigned i = 0; i < pool->nbuf; i++) {
-		iov[i].iov_base = eng_pool_buf(pool, (int)i);
-		iov[i].iov_len = pool->bytes;
-	}
 	while (n) {
 		ret = io_uring_register_buffers(&u->ring, iov, n);
 		if (ret == 0)
@@ -152,6 +196,21 @@ static void register_buffers(struct be *be, struct ur *u)
 	if (n < pool->nbuf)
 		eng_note(rc, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
 			 why ? strerror(-why) : "the worker's share of RLIMIT_MEMLOCK");
+}
+
+/* The registered fixed region holding [dst, dst + len), as a buffer
+ * index, or -1. */
+static int fixed_index(const struct eng_run *rc, const struct ur *u, const uint8_t *dst,
+		       uint32_t len)
+{
+	for (unsigned i = 0; i < u->reg_fixed; i++) {
+		const struct eng_fixed *f = rc->fixed + i;
+
+		if (dst >= f->base && (size_t)(dst - f->base) <= f->len &&
+		    len <= f->len - (size_t)(dst - f->base))
+			return (int)(u->reg_bufs + i);
+	}
+	return -1;
 }
 
 /* n SQEs were taken by the kernel (a submit's return value). */
@@ -281,6 +340,7 @@ static int ur_setup(struct be *be)
 	register_buffers(be, u);
 	be->w->registered_files = u->reg_files;
 	be->w->registered_buffers = u->reg_bufs;
+	be->w->reg_fixed = u->reg_fixed;
 	return 0;
 }
 
@@ -291,16 +351,20 @@ static int ur_queue(struct be *be, struct eng_req *q)
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 	uint64_t off = q->r.off + q->io_pos;
 	uint8_t *dst = q->dst + q->io_pos;
-	int fd = eng_req_fd(q, f);
+	int fd = eng_req_fd(q, f), fixed;
 
 	if (!sqe)
 		return -EBUSY; /* cannot happen: the ring has qd + 1 entries */
 	if (u->reg_files)
 		fd = (int)(2 * q->r.file + (q->direct ? 1 : 0));
-	if (q->buf >= 0 && (unsigned)q->buf < u->reg_bufs)
+	if (q->buf >= 0 && (unsigned)q->buf < u->reg_bufs) {
 		io_uring_prep_read_fixed(sqe, fd, dst, q->io_len, off, q->buf);
-	else
+	} else if (q->buf < 0 && (fixed = fixed_index(be->run, u, dst, q->io_len)) >= 0) {
+		io_uring_prep_read_fixed(sqe, fd, dst, q->io_len, off, fixed);
+		be->w->reads_fixed += q->io_pos == 0; /* a read, not its retries */
+	} else {
 		io_uring_prep_read(sqe, fd, dst, q->io_len, off);
+	}
 	if (u->reg_files)
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data(sqe, q);

@@ -144,6 +144,10 @@ struct eng_worker {
 	unsigned registered_buffers;
 	int registered_files;
 
+	unsigned reg_fixed;       /* fixed regions its ring registered (all or none) */
+	uint64_t reads_fixed;     /* reads straight into a registered region */
+	unsigned seen;            /* under run->lock: the last batch it took */
+
 	int parked;               /* under run->lock: asleep in reap, wake it via be */
 	int started;              /* set up and ran (read after the join) */
 	int joinable;             /* its thread was created */
@@ -218,6 +222,21 @@ struct eng_run {
 	atomic_int progress_due;   /* another worker crossed a progress step */
 
 	struct eng_integ *integ;   /* file identities and hashing (integrity.c) */
+
+	/* Memory the jobs' staging lies in (a session's windows), each
+	 * region at most 1 GiB: io_uring registers them as fixed buffers
+	 * after each worker's bounce buffers. */
+	const struct eng_fixed *fixed;
+	unsigned nfixed;
+
+	/* Batches: a run is one batch, a session several on the same
+	 * workers. Under lock: gen counts the batches posted, live the
+	 * helper workers that take part, ending asks them to leave; go
+	 * wakes them. */
+	unsigned gen, live;
+	unsigned pending_setup;    /* helper workers still setting up */
+	int ending;
+	pthread_cond_t go;
 };
 
 /* Test hook: how the page-cache probe measures residency. */
@@ -324,6 +343,8 @@ void eng_lim_unpark(struct eng_worker *w);
 int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e);
 /* Runs w to the end of the job (or of the run), then tears it down. */
 void eng_worker_run(struct eng_worker *w);
+/* Before each batch (no worker runs): its queue empty, its statistics 0. */
+void eng_worker_reset(struct eng_worker *w);
 void eng_worker_teardown(struct eng_worker *w);
 
 /* ---- progress.c: counted by every worker, reported on the calling thread */
@@ -364,6 +385,18 @@ static inline uint8_t *eng_pool_buf(const struct eng_pool *p, int i)
 /* ---- setup.c: sizing a run before its workers start -------------------- */
 
 /* Checks an array job, sizes buffers, workers and queue depths. */
-int eng_setup_plan(struct eng_run *rc);
+/* What the reads of a job (or of every batch of a session) need. */
+struct eng_needs {
+	uint64_t bounce, bounce_bytes, all_bytes, nreads;
+	uint32_t maxlen;        /* longest bounce read */
+	uint32_t max_read;
+};
+
+/* Checks rc->job's reads (against the run's buffer size once it is
+ * sized) and sets up its shard tables and progress steps; fills *n. */
+int eng_check_job(struct eng_run *rc, struct eng_needs *n);
+/* Sizes the run from n: bounce buffer size, workers, queue depths and
+ * buffers of each, the memlock share, the shape text (rc->st). */
+int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator);
 
 #endif /* RL_ENG_INT_H */

@@ -170,6 +170,7 @@ static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng
 	pthread_mutex_init(&rc->note_lock, NULL);
 	pthread_mutex_init(&rc->cb_lock, NULL);
 	pthread_cond_init(&rc->cond, NULL);
+	pthread_cond_init(&rc->go, NULL);
 }
 
 static void run_free(struct eng_run *rc)
@@ -178,13 +179,16 @@ static void run_free(struct eng_run *rc)
 	rl_free(rc->workers);
 	rl_free(rc->shard_done);
 	rl_free(rc->shard_planned);
+	pthread_cond_destroy(&rc->go);
 	pthread_cond_destroy(&rc->cond);
 	pthread_mutex_destroy(&rc->cb_lock);
 	pthread_mutex_destroy(&rc->note_lock);
 	pthread_mutex_destroy(&rc->lock);
 }
 
-/* A worker other than 0, on its own thread. */
+/* A worker other than 0, on its own thread: set up once, then every
+ * batch posted (rc->gen) until the session ends. A worker whose setup
+ * failed leaves at once, giving up its part in the batch under way. */
 static void *worker_main(void *arg)
 {
 	struct eng_worker *w = arg;
@@ -196,14 +200,28 @@ static void *worker_main(void *arg)
 		eng_fail(rc, ret, "worker %u: %s", w->id, e.msg); /* ours: as worker 0's */
 	else if (ret < 0)
 		eng_note(rc, "worker %u not started: %s", w->id, e.msg);
-	else
-		eng_worker_run(w);
 	w->started = ret == 0;
-	eng_worker_teardown(w);
 	pthread_mutex_lock(&rc->lock);
-	rc->running--;
+	rc->pending_setup--;
+	pthread_cond_broadcast(&rc->cond);
+	for (;;) {
+		while (w->started && !rc->ending && w->seen == rc->gen)
+			pthread_cond_wait(&rc->go, &rc->lock);
+		if (!w->started || rc->ending)
+			break;
+		w->seen = rc->gen;
+		pthread_mutex_unlock(&rc->lock);
+		eng_worker_run(w);
+		pthread_mutex_lock(&rc->lock);
+		rc->running--;
+		pthread_cond_broadcast(&rc->cond);
+	}
+	rc->live--;
+	if (!w->started && w->seen != rc->gen) /* posted, never to be run */
+		rc->running--;
 	pthread_cond_broadcast(&rc->cond);
 	pthread_mutex_unlock(&rc->lock);
+	eng_worker_teardown(w);
 	return NULL;
 }
 
@@ -216,7 +234,9 @@ static void start_workers(struct eng_run *rc)
 		int ret;
 
 		pthread_mutex_lock(&rc->lock);
-		rc->running++;
+		rc->live++;
+		rc->pending_setup++;
+		w->seen = rc->gen;
 		pthread_mutex_unlock(&rc->lock);
 		ret = eng_thread_start(&w->tid, ENG_WORKER_STACK, worker_main, w);
 		if (ret == 0) {
@@ -224,21 +244,26 @@ static void start_workers(struct eng_run *rc)
 			continue;
 		}
 		pthread_mutex_lock(&rc->lock);
-		rc->running--;
+		rc->live--;
+		rc->pending_setup--;
 		pthread_mutex_unlock(&rc->lock);
 		eng_note(rc, "worker %u not started: %s", i, strerror(ret));
 	}
 }
 
-static void join_workers(struct eng_run *rc)
+/* Asks every worker to leave, and joins them. */
+static void stop_workers(struct eng_run *rc)
 {
-	eng_progress_wait(rc);
-	for (unsigned i = 1; i < rc->nworkers; i++)
+	pthread_mutex_lock(&rc->lock);
+	rc->ending = 1;
+	pthread_cond_broadcast(&rc->go);
+	pthread_mutex_unlock(&rc->lock);
+	for (unsigned i = 1; rc->workers && i < rc->nworkers; i++)
 		if (rc->workers[i].joinable)
 			pthread_join(rc->workers[i].tid, NULL);
 }
 
-/* The workers' statistics, added up after the join. */
+/* The workers' statistics of the batch just run, added up. */
 static void merge_stats(struct eng_run *rc)
 {
 	struct eng_stats *st = rc->st;
@@ -254,6 +279,7 @@ static void merge_stats(struct eng_run *rc)
 		st->bytes_direct += w->bytes_direct;
 		st->bytes_buffered += w->bytes_buffered;
 		st->reads += w->reads;
+		st->reads_fixed += w->reads_fixed;
 		st->retries += w->retries;
 		st->abandoned += w->abandoned;
 		st->buffers += w->nbuf_want;
@@ -292,7 +318,7 @@ static void file_stats(struct eng_run *rc)
 	st->direct_io = all_direct;
 }
 
-/* After a successful run: every shard complete, zero-byte ones reported
+/* After a successful batch: every shard complete, zero-byte ones reported
  * (on the calling thread: no worker runs any more). */
 static int finish_shards(struct eng_run *rc)
 {
@@ -315,61 +341,262 @@ static int finish_shards(struct eng_run *rc)
 	return 0;
 }
 
-/* Sets up and runs every worker; returns a setup error, else 0. */
-static int run_workers(struct eng_run *rc)
+/* ------------------------------------------------------------------ */
+/* Sessions: set up once, run batch after batch */
+
+struct eng_session {
+	struct eng_run rc;
+	struct eng_stats first;  /* begin's statistics: shape, set-up time */
+	const struct eng_job *checked; /* eng_run's job: checked by begin */
+	int failed;              /* a batch failed: the session only ends */
+	struct rl_err ferr;      /* and why */
+	int set_up;              /* worker 0 set up (teardown owed) */
+};
+
+/* Worker 0's backend on the calling thread, then the others on theirs
+ * (the same backend): they wait for the first batch. */
+static int start_session(struct eng_session *s)
 {
+	struct eng_run *rc = &s->rc;
 	struct eng_worker *w0 = rc->workers;
-	uint64_t t0 = rl_now_ns();
 	int ret = eng_worker_setup(w0, ENG_AUTO, rc->e);
 
 	w0->started = ret == 0;
+	s->set_up = 1;
 	if (ret == 0) {
 		rc->backend = w0->backend;
 		start_workers(rc);
-		rc->st->setup_seconds += (rl_now_ns() - t0) / 1e9;
-		eng_worker_run(w0);
 	}
-	eng_worker_teardown(w0);
-	join_workers(rc);
 	return ret;
+}
+
+static struct eng_session *session_new(struct eng *eng, const struct eng_job *files_job,
+				       struct eng_stats *st, struct rl_err *e)
+{
+	struct eng_session *s = rl_calloc(1, sizeof(*s));
+
+	if (!s) {
+		rl_err_set(e, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	memset(st, 0, sizeof(*st));
+	run_init(&s->rc, eng, files_job, st, e);
+	return s;
+}
+
+/* Files, integrity, sizing and the workers: what begin and eng_run share.
+ * n NULL: size from files_job's own reads (checked here). */
+static int session_setup(struct eng_session *s, const struct eng_needs *n)
+{
+	struct eng_run *rc = &s->rc;
+	const struct eng_job *job = rc->job;
+	struct eng_needs own;
+	uint64_t t0 = rl_now_ns();
+	int ret = 0;
+
+	if (job->nfiles && (!job->paths || !job->file_sizes))
+		ret = rl_err_set(rc->e, RL_E_INVALID_ARG, "job without file paths");
+	if (ret == 0)
+		ret = eng_open_files(rc);
+	if (ret == 0)
+		ret = eng_integ_open(rc);
+	if (ret == 0 && !n) {
+		ret = eng_check_job(rc, &own);
+		n = &own;
+		s->checked = job;
+	}
+	if (ret == 0)
+		ret = eng_size_run(rc, n, job->next && !job->reads);
+	if (ret == 0)
+		ret = start_session(s);
+	rc->st->setup_seconds = (rl_now_ns() - t0) / 1e9;
+	s->first = *rc->st;
+	return ret;
+}
+
+int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
+		      const struct eng_session_needs *sz, const struct eng_fixed *fixed,
+		      unsigned nfixed, struct eng_stats *st, struct eng_session **out,
+		      struct rl_err *e)
+{
+	struct eng_session *s = session_new(eng, files_job, st, e);
+	struct eng_needs n = { 0 };
+	int ret;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	n.all_bytes = sz->all_bytes;
+	n.nreads = sz->nreads;
+	n.bounce = sz->bounce;
+	n.bounce_bytes = sz->bounce_bytes;
+	n.max_read = sz->max_read;
+	n.maxlen = sz->bounce ? sz->max_read : 0;
+	s->rc.fixed = fixed;
+	s->rc.nfixed = fixed ? nfixed : 0;
+	ret = session_setup(s, &n);
+	if (ret < 0) {
+		eng_session_end(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+/* Per batch: the shared counters and every worker's queue back to the
+ * start (no worker runs: the last batch was joined). */
+static void reset_batch(struct eng_run *rc)
+{
+	atomic_store_explicit(&rc->cursor, 0, memory_order_relaxed);
+	atomic_store_explicit(&rc->inflight, 0, memory_order_relaxed);
+	atomic_store_explicit(&rc->peak, 0, memory_order_relaxed);
+	atomic_store_explicit(&rc->done_bytes, 0, memory_order_relaxed);
+	atomic_store_explicit(&rc->progress_due, 0, memory_order_relaxed);
+	rc->progress_last = 0;
+	rc->nmarks = 0;
+	for (unsigned i = 0; i < rc->nworkers; i++)
+		eng_worker_reset(rc->workers + i);
+}
+
+/* Posts the batch to the helper workers, runs worker 0's share, waits
+ * for the others while reporting progress. */
+static void run_batch(struct eng_run *rc)
+{
+	pthread_mutex_lock(&rc->lock);
+	rc->gen++;
+	rc->running = rc->live;
+	pthread_cond_broadcast(&rc->go);
+	pthread_mutex_unlock(&rc->lock);
+	if (rc->workers[0].started)
+		eng_worker_run(rc->workers);
+	eng_progress_wait(rc);
+}
+
+/* After a batch: statistics, then its first error, the final progress,
+ * the integrity checks and the shards. */
+static int end_batch(struct eng_run *rc)
+{
+	int ret;
+
+	merge_stats(rc);
+	file_stats(rc);
+	ret = rc->err;
+	if (ret == 0)
+		eng_progress_report(rc, 1);
+	if (ret == 0)
+		ret = rc->err;
+	if (ret == 0)
+		ret = eng_integ_finish(rc);
+	if (ret == 0)
+		ret = finish_shards(rc);
+	return ret;
+}
+
+int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng_stats *st,
+		    struct rl_err *e)
+{
+	struct eng_run *rc = &s->rc;
+	struct eng_needs n;
+	int ret = s->failed;
+
+	memset(st, 0, sizeof(*st));
+	memcpy(st->shape, s->first.shape, sizeof(st->shape));
+	memcpy(st->fallbacks, s->first.fallbacks, sizeof(st->fallbacks));
+	st->max_read = s->first.max_read;
+	if (ret < 0) {
+		if (e)
+			*e = s->ferr;
+		return ret;
+	}
+	rc->job = job;
+	rc->st = st;
+	rc->e = e;
+	if (job != s->checked)
+		ret = eng_check_job(rc, &n);
+	s->checked = NULL;
+	if (ret == 0) {
+		reset_batch(rc);
+		run_batch(rc);
+		ret = end_batch(rc);
+	}
+	if (ret < 0) {
+		s->failed = ret;
+		if (e)
+			s->ferr = *e;
+	} else if (e) {
+		rl_err_clear(e);
+	}
+	return ret;
+}
+
+int eng_session_fixed(struct eng_session *s, char *why, size_t len)
+{
+	struct eng_run *rc = &s->rc;
+
+	/* Every worker's registration is done (and visible) once none is
+	 * still setting up. */
+	pthread_mutex_lock(&rc->lock);
+	while (rc->pending_setup)
+		pthread_cond_wait(&rc->cond, &rc->lock);
+	pthread_mutex_unlock(&rc->lock);
+	if (!rc->nfixed) {
+		snprintf(why, len, "no memory to register");
+		return 0;
+	}
+	if (rc->backend != ENG_IO_URING) {
+		snprintf(why, len, "backend %s", eng_backend_name(rc->backend));
+		return 0;
+	}
+	for (unsigned i = 0; i < rc->nworkers; i++)
+		if (rc->workers[i].started && rc->workers[i].reg_fixed != rc->nfixed) {
+			snprintf(why, len, "%s", !rc->o->register_buffers ? "registration off" :
+				 "over RLIMIT_MEMLOCK or refused by the kernel");
+			return 0;
+		}
+	why[0] = '\0';
+	return 1;
+}
+
+void eng_session_end(struct eng_session *s)
+{
+	struct eng_run *rc;
+
+	if (!s)
+		return;
+	rc = &s->rc;
+	if (s->set_up) {
+		stop_workers(rc);
+		eng_worker_teardown(rc->workers);
+	}
+	eng_integ_free(rc);
+	run_free(rc);
+	rl_free(s);
 }
 
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct rl_err *e)
 {
-	struct eng_run rc;
-	uint64_t t0 = rl_now_ns();
-	int ret = 0;
+	struct eng_stats setup;
+	struct eng_session *s = session_new(eng, job, &setup, e);
+	int ret;
 
-	memset(st, 0, sizeof(*st));
-	run_init(&rc, eng, job, st, e);
-	if (job->nfiles && (!job->paths || !job->file_sizes))
-		ret = rl_err_set(e, RL_E_INVALID_ARG, "job without file paths");
-	if (ret == 0)
-		ret = eng_open_files(&rc);
-	if (ret == 0)
-		ret = eng_integ_open(&rc);
-	if (ret == 0)
-		ret = eng_setup_plan(&rc);
-	st->setup_seconds = (rl_now_ns() - t0) / 1e9;
-	if (ret == 0)
-		ret = run_workers(&rc);
-	if (rc.workers)
-		merge_stats(&rc);
-	file_stats(&rc);
-	/* The first error of any worker names the run's failure. */
-	if (ret == 0)
-		ret = rc.err;
-	if (ret == 0)
-		eng_progress_report(&rc, 1);
-	if (ret == 0)
-		ret = rc.err;
-	if (ret == 0)
-		ret = eng_integ_finish(&rc);
-	if (ret == 0)
-		ret = finish_shards(&rc);
-	eng_integ_free(&rc);
-	run_free(&rc);
+	if (!s) {
+		memset(st, 0, sizeof(*st));
+		return -ENOMEM;
+	}
+	ret = session_setup(s, NULL);
+	if (ret == 0) {
+		ret = eng_session_run(s, job, st, e);
+		st->setup_seconds = setup.setup_seconds;
+	} else {
+		*st = setup;
+		if (s->rc.workers) {
+			s->rc.st = st;
+			merge_stats(&s->rc);
+		}
+		file_stats(&s->rc);
+	}
+	eng_session_end(s);
 	if (ret == 0 && e)
 		rl_err_clear(e);
 	return ret;

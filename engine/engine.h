@@ -188,9 +188,53 @@ struct eng_stats {
 	 * most bytes held out of order waiting for their turn */
 	uint64_t hashed_bytes, hash_held_peak;
 	double hash_seconds;
+	uint64_t reads_fixed;   /* reads straight into registered fixed regions */
 };
 
 struct eng;
+
+/* A region of memory that jobs' staging lies in (see eng_session_begin). */
+struct eng_fixed {
+	uint8_t *base;
+	size_t len;
+};
+
+/*
+ * A session: the set-up of a run (files opened and probed, workers sized,
+ * started and given their rings, buffers and registrations) done once for
+ * several jobs over the same files, run one after another on the same
+ * workers: streaming's window ranges (api/stream.c).
+ *
+ * files_job gives the files (nfiles, paths, file_sizes, file_ids,
+ * file_stats) and, in reads, every read any batch will make (the
+ * page-cache probe measures them); its copies and staging are not used.
+ * sz says what the batches' reads need together (bounce: reads that may
+ * need a bounce buffer, of bounce_bytes; max_read bounds every read).
+ * fixed (nfixed regions, NULL: none) is memory every batch's staging
+ * lies in: on io_uring each worker registers it as fixed buffers when
+ * its share of RLIMIT_MEMLOCK allows (eng_session_fixed says whether),
+ * and reads straight into it use READ_FIXED.
+ *
+ * begin, every run and end must be called from one thread (worker 0's
+ * ring is that thread's). A run returns as eng_run; after a failed run
+ * the session only ends (later runs return the same error). Returns 0
+ * or a negative code (in e); on failure *out is NULL and nothing leaks.
+ */
+struct eng_session;
+struct eng_session_needs {
+	uint64_t all_bytes, nreads, bounce, bounce_bytes;
+	uint32_t max_read;
+};
+int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
+		      const struct eng_session_needs *sz, const struct eng_fixed *fixed,
+		      unsigned nfixed, struct eng_stats *st, struct eng_session **out,
+		      struct rl_err *e);
+int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng_stats *st,
+		    struct rl_err *e);
+void eng_session_end(struct eng_session *s);
+/* 1 when every worker's ring registered the fixed regions, else 0 with
+ * why (at most len bytes) saying why not. */
+int eng_session_fixed(struct eng_session *s, char *why, size_t len);
 
 /* Creates an engine with opts (the backend is chosen at eng_run). */
 int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e);

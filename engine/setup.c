@@ -30,18 +30,12 @@
 #define ENG_WORKER_MIN_BYTES (16ull << 20)
 #define ENG_AUTO_QD 16
 
-/* What the checked reads of an array job need. */
-struct needs {
-	uint64_t bounce, bounce_bytes, all_bytes;
-	uint32_t maxlen;        /* longest bounce read */
-	uint32_t max_read;
-};
-
-static int check_reads(struct eng_run *rc, struct needs *n)
+static int check_reads(struct eng_run *rc, struct eng_needs *n)
 {
 	const struct eng_job *job = rc->job;
 
 	memset(n, 0, sizeof(*n));
+	n->nreads = job->reads ? job->nreads : 0;
 	for (size_t i = 0; job->reads && i < job->nreads; i++) {
 		const struct rl_read *r = job->reads + i;
 		int ret = eng_check_read(rc, r);
@@ -54,6 +48,11 @@ static int check_reads(struct eng_run *rc, struct needs *n)
 		n->max_read = RL_MAX(n->max_read, r->len);
 		if (eng_direct_dst(rc, r))
 			continue;
+		if (rc->buf_bytes && r->len > rc->buf_bytes) /* a later batch */
+			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+					  "%s: read at offset %llu: length %u exceeds the buffer size %u",
+					  job->paths[r->file], (unsigned long long)r->off, r->len,
+					  rc->buf_bytes);
 		if (r->len > MAX_BUFFER)
 			return rl_err_set(rc->e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: length %u needs a bounce buffer over the 1 GiB maximum",
@@ -101,13 +100,12 @@ static unsigned auto_qd(const struct eng_run *rc, unsigned workers, uint32_t max
 }
 
 /* Workers and total queue depth; why says how the count was chosen. */
-static void size_workers(struct eng_run *rc, const struct needs *n, unsigned *qd,
-			 char *why, size_t whylen)
+static void size_workers(struct eng_run *rc, const struct eng_needs *n, int generator,
+			 unsigned *qd, char *why, size_t whylen)
 {
-	const struct eng_job *job = rc->job;
 	unsigned w = rc->o->workers, cpus = cpus_allowed();
 
-	if (job->next && !job->reads) {
+	if (generator) {
 		w = 1;
 		snprintf(why, whylen, "a generator");
 	} else if (w) {
@@ -119,7 +117,7 @@ static void size_workers(struct eng_run *rc, const struct needs *n, unsigned *qd
 		snprintf(why, whylen, "auto: %u CPUs, %llu MiB of reads", cpus,
 			 (unsigned long long)(n->all_bytes >> 20));
 	}
-	w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(job->reads ? job->nreads : 1, (size_t)1));
+	w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(generator ? 1 : n->nreads, (uint64_t)1));
 	/* Every worker holds a bounce buffer when some reads need one. */
 	if (n->bounce)
 		w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(rc->bound / rc->buf_bytes, 1));
@@ -132,7 +130,7 @@ static void size_workers(struct eng_run *rc, const struct needs *n, unsigned *qd
  * bytes that need a bounce at all (a congruent plan reads nearly all
  * straight into staging, and every buffer is pinned for the whole run),
  * at least one, within the in-flight bound. */
-static unsigned buffers_of(const struct eng_run *rc, const struct needs *n, unsigned i)
+static unsigned buffers_of(const struct eng_run *rc, const struct eng_needs *n, unsigned i)
 {
 	unsigned nw = rc->nworkers, qd = rc->workers[i].qd;
 	uint64_t want, fit;
@@ -209,26 +207,41 @@ static int alloc_tables(struct eng_run *rc)
 	return 0;
 }
 
-int eng_setup_plan(struct eng_run *rc)
+/* The job's reads checked and its shard tables set up (every batch of a
+ * session: setup happens once, the jobs change). */
+int eng_check_job(struct eng_run *rc, struct eng_needs *n)
 {
 	const struct eng_job *job = rc->job;
-	struct needs n;
-	char why[96];
-	unsigned qd;
-	int ret = alloc_tables(rc);
+	int ret;
 
+	rl_free(rc->shard_done);
+	rl_free(rc->shard_planned);
+	rc->shard_done = NULL;
+	rc->shard_planned = NULL;
+	ret = alloc_tables(rc);
 	if (ret == 0)
-		ret = check_reads(rc, &n);
+		ret = check_reads(rc, n);
 	if (ret < 0)
 		return ret;
 	if (!job->reads) /* a generator: sizes as the options say */
-		n.maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
-	rc->buf_bytes = RL_MAX(n.maxlen, job->reads ? 0 : rc->o->buffer_bytes);
+		n->maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
 	if (!job->reads) /* a generator's reads are not known: any may bounce */
-		n.bounce = UINT64_MAX;
-	rc->staged_planned = n.all_bytes;
-	rc->st->max_read = job->reads ? n.max_read : rc->buf_bytes;
-	size_workers(rc, &n, &qd, why, sizeof(why));
+		n->bounce = UINT64_MAX;
+	rc->staged_planned = n->all_bytes;
+	rc->progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
+		(64u << 20);
+	rc->progress_each = job->reads && job->nreads <= 128;
+	return 0;
+}
+
+int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator)
+{
+	char why[96];
+	unsigned qd;
+
+	rc->buf_bytes = RL_MAX(n->maxlen, generator ? rc->o->buffer_bytes : 0);
+	rc->st->max_read = generator ? rc->buf_bytes : n->max_read;
+	size_workers(rc, n, generator, &qd, why, sizeof(why));
 	rc->workers = rl_calloc(rc->nworkers, sizeof(*rc->workers));
 	if (!rc->workers)
 		return rl_err_set(rc->e, -ENOMEM, "out of memory");
@@ -239,12 +252,8 @@ int eng_setup_plan(struct eng_run *rc)
 		w->run = rc;
 		w->id = i;
 		w->qd = qd / rc->nworkers + (i < qd % rc->nworkers);
-		w->nbuf_want = buffers_of(rc, &n, i);
-		w->prefault = job->reads && job->staging && job->ncopies;
+		w->nbuf_want = buffers_of(rc, n, i);
 	}
-	rc->progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
-		(64u << 20);
-	rc->progress_each = job->reads && job->nreads <= 128;
 	shape_text(rc, qd, why, rc->st->max_read);
 	return 0;
 }

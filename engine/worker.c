@@ -186,6 +186,22 @@ void eng_worker_teardown(struct eng_worker *w)
 	w->claimed = NULL;
 }
 
+void eng_worker_reset(struct eng_worker *w)
+{
+	const struct eng_job *job = w->run->job;
+
+	/* A batch ends with nothing in flight or queued (eng_worker_run
+	 * returns only then, or on a failure, which ends the session). */
+	w->head = w->count = 0;
+	w->exhausted = 0;
+	w->retry = NULL;
+	w->pf.lo = w->pf.hi = 0;
+	w->prefault = job->reads && job->staging && job->ncopies;
+	w->bytes_read = w->bytes_direct = w->bytes_buffered = 0;
+	w->reads = w->reads_fixed = w->retries = w->abandoned = 0;
+	w->t_first = w->t_last = w->scatter_ns = w->prepare_ns = 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Claiming reads */
 
