@@ -673,7 +673,7 @@ static void many_windows_stats(void)
 	/* Each range fills at most one window, all on one engine set-up. */
 	for (unsigned d = 0; d < f.ndev; d++)
 		total += f.ref_len[d];
-	CHECKF(ranges * wbytes >= total && ranges > 1 && setups == 1,
+	CHECKF(ranges * wbytes >= total && (ranges > 1 || total <= wbytes) && setups == 1,
 	       "%zu ranges, %u set-ups, %zu staging bytes", ranges, setups, total);
 	assembly_free(&a);
 	rl_loader_destroy(ld);
