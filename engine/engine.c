@@ -4,7 +4,9 @@
  * backend on the calling thread (io_uring, then libaio, then a pread pool,
  * with the reason for each fallback), starts the other workers on the
  * same backend, runs worker 0's share, waits for the others while
- * reporting progress, and merges their statistics.
+ * reporting progress, and merges their statistics. That set-up is a
+ * session: streaming runs each window range as a batch on the same
+ * workers (eng_session_*), and eng_run is a session of one batch.
  *
  * Thread design. N workers, each owning one backend instance (its io_uring
  * ring, libaio context or pread pool), its bounce buffers and request
