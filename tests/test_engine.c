@@ -157,37 +157,70 @@ static void whole_file_direct(void)
 /* ------------------------------------------------------------------ */
 /* Sessions: one set-up, several batches */
 
-/* A session over p's files whose staging is registered as fixed memory
- * (register: the engine's buffer registration on or off). */
-static int session_of(struct tu_plan *p, int reg, int64_t fault_nth, struct eng **eng,
-		      struct eng_session **s, struct eng_fixed *fixed, struct rl_err *e)
-{
-	struct eng_opts o;
-	struct eng_session_needs n = { 0 };
-	struct eng_stats st;
+/* A session over one file read whole into staging that is registered
+ * as fixed memory, and its job. */
+struct sess {
+	struct tu_plan p;
+	struct eng_fixed fixed;
+	struct eng *eng;
+	struct eng_session *s;
 	struct eng_job job;
+	struct rl_err e;
+};
+
+/* Begins t's session on file name (size bytes, seed) with the engine's
+ * buffer registration on or off and, fault_nth >= 0, the nth read
+ * submission of the session failing with EIO. Returns begin's code. */
+static int sess_begin(struct sess *t, const char *name, uint64_t size, uint64_t seed,
+		      int reg, int64_t fault_nth)
+{
+	struct eng_session_needs n = { 0 };
+	struct eng_opts o;
+	struct eng_stats st;
 	int ret;
 
+	memset(t, 0, sizeof(*t));
+	t->p = (struct tu_plan){ .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+	whole_item(&t->p, name, size, seed);
+	if (tu_build(&t->p) < 0)
+		return -ENOMEM;
+	tu_job(&t->p, &t->job);
+	for (size_t i = 0; i < t->p.nreads; i++) {
+		n.all_bytes += t->p.reads[i].len;
+		n.max_read = RL_MAX(n.max_read, t->p.reads[i].len);
+		n.bounce += !(t->p.reads[i].flags & RL_READ_DIRECT);
+	}
+	n.nreads = t->p.nreads;
+	n.bounce_bytes = n.bounce * n.max_read;
+	t->fixed.base = t->p.staging[0];
+	t->fixed.len = t->p.staging_bytes[0];
 	opts_cur(&o);
 	o.register_buffers = reg;
-	tu_job(p, &job);
-	for (size_t i = 0; i < p->nreads; i++) {
-		n.all_bytes += p->reads[i].len;
-		n.max_read = RL_MAX(n.max_read, p->reads[i].len);
-		n.bounce += !(p->reads[i].flags & RL_READ_DIRECT);
-	}
-	n.nreads = p->nreads;
-	n.bounce_bytes = n.bounce * n.max_read;
-	fixed->base = p->staging[0];
-	fixed->len = p->staging_bytes[0];
-	*s = NULL;
-	ret = eng_create(&o, eng, e);
+	ret = eng_create(&o, &t->eng, &t->e);
 	if (ret == 0 && fault_nth >= 0)
-		eng_set_fault(*eng, ENG_AUTO, ENG_FAULT_EIO, (uint64_t)fault_nth);
+		eng_set_fault(t->eng, ENG_AUTO, ENG_FAULT_EIO, (uint64_t)fault_nth);
 	if (ret == 0)
-		ret = eng_session_begin(*eng, &job, &n, fixed, 1, &st, s, e);
+		ret = eng_session_begin(t->eng, &t->job, &n, &t->fixed, 1, &st, &t->s, &t->e);
 	return ret;
 }
+
+static void sess_end(struct sess *t)
+{
+	eng_session_end(t->s);
+	eng_destroy(t->eng);
+	tu_free(&t->p);
+}
+
+/* Begins the session or skips (backend missing) or fails the test. */
+#define SESS_BEGIN(t, ...) \
+	do { \
+		int r_ = sess_begin((t), __VA_ARGS__); \
+		if (backend_missing(r_)) { \
+			sess_end(t); \
+			SKIP((t)->e.msg); \
+		} \
+		CHECKF(r_ == 0, "%d %s", r_, (t)->e.msg); \
+	} while (0)
 
 /* Three batches on one set-up, each byte-exact; on io_uring the staging
  * is registered and the direct reads into it are READ_FIXED (none when
@@ -195,81 +228,49 @@ static int session_of(struct tu_plan *p, int reg, int64_t fault_nth, struct eng 
 static void session_batches(void)
 {
 	for (int reg = 1; reg >= 0; reg--) {
-		struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-		struct eng_fixed fixed;
-		struct eng_session *s;
+		static struct sess t;
 		struct eng_stats st;
-		struct rl_err e = { 0 };
-		struct eng *eng = NULL;
-		struct eng_job job;
 		char why[64];
 		int ret, registered;
 
-		whole_item(&p, "sess.bin", (2 << 20) + 4096, 7);
-		CHECK(tu_build(&p) == 0);
-		ret = session_of(&p, reg, -1, &eng, &s, &fixed, &e);
-		if (backend_missing(ret)) {
-			eng_destroy(eng);
-			tu_free(&p);
-			SKIP(e.msg);
-		}
-		CHECKF(ret == 0, "%d %s", ret, e.msg);
-		tu_job(&p, &job);
+		SESS_BEGIN(&t, "sess.bin", (2 << 20) + 4096, 7, reg, -1);
 		for (int b = 0; b < 3; b++) {
-			tu_clear(&p, b + 1);
-			ret = eng_session_run(s, &job, &st, &e);
-			CHECKF(ret == 0, "batch %d: %d %s", b, ret, e.msg);
-			CHECK_SAME(&p);
-			CHECK_EQ(st.bytes_read, p.sizes[0]);
+			tu_clear(&t.p, b + 1);
+			ret = eng_session_run(t.s, &t.job, &st, &t.e);
+			CHECKF(ret == 0, "batch %d: %d %s", b, ret, t.e.msg);
+			CHECK_SAME(&t.p);
+			CHECK_EQ(st.bytes_read, t.p.sizes[0]);
 		}
-		registered = eng_session_fixed(s, why, sizeof(why));
+		registered = eng_session_fixed(t.s, why, sizeof(why));
 		CHECKF(registered == (reg && cur_backend == ENG_IO_URING), "%d: %s", registered, why);
 		CHECKF(registered ? st.reads_fixed > 0 && st.reads_fixed <= st.reads :
 		       st.reads_fixed == 0 && why[0], "%llu of %llu: %s",
 		       (unsigned long long)st.reads_fixed, (unsigned long long)st.reads, why);
-		eng_session_end(s);
-		eng_destroy(eng);
-		tu_free(&p);
+		sess_end(&t);
 	}
 }
 
 /* A read failing in the second batch fails that batch, and every later
  * one with the same error, without reading; the session still ends
- * cleanly (nothing left in flight, nothing leaked). */
+ * cleanly (nothing left in flight, nothing leaked). The fault hook counts
+ * submissions from the session's start: the first of batch 2 fails. */
 static void session_fault_in_a_later_batch(void)
 {
-	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct eng_fixed fixed;
-	struct eng_session *s;
+	static struct sess t;
 	struct eng_stats st;
-	struct rl_err e = { 0 };
-	struct eng *eng = NULL;
-	struct eng_job job;
 	int ret;
 
-	whole_item(&p, "sessf.bin", 1 << 20, 8);
-	CHECK(tu_build(&p) == 0);
-	/* the hook counts submissions from the session's start: the first
-	 * of the second batch fails */
-	ret = session_of(&p, 1, (int64_t)p.nreads, &eng, &s, &fixed, &e);
-	if (backend_missing(ret)) {
-		eng_destroy(eng);
-		tu_free(&p);
-		SKIP(e.msg);
-	}
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	tu_job(&p, &job);
-	ret = eng_session_run(s, &job, &st, &e);
-	CHECKF(ret == 0, "%d %s", ret, e.msg);
-	CHECK_SAME(&p);
-	ret = eng_session_run(s, &job, &st, &e);
-	CHECKF(ret < 0 && strstr(e.msg, "sessf.bin"), "%d %s", ret, e.msg);
-	memset(&e, 0, sizeof(e));
-	CHECK_EQ(eng_session_run(s, &job, &st, &e), ret);
-	CHECKF(strstr(e.msg, "sessf.bin") && st.reads == 0, "%s", e.msg);
-	eng_session_end(s);
-	eng_destroy(eng);
-	tu_free(&p);
+	SESS_BEGIN(&t, "sessf.bin", 1 << 20, 8, 1, 16);
+	CHECK_EQ(t.p.nreads, 16); /* 1 MiB in 64 KiB reads */
+	ret = eng_session_run(t.s, &t.job, &st, &t.e);
+	CHECKF(ret == 0, "%d %s", ret, t.e.msg);
+	CHECK_SAME(&t.p);
+	ret = eng_session_run(t.s, &t.job, &st, &t.e);
+	CHECKF(ret < 0 && strstr(t.e.msg, "sessf.bin"), "%d %s", ret, t.e.msg);
+	memset(&t.e, 0, sizeof(t.e));
+	CHECK_EQ(eng_session_run(t.s, &t.job, &st, &t.e), ret);
+	CHECKF(strstr(t.e.msg, "sessf.bin") && st.reads == 0, "%s", t.e.msg);
+	sess_end(&t);
 }
 
 /* Enough direct bytes for every worker to pre-fault its share: correct,
