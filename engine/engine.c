@@ -365,10 +365,18 @@ static int start_session(struct eng_session *s)
 
 	w0->started = ret == 0;
 	s->set_up = 1;
-	if (ret == 0) {
-		rc->backend = w0->backend;
-		start_workers(rc);
-	}
+	if (ret < 0)
+		return ret;
+	rc->backend = w0->backend;
+	start_workers(rc);
+	/* Wait for every helper's setup: what they note (fallbacks) goes
+	 * into begin's statistics, which the batches copy, and a setup that
+	 * failed for want of memory fails the session here. */
+	pthread_mutex_lock(&rc->lock);
+	while (rc->pending_setup)
+		pthread_cond_wait(&rc->cond, &rc->lock);
+	ret = rc->err;
+	pthread_mutex_unlock(&rc->lock);
 	return ret;
 }
 
@@ -531,16 +539,11 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 	return ret;
 }
 
-int eng_session_fixed(struct eng_session *s, char *why, size_t len)
+int eng_session_fixed(const struct eng_session *s, char *why, size_t len)
 {
-	struct eng_run *rc = &s->rc;
+	const struct eng_run *rc = &s->rc;
 
-	/* Every worker's registration is done (and visible) once none is
-	 * still setting up. */
-	pthread_mutex_lock(&rc->lock);
-	while (rc->pending_setup)
-		pthread_cond_wait(&rc->cond, &rc->lock);
-	pthread_mutex_unlock(&rc->lock);
+	/* Every worker's registration is done: begin waited for them. */
 	if (!rc->nfixed) {
 		snprintf(why, len, "no memory to register");
 		return 0;

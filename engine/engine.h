@@ -234,7 +234,7 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 void eng_session_end(struct eng_session *s);
 /* 1 when every worker's ring registered the fixed regions, else 0 with
  * why (at most len bytes) saying why not. */
-int eng_session_fixed(struct eng_session *s, char *why, size_t len);
+int eng_session_fixed(const struct eng_session *s, char *why, size_t len);
 
 /* Creates an engine with opts (the backend is chosen at eng_run). */
 int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e);
