@@ -260,7 +260,9 @@ int eng_hash_full(struct eng_run *rc);
 void eng_hash_wait(struct eng_run *rc);
 /* After the last read: identities again (RL_E_FILE_CHANGED), digests. */
 int eng_integ_finish(struct eng_run *rc);
-/* Statistics into rc->st, then frees; NULL-safe. */
+/* The hashing statistics so far, into rc->st (after a batch). */
+void eng_integ_stats(struct eng_run *rc);
+/* Frees the integrity state; NULL-safe. */
 void eng_integ_free(struct eng_run *rc);
 
 /* ---- util.c: leaf helpers --------------------------------------------- */

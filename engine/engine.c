@@ -499,7 +499,23 @@ static int end_batch(struct eng_run *rc)
 		ret = eng_integ_finish(rc);
 	if (ret == 0)
 		ret = finish_shards(rc);
+	eng_integ_stats(rc);
 	return ret;
+}
+
+/* Stops and joins the helper workers (each tears its backend down, so
+ * that nothing is left in the kernel), then tears worker 0's down. Notes
+ * made meanwhile go to the session's own statistics. */
+static void session_stop(struct eng_session *s)
+{
+	struct eng_run *rc = &s->rc;
+
+	if (!s->set_up)
+		return;
+	rc->st = &s->first;
+	stop_workers(rc);
+	eng_worker_teardown(rc->workers);
+	s->set_up = 0;
 }
 
 int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng_stats *st,
@@ -533,6 +549,10 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 		s->failed = ret;
 		if (e)
 			s->ferr = *e;
+		/* Nothing of a failed run stays in flight once it returns. */
+		session_stop(s);
+		for (unsigned i = 0; i < rc->nworkers; i++)
+			st->abandoned += rc->workers[i].abandoned;
 	} else if (e) {
 		rl_err_clear(e);
 	}
@@ -569,10 +589,7 @@ void eng_session_end(struct eng_session *s)
 	if (!s)
 		return;
 	rc = &s->rc;
-	if (s->set_up) {
-		stop_workers(rc);
-		eng_worker_teardown(rc->workers);
-	}
+	session_stop(s);
 	eng_integ_free(rc);
 	run_free(rc);
 	rl_free(s);

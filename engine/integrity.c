@@ -393,7 +393,7 @@ int eng_integ_finish(struct eng_run *rc)
 	return in->hf ? finish_digests(rc, in) : 0;
 }
 
-void eng_integ_free(struct eng_run *rc)
+void eng_integ_stats(struct eng_run *rc)
 {
 	struct eng_integ *in = rc->integ;
 
@@ -402,6 +402,14 @@ void eng_integ_free(struct eng_run *rc)
 	rc->st->hashed_bytes = atomic_load_explicit(&in->hashed, memory_order_relaxed);
 	rc->st->hash_seconds = atomic_load_explicit(&in->hash_ns, memory_order_relaxed) / 1e9;
 	rc->st->hash_held_peak = atomic_load_explicit(&in->held_peak, memory_order_relaxed);
+}
+
+void eng_integ_free(struct eng_run *rc)
+{
+	struct eng_integ *in = rc->integ;
+
+	if (!in)
+		return;
 	for (size_t f = 0; in->hf && f < in->nfiles; f++) {
 		struct hfile *h = in->hf + f;
 
