@@ -1606,6 +1606,20 @@ static void copies_within_min_len(void)
 	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
 }
 
+/* Waits for an unprivileged test's child, then removes its file and
+ * directory; returns the child's status (-1: not reaped). */
+static int reap_child(pid_t pid, struct tu_plan *p, const char *dir)
+{
+	int status = -1;
+
+	if (waitpid(pid, &status, 0) != pid)
+		status = -1;
+	unlink(p->paths[0]);
+	rmdir(dir);
+	tu_free(p);
+	return status;
+}
+
 /* An unprivileged user (no CAP_IPC_LOCK, RLIMIT_MEMLOCK 8 MiB) with a
  * 32 MiB pool: registration and locking shrink or stop, the load
  * succeeds with the same bytes and the stats say so. */
@@ -1665,10 +1679,72 @@ static void unprivileged_memlock(void)
 		}
 		_exit(0);
 	}
-	CHECK(waitpid(pid, &status, 0) == pid);
-	unlink(p.paths[0]);
-	rmdir(dir);
-	tu_free(&p);
+	status = reap_child(pid, &p, dir);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
+		SKIP("backend unavailable to an unprivileged user");
+	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+}
+
+/* In a child running as nobody under an 8 MiB RLIMIT_MEMLOCK: a session
+ * whose 16 MiB of fixed memory exceeds every worker's share reads it
+ * unregistered, byte-exact, and says why. Exit 0 when so. */
+static int session_memlock_child(struct tu_plan *p)
+{
+	struct eng_session_needs n = { p->sizes[0], p->nreads, 0, 0, 1 << 20 };
+	struct eng_fixed fixed = { p->staging[0], p->staging_bytes[0] };
+	struct eng_session *s = NULL;
+	struct eng *eng = NULL;
+	struct eng_stats st;
+	struct rl_err e = { 0 };
+	struct eng_opts o;
+	struct eng_job job;
+	char why[64] = "";
+	uint64_t at;
+	int ret;
+
+	opts_cur(&o);
+	tu_job(p, &job);
+	ret = eng_create(&o, &eng, &e);
+	if (ret == 0)
+		ret = eng_session_begin(eng, &job, &n, &fixed, 1, &st, &s, &e);
+	if (ret == 0)
+		ret = eng_session_run(s, &job, &st, &e);
+	if (ret == RL_E_BACKEND)
+		return 4;
+	if (ret == 0 && (eng_session_fixed(s, why, sizeof(why)) || st.reads_fixed ||
+			 tu_compare(p, &at)))
+		ret = -EINVAL;
+	if (ret)
+		printf("    child: %d %s; registered: %s, %llu fixed reads\n", ret, e.msg, why,
+		       (unsigned long long)st.reads_fixed);
+	else if (cur_backend == ENG_IO_URING && !strstr(why, "RLIMIT_MEMLOCK"))
+		ret = printf("    child: why not registered: %s\n", why);
+	eng_session_end(s);
+	eng_destroy(eng);
+	return ret ? 1 : 0;
+}
+
+static void session_over_memlock_unregistered(void)
+{
+	char dir[] = "/tmp/ringload-sessmem-XXXXXX";
+	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	struct rlimit rl = { 8 << 20, 8 << 20 };
+	int status = 0;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		SKIP("needs root to switch to an unprivileged user");
+	CHECK(mkdtemp(dir) && chmod(dir, 0755) == 0); /* nobody reads the file */
+	tu_add_file(&p, tu_path(dir, "s.bin"), 16 << 20, 21);
+	tu_add_item(&p, 0, 0, 16 << 20, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(setrlimit(RLIMIT_MEMLOCK, &rl) || setgroups(0, NULL) || setgid(65534) ||
+		      setuid(65534) ? 3 : session_memlock_child(&p));
+	status = reap_child(pid, &p, dir);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
 		SKIP("backend unavailable to an unprivileged user");
 	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
@@ -1730,6 +1806,7 @@ int main(void)
 		T(short_odd_counts_once), T(empty_job), T(progress_cancels), T(progress_in_order),
 		T(generator_no_copies), T(on_data_hook), T(unprivileged_memlock),
 		T(alloc_failures), T(session_batches), T(session_fault_in_a_later_batch),
+		T(session_over_memlock_unregistered),
 	};
 	/* every backend, worker counts chosen inside */
 	static const struct test per_backend[] = {
