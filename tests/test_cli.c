@@ -765,12 +765,12 @@ static void out_existing_dir_needs_force(void)
 	NEED_SAMPLE(p);
 	snprintf(dir, sizeof(dir), "%s", tmp_path("fdump"));
 	CHECKF(RL("load %s --out %s --quiet", p, dir) == 0, "%s", err_s);
-	CHECK(write_bytes(tmp_path("fdump/0/marker"), "x", 1) == 0);
+	CHECK(write_bytes(tmp_path("fdump/0/marker.bin"), "x", 1) == 0);
 	CHECKF(RL("load %s --out %s --quiet", p, dir) == 1 && !*out_s, "%s", out_s);
 	CHECKF(count_lines(err_s) == 1 && strstr(err_s, "fdump: exists (--force"), "%s", err_s);
-	CHECK(stat(tmp_path("fdump/0/marker"), &sb) == 0);
+	CHECK(stat(tmp_path("fdump/0/marker.bin"), &sb) == 0);
 	CHECKF(RL("load %s --out %s --force --quiet", p, dir) == 0, "%s", err_s);
-	CHECK(stat(tmp_path("fdump/0/marker"), &sb) < 0 && errno == ENOENT);
+	CHECK(stat(tmp_path("fdump/0/marker.bin"), &sb) < 0 && errno == ENOENT);
 	CHECK(stat(tmp_path("fdump/0/manifest.json"), &sb) == 0);
 	CHECKF(nothing_named("fdump.", found, sizeof(found)), "%s left behind", found);
 	/* not a dump: refused even with --force */
@@ -779,6 +779,19 @@ static void out_existing_dir_needs_force(void)
 	       strstr(err_s, "'notes.txt'"), "%s", err_s);
 	CHECK(stat(tmp_path("fdump/notes.txt"), &sb) == 0);
 	CHECKF(nothing_named("fdump.", found, sizeof(found)), "%s left behind", found);
+	CHECK(unlink(tmp_path("fdump/notes.txt")) == 0);
+	/* a numbered folder of the user's (a year, a run): refused, kept */
+	CHECK(mkdir(tmp_path("fdump/2024"), 0755) == 0);
+	CHECK(write_bytes(tmp_path("fdump/2024/thesis.tex"), "mine", 4) == 0);
+	CHECKF(RL("load %s --out %s --force --quiet", p, dir) == 1 &&
+	       strstr(err_s, "folder '2024' has no ringload manifest.json"), "%s", err_s);
+	CHECK(stat(tmp_path("fdump/2024/thesis.tex"), &sb) == 0);
+	/* and a file of the user's inside a dump's own folder */
+	CHECK(unlink(tmp_path("fdump/2024/thesis.tex")) == 0 && rmdir(tmp_path("fdump/2024")) == 0);
+	CHECK(write_bytes(tmp_path("fdump/0/thesis.tex"), "mine", 4) == 0);
+	CHECKF(RL("load %s --out %s --force --quiet", p, dir) == 1 &&
+	       strstr(err_s, "'0/thesis.tex'"), "%s", err_s);
+	CHECK(stat(tmp_path("fdump/0/thesis.tex"), &sb) == 0);
 }
 
 /* ------------------------------------------------------------------ */

@@ -134,7 +134,53 @@ static int set_paths(struct out_dir *o, const char *dir, long tag)
 	return 0;
 }
 
-/* DIR holds nothing but device folders (decimal names): an earlier dump. */
+#define DUMP_MAGIC "{\"format\":\"ringload-dump\""
+
+/* Device folder dev of DIR is one that `--out` wrote: its manifest.json
+ * begins as ours do, and everything else in it is a .bin file. */
+static int is_dump_folder(struct out_dir *o, const char *dev)
+{
+	char path[PATH_MAX], head[sizeof(DUMP_MAGIC)] = "";
+	struct dirent *e;
+	FILE *f;
+	DIR *d;
+	int ret = 0;
+
+	if (snprintf(path, sizeof(path), "%s/%s/manifest.json", o->dir, dev) >= (int)sizeof(path))
+		return fail(o, -ENAMETOOLONG, "--out %s/%s: %s", o->dir, dev, strerror(ENAMETOOLONG));
+	f = fopen(path, "re");
+	if (!f || fread(head, 1, sizeof(head) - 1, f) != sizeof(head) - 1 ||
+	    strcmp(head, DUMP_MAGIC) != 0)
+		ret = fail(o, RL_E_INVALID_ARG,
+			   "--out %s: not replaced: folder '%s' has no ringload manifest.json, so it "
+			   "is not part of a ringload dump (--force replaces only an earlier dump or "
+			   "an empty directory)", o->dir, dev);
+	if (f)
+		fclose(f);
+	if (!ret && snprintf(path, sizeof(path), "%s/%s", o->dir, dev) >= (int)sizeof(path))
+		return fail(o, -ENAMETOOLONG, "--out %s/%s: %s", o->dir, dev, strerror(ENAMETOOLONG));
+	d = ret ? NULL : opendir(path);
+	if (!ret && !d)
+		return fail(o, -errno, "--out %s: %s", path, strerror(errno));
+	while (!ret && d && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    !strcmp(e->d_name, "manifest.json") ||
+		    (n > 4 && !strcmp(e->d_name + n - 4, ".bin")))
+			continue;
+		ret = fail(o, RL_E_INVALID_ARG,
+			   "--out %s: not replaced: it holds '%s/%s', which is not part of a "
+			   "ringload dump (--force replaces only an earlier dump or an empty "
+			   "directory)", o->dir, dev, e->d_name);
+	}
+	if (d)
+		closedir(d);
+	return ret;
+}
+
+/* DIR holds nothing but device folders (decimal names) that `--out`
+ * wrote: an earlier dump. Anything else is the user's, never removed. */
 static int is_dump(struct out_dir *o)
 {
 	DIR *d = opendir(o->dir);
@@ -153,6 +199,8 @@ static int is_dump(struct out_dir *o)
 				   "--out %s: not replaced: it holds '%s', which is not part of a "
 				   "ringload dump (--force replaces only an earlier dump or an empty "
 				   "directory)", o->dir, e->d_name);
+		else
+			ret = is_dump_folder(o, e->d_name);
 	}
 	closedir(d);
 	return ret;
