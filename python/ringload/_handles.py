@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import json
 import os
+import signal
 import threading
 
 from . import _errors, _lib
@@ -204,9 +205,14 @@ class Plan(_Handle, kind="plan"):
 
 class _Progress:
     """Bridges rl_progress_fn to a Python callable. An exception raised by
-    the callable (KeyboardInterrupt included: signals are handled here, in
-    the only Python code that runs during a load) cancels the load and is
-    re-raised by Loader.run()."""
+    the callable cancels the load and is re-raised by Loader.run().
+
+    Ctrl-C: while the load runs, SIGINT's Python handler is sigint_handler,
+    which runs the previous handler itself and keeps what it raises
+    (KeyboardInterrupt) for after the C call: the interpreter runs signal
+    handlers wherever the main thread next runs Python, which during a
+    load is the entry of __call__, before any try of its own, where ctypes
+    would print the exception and return garbage (a cancel) instead."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -214,6 +220,8 @@ class _Progress:
         self.cfn = _lib.PROGRESS_FN(self)
 
     def __call__(self, user, done, total):
+        if self.exc is not None:
+            return 1
         try:
             if self.fn is not None:
                 self.fn(done, total)
@@ -221,6 +229,35 @@ class _Progress:
         except BaseException as e:  # noqa: B902 - re-raised after the run
             self.exc = e
             return 1
+
+    def sigint_handler(self, prev):
+        """A SIGINT handler calling prev and keeping what it raises."""
+        def handler(signum, frame):
+            try:
+                prev(signum, frame)
+            except BaseException as e:  # noqa: B902 - re-raised after the run
+                # without its traceback: it holds this frame, whose frame
+                # argument holds the whole stack of the load (a cycle)
+                if self.exc is None:
+                    self.exc = e.with_traceback(None)
+        return handler
+
+
+@contextlib.contextmanager
+def _sigint_deferred(bridge):
+    """Installs bridge's SIGINT handler for the block, when this is the
+    main thread (the only one Python runs signal handlers on) and SIGINT
+    has a Python handler (not SIG_IGN or SIG_DFL, which stay as they are)."""
+    prev = signal.getsignal(signal.SIGINT)
+    if (not callable(prev) or
+            threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    signal.signal(signal.SIGINT, bridge.sigint_handler(prev))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, prev)
 
 
 class Loader(_Handle, kind="loader"):
@@ -256,12 +293,14 @@ class Loader(_Handle, kind="loader"):
         _lib.rl_loader_set_callbacks(self.ptr, _lib.SHARD_FN(), bridge.cfn,
                                      None)
         try:
-            rc = call()
+            with _sigint_deferred(bridge):
+                rc = call()
         finally:
             _lib.rl_loader_set_callbacks(self._ptr, _lib.SHARD_FN(),
                                          _lib.PROGRESS_FN(), None)
-        if bridge.exc is not None:
-            raise bridge.exc
+        exc, bridge.exc = bridge.exc, None  # bridge <-> cfn is a cycle
+        if exc is not None:
+            raise exc
         return self.check(rc)
 
     def load(self, ckpt, spec, process=0, progress=None):

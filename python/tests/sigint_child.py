@@ -1,0 +1,130 @@
+"""The child of test_interrupt: runs each entry point on each backend with
+one and two workers, interrupts the load with a SIGINT to this process
+while it runs in C, and prints one JSON line per load: what reached the
+caller's `except Exception` / `except KeyboardInterrupt`, the codes the C
+calls returned (RL_E_CANCELED: the load was canceled in C) and the library
+handles left.
+
+Usage: sigint_child.py CHECKPOINT ENTRY...
+
+The load is slowed (one 4 KiB read in flight, page cache) through the
+loader's options, for every entry point (those without an options
+argument too), so that the signal lands while it runs; the signal is sent
+5 ms after the first C call that reads started.
+"""
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import ringload
+from ringload import _errors, _handles, _lib
+
+BACKENDS = ("io_uring", "libaio", "pread")
+SLOW = {"queue_depth": 1, "request_bytes": 4096, "direct": 0}
+TENSOR = "w"
+
+
+def _entries(path):
+    def get_tensor(fw):
+        with ringload.safe_open(path, fw) as f:
+            return f.get_tensor(TENSOR)
+
+    def get_slice(fw):
+        with ringload.safe_open(path, fw) as f:
+            return f.get_slice(TENSOR)[1:]
+
+    def load_file(fw):
+        return ringload.__getattr__(fw).load_file(path)
+
+    return {
+        "load-np": lambda: ringload.load(path, framework="np"),
+        "load-pt": lambda: ringload.load(path, framework="pt"),
+        "load-pt-streaming": lambda: ringload.load(
+            path, framework="pt", options={"staging_budget": 1 << 20}),
+        "numpy.load_file": lambda: load_file("numpy"),
+        "torch.load_file": lambda: load_file("torch"),
+        "safe_open-np.get_tensor": lambda: get_tensor("np"),
+        "safe_open-pt.get_tensor": lambda: get_tensor("pt"),
+        "safe_open-np.get_slice": lambda: get_slice("np"),
+        "safe_open-pt.get_slice": lambda: get_slice("pt"),
+    }
+
+
+class _Hooks:
+    """Forces backend, workers and SLOW on every loader; records the codes
+    of the C calls that run or end a load; sets `started` on the first."""
+
+    def __init__(self):
+        self.backend, self.workers = "auto", 1
+        self.started = threading.Event()
+        self.codes = []
+        configure = _handles.Loader._configure
+
+        def forced(loader, backend, opts):
+            opts = dict(opts, workers=self.workers, **SLOW)
+            return configure(loader, self.backend, opts)
+
+        _handles.Loader._configure = forced
+        for name in ("rl_loader_load", "rl_loader_run", "rl_loader_start",
+                     "rl_loader_finish"):
+            setattr(_lib, name, self._wrap(getattr(_lib, name)))
+
+    def _wrap(self, fn):
+        def call(*args):
+            self.started.set()
+            rc = fn(*args)
+            self.codes.append(_errors.code_name(rc) if rc < 0 else rc)
+            return rc
+        return call
+
+
+def _interrupt(hooks):
+    hooks.started.wait()
+    time.sleep(0.005)  # into the C call (ctypes let this thread run)
+    if hooks.codes is not None:  # None: the entry failed before any read
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def _one(hooks, entry):
+    hooks.started.clear()
+    hooks.codes.clear()
+    killer = threading.Thread(target=_interrupt, args=(hooks,))
+    killer.start()
+    try:
+        entry()
+        got = "returned"
+    except Exception as e:  # what a swallowed Ctrl-C looks like
+        got = f"Exception {type(e).__name__}: {e}"
+    except KeyboardInterrupt:
+        got = "KeyboardInterrupt"
+    if not hooks.started.is_set():
+        codes, hooks.codes = hooks.codes, None
+        hooks.started.set()
+        killer.join()
+        hooks.codes = codes
+    killer.join()
+    return got
+
+
+def main():
+    path, names = sys.argv[1], sys.argv[2:]
+    hooks = _Hooks()
+    entries = _entries(path)
+    gc.disable()  # reference counting alone must free everything
+    for name in names:
+        for hooks.backend in BACKENDS:
+            for hooks.workers in (1, 2):
+                got = _one(hooks, entries[name])
+                print(json.dumps({"entry": name, "backend": hooks.backend,
+                                  "workers": hooks.workers, "got": got,
+                                  "codes": list(hooks.codes),
+                                  "handles": _handles.live_handles()}),
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
