@@ -20,6 +20,7 @@ from ._errors import (ArgumentError, CanceledError, CheckpointError,
                       HeaderError, IntegrityError, LoadError, SliceError,
                       SpecError,
                       StateError, SysError, TensorNotFoundError)
+from ._errors import ArgumentTypeError
 from ._safe_open import SafeSlice, safe_open
 
 __version__ = "0.1.0"
@@ -30,6 +31,7 @@ __all__ = [
     "SpecError", "ArgumentError", "FrameworkError", "DeviceError",
     "SliceError", "StateError", "LoadError", "CanceledError", "DtypeError",
     "SysError", "IntegrityError",
+    "ArgumentTypeError",
 ]
 
 
@@ -63,6 +65,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     device's whole area alive. Raises an Error subclass with the C code and
     message; on any error everything the load allocated is freed.
     """
+    process = _handles.plan_param("process", process)
     fw = _core.framework(framework)
     devices = {int(k): fw.device(v) for k, v in (device_map or {}).items()}
     ckpt = _handles.Checkpoint(filename)
@@ -70,7 +73,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     try:
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
-        return fw.load(_core.Job(ckpt, spec, int(process), backend, options,
+        return fw.load(_core.Job(ckpt, spec, process, backend, options,
                                  progress, expected), devices)
     finally:
         ckpt.close()

@@ -57,6 +57,11 @@ class ArgumentError(Error, ValueError):
     RL_E_TOO_LARGE), also a bad argument found in Python."""
 
 
+class ArgumentTypeError(Error, TypeError):
+    """An argument of the wrong type (a str, float or bool for an integer),
+    named with the type it has (code RL_E_INVALID_ARG)."""
+
+
 class FrameworkError(ArgumentError):
     """An unsupported framework name."""
 

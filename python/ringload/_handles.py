@@ -8,6 +8,7 @@ import collections
 import contextlib
 import ctypes
 import json
+import operator
 import os
 import signal
 import threading
@@ -82,6 +83,41 @@ def _closed_on_error(handle):
 
 def _fspath(path):
     return os.fsencode(os.fspath(path))
+
+
+def integer(what, value, lo, hi):
+    """Returns value, an integer in [lo, hi] (an int or another type with
+    __index__, bool excepted); ArgumentTypeError or ArgumentError naming
+    what otherwise: ctypes would truncate 2**64 + 16 to 16."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise _errors.ArgumentTypeError(
+            _lib.RL_E_INVALID_ARG, f"{what}: expected an integer, not "
+            f"{type(value).__name__} {value!r}")
+    value = operator.index(value)
+    if not lo <= value <= hi:
+        raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG,
+                                    f"{what}: {value} not in [{lo}, {hi}]")
+    return value
+
+
+def _bounded(what, value, bounds_fn, param):
+    lo, hi = ctypes.c_int64(), ctypes.c_int64()
+    bounds_fn(param, ctypes.byref(lo), ctypes.byref(hi))
+    return integer(what, value, lo.value, hi.value)
+
+
+def loader_option(key, value):
+    """Returns value of loader option key, checked against its bounds
+    (rl_loader_param_bounds)."""
+    return _bounded(f"loader option '{key}'", value,
+                    _lib.rl_loader_param_bounds, _lib.LOADER_PARAMS[key])
+
+
+def plan_param(key, value):
+    """Returns value of plan parameter key (process, ...), checked against
+    its bounds (rl_plan_param_bounds)."""
+    return _bounded(key, value, _lib.rl_plan_param_bounds,
+                    _lib.PLAN_PARAMS[key])
 
 
 TensorMeta = collections.namedtuple(
@@ -172,7 +208,7 @@ class Plan(_Handle, kind="plan"):
         """Sets plan parameters by name (process=1, chunk_bytes=..., ...)."""
         for key, value in params.items():
             self.check(_lib.rl_plan_set(self.ptr, _lib.PLAN_PARAMS[key],
-                                        int(value)))
+                                        plan_param(key, value)))
 
     def build(self, ckpt, spec):
         """rl_plan_build for ckpt under spec."""
@@ -286,7 +322,7 @@ class Loader(_Handle, kind="loader"):
                     _lib.RL_E_INVALID_ARG, f"unknown loader option '{key}' "
                     "(one of " + ", ".join(_lib.LOADER_PARAMS) + ")")
             self.check(_lib.rl_loader_set(self._ptr, _lib.LOADER_PARAMS[key],
-                                          int(value)))
+                                          loader_option(key, value)))
 
     def _with_progress(self, progress, call):
         bridge = _Progress(progress)
@@ -307,7 +343,8 @@ class Loader(_Handle, kind="loader"):
         """rl_loader_load: plans and runs; returns the Plan."""
         out = ctypes.c_void_p()
         self._with_progress(progress, lambda: _lib.rl_loader_load(
-            self.ptr, ckpt.ptr, spec.ptr, int(process), ctypes.byref(out)))
+            self.ptr, ckpt.ptr, spec.ptr, plan_param("process", process),
+            ctypes.byref(out)))
         return Plan(out.value)
 
     def run(self, plan, progress=None):

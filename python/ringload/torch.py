@@ -21,7 +21,7 @@ import collections
 
 import torch
 
-from . import _core, _dtypes, _errors, _lib, _stream
+from . import _core, _dtypes, _errors, _handles, _lib, _stream
 
 
 def _device_error(device, why):
@@ -130,8 +130,10 @@ def _deliver_streaming(job, devices, cuda):
     of the budget (loader option staging_budget, else the library's default)
     -- pinned by torch when a target is CUDA -- copied into place and
     released; host memory stays within the budget."""
-    budget = int((job.options or {}).get("staging_budget") or
-                 _lib.rl_loader_default_budget())
+    opts = job.options or {}
+    budget = (_handles.loader_option("staging_budget", opts["staging_budget"])
+              if "staging_budget" in opts else 0)
+    budget = budget or int(_lib.rl_loader_default_budget())
     pool = None
     if cuda:  # GPU only: pinned windows for copy_(non_blocking=True)
         pool = torch.empty(budget, dtype=torch.uint8, pin_memory=True)

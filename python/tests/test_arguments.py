@@ -1,0 +1,59 @@
+"""Arguments checked in Python before they reach C: integers neither
+truncated by ctypes nor taken from strings, floats or bools; no NUL inside
+a path or a string (a C string would end there); no empty string where a
+file or a value is named. Each error names the argument."""
+import numpy as np
+import pytest
+
+import stfile
+
+import ringload
+from ringload import _handles
+
+BACKENDS = ("io_uring", "libaio", "pread")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_options_out_of_range_are_refused_not_truncated(small_ckpt, backend):
+    for key, value in (("queue_depth", 2**64 + 16), ("queue_depth", 2**63),
+                       ("queue_depth", -1), ("workers", 2**32 + 1),
+                       ("request_bytes", -(2**64) + 8192)):
+        with pytest.raises(ringload.ArgumentError) as e:
+            ringload.load(small_ckpt, backend=backend, options={key: value})
+        assert f"loader option '{key}': {value} not in [" in str(e.value)
+        assert e.value.code_name == "RL_E_INVALID_ARG"
+    for process in (2**64 + 1, 2**32, -1, 1 << 24):
+        with pytest.raises(ringload.ArgumentError) as e:
+            ringload.load(small_ckpt, process=process, backend=backend)
+        assert f"process: {process} not in [0, 16777215]" == str(e.value)
+
+
+@pytest.mark.parametrize("value", ["1", 16.7, 16.0, True, None, b"16"])
+def test_integers_must_be_integers(small_ckpt, value):
+    with pytest.raises(ringload.ArgumentTypeError) as e:
+        ringload.load(small_ckpt, options={"queue_depth": value})
+    assert isinstance(e.value, TypeError) and not isinstance(e.value, ValueError)
+    assert str(e.value) == ("loader option 'queue_depth': expected an integer, "
+                            f"not {type(value).__name__} {value!r}")
+    with pytest.raises(ringload.ArgumentTypeError) as e:
+        ringload.load(small_ckpt, process=value)
+    assert str(e.value).startswith("process: expected an integer, not ")
+    plan = _handles.Plan()
+    with pytest.raises(TypeError, match="chunk_bytes: expected an integer"):
+        plan.set(chunk_bytes=value)
+    plan.close()
+
+
+def test_streaming_budget_is_checked_before_anything_is_allocated(tmp_path, torch):
+    path = tmp_path / "f32.safetensors"
+    stfile.write(path, {"w": ("F32", (4,), bytes(16))})
+    for value, exc in (("65536", TypeError), (65536.5, TypeError),
+                       (2**64 + 65536, ValueError), (-1, ValueError)):
+        with pytest.raises(exc, match="loader option 'staging_budget'"):
+            ringload.load(path, framework="pt", options={"staging_budget": value})
+
+
+def test_integer_types_with_index_are_taken(small_ckpt):
+    got = ringload.load(small_ckpt, process=np.int64(0),
+                        options={"queue_depth": np.uint16(4), "direct": np.int8(0)})
+    assert got[0]["vec"].tolist() == list(range(13))
