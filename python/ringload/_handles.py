@@ -81,8 +81,17 @@ def _closed_on_error(handle):
         raise
 
 
-def _fspath(path):
-    return os.fsencode(os.fspath(path))
+def path_arg(what, path):
+    """Returns path (str, bytes or os.PathLike) as bytes for C; ArgumentError
+    naming what when it is empty or holds a NUL, where C would see it end."""
+    b = os.fsencode(os.fspath(path))
+    if not b:
+        raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG, f"{what}: empty path")
+    if b"\0" in b:
+        raise _errors.ArgumentError(
+            _lib.RL_E_INVALID_ARG,
+            f"{what}: embedded null byte in {os.fspath(path)!r}")
+    return b
 
 
 def integer(what, value, lo, hi):
@@ -129,10 +138,11 @@ class Checkpoint(_Handle, kind="ckpt"):
     model.safetensors.index.json (rl_ckpt_open)."""
 
     def __init__(self, path):
+        encoded = path_arg("filename", path)
         super().__init__()
         self.path = os.fspath(path)
         with _closed_on_error(self):
-            self.check(_lib.rl_ckpt_open(self._ptr, _fspath(path)))
+            self.check(_lib.rl_ckpt_open(self._ptr, encoded))
             self.tensors = [self._tensor(i) for i in
                             range(_lib.rl_ckpt_num_tensors(self._ptr))]
         self.by_name = {t.name: t for t in self.tensors}
@@ -182,11 +192,16 @@ class Spec(_Handle, kind="spec"):
             return
         if isinstance(sharding, dict):
             sharding = json.dumps(sharding, ensure_ascii=False)
+        if isinstance(sharding, (str, bytes)) and not sharding.strip():
+            raise _errors.ArgumentError(
+                _lib.RL_E_INVALID_ARG, "sharding: empty: give a dict, JSON "
+                "text or a file path (None: every tensor whole on device 0)")
         if isinstance(sharding, str) and sharding.lstrip().startswith("{"):
             b = sharding.encode("utf-8", "surrogateescape")
             self.check(_lib.rl_spec_parse(self._ptr, b, len(b)))
         elif isinstance(sharding, (str, bytes, os.PathLike)):
-            self.check(_lib.rl_spec_load(self._ptr, _fspath(sharding)))
+            self.check(_lib.rl_spec_load(self._ptr,
+                                         path_arg("sharding", sharding)))
         else:
             raise _errors.ArgumentError(
                 _lib.RL_E_INVALID_ARG, "sharding: a dict, JSON text or a "

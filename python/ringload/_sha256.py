@@ -81,6 +81,8 @@ def _sums_line(paths, text, sums, line):
 
 def _from_sums(paths, sums):
     sums = os.fsdecode(os.fspath(sums))
+    if "\0" in sums:
+        raise _arg_error(f"embedded null byte in {sums!r}")
     try:
         # stat first: opening a FIFO would block
         st = os.stat(sums)
@@ -112,6 +114,9 @@ def resolve(ckpt, sha256):
             raise _arg_error("an empty dict expects nothing: give {file: hex} "
                              "or leave sha256 out")
         return _from_dict(paths, sha256)
+    if isinstance(sha256, (str, bytes)) and not sha256.strip():
+        raise _arg_error("empty: give {file: hex}, 64 hex digits or a "
+                         "SHA256SUMS path (None: nothing to check)")
     if isinstance(sha256, bytes) and _HEX64.fullmatch(sha256.strip().decode("latin-1")):
         sha256 = sha256.decode("latin-1")
     if isinstance(sha256, str) and _HEX64.fullmatch(sha256.strip()):

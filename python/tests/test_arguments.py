@@ -57,3 +57,53 @@ def test_integer_types_with_index_are_taken(small_ckpt):
     got = ringload.load(small_ckpt, process=np.int64(0),
                         options={"queue_depth": np.uint16(4), "direct": np.int8(0)})
     assert got[0]["vec"].tolist() == list(range(13))
+
+
+def _openers(torch):
+    """Every entry point that takes a filename: (name, fn(filename))."""
+    import ringload.numpy as rnp
+    import ringload.torch as rt
+
+    def safe_open(path):
+        with ringload.safe_open(path, "np") as f:
+            return f.keys()
+
+    return (("load", ringload.load), ("numpy.load_file", rnp.load_file),
+            ("torch.load_file", rt.load_file), ("safe_open", safe_open))
+
+
+@pytest.mark.parametrize("tail", ["\0", "\0.other", b"\0x"])
+def test_nul_in_a_path_is_refused_not_cut_short(small_ckpt, tmp_path, torch, tail):
+    # the path up to the NUL is a good checkpoint: C would load it
+    path = small_ckpt + tail if isinstance(tail, str) else small_ckpt.encode() + tail
+    for name, opener in _openers(torch):
+        with pytest.raises(ringload.ArgumentError) as e:
+            opener(path)
+        assert str(e.value) == f"filename: embedded null byte in {path!r}", name
+        assert isinstance(e.value, ValueError) and e.value.code_name == "RL_E_INVALID_ARG"
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"mesh": {"shape": [1], "axes": ["x"]}, "rules": []}')
+    with pytest.raises(ringload.ArgumentError, match="^sharding: embedded null byte"):
+        ringload.load(small_ckpt, sharding=str(spec) + "\0")
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text("0" * 64 + "  small.safetensors\n")
+    with pytest.raises(ringload.ArgumentError, match="^sha256: embedded null byte"):
+        ringload.load(small_ckpt, sha256=str(sums) + "\0")
+
+
+@pytest.mark.parametrize("empty", ["", b""])
+def test_empty_values_name_the_argument(small_ckpt, torch, empty):
+    for name, opener in _openers(torch):
+        with pytest.raises(ringload.ArgumentError) as e:
+            opener(empty)
+        assert str(e.value) == "filename: empty path", name
+    for sharding in (empty, " \n"):
+        with pytest.raises(ringload.ArgumentError) as e:
+            ringload.load(small_ckpt, sharding=sharding)
+        assert str(e.value).startswith("sharding: empty: give a dict")
+    for sha256 in (empty, "\n"):
+        with pytest.raises(ringload.ArgumentError) as e:
+            ringload.load(small_ckpt, sha256=sha256)
+        assert str(e.value).startswith("sha256: empty: give {file: hex}")
+    with pytest.raises(ringload.ArgumentError, match="^sha256: empty"):
+        ringload.safe_open(small_ckpt, "np", sha256=empty)
