@@ -37,7 +37,8 @@ __all__ = [
 
 @_core.frees_on_error
 def load(filename, sharding=None, process=0, framework="np", device_map=None,
-         *, backend="auto", options=None, progress=None, sha256=None):
+         *, backend="auto", options=None, progress=None, sha256=None,
+         stats=None):
     """Loads the shards that process P's devices need.
 
     filename: a .safetensors file, a directory of them or a
@@ -57,7 +58,9 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     raises IntegrityError (RL_E_CHECKSUM), as does a value for a file this
     process reads only in part (a whole-file hash cannot be checked);
     streaming loads (a CUDA device, options staging_budget) refuse them
-    (StateError).
+    (StateError). stats: a dict, filled after a successful load with its
+    statistics (rl_load_stats, rl_load_stats_ex and "files", one dict per
+    file read; docs/python.md).
 
     Returns {device_id: {name: tensor}} with every device of the process
     (shards of the device's box, C order). CPU results are zero-copy views
@@ -66,6 +69,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     message; on any error everything the load allocated is freed.
     """
     process = _handles.plan_param("process", process)
+    _core.check_stats(stats)
     fw = _core.framework(framework)
     devices = {int(k): fw.device(v) for k, v in (device_map or {}).items()}
     ckpt = _handles.Checkpoint(filename)
@@ -74,7 +78,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
         return fw.load(_core.Job(ckpt, spec, process, backend, options,
-                                 progress, expected), devices)
+                                 progress, expected, stats), devices)
     finally:
         ckpt.close()
         if spec is not None:

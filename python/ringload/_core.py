@@ -22,10 +22,12 @@ import numpy as np
 from . import _errors, _handles, _lib, _sha256
 
 Job = collections.namedtuple(
-    "Job", "ckpt spec process backend options progress sha256", defaults=((),))
+    "Job", "ckpt spec process backend options progress sha256 stats",
+    defaults=((), None))
 Job.__doc__ = """What to load: open Checkpoint and Spec, process, loader
 backend and options, progress callable (or None), expected SHA-256 values
-([(file, hex)], _sha256.resolve)."""
+([(file, hex)], _sha256.resolve), a dict to fill with the load's
+statistics (Loader.stats; None: not wanted)."""
 
 # Caller staging at least this large is 4096-aligned so that reads can go
 # straight into it (docs/engine.md); smaller areas are allocated exactly,
@@ -70,6 +72,8 @@ def load_library(job):
         raise
     try:
         shards, devices = plan.shards(), plan.devices()
+        if job.stats is not None:
+            job.stats.update(loader.stats(job.ckpt))
     finally:
         plan.close()
     staging = [_library_staging(loader, d) for d in range(len(devices))]
@@ -162,11 +166,22 @@ def frees_on_error(fn):
 
 
 
-def load_whole(fw, filename, device, sha256=None):
+def check_stats(stats):
+    """Returns stats, None or a dict (the stats= argument: a dict the load
+    fills with its statistics); ArgumentTypeError otherwise."""
+    if stats is not None and not isinstance(stats, dict):
+        raise _errors.ArgumentTypeError(
+            _lib.RL_E_INVALID_ARG, "stats: a dict to fill with the load's "
+            f"statistics, not {type(stats).__name__}")
+    return stats
+
+
+def load_whole(fw, filename, device, sha256=None, stats=None):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
     Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
-    read; the library checks the files' SHA-256 as it reads them."""
+    read; the library checks the files' SHA-256 as it reads them. stats:
+    a dict to fill with the load's statistics (check_stats)."""
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
@@ -174,8 +189,8 @@ def load_whole(fw, filename, device, sha256=None):
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
-        out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected),
-                      {0: device})
+        out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected,
+                          check_stats(stats)), {0: device})
     finally:
         ckpt.close()
         if spec is not None:

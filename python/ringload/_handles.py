@@ -311,6 +311,23 @@ def _sigint_deferred(bridge):
         signal.signal(signal.SIGINT, prev)
 
 
+_FILE_MODES = {v: k for k, v in _lib.FILE_MODES.items()}
+_SHA256_STATES = {0: "none", 1: "matched", 2: "partial", 3: "mismatch"}
+"""rl_file_stats.sha256_state values (RL_SHA256_*) by name."""
+
+
+def _fields(st):
+    """The fields of a statistics structure as a dict (text decoded); of a
+    size-tagged one, those the library filled, without its size."""
+    filled = getattr(st, "size", ctypes.sizeof(st))
+    out = {}
+    for name, _ in st._fields_:
+        if name != "size" and getattr(type(st), name).offset < filled:
+            v = getattr(st, name)
+            out[name] = _lib.text(v) if isinstance(v, bytes) else v
+    return out
+
+
 class Loader(_Handle, kind="loader"):
     """A loader (rl_loader) with its options and expected SHA-256 values
     ([(file, hex)], _sha256.resolve); its library staging lives as long as
@@ -413,11 +430,28 @@ class Loader(_Handle, kind="loader"):
         if not (early and rc == _lib.RL_E_CANCELED):
             self.check(rc)
 
-    def stats(self):
-        """Returns the statistics of the last run as a dict."""
+    def stats(self, ckpt=None):
+        """Returns the statistics of the last run as a dict: the fields of
+        rl_load_stats and rl_load_stats_ex (backend by name, text decoded)
+        and "files", one dict per file read (rl_file_stats; its "path"
+        when ckpt, the run's checkpoint, is given)."""
         st = _lib.LoadStats()
         self.check(_lib.rl_loader_get_stats(self.ptr, ctypes.byref(st)))
-        out = {name: getattr(st, name) for name, _ in st._fields_}
+        out = _fields(st)
         out["backend"] = _lib.text(_lib.rl_backend_name(st.backend))
-        out["fallbacks"] = _lib.text(st.fallbacks)
+        ex = _lib.LoadStatsEx(size=ctypes.sizeof(_lib.LoadStatsEx))
+        self.check(_lib.rl_loader_get_stats_ex(self._ptr, ctypes.byref(ex)))
+        out.update(_fields(ex))
+        out["files"] = [self._file_stats(i, ckpt) for i in
+                        range(_lib.rl_loader_num_files(self._ptr))]
+        return out
+
+    def _file_stats(self, i, ckpt):
+        fs = _lib.FileStats(size=ctypes.sizeof(_lib.FileStats))
+        self.check(_lib.rl_loader_get_file_stats(self._ptr, i, ctypes.byref(fs)))
+        out = _fields(fs)
+        if ckpt is not None:
+            out["path"] = _lib.text(_lib.rl_ckpt_file_path(ckpt.ptr, fs.file))
+        out["mode"] = _FILE_MODES.get(fs.mode, fs.mode)
+        out["sha256_state"] = _SHA256_STATES.get(fs.sha256_state, fs.sha256_state)
         return out

@@ -86,9 +86,9 @@ class StreamingLoad:
         """Gives piece's window back (any thread)."""
         self.loader.release(piece)
 
-    def stats(self):
-        """The statistics of the load (after it ended)."""
-        return self.loader.stats()
+    def stats(self, ckpt=None):
+        """The statistics of the load (after it ended; Loader.stats)."""
+        return self.loader.stats(ckpt)
 
     def close(self):
         """Ends the load (cancelling it when it had more pieces) and frees

@@ -50,7 +50,7 @@ FRAMEWORK = _Numpy()
 
 
 @_core.frees_on_error
-def load_file(filename, *, sha256=None):
+def load_file(filename, *, sha256=None, stats=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -63,5 +63,8 @@ def load_file(filename, *, sha256=None):
     sha256 (keyword only, not in safetensors): the expected SHA-256 of the
     checkpoint's files, as ringload.load takes it; a mismatch raises
     IntegrityError (RL_E_CHECKSUM) naming the file and both values.
+
+    stats (keyword only): a dict, filled with the load's statistics, as
+    ringload.load fills it.
     """
-    return _core.load_whole(FRAMEWORK, filename, None, sha256)
+    return _core.load_whole(FRAMEWORK, filename, None, sha256, stats)

@@ -151,6 +151,8 @@ def _deliver_streaming(job, devices, cuda):
                 copier.copy(dst[piece.shard][piece.offset:end], piece)
         finally:
             copier.drain()
+        if job.stats is not None:
+            job.stats.update(load.stats(job.ckpt))
         out = {i: {} for i, _ in load.devices}
     for s in load.shards:
         out[s.device_id][s.name] = _shaped(dst[s.index], s)
@@ -207,7 +209,7 @@ FRAMEWORK = _Torch()
 
 
 @_core.frees_on_error
-def load_file(filename, device="cpu", *, sha256=None):
+def load_file(filename, device="cpu", *, sha256=None, stats=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -223,6 +225,9 @@ def load_file(filename, device="cpu", *, sha256=None):
     by the library as it reads (IntegrityError, RL_E_CHECKSUM, on a
     mismatch). Not with a CUDA device: streaming loads do not hash
     (StateError).
+
+    stats (keyword only): a dict, filled with the load's statistics, as
+    ringload.load fills it.
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
-                            sha256)
+                            sha256, stats)

@@ -1,0 +1,94 @@
+"""Load statistics from Python: stats={} is filled after a successful load
+(ringload.load, both load_file, streaming) with rl_load_stats,
+rl_load_stats_ex and one dict per file read, on every backend and with
+one and several workers; a failed load leaves it as it was."""
+import os
+
+import numpy as np
+import pytest
+
+import stfile
+
+import ringload
+import ringload.numpy as rnp
+
+BACKENDS = ("io_uring", "libaio", "pread")
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    """Two tensors, 1 MiB in all: (path, their bytes)."""
+    path = tmp_path_factory.mktemp("stats") / "m.safetensors"
+    a = np.arange(1 << 17, dtype="<f4").tobytes()
+    b = np.arange(1 << 17, dtype="<i4").tobytes()
+    stfile.write(path, {"a": ("F32", (1 << 17,), a), "b": ("I32", (1 << 17,), b)})
+    return str(path), len(a) + len(b)
+
+
+def _check(stats, path, needed, backend=None, workers=None):
+    assert stats["bytes_needed"] == needed
+    assert stats["bytes_read"] >= needed and stats["requests"] >= 1
+    assert stats["total_seconds"] > 0 and stats["read_seconds"] > 0
+    assert stats["backend"] in BACKENDS
+    if backend is not None:
+        assert stats["backend"] == backend
+    if workers is not None:
+        assert stats["workers"] == workers
+    assert isinstance(stats["fallbacks"], str) and isinstance(stats["shape"], str)
+    assert "size" not in stats
+    [f] = stats["files"]
+    assert f["path"] == path and f["file"] == 0
+    assert f["bytes_needed"] >= needed and f["mode"] in ("direct", "cached", "buffered")
+    assert f["sha256_state"] == "none"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_load_fills_stats(ckpt, backend, workers):
+    path, needed = ckpt
+    stats = {"mine": 1}
+    got = ringload.load(path, backend=backend, options={"workers": workers},
+                        stats=stats)
+    assert got[0]["a"].nbytes + got[0]["b"].nbytes == needed
+    assert stats.pop("mine") == 1  # filled, not replaced
+    _check(stats, path, needed, backend, workers)
+
+
+def test_load_file_and_streaming_fill_stats(ckpt, torch):
+    import ringload.torch as rt
+    path, needed = ckpt
+    for load in (lambda st: rnp.load_file(path, stats=st),
+                 lambda st: rt.load_file(path, stats=st),
+                 lambda st: ringload.load(path, framework="pt", stats=st,
+                                          options={"staging_budget": 1 << 20})):
+        stats = {}
+        load(stats)
+        _check(stats, path, needed)
+
+
+def test_sha256_is_in_the_file_stats(ckpt):
+    path, needed = ckpt
+    import hashlib
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    stats = {}
+    rnp.load_file(path, sha256=digest, stats=stats)
+    assert stats["files"][0]["sha256_state"] == "matched"
+    assert stats["files"][0]["sha256"] == digest
+    assert stats["files_hashed"] == 1 and stats["bytes_hashed"] == os.path.getsize(path)
+
+
+def test_stats_must_be_a_dict_and_a_failed_load_leaves_it(ckpt, tmp_path):
+    path, _ = ckpt
+    for bad in (True, [], "stats"):
+        with pytest.raises(ringload.ArgumentTypeError, match="^stats: a dict"):
+            ringload.load(path, stats=bad)
+        with pytest.raises(ringload.ArgumentTypeError, match="^stats: a dict"):
+            rnp.load_file(path, stats=bad)
+    short = tmp_path / "short.safetensors"
+    with open(path, "rb") as f:
+        short.write_bytes(f.read()[:-1])
+    stats = {}
+    with pytest.raises(ringload.HeaderError):
+        ringload.load(short, stats=stats)
+    assert stats == {}
