@@ -38,7 +38,7 @@ __all__ = [
 @_core.frees_on_error
 def load(filename, sharding=None, process=0, framework="np", device_map=None,
          *, backend="auto", options=None, progress=None, sha256=None,
-         stats=None):
+         stats=None, copy=False):
     """Loads the shards that process P's devices need.
 
     filename: a .safetensors file, a directory of them or a
@@ -60,12 +60,13 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     streaming loads (a CUDA device, options staging_budget) refuse them
     (StateError). stats: a dict, filled after a successful load with its
     statistics (rl_load_stats, rl_load_stats_ex and "files", one dict per
-    file read; docs/python.md).
+    file read; docs/python.md). copy: True gives CPU results that own
+    their memory (a copy each; the staging is freed before load returns).
 
     Returns {device_id: {name: tensor}} with every device of the process
     (shards of the device's box, C order). CPU results are zero-copy views
     of the library's staging, one area per device: any of them keeps its
-    device's whole area alive. Raises an Error subclass with the C code and
+    device's whole area alive (unless copy=True). Raises an Error subclass with the C code and
     message; on any error everything the load allocated is freed.
     """
     process = _handles.plan_param("process", process)
@@ -78,7 +79,8 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
         return fw.load(_core.Job(ckpt, spec, process, backend, options,
-                                 progress, expected, stats), devices)
+                                 progress, expected, stats, bool(copy)),
+                       devices)
     finally:
         ckpt.close()
         if spec is not None:

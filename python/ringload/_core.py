@@ -22,12 +22,13 @@ import numpy as np
 from . import _errors, _handles, _lib, _sha256
 
 Job = collections.namedtuple(
-    "Job", "ckpt spec process backend options progress sha256 stats",
-    defaults=((), None))
+    "Job", "ckpt spec process backend options progress sha256 stats copy",
+    defaults=((), None, False))
 Job.__doc__ = """What to load: open Checkpoint and Spec, process, loader
 backend and options, progress callable (or None), expected SHA-256 values
 ([(file, hex)], _sha256.resolve), a dict to fill with the load's
-statistics (Loader.stats; None: not wanted)."""
+statistics (Loader.stats; None: not wanted), copy (True: CPU results own
+their memory, the staging is freed once they are made)."""
 
 # Caller staging at least this large is 4096-aligned so that reads can go
 # straight into it (docs/engine.md); smaller areas are allocated exactly,
@@ -37,12 +38,14 @@ _ALIGN = 4096
 
 
 class Loaded:
-    """Shards of one run and the staging bytes of each device."""
+    """Shards of one run and the staging bytes of each device; copy: the
+    results are to own their memory (materialize)."""
 
-    def __init__(self, shards, device_ids, staging):
+    def __init__(self, shards, device_ids, staging, copy=False):
         self.shards = shards
         self.device_ids = device_ids
         self.staging = staging
+        self.copy = copy
 
     def raw(self, shard):
         """Returns the bytes of shard as a uint8 array (a view)."""
@@ -77,7 +80,7 @@ def load_library(job):
     finally:
         plan.close()
     staging = [_library_staging(loader, d) for d in range(len(devices))]
-    return Loaded(shards, [i for i, _ in devices], staging)
+    return Loaded(shards, [i for i, _ in devices], staging, job.copy)
 
 
 def _numpy_area(n):
@@ -111,11 +114,14 @@ def load_into_numpy(job):
 
 def materialize(fw, loaded, devices):
     """Converts every shard of loaded with framework fw and delivers it to
-    devices[device_id] (default "cpu"); returns {device_id: {name: t}}."""
+    devices[device_id] (default "cpu"); returns {device_id: {name: t}}.
+    With loaded.copy, CPU results are copies (fw.own) that hold nothing of
+    the staging, which goes with loaded."""
     out = {i: {} for i in loaded.device_ids}
     for s in loaded.shards:
-        t = fw.convert(loaded.raw(s), s.name, s.dtype, s.box)
-        out[s.device_id][s.name] = fw.deliver(t, devices.get(s.device_id))
+        device = devices.get(s.device_id)
+        t = fw.deliver(fw.convert(loaded.raw(s), s.name, s.dtype, s.box), device)
+        out[s.device_id][s.name] = fw.own(t) if loaded.copy and device is None else t
     return out
 
 
@@ -176,12 +182,13 @@ def check_stats(stats):
     return stats
 
 
-def load_whole(fw, filename, device, sha256=None, stats=None):
+def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
     Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
     read; the library checks the files' SHA-256 as it reads them. stats:
-    a dict to fill with the load's statistics (check_stats)."""
+    a dict to fill with the load's statistics (check_stats); copy: CPU
+    results own their memory (Job)."""
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
@@ -190,7 +197,7 @@ def load_whole(fw, filename, device, sha256=None, stats=None):
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
         out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected,
-                          check_stats(stats)), {0: device})
+                          check_stats(stats), bool(copy)), {0: device})
     finally:
         ckpt.close()
         if spec is not None:

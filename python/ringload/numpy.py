@@ -41,6 +41,10 @@ class _Numpy:
         """Returns t, or a C-contiguous copy of it."""
         return t if t.flags.c_contiguous else t.copy(order="C")
 
+    def own(self, t):
+        """Returns a copy of t that owns its memory."""
+        return t.copy()
+
     def load(self, job, devices):
         """Loads job; returns {device_id: {name: array}} (zero-copy)."""
         return _core.materialize(self, _core.load_library(job), devices)
@@ -50,7 +54,7 @@ FRAMEWORK = _Numpy()
 
 
 @_core.frees_on_error
-def load_file(filename, *, sha256=None, stats=None):
+def load_file(filename, *, sha256=None, stats=None, copy=False):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -65,6 +69,7 @@ def load_file(filename, *, sha256=None, stats=None):
     IntegrityError (RL_E_CHECKSUM) naming the file and both values.
 
     stats (keyword only): a dict, filled with the load's statistics, as
-    ringload.load fills it.
+    ringload.load fills it. copy (keyword only): True gives arrays that own
+    their memory (the staging is freed before load_file returns).
     """
-    return _core.load_whole(FRAMEWORK, filename, None, sha256, stats)
+    return _core.load_whole(FRAMEWORK, filename, None, sha256, stats, copy)

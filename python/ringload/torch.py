@@ -200,6 +200,10 @@ class _Torch:
         """Returns t, or a contiguous copy of it."""
         return t.contiguous()
 
+    def own(self, t):
+        """Returns a copy of t that owns its memory."""
+        return t.clone()
+
     def load(self, job, devices):
         """Loads job; returns {device_id: {name: tensor}} (see _deliver)."""
         return _deliver(job, devices)
@@ -209,7 +213,8 @@ FRAMEWORK = _Torch()
 
 
 @_core.frees_on_error
-def load_file(filename, device="cpu", *, sha256=None, stats=None):
+def load_file(filename, device="cpu", *, sha256=None, stats=None,
+              copy=False):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -227,7 +232,8 @@ def load_file(filename, device="cpu", *, sha256=None, stats=None):
     (StateError).
 
     stats (keyword only): a dict, filled with the load's statistics, as
-    ringload.load fills it.
+    ringload.load fills it. copy (keyword only): True gives CPU tensors
+    that own their memory (the staging is freed before load_file returns).
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
-                            sha256, stats)
+                            sha256, stats, copy)
