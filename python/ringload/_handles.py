@@ -373,11 +373,19 @@ class Loader(_Handle, kind="loader"):
 
     def load(self, ckpt, spec, process=0, progress=None):
         """rl_loader_load: plans and runs; returns the Plan."""
-        out = ctypes.c_void_p()
-        self._with_progress(progress, lambda: _lib.rl_loader_load(
-            self.ptr, ckpt.ptr, spec.ptr, plan_param("process", process),
-            ctypes.byref(out)))
-        return Plan(out.value)
+        process = plan_param("process", process)
+        plan = []
+
+        def call():
+            out = ctypes.c_void_p()
+            rc = _lib.rl_loader_load(self.ptr, ckpt.ptr, spec.ptr, process,
+                                     ctypes.byref(out))
+            if out.value:  # adopted while Ctrl-C waits: never leaked
+                plan.append(Plan(out.value))
+            return rc
+
+        self._with_progress(progress, call)
+        return plan[0]
 
     def run(self, plan, progress=None):
         """rl_loader_run of a plan built separately."""

@@ -10,7 +10,9 @@ Usage: sigint_child.py CHECKPOINT ENTRY...
 The load is slowed (one 4 KiB read in flight, page cache) through the
 loader's options, for every entry point (those without an options
 argument too), so that the signal lands while it runs; the signal is sent
-5 ms after the first C call that reads started.
+once the main thread is seen inside a C call of the load (its innermost
+Python frame is a hook's, which calls nothing else: it is in ctypes' call,
+with the GIL released).
 """
 import gc
 import json
@@ -54,13 +56,21 @@ def _entries(path):
     }
 
 
+def _reading(fn, *args):
+    """Calls fn(*args), one of the long C calls of a load (a run, a wait
+    for a piece): the killer sends SIGINT while this frame is innermost."""
+    return fn(*args)
+
+
 class _Hooks:
     """Forces backend, workers and SLOW on every loader; records the codes
-    of the C calls that run or end a load; sets `started` on the first."""
+    of the C calls that run or end a load; sets `started` on the first
+    that reads; `done` once the entry point returned or raised."""
 
     def __init__(self):
         self.backend, self.workers = "auto", 1
         self.started = threading.Event()
+        self.done = False
         self.codes = []
         configure = _handles.Loader._configure
 
@@ -69,28 +79,43 @@ class _Hooks:
             return configure(loader, self.backend, opts)
 
         _handles.Loader._configure = forced
-        for name in ("rl_loader_load", "rl_loader_run", "rl_loader_start",
-                     "rl_loader_finish"):
-            setattr(_lib, name, self._wrap(getattr(_lib, name)))
+        for name in ("rl_loader_load", "rl_loader_run", "rl_loader_finish"):
+            setattr(_lib, name, self._recorded(getattr(_lib, name)))
+        next_piece = _lib.rl_loader_next_piece
 
-    def _wrap(self, fn):
+        def waiting(*args):
+            self.started.set()
+            return _reading(next_piece, *args)
+
+        _lib.rl_loader_next_piece = waiting
+
+    def _recorded(self, fn):
         def call(*args):
             self.started.set()
-            rc = fn(*args)
+            rc = _reading(fn, *args)
             self.codes.append(_errors.code_name(rc) if rc < 0 else rc)
             return rc
         return call
 
+    @staticmethod
+    def in_c():
+        """Whether the main thread is inside one of the C calls that read."""
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        return frame is not None and frame.f_code is _reading.__code__
+
 
 def _interrupt(hooks):
     hooks.started.wait()
-    time.sleep(0.005)  # into the C call (ctypes let this thread run)
-    if hooks.codes is not None:  # None: the entry failed before any read
-        os.kill(os.getpid(), signal.SIGINT)
+    while not hooks.done:
+        if hooks.in_c():
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+        time.sleep(0.001)
 
 
 def _one(hooks, entry):
     hooks.started.clear()
+    hooks.done = False
     hooks.codes.clear()
     killer = threading.Thread(target=_interrupt, args=(hooks,))
     killer.start()
@@ -101,11 +126,8 @@ def _one(hooks, entry):
         got = f"Exception {type(e).__name__}: {e}"
     except KeyboardInterrupt:
         got = "KeyboardInterrupt"
-    if not hooks.started.is_set():
-        codes, hooks.codes = hooks.codes, None
-        hooks.started.set()
-        killer.join()
-        hooks.codes = codes
+    hooks.done = True
+    hooks.started.set()
     killer.join()
     return got
 
