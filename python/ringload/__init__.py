@@ -66,8 +66,9 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     Returns {device_id: {name: tensor}} with every device of the process
     (shards of the device's box, C order). CPU results are zero-copy views
     of the library's staging, one area per device: any of them keeps its
-    device's whole area alive (unless copy=True). Raises an Error subclass with the C code and
-    message; on any error everything the load allocated is freed.
+    device's whole area alive (unless copy=True). Raises an Error subclass
+    with the C code and message; on any error everything the load
+    allocated is freed.
     """
     process = _handles.plan_param("process", process)
     _core.check_stats(stats)

@@ -120,8 +120,11 @@ def materialize(fw, loaded, devices):
     out = {i: {} for i in loaded.device_ids}
     for s in loaded.shards:
         device = devices.get(s.device_id)
-        t = fw.deliver(fw.convert(loaded.raw(s), s.name, s.dtype, s.box), device)
-        out[s.device_id][s.name] = fw.own(t) if loaded.copy and device is None else t
+        t = fw.convert(loaded.raw(s), s.name, s.dtype, s.box)
+        t = fw.deliver(t, device)
+        if loaded.copy and device is None:
+            t = fw.own(t)
+        out[s.device_id][s.name] = t
     return out
 
 

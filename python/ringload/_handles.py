@@ -86,7 +86,8 @@ def path_arg(what, path):
     naming what when it is empty or holds a NUL, where C would see it end."""
     b = os.fsencode(os.fspath(path))
     if not b:
-        raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG, f"{what}: empty path")
+        raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG,
+                                    f"{what}: empty path")
     if b"\0" in b:
         raise _errors.ArgumentError(
             _lib.RL_E_INVALID_ARG,
@@ -456,10 +457,12 @@ class Loader(_Handle, kind="loader"):
 
     def _file_stats(self, i, ckpt):
         fs = _lib.FileStats(size=ctypes.sizeof(_lib.FileStats))
-        self.check(_lib.rl_loader_get_file_stats(self._ptr, i, ctypes.byref(fs)))
+        self.check(_lib.rl_loader_get_file_stats(self._ptr, i,
+                                                 ctypes.byref(fs)))
         out = _fields(fs)
         if ckpt is not None:
             out["path"] = _lib.text(_lib.rl_ckpt_file_path(ckpt.ptr, fs.file))
         out["mode"] = _FILE_MODES.get(fs.mode, fs.mode)
-        out["sha256_state"] = _SHA256_STATES.get(fs.sha256_state, fs.sha256_state)
+        out["sha256_state"] = _SHA256_STATES.get(fs.sha256_state,
+                                                 fs.sha256_state)
         return out

@@ -80,7 +80,8 @@ def test_nul_in_a_path_is_refused_not_cut_short(small_ckpt, tmp_path, torch, tai
         with pytest.raises(ringload.ArgumentError) as e:
             opener(path)
         assert str(e.value) == f"filename: embedded null byte in {path!r}", name
-        assert isinstance(e.value, ValueError) and e.value.code_name == "RL_E_INVALID_ARG"
+        assert isinstance(e.value, ValueError)
+        assert e.value.code_name == "RL_E_INVALID_ARG"
     spec = tmp_path / "spec.json"
     spec.write_text('{"mesh": {"shape": [1], "axes": ["x"]}, "rules": []}')
     with pytest.raises(ringload.ArgumentError, match="^sharding: embedded null byte"):
