@@ -296,6 +296,18 @@ int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t n
 	return 0;
 }
 
+int ld_hash_streamed(struct ld_hashrun *hr, int hf, const struct pl_exec *ex)
+{
+	if (alloc_run(hr, ex->nfiles) < 0)
+		return -ENOMEM;
+	for (size_t f = 0; hf && f < ex->nfiles; f++)
+		if (hf_expected(ex->paths[f], hr->want[f])) {
+			hr->state[f] = RL_SHA256_STREAMED;
+			hr->unchecked++;
+		}
+	return 0;
+}
+
 int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e)
 {
 	char want[65], got[65];

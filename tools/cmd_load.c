@@ -295,7 +295,7 @@ static int read_checkpoint(struct load_run *r)
 		return -1;
 	}
 	rl_loader_get_stats(r->ld, &r->st);
-	sha256_report(r->ld, r->a->quiet, PROG);
+	sha256_report(r->ld, r->ck, r->a->quiet, PROG);
 	return 0;
 }
 

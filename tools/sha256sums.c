@@ -179,16 +179,32 @@ int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const struct opt_list *given
 	return sums_file ? expect_sums(ld, ck, sums_file, prog) : 0;
 }
 
-void sha256_report(const rl_loader *ld, int quiet, const char *prog)
+/* One warning line for each file with an expected value the load did
+ * not check, naming it and why. */
+static void report_unchecked(const rl_loader *ld, const rl_ckpt *ck, const char *prog)
+{
+	for (size_t i = 0; i < rl_loader_num_files(ld); i++) {
+		rl_file_stats fs = { .size = sizeof(fs) };
+
+		if (rl_loader_get_file_stats(ld, i, &fs) < 0 ||
+		    (fs.sha256_state != RL_SHA256_PARTIAL && fs.sha256_state != RL_SHA256_STREAMED))
+			continue;
+		fprintf(stderr, "%s: warning: %s: expected SHA-256 (Hugging Face cache) not "
+			"checked: %s\n", prog, rl_ckpt_file_path(ck, fs.file),
+			fs.sha256_state == RL_SHA256_STREAMED ?
+			"streaming loads (--staging-budget) do not hash" :
+			"this load reads only part of the file");
+	}
+}
+
+void sha256_report(const rl_loader *ld, const rl_ckpt *ck, int quiet, const char *prog)
 {
 	rl_load_stats_ex x = { .size = sizeof(x) };
 
 	if (rl_loader_get_stats_ex(ld, &x) < 0)
 		return;
 	if (x.files_unchecked)
-		fprintf(stderr, "%s: warning: %u file%s with an expected SHA-256 (Hugging Face "
-			"cache) read only in part: whole-file SHA-256 not checked\n", prog,
-			x.files_unchecked, x.files_unchecked == 1 ? "" : "s");
+		report_unchecked(ld, ck, prog);
 	if (!quiet && x.files_hashed)
 		fprintf(stderr, "sha256: %u file%s match%s (%" PRIu64 " bytes hashed on the "
 			"workers, %.3f s)\n", x.files_hashed, x.files_hashed == 1 ? "" : "s",

@@ -23,9 +23,9 @@ int sha256_args_check(const char *prog, const struct opt_list *given);
 int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const struct opt_list *given,
 		  const char *sums_file, const char *prog);
 
-/* After a successful load: a warning line for files whose expected value
- * could not be checked (read in part), and unless quiet one line saying
- * what was checked. */
-void sha256_report(const rl_loader *ld, int quiet, const char *prog);
+/* After a successful load: a warning line naming each file of ck whose
+ * expected value was not checked (read in part, or streamed), and unless
+ * quiet one line saying what was checked. */
+void sha256_report(const rl_loader *ld, const rl_ckpt *ck, int quiet, const char *prog);
 
 #endif

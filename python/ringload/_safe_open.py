@@ -37,7 +37,10 @@ class safe_open:  # noqa: N801 - safetensors' name
     file, where a whole-file hash cannot be checked, so the named files
     are hashed whole here, once, before safe_open returns (hashlib, 8 MiB
     at a time): a mismatch raises IntegrityError (RL_E_CHECKSUM, the
-    library's wording). A later change of a file is caught by the reads
+    library's wording). So is, without sha256, a Hugging Face cache file
+    (a snapshot symlink to blobs/<its SHA-256>), as a whole load checks it:
+    a blob with a flipped byte never loads silently; this costs one read of
+    the file at open. A later change of a file is caught by the reads
     (RL_E_FILE_CHANGED: the library compares each file with its state when
     opened, which was before the hash).
     """

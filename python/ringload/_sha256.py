@@ -126,13 +126,30 @@ def resolve(ckpt, sha256):
                      f"not {type(sha256).__name__}")
 
 
+def hf_expected(path):
+    """The SHA-256 the Hugging Face cache layout names for path, or None:
+    a snapshot file that is a symlink to .../blobs/<64 hex digits> (the
+    library's rule, RL_OPT_SHA256_HF; a 40-digit git SHA-1 names nothing)."""
+    try:
+        link = os.readlink(path)
+    except OSError:
+        return None
+    parent, base = os.path.split(link)
+    if os.path.basename(parent) != "blobs" or not _HEX64.fullmatch(base):
+        return None
+    return base
+
+
 def verify_files(ckpt, expected):
-    """Hashes each expected file whole (safe_open, whose reads are partial:
-    the library checks only files a load reads whole) and raises
-    IntegrityError (RL_E_CHECKSUM, the library's wording) on a mismatch."""
+    """Hashes each file with an expected value whole (safe_open, whose reads
+    are partial: the library checks only files a load reads whole), given
+    or named by the Hugging Face cache layout, and raises IntegrityError
+    (RL_E_CHECKSUM, the library's wording) on a mismatch."""
     for path in ckpt.files():
         # the library's rule: the last value given for a name of the file
         want = next((v for n, v in reversed(expected) if _names(path, n)), None)
+        if want is None:
+            want = hf_expected(path)
         if want is None:
             continue
         h = hashlib.sha256()

@@ -219,3 +219,28 @@ def test_streaming_load_refuses_sha256_with_state_error(ckpt, torch):
     with pytest.raises(ringload.StateError, match="not checked by streaming loads"):
         ringload.load(path, framework="pt", options={"staging_budget": 1 << 20},
                       sha256=sha)
+
+
+def _hf_snapshot(tmp_path, path, blob):
+    """A Hugging Face cache holding path's bytes as blobs/<blob>, and the
+    snapshot file linking to it."""
+    (tmp_path / "hf" / "blobs").mkdir(parents=True)
+    (tmp_path / "hf" / "snapshots" / "r").mkdir(parents=True)
+    (tmp_path / "hf" / "blobs" / blob).write_bytes(open(path, "rb").read())
+    snap = tmp_path / "hf" / "snapshots" / "r" / "model.safetensors"
+    snap.symlink_to(f"../../blobs/{blob}")
+    return str(snap)
+
+
+def test_safe_open_checks_a_hugging_face_blob_name(ckpt, tmp_path):
+    """safe_open reads files in part, where the library cannot check the
+    blob's name: it hashes the file at open (regression: a blob with a
+    flipped byte loaded without a word)."""
+    path, sha = ckpt
+    snap = _hf_snapshot(tmp_path / "good", path, sha)
+    with ringload.safe_open(snap, "np") as f:
+        assert f.get_tensor("b").shape == (7, 3)
+    snap = _hf_snapshot(tmp_path / "bad", path, WRONG)
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.safe_open(snap, "np")
+    _checksum_error(ei, snap, WRONG)
