@@ -728,8 +728,11 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * Expects the file `file` of the checkpoint to have the SHA-256 `hex` (64
  * hex digits, either case) in the next runs. file is a path as
  * rl_ckpt_file_path() gives it, or its end after a '/' (a name relative to
- * the checkpoint's directory, as in a SHA256SUMS file); a later call for
- * the same name replaces the value. A run that reads such a file whole
+ * the checkpoint's directory); a later call for the same name replaces the
+ * value, and a file's own path wins over its ends. A name that ends two
+ * files of a run, or two names that end one file (a.safetensors and
+ * sub/a.safetensors), make the run fail with RL_E_INVALID_ARG naming both
+ * before reading: give paths. A run that reads such a file whole
  * computes its SHA-256 from the bytes as they arrive (the header and any
  * byte the plan skips are read too) and fails with RL_E_CHECKSUM when it
  * differs; a run that reads only part of the file fails with RL_E_CHECKSUM

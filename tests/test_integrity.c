@@ -165,6 +165,60 @@ static void sha256_partial_read_refused(void)
 	rl_loader_destroy(ld);
 }
 
+/* An expected value wrong only in its last byte fails (a comparison that
+ * stops short of the last byte would pass it). */
+static void sha256_wrong_last_byte_fails(void)
+{
+	char hex[65];
+	const char *path = tmp_path("last.safetensors");
+	rl_loader *ld = new_loader();
+	int ret;
+
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	hex[63] = hex[63] == '0' ? '1' : '0';
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), hex), "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MISMATCH);
+	rl_loader_destroy(ld);
+}
+
+/*
+ * A name is the file's path or its end after a '/': "model.safetensors"
+ * does not name xmodel.safetensors; two names that both end a path are
+ * ambiguous, not "the last wins" (regression: sub/a.safetensors, then
+ * a.safetensors, checked sub/a.safetensors against a.safetensors' value);
+ * the path itself decides.
+ */
+static void sha256_names_exact_or_ambiguous(void)
+{
+	char hex[65], other[65];
+	const char *path = tmp_path("sub/a.safetensors"), *x = tmp_path("xmodel.safetensors");
+	rl_loader *ld = new_loader();
+	int ret;
+
+	mkdir(tmp_path("sub"), 0755);
+	CHECK(ld && write_hashed_ckpt(path, 2, 4096, hex) == 0);
+	CHECK(write_hashed_ckpt(x, 2, 4096, other) == 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "model.safetensors", hex), 0);
+	ret = load(x, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == 0 && file_stats(ld).sha256_state == RL_SHA256_NONE, "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	CHECK_EQ(rl_loader_expect_sha256(ld, "sub/a.safetensors", hex), 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "a.safetensors", other), 0);
+	ret = load(path, NULL, ld);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(rl_loader_errmsg(ld), "given for both "
+	       "'sub/a.safetensors' and 'a.safetensors'"), "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, NULL, ld);
+	CHECKF(ret == 0 && file_stats(ld).sha256_state == RL_SHA256_MATCHED, "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
 /* snapshots/rev/model.safetensors -> ../../blobs/<blob> in a fresh dir. */
 static const char *hf_layout(const char *dir, const char *blob, const char *src)
 {
@@ -361,6 +415,8 @@ int main(void)
 		{ "sha256_right_value_passes", sha256_right_value_passes },
 		{ "sha256_flipped_byte_fails", sha256_flipped_byte_fails },
 		{ "sha256_partial_read_refused", sha256_partial_read_refused },
+		{ "sha256_wrong_last_byte_fails", sha256_wrong_last_byte_fails },
+		{ "sha256_names_exact_or_ambiguous", sha256_names_exact_or_ambiguous },
 		{ "sha256_hf_cache_layout", sha256_hf_cache_layout },
 		{ "rewritten_in_place_mid_load", rewritten_in_place_mid_load },
 		{ "touched_mid_load", touched_mid_load },

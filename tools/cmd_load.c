@@ -261,7 +261,7 @@ static int prepare(struct load_run *r)
 	/* the loader first: it sizes the plan's requests */
 	ret = configure_loader(r);
 	if (!ret)
-		ret = sha256_expect(r->ld, r->ck, &r->a->sha256, r->a->sha256_file, PROG);
+		ret = sha256_expect(r->ld, r->ck, r->a->path, &r->a->sha256, r->a->sha256_file, PROG);
 	if (!ret)
 		ret = build_plan(r);
 	if (!ret)

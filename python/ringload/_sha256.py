@@ -5,23 +5,28 @@ resolve(ckpt, sha256) turns the argument into [(file, hex)] for
 rl_loader_expect_sha256, which the library checks on the I/O path
 (RL_E_CHECKSUM: "<file>: SHA-256 mismatch: expected X, got Y"):
 
-- a dict {file: hex}: file is a path of the checkpoint (as
-  rl_ckpt_file_path gives it) or its name relative to the checkpoint's
-  directory; a file that is not one of the checkpoint's is ArgumentError;
+- a dict {file: hex}: file is a path of the checkpoint or its name
+  relative to the checkpoint's directory; a file that is not one of the
+  checkpoint's, or one naming two of them, is ArgumentError;
 - 64 hex digits (a str): the value of a one-file checkpoint's file;
 - any other str, bytes or path: a SHA256SUMS file in sha256sum's format
-  ("<64 hex>  <name>" or "<64 hex> *<name>", "./" allowed); lines naming
-  no file of the checkpoint (config.json, ...) are skipped, a malformed
-  line is ArgumentError naming SUMS:LINE, escaped names are refused.
+  ("<64 hex>  <name>" or "<64 hex> *<name>"), names relative to the sums
+  file's directory, or to the checkpoint's when no such file exists; lines naming no file of the checkpoint (config.json,
+  ...) are skipped (a warning for a *.safetensors name), a file with no
+  line is warned of, two values for one file, a malformed line (naming
+  SUMS:LINE) and escaped names are ArgumentError.
 
 Values that are not 64 hex digits are ArgumentError before anything is
-read. Matching a name to a path follows the library's rule
-(rl_loader_expect_sha256), so what resolve accepts the library checks.
+read. Names and files are compared as absolute normal paths (so "./" and
+".." spellings match), as the CLI compares them, and each value goes to the
+library under its file's own path, so what resolve accepts the library
+checks for exactly that file.
 """
 import hashlib
 import os
 import re
 import stat
+import warnings
 
 from . import _errors, _lib
 
@@ -39,9 +44,22 @@ def _names(path, name):
     return path == name or (len(path) > len(name) and path.endswith("/" + name))
 
 
-def _file_of(paths, name):
-    """The checkpoint path name names, or None."""
-    return next((p for p in paths if _names(p, name)), None)
+def _abs(base, name):
+    """name, relative to base (None: the working directory), as an absolute
+    normal path: the form names and files are compared in."""
+    return os.path.normpath(os.path.join(os.path.abspath(base or "."), name))
+
+
+def _ckpt_dir(ckpt):
+    """The checkpoint's directory: its path when that is one, else the
+    directory of its file or index."""
+    return ckpt.path if os.path.isdir(ckpt.path) else os.path.dirname(ckpt.path)
+
+
+def _file_of(paths, base, name):
+    """The checkpoint path that name, relative to base, is, or None."""
+    want = _abs(base, name)
+    return next((p for p in paths if _abs(None, p) == want), None)
 
 
 def _hex(name, value):
@@ -50,18 +68,24 @@ def _hex(name, value):
     return value
 
 
-def _from_dict(paths, given):
+def _from_dict(paths, ckdir, given):
+    """[(checkpoint path, hex)]: each name a path, or a name relative to the
+    checkpoint's directory; one that is both, of two files, is ambiguous."""
     out = []
     for name, value in given.items():
         name = os.fsdecode(name)
-        if _file_of(paths, name) is None:
+        found = {f for f in (_file_of(paths, None, name), _file_of(paths, ckdir, name)) if f}
+        if not found:
             raise _arg_error(f"'{name}' is not a file of the checkpoint (its files: "
                              + ", ".join(paths) + ")")
-        out.append((name, _hex(name, value)))
+        if len(found) > 1:
+            raise _arg_error(f"'{name}' names both " + " and ".join(sorted(found))
+                             + ": give its path")
+        out.append((found.pop(), _hex(name, value)))
     return out
 
 
-def _sums_line(paths, text, sums, line):
+def _sums_line(text, sums, line):
     """(name, hex) of one line, None for a line to skip (empty, or a comment:
     sha256sum -c skips lines that begin with '#')."""
     if not text or text.startswith("#"):
@@ -73,33 +97,58 @@ def _sums_line(paths, text, sums, line):
             or text[65] not in " *"):
         raise _arg_error(f"{where}: not '<64 hex digits>  <file name>' "
                          "(sha256sum's format)")
-    name = text[66:]
-    while name.startswith("./"):
-        name = name[2:]
-    return (name, text[:64]) if _file_of(paths, name) is not None else None
+    return text[66:], text[:64]
 
 
-def _from_sums(paths, sums):
-    sums = os.fsdecode(os.fspath(sums))
+def _read_sums(sums):
     try:
         # stat first: opening a FIFO would block
         st = os.stat(sums)
         if not stat.S_ISREG(st.st_mode) or st.st_size > _SUMS_MAX_BYTES:
             raise _arg_error(f"{sums}: not a regular file of at most 16 MiB")
         with open(sums, "rb") as f:
-            data = f.read(_SUMS_MAX_BYTES + 1)
+            return f.read(_SUMS_MAX_BYTES + 1)
     except OSError as e:
         raise _errors.error(-e.errno, f"sha256: {sums}: {e.strerror}") from None
-    out = []
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        text = raw.rstrip(b"\r").decode("utf-8", "surrogateescape")
-        got = _sums_line(paths, text, sums, i)
-        if got is not None:
-            out.append(got)
-    if not out:
+
+
+def _sums_file_of(paths, base, ckdir, name):
+    """The checkpoint path a sums name is: relative to the sums file's
+    directory base (as sha256sum -c reads it there), or, when it is no file
+    there, to the checkpoint's (a sums file kept elsewhere)."""
+    path = _file_of(paths, base, name)
+    if path is None and not os.path.lexists(_abs(base, name)):
+        path = _file_of(paths, ckdir, name)
+    return path
+
+
+def _from_sums(paths, ckdir, sums):
+    """[(checkpoint path, hex)] of the lines naming a file of the checkpoint:
+    exact, so one file never gets another's value."""
+    sums = os.fsdecode(os.fspath(sums))
+    base, got = os.path.dirname(sums), {}
+    for i, raw in enumerate(_read_sums(sums).split(b"\n"), 1):
+        entry = _sums_line(raw.rstrip(b"\r").decode("utf-8", "surrogateescape"), sums, i)
+        if entry is None:
+            continue
+        name, value = entry
+        path = _sums_file_of(paths, base, ckdir, name)
+        if path is None:
+            if name.endswith(".safetensors"):
+                warnings.warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: "
+                              "skipped", stacklevel=4)
+        elif path in got and got[path][1].lower() != value.lower():
+            raise _arg_error(f"{sums}:{i}: {name} has another value on line {got[path][0]}")
+        else:
+            got[path] = (i, value)
+    if not got:
         raise _arg_error(f"{sums} names none of the checkpoint's files ("
                          + ", ".join(paths) + ")")
-    return out
+    for p in paths:
+        if p not in got:
+            warnings.warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked",
+                          stacklevel=4)
+    return [(p, v) for p, (_, v) in got.items()]
 
 
 def resolve(ckpt, sha256):
@@ -111,7 +160,7 @@ def resolve(ckpt, sha256):
         if not sha256:
             raise _arg_error("an empty dict expects nothing: give {file: hex} "
                              "or leave sha256 out")
-        return _from_dict(paths, sha256)
+        return _from_dict(paths, _ckpt_dir(ckpt), sha256)
     if isinstance(sha256, bytes) and _HEX64.fullmatch(sha256.strip().decode("latin-1")):
         sha256 = sha256.decode("latin-1")
     if isinstance(sha256, str) and _HEX64.fullmatch(sha256.strip()):
@@ -121,7 +170,7 @@ def resolve(ckpt, sha256):
                              "give {file: hex} or a SHA256SUMS file")
         return [(paths[0], sha256)]
     if isinstance(sha256, (str, bytes, os.PathLike)):
-        return _from_sums(paths, sha256)
+        return _from_sums(paths, _ckpt_dir(ckpt), sha256)
     raise _arg_error("give {file: hex}, 64 hex digits or a SHA256SUMS path, "
                      f"not {type(sha256).__name__}")
 
