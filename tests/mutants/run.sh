@@ -57,8 +57,11 @@ while IFS=$'\x1f' read -r idx file search repl tests reason; do
 		continue
 	fi
 	verdict=SURVIVED by=
-	# The libraries and the CLI (tests run it) with the mutant, and the tests.
-	if ! make -C "$tree" -j2 build/libringload.a build/libringload.so build/ringload \
+	# The libraries and the CLI (tests run it) with the mutant, and the tests;
+	# an mpi/ mutant lives in libringload_mpi, which the rank program links.
+	mpi_bins=
+	case $file in mpi/*) mpi_bins="build/libringload_mpi.so build/tests/mpi_driver" ;; esac
+	if ! make -C "$tree" -j2 build/libringload.a build/libringload.so build/ringload $mpi_bins \
 		$(printf 'build/tests/%s ' $tests) >"$scratch/build.log" 2>&1; then
 		verdict=STILLBORN
 	else
