@@ -8,7 +8,11 @@
  * a small in-flight bound, so reads complete out of order and held bytes
  * pause the claims), one flipped byte fails naming the file and both
  * values, the Hugging Face cache layout (64 hex digits: expected; 40: a git
- * SHA-1, ignored), a load that reads part of a file refused. The CLI's
+ * SHA-1, ignored), a load that reads part of a file refused (a plan missing
+ * only the last byte too), data starting at the first read (a padded
+ * header) hashed whole, an expected value wrong in its last byte, names
+ * matched exactly or refused as ambiguous. Every load runs under a stall
+ * alarm (a hashing bug fails the program, not hangs it). The CLI's
  * options: test_cli_integrity.c.
  */
 #include <errno.h>
