@@ -22,6 +22,7 @@ read. Names and files are compared as absolute normal paths (so "./" and
 library under its file's own path, so what resolve accepts the library
 checks for exactly that file.
 """
+import ctypes
 import hashlib
 import os
 import re
@@ -173,6 +174,28 @@ def resolve(ckpt, sha256):
         return _from_sums(paths, _ckpt_dir(ckpt), sha256)
     raise _arg_error("give {file: hex}, 64 hex digits or a SHA256SUMS path, "
                      f"not {type(sha256).__name__}")
+
+
+# rl_file_stats.sha256_state of a file whose expected value was not checked
+_UNCHECKED = {2: "this load reads only part of the file",  # RL_SHA256_PARTIAL
+              4: "streaming loads do not hash"}            # RL_SHA256_STREAMED
+
+
+def warn_unchecked(loader, ckpt):
+    """After a load: a warning naming each file of ckpt with an expected
+    SHA-256 (the Hugging Face cache's blob name) that the load read but
+    could not check, as the CLI's warning lines: a flipped byte must not
+    load without a word."""
+    x = _lib.LoadStatsEx(size=ctypes.sizeof(_lib.LoadStatsEx))
+    if _lib.rl_loader_get_stats_ex(loader.ptr, ctypes.byref(x)) < 0 or not x.files_unchecked:
+        return
+    paths = ckpt.files()
+    for i in range(_lib.rl_loader_num_files(loader.ptr)):
+        fs = _lib.FileStats(size=ctypes.sizeof(_lib.FileStats))
+        if (_lib.rl_loader_get_file_stats(loader.ptr, i, ctypes.byref(fs)) == 0
+                and fs.sha256_state in _UNCHECKED and fs.file < len(paths)):
+            warnings.warn(f"{paths[fs.file]}: expected SHA-256 (Hugging Face cache) not "
+                          f"checked: {_UNCHECKED[fs.sha256_state]}", stacklevel=3)
 
 
 def hf_expected(path):

@@ -282,3 +282,19 @@ def test_safe_open_checks_a_hugging_face_blob_name(ckpt, tmp_path):
     with pytest.raises(ringload.IntegrityError) as ei:
         ringload.safe_open(snap, "np")
     _checksum_error(ei, snap, WRONG)
+
+
+def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, torch):
+    """A streaming load hashes nothing, a sharded load reads part of a file:
+    the blob's name goes unchecked, with a warning naming the file, as the
+    CLI's (regression: a blob with a flipped byte loaded without a word)."""
+    path, _ = ckpt
+    snap = _hf_snapshot(tmp_path, path, WRONG)
+    with pytest.warns(UserWarning, match=f"{snap}: expected SHA-256 .* not checked: "
+                      "streaming loads do not hash"):
+        out = ringload.load(snap, framework="pt", options={"staging_budget": 1 << 20})[0]
+    assert out["a"].tolist() == list(range(1000))
+    with pytest.warns(UserWarning, match="not checked: this load reads only part of the file"):
+        assert list(ringload.load(snap, sharding={"tensors": ["b"]})[0]) == ["b"]
+    with pytest.raises(ringload.IntegrityError):
+        ringload.load(snap)
