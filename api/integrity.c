@@ -49,13 +49,13 @@ void ld_sha256_hex(const uint8_t sha[32], char out[65])
 /* ------------------------------------------------------------------ */
 /* Expected values */
 
-/* name names path: equal, or its end after a '/'. */
+/* How name names path: 2 equal, 1 its end after a '/', 0 not at all. */
 static int names(const char *path, const char *name)
 {
 	size_t lp = strlen(path), ln = strlen(name);
 
 	if (lp == ln)
-		return strcmp(path, name) == 0;
+		return strcmp(path, name) == 0 ? 2 : 0;
 	return lp > ln && path[lp - ln - 1] == '/' && strcmp(path + lp - ln, name) == 0;
 }
 
@@ -81,16 +81,59 @@ static int hf_expected(const char *path, uint8_t sha[32])
 	return ld_parse_sha256(base + 1, sha) == 0;
 }
 
-/* What is expected of file f: 2 given, 1 from the cache layout, 0 nothing. */
-static int expected(const struct ld_expect *exp, size_t nexp, int hf, const char *path,
-		    uint8_t sha[32])
+/*
+ * The value given for path: its own path's, else the one of a name it ends
+ * with (the last given for a name wins: a later call replaces). Two names
+ * that both end it are ambiguous (a.safetensors and sub/a.safetensors for
+ * sub/a.safetensors: which one the caller meant is not ours to guess), and
+ * so is a name that ends two files of the run: RL_E_INVALID_ARG with e
+ * set. Else 0, *out NULL when nothing was given for path.
+ */
+static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_exec *ex,
+		     const char *path, const struct ld_expect **out, struct rl_err *e)
 {
+	const struct ld_expect *end = NULL;
+
+	*out = NULL;
 	for (size_t i = nexp; i-- > 0;) /* the last given for a name wins */
-		if (names(path, exp[i].name)) {
-			memcpy(sha, exp[i].sha, 32);
-			return 2;
+		if (names(path, exp[i].name) == 2) {
+			*out = exp + i;
+			return 0;
 		}
-	return hf && hf_expected(path, sha) ? 1 : 0;
+	for (size_t i = nexp; i-- > 0;) {
+		int how = names(path, exp[i].name);
+
+		if (how == 1 && !end)
+			end = exp + i;
+		else if (how == 1 && strcmp(end->name, exp[i].name))
+			return rl_err_set(e, RL_E_INVALID_ARG, "%s: expected SHA-256 given for "
+					  "both '%s' and '%s': give its path", path, exp[i].name,
+					  end->name);
+	}
+	for (size_t f = 0; end && f < ex->nfiles; f++)
+		if (strcmp(ex->paths[f], path) && names(ex->paths[f], end->name))
+			return rl_err_set(e, RL_E_INVALID_ARG, "expected SHA-256 for '%s': it "
+					  "names both %s and %s: give the path", end->name, path,
+					  ex->paths[f]);
+	*out = end;
+	return 0;
+}
+
+/* What is expected of file f: 2 given, 1 from the cache layout, 0 nothing;
+ * RL_E_INVALID_ARG with e set when what was given is ambiguous. */
+static int expected(const struct ld_expect *exp, size_t nexp, int hf, const struct pl_exec *ex,
+		    size_t f, uint8_t sha[32], struct rl_err *e)
+{
+	const struct ld_expect *x = NULL;
+	int r = given_for(exp, nexp, ex, ex->paths[f], &x, e);
+
+	if (r < 0)
+		return r;
+	if (x) {
+		memcpy(sha, x->sha, 32);
+		return 2;
+	}
+	return hf && hf_expected(ex->paths[f], sha) ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -261,8 +304,12 @@ int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t n
 	if (alloc_run(hr, ex->nfiles) < 0 || !(given = rl_calloc(ex->nfiles + 1, 1)))
 		ret = rl_err_set(e, -ENOMEM, "out of memory");
 	for (size_t f = 0; ret == 0 && f < ex->nfiles; f++) {
-		int how = expected(exp, nexp, hf, ex->paths[f], hr->want[f]);
+		int how = expected(exp, nexp, hf, ex, f, hr->want[f], e);
 
+		if (how < 0) {
+			ret = how;
+			break;
+		}
 		given[f] = how == 2;
 		hr->hash[f] = how != 0; /* candidates, until decided */
 	}
@@ -293,6 +340,18 @@ int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t n
 		job->total_bytes += hr->reads[i].len;
 	job->hash = hr->hash;
 	job->digests = hr->got;
+	return 0;
+}
+
+int ld_hash_streamed(struct ld_hashrun *hr, int hf, const struct pl_exec *ex)
+{
+	if (alloc_run(hr, ex->nfiles) < 0)
+		return -ENOMEM;
+	for (size_t f = 0; hf && f < ex->nfiles; f++)
+		if (hf_expected(ex->paths[f], hr->want[f])) {
+			hr->state[f] = RL_SHA256_STREAMED;
+			hr->unchecked++;
+		}
 	return 0;
 }
 

@@ -46,6 +46,13 @@ void ld_sha256_hex(const uint8_t sha[32], char out[65]);
 int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t nexp, int hf,
 		    const struct pl_exec *ex, struct eng_job *job, uint32_t chunk,
 		    struct rl_err *e);
+/*
+ * Before a streaming run of ex, which hashes nothing: the files with an
+ * expected value from the Hugging Face cache layout (hf set) are counted
+ * in hr->unchecked, state RL_SHA256_STREAMED, so that the caller can say
+ * so. Returns 0 or -ENOMEM.
+ */
+int ld_hash_streamed(struct ld_hashrun *hr, int hf, const struct pl_exec *ex);
 /* After a successful run: RL_E_CHECKSUM naming the first file whose
  * digest differs, with both values; else 0. */
 int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e);

@@ -728,8 +728,11 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * Expects the file `file` of the checkpoint to have the SHA-256 `hex` (64
  * hex digits, either case) in the next runs. file is a path as
  * rl_ckpt_file_path() gives it, or its end after a '/' (a name relative to
- * the checkpoint's directory, as in a SHA256SUMS file); a later call for
- * the same name replaces the value. A run that reads such a file whole
+ * the checkpoint's directory); a later call for the same name replaces the
+ * value, and a file's own path wins over its ends. A name that ends two
+ * files of a run, or two names that end one file (a.safetensors and
+ * sub/a.safetensors), make the run fail with RL_E_INVALID_ARG naming both
+ * before reading: give paths. A run that reads such a file whole
  * computes its SHA-256 from the bytes as they arrive (the header and any
  * byte the plan skips are read too) and fails with RL_E_CHECKSUM when it
  * differs; a run that reads only part of the file fails with RL_E_CHECKSUM
@@ -825,8 +828,8 @@ typedef struct rl_load_stats_ex {
 	uint64_t hash_held_peak;   /* most bytes held (copied) while waiting for the
 				    * bytes before them: reads complete out of order */
 	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
-	unsigned files_unchecked;  /* files with an expected SHA-256 this run read only
-				    * in part: not checked (RL_SHA256_PARTIAL) */
+	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
+				    * did not check: RL_SHA256_PARTIAL, _STREAMED */
 } rl_load_stats_ex;
 
 int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
@@ -864,6 +867,8 @@ typedef struct rl_file_stats {
 #define RL_SHA256_MATCHED 1  /* computed from the bytes read, equal to the expected value */
 #define RL_SHA256_PARTIAL 2  /* expected, but the run read only part of the file: not checked */
 #define RL_SHA256_MISMATCH 3 /* computed and different: the run failed with RL_E_CHECKSUM */
+#define RL_SHA256_STREAMED 4 /* expected (Hugging Face cache), but a streaming run
+			      * (RL_STAGING_STREAM) hashes nothing: not checked */
 
 /* Files the last run read (0 before any run). */
 size_t rl_loader_num_files(const rl_loader *ld);

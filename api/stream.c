@@ -873,9 +873,10 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	if (ld->nexpect)
 		return rl_err_set(&ld->err, RL_E_STATE,
 				  "streaming: expected SHA-256 values (rl_loader_expect_sha256) are not checked by streaming loads");
-	ld_hashrun_free(&ld->hash); /* streaming hashes nothing: no stale results */
+	ld_hashrun_free(&ld->hash); /* no stale results */
 	s = st_get(ld);
-	if (!s || ld_reset_files(ld, ex) < 0)
+	if (!s || ld_reset_files(ld, ex) < 0 ||
+	    ld_hash_streamed(&ld->hash, ld->sha256_hf, ex) < 0) /* counted, not hashed */
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
 	ld_free_areas(ld); /* library staging of an earlier run */
 	st_clear_load(s);

@@ -10,7 +10,8 @@
  * Decisions:
  *  - A directory resolves as transformers does: its model.safetensors if
  *    present, else its model.safetensors.index.json, and only when neither
- *    exists every *.safetensors in it (dot files skipped). A directory with
+ *    exists every *.safetensors in it (dot files skipped; any that is not a
+ *    regular file, a dangling link say, is refused). A directory with
  *    none of these is an error (-ENOENT): it is almost always a wrong path,
  *    not a wish to load nothing.
  *  - With an index, its weight_map decides: a tensor is taken from the file
@@ -240,7 +241,27 @@ static int safetensors_name(const char *name)
 	return name[0] != '.' && len >= 12 && !strcmp(name + len - 12, ".safetensors");
 }
 
-/* Every *.safetensors regular file of dir, sorted by name. */
+/*
+ * A *.safetensors entry of a listed directory must be a regular file: one
+ * skipped (a dangling link to a missing HF blob, a FIFO, a directory) would
+ * load part of the model as if it were all of it, so it is refused by name.
+ */
+static int dir_entry_check(struct loader *L, const char *p)
+{
+	struct stat st;
+
+	if (stat(p, &st) < 0) {
+		if (errno == ENOENT && lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
+			return rl_err_set(L->e, -ENOENT, "%s: dangling symbolic link "
+					  "(its target is missing)", p);
+		return pl_sys_err(L->e, errno, "cannot stat", p);
+	}
+	if (!S_ISREG(st.st_mode))
+		return rl_err_set(L->e, -EINVAL, "%s: not a regular file", p);
+	return 0;
+}
+
+/* Every *.safetensors of dir, sorted by name; each must be a regular file. */
 static int list_dir(struct loader *L, const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -252,7 +273,6 @@ static int list_dir(struct loader *L, const char *dir)
 	if (!d)
 		return pl_sys_err(L->e, errno, "cannot open directory", dir);
 	while (!r && (de = readdir(d))) {
-		struct stat st;
 		char *p;
 
 		if (!safetensors_name(de->d_name))
@@ -261,10 +281,9 @@ static int list_dir(struct loader *L, const char *dir)
 		    rl_grow((void **)&names, &cap, n + 1, sizeof(*names))) {
 			rl_free(p);
 			r = pl_ckpt_oom(L->e);
-		} else if (stat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
-			rl_free(p); /* a dangling link or a directory: not a file of ours */
 		} else {
 			names[n++] = p;
+			r = dir_entry_check(L, p);
 		}
 	}
 	closedir(d);

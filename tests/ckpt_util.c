@@ -196,7 +196,13 @@ size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
  * that a change made during the load gets a later mtime and ctime. */
 int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[65])
 {
-	char hdr[2048];
+	return write_hashed_ckpt_at(path, nt, tbytes, 0, hex);
+}
+
+int write_hashed_ckpt_at(const char *path, unsigned nt, unsigned tbytes, unsigned data_start,
+			 char hex[65])
+{
+	char hdr[4096];
 	size_t n = 0, total;
 	uint8_t *file, md[32];
 	unsigned len = 0;
@@ -209,6 +215,8 @@ int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[6
 				      "\"data_offsets\":[%u,%u]}", i ? "," : "", i, tbytes,
 				      i * tbytes, (i + 1) * tbytes);
 	n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "}");
+	while (n + 8 < data_start && n + 1 < sizeof(hdr))
+		hdr[n++] = ' ';
 	total = 8 + n + (size_t)nt * tbytes;
 	file = malloc(total);
 	if (!file)

@@ -53,6 +53,10 @@ size_t random_spec(const struct rt *t, unsigned n, unsigned mx, unsigned my,
  * 30 ms, past the kernel's timestamp tick, so that a change made after it
  * gets a later mtime and ctime. Returns 0 or -1. */
 int write_hashed_ckpt(const char *path, unsigned nt, unsigned tbytes, char hex[65]);
+/* The same with the header padded (trailing blanks) so that the data
+ * starts at data_start (at most 4096; 0: not padded). */
+int write_hashed_ckpt_at(const char *path, unsigned nt, unsigned tbytes, unsigned data_start,
+			 char hex[65]);
 
 /* A test of a table: its name and function. */
 struct th_case {

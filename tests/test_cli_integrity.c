@@ -120,6 +120,68 @@ static void sha256_file_parsing(void)
 	CHECKF(rc == 1 && strstr(out, "--sha256-file NOSUCH: No such file"), "%d %s", rc, out);
 }
 
+/* path: a safetensors file of one empty tensor "u". */
+static int write_empty_tensor(const char *path)
+{
+	static const char hdr[] = "{\"u\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+	char b[8 + sizeof(hdr)] = { sizeof(hdr) - 1 };
+
+	memcpy(b + 8, hdr, sizeof(hdr) - 1);
+	return write_bytes(path, b, sizeof(b) - 1);
+}
+
+/*
+ * SUMS names are matched exactly, relative to the SUMS file's directory
+ * (regression: matched by their end and the last match won, so a valid
+ * SUMS listing sub/a.safetensors, then a.safetensors, failed a correct
+ * load of sub/a.safetensors; absolute names were skipped).
+ */
+static void sha256_file_exact_names(void)
+{
+	char hex[65], sub_hex[65], sums[1024], abs[4096];
+	int rc;
+
+	CHECK(ckpt(hex) == 0);
+	snprintf(abs, sizeof(abs), "mkdir -p %s/ck/sub", th_tmpdir());
+	CHECK(system(abs) == 0);
+	CHECK(write_hashed_ckpt(tmp_path("ck/a.safetensors"), 2, 4096, hex) == 0);
+	CHECK(write_hashed_ckpt(tmp_path("ck/sub/a.safetensors"), 3, 4096, sub_hex) == 0);
+	snprintf(sums, sizeof(sums), "%s  sub/a.safetensors\n%s  a.safetensors\n", sub_hex, hex);
+	CHECK(write_bytes(tmp_path("ck/SUMS"), sums, strlen(sums)) == 0);
+	rc = rl_load("ck/sub/a.safetensors --sha256-file ck/SUMS");
+	skip_unavailable();
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches") &&
+	       strstr(out, "warning: ck/SUMS:2: a.safetensors is no file of the checkpoint"),
+	       "%d %s", rc, out);
+	/* An absolute name, and a checkpoint spelled with ./ and .. */
+	CHECK(ckpt(hex) == 0);
+	snprintf(sums, sizeof(sums), "%s  %s\n", hex, tmp_path("m.safetensors"));
+	CHECK(write_bytes(tmp_path("ck/SUMS"), sums, strlen(sums)) == 0);
+	rc = rl_load("./ck/../m.safetensors --sha256-file ck/SUMS");
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	/* Two values for one file; a file with none. */
+	snprintf(sums, sizeof(sums), "%s  a.safetensors\n%s  ./a.safetensors\n", hex, sub_hex);
+	CHECK(write_bytes(tmp_path("ck/SUMS"), sums, strlen(sums)) == 0);
+	rc = rl_load("ck/a.safetensors --sha256-file ck/SUMS");
+	CHECKF(rc == 1 && strstr(out, "ck/SUMS:2: ./a.safetensors has another value on line 1"),
+	       "%d %s", rc, out);
+	/* A file of the checkpoint with no line: a warning naming it. */
+	mkdir(tmp_path("d"), 0755); /* the last backend's may be there */
+	CHECK(write_empty_tensor(tmp_path("d/b.safetensors")) == 0);
+	CHECK(write_hashed_ckpt(tmp_path("d/a.safetensors"), 2, 4096, hex) == 0);
+	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
+	CHECK(write_bytes(tmp_path("d/SUMS"), sums, strlen(sums)) == 0);
+	rc = rl_load("d --sha256-file d/SUMS");
+	CHECKF(rc == 0 && strstr(out, "warning: d/b.safetensors: no line in d/SUMS: its "
+				 "SHA-256 is not checked") && strstr(out, "sha256: 1 file matches"),
+	       "%d %s", rc, out);
+	/* --sha256 FILE: a path, or a name relative to the checkpoint's directory */
+	rc = rl_load("d --sha256 a.safetensors=%s", hex);
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("d --sha256 ./d/a.safetensors=%s", hex);
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+}
+
 static void sha256_partial_read(void)
 {
 	char hex[65], wrong[65];
@@ -140,12 +202,39 @@ static void sha256_partial_read(void)
 		 th_tmpdir(), wrong, wrong);
 	CHECK(system(out) == 0);
 	rc = rl_load("hf/snapshots/r/m.safetensors --sharding part.json");
-	CHECKF(rc == 0 && strstr(out, "warning: 1 file with an expected SHA-256 (Hugging Face "
-				 "cache) read only in part"), "%d %s", rc, out);
+	CHECKF(rc == 0 && strstr(out, "warning: hf/snapshots/r/m.safetensors: expected SHA-256 "
+				 "(Hugging Face cache) not checked: this load reads only part "
+				 "of the file"), "%d %s", rc, out);
 	rc = rl_load("hf/snapshots/r/m.safetensors");
 	CHECKF(rc == 1 && strstr(out, "SHA-256 mismatch") && strstr(out, wrong), "%d %s", rc, out);
 	rc = rl_load("hf/snapshots/r/m.safetensors --no-hf-sha256");
 	CHECKF(rc == 0, "%d %s", rc, out);
+}
+
+/*
+ * A streaming load does not hash: a Hugging Face cache file whose blob is
+ * not what its name says loads with a warning naming it (regression: it
+ * loaded without a word).
+ */
+static void sha256_hf_streaming_warns(void)
+{
+	char hex[65], wrong[65];
+	int rc;
+
+	CHECK(ckpt(hex) == 0);
+	memcpy(wrong, hex, sizeof(wrong));
+	wrong[0] = wrong[0] == '0' ? '1' : '0';
+	snprintf(out, sizeof(out), "cd %s && rm -rf hf && mkdir -p hf/blobs hf/snapshots/r && "
+		 "cp m.safetensors hf/blobs/%s && ln -s ../../blobs/%s hf/snapshots/r/m.safetensors",
+		 th_tmpdir(), wrong, wrong);
+	CHECK(system(out) == 0);
+	rc = rl_load("hf/snapshots/r/m.safetensors --staging-budget 64K");
+	skip_unavailable();
+	CHECKF(rc == 0 && strstr(out, "warning: hf/snapshots/r/m.safetensors: expected SHA-256 "
+				 "(Hugging Face cache) not checked: streaming loads "
+				 "(--staging-budget) do not hash"), "%d %s", rc, out);
+	rc = rl_load("hf/snapshots/r/m.safetensors --staging-budget 64K --no-hf-sha256");
+	CHECKF(rc == 0 && !strstr(out, "warning"), "%d %s", rc, out);
 }
 
 /* Holds the load in its read phase, runs change (a shell line) on the
@@ -197,7 +286,9 @@ int main(void)
 	} tests[] = {
 		{ "sha256_option", sha256_option },
 		{ "sha256_file_parsing", sha256_file_parsing },
+		{ "sha256_file_exact_names", sha256_file_exact_names },
 		{ "sha256_partial_read", sha256_partial_read },
+		{ "sha256_hf_streaming_warns", sha256_hf_streaming_warns },
 		{ "file_changed_during_load", file_changed_during_load },
 	};
 	char name[128];

@@ -1095,6 +1095,65 @@ static void progress_in_order(void)
 	tu_free(&p);
 }
 
+/*
+ * Bytes given back wake every waiter of the limiter's condition variable:
+ * three workers waiting for bytes and the calling thread waiting for them
+ * (eng_progress_wait) all sleep on it, so a give that woke only one would
+ * leave the others asleep (a load that never ends). Waiting for the three
+ * is bounded, so that such a bug fails the test instead of hanging it.
+ */
+struct lim_waiters {
+	struct eng_run rc;
+	atomic_int back;
+};
+
+static void *lim_waiter(void *arg)
+{
+	struct lim_waiters *l = arg;
+
+	eng_lim_wait(&l->rc, 4096);
+	atomic_fetch_add(&l->back, 1);
+	return NULL;
+}
+
+static void *progress_waiter(void *arg)
+{
+	eng_progress_wait(&((struct lim_waiters *)arg)->rc);
+	return NULL;
+}
+
+static void limiter_give_wakes_every_waiter(void)
+{
+	static struct lim_waiters l;
+	pthread_t t[4];
+	int n = 0;
+
+	memset(&l, 0, sizeof(l));
+	pthread_mutex_init(&l.rc.lock, NULL);
+	pthread_cond_init(&l.rc.cond, NULL);
+	l.rc.bound = 4096;
+	atomic_store(&l.rc.inflight, 4096);
+	l.rc.running = 1;
+	n += pthread_create(&t[0], NULL, progress_waiter, &l) == 0;
+	for (int i = 1; i < 4; i++)
+		n += pthread_create(&t[i], NULL, lim_waiter, &l) == 0;
+	for (int i = 0; i < 10000 && atomic_load(&l.rc.waiters) < 3; i++)
+		usleep(1000);
+	eng_lim_give(&l.rc, 4096);
+	for (int i = 0; i < 10000 * TH_SLOW && atomic_load(&l.back) < 3; i++)
+		usleep(1000);
+	CHECKF(atomic_load(&l.back) == 3 && n == 4, "%d of 3 waiters woke", atomic_load(&l.back));
+	pthread_mutex_lock(&l.rc.lock); /* let everyone go */
+	l.rc.running = 0;
+	atomic_store(&l.rc.failed, 1);
+	pthread_cond_broadcast(&l.rc.cond);
+	pthread_mutex_unlock(&l.rc.lock);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	pthread_cond_destroy(&l.rc.cond);
+	pthread_mutex_destroy(&l.rc.lock);
+}
+
 /* One read at a time, a small one first, then steps of 1 MiB: every read
  * is reported, the small first one too (as with one ring owner; a rule
  * that reported only step boundaries crossed lost it). */
@@ -1817,6 +1876,7 @@ int main(void)
 		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
 		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
 		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
+		T(limiter_give_wakes_every_waiter),
 	};
 	char name[128];
 

@@ -8,11 +8,16 @@
  * a small in-flight bound, so reads complete out of order and held bytes
  * pause the claims), one flipped byte fails naming the file and both
  * values, the Hugging Face cache layout (64 hex digits: expected; 40: a git
- * SHA-1, ignored), a load that reads part of a file refused. The CLI's
+ * SHA-1, ignored), a load that reads part of a file refused (a plan missing
+ * only the last byte too), data starting at the first read (a padded
+ * header) hashed whole, an expected value wrong in its last byte, names
+ * matched exactly or refused as ambiguous. Every load runs under a stall
+ * alarm (a hashing bug fails the program, not hangs it). The CLI's
  * options: test_cli_integrity.c.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +54,27 @@ static rl_loader *new_loader(void)
 	return ld;
 }
 
-/* Opens path and loads it whole (spec NULL) or as spec says. */
+/*
+ * A hashing load holds the chunks that arrive ahead of a file's cursor; a
+ * bug there (a held chunk never hashed) stalls it for good, with every
+ * worker paused. A load that has not ended in STALL_S seconds fails the
+ * program with a line saying so, rather than hanging it.
+ */
+#define STALL_S (60 * TH_SLOW)
+
+static void stalled(int sig)
+{
+	static const char msg[] = "FAIL a load stalled: not done in 60 s (hashing held "
+				  "chunks that never drain?)\n";
+
+	(void)sig;
+	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+/* Opens path and loads it whole (spec NULL) or as spec says, within
+ * STALL_S seconds. */
 static int load(const char *path, const char *spec_json, rl_loader *ld)
 {
 	rl_ckpt *ck = rl_ckpt_create();
@@ -64,8 +89,10 @@ static int load(const char *path, const char *spec_json, rl_loader *ld)
 		spec = rl_spec_create();
 		ret = spec ? rl_spec_parse(spec, spec_json, strlen(spec_json)) : -ENOMEM;
 	}
+	alarm(STALL_S);
 	if (ret == 0)
 		ret = rl_loader_load(ld, ck, spec, 0, &plan);
+	alarm(0);
 	rl_plan_destroy(plan);
 	rl_spec_destroy(spec);
 	rl_ckpt_destroy(ck);
@@ -162,6 +189,105 @@ static void sha256_partial_read_refused(void)
 	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), "part.safetensors: whole-file "
 		"SHA-256 cannot be checked: this load reads only part of the file"),
 	       "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+/*
+ * A plan that misses the file's last byte (all of it but the last byte of
+ * the last tensor) reads the file in part: refused before reading with the
+ * documented error, not run and failed later.
+ */
+static void sha256_plan_missing_last_byte_refused(void)
+{
+	char hex[65], spec[1024];
+	const char *path = tmp_path("tail.safetensors");
+	rl_loader *ld = new_loader();
+	int n, ret;
+
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	n = snprintf(spec, sizeof(spec), "{\"targets\": [{\"name\": \"x\", \"source\": \"t%d\", "
+		     "\"slice\": [[0, %u]]}], \"tensors\": [\"x\"", NT - 1, TBYTES - 1);
+	for (int i = 0; i < NT - 1; i++)
+		n += snprintf(spec + n, sizeof(spec) - (size_t)n, ", \"t%d\"", i);
+	snprintf(spec + n, sizeof(spec) - (size_t)n, "]}");
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, spec, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), "tail.safetensors: whole-file "
+		"SHA-256 cannot be checked: this load reads only part of the file"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+/* Data that starts exactly where the plan's first read starts (a header
+ * padded to 4096 bytes) is still hashed whole, the header read apart. */
+static void sha256_data_at_first_read(void)
+{
+	char hex[65];
+	const char *path = tmp_path("pad.safetensors");
+	rl_loader *ld = new_loader();
+	int ret;
+
+	CHECK(ld && write_hashed_ckpt_at(path, NT, TBYTES, 4096, hex) == 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MATCHED);
+	rl_loader_destroy(ld);
+}
+
+/* An expected value wrong only in its last byte fails (a comparison that
+ * stops short of the last byte would pass it). */
+static void sha256_wrong_last_byte_fails(void)
+{
+	char hex[65];
+	const char *path = tmp_path("last.safetensors");
+	rl_loader *ld = new_loader();
+	int ret;
+
+	CHECK(ld && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	hex[63] = hex[63] == '0' ? '1' : '0';
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), hex), "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MISMATCH);
+	rl_loader_destroy(ld);
+}
+
+/*
+ * A name is the file's path or its end after a '/': "model.safetensors"
+ * does not name xmodel.safetensors; two names that both end a path are
+ * ambiguous, not "the last wins" (regression: sub/a.safetensors, then
+ * a.safetensors, checked sub/a.safetensors against a.safetensors' value);
+ * the path itself decides.
+ */
+static void sha256_names_exact_or_ambiguous(void)
+{
+	char hex[65], other[65];
+	const char *path = tmp_path("sub/a.safetensors"), *x = tmp_path("xmodel.safetensors");
+	rl_loader *ld = new_loader();
+	int ret;
+
+	mkdir(tmp_path("sub"), 0755);
+	CHECK(ld && write_hashed_ckpt(path, 2, 4096, hex) == 0);
+	CHECK(write_hashed_ckpt(x, 2, 4096, other) == 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "model.safetensors", hex), 0);
+	ret = load(x, NULL, ld);
+	SKIP_BACKEND(ret, ld);
+	CHECKF(ret == 0 && file_stats(ld).sha256_state == RL_SHA256_NONE, "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	CHECK_EQ(rl_loader_expect_sha256(ld, "sub/a.safetensors", hex), 0);
+	CHECK_EQ(rl_loader_expect_sha256(ld, "a.safetensors", other), 0);
+	ret = load(path, NULL, ld);
+	CHECKF(ret == RL_E_INVALID_ARG && strstr(rl_loader_errmsg(ld), "given for both "
+	       "'sub/a.safetensors' and 'a.safetensors'"), "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK_EQ(rl_loader_expect_sha256(ld, path, hex), 0);
+	ret = load(path, NULL, ld);
+	CHECKF(ret == 0 && file_stats(ld).sha256_state == RL_SHA256_MATCHED, "%d %s", ret,
+	       rl_loader_errmsg(ld));
 	rl_loader_destroy(ld);
 }
 
@@ -361,6 +487,10 @@ int main(void)
 		{ "sha256_right_value_passes", sha256_right_value_passes },
 		{ "sha256_flipped_byte_fails", sha256_flipped_byte_fails },
 		{ "sha256_partial_read_refused", sha256_partial_read_refused },
+		{ "sha256_wrong_last_byte_fails", sha256_wrong_last_byte_fails },
+		{ "sha256_plan_missing_last_byte_refused", sha256_plan_missing_last_byte_refused },
+		{ "sha256_data_at_first_read", sha256_data_at_first_read },
+		{ "sha256_names_exact_or_ambiguous", sha256_names_exact_or_ambiguous },
 		{ "sha256_hf_cache_layout", sha256_hf_cache_layout },
 		{ "rewritten_in_place_mid_load", rewritten_in_place_mid_load },
 		{ "touched_mid_load", touched_mid_load },
@@ -368,6 +498,7 @@ int main(void)
 		{ "replaced_between_open_and_load", replaced_between_open_and_load },
 	};
 
+	signal(SIGALRM, stalled);
 	th_seed();
 	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), worker_counts,
 			     RL_ARRAY_SIZE(worker_counts), select_backend);

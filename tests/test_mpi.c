@@ -471,6 +471,31 @@ static void truncated_file_fails_every_rank(void)
 	}
 }
 
+/* A message a byte short of its payload fails the load on every rank,
+ * the receiver naming the sender and both lengths (a short message taken
+ * as whole would leave its last byte missing without a word). */
+static void short_message_fails_every_rank(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192];
+
+	NEED_MPI();
+	ck = make_ckpt("short", "2M", 2, 23);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("short.json", json);
+	CHECK(ck && spec);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --short-send-rank 1 "
+		 "--timeout-ms 60000", ck, spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	for (int r = 0; r < 3; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error ", r);
+		CHECKF(strstr(out, key), "rank %d: %s", r, out);
+	}
+	CHECKF(strstr(out, "from rank 1: a message of ") && strstr(out, " expected"), "%s", out);
+}
+
 /* A rank that never comes: the others give up after the timeout with a
  * message and MPI_Abort, not a hang. */
 static void absent_rank_ends_in_abort(void)
@@ -679,6 +704,7 @@ int main(void)
 	RUN(groups_load_at_once_on_their_communicators);
 	RUN(local_files_disjoint_sets);
 	RUN(truncated_file_fails_every_rank);
+	RUN(short_message_fails_every_rank);
 	RUN(absent_rank_ends_in_abort);
 	RUN(misuse_reported_on_every_rank);
 	RUN(cli_mpi_dump_equals_single_process_dumps);

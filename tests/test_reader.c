@@ -812,6 +812,40 @@ static void special_files(void)
 	unlink(j);
 }
 
+/*
+ * A *.safetensors entry of a listed directory that is not a regular file is
+ * refused by name (regression: a dangling link to a missing HF blob, a FIFO
+ * or a directory was skipped, and the rest of the model loaded as if whole).
+ */
+static void directory_special_entries(void)
+{
+	const char *d = mkdir_t("dirspecial");
+	char p[4096], msg[RL_ERRMSG_MAX];
+	rl_ckpt *ck = NULL;
+
+	write_in(d, "a.safetensors", "{" T1("x", 0, 2) "}", 2);
+	CHECK_EQ(open_ck(d, &ck, NULL, 0), 0);
+	rl_ckpt_destroy(ck);
+	snprintf(p, sizeof(p), "%s/b.safetensors", d);
+	CHECK_EQ(symlink("../blobs/missing", p), 0);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), -ENOENT);
+	CHECK(strstr(msg, "b.safetensors") && strstr(msg, "dangling symbolic link"));
+	CHECK_EQ(unlink(p), 0);
+	CHECK_EQ(mkfifo(p, 0600), 0);
+	alarm(10);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), -EINVAL);
+	alarm(0);
+	CHECK(strstr(msg, "b.safetensors") && strstr(msg, "not a regular file"));
+	CHECK_EQ(unlink(p), 0);
+	CHECK_EQ(mkdir(p, 0755), 0);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), -EINVAL);
+	CHECK(strstr(msg, "b.safetensors") && strstr(msg, "not a regular file"));
+	CHECK_EQ(rmdir(p), 0);
+	/* A link to a regular file is a file of the checkpoint. */
+	CHECK_EQ(symlink("a.safetensors", p), 0);
+	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), RL_E_DUPLICATE_TENSOR);
+}
+
 static void duplicates_across_files(void)
 {
 	const char *d = mkdir_t("dup");
@@ -1534,6 +1568,7 @@ int main(void)
 	RUN(many_tensors);
 	RUN(empty_checkpoints);
 	RUN(special_files);
+	RUN(directory_special_entries);
 	RUN(duplicates_across_files);
 	RUN(metadata_merge);
 	RUN(index_cases);

@@ -261,7 +261,7 @@ static int prepare(struct load_run *r)
 	/* the loader first: it sizes the plan's requests */
 	ret = configure_loader(r);
 	if (!ret)
-		ret = sha256_expect(r->ld, r->ck, &r->a->sha256, r->a->sha256_file, PROG);
+		ret = sha256_expect(r->ld, r->ck, r->a->path, &r->a->sha256, r->a->sha256_file, PROG);
 	if (!ret)
 		ret = build_plan(r);
 	if (!ret)
@@ -295,7 +295,7 @@ static int read_checkpoint(struct load_run *r)
 		return -1;
 	}
 	rl_loader_get_stats(r->ld, &r->st);
-	sha256_report(r->ld, r->a->quiet, PROG);
+	sha256_report(r->ld, r->ck, r->a->quiet, PROG);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,76 +41,186 @@ int sha256_args_check(const char *prog, const struct opt_list *given)
 	return OPTS_OK;
 }
 
-/* name names a file of ck: its path, or the path's end after a '/'. */
-static int in_ckpt(const rl_ckpt *ck, const char *name)
+/* ------------------------------------------------------------------ */
+/* Names to files: exact, on absolute normal paths                      */
+
+/* p in lexical normal form, in place: empty and "." components dropped,
+ * ".." takes back the one before (as Python's os.path.normpath). p is
+ * absolute. */
+static void normalize(char *p)
 {
-	size_t ln = strlen(name);
+	char *w = p + 1, *s = p + 1;
 
-	for (size_t f = 0; f < rl_ckpt_num_files(ck); f++) {
-		const char *p = rl_ckpt_file_path(ck, f);
-		size_t lp = strlen(p);
+	while (*s) {
+		char *e = strchrnul(s, '/');
+		size_t len = (size_t)(e - s);
 
-		if (!strcmp(p, name) ||
-		    (lp > ln && p[lp - ln - 1] == '/' && !strcmp(p + lp - ln, name)))
-			return 1;
+		if (len == 2 && s[0] == '.' && s[1] == '.') {
+			while (w > p + 1 && *--w != '/')
+				;
+		} else if (len && !(len == 1 && s[0] == '.')) {
+			if (w > p + 1)
+				*w++ = '/';
+			memmove(w, s, len);
+			w += len;
+		}
+		s = *e ? e + 1 : e;
 	}
+	*w = '\0';
+}
+
+/* name (relative to dir, NULL: the working directory) as an absolute
+ * normal path; NULL when out of memory or the working directory is gone. */
+static char *abs_name(const char *dir, const char *name)
+{
+	char cwd[4096] = "", *p;
+	size_t n;
+
+	if (name[0] == '/')
+		dir = NULL;
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	n = strlen(cwd) + (dir ? strlen(dir) : 0) + strlen(name) + 3;
+	if (!(p = malloc(n)))
+		return NULL;
+	if (name[0] == '/')
+		snprintf(p, n, "%s", name);
+	else if (dir && dir[0] == '/')
+		snprintf(p, n, "%s/%s", dir, name);
+	else
+		snprintf(p, n, "%s/%s%s%s", cwd, dir ? dir : "", dir ? "/" : "", name);
+	normalize(p);
+	return p;
+}
+
+/* What the options match against: every file of ck as an absolute normal
+ * path, and which of them got a value (the SUMS line, or -1: --sha256). */
+struct sums_ctx {
+	rl_loader *ld;
+	const rl_ckpt *ck;
+	const char *prog;
+	const char *ckdir;      /* the checkpoint's directory */
+	size_t nfiles;
+	char **abs;
+	long *line;
+	char (*hex)[65];
+};
+
+/* The file of the checkpoint name (relative to dir) is, or -1 (also when
+ * out of memory: then nothing matches, and the caller says so). */
+static long file_of(const struct sums_ctx *c, const char *dir, const char *name)
+{
+	char *p = abs_name(dir, name);
+	long f = -1;
+
+	for (size_t i = 0; p && i < c->nfiles && f < 0; i++)
+		if (c->abs[i] && !strcmp(c->abs[i], p))
+			f = (long)i;
+	free(p);
+	return f;
+}
+
+static int expect(struct sums_ctx *c, long f, const char *hex, long line)
+{
+	if (rl_loader_expect_sha256(c->ld, rl_ckpt_file_path(c->ck, (size_t)f), hex) < 0) {
+		fprintf(stderr, "%s: %s\n", c->prog, rl_loader_errmsg(c->ld));
+		return -1;
+	}
+	c->line[f] = line;
+	snprintf(c->hex[f], sizeof(c->hex[f]), "%s", hex);
 	return 0;
 }
 
-static int expect(rl_loader *ld, const char *name, const char *hex, const char *prog)
-{
-	if (rl_loader_expect_sha256(ld, name, hex) == 0)
-		return 0;
-	fprintf(stderr, "%s: %s\n", prog, rl_loader_errmsg(ld));
-	return -1;
-}
-
-static int expect_given(rl_loader *ld, const rl_ckpt *ck, const struct opt_list *given,
-			const char *prog)
+/* --sha256 FILE=HEX: FILE is a path, or a name relative to the
+ * checkpoint's directory; both naming files, two different ones, is
+ * ambiguous. */
+static int expect_given(struct sums_ctx *c, const struct opt_list *given)
 {
 	char name[4096];
 
 	for (unsigned i = 0; i < given->n; i++) {
 		const char *v = given->v[i], *eq = strrchr(v, '=');
+		long f, g;
 
 		snprintf(name, sizeof(name), "%.*s", (int)(eq - v), v);
-		if (!in_ckpt(ck, name)) {
-			fprintf(stderr, "%s: --sha256 %s: not a file of the checkpoint\n", prog,
+		f = file_of(c, NULL, name);
+		g = file_of(c, c->ckdir, name);
+		if (f >= 0 && g >= 0 && f != g) {
+			fprintf(stderr, "%s: --sha256 %s: names both %s and %s: give its path\n",
+				c->prog, name, rl_ckpt_file_path(c->ck, (size_t)f),
+				rl_ckpt_file_path(c->ck, (size_t)g));
+			return -1;
+		}
+		if (f < 0 && g < 0) {
+			fprintf(stderr, "%s: --sha256 %s: not a file of the checkpoint\n", c->prog,
 				name);
 			return -1;
 		}
-		if (expect(ld, name, eq + 1, prog) < 0)
+		if (expect(c, f >= 0 ? f : g, eq + 1, -1) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-/* One line of a sums file, newline removed: 1 expected, 0 skipped (not a
- * file of ck, or empty), -1 an error printed. */
-static int sums_line(rl_loader *ld, const rl_ckpt *ck, char *s, const char *file,
-		     unsigned line, const char *prog)
+/* Whether name, relative to dir, is no file at all. */
+static int absent(const char *dir, const char *name)
 {
-	char *name;
+	char *p = abs_name(dir, name);
+	struct stat st;
+	int r = p && stat(p, &st) < 0 && errno == ENOENT;
 
+	free(p);
+	return r;
+}
+
+/*
+ * A line's name, relative to the SUMS file's directory (as sha256sum -c
+ * reads it there), or, when it is no file there, to the checkpoint's (a
+ * SUMS kept elsewhere): 1 expected, 0 skipped (no file of the
+ * checkpoint), -1 an error printed.
+ */
+static int sums_name(struct sums_ctx *c, const char *name, const char *hex, const char *dir,
+		     const char *file, unsigned line)
+{
+	size_t n = strlen(name);
+	long f = file_of(c, dir, name);
+
+	if (f < 0 && absent(dir, name))
+		f = file_of(c, c->ckdir, name);
+
+	if (f < 0) {
+		if (n >= 12 && !strcmp(name + n - 12, ".safetensors"))
+			fprintf(stderr, "%s: warning: %s:%u: %s is no file of the checkpoint: "
+				"skipped\n", c->prog, file, line, name);
+		return 0;
+	}
+	if (c->line[f] > 0 && strcasecmp(c->hex[f], hex)) {
+		fprintf(stderr, "%s: %s:%u: %s has another value on line %ld\n", c->prog, file,
+			line, name, c->line[f]);
+		return -1;
+	}
+	return expect(c, f, hex, line) < 0 ? -1 : 1;
+}
+
+/* One line of a sums file, newline removed: 1 expected, 0 skipped (not a
+ * file of the checkpoint, or empty), -1 an error printed. */
+static int sums_line(struct sums_ctx *c, char *s, const char *dir, const char *file,
+		     unsigned line)
+{
 	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
 		return 0;
 	if (*s == '\\') {
-		fprintf(stderr, "%s: %s:%u: escaped file names are not supported\n", prog, file,
-			line);
+		fprintf(stderr, "%s: %s:%u: escaped file names are not supported\n", c->prog,
+			file, line);
 		return -1;
 	}
 	if (strlen(s) < 67 || !is_hex64(s, 64) || s[64] != ' ' || (s[65] != ' ' && s[65] != '*')) {
 		fprintf(stderr, "%s: %s:%u: not '<64 hex digits>  <file name>' (sha256sum's "
-			"format)\n", prog, file, line);
+			"format)\n", c->prog, file, line);
 		return -1;
 	}
 	s[64] = '\0';
-	name = s + 66;
-	while (!strncmp(name, "./", 2))
-		name += 2;
-	if (!in_ckpt(ck, name))
-		return 0;
-	return expect(ld, name, s, prog) < 0 ? -1 : 1;
+	return sums_name(c, s + 66, s, dir, file, line);
 }
 
 /* SUMS opened for reading: a regular file of at most SUMS_MAX_BYTES.
@@ -138,57 +249,123 @@ static FILE *open_sums(const char *file, const char *prog)
 	return f;
 }
 
-/* Every line of SUMS that names a file of the checkpoint becomes an
- * expected value. A SUMS naming none of them is an error, as in Python:
- * the user asked for a check that would check nothing. */
-static int expect_sums(rl_loader *ld, const rl_ckpt *ck, const char *file, const char *prog)
+/* The directory of path (a directory itself with is_dir), malloc'd. */
+static char *dir_of(const char *path, int is_dir)
 {
-	FILE *f = open_sums(file, prog);
-	char *buf = NULL;
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (is_dir && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return strdup(path);
+	if (!slash)
+		return strdup(".");
+	return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+/*
+ * Every line of SUMS that names a file of the checkpoint (relative to the
+ * SUMS file's directory, as sha256sum -c reads it there) becomes an
+ * expected value. A SUMS naming none of them is an error, as in Python:
+ * the user asked for a check that would check nothing; a file of the
+ * checkpoint it does not name gets a warning line.
+ */
+static int expect_sums(struct sums_ctx *c, const char *file)
+{
+	FILE *f = open_sums(file, c->prog);
+	char *buf = NULL, *dir = dir_of(file, 0);
 	size_t cap = 0;
 	ssize_t n;
 	unsigned line = 0, used = 0;
-	int ret = 0;
+	int ret = dir ? 0 : -1;
 
-	if (!f)
-		return -1;
-	while (ret >= 0 && (n = getline(&buf, &cap, f)) >= 0) {
+	while (f && ret >= 0 && (n = getline(&buf, &cap, f)) >= 0) {
 		line++;
 		if (n && buf[n - 1] == '\n')
 			buf[--n] = '\0';
 		if (n && buf[n - 1] == '\r')
 			buf[--n] = '\0';
-		ret = sums_line(ld, ck, buf, file, line, prog);
+		ret = sums_line(c, buf, dir, file, line);
 		used += ret > 0;
 	}
 	free(buf);
+	free(dir);
+	if (!f)
+		return -1;
 	fclose(f);
 	if (ret >= 0 && !used) {
-		fprintf(stderr, "%s: --sha256-file %s names none of the checkpoint's files\n", prog,
-			file);
+		fprintf(stderr, "%s: --sha256-file %s names none of the checkpoint's files\n",
+			c->prog, file);
 		ret = -1;
 	}
+	for (size_t i = 0; ret >= 0 && i < c->nfiles; i++)
+		if (!c->line[i])
+			fprintf(stderr, "%s: warning: %s: no line in %s: its SHA-256 is not "
+				"checked\n", c->prog, rl_ckpt_file_path(c->ck, i), file);
 	return ret < 0 ? -1 : 0;
 }
 
-int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const struct opt_list *given,
-		  const char *sums_file, const char *prog)
+static void ctx_free(struct sums_ctx *c)
 {
-	if (expect_given(ld, ck, given, prog) < 0)
-		return -1;
-	return sums_file ? expect_sums(ld, ck, sums_file, prog) : 0;
+	for (size_t i = 0; c->abs && i < c->nfiles; i++)
+		free(c->abs[i]);
+	free(c->abs);
+	free(c->line);
+	free(c->hex);
 }
 
-void sha256_report(const rl_loader *ld, int quiet, const char *prog)
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
+		  const struct opt_list *given, const char *sums_file, const char *prog)
+{
+	struct sums_ctx c = { .ld = ld, .ck = ck, .prog = prog, .nfiles = rl_ckpt_num_files(ck) };
+	char *ckdir = NULL;
+	int ret = -1;
+
+	if (!given->n && !sums_file)
+		return 0;
+	c.abs = calloc(c.nfiles + 1, sizeof(*c.abs));
+	c.line = calloc(c.nfiles + 1, sizeof(*c.line));
+	c.hex = calloc(c.nfiles + 1, sizeof(*c.hex));
+	for (size_t i = 0; c.abs && i < c.nfiles; i++)
+		c.abs[i] = abs_name(NULL, rl_ckpt_file_path(ck, i));
+	if (c.abs && c.line && c.hex && (ckdir = dir_of(ck_path, 1))) {
+		c.ckdir = ckdir;
+		ret = expect_given(&c, given);
+	}
+	else
+		fprintf(stderr, "%s: out of memory\n", prog);
+	if (ret == 0 && sums_file)
+		ret = expect_sums(&c, sums_file);
+	free(ckdir);
+	ctx_free(&c);
+	return ret;
+}
+
+/* One warning line for each file with an expected value the load did
+ * not check, naming it and why. */
+static void report_unchecked(const rl_loader *ld, const rl_ckpt *ck, const char *prog)
+{
+	for (size_t i = 0; i < rl_loader_num_files(ld); i++) {
+		rl_file_stats fs = { .size = sizeof(fs) };
+
+		if (rl_loader_get_file_stats(ld, i, &fs) < 0 ||
+		    (fs.sha256_state != RL_SHA256_PARTIAL && fs.sha256_state != RL_SHA256_STREAMED))
+			continue;
+		fprintf(stderr, "%s: warning: %s: expected SHA-256 (Hugging Face cache) not "
+			"checked: %s\n", prog, rl_ckpt_file_path(ck, fs.file),
+			fs.sha256_state == RL_SHA256_STREAMED ?
+			"streaming loads (--staging-budget) do not hash" :
+			"this load reads only part of the file");
+	}
+}
+
+void sha256_report(const rl_loader *ld, const rl_ckpt *ck, int quiet, const char *prog)
 {
 	rl_load_stats_ex x = { .size = sizeof(x) };
 
 	if (rl_loader_get_stats_ex(ld, &x) < 0)
 		return;
 	if (x.files_unchecked)
-		fprintf(stderr, "%s: warning: %u file%s with an expected SHA-256 (Hugging Face "
-			"cache) read only in part: whole-file SHA-256 not checked\n", prog,
-			x.files_unchecked, x.files_unchecked == 1 ? "" : "s");
+		report_unchecked(ld, ck, prog);
 	if (!quiet && x.files_hashed)
 		fprintf(stderr, "sha256: %u file%s match%s (%" PRIu64 " bytes hashed on the "
 			"workers, %.3f s)\n", x.files_hashed, x.files_hashed == 1 ? "" : "s",

@@ -14,18 +14,23 @@
 int sha256_args_check(const char *prog, const struct opt_list *given);
 
 /*
- * Gives ld the expected values: each --sha256 FILE must name a file of ck
- * (its path, or its end after a '/'); each line of sums_file (NULL: none)
- * is "<64 hex digits>  <name>" (or " *<name>"), names relative to the
- * checkpoint, lines naming no file of ck skipped. Prints one line naming
- * the value, or the file and line, on error. Returns 0 or -1.
+ * Gives ld the expected values, each for the one file of ck it names
+ * exactly (absolute normal paths compared, "./" and ".." taken as the
+ * file system would): each --sha256 FILE is a path, or a name relative to
+ * the checkpoint's directory (ck_path, or its directory), and must name
+ * one file of ck; each line of sums_file (NULL: none) is "<64 hex digits>
+ * <name>" (or " *<name>"), names relative to the SUMS file's directory,
+ * lines naming no file of ck skipped (with a warning line for a
+ * *.safetensors), two values for one file refused, a file of ck with no
+ * line warned of. Prints one line naming the value, or the file and line,
+ * on error. Returns 0 or -1.
  */
-int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const struct opt_list *given,
-		  const char *sums_file, const char *prog);
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
+		  const struct opt_list *given, const char *sums_file, const char *prog);
 
-/* After a successful load: a warning line for files whose expected value
- * could not be checked (read in part), and unless quiet one line saying
- * what was checked. */
-void sha256_report(const rl_loader *ld, int quiet, const char *prog);
+/* After a successful load: a warning line naming each file of ck whose
+ * expected value was not checked (read in part, or streamed), and unless
+ * quiet one line saying what was checked. */
+void sha256_report(const rl_loader *ld, const rl_ckpt *ck, int quiet, const char *prog);
 
 #endif

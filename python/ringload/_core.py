@@ -70,6 +70,7 @@ def load_library(job):
     loader = _handles.Loader(job.backend, job.options, job.sha256)
     try:
         plan = loader.load(job.ckpt, job.spec, job.process, job.progress)
+        _sha256.warn_unchecked(loader, job.ckpt)
     except BaseException:
         loader.close()
         raise
@@ -105,6 +106,7 @@ def load_into_numpy(job):
         for d, area in enumerate(staging):
             loader.set_staging(d, area.ctypes.data, area.size)
         loader.run(plan, job.progress)
+        _sha256.warn_unchecked(loader, job.ckpt)
     finally:
         plan.close()
         if loader is not None:

@@ -10,11 +10,13 @@ from . import _core, _dtypes, _errors, _handles, _index, _lib, _sha256
 
 
 def _single(ckpt, spec_dict):
-    """Loads the one shard spec_dict selects; returns (Loaded, shard)."""
+    """Loads the one shard spec_dict selects; returns (Loaded, shard). The
+    Hugging Face cache's blob names were checked at open (this partial
+    read could not check them: no warning)."""
     spec = _handles.Spec(spec_dict)
     try:
         loaded = _core.load_into_numpy(
-            _core.Job(ckpt, spec, 0, "auto", None, None))
+            _core.Job(ckpt, spec, 0, "auto", {"sha256_hf": 0}, None))
     finally:
         spec.close()
     return loaded, loaded.shards[0]
@@ -37,7 +39,10 @@ class safe_open:  # noqa: N801 - safetensors' name
     file, where a whole-file hash cannot be checked, so the named files
     are hashed whole here, once, before safe_open returns (hashlib, 8 MiB
     at a time): a mismatch raises IntegrityError (RL_E_CHECKSUM, the
-    library's wording). A later change of a file is caught by the reads
+    library's wording). So is, without sha256, a Hugging Face cache file
+    (a snapshot symlink to blobs/<its SHA-256>), as a whole load checks it:
+    a blob with a flipped byte never loads silently; this costs one read of
+    the file at open. A later change of a file is caught by the reads
     (RL_E_FILE_CHANGED: the library compares each file with its state when
     opened, which was before the hash).
     """

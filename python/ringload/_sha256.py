@@ -5,23 +5,29 @@ resolve(ckpt, sha256) turns the argument into [(file, hex)] for
 rl_loader_expect_sha256, which the library checks on the I/O path
 (RL_E_CHECKSUM: "<file>: SHA-256 mismatch: expected X, got Y"):
 
-- a dict {file: hex}: file is a path of the checkpoint (as
-  rl_ckpt_file_path gives it) or its name relative to the checkpoint's
-  directory; a file that is not one of the checkpoint's is ArgumentError;
+- a dict {file: hex}: file is a path of the checkpoint or its name
+  relative to the checkpoint's directory; a file that is not one of the
+  checkpoint's, or one naming two of them, is ArgumentError;
 - 64 hex digits (a str): the value of a one-file checkpoint's file;
 - any other str, bytes or path: a SHA256SUMS file in sha256sum's format
-  ("<64 hex>  <name>" or "<64 hex> *<name>", "./" allowed); lines naming
-  no file of the checkpoint (config.json, ...) are skipped, a malformed
-  line is ArgumentError naming SUMS:LINE, escaped names are refused.
+  ("<64 hex>  <name>" or "<64 hex> *<name>"), names relative to the sums
+  file's directory, or to the checkpoint's when no such file exists; lines naming no file of the checkpoint (config.json,
+  ...) are skipped (a warning for a *.safetensors name), a file with no
+  line is warned of, two values for one file, a malformed line (naming
+  SUMS:LINE) and escaped names are ArgumentError.
 
 Values that are not 64 hex digits are ArgumentError before anything is
-read. Matching a name to a path follows the library's rule
-(rl_loader_expect_sha256), so what resolve accepts the library checks.
+read. Names and files are compared as absolute normal paths (so "./" and
+".." spellings match), as the CLI compares them, and each value goes to the
+library under its file's own path, so what resolve accepts the library
+checks for exactly that file.
 """
+import ctypes
 import hashlib
 import os
 import re
 import stat
+import warnings
 
 from . import _errors, _lib
 
@@ -39,9 +45,22 @@ def _names(path, name):
     return path == name or (len(path) > len(name) and path.endswith("/" + name))
 
 
-def _file_of(paths, name):
-    """The checkpoint path name names, or None."""
-    return next((p for p in paths if _names(p, name)), None)
+def _abs(base, name):
+    """name, relative to base (None: the working directory), as an absolute
+    normal path: the form names and files are compared in."""
+    return os.path.normpath(os.path.join(os.path.abspath(base or "."), name))
+
+
+def _ckpt_dir(ckpt):
+    """The checkpoint's directory: its path when that is one, else the
+    directory of its file or index."""
+    return ckpt.path if os.path.isdir(ckpt.path) else os.path.dirname(ckpt.path)
+
+
+def _file_of(paths, base, name):
+    """The checkpoint path that name, relative to base, is, or None."""
+    want = _abs(base, name)
+    return next((p for p in paths if _abs(None, p) == want), None)
 
 
 def _hex(name, value):
@@ -50,18 +69,24 @@ def _hex(name, value):
     return value
 
 
-def _from_dict(paths, given):
+def _from_dict(paths, ckdir, given):
+    """[(checkpoint path, hex)]: each name a path, or a name relative to the
+    checkpoint's directory; one that is both, of two files, is ambiguous."""
     out = []
     for name, value in given.items():
         name = os.fsdecode(name)
-        if _file_of(paths, name) is None:
+        found = {f for f in (_file_of(paths, None, name), _file_of(paths, ckdir, name)) if f}
+        if not found:
             raise _arg_error(f"'{name}' is not a file of the checkpoint (its files: "
                              + ", ".join(paths) + ")")
-        out.append((name, _hex(name, value)))
+        if len(found) > 1:
+            raise _arg_error(f"'{name}' names both " + " and ".join(sorted(found))
+                             + ": give its path")
+        out.append((found.pop(), _hex(name, value)))
     return out
 
 
-def _sums_line(paths, text, sums, line):
+def _sums_line(text, sums, line):
     """(name, hex) of one line, None for a line to skip (empty, or a comment:
     sha256sum -c skips lines that begin with '#')."""
     if not text or text.startswith("#"):
@@ -73,13 +98,10 @@ def _sums_line(paths, text, sums, line):
             or text[65] not in " *"):
         raise _arg_error(f"{where}: not '<64 hex digits>  <file name>' "
                          "(sha256sum's format)")
-    name = text[66:]
-    while name.startswith("./"):
-        name = name[2:]
-    return (name, text[:64]) if _file_of(paths, name) is not None else None
+    return text[66:], text[:64]
 
 
-def _from_sums(paths, sums):
+def _read_sums(sums):
     sums = os.fsdecode(os.fspath(sums))
     if "\0" in sums:
         raise _arg_error(f"embedded null byte in {sums!r}")
@@ -89,19 +111,48 @@ def _from_sums(paths, sums):
         if not stat.S_ISREG(st.st_mode) or st.st_size > _SUMS_MAX_BYTES:
             raise _arg_error(f"{sums}: not a regular file of at most 16 MiB")
         with open(sums, "rb") as f:
-            data = f.read(_SUMS_MAX_BYTES + 1)
+            return f.read(_SUMS_MAX_BYTES + 1)
     except OSError as e:
         raise _errors.error(-e.errno, f"sha256: {sums}: {e.strerror}") from None
-    out = []
-    for i, raw in enumerate(data.split(b"\n"), 1):
-        text = raw.rstrip(b"\r").decode("utf-8", "surrogateescape")
-        got = _sums_line(paths, text, sums, i)
-        if got is not None:
-            out.append(got)
-    if not out:
+
+
+def _sums_file_of(paths, base, ckdir, name):
+    """The checkpoint path a sums name is: relative to the sums file's
+    directory base (as sha256sum -c reads it there), or, when it is no file
+    there, to the checkpoint's (a sums file kept elsewhere)."""
+    path = _file_of(paths, base, name)
+    if path is None and not os.path.lexists(_abs(base, name)):
+        path = _file_of(paths, ckdir, name)
+    return path
+
+
+def _from_sums(paths, ckdir, sums):
+    """[(checkpoint path, hex)] of the lines naming a file of the checkpoint:
+    exact, so one file never gets another's value."""
+    sums = os.fsdecode(os.fspath(sums))
+    base, got = os.path.dirname(sums), {}
+    for i, raw in enumerate(_read_sums(sums).split(b"\n"), 1):
+        entry = _sums_line(raw.rstrip(b"\r").decode("utf-8", "surrogateescape"), sums, i)
+        if entry is None:
+            continue
+        name, value = entry
+        path = _sums_file_of(paths, base, ckdir, name)
+        if path is None:
+            if name.endswith(".safetensors"):
+                warnings.warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: "
+                              "skipped", stacklevel=4)
+        elif path in got and got[path][1].lower() != value.lower():
+            raise _arg_error(f"{sums}:{i}: {name} has another value on line {got[path][0]}")
+        else:
+            got[path] = (i, value)
+    if not got:
         raise _arg_error(f"{sums} names none of the checkpoint's files ("
                          + ", ".join(paths) + ")")
-    return out
+    for p in paths:
+        if p not in got:
+            warnings.warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked",
+                          stacklevel=4)
+    return [(p, v) for p, (_, v) in got.items()]
 
 
 def resolve(ckpt, sha256):
@@ -113,7 +164,7 @@ def resolve(ckpt, sha256):
         if not sha256:
             raise _arg_error("an empty dict expects nothing: give {file: hex} "
                              "or leave sha256 out")
-        return _from_dict(paths, sha256)
+        return _from_dict(paths, _ckpt_dir(ckpt), sha256)
     if isinstance(sha256, (str, bytes)) and not sha256.strip():
         raise _arg_error("empty: give {file: hex}, 64 hex digits or a "
                          "SHA256SUMS path (None: nothing to check)")
@@ -126,18 +177,57 @@ def resolve(ckpt, sha256):
                              "give {file: hex} or a SHA256SUMS file")
         return [(paths[0], sha256)]
     if isinstance(sha256, (str, bytes, os.PathLike)):
-        return _from_sums(paths, sha256)
+        return _from_sums(paths, _ckpt_dir(ckpt), sha256)
     raise _arg_error("give {file: hex}, 64 hex digits or a SHA256SUMS path, "
                      f"not {type(sha256).__name__}")
 
 
+# rl_file_stats.sha256_state of a file whose expected value was not checked
+_UNCHECKED = {2: "this load reads only part of the file",  # RL_SHA256_PARTIAL
+              4: "streaming loads do not hash"}            # RL_SHA256_STREAMED
+
+
+def warn_unchecked(loader, ckpt):
+    """After a load: a warning naming each file of ckpt with an expected
+    SHA-256 (the Hugging Face cache's blob name) that the load read but
+    could not check, as the CLI's warning lines: a flipped byte must not
+    load without a word."""
+    x = _lib.LoadStatsEx(size=ctypes.sizeof(_lib.LoadStatsEx))
+    if _lib.rl_loader_get_stats_ex(loader.ptr, ctypes.byref(x)) < 0 or not x.files_unchecked:
+        return
+    paths = ckpt.files()
+    for i in range(_lib.rl_loader_num_files(loader.ptr)):
+        fs = _lib.FileStats(size=ctypes.sizeof(_lib.FileStats))
+        if (_lib.rl_loader_get_file_stats(loader.ptr, i, ctypes.byref(fs)) == 0
+                and fs.sha256_state in _UNCHECKED and fs.file < len(paths)):
+            warnings.warn(f"{paths[fs.file]}: expected SHA-256 (Hugging Face cache) not "
+                          f"checked: {_UNCHECKED[fs.sha256_state]}", stacklevel=3)
+
+
+def hf_expected(path):
+    """The SHA-256 the Hugging Face cache layout names for path, or None:
+    a snapshot file that is a symlink to .../blobs/<64 hex digits> (the
+    library's rule, RL_OPT_SHA256_HF; a 40-digit git SHA-1 names nothing)."""
+    try:
+        link = os.readlink(path)
+    except OSError:
+        return None
+    parent, base = os.path.split(link)
+    if os.path.basename(parent) != "blobs" or not _HEX64.fullmatch(base):
+        return None
+    return base
+
+
 def verify_files(ckpt, expected):
-    """Hashes each expected file whole (safe_open, whose reads are partial:
-    the library checks only files a load reads whole) and raises
-    IntegrityError (RL_E_CHECKSUM, the library's wording) on a mismatch."""
+    """Hashes each file with an expected value whole (safe_open, whose reads
+    are partial: the library checks only files a load reads whole), given
+    or named by the Hugging Face cache layout, and raises IntegrityError
+    (RL_E_CHECKSUM, the library's wording) on a mismatch."""
     for path in ckpt.files():
         # the library's rule: the last value given for a name of the file
         want = next((v for n, v in reversed(expected) if _names(path, n)), None)
+        if want is None:
+            want = hf_expected(path)
         if want is None:
             continue
         h = hashlib.sha256()

@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 
-from . import _handles, _lib
+from . import _handles, _lib, _sha256
 
 # How long one wait for a piece blocks before Python runs again (signals,
 # KeyboardInterrupt, idle()).
@@ -46,7 +46,7 @@ class StreamingLoad:
         if budget is not None:
             opts["staging_budget"] = int(budget)
         self.loader = _handles.Loader(job.backend, opts, job.sha256)
-        self.plan = None
+        self.plan, self._ckpt = None, job.ckpt
         self._started = self._ended = False
         try:
             if pool is not None:
@@ -98,6 +98,8 @@ class StreamingLoad:
             if loader is not None and self._started:
                 self._started = False
                 loader.finish(early=not self._ended)
+                if self._ended:
+                    _sha256.warn_unchecked(loader, self._ckpt)
         finally:
             if loader is not None:
                 loader.close()

@@ -166,10 +166,12 @@ def test_safe_open_hashes_the_files_at_open(ckpt):
     _checksum_error(ei, path, WRONG)
 
 
-def test_safe_open_takes_the_last_value_given_for_a_file_as_the_library(tmp_path):
-    """Two names of a sums file match text_encoder/model.safetensors (its
-    whole name and its base name): the last one counts, for the library's
-    loads and for safe_open's hashing at open alike."""
+def test_sums_names_are_exact_relative_to_the_sums_file(tmp_path):
+    """A sums file beside model.safetensors and text_encoder/: each line
+    names exactly the file at its path from the sums file's directory, in
+    any order (regression: names matched by their end and the last match
+    won, so model.safetensors' value was checked against
+    text_encoder/model.safetensors), for loads and safe_open alike."""
     shas = {}
     for sub in ("", "text_encoder/"):
         p = tmp_path / f"{sub}model.safetensors"
@@ -177,19 +179,55 @@ def test_safe_open_takes_the_last_value_given_for_a_file_as_the_library(tmp_path
         stfile.write(p, {sub or "root": ("U8", (len(sub) + 3,), bytes(len(sub) + 3))})
         shas[sub] = hashlib.sha256(p.read_bytes()).hexdigest()
     sums = tmp_path / "SHA256SUMS"
-    sums.write_text(f"{shas['']}  model.safetensors\n"
-                    f"{shas['text_encoder/']}  text_encoder/model.safetensors\n")
     path = str(tmp_path / "text_encoder" / "model.safetensors")
-    assert list(ringload.load(path, sha256=sums)[0]) == ["text_encoder/"]
-    with ringload.safe_open(path, "np", sha256=sums) as f:
-        assert f.keys() == ["text_encoder/"]
-    sums.write_text(f"{shas['text_encoder/']}  text_encoder/model.safetensors\n"
-                    f"{shas['']}  model.safetensors\n")
-    for load in (lambda: ringload.load(path, sha256=sums),
-                 lambda: ringload.safe_open(path, "np", sha256=sums)):
-        with pytest.raises(ringload.IntegrityError) as ei:
-            load()
-        _checksum_error(ei, path, shas[''])
+    lines = [f"{shas['']}  model.safetensors\n",
+             f"{shas['text_encoder/']}  ./text_encoder/model.safetensors\n"]
+    for order in (lines, lines[::-1]):
+        sums.write_text("".join(order))
+        with pytest.warns(UserWarning, match="model.safetensors is no file of the checkpoint"):
+            assert list(ringload.load(path, sha256=sums)[0]) == ["text_encoder/"]
+        with pytest.warns(UserWarning, match="no file of the checkpoint"):
+            with ringload.safe_open(path, "np", sha256=sums) as f:
+                assert f.keys() == ["text_encoder/"]
+    sums.write_text(f"{shas['']}  {tmp_path / 'text_encoder' / '..' / 'model.safetensors'}\n")
+    assert list(ringload.load(str(tmp_path / "model.safetensors"), sha256=sums)[0]) == ["root"]
+    sums.write_text(lines[0] + f"{WRONG}  model.safetensors\n")
+    with pytest.raises(ringload.ArgumentError, match="SHA256SUMS:2: model.safetensors has "
+                       "another value on line 1"):
+        ringload.load(str(tmp_path / "model.safetensors"), sha256=sums)
+
+
+def test_a_file_no_sums_line_names_is_warned_of(two_files, tmp_path):
+    d, sums = two_files
+    (tmp_path / "SUMS").write_text(f"{sums['part0.safetensors']}  ckpt/part0.safetensors\n")
+    with pytest.warns(UserWarning, match="part1.safetensors: no line in .*SUMS: its SHA-256 "
+                      "is not checked"):
+        assert sorted(ringload.load(d, sha256=tmp_path / "SUMS")[0]) == ["t0", "t1"]
+
+
+def test_a_name_that_is_the_tail_of_another_without_a_slash_names_nothing(tmp_path):
+    """model.safetensors is not xmodel.safetensors (its end, but not after
+    a '/'), for sha256= and safe_open."""
+    path = tmp_path / "xmodel.safetensors"
+    stfile.write(path, {"a": ("U8", (3,), bytes(3))})
+    for call in (lambda: ringload.load(str(path), sha256={"model.safetensors": WRONG}),
+                 lambda: ringload.safe_open(str(path), "np",
+                                            sha256={"model.safetensors": WRONG})):
+        with pytest.raises(ringload.ArgumentError, match="'model.safetensors' is not a file "
+                           "of the checkpoint"):
+            call()
+
+
+def test_expected_value_wrong_in_its_last_byte_raises(ckpt):
+    """A comparison that stops short of the last byte would pass it."""
+    path, sha = ckpt
+    last = sha[:-2] + ("00" if sha[-2:] != "00" else "01")
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.load(path, sha256=last)
+    _checksum_error(ei, path, last)
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.safe_open(path, "np", sha256=last)
+    _checksum_error(ei, path, last)
 
 
 def test_sha256_forms_read_from_files_and_an_empty_dict(ckpt):
@@ -219,3 +257,44 @@ def test_streaming_load_refuses_sha256_with_state_error(ckpt, torch):
     with pytest.raises(ringload.StateError, match="not checked by streaming loads"):
         ringload.load(path, framework="pt", options={"staging_budget": 1 << 20},
                       sha256=sha)
+
+
+def _hf_snapshot(tmp_path, path, blob):
+    """A Hugging Face cache holding path's bytes as blobs/<blob>, and the
+    snapshot file linking to it."""
+    (tmp_path / "hf" / "blobs").mkdir(parents=True)
+    (tmp_path / "hf" / "snapshots" / "r").mkdir(parents=True)
+    (tmp_path / "hf" / "blobs" / blob).write_bytes(open(path, "rb").read())
+    snap = tmp_path / "hf" / "snapshots" / "r" / "model.safetensors"
+    snap.symlink_to(f"../../blobs/{blob}")
+    return str(snap)
+
+
+def test_safe_open_checks_a_hugging_face_blob_name(ckpt, tmp_path):
+    """safe_open reads files in part, where the library cannot check the
+    blob's name: it hashes the file at open (regression: a blob with a
+    flipped byte loaded without a word)."""
+    path, sha = ckpt
+    snap = _hf_snapshot(tmp_path / "good", path, sha)
+    with ringload.safe_open(snap, "np") as f:
+        assert f.get_tensor("b").shape == (7, 3)
+    snap = _hf_snapshot(tmp_path / "bad", path, WRONG)
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.safe_open(snap, "np")
+    _checksum_error(ei, snap, WRONG)
+
+
+def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, torch):
+    """A streaming load hashes nothing, a sharded load reads part of a file:
+    the blob's name goes unchecked, with a warning naming the file, as the
+    CLI's (regression: a blob with a flipped byte loaded without a word)."""
+    path, _ = ckpt
+    snap = _hf_snapshot(tmp_path, path, WRONG)
+    with pytest.warns(UserWarning, match=f"{snap}: expected SHA-256 .* not checked: "
+                      "streaming loads do not hash"):
+        out = ringload.load(snap, framework="pt", options={"staging_budget": 1 << 20})[0]
+    assert out["a"].tolist() == list(range(1000))
+    with pytest.warns(UserWarning, match="not checked: this load reads only part of the file"):
+        assert list(ringload.load(snap, sharding={"tensors": ["b"]})[0]) == ["b"]
+    with pytest.raises(ringload.IntegrityError):
+        ringload.load(snap)

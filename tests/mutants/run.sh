@@ -34,10 +34,20 @@ tree=$scratch/tree
 # Parses the list into records: index, file, -, -, tests, equivalence
 # reason (unit-separator separated; mutant.py applies a mutant by index).
 records=$(python3 "$root/tests/mutants/mutant.py" parse "$list") || exit 1
-bins=$(printf '%s\n' "$records" | cut -d$'\x1f' -f5 | tr ' ' '\n' | sort -u | grep . | sed 's|^|build/tests/|')
+bins=$(printf '%s\n' "$records" | cut -d$'\x1f' -f5 | tr ' ' '\n' | sort -u | grep . | grep -v '^py:' |
+	sed 's|^|build/tests/|')
 echo "  MUTANT  building the scratch tree ($tree)"
 make -C "$tree" -j2 all $bins >"$scratch/build.log" 2>&1 ||
 	{ tail -n 30 "$scratch/build.log"; echo "the unmutated tree does not build"; exit 1; }
+
+# A test program: build/tests/NAME, or py:FILE, the Python tests of
+# python/tests/FILE (python-tests.sh, against the tree's library).
+test_cmd() {
+	case $1 in
+	py:*) echo "python/tests/python-tests.sh python/tests/${1#py:}" ;;
+	*) echo "build/tests/$1" ;;
+	esac
+}
 
 killed=0 survived=0 equiv=0 errors=0 stillborn=0
 survivors=()
@@ -57,15 +67,19 @@ while IFS=$'\x1f' read -r idx file search repl tests reason; do
 		continue
 	fi
 	verdict=SURVIVED by=
-	# The libraries and the CLI (tests run it) with the mutant, and the tests.
-	if ! make -C "$tree" -j2 build/libringload.a build/libringload.so build/ringload \
-		$(printf 'build/tests/%s ' $tests) >"$scratch/build.log" 2>&1; then
+	# The libraries and the CLI (tests run it) with the mutant, and the tests;
+	# an mpi/ mutant lives in libringload_mpi, which the rank program links.
+	mpi_bins=
+	case $file in mpi/*) mpi_bins="build/libringload_mpi.so build/tests/mpi_driver" ;; esac
+	if ! make -C "$tree" -j2 build/libringload.a build/libringload.so build/ringload $mpi_bins \
+		$(printf 'build/tests/%s ' $tests | sed 's|build/tests/py:[^ ]* ||g') \
+		>"$scratch/build.log" 2>&1; then
 		verdict=STILLBORN
 	else
 		for t in $tests; do
 			# Redirected as a whole, so that a crash's notice goes to the log.
 			if ! (cd "$tree" && RL_TESTDATA="$testdata" RL_BUILD=build RL_SRCDIR="$tree" \
-				timeout --foreground -k 5 "$timeout_s" "build/tests/$t") \
+				timeout --foreground -k 5 "$timeout_s" $(test_cmd "$t")) \
 				>"$scratch/test.log" 2>&1; then
 				verdict=KILLED by=" by $t"
 				break
