@@ -113,6 +113,18 @@ static void shown_processes(const rl_plan *plan, const struct plan_args *a, unsi
 	*end = a->all_processes ? rl_plan_num_processes(plan) : (unsigned)a->process + 1;
 }
 
+/* The planned process's staging: the bytes a whole-staging load maps. */
+static uint64_t staging_bytes(const rl_plan *plan)
+{
+	uint64_t sum = 0;
+	rl_device_info d;
+
+	for (unsigned i = 0; i < rl_plan_num_devices(plan); i++)
+		if (rl_plan_device(plan, i, &d) == 0)
+			sum += d.staging_bytes;
+	return sum;
+}
+
 static void print_json(const rl_plan *plan, const struct plan_args *a)
 {
 	rl_plan_stats s;
@@ -133,6 +145,7 @@ static void print_json(const rl_plan *plan, const struct plan_args *a)
 	}
 	if (a->read_once)
 		printf(",\n\"broadcasts\":%zu", rl_plan_num_broadcasts(plan));
+	printf(",\n\"staging_bytes\":%" PRIu64, staging_bytes(plan));
 	plan_cluster_json(plan);
 	printf("}\n");
 }
@@ -160,6 +173,8 @@ static void print_table(const rl_plan *plan, const struct plan_args *a)
 	if (rl_plan_num_broadcasts(plan))
 		printf("process %" PRId64 " takes part in %zu broadcasts\n", a->process,
 		       rl_plan_num_broadcasts(plan));
+	printf("staging of process %" PRId64 ": %" PRIu64 " bytes (whole staging)\n", a->process,
+	       staging_bytes(plan));
 }
 
 /*
