@@ -265,9 +265,12 @@ rl_spec *rl_spec_create(void);
 /*
  * Parses the JSON sharding spec of docs/sharding-spec.md (mesh, rules,
  * optional targets and tensors). Replaces whatever spec held. Returns 0,
- * -EINVAL (spec or json NULL), or an RL_E_SPEC* code (RL_E_SPEC for text
- * that is not strict JSON of the right form) with the rule or field named
- * in rl_spec_errmsg(); a failed parse leaves the spec as it was.
+ * -EINVAL (spec or json NULL), an RL_E_SPEC* code (RL_E_SPEC for text
+ * that is not strict JSON of the right form, nesting over 64 levels
+ * included) with the rule or field named in rl_spec_errmsg(), or
+ * RL_E_TOO_LARGE over a bound of docs/sharding-spec.md (2^20 JSON values,
+ * 4096 rules, 64 rules without literal text), checked before anything
+ * grows with it; a failed parse leaves the spec as it was.
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
@@ -303,7 +306,9 @@ typedef struct rl_dim_spec {
  * The regex is restricted so that compiling it cannot explode (at most
  * 1 KiB, no back-references, no stacked repetitions, docs/sharding-spec.md).
  * Returns 0, -EINVAL (spec or regex NULL, dims NULL with ndims > 0),
- * RL_E_SPEC_REGEX, RL_E_SPEC_AXIS or RL_E_SPEC_RANK (ndims over 16).
+ * RL_E_SPEC_REGEX, RL_E_SPEC_AXIS, RL_E_SPEC_RANK (ndims over 16) or
+ * RL_E_TOO_LARGE (the spec holds 4096 rules, or 64 rules without literal
+ * text and this is another).
  */
 int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 		     const rl_dim_spec *dims);
