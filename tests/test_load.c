@@ -390,6 +390,7 @@ static void tiny_tensors_packed(void)
 		rl_plan *plan;
 		int ret = load(ck, split ? spec : NULL, 0, &ld, &plan);
 		uint64_t staging;
+		rl_load_stats st;
 
 		if (ret == RL_E_BACKEND) {
 			rl_loader_destroy(ld);
@@ -400,6 +401,10 @@ static void tiny_tensors_packed(void)
 		/* each device: the tiny ones packed, the large shard padded by a page */
 		CHECKF(staging <= (split ? 2 : 1) * (2 * data + 4096), "%" PRIu64 " bytes of "
 		       "staging for %" PRIu64 " bytes of data", staging, data);
+		/* the large whole shard is still read straight into staging */
+		CHECK(rl_loader_get_stats(ld, &st) == 0);
+		CHECKF(split || !st.direct_io || st.bytes_direct > 0, "%" PRIu64 " bytes direct",
+		       st.bytes_direct);
 		rl_plan_destroy(plan);
 		rl_loader_destroy(ld);
 	}
