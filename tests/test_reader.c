@@ -1189,6 +1189,9 @@ static void index_bounds(void)
 	}
 	write_text(d, "model.safetensors.index.json",
 		   "{\"weight_map\":{\"a\":\"a.safetensors\",\"b\":\"a.safetensors\"}}");
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 2);
+	CHECKF(open_ck(p, &ck, msg, sizeof(msg)) == 0, "%s", msg);
+	rl_ckpt_destroy(ck);
 	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 1);
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_TOO_LARGE);
 	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 0);
