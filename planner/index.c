@@ -7,7 +7,8 @@
  *    other control bytes for whitespace and lets them raw into strings, and
  *    its strings end at a NUL, so "a.safetensors\u0000x" would silently read
  *    as "a.safetensors". The text is therefore also walked by the strict
- *    reader (sjson.c, the header parser's), which refuses all of these, and
+ *    reader (sjson.c, the header parser's), first, which refuses all of
+ *    these and counts values before any tree is built (INDEX_MAX_VALUES), and
  *    a weight_map name or file name holding U+0000 is refused by name. The
  *    walk uses cJSON's own nesting limit, so it refuses nothing for depth
  *    that cJSON accepted.

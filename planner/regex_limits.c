@@ -227,14 +227,6 @@ static const char *group_end(const char *p, const char *end)
 	return x.p;
 }
 
-/*
- * The literal text every name that re matches (as "^(re)$") starts with,
- * at most cap - 1 bytes of it, in out (not NUL-terminated); returns its
- * length. Conservative: a '|' outside groups gives "", the prefix ends at
- * the first operator or class escape, and a character a '*', '?' or '{'
- * makes optional is dropped. Rules are tried only on names with their
- * prefix (rule_index.c).
- */
 static const char ops[] = ".[]()|*+?{}^$\\";
 
 /* Whether re has a '|' outside every group (then no text is required). */
@@ -259,6 +251,14 @@ static int top_level_bar(const char *re)
 	return 0;
 }
 
+/*
+ * The literal text every name that re matches (as "^(re)$") starts with,
+ * at most cap - 1 bytes of it, in out (not NUL-terminated); returns its
+ * length. Conservative: a '|' outside groups gives "", the prefix ends at
+ * the first operator or class escape, and a character a '*', '?' or '{'
+ * makes optional is dropped. Rules are tried only on names with their
+ * prefix (rule_index.c).
+ */
 size_t pl_regex_prefix(const char *re, char *out, size_t cap)
 {
 	struct rx x = { .p = re, .end = re + strlen(re) };
