@@ -265,9 +265,12 @@ rl_spec *rl_spec_create(void);
 /*
  * Parses the JSON sharding spec of docs/sharding-spec.md (mesh, rules,
  * optional targets and tensors). Replaces whatever spec held. Returns 0,
- * -EINVAL (spec or json NULL), or an RL_E_SPEC* code (RL_E_SPEC for text
- * that is not strict JSON of the right form) with the rule or field named
- * in rl_spec_errmsg(); a failed parse leaves the spec as it was.
+ * -EINVAL (spec or json NULL), an RL_E_SPEC* code (RL_E_SPEC for text
+ * that is not strict JSON of the right form, nesting over 64 levels
+ * included) with the rule or field named in rl_spec_errmsg(), or
+ * RL_E_TOO_LARGE over a bound of docs/sharding-spec.md (2^20 JSON values,
+ * 4096 rules, 64 rules without literal text), checked before anything
+ * grows with it; a failed parse leaves the spec as it was.
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
@@ -303,7 +306,9 @@ typedef struct rl_dim_spec {
  * The regex is restricted so that compiling it cannot explode (at most
  * 1 KiB, no back-references, no stacked repetitions, docs/sharding-spec.md).
  * Returns 0, -EINVAL (spec or regex NULL, dims NULL with ndims > 0),
- * RL_E_SPEC_REGEX, RL_E_SPEC_AXIS or RL_E_SPEC_RANK (ndims over 16).
+ * RL_E_SPEC_REGEX, RL_E_SPEC_AXIS, RL_E_SPEC_RANK (ndims over 16) or
+ * RL_E_TOO_LARGE (the spec holds 4096 rules, or 64 rules without literal
+ * text and this is another).
  */
 int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 		     const rl_dim_spec *dims);
@@ -348,7 +353,10 @@ typedef enum rl_plan_param {
 	RL_PLAN_MIN_GAP = 2,      /* coalesce gaps <= this (default 4096) */
 	RL_PLAN_RATIO_MILLI = 3,  /* ratio x 1000, >= 1000; 0 = automatic (default) */
 	RL_PLAN_CHUNK_BYTES = 4,  /* max bytes per read request (default 4 MiB) */
-	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards (default 4096, >= 64, power of 2) */
+	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards of at least this many bytes
+				   * (default 4096, >= 64, power of 2); smaller shards are
+				   * packed, aligned to their size rounded up to a power of
+				   * two, at most 16 (16 when empty) */
 	RL_PLAN_CONGRUENT = 6,    /* 1: place shards that are one contiguous file run of
 				   * >= 64 KiB + alignment so that staging offset == file
 				   * offset mod 4096, allowing direct reads of their aligned

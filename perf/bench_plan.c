@@ -9,7 +9,9 @@
  *
  *   100k  100,000 tensors in 10 files on a 256-device mesh (8 processes x 32
  *         devices): half split on dim 0, half on dim 1 over the 32 local
- *         devices, replicated across processes. One process's plan.
+ *         devices, replicated across processes. One process's plan. Also
+ *         writes 100k-2d.json (rows split over both axes, ["data","model"];
+ *         for perf/plan_cli.sh).
  *   70b   a 70B-parameter-like layout (80 layers x 7 BF16 matrices plus
  *         embeddings, ~140 GB, 30 files) on 1,024 processes x 8 devices:
  *         cluster totals for a sharding that partitions every tensor across
@@ -215,12 +217,29 @@ static void in_child(void (*fn)(const char *), const char *dir)
 		die("scenario", "failed");
 }
 
+/* The 100k scenario's mesh (8 processes x 32 devices) with rules. */
+static void write_100k_spec(const char *path, const char *rules)
+{
+	char *s = malloc(8192);
+	size_t len = 0;
+
+	if (!s)
+		die(path, "out of memory");
+	len += (size_t)snprintf(s + len, 8192 - len,
+				"{\"mesh\":{\"shape\":[8,32],\"axes\":[\"data\",\"model\"],"
+				"\"process_of_device\":[");
+	for (int d = 0; d < 256; d++)
+		len += (size_t)snprintf(s + len, 8192 - len, "%s%d", d ? "," : "", d / 32);
+	snprintf(s + len, 8192 - len, "]},\"rules\":[%s]}", rules);
+	write_file(path, s);
+	free(s);
+}
+
 static void scenario_100k(const char *base)
 {
 	enum { N = 100000 };
 	struct tdef *t = calloc(N, sizeof(*t));
 	char dir[4096], spec[4096];
-	char json[512];
 
 	snprintf(dir, sizeof(dir), "%s/100k", base);
 	for (int i = 0; i < N; i++) {
@@ -232,22 +251,12 @@ static void scenario_100k(const char *base)
 	write_ckpt(dir, t, N, 10);
 	free(t);
 	snprintf(spec, sizeof(spec), "%s/100k.json", base);
-	{
-		char *s = malloc(8192);
-		size_t len = 0;
-
-		len += (size_t)snprintf(s + len, 8192 - len,
-					"{\"mesh\":{\"shape\":[8,32],\"axes\":[\"data\",\"model\"],"
-					"\"process_of_device\":[");
-		for (int d = 0; d < 256; d++)
-			len += (size_t)snprintf(s + len, 8192 - len, "%s%d", d ? "," : "", d / 32);
-		snprintf(json, sizeof(json),
-			 "]},\"rules\":[{\"match\":\".*row.*\",\"spec\":[\"model\"]},"
-			 "{\"match\":\".*col.*\",\"spec\":[null,\"model\"]}]}");
-		snprintf(s + len, 8192 - len, "%s", json);
-		write_file(spec, s);
-		free(s);
-	}
+	write_100k_spec(spec, "{\"match\":\".*row.*\",\"spec\":[\"model\"]},"
+			"{\"match\":\".*col.*\",\"spec\":[null,\"model\"]}");
+	/* issue 24's layout: rows over both axes, columns over the local one */
+	snprintf(spec, sizeof(spec), "%s/100k-2d.json", base);
+	write_100k_spec(spec, "{\"match\":\".*row.*\",\"spec\":[\"data\",\"model\"]},"
+			"{\"match\":\".*col.*\",\"spec\":[null,\"model\"]}");
 	printf("%-40s %8s %9s %7s %7s %7s %7s %7s\n", "scenario", "tensors", "shards", "open_s",
 	       "plan_s", "cpu_s", "rss0MiB", "peakMiB");
 }

@@ -4,7 +4,12 @@
 # 100,000 tensors on 256 devices (8 processes x 32), the target being < 1 s and < 256 MiB;
 # and the same with --all-processes (every process's statistics) for comparison.
 #
-#   perf/plan_cli.sh [ROUNDS]        default 5 rounds; BUILD=build
+#   perf/plan_cli.sh [ROUNDS] [LAYOUT]   default 5 rounds; BUILD=build
+#
+# LAYOUT 1d (default): rows split over the 32 local devices, ["model"], columns [null,"model"];
+# 2d (issue 24's): rows over both axes, ["data","model"], columns [null,"model"]. The table is
+# of the command with --json, without it (the table), and with --all-processes; CPU is user +
+# system seconds, which is what a loaded machine leaves comparable.
 #
 # The checkpoint and spec are build/perf/bench_plan's 100k scenario (header-only sparse
 # files: nothing but headers touches the disk), written once under $RL_BENCH_DIR (default
@@ -16,11 +21,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-$here/../build}
 DIR=${RL_BENCH_DIR:-/tmp/ringload-bench-plan}
 ROUNDS=${1:-5}
+LAYOUT=${2:-1d}
+case $LAYOUT in
+1d) SPEC=$DIR/100k.json ;;
+2d) SPEC=$DIR/100k-2d.json ;;
+*) echo "plan_cli.sh: LAYOUT is 1d or 2d" >&2; exit 2 ;;
+esac
 
 die() { echo "plan_cli.sh: $*" >&2; exit 1; }
 [ -x "$BUILD/ringload" ] && [ -x "$BUILD/perf/bench_plan" ] || die "build first (make)"
 [ -x /usr/bin/time ] || die "needs /usr/bin/time (make deps installs the package time)"
-if [ ! -f "$DIR/100k.json" ] || [ ! -d "$DIR/100k" ]; then
+if [ ! -f "$SPEC" ] || [ ! -d "$DIR/100k" ]; then
 	echo "writing the 100k checkpoint under $DIR (bench_plan --only 100k)" >&2
 	"$BUILD/perf/bench_plan" --dir "$DIR" --only 100k >/dev/null
 fi
@@ -28,41 +39,47 @@ fi
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
 
-# One run: appends "seconds peak_kib" to $raw/$1.
+# One run: appends "seconds peak_kib cpu_seconds" to $raw/$1.
 run() {
 	local mode=$1
 	shift
-	/usr/bin/time -v "$BUILD/ringload" plan "$DIR/100k" --sharding "$DIR/100k.json" \
-		--process 3 --json "$@" >"$raw/out.json" 2>"$raw/time.txt" ||
+	/usr/bin/time -v "$BUILD/ringload" plan "$DIR/100k" --sharding "$SPEC" \
+		--process 3 "$@" >"$raw/out.json" 2>"$raw/time.txt" ||
 		die "ringload plan failed: $(tail -n 3 "$raw/time.txt")"
 	awk -F': ' '
 		/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0
 			for (i = 1; i <= n; i++) s = s * 60 + t[i] }
 		/Maximum resident set size/ { kib = $2 }
-		END { printf "%.3f %d\n", s, kib }' "$raw/time.txt" >>"$raw/$mode"
+		/User time|System time/ { cpu += $2 }
+		END { printf "%.3f %d %.3f\n", s, kib, cpu }' "$raw/time.txt" >>"$raw/$mode"
 }
 
 for r in $(seq "$ROUNDS"); do
-	run one
-	run all --all-processes
-	printf 'round %d: one process %s s %s KiB; all processes %s s %s KiB\n' "$r" \
-		$(tail -n 1 "$raw/one") $(tail -n 1 "$raw/all") >&2
+	run json --json
+	run table
+	run all --json --all-processes
+	printf 'round %d: --json %s; table %s; all processes %s (s KiB cpu_s)\n' "$r" \
+		"$(tail -n 1 "$raw/json")" "$(tail -n 1 "$raw/table")" "$(tail -n 1 "$raw/all")" >&2
 done
 
 # median, min and max of column $2 of file $1
 stat() { sort -g -k "$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END {
 	printf "%s %s %s", v[int((NR + 1) / 2)], v[1], v[NR] }'; }
 
-echo "| \`ringload plan\` of process 3, 100k tensors x 256 devices | wall s median (min-max) | peak MiB median (min-max) | target |"
-echo "|---|---:|---:|---|"
-for mode in one all; do
+echo "| \`ringload plan\` of process 3, 100k tensors x 256 devices, layout $LAYOUT |" \
+	"wall s median (min-max) | CPU s median | peak MiB median (min-max) | target |"
+echo "|---|---:|---:|---:|---|"
+for mode in json table all; do
 	read -r sm s0 s1 <<<"$(stat "$raw/$mode" 1)"
 	read -r km k0 k1 <<<"$(stat "$raw/$mode" 2)"
-	label="default (one process)"
-	target="< 1 s, < 256 MiB"
-	if [ "$mode" = all ]; then label="--all-processes"; target="(comparison)"; fi
-	printf '| %s | %.2f (%.2f-%.2f) | %d (%d-%d) | %s |\n' "$label" "$sm" "$s0" "$s1" \
-		$((km / 1024)) $((k0 / 1024)) $((k1 / 1024)) "$target"
+	read -r cm _ _ <<<"$(stat "$raw/$mode" 3)"
+	case $mode in
+	json) label="--json"; target="< 1 s, < 256 MiB" ;;
+	table) label="table (no --json)"; target="< 1 s, < 256 MiB" ;;
+	all) label="--json --all-processes"; target="(comparison)" ;;
+	esac
+	printf '| %s | %.2f (%.2f-%.2f) | %.2f | %d (%d-%d) | %s |\n' "$label" "$sm" "$s0" "$s1" \
+		"$cm" $((km / 1024)) $((k0 / 1024)) $((k1 / 1024)) "$target"
 done
 echo
 echo "$ROUNDS rounds, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end;" \

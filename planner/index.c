@@ -7,7 +7,8 @@
  *    other control bytes for whitespace and lets them raw into strings, and
  *    its strings end at a NUL, so "a.safetensors\u0000x" would silently read
  *    as "a.safetensors". The text is therefore also walked by the strict
- *    reader (sjson.c, the header parser's), which refuses all of these, and
+ *    reader (sjson.c, the header parser's), first, which refuses all of
+ *    these and counts values before any tree is built (INDEX_MAX_VALUES), and
  *    a weight_map name or file name holding U+0000 is refused by name. The
  *    walk uses cJSON's own nesting limit, so it refuses nothing for depth
  *    that cJSON accepted.
@@ -33,6 +34,14 @@
 #define INDEX_MAX_BYTES (256u << 20)
 /* cJSON's CJSON_NESTING_LIMIT: the strict walk refuses no deeper text. */
 #define INDEX_MAX_DEPTH 1000
+/*
+ * JSON values outside weight_map's file names (metadata and the like): a
+ * few in any real index. The strict walk counts them before cJSON builds
+ * its tree (~64 bytes a value): a 126 MiB index whose metadata was one
+ * array took 4.4 GB and 20.8 s. weight_map's entries are bounded by the
+ * tensor limit.
+ */
+#define INDEX_MAX_VALUES 65536
 
 struct ent {
 	const char *name, *fname;   /* owned by the cJSON tree */
@@ -56,16 +65,30 @@ static int file_name(struct sj *j, const char *path, const char *name_q)
 			  "contains a NUL character", path, name_q);
 }
 
+/* The strict walk's state: the index's path, weight_map entries seen. */
+struct walk {
+	const char *path;
+	uint64_t entries;
+};
+
 /* One weight_map entry: a name, and a file name (other values are
  * skipped here and refused later). */
-static int map_member(struct sj *j, void *path)
+static int map_member(struct sj *j, void *arg)
 {
+	struct walk *w = arg;
+	const char *path = w->path;
 	char q[128];
 
+	if (++w->entries > pl_limit(PL_LIMIT_TENSORS)) {
+		j->limit = 1;
+		return rl_err_set(j->e, RL_E_TOO_LARGE, "%s: weight_map of more than %llu "
+				  "tensors, the limit", path,
+				  (unsigned long long)pl_limit(PL_LIMIT_TENSORS));
+	}
 	pl_quote(q, sizeof(q), j->sb, j->sb_len);
 	if (memchr(j->sb, 0, j->sb_len))
 		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map name '%s' contains a "
-				  "NUL character", (const char *)path, q);
+				  "NUL character", path, q);
 	sj_ws(j);
 	if (j->p >= j->end || *j->p != '"')
 		return sj_skip_value(j);
@@ -73,25 +96,26 @@ static int map_member(struct sj *j, void *path)
 }
 
 /* A member of the root: weight_map's entries are checked, others skipped. */
-static int root_member(struct sj *j, void *path)
+static int root_member(struct sj *j, void *w)
 {
 	int wm = j->sb_len == 10 && !memcmp(j->sb, "weight_map", 10);
 
 	sj_ws(j);
 	if (wm && j->p < j->end && *j->p == '{')
-		return sj_object(j, map_member, path);
+		return sj_object(j, map_member, w);
 	return sj_skip_value(j);
 }
 
 /* The root object, every value validated, weight_map's strings checked. */
 static int walk_root(struct sj *j, const char *path)
 {
+	struct walk w = { path, 0 };
 	int r;
 
 	sj_ws(j);
 	if (j->p >= j->end || *j->p != '{')
 		return sj_jerr(j, "expected an object");
-	if ((r = sj_object(j, root_member, (void *)path)))
+	if ((r = sj_object(j, root_member, &w)))
 		return r;
 	sj_ws(j);
 	if (j->p < j->end)
@@ -99,16 +123,20 @@ static int walk_root(struct sj *j, const char *path)
 	return 0;
 }
 
-static int check_strict(const char *text, size_t len, const char *path, struct rl_err *e)
+/* The strict walk; *limit says it stopped at a bound (no tree built). */
+static int check_strict(const char *text, size_t len, const char *path, struct rl_err *e,
+			int *limit)
 {
 	char lead[RL_ERRMSG_MAX];
 	struct sj j = { .buf = text, .p = text, .end = text + len, .e = e,
-			.code = RL_E_BAD_INDEX, .lead = lead, .max_depth = INDEX_MAX_DEPTH };
+			.code = RL_E_BAD_INDEX, .lead = lead, .max_depth = INDEX_MAX_DEPTH,
+			.max_values = INDEX_MAX_VALUES, .what = path };
 	int r;
 
 	snprintf(lead, sizeof(lead), "%s: invalid JSON", path);
 	r = walk_root(&j, path);
 	rl_free(j.sb);
+	*limit = j.limit;
 	return r;
 }
 
@@ -116,12 +144,17 @@ static int check_strict(const char *text, size_t len, const char *path, struct r
 /* Reading                                                           */
 /* ---------------------------------------------------------------- */
 
-/* Parses the text into ix->tree: a JSON object and nothing after it. */
+/* Parses the text into ix->tree: a JSON object and nothing after it. The
+ * strict walk runs first for its bounds; text it refuses otherwise gets
+ * cJSON's verdict where cJSON refuses it too. */
 static int parse_text(const char *text, size_t len, const char *path, struct pl_index *ix,
 		      struct rl_err *e)
 {
 	const char *end = NULL;  /* where cJSON stopped */
+	int limit, strict = check_strict(text, len, path, e, &limit);
 
+	if (strict && limit)
+		return strict;
 	ix->tree = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	/* cJSON points end at the error; cJSON_GetErrorPtr() is global. */
 	if (!ix->tree)
@@ -134,7 +167,7 @@ static int parse_text(const char *text, size_t len, const char *path, struct pl_
 	if (end < text + len)
 		return rl_err_set(e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
 				  "at byte %zu", path, (size_t)(end - text));
-	return check_strict(text, len, path, e);
+	return strict;
 }
 
 /* Whether an index's file name stays in the index's directory. */

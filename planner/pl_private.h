@@ -23,9 +23,15 @@ struct pl_dimspec {
 	uint8_t axes[PL_MAX_AXES];  /* mesh axis indices, in listed order */
 };
 
+#define PL_RULE_PREFIX 64      /* bytes of a rule's literal prefix kept, + 1 */
+
 struct pl_rule {
 	char *pattern;
 	regex_t re;
+	char prefix[PL_RULE_PREFIX]; /* every name it matches starts so (rule_index.c) */
+	char must[PL_RULE_PREFIX];   /* and contains this */
+	uint8_t plen, mlen;
+	uint32_t next;              /* next rule of the same prefix; UINT32_MAX: none */
 	unsigned ndims;
 	struct pl_dimspec dims[RL_MAX_DIMS];
 	char **names;               /* axis names of every dim, flattened */
@@ -60,6 +66,10 @@ struct pl_spec {
 	uint32_t nprocs;            /* max process id + 1 */
 	struct pl_rule *rules;
 	size_t nrules;
+	struct pl_prefix_slot *ptab; /* rules by key, pcap slots (rule_index.c) */
+	size_t pcap;
+	uint64_t mlens;             /* bit l: some rule's key is a run of l bytes */
+	unsigned nplain;            /* rules without literal text */
 	struct pl_target *targets;
 	size_t ntargets;
 	char **tensors;             /* optional selection */
@@ -82,8 +92,34 @@ struct pl_spec {
 #define PL_MAX_RULE_ATOMS 4096u
 int pl_regex_check(const char *re, size_t idx, struct rl_err *e);
 
+/*
+ * Bounds of a spec, checked before anything grows with them: each compiled
+ * rule costs ~6 KB in glibc (174k trivial rules took 1.07 GB), and every
+ * tensor is tried against the rules (42k rules x 25k tensors took 119 s).
+ * JSON text is walked for nesting and its count of values before cJSON
+ * builds a tree (~64 bytes per value).
+ */
+#define PL_MAX_RULES 4096u
+#define PL_MAX_PLAIN_RULES 64u  /* of them without literal text (rule_index.c) */
+#define PL_SPEC_MAX_DEPTH 64
+#define PL_SPEC_MAX_VALUES (1u << 20)
+
 /* Index of the first rule matching name, or -1 (replicated). */
 long pl_spec_match(const struct pl_spec *s, const char *name);
+
+/* A key of the rule index: its hash, first and last rule. */
+struct pl_prefix_slot {
+	uint64_t hash;
+	uint32_t head, tail;
+	int used;
+};
+/* Indexes the last rule of s by its literal text. 0, -ENOMEM or
+ * RL_E_TOO_LARGE (over PL_MAX_PLAIN_RULES rules without literal text). */
+int pl_rule_index_add(struct pl_spec *s, struct rl_err *e);
+/* The literal text every name re matches starts with, and a literal run
+ * every one contains (regex_limits.c). */
+size_t pl_regex_prefix(const char *re, char *out, size_t cap);
+size_t pl_regex_must(const char *re, char *out, size_t cap);
 /* Parses one target object; appends it to s. */
 struct cJSON;
 int pl_target_parse(struct pl_spec *s, const struct cJSON *j, size_t idx,

@@ -206,3 +206,124 @@ int pl_regex_check(const char *re, size_t idx, struct rl_err *e)
 				  "(docs/sharding-spec.md)", idx, q, x.why);
 	return 0;
 }
+
+/* Past the group that opens at p (or end, unbalanced: regcomp refuses it). */
+static const char *group_end(const char *p, const char *end)
+{
+	struct rx x = { .p = p + 1, .end = end };
+	unsigned depth = 1;
+
+	while (x.p < x.end && depth) {
+		char c = *x.p;
+
+		if (c == '[') {
+			skip_bracket(&x);
+			continue;
+		}
+		depth += c == '(';
+		depth -= c == ')';
+		x.p += c == '\\' && x.p + 1 < x.end ? 2 : 1;
+	}
+	return x.p;
+}
+
+static const char ops[] = ".[]()|*+?{}^$\\";
+
+/* Whether re has a '|' outside every group (then no text is required). */
+static int top_level_bar(const char *re)
+{
+	struct rx x = { .p = re, .end = re + strlen(re) };
+	unsigned depth = 0;
+
+	while (x.p < x.end) {
+		char c = *x.p;
+
+		if (c == '[') {
+			skip_bracket(&x);
+			continue;
+		}
+		if (c == '|' && !depth)
+			return 1;
+		depth += c == '(';
+		depth -= c == ')' && depth;
+		x.p += c == '\\' && x.p + 1 < x.end ? 2 : 1;
+	}
+	return 0;
+}
+
+/*
+ * The literal text every name that re matches (as "^(re)$") starts with,
+ * at most cap - 1 bytes of it, in out (not NUL-terminated); returns its
+ * length. Conservative: a '|' outside groups gives "", the prefix ends at
+ * the first operator or class escape, and a character a '*', '?' or '{'
+ * makes optional is dropped. Rules are tried only on names with their
+ * prefix (rule_index.c).
+ */
+size_t pl_regex_prefix(const char *re, char *out, size_t cap)
+{
+	struct rx x = { .p = re, .end = re + strlen(re) };
+	size_t n = 0;
+
+	if (top_level_bar(re))
+		return 0;
+	for (; x.p < x.end && n + 1 < cap; n++) {
+		if (*x.p == '\\' && x.p + 1 < x.end && strchr(ops, x.p[1]))
+			x.p++;          /* an escaped operator is that character */
+		else if (strchr(ops, *x.p))
+			break;
+		out[n] = *x.p++;
+	}
+	if (n && x.p < x.end && (*x.p == '*' || *x.p == '?' || *x.p == '{'))
+		n--;
+	return n;
+}
+
+/*
+ * The longest literal run outside groups that every name re matches
+ * contains (at most cap - 1 bytes of it) in out; returns its length, 0
+ * when there is none. A run ends at any operator; a character made
+ * optional by '*', '?' or '{' leaves it. "." in a run comes only from "\.".
+ */
+size_t pl_regex_must(const char *re, char *out, size_t cap)
+{
+	struct rx x = { .p = re, .end = re + strlen(re) };
+	size_t best = 0, n = 0;
+	char run[PL_MAX_RULE_BYTES + 1];
+
+	if (top_level_bar(re))
+		return 0;
+	while (x.p <= x.end) {
+		char c = x.p < x.end ? *x.p : '\0';
+
+		if (n == PL_MAX_RULE_BYTES)    /* pl_regex_check() allows no longer */
+			break;
+		if (c == '\\' && x.p + 1 < x.end && strchr(ops, x.p[1])) {
+			run[n++] = x.p[1];
+			x.p += 2;
+			continue;
+		}
+		if (c && !strchr(ops, c)) {
+			run[n++] = c;
+			x.p++;
+			continue;
+		}
+		if (n && (c == '*' || c == '?' || c == '{'))
+			n--;
+		if (n > best) {
+			best = RL_MIN(n, cap - 1);
+			memcpy(out, run, best);
+		}
+		n = 0;
+		if (!c)
+			break;
+		if (c == '[')
+			skip_bracket(&x);
+		else if (c == '(')
+			x.p = group_end(x.p, x.end);
+		else if (c == '{' && memchr(x.p, '}', (size_t)(x.end - x.p)))
+			x.p = (const char *)memchr(x.p, '}', (size_t)(x.end - x.p)) + 1;
+		else
+			x.p += c == '\\' && x.p + 1 < x.end ? 2 : 1;
+	}
+	return best;
+}

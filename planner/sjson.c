@@ -109,8 +109,10 @@ int sj_enter(struct sj *j)
 {
 	int max = j->max_depth ? j->max_depth : JSON_MAX_DEPTH;
 
-	if (++j->depth > max)
-		return sj_jerr(j, "nesting deeper than %d", max);
+	if (++j->depth > max) {
+		j->limit = 1;
+		return sj_jerr(j, "nesting deeper than %d levels, the limit", max);
+	}
 	j->p++;
 	return 0;
 }
@@ -414,6 +416,12 @@ int sj_skip_value(struct sj *j)
 	sj_ws(j);
 	if (j->p >= j->end)
 		return sj_jerr(j, "unexpected end, expected a value");
+	if (j->max_values && ++j->nvalues > j->max_values) {
+		j->limit = 1;
+		return rl_err_set(j->e, RL_E_TOO_LARGE, "%s: more than %llu JSON values, the "
+				  "limit (at byte %zu)", j->what ? j->what : "JSON",
+				  (unsigned long long)j->max_values, (size_t)(j->p - j->buf));
+	}
 	switch (*j->p) {
 	case '{':
 		return sj_object(j, skip_member, NULL);

@@ -31,6 +31,12 @@ struct sj {
 	const char *lead;     /* message lead (NULL: "invalid header JSON") */
 	int max_depth;        /* nesting limit (0: JSON_MAX_DEPTH) */
 	int no_nul;           /* 1: a string holding U+0000 is an error */
+	/* Bounds checked before a tree is built (0: none): values read by
+	 * sj_skip_value(); over it, RL_E_TOO_LARGE naming what. limit is set
+	 * when the error was this bound or the depth's. */
+	uint64_t max_values, nvalues;
+	const char *what;
+	int limit;
 	char *sb;             /* the last decoded string (NUL-terminated; may hold NULs) */
 	size_t sb_len, sb_cap;
 };

@@ -43,6 +43,7 @@ static void spec_clear(struct pl_spec *s)
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_clear(&s->rules[i]);
 	rl_free(s->rules);
+	rl_free(s->ptab);
 	for (size_t i = 0; i < s->ntargets; i++)
 		pl_target_clear(&s->targets[i]);
 	rl_free(s->targets);
@@ -356,6 +357,9 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 
 	if (!regex)
 		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
+	if (idx >= PL_MAX_RULES)
+		return rl_err_set(e, RL_E_TOO_LARGE, "rule %zu: over the limit of %u rules", idx,
+				  PL_MAX_RULES);
 	if ((rc = check_dims(regex, ndims, dims, idx, &nnames, e)) ||
 	    (rc = pl_regex_check(regex, idx, e)))
 		return rc;
@@ -374,18 +378,12 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 		goto oom;
 	s->rules = nr;
 	s->rules[s->nrules++] = r;
-	return 0;
+	if ((rc = pl_rule_index_add(s, e)))
+		rule_clear(&s->rules[--s->nrules]);
+	return rc;
 oom:
 	rule_clear(&r);
 	return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
-}
-
-long pl_spec_match(const struct pl_spec *s, const char *name)
-{
-	for (size_t i = 0; i < s->nrules; i++)
-		if (!regexec(&s->rules[i].re, name, 0, NULL, 0))
-			return (long)i;
-	return -1;
 }
 
 /* ---------------------------------------------------------------- */
@@ -638,20 +636,24 @@ static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_
 /*
  * cJSON takes NUL and other control bytes for whitespace, lets them raw into
  * strings, and ends its strings at a U+0000 ("a\u0000b" reads as "a"): the
- * strict reader of the header parser refuses all of these. Its depth limit
- * is cJSON's, so that only the above is refused.
+ * strict reader of the header parser refuses all of these. It runs first,
+ * with the bounds of a spec (PL_SPEC_MAX_DEPTH, PL_SPEC_MAX_VALUES), so that
+ * no tree is built of text over them: cJSON took 2.1 GB for a 62 MiB spec of
+ * tiny values. *limit says that one of the bounds was hit.
  */
 static int check_strict(const char *json, size_t len, const char *what, int code,
-			struct rl_err *e)
+			struct rl_err *e, int *limit)
 {
 	char lead[64];
 	struct sj j = { .buf = json, .p = json, .end = json + len, .e = e, .code = code,
-			.lead = lead, .max_depth = 1000, .no_nul = 1 };
+			.lead = lead, .max_depth = PL_SPEC_MAX_DEPTH, .no_nul = 1,
+			.max_values = PL_SPEC_MAX_VALUES, .what = what };
 	int ret;
 
 	snprintf(lead, sizeof(lead), "%s: invalid JSON", what);
 	ret = sj_check_document(&j);
 	rl_free(j.sb);
+	*limit = j.limit;
 	return ret;
 }
 
@@ -659,15 +661,19 @@ static int check_strict(const char *json, size_t len, const char *what, int code
  * Parses exactly one JSON value from json[0..len): only whitespace may
  * follow it, and no key may repeat. The error position comes from
  * return_parse_end, not from cJSON's global error pointer. code is the
- * error code for bad text.
+ * error code for bad text. Text the strict reader refuses for another
+ * reason than a bound gets cJSON's verdict when cJSON refuses it too.
  */
 static int parse_json(const char *json, size_t len, const char *what, int code,
 		      cJSON **out, struct rl_err *e)
 {
 	const char *end = json;
-	cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-	int ret;
+	cJSON *root;
+	int limit, strict = check_strict(json, len, what, code, e, &limit), ret;
 
+	if (strict && limit)
+		return strict;
+	root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
 	if (!root) {
 		size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
 
@@ -679,8 +685,7 @@ static int parse_json(const char *json, size_t len, const char *what, int code,
 			return rl_err_set(e, code, "%s: text after the JSON value (byte %zu)",
 					  what, (size_t)(end - json));
 		}
-	if ((ret = check_strict(json, len, what, code, e)) ||
-	    (ret = check_dup_keys(root, what, code, e))) {
+	if ((ret = strict) || (ret = check_dup_keys(root, what, code, e))) {
 		cJSON_Delete(root);
 		return ret;
 	}
@@ -750,6 +755,11 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 	v = cJSON_GetObjectItemCaseSensitive(root, "rules");
 	if (v && !cJSON_IsArray(v)) {
 		ret = rl_err_set(e, RL_E_SPEC, "spec: \"rules\" is not a list");
+		goto out;
+	}
+	if (v && (unsigned)cJSON_GetArraySize(v) > PL_MAX_RULES) {
+		ret = rl_err_set(e, RL_E_TOO_LARGE, "spec: %d rules, over the limit of %u",
+				 cJSON_GetArraySize(v), PL_MAX_RULES);
 		goto out;
 	}
 	i = 0;

@@ -139,8 +139,10 @@ static int check_shard(struct exec *x, size_t i, const uint8_t *recv)
 	uint64_t c[RL_MAX_DIMS], n = 1;
 	struct pl_box b;
 
-	if (sh->offset % 64 && sh->nbytes < PL_DIRECT_MIN)
-		return fail(x, "shard %zu misaligned", i);
+	/* packed small shards: aligned to their element, to 16 from 16 bytes or empty */
+	if (sh->offset % RL_MAX(pl_dtype_bits(it->dtype) / 8, sh->nbytes >= 16 || !sh->nbytes ? 16u : 1u) &&
+	    sh->nbytes < PL_DIRECT_MIN)
+		return fail(x, "shard %zu misaligned (offset %llu, %llu bytes, dtype %u)", i, (unsigned long long)sh->offset, (unsigned long long)sh->nbytes, it->dtype);
 	pl_item_box(x->p->spec, it, x->p->slot_dev[sh->dev], &b);
 	for (unsigned d = 0; d < it->ndim; d++) {
 		c[d] = b.start[d];

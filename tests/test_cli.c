@@ -414,6 +414,40 @@ static cJSON *json_out(void)
 	return cJSON_Parse(out_s);
 }
 
+/* plan --json says the planned process's staging bytes: what the library's
+ * plan gives as the sum over its devices, the bytes a load maps. */
+static void plan_reports_staging(void)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_plan *plan = rl_plan_create();
+	uint64_t want = 0;
+	cJSON *j = NULL;
+	const char *p;
+
+	NEED_SAMPLE(p);
+	CHECK(ck && spec && plan && rl_ckpt_open(ck, p) == 0 &&
+	      rl_spec_load(spec, tmp_path("spec2.json")) == 0 &&
+	      rl_plan_set(plan, RL_PLAN_PROCESS, 1) == 0 && rl_plan_build(plan, ck, spec) == 0);
+	for (unsigned d = 0; d < rl_plan_num_devices(plan); d++) {
+		rl_device_info di;
+
+		CHECK(rl_plan_device(plan, d, &di) == 0);
+		want += di.staging_bytes;
+	}
+	CHECK(want > 0);
+	CHECKF(RL("plan %s --sharding %s --process 1 --json", p, tmp_path("spec2.json")) == 0,
+	       "%s", err_s);
+	j = json_out();
+	CHECKF(j && cJSON_IsNumber(cJSON_GetObjectItem(j, "staging_bytes")) &&
+	       (uint64_t)cJSON_GetObjectItem(j, "staging_bytes")->valuedouble == want,
+	       "want %" PRIu64 ": %s", want, out_s);
+	cJSON_Delete(j);
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
 /* The asked process only, unless --all-processes (then every one and the total). */
 static void plan_one_process_by_default(void)
 {
@@ -442,7 +476,7 @@ static void plan_one_process_by_default(void)
 	cJSON_Delete(all);
 	CHECKF(RL("plan %s --sharding %s --process 1", p, tmp_path("spec2.json")) == 0, "%s",
 	       err_s);
-	CHECKF(count_lines(out_s) == 3 && strstr(out_s, "\n1 ") && !strstr(out_s, "\n0 ") &&
+	CHECKF(count_lines(out_s) == 4 && strstr(out_s, "\n1 ") && !strstr(out_s, "\n0 ") &&
 	       strstr(out_s, "--all-processes"), "%s", out_s);
 	CHECKF(RL("plan %s --sharding %s --process 2", p, tmp_path("spec2.json")) == 1 &&
 	       strstr(err_s, "process 2"), "%s", err_s);
@@ -1106,6 +1140,7 @@ int main(void)
 	RUN(equals_form);
 	RUN(sizes_and_ranges);
 	RUN(plan_one_process_by_default);
+	RUN(plan_reports_staging);
 	RUN(load_reports_every_phase);
 	RUN(load_json);
 	RUN(progress_on_a_terminal);

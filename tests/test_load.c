@@ -283,6 +283,137 @@ static void empty_and_zero_size(void)
 	}
 }
 
+/*
+ * Many tiny tensors: staging holds them packed (each aligned to its size
+ * rounded up to a power of two, at most 16) rather than each padded to
+ * 4096, so its size is within twice the data plus a page per large shard,
+ * the plan's staging_bytes are what the loader maps, and every shard
+ * arrives byte-exact. Tensor i is "t<i>"; one large tensor split over two
+ * devices sits among them.
+ */
+#define TINY_N 6000
+
+static uint8_t *write_tiny_ckpt(const char *path, struct rt *t, uint64_t *data_start)
+{
+	static const struct { const char *dtype; unsigned itemsize; uint64_t count; } kinds[] = {
+		{ "U8", 1, 1 }, { "BF16", 2, 1 }, { "F32", 4, 3 }, { "F64", 8, 1 },
+		{ "U8", 1, 17 }, { "BF16", 2, 40 },
+	};
+	size_t cap = 96 * (size_t)TINY_N + 64, hlen = 1;
+	char *hdr = malloc(cap);
+	uint64_t off = 0;
+	uint8_t *file = NULL;
+
+	if (!hdr)
+		return NULL;
+	hdr[0] = '{';
+	for (unsigned i = 0; i < TINY_N; i++) {
+		unsigned k = i % RL_ARRAY_SIZE(kinds);
+		uint64_t count = i == TINY_N / 2 ? 70000 : kinds[k].count;
+
+		snprintf(t[i].name, sizeof(t[i].name), "t%u", i);
+		t[i].dtype = kinds[k].dtype;
+		t[i].itemsize = kinds[k].itemsize;
+		t[i].ndim = 1;
+		t[i].shape[0] = count;
+		t[i].off = off;
+		t[i].nbytes = count * kinds[k].itemsize;
+		hlen += (size_t)snprintf(hdr + hlen, cap - hlen,
+					 "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%" PRIu64 "],"
+					 "\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", i ? "," : "",
+					 t[i].name, t[i].dtype, count, off, off + t[i].nbytes);
+		off += t[i].nbytes;
+	}
+	hdr[hlen++] = '}';
+	*data_start = 8 + hlen;
+	file = malloc(*data_start + off);
+	if (file) {
+		memcpy(file, &(uint64_t){ hlen }, 8);
+		memcpy(file + 8, hdr, hlen);
+		for (uint64_t b = 0; b < off; b++)
+			file[*data_start + b] = (uint8_t)th_rand();
+		if (write_bytes(path, file, *data_start + off)) {
+			free(file);
+			file = NULL;
+		}
+	}
+	free(hdr);
+	return file;
+}
+
+/* Checks the loaded shards of plan against file; the staging bytes in *staging. */
+static void check_tiny_shards(const rl_plan *plan, rl_loader *ld, const uint8_t *tensors,
+			      const struct rt *t, uint64_t *staging)
+{
+	*staging = 0;
+	for (unsigned d = 0; d < rl_plan_num_devices(plan); d++) {
+		rl_device_info di;
+		size_t len = 0;
+
+		CHECK(rl_plan_device(plan, d, &di) == 0);
+		CHECK(rl_loader_staging(ld, d, &len) != NULL);
+		CHECK_EQ(len, di.staging_bytes);
+		*staging += len;
+	}
+	for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
+		rl_shard_info si;
+		unsigned i;
+		const uint8_t *base;
+
+		CHECK(rl_plan_shard(plan, s, &si) == 0);
+		i = (unsigned)strtoul(si.name + 1, NULL, 10);
+		base = rl_loader_staging(ld, si.device, NULL);
+		CHECKF(si.offset % t[i].itemsize == 0, "%s at %" PRIu64, si.name, si.offset);
+		CHECKF(slice_equal(tensors + t[i].off, t + i, &si, base + si.offset),
+		       "shard %zu (%s on device %u) differs", s, si.name, si.device);
+	}
+}
+
+static void tiny_tensors_packed(void)
+{
+	static const char spec_json[] =
+		"{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+		"\"rules\":[{\"match\":\"t3000\",\"spec\":[\"d\"]}]}";
+	struct rt *t = calloc(TINY_N, sizeof(*t));
+	uint64_t data_start, data = 0;
+	uint8_t *file = t ? write_tiny_ckpt(tmp_path("tiny.safetensors"), t, &data_start) : NULL;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+
+	CHECK(file && ck && spec);
+	for (unsigned i = 0; i < TINY_N; i++)
+		data += t[i].nbytes;
+	CHECKF(rl_ckpt_open(ck, tmp_path("tiny.safetensors")) == 0, "%s", rl_ckpt_errmsg(ck));
+	CHECKF(rl_spec_parse(spec, spec_json, strlen(spec_json)) == 0, "%s", rl_spec_errmsg(spec));
+	for (int split = 0; split < 2 && !th_failed(); split++) {
+		rl_loader *ld;
+		rl_plan *plan;
+		int ret = load(ck, split ? spec : NULL, 0, &ld, &plan);
+		uint64_t staging;
+		rl_load_stats st;
+
+		if (ret == RL_E_BACKEND) {
+			rl_loader_destroy(ld);
+			break;
+		}
+		CHECKF(ret == 0, "%s", rl_loader_errmsg(ld));
+		check_tiny_shards(plan, ld, file + data_start, t, &staging);
+		/* each device: the tiny ones packed, the large shard padded by a page */
+		CHECKF(staging <= (split ? 2 : 1) * (2 * data + 4096), "%" PRIu64 " bytes of "
+		       "staging for %" PRIu64 " bytes of data", staging, data);
+		/* the large whole shard is still read straight into staging */
+		CHECK(rl_loader_get_stats(ld, &st) == 0);
+		CHECKF(split || !st.direct_io || st.bytes_direct > 0, "%" PRIu64 " bytes direct",
+		       st.bytes_direct);
+		rl_plan_destroy(plan);
+		rl_loader_destroy(ld);
+	}
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	free(file);
+	free(t);
+}
+
 /* Callbacks: every shard exactly once, complete when reported; progress
  * reaches the total; a progress callback that says stop cancels. */
 struct cb_state {
@@ -1043,6 +1174,7 @@ int main(void)
 		{ "reference_fixtures", reference_fixtures },
 		{ "random_shardings", random_shardings },
 		{ "empty_and_zero_size", empty_and_zero_size },
+		{ "tiny_tensors_packed", tiny_tensors_packed },
 		{ "callbacks", callbacks },
 		{ "caller_staging", caller_staging },
 		{ "truncated_after_plan", truncated_after_plan },

@@ -1189,6 +1189,50 @@ static void count_limits(void)
 	CHECK_EQ(pl_limit(PL_LIMIT_TENSORS), PL_MAX_TENSORS);
 }
 
+/*
+ * An index is walked for its bounds before cJSON builds a tree: at most
+ * 65,536 JSON values outside weight_map's file names (a metadata list of
+ * 65,536 values is read, of 65,537 refused), weight_map at most the tensor
+ * limit.
+ */
+static void index_bounds(void)
+{
+	const char *d = mkdir_t("idxbounds");
+	size_t cap = 2 * 65537 + 128, len;
+	char p[4096], msg[RL_ERRMSG_MAX], *text = malloc(cap);
+	rl_ckpt *ck = NULL;
+
+	CHECK(text);
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_in(d, "a.safetensors", "{" T1("a", 0, 2) "," T1("b", 2, 4) "}", 4);
+	for (unsigned n = 65536; n <= 65537; n++) {
+		/* the list itself is one value */
+		len = (size_t)snprintf(text, cap, "{\"metadata\":[");
+		for (unsigned i = 0; i + 1 < n; i++)
+			len += (size_t)snprintf(text + len, cap - len, "%s0", i ? "," : "");
+		snprintf(text + len, cap - len, "],\"weight_map\":{\"a\":\"a.safetensors\"}}");
+		write_text(d, "model.safetensors.index.json", text);
+		if (n == 65536) {
+			CHECKF(open_ck(p, &ck, msg, sizeof(msg)) == 0, "%s", msg);
+			rl_ckpt_destroy(ck);
+			continue;
+		}
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_TOO_LARGE);
+		CHECKF(strstr(msg, "model.safetensors.index.json: more than 65536 JSON values, "
+			      "the limit"), "%s", msg);
+	}
+	write_text(d, "model.safetensors.index.json",
+		   "{\"weight_map\":{\"a\":\"a.safetensors\",\"b\":\"a.safetensors\"}}");
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 2);
+	CHECKF(open_ck(p, &ck, msg, sizeof(msg)) == 0, "%s", msg);
+	rl_ckpt_destroy(ck);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 1);
+	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_TOO_LARGE);
+	pl_limit_set_for_tests(PL_LIMIT_TENSORS, 0);
+	CHECKF(strstr(msg, "index.json: weight_map of more than 1 tensors, the limit"), "%s", msg);
+	free(text);
+}
+
 /* An index of 256 MiB is read (sparse: holes after a small object, refused
  * as text after the value); one byte more is refused by its size. */
 static void index_size_limit(void)
@@ -1580,6 +1624,7 @@ int main(void)
 	RUN(text_file_is_not_safetensors);
 	RUN(count_limits);
 	RUN(index_size_limit);
+	RUN(index_bounds);
 	RUN(truncated_files);
 	RUN(handle_contract);
 	RUN(allocation_failures);

@@ -578,6 +578,167 @@ static void public_api_errors(void)
  * alarm fails the test if it does), a pipe is read to its end, a directory
  * and a file over the cap are refused.
  */
+/* n rules {"match":"r<i>","spec":[]} after prefix, in a fresh string. */
+static char *many_rules(const char *prefix, unsigned n)
+{
+	size_t cap = strlen(prefix) + 32 * (size_t)n + 8, len;
+	char *j = malloc(cap);
+
+	if (!j)
+		return NULL;
+	len = (size_t)snprintf(j, cap, "%s\"rules\":[", prefix);
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(j + len, cap - len, "%s{\"match\":\"r%u\",\"spec\":[]}",
+					i ? "," : "", i);
+	snprintf(j + len, cap - len, "]}");
+	return j;
+}
+
+/* A spec's bounds: rules, JSON values and nesting, each refused with its
+ * code and the limit before anything grows with it. */
+static void spec_bounds(void)
+{
+	char *ok = many_rules("{", PL_MAX_RULES), *over = many_rules("{", PL_MAX_RULES + 1);
+	size_t cap = 4 * ((size_t)PL_SPEC_MAX_VALUES + 1) + 16, len;
+	char *vals = malloc(cap), deep[4096], path[4096];
+	FILE *f;
+	struct pl_spec *s = pl_spec_new();
+	rl_spec *pub = rl_spec_create();
+	struct rl_err e;
+
+	CHECK(ok && over && vals && s && pub);
+	CHECKF(parse(ok, &e) == 0, "%s", e.msg);
+	CHECK_ERR(over, RL_E_TOO_LARGE, "spec: 4097 rules, over the limit of 4096");
+	for (unsigned i = 0; i < PL_MAX_RULES; i++)
+		CHECK_EQ(pl_spec_add_rule(s, "r", 0, NULL, &e), 0);
+	CHECK_EQ(pl_spec_add_rule(s, "r", 0, NULL, &e), RL_E_TOO_LARGE);
+	CHECKF(strstr(e.msg, "rule 4096: over the limit of 4096 rules"), "%s", e.msg);
+	/* rules without literal text are tried on every name: 64 at most */
+	pl_spec_free(s);
+	s = pl_spec_new();
+	CHECK(s);
+	for (unsigned i = 0; i < PL_MAX_PLAIN_RULES; i++) {
+		char re[32];
+
+		snprintf(re, sizeof(re), "[a-c]{%u}", i + 1);
+		CHECKF(pl_spec_add_rule(s, re, 0, NULL, &e) == 0, "%s", e.msg);
+	}
+	CHECK_EQ(pl_spec_add_rule(s, "x.*", 0, NULL, &e), 0);
+	CHECK_EQ(pl_spec_add_rule(s, ".*[0-9]", 0, NULL, &e), RL_E_TOO_LARGE);
+	CHECKF(strstr(e.msg, "rule 65 (\".*[0-9]\"): over the limit of 64 rules without "
+		      "literal text"), "%s", e.msg);
+	CHECK_EQ(s->nrules, 65);
+	/* 2^20 values (the object, its list, 2^20 - 2 zeros) pass the bound and
+	 * meet the unknown field; one more is refused */
+	len = (size_t)snprintf(vals, cap, "{\"x\":[");
+	for (unsigned i = 0; i < PL_SPEC_MAX_VALUES - 2; i++)
+		len += (size_t)snprintf(vals + len, cap - len, "%s0", i ? "," : "");
+	snprintf(vals + len, cap - len, "]}");
+	CHECK_ERR(vals, RL_E_SPEC, "unknown field \"x\"");
+	snprintf(vals + len, cap - len, ",0]}");
+	CHECK_ERR(vals, RL_E_TOO_LARGE, "spec: more than 1048576 JSON values, the limit");
+	/* 64 nested lists are JSON the spec then refuses by form; 65 and 1000
+	 * say the depth that was hit, not "not valid JSON" */
+	for (int n = 64; n <= 65; n++) {
+		len = (size_t)snprintf(deep, sizeof(deep), "{\"rules\":");
+		for (int i = 0; i < n - 1; i++)
+			deep[len + i] = '[', deep[len + n - 1 + i] = ']';
+		snprintf(deep + len + 2 * (n - 1), sizeof(deep) - len - 2 * (n - 1), "}");
+		if (n == 64)
+			CHECK_ERR(deep, RL_E_SPEC, "rule 0");
+		else
+			CHECK_ERR(deep, RL_E_SPEC, "nesting deeper than 64 levels, the limit");
+	}
+	/* 1000 nested lists */
+	len = (size_t)snprintf(deep, sizeof(deep), "{\"rules\":");
+	for (int i = 0; i < 1000; i++)
+		deep[len + i] = '[', deep[len + 1000 + i] = ']';
+	snprintf(deep + len + 2000, sizeof(deep) - len - 2000, "}");
+	CHECK_ERR(deep, RL_E_SPEC, "spec: invalid JSON: nesting deeper than 64 levels, the limit");
+	snprintf(path, sizeof(path), "%s/deep.json", th_tmpdir());
+	f = fopen(path, "w");
+	CHECK(f && fputs(deep, f) >= 0 && fclose(f) == 0);
+	CHECK_EQ(rl_spec_load(pub, path), RL_E_SPEC);
+	CHECKF(!strncmp(rl_spec_errmsg(pub), path, strlen(path)) &&
+	       strstr(rl_spec_errmsg(pub), ": spec: invalid JSON: nesting deeper than 64 levels"),
+	       "%s", rl_spec_errmsg(pub));
+	rl_spec_destroy(pub);
+	pl_spec_free(s);
+	free(ok);
+	free(over);
+	free(vals);
+}
+
+/* The rule index: pl_regex_prefix() gives text every match starts with,
+ * pl_regex_must() text every match contains, and pl_spec_match() takes the same rule as trying every rule in order,
+ * on random rules and names (seeded). */
+static void rule_index_matches_every_rule_in_order(void)
+{
+	static const struct { const char *re, *prefix; } pre[] = {
+		{ "model\\.layers\\.3\\..*", "model.layers.3." }, { "ab*", "a" },
+		{ "ab+c", "ab" }, { "a|b", "" }, { "(a|b)c", "" }, { "abc[(]x|zzz", "" },
+		{ "ab(c|d)", "ab" }, { "ab{2}", "a" }, { "ab?", "a" }, { "\\w+", "" },
+		{ "a[|]b", "a" }, { ".*x", "" }, { "x\\*y", "x*y" }, { "x\\.?", "x" },
+	};
+	static const char *const piece[] = { "a", "b", ".", "\\.", "a*", "(a|b)", "[ab]",
+					     "b?", "|", ".*", "a+", "(ab)*", "x", "ab", "b{1,2}",
+					     "x\\.a", "[|(]" };
+	struct pl_spec *s = NULL;
+	struct rl_err e;
+	char out[PL_RULE_PREFIX];
+
+	static const struct { const char *re, *must; } must[] = {
+		{ ".*nomatch12", "nomatch12" }, { "x\\.y(z)*w+", "x.y" }, { "a{2}bcd", "bcd" },
+		{ "(a|b)cd", "cd" }, { "a|bcd", "" }, { ".*embed_tokens.*", "embed_tokens" },
+		{ "ab*", "a" }, { "[xyz]+q?", "" }, { "a{2,3}", "" },
+	};
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(pre); i++) {
+		size_t n = pl_regex_prefix(pre[i].re, out, sizeof(out));
+
+		CHECKF(n == strlen(pre[i].prefix) && !memcmp(out, pre[i].prefix, n),
+		       "%s: \"%.*s\"", pre[i].re, (int)n, out);
+	}
+	for (size_t i = 0; i < RL_ARRAY_SIZE(must); i++) {
+		size_t n = pl_regex_must(must[i].re, out, sizeof(out));
+
+		CHECKF(n == strlen(must[i].must) && !memcmp(out, must[i].must, n),
+		       "%s: \"%.*s\"", must[i].re, (int)n, out);
+	}
+	for (int round = 0; round < 40 && !th_failed(); round++) {
+		unsigned nrules = 1 + (unsigned)(th_rand() % 200);
+
+		s = pl_spec_new();
+		CHECK(s);
+		for (unsigned r = 0; r < nrules; r++) {
+			char re[64] = "";
+
+			for (unsigned k = 1 + (unsigned)(th_rand() % 5); k; k--)
+				strcat(re, piece[th_rand() % RL_ARRAY_SIZE(piece)]);
+			if (pl_spec_add_rule(s, re, 0, NULL, &e))   /* "|" alone, "a*b?" ... */
+				continue;
+		}
+		for (int t = 0; t < 300; t++) {
+			char name[16];
+			long want = -1;
+			unsigned n = (unsigned)(th_rand() % 8);
+
+			for (unsigned k = 0; k < n; k++)
+				name[k] = "ab.x"[th_rand() % 4];
+			name[n] = '\0';
+			for (size_t r = 0; r < s->nrules && want < 0; r++)
+				if (!regexec(&s->rules[r].re, name, 0, NULL, 0))
+					want = (long)r;
+			CHECKF(pl_spec_match(s, name) == want, "round %d, \"%s\": rule %ld, "
+			       "want %ld (\"%s\")", round, name, pl_spec_match(s, name), want,
+			       want >= 0 ? s->rules[want].pattern : "");
+		}
+		pl_spec_free(s);
+		s = NULL;
+	}
+	pl_spec_free(s);
+}
+
 static void spec_load_files(void)
 {
 	static const char json[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]}}";
@@ -842,6 +1003,8 @@ int main(void)
 	RUN(public_api);
 	RUN(public_api_errors);
 	RUN(spec_load_files);
+	RUN(spec_bounds);
+	RUN(rule_index_matches_every_rule_in_order);
 	RUN(huge_dim_boxes);
 	RUN(public_api_c_structures);
 	RUN(cli_plan);
