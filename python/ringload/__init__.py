@@ -79,9 +79,9 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     try:
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
-        return fw.load(_core.Job(ckpt, spec, process, backend, options,
-                                 progress, expected, stats, bool(copy)),
-                       devices)
+        return _core.run(fw, _core.Job(ckpt, spec, process, backend, options,
+                                       progress, expected, stats, bool(copy)),
+                         devices)
     finally:
         ckpt.close()
         if spec is not None:

@@ -185,6 +185,17 @@ def check_stats(stats):
     return stats
 
 
+def run(fw, job, devices):
+    """Returns fw.load(job, devices); job.stats, the caller's dict, is
+    updated only once the whole load succeeded (the statistics are read
+    before the tensors are made, which may still fail)."""
+    stats = None if job.stats is None else {}
+    out = fw.load(job._replace(stats=stats), devices)
+    if stats is not None:
+        job.stats.update(stats)
+    return out
+
+
 def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
@@ -199,7 +210,7 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
-        out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected,
+        out = run(fw, Job(ckpt, spec, 0, "auto", None, None, expected,
                           check_stats(stats), bool(copy)), {0: device})
     finally:
         ckpt.close()
