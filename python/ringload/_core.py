@@ -185,6 +185,16 @@ def check_stats(stats):
     return stats
 
 
+def check_copy(copy):
+    """Returns copy, a bool (the copy= argument); ArgumentTypeError
+    otherwise: bool("no") is True."""
+    if not isinstance(copy, bool):
+        raise _errors.ArgumentTypeError(
+            _lib.RL_E_INVALID_ARG, "copy: True or False, not "
+            f"{type(copy).__name__} {copy!r}")
+    return copy
+
+
 def run(fw, job, devices):
     """Returns fw.load(job, devices); job.stats, the caller's dict, is
     updated only once the whole load succeeded (the statistics are read
@@ -203,6 +213,8 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
     read; the library checks the files' SHA-256 as it reads them. stats:
     a dict to fill with the load's statistics (check_stats); copy: CPU
     results own their memory (Job)."""
+    check_stats(stats)
+    check_copy(copy)
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
@@ -211,7 +223,7 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
         out = run(fw, Job(ckpt, spec, 0, "auto", None, None, expected,
-                          check_stats(stats), bool(copy)), {0: device})
+                          stats, copy), {0: device})
     finally:
         ckpt.close()
         if spec is not None:

@@ -13,6 +13,8 @@ import os
 import signal
 import threading
 
+import numpy as np
+
 from . import _errors, _lib
 
 _live = collections.Counter()
@@ -96,14 +98,19 @@ def path_arg(what, path):
 
 
 def integer(what, value, lo, hi):
-    """Returns value, an integer in [lo, hi] (an int or another type with
-    __index__, bool excepted); ArgumentTypeError or ArgumentError naming
-    what otherwise: ctypes would truncate 2**64 + 16 to 16."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise _errors.ArgumentTypeError(
-            _lib.RL_E_INVALID_ARG, f"{what}: expected an integer, not "
-            f"{type(value).__name__} {value!r}")
-    value = operator.index(value)
+    """Returns value, an integer in [lo, hi] (an int or another type whose
+    __index__ gives one, bool and numpy.bool_ excepted); ArgumentTypeError
+    or ArgumentError naming what otherwise: ctypes would truncate
+    2**64 + 16 to 16."""
+    not_integer = _errors.ArgumentTypeError(
+        _lib.RL_E_INVALID_ARG, f"{what}: expected an integer, not "
+        f"{type(value).__name__} {value!r}")
+    if isinstance(value, (bool, np.bool_)):
+        raise not_integer
+    try:
+        value = operator.index(value)
+    except TypeError:  # np.array([3]) has __index__ and refuses it
+        raise not_integer from None
     if not lo <= value <= hi:
         raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG,
                                     f"{what}: {value} not in [{lo}, {hi}]")
@@ -121,6 +128,27 @@ def loader_option(key, value):
     (rl_loader_param_bounds)."""
     return _bounded(f"loader option '{key}'", value,
                     _lib.rl_loader_param_bounds, _lib.LOADER_PARAMS[key])
+
+
+def loader_options(backend, options):
+    """Returns {name: value} of backend and options (loader options by
+    name), every one checked (loader_option); ArgumentError naming an
+    unknown backend or option. The load's entry points call it before
+    they open anything."""
+    opts = dict(options or {})
+    if backend is not None:
+        if backend not in _lib.BACKENDS:
+            raise _errors.ArgumentError(
+                _lib.RL_E_INVALID_ARG, f"backend '{backend}': not one of "
+                + ", ".join(_lib.BACKENDS))
+        opts.setdefault("backend", _lib.BACKENDS[backend])
+    for key, value in opts.items():
+        if key not in _lib.LOADER_PARAMS:
+            raise _errors.ArgumentError(
+                _lib.RL_E_INVALID_ARG, f"unknown loader option '{key}' "
+                "(one of " + ", ".join(_lib.LOADER_PARAMS) + ")")
+        opts[key] = loader_option(key, value)
+    return opts
 
 
 def plan_param(key, value):
@@ -373,19 +401,9 @@ class Loader(_Handle, kind="loader"):
                     self._ptr, os.fsencode(name), value.encode("ascii")))
 
     def _configure(self, backend, opts):
-        if backend is not None:
-            if backend not in _lib.BACKENDS:
-                raise _errors.ArgumentError(
-                    _lib.RL_E_INVALID_ARG, f"backend '{backend}': not one of "
-                    + ", ".join(_lib.BACKENDS))
-            opts.setdefault("backend", _lib.BACKENDS[backend])
-        for key, value in opts.items():
-            if key not in _lib.LOADER_PARAMS:
-                raise _errors.ArgumentError(
-                    _lib.RL_E_INVALID_ARG, f"unknown loader option '{key}' "
-                    "(one of " + ", ".join(_lib.LOADER_PARAMS) + ")")
+        for key, value in loader_options(backend, opts).items():
             self.check(_lib.rl_loader_set(self._ptr, _lib.LOADER_PARAMS[key],
-                                          loader_option(key, value)))
+                                          value))
 
     def _with_progress(self, progress, call):
         bridge = _Progress(progress)
