@@ -119,7 +119,9 @@ def integer(what, value, lo, hi):
 
 def _bounded(what, value, bounds_fn, param):
     lo, hi = ctypes.c_int64(), ctypes.c_int64()
-    bounds_fn(param, ctypes.byref(lo), ctypes.byref(hi))
+    rc = bounds_fn(param, ctypes.byref(lo), ctypes.byref(hi))
+    if rc < 0:  # a library older than this package's table of names
+        raise _errors.error(rc, f"{what}: unknown parameter {param}")
     return integer(what, value, lo.value, hi.value)
 
 
@@ -381,7 +383,8 @@ def _fields(st):
     filled = getattr(st, "size", ctypes.sizeof(st))
     out = {}
     for name, _ in st._fields_:
-        if name != "size" and getattr(type(st), name).offset < filled:
+        field = getattr(type(st), name)
+        if name != "size" and field.offset + field.size <= filled:
             v = getattr(st, name)
             out[name] = _lib.text(v) if isinstance(v, bytes) else v
     return out

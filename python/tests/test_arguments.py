@@ -158,3 +158,21 @@ def test_copy_must_be_a_bool(small_ckpt, value):
         ringload.load(small_ckpt, copy=value)
     assert str(e.value) == f"copy: True or False, not {type(value).__name__} {value!r}"
 
+
+def test_an_unknown_parameter_is_not_given_bounds():
+    from ringload import _lib
+    with pytest.raises(ringload.Error, match="^x: unknown parameter 9999$"):
+        _handles._bounded("x", 1, _lib.rl_loader_param_bounds, 9999)
+
+
+def test_fields_the_library_filled_in_part_are_left_out():
+    import ctypes
+
+    class Tagged(ctypes.Structure):
+        _fields_ = [("size", ctypes.c_uint32), ("a", ctypes.c_uint32),
+                    ("b", ctypes.c_uint64), ("c", ctypes.c_uint64)]
+
+    st = Tagged(size=Tagged.b.offset + 4, a=1, b=2, c=3)
+    assert _handles._fields(st) == {"a": 1}
+    st.size = Tagged.c.offset
+    assert _handles._fields(st) == {"a": 1, "b": 2}
