@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -61,6 +62,7 @@ def test_ctrl_c_propagates_unchanged_cancels_and_frees(interrupted, entry):
         assert row["got"] == "KeyboardInterrupt", where
         assert row["codes"][-1] == "RL_E_CANCELED", (where, row["codes"])
         assert row["handles"] == {}, where
+        assert row["handler_restored"], where
     assert "Exception ignored" not in stderr, stderr
 
 
@@ -165,3 +167,36 @@ def test_loads_in_a_sub_interpreter(small_ckpt):
     r = subprocess.run([sys.executable, "-W", "ignore", "-c", code],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_handler_raising_nothing_lets_the_load_go_on(small_ckpt, load_codes, backend):
+    seen = []
+
+    def mine(signum, frame):
+        seen.append(signum)
+
+    for handler in (mine, signal.SIG_IGN):
+        signal.signal(signal.SIGINT, handler)
+        try:
+            got = ringload.load(small_ckpt, backend=backend, progress=_interrupt)
+            assert got[0]["vec"].tolist() == list(range(13))
+            assert signal.getsignal(signal.SIGINT) is handler
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert seen == [signal.SIGINT]
+    assert load_codes == [0, 0]
+
+
+def test_a_load_on_another_thread_leaves_the_handler(small_ckpt):
+    seen, got = [], []
+
+    def load():
+        got.append(ringload.load(small_ckpt, progress=lambda done, total:
+                                 seen.append(signal.getsignal(signal.SIGINT))))
+
+    t = threading.Thread(target=load)
+    t.start()
+    t.join()
+    assert got[0][0]["vec"].tolist() == list(range(13))
+    assert seen and all(h is signal.default_int_handler for h in seen)
