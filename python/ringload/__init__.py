@@ -25,6 +25,8 @@ from ._safe_open import SafeSlice, safe_open
 
 __version__ = "0.1.0"
 
+_MAX_DEVICE_ID = 2**32 - 1  # rl_device_info.id is a uint32_t
+
 __all__ = [
     "load", "safe_open", "SafeSlice", "library_path", "library_version",
     "Error", "HeaderError", "CheckpointError", "TensorNotFoundError",
@@ -71,17 +73,20 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     allocated is freed.
     """
     process = _handles.plan_param("process", process)
+    _handles.loader_options(backend, options)
     _core.check_stats(stats)
+    _core.check_copy(copy)
     fw = _core.framework(framework)
-    devices = {int(k): fw.device(v) for k, v in (device_map or {}).items()}
+    devices = {_handles.integer("device_map key", k, 0, _MAX_DEVICE_ID):
+               fw.device(v) for k, v in (device_map or {}).items()}
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
-        return fw.load(_core.Job(ckpt, spec, process, backend, options,
-                                 progress, expected, stats, bool(copy)),
-                       devices)
+        return _core.run(fw, _core.Job(ckpt, spec, process, backend, options,
+                                       progress, expected, stats, copy),
+                         devices)
     finally:
         ckpt.close()
         if spec is not None:

@@ -187,6 +187,27 @@ def check_stats(stats):
     return stats
 
 
+def check_copy(copy):
+    """Returns copy, a bool (the copy= argument); ArgumentTypeError
+    otherwise: bool("no") is True."""
+    if not isinstance(copy, bool):
+        raise _errors.ArgumentTypeError(
+            _lib.RL_E_INVALID_ARG, "copy: True or False, not "
+            f"{type(copy).__name__} {copy!r}")
+    return copy
+
+
+def run(fw, job, devices):
+    """Returns fw.load(job, devices); job.stats, the caller's dict, is
+    updated only once the whole load succeeded (the statistics are read
+    before the tensors are made, which may still fail)."""
+    stats = None if job.stats is None else {}
+    out = fw.load(job._replace(stats=stats), devices)
+    if stats is not None:
+        job.stats.update(stats)
+    return out
+
+
 def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
@@ -194,6 +215,8 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
     read; the library checks the files' SHA-256 as it reads them. stats:
     a dict to fill with the load's statistics (check_stats); copy: CPU
     results own their memory (Job)."""
+    check_stats(stats)
+    check_copy(copy)
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:
@@ -201,8 +224,8 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
-        out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected,
-                          check_stats(stats), bool(copy)), {0: device})
+        out = run(fw, Job(ckpt, spec, 0, "auto", None, None, expected,
+                          stats, copy), {0: device})
     finally:
         ckpt.close()
         if spec is not None:

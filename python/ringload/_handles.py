@@ -13,6 +13,8 @@ import os
 import signal
 import threading
 
+import numpy as np
+
 from . import _errors, _lib
 
 _live = collections.Counter()
@@ -96,14 +98,19 @@ def path_arg(what, path):
 
 
 def integer(what, value, lo, hi):
-    """Returns value, an integer in [lo, hi] (an int or another type with
-    __index__, bool excepted); ArgumentTypeError or ArgumentError naming
-    what otherwise: ctypes would truncate 2**64 + 16 to 16."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise _errors.ArgumentTypeError(
-            _lib.RL_E_INVALID_ARG, f"{what}: expected an integer, not "
-            f"{type(value).__name__} {value!r}")
-    value = operator.index(value)
+    """Returns value, an integer in [lo, hi] (an int or another type whose
+    __index__ gives one, bool and numpy.bool_ excepted); ArgumentTypeError
+    or ArgumentError naming what otherwise: ctypes would truncate
+    2**64 + 16 to 16."""
+    not_integer = _errors.ArgumentTypeError(
+        _lib.RL_E_INVALID_ARG, f"{what}: expected an integer, not "
+        f"{type(value).__name__} {value!r}")
+    if isinstance(value, (bool, np.bool_)):
+        raise not_integer
+    try:
+        value = operator.index(value)
+    except TypeError:  # np.array([3]) has __index__ and refuses it
+        raise not_integer from None
     if not lo <= value <= hi:
         raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG,
                                     f"{what}: {value} not in [{lo}, {hi}]")
@@ -112,7 +119,9 @@ def integer(what, value, lo, hi):
 
 def _bounded(what, value, bounds_fn, param):
     lo, hi = ctypes.c_int64(), ctypes.c_int64()
-    bounds_fn(param, ctypes.byref(lo), ctypes.byref(hi))
+    rc = bounds_fn(param, ctypes.byref(lo), ctypes.byref(hi))
+    if rc < 0:  # a library older than this package's table of names
+        raise _errors.error(rc, f"{what}: unknown parameter {param}")
     return integer(what, value, lo.value, hi.value)
 
 
@@ -121,6 +130,27 @@ def loader_option(key, value):
     (rl_loader_param_bounds)."""
     return _bounded(f"loader option '{key}'", value,
                     _lib.rl_loader_param_bounds, _lib.LOADER_PARAMS[key])
+
+
+def loader_options(backend, options):
+    """Returns {name: value} of backend and options (loader options by
+    name), every one checked (loader_option); ArgumentError naming an
+    unknown backend or option. The load's entry points call it before
+    they open anything."""
+    opts = dict(options or {})
+    if backend is not None:
+        if backend not in _lib.BACKENDS:
+            raise _errors.ArgumentError(
+                _lib.RL_E_INVALID_ARG, f"backend '{backend}': not one of "
+                + ", ".join(_lib.BACKENDS))
+        opts.setdefault("backend", _lib.BACKENDS[backend])
+    for key, value in opts.items():
+        if key not in _lib.LOADER_PARAMS:
+            raise _errors.ArgumentError(
+                _lib.RL_E_INVALID_ARG, f"unknown loader option '{key}' "
+                "(one of " + ", ".join(_lib.LOADER_PARAMS) + ")")
+        opts[key] = loader_option(key, value)
+    return opts
 
 
 def plan_param(key, value):
@@ -257,18 +287,13 @@ class Plan(_Handle, kind="plan"):
 
 class _Progress:
     """Bridges rl_progress_fn to a Python callable. An exception raised by
-    the callable cancels the load and is re-raised by Loader.run().
-
-    Ctrl-C: while the load runs, SIGINT's Python handler is sigint_handler,
-    which runs the previous handler itself and keeps what it raises
-    (KeyboardInterrupt) for after the C call: the interpreter runs signal
-    handlers wherever the main thread next runs Python, which during a
-    load is the entry of __call__, before any try of its own, where ctypes
-    would print the exception and return garbage (a cancel) instead."""
+    the callable, or kept by the SIGINT handler (_arm_sigint) while the
+    bridge is active, cancels the load and is re-raised by Loader.run()."""
 
     def __init__(self, fn):
         self.fn = fn
         self.exc = None
+        self.active = False
         self.cfn = _lib.PROGRESS_FN(self)
 
     def __call__(self, user, done, total):
@@ -277,39 +302,74 @@ class _Progress:
         try:
             if self.fn is not None:
                 self.fn(done, total)
-            return 0
         except BaseException as e:  # noqa: B902 - re-raised after the run
             self.exc = e
-            return 1
-
-    def sigint_handler(self, prev):
-        """A SIGINT handler calling prev and keeping what it raises."""
-        def handler(signum, frame):
-            try:
-                prev(signum, frame)
-            except BaseException as e:  # noqa: B902 - re-raised after the run
-                # without its traceback: it holds this frame, whose frame
-                # argument holds the whole stack of the load (a cycle)
-                if self.exc is None:
-                    self.exc = e.with_traceback(None)
-        return handler
+        # also a Ctrl-C that the handler kept while fn ran
+        return 1 if self.exc is not None else 0
 
 
-@contextlib.contextmanager
-def _sigint_deferred(bridge):
-    """Installs bridge's SIGINT handler for the block, when this is the
-    main thread (the only one Python runs signal handlers on) and SIGINT
-    has a Python handler (not SIG_IGN or SIG_DFL, which stay as they are)."""
+_sigint_bridges = []
+"""The bridges of the loads running on the main thread, outermost first
+(a progress callable may load too); a SIGINT cancels all of them."""
+
+
+def _sigint_handler(prev, owner):
+    """Ctrl-C: a SIGINT handler that calls prev and keeps what it raises
+    (KeyboardInterrupt) on every active bridge, for after the C calls. The
+    interpreter runs signal handlers wherever the main thread next runs
+    Python, which during a load is the entry of _Progress.__call__, before
+    any try of its own, where ctypes would print the exception and return
+    garbage (a cancel) instead. Once owner's load is over the handler only
+    calls prev: one that a failed restore left installed stays harmless."""
+    def handler(signum, frame):
+        if not owner.active:
+            return prev(signum, frame)
+        try:
+            prev(signum, frame)
+        except BaseException as e:  # noqa: B902 - re-raised after the run
+            # without its traceback: it holds this frame, whose frame
+            # argument holds the whole stack of the load (a cycle)
+            e = e.with_traceback(None)
+            for bridge in _sigint_bridges:
+                if bridge.active and bridge.exc is None:
+                    bridge.exc = e
+        return None
+    handler.ringload_owner, handler.ringload_prev = owner, prev
+    return handler
+
+
+def _arm_sigint(bridge):
+    """Activates bridge for Ctrl-C; returns the handler installed, or None.
+    Only on the main thread (the only one Python runs signal handlers on)
+    and when SIGINT has a Python handler (SIG_IGN and SIG_DFL stay); a load
+    nested in another's progress callable uses the outer's handler; a
+    sub-interpreter cannot install one (ValueError): Ctrl-C stays as is."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
     prev = signal.getsignal(signal.SIGINT)
-    if (not callable(prev) or
-            threading.current_thread() is not threading.main_thread()):
-        yield
-        return
-    signal.signal(signal.SIGINT, bridge.sigint_handler(prev))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, prev)
+    outer = getattr(prev, "ringload_owner", None)
+    handler = None
+    if outer is None or not outer.active:
+        if not callable(prev):
+            return None
+        handler = _sigint_handler(prev, bridge)
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main interpreter (mod_wsgi)
+            return None
+    _sigint_bridges[:] = [b for b in _sigint_bridges if b.active]
+    _sigint_bridges.append(bridge)
+    bridge.active = True
+    return handler
+
+
+def _disarm_sigint(bridge, handler):
+    """Ends _arm_sigint: restores the previous handler unless another was
+    installed since (the caller's own, kept)."""
+    if bridge in _sigint_bridges:
+        _sigint_bridges.remove(bridge)
+    if handler is not None and signal.getsignal(signal.SIGINT) is handler:
+        signal.signal(signal.SIGINT, handler.ringload_prev)
 
 
 _FILE_MODES = {v: k for k, v in _lib.FILE_MODES.items()}
@@ -323,7 +383,8 @@ def _fields(st):
     filled = getattr(st, "size", ctypes.sizeof(st))
     out = {}
     for name, _ in st._fields_:
-        if name != "size" and getattr(type(st), name).offset < filled:
+        field = getattr(type(st), name)
+        if name != "size" and field.offset + field.size <= filled:
             v = getattr(st, name)
             out[name] = _lib.text(v) if isinstance(v, bytes) else v
     return out
@@ -343,28 +404,22 @@ class Loader(_Handle, kind="loader"):
                     self._ptr, os.fsencode(name), value.encode("ascii")))
 
     def _configure(self, backend, opts):
-        if backend is not None:
-            if backend not in _lib.BACKENDS:
-                raise _errors.ArgumentError(
-                    _lib.RL_E_INVALID_ARG, f"backend '{backend}': not one of "
-                    + ", ".join(_lib.BACKENDS))
-            opts.setdefault("backend", _lib.BACKENDS[backend])
-        for key, value in opts.items():
-            if key not in _lib.LOADER_PARAMS:
-                raise _errors.ArgumentError(
-                    _lib.RL_E_INVALID_ARG, f"unknown loader option '{key}' "
-                    "(one of " + ", ".join(_lib.LOADER_PARAMS) + ")")
+        for key, value in loader_options(backend, opts).items():
             self.check(_lib.rl_loader_set(self._ptr, _lib.LOADER_PARAMS[key],
-                                          loader_option(key, value)))
+                                          value))
 
     def _with_progress(self, progress, call):
         bridge = _Progress(progress)
         _lib.rl_loader_set_callbacks(self.ptr, _lib.SHARD_FN(), bridge.cfn,
                                      None)
+        handler = _arm_sigint(bridge)
         try:
-            with _sigint_deferred(bridge):
-                rc = call()
+            rc = call()
         finally:
+            # first, before any call, where another signal's handler may
+            # raise: the handler then no longer keeps a Ctrl-C
+            bridge.active = False
+            _disarm_sigint(bridge, handler)
             _lib.rl_loader_set_callbacks(self._ptr, _lib.SHARD_FN(),
                                          _lib.PROGRESS_FN(), None)
         exc, bridge.exc = bridge.exc, None  # bridge <-> cfn is a cycle

@@ -5,7 +5,8 @@
 
 The arrays are zero-copy views of the library's staging (one area for the
 whole checkpoint): any one of them keeps that whole area alive; copy() an
-array to keep it alone. BF16 and F8 tensors are ml_dtypes arrays when
+array to keep it alone, or pass copy=True for arrays that own their memory
+(the staging is freed before load_file returns). BF16 and F8 tensors are ml_dtypes arrays when
 ml_dtypes is installed, raw uint16 / uint8 arrays otherwise; F4 / F6 give
 their packed bytes (docs/python.md).
 """

@@ -5,8 +5,9 @@ PyTorch adapter of safe_open and ringload.load.
     tensors = load_file("model.safetensors", device="cpu")
 
 CPU tensors are zero-copy views of the library's staging (any one keeps the
-whole area alive; clone() one to keep it alone). Importing this module
-imports torch but nothing that needs a GPU.
+whole area alive; clone() one to keep it alone), or with copy=True tensors
+that own their memory (the staging is freed before load_file returns).
+Importing this module imports torch but nothing that needs a GPU.
 
 Devices: "cpu", "cuda", "cuda:N", an int N (cuda:N, as safetensors), a
 torch.device, or another torch device type, which torch's .to() handles.

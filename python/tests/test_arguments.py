@@ -108,3 +108,71 @@ def test_empty_values_name_the_argument(small_ckpt, torch, empty):
         assert str(e.value).startswith("sha256: empty: give {file: hex}")
     with pytest.raises(ringload.ArgumentError, match="^sha256: empty"):
         ringload.safe_open(small_ckpt, "np", sha256=empty)
+
+
+@pytest.mark.parametrize("value", [np.True_, np.bool_(False), np.array([3]),
+                                   np.array(3.0)])
+def test_numpy_bools_and_arrays_are_not_integers(small_ckpt, value):
+    with pytest.raises(ringload.ArgumentTypeError) as e:
+        ringload.load(small_ckpt, options={"queue_depth": value})
+    assert str(e.value).startswith("loader option 'queue_depth': expected an "
+                                   f"integer, not {type(value).__name__}")
+
+
+@pytest.mark.parametrize("key", ["0", 0.7, True, np.True_, None])
+def test_device_map_keys_must_be_device_ids(small_ckpt, key):
+    with pytest.raises(ringload.ArgumentTypeError) as e:
+        ringload.load(small_ckpt, device_map={key: "cpu"})
+    assert str(e.value).startswith("device_map key: expected an integer, not ")
+    with pytest.raises(ringload.ArgumentError, match=r"^device_map key: -1 not in \[0, "):
+        ringload.load(small_ckpt, device_map={-1: "cpu"})
+    assert ringload.load(small_ckpt, device_map={np.uint8(0): "cpu"})[0]["vec"].size == 13
+
+
+def test_arguments_are_checked_before_anything_is_opened(tmp_path, torch):
+    import ringload.numpy as rnp
+    import ringload.torch as rt
+    missing = tmp_path / "missing.safetensors"
+    for kwargs, exc, what in (
+            ({"options": {"queue_depth": 2**64}}, ringload.ArgumentError,
+             "loader option 'queue_depth'"),
+            ({"options": {"queue_dpeth": 2}}, ringload.ArgumentError,
+             "unknown loader option 'queue_dpeth'"),
+            ({"backend": "spdk"}, ringload.ArgumentError, "backend 'spdk'"),
+            ({"stats": []}, ringload.ArgumentTypeError, "stats: "),
+            ({"copy": "no"}, ringload.ArgumentTypeError, "copy: "),
+            ({"device_map": {"0": "cpu"}}, ringload.ArgumentTypeError,
+             "device_map key: ")):
+        with pytest.raises(exc) as e:
+            ringload.load(missing, **kwargs)
+        assert str(e.value).startswith(what), kwargs
+        if "stats" in kwargs or "copy" in kwargs:
+            for load_file in (rnp.load_file, rt.load_file):
+                with pytest.raises(exc, match=f"^{what}"):
+                    load_file(missing, **kwargs)
+
+
+@pytest.mark.parametrize("value", ["no", 1, 0, None, np.True_])
+def test_copy_must_be_a_bool(small_ckpt, value):
+    with pytest.raises(ringload.ArgumentTypeError) as e:
+        ringload.load(small_ckpt, copy=value)
+    assert str(e.value) == f"copy: True or False, not {type(value).__name__} {value!r}"
+
+
+def test_an_unknown_parameter_is_not_given_bounds():
+    from ringload import _lib
+    with pytest.raises(ringload.Error, match="^x: unknown parameter 9999$"):
+        _handles._bounded("x", 1, _lib.rl_loader_param_bounds, 9999)
+
+
+def test_fields_the_library_filled_in_part_are_left_out():
+    import ctypes
+
+    class Tagged(ctypes.Structure):
+        _fields_ = [("size", ctypes.c_uint32), ("a", ctypes.c_uint32),
+                    ("b", ctypes.c_uint64), ("c", ctypes.c_uint64)]
+
+    st = Tagged(size=Tagged.b.offset + 4, a=1, b=2, c=3)
+    assert _handles._fields(st) == {"a": 1}
+    st.size = Tagged.c.offset
+    assert _handles._fields(st) == {"a": 1, "b": 2}

@@ -92,3 +92,43 @@ def test_stats_must_be_a_dict_and_a_failed_load_leaves_it(ckpt, tmp_path):
     with pytest.raises(ringload.HeaderError):
         ringload.load(short, stats=stats)
     assert stats == {}
+
+
+def _fails_after_the_read(*args):
+    raise ringload.DtypeError(ringload._lib.RL_E_INVALID_ARG, "made to fail")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_load_failing_after_the_read_leaves_stats(ckpt, monkeypatch, backend, workers):
+    path, _ = ckpt
+    monkeypatch.setattr(rnp.FRAMEWORK, "convert", _fails_after_the_read)
+    for load in (lambda st: ringload.load(path, backend=backend, stats=st,
+                                          options={"workers": workers}),
+                 lambda st: rnp.load_file(path, stats=st)):
+        stats = {"mine": 1}
+        with pytest.raises(ringload.DtypeError, match="made to fail"):
+            load(stats)
+        assert stats == {"mine": 1}
+
+
+def test_a_streaming_load_failing_after_the_read_leaves_stats(ckpt, monkeypatch, torch):
+    import ringload.torch as rt
+    path, _ = ckpt
+    monkeypatch.setattr(rt, "_shaped", _fails_after_the_read)
+    stats = {}
+    with pytest.raises(ringload.DtypeError, match="made to fail"):
+        ringload.load(path, framework="pt", stats=stats,
+                      options={"staging_budget": 1 << 20})
+    assert stats == {}
+
+
+def test_a_dtype_torch_lacks_leaves_stats(tmp_path, torch):
+    if hasattr(torch, "uint16"):
+        pytest.skip("needs a torch without uint16 (before 2.3; Debian 12's python3-torch)")
+    path = tmp_path / "u16.safetensors"
+    stfile.write(path, {"w": ("U16", (4,), bytes(8))})
+    stats = {}
+    with pytest.raises(ringload.DtypeError):
+        ringload.load(path, framework="pt", stats=stats)
+    assert stats == {}
