@@ -37,10 +37,11 @@ _ALIGN = 4096
 class Loaded:
     """Shards of one run and the staging bytes of each device."""
 
-    def __init__(self, shards, device_ids, staging):
+    def __init__(self, shards, device_ids, staging, stats=None):
         self.shards = shards
         self.device_ids = device_ids
         self.staging = staging
+        self.stats = stats  # the loader's statistics (load_library)
 
     def raw(self, shard):
         """Returns the bytes of shard as a uint8 array (a view)."""
@@ -73,7 +74,7 @@ def load_library(job):
     finally:
         plan.close()
     staging = [_library_staging(loader, d) for d in range(len(devices))]
-    return Loaded(shards, [i for i, _ in devices], staging)
+    return Loaded(shards, [i for i, _ in devices], staging, loader.stats())
 
 
 def _numpy_area(n):
