@@ -67,13 +67,14 @@ def spec_of(ckpt, boxes):
     return {"targets": targets, "tensors": tensors}, names
 
 
-def read(ckpt, boxes, job_args):
+def read(ckpt, boxes, job_args, convert=_dtypes.to_numpy):
     """Reads boxes (Box, distinct) of ckpt in one load; returns
-    ({Box: numpy array of the box}, loader statistics or None).
+    ({Box: array of the box}, loader statistics or None).
 
-    job_args: (backend, options, expected sha256) of the load. The arrays
-    are views of the library's staging (each keeps it alive); empty boxes
-    get empty arrays and are not read.
+    job_args: (backend, options, expected sha256) of the load. convert
+    (raw uint8 bytes, name, dtype, shape) makes each array: numpy's by
+    default, views of the library's staging (each keeps it alive); empty
+    boxes get empty arrays and are not read.
     """
     out = {}
     wanted = []
@@ -82,8 +83,8 @@ def read(ckpt, boxes, job_args):
         if box_nbytes(meta, b.box):
             wanted.append(b)
         else:
-            out[b] = _dtypes.to_numpy(np.empty(0, np.uint8), b.name,
-                                      meta.dtype, box_shape(b.box))
+            out[b] = convert(np.empty(0, np.uint8), b.name, meta.dtype,
+                             box_shape(b.box))
     if not wanted:
         return out, None
     spec_dict, names = spec_of(ckpt, wanted)
@@ -96,5 +97,5 @@ def read(ckpt, boxes, job_args):
         spec.close()
     for s in loaded.shards:
         b = names[s.name]
-        out[b] = _dtypes.to_numpy(loaded.raw(s), b.name, s.dtype, s.box)
+        out[b] = convert(loaded.raw(s), b.name, s.dtype, s.box)
     return out, loaded.stats

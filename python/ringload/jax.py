@@ -19,7 +19,6 @@ DtypeError, and so do 64-bit types while jax_enable_x64 is off (JAX would
 silently narrow them). docs/python.md has the guide.
 """
 import jax
-import numpy as np
 
 from . import _boxes, _core, _dtypes, _errors, _handles, _lib, _sha256
 
