@@ -444,8 +444,8 @@ def load(filename, sharding=None, *, process_group=None, read_once=False,
     rank and sent to the other ranks needing it (_dist), at most
     batch_bytes in flight per batch; the spec may not use targets or
     files_of_process then, and progress is not called. A failure on any
-    rank raises its error on every rank. stats: a dict to fill with this
-    rank's statistics (read once: also sent, received and unique bytes).
+    rank raises its error on every rank. stats (read once): a dict to
+    fill with this rank's statistics, as load_dtensors'.
     Returns {device_id: {name: tensor}} for this rank's devices, as
     ringload.load; with read once, devices of one rank holding the same
     box share one CPU tensor (device_map copies it to each device).

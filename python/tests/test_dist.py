@@ -157,3 +157,64 @@ def test_dead_rank_times_out(tmp_path, ckpt):
     for r in res[:3]:
         assert not r["ok"] and r["error"][1] == _lib.RL_E_PEER, r
         assert "status exchange" in r["error"][2]
+
+
+def test_without_torch_distributed_is_process_0(ckpt):
+    import ringload
+    import ringload.torch as rt
+    assert not torch.distributed.is_initialized()
+    got = rt.load(ckpt, read_once=True)
+    want = ringload.load(ckpt, framework="pt")
+    assert list(got) == [0] and sorted(got[0]) == sorted(want[0])
+    for name, t in want[0].items():
+        assert torch.equal(got[0][name], t), name
+    with pytest.raises(ringload.StateError, match="process_group given"):
+        rt.load(ckpt, process_group=object())
+
+
+@pytest.fixture
+def group_of_one(tmp_path):
+    """A gloo group of this process alone, and its 1-device CPU mesh."""
+    import datetime
+    from torch.distributed.device_mesh import init_device_mesh
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'init'}", rank=0,
+        world_size=1, timeout=datetime.timedelta(seconds=60))
+    try:
+        yield init_device_mesh("cpu", (1,))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_one_rank_group_loads_and_checks_arguments(ckpt, group_of_one):
+    import ringload
+    import ringload.torch as rt
+    from safetensors.torch import load_file
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    mesh = group_of_one
+    stats = {}
+    out = rt.load_dtensors(ckpt, mesh, {"w": [Shard(1)]}, batch_bytes=1,
+                           stats=stats)
+    for name, t in load_file(ckpt).items():
+        assert torch.equal(out[name].full_tensor(), t), name
+    assert stats["bytes_needed"] == stats["unique_bytes"]
+    assert stats["sent_bytes"] == stats["received_bytes"] == 0
+    cases = [
+        ({"w": [Partial()]}, ringload.ArgumentError,
+         r"tensor 'w' of shape \[16, 12\]: placement .* is not Replicate"),
+        ({"w": [Shard(2)]}, ringload.ArgumentError, "tensor 'w'"),
+        ({"s": [Shard(0)]}, ringload.ArgumentError, "tensor 's' of shape"),
+        ({"w": [Shard(0), Shard(1)]}, ringload.ArgumentError,
+         "tensor 'w': 2 placements for a mesh of 1 dimensions"),
+        ({"nope": [Shard(0)]}, ringload.TensorNotFoundError, "'nope'"),
+        ([Shard(0)], ringload.ArgumentError, "placements must be a dict"),
+    ]
+    for placements, cls, match in cases:
+        with pytest.raises(cls, match=match):
+            rt.load_dtensors(ckpt, mesh, placements)
+    target = {"targets": [{"name": "w2", "source": "w"}]}
+    with pytest.raises(ringload.ArgumentError, match="'w2' is a target"):
+        rt.load(ckpt, target, read_once=True)
+    assert torch.equal(rt.load(ckpt, target)[0]["w2"], load_file(ckpt)["w"])
+    with pytest.raises(ringload.ArgumentError, match="files_of_process"):
+        rt.load(ckpt, {"files_of_process": [None]}, read_once=True)
