@@ -82,15 +82,17 @@ def agree(group, fn):
 
 
 def owners(ckpt, needs, read_once):
-    """{Box: rank that reads it}, or None per box when every needing rank
-    reads it itself. needs: {Box: sorted needing ranks}, in table order."""
-    if not read_once:
-        return {b: None for b in needs}
+    """{Box: rank that reads it}, or None for a box every needing rank
+    reads itself (all boxes without read once; empty boxes, which nothing
+    reads). needs: {Box: sorted needing ranks}, in table order."""
     load, out = {}, {}
     for b, ranks in needs.items():
+        n = _boxes.box_nbytes(ckpt.tensor(b.name), b.box)
+        if not (read_once and n):
+            out[b] = None
+            continue
         owner = min(ranks, key=lambda r: (load.get(r, 0), r))
-        load[owner] = load.get(owner, 0) + _boxes.box_nbytes(
-            ckpt.tensor(b.name), b.box)
+        load[owner] = load.get(owner, 0) + n
         out[b] = owner
     return out
 
