@@ -231,6 +231,7 @@ def load_file(filename, device="cpu", *, sha256=None):
 
 from . import _boxes, _handles, _sha256  # noqa: E402
 
+
 def _placement_box(meta, mesh_shape, placements, coord):
     """The box of tensor meta on the mesh coordinate coord under
     placements (Shard(dim) cuts as DTensor does: chunks of ceil(size/n),
@@ -262,8 +263,7 @@ def _placements(placements, meta, ndim):
                               f" for a mesh of {ndim} dimensions")
     out = []
     for p in given:
-        if isinstance(p, Shard) and type(p) is Shard and \
-                -len(meta.shape) <= p.dim < len(meta.shape):
+        if type(p) is Shard and -len(meta.shape) <= p.dim < len(meta.shape):
             out.append(Shard(p.dim % len(meta.shape)))
         elif isinstance(p, Replicate):
             out.append(p)
