@@ -190,7 +190,7 @@ def test_one_rank_group_loads_and_checks_arguments(ckpt, group_of_one):
     import ringload
     import ringload.torch as rt
     from safetensors.torch import load_file
-    from torch.distributed.tensor import Partial, Replicate, Shard
+    from torch.distributed.tensor import Partial, Shard
     mesh = group_of_one
     stats = {}
     out = rt.load_dtensors(ckpt, mesh, {"w": [Shard(1)]}, batch_bytes=1,
