@@ -402,3 +402,9 @@ install-python: $(SHARED)
 
 uninstall-python:
 	rm -rf $(DESTDIR)$(PYDIR)/ringload
+
+# ---- JAX / torch.distributed tests and the Python examples (examples/*.py),
+# on a Python with jax, torch >= 2.4 and safetensors (VENV_PYTHON) ----
+VENV_PYTHON ?= /root/.cache/ringload/venv-probe/bin/python
+PY_TESTS += python/tests/python-venv-tests.sh python/tests/python-examples.sh
+test: export RL_VENV_PYTHON := $(VENV_PYTHON)

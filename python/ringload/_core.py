@@ -41,11 +41,12 @@ class Loaded:
     """Shards of one run and the staging bytes of each device; copy: the
     results are to own their memory (materialize)."""
 
-    def __init__(self, shards, device_ids, staging, copy=False):
+    def __init__(self, shards, device_ids, staging, copy=False, stats=None):
         self.shards = shards
         self.device_ids = device_ids
         self.staging = staging
         self.copy = copy
+        self.stats = stats  # the loader's statistics (load_library)
 
     def raw(self, shard):
         """Returns the bytes of shard as a uint8 array (a view)."""
@@ -81,7 +82,8 @@ def load_library(job):
     finally:
         plan.close()
     staging = [_library_staging(loader, d) for d in range(len(devices))]
-    return Loaded(shards, [i for i, _ in devices], staging, job.copy)
+    return Loaded(shards, [i for i, _ in devices], staging, job.copy,
+                  loader.stats(job.ckpt))
 
 
 def _numpy_area(n):

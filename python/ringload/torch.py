@@ -238,3 +238,253 @@ def load_file(filename, device="cpu", *, sha256=None, stats=None,
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
                             sha256, stats, copy)
+
+
+# ---- Loads across the ranks of a torch.distributed group (_dist) ----
+# _dist imports torch.distributed, so only these functions import it.
+
+from . import _boxes, _handles, _sha256  # noqa: E402
+
+
+def _placement_box(meta, mesh_shape, placements, coord):
+    """The box of tensor meta on the mesh coordinate coord under
+    placements (Shard(dim) cuts as DTensor does: chunks of ceil(size/n),
+    later mesh dimensions within earlier ones' chunks)."""
+    box = [[0, d] for d in meta.shape]
+    for n, p, i in zip(mesh_shape, placements, coord):
+        if p.is_shard():
+            a, b = box[p.dim]
+            size, chunk = b - a, -(-(b - a) // n)
+            box[p.dim] = [a + min(i * chunk, size), a + min((i + 1) * chunk,
+                                                            size)]
+    return tuple(tuple(r) for r in box)
+
+
+def _placements(placements, meta, ndim):
+    """The checked placements of tensor meta on a mesh of ndim dimensions:
+    placements[name] (Replicate where not named) or placements(name,
+    shape, dtype); Shard dims normalized."""
+    from torch.distributed.tensor import Replicate, Shard
+    from . import _dist
+    tdt = _dtypes.torch_dtype(torch, meta.name, meta.dtype)
+    if callable(placements):
+        given = placements(meta.name, meta.shape, tdt)
+    else:
+        given = placements.get(meta.name, [Replicate()] * ndim)
+    given = list(given) if isinstance(given, (list, tuple)) else [given]
+    if len(given) != ndim:
+        raise _dist.arg_error(f"tensor '{meta.name}': {len(given)} placements"
+                              f" for a mesh of {ndim} dimensions")
+    out = []
+    for p in given:
+        if type(p) is Shard and -len(meta.shape) <= p.dim < len(meta.shape):
+            out.append(Shard(p.dim % len(meta.shape)))
+        elif isinstance(p, Replicate):
+            out.append(p)
+        else:
+            raise _dist.arg_error(f"tensor '{meta.name}' of shape "
+                                  f"{list(meta.shape)}: placement {p} is "
+                                  "not Replicate() or Shard(dim) of a "
+                                  "dimension it has")
+    return out
+
+
+def _dtensor_layout(ckpt, device_mesh, placements):
+    """[(meta, placements, my Box)] and {Box: sorted ranks needing it}."""
+    import itertools
+    from . import _dist
+    if not callable(placements) and not isinstance(placements, dict):
+        raise _dist.arg_error("placements must be a dict {name: [Placement]}"
+                              " or a callable (name, shape, dtype)")
+    for name in () if callable(placements) else placements:
+        ckpt.tensor(name)  # TensorNotFoundError naming it
+    shape = tuple(device_mesh.mesh.shape)
+    ranks = {c: int(device_mesh.mesh[c]) for c in
+             itertools.product(*map(range, shape))}
+    me = _dist.dist.get_rank()
+    layout, needs = [], {}
+    for meta in ckpt.tensors:
+        _dtypes.torch_check(torch, meta.name, meta.dtype, meta.shape)
+        pl = _placements(placements, meta, len(shape))
+        for coord, rank in ranks.items():
+            b = _boxes.Box(meta.name, _placement_box(meta, shape, pl, coord))
+            needs.setdefault(b, set()).add(rank)
+            if rank == me:
+                layout.append((meta, pl, b))
+    return layout, {b: sorted(r) for b, r in needs.items()}
+
+
+def _mesh_device(device_mesh):
+    """The device of this rank's local shards: the CPU, or the current
+    device of the mesh's device type (GPU only: untested here)."""
+    if device_mesh.device_type == "cpu":
+        return None
+    mod = getattr(torch, device_mesh.device_type)
+    return torch.device(device_mesh.device_type, mod.current_device())
+
+
+@_core.frees_on_error
+def load_dtensors(filename, device_mesh, placements, *, read_once=True,
+                  sha256=None, backend="auto", options=None,
+                  batch_bytes=256 << 20, stats=None):
+    """Loads every tensor of filename as a DTensor on device_mesh (which
+    spans the default process group; collective: every rank calls it).
+
+    placements: {name: [Placement]} (unnamed tensors are Replicate) or a
+    callable (name, shape, torch dtype) -> [Placement], one Replicate() or
+    Shard(dim) per mesh dimension. read_once: each distinct box is read by
+    one rank that needs it and sent to the others that do (_dist), in
+    batches of at most batch_bytes in flight; False: each rank reads its
+    own boxes. sha256, backend, options: as ringload.load, for each rank's
+    read. stats: a dict to fill with this rank's bytes_needed, bytes_read,
+    sent_bytes, received_bytes and the group's unique_bytes. A failure on
+    any rank raises its error on every rank. Returns {name: DTensor} in
+    sorted name order.
+    """
+    from torch.distributed.tensor import DTensor
+    from . import _dist
+    dist = _dist.dist
+    if device_mesh.mesh.numel() != dist.get_world_size():
+        raise _dist.arg_error(f"device_mesh has {device_mesh.mesh.numel()} "
+                              f"ranks: it must span the default group "
+                              f"({dist.get_world_size()} ranks)")
+
+    def prepare():
+        ckpt = _handles.Checkpoint(filename)
+        layout, needs = _dtensor_layout(ckpt, device_mesh, placements)
+        return ckpt, layout, needs, _sha256.resolve(ckpt, sha256)
+    ckpt, layout, needs, expected = _dist.agree(None, prepare)
+    try:
+        tensors, st = _dist.run(ckpt, needs, None, read_once,
+                                (backend, options, expected), batch_bytes)
+    finally:
+        ckpt.close()
+    if stats is not None:
+        stats.update(st)
+    device = _mesh_device(device_mesh)
+    out = {}
+    for meta, pl, b in layout:
+        local = tensors[b] if device is None else tensors[b].to(device)
+        out[meta.name] = DTensor.from_local(
+            local, device_mesh, pl, run_check=False,
+            shape=torch.Size(meta.shape),
+            stride=torch.empty(meta.shape, device="meta").stride())
+    return {name: out[name] for name in sorted(out)}
+
+
+def _spec_json(sharding):
+    """The spec as a dict when it is one, JSON text or a JSON file; {}
+    otherwise (the library then reports what is wrong with it)."""
+    import json
+    import os
+    if isinstance(sharding, dict):
+        return sharding
+    try:
+        if isinstance(sharding, str) and sharding.lstrip().startswith("{"):
+            return json.loads(sharding)
+        with open(os.fspath(sharding), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, TypeError, ValueError):
+        return {}
+
+
+def _spec_needs(ckpt, spec, nproc, me):
+    """Plans every process of spec; returns ({device_id: [(name, Box)]} of
+    process me, {Box: sorted processes needing it})."""
+    from . import _dist
+    mine, needs = {}, {}
+    for p in range(nproc):
+        plan = _handles.Plan()
+        try:
+            plan.set(process=p)
+            plan.build(ckpt, spec)
+            shards, devices = plan.shards(), plan.devices()
+        finally:
+            plan.close()
+        if p == me:
+            mine = {i: [] for i, _ in devices}
+        for s in shards:
+            if s.name not in ckpt.by_name:
+                raise _dist.arg_error(f"read_once: '{s.name}' is a target: "
+                                      "only checkpoint tensors can be read "
+                                      "once (give read_once=False)")
+            b = _boxes.Box(s.name, tuple(zip(s.start, s.stop)))
+            needs.setdefault(b, set()).add(p)
+            if p == me:
+                mine[s.device_id].append((s.name, b))
+    return mine, {b: sorted(r) for b, r in needs.items()}
+
+
+def _load_read_once(filename, sharding, group, job_args, batch_bytes):
+    """ringload.torch.load's read once: {device_id: {name: CPU tensor}}
+    and this rank's statistics."""
+    from . import _dist
+    dist = _dist.dist
+    me, nproc = dist.get_rank(group), dist.get_world_size(group)
+    if "files_of_process" in _spec_json(sharding):
+        raise _dist.arg_error("read_once: a spec with files_of_process is "
+                              "not supported (give read_once=False)")
+
+    def prepare():
+        ckpt = _handles.Checkpoint(filename)
+        spec = _handles.Spec(sharding)
+        try:
+            for t in ckpt.tensors:
+                _dtypes.torch_check(torch, t.name, t.dtype, t.shape)
+            mine, needs = _spec_needs(ckpt, spec, nproc, me)
+        finally:
+            spec.close()
+        return ckpt, mine, needs, _sha256.resolve(ckpt, job_args[2])
+    ckpt, mine, needs, expected = _dist.agree(group, prepare)
+    try:
+        tensors, stats = _dist.run(ckpt, needs, group, True,
+                                   job_args[:2] + (expected,), batch_bytes)
+    finally:
+        ckpt.close()
+    return {dev: {name: tensors[b] for name, b in shards}
+            for dev, shards in mine.items()}, stats
+
+
+@_core.frees_on_error
+def load(filename, sharding=None, *, process_group=None, read_once=False,
+         device_map=None, backend="auto", options=None, progress=None,
+         sha256=None, batch_bytes=256 << 20, stats=None):
+    """ringload.load(framework="pt") for the ranks of a torch.distributed
+    group: the spec's process is the rank in process_group (None: the
+    default group; without torch.distributed set up, process 0).
+    Collective: every rank of the group calls it.
+
+    read_once: each distinct box the spec's devices need is read by one
+    rank and sent to the other ranks needing it (_dist), at most
+    batch_bytes in flight per batch; the spec may not use targets or
+    files_of_process then, and progress is not called. A failure on any
+    rank raises its error on every rank. stats (read once): a dict to
+    fill with this rank's statistics, as load_dtensors'.
+    Returns {device_id: {name: tensor}} for this rank's devices, as
+    ringload.load; with read once, devices of one rank holding the same
+    box share one CPU tensor (device_map copies it to each device).
+    """
+    import ringload
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        if process_group is not None:
+            raise _errors.StateError(_lib.RL_E_STATE, "process_group given "
+                                     "but torch.distributed is not "
+                                     "initialized")
+        return ringload.load(filename, sharding, 0, "pt", device_map,
+                             backend=backend, options=options,
+                             progress=progress, sha256=sha256)
+    from . import _dist
+    if read_once:
+        out, st = _load_read_once(filename, sharding, process_group,
+                                  (backend, options, sha256), batch_bytes)
+        if stats is not None:
+            stats.update(st)
+        devices = {int(k): FRAMEWORK.device(v)
+                   for k, v in (device_map or {}).items()}
+        return {dev: {n: FRAMEWORK.deliver(t, devices.get(dev))
+                      for n, t in ts.items()} for dev, ts in out.items()}
+    rank = dist.get_rank(process_group)
+    return _dist.agree(process_group, lambda: ringload.load(
+        filename, sharding, rank, "pt", device_map, backend=backend,
+        options=options, progress=progress, sha256=sha256))

@@ -24,6 +24,7 @@ asan)
 	;;
 tsan)
 	export LD_PRELOAD="$(${CC:-gcc} -print-file-name=libtsan.so)"
+	export TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$here/tsan-torch.supp}
 	;;
 esac
 export RINGLOAD_LIB=$build/libringload.so.0 RL_BUILD=$build

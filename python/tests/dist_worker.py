@@ -1,0 +1,149 @@
+"""One rank of test_dist's 4-process gloo jobs: dist_worker.py CASE RANK
+WORLD INIT_FILE CKPT OUT_JSON [JSON args]. Runs CASE, checks the values
+against safetensors' own load (DTensors: through torch's distribute_tensor
+too), and writes what the test checks to
+OUT_JSON: {"ok": bool, "error": [class, code, message] or null, "stats"}.
+"""
+import datetime
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+from torch.distributed.tensor import (Replicate, Shard,  # noqa: E402
+                                      distribute_tensor)
+
+import ringload  # noqa: E402
+import ringload.torch as rt  # noqa: E402
+
+
+def _full(path):
+    """{name: torch tensor} of the file, by safetensors' own load."""
+    from safetensors.torch import load_file
+    return load_file(path)
+
+
+COMBOS = [(b, w, r) for b in ("io_uring", "libaio", "pread")
+          for w in (1, 2) for r in (True, False)]
+
+
+def _placements(spec):
+    return {name: [Shard(p) if isinstance(p, int) else Replicate()
+                   for p in pl] for name, pl in spec.items()}
+
+
+def case_dtensors(ckpt, args):
+    """Every backend, 1 and 2 workers, with and without read once: the
+    statistics of each, by "backend/workers/read_once"."""
+    mesh = init_device_mesh("cpu", tuple(args["mesh"]))
+    pl = _placements(args["placements"])
+    full = _full(ckpt)
+    out = {}
+    for backend, workers, read_once in COMBOS:
+        stats = {}
+        got = rt.load_dtensors(ckpt, mesh, pl, read_once=read_once,
+                               backend=backend, stats=stats,
+                               options={"workers": workers},
+                               batch_bytes=args["batch_bytes"])
+        _check_dtensors(got, full, mesh)
+        out[f"{backend}/{workers}/{read_once}"] = stats
+    return out
+
+
+def _check_dtensors(out, full, mesh):
+    assert sorted(out) == sorted(full), (sorted(out), sorted(full))
+    for name, t in full.items():
+        want = distribute_tensor(t, mesh, out[name].placements)
+        assert out[name].placements == want.placements, name
+        assert torch.equal(out[name].to_local(), want.to_local()), name
+        assert torch.equal(out[name].full_tensor(), t), name
+
+
+def case_load(ckpt, args):
+    """ringload.torch.load on every backend, with and without read once."""
+    full, out = _full(ckpt), {}
+    for backend, workers, read_once in COMBOS:
+        stats = {}
+        got = rt.load(ckpt, args["spec"], read_once=read_once,
+                      backend=backend, options={"workers": workers},
+                      stats=stats)
+        _check_load(got, full, args["spec"])
+        out[f"{backend}/{workers}/{read_once}"] = stats
+    return out
+
+
+def _check_load(out, full, spec):
+    mesh = spec["mesh"]
+    mine = [d for d, p in zip(mesh["devices"], mesh["process_of_device"])
+            if p == dist.get_rank()]
+    assert sorted(out) == mine, (sorted(out), mine)
+    import oracle
+    for dev in mine:
+        for name, t in full.items():
+            box = oracle.boxes(spec, name, tuple(t.shape))[dev]
+            want = t[tuple(slice(a, b) for a, b in box)]
+            assert torch.equal(out[dev][name], want), (dev, name)
+
+
+def _fail_once(ckpt, bad, how, read_once):
+    """One load where rank bad fails by how ("missing": its file does not
+    exist; "sha256": its expected SHA-256 is wrong): [class, code,
+    message] of the error this rank raised, None if none."""
+    mesh = init_device_mesh("cpu", (4,))
+    me_bad = dist.get_rank() == bad
+    path = ckpt + ".missing" if how == "missing" and me_bad else ckpt
+    sha = "0" * 64 if how == "sha256" and me_bad else None
+    pl = {} if how == "sha256" else {"w": [Shard(0)]}  # whole files
+    try:
+        rt.load_dtensors(path, mesh, pl, read_once=read_once, sha256=sha)
+    except ringload.Error as e:
+        return [type(e).__name__, e.code, e.message]
+    return None
+
+
+def case_fail(ckpt, args):
+    """Each failure in turn on one group, which stays usable after each;
+    then a load that works."""
+    out = {f"{how}/{ro}": _fail_once(ckpt, args["rank"], how, ro)
+           for how in ("missing", "sha256") for ro in (True, False)}
+    rt.load_dtensors(ckpt, init_device_mesh("cpu", (4,)), {})
+    return out
+
+
+def case_dead(ckpt, args):
+    """Rank 3 leaves without loading: the others must fail, not hang."""
+    if dist.get_rank() == 3:
+        os._exit(0)
+    mesh = init_device_mesh("cpu", (4,))
+    rt.load_dtensors(ckpt, mesh, {"w": [Shard(0)]})
+    return {}
+
+
+def main():
+    case, rank, world, init, ckpt, out = sys.argv[1:7]
+    args = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {}
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init}", rank=int(rank),
+        world_size=int(world),
+        timeout=datetime.timedelta(seconds=args.get("timeout", 60)))
+    result = {"ok": False, "error": None, "stats": None}
+    t0 = time.monotonic()
+    try:
+        result["stats"] = globals()[f"case_{case}"](ckpt, args)
+        result["ok"] = True
+    except ringload.Error as e:
+        result["error"] = [type(e).__name__, e.code, e.message]
+    result["seconds"] = time.monotonic() - t0
+    with open(out, "w") as f:
+        json.dump(result, f)
+    os._exit(0)  # no teardown collectives with a failed peer
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""ringload.torch's distributed loads on 4 processes over gloo (each a
+dist_worker.py): load_dtensors equals torch's distribute_tensor of
+safetensors' load on 2x2 and 4 meshes, every backend, 1 and 2 workers;
+with read once the ranks together read exactly the distinct boxes' bytes
+and send what they do not read; load(sharding, read_once) gives each rank
+its spec process's boxes; a failure on one rank (missing file, SHA-256
+mismatch) raises that error on every rank, and a rank that never comes
+ends the others at the group's timeout (RL_E_PEER), not a hang. Skipped
+where torch.distributed's DTensor is not importable (Debian's torch)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import stfile
+
+torch = pytest.importorskip("torch", reason="needs torch")
+pytest.importorskip("torch.distributed.tensor", reason="needs torch >= 2.4 "
+                    "with torch.distributed (the venv of make pydeps)")
+pytest.importorskip("safetensors", reason="needs safetensors (the venv of "
+                    "make pydeps): values are checked against its load")
+if not torch.distributed.is_available():
+    pytest.skip("torch.distributed is not available in this torch",
+                allow_module_level=True)
+
+from ringload import _lib  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORLD = 4
+
+TENSORS = {
+    "w": ("F32", (16, 12), np.arange(192, dtype="<f4")),
+    "emb": ("BF16", (10, 8), np.arange(80, dtype="<u2") + 0x3f80),
+    "b": ("I64", (6,), np.arange(6, dtype="<i8")),
+    "s": ("F32", (), np.array([1.5], "<f4")),
+    "e": ("I32", (0, 3), np.zeros(0, "<i4")),
+}
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dist") / "m.safetensors"
+    stfile.write(path, {n: (dt, shape, a.tobytes())
+                        for n, (dt, shape, a) in TENSORS.items()})
+    return str(path)
+
+
+def _nbytes(name, box):
+    dt, _, a = TENSORS[name]
+    return int(np.prod([b - a0 for a0, b in box])) * a.itemsize
+
+
+def run(tmp_path, case, ckpt, args, timeout=240):
+    """Runs case on WORLD ranks; returns each rank's result."""
+    init = tmp_path / "init"
+    procs, outs = [], []
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for rank in range(WORLD):
+        out = tmp_path / f"rank{rank}.json"
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "dist_worker.py"), case,
+             str(rank), str(WORLD), str(init), ckpt, str(out),
+             json.dumps(args)], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    results = []
+    for rank, out in enumerate(outs):
+        assert out.exists() or (case == "dead" and rank == 3), \
+            f"rank {rank} wrote nothing:\n{logs[rank]}"
+        results.append(json.loads(out.read_text()) if out.exists() else None)
+    return results
+
+
+def _stats(results, key):
+    return [r["stats"][key] for r in results]
+
+
+MESH_CASES = {
+    "2x2": ((2, 2), {"w": [0, 1], "emb": [0, None], "b": [None, 0],
+                     "s": [None, None], "e": [0, None]}),
+    "4": ((4,), {"w": [1], "emb": [0]}),
+}
+
+
+@pytest.mark.parametrize("mesh", sorted(MESH_CASES))
+def test_dtensors_read_once(tmp_path, ckpt, mesh):
+    shape, placements = MESH_CASES[mesh]
+    res = run(tmp_path, "dtensors", ckpt, {
+        "mesh": shape, "placements": placements, "batch_bytes": 64})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    for combo in res[0]["stats"]:
+        st = [r["stats"][combo] for r in res]
+        unique = st[0]["unique_bytes"]
+        needed = sum(s["bytes_needed"] for s in st)
+        sent = sum(s["sent_bytes"] for s in st)
+        assert sent == sum(s["received_bytes"] for s in st), combo
+        if combo.endswith("True"):
+            assert needed == unique, combo  # each distinct byte read once
+        else:
+            assert sent == 0 and needed >= unique, combo
+    if mesh == "2x2":  # replicated boxes: four ranks would read 2x or 4x
+        st = [r["stats"]["pread/1/False"] for r in res]
+        assert sum(s["bytes_needed"] for s in st) > st[0]["unique_bytes"]
+
+
+SPEC = {"mesh": {"shape": [2, 4], "axes": ["data", "model"],
+                 "devices": list(range(8)),
+                 "process_of_device": [0, 0, 1, 1, 2, 2, 3, 3]},
+        "rules": [{"match": "w", "spec": [None, "model"]},
+                  {"match": "emb", "spec": ["data"]}]}
+
+
+def test_load_spec_read_once(tmp_path, ckpt):
+    res = run(tmp_path, "load", ckpt, {"spec": SPEC})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    st = [r["stats"]["io_uring/1/True"] for r in res]
+    total = sum(_nbytes(n, [(0, d) for d in TENSORS[n][1]]) for n in TENSORS)
+    assert st[0]["unique_bytes"] == total
+    assert sum(s["bytes_needed"] for s in st) == total
+    assert sum(s["sent_bytes"] for s in st) > 0
+
+
+FAILURES = {"missing": ("FileNotFoundSysError", -2),
+            "sha256": ("IntegrityError", _lib.RL_E_CHECKSUM)}
+
+
+def test_one_rank_fails_all_fail(tmp_path, ckpt):
+    bad = 2
+    res = run(tmp_path, "fail", ckpt, {"rank": bad})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    for case in res[0]["stats"]:
+        cls, code = FAILURES[case.split("/")[0]]
+        for rank, r in enumerate(res):
+            name, got, message = r["stats"][case]
+            assert (name, got) == (cls, code), (case, rank, r["stats"][case])
+            if rank != bad:
+                assert message.startswith(f"rank {bad}: "), message
+
+
+def test_dead_rank_times_out(tmp_path, ckpt):
+    t0 = time.monotonic()
+    res = run(tmp_path, "dead", ckpt, {"timeout": 5})
+    assert time.monotonic() - t0 < 120
+    for r in res[:3]:
+        assert not r["ok"] and r["error"][1] == _lib.RL_E_PEER, r
+        assert "status exchange" in r["error"][2]
+
+
+def test_without_torch_distributed_is_process_0(ckpt):
+    import ringload
+    import ringload.torch as rt
+    assert not torch.distributed.is_initialized()
+    got = rt.load(ckpt, read_once=True)
+    want = ringload.load(ckpt, framework="pt")
+    assert list(got) == [0] and sorted(got[0]) == sorted(want[0])
+    for name, t in want[0].items():
+        assert torch.equal(got[0][name], t), name
+    with pytest.raises(ringload.StateError, match="process_group given"):
+        rt.load(ckpt, process_group=object())
+
+
+@pytest.fixture
+def group_of_one(tmp_path):
+    """A gloo group of this process alone, and its 1-device CPU mesh."""
+    import datetime
+    from torch.distributed.device_mesh import init_device_mesh
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'init'}", rank=0,
+        world_size=1, timeout=datetime.timedelta(seconds=60))
+    try:
+        yield init_device_mesh("cpu", (1,))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_one_rank_group_loads_and_checks_arguments(ckpt, group_of_one):
+    import ringload
+    import ringload.torch as rt
+    from safetensors.torch import load_file
+    from torch.distributed.tensor import Partial, Shard
+    mesh = group_of_one
+    stats = {}
+    out = rt.load_dtensors(ckpt, mesh, {"w": [Shard(1)]}, batch_bytes=1,
+                           stats=stats)
+    for name, t in load_file(ckpt).items():
+        assert torch.equal(out[name].full_tensor(), t), name
+    assert stats["bytes_needed"] == stats["unique_bytes"]
+    assert stats["sent_bytes"] == stats["received_bytes"] == 0
+    cases = [
+        ({"w": [Partial()]}, ringload.ArgumentError,
+         r"tensor 'w' of shape \[16, 12\]: placement .* is not Replicate"),
+        ({"w": [Shard(2)]}, ringload.ArgumentError, "tensor 'w'"),
+        ({"s": [Shard(0)]}, ringload.ArgumentError, "tensor 's' of shape"),
+        ({"w": [Shard(0), Shard(1)]}, ringload.ArgumentError,
+         "tensor 'w': 2 placements for a mesh of 1 dimensions"),
+        ({"nope": [Shard(0)]}, ringload.TensorNotFoundError, "'nope'"),
+        ([Shard(0)], ringload.ArgumentError, "placements must be a dict"),
+    ]
+    for placements, cls, match in cases:
+        with pytest.raises(cls, match=match):
+            rt.load_dtensors(ckpt, mesh, placements)
+    target = {"targets": [{"name": "w2", "source": "w"}]}
+    with pytest.raises(ringload.ArgumentError, match="'w2' is a target"):
+        rt.load(ckpt, target, read_once=True)
+    assert torch.equal(rt.load(ckpt, target)[0]["w2"], load_file(ckpt)["w"])
+    with pytest.raises(ringload.ArgumentError, match="files_of_process"):
+        rt.load(ckpt, {"files_of_process": [None]}, read_once=True)
