@@ -33,7 +33,7 @@
 
 /* Limits: fio's own where it has them. */
 #define RP_MAX_BS (256ull << 20)
-#define RP_MAX_IODEPTH 65536u
+#define RP_MAX_IODEPTH 1024u       /* the engine's: one pread thread per read at most */
 #define RP_MAX_NUMJOBS 1024u
 #define RP_MAX_FILES 4096u       /* files of one job (filename=a:b:...) */
 #define RP_MAX_JOBS 4096u        /* job clones of a whole run */

@@ -436,8 +436,8 @@ static void bad_options_name_the_option(void)
 		{ "--size=0%", NULL, "rlperf: failed parsing size=0%: a percentage is a whole number from 1 to 100" },
 		{ "--size=0", NULL, "rlperf: failed parsing size=0: out of range [1, ...]" },
 		{ "--offset=1.5%", NULL, "rlperf: failed parsing offset=1.5%: a percentage is a whole number from 0 to 100" },
-		{ "--iodepth=0", NULL, "rlperf: failed parsing iodepth=0: out of range [1, 65536]" },
-		{ "--iodepth=65537", NULL, "rlperf: failed parsing iodepth=65537: out of range [1, 65536]" },
+		{ "--iodepth=0", NULL, "rlperf: failed parsing iodepth=0: out of range [1, 1024]" },
+		{ "--iodepth=1025", NULL, "rlperf: failed parsing iodepth=1025: out of range [1, 1024]" },
 		{ "--numjobs=0", NULL, "rlperf: failed parsing numjobs=0: out of range [1, 1024]" },
 		{ "--direct=2", NULL, "rlperf: failed parsing direct=2: expected 0 or 1" },
 		{ "--direct", NULL, "rlperf: option --direct needs a value" },
@@ -1812,6 +1812,56 @@ static void binary_reads_several_files(void)
 	       "%s", out);
 }
 
+/* A FIFO as --filename or as the job file is refused at once (it was
+ * opened blocking: rlperf waited forever for a writer). */
+static void binary_refuses_a_fifo_at_once(void)
+{
+	char fifo[512], cmd[1400], out[4096];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", th_tmpdir());
+	CHECK(mkfifo(fifo, 0600) == 0);
+	/* timeout's 124 would say rlperf hung */
+	snprintf(cmd, sizeof(cmd), "timeout %d %s --filename=%s 2>&1", 10 * TH_SLOW,
+		 rlperf_exe(), fifo);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "fifo: not a regular file or block device\n"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "timeout %d %s %s 2>&1", 10 * TH_SLOW, rlperf_exe(),
+		 fifo);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "fifo: not a regular file\n"), "%s", out);
+	unlink(fifo);
+}
+
+/* The engine's deepest queue runs on every backend; a deeper one is
+ * refused while parsing (it was accepted up to 65536, then failed the run). */
+static void binary_runs_the_deepest_iodepth(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("deep", 4 << 20);
+	char args[1400], out[16384];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		int rc;
+
+		snprintf(args, sizeof(args), "--filename=%s --iodepth=%u --ioengine=%s "
+			 "--output-format=json", path, RP_MAX_IODEPTH, engines[i]);
+		rc = run_rlperf(args, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0 && strstr(out, "\"io_bytes\" : 4194304"), "%s: %s",
+		       engines[i], out);
+		snprintf(args, sizeof(args), "--filename=%s --iodepth=%u --ioengine=%s", path,
+			 RP_MAX_IODEPTH + 1, engines[i]);
+		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 1);
+		CHECK_STR(out, "rlperf: failed parsing iodepth=1025: out of range [1, 1024]\n");
+	}
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -1911,6 +1961,8 @@ int main(void)
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);
+	RUN(binary_refuses_a_fifo_at_once);
+	RUN(binary_runs_the_deepest_iodepth);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
