@@ -56,33 +56,68 @@ void rp_fmt_bs(char *buf, size_t len, uint64_t v)
 	num2str(buf, len, v, 4, 1, N2S_BYTE);
 }
 
-struct lat_unit {
-	const char *name;
-	double div;
-};
-
-/* nsec, usec or msec, by the largest value, as fio chooses. */
-static struct lat_unit lat_unit(uint64_t max_ns)
+/*
+ * fio's display_lat: nsec, or usec / msec when min, max and stdev are all
+ * large enough that the smaller unit would only show long numbers.
+ */
+static void print_clat_line(FILE *f, const struct rp_hist *h)
 {
-	if (max_ns < 10000)
-		return (struct lat_unit){ "nsec", 1.0 };
-	if (max_ns < 10000000)
-		return (struct lat_unit){ "usec", 1e3 };
-	return (struct lat_unit){ "msec", 1e6 };
+	uint64_t min = h->n ? h->min : 0, max = h->max;
+	double mean = rp_hist_mean(h), dev = rp_hist_stddev(h), div = 1.0;
+	const char *unit = "nsec";
+	char a[32], b[32];
+
+	if (min > 2000000 && max > 99999999 && dev > 1e6) {
+		unit = "msec";
+		div = 1e6;
+	} else if (min > 2000 && max > 99999 && dev > 1e3) {
+		unit = "usec";
+		div = 1e3;
+	}
+	num2str(a, sizeof(a), (uint64_t)(min / div), 6, 0, N2S_NONE);
+	num2str(b, sizeof(b), (uint64_t)(max / div), 6, 0, N2S_NONE);
+	fprintf(f, "    clat (%s): min=%s, max=%s, avg=%5.02f, stdev=%5.02f\n", unit, a, b,
+		mean / div, dev / div);
 }
 
-static void print_percentiles(FILE *f, const struct rp_hist *h, struct lat_unit u)
+/*
+ * fio's show_clat_percentiles: the unit from the smallest and largest
+ * percentile (so that none reads [0]), each value rounded up into it, as
+ * wide as the largest needs, as many to a line as fit in 80 columns.
+ */
+static void print_percentiles(FILE *f, const struct rp_hist *h)
 {
-	uint64_t v[RP_NPCT];
+	uint64_t v[RP_NPCT], lo, hi, div = 1;
+	unsigned scale = 0, width = 5, per_line;
+	const char *unit = "nsec";
 
 	rp_hist_percentiles(h, rp_pct_list, RP_NPCT, v);
-	fprintf(f, "    clat percentiles (%s):\n", u.name);
+	lo = v[0];
+	hi = v[RP_NPCT - 1];
+	if (lo > 2000000 && hi > 99999999) {
+		scale = 2;
+		div = 1000000;
+		unit = "msec";
+	} else if (lo > 2000 && hi > 99999) {
+		scale = 1;
+		div = 1000;
+		unit = "usec";
+	}
+	for (uint64_t x = hi / div; x >= 100000; x /= 10)
+		width++;
+	per_line = (80 - 7) / (2 + 10 + width);
+	fprintf(f, "    clat percentiles (%s):\n     |", unit);
 	for (unsigned i = 0; i < RP_NPCT; i++) {
-		char p[16];
+		uint64_t x = v[i];
 
-		snprintf(p, sizeof(p), "%5.2fth", rp_pct_list[i]);
-		fprintf(f, "%s%s=[%5.0f]%s", i % 4 ? " " : "     | ", p,
-			(double)v[i] / u.div, i + 1 == RP_NPCT ? "\n" : i % 4 == 3 ? ",\n" : ",");
+		if (i && i % per_line == 0)
+			fprintf(f, "     |");
+		for (unsigned k = 0; k < scale; k++)
+			x = (x + 999) / 1000;
+		fprintf(f, " %5.2fth=[%*" PRIu64 "]%c", rp_pct_list[i], (int)width, x,
+			i + 1 == RP_NPCT ? '\n' : ',');
+		if (i + 1 < RP_NPCT && i % per_line == per_line - 1)
+			fputc('\n', f);
 	}
 }
 
@@ -149,7 +184,6 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	const struct rp_job *j = rep->plan->tasks[u->first].job;
 	char bw[32], bws[32], io[32], iops[32], when[64];
 	double rt = u->runtime_s, lat_ns[RP_NLAT], lat_us[RP_NLAT], lat_ms[RP_NLAT_MS];
-	struct lat_unit lu = lat_unit(u->clat->max);
 	time_t t = (time_t)(rep->res->start_unix_ms / 1000);
 	struct tm tm;
 
@@ -161,10 +195,8 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, N2S_BYTEPERSEC);
 	num2str(io, sizeof(io), u->bytes, 4, 1, N2S_BYTE);
 	fprintf(f, "  read: IOPS=%s, BW=%s (%s)(%s/%.0fmsec)\n", iops, bw, bws, io, rt * 1e3);
-	fprintf(f, "    clat (%s): min=%.0f, max=%.0f, avg=%.2f, stdev=%.2f\n", lu.name,
-		u->clat->n ? u->clat->min / lu.div : 0.0, u->clat->max / lu.div,
-		rp_hist_mean(u->clat) / lu.div, rp_hist_stddev(u->clat) / lu.div);
-	print_percentiles(f, u->clat, lu);
+	print_clat_line(f, u->clat);
+	print_percentiles(f, u->clat);
 	rp_lat_bins(u->clat, lat_ns, lat_us, lat_ms);
 	print_lat_bins(f, lat_ns, RP_NLAT, "nsec");
 	print_lat_bins(f, lat_us, RP_NLAT, "usec");

@@ -1374,6 +1374,9 @@ static void units_follow_group_reporting(void)
 /* ---------------------------------------------------------------- */
 
 /* A run with known numbers: 1000 reads of 1 MiB in 2 s. */
+/* latencies of the known report: 1..1000 times this many ns */
+static uint64_t known_step = 2000;
+
 static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *r,
 			struct rp_unit **u, struct rp_report *rep, const char *arg1,
 			const char *arg2)
@@ -1400,7 +1403,7 @@ static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *
 	t->eng.backend = ENG_IO_URING;
 	t->eng.direct_io = 1;
 	for (uint64_t i = 1; i <= 1000; i++)
-		rp_hist_add(t->clat, i * 2000);  /* 2 us .. 2 ms */
+		rp_hist_add(t->clat, i * known_step);  /* 2 us .. 2 ms */
 	t->bw = (struct rp_samples){ 4, 500000.0, 524000.0, 2048000.0, 0 };
 	t->bw.sumsq = 500000.0 * 500000.0 + 3 * 516000.0 * 516000.0;
 	r->elapsed_s = 2.0;
@@ -1482,6 +1485,43 @@ static void json_has_fios_shape(void)
 	CHECKF(system(cmd) == 0, "python3 rejected %s", path);
 }
 
+/* The latency and percentile units as fio chooses them: from min, max
+ * and stdev, and from the smallest and largest percentile, so that no
+ * percentile reads [0] (rlperf chose msec from the maximum alone). */
+static void latency_units_follow_fio(void)
+{
+	static const struct {
+		uint64_t step;
+		const char *line, *pct;
+	} cases[] = {
+		{ 20000, "    clat (usec): min=20, max=20000, avg=10010.00, stdev=5776.39\n",
+		  "    clat percentiles (usec):\n     |  1.00th=[  200],  5.00th=[ 1004]," },
+		{ 2000, "    clat (nsec): min=2000, max=2000.0k, avg=1001000.00, stdev=577638.87\n",
+		  "    clat percentiles (usec):\n     |  1.00th=[   21],  5.00th=[  100]," },
+		{ 20, "    clat (nsec): min=20, max=20000, avg=10010.00, stdev=5776.39\n",
+		  "    clat percentiles (nsec):\n     |  1.00th=[  201],  5.00th=[ 1004]," },
+		{ 3000000, "    clat (msec): min=3, max=3000, avg=1501.50, stdev=866.46\n",
+		  "    clat percentiles (msec):\n     |  1.00th=[   31],  5.00th=[  150]," },
+	};
+	char path[512], *text;
+	int ok;
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		known_step = cases[i].step;
+		CHECK(!print_known(rp_print_normal, "units.txt", "--bs=1m", NULL, path,
+				   sizeof(path)));
+		known_step = 2000;
+		text = th_slurp(path, NULL);
+		CHECK(text);
+		ok = strstr(text, cases[i].line) && strstr(text, cases[i].pct) &&
+		     !strstr(text, "[    0]");
+		if (!ok)
+			fprintf(stdout, "%s", text);
+		free(text);
+		CHECK(ok);
+	}
+}
+
 static void normal_output_reads_like_fio(void)
 {
 	char path[512], *text;
@@ -1495,9 +1535,10 @@ static void normal_output_reads_like_fio(void)
 		    "iodepth=16\n") &&
 	     strstr(text, "Starting 1 thread\n") &&
 	     strstr(text, "  read: IOPS=500, BW=500MiB/s (524MB/s)(1000MiB/2000msec)\n") &&
-	     strstr(text, "    clat (usec): min=2, max=2000, avg=1001.00, stdev=") &&
-	     strstr(text, "    clat percentiles (usec):\n     |  1.00th=[   20],") &&
-	     strstr(text, "99.99th=[ 2007]\n") &&
+	     /* fio's units: nsec while the minimum is 2 us, usec percentiles */
+	     strstr(text, "    clat (nsec): min=2000, max=2000.0k, avg=1001000.00, stdev=") &&
+	     strstr(text, "    clat percentiles (usec):\n     |  1.00th=[   21],") &&
+	     strstr(text, "99.99th=[ 2008]\n") &&
 	     /* bins by bucket: 50 us and 750 us fall in buckets below */
 	     strstr(text, "  lat (usec)   : 4=0.10%, 10=0.30%, 20=0.50%, 50=1.60%, 100=2.50%\n"
 		    "  lat (usec)   : 250=7.40%, 500=12.50%, 750=12.70%, 1000=12.30%\n"
@@ -1943,6 +1984,7 @@ int main(void)
 	RUN(histogram_matches_fio_buckets);
 	RUN(percentiles_follow_fio);
 	RUN(stddev_is_exact);
+	RUN(latency_units_follow_fio);
 	RUN(latency_bins_follow_fio);
 	RUN(sequential_offsets_cover_the_region);
 	RUN(random_offsets_are_a_permutation);
