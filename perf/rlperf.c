@@ -36,6 +36,7 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 	struct rp_result res;
 	struct rp_unit *units = NULL;
 	struct rp_report rep;
+	struct rp_disks disks;
 	char err[RL_ERRMSG_MAX];
 	long n;
 	int rc;
@@ -44,7 +45,9 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	rp_disks_start(&plan, &disks);
 	rc = rp_run(&plan, &real_engine, &res);
+	rp_disks_stop(&disks);
 	if (res.notes[0])
 		fprintf(stderr, "%s\n", res.notes);
 	if (rc < 0)
@@ -54,13 +57,14 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 		fprintf(stderr, "rlperf: out of memory\n");
 	} else if (rc == 0 || res.elapsed_s > 0) {
 		/* a run that failed part way still reports what it measured */
-		rep = (struct rp_report){ c, &plan, &res, units, (size_t)n };
+		rep = (struct rp_report){ c, &plan, &res, units, (size_t)n, &disks };
 		if (c->format == RP_FMT_JSON)
 			rp_print_json(out, &rep);
 		else
 			rp_print_normal(out, &rep);
 	}
 	rp_units_free(units, n > 0 ? (size_t)n : 0);
+	rp_disks_free(&disks);
 	rp_result_free(&res);
 	rp_plan_free(&plan);
 	return rc < 0 || n < 0 ? 1 : 0;

@@ -8,6 +8,7 @@
  *   rlperf_out.c    normal report       } both build on rlperf_unit.c:
  *   rlperf_json.c   fio-shaped JSON     } jobs merged as fio reports them
  *   rlperf_unit.c   report units (group_reporting), latency and depth bins
+ *   rlperf_disk.c   disk utilization of the disks under the files (fio's)
  *   rlperf_run.c    job threads feeding ringload's engine
  *   rlperf_setup.c  files, sizes and regions of every job clone, cache invalidation
  *   rlperf_opts.c   the option table, command line and job files -> struct rp_conf
@@ -23,6 +24,7 @@
 #ifndef RLPERF_H
 #define RLPERF_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +39,7 @@
 #define RP_MAX_NUMJOBS 1024u
 #define RP_MAX_FILES 4096u       /* files of one job (filename=a:b:...) */
 #define RP_MAX_JOBS 4096u        /* job clones of a whole run */
+#define RP_MAX_DISKS 256u        /* disks in disk_util */
 
 /* ---------------------------------------------------------------- */
 /* Numbers (rlperf_num.c)                                            */
@@ -411,6 +414,49 @@ extern const char *const rp_depth_keys[RP_NDEPTH];
 double rp_unit_bps(const struct rp_unit *u);
 
 /* ---------------------------------------------------------------- */
+/* Disk utilization (rlperf_disk.c), fio's disk_util                 */
+/* ---------------------------------------------------------------- */
+
+/* The counters of /sys/block/<dev>/stat that fio reports ([0] read, [1]
+ * write; ticks and in_queue in ms). Only uint64_t: deltas go field by field. */
+struct rp_disk_stat {
+	uint64_t ios[2], merges[2], ticks[2];
+	uint64_t io_ticks, in_queue;
+};
+
+struct rp_disk {
+	char name[64];           /* "nvme0n1": the sysfs folder's name */
+	char dir[PATH_MAX];      /* its sysfs folder */
+	long master;             /* the disk this is a slave of, or -1 */
+	struct rp_disk_stat start, delta;
+	uint64_t msec;           /* wall time between the two readings */
+};
+
+struct rp_disks {
+	struct rp_disk *v;       /* in fio's order: each disk, then its slaves */
+	size_t n, cap;
+	uint64_t start_ns;
+};
+
+/* fio's aggregate of a disk's slaves: means of their counters, and the
+ * busiest slave's util */
+struct rp_disk_agg {
+	struct rp_disk_stat s;
+	uint64_t n;
+	double max_util;
+};
+
+/* Finds the disks under every file of p and reads their counters. */
+void rp_disks_start(const struct rp_plan *p, struct rp_disks *d);
+/* Reads them again: the deltas since rp_disks_start. */
+void rp_disks_stop(struct rp_disks *d);
+void rp_disks_free(struct rp_disks *d);
+/* Percent of the wall time the disk was busy (at most 100). */
+double rp_disk_util(const struct rp_disk *k);
+/* Fills a from disk i's slaves; returns their number (0: none). */
+int rp_disk_agg(const struct rp_disks *d, size_t i, struct rp_disk_agg *a);
+
+/* ---------------------------------------------------------------- */
 /* Output (rlperf_out.c normal, rlperf_json.c JSON)                  */
 /* ---------------------------------------------------------------- */
 
@@ -420,6 +466,7 @@ struct rp_report {
 	const struct rp_result *res;
 	const struct rp_unit *units;
 	size_t nunits;
+	const struct rp_disks *disks;  /* NULL or none: no disk_util */
 };
 
 void rp_print_normal(FILE *f, const struct rp_report *rep);

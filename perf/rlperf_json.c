@@ -5,7 +5,7 @@
  * unchanged; rlperf adds one key per job, "rlperf", with what the engine
  * did. Values rlperf does not measure are zeros: slat (submission is not
  * timed, so lat equals clat), iodepth_submit and iodepth_complete (the
- * engine's batches), the sync and write/trim blocks, disk_util (empty).
+ * engine's batches), the sync and write/trim blocks.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -210,6 +210,39 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 	fprintf(f, "    }%s\n", is_last ? "" : ",");
 }
 
+/* fio's disk_util array: absent without a disk (tmpfs), as in fio */
+static void json_disks(FILE *f, const struct rp_disks *d)
+{
+	if (!d || !d->n)
+		return;
+	fprintf(f, ",\n  \"disk_util\" : [");
+	for (size_t i = 0; i < d->n; i++) {
+		const struct rp_disk *k = &d->v[i];
+		const struct rp_disk_stat *s = &k->delta;
+		struct rp_disk_agg a;
+
+		fprintf(f, "%s\n    {\n      \"name\" : ", i ? "," : "");
+		rp_json_str(f, k->name);
+		fprintf(f, ",\n      \"read_ios\" : %" PRIu64 ",\n      \"write_ios\" : %" PRIu64
+			",\n      \"read_merges\" : %" PRIu64 ",\n      \"write_merges\" : %"
+			PRIu64 ",\n      \"read_ticks\" : %" PRIu64 ",\n      \"write_ticks\" : %"
+			PRIu64 ",\n      \"in_queue\" : %" PRIu64 ",\n      \"util\" : %f",
+			s->ios[0], s->ios[1], s->merges[0], s->merges[1], s->ticks[0],
+			s->ticks[1], s->in_queue, rp_disk_util(k));
+		if (rp_disk_agg(d, i, &a))
+			fprintf(f, ",\n      \"aggr_read_ios\" : %" PRIu64 ",\n      "
+				"\"aggr_write_ios\" : %" PRIu64 ",\n      \"aggr_read_merges\" : %"
+				PRIu64 ",\n      \"aggr_write_merge\" : %" PRIu64 ",\n      "
+				"\"aggr_read_ticks\" : %" PRIu64 ",\n      \"aggr_write_ticks\" : %"
+				PRIu64 ",\n      \"aggr_in_queue\" : %" PRIu64 ",\n      "
+				"\"aggr_util\" : %f", a.s.ios[0], a.s.ios[1], a.s.merges[0],
+				a.s.merges[1], a.s.ticks[0], a.s.ticks[1], a.s.in_queue,
+				a.max_util);
+		fprintf(f, "\n    }");
+	}
+	fprintf(f, "\n  ]");
+}
+
 void rp_print_json(FILE *f, const struct rp_report *rep)
 {
 	time_t t = (time_t)(rep->res->start_unix_ms / 1000);
@@ -237,5 +270,7 @@ void rp_print_json(FILE *f, const struct rp_report *rep)
 	for (size_t i = 0; i < rep->nunits; i++)
 		json_unit(f, rep, &rep->units[i], rmax > 0 ? bytes / rmax : 0.0,
 			  i + 1 == rep->nunits);
-	fprintf(f, "  ],\n  \"disk_util\" : []\n}\n");
+	fprintf(f, "  ]");
+	json_disks(f, rep->disks);
+	fprintf(f, "\n}\n");
 }

@@ -265,10 +265,37 @@ static void print_jobs(FILE *f, const struct rp_report *rep)
 		clones == 1 ? "" : "s");
 }
 
+/* fio's "Disk stats": a line per disk, aggregates of its slaves after */
+static void print_disks(FILE *f, const struct rp_disks *d)
+{
+	if (!d || !d->n)
+		return;
+	fprintf(f, "\nDisk stats (read/write):\n");
+	for (size_t i = 0; i < d->n; i++) {
+		const struct rp_disk_stat *s = &d->v[i].delta;
+		struct rp_disk_agg a;
+		int slaves = rp_disk_agg(d, i, &a);
+
+		fprintf(f, "%s  %s: ios=%" PRIu64 "/%" PRIu64 ", merge=%" PRIu64 "/%" PRIu64
+			", ticks=%" PRIu64 "/%" PRIu64 ", in_queue=%" PRIu64 ", util=%3.2f%%",
+			slaves ? "  " : "", d->v[i].name, s->ios[0], s->ios[1], s->merges[0],
+			s->merges[1], s->ticks[0], s->ticks[1], s->in_queue,
+			rp_disk_util(&d->v[i]));
+		if (slaves)
+			fprintf(f, ", aggrios=%" PRIu64 "/%" PRIu64 ", aggrmerge=%" PRIu64 "/%"
+				PRIu64 ", aggrticks=%" PRIu64 "/%" PRIu64 ", aggrin_queue=%" PRIu64
+				", aggrutil=%3.2f%%", a.s.ios[0], a.s.ios[1], a.s.merges[0],
+				a.s.merges[1], a.s.ticks[0], a.s.ticks[1], a.s.in_queue,
+				a.max_util);
+		fputc('\n', f);
+	}
+}
+
 void rp_print_normal(FILE *f, const struct rp_report *rep)
 {
 	print_jobs(f, rep);
 	for (size_t i = 0; i < rep->nunits; i++)
 		print_unit(f, rep, &rep->units[i]);
 	print_group(f, rep);
+	print_disks(f, rep->disks);
 }

@@ -29,6 +29,7 @@
 #include "../perf/rlperf_setup.c"
 #include "../perf/rlperf_run.c"
 #include "../perf/rlperf_unit.c"
+#include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
 #include "../perf/rlperf_json.c"
 #include "../perf/rlperf_ckpt.c"
@@ -1410,7 +1411,7 @@ static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *
 	r->usr_s = 0.1;
 	r->sys_s = 0.3;
 	r->start_unix_ms = 1700000000000ull;
-	*rep = (struct rp_report){ c, p, r, NULL, 0 };
+	*rep = (struct rp_report){ c, p, r, NULL, 0, NULL };
 	if (rp_units(p, r, u) != 1)
 		return -1;
 	rep->units = *u;
@@ -1444,7 +1445,7 @@ static const char json_check[] =
 	"assert d['jobs'][0]['write']['bw_bytes']==0 and 'trim' in j and 'sync' in j\n"
 	"assert j['jobname']=='q\"uote' and j['job options']['rw']=='randread'\n"
 	"assert 'fixedbufs' not in j['job options'] and j['rlperf']['backend']=='io_uring'\n"
-	"assert d['disk_util']==[] and 'global options' not in d\n";
+	"assert 'disk_util' not in d and 'global options' not in d\n";
 
 typedef void (*print_fn)(FILE *f, const struct rp_report *rep);
 
@@ -1706,7 +1707,10 @@ static const char shape_check[] =
 	"ba=[(j['jobname'],j['read']['io_bytes'],j['job options']) for j in a['jobs']]\n"
 	"bb=[(j['jobname'],j['read']['io_bytes'],j['job options']) for j in b['jobs']]\n"
 	"assert ba==bb, (ba,bb)\n"
-	"assert a.get('global options')==b.get('global options')\n";
+	"assert a.get('global options')==b.get('global options')\n"
+	"na=[u['name'] for u in a.get('disk_util',[])]\n"
+	"nb=[u['name'] for u in b.get('disk_util',[])]\n"
+	"assert na==nb, (na,nb)\n";
 
 static void binary_json_matches_fios_for_a_job_file(void)
 {
@@ -1903,6 +1907,90 @@ static void binary_runs_the_deepest_iodepth(void)
 	}
 }
 
+/* disk_util as fio reports it: the disk under the file (a partition's
+ * parent, found here from sysfs independently), fio's keys, the deltas
+ * of its counters; no key at all where no disk holds the file (tmpfs). */
+static const char disk_check[] =
+	"import json,os,sys\n"
+	"d=json.load(open(sys.argv[1])); st=os.stat(sys.argv[2])\n"
+	"p=os.path.realpath('/sys/dev/block/%d:%d'%(os.major(st.st_dev),os.minor(st.st_dev)))\n"
+	"if not os.path.exists(p+'/stat'):\n"
+	"    assert 'disk_util' not in d, d['disk_util']; sys.exit(0)\n"
+	"if os.path.exists(p+'/partition'): p=os.path.dirname(p)\n"
+	"u=d['disk_util'][0]\n"
+	"assert u['name']==os.path.basename(p), (u['name'],p)\n"
+	"keys={'name','read_ios','write_ios','read_merges','write_merges','read_ticks',"
+	"'write_ticks','in_queue','util'}\n"
+	"assert keys<=set(u), sorted(set(u))\n"
+	/* O_DIRECT: 256 reads of 4 KiB reach the disk (merged at most) */
+	"assert u['read_ios']+u['read_merges']>=1 and 0<=u['util']<=100, u\n";
+
+static void binary_reports_disk_util(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("disk", 1 << 20);
+	char args[1400], out[16384], json[512], script[512], cmd[1400];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("disk.py", disk_check, script, sizeof(script)));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		int rc;
+
+		snprintf(json, sizeof(json), "%s/disk-%s.json", th_tmpdir(), engines[i]);
+		snprintf(args, sizeof(args), "--filename=%s --direct=1 --ioengine=%s "
+			 "--output-format=json > %s", path, engines[i], json);
+		rc = run_rlperf(args, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, json, path);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", json, out);
+	}
+	/* the normal report's lines, fio's "Disk stats (read/write)" */
+	snprintf(args, sizeof(args), "--filename=%s --direct=1", path);
+	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+	CHECKF(!strstr(out, "Disk stats") || strstr(out, "\nDisk stats (read/write):\n  "),
+	       "%s", out);
+	if (access("/dev/shm", W_OK) == 0) {
+		snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of=/dev/shm/rlperf-du-%d bs=64k "
+			 "count=4 2>/dev/null", (int)getpid());
+		CHECK(system(cmd) == 0);
+		snprintf(json, sizeof(json), "%s/disk-shm.json", th_tmpdir());
+		snprintf(args, sizeof(args), "--filename=/dev/shm/rlperf-du-%d "
+			 "--output-format=json > %s", (int)getpid(), json);
+		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s /dev/shm/rlperf-du-%d 2>&1; rm -f "
+			 "/dev/shm/rlperf-du-%d", script, json, (int)getpid(), (int)getpid());
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", json, out);
+	}
+}
+
+/* The slaves of a device mapper disk, aggregated as fio does: the means
+ * of their counters and the busiest one's util. */
+static void disk_slaves_aggregate_as_fio(void)
+{
+	struct rp_disk v[3];
+	struct rp_disks d = { v, 3, 3, 0 };
+	struct rp_disk_agg a;
+
+	memset(v, 0, sizeof(v));
+	v[0].master = -1;
+	v[1].master = v[2].master = 0;
+	for (int i = 0; i < 3; i++)
+		v[i].msec = 1000;
+	v[1].delta = (struct rp_disk_stat){ { 10, 0 }, { 2, 0 }, { 30, 0 }, 500, 40 };
+	v[2].delta = (struct rp_disk_stat){ { 20, 4 }, { 4, 0 }, { 50, 6 }, 2000, 60 };
+	CHECK_EQ(rp_disk_agg(&d, 0, &a), 2);
+	CHECK(a.s.ios[0] == 15 && a.s.ios[1] == 2 && a.s.merges[0] == 3);
+	CHECK(a.s.ticks[0] == 40 && a.s.ticks[1] == 3 && a.s.in_queue == 50);
+	CHECK(a.max_util == 100.0);  /* 2000 ms busy in 1000: capped, as fio */
+	CHECK(rp_disk_util(&v[1]) == 50.0);
+	CHECK_EQ(rp_disk_agg(&d, 1, &a), 0);
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -2005,6 +2093,8 @@ int main(void)
 	RUN(binary_reads_several_files);
 	RUN(binary_refuses_a_fifo_at_once);
 	RUN(binary_runs_the_deepest_iodepth);
+	RUN(disk_slaves_aggregate_as_fio);
+	RUN(binary_reports_disk_util);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
