@@ -5,6 +5,7 @@
  *
  *   rlperf.c        main: parse, then the checkpoint mode or set-up, run, report
  *   rlperf_ckpt.c   checkpoint mode (public API only)
+ *   rlperf_eta.c    the status line while jobs run (fio's ETA)
  *   rlperf_out.c    normal report       } both build on rlperf_unit.c:
  *   rlperf_json.c   fio-shaped JSON     } jobs merged as fio reports them
  *   rlperf_unit.c   report units (group_reporting), latency and depth bins
@@ -66,6 +67,7 @@ int rp_parse_time(const char *s, uint64_t *ns);
 
 enum rp_rw { RP_READ = 0, RP_RANDREAD = 1 };
 enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1 };
+enum rp_eta_when { RP_ETA_AUTO = 0, RP_ETA_ALWAYS = 1, RP_ETA_NEVER = 2 };
 
 /* Every option, job options first (the bits of struct rp_job.set). */
 enum rp_opt_id {
@@ -128,6 +130,7 @@ struct rp_conf {
 	const char *jobfile;
 	const char *output;      /* --output: the report goes there */
 	int format;              /* enum rp_format */
+	int eta;                 /* enum rp_eta_when */
 	const char *checkpoint, *sharding;
 	int process;
 	char **strs;             /* strings this conf owns (from job files) */
@@ -370,6 +373,20 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops,
 	   struct rp_result *r);
 void rp_result_free(struct rp_result *r);
 
+/* What a running clone has done so far, for the ETA line. */
+struct rp_progress {
+	int rw;                  /* enum rp_rw */
+	int finished;
+	size_t nfiles;
+	uint64_t bytes, ios;     /* read so far, ramp_time included */
+	uint64_t planned;        /* bytes of the whole job; 0: time_based */
+	uint64_t until_ns;       /* ramp_time + runtime; 0: no runtime */
+};
+
+/* Copies the progress of up to max clones of the run under way (from
+ * any thread) and its start time; returns the clones copied (0: none). */
+size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns);
+
 /* Asks running jobs to stop (async-signal-safe): SIGINT ends a run early. */
 void rp_stop(void);
 
@@ -472,10 +489,32 @@ struct rp_report {
 void rp_print_normal(FILE *f, const struct rp_report *rep);
 void rp_print_json(FILE *f, const struct rp_report *rep);
 
+enum rp_n2s { RP_N2S_NONE, RP_N2S_BYTE, RP_N2S_BYTEPERSEC };
+/* fio's num2str: at most maxlen digits, then a k/M/G (pow2: Ki/Mi/Gi)
+ * prefix and the unit: "1024MiB/s", "262k". */
+void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
+		enum rp_n2s unit);
 /* "4096B", "64.0KiB", "1024KiB": fio's way of printing a block size. */
 void rp_fmt_bs(char *buf, size_t len, uint64_t v);
 /* A JSON string with quotes, backslashes and controls escaped. */
 void rp_json_str(FILE *f, const char *s);
+
+/* ---------------------------------------------------------------- */
+/* Status line (rlperf_eta.c), fio's ETA                             */
+/* ---------------------------------------------------------------- */
+
+/* The line for n clones elapsed seconds into the run, with the rates of
+ * the last interval (bytes and reads per second), into buf. */
+void rp_eta_line(char *buf, size_t len, const struct rp_progress *p, size_t n,
+		 double elapsed, double bps, double iops);
+
+#define RP_ETA_NS 1000000000ull   /* fio's eta_interval */
+
+/* Starts a thread printing the line to f every interval_ns while rp_run
+ * runs (up to clones clones); NULL when it cannot (the run goes on). */
+struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns);
+/* Stops it, prints the final line and ends it with a newline. NULL: no-op. */
+void rp_eta_stop(struct rp_eta *e);
 
 /* ---------------------------------------------------------------- */
 /* Checkpoint mode (rlperf_ckpt.c): the public API only              */

@@ -59,7 +59,7 @@ static const struct opt_def opt_table[] = {
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json", "report format (default normal)" },
-	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "accepted (always, never, auto): rlperf prints no ETA" },
+	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "status line while jobs run: auto (stdout a terminal), always, never" },
 	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
 	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
 	{ "sharding", NULL, RP_O_SHARDING, K_STR, 1, 0, 0, 0, "SPEC", "checkpoint mode: sharding spec (JSON file)" },
@@ -314,8 +314,11 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 		return fail(pa, "failed parsing output-format=%s: rlperf has normal and "
 			    "json", val);
 	case RP_O_ETA:
-		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto"))
+		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto")) {
+			c->eta = val[0] == 'a' && val[1] == 'l' ? RP_ETA_ALWAYS :
+				 val[0] == 'n' ? RP_ETA_NEVER : RP_ETA_AUTO;
 			return 0;
+		}
 		return fail(pa, "failed parsing eta=%s: expected always, never or auto", val);
 	default:
 		return fail(pa, "internal: %s is not a string option", d->name);

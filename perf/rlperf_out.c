@@ -11,14 +11,12 @@
 
 #include "rlperf.h"
 
-enum n2s_unit { N2S_NONE, N2S_BYTE, N2S_BYTEPERSEC };
-
 /*
  * fio's num2str: at most maxlen digits (the point counts), dividing by
  * 1000 or 1024 with the prefix that says which, rounding the last digit.
  */
-static void num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
-		    enum n2s_unit unit)
+void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
+		enum rp_n2s unit)
 {
 	static const char *const si[] = { "", "k", "M", "G", "T", "P", "E" };
 	static const char *const iec[] = { "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei" };
@@ -53,7 +51,7 @@ static void num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
 
 void rp_fmt_bs(char *buf, size_t len, uint64_t v)
 {
-	num2str(buf, len, v, 4, 1, N2S_BYTE);
+	rp_num2str(buf, len, v, 4, 1, RP_N2S_BYTE);
 }
 
 /*
@@ -74,8 +72,8 @@ static void print_clat_line(FILE *f, const struct rp_hist *h)
 		unit = "usec";
 		div = 1e3;
 	}
-	num2str(a, sizeof(a), (uint64_t)(min / div), 6, 0, N2S_NONE);
-	num2str(b, sizeof(b), (uint64_t)(max / div), 6, 0, N2S_NONE);
+	rp_num2str(a, sizeof(a), (uint64_t)(min / div), 6, 0, RP_N2S_NONE);
+	rp_num2str(b, sizeof(b), (uint64_t)(max / div), 6, 0, RP_N2S_NONE);
 	fprintf(f, "    clat (%s): min=%s, max=%s, avg=%5.02f, stdev=%5.02f\n", unit, a, b,
 		mean / div, dev / div);
 }
@@ -190,10 +188,10 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	strftime(when, sizeof(when), "%a %b %e %H:%M:%S %Y", localtime_r(&t, &tm));
 	fprintf(f, "%s: (groupid=0, jobs=%zu): err=%2d: pid=%d: %s\n", j->name, u->n,
 		-u->error, (int)getpid(), when);
-	num2str(iops, sizeof(iops), (uint64_t)(rt > 0 ? u->ios / rt + 0.5 : 0), 4, 0, N2S_NONE);
-	num2str(bw, sizeof(bw), (uint64_t)rp_unit_bps(u), 4, 1, N2S_BYTEPERSEC);
-	num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, N2S_BYTEPERSEC);
-	num2str(io, sizeof(io), u->bytes, 4, 1, N2S_BYTE);
+	rp_num2str(iops, sizeof(iops), (uint64_t)(rt > 0 ? u->ios / rt + 0.5 : 0), 4, 0, RP_N2S_NONE);
+	rp_num2str(bw, sizeof(bw), (uint64_t)rp_unit_bps(u), 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(io, sizeof(io), u->bytes, 4, 1, RP_N2S_BYTE);
 	fprintf(f, "  read: IOPS=%s, BW=%s (%s)(%s/%.0fmsec)\n", iops, bw, bws, io, rt * 1e3);
 	print_clat_line(f, u->clat);
 	print_percentiles(f, u->clat);
@@ -230,14 +228,14 @@ static void print_group(FILE *f, const struct rp_report *rep)
 	}
 	if (!rep->nunits)
 		lo = 0;
-	num2str(s[0], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 1, N2S_BYTEPERSEC);
-	num2str(s[1], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 0, N2S_BYTEPERSEC);
-	num2str(s[2], 32, lo, 4, 1, N2S_BYTEPERSEC);
-	num2str(s[3], 32, hi, 4, 1, N2S_BYTEPERSEC);
-	num2str(s[4], 32, lo, 4, 0, N2S_BYTEPERSEC);
-	num2str(s[5], 32, hi, 4, 0, N2S_BYTEPERSEC);
-	num2str(s[6], 32, bytes, 4, 1, N2S_BYTE);
-	num2str(s[7], 32, bytes, 4, 0, N2S_BYTE);
+	rp_num2str(s[0], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[1], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[2], 32, lo, 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[3], 32, hi, 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[4], 32, lo, 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[5], 32, hi, 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[6], 32, bytes, 4, 1, RP_N2S_BYTE);
+	rp_num2str(s[7], 32, bytes, 4, 0, RP_N2S_BYTE);
 	fprintf(f, "\nRun status group 0 (all jobs):\n   READ: bw=%s (%s), %s-%s (%s-%s), "
 		"io=%s (%s), run=%.0f-%.0fmsec\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6],
 		s[7], rmin * 1e3, rmax * 1e3);

@@ -50,6 +50,7 @@ struct worker {
 	uint64_t start_ns, deadline_ns;
 	uint64_t seen_ns;       /* the latest completion time seen */
 	uint64_t all_bytes, submitted, completed;   /* reads in and out */
+	int finished;           /* job_main returned: the ETA thread reads it */
 	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
 
 	struct rl_err err;
@@ -168,8 +169,10 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 	struct rp_task_res *r = w->res;
 
 	w->seen_ns = complete_ns;
-	w->all_bytes += rd->len;
-	w->completed++;
+	/* one writer; the ETA thread reads them once a second: relaxed
+	 * stores, plain moves on x86, keep the path free of locked ops */
+	__atomic_store_n(&w->all_bytes, w->all_bytes + rd->len, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->completed, w->completed + 1, __ATOMIC_RELAXED);
 	if (complete_ns < r->meas_ns)
 		return;  /* ramp_time: not measured */
 	rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
@@ -233,7 +236,54 @@ static void *job_main(void *arg)
 	if (r->error < 0)
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
 			 rl_strerror(r->error));
+	__atomic_store_n(&w->finished, 1, __ATOMIC_RELAXED);
 	return NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* Progress, for the ETA line                                        */
+/* ---------------------------------------------------------------- */
+
+/* The run under way: published by rp_run, read by rp_progress from
+ * another thread; the lock keeps the workers alive while they are read
+ * (taken once a second, never on the per-read path). */
+static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct worker *prog_w;
+static size_t prog_n;
+static uint64_t prog_t0;
+
+static void progress_publish(const struct worker *w, size_t n)
+{
+	pthread_mutex_lock(&prog_lock);
+	prog_w = w;
+	prog_n = n;
+	prog_t0 = perf_now_ns();
+	pthread_mutex_unlock(&prog_lock);
+}
+
+size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
+{
+	size_t n;
+
+	pthread_mutex_lock(&prog_lock);
+	n = prog_n < max ? prog_n : max;
+	*t0_ns = prog_t0;
+	for (size_t i = 0; i < n; i++) {
+		const struct worker *w = &prog_w[i];
+		const struct rp_job *j = w->t->job;
+
+		out[i] = (struct rp_progress){
+			.rw = j->rw,
+			.finished = __atomic_load_n(&w->finished, __ATOMIC_RELAXED),
+			.nfiles = w->t->nfiles,
+			.bytes = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED),
+			.ios = __atomic_load_n(&w->completed, __ATOMIC_RELAXED),
+			.planned = j->time_based ? 0 : w->planned,
+			.until_ns = j->runtime_ns ? j->ramp_ns + j->runtime_ns : 0,
+		};
+	}
+	pthread_mutex_unlock(&prog_lock);
+	return n;
 }
 
 /* ---------------------------------------------------------------- */
@@ -406,7 +456,9 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 		stop_requested = 0;
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+		progress_publish(w, n);
 		first_error(r, p, run_threads(w, n, r));
+		progress_publish(NULL, 0);
 	}
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);

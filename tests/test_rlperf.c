@@ -32,6 +32,7 @@
 #include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
 #include "../perf/rlperf_json.c"
+#include "../perf/rlperf_eta.c"
 #include "../perf/rlperf_ckpt.c"
 
 /* ---------------------------------------------------------------- */
@@ -1991,6 +1992,76 @@ static void disk_slaves_aggregate_as_fio(void)
 	CHECK_EQ(rp_disk_agg(&d, 1, &a), 0);
 }
 
+/* fio's status line: running clones and files, a letter per clone (runs
+ * as "R(2)"), the share done (elapsed over elapsed plus the slowest
+ * clone's time left), the last interval's rates, the time left. */
+static void eta_line_reads_as_fios(void)
+{
+	struct rp_progress p[3] = {
+		{ .rw = RP_READ, .nfiles = 2, .bytes = 1 << 20, .planned = 4 << 20 },
+		{ .rw = RP_READ, .nfiles = 1, .until_ns = 10000000000ull },
+		{ .rw = RP_RANDREAD, .nfiles = 1, .finished = 1 },
+	};
+	char line[512];
+
+	/* 2 s in: the first clone needs 6 s more at its rate, the second 8 */
+	rp_eta_line(line, sizeof(line), p, 3, 2.0, 1073741824.0, 262144.0);
+	CHECK_STR(line, "Jobs: 2 (f=3): [R(2),_(1)][20.0%][r=1024MiB/s][r=262k IOPS]"
+		  "[eta 00m:08s]");
+	p[1].until_ns = 7200ull * 1000000000ull;
+	p[1].rw = RP_RANDREAD;
+	rp_eta_line(line, sizeof(line), p, 3, 2.0, 0, 0);
+	CHECK_STR(line, "Jobs: 2 (f=3): [R(1),r(1),_(1)][0.0%][r=0B/s][r=0 IOPS]"
+		  "[eta 01h:59m:58s]");
+	/* nothing read yet and no runtime: the time left is unknown */
+	p[0].bytes = 0;
+	rp_eta_line(line, sizeof(line), p, 1, 1.0, 0, 0);
+	CHECK_STR(line, "Jobs: 1 (f=2): [R(1)][0.0%][r=0B/s][r=0 IOPS][eta --m:--s]");
+}
+
+/* The binary prints it with --eta=always (a terminal is what auto asks
+ * for), to stderr when the JSON report goes to stdout, never into it. */
+static void binary_prints_an_eta_line(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("eta", 1 << 20);
+	char cmd[4096], out[65536], json[512], err[512];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	snprintf(json, sizeof(json), "%s/eta.json", th_tmpdir());
+	snprintf(err, sizeof(err), "%s/eta.err", th_tmpdir());
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		char *text;
+
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=1200ms "
+			 "--time_based --eta=always 2>&1", rlperf_exe(), path, engines[i]);
+		if (run_cmd(cmd, out, sizeof(out)) == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(!strncmp(out, "\rJobs: 1 (f=1): [R(1)][", 23) &&
+		       strstr(out, "][eta 00m:0") && strstr(out, "[_(1)][100.0%]") &&
+		       strstr(out, "s]\nrlperf: (g=0)"), "%s: %.300s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=1200ms "
+			 "--time_based --eta=always --output-format=json > %s 2> %s && python3 "
+			 "-c 'import json,sys; json.load(open(sys.argv[1]))' %s", rlperf_exe(),
+			 path, engines[i], json, err, json);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+		text = th_slurp(err, NULL);
+		CHECK(text);
+		CHECKF(!strncmp(text, "\rJobs: 1 (f=1): [R(1)][", 23), "%s", text);
+		free(text);
+	}
+	/* auto: stdout is a pipe here, so no line; never: none */
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --runtime=1200ms --time_based 2>&1; %s "
+		 "--filename=%s --runtime=1200ms --time_based --eta=never 2>&1", rlperf_exe(), path,
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 0);
+	CHECKF(!strstr(out, "Jobs:"), "%s", out);
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -2095,6 +2166,8 @@ int main(void)
 	RUN(binary_runs_the_deepest_iodepth);
 	RUN(disk_slaves_aggregate_as_fio);
 	RUN(binary_reports_disk_util);
+	RUN(eta_line_reads_as_fios);
+	RUN(binary_prints_an_eta_line);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
