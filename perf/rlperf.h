@@ -18,6 +18,7 @@
  *                   from "unrecognized")
  *   rlperf_num.c    fio's number and time syntax
  *   rlperf_gen.c    offsets (sequential, random permutation, random map off)
+ *   rlperf_dist.c   fio's random distributions (zipf, pareto, normal, zoned)
  *   rlperf_hist.c   fio's log-scale latency histogram
  *
  * Every file but rlperf.c is also compiled into tests/test_rlperf.
@@ -76,7 +77,7 @@ enum rp_opt_id {
 	RP_O_OFFSET, RP_O_OFFSET_INC, RP_O_IODEPTH, RP_O_NUMJOBS, RP_O_RUNTIME,
 	RP_O_TIME_BASED, RP_O_RAMP, RP_O_IOENGINE, RP_O_DIRECT, RP_O_FIXEDBUFS,
 	RP_O_REGFILES, RP_O_GROUP, RP_O_INVALIDATE, RP_O_NORANDOMMAP, RP_O_RANDSEED,
-	RP_O_THREAD, RP_O_KB_BASE,
+	RP_O_THREAD, RP_O_KB_BASE, RP_O_BUFFERED, RP_O_RANDDIST, RP_O_RANDGEN,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -87,6 +88,27 @@ enum rp_opt_id {
 struct rp_amount {
 	uint64_t v;
 	int pct;                 /* v is a percentage (0..100) */
+};
+
+/* random_distribution (fio's): which blocks random reads favour */
+enum rp_dist_kind {
+	RP_DIST_RANDOM = 0, RP_DIST_ZIPF, RP_DIST_PARETO, RP_DIST_NORMAL, RP_DIST_ZONED,
+};
+
+#define RP_MAX_ZONES 256u        /* fio's limit */
+
+struct rp_zone {
+	unsigned access;         /* percent of the reads */
+	uint64_t size;           /* percent of the region, or bytes (zoned_abs) */
+};
+
+struct rp_dist {
+	int kind;                /* enum rp_dist_kind */
+	double p;                /* zipf theta, pareto power, normal deviation (%) */
+	double center;           /* 0..1, or -1: fio's default */
+	int abs;                 /* zoned_abs: zone sizes in bytes */
+	unsigned nzones;
+	struct rp_zone zone[RP_MAX_ZONES];
 };
 
 /* An option as it was given (fio's "job options" in JSON): flags given
@@ -117,6 +139,9 @@ struct rp_job {
 	int norandommap, group_reporting, thread;
 	int engine;              /* enum eng_backend */
 	const char *ioengine;    /* the engine's fio name, as given */
+	int64_t seq_add;         /* rw=read:N: N added after each read (may be < 0) */
+	unsigned seq_nr;         /* rw=randread:N: a new random offset every N reads */
+	struct rp_dist dist;     /* random_distribution */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -247,9 +272,27 @@ void rp_hist_percentiles(const struct rp_hist *h, const double *pct, size_t n,
  * bijection, skipping values past the last block), or with norandommap
  * uniformly random blocks, repeats allowed, as many per pass as blocks.
  */
+/* One distribution's state (rlperf_dist.c) over n blocks of bs bytes. */
+struct rp_dist_state {
+	const struct rp_dist *d;
+	uint64_t n, bs, rng, rand_off, stddev;
+	double zetan, zeta2, pareto_pow;
+};
+
+void rp_dist_init(struct rp_dist_state *st, const struct rp_dist *d, uint64_t nblocks,
+		  uint64_t bs, uint64_t seed);
+/* The block (0 .. nblocks - 1) of the next random read. */
+uint64_t rp_dist_next(struct rp_dist_state *st);
+
 struct rp_gen {
 	uint64_t base, bs, nblocks;
 	int random, norandommap;
+	int use_dist;           /* random: blocks from dist, repeats allowed */
+	struct rp_dist_state dist;
+	int64_t seq_add;        /* sequential: fio's ddir_seq_add */
+	uint64_t file_size;     /* sequential with seq_add: where it wraps */
+	uint64_t last;          /* the end of the last read (fio's last_pos) */
+	unsigned seq_nr, seq_left;   /* random: a new offset every seq_nr reads */
 	uint64_t i;             /* blocks issued in this pass */
 	uint64_t pass;
 	uint64_t x, inc, mask;  /* random: LCG state, odd increment, 2^k - 1 */
@@ -264,6 +307,13 @@ void rp_gen_init(struct rp_gen *g, uint64_t base, uint64_t bytes, uint64_t bs,
 /* Next offset of this pass; 0 at the end of a pass (the next call starts a
  * new one, in a new order), else 1. */
 int rp_gen_next(struct rp_gen *g, uint64_t *off);
+/* fio's rw=read:N and randread:N: sequential reads N bytes apart (N < 0:
+ * backwards; they wrap at file_size, as fio's do), or random ones with
+ * nr - 1 sequential reads after each. */
+void rp_gen_seq(struct rp_gen *g, int64_t add, unsigned nr, uint64_t file_size);
+/* Random reads drawn from d (not RP_DIST_RANDOM): repeats allowed, as
+ * fio turns its random map off for them. d must outlive g. */
+void rp_gen_dist(struct rp_gen *g, const struct rp_dist *d);
 
 /* ---------------------------------------------------------------- */
 /* Set-up (rlperf_setup.c): what every job clone reads               */

@@ -228,11 +228,12 @@ static void *job_main(void *arg)
 	if (r->error >= 0)
 		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
 	w->ops->destroy(eng);
-	if (r->error >= 0 && !stop_requested && !j->time_based && !w->deadline_ns &&
-	    w->all_bytes != w->planned)
+	/* every read handed out must come back (rw=read:N may end a file
+	 * before its planned bytes, as fio's does) */
+	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
 		r->error = rl_err_set(&w->err, -EIO, "the engine finished with %llu of "
 				      "%llu bytes read", (unsigned long long)w->all_bytes,
-				      (unsigned long long)w->planned);
+				      (unsigned long long)(w->submitted * j->bs));
 	if (r->error < 0)
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
 			 rl_strerror(r->error));
@@ -351,6 +352,9 @@ static int worker_init(struct worker *w, const struct rp_task *t,
 		w->sizes[i] = f->file_size;
 		rp_gen_init(&w->fs[i].gen, f->off, f->nblocks * j->bs, j->bs, mode,
 			    j->seed + (t->clone * t->nfiles + i) * 0x9e3779b97f4a7c15ull);
+		rp_gen_seq(&w->fs[i].gen, j->seq_add, j->seq_nr, f->file_size);
+		if (mode != RP_GEN_SEQ && j->dist.kind != RP_DIST_RANDOM)
+			rp_gen_dist(&w->fs[i].gen, &j->dist);
 		rc = open_file(w, i, r);
 		if (rc < 0)
 			return rc;

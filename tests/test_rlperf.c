@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -25,6 +26,7 @@
 #include "../perf/rlperf_ini.c"
 #include "../perf/rlperf_opts.c"
 #include "../perf/rlperf_hist.c"
+#include "../perf/rlperf_dist.c"
 #include "../perf/rlperf_gen.c"
 #include "../perf/rlperf_setup.c"
 #include "../perf/rlperf_run.c"
@@ -461,6 +463,16 @@ static void bad_options_name_the_option(void)
 		{ "-x", NULL, "rlperf: unrecognized option '-x' (options are spelled --name=value or --name value)" },
 		{ "a.fio", "b.fio", "rlperf: more than one job file ('a.fio', 'b.fio'): rlperf runs one (fio would run the second after the first, as with stonewall)" },
 		{ "--size", NULL, "rlperf: option --size needs a value" },
+		{ "--rw=read:x", NULL, "rlperf: failed parsing rw=read:x: read:N skips N bytes after each read (a size; -N reads backwards)" },
+		{ "--rw=randread:0", NULL, "rlperf: failed parsing rw=randread:0: randread:N takes a new offset every N reads (N from 1)" },
+		{ "--rw=write:4k", NULL, "rlperf: failed parsing rw=write:4k: rlperf only reads (read, randread)" },
+		{ "--random_distribution=zipf:1", NULL, "rlperf: failed parsing random_distribution=zipf:1: zipf takes a theta > 0, not 1[:CENTER 0..1]" },
+		{ "--random_distribution=pareto:1.5", NULL, "rlperf: failed parsing random_distribution=pareto:1.5: pareto takes a power between 0 and 1[:CENTER 0..1]" },
+		{ "--random_distribution=zoned:50/5:30/15", NULL, "rlperf: failed parsing random_distribution=zoned:50/5:30/15: the accesses add up to 80% (fio wants 100%), the sizes to 20%" },
+		{ "--random_distribution=zoned:50:50/5", NULL, "rlperf: failed parsing random_distribution=zoned:50:50/5: zones are ACCESS%/SIZE, at most 256, ':' between" },
+		{ "--random_distribution=lumpy", NULL, "rlperf: failed parsing random_distribution=lumpy: expected random, zipf:T, pareto:H, normal:S, zoned:A/S:.. or zoned_abs:A/SIZE:.." },
+		{ "--random_generator=mt", NULL, "rlperf: failed parsing random_generator=mt: expected tausworthe, lfsr or tausworthe64" },
+		{ "--buffered=2", NULL, "rlperf: failed parsing buffered=2: expected 0 or 1" },
 	};
 	struct rp_conf c;
 	char err[512];
@@ -483,6 +495,27 @@ static void bad_options_name_the_option(void)
 	/* a tiny buffer truncates, never overflows */
 	CHECK_EQ(parse(&c, err, 12, "--bogus", NULL), RP_PARSE_ERROR);
 	CHECK_EQ(strlen(err), 11);
+}
+
+/* fio's buffered is direct's inverse; rw's postfix and the distribution
+ * land in the job */
+static void fio_read_options_parse(void)
+{
+	struct rp_conf c;
+	char err[512];
+
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--buffered=0", "--rw=read:-8k",
+		       "--random_distribution=zoned_abs:60/1m:40/", NULL), 0);
+	CHECK(c.jobs[0].direct == 1 && c.jobs[0].seq_add == -8192 && c.jobs[0].rw == RP_READ);
+	CHECK(c.jobs[0].dist.kind == RP_DIST_ZONED && c.jobs[0].dist.abs &&
+	      c.jobs[0].dist.nzones == 2 && c.jobs[0].dist.zone[0].size == 1 << 20);
+	rp_conf_free(&c);
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--direct=1", "--buffered=1",
+		       "--rw=randread:8", "--random_distribution=zipf:1.2:0.25", NULL), 0);
+	CHECK(c.jobs[0].direct == 0 && c.jobs[0].seq_nr == 8 && c.jobs[0].rw == RP_RANDREAD);
+	CHECK(c.jobs[0].dist.kind == RP_DIST_ZIPF && c.jobs[0].dist.p == 1.2 &&
+	      c.jobs[0].dist.center == 0.25);
+	rp_conf_free(&c);
 }
 
 static void help_lists_exactly_the_options(void)
@@ -1036,7 +1069,10 @@ static struct {
 	uint64_t per_file[4];   /* reads of each file, all runs */
 	unsigned runs;
 	uint64_t block_counts_bad;
-} fake = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, { 0 }, 0, 0 };
+	int record;             /* keep the first offsets read, in order */
+	size_t nrec;
+	uint64_t rec[64];
+} fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void fake_opts_default(struct eng_opts *o)
 {
@@ -1151,6 +1187,10 @@ static int fake_run(struct eng *eng, const struct eng_job *job, struct eng_stats
 	while (!rc && (more || n)) {
 		if (more && n < qd && (more = job->next(job->user, &r))) {
 			bad += !fake_check(job, f, &r, &fc);
+			pthread_mutex_lock(&fake.lock);
+			if (fake.record && fake.nrec < RL_ARRAY_SIZE(fake.rec))
+				fake.rec[fake.nrec++] = r.off;
+			pthread_mutex_unlock(&fake.lock);
 			q[(head + n) % qd].r = r;
 			q[(head + n) % qd].t = perf_now_ns();
 			n++;
@@ -1193,6 +1233,7 @@ static void fake_reset(void)
 	fake.reads = fake.bad = fake.max_inflight = fake.block_counts_bad = 0;
 	memset(fake.per_file, 0, sizeof(fake.per_file));
 	fake.runs = 0;
+	fake.nrec = 0;  /* record stays as the test set it */
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -1222,6 +1263,158 @@ static void fake_done(struct rp_conf *c, struct rp_plan *p, struct rp_result *r)
 	rp_result_free(r);
 	rp_plan_free(p);
 	rp_conf_free(c);
+}
+
+/* Offsets of rw=read:N against fio 3.33's own (fio --debug=io on a 64 KiB
+ * file, bs=4k): holes end the file at its end, backwards reads start at
+ * the start and wrap to the end. */
+static void seq_postfix_offsets_follow_fio(void)
+{
+	static const struct {
+		const char *rw;
+		uint64_t n;
+		uint64_t off[17];
+	} cases[] = {
+		{ "read:8k", 6, { 0x0, 0x3000, 0x6000, 0x9000, 0xc000, 0xf000 } },
+		{ "read:-8k", 16, { 0x0, 0xe000, 0xd000, 0xc000, 0xb000, 0xa000, 0x9000, 0x8000,
+				    0x7000, 0x6000, 0x5000, 0x4000, 0x3000, 0x2000, 0x1000, 0x0 } },
+	};
+	const char *path = make_file("seqadd", 65536);
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+	char arg[600], rw[64], err[512];
+
+	CHECK(path);
+	snprintf(arg, sizeof(arg), "--filename=%s", path);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		snprintf(rw, sizeof(rw), "--rw=%s", cases[i].rw);
+		fake.record = 1;
+		CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), arg, rw, "--bs=4k", NULL), 0);
+		CHECKF(fake.nrec == cases[i].n, "%s: %zu reads", cases[i].rw, fake.nrec);
+		for (size_t k = 0; k < cases[i].n; k++)
+			CHECKF(fake.rec[k] == cases[i].off[k], "%s: read %zu at %#llx", cases[i].rw,
+			       k, (unsigned long long)fake.rec[k]);
+		fake_done(&c, &p, &r);
+	}
+	/* randread:4: a random block, then the three after it */
+	CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), arg, "--rw=randread:4", "--bs=4k",
+			   "--norandommap", NULL), 0);
+	fake.record = 0;
+	CHECK_EQ(fake.nrec, 16);
+	for (size_t k = 0; k < 16; k++)
+		CHECKF(k % 4 == 0 || fake.rec[k] == fake.rec[k - 1] + 4096 ||
+		       fake.rec[k - 1] + 4096 == 65536, "read %zu at %#llx after %#llx", k,
+		       (unsigned long long)fake.rec[k], (unsigned long long)fake.rec[k - 1]);
+	fake_done(&c, &p, &r);
+}
+
+/* Counts of each block over draws from distribution spec on nb blocks,
+ * sorted, most read first. */
+static uint64_t *dist_counts(const char *spec, uint64_t nb, uint64_t draws, uint64_t seed)
+{
+	struct rp_conf c;
+	struct rp_gen g;
+	char err[512], arg[300];
+	uint64_t *cnt = rl_calloc(nb, sizeof(*cnt)), off;
+
+	snprintf(arg, sizeof(arg), "--random_distribution=%s", spec);
+	if (!cnt || parse(&c, err, sizeof(err), "--filename=f", "--rw=randread", arg, NULL)) {
+		rl_free(cnt);
+		return NULL;
+	}
+	rp_gen_init(&g, 0, nb * 4096, 4096, RP_GEN_RANDOM, seed);
+	rp_gen_dist(&g, &c.jobs[0].dist);
+	for (uint64_t i = 0; i < draws; i++) {
+		if (!rp_gen_next(&g, &off))
+			rp_gen_next(&g, &off);
+		cnt[off / 4096]++;
+	}
+	rp_conf_free(&c);
+	return cnt;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Share of the draws that the top k blocks got. */
+static double top_share(uint64_t *cnt, uint64_t nb, uint64_t k, uint64_t draws)
+{
+	uint64_t sum = 0;
+
+	qsort(cnt, nb, sizeof(*cnt), cmp_desc);
+	for (uint64_t i = 0; i < k; i++)
+		sum += cnt[i];
+	return (double)sum / (double)draws;
+}
+
+/* fio's distributions, statistically (seed printed): zipf and pareto
+ * concentrate reads on few blocks (fio scatters them by its hash, so the
+ * hot blocks are anywhere), uniform does not, zoned gives each zone its
+ * share and spreads it over the zone. */
+static void random_distributions_follow_fio(void)
+{
+	const uint64_t nb = 4096, draws = 200000, seed = th_seed();
+	uint64_t *cnt, zone[3] = { 0 };
+	double z12, z05, par, uni, nor;
+
+	cnt = dist_counts("zipf:1.2", nb, draws, seed);
+	CHECK(cnt);
+	z12 = top_share(cnt, nb, nb / 100, draws);
+	rl_free(cnt);
+	cnt = dist_counts("zipf:0.5", nb, draws, seed);
+	CHECK(cnt);
+	z05 = top_share(cnt, nb, nb / 100, draws);
+	rl_free(cnt);
+	cnt = dist_counts("pareto:0.2", nb, draws, seed);
+	CHECK(cnt);
+	par = top_share(cnt, nb, nb / 5, draws);
+	rl_free(cnt);
+	cnt = dist_counts("random", nb, draws, seed);
+	CHECK(cnt);
+	uni = top_share(cnt, nb, nb / 100, draws);
+	rl_free(cnt);
+	cnt = dist_counts("normal:5", nb, draws, seed);
+	CHECK(cnt);
+	nor = top_share(cnt, nb, nb / 5, draws);
+	rl_free(cnt);
+	/* zipf 1.2 on 4096 blocks: the top 1% (41 blocks) take sum(1/k^1.2,
+	 * k <= 41) / zeta(4096) = 73%; zipf 0.5: 12%; uniform: about 1% */
+	CHECKF(z12 > 0.68 && z12 < 0.78, "zipf:1.2 top 1%%: %.3f (seed %llu)", z12,
+	       (unsigned long long)seed);
+	CHECKF(z05 > 0.09 && z05 < 0.15, "zipf:0.5 top 1%%: %.3f", z05);
+	CHECKF(uni < 0.02, "random top 1%%: %.3f", uni);
+	/* pareto 0.2 (fio's 80/20 rule): the top 20% of blocks take ~80% */
+	CHECKF(par > 0.75 && par < 0.88, "pareto:0.2 top 20%%: %.3f", par);
+	CHECKF(nor > 0.35, "normal:5 top 20%%: %.3f", nor);
+	/* zoned:50/5:30/15:20/ (fio's rand-zones.fio): 50% of the reads in
+	 * the first 5% of the blocks, 30% in the next 15%, 20% in the rest */
+	{
+		struct rp_conf c;
+		struct rp_gen g;
+		char err[512];
+		uint64_t off;
+
+		CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--rw=randread",
+			       "--random_distribution=zoned:50/5:30/15:20/", NULL), 0);
+		rp_gen_init(&g, 0, nb * 4096, 4096, RP_GEN_RANDOM, seed);
+		rp_gen_dist(&g, &c.jobs[0].dist);
+		for (uint64_t i = 0; i < draws; i++) {
+			if (!rp_gen_next(&g, &off))
+				rp_gen_next(&g, &off);
+			zone[off / 4096 < nb / 20 ? 0 : off / 4096 < nb / 5 ? 1 : 2]++;
+		}
+		rp_conf_free(&c);
+	}
+	CHECKF(fabs((double)zone[0] / draws - 0.5) < 0.01 &&
+	       fabs((double)zone[1] / draws - 0.3) < 0.01 &&
+	       fabs((double)zone[2] / draws - 0.2) < 0.01, "zones %llu %llu %llu (seed %llu)",
+	       (unsigned long long)zone[0], (unsigned long long)zone[1],
+	       (unsigned long long)zone[2], (unsigned long long)seed);
 }
 
 static void runner_reads_every_block_once_per_clone(void)
@@ -2133,6 +2326,7 @@ int main(void)
 	RUN(flags_take_nothing_or_0_1);
 	RUN(fio_command_line_parses);
 	RUN(bad_options_name_the_option);
+	RUN(fio_read_options_parse);
 	RUN(help_lists_exactly_the_options);
 	RUN(man_page_lists_every_option);
 	RUN(global_options_apply_as_fio_applies_them);
@@ -2148,6 +2342,8 @@ int main(void)
 	RUN(sequential_offsets_cover_the_region);
 	RUN(random_offsets_are_a_permutation);
 	RUN(norandommap_offsets_repeat_blocks);
+	RUN(seq_postfix_offsets_follow_fio);
+	RUN(random_distributions_follow_fio);
 	RUN(runner_reads_every_block_once_per_clone);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
