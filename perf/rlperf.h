@@ -17,6 +17,7 @@
  *   rlperf_fionames.c  the names of fio's options (to tell "not in rlperf"
  *                   from "unrecognized")
  *   rlperf_num.c    fio's number and time syntax
+ *   rlperf_log.c    fio's per-read logs (write_lat_log, _bw_, _iops_)
  *   rlperf_gen.c    offsets (sequential, random permutation, random map off)
  *   rlperf_dist.c   fio's random distributions (zipf, pareto, normal, zoned)
  *   rlperf_hist.c   fio's log-scale latency histogram
@@ -78,6 +79,7 @@ enum rp_opt_id {
 	RP_O_TIME_BASED, RP_O_RAMP, RP_O_IOENGINE, RP_O_DIRECT, RP_O_FIXEDBUFS,
 	RP_O_REGFILES, RP_O_GROUP, RP_O_INVALIDATE, RP_O_NORANDOMMAP, RP_O_RANDSEED,
 	RP_O_THREAD, RP_O_KB_BASE, RP_O_BUFFERED, RP_O_RANDDIST, RP_O_RANDGEN,
+	RP_O_LATLOG, RP_O_BWLOG, RP_O_IOPSLOG, RP_O_LOGAVG, RP_O_LOGOFF, RP_O_LOGPRIO,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -142,6 +144,9 @@ struct rp_job {
 	int64_t seq_add;         /* rw=read:N: N added after each read (may be < 0) */
 	unsigned seq_nr;         /* rw=randread:N: a new random offset every N reads */
 	struct rp_dist dist;     /* random_distribution */
+	const char *lat_log, *bw_log, *iops_log;  /* write_*_log: NULL none, "" job name */
+	uint64_t log_avg_ms;     /* log_avg_msec: 0 a line per read */
+	int log_offset;
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -364,6 +369,30 @@ void rp_plan_free(struct rp_plan *p);
  * does rlperf, with a note.
  */
 int rp_invalidate(const struct rp_file *f, int fd);
+
+/* ---------------------------------------------------------------- */
+/* Per-read logs (rlperf_log.c), fio's write_*_log                   */
+/* ---------------------------------------------------------------- */
+
+#define RP_NLOGS 5   /* lat, clat, slat, bw, iops */
+
+struct rp_logs {
+	FILE *f[RP_NLOGS];       /* NULL: not asked for */
+	uint64_t avg_ns;         /* log_avg_msec in ns; 0: a line per read */
+	int offset;              /* log_offset */
+	uint64_t t0, last_ns, win_ns;
+	uint64_t w_lat, w_n, w_bytes;   /* the window in progress */
+};
+
+/* Opens the logs job j asks for, as clone number (1, 2, ...) of the run.
+ * Returns 0 or -errno with a message naming the file in err. */
+int rp_logs_open(struct rp_logs *l, const struct rp_job *j, size_t number, char *err,
+		 size_t errlen);
+/* One read: the clone's start, the read's completion and latency. */
+void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64_t lat_ns,
+		  uint64_t off, uint64_t bs);
+/* Writes the last window and closes; 0 or -errno (a write failed). */
+int rp_logs_close(struct rp_logs *l);
 
 /* ---------------------------------------------------------------- */
 /* Runner (rlperf_run.c)                                             */

@@ -20,6 +20,7 @@ enum opt_kind {
 	K_TIME,    /* seconds, or with a time suffix */
 	K_BOOL,    /* 0 or 1, value required (fio's FIO_OPT_BOOL) */
 	K_SET,     /* a flag: bare, or =N (fio's FIO_OPT_STR_SET) */
+	K_OPTSTR,  /* a string that may be left out: bare, or =STR */
 	K_ACTION,  /* takes no value */
 };
 
@@ -59,6 +60,12 @@ static const struct opt_def opt_table[] = {
 	{ "buffered", NULL, RP_O_BUFFERED, K_BOOL, 0, 0, 0, 0, "0|1", "the inverse of direct: 0 is O_DIRECT (default 1)" },
 	{ "random_distribution", NULL, RP_O_RANDDIST, K_STR, 0, 1, 0, 0, "D", "randread: random (default), zipf:T, pareto:H, normal:S[:C], zoned:A/S:.., zoned_abs:A/SIZE:.." },
 	{ "random_generator", NULL, RP_O_RANDGEN, K_STR, 0, 1, 0, 0, "G", "tausworthe, lfsr, tausworthe64: accepted (rlperf has its own, no repeats in a pass)" },
+	{ "write_lat_log", NULL, RP_O_LATLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log each read's latency to NAME_lat.N.log, _clat, _slat (fio's format)" },
+	{ "write_bw_log", NULL, RP_O_BWLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log bandwidth to NAME_bw.N.log (bare: the job's name)" },
+	{ "write_iops_log", NULL, RP_O_IOPSLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log IOPS to NAME_iops.N.log" },
+	{ "log_avg_msec", NULL, RP_O_LOGAVG, K_SIZE, 0, 1, 0, 86400000, "MS", "logs: a line per MS ms (window means) instead of per read" },
+	{ "log_offset", NULL, RP_O_LOGOFF, K_BOOL, 0, 1, 0, 0, "0|1", "logs: add each read's offset" },
+	{ "log_prio", NULL, RP_O_LOGPRIO, K_BOOL, 0, 1, 0, 0, "0|1", "accepted: the priority column is always 0 (no cmdprio)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json", "report format (default normal)" },
@@ -439,6 +446,9 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_FILENAME: return add_files(pa, j, val);
 	case RP_O_DIRECTORY: j->directory = val; return 0;
 	case RP_O_RW: return set_rw(pa, j, val);
+	case RP_O_LATLOG: j->lat_log = val; return 0;
+	case RP_O_BWLOG: j->bw_log = val; return 0;
+	case RP_O_IOPSLOG: j->iops_log = val; return 0;
 	case RP_O_RANDDIST: return set_dist(pa, j, val);
 	case RP_O_RANDGEN:
 		if (!strcmp(val, "tausworthe") || !strcmp(val, "lfsr") ||
@@ -486,6 +496,8 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_TIME_BASED: j->time_based = (int)v; break;
 	case RP_O_DIRECT: j->direct = (int)v; break;
 	case RP_O_BUFFERED: j->direct = !v; break;
+	case RP_O_LOGAVG: j->log_avg_ms = v; break;
+	case RP_O_LOGOFF: j->log_offset = (int)v; break;
 	case RP_O_FIXEDBUFS: j->fixedbufs = (int)v; break;
 	case RP_O_REGFILES: j->registerfiles = (int)v; break;
 	case RP_O_GROUP: j->group_reporting = (int)v; break;
@@ -516,11 +528,11 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 			pa->action = RP_PARSE_VERSION;
 		return 0;
 	}
-	if (d->kind != K_SET && (!val || !*val))
+	if (d->kind != K_SET && d->kind != K_OPTSTR && (!val || !*val))
 		return fail(pa, "option %s%s needs a value", pa->where[0] ? "" : "--",
 			    spelled);
-	if (d->kind == K_STR)
-		rc = set_string(pa, d, val);
+	if (d->kind == K_STR || d->kind == K_OPTSTR)
+		rc = set_string(pa, d, val ? val : "");
 	else if (d->kind == K_TIME && rp_parse_time(val, &v))
 		rc = fail(pa, "failed parsing %s=%s: not a time (examples: 30, 500ms, 2m)",
 			  spelled, val);
@@ -528,7 +540,7 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 		rc = parse_number(pa, d, spelled, val, &v, &pct);
 	if (rc)
 		return rc;
-	if (d->kind != K_STR)
+	if (d->kind != K_STR && d->kind != K_OPTSTR)
 		set_number(pa, d, v, pct);
 	if (d->cmdline)
 		return 0;
@@ -579,7 +591,7 @@ static int cmdline_opt(struct parser *pa, int argc, char **argv, int *i)
 	if (d->kind == K_ACTION && eq)
 		return fail(pa, "option %s takes no value", opt);
 	/* as getopt's required_argument: the next word is the value */
-	if (!eq && d->kind != K_SET && d->kind != K_ACTION) {
+	if (!eq && d->kind != K_SET && d->kind != K_ACTION && d->kind != K_OPTSTR) {
 		if (*i + 1 >= argc)
 			return fail(pa, "option %s needs a value", opt);
 		val = argv[++*i];
@@ -793,8 +805,8 @@ void rp_usage(FILE *f)
 		char buf[48];
 
 		snprintf(buf, sizeof(buf), "--%s%s%s%s", d->name,
-			 d->kind == K_SET ? "[=0|1]" : d->arg ? "=" : "", d->arg ? d->arg : "",
-			 "");
+			 d->kind == K_SET ? "[=0|1]" : d->kind == K_OPTSTR ? "[=" : d->arg ? "=" : "",
+			 d->arg ? d->arg : "", d->kind == K_OPTSTR ? "]" : "");
 		fprintf(f, "  %-26s %s%s%s%s\n", buf, d->help, d->alias ? " (also --" : "",
 			d->alias ? d->alias : "", d->alias ? ")" : "");
 	}

@@ -53,6 +53,9 @@ struct worker {
 	int finished;           /* job_main returned: the ETA thread reads it */
 	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
 
+	struct rp_logs logs;    /* write_*_log, written on the owner thread */
+	int logging;
+
 	struct rl_err err;
 	pthread_t tid;
 };
@@ -176,6 +179,9 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 	if (complete_ns < r->meas_ns)
 		return;  /* ramp_time: not measured */
 	rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
+	if (w->logging)
+		rp_logs_read(&w->logs, w->start_ns, complete_ns, complete_ns > submit_ns ?
+			     complete_ns - submit_ns : 0, rd->off, rd->len);
 	r->bytes += rd->len;
 	r->ios++;
 	if (complete_ns > r->last_ns)
@@ -228,6 +234,13 @@ static void *job_main(void *arg)
 	if (r->error >= 0)
 		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
 	w->ops->destroy(eng);
+	if (w->logging) {
+		int lrc = rp_logs_close(&w->logs);
+
+		if (lrc < 0 && r->error >= 0)
+			r->error = rl_err_set(&w->err, lrc, "writing its logs: %s",
+					      strerror(-lrc));
+	}
 	/* every read handed out must come back (rw=read:N may end a file
 	 * before its planned bytes, as fio's does) */
 	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
@@ -323,7 +336,7 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 	return 0;
 }
 
-static int worker_init(struct worker *w, const struct rp_task *t,
+static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		       const struct rp_engine_ops *ops, struct rp_task_res *res,
 		       struct rp_result *r)
 {
@@ -342,6 +355,13 @@ static int worker_init(struct worker *w, const struct rp_task *t,
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
+	if (j->lat_log || j->bw_log || j->iops_log) {
+		int rc = rp_logs_open(&w->logs, j, number, w->err.msg, sizeof(w->err.msg));
+
+		if (rc < 0)
+			return rc;
+		w->logging = 1;
+	}
 	for (size_t i = 0; i < t->nfiles; i++)
 		w->fs[i].fd = -1;
 	for (size_t i = 0; i < t->nfiles; i++) {
@@ -364,6 +384,8 @@ static int worker_init(struct worker *w, const struct rp_task *t,
 
 static void worker_free(struct worker *w)
 {
+	if (w->logging)
+		(void)rp_logs_close(&w->logs);  /* a run that never started */
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
 		if (w->fs[i].fd >= 0)
 			close(w->fs[i].fd);
@@ -451,7 +473,7 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 	r->task = rl_calloc(n ? n : 1, sizeof(*r->task));
 	w = rl_calloc(n ? n : 1, sizeof(*w));
 	for (i = 0; r->task && w && i < n && !rc; i++)
-		rc = worker_init(&w[i], &p->tasks[i], ops, &r->task[i], r);
+		rc = worker_init(&w[i], &p->tasks[i], i + 1, ops, &r->task[i], r);
 	if (!r->task || !w || rc) {
 		r->error = r->task && w ? rc : -ENOMEM;
 		snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: %s", r->error == -ENOMEM ?

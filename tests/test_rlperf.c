@@ -26,6 +26,7 @@
 #include "../perf/rlperf_ini.c"
 #include "../perf/rlperf_opts.c"
 #include "../perf/rlperf_hist.c"
+#include "../perf/rlperf_log.c"
 #include "../perf/rlperf_dist.c"
 #include "../perf/rlperf_gen.c"
 #include "../perf/rlperf_setup.c"
@@ -2255,6 +2256,76 @@ static void binary_prints_an_eta_line(void)
 	CHECKF(!strstr(out, "Jobs:"), "%s", out);
 }
 
+/* Checks the logs of a run (argv: dir, prefix, reads, with offsets, file
+ * size): fio's file names and line format, a line per read. */
+static const char log_check[] =
+	"import os,re,sys\n"
+	"d,pre,n,off,size=sys.argv[1],sys.argv[2],int(sys.argv[3]),sys.argv[4]=='1',int(sys.argv[5])\n"
+	"pat=re.compile(r'^\\d+, \\d+, 0, 4096, (\\d+, )?0$')\n"
+	"for k in ('lat','clat','slat','bw','iops'):\n"
+	"    lines=open(os.path.join(d,'%s_%s.1.log'%(pre,k))).read().splitlines()\n"
+	"    assert len(lines)==n, (k,len(lines))\n"
+	"    for l in lines: assert pat.match(l) and (len(l.split(','))==6)==off, (k,l)\n"
+	"    v=[int(l.split(',')[1]) for l in lines]\n"
+	"    assert k!='clat' or min(v)>0, v\n"
+	"    assert k!='iops' or set(v)=={1}, v\n"
+	"    if off: assert sorted(int(l.split(',')[4]) for l in lines)==list(range(0,size,4096))\n";
+
+/* write_lat_log, write_bw_log, write_iops_log as fio writes them, on
+ * every backend; a bare one (job file) names the logs after the job;
+ * log_avg_msec writes window lines with bs and offset 0. */
+static void binary_writes_fio_logs(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("logged", 64 << 10), *job;
+	char cmd[10240], out[8192], script[512], text[1024], exe[PATH_MAX], *avg;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("logs.py", log_check, script, sizeof(script)));
+	CHECK(realpath(rlperf_exe(), exe));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		for (int off = 0; off < 2; off++) {
+			int rc;
+
+			snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --rw=randread "
+				 "--write_lat_log=%s/r --write_bw_log=%s/r --write_iops_log=%s/r "
+				 "--log_offset=%d --output=/dev/null 2>&1", rlperf_exe(), path,
+				 engines[i], th_tmpdir(), th_tmpdir(), th_tmpdir(), off);
+			rc = run_cmd(cmd, out, sizeof(out));
+			if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+				break;  /* a backend this machine lacks */
+			CHECKF(rc == 0, "%s: %s", engines[i], out);
+			snprintf(cmd, sizeof(cmd), "python3 %s %s r 16 %d 65536 2>&1", script,
+				 th_tmpdir(), off);
+			CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+		}
+	}
+	/* bare in a job file: the job's name; windows of 1 s over 2.5 s */
+	snprintf(text, sizeof(text), "[lg]\nfilename=%s\nwrite_bw_log\nwrite_lat_log\n"
+		 "write_iops_log\nlog_avg_msec=1000\nruntime=2500ms\ntime_based\n", path);
+	job = write_text("logs.fio", text);
+	CHECK(job);
+	snprintf(cmd, sizeof(cmd), "cd %s && %s --output=/dev/null %s 2>&1 && cat lg_bw.1.log",
+		 th_tmpdir(), exe, job);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+	avg = out;
+	for (int k = 0; k < 2; k++) {
+		CHECKF(avg && strstr(avg, ", 0, 0, 0\n"), "%s", out);
+		avg = strchr(avg, '\n') + 1;
+	}
+	snprintf(cmd, sizeof(cmd), "cd %s && ls lg_lat.1.log lg_clat.1.log lg_slat.1.log "
+		 "lg_iops.1.log 2>&1", th_tmpdir());
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+	/* a log that cannot be opened fails the run, naming it */
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --write_bw_log=/nonexistent/x 2>&1",
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "/nonexistent/x_bw.1.log: No such file or directory"), "%s", out);
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -2362,6 +2433,7 @@ int main(void)
 	RUN(binary_runs_the_deepest_iodepth);
 	RUN(disk_slaves_aggregate_as_fio);
 	RUN(binary_reports_disk_util);
+	RUN(binary_writes_fio_logs);
 	RUN(eta_line_reads_as_fios);
 	RUN(binary_prints_an_eta_line);
 	RUN(binary_loads_a_checkpoint);
