@@ -80,6 +80,8 @@ enum rp_opt_id {
 	RP_O_REGFILES, RP_O_GROUP, RP_O_INVALIDATE, RP_O_NORANDOMMAP, RP_O_RANDSEED,
 	RP_O_THREAD, RP_O_KB_BASE, RP_O_BUFFERED, RP_O_RANDDIST, RP_O_RANDGEN,
 	RP_O_LATLOG, RP_O_BWLOG, RP_O_IOPSLOG, RP_O_LOGAVG, RP_O_LOGOFF, RP_O_LOGPRIO,
+	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
+	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -147,6 +149,13 @@ struct rp_job {
 	const char *lat_log, *bw_log, *iops_log;  /* write_*_log: NULL none, "" job name */
 	uint64_t log_avg_ms;     /* log_avg_msec: 0 a line per read */
 	int log_offset;
+	uint64_t rate, rate_iops;     /* bytes/s, reads/s at most (0: no cap) */
+	int poisson;                  /* rate_process=poisson */
+	uint64_t ratemin;             /* bytes/s at least, over ratecycle_ns */
+	uint64_t ratecycle_ns;
+	uint64_t startdelay_ns;
+	uint64_t thinktime_ns;        /* a pause every thinktime_blocks reads */
+	unsigned thinktime_blocks;
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };

@@ -10,7 +10,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "perf_time.h"
 #include "rlperf.h"
 
 enum opt_kind {
@@ -66,6 +68,16 @@ static const struct opt_def opt_table[] = {
 	{ "log_avg_msec", NULL, RP_O_LOGAVG, K_SIZE, 0, 1, 0, 86400000, "MS", "logs: a line per MS ms (window means) instead of per read" },
 	{ "log_offset", NULL, RP_O_LOGOFF, K_BOOL, 0, 1, 0, 0, "0|1", "logs: add each read's offset" },
 	{ "log_prio", NULL, RP_O_LOGPRIO, K_BOOL, 0, 1, 0, 0, "0|1", "accepted: the priority column is always 0 (no cmdprio)" },
+	{ "rate", NULL, RP_O_RATE, K_SIZE, 0, 1, 1, 0, "SIZE", "at most SIZE bytes/s (fio's rate for reads)" },
+	{ "rate_iops", NULL, RP_O_RATE_IOPS, K_SIZE, 0, 1, 1, 100000000, "N", "at most N reads/s" },
+	{ "rate_process", NULL, RP_O_RATE_PROC, K_STR, 0, 1, 0, 0, "linear|poisson", "rate_iops spacing: even (default) or exponential gaps" },
+	{ "ratemin", NULL, RP_O_RATEMIN, K_SIZE, 0, 1, 1, 0, "SIZE", "fail the job below SIZE bytes/s over a ratecycle" },
+	{ "ratecycle", NULL, RP_O_RATECYCLE, K_SIZE, 0, 1, 1, 86400000, "MS", "ratemin's window in ms (default 1000)" },
+	{ "io_submit_mode", NULL, RP_O_SUBMIT_MODE, K_STR, 0, 1, 0, 0, "inline|offload", "accepted: rlperf submits and paces on each clone's ring thread" },
+	{ "startdelay", NULL, RP_O_STARTDELAY, K_TIME, 0, 1, 0, 0, "TIME", "start the job this long after the run" },
+	{ "thinktime", NULL, RP_O_THINKTIME, K_TIME, 0, 1, 0, 0, "TIME", "pause this long (plain numbers: us) every thinktime_blocks reads" },
+	{ "thinktime_blocks", NULL, RP_O_THINK_BLOCKS, K_SIZE, 0, 1, 1, 1u << 30, "N", "reads between thinktime pauses (default 1)" },
+	{ "randrepeat", NULL, RP_O_RANDREPEAT, K_BOOL, 0, 1, 0, 0, "0|1", "1 (default): the same random offsets every run; 0: new ones" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json", "report format (default normal)" },
@@ -130,6 +142,8 @@ void rp_job_default(struct rp_job *j)
 	j->seed = 0x5eed5eed;
 	j->seq_nr = 1;
 	j->dist.center = -1;
+	j->ratecycle_ns = 1000000000ull;  /* fio's ratecycle default, 1000 ms */
+	j->thinktime_blocks = 1;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
@@ -447,6 +461,17 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_DIRECTORY: j->directory = val; return 0;
 	case RP_O_RW: return set_rw(pa, j, val);
 	case RP_O_LATLOG: j->lat_log = val; return 0;
+	case RP_O_RATE_PROC:
+		if (strcmp(val, "linear") && strcmp(val, "poisson"))
+			return fail(pa, "failed parsing rate_process=%s: expected linear or "
+				    "poisson", val);
+		j->poisson = val[0] == 'p';
+		return 0;
+	case RP_O_SUBMIT_MODE:
+		if (strcmp(val, "inline") && strcmp(val, "offload"))
+			return fail(pa, "failed parsing io_submit_mode=%s: expected inline or "
+				    "offload", val);
+		return 0;
 	case RP_O_BWLOG: j->bw_log = val; return 0;
 	case RP_O_IOPSLOG: j->iops_log = val; return 0;
 	case RP_O_RANDDIST: return set_dist(pa, j, val);
@@ -497,6 +522,18 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_DIRECT: j->direct = (int)v; break;
 	case RP_O_BUFFERED: j->direct = !v; break;
 	case RP_O_LOGAVG: j->log_avg_ms = v; break;
+	case RP_O_RATE: j->rate = v; break;
+	case RP_O_RATE_IOPS: j->rate_iops = v; break;
+	case RP_O_RATEMIN: j->ratemin = v; break;
+	case RP_O_RATECYCLE: j->ratecycle_ns = v * 1000000ull; break;
+	case RP_O_STARTDELAY: j->startdelay_ns = v; break;
+	case RP_O_THINKTIME: j->thinktime_ns = v; break;
+	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
+	case RP_O_RANDREPEAT:
+		/* fio's randrepeat=0: seeds that differ from run to run */
+		if (!v)
+			j->seed = perf_now_ns() ^ ((uint64_t)getpid() << 32);
+		break;
 	case RP_O_LOGOFF: j->log_offset = (int)v; break;
 	case RP_O_FIXEDBUFS: j->fixedbufs = (int)v; break;
 	case RP_O_REGFILES: j->registerfiles = (int)v; break;
@@ -533,6 +570,9 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 			    spelled);
 	if (d->kind == K_STR || d->kind == K_OPTSTR)
 		rc = set_string(pa, d, val ? val : "");
+	else if (d->id == RP_O_THINKTIME && val[strspn(val, "0123456789")] == '\0' &&
+		 !rp_parse_size(val, 1000, &v, NULL) && v <= UINT64_MAX / 1000)
+		v *= 1000;  /* fio's thinktime: plain numbers are microseconds */
 	else if (d->kind == K_TIME && rp_parse_time(val, &v))
 		rc = fail(pa, "failed parsing %s=%s: not a time (examples: 30, 500ms, 2m)",
 			  spelled, val);

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -52,6 +53,11 @@ struct worker {
 	uint64_t all_bytes, submitted, completed;   /* reads in and out */
 	int finished;           /* job_main returned: the ETA thread reads it */
 	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
+
+	uint64_t due_ns;        /* rate_process=poisson: when the next read goes */
+	uint64_t prng;          /* its exponential gaps */
+	uint64_t rate_ns, rate_bytes;   /* ratemin: the cycle in progress */
+	uint64_t too_slow;      /* ratemin missed: the rate seen, + 1 */
 
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
@@ -108,6 +114,72 @@ static unsigned depth_bin(uint64_t d)
 	return b < RP_NDEPTH - 1 ? b : RP_NDEPTH - 1;
 }
 
+static void sleep_ns(uint64_t ns);
+
+/* Sleeps until the clock reaches t, in slices that notice a stop. */
+static void sleep_until(struct worker *w, uint64_t t)
+{
+	uint64_t now = perf_now_ns();
+
+	while (now < t && !stop_requested) {
+		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
+		now = perf_now_ns();
+	}
+	if (now > w->seen_ns)
+		w->seen_ns = now;  /* the deadline check reads the time from here */
+}
+
+/*
+ * fio's rate, rate_iops and rate_process (its usec_for_io): the next read
+ * goes no sooner than its bytes and its number allow since the start, or
+ * after an exponential gap (poisson). rlperf paces where it submits, as
+ * fio's io_submit_mode=inline: a read in flight meanwhile is reaped after
+ * the pause, so its latency counts it.
+ */
+static void pace(struct worker *w, const struct rp_job *j)
+{
+	uint64_t due = 0;
+
+	if (j->poisson && j->rate_iops) {
+		uint64_t z = (w->prng += 0x9e3779b97f4a7c15ull);
+		double u;
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		u = ((double)((z ^ (z >> 31)) >> 11) + 1.0) / 9007199254740992.0;
+		w->due_ns += (uint64_t)(-log(u) / (double)j->rate_iops * 1e9);
+		due = w->due_ns;
+	} else if (j->rate_iops) {
+		due = w->start_ns + (uint64_t)((double)w->submitted * 1e9 / (double)j->rate_iops);
+	}
+	if (j->rate) {
+		uint64_t by = w->start_ns + (uint64_t)((double)w->submitted * (double)j->bs * 1e9 /
+						       (double)j->rate);
+
+		due = by > due ? by : due;
+	}
+	if (j->thinktime_ns && w->submitted && w->submitted % j->thinktime_blocks == 0) {
+		uint64_t think = perf_now_ns() + j->thinktime_ns;
+
+		due = think > due ? think : due;
+	}
+	sleep_until(w, due);
+}
+
+/* fio's ratemin, checked at completions once a ratecycle has passed. */
+static void check_ratemin(struct worker *w, const struct rp_job *j, uint64_t now)
+{
+	uint64_t spent = now - w->rate_ns, rate;
+
+	if (now < w->rate_ns || spent < j->ratecycle_ns)
+		return;
+	rate = (uint64_t)((double)(w->all_bytes - w->rate_bytes) * 1e9 / (double)spent);
+	if (rate < j->ratemin && !w->too_slow)
+		w->too_slow = rate + 1;
+	w->rate_ns = now;
+	w->rate_bytes = w->all_bytes;
+}
+
 static int job_next(void *user, struct rl_read *out)
 {
 	struct worker *w = user;
@@ -115,12 +187,14 @@ static int job_next(void *user, struct rl_read *out)
 	uint64_t off;
 	uint32_t file;
 
-	if (stop_requested)
+	if (stop_requested || w->too_slow)
 		return 0;
+	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
+		pace(w, j);
 	if (!w->start_ns) {
 		/* the clock starts at the first submission: engine set-up
 		 * (rings, buffer registration) is not the drive's time */
-		w->start_ns = w->seen_ns = perf_now_ns();
+		w->start_ns = w->seen_ns = w->due_ns = w->rate_ns = perf_now_ns();
 		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
 		if (j->runtime_ns)
 			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
@@ -172,6 +246,8 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 	struct rp_task_res *r = w->res;
 
 	w->seen_ns = complete_ns;
+	if (w->t->job->ratemin)
+		check_ratemin(w, w->t->job, complete_ns);
 	/* one writer; the ETA thread reads them once a second: relaxed
 	 * stores, plain moves on x86, keep the path free of locked ops */
 	__atomic_store_n(&w->all_bytes, w->all_bytes + rd->len, __ATOMIC_RELAXED);
@@ -230,6 +306,8 @@ static void *job_main(void *arg)
 	ej.user = w;
 	ej.total_bytes = j->time_based ? 0 : w->planned;
 
+	if (j->startdelay_ns)
+		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
 	r->error = w->ops->create(&eo, &eng, &w->err);
 	if (r->error >= 0)
 		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
@@ -241,6 +319,11 @@ static void *job_main(void *arg)
 			r->error = rl_err_set(&w->err, lrc, "writing its logs: %s",
 					      strerror(-lrc));
 	}
+	if (r->error >= 0 && w->too_slow)
+		r->error = rl_err_set(&w->err, -EIO, "min rate %llu B/s not met, got %llu "
+				      "B/s over %llu ms (ratemin)", (unsigned long long)j->ratemin,
+				      (unsigned long long)(w->too_slow - 1),
+				      (unsigned long long)(j->ratecycle_ns / 1000000));
 	/* every read handed out must come back (rw=read:N may end a file
 	 * before its planned bytes, as fio's does) */
 	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
@@ -355,6 +438,7 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
+	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
 	if (j->lat_log || j->bw_log || j->iops_log) {
 		int rc = rp_logs_open(&w->logs, j, number, w->err.msg, sizeof(w->err.msg));
 

@@ -2326,6 +2326,78 @@ static void binary_writes_fio_logs(void)
 	CHECKF(strstr(out, "/nonexistent/x_bw.1.log: No such file or directory"), "%s", out);
 }
 
+/* Gaps between reads from an iops log (argv: log, process): about 200
+ * reads in 1 s, even gaps for linear (most at 5 ms), exponential ones for
+ * poisson (coefficient of variation near 1, few near the mean). */
+static const char pace_check[] =
+	"import sys,statistics as st\n"
+	"t=[int(l.split(',')[0]) for l in open(sys.argv[1])]\n"
+	"assert 150<=len(t)<=215, len(t)\n"
+	"g=[b-a for a,b in zip(t,t[1:])]; m=st.mean(g); cv=st.pstdev(g)/m\n"
+	"assert 4<=m<=6.7, m\n"
+	"near=sum(4<=x<=6 for x in g)/len(g)\n"
+	/* even gaps bunch at 5 ms (a late read makes the next ones catch up
+	 * at once, so load on the machine spreads a few); exponential ones
+	 * spread with a deviation as large as their mean */
+	"assert (cv>0.6 and near<0.45) if sys.argv[2]=='poisson' else near>0.6, "
+	"(sys.argv[2],cv,near)\n";
+
+/* fio's rate_iops (linear and poisson), rate, thinktime, startdelay and
+ * ratemin, end to end on every backend. */
+static void binary_paces_reads_as_fio(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	static const char *const procs[] = { "linear", "poisson" };
+	const char *path = make_file("paced", 1 << 20);
+	char cmd[4096], out[16384], script[512];
+	uint64_t t0;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("pace.py", pace_check, script, sizeof(script)));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		for (size_t k = 0; k < 2; k++) {
+			int rc;
+
+			/* iodepth=1: the engine submits a batch once it holds
+			 * iodepth reads, so deeper queues go in bursts; and
+			 * cached reads, or a slow disk read makes the next ones
+			 * catch up at once (fio's pacing too) */
+			snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --iodepth=1 "
+				 "--rw=randread --rate_iops=200 --rate_process=%s --runtime=1 "
+				 "--invalidate=0 "
+				 "--time_based --write_iops_log=%s/p --output=/dev/null 2>&1",
+				 rlperf_exe(), path, engines[i], procs[k], th_tmpdir());
+			rc = run_cmd(cmd, out, sizeof(out));
+			if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+				break;  /* a backend this machine lacks */
+			CHECKF(rc == 0, "%s: %s", engines[i], out);
+			snprintf(cmd, sizeof(cmd), "python3 %s %s/p_iops.1.log %s 2>&1", script,
+				 th_tmpdir(), procs[k]);
+			CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", engines[i],
+			       procs[k], out);
+		}
+	}
+	/* rate: 64 KiB/s reads 16 blocks of 4 KiB in no less than 0.23 s
+	 * (the first goes at once); thinktime 20 ms between 8 reads: 0.14 s;
+	 * startdelay 300ms; each a lower bound */
+	t0 = perf_now_ns();
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --size=64k --rate=256k --output=/dev/null "
+		 "&& %s --filename=%s --size=32k --thinktime=20000 --output=/dev/null && %s "
+		 "--filename=%s --size=4k --startdelay=300ms --output=/dev/null 2>&1",
+		 rlperf_exe(), path, rlperf_exe(), path, rlperf_exe(), path);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+	CHECKF(perf_now_ns() - t0 >= 650000000ull, "%llu ns", (unsigned long long)(perf_now_ns() - t0));
+	/* ratemin: 100 KiB/s capped, 1 MiB/s asked: the job fails */
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --rate=100k --ratemin=1m --runtime=3 "
+		 "--time_based --output=/dev/null 2>&1", rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "min rate 1048576 B/s not met, got ") && strstr(out, "(ratemin)"),
+	       "%s", out);
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -2434,6 +2506,7 @@ int main(void)
 	RUN(disk_slaves_aggregate_as_fio);
 	RUN(binary_reports_disk_util);
 	RUN(binary_writes_fio_logs);
+	RUN(binary_paces_reads_as_fio);
 	RUN(eta_line_reads_as_fios);
 	RUN(binary_prints_an_eta_line);
 	RUN(binary_loads_a_checkpoint);
