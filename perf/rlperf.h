@@ -68,7 +68,7 @@ int rp_parse_time(const char *s, uint64_t *ns);
 /* ---------------------------------------------------------------- */
 
 enum rp_rw { RP_READ = 0, RP_RANDREAD = 1 };
-enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1 };
+enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1, RP_FMT_JSONPLUS = 2 };
 enum rp_eta_when { RP_ETA_AUTO = 0, RP_ETA_ALWAYS = 1, RP_ETA_NEVER = 2 };
 
 /* Every option, job options first (the bits of struct rp_job.set). */

@@ -41,6 +41,8 @@ static void json_kv(FILE *f, const char *indent, const struct rp_kvlist *l)
 	}
 }
 
+/* pct: 0 none, 1 the percentiles, 2 also fio's json+ "bins" (each
+ * non-empty histogram bucket's middle value and its count) */
 static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
 {
 	fprintf(f, "        \"%s\" : {\n", key);
@@ -56,7 +58,19 @@ static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
 		for (unsigned i = 0; i < RP_NPCT; i++)
 			fprintf(f, "            \"%f\" : %" PRIu64 "%s\n", rp_pct_list[i],
 				v[i], i + 1 < RP_NPCT ? "," : "");
-		fprintf(f, "          }\n");
+		fprintf(f, "          }%s\n", pct == 2 ? "," : "");
+	}
+	if (pct == 2 && h->n) {
+		const char *sep = "";
+
+		fprintf(f, "          \"bins\" : {");
+		for (unsigned i = 0; i < RP_PLAT_NR; i++)
+			if (h->bucket[i]) {
+				fprintf(f, "%s\n            \"%" PRIu64 "\" : %" PRIu64, sep,
+					rp_hist_value(i), h->bucket[i]);
+				sep = ",";
+			}
+		fprintf(f, "\n          }\n");
 	}
 	fprintf(f, "        },\n");
 }
@@ -94,7 +108,8 @@ static void json_samples(FILE *f, const struct rp_unit *u, double group_bps)
 }
 
 /* One direction's block: reads carry the numbers, write and trim zeros. */
-static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double group_bps)
+static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double group_bps,
+		     int plus)
 {
 	struct rp_hist empty;
 	const struct rp_hist *h = u ? u->clat : &empty;
@@ -113,7 +128,7 @@ static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double g
 	fprintf(f, "        \"slat_ns\" : {\n          \"min\" : 0,\n          \"max\" : 0,\n"
 		"          \"mean\" : 0.000000,\n          \"stddev\" : 0.000000,\n"
 		"          \"N\" : 0\n        },\n");
-	json_lat(f, "clat_ns", h, 1);
+	json_lat(f, "clat_ns", h, plus ? 2 : 1);
 	json_lat(f, "lat_ns", h, 0);
 	json_samples(f, u, group_bps);
 	fprintf(f, "      },\n");
@@ -193,9 +208,9 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 		rep->res->elapsed_s);
 	json_kv(f, "      ", &last->given);
 	fprintf(f, "      },\n");
-	json_dir(f, "read", u, group_bps);
-	json_dir(f, "write", NULL, 0);
-	json_dir(f, "trim", NULL, 0);
+	json_dir(f, "read", u, group_bps, rep->conf->format == RP_FMT_JSONPLUS);
+	json_dir(f, "write", NULL, 0, 0);
+	json_dir(f, "trim", NULL, 0, 0);
 	fprintf(f, "      \"sync\" : {\n        \"total_ios\" : 0,\n        \"lat_ns\" : {\n"
 		"          \"min\" : 0,\n          \"max\" : 0,\n          \"mean\" : 0.000000,\n"
 		"          \"stddev\" : 0.000000,\n          \"N\" : 0\n        }\n      },\n");

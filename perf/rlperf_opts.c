@@ -80,7 +80,7 @@ static const struct opt_def opt_table[] = {
 	{ "randrepeat", NULL, RP_O_RANDREPEAT, K_BOOL, 0, 1, 0, 0, "0|1", "1 (default): the same random offsets every run; 0: new ones" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
-	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json", "report format (default normal)" },
+	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+", "report format (default normal; json+ adds the latency bins)" },
 	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "status line while jobs run: auto (stdout a terminal), always, never" },
 	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
 	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
@@ -486,12 +486,13 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_CHECKPOINT: c->checkpoint = val; return 0;
 	case RP_O_SHARDING: c->sharding = val; return 0;
 	case RP_O_FORMAT:
-		if (!strcmp(val, "normal") || !strcmp(val, "json")) {
-			c->format = val[0] == 'j' ? RP_FMT_JSON : RP_FMT_NORMAL;
+		if (!strcmp(val, "normal") || !strcmp(val, "json") || !strcmp(val, "json+")) {
+			c->format = val[0] == 'n' ? RP_FMT_NORMAL : val[4] ? RP_FMT_JSONPLUS :
+				    RP_FMT_JSON;
 			return 0;
 		}
-		return fail(pa, "failed parsing output-format=%s: rlperf has normal and "
-			    "json", val);
+		return fail(pa, "failed parsing output-format=%s: rlperf has normal, json "
+			    "and json+", val);
 	case RP_O_ETA:
 		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto")) {
 			c->eta = val[0] == 'a' && val[1] == 'l' ? RP_ETA_ALWAYS :

@@ -450,7 +450,7 @@ static void bad_options_name_the_option(void)
 		{ "--kb_base=1023", NULL, "rlperf: failed parsing kb_base=1023: expected 1024 or 1000" },
 		{ "--kb_base=1010", NULL, "rlperf: failed parsing kb_base=1010: expected 1024 or 1000" },
 		{ "--ioengine=spdk", NULL, "rlperf: failed parsing ioengine=spdk: rlperf has io_uring, libaio, and psync, sync, pvsync, pvsync2, vsync (its pread pool)" },
-		{ "--output-format=terse", NULL, "rlperf: failed parsing output-format=terse: rlperf has normal and json" },
+		{ "--output-format=terse", NULL, "rlperf: failed parsing output-format=terse: rlperf has normal, json and json+" },
 		{ "--eta=sometimes", NULL, "rlperf: failed parsing eta=sometimes: expected always, never or auto" },
 		{ "--runtime=soon", NULL, "rlperf: failed parsing runtime=soon: not a time (examples: 30, 500ms, 2m)" },
 		{ "--name=", NULL, "rlperf: option --name needs a value" },
@@ -1718,6 +1718,34 @@ static void latency_units_follow_fio(void)
 	}
 }
 
+/* json+ (fio's): clat_ns gains "bins", each non-empty histogram bucket's
+ * middle value with its count; plain json has none. */
+static const char jsonplus_check[] =
+	"import json,sys\n"
+	"c=json.load(open(sys.argv[1]))['jobs'][0]['read']['clat_ns']\n"
+	"p=json.load(open(sys.argv[2]))['jobs'][0]['read']['clat_ns']\n"
+	"assert 'bins' not in p and list(c)[-1]=='bins', list(c)\n"
+	"b={int(k):v for k,v in c['bins'].items()}\n"
+	"assert sum(b.values())==c['N']==1000, sum(b.values())\n"
+	/* 2 us .. 2 ms in steps of 2 us: each bucket's value within 1/64 of
+	 * the reads it holds */
+	"assert min(b)<=2032 and max(b)>=1968000, (min(b),max(b))\n";
+
+static void json_plus_adds_latency_bins(void)
+{
+	char plus[512], plain[512], script[512], cmd[2000];
+
+	CHECK(!print_known(rp_print_json, "plus.json", "--output-format=json+", NULL, plus,
+			   sizeof(plus)));
+	CHECK(!print_known(rp_print_json, "plain.json", "--output-format=json", NULL, plain,
+			   sizeof(plain)));
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(!write_script("plus.py", jsonplus_check, script, sizeof(script)));
+	snprintf(cmd, sizeof(cmd), "python3 %s %s %s", script, plus, plain);
+	CHECKF(system(cmd) == 0, "python3 rejected %s", plus);
+}
+
 static void normal_output_reads_like_fio(void)
 {
 	char path[512], *text;
@@ -2739,6 +2767,7 @@ int main(void)
 	RUN(runner_reports_engine_errors);
 	RUN(units_follow_group_reporting);
 	RUN(json_has_fios_shape);
+	RUN(json_plus_adds_latency_bins);
 	RUN(normal_output_reads_like_fio);
 	RUN(block_sizes_print_as_fio);
 	RUN(binary_rejects_bad_options);
