@@ -78,6 +78,9 @@ static const struct opt_def opt_table[] = {
 	{ "thinktime", NULL, RP_O_THINKTIME, K_TIME, 0, 1, 0, 0, "TIME", "pause this long (plain numbers: us) every thinktime_blocks reads" },
 	{ "thinktime_blocks", NULL, RP_O_THINK_BLOCKS, K_SIZE, 0, 1, 1, 1u << 30, "N", "reads between thinktime pauses (default 1)" },
 	{ "randrepeat", NULL, RP_O_RANDREPEAT, K_BOOL, 0, 1, 0, 0, "0|1", "1 (default): the same random offsets every run; 0: new ones" },
+	{ "flow", NULL, RP_O_FLOW, K_SIZE, 0, 1, 0, 1000000, "W", "weight: jobs of one flow_id read in proportion to their weights" },
+	{ "flow_id", NULL, RP_O_FLOW_ID, K_SIZE, 0, 1, 0, 1000000, "N", "the flow group (default 0)" },
+	{ "flow_sleep", NULL, RP_O_FLOW_SLEEP, K_SIZE, 0, 1, 0, 60000000, "US", "pause in us when ahead of its share (default 0: 50 us)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+", "report format (default normal; json+ adds the latency bins)" },
@@ -530,6 +533,9 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_STARTDELAY: j->startdelay_ns = v; break;
 	case RP_O_THINKTIME: j->thinktime_ns = v; break;
 	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
+	case RP_O_FLOW: j->flow = (unsigned)v; break;
+	case RP_O_FLOW_ID: j->flow_id = (unsigned)v; break;
+	case RP_O_FLOW_SLEEP: j->flow_sleep_ns = v * 1000; break;
 	case RP_O_RANDREPEAT:
 		/* fio's randrepeat=0: seeds that differ from run to run */
 		if (!v)

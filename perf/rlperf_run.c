@@ -22,6 +22,14 @@
 #include "perf_time.h"
 #include "rlperf.h"
 
+/* fio's flow group: the reads of its clones and their weights. Shared by
+ * clones on other threads: atomics, relaxed (a ratio, read approximately,
+ * as fio's). */
+struct flow {
+	unsigned id;
+	uint64_t reads, weight;
+};
+
 /* Set from a signal handler, read by every clone's generator. */
 static volatile sig_atomic_t stop_requested;
 
@@ -58,6 +66,8 @@ struct worker {
 	uint64_t prng;          /* its exponential gaps */
 	uint64_t rate_ns, rate_bytes;   /* ratemin: the cycle in progress */
 	uint64_t too_slow;      /* ratemin missed: the rate seen, + 1 */
+	struct flow *flow;      /* fio's flow group, or NULL */
+	uint64_t flow_reads;    /* this clone's reads counted in it */
 
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
@@ -166,6 +176,25 @@ static void pace(struct worker *w, const struct rp_job *j)
 	sleep_until(w, due);
 }
 
+/* fio's flow_threshold_exceeded: wait while this clone's share of its
+ * group's reads is above its share of the weights. */
+static void flow_wait(struct worker *w, const struct rp_job *j)
+{
+	struct flow *f = w->flow;
+
+	while (!stop_requested) {
+		uint64_t all = __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
+		uint64_t weight = __atomic_load_n(&f->weight, __ATOMIC_RELAXED);
+
+		if (!all || !weight || (double)w->flow_reads / (double)all <=
+					(double)j->flow / (double)weight)
+			break;
+		sleep_ns(j->flow_sleep_ns ? j->flow_sleep_ns : 50000);
+	}
+	__atomic_add_fetch(&f->reads, 1, __ATOMIC_RELAXED);
+	w->flow_reads++;
+}
+
 /* fio's ratemin, checked at completions once a ratecycle has passed. */
 static void check_ratemin(struct worker *w, const struct rp_job *j, uint64_t now)
 {
@@ -191,6 +220,8 @@ static int job_next(void *user, struct rl_read *out)
 		return 0;
 	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
 		pace(w, j);
+	if (w->flow)
+		flow_wait(w, j);
 	if (!w->start_ns) {
 		/* the clock starts at the first submission: engine set-up
 		 * (rings, buffer registration) is not the drive's time */
@@ -333,6 +364,10 @@ static void *job_main(void *arg)
 	if (r->error < 0)
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
 			 rl_strerror(r->error));
+	/* a clone that is done gives its weight back, or the others of its
+	 * group would wait forever for it to catch up (fio's would) */
+	if (w->flow)
+		__atomic_sub_fetch(&w->flow->weight, j->flow, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->finished, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
@@ -545,8 +580,34 @@ static void first_error(struct rp_result *r, const struct rp_plan *p, size_t n)
 		}
 }
 
+/* The flow groups of the clones with a flow weight, each pointed at its
+ * group; NULL when none has one (or no memory: then flow is not kept). */
+static struct flow *flows_setup(struct worker *w, size_t n)
+{
+	struct flow *fl = NULL;
+	size_t nf = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_job *j = w[i].t->job;
+		size_t k = 0;
+
+		if (!j->flow)
+			continue;
+		if (!fl && !(fl = rl_calloc(n, sizeof(*fl))))
+			return NULL;
+		while (k < nf && fl[k].id != j->flow_id)
+			k++;
+		if (k == nf)
+			fl[nf++].id = j->flow_id;
+		fl[k].weight += j->flow;
+		w[i].flow = &fl[k];
+	}
+	return fl;
+}
+
 int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_result *r)
 {
+	struct flow *flows = NULL;
 	struct worker *w;
 	struct timeval tv;
 	size_t n = p->ntasks, i;
@@ -564,6 +625,7 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 			 "out of memory" : w[i - 1].err.msg);
 	} else {
 		stop_requested = 0;
+		flows = flows_setup(w, n);
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 		progress_publish(w, n);
@@ -573,6 +635,7 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);
 	rl_free(w);
+	rl_free(flows);
 	return r->error;
 }
 

@@ -2426,11 +2426,23 @@ static void binary_paces_reads_as_fio(void)
 
 /* The read-only job files of fio 3.33's examples/ folder that rlperf
  * runs, their option lines as fio ships them (comments left out).
- * butterfly.fio (flow), cmdprio-percentage.fio (prioclass, cmdprio_*)
- * and latency-profile.fio (latency_target) are still refused. */
+ * cmdprio-percentage.fio (prioclass, cmdprio_*) and latency-profile.fio
+ * (latency_target) are still refused. */
 static const struct {
 	const char *name, *text;
 } fio_examples[] = {
+	{ "butterfly.fio",
+	  "[global]\n"
+	  "filename=/tmp/testfile\n"
+	  "bs=4k\n"
+	  "direct=1\n"
+	  "[forward]\n"
+	  "rw=read\n"
+	  "flow=2\n"
+	  "[backward]\n"
+	  "rw=read:-8k\n"
+	  "flow=2\n"
+	},
 	{ "1mbs_clients.fio",
 	  "[global]\n"
 	  "size=32m\n"
@@ -2672,6 +2684,46 @@ static void binary_runs_fios_read_examples(void)
 	rl_free(text);
 }
 
+/* fio's flow: two jobs of one flow_id read 3:1 by their weights (every
+ * backend); a job that ends gives its weight back, so the other one
+ * finishes (fio's would wait for it forever). */
+static void binary_flow_shares_reads_by_weight(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("flow", 1 << 20);
+	char cmd[4096], out[16384], script[512];
+	static const char check[] =
+		"import json,sys\n"
+		"j=json.load(open(sys.argv[1]))['jobs']\n"
+		"r=j[0]['read']['total_ios']/max(1,j[1]['read']['total_ios'])\n"
+		/* about 3; clones start and end apart under load (the one
+		 * left reads alone at the end), without flow about 1 */
+		"assert 1.5<r<5, r\n";
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("flow.py", check, script, sizeof(script)));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		int rc;
+
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --invalidate=0 "
+			 "--runtime=1 --time_based --output-format=json --output=%s/flow.json "
+			 "--name=a --flow=3 --name=b --flow=1 --rw=randread 2>&1", rlperf_exe(),
+			 path, engines[i], th_tmpdir());
+		rc = run_cmd(cmd, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s/flow.json 2>&1", script, th_tmpdir());
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "timeout %d %s --filename=%s --output=/dev/null --name=a "
+		 "--flow=1 --size=64k --name=b --flow=1 2>&1", 20 * TH_SLOW, rlperf_exe(), path);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -2782,6 +2834,7 @@ int main(void)
 	RUN(binary_reports_disk_util);
 	RUN(binary_writes_fio_logs);
 	RUN(binary_paces_reads_as_fio);
+	RUN(binary_flow_shares_reads_by_weight);
 	RUN(binary_runs_fios_read_examples);
 	RUN(eta_line_reads_as_fios);
 	RUN(binary_prints_an_eta_line);
