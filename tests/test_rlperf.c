@@ -1384,10 +1384,12 @@ static void random_distributions_follow_fio(void)
 	nor = top_share(cnt, nb, nb / 5, draws);
 	rl_free(cnt);
 	/* zipf 1.2 on 4096 blocks: the top 1% (41 blocks) take sum(1/k^1.2,
-	 * k <= 41) / zeta(4096) = 73%; zipf 0.5: 12%; uniform: about 1% */
-	CHECKF(z12 > 0.68 && z12 < 0.78, "zipf:1.2 top 1%%: %.3f (seed %llu)", z12,
+	 * k <= 41) / sum(1/k^1.2, k <= 4096), about 70%; zipf 0.5 about 9%
+	 * (fio's generator approximates, hence the margins); uniform 1% */
+	CHECKF(z12 > 0.62 && z12 < 0.80, "zipf:1.2 top 1%%: %.3f (seed %llu)", z12,
 	       (unsigned long long)seed);
-	CHECKF(z05 > 0.09 && z05 < 0.15, "zipf:0.5 top 1%%: %.3f", z05);
+	CHECKF(z05 > 0.07 && z05 < 0.12, "zipf:0.5 top 1%%: %.3f (seed %llu)", z05,
+	       (unsigned long long)seed);
 	CHECKF(uni < 0.02, "random top 1%%: %.3f", uni);
 	/* pareto 0.2 (fio's 80/20 rule): the top 20% of blocks take ~80% */
 	CHECKF(par > 0.75 && par < 0.88, "pareto:0.2 top 20%%: %.3f", par);
