@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rlperf.h"
 
@@ -29,6 +30,19 @@ static void on_signal(int sig)
 	rp_stop();  /* jobs stop submitting, drain, and the report follows */
 }
 
+/* Where the status line goes: stdout when it is a terminal (fio's
+ * --eta=auto) or always, but never into a JSON report on stdout. */
+static FILE *eta_file(const struct rp_conf *c)
+{
+	int json_on_stdout = c->format != RP_FMT_NORMAL && !c->output;
+
+	if (c->eta == RP_ETA_NEVER || (c->eta == RP_ETA_AUTO && !isatty(STDOUT_FILENO)))
+		return NULL;
+	if (json_on_stdout)
+		return c->eta == RP_ETA_ALWAYS ? stderr : NULL;
+	return stdout;
+}
+
 /* Set-up, run, report; returns the exit status. */
 static int run_jobs(const struct rp_conf *c, FILE *out)
 {
@@ -36,6 +50,8 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 	struct rp_result res;
 	struct rp_unit *units = NULL;
 	struct rp_report rep;
+	struct rp_disks disks;
+	struct rp_eta *eta;
 	char err[RL_ERRMSG_MAX];
 	long n;
 	int rc;
@@ -44,7 +60,11 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	rp_disks_start(&plan, &disks);
+	eta = eta_file(c) ? rp_eta_start(eta_file(c), plan.ntasks, RP_ETA_NS) : NULL;
 	rc = rp_run(&plan, &real_engine, &res);
+	rp_eta_stop(eta);
+	rp_disks_stop(&disks);
 	if (res.notes[0])
 		fprintf(stderr, "%s\n", res.notes);
 	if (rc < 0)
@@ -54,13 +74,14 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 		fprintf(stderr, "rlperf: out of memory\n");
 	} else if (rc == 0 || res.elapsed_s > 0) {
 		/* a run that failed part way still reports what it measured */
-		rep = (struct rp_report){ c, &plan, &res, units, (size_t)n };
-		if (c->format == RP_FMT_JSON)
+		rep = (struct rp_report){ c, &plan, &res, units, (size_t)n, &disks };
+		if (c->format != RP_FMT_NORMAL)
 			rp_print_json(out, &rep);
 		else
 			rp_print_normal(out, &rep);
 	}
 	rp_units_free(units, n > 0 ? (size_t)n : 0);
+	rp_disks_free(&disks);
 	rp_result_free(&res);
 	rp_plan_free(&plan);
 	return rc < 0 || n < 0 ? 1 : 0;

@@ -5,9 +5,11 @@
  *
  *   rlperf.c        main: parse, then the checkpoint mode or set-up, run, report
  *   rlperf_ckpt.c   checkpoint mode (public API only)
+ *   rlperf_eta.c    the status line while jobs run (fio's ETA)
  *   rlperf_out.c    normal report       } both build on rlperf_unit.c:
  *   rlperf_json.c   fio-shaped JSON     } jobs merged as fio reports them
  *   rlperf_unit.c   report units (group_reporting), latency and depth bins
+ *   rlperf_disk.c   disk utilization of the disks under the files (fio's)
  *   rlperf_run.c    job threads feeding ringload's engine
  *   rlperf_setup.c  files, sizes and regions of every job clone, cache invalidation
  *   rlperf_opts.c   the option table, command line and job files -> struct rp_conf
@@ -15,7 +17,9 @@
  *   rlperf_fionames.c  the names of fio's options (to tell "not in rlperf"
  *                   from "unrecognized")
  *   rlperf_num.c    fio's number and time syntax
+ *   rlperf_log.c    fio's per-read logs (write_lat_log, _bw_, _iops_)
  *   rlperf_gen.c    offsets (sequential, random permutation, random map off)
+ *   rlperf_dist.c   fio's random distributions (zipf, pareto, normal, zoned)
  *   rlperf_hist.c   fio's log-scale latency histogram
  *
  * Every file but rlperf.c is also compiled into tests/test_rlperf.
@@ -23,6 +27,7 @@
 #ifndef RLPERF_H
 #define RLPERF_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,10 +38,11 @@
 
 /* Limits: fio's own where it has them. */
 #define RP_MAX_BS (256ull << 20)
-#define RP_MAX_IODEPTH 65536u
+#define RP_MAX_IODEPTH 1024u       /* the engine's: one pread thread per read at most */
 #define RP_MAX_NUMJOBS 1024u
 #define RP_MAX_FILES 4096u       /* files of one job (filename=a:b:...) */
 #define RP_MAX_JOBS 4096u        /* job clones of a whole run */
+#define RP_MAX_DISKS 256u        /* disks in disk_util */
 
 /* ---------------------------------------------------------------- */
 /* Numbers (rlperf_num.c)                                            */
@@ -62,7 +68,8 @@ int rp_parse_time(const char *s, uint64_t *ns);
 /* ---------------------------------------------------------------- */
 
 enum rp_rw { RP_READ = 0, RP_RANDREAD = 1 };
-enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1 };
+enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1, RP_FMT_JSONPLUS = 2 };
+enum rp_eta_when { RP_ETA_AUTO = 0, RP_ETA_ALWAYS = 1, RP_ETA_NEVER = 2 };
 
 /* Every option, job options first (the bits of struct rp_job.set). */
 enum rp_opt_id {
@@ -71,7 +78,11 @@ enum rp_opt_id {
 	RP_O_OFFSET, RP_O_OFFSET_INC, RP_O_IODEPTH, RP_O_NUMJOBS, RP_O_RUNTIME,
 	RP_O_TIME_BASED, RP_O_RAMP, RP_O_IOENGINE, RP_O_DIRECT, RP_O_FIXEDBUFS,
 	RP_O_REGFILES, RP_O_GROUP, RP_O_INVALIDATE, RP_O_NORANDOMMAP, RP_O_RANDSEED,
-	RP_O_THREAD, RP_O_KB_BASE,
+	RP_O_THREAD, RP_O_KB_BASE, RP_O_BUFFERED, RP_O_RANDDIST, RP_O_RANDGEN,
+	RP_O_LATLOG, RP_O_BWLOG, RP_O_IOPSLOG, RP_O_LOGAVG, RP_O_LOGOFF, RP_O_LOGPRIO,
+	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
+	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
+	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -82,6 +93,27 @@ enum rp_opt_id {
 struct rp_amount {
 	uint64_t v;
 	int pct;                 /* v is a percentage (0..100) */
+};
+
+/* random_distribution (fio's): which blocks random reads favour */
+enum rp_dist_kind {
+	RP_DIST_RANDOM = 0, RP_DIST_ZIPF, RP_DIST_PARETO, RP_DIST_NORMAL, RP_DIST_ZONED,
+};
+
+#define RP_MAX_ZONES 256u        /* fio's limit */
+
+struct rp_zone {
+	unsigned access;         /* percent of the reads */
+	uint64_t size;           /* percent of the region, or bytes (zoned_abs) */
+};
+
+struct rp_dist {
+	int kind;                /* enum rp_dist_kind */
+	double p;                /* zipf theta, pareto power, normal deviation (%) */
+	double center;           /* 0..1, or -1: fio's default */
+	int abs;                 /* zoned_abs: zone sizes in bytes */
+	unsigned nzones;
+	struct rp_zone zone[RP_MAX_ZONES];
 };
 
 /* An option as it was given (fio's "job options" in JSON): flags given
@@ -112,6 +144,21 @@ struct rp_job {
 	int norandommap, group_reporting, thread;
 	int engine;              /* enum eng_backend */
 	const char *ioengine;    /* the engine's fio name, as given */
+	int64_t seq_add;         /* rw=read:N: N added after each read (may be < 0) */
+	unsigned seq_nr;         /* rw=randread:N: a new random offset every N reads */
+	struct rp_dist dist;     /* random_distribution */
+	const char *lat_log, *bw_log, *iops_log;  /* write_*_log: NULL none, "" job name */
+	uint64_t log_avg_ms;     /* log_avg_msec: 0 a line per read */
+	int log_offset;
+	uint64_t rate, rate_iops;     /* bytes/s, reads/s at most (0: no cap) */
+	int poisson;                  /* rate_process=poisson */
+	uint64_t ratemin;             /* bytes/s at least, over ratecycle_ns */
+	uint64_t ratecycle_ns;
+	uint64_t startdelay_ns;
+	uint64_t thinktime_ns;        /* a pause every thinktime_blocks reads */
+	unsigned thinktime_blocks;
+	unsigned flow, flow_id;       /* fio's flow: weight in its flow_id group (0 off) */
+	uint64_t flow_sleep_ns;
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -125,6 +172,7 @@ struct rp_conf {
 	const char *jobfile;
 	const char *output;      /* --output: the report goes there */
 	int format;              /* enum rp_format */
+	int eta;                 /* enum rp_eta_when */
 	const char *checkpoint, *sharding;
 	int process;
 	char **strs;             /* strings this conf owns (from job files) */
@@ -241,9 +289,27 @@ void rp_hist_percentiles(const struct rp_hist *h, const double *pct, size_t n,
  * bijection, skipping values past the last block), or with norandommap
  * uniformly random blocks, repeats allowed, as many per pass as blocks.
  */
+/* One distribution's state (rlperf_dist.c) over n blocks of bs bytes. */
+struct rp_dist_state {
+	const struct rp_dist *d;
+	uint64_t n, bs, rng, rand_off, stddev;
+	double zetan, zeta2, pareto_pow;
+};
+
+void rp_dist_init(struct rp_dist_state *st, const struct rp_dist *d, uint64_t nblocks,
+		  uint64_t bs, uint64_t seed);
+/* The block (0 .. nblocks - 1) of the next random read. */
+uint64_t rp_dist_next(struct rp_dist_state *st);
+
 struct rp_gen {
 	uint64_t base, bs, nblocks;
 	int random, norandommap;
+	int use_dist;           /* random: blocks from dist, repeats allowed */
+	struct rp_dist_state dist;
+	int64_t seq_add;        /* sequential: fio's ddir_seq_add */
+	uint64_t file_size;     /* sequential with seq_add: where it wraps */
+	uint64_t last;          /* the end of the last read (fio's last_pos) */
+	unsigned seq_nr, seq_left;   /* random: a new offset every seq_nr reads */
 	uint64_t i;             /* blocks issued in this pass */
 	uint64_t pass;
 	uint64_t x, inc, mask;  /* random: LCG state, odd increment, 2^k - 1 */
@@ -258,6 +324,13 @@ void rp_gen_init(struct rp_gen *g, uint64_t base, uint64_t bytes, uint64_t bs,
 /* Next offset of this pass; 0 at the end of a pass (the next call starts a
  * new one, in a new order), else 1. */
 int rp_gen_next(struct rp_gen *g, uint64_t *off);
+/* fio's rw=read:N and randread:N: sequential reads N bytes apart (N < 0:
+ * backwards; they wrap at file_size, as fio's do), or random ones with
+ * nr - 1 sequential reads after each. */
+void rp_gen_seq(struct rp_gen *g, int64_t add, unsigned nr, uint64_t file_size);
+/* Random reads drawn from d (not RP_DIST_RANDOM): repeats allowed, as
+ * fio turns its random map off for them. d must outlive g. */
+void rp_gen_dist(struct rp_gen *g, const struct rp_dist *d);
 
 /* ---------------------------------------------------------------- */
 /* Set-up (rlperf_setup.c): what every job clone reads               */
@@ -308,6 +381,30 @@ void rp_plan_free(struct rp_plan *p);
  * does rlperf, with a note.
  */
 int rp_invalidate(const struct rp_file *f, int fd);
+
+/* ---------------------------------------------------------------- */
+/* Per-read logs (rlperf_log.c), fio's write_*_log                   */
+/* ---------------------------------------------------------------- */
+
+#define RP_NLOGS 5   /* lat, clat, slat, bw, iops */
+
+struct rp_logs {
+	FILE *f[RP_NLOGS];       /* NULL: not asked for */
+	uint64_t avg_ns;         /* log_avg_msec in ns; 0: a line per read */
+	int offset;              /* log_offset */
+	uint64_t t0, last_ns, win_ns;
+	uint64_t w_lat, w_n, w_bytes;   /* the window in progress */
+};
+
+/* Opens the logs job j asks for, as clone number (1, 2, ...) of the run.
+ * Returns 0 or -errno with a message naming the file in err. */
+int rp_logs_open(struct rp_logs *l, const struct rp_job *j, size_t number, char *err,
+		 size_t errlen);
+/* One read: the clone's start, the read's completion and latency. */
+void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64_t lat_ns,
+		  uint64_t off, uint64_t bs);
+/* Writes the last window and closes; 0 or -errno (a write failed). */
+int rp_logs_close(struct rp_logs *l);
 
 /* ---------------------------------------------------------------- */
 /* Runner (rlperf_run.c)                                             */
@@ -367,6 +464,20 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops,
 	   struct rp_result *r);
 void rp_result_free(struct rp_result *r);
 
+/* What a running clone has done so far, for the ETA line. */
+struct rp_progress {
+	int rw;                  /* enum rp_rw */
+	int finished;
+	size_t nfiles;
+	uint64_t bytes, ios;     /* read so far, ramp_time included */
+	uint64_t planned;        /* bytes of the whole job; 0: time_based */
+	uint64_t until_ns;       /* ramp_time + runtime; 0: no runtime */
+};
+
+/* Copies the progress of up to max clones of the run under way (from
+ * any thread) and its start time; returns the clones copied (0: none). */
+size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns);
+
 /* Asks running jobs to stop (async-signal-safe): SIGINT ends a run early. */
 void rp_stop(void);
 
@@ -411,6 +522,49 @@ extern const char *const rp_depth_keys[RP_NDEPTH];
 double rp_unit_bps(const struct rp_unit *u);
 
 /* ---------------------------------------------------------------- */
+/* Disk utilization (rlperf_disk.c), fio's disk_util                 */
+/* ---------------------------------------------------------------- */
+
+/* The counters of /sys/block/<dev>/stat that fio reports ([0] read, [1]
+ * write; ticks and in_queue in ms). Only uint64_t: deltas go field by field. */
+struct rp_disk_stat {
+	uint64_t ios[2], merges[2], ticks[2];
+	uint64_t io_ticks, in_queue;
+};
+
+struct rp_disk {
+	char name[64];           /* "nvme0n1": the sysfs folder's name */
+	char dir[PATH_MAX];      /* its sysfs folder */
+	long master;             /* the disk this is a slave of, or -1 */
+	struct rp_disk_stat start, delta;
+	uint64_t msec;           /* wall time between the two readings */
+};
+
+struct rp_disks {
+	struct rp_disk *v;       /* in fio's order: each disk, then its slaves */
+	size_t n, cap;
+	uint64_t start_ns;
+};
+
+/* fio's aggregate of a disk's slaves: means of their counters, and the
+ * busiest slave's util */
+struct rp_disk_agg {
+	struct rp_disk_stat s;
+	uint64_t n;
+	double max_util;
+};
+
+/* Finds the disks under every file of p and reads their counters. */
+void rp_disks_start(const struct rp_plan *p, struct rp_disks *d);
+/* Reads them again: the deltas since rp_disks_start. */
+void rp_disks_stop(struct rp_disks *d);
+void rp_disks_free(struct rp_disks *d);
+/* Percent of the wall time the disk was busy (at most 100). */
+double rp_disk_util(const struct rp_disk *k);
+/* Fills a from disk i's slaves; returns their number (0: none). */
+int rp_disk_agg(const struct rp_disks *d, size_t i, struct rp_disk_agg *a);
+
+/* ---------------------------------------------------------------- */
 /* Output (rlperf_out.c normal, rlperf_json.c JSON)                  */
 /* ---------------------------------------------------------------- */
 
@@ -420,15 +574,38 @@ struct rp_report {
 	const struct rp_result *res;
 	const struct rp_unit *units;
 	size_t nunits;
+	const struct rp_disks *disks;  /* NULL or none: no disk_util */
 };
 
 void rp_print_normal(FILE *f, const struct rp_report *rep);
 void rp_print_json(FILE *f, const struct rp_report *rep);
 
+enum rp_n2s { RP_N2S_NONE, RP_N2S_BYTE, RP_N2S_BYTEPERSEC };
+/* fio's num2str: at most maxlen digits, then a k/M/G (pow2: Ki/Mi/Gi)
+ * prefix and the unit: "1024MiB/s", "262k". */
+void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
+		enum rp_n2s unit);
 /* "4096B", "64.0KiB", "1024KiB": fio's way of printing a block size. */
 void rp_fmt_bs(char *buf, size_t len, uint64_t v);
 /* A JSON string with quotes, backslashes and controls escaped. */
 void rp_json_str(FILE *f, const char *s);
+
+/* ---------------------------------------------------------------- */
+/* Status line (rlperf_eta.c), fio's ETA                             */
+/* ---------------------------------------------------------------- */
+
+/* The line for n clones elapsed seconds into the run, with the rates of
+ * the last interval (bytes and reads per second), into buf. */
+void rp_eta_line(char *buf, size_t len, const struct rp_progress *p, size_t n,
+		 double elapsed, double bps, double iops);
+
+#define RP_ETA_NS 1000000000ull   /* fio's eta_interval */
+
+/* Starts a thread printing the line to f every interval_ns while rp_run
+ * runs (up to clones clones); NULL when it cannot (the run goes on). */
+struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns);
+/* Stops it, prints the final line and ends it with a newline. NULL: no-op. */
+void rp_eta_stop(struct rp_eta *e);
 
 /* ---------------------------------------------------------------- */
 /* Checkpoint mode (rlperf_ckpt.c): the public API only              */

@@ -133,7 +133,7 @@ static void report(const struct rp_conf *c, FILE *f, const rl_ckpt *ck,
 	rl_plan_get_stats(plan, c->process, &r.ps);
 	r.mean_req = r.ps.requests ? (double)r.ps.read_bytes / r.ps.requests : 0.0;
 	r.peak_reads = r.mean_req > 0 ? s->peak_inflight / r.mean_req : 0.0;
-	if (c->format == RP_FMT_JSON)
+	if (c->format != RP_FMT_NORMAL)
 		ckpt_json(f, &r);
 	else
 		ckpt_normal(f, &r);

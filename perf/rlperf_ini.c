@@ -13,10 +13,12 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rlperf.h"
 
@@ -46,10 +48,12 @@ static int ini_fail(char *err, size_t errlen, const char *path, unsigned line,
 	return -1;
 }
 
-/* The whole file, NUL-terminated; NULL with the reason in err. */
+/* The whole file, NUL-terminated; NULL with the reason in err. Opened
+ * O_NONBLOCK so that a FIFO is refused at once, not waited on forever. */
 static char *read_file(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	struct stat st;
 	char *buf = NULL;
 	const char *why = NULL;
@@ -58,9 +62,11 @@ static char *read_file(const char *path, char *err, size_t errlen)
 	if (!f) {
 		snprintf(err, errlen, "rlperf: unable to open '%s' job file: %s", path,
 			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
-	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 		why = "not a regular file";
 	else if (st.st_size > INI_MAX_BYTES)
 		why = "job file larger than 16 MiB";

@@ -5,7 +5,7 @@
  * unchanged; rlperf adds one key per job, "rlperf", with what the engine
  * did. Values rlperf does not measure are zeros: slat (submission is not
  * timed, so lat equals clat), iodepth_submit and iodepth_complete (the
- * engine's batches), the sync and write/trim blocks, disk_util (empty).
+ * engine's batches), the sync and write/trim blocks.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -41,6 +41,8 @@ static void json_kv(FILE *f, const char *indent, const struct rp_kvlist *l)
 	}
 }
 
+/* pct: 0 none, 1 the percentiles, 2 also fio's json+ "bins" (each
+ * non-empty histogram bucket's middle value and its count) */
 static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
 {
 	fprintf(f, "        \"%s\" : {\n", key);
@@ -56,7 +58,19 @@ static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
 		for (unsigned i = 0; i < RP_NPCT; i++)
 			fprintf(f, "            \"%f\" : %" PRIu64 "%s\n", rp_pct_list[i],
 				v[i], i + 1 < RP_NPCT ? "," : "");
-		fprintf(f, "          }\n");
+		fprintf(f, "          }%s\n", pct == 2 ? "," : "");
+	}
+	if (pct == 2 && h->n) {
+		const char *sep = "";
+
+		fprintf(f, "          \"bins\" : {");
+		for (unsigned i = 0; i < RP_PLAT_NR; i++)
+			if (h->bucket[i]) {
+				fprintf(f, "%s\n            \"%" PRIu64 "\" : %" PRIu64, sep,
+					rp_hist_value(i), h->bucket[i]);
+				sep = ",";
+			}
+		fprintf(f, "\n          }\n");
 	}
 	fprintf(f, "        },\n");
 }
@@ -94,7 +108,8 @@ static void json_samples(FILE *f, const struct rp_unit *u, double group_bps)
 }
 
 /* One direction's block: reads carry the numbers, write and trim zeros. */
-static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double group_bps)
+static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double group_bps,
+		     int plus)
 {
 	struct rp_hist empty;
 	const struct rp_hist *h = u ? u->clat : &empty;
@@ -113,7 +128,7 @@ static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double g
 	fprintf(f, "        \"slat_ns\" : {\n          \"min\" : 0,\n          \"max\" : 0,\n"
 		"          \"mean\" : 0.000000,\n          \"stddev\" : 0.000000,\n"
 		"          \"N\" : 0\n        },\n");
-	json_lat(f, "clat_ns", h, 1);
+	json_lat(f, "clat_ns", h, plus ? 2 : 1);
 	json_lat(f, "lat_ns", h, 0);
 	json_samples(f, u, group_bps);
 	fprintf(f, "      },\n");
@@ -193,9 +208,9 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 		rep->res->elapsed_s);
 	json_kv(f, "      ", &last->given);
 	fprintf(f, "      },\n");
-	json_dir(f, "read", u, group_bps);
-	json_dir(f, "write", NULL, 0);
-	json_dir(f, "trim", NULL, 0);
+	json_dir(f, "read", u, group_bps, rep->conf->format == RP_FMT_JSONPLUS);
+	json_dir(f, "write", NULL, 0, 0);
+	json_dir(f, "trim", NULL, 0, 0);
 	fprintf(f, "      \"sync\" : {\n        \"total_ios\" : 0,\n        \"lat_ns\" : {\n"
 		"          \"min\" : 0,\n          \"max\" : 0,\n          \"mean\" : 0.000000,\n"
 		"          \"stddev\" : 0.000000,\n          \"N\" : 0\n        }\n      },\n");
@@ -208,6 +223,39 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 	json_latency(f, u, j->iodepth);
 	json_rlperf(f, u);
 	fprintf(f, "    }%s\n", is_last ? "" : ",");
+}
+
+/* fio's disk_util array: absent without a disk (tmpfs), as in fio */
+static void json_disks(FILE *f, const struct rp_disks *d)
+{
+	if (!d || !d->n)
+		return;
+	fprintf(f, ",\n  \"disk_util\" : [");
+	for (size_t i = 0; i < d->n; i++) {
+		const struct rp_disk *k = &d->v[i];
+		const struct rp_disk_stat *s = &k->delta;
+		struct rp_disk_agg a;
+
+		fprintf(f, "%s\n    {\n      \"name\" : ", i ? "," : "");
+		rp_json_str(f, k->name);
+		fprintf(f, ",\n      \"read_ios\" : %" PRIu64 ",\n      \"write_ios\" : %" PRIu64
+			",\n      \"read_merges\" : %" PRIu64 ",\n      \"write_merges\" : %"
+			PRIu64 ",\n      \"read_ticks\" : %" PRIu64 ",\n      \"write_ticks\" : %"
+			PRIu64 ",\n      \"in_queue\" : %" PRIu64 ",\n      \"util\" : %f",
+			s->ios[0], s->ios[1], s->merges[0], s->merges[1], s->ticks[0],
+			s->ticks[1], s->in_queue, rp_disk_util(k));
+		if (rp_disk_agg(d, i, &a))
+			fprintf(f, ",\n      \"aggr_read_ios\" : %" PRIu64 ",\n      "
+				"\"aggr_write_ios\" : %" PRIu64 ",\n      \"aggr_read_merges\" : %"
+				PRIu64 ",\n      \"aggr_write_merge\" : %" PRIu64 ",\n      "
+				"\"aggr_read_ticks\" : %" PRIu64 ",\n      \"aggr_write_ticks\" : %"
+				PRIu64 ",\n      \"aggr_in_queue\" : %" PRIu64 ",\n      "
+				"\"aggr_util\" : %f", a.s.ios[0], a.s.ios[1], a.s.merges[0],
+				a.s.merges[1], a.s.ticks[0], a.s.ticks[1], a.s.in_queue,
+				a.max_util);
+		fprintf(f, "\n    }");
+	}
+	fprintf(f, "\n  ]");
 }
 
 void rp_print_json(FILE *f, const struct rp_report *rep)
@@ -237,5 +285,7 @@ void rp_print_json(FILE *f, const struct rp_report *rep)
 	for (size_t i = 0; i < rep->nunits; i++)
 		json_unit(f, rep, &rep->units[i], rmax > 0 ? bytes / rmax : 0.0,
 			  i + 1 == rep->nunits);
-	fprintf(f, "  ],\n  \"disk_util\" : []\n}\n");
+	fprintf(f, "  ]");
+	json_disks(f, rep->disks);
+	fprintf(f, "\n}\n");
 }

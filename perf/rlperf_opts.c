@@ -10,7 +10,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "perf_time.h"
 #include "rlperf.h"
 
 enum opt_kind {
@@ -20,6 +22,7 @@ enum opt_kind {
 	K_TIME,    /* seconds, or with a time suffix */
 	K_BOOL,    /* 0 or 1, value required (fio's FIO_OPT_BOOL) */
 	K_SET,     /* a flag: bare, or =N (fio's FIO_OPT_STR_SET) */
+	K_OPTSTR,  /* a string that may be left out: bare, or =STR */
 	K_ACTION,  /* takes no value */
 };
 
@@ -37,7 +40,7 @@ static const struct opt_def opt_table[] = {
 	{ "name", NULL, RP_O_NAME, K_STR, 0, 1, 0, 0, "STR", "start a job named STR (global: back to the defaults)" },
 	{ "filename", NULL, RP_O_FILENAME, K_STR, 0, 1, 0, 0, "F[:F..]", "files or block devices to read ('\\:' for a colon in a name)" },
 	{ "directory", NULL, RP_O_DIRECTORY, K_STR, 0, 1, 0, 0, "DIR[:DIR..]", "directory of the files (default: NAME.CLONE.0 files, one per clone)" },
-	{ "rw", "readwrite", RP_O_RW, K_STR, 0, 1, 0, 0, "read|randread", "sequential (default) or random reads; rlperf never writes" },
+	{ "rw", "readwrite", RP_O_RW, K_STR, 0, 1, 0, 0, "read|randread[:N]", "sequential (default) or random reads; read:N skips N bytes after each read (N < 0: backwards), randread:N takes a new random offset every N reads; rlperf never writes" },
 	{ "bs", "blocksize", RP_O_BS, K_SIZE, 0, 0, 1, RP_MAX_BS, "SIZE", "block size (default 4k); checkpoint mode: the request size" },
 	{ "size", NULL, RP_O_SIZE, K_AMOUNT, 0, 1, 1, 0, "SIZE|N%", "bytes per clone, split over its files (default: the files less offset)" },
 	{ "offset", "fileoffset", RP_O_OFFSET, K_AMOUNT, 0, 1, 0, 0, "SIZE|N%", "start of the region read in each file (default 0)" },
@@ -56,10 +59,32 @@ static const struct opt_def opt_table[] = {
 	{ "norandommap", NULL, RP_O_NORANDOMMAP, K_SET, 0, 1, 0, 0, NULL, "randread: any block any time, repeats allowed" },
 	{ "randseed", NULL, RP_O_RANDSEED, K_SIZE, 0, 1, 0, 0, "N", "seed of the random offsets" },
 	{ "thread", NULL, RP_O_THREAD, K_SET, 0, 1, 0, 0, NULL, "accepted: clones always run as threads" },
+	{ "buffered", NULL, RP_O_BUFFERED, K_BOOL, 0, 0, 0, 0, "0|1", "the inverse of direct: 0 is O_DIRECT (default 1)" },
+	{ "random_distribution", NULL, RP_O_RANDDIST, K_STR, 0, 1, 0, 0, "D", "randread: random (default), zipf:T, pareto:H, normal:S[:C], zoned:A/S:.., zoned_abs:A/SIZE:.." },
+	{ "random_generator", NULL, RP_O_RANDGEN, K_STR, 0, 1, 0, 0, "G", "tausworthe, lfsr, tausworthe64: accepted (rlperf has its own, no repeats in a pass)" },
+	{ "write_lat_log", NULL, RP_O_LATLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log each read's latency to NAME_lat.N.log, _clat, _slat (fio's format)" },
+	{ "write_bw_log", NULL, RP_O_BWLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log bandwidth to NAME_bw.N.log (bare: the job's name)" },
+	{ "write_iops_log", NULL, RP_O_IOPSLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log IOPS to NAME_iops.N.log" },
+	{ "log_avg_msec", NULL, RP_O_LOGAVG, K_SIZE, 0, 1, 0, 86400000, "MS", "logs: a line per MS ms (window means) instead of per read" },
+	{ "log_offset", NULL, RP_O_LOGOFF, K_BOOL, 0, 1, 0, 0, "0|1", "logs: add each read's offset" },
+	{ "log_prio", NULL, RP_O_LOGPRIO, K_BOOL, 0, 1, 0, 0, "0|1", "accepted: the priority column is always 0 (no cmdprio)" },
+	{ "rate", NULL, RP_O_RATE, K_SIZE, 0, 1, 1, 0, "SIZE", "at most SIZE bytes/s (fio's rate for reads)" },
+	{ "rate_iops", NULL, RP_O_RATE_IOPS, K_SIZE, 0, 1, 1, 100000000, "N", "at most N reads/s" },
+	{ "rate_process", NULL, RP_O_RATE_PROC, K_STR, 0, 1, 0, 0, "linear|poisson", "rate_iops spacing: even (default) or exponential gaps" },
+	{ "ratemin", NULL, RP_O_RATEMIN, K_SIZE, 0, 1, 1, 0, "SIZE", "fail the job below SIZE bytes/s over a ratecycle" },
+	{ "ratecycle", NULL, RP_O_RATECYCLE, K_SIZE, 0, 1, 1, 86400000, "MS", "ratemin's window in ms (default 1000)" },
+	{ "io_submit_mode", NULL, RP_O_SUBMIT_MODE, K_STR, 0, 1, 0, 0, "inline|offload", "accepted: rlperf submits and paces on each clone's ring thread" },
+	{ "startdelay", NULL, RP_O_STARTDELAY, K_TIME, 0, 1, 0, 0, "TIME", "start the job this long after the run" },
+	{ "thinktime", NULL, RP_O_THINKTIME, K_TIME, 0, 1, 0, 0, "TIME", "pause this long (plain numbers: us) every thinktime_blocks reads" },
+	{ "thinktime_blocks", NULL, RP_O_THINK_BLOCKS, K_SIZE, 0, 1, 1, 1u << 30, "N", "reads between thinktime pauses (default 1)" },
+	{ "randrepeat", NULL, RP_O_RANDREPEAT, K_BOOL, 0, 1, 0, 0, "0|1", "1 (default): the same random offsets every run; 0: new ones" },
+	{ "flow", NULL, RP_O_FLOW, K_SIZE, 0, 1, 0, 1000000, "W", "weight: jobs of one flow_id read in proportion to their weights" },
+	{ "flow_id", NULL, RP_O_FLOW_ID, K_SIZE, 0, 1, 0, 1000000, "N", "the flow group (default 0)" },
+	{ "flow_sleep", NULL, RP_O_FLOW_SLEEP, K_SIZE, 0, 1, 0, 60000000, "US", "pause in us when ahead of its share (default 0: 50 us)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
-	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json", "report format (default normal)" },
-	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "accepted (always, never, auto): rlperf prints no ETA" },
+	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+", "report format (default normal; json+ adds the latency bins)" },
+	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "status line while jobs run: auto (stdout a terminal), always, never" },
 	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
 	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
 	{ "sharding", NULL, RP_O_SHARDING, K_STR, 1, 0, 0, 0, "SPEC", "checkpoint mode: sharding spec (JSON file)" },
@@ -118,6 +143,10 @@ void rp_job_default(struct rp_job *j)
 	j->engine = ENG_IO_URING;
 	j->ioengine = "io_uring";
 	j->seed = 0x5eed5eed;
+	j->seq_nr = 1;
+	j->dist.center = -1;
+	j->ratecycle_ns = 1000000000ull;  /* fio's ratecycle default, 1000 ms */
+	j->thinktime_blocks = 1;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
@@ -243,21 +272,47 @@ static int parse_number(struct parser *pa, const struct opt_def *d, const char *
 	return 0;
 }
 
+/* The N of rw=read:N (a signed size, fio's ddir_seq_add) or randread:N
+ * (a count, fio's ddir_seq_nr). */
+static int set_rw_postfix(struct parser *pa, struct rp_job *j, const char *val,
+			  const char *nr)
+{
+	int neg = *nr == '-';
+	uint64_t v;
+
+	if (j->rw == RP_RANDREAD) {
+		if (rp_parse_size(nr, 1024, &v, NULL) || !v || v > 1u << 30 ||
+		    strspn(nr, "0123456789") != strlen(nr))
+			return fail(pa, "failed parsing rw=%s: randread:N takes a new offset "
+				    "every N reads (N from 1)", val);
+		j->seq_nr = (unsigned)v;
+		return 0;
+	}
+	if (rp_parse_size(nr + neg, j->kb_base, &v, NULL) || v > INT64_MAX)
+		return fail(pa, "failed parsing rw=%s: read:N skips N bytes after each read "
+			    "(a size; -N reads backwards)", val);
+	j->seq_add = neg ? -(int64_t)v : (int64_t)v;
+	return 0;
+}
+
 static int set_rw(struct parser *pa, struct rp_job *j, const char *val)
 {
-	if (!strcmp(val, "read")) {
+	size_t len = strcspn(val, ":");
+
+	j->seq_add = 0;
+	j->seq_nr = 1;
+	if (len == 4 && !strncmp(val, "read", 4))
 		j->rw = RP_READ;
-		return 0;
-	}
-	if (!strcmp(val, "randread")) {
+	else if (len == 8 && !strncmp(val, "randread", 8))
 		j->rw = RP_RANDREAD;
-		return 0;
+	else {
+		for (size_t i = 0; i < RL_ARRAY_SIZE(write_modes); i++)
+			if (strlen(write_modes[i]) == len && !strncmp(val, write_modes[i], len))
+				return fail(pa, "failed parsing rw=%s: rlperf only reads (read, "
+					    "randread)", val);
+		return fail(pa, "failed parsing rw=%s: expected read or randread", val);
 	}
-	for (size_t i = 0; i < RL_ARRAY_SIZE(write_modes); i++)
-		if (!strcmp(val, write_modes[i]))
-			return fail(pa, "failed parsing rw=%s: rlperf only reads (read, "
-				    "randread)", val);
-	return fail(pa, "failed parsing rw=%s: expected read or randread", val);
+	return val[len] ? set_rw_postfix(pa, j, val, val + len + 1) : 0;
 }
 
 static int set_engine(struct parser *pa, struct rp_job *j, const char *val)
@@ -270,6 +325,112 @@ static int set_engine(struct parser *pa, struct rp_job *j, const char *val)
 		}
 	return fail(pa, "failed parsing ioengine=%s: rlperf has io_uring, libaio, and "
 		    "psync, sync, pvsync, pvsync2, vsync (its pread pool)", val);
+}
+
+/* A float in [lo, hi] (ends excluded where open), all of s; 0 or -1. */
+static int parse_float(const char *s, double lo, double hi, int open, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || end == s || *end || *out < lo || *out > hi ||
+	    (open && (*out == lo || *out == hi)))
+		return -1;
+	return 0;
+}
+
+/* zoned:A/S:A/S.. (S percent of the region; zoned_abs: a size); an empty
+ * S shares what the others leave, as fio's; the A must add up to 100. */
+static int set_zones(struct parser *pa, struct rp_job *j, const char *val, const char *z)
+{
+	struct rp_dist *d = &j->dist;
+	unsigned acc = 0, empty = 0;
+	uint64_t sizes = 0;
+
+	for (d->nzones = 0; *z; d->nzones++) {
+		const char *slash = strchr(z, '/'), *next = strchr(z, ':');
+		char a[32], sz[64];
+		uint64_t v;
+
+		if (!next)
+			next = z + strlen(z);
+		if (d->nzones == RP_MAX_ZONES || !slash || slash > next ||
+		    slash - z >= (long)sizeof(a) || next - slash > (long)sizeof(sz))
+			return fail(pa, "failed parsing random_distribution=%s: zones are "
+				    "ACCESS%%/SIZE, at most %u, ':' between", val, RP_MAX_ZONES);
+		snprintf(a, sizeof(a), "%.*s", (int)(slash - z), z);
+		snprintf(sz, sizeof(sz), "%.*s", (int)(next - slash - 1), slash + 1);
+		if (rp_parse_size(a, 1024, &v, NULL) || v > 100 || strspn(a, "0123456789") !=
+		    strlen(a) || (*sz && (rp_parse_size(sz, j->kb_base, &d->zone[d->nzones].size,
+							NULL) || (!d->abs && d->zone[d->nzones].size > 100))))
+			return fail(pa, "failed parsing random_distribution=%s: zone '%.*s'",
+				    val, (int)(next - z), z);
+		d->zone[d->nzones].access = (unsigned)v;
+		acc += (unsigned)v;
+		empty += !*sz;
+		sizes += *sz ? d->zone[d->nzones].size : 0;
+		if (!*sz)
+			d->zone[d->nzones].size = UINT64_MAX;
+		z = *next ? next + 1 : next;
+	}
+	if (acc != 100 || (!d->abs && sizes > 100) || !d->nzones)
+		return fail(pa, "failed parsing random_distribution=%s: the accesses add up "
+			    "to %u%% (fio wants 100%%), the sizes to %llu%s", val, acc,
+			    (unsigned long long)sizes, d->abs ? " bytes" : "%");
+	for (unsigned i = 0; i < d->nzones; i++)
+		if (d->zone[i].size == UINT64_MAX)  /* fio shares the rest out evenly */
+			d->zone[i].size = d->abs ? 0 : (100 - sizes) / empty;
+	return 0;
+}
+
+/* random_distribution=random | zipf:T[:C] | pareto:H[:C] | normal:S[:C] |
+ * zoned:.. | zoned_abs:.. (fio's; C the center, 0..1) */
+static int set_dist(struct parser *pa, struct rp_job *j, const char *val)
+{
+	static const struct {
+		const char *name;
+		int kind;
+		double lo, hi;
+		int open;
+	} kinds[] = {
+		{ "zipf", RP_DIST_ZIPF, 0.0, 1e9, 0 },
+		{ "pareto", RP_DIST_PARETO, 0.0, 1.0, 1 },
+		{ "normal", RP_DIST_NORMAL, 0.0, 100.0, 0 },
+	};
+	char buf[64], *c;
+
+	memset(&j->dist, 0, sizeof(j->dist));
+	j->dist.center = -1;
+	if (!strcmp(val, "random"))
+		return 0;
+	if (!strncmp(val, "zoned:", 6) || !strncmp(val, "zoned_abs:", 10) ||
+	    !strncmp(val, "zoned_abs=", 10)) {
+		j->dist.kind = RP_DIST_ZONED;
+		j->dist.abs = val[5] == '_';
+		return set_zones(pa, j, val, val + (j->dist.abs ? 10 : 6));
+	}
+	for (size_t i = 0; i < RL_ARRAY_SIZE(kinds); i++) {
+		size_t n = strlen(kinds[i].name);
+
+		if (strncmp(val, kinds[i].name, n) || (val[n] && val[n] != ':'))
+			continue;
+		j->dist.kind = kinds[i].kind;
+		snprintf(buf, sizeof(buf), "%s", val[n] ? val + n + 1 : "");
+		c = strchr(buf, ':');
+		if (c)
+			*c++ = '\0';
+		if (parse_float(buf, kinds[i].lo, kinds[i].hi, kinds[i].open, &j->dist.p) ||
+		    (j->dist.kind == RP_DIST_ZIPF && (j->dist.p == 1.0 || j->dist.p == 0.0)) ||
+		    (c && parse_float(c, 0.0, 1.0, 0, &j->dist.center)))
+			return fail(pa, "failed parsing random_distribution=%s: %s takes %s[:CENTER "
+				    "0..1]", val, kinds[i].name, kinds[i].kind == RP_DIST_ZIPF ?
+				    "a theta > 0, not 1" : kinds[i].kind == RP_DIST_PARETO ?
+				    "a power between 0 and 1" : "a deviation from 0 to 100 (%)");
+		return 0;
+	}
+	return fail(pa, "failed parsing random_distribution=%s: expected random, zipf:T, "
+		    "pareto:H, normal:S, zoned:A/S:.. or zoned_abs:A/SIZE:..", val);
 }
 
 /* fio adds the files of each filename option to the job's, those of the
@@ -302,20 +463,45 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_FILENAME: return add_files(pa, j, val);
 	case RP_O_DIRECTORY: j->directory = val; return 0;
 	case RP_O_RW: return set_rw(pa, j, val);
+	case RP_O_LATLOG: j->lat_log = val; return 0;
+	case RP_O_RATE_PROC:
+		if (strcmp(val, "linear") && strcmp(val, "poisson"))
+			return fail(pa, "failed parsing rate_process=%s: expected linear or "
+				    "poisson", val);
+		j->poisson = val[0] == 'p';
+		return 0;
+	case RP_O_SUBMIT_MODE:
+		if (strcmp(val, "inline") && strcmp(val, "offload"))
+			return fail(pa, "failed parsing io_submit_mode=%s: expected inline or "
+				    "offload", val);
+		return 0;
+	case RP_O_BWLOG: j->bw_log = val; return 0;
+	case RP_O_IOPSLOG: j->iops_log = val; return 0;
+	case RP_O_RANDDIST: return set_dist(pa, j, val);
+	case RP_O_RANDGEN:
+		if (!strcmp(val, "tausworthe") || !strcmp(val, "lfsr") ||
+		    !strcmp(val, "tausworthe64"))
+			return 0;
+		return fail(pa, "failed parsing random_generator=%s: expected tausworthe, "
+			    "lfsr or tausworthe64", val);
 	case RP_O_IOENGINE: return set_engine(pa, j, val);
 	case RP_O_OUTPUT: c->output = val; return 0;
 	case RP_O_CHECKPOINT: c->checkpoint = val; return 0;
 	case RP_O_SHARDING: c->sharding = val; return 0;
 	case RP_O_FORMAT:
-		if (!strcmp(val, "normal") || !strcmp(val, "json")) {
-			c->format = val[0] == 'j' ? RP_FMT_JSON : RP_FMT_NORMAL;
+		if (!strcmp(val, "normal") || !strcmp(val, "json") || !strcmp(val, "json+")) {
+			c->format = val[0] == 'n' ? RP_FMT_NORMAL : val[4] ? RP_FMT_JSONPLUS :
+				    RP_FMT_JSON;
 			return 0;
 		}
-		return fail(pa, "failed parsing output-format=%s: rlperf has normal and "
-			    "json", val);
+		return fail(pa, "failed parsing output-format=%s: rlperf has normal, json "
+			    "and json+", val);
 	case RP_O_ETA:
-		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto"))
+		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto")) {
+			c->eta = val[0] == 'a' && val[1] == 'l' ? RP_ETA_ALWAYS :
+				 val[0] == 'n' ? RP_ETA_NEVER : RP_ETA_AUTO;
 			return 0;
+		}
 		return fail(pa, "failed parsing eta=%s: expected always, never or auto", val);
 	default:
 		return fail(pa, "internal: %s is not a string option", d->name);
@@ -338,6 +524,24 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_RAMP: j->ramp_ns = v; break;
 	case RP_O_TIME_BASED: j->time_based = (int)v; break;
 	case RP_O_DIRECT: j->direct = (int)v; break;
+	case RP_O_BUFFERED: j->direct = !v; break;
+	case RP_O_LOGAVG: j->log_avg_ms = v; break;
+	case RP_O_RATE: j->rate = v; break;
+	case RP_O_RATE_IOPS: j->rate_iops = v; break;
+	case RP_O_RATEMIN: j->ratemin = v; break;
+	case RP_O_RATECYCLE: j->ratecycle_ns = v * 1000000ull; break;
+	case RP_O_STARTDELAY: j->startdelay_ns = v; break;
+	case RP_O_THINKTIME: j->thinktime_ns = v; break;
+	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
+	case RP_O_FLOW: j->flow = (unsigned)v; break;
+	case RP_O_FLOW_ID: j->flow_id = (unsigned)v; break;
+	case RP_O_FLOW_SLEEP: j->flow_sleep_ns = v * 1000; break;
+	case RP_O_RANDREPEAT:
+		/* fio's randrepeat=0: seeds that differ from run to run */
+		if (!v)
+			j->seed = perf_now_ns() ^ ((uint64_t)getpid() << 32);
+		break;
+	case RP_O_LOGOFF: j->log_offset = (int)v; break;
 	case RP_O_FIXEDBUFS: j->fixedbufs = (int)v; break;
 	case RP_O_REGFILES: j->registerfiles = (int)v; break;
 	case RP_O_GROUP: j->group_reporting = (int)v; break;
@@ -368,11 +572,14 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 			pa->action = RP_PARSE_VERSION;
 		return 0;
 	}
-	if (d->kind != K_SET && (!val || !*val))
+	if (d->kind != K_SET && d->kind != K_OPTSTR && (!val || !*val))
 		return fail(pa, "option %s%s needs a value", pa->where[0] ? "" : "--",
 			    spelled);
-	if (d->kind == K_STR)
-		rc = set_string(pa, d, val);
+	if (d->kind == K_STR || d->kind == K_OPTSTR)
+		rc = set_string(pa, d, val ? val : "");
+	else if (d->id == RP_O_THINKTIME && val[strspn(val, "0123456789")] == '\0' &&
+		 !rp_parse_size(val, 1000, &v, NULL) && v <= UINT64_MAX / 1000)
+		v *= 1000;  /* fio's thinktime: plain numbers are microseconds */
 	else if (d->kind == K_TIME && rp_parse_time(val, &v))
 		rc = fail(pa, "failed parsing %s=%s: not a time (examples: 30, 500ms, 2m)",
 			  spelled, val);
@@ -380,7 +587,7 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 		rc = parse_number(pa, d, spelled, val, &v, &pct);
 	if (rc)
 		return rc;
-	if (d->kind != K_STR)
+	if (d->kind != K_STR && d->kind != K_OPTSTR)
 		set_number(pa, d, v, pct);
 	if (d->cmdline)
 		return 0;
@@ -431,7 +638,7 @@ static int cmdline_opt(struct parser *pa, int argc, char **argv, int *i)
 	if (d->kind == K_ACTION && eq)
 		return fail(pa, "option %s takes no value", opt);
 	/* as getopt's required_argument: the next word is the value */
-	if (!eq && d->kind != K_SET && d->kind != K_ACTION) {
+	if (!eq && d->kind != K_SET && d->kind != K_ACTION && d->kind != K_OPTSTR) {
 		if (*i + 1 >= argc)
 			return fail(pa, "option %s needs a value", opt);
 		val = argv[++*i];
@@ -645,8 +852,8 @@ void rp_usage(FILE *f)
 		char buf[48];
 
 		snprintf(buf, sizeof(buf), "--%s%s%s%s", d->name,
-			 d->kind == K_SET ? "[=0|1]" : d->arg ? "=" : "", d->arg ? d->arg : "",
-			 "");
+			 d->kind == K_SET ? "[=0|1]" : d->kind == K_OPTSTR ? "[=" : d->arg ? "=" : "",
+			 d->arg ? d->arg : "", d->kind == K_OPTSTR ? "]" : "");
 		fprintf(f, "  %-26s %s%s%s%s\n", buf, d->help, d->alias ? " (also --" : "",
 			d->alias ? d->alias : "", d->alias ? ")" : "");
 	}

@@ -11,14 +11,12 @@
 
 #include "rlperf.h"
 
-enum n2s_unit { N2S_NONE, N2S_BYTE, N2S_BYTEPERSEC };
-
 /*
  * fio's num2str: at most maxlen digits (the point counts), dividing by
  * 1000 or 1024 with the prefix that says which, rounding the last digit.
  */
-static void num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
-		    enum n2s_unit unit)
+void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
+		enum rp_n2s unit)
 {
 	static const char *const si[] = { "", "k", "M", "G", "T", "P", "E" };
 	static const char *const iec[] = { "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei" };
@@ -53,36 +51,71 @@ static void num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
 
 void rp_fmt_bs(char *buf, size_t len, uint64_t v)
 {
-	num2str(buf, len, v, 4, 1, N2S_BYTE);
+	rp_num2str(buf, len, v, 4, 1, RP_N2S_BYTE);
 }
 
-struct lat_unit {
-	const char *name;
-	double div;
-};
-
-/* nsec, usec or msec, by the largest value, as fio chooses. */
-static struct lat_unit lat_unit(uint64_t max_ns)
+/*
+ * fio's display_lat: nsec, or usec / msec when min, max and stdev are all
+ * large enough that the smaller unit would only show long numbers.
+ */
+static void print_clat_line(FILE *f, const struct rp_hist *h)
 {
-	if (max_ns < 10000)
-		return (struct lat_unit){ "nsec", 1.0 };
-	if (max_ns < 10000000)
-		return (struct lat_unit){ "usec", 1e3 };
-	return (struct lat_unit){ "msec", 1e6 };
+	uint64_t min = h->n ? h->min : 0, max = h->max;
+	double mean = rp_hist_mean(h), dev = rp_hist_stddev(h), div = 1.0;
+	const char *unit = "nsec";
+	char a[32], b[32];
+
+	if (min > 2000000 && max > 99999999 && dev > 1e6) {
+		unit = "msec";
+		div = 1e6;
+	} else if (min > 2000 && max > 99999 && dev > 1e3) {
+		unit = "usec";
+		div = 1e3;
+	}
+	rp_num2str(a, sizeof(a), (uint64_t)(min / div), 6, 0, RP_N2S_NONE);
+	rp_num2str(b, sizeof(b), (uint64_t)(max / div), 6, 0, RP_N2S_NONE);
+	fprintf(f, "    clat (%s): min=%s, max=%s, avg=%5.02f, stdev=%5.02f\n", unit, a, b,
+		mean / div, dev / div);
 }
 
-static void print_percentiles(FILE *f, const struct rp_hist *h, struct lat_unit u)
+/*
+ * fio's show_clat_percentiles: the unit from the smallest and largest
+ * percentile (so that none reads [0]), each value rounded up into it, as
+ * wide as the largest needs, as many to a line as fit in 80 columns.
+ */
+static void print_percentiles(FILE *f, const struct rp_hist *h)
 {
-	uint64_t v[RP_NPCT];
+	uint64_t v[RP_NPCT], lo, hi, div = 1;
+	unsigned scale = 0, width = 5, per_line;
+	const char *unit = "nsec";
 
 	rp_hist_percentiles(h, rp_pct_list, RP_NPCT, v);
-	fprintf(f, "    clat percentiles (%s):\n", u.name);
+	lo = v[0];
+	hi = v[RP_NPCT - 1];
+	if (lo > 2000000 && hi > 99999999) {
+		scale = 2;
+		div = 1000000;
+		unit = "msec";
+	} else if (lo > 2000 && hi > 99999) {
+		scale = 1;
+		div = 1000;
+		unit = "usec";
+	}
+	for (uint64_t x = hi / div; x >= 100000; x /= 10)
+		width++;
+	per_line = (80 - 7) / (2 + 10 + width);
+	fprintf(f, "    clat percentiles (%s):\n     |", unit);
 	for (unsigned i = 0; i < RP_NPCT; i++) {
-		char p[16];
+		uint64_t x = v[i];
 
-		snprintf(p, sizeof(p), "%5.2fth", rp_pct_list[i]);
-		fprintf(f, "%s%s=[%5.0f]%s", i % 4 ? " " : "     | ", p,
-			(double)v[i] / u.div, i + 1 == RP_NPCT ? "\n" : i % 4 == 3 ? ",\n" : ",");
+		if (i && i % per_line == 0)
+			fprintf(f, "     |");
+		for (unsigned k = 0; k < scale; k++)
+			x = (x + 999) / 1000;
+		fprintf(f, " %5.2fth=[%*" PRIu64 "]%c", rp_pct_list[i], (int)width, x,
+			i + 1 == RP_NPCT ? '\n' : ',');
+		if (i + 1 < RP_NPCT && i % per_line == per_line - 1)
+			fputc('\n', f);
 	}
 }
 
@@ -149,22 +182,19 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	const struct rp_job *j = rep->plan->tasks[u->first].job;
 	char bw[32], bws[32], io[32], iops[32], when[64];
 	double rt = u->runtime_s, lat_ns[RP_NLAT], lat_us[RP_NLAT], lat_ms[RP_NLAT_MS];
-	struct lat_unit lu = lat_unit(u->clat->max);
 	time_t t = (time_t)(rep->res->start_unix_ms / 1000);
 	struct tm tm;
 
 	strftime(when, sizeof(when), "%a %b %e %H:%M:%S %Y", localtime_r(&t, &tm));
 	fprintf(f, "%s: (groupid=0, jobs=%zu): err=%2d: pid=%d: %s\n", j->name, u->n,
 		-u->error, (int)getpid(), when);
-	num2str(iops, sizeof(iops), (uint64_t)(rt > 0 ? u->ios / rt + 0.5 : 0), 4, 0, N2S_NONE);
-	num2str(bw, sizeof(bw), (uint64_t)rp_unit_bps(u), 4, 1, N2S_BYTEPERSEC);
-	num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, N2S_BYTEPERSEC);
-	num2str(io, sizeof(io), u->bytes, 4, 1, N2S_BYTE);
+	rp_num2str(iops, sizeof(iops), (uint64_t)(rt > 0 ? u->ios / rt + 0.5 : 0), 4, 0, RP_N2S_NONE);
+	rp_num2str(bw, sizeof(bw), (uint64_t)rp_unit_bps(u), 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(io, sizeof(io), u->bytes, 4, 1, RP_N2S_BYTE);
 	fprintf(f, "  read: IOPS=%s, BW=%s (%s)(%s/%.0fmsec)\n", iops, bw, bws, io, rt * 1e3);
-	fprintf(f, "    clat (%s): min=%.0f, max=%.0f, avg=%.2f, stdev=%.2f\n", lu.name,
-		u->clat->n ? u->clat->min / lu.div : 0.0, u->clat->max / lu.div,
-		rp_hist_mean(u->clat) / lu.div, rp_hist_stddev(u->clat) / lu.div);
-	print_percentiles(f, u->clat, lu);
+	print_clat_line(f, u->clat);
+	print_percentiles(f, u->clat);
 	rp_lat_bins(u->clat, lat_ns, lat_us, lat_ms);
 	print_lat_bins(f, lat_ns, RP_NLAT, "nsec");
 	print_lat_bins(f, lat_us, RP_NLAT, "usec");
@@ -198,14 +228,14 @@ static void print_group(FILE *f, const struct rp_report *rep)
 	}
 	if (!rep->nunits)
 		lo = 0;
-	num2str(s[0], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 1, N2S_BYTEPERSEC);
-	num2str(s[1], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 0, N2S_BYTEPERSEC);
-	num2str(s[2], 32, lo, 4, 1, N2S_BYTEPERSEC);
-	num2str(s[3], 32, hi, 4, 1, N2S_BYTEPERSEC);
-	num2str(s[4], 32, lo, 4, 0, N2S_BYTEPERSEC);
-	num2str(s[5], 32, hi, 4, 0, N2S_BYTEPERSEC);
-	num2str(s[6], 32, bytes, 4, 1, N2S_BYTE);
-	num2str(s[7], 32, bytes, 4, 0, N2S_BYTE);
+	rp_num2str(s[0], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[1], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[2], 32, lo, 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[3], 32, hi, 4, 1, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[4], 32, lo, 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[5], 32, hi, 4, 0, RP_N2S_BYTEPERSEC);
+	rp_num2str(s[6], 32, bytes, 4, 1, RP_N2S_BYTE);
+	rp_num2str(s[7], 32, bytes, 4, 0, RP_N2S_BYTE);
 	fprintf(f, "\nRun status group 0 (all jobs):\n   READ: bw=%s (%s), %s-%s (%s-%s), "
 		"io=%s (%s), run=%.0f-%.0fmsec\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6],
 		s[7], rmin * 1e3, rmax * 1e3);
@@ -233,10 +263,37 @@ static void print_jobs(FILE *f, const struct rp_report *rep)
 		clones == 1 ? "" : "s");
 }
 
+/* fio's "Disk stats": a line per disk, aggregates of its slaves after */
+static void print_disks(FILE *f, const struct rp_disks *d)
+{
+	if (!d || !d->n)
+		return;
+	fprintf(f, "\nDisk stats (read/write):\n");
+	for (size_t i = 0; i < d->n; i++) {
+		const struct rp_disk_stat *s = &d->v[i].delta;
+		struct rp_disk_agg a;
+		int slaves = rp_disk_agg(d, i, &a);
+
+		fprintf(f, "%s  %s: ios=%" PRIu64 "/%" PRIu64 ", merge=%" PRIu64 "/%" PRIu64
+			", ticks=%" PRIu64 "/%" PRIu64 ", in_queue=%" PRIu64 ", util=%3.2f%%",
+			slaves ? "  " : "", d->v[i].name, s->ios[0], s->ios[1], s->merges[0],
+			s->merges[1], s->ticks[0], s->ticks[1], s->in_queue,
+			rp_disk_util(&d->v[i]));
+		if (slaves)
+			fprintf(f, ", aggrios=%" PRIu64 "/%" PRIu64 ", aggrmerge=%" PRIu64 "/%"
+				PRIu64 ", aggrticks=%" PRIu64 "/%" PRIu64 ", aggrin_queue=%" PRIu64
+				", aggrutil=%3.2f%%", a.s.ios[0], a.s.ios[1], a.s.merges[0],
+				a.s.merges[1], a.s.ticks[0], a.s.ticks[1], a.s.in_queue,
+				a.max_util);
+		fputc('\n', f);
+	}
+}
+
 void rp_print_normal(FILE *f, const struct rp_report *rep)
 {
 	print_jobs(f, rep);
 	for (size_t i = 0; i < rep->nunits; i++)
 		print_unit(f, rep, &rep->units[i]);
 	print_group(f, rep);
+	print_disks(f, rep->disks);
 }

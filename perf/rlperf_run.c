@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,6 +21,14 @@
 
 #include "perf_time.h"
 #include "rlperf.h"
+
+/* fio's flow group: the reads of its clones and their weights. Shared by
+ * clones on other threads: atomics, relaxed (a ratio, read approximately,
+ * as fio's). */
+struct flow {
+	unsigned id;
+	uint64_t reads, weight;
+};
 
 /* Set from a signal handler, read by every clone's generator. */
 static volatile sig_atomic_t stop_requested;
@@ -50,7 +59,18 @@ struct worker {
 	uint64_t start_ns, deadline_ns;
 	uint64_t seen_ns;       /* the latest completion time seen */
 	uint64_t all_bytes, submitted, completed;   /* reads in and out */
+	int finished;           /* job_main returned: the ETA thread reads it */
 	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
+
+	uint64_t due_ns;        /* rate_process=poisson: when the next read goes */
+	uint64_t prng;          /* its exponential gaps */
+	uint64_t rate_ns, rate_bytes;   /* ratemin: the cycle in progress */
+	uint64_t too_slow;      /* ratemin missed: the rate seen, + 1 */
+	struct flow *flow;      /* fio's flow group, or NULL */
+	uint64_t flow_reads;    /* this clone's reads counted in it */
+
+	struct rp_logs logs;    /* write_*_log, written on the owner thread */
+	int logging;
 
 	struct rl_err err;
 	pthread_t tid;
@@ -104,6 +124,91 @@ static unsigned depth_bin(uint64_t d)
 	return b < RP_NDEPTH - 1 ? b : RP_NDEPTH - 1;
 }
 
+static void sleep_ns(uint64_t ns);
+
+/* Sleeps until the clock reaches t, in slices that notice a stop. */
+static void sleep_until(struct worker *w, uint64_t t)
+{
+	uint64_t now = perf_now_ns();
+
+	while (now < t && !stop_requested) {
+		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
+		now = perf_now_ns();
+	}
+	if (now > w->seen_ns)
+		w->seen_ns = now;  /* the deadline check reads the time from here */
+}
+
+/*
+ * fio's rate, rate_iops and rate_process (its usec_for_io): the next read
+ * goes no sooner than its bytes and its number allow since the start, or
+ * after an exponential gap (poisson). rlperf paces where it submits, as
+ * fio's io_submit_mode=inline: a read in flight meanwhile is reaped after
+ * the pause, so its latency counts it.
+ */
+static void pace(struct worker *w, const struct rp_job *j)
+{
+	uint64_t due = 0;
+
+	if (j->poisson && j->rate_iops) {
+		uint64_t z = (w->prng += 0x9e3779b97f4a7c15ull);
+		double u;
+
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		u = ((double)((z ^ (z >> 31)) >> 11) + 1.0) / 9007199254740992.0;
+		w->due_ns += (uint64_t)(-log(u) / (double)j->rate_iops * 1e9);
+		due = w->due_ns;
+	} else if (j->rate_iops) {
+		due = w->start_ns + (uint64_t)((double)w->submitted * 1e9 / (double)j->rate_iops);
+	}
+	if (j->rate) {
+		uint64_t by = w->start_ns + (uint64_t)((double)w->submitted * (double)j->bs * 1e9 /
+						       (double)j->rate);
+
+		due = by > due ? by : due;
+	}
+	if (j->thinktime_ns && w->submitted && w->submitted % j->thinktime_blocks == 0) {
+		uint64_t think = perf_now_ns() + j->thinktime_ns;
+
+		due = think > due ? think : due;
+	}
+	sleep_until(w, due);
+}
+
+/* fio's flow_threshold_exceeded: wait while this clone's share of its
+ * group's reads is above its share of the weights. */
+static void flow_wait(struct worker *w, const struct rp_job *j)
+{
+	struct flow *f = w->flow;
+
+	while (!stop_requested) {
+		uint64_t all = __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
+		uint64_t weight = __atomic_load_n(&f->weight, __ATOMIC_RELAXED);
+
+		if (!all || !weight || (double)w->flow_reads / (double)all <=
+					(double)j->flow / (double)weight)
+			break;
+		sleep_ns(j->flow_sleep_ns ? j->flow_sleep_ns : 50000);
+	}
+	__atomic_add_fetch(&f->reads, 1, __ATOMIC_RELAXED);
+	w->flow_reads++;
+}
+
+/* fio's ratemin, checked at completions once a ratecycle has passed. */
+static void check_ratemin(struct worker *w, const struct rp_job *j, uint64_t now)
+{
+	uint64_t spent = now - w->rate_ns, rate;
+
+	if (now < w->rate_ns || spent < j->ratecycle_ns)
+		return;
+	rate = (uint64_t)((double)(w->all_bytes - w->rate_bytes) * 1e9 / (double)spent);
+	if (rate < j->ratemin && !w->too_slow)
+		w->too_slow = rate + 1;
+	w->rate_ns = now;
+	w->rate_bytes = w->all_bytes;
+}
+
 static int job_next(void *user, struct rl_read *out)
 {
 	struct worker *w = user;
@@ -111,12 +216,16 @@ static int job_next(void *user, struct rl_read *out)
 	uint64_t off;
 	uint32_t file;
 
-	if (stop_requested)
+	if (stop_requested || w->too_slow)
 		return 0;
+	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
+		pace(w, j);
+	if (w->flow)
+		flow_wait(w, j);
 	if (!w->start_ns) {
 		/* the clock starts at the first submission: engine set-up
 		 * (rings, buffer registration) is not the drive's time */
-		w->start_ns = w->seen_ns = perf_now_ns();
+		w->start_ns = w->seen_ns = w->due_ns = w->rate_ns = perf_now_ns();
 		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
 		if (j->runtime_ns)
 			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
@@ -168,11 +277,18 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 	struct rp_task_res *r = w->res;
 
 	w->seen_ns = complete_ns;
-	w->all_bytes += rd->len;
-	w->completed++;
+	if (w->t->job->ratemin)
+		check_ratemin(w, w->t->job, complete_ns);
+	/* one writer; the ETA thread reads them once a second: relaxed
+	 * stores, plain moves on x86, keep the path free of locked ops */
+	__atomic_store_n(&w->all_bytes, w->all_bytes + rd->len, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->completed, w->completed + 1, __ATOMIC_RELAXED);
 	if (complete_ns < r->meas_ns)
 		return;  /* ramp_time: not measured */
 	rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
+	if (w->logging)
+		rp_logs_read(&w->logs, w->start_ns, complete_ns, complete_ns > submit_ns ?
+			     complete_ns - submit_ns : 0, rd->off, rd->len);
 	r->bytes += rd->len;
 	r->ios++;
 	if (complete_ns > r->last_ns)
@@ -221,19 +337,85 @@ static void *job_main(void *arg)
 	ej.user = w;
 	ej.total_bytes = j->time_based ? 0 : w->planned;
 
+	if (j->startdelay_ns)
+		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
 	r->error = w->ops->create(&eo, &eng, &w->err);
 	if (r->error >= 0)
 		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
 	w->ops->destroy(eng);
-	if (r->error >= 0 && !stop_requested && !j->time_based && !w->deadline_ns &&
-	    w->all_bytes != w->planned)
+	if (w->logging) {
+		int lrc = rp_logs_close(&w->logs);
+
+		if (lrc < 0 && r->error >= 0)
+			r->error = rl_err_set(&w->err, lrc, "writing its logs: %s",
+					      strerror(-lrc));
+	}
+	if (r->error >= 0 && w->too_slow)
+		r->error = rl_err_set(&w->err, -EIO, "min rate %llu B/s not met, got %llu "
+				      "B/s over %llu ms (ratemin)", (unsigned long long)j->ratemin,
+				      (unsigned long long)(w->too_slow - 1),
+				      (unsigned long long)(j->ratecycle_ns / 1000000));
+	/* every read handed out must come back (rw=read:N may end a file
+	 * before its planned bytes, as fio's does) */
+	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
 		r->error = rl_err_set(&w->err, -EIO, "the engine finished with %llu of "
 				      "%llu bytes read", (unsigned long long)w->all_bytes,
-				      (unsigned long long)w->planned);
+				      (unsigned long long)(w->submitted * j->bs));
 	if (r->error < 0)
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
 			 rl_strerror(r->error));
+	/* a clone that is done gives its weight back, or the others of its
+	 * group would wait forever for it to catch up (fio's would) */
+	if (w->flow)
+		__atomic_sub_fetch(&w->flow->weight, j->flow, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->finished, 1, __ATOMIC_RELAXED);
 	return NULL;
+}
+
+/* ---------------------------------------------------------------- */
+/* Progress, for the ETA line                                        */
+/* ---------------------------------------------------------------- */
+
+/* The run under way: published by rp_run, read by rp_progress from
+ * another thread; the lock keeps the workers alive while they are read
+ * (taken once a second, never on the per-read path). */
+static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct worker *prog_w;
+static size_t prog_n;
+static uint64_t prog_t0;
+
+static void progress_publish(const struct worker *w, size_t n)
+{
+	pthread_mutex_lock(&prog_lock);
+	prog_w = w;
+	prog_n = n;
+	prog_t0 = perf_now_ns();
+	pthread_mutex_unlock(&prog_lock);
+}
+
+size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
+{
+	size_t n;
+
+	pthread_mutex_lock(&prog_lock);
+	n = prog_n < max ? prog_n : max;
+	*t0_ns = prog_t0;
+	for (size_t i = 0; i < n; i++) {
+		const struct worker *w = &prog_w[i];
+		const struct rp_job *j = w->t->job;
+
+		out[i] = (struct rp_progress){
+			.rw = j->rw,
+			.finished = __atomic_load_n(&w->finished, __ATOMIC_RELAXED),
+			.nfiles = w->t->nfiles,
+			.bytes = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED),
+			.ios = __atomic_load_n(&w->completed, __ATOMIC_RELAXED),
+			.planned = j->time_based ? 0 : w->planned,
+			.until_ns = j->runtime_ns ? j->ramp_ns + j->runtime_ns : 0,
+		};
+	}
+	pthread_mutex_unlock(&prog_lock);
+	return n;
 }
 
 /* ---------------------------------------------------------------- */
@@ -272,7 +454,7 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 	return 0;
 }
 
-static int worker_init(struct worker *w, const struct rp_task *t,
+static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		       const struct rp_engine_ops *ops, struct rp_task_res *res,
 		       struct rp_result *r)
 {
@@ -291,6 +473,14 @@ static int worker_init(struct worker *w, const struct rp_task *t,
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
+	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
+	if (j->lat_log || j->bw_log || j->iops_log) {
+		int rc = rp_logs_open(&w->logs, j, number, w->err.msg, sizeof(w->err.msg));
+
+		if (rc < 0)
+			return rc;
+		w->logging = 1;
+	}
 	for (size_t i = 0; i < t->nfiles; i++)
 		w->fs[i].fd = -1;
 	for (size_t i = 0; i < t->nfiles; i++) {
@@ -301,6 +491,9 @@ static int worker_init(struct worker *w, const struct rp_task *t,
 		w->sizes[i] = f->file_size;
 		rp_gen_init(&w->fs[i].gen, f->off, f->nblocks * j->bs, j->bs, mode,
 			    j->seed + (t->clone * t->nfiles + i) * 0x9e3779b97f4a7c15ull);
+		rp_gen_seq(&w->fs[i].gen, j->seq_add, j->seq_nr, f->file_size);
+		if (mode != RP_GEN_SEQ && j->dist.kind != RP_DIST_RANDOM)
+			rp_gen_dist(&w->fs[i].gen, &j->dist);
 		rc = open_file(w, i, r);
 		if (rc < 0)
 			return rc;
@@ -310,6 +503,8 @@ static int worker_init(struct worker *w, const struct rp_task *t,
 
 static void worker_free(struct worker *w)
 {
+	if (w->logging)
+		(void)rp_logs_close(&w->logs);  /* a run that never started */
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
 		if (w->fs[i].fd >= 0)
 			close(w->fs[i].fd);
@@ -385,8 +580,34 @@ static void first_error(struct rp_result *r, const struct rp_plan *p, size_t n)
 		}
 }
 
+/* The flow groups of the clones with a flow weight, each pointed at its
+ * group; NULL when none has one (or no memory: then flow is not kept). */
+static struct flow *flows_setup(struct worker *w, size_t n)
+{
+	struct flow *fl = NULL;
+	size_t nf = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_job *j = w[i].t->job;
+		size_t k = 0;
+
+		if (!j->flow)
+			continue;
+		if (!fl && !(fl = rl_calloc(n, sizeof(*fl))))
+			return NULL;
+		while (k < nf && fl[k].id != j->flow_id)
+			k++;
+		if (k == nf)
+			fl[nf++].id = j->flow_id;
+		fl[k].weight += j->flow;
+		w[i].flow = &fl[k];
+	}
+	return fl;
+}
+
 int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_result *r)
 {
+	struct flow *flows = NULL;
 	struct worker *w;
 	struct timeval tv;
 	size_t n = p->ntasks, i;
@@ -397,20 +618,24 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 	r->task = rl_calloc(n ? n : 1, sizeof(*r->task));
 	w = rl_calloc(n ? n : 1, sizeof(*w));
 	for (i = 0; r->task && w && i < n && !rc; i++)
-		rc = worker_init(&w[i], &p->tasks[i], ops, &r->task[i], r);
+		rc = worker_init(&w[i], &p->tasks[i], i + 1, ops, &r->task[i], r);
 	if (!r->task || !w || rc) {
 		r->error = r->task && w ? rc : -ENOMEM;
 		snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: %s", r->error == -ENOMEM ?
 			 "out of memory" : w[i - 1].err.msg);
 	} else {
 		stop_requested = 0;
+		flows = flows_setup(w, n);
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+		progress_publish(w, n);
 		first_error(r, p, run_threads(w, n, r));
+		progress_publish(NULL, 0);
 	}
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);
 	rl_free(w);
+	rl_free(flows);
 	return r->error;
 }
 

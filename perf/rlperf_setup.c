@@ -94,11 +94,12 @@ static const char *plan_path(struct rp_plan *p, const char *dir, const char *nam
 	return s;
 }
 
-/* Size of a regular file or a block device; 0 or -errno (-EINVAL: other). */
+/* Size of a regular file or a block device; 0 or -errno (-EINVAL: other).
+ * O_NONBLOCK so that a FIFO is refused at once, not waited on forever. */
 static int stat_size(const char *path, uint64_t *size, int *is_blk)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
 
 	if (fd < 0)
 		return -errno;

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -25,12 +26,16 @@
 #include "../perf/rlperf_ini.c"
 #include "../perf/rlperf_opts.c"
 #include "../perf/rlperf_hist.c"
+#include "../perf/rlperf_log.c"
+#include "../perf/rlperf_dist.c"
 #include "../perf/rlperf_gen.c"
 #include "../perf/rlperf_setup.c"
 #include "../perf/rlperf_run.c"
 #include "../perf/rlperf_unit.c"
+#include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
 #include "../perf/rlperf_json.c"
+#include "../perf/rlperf_eta.c"
 #include "../perf/rlperf_ckpt.c"
 
 /* ---------------------------------------------------------------- */
@@ -436,8 +441,8 @@ static void bad_options_name_the_option(void)
 		{ "--size=0%", NULL, "rlperf: failed parsing size=0%: a percentage is a whole number from 1 to 100" },
 		{ "--size=0", NULL, "rlperf: failed parsing size=0: out of range [1, ...]" },
 		{ "--offset=1.5%", NULL, "rlperf: failed parsing offset=1.5%: a percentage is a whole number from 0 to 100" },
-		{ "--iodepth=0", NULL, "rlperf: failed parsing iodepth=0: out of range [1, 65536]" },
-		{ "--iodepth=65537", NULL, "rlperf: failed parsing iodepth=65537: out of range [1, 65536]" },
+		{ "--iodepth=0", NULL, "rlperf: failed parsing iodepth=0: out of range [1, 1024]" },
+		{ "--iodepth=1025", NULL, "rlperf: failed parsing iodepth=1025: out of range [1, 1024]" },
 		{ "--numjobs=0", NULL, "rlperf: failed parsing numjobs=0: out of range [1, 1024]" },
 		{ "--direct=2", NULL, "rlperf: failed parsing direct=2: expected 0 or 1" },
 		{ "--direct", NULL, "rlperf: option --direct needs a value" },
@@ -445,7 +450,7 @@ static void bad_options_name_the_option(void)
 		{ "--kb_base=1023", NULL, "rlperf: failed parsing kb_base=1023: expected 1024 or 1000" },
 		{ "--kb_base=1010", NULL, "rlperf: failed parsing kb_base=1010: expected 1024 or 1000" },
 		{ "--ioengine=spdk", NULL, "rlperf: failed parsing ioengine=spdk: rlperf has io_uring, libaio, and psync, sync, pvsync, pvsync2, vsync (its pread pool)" },
-		{ "--output-format=terse", NULL, "rlperf: failed parsing output-format=terse: rlperf has normal and json" },
+		{ "--output-format=terse", NULL, "rlperf: failed parsing output-format=terse: rlperf has normal, json and json+" },
 		{ "--eta=sometimes", NULL, "rlperf: failed parsing eta=sometimes: expected always, never or auto" },
 		{ "--runtime=soon", NULL, "rlperf: failed parsing runtime=soon: not a time (examples: 30, 500ms, 2m)" },
 		{ "--name=", NULL, "rlperf: option --name needs a value" },
@@ -459,6 +464,16 @@ static void bad_options_name_the_option(void)
 		{ "-x", NULL, "rlperf: unrecognized option '-x' (options are spelled --name=value or --name value)" },
 		{ "a.fio", "b.fio", "rlperf: more than one job file ('a.fio', 'b.fio'): rlperf runs one (fio would run the second after the first, as with stonewall)" },
 		{ "--size", NULL, "rlperf: option --size needs a value" },
+		{ "--rw=read:x", NULL, "rlperf: failed parsing rw=read:x: read:N skips N bytes after each read (a size; -N reads backwards)" },
+		{ "--rw=randread:0", NULL, "rlperf: failed parsing rw=randread:0: randread:N takes a new offset every N reads (N from 1)" },
+		{ "--rw=write:4k", NULL, "rlperf: failed parsing rw=write:4k: rlperf only reads (read, randread)" },
+		{ "--random_distribution=zipf:1", NULL, "rlperf: failed parsing random_distribution=zipf:1: zipf takes a theta > 0, not 1[:CENTER 0..1]" },
+		{ "--random_distribution=pareto:1.5", NULL, "rlperf: failed parsing random_distribution=pareto:1.5: pareto takes a power between 0 and 1[:CENTER 0..1]" },
+		{ "--random_distribution=zoned:50/5:30/15", NULL, "rlperf: failed parsing random_distribution=zoned:50/5:30/15: the accesses add up to 80% (fio wants 100%), the sizes to 20%" },
+		{ "--random_distribution=zoned:50:50/5", NULL, "rlperf: failed parsing random_distribution=zoned:50:50/5: zones are ACCESS%/SIZE, at most 256, ':' between" },
+		{ "--random_distribution=lumpy", NULL, "rlperf: failed parsing random_distribution=lumpy: expected random, zipf:T, pareto:H, normal:S, zoned:A/S:.. or zoned_abs:A/SIZE:.." },
+		{ "--random_generator=mt", NULL, "rlperf: failed parsing random_generator=mt: expected tausworthe, lfsr or tausworthe64" },
+		{ "--buffered=2", NULL, "rlperf: failed parsing buffered=2: expected 0 or 1" },
 	};
 	struct rp_conf c;
 	char err[512];
@@ -481,6 +496,27 @@ static void bad_options_name_the_option(void)
 	/* a tiny buffer truncates, never overflows */
 	CHECK_EQ(parse(&c, err, 12, "--bogus", NULL), RP_PARSE_ERROR);
 	CHECK_EQ(strlen(err), 11);
+}
+
+/* fio's buffered is direct's inverse; rw's postfix and the distribution
+ * land in the job */
+static void fio_read_options_parse(void)
+{
+	struct rp_conf c;
+	char err[512];
+
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--buffered=0", "--rw=read:-8k",
+		       "--random_distribution=zoned_abs:60/1m:40/", NULL), 0);
+	CHECK(c.jobs[0].direct == 1 && c.jobs[0].seq_add == -8192 && c.jobs[0].rw == RP_READ);
+	CHECK(c.jobs[0].dist.kind == RP_DIST_ZONED && c.jobs[0].dist.abs &&
+	      c.jobs[0].dist.nzones == 2 && c.jobs[0].dist.zone[0].size == 1 << 20);
+	rp_conf_free(&c);
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--direct=1", "--buffered=1",
+		       "--rw=randread:8", "--random_distribution=zipf:1.2:0.25", NULL), 0);
+	CHECK(c.jobs[0].direct == 0 && c.jobs[0].seq_nr == 8 && c.jobs[0].rw == RP_RANDREAD);
+	CHECK(c.jobs[0].dist.kind == RP_DIST_ZIPF && c.jobs[0].dist.p == 1.2 &&
+	      c.jobs[0].dist.center == 0.25);
+	rp_conf_free(&c);
 }
 
 static void help_lists_exactly_the_options(void)
@@ -1034,7 +1070,10 @@ static struct {
 	uint64_t per_file[4];   /* reads of each file, all runs */
 	unsigned runs;
 	uint64_t block_counts_bad;
-} fake = { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, 0, { 0 }, 0, 0 };
+	int record;             /* keep the first offsets read, in order */
+	size_t nrec;
+	uint64_t rec[64];
+} fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void fake_opts_default(struct eng_opts *o)
 {
@@ -1149,6 +1188,10 @@ static int fake_run(struct eng *eng, const struct eng_job *job, struct eng_stats
 	while (!rc && (more || n)) {
 		if (more && n < qd && (more = job->next(job->user, &r))) {
 			bad += !fake_check(job, f, &r, &fc);
+			pthread_mutex_lock(&fake.lock);
+			if (fake.record && fake.nrec < RL_ARRAY_SIZE(fake.rec))
+				fake.rec[fake.nrec++] = r.off;
+			pthread_mutex_unlock(&fake.lock);
 			q[(head + n) % qd].r = r;
 			q[(head + n) % qd].t = perf_now_ns();
 			n++;
@@ -1191,6 +1234,7 @@ static void fake_reset(void)
 	fake.reads = fake.bad = fake.max_inflight = fake.block_counts_bad = 0;
 	memset(fake.per_file, 0, sizeof(fake.per_file));
 	fake.runs = 0;
+	fake.nrec = 0;  /* record stays as the test set it */
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -1220,6 +1264,160 @@ static void fake_done(struct rp_conf *c, struct rp_plan *p, struct rp_result *r)
 	rp_result_free(r);
 	rp_plan_free(p);
 	rp_conf_free(c);
+}
+
+/* Offsets of rw=read:N against fio 3.33's own (fio --debug=io on a 64 KiB
+ * file, bs=4k): holes end the file at its end, backwards reads start at
+ * the start and wrap to the end. */
+static void seq_postfix_offsets_follow_fio(void)
+{
+	static const struct {
+		const char *rw;
+		uint64_t n;
+		uint64_t off[17];
+	} cases[] = {
+		{ "read:8k", 6, { 0x0, 0x3000, 0x6000, 0x9000, 0xc000, 0xf000 } },
+		{ "read:-8k", 16, { 0x0, 0xe000, 0xd000, 0xc000, 0xb000, 0xa000, 0x9000, 0x8000,
+				    0x7000, 0x6000, 0x5000, 0x4000, 0x3000, 0x2000, 0x1000, 0x0 } },
+	};
+	const char *path = make_file("seqadd", 65536);
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+	char arg[600], rw[64], err[512];
+
+	CHECK(path);
+	snprintf(arg, sizeof(arg), "--filename=%s", path);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		snprintf(rw, sizeof(rw), "--rw=%s", cases[i].rw);
+		fake.record = 1;
+		CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), arg, rw, "--bs=4k", NULL), 0);
+		CHECKF(fake.nrec == cases[i].n, "%s: %zu reads", cases[i].rw, fake.nrec);
+		for (size_t k = 0; k < cases[i].n; k++)
+			CHECKF(fake.rec[k] == cases[i].off[k], "%s: read %zu at %#llx", cases[i].rw,
+			       k, (unsigned long long)fake.rec[k]);
+		fake_done(&c, &p, &r);
+	}
+	/* randread:4: a random block, then the three after it */
+	CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), arg, "--rw=randread:4", "--bs=4k",
+			   "--norandommap", NULL), 0);
+	fake.record = 0;
+	CHECK_EQ(fake.nrec, 16);
+	for (size_t k = 0; k < 16; k++)
+		CHECKF(k % 4 == 0 || fake.rec[k] == fake.rec[k - 1] + 4096 ||
+		       fake.rec[k - 1] + 4096 == 65536, "read %zu at %#llx after %#llx", k,
+		       (unsigned long long)fake.rec[k], (unsigned long long)fake.rec[k - 1]);
+	fake_done(&c, &p, &r);
+}
+
+/* Counts of each block over draws from distribution spec on nb blocks,
+ * sorted, most read first. */
+static uint64_t *dist_counts(const char *spec, uint64_t nb, uint64_t draws, uint64_t seed)
+{
+	struct rp_conf c;
+	struct rp_gen g;
+	char err[512], arg[300];
+	uint64_t *cnt = rl_calloc(nb, sizeof(*cnt)), off;
+
+	snprintf(arg, sizeof(arg), "--random_distribution=%s", spec);
+	if (!cnt || parse(&c, err, sizeof(err), "--filename=f", "--rw=randread", arg, NULL)) {
+		rl_free(cnt);
+		return NULL;
+	}
+	rp_gen_init(&g, 0, nb * 4096, 4096, RP_GEN_RANDOM, seed);
+	rp_gen_dist(&g, &c.jobs[0].dist);
+	for (uint64_t i = 0; i < draws; i++) {
+		if (!rp_gen_next(&g, &off))
+			rp_gen_next(&g, &off);
+		cnt[off / 4096]++;
+	}
+	rp_conf_free(&c);
+	return cnt;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Share of the draws that the top k blocks got. */
+static double top_share(uint64_t *cnt, uint64_t nb, uint64_t k, uint64_t draws)
+{
+	uint64_t sum = 0;
+
+	qsort(cnt, nb, sizeof(*cnt), cmp_desc);
+	for (uint64_t i = 0; i < k; i++)
+		sum += cnt[i];
+	return (double)sum / (double)draws;
+}
+
+/* fio's distributions, statistically (seed printed): zipf and pareto
+ * concentrate reads on few blocks (fio scatters them by its hash, so the
+ * hot blocks are anywhere), uniform does not, zoned gives each zone its
+ * share and spreads it over the zone. */
+static void random_distributions_follow_fio(void)
+{
+	const uint64_t nb = 4096, draws = 200000, seed = th_seed();
+	uint64_t *cnt, zone[3] = { 0 };
+	double z12, z05, par, uni, nor;
+
+	cnt = dist_counts("zipf:1.2", nb, draws, seed);
+	CHECK(cnt);
+	z12 = top_share(cnt, nb, nb / 100, draws);
+	rl_free(cnt);
+	cnt = dist_counts("zipf:0.5", nb, draws, seed);
+	CHECK(cnt);
+	z05 = top_share(cnt, nb, nb / 100, draws);
+	rl_free(cnt);
+	cnt = dist_counts("pareto:0.2", nb, draws, seed);
+	CHECK(cnt);
+	par = top_share(cnt, nb, nb / 5, draws);
+	rl_free(cnt);
+	cnt = dist_counts("random", nb, draws, seed);
+	CHECK(cnt);
+	uni = top_share(cnt, nb, nb / 100, draws);
+	rl_free(cnt);
+	cnt = dist_counts("normal:5", nb, draws, seed);
+	CHECK(cnt);
+	nor = top_share(cnt, nb, nb / 5, draws);
+	rl_free(cnt);
+	/* zipf 1.2 on 4096 blocks: the top 1% (41 blocks) take sum(1/k^1.2,
+	 * k <= 41) / sum(1/k^1.2, k <= 4096), about 70%; zipf 0.5 about 9%
+	 * (fio's generator approximates, hence the margins); uniform 1% */
+	CHECKF(z12 > 0.62 && z12 < 0.80, "zipf:1.2 top 1%%: %.3f (seed %llu)", z12,
+	       (unsigned long long)seed);
+	CHECKF(z05 > 0.07 && z05 < 0.12, "zipf:0.5 top 1%%: %.3f (seed %llu)", z05,
+	       (unsigned long long)seed);
+	CHECKF(uni < 0.02, "random top 1%%: %.3f", uni);
+	/* pareto 0.2 (fio's 80/20 rule): the top 20% of blocks take ~80% */
+	CHECKF(par > 0.75 && par < 0.88, "pareto:0.2 top 20%%: %.3f", par);
+	CHECKF(nor > 0.35, "normal:5 top 20%%: %.3f", nor);
+	/* zoned:50/5:30/15:20/ (fio's rand-zones.fio): 50% of the reads in
+	 * the first 5% of the blocks, 30% in the next 15%, 20% in the rest */
+	{
+		struct rp_conf c;
+		struct rp_gen g;
+		char err[512];
+		uint64_t off;
+
+		CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--rw=randread",
+			       "--random_distribution=zoned:50/5:30/15:20/", NULL), 0);
+		rp_gen_init(&g, 0, nb * 4096, 4096, RP_GEN_RANDOM, seed);
+		rp_gen_dist(&g, &c.jobs[0].dist);
+		for (uint64_t i = 0; i < draws; i++) {
+			if (!rp_gen_next(&g, &off))
+				rp_gen_next(&g, &off);
+			zone[off / 4096 < nb / 20 ? 0 : off / 4096 < nb / 5 ? 1 : 2]++;
+		}
+		rp_conf_free(&c);
+	}
+	CHECKF(fabs((double)zone[0] / draws - 0.5) < 0.01 &&
+	       fabs((double)zone[1] / draws - 0.3) < 0.01 &&
+	       fabs((double)zone[2] / draws - 0.2) < 0.01, "zones %llu %llu %llu (seed %llu)",
+	       (unsigned long long)zone[0], (unsigned long long)zone[1],
+	       (unsigned long long)zone[2], (unsigned long long)seed);
 }
 
 static void runner_reads_every_block_once_per_clone(void)
@@ -1374,6 +1572,9 @@ static void units_follow_group_reporting(void)
 /* ---------------------------------------------------------------- */
 
 /* A run with known numbers: 1000 reads of 1 MiB in 2 s. */
+/* latencies of the known report: 1..1000 times this many ns */
+static uint64_t known_step = 2000;
+
 static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *r,
 			struct rp_unit **u, struct rp_report *rep, const char *arg1,
 			const char *arg2)
@@ -1400,14 +1601,14 @@ static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *
 	t->eng.backend = ENG_IO_URING;
 	t->eng.direct_io = 1;
 	for (uint64_t i = 1; i <= 1000; i++)
-		rp_hist_add(t->clat, i * 2000);  /* 2 us .. 2 ms */
+		rp_hist_add(t->clat, i * known_step);  /* 2 us .. 2 ms */
 	t->bw = (struct rp_samples){ 4, 500000.0, 524000.0, 2048000.0, 0 };
 	t->bw.sumsq = 500000.0 * 500000.0 + 3 * 516000.0 * 516000.0;
 	r->elapsed_s = 2.0;
 	r->usr_s = 0.1;
 	r->sys_s = 0.3;
 	r->start_unix_ms = 1700000000000ull;
-	*rep = (struct rp_report){ c, p, r, NULL, 0 };
+	*rep = (struct rp_report){ c, p, r, NULL, 0, NULL };
 	if (rp_units(p, r, u) != 1)
 		return -1;
 	rep->units = *u;
@@ -1441,7 +1642,7 @@ static const char json_check[] =
 	"assert d['jobs'][0]['write']['bw_bytes']==0 and 'trim' in j and 'sync' in j\n"
 	"assert j['jobname']=='q\"uote' and j['job options']['rw']=='randread'\n"
 	"assert 'fixedbufs' not in j['job options'] and j['rlperf']['backend']=='io_uring'\n"
-	"assert d['disk_util']==[] and 'global options' not in d\n";
+	"assert 'disk_util' not in d and 'global options' not in d\n";
 
 typedef void (*print_fn)(FILE *f, const struct rp_report *rep);
 
@@ -1482,6 +1683,71 @@ static void json_has_fios_shape(void)
 	CHECKF(system(cmd) == 0, "python3 rejected %s", path);
 }
 
+/* The latency and percentile units as fio chooses them: from min, max
+ * and stdev, and from the smallest and largest percentile, so that no
+ * percentile reads [0] (rlperf chose msec from the maximum alone). */
+static void latency_units_follow_fio(void)
+{
+	static const struct {
+		uint64_t step;
+		const char *line, *pct;
+	} cases[] = {
+		{ 20000, "    clat (usec): min=20, max=20000, avg=10010.00, stdev=5776.39\n",
+		  "    clat percentiles (usec):\n     |  1.00th=[  200],  5.00th=[ 1004]," },
+		{ 2000, "    clat (nsec): min=2000, max=2000.0k, avg=1001000.00, stdev=577638.87\n",
+		  "    clat percentiles (usec):\n     |  1.00th=[   21],  5.00th=[  100]," },
+		{ 20, "    clat (nsec): min=20, max=20000, avg=10010.00, stdev=5776.39\n",
+		  "    clat percentiles (nsec):\n     |  1.00th=[  201],  5.00th=[ 1004]," },
+		{ 3000000, "    clat (msec): min=3, max=3000, avg=1501.50, stdev=866.46\n",
+		  "    clat percentiles (msec):\n     |  1.00th=[   31],  5.00th=[  150]," },
+	};
+	char path[512], *text;
+	int ok;
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		known_step = cases[i].step;
+		CHECK(!print_known(rp_print_normal, "units.txt", "--bs=1m", NULL, path,
+				   sizeof(path)));
+		known_step = 2000;
+		text = th_slurp(path, NULL);
+		CHECK(text);
+		ok = strstr(text, cases[i].line) && strstr(text, cases[i].pct) &&
+		     !strstr(text, "[    0]");
+		if (!ok)
+			fprintf(stdout, "%s", text);
+		free(text);
+		CHECK(ok);
+	}
+}
+
+/* json+ (fio's): clat_ns gains "bins", each non-empty histogram bucket's
+ * middle value with its count; plain json has none. */
+static const char jsonplus_check[] =
+	"import json,sys\n"
+	"c=json.load(open(sys.argv[1]))['jobs'][0]['read']['clat_ns']\n"
+	"p=json.load(open(sys.argv[2]))['jobs'][0]['read']['clat_ns']\n"
+	"assert 'bins' not in p and list(c)[-1]=='bins', list(c)\n"
+	"b={int(k):v for k,v in c['bins'].items()}\n"
+	"assert sum(b.values())==c['N']==1000, sum(b.values())\n"
+	/* 2 us .. 2 ms in steps of 2 us: each bucket's value within 1/64 of
+	 * the reads it holds */
+	"assert min(b)<=2032 and max(b)>=1968000, (min(b),max(b))\n";
+
+static void json_plus_adds_latency_bins(void)
+{
+	char plus[512], plain[512], script[512], cmd[2000];
+
+	CHECK(!print_known(rp_print_json, "plus.json", "--output-format=json+", NULL, plus,
+			   sizeof(plus)));
+	CHECK(!print_known(rp_print_json, "plain.json", "--output-format=json", NULL, plain,
+			   sizeof(plain)));
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(!write_script("plus.py", jsonplus_check, script, sizeof(script)));
+	snprintf(cmd, sizeof(cmd), "python3 %s %s %s", script, plus, plain);
+	CHECKF(system(cmd) == 0, "python3 rejected %s", plus);
+}
+
 static void normal_output_reads_like_fio(void)
 {
 	char path[512], *text;
@@ -1495,9 +1761,10 @@ static void normal_output_reads_like_fio(void)
 		    "iodepth=16\n") &&
 	     strstr(text, "Starting 1 thread\n") &&
 	     strstr(text, "  read: IOPS=500, BW=500MiB/s (524MB/s)(1000MiB/2000msec)\n") &&
-	     strstr(text, "    clat (usec): min=2, max=2000, avg=1001.00, stdev=") &&
-	     strstr(text, "    clat percentiles (usec):\n     |  1.00th=[   20],") &&
-	     strstr(text, "99.99th=[ 2007]\n") &&
+	     /* fio's units: nsec while the minimum is 2 us, usec percentiles */
+	     strstr(text, "    clat (nsec): min=2000, max=2000.0k, avg=1001000.00, stdev=") &&
+	     strstr(text, "    clat percentiles (usec):\n     |  1.00th=[   21],") &&
+	     strstr(text, "99.99th=[ 2008]\n") &&
 	     /* bins by bucket: 50 us and 750 us fall in buckets below */
 	     strstr(text, "  lat (usec)   : 4=0.10%, 10=0.30%, 20=0.50%, 50=1.60%, 100=2.50%\n"
 		    "  lat (usec)   : 250=7.40%, 500=12.50%, 750=12.70%, 1000=12.30%\n"
@@ -1665,7 +1932,10 @@ static const char shape_check[] =
 	"ba=[(j['jobname'],j['read']['io_bytes'],j['job options']) for j in a['jobs']]\n"
 	"bb=[(j['jobname'],j['read']['io_bytes'],j['job options']) for j in b['jobs']]\n"
 	"assert ba==bb, (ba,bb)\n"
-	"assert a.get('global options')==b.get('global options')\n";
+	"assert a.get('global options')==b.get('global options')\n"
+	"na=[u['name'] for u in a.get('disk_util',[])]\n"
+	"nb=[u['name'] for u in b.get('disk_util',[])]\n"
+	"assert na==nb, (na,nb)\n";
 
 static void binary_json_matches_fios_for_a_job_file(void)
 {
@@ -1812,6 +2082,650 @@ static void binary_reads_several_files(void)
 	       "%s", out);
 }
 
+/* A FIFO as --filename or as the job file is refused at once (it was
+ * opened blocking: rlperf waited forever for a writer). */
+static void binary_refuses_a_fifo_at_once(void)
+{
+	char fifo[512], cmd[1400], out[4096];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", th_tmpdir());
+	CHECK(mkfifo(fifo, 0600) == 0);
+	/* timeout's 124 would say rlperf hung */
+	snprintf(cmd, sizeof(cmd), "timeout %d %s --filename=%s 2>&1", 10 * TH_SLOW,
+		 rlperf_exe(), fifo);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "fifo: not a regular file or block device\n"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "timeout %d %s %s 2>&1", 10 * TH_SLOW, rlperf_exe(),
+		 fifo);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "fifo: not a regular file\n"), "%s", out);
+	unlink(fifo);
+}
+
+/* The engine's deepest queue runs on every backend; a deeper one is
+ * refused while parsing (it was accepted up to 65536, then failed the run). */
+static void binary_runs_the_deepest_iodepth(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("deep", 4 << 20);
+	char args[1400], out[16384];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		int rc;
+
+		snprintf(args, sizeof(args), "--filename=%s --iodepth=%u --ioengine=%s "
+			 "--output-format=json", path, RP_MAX_IODEPTH, engines[i]);
+		rc = run_rlperf(args, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0 && strstr(out, "\"io_bytes\" : 4194304"), "%s: %s",
+		       engines[i], out);
+		snprintf(args, sizeof(args), "--filename=%s --iodepth=%u --ioengine=%s", path,
+			 RP_MAX_IODEPTH + 1, engines[i]);
+		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 1);
+		CHECK_STR(out, "rlperf: failed parsing iodepth=1025: out of range [1, 1024]\n");
+	}
+}
+
+/* disk_util as fio reports it: the disk under the file (a partition's
+ * parent, found here from sysfs independently), fio's keys, the deltas
+ * of its counters; no key at all where no disk holds the file (tmpfs). */
+static const char disk_check[] =
+	"import json,os,sys\n"
+	"d=json.load(open(sys.argv[1])); st=os.stat(sys.argv[2])\n"
+	"p=os.path.realpath('/sys/dev/block/%d:%d'%(os.major(st.st_dev),os.minor(st.st_dev)))\n"
+	"if not os.path.exists(p+'/stat'):\n"
+	"    assert 'disk_util' not in d, d['disk_util']; sys.exit(0)\n"
+	"if os.path.exists(p+'/partition'): p=os.path.dirname(p)\n"
+	"u=d['disk_util'][0]\n"
+	"assert u['name']==os.path.basename(p), (u['name'],p)\n"
+	"keys={'name','read_ios','write_ios','read_merges','write_merges','read_ticks',"
+	"'write_ticks','in_queue','util'}\n"
+	"assert keys<=set(u), sorted(set(u))\n"
+	/* O_DIRECT: 256 reads of 4 KiB reach the disk (merged at most) */
+	"assert u['read_ios']+u['read_merges']>=1 and 0<=u['util']<=100, u\n";
+
+static void binary_reports_disk_util(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("disk", 1 << 20);
+	char args[1400], out[16384], json[512], script[512], cmd[1400];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("disk.py", disk_check, script, sizeof(script)));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		int rc;
+
+		snprintf(json, sizeof(json), "%s/disk-%s.json", th_tmpdir(), engines[i]);
+		snprintf(args, sizeof(args), "--filename=%s --direct=1 --ioengine=%s "
+			 "--output-format=json > %s", path, engines[i], json);
+		rc = run_rlperf(args, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, json, path);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", json, out);
+	}
+	/* the normal report's lines, fio's "Disk stats (read/write)" */
+	snprintf(args, sizeof(args), "--filename=%s --direct=1", path);
+	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+	CHECKF(!strstr(out, "Disk stats") || strstr(out, "\nDisk stats (read/write):\n  "),
+	       "%s", out);
+	if (access("/dev/shm", W_OK) == 0) {
+		snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of=/dev/shm/rlperf-du-%d bs=64k "
+			 "count=4 2>/dev/null", (int)getpid());
+		CHECK(system(cmd) == 0);
+		snprintf(json, sizeof(json), "%s/disk-shm.json", th_tmpdir());
+		snprintf(args, sizeof(args), "--filename=/dev/shm/rlperf-du-%d "
+			 "--output-format=json > %s", (int)getpid(), json);
+		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s /dev/shm/rlperf-du-%d 2>&1; rm -f "
+			 "/dev/shm/rlperf-du-%d", script, json, (int)getpid(), (int)getpid());
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", json, out);
+	}
+}
+
+/* The slaves of a device mapper disk, aggregated as fio does: the means
+ * of their counters and the busiest one's util. */
+static void disk_slaves_aggregate_as_fio(void)
+{
+	struct rp_disk v[3];
+	struct rp_disks d = { v, 3, 3, 0 };
+	struct rp_disk_agg a;
+
+	memset(v, 0, sizeof(v));
+	v[0].master = -1;
+	v[1].master = v[2].master = 0;
+	for (int i = 0; i < 3; i++)
+		v[i].msec = 1000;
+	v[1].delta = (struct rp_disk_stat){ { 10, 0 }, { 2, 0 }, { 30, 0 }, 500, 40 };
+	v[2].delta = (struct rp_disk_stat){ { 20, 4 }, { 4, 0 }, { 50, 6 }, 2000, 60 };
+	CHECK_EQ(rp_disk_agg(&d, 0, &a), 2);
+	CHECK(a.s.ios[0] == 15 && a.s.ios[1] == 2 && a.s.merges[0] == 3);
+	CHECK(a.s.ticks[0] == 40 && a.s.ticks[1] == 3 && a.s.in_queue == 50);
+	CHECK(a.max_util == 100.0);  /* 2000 ms busy in 1000: capped, as fio */
+	CHECK(rp_disk_util(&v[1]) == 50.0);
+	CHECK_EQ(rp_disk_agg(&d, 1, &a), 0);
+}
+
+/* fio's status line: running clones and files, a letter per clone (runs
+ * as "R(2)"), the share done (elapsed over elapsed plus the slowest
+ * clone's time left), the last interval's rates, the time left. */
+static void eta_line_reads_as_fios(void)
+{
+	struct rp_progress p[3] = {
+		{ .rw = RP_READ, .nfiles = 2, .bytes = 1 << 20, .planned = 4 << 20 },
+		{ .rw = RP_READ, .nfiles = 1, .until_ns = 10000000000ull },
+		{ .rw = RP_RANDREAD, .nfiles = 1, .finished = 1 },
+	};
+	char line[512];
+
+	/* 2 s in: the first clone needs 6 s more at its rate, the second 8 */
+	rp_eta_line(line, sizeof(line), p, 3, 2.0, 1073741824.0, 262144.0);
+	CHECK_STR(line, "Jobs: 2 (f=3): [R(2),_(1)][20.0%][r=1024MiB/s][r=262k IOPS]"
+		  "[eta 00m:08s]");
+	p[1].until_ns = 7200ull * 1000000000ull;
+	p[1].rw = RP_RANDREAD;
+	rp_eta_line(line, sizeof(line), p, 3, 2.0, 0, 0);
+	CHECK_STR(line, "Jobs: 2 (f=3): [R(1),r(1),_(1)][0.0%][r=0B/s][r=0 IOPS]"
+		  "[eta 01h:59m:58s]");
+	/* nothing read yet and no runtime: the time left is unknown */
+	p[0].bytes = 0;
+	rp_eta_line(line, sizeof(line), p, 1, 1.0, 0, 0);
+	CHECK_STR(line, "Jobs: 1 (f=2): [R(1)][0.0%][r=0B/s][r=0 IOPS][eta --m:--s]");
+}
+
+/* The binary prints it with --eta=always (a terminal is what auto asks
+ * for), to stderr when the JSON report goes to stdout, never into it. */
+static void binary_prints_an_eta_line(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("eta", 1 << 20);
+	char cmd[4096], out[65536], json[512], err[512];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	snprintf(json, sizeof(json), "%s/eta.json", th_tmpdir());
+	snprintf(err, sizeof(err), "%s/eta.err", th_tmpdir());
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		char *text;
+
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=1200ms "
+			 "--time_based --eta=always 2>&1", rlperf_exe(), path, engines[i]);
+		if (run_cmd(cmd, out, sizeof(out)) == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(!strncmp(out, "\rJobs: 1 (f=1): [R(1)][", 23) &&
+		       strstr(out, "][eta 00m:0") && strstr(out, "[_(1)][100.0%]") &&
+		       strstr(out, "s]\nrlperf: (g=0)"), "%s: %.300s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=1200ms "
+			 "--time_based --eta=always --output-format=json > %s 2> %s && python3 "
+			 "-c 'import json,sys; json.load(open(sys.argv[1]))' %s", rlperf_exe(),
+			 path, engines[i], json, err, json);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+		text = th_slurp(err, NULL);
+		CHECK(text);
+		CHECKF(!strncmp(text, "\rJobs: 1 (f=1): [R(1)][", 23), "%s", text);
+		free(text);
+	}
+	/* auto: stdout is a pipe here, so no line; never: none */
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --runtime=1200ms --time_based 2>&1; %s "
+		 "--filename=%s --runtime=1200ms --time_based --eta=never 2>&1", rlperf_exe(), path,
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 0);
+	CHECKF(!strstr(out, "Jobs:"), "%s", out);
+}
+
+/* Checks the logs of a run (argv: dir, prefix, reads, with offsets, file
+ * size): fio's file names and line format, a line per read. */
+static const char log_check[] =
+	"import os,re,sys\n"
+	"d,pre,n,off,size=sys.argv[1],sys.argv[2],int(sys.argv[3]),sys.argv[4]=='1',int(sys.argv[5])\n"
+	"pat=re.compile(r'^\\d+, \\d+, 0, 4096, (\\d+, )?0$')\n"
+	"for k in ('lat','clat','slat','bw','iops'):\n"
+	"    lines=open(os.path.join(d,'%s_%s.1.log'%(pre,k))).read().splitlines()\n"
+	"    assert len(lines)==n, (k,len(lines))\n"
+	"    for l in lines: assert pat.match(l) and (len(l.split(','))==6)==off, (k,l)\n"
+	"    v=[int(l.split(',')[1]) for l in lines]\n"
+	"    assert k!='clat' or min(v)>0, v\n"
+	"    assert k!='iops' or set(v)=={1}, v\n"
+	"    if off: assert sorted(int(l.split(',')[4]) for l in lines)==list(range(0,size,4096))\n";
+
+/* write_lat_log, write_bw_log, write_iops_log as fio writes them, on
+ * every backend; a bare one (job file) names the logs after the job;
+ * log_avg_msec writes window lines with bs and offset 0. */
+static void binary_writes_fio_logs(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("logged", 64 << 10), *job;
+	char cmd[10240], out[8192], script[512], text[1024], exe[PATH_MAX], *avg;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("logs.py", log_check, script, sizeof(script)));
+	CHECK(realpath(rlperf_exe(), exe));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		for (int off = 0; off < 2; off++) {
+			int rc;
+
+			snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --rw=randread "
+				 "--write_lat_log=%s/r --write_bw_log=%s/r --write_iops_log=%s/r "
+				 "--log_offset=%d --output=/dev/null 2>&1", rlperf_exe(), path,
+				 engines[i], th_tmpdir(), th_tmpdir(), th_tmpdir(), off);
+			rc = run_cmd(cmd, out, sizeof(out));
+			if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+				break;  /* a backend this machine lacks */
+			CHECKF(rc == 0, "%s: %s", engines[i], out);
+			snprintf(cmd, sizeof(cmd), "python3 %s %s r 16 %d 65536 2>&1", script,
+				 th_tmpdir(), off);
+			CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+		}
+	}
+	/* bare in a job file: the job's name; windows of 1 s over 2.5 s */
+	snprintf(text, sizeof(text), "[lg]\nfilename=%s\nwrite_bw_log\nwrite_lat_log\n"
+		 "write_iops_log\nlog_avg_msec=1000\nruntime=2500ms\ntime_based\n", path);
+	job = write_text("logs.fio", text);
+	CHECK(job);
+	snprintf(cmd, sizeof(cmd), "cd %s && %s --output=/dev/null %s 2>&1 && cat lg_bw.1.log",
+		 th_tmpdir(), exe, job);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+	avg = out;
+	for (int k = 0; k < 2; k++) {
+		CHECKF(avg && strstr(avg, ", 0, 0, 0\n"), "%s", out);
+		avg = strchr(avg, '\n') + 1;
+	}
+	snprintf(cmd, sizeof(cmd), "cd %s && ls lg_lat.1.log lg_clat.1.log lg_slat.1.log "
+		 "lg_iops.1.log 2>&1", th_tmpdir());
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+	/* a log that cannot be opened fails the run, naming it */
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --write_bw_log=/nonexistent/x 2>&1",
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "/nonexistent/x_bw.1.log: No such file or directory"), "%s", out);
+}
+
+/* Reads from an iops log (argv: log, process): about 200 in 1 s, on
+ * linear's schedule or with poisson's exponential gaps. */
+static const char pace_check[] =
+	"import sys,statistics as st\n"
+	"t=[int(l.split(',')[0]) for l in open(sys.argv[1])]\n"
+	"assert 150<=len(t)<=215, len(t)\n"
+	"g=[b-a for a,b in zip(t,t[1:])]; m=st.mean(g); cv=st.pstdev(g)/m\n"
+	"assert 4<=m<=6.7, m\n"
+	/* linear: read k never before 5k ms (load only makes reads late);
+	 * poisson: gaps as spread as their mean (cached reads: a load heavy
+	 * enough to spread linear gaps so cannot make this fail) */
+	"assert cv>0.6 if sys.argv[2]=='poisson' else all(x>=5*k for k,x in enumerate(t)), "
+	"(sys.argv[2],cv,t[:20])\n";
+
+/* fio's rate_iops (linear and poisson), rate, thinktime, startdelay and
+ * ratemin, end to end on every backend. */
+static void binary_paces_reads_as_fio(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	static const char *const procs[] = { "linear", "poisson" };
+	const char *path = make_file("paced", 1 << 20);
+	char cmd[4096], out[16384], script[512];
+	uint64_t t0;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("pace.py", pace_check, script, sizeof(script)));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		for (size_t k = 0; k < 2; k++) {
+			int rc;
+
+			/* iodepth=1: the engine submits a batch once it holds
+			 * iodepth reads, so deeper queues go in bursts; and
+			 * cached reads, or a slow disk read makes the next ones
+			 * catch up at once (fio's pacing too) */
+			snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --iodepth=1 "
+				 "--rw=randread --rate_iops=200 --rate_process=%s --runtime=1 "
+				 "--invalidate=0 "
+				 "--time_based --write_iops_log=%s/p --output=/dev/null 2>&1",
+				 rlperf_exe(), path, engines[i], procs[k], th_tmpdir());
+			rc = run_cmd(cmd, out, sizeof(out));
+			if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+				break;  /* a backend this machine lacks */
+			CHECKF(rc == 0, "%s: %s", engines[i], out);
+			snprintf(cmd, sizeof(cmd), "python3 %s %s/p_iops.1.log %s 2>&1", script,
+				 th_tmpdir(), procs[k]);
+			CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", engines[i],
+			       procs[k], out);
+		}
+	}
+	/* rate: 64 KiB/s reads 16 blocks of 4 KiB in no less than 0.23 s
+	 * (the first goes at once); thinktime 20 ms between 8 reads: 0.14 s;
+	 * startdelay 300ms; each a lower bound */
+	t0 = perf_now_ns();
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --size=64k --rate=256k --output=/dev/null "
+		 "&& %s --filename=%s --size=32k --thinktime=20000 --output=/dev/null && %s "
+		 "--filename=%s --size=4k --startdelay=300ms --output=/dev/null 2>&1",
+		 rlperf_exe(), path, rlperf_exe(), path, rlperf_exe(), path);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+	CHECKF(perf_now_ns() - t0 >= 650000000ull, "%llu ns", (unsigned long long)(perf_now_ns() - t0));
+	/* ratemin: 100 KiB/s capped, 1 MiB/s asked: the job fails */
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --rate=100k --ratemin=1m --runtime=3 "
+		 "--time_based --output=/dev/null 2>&1", rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "min rate 1048576 B/s not met, got ") && strstr(out, "(ratemin)"),
+	       "%s", out);
+}
+
+/* The read-only job files of fio 3.33's examples/ folder that rlperf
+ * runs, their option lines as fio ships them (comments left out).
+ * cmdprio-percentage.fio (prioclass, cmdprio_*) and latency-profile.fio
+ * (latency_target) are still refused. */
+static const struct {
+	const char *name, *text;
+} fio_examples[] = {
+	{ "butterfly.fio",
+	  "[global]\n"
+	  "filename=/tmp/testfile\n"
+	  "bs=4k\n"
+	  "direct=1\n"
+	  "[forward]\n"
+	  "rw=read\n"
+	  "flow=2\n"
+	  "[backward]\n"
+	  "rw=read:-8k\n"
+	  "flow=2\n"
+	},
+	{ "1mbs_clients.fio",
+	  "[global]\n"
+	  "size=32m\n"
+	  "rw=read\n"
+	  "directory=tmp\n"
+	  "rate=1250\n"
+	  "ratemin=1024\n"
+	  "[file1]\n"
+	  "startdelay=0\n"
+	  "[file2]\n"
+	  "startdelay=4\n"
+	  "[file3]\n"
+	  "startdelay=8\n"
+	  "[file4]\n"
+	  "startdelay=12\n"
+	  "[file5]\n"
+	  "startdelay=16\n"
+	  "[file6]\n"
+	  "startdelay=20\n"
+	  "[file7]\n"
+	  "startdelay=24\n"
+	  "[file8]\n"
+	  "startdelay=28\n"
+	  "[file9]\n"
+	  "startdelay=32\n"
+	  "[file10]\n"
+	  "startdelay=36\n"
+	  "[file11]\n"
+	  "startdelay=40\n"
+	  "[file12]\n"
+	  "startdelay=44\n"
+	  "[file13]\n"
+	  "startdelay=48\n"
+	  "[file14]\n"
+	  "startdelay=52\n"
+	  "[file15]\n"
+	  "startdelay=56\n"
+	  "[file16]\n"
+	  "startdelay=60\n"
+	  "[file17]\n"
+	  "startdelay=64\n"
+	  "[file18]\n"
+	  "startdelay=68\n"
+	  "[file19]\n"
+	  "startdelay=72\n"
+	  "[file20]\n"
+	  "startdelay=76\n"
+	  "[file21]\n"
+	  "startdelay=80\n"
+	  "[file22]\n"
+	  "startdelay=84\n"
+	  "[file23]\n"
+	  "startdelay=88\n"
+	  "[file24]\n"
+	  "startdelay=92\n"
+	  "[file25]\n"
+	  "startdelay=96\n"
+	  "[file26]\n"
+	  "startdelay=100\n"
+	  "[file27]\n"
+	  "startdelay=104\n"
+	  "[file28]\n"
+	  "startdelay=108\n"
+	  "[file29]\n"
+	  "startdelay=112\n"
+	  "[file30]\n"
+	  "startdelay=116\n"
+	  "[file31]\n"
+	  "startdelay=120\n"
+	  "[file32]\n"
+	  "startdelay=124\n"
+	},
+	{ "aio-read.fio",
+	  "[global]\n"
+	  "ioengine=libaio\n"
+	  "buffered=0\n"
+	  "rw=randread\n"
+	  "bs=128k\n"
+	  "size=512m\n"
+	  "directory=/data1\n"
+	  "[file1]\n"
+	  "iodepth=4\n"
+	  "[file2]\n"
+	  "iodepth=32\n"
+	  "[file3]\n"
+	  "iodepth=8\n"
+	  "[file4]\n"
+	  "iodepth=16\n"
+	},
+	{ "backwards-read.fio",
+	  "[backwards-read]\n"
+	  "bs=4k\n"
+	  "rw=read:-8k\n"
+	  "filename=128m\n"
+	  "size=128m\n"
+	},
+	{ "fio-rand-read.fio",
+	  "[global]\n"
+	  "name=fio-rand-read\n"
+	  "filename=fio-rand-read\n"
+	  "rw=randread\n"
+	  "bs=4K\n"
+	  "direct=0\n"
+	  "numjobs=1\n"
+	  "time_based\n"
+	  "runtime=900\n"
+	  "[file1]\n"
+	  "size=10G\n"
+	  "ioengine=libaio\n"
+	  "iodepth=16\n"
+	},
+	{ "fio-seq-read.fio",
+	  "[global]\n"
+	  "name=fio-seq-reads\n"
+	  "filename=fio-seq-reads\n"
+	  "rw=read\n"
+	  "bs=256K\n"
+	  "direct=1\n"
+	  "numjobs=1\n"
+	  "time_based\n"
+	  "runtime=900\n"
+	  "[file1]\n"
+	  "size=10G\n"
+	  "ioengine=libaio\n"
+	  "iodepth=16\n"
+	},
+	{ "fixed-rate-submission.fio",
+	  "[fixed-rate-submit]\n"
+	  "size=128m\n"
+	  "rw=read\n"
+	  "ioengine=libaio\n"
+	  "iodepth=32\n"
+	  "direct=1\n"
+	  "io_submit_mode=offload\n"
+	  "rate_iops=1000\n"
+	},
+	{ "poisson-rate-submission.fio",
+	  "[poisson-rate-submit]\n"
+	  "size=128m\n"
+	  "rw=randread\n"
+	  "ioengine=libaio\n"
+	  "iodepth=32\n"
+	  "direct=1\n"
+	  "io_submit_mode=offload\n"
+	  "rate_iops=50\n"
+	  "rate_process=poisson\n"
+	},
+	{ "rand-zones.fio",
+	  "[zones]\n"
+	  "size=2g\n"
+	  "direct=1\n"
+	  "bs=4k\n"
+	  "rw=randread\n"
+	  "norandommap\n"
+	  "random_distribution=zoned:50/5:30/15:20/\n"
+	},
+};
+
+/* One line of an example, made small and local: sizes 512k, runtime 1 s,
+ * start delays in ms, rates a thousand times higher, files in the
+ * current directory (made by the caller, named in *file). */
+static void example_line(const char *in, char *out, size_t len, char *file, size_t flen)
+{
+	const char *eq = strchr(in, '=');
+	size_t k = eq ? (size_t)(eq - in) : 0;
+
+	file[0] = '\0';
+	if (k == 4 && !strncmp(in, "size", 4))
+		snprintf(out, len, "size=512k");
+	else if (k == 7 && !strncmp(in, "runtime", 7))
+		snprintf(out, len, "runtime=1");
+	else if (k == 10 && !strncmp(in, "startdelay", 10))
+		snprintf(out, len, "%sms", in);
+	else if (k == 4 && !strncmp(in, "rate", 4))
+		snprintf(out, len, "%s000", in);
+	else if (k == 9 && !strncmp(in, "directory", 9))
+		snprintf(out, len, "directory=.");
+	else if (k == 8 && !strncmp(in, "filename", 8)) {
+		const char *base = strrchr(eq, '/') ? strrchr(eq, '/') + 1 : eq + 1;
+
+		snprintf(out, len, "filename=%s", base);
+		snprintf(file, flen, "%s", base);
+	} else {
+		snprintf(out, len, "%s", in);
+		if (in[0] == '[' && strncmp(in, "[global", 7))
+			snprintf(file, flen, "%.*s.0.0", (int)strcspn(in + 1, "]"), in + 1);
+	}
+}
+
+/* Every read-only example above runs (made small, files in a temporary
+ * folder), one JSON job per section. */
+static void binary_runs_fios_read_examples(void)
+{
+	char dir[600], exe[PATH_MAX], *text = rl_malloc(16384), cmd[8192], out[16384];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(text && realpath(rlperf_exe(), exe));
+	snprintf(dir, sizeof(dir), "%s/examples", th_tmpdir());
+	CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_examples); i++) {
+		const char *l = fio_examples[i].text;
+		size_t n = 0, jobs = 0;
+		FILE *f;
+		char *json;
+		int rc;
+
+		text[0] = '\0';
+		while (*l) {
+			char in[256], line[300], file[256], path[900];
+			size_t len = strcspn(l, "\n");
+
+			snprintf(in, sizeof(in), "%.*s", (int)len, l);
+			l += len + (l[len] == '\n');
+			example_line(in, line, sizeof(line), file, sizeof(file));
+			n += (size_t)snprintf(text + n, 16384 - n, "%s\n", line);
+			jobs += in[0] == '[' && strncmp(in, "[global", 7);
+			snprintf(path, sizeof(path), "examples/%s", file);
+			CHECK(!file[0] || make_file(path, 1 << 20));
+		}
+		snprintf(cmd, sizeof(cmd), "%s/%s", dir, fio_examples[i].name);
+		f = fopen(cmd, "w");
+		CHECK(f);
+		fputs(text, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "cd %s && %s --output-format=json --output=%s.json %s "
+			 "2>&1", dir, exe, fio_examples[i].name, fio_examples[i].name);
+		rc = run_cmd(cmd, out, sizeof(out));
+		CHECKF(rc == 0, "%s: exit %d: %s", fio_examples[i].name, rc, out);
+		snprintf(cmd, sizeof(cmd), "%s/%s.json", dir, fio_examples[i].name);
+		json = th_slurp(cmd, NULL);
+		CHECK(json);
+		for (const char *p = json; (p = strstr(p, "\"jobname\"")); p++)
+			jobs--;
+		free(json);
+		CHECKF(jobs == 0, "%s: %zd jobs more than in the report", fio_examples[i].name,
+		       (ssize_t)jobs);
+	}
+	rl_free(text);
+}
+
+/* fio's flow: two jobs of one flow_id read 3:1 by their weights (every
+ * backend); a job that ends gives its weight back, so the other one
+ * finishes (fio's would wait for it forever). */
+static void binary_flow_shares_reads_by_weight(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("flow", 1 << 20);
+	char cmd[4096], out[16384], script[512];
+	static const char check[] =
+		"import json,sys\n"
+		"j=json.load(open(sys.argv[1]))['jobs']\n"
+		"r=j[0]['read']['total_ios']/max(1,j[1]['read']['total_ios'])\n"
+		/* about 3; clones start and end apart under load (the one
+		 * left reads alone at the end), without flow about 1 */
+		"assert 1.5<r<5, r\n";
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("flow.py", check, script, sizeof(script)));
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		int rc;
+
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --invalidate=0 "
+			 "--runtime=1 --time_based --output-format=json --output=%s/flow.json "
+			 "--name=a --flow=3 --name=b --flow=1 --rw=randread 2>&1", rlperf_exe(),
+			 path, engines[i], th_tmpdir());
+		rc = run_cmd(cmd, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s/flow.json 2>&1", script, th_tmpdir());
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "timeout %d %s --filename=%s --output=/dev/null --name=a "
+		 "--flow=1 --size=64k --name=b --flow=1 2>&1", 20 * TH_SLOW, rlperf_exe(), path);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s", out);
+}
+
 static const char ckpt_check[] =
 	"import json,struct,sys\n"
 	"c=json.load(open(sys.argv[1]))['checkpoint']\n"
@@ -1883,6 +2797,7 @@ int main(void)
 	RUN(flags_take_nothing_or_0_1);
 	RUN(fio_command_line_parses);
 	RUN(bad_options_name_the_option);
+	RUN(fio_read_options_parse);
 	RUN(help_lists_exactly_the_options);
 	RUN(man_page_lists_every_option);
 	RUN(global_options_apply_as_fio_applies_them);
@@ -1893,16 +2808,20 @@ int main(void)
 	RUN(histogram_matches_fio_buckets);
 	RUN(percentiles_follow_fio);
 	RUN(stddev_is_exact);
+	RUN(latency_units_follow_fio);
 	RUN(latency_bins_follow_fio);
 	RUN(sequential_offsets_cover_the_region);
 	RUN(random_offsets_are_a_permutation);
 	RUN(norandommap_offsets_repeat_blocks);
+	RUN(seq_postfix_offsets_follow_fio);
+	RUN(random_distributions_follow_fio);
 	RUN(runner_reads_every_block_once_per_clone);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
 	RUN(runner_reports_engine_errors);
 	RUN(units_follow_group_reporting);
 	RUN(json_has_fios_shape);
+	RUN(json_plus_adds_latency_bins);
 	RUN(normal_output_reads_like_fio);
 	RUN(block_sizes_print_as_fio);
 	RUN(binary_rejects_bad_options);
@@ -1911,6 +2830,16 @@ int main(void)
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);
+	RUN(binary_refuses_a_fifo_at_once);
+	RUN(binary_runs_the_deepest_iodepth);
+	RUN(disk_slaves_aggregate_as_fio);
+	RUN(binary_reports_disk_util);
+	RUN(binary_writes_fio_logs);
+	RUN(binary_paces_reads_as_fio);
+	RUN(binary_flow_shares_reads_by_weight);
+	RUN(binary_runs_fios_read_examples);
+	RUN(eta_line_reads_as_fios);
+	RUN(binary_prints_an_eta_line);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
