@@ -22,7 +22,9 @@ from ._errors import (ArgumentError, CanceledError, CheckpointError,
                       StateError, SysError, TensorNotFoundError)
 from ._safe_open import SafeSlice, safe_open
 
-__version__ = "0.1.0"
+# api/ringload.h's version, as the library (built from it, and shipped
+# with the package by pip and make install) reports it.
+__version__ = _lib.text(_lib.rl_version_string())
 
 __all__ = [
     "load", "safe_open", "SafeSlice", "library_path", "library_version",

@@ -22,6 +22,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA device (skipped when "
         "torch.cuda.is_available() is false)")
+    config.addinivalue_line(
+        "markers", "venv: needs the PyPI packages of make pydeps (run only "
+        "by python-venv-tests.sh)")
 
 
 def build_dir():
