@@ -43,7 +43,8 @@ class safe_open:  # noqa: N801 - safetensors' name
     """
 
     def __init__(self, filename, framework, device="cpu", *, sha256=None):
-        self._fw = _core.framework(framework)
+        fw = _core.framework(framework)
+        self._fw = getattr(fw, "drop_in", fw)  # numpy: safetensors' dtypes
         self._device = self._fw.device(device)
         self._ckpt = _handles.Checkpoint(filename)
         try:

@@ -6,24 +6,31 @@
 The arrays are zero-copy views of the library's staging (one area for the
 whole checkpoint): any one of them keeps that whole area alive; copy() an
 array to keep it alone. BF16 and F8 tensors are ml_dtypes arrays when
-ml_dtypes is installed, raw uint16 / uint8 arrays otherwise; F4 / F6 give
-their packed bytes (docs/python.md).
+ml_dtypes is installed; without it load_file and load raise DtypeError as
+safetensors does (ringload.load gives raw uint16 / uint8 arrays); F4 / F6
+give their packed bytes (docs/python.md).
 """
 from . import _core, _dtypes, _errors, _lib
 
 
 class _Numpy:
-    """The numpy adapter: conversion from staging bytes, devices (CPU)."""
+    """The numpy adapter: conversion from staging bytes, devices (CPU).
+    raw: BF16 / F8 without ml_dtypes as raw unsigned arrays (ringload.load)
+    rather than safetensors' errors (the drop-ins: drop_in)."""
     name = "numpy"
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.drop_in = self if not raw else _Numpy(raw=False)
 
     def check(self, name, dtype, shape):
         """Raises DtypeError when numpy cannot hold tensor name
         (ArgumentError when its shape is too large)."""
-        _dtypes.numpy_shape(name, dtype, shape)
+        _dtypes.numpy_shape(name, dtype, shape, self.raw)
 
     def convert(self, raw, name, dtype, shape):
         """Returns raw (uint8 bytes) as an array of dtype and shape."""
-        return _dtypes.to_numpy(raw, name, dtype, shape)
+        return _dtypes.to_numpy(raw, name, dtype, shape, self.raw)
 
     def device(self, device):
         """Validates a device argument: numpy arrays live on the CPU."""
@@ -46,7 +53,7 @@ class _Numpy:
         return _core.materialize(self, _core.load_library(job), devices)
 
 
-FRAMEWORK = _Numpy()
+FRAMEWORK = _Numpy(raw=True)
 
 
 @_core.frees_on_error
@@ -58,10 +65,12 @@ def load_file(filename, *, sha256=None):
     {name: numpy.ndarray} in sorted name order. Raises an ringload.Error
     subclass carrying the C error code and message (HeaderError for a
     malformed file, FileNotFoundError-derived SysError, DtypeError for an
-    F4/F6 tensor whose last dimension does not fill whole bytes).
+    F4/F6 tensor whose last dimension does not fill whole bytes, and for
+    BF16 / F8 without ml_dtypes, as safetensors).
 
     sha256 (keyword only, not in safetensors): the expected SHA-256 of the
     checkpoint's files, as ringload.load takes it; a mismatch raises
     IntegrityError (RL_E_CHECKSUM) naming the file and both values.
     """
-    return _core.load_whole(FRAMEWORK, filename, None, sha256)
+    return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256)
+

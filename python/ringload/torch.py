@@ -119,9 +119,10 @@ class _Copier:
 def _shaped(u8, shard):
     """The shard's bytes (a uint8 tensor) as its dtype and box shape."""
     tdt = _dtypes.torch_dtype(torch, shard.name, shard.dtype)
+    shape = _dtypes.torch_shape(shard.name, shard.dtype, shard.box)
     if not u8.numel():
-        return torch.empty(shard.box, dtype=tdt, device=u8.device)
-    return u8.view(tdt).reshape(shard.box)
+        return torch.empty(shape, dtype=tdt, device=u8.device)
+    return u8.view(tdt).reshape(shape)
 
 
 def _deliver_streaming(job, devices, cuda):
@@ -224,3 +225,4 @@ def load_file(filename, device="cpu", *, sha256=None):
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
                             sha256)
+
