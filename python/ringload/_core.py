@@ -125,8 +125,8 @@ def framework(name):
     mod = _FRAMEWORKS.get(name) if isinstance(name, str) else None
     if mod is None:
         raise _errors.FrameworkError(
-            _lib.RL_E_INVALID_ARG, f"framework {name!r} is not supported: "
-            "use one of " + ", ".join(_FRAMEWORKS) +
+            _lib.RL_E_INVALID_ARG, f"framework {name} is invalid (given "
+            f"{name!r}): use one of " + ", ".join(_FRAMEWORKS) +
             " (tensorflow, flax/jax, mlx and paddle are not implemented)")
     return importlib.import_module(f"ringload.{mod}").FRAMEWORK
 

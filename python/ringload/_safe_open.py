@@ -106,10 +106,13 @@ class safe_open:  # noqa: N801 - safetensors' name
 
 class SafeSlice:
     """A tensor to index: ``f.get_slice("w")[:, 2:4]`` reads only the box
-    [0, rows) x [2, 4). Indexing is numpy's basic indexing with positive
-    steps (integers, negative ones too, slices, ..., None), as safetensors
-    gives with torch; refused: negative or zero steps, and advanced
-    indexing (lists, arrays, booleans). Packed sub-byte dtypes (F4, F6)
+    [0, rows) x [2, 4). Basic indexing (integers, negative ones too, slices
+    with positive steps, ..., None) reads only its box. With torch, every
+    index torch takes is taken, as safetensors does: advanced indexing
+    (lists, arrays, tensors, booleans) reads the whole tensor and indexes
+    it, and a refused index raises torch's error word for word (SliceError,
+    also of torch's exception type). numpy refuses negative or zero steps
+    and advanced indexing (SliceError). Packed sub-byte dtypes (F4, F6)
     cannot be sliced (DtypeError)."""
 
     def __init__(self, fw, device, ckpt, meta):
@@ -140,7 +143,15 @@ class SafeSlice:
         if m.dtype in _dtypes.SUBBYTE_BITS:
             raise _dtypes.dtype_error(m.name, m.dtype, "is packed: it cannot "
                                       "be sliced")
-        box, post = _index.normalize(key, m.shape)
+        fw.index_check(m.shape, key)
+        try:
+            box, post = _index.normalize(key, m.shape)
+        except _errors.SliceError:
+            if not fw.advanced_indexing:
+                raise
+            # an index torch takes and no box holds: the whole tensor
+            return fw.deliver(fw.contiguous(self._read_whole()[key]),
+                              self._device)
         shape = tuple(b - a for a, b in box)
         if not shape:  # a scalar
             t = self._read_whole()

@@ -10,7 +10,7 @@ ml_dtypes is installed; without it load_file and load raise DtypeError as
 safetensors does (ringload.load gives raw uint16 / uint8 arrays); F4 / F6
 give their packed bytes (docs/python.md).
 """
-from . import _core, _dtypes, _errors, _lib
+from . import _bytes, _core, _dtypes, _errors, _lib
 
 
 class _Numpy:
@@ -36,9 +36,9 @@ class _Numpy:
         """Validates a device argument: numpy arrays live on the CPU."""
         if device is None or device == "cpu":
             return None
-        raise _errors.DeviceError(
-            _lib.RL_E_INVALID_ARG, f"device {device!r} is not supported for "
-            "framework numpy (numpy arrays live on the CPU)")
+        raise _errors.DeviceError(  # safetensors' words first
+            _lib.RL_E_INVALID_ARG, f"Device {device} is not supported for "
+            f"framework numpy (given {device!r}: numpy arrays live on the CPU)")
 
     def deliver(self, t, device):
         """Returns t: numpy results stay on the host."""
@@ -47,6 +47,11 @@ class _Numpy:
     def contiguous(self, t):
         """Returns t, or a C-contiguous copy of it."""
         return t if t.flags.c_contiguous else t.copy(order="C")
+
+    advanced_indexing = False  # get_slice: basic indexing only
+
+    def index_check(self, shape, key):
+        """Nothing: _index.normalize checks numpy's indexes."""
 
     def load(self, job, devices):
         """Loads job; returns {device_id: {name: array}} (zero-copy)."""
@@ -74,3 +79,10 @@ def load_file(filename, *, sha256=None):
     """
     return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256)
 
+
+@_core.frees_on_error
+def load(data):
+    """Loads every tensor of a safetensors file given as bytes (bytearray
+    and memoryview too) as numpy arrays, as safetensors.numpy.load:
+    {name: numpy.ndarray} in sorted name order, the errors of load_file."""
+    return _bytes.load_bytes(FRAMEWORK.drop_in, data)

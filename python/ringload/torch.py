@@ -21,11 +21,15 @@ import collections
 
 import torch
 
-from . import _core, _dtypes, _errors, _lib, _stream
+from . import _bytes, _core, _dtypes, _errors, _index, _lib, _stream
 
 
 def _device_error(device, why):
-    return _errors.DeviceError(_lib.RL_E_INVALID_ARG, f"device {device!r} {why}")
+    # safetensors' words ("device foo is invalid"), and the value as given
+    msg = f"device {device} {why}"
+    if repr(device) not in msg:
+        msg += f" (given {device!r})"
+    return _errors.DeviceError(_lib.RL_E_INVALID_ARG, msg)
 
 
 def parse_device(device):
@@ -197,6 +201,17 @@ class _Torch:
         """Returns t, or a contiguous copy of it."""
         return t.contiguous()
 
+    advanced_indexing = True  # get_slice takes what torch takes
+
+    def index_check(self, shape, key):
+        """Raises torch's own error for an index a tensor of shape refuses
+        (as a SliceError): indexes a zero-stride tensor of that shape,
+        which holds no memory."""
+        try:
+            torch.empty((), dtype=torch.uint8).expand(tuple(shape))[key]
+        except (IndexError, ValueError, TypeError) as e:
+            raise _index.framework_error(e) from None
+
     def load(self, job, devices):
         """Loads job; returns {device_id: {name: tensor}} (see _deliver)."""
         return _deliver(job, devices)
@@ -226,3 +241,10 @@ def load_file(filename, device="cpu", *, sha256=None):
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
                             sha256)
 
+
+@_core.frees_on_error
+def load(data):
+    """Loads every tensor of a safetensors file given as bytes (bytearray
+    and memoryview too) as CPU torch tensors, as safetensors.torch.load:
+    {name: torch.Tensor} in sorted name order, the errors of load_file."""
+    return _bytes.load_bytes(FRAMEWORK, data)
