@@ -406,6 +406,9 @@ print-pydir:
 print-version:
 	@echo $(VERSION)
 
+print-venv-python:
+	@echo $(VENV_PYTHON)
+
 ifeq ($(SAN),)
 all: $(PY_LINK)
 endif
@@ -425,7 +428,7 @@ test: export RL_SAN := $(SAN)
 
 install: install-python
 uninstall: uninstall-python
-.PHONY: install-python uninstall-python print-pydir print-version
+.PHONY: install-python uninstall-python print-pydir print-version print-venv-python
 
 install-python: $(SHARED)
 	install -d $(DESTDIR)$(PYDIR)/ringload
