@@ -30,8 +30,10 @@ def framework_error(e, prefix=""):
 
 
 def _as_int(k):
-    # a bool, or an array / tensor of one element, is not an integer index
-    if isinstance(k, bool) or getattr(k, "ndim", 0):
+    # a bool (numpy's and torch's too: a mask), or an array / tensor of one
+    # element, is not an integer index
+    if isinstance(k, bool) or getattr(k, "ndim", 0) or \
+            "bool" in str(getattr(k, "dtype", "")):
         return None
     try:
         return operator.index(k)

@@ -235,9 +235,12 @@ INDEXES = [
     True, False, 1.0, "x", slice(1, 100), slice(5, 10), slice(-100, 100),
     slice(2, 1), (0, slice(-1, None)), (slice(None), [True, False, True]),
     (0, [0, 2]), (Ellipsis, None), (slice(None), slice(1, 3), slice(None, None, 3)),
-    (1, slice(0, 3, 2), -1), (slice(0.5, 2),),
+    (1, slice(0, 3, 2), -1), (slice(0.5, 2),), np.bool_(True), np.int8(-1),
 ]
 SCALAR_INDEXES = [(), Ellipsis, 0, slice(None), None, (None, Ellipsis)]
+# torch tensors as indexes (a 0-d bool one is a mask, not the integer 1)
+TORCH_INDEXES = [torch.tensor(True), torch.tensor(False), torch.tensor(1),
+                 torch.tensor([1, 0]), (0, torch.tensor(-1))]
 
 
 def _index_ids(idx):
@@ -260,7 +263,7 @@ def _both_slices(path, framework, name, index):
                 _outcome(lambda: theirs.get_slice(name)[their_index]))
 
 
-@pytest.mark.parametrize("index", INDEXES, ids=_index_ids)
+@pytest.mark.parametrize("index", INDEXES + TORCH_INDEXES, ids=_index_ids)
 def test_get_slice_with_torch_as_safetensors(pt_file, index):
     for name in ("float32.3d", "bfloat16.3d", "int8.3d"):
         a, b = _both_slices(pt_file, "pt", name, index)
