@@ -14,8 +14,10 @@ if [ -n "${RL_SAN:-}" ]; then
 	exit 0
 fi
 if [ -z "$py" ] || [ ! -x "$py" ]; then
+	log=${py%/bin/python}.log
+	why=$( [ -f "$log" ] && grep -v '^\s*$' "$log" | tail -n 1)
 	echo "skip python [venv]: no venv ${py:-(RL_VENV_PYTHON unset)}: make pydeps could not" \
-		"build it (no PyPI? its log: ${py%/bin/python}.log)"
+		"build it (${why:-no PyPI?}; log: $log)"
 	echo "0 passed, 0 failed, 1 skipped"
 	exit 0
 fi
