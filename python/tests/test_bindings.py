@@ -218,7 +218,8 @@ def test_make_install_into_a_temporary_prefix(tmp_path, small_ckpt):
 
 def _make_pydir(prefix):
     """The Makefile's PYDIR for PREFIX=prefix."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MAKE") and k != "LD_PRELOAD"}  # sanitizers'
     return subprocess.run(["make", "-s", "-C", ROOT, "--no-print-directory",
                            "print-pydir", f"PREFIX={prefix}"], capture_output=True,
                           text=True, check=True, env=env).stdout.strip()
