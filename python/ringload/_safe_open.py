@@ -97,6 +97,22 @@ class safe_open:  # noqa: N801 - safetensors' name
         t = self._fw.convert(loaded.raw(shard), name, shard.dtype, shard.box)
         return self._fw.deliver(t, self._device)
 
+    @_core.frees_on_error
+    def get_tensors(self):
+        """Returns every tensor, {name: tensor} in file order (offset_keys),
+        as safetensors' get_tensors: one load for them all, every dtype
+        checked before reading."""
+        ckpt = self._open()
+        for t in ckpt.tensors:
+            self._fw.check(t.name, t.dtype, t.shape)
+        spec = _handles.Spec()
+        try:
+            job = _core.Job(ckpt, spec, 0, "auto", None, None)
+            got = self._fw.load(job, {0: self._device}).get(0, {})
+        finally:
+            spec.close()
+        return {name: got[name] for name in self.offset_keys()}
+
     def get_slice(self, name):
         """Returns a slice object for tensor name: get_shape(), get_dtype()
         and [index], which reads only the box the index needs."""

@@ -169,6 +169,17 @@ def test_safe_open_get_tensor_every_dtype_and_shape(pt_file, framework):
         1 for f, _ in EXTENSIONS if f == "np") - 1)  # F4 has no 0-d tensor
 
 
+@pytest.mark.parametrize("framework", ["pt", "np"])
+def test_safe_open_get_tensors(pt_file, np_file, framework):
+    path = pt_file if framework == "pt" else np_file
+    with ringload.safe_open(path, framework) as ours, \
+            st.safe_open(path, framework) as theirs:
+        got, expect = ours.get_tensors(), theirs.get_tensors()
+    assert list(got) == list(expect)  # file order, as safetensors
+    for name in expect:
+        _same_tensor(got[name], expect[name], name)
+
+
 def _same_dicts(ours, theirs):
     assert list(ours) == sorted(theirs)
     for name in theirs:
