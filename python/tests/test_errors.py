@@ -171,10 +171,12 @@ def test_every_code_maps_to_its_group_class():
         cls = next(c for prefix, c in groups.items() if name.startswith(prefix))
         e = _errors.error(code, "msg")
         assert type(e) is cls, name
-        assert e.code == code and e.code_name == name and str(e) == "msg"
+        assert e.code == code and e.code_name == name and e.message == "msg"
+        assert str(e) == "msg" or cls is ringload.HeaderError and \
+            str(e).startswith("msg [safetensors: Error while deserializing header: ")
         assert e.strerror == _lib.text(_lib.rl_strerror(code))
         again = pickle.loads(pickle.dumps(e))
-        assert type(again) is cls and again.code == code and str(again) == "msg"
+        assert type(again) is cls and again.code == code and str(again) == str(e)
     # codes a newer library appends land in their group
     assert type(_errors.error(-5067, "x")) is ringload.HeaderError
     assert type(_errors.error(-5085, "x")) is ringload.LoadError

@@ -9,7 +9,9 @@ a user matches on, on fixtures that safetensors' own writer makes here:
 Where ringload gives more than safetensors, the test says so and checks
 that safetensors indeed refuses (EXTENSIONS; docs/python.md lists them).
 """
+import json
 import re
+import struct
 
 import numpy as np
 import pytest
@@ -324,6 +326,49 @@ def test_get_slice_with_numpy_as_safetensors(np_file, index):
     else:
         assert a[0] == "err", b[1]
         _same_failure(a[1], b[1], key, message=False)
+
+
+def _header(obj, data_bytes):
+    text = json.dumps(obj).encode()
+    return struct.pack("<Q", len(text)) + text + bytes(data_bytes)
+
+
+def _f32(offsets, shape=(1,), dtype="F32"):
+    return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
+
+
+# Malformed files, one per fault the header check finds.
+BAD_FILES = {
+    "too_small": b"\x01\x02",
+    "too_large": struct.pack("<Q", 1 << 40) + b"{}",
+    "length": struct.pack("<Q", 100) + b"{}",
+    "json": struct.pack("<Q", 5) + b"{nope",
+    "utf8": struct.pack("<Q", 9) + b'{"\xff": 1}',
+    "offset_gap": _header({"a": _f32((4, 8))}, 8),
+    "offset_back": _header({"a": _f32((0, 4)), "b": _f32((0, 4))}, 4),
+    "overflow": _header({"a": _f32((0, 4), (2 ** 62, 8))}, 4),
+    "misaligned": _header({"a": _f32((0, 2), (3,), "F4")}, 2),
+    "size": _header({"a": _f32((0, 8), (3,))}, 8),
+    "truncated": _header({"a": _f32((0, 16), (4,))}, 8),
+    "extra": _header({"a": _f32((0, 4))}, 8),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_header_errors_carry_safetensors_words(case, tmp_path):
+    path = str(tmp_path / f"{case}.safetensors")
+    with open(path, "wb") as f:
+        f.write(BAD_FILES[case])
+    for ours, theirs in ((lambda: ringload.safe_open(path, "pt"),
+                          lambda: st.safe_open(path, "pt")),
+                         (lambda: rnp.load(BAD_FILES[case]),
+                          lambda: stn.load(BAD_FILES[case]))):
+        a, b = _outcome(ours), _outcome(theirs)
+        assert (a[0], b[0]) == ("err", "err"), case
+        assert isinstance(a[1], ringload.HeaderError), case
+        # safetensors' words, less the tensor it names and where in the JSON
+        words = re.split(r" `| at line |: (?=[a-z])", str(b[1]).split(": ", 1)[1])[0]
+        assert words in str(a[1]), (case, str(b[1]), str(a[1]))
 
 
 def test_errors_as_safetensors(pt_file, tmp_path):
