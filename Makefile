@@ -376,7 +376,7 @@ clean:
 # make links the built library next to the package (PYTHONPATH=python works
 # from the build tree); pip install . / pip wheel . build it with the
 # Makefile and put the library inside the package (pyproject.toml,
-# python/build_backend.py); make install installs the package under PYDIR
+# python/backend/ringload_build.py); make install installs the package under PYDIR
 # with a link to the installed library. PYDIR is the dist-packages of
 # $(PYTHON) under PREFIX: on Debian's path for PREFIX /usr/local and /usr;
 # another PREFIX needs PYTHONPATH=PYDIR (docs/python.md).
