@@ -162,7 +162,7 @@ def frees_on_error(fn):
 
 
 
-def load_whole(fw, filename, device, sha256=None):
+def load_whole(fw, filename, device, sha256=None, backend="auto"):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
     Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
@@ -174,7 +174,7 @@ def load_whole(fw, filename, device, sha256=None):
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
-        out = fw.load(Job(ckpt, spec, 0, "auto", None, None, expected),
+        out = fw.load(Job(ckpt, spec, 0, backend, None, None, expected),
                       {0: device})
     finally:
         ckpt.close()

@@ -10,7 +10,7 @@ ml_dtypes is installed; without it load_file and load raise DtypeError as
 safetensors does (ringload.load gives raw uint16 / uint8 arrays); F4 / F6
 give their packed bytes (docs/python.md).
 """
-from . import _bytes, _core, _dtypes, _errors, _lib
+from . import _core, _dropin, _dtypes, _errors, _lib
 
 
 class _Numpy:
@@ -62,7 +62,7 @@ FRAMEWORK = _Numpy(raw=True)
 
 
 @_core.frees_on_error
-def load_file(filename, *, sha256=None):
+def load_file(filename, *, backend="mmap", sha256=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -73,11 +73,15 @@ def load_file(filename, *, sha256=None):
     F4/F6 tensor whose last dimension does not fill whole bytes, and for
     BF16 / F8 without ml_dtypes, as safetensors).
 
+    backend: safetensors' "mmap" (ringload reads: its "auto") or "pread",
+    or ringload's "auto", "io_uring", "libaio".
+
     sha256 (keyword only, not in safetensors): the expected SHA-256 of the
     checkpoint's files, as ringload.load takes it; a mismatch raises
     IntegrityError (RL_E_CHECKSUM) naming the file and both values.
     """
-    return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256)
+    return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256,
+                            _dropin.backend(backend))
 
 
 @_core.frees_on_error
@@ -85,4 +89,4 @@ def load(data):
     """Loads every tensor of a safetensors file given as bytes (bytearray
     and memoryview too) as numpy arrays, as safetensors.numpy.load:
     {name: numpy.ndarray} in sorted name order, the errors of load_file."""
-    return _bytes.load_bytes(FRAMEWORK.drop_in, data)
+    return _dropin.load_bytes(FRAMEWORK.drop_in, data)

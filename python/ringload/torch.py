@@ -21,7 +21,7 @@ import collections
 
 import torch
 
-from . import _bytes, _core, _dtypes, _errors, _index, _lib, _stream
+from . import _core, _dropin, _dtypes, _errors, _index, _lib, _stream
 
 
 def _device_error(device, why):
@@ -221,7 +221,7 @@ FRAMEWORK = _Torch()
 
 
 @_core.frees_on_error
-def load_file(filename, device="cpu", *, sha256=None):
+def load_file(filename, device="cpu", *, backend="mmap", sha256=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -232,6 +232,9 @@ def load_file(filename, device="cpu", *, sha256=None):
     a dtype this torch lacks (torch 1.13: U16/U32/U64, F8_*, F4, F6_*);
     DeviceError for an invalid or absent device.
 
+    backend: safetensors' "mmap" (ringload reads: its "auto") or "pread",
+    or ringload's "auto", "io_uring", "libaio".
+
     sha256 (keyword only, not in safetensors): {file: hex}, 64 hex digits
     (one-file checkpoints) or a SHA256SUMS path, as ringload.load; checked
     by the library as it reads (IntegrityError, RL_E_CHECKSUM, on a
@@ -239,7 +242,7 @@ def load_file(filename, device="cpu", *, sha256=None):
     (StateError).
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
-                            sha256)
+                            sha256, _dropin.backend(backend))
 
 
 @_core.frees_on_error
@@ -247,4 +250,4 @@ def load(data):
     """Loads every tensor of a safetensors file given as bytes (bytearray
     and memoryview too) as CPU torch tensors, as safetensors.torch.load:
     {name: torch.Tensor} in sorted name order, the errors of load_file."""
-    return _bytes.load_bytes(FRAMEWORK, data)
+    return _dropin.load_bytes(FRAMEWORK, data)

@@ -371,6 +371,34 @@ def test_header_errors_carry_safetensors_words(case, tmp_path):
         assert words in str(a[1]), (case, str(b[1]), str(a[1]))
 
 
+@pytest.mark.parametrize("backend", ["mmap", "pread", "io_uring", "libaio"])
+def test_backend_keyword(pt_file, np_file, backend):
+    theirs = "mmap" if backend in ("io_uring", "libaio") else backend
+    # (safetensors 0.8's pread backend fails on F4: its mmap reads alike)
+    _same_dicts(rpt.load_file(pt_file, backend=backend), stt.load_file(pt_file))
+    _same_dicts(rnp.load_file(np_file, backend=backend),
+                stn.load_file(np_file, backend=theirs))
+    with ringload.safe_open(pt_file, "pt", backend=backend) as ours, \
+            st.safe_open(pt_file, "pt", backend=theirs) as them:
+        _same_tensor(ours.get_tensor("int16.3d"), them.get_tensor("int16.3d"), backend)
+        _same_tensor(ours.get_slice("int16.3d")[1:, 2], them.get_slice("int16.3d")[1:, 2],
+                     backend)
+
+
+def test_bad_backend_as_safetensors(pt_file):
+    for call in (lambda m, b: m.safe_open(pt_file, "pt", backend=b),
+                 lambda m, b: (rpt if m is ringload else stt).load_file(pt_file, backend=b),
+                 lambda m, b: (rnp if m is ringload else stn).load_file(pt_file, backend=b)):
+        a, b = _outcome(lambda: call(ringload, "foo")), _outcome(lambda: call(st, "foo"))
+        assert 'backend "foo" is invalid (expected one of: "mmap", "pread"' in str(a[1])
+        assert str(b[1]).startswith('backend "foo" is invalid')
+        assert isinstance(a[1], ringload.ArgumentError)
+        for bad in (3, None):
+            a, b = _outcome(lambda: call(ringload, bad)), _outcome(lambda: call(st, bad))
+            assert type(a[1]) is type(b[1]) is TypeError and str(a[1]) == str(b[1])
+    assert ringload._handles.live_handles() == {}
+
+
 def test_errors_as_safetensors(pt_file, tmp_path):
     absent = str(tmp_path / "absent.safetensors")
     for ours, theirs in ((lambda: ringload.safe_open(absent, "pt"),
