@@ -14,7 +14,10 @@
 #   make bench      benchmark suite against fio (perf/)
 #   make demo       generate a sample checkpoint and load it (README's main job)
 #   make install    library, header, ringload.pc, ringload, rlperf, man pages and the
-#                   Python package under PREFIX
+#                   Python package under PREFIX (its dist-packages: PYDIR)
+#   make pydeps     the venv of PyPI packages the Python tests and benchmarks use
+#                   (python/requirements-test.txt), outside the clone; make test
+#                   runs the Python tests with it and with Debian's python3
 #   make deps       install missing Debian packages with apt-get
 #
 # Quiet by default; V=1 shows full commands.
@@ -26,6 +29,9 @@ BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
 BUILD ?= build
 SAN ?=
+# The version: api/ringload.h's three numbers, read by everything else.
+VERSION := $(shell sed -n 's/^\#define RINGLOAD_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' \
+	api/ringload.h | paste -sd.)
 
 CC ?= cc
 ifeq ($(origin CC),default)
@@ -102,7 +108,7 @@ MPI_PLUGIN := $(BUILD)/ringload-mpi.so
 MPI_BIN := $(BUILD)/tests/mpi_driver $(BUILD)/perf/mpi_bench
 endif
 
-.PHONY: all test check asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
+.PHONY: all test pydeps check asan tsan ubsan fuzz fuzz-ci fuzz-long fuzz-merge mutants bench demo install uninstall deps clean check-deps
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(EXAMPLE_BIN) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
@@ -319,7 +325,7 @@ demo: check-deps all
 # and LIBDIR must stay siblings for a prefix outside the loader's path
 # (else LD_LIBRARY_PATH=LIBDIR); rlperf links the library statically.
 MANPAGES := $(wildcard man/ringload.1 man/rlperf.1)
-install: $(STATIC) $(SHARED) $(TOOLS)
+install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libringload.a
@@ -334,7 +340,7 @@ install: $(STATIC) $(SHARED) $(TOOLS)
 		install -m 644 mpi/ringload_mpi.h $(DESTDIR)$(INCDIR)/ringload_mpi.h && \
 		install -m 755 $(MPI_PLUGIN) $(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
-		-e 's|@VERSION@|'$$(sed -n 's/.*RINGLOAD_VERSION_STRING "\(.*\)"/\1/p' api/ringload.h)'|' \
+		-e 's|@VERSION@|$(VERSION)|' \
 		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
 
 uninstall:
@@ -348,6 +354,7 @@ uninstall:
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \
 	libclang-rt-14-dev fio gnuplot-nox util-linux binutils python3 python3-numpy python3-pytest \
+	python3-venv \
 	python3-torch openmpi-bin libopenmpi-dev groff-base man-db time
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -367,13 +374,40 @@ clean:
 
 # ---- Python package: python/ringload, ctypes over libringload.so ----
 # make links the built library next to the package (PYTHONPATH=python works
-# from the build tree); make install installs the package under PYDIR with
-# a link to the installed library; the tests run as one program of run.sh
-# with $(PYTHON) (set above).
-PYDIR ?= $(PREFIX)/lib/python3/dist-packages
+# from the build tree); pip install . / pip wheel . build it with the
+# Makefile and put the library inside the package (pyproject.toml,
+# python/backend/ringload_build.py); make install installs the package under PYDIR
+# with a link to the installed library. PYDIR is the dist-packages of
+# $(PYTHON) under PREFIX: on Debian's path for PREFIX /usr/local and /usr;
+# another PREFIX needs PYTHONPATH=PYDIR (docs/python.md).
+# The tests run as two programs of run.sh: with $(PYTHON) (set above) and
+# with the venv of make pydeps ($(VENV_PYTHON)).
+PY_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PYDIR ?= $(PREFIX)/lib/python$(PY_VERSION)/dist-packages
 PY_LINK := python/ringload/libringload.so.0
 PY_LAYOUT := $(BUILD)/tests/py_layout
-PY_TESTS := python/tests/python-tests.sh
+PY_TESTS := python/tests/python-tests.sh python/tests/python-venv-tests.sh
+
+# The venv of PyPI packages (python/pydeps.sh), keyed by the requirements'
+# hash, in the user's cache: CI runs on one machine share it, a change of
+# the requirements builds another. RL_VENV overrides the path (an existing
+# venv there is used as it is).
+PY_REQS := python/requirements-test.txt
+RL_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ringload
+RL_VENV ?= $(RL_CACHE)/venv-$(shell sha256sum $(PY_REQS) | cut -c1-12)
+VENV_PYTHON := $(RL_VENV)/bin/python
+
+pydeps:
+	$(Q)python/pydeps.sh $(PY_REQS) $(RL_VENV)
+
+print-pydir:
+	@echo $(PYDIR)
+
+print-version:
+	@echo $(VERSION)
+
+print-venv-python:
+	@echo $(VENV_PYTHON)
 
 ifeq ($(SAN),)
 all: $(PY_LINK)
@@ -387,13 +421,14 @@ $(PY_LAYOUT): python/tests/layout.c api/ringload.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
-test: $(PY_LAYOUT)
+test: $(PY_LAYOUT) pydeps
 test: export RL_PYTHON := $(PYTHON)
+test: export RL_VENV_PYTHON := $(VENV_PYTHON)
 test: export RL_SAN := $(SAN)
 
 install: install-python
 uninstall: uninstall-python
-.PHONY: install-python uninstall-python
+.PHONY: install-python uninstall-python print-pydir print-version print-venv-python
 
 install-python: $(SHARED)
 	install -d $(DESTDIR)$(PYDIR)/ringload
@@ -403,8 +438,5 @@ install-python: $(SHARED)
 uninstall-python:
 	rm -rf $(DESTDIR)$(PYDIR)/ringload
 
-# ---- JAX / torch.distributed tests and the Python examples (examples/*.py),
-# on a Python with jax, torch >= 2.4 and safetensors (VENV_PYTHON) ----
-VENV_PYTHON ?= /root/.cache/ringload/venv-probe/bin/python
-PY_TESTS += python/tests/python-venv-tests.sh python/tests/python-examples.sh
-test: export RL_VENV_PYTHON := $(VENV_PYTHON)
+# The Python examples (examples/*.py) run on the venv too.
+PY_TESTS += python/tests/python-examples.sh

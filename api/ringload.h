@@ -41,13 +41,20 @@ extern "C" {
 /* Version                                                             */
 /* ------------------------------------------------------------------ */
 
+/* The one version of ringload: the Makefile (ringload.pc), the Python
+ * package (pyproject.toml, ringload.__version__), ringload --version and
+ * rlperf --version read these three lines; CHANGELOG.md's latest entry
+ * names the same (test_version checks them all). */
 #define RINGLOAD_VERSION_MAJOR 0
-#define RINGLOAD_VERSION_MINOR 1
+#define RINGLOAD_VERSION_MINOR 2
 #define RINGLOAD_VERSION_PATCH 0
 #define RINGLOAD_VERSION_NUMBER \
 	(RINGLOAD_VERSION_MAJOR * 10000 + RINGLOAD_VERSION_MINOR * 100 + \
 	 RINGLOAD_VERSION_PATCH)
-#define RINGLOAD_VERSION_STRING "0.1.0"
+#define RINGLOAD_STR_(x) #x
+#define RINGLOAD_STR(x) RINGLOAD_STR_(x)
+#define RINGLOAD_VERSION_STRING RINGLOAD_STR(RINGLOAD_VERSION_MAJOR) "." \
+	RINGLOAD_STR(RINGLOAD_VERSION_MINOR) "." RINGLOAD_STR(RINGLOAD_VERSION_PATCH)
 
 /* Returns RINGLOAD_VERSION_NUMBER of the library actually linked. */
 unsigned rl_version_number(void);

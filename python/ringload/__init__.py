@@ -23,7 +23,9 @@ from ._errors import (ArgumentError, CanceledError, CheckpointError,
 from ._errors import ArgumentTypeError
 from ._safe_open import SafeSlice, safe_open
 
-__version__ = "0.1.0"
+# api/ringload.h's version, as the library (built from it, and shipped
+# with the package by pip and make install) reports it.
+__version__ = _lib.text(_lib.rl_version_string())
 
 _MAX_DEVICE_ID = 2**32 - 1  # rl_device_info.id is a uint32_t
 

@@ -142,8 +142,8 @@ def framework(name):
     mod = _FRAMEWORKS.get(name) if isinstance(name, str) else None
     if mod is None:
         raise _errors.FrameworkError(
-            _lib.RL_E_INVALID_ARG, f"framework {name!r} is not supported: "
-            "use one of " + ", ".join(_FRAMEWORKS) +
+            _lib.RL_E_INVALID_ARG, f"framework {name} is invalid (given "
+            f"{name!r}): use one of " + ", ".join(_FRAMEWORKS) +
             " (tensorflow, flax/jax, mlx and paddle are not implemented)")
     return importlib.import_module(f"ringload.{mod}").FRAMEWORK
 
@@ -210,7 +210,8 @@ def run(fw, job, devices):
     return out
 
 
-def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
+def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
+               backend="auto"):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
     Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
@@ -226,7 +227,7 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False):
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec()
-        out = run(fw, Job(ckpt, spec, 0, "auto", None, None, expected,
+        out = run(fw, Job(ckpt, spec, 0, backend, None, None, expected,
                           stats, copy), {0: device})
     finally:
         ckpt.close()

@@ -1,14 +1,20 @@
 """Safetensors dtypes in numpy and torch (docs/python.md has the table).
 
 numpy holds BF16 and the F8 types only through ml_dtypes: when it is
-installed they get its types, otherwise raw unsigned views of the same width
-(BF16 -> uint16, F8_* -> uint8). F4 and F6 (sub-byte, packed) have no numpy
-or torch 1.13 type: numpy gets the packed bytes as uint8 along the last
-dimension, torch raises DtypeError.
+installed they get its types. Without it the safetensors drop-ins
+(numpy.load_file, numpy.load, safe_open "np") raise DtypeError as
+safetensors fails there (a TypeError "data type 'bfloat16' not
+understood", an AttributeError "module 'numpy' has no attribute
+'float8_e4m3fn'"), never raw integers that look like numbers; ringload.load
+(framework "np", its own API) gives raw unsigned views of the same width
+(BF16 -> uint16, F8_* -> uint8), as documented there. F4 and F6
+(sub-byte, packed) have no numpy type: numpy gets the packed bytes as uint8
+along the last dimension.
 
 torch gets its own dtype where the running torch has it (torch 1.13 has
-bfloat16 but no float8 and no uint16/32/64); otherwise DtypeError naming the
-tensor and the dtype.
+bfloat16 but no float8 and no uint16/32/64; torch 2.x has them all, and F4
+as float4_e2m1fn_x2, two values per element, as safetensors gives it);
+otherwise DtypeError naming the tensor and the dtype. F6 has no torch type.
 """
 import numpy as np
 
@@ -45,6 +51,7 @@ _TORCH = {
     "U64": "uint64", "C64": "complex64", "F8_E5M2": "float8_e5m2",
     "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu",
     "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F4": "float4_e2m1fn_x2",
 }
 
 
@@ -54,16 +61,39 @@ def dtype_error(name, dtype, why):
                               f"tensor '{name}': dtype {dtype} {why}")
 
 
+class _NumpyAttributeError(_errors.DtypeError, AttributeError):
+    """safetensors' AttributeError for an F8 dtype numpy lacks."""
+
+
+def _ml_dtype(dtype):
+    """The ml_dtypes type of dtype, or None (no ml_dtypes, or too old)."""
+    return getattr(_ml_dtypes, _NUMPY_ML[dtype][0], None) if _ml_dtypes else None
+
+
 def numpy_dtype(dtype):
     """Returns the numpy dtype that holds safetensors dtype (a name such as
-    "BF16"), or None for sub-byte dtypes (F4, F6_*)."""
+    "BF16"): ml_dtypes' for BF16 and F8, or without it an unsigned type of
+    the same width (element sizes only: numpy_shape refuses them); None for
+    sub-byte dtypes (F4, F6_*)."""
     if dtype in _NUMPY:
         return np.dtype(_NUMPY[dtype])
     if dtype in _NUMPY_ML:
-        attr, raw = _NUMPY_ML[dtype]
-        ml = getattr(_ml_dtypes, attr, None) if _ml_dtypes else None
-        return np.dtype(ml if ml is not None else raw)
+        ml = _ml_dtype(dtype)
+        return np.dtype(ml if ml is not None else _NUMPY_ML[dtype][1])
     return None
+
+
+def _numpy_lacks(name, dtype):
+    """The DtypeError for a BF16 / F8 tensor without ml_dtypes' type for it:
+    safetensors' exception type and words, and what to install."""
+    attr = _NUMPY_ML[dtype][0]
+    hint = "install ml_dtypes for numpy's bfloat16 and float8 types"
+    if dtype == "BF16":
+        return dtype_error(name, dtype, f"data type '{attr}' not understood "
+                           f"({hint})")
+    return _NumpyAttributeError(_lib.RL_E_INVALID_ARG, f"tensor '{name}': dtype "
+                                f"{dtype}: module 'numpy' has no attribute "
+                                f"'{attr}' ({hint})")
 
 
 _MAX = 1 << 63  # numpy's and torch's sizes are signed 64-bit
@@ -74,13 +104,15 @@ def _too_large(name, shape, framework):
                          f"{list(shape)} is too large for {framework}")
 
 
-def numpy_shape(name, dtype, shape):
+def numpy_shape(name, dtype, shape, raw=True):
     """Returns the numpy shape of a tensor: its own, or for sub-byte dtypes
     the packed bytes along the last dimension. Raises DtypeError when numpy
-    cannot hold it, ArgumentError (RL_E_TOO_LARGE) when the shape exceeds
-    numpy's limits (every dimension, and the bytes of the non-zero ones,
-    under 2^63)."""
+    cannot hold it (with raw false, also for BF16 / F8 without ml_dtypes),
+    ArgumentError (RL_E_TOO_LARGE) when the shape exceeds numpy's limits
+    (every dimension, and the bytes of the non-zero ones, under 2^63)."""
     bits = SUBBYTE_BITS.get(dtype)
+    if not raw and dtype in _NUMPY_ML and _ml_dtype(dtype) is None:
+        raise _numpy_lacks(name, dtype)
     if bits is None:
         out, size = tuple(shape), numpy_dtype(dtype).itemsize
     elif not shape or shape[-1] * bits % 8:
@@ -108,12 +140,22 @@ def torch_dtype(torch, name, dtype):
     return tdt
 
 
+def torch_shape(name, dtype, shape):
+    """Returns the torch shape of a tensor: its own, or for F4 (torch's
+    float4_e2m1fn_x2) the packed bytes along the last dimension, as
+    safetensors gives it; DtypeError when they are not whole bytes."""
+    if dtype in SUBBYTE_BITS:
+        return numpy_shape(name, dtype, shape)
+    return tuple(shape)
+
+
 def torch_check(torch, name, dtype, shape):
     """Raises DtypeError when the running torch has no dtype for tensor
     name, ArgumentError (RL_E_TOO_LARGE) for a dimension of 2^63 or more."""
     torch_dtype(torch, name, dtype)
     if any(d >= _MAX for d in shape):
         raise _too_large(name, shape, "torch")
+    torch_shape(name, dtype, shape)
 
 
 def _aligned(raw, itemsize):
@@ -124,11 +166,12 @@ def _aligned(raw, itemsize):
     return raw
 
 
-def to_numpy(raw, name, dtype, shape):
+def to_numpy(raw, name, dtype, shape, raw_ml=True):
     """Interprets raw (a uint8 array of the tensor's bytes, C order) as a
-    numpy array of the tensor's shape; a view when aligned."""
+    numpy array of the tensor's shape; a view when aligned. raw_ml: see
+    numpy_shape."""
     npdt = numpy_dtype(dtype)
-    shape = numpy_shape(name, dtype, shape)
+    shape = numpy_shape(name, dtype, shape, raw_ml)
     if npdt is None:
         return raw.reshape(shape)
     return _aligned(raw, npdt.itemsize).view(npdt).reshape(shape)
@@ -139,10 +182,12 @@ def to_torch(torch, raw, name, dtype, shape):
     shape, sharing raw's memory when aligned."""
     torch_check(torch, name, dtype, shape)
     tdt = torch_dtype(torch, name, dtype)
+    shape = torch_shape(name, dtype, shape)
     if not raw.size:
-        return torch.empty(tuple(shape), dtype=tdt)
+        return torch.empty(shape, dtype=tdt)
     # numpy's holder of the dtype has torch's element size (every dtype
     # torch holds is whole bytes); asking torch would build a tensor per
     # call, the larger part of building a checkpoint's tensors.
-    t = torch.from_numpy(_aligned(raw, numpy_dtype(dtype).itemsize))
-    return t.view(tdt).reshape(tuple(shape))
+    npdt = numpy_dtype(dtype)
+    t = torch.from_numpy(_aligned(raw, npdt.itemsize if npdt else 1))
+    return t.view(tdt).reshape(shape)

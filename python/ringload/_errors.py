@@ -35,7 +35,32 @@ class Error(Exception):
 class HeaderError(Error):
     """A safetensors file is malformed or truncated (RL_E_HEADER_*, offsets,
     overflow, sizes, RL_E_TRUNCATED): the safetensors reference rejects the
-    same files."""
+    same files. str() adds safetensors' words for the same fault (what a
+    user matches on) to the library's message."""
+
+    def __str__(self):
+        words = _SAFETENSORS_WORDS.get(self.code_name)
+        if words is None:
+            return self.message
+        return (f"{self.message} [safetensors: Error while deserializing "
+                f"header: {words}]")
+
+
+# safetensors 0.8's words for the header faults (test_parity compares them)
+_SAFETENSORS_WORDS = {
+    "RL_E_HEADER_TOO_SMALL": "header too small",
+    "RL_E_HEADER_TOO_LARGE": "header too large",
+    "RL_E_HEADER_LENGTH": "invalid header length",
+    "RL_E_HEADER_UTF8": "invalid UTF-8 in header",
+    "RL_E_HEADER_JSON": "invalid JSON in header",
+    "RL_E_INVALID_OFFSET": "invalid offset for tensor",
+    "RL_E_OVERFLOW": "overflow computing buffer size from shape and/or element type",
+    "RL_E_MISALIGNED": "The slice is slicing for subbytes dtypes, and the slice "
+                       "does not end up at a byte boundary, this is invalid.",
+    "RL_E_SIZE_MISMATCH": "invalid shape, data type, or offset for tensor",
+    "RL_E_INCOMPLETE": "incomplete metadata, file not fully covered",
+    "RL_E_TRUNCATED": "incomplete metadata, file not fully covered",
+}
 
 
 class CheckpointError(Error):

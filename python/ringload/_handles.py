@@ -206,7 +206,7 @@ class Checkpoint(_Handle, kind="ckpt"):
         if t is None:
             raise _errors.TensorNotFoundError(
                 _lib.RL_E_MISSING_TENSOR,
-                f"{self.path}: tensor '{name}' not found")
+                f"{self.path}: File does not contain tensor {name}")
         return t
 
 

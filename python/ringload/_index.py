@@ -16,8 +16,24 @@ def _slice_error(msg):
     return _errors.SliceError(_lib.RL_E_INVALID_ARG, f"get_slice: {msg}")
 
 
+class _SliceTypeError(_errors.SliceError, TypeError):
+    """A framework's TypeError for an index (torch: a str)."""
+
+
+def framework_error(e, prefix=""):
+    """The SliceError for a framework's (or Python's) own IndexError,
+    ValueError or TypeError about an index: its message word for word after
+    prefix, and a subclass of its type too (safetensors' get_slice with
+    torch raises torch's)."""
+    cls = _SliceTypeError if isinstance(e, TypeError) else _errors.SliceError
+    return cls(_lib.RL_E_INVALID_ARG, f"{prefix}{e}")
+
+
 def _as_int(k):
-    if isinstance(k, bool):
+    # a bool (numpy's and torch's too: a mask), or an array / tensor of one
+    # element, is not an integer index
+    if isinstance(k, bool) or getattr(k, "ndim", 0) or \
+            "bool" in str(getattr(k, "dtype", "")):
         return None
     try:
         return operator.index(k)
@@ -85,5 +101,5 @@ def normalize(key, shape):
     except (TypeError, ValueError) as e:
         if isinstance(e, _errors.Error):
             raise
-        raise _slice_error(str(e)) from None
+        raise framework_error(e, "get_slice: ") from None
     return box, tuple(post)

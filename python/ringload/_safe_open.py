@@ -6,17 +6,17 @@ hold nothing of the library.
 """
 import numpy as np
 
-from . import _core, _dtypes, _errors, _handles, _index, _lib, _sha256
+from . import _core, _dropin, _dtypes, _errors, _handles, _index, _lib, _sha256
 
 
-def _single(ckpt, spec_dict):
+def _single(ckpt, spec_dict, backend):
     """Loads the one shard spec_dict selects; returns (Loaded, shard). The
     Hugging Face cache's blob names were checked at open (this partial
     read could not check them: no warning)."""
     spec = _handles.Spec(spec_dict)
     try:
         loaded = _core.load_into_numpy(
-            _core.Job(ckpt, spec, 0, "auto", {"sha256_hf": 0}, None))
+            _core.Job(ckpt, spec, 0, backend, {"sha256_hf": 0}, None))
     finally:
         spec.close()
     return loaded, loaded.shards[0]
@@ -31,7 +31,9 @@ class safe_open:  # noqa: N801 - safetensors' name
     "cuda", "cuda:N", an int N or a torch.device (torch only; numpy takes
     "cpu"). filename may also be a directory of .safetensors files or a
     model.safetensors.index.json. Use it as a context manager; after the
-    with block (or close()) the methods raise StateError.
+    with block (or close()) the methods raise StateError. backend (keyword
+    only): safetensors' "mmap" (ringload reads: its "auto") or "pread", or
+    ringload's "auto", "io_uring", "libaio".
 
     sha256 (keyword only, not in safetensors): expected SHA-256 values of
     the checkpoint's files ({file: hex}, 64 hex digits for a one-file
@@ -47,9 +49,12 @@ class safe_open:  # noqa: N801 - safetensors' name
     opened, which was before the hash).
     """
 
-    def __init__(self, filename, framework, device="cpu", *, sha256=None):
-        self._fw = _core.framework(framework)
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap",
+                 sha256=None):
+        fw = _core.framework(framework)
+        self._fw = getattr(fw, "drop_in", fw)  # numpy: safetensors' dtypes
         self._device = self._fw.device(device)
+        self._backend = _dropin.backend(backend)
         self._ckpt = _handles.Checkpoint(filename)
         try:
             _sha256.verify_files(self._ckpt, _sha256.resolve(self._ckpt, sha256))
@@ -97,27 +102,47 @@ class safe_open:  # noqa: N801 - safetensors' name
         ckpt = self._open()
         meta = ckpt.tensor(name)
         self._fw.check(name, meta.dtype, meta.shape)
-        loaded, shard = _single(ckpt, {"tensors": [name]})
+        loaded, shard = _single(ckpt, {"tensors": [name]}, self._backend)
         t = self._fw.convert(loaded.raw(shard), name, shard.dtype, shard.box)
         return self._fw.deliver(t, self._device)
+
+    @_core.frees_on_error
+    def get_tensors(self):
+        """Returns every tensor, {name: tensor} in file order (offset_keys),
+        as safetensors' get_tensors: one load for them all, every dtype
+        checked before reading."""
+        ckpt = self._open()
+        for t in ckpt.tensors:
+            self._fw.check(t.name, t.dtype, t.shape)
+        spec = _handles.Spec()
+        try:
+            job = _core.Job(ckpt, spec, 0, self._backend, None, None)
+            got = self._fw.load(job, {0: self._device}).get(0, {})
+        finally:
+            spec.close()
+        return {name: got[name] for name in self.offset_keys()}
 
     def get_slice(self, name):
         """Returns a slice object for tensor name: get_shape(), get_dtype()
         and [index], which reads only the box the index needs."""
         return SafeSlice(self._fw, self._device, self._open(),
-                         self._open().tensor(name))
+                         self._open().tensor(name), self._backend)
 
 
 class SafeSlice:
     """A tensor to index: ``f.get_slice("w")[:, 2:4]`` reads only the box
-    [0, rows) x [2, 4). Indexing is numpy's basic indexing with positive
-    steps (integers, negative ones too, slices, ..., None), as safetensors
-    gives with torch; refused: negative or zero steps, and advanced
-    indexing (lists, arrays, booleans). Packed sub-byte dtypes (F4, F6)
+    [0, rows) x [2, 4). Basic indexing (integers, negative ones too, slices
+    with positive steps, ..., None) reads only its box. With torch, every
+    index torch takes is taken, as safetensors does: advanced indexing
+    (lists, arrays, tensors, booleans) reads the whole tensor and indexes
+    it, and a refused index raises torch's error word for word (SliceError,
+    also of torch's exception type). numpy refuses negative or zero steps
+    and advanced indexing (SliceError). Packed sub-byte dtypes (F4, F6)
     cannot be sliced (DtypeError)."""
 
-    def __init__(self, fw, device, ckpt, meta):
+    def __init__(self, fw, device, ckpt, meta, backend="auto"):
         self._fw, self._device, self._ckpt, self._meta = fw, device, ckpt, meta
+        self._backend = backend
 
     def get_shape(self):
         """Returns the full tensor's shape as a list."""
@@ -144,7 +169,15 @@ class SafeSlice:
         if m.dtype in _dtypes.SUBBYTE_BITS:
             raise _dtypes.dtype_error(m.name, m.dtype, "is packed: it cannot "
                                       "be sliced")
-        box, post = _index.normalize(key, m.shape)
+        fw.index_check(m.shape, key)
+        try:
+            box, post = _index.normalize(key, m.shape)
+        except _errors.SliceError:
+            if not fw.advanced_indexing:
+                raise
+            # an index torch takes and no box holds: the whole tensor
+            return fw.deliver(fw.contiguous(self._read_whole()[key]),
+                              self._device)
         shape = tuple(b - a for a, b in box)
         if not shape:  # a scalar
             t = self._read_whole()
@@ -156,7 +189,8 @@ class SafeSlice:
         return fw.deliver(fw.contiguous(t[post + (Ellipsis,)]), self._device)
 
     def _read_whole(self):
-        loaded, s = _single(self._ckpt, {"tensors": [self._meta.name]})
+        loaded, s = _single(self._ckpt, {"tensors": [self._meta.name]},
+                            self._backend)
         return self._fw.convert(loaded.raw(s), s.name, s.dtype, s.box)
 
     def _read_box(self, box, shape):
@@ -164,5 +198,5 @@ class SafeSlice:
         target = {"name": name, "source": self._meta.name,
                   "slice": [list(b) for b in box]}
         loaded, s = _single(self._ckpt, {"targets": [target],
-                                         "tensors": [name]})
+                                         "tensors": [name]}, self._backend)
         return self._fw.convert(loaded.raw(s), self._meta.name, s.dtype, shape)

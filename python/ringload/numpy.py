@@ -6,33 +6,40 @@
 The arrays are zero-copy views of the library's staging (one area for the
 whole checkpoint): any one of them keeps that whole area alive; copy() an
 array to keep it alone, or pass copy=True for arrays that own their memory
-(the staging is freed before load_file returns). BF16 and F8 tensors are ml_dtypes arrays when
-ml_dtypes is installed, raw uint16 / uint8 arrays otherwise; F4 / F6 give
-their packed bytes (docs/python.md).
+(the staging is freed before load_file returns). BF16 and F8 tensors are
+ml_dtypes arrays when ml_dtypes is installed; without it load_file and load
+raise DtypeError as safetensors does (ringload.load gives raw uint16 /
+uint8 arrays); F4 / F6 give their packed bytes (docs/python.md).
 """
-from . import _core, _dtypes, _errors, _lib
+from . import _core, _dropin, _dtypes, _errors, _lib
 
 
 class _Numpy:
-    """The numpy adapter: conversion from staging bytes, devices (CPU)."""
+    """The numpy adapter: conversion from staging bytes, devices (CPU).
+    raw: BF16 / F8 without ml_dtypes as raw unsigned arrays (ringload.load)
+    rather than safetensors' errors (the drop-ins: drop_in)."""
     name = "numpy"
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.drop_in = self if not raw else _Numpy(raw=False)
 
     def check(self, name, dtype, shape):
         """Raises DtypeError when numpy cannot hold tensor name
         (ArgumentError when its shape is too large)."""
-        _dtypes.numpy_shape(name, dtype, shape)
+        _dtypes.numpy_shape(name, dtype, shape, self.raw)
 
     def convert(self, raw, name, dtype, shape):
         """Returns raw (uint8 bytes) as an array of dtype and shape."""
-        return _dtypes.to_numpy(raw, name, dtype, shape)
+        return _dtypes.to_numpy(raw, name, dtype, shape, self.raw)
 
     def device(self, device):
         """Validates a device argument: numpy arrays live on the CPU."""
         if device is None or device == "cpu":
             return None
-        raise _errors.DeviceError(
-            _lib.RL_E_INVALID_ARG, f"device {device!r} is not supported for "
-            "framework numpy (numpy arrays live on the CPU)")
+        raise _errors.DeviceError(  # safetensors' words first
+            _lib.RL_E_INVALID_ARG, f"Device {device} is not supported for "
+            f"framework numpy (given {device!r}: numpy arrays live on the CPU)")
 
     def deliver(self, t, device):
         """Returns t: numpy results stay on the host."""
@@ -46,16 +53,22 @@ class _Numpy:
         """Returns a copy of t that owns its memory."""
         return t.copy()
 
+    advanced_indexing = False  # get_slice: basic indexing only
+
+    def index_check(self, shape, key):
+        """Nothing: _index.normalize checks numpy's indexes."""
+
     def load(self, job, devices):
         """Loads job; returns {device_id: {name: array}} (zero-copy)."""
         return _core.materialize(self, _core.load_library(job), devices)
 
 
-FRAMEWORK = _Numpy()
+FRAMEWORK = _Numpy(raw=True)
 
 
 @_core.frees_on_error
-def load_file(filename, *, sha256=None, stats=None, copy=False):
+def load_file(filename, *, backend="mmap", sha256=None, stats=None,
+              copy=False):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -63,7 +76,11 @@ def load_file(filename, *, sha256=None, stats=None, copy=False):
     {name: numpy.ndarray} in sorted name order. Raises an ringload.Error
     subclass carrying the C error code and message (HeaderError for a
     malformed file, FileNotFoundError-derived SysError, DtypeError for an
-    F4/F6 tensor whose last dimension does not fill whole bytes).
+    F4/F6 tensor whose last dimension does not fill whole bytes, and for
+    BF16 / F8 without ml_dtypes, as safetensors).
+
+    backend: safetensors' "mmap" (ringload reads: its "auto") or "pread",
+    or ringload's "auto", "io_uring", "libaio".
 
     sha256 (keyword only, not in safetensors): the expected SHA-256 of the
     checkpoint's files, as ringload.load takes it; a mismatch raises
@@ -73,4 +90,13 @@ def load_file(filename, *, sha256=None, stats=None, copy=False):
     ringload.load fills it. copy (keyword only): True gives arrays that own
     their memory (the staging is freed before load_file returns).
     """
-    return _core.load_whole(FRAMEWORK, filename, None, sha256, stats, copy)
+    return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256,
+                            stats, copy, _dropin.backend(backend))
+
+
+@_core.frees_on_error
+def load(data):
+    """Loads every tensor of a safetensors file given as bytes (bytearray
+    and memoryview too) as numpy arrays, as safetensors.numpy.load:
+    {name: numpy.ndarray} in sorted name order, the errors of load_file."""
+    return _dropin.load_bytes(FRAMEWORK.drop_in, data)

@@ -22,11 +22,16 @@ import collections
 
 import torch
 
-from . import _core, _dtypes, _errors, _handles, _lib, _stream
+from . import (_core, _dropin, _dtypes, _errors, _handles, _index, _lib,
+               _stream)
 
 
 def _device_error(device, why):
-    return _errors.DeviceError(_lib.RL_E_INVALID_ARG, f"device {device!r} {why}")
+    # safetensors' words ("device foo is invalid"), and the value as given
+    msg = f"device {device} {why}"
+    if repr(device) not in msg:
+        msg += f" (given {device!r})"
+    return _errors.DeviceError(_lib.RL_E_INVALID_ARG, msg)
 
 
 def parse_device(device):
@@ -120,9 +125,10 @@ class _Copier:
 def _shaped(u8, shard):
     """The shard's bytes (a uint8 tensor) as its dtype and box shape."""
     tdt = _dtypes.torch_dtype(torch, shard.name, shard.dtype)
+    shape = _dtypes.torch_shape(shard.name, shard.dtype, shard.box)
     if not u8.numel():
-        return torch.empty(shard.box, dtype=tdt, device=u8.device)
-    return u8.view(tdt).reshape(shard.box)
+        return torch.empty(shape, dtype=tdt, device=u8.device)
+    return u8.view(tdt).reshape(shape)
 
 
 def _deliver_streaming(job, devices, cuda):
@@ -205,6 +211,17 @@ class _Torch:
         """Returns a copy of t that owns its memory."""
         return t.clone()
 
+    advanced_indexing = True  # get_slice takes what torch takes
+
+    def index_check(self, shape, key):
+        """Raises torch's own error for an index a tensor of shape refuses
+        (as a SliceError): indexes a zero-stride tensor of that shape,
+        which holds no memory."""
+        try:
+            torch.empty((), dtype=torch.uint8).expand(tuple(shape))[key]
+        except (IndexError, ValueError, TypeError) as e:
+            raise _index.framework_error(e) from None
+
     def load(self, job, devices):
         """Loads job; returns {device_id: {name: tensor}} (see _deliver)."""
         return _deliver(job, devices)
@@ -214,8 +231,8 @@ FRAMEWORK = _Torch()
 
 
 @_core.frees_on_error
-def load_file(filename, device="cpu", *, sha256=None, stats=None,
-              copy=False):
+def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
+              stats=None, copy=False):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -225,6 +242,9 @@ def load_file(filename, device="cpu", *, sha256=None, stats=None,
     carrying the C error code and message; DtypeError (before reading) for
     a dtype this torch lacks (torch 1.13: U16/U32/U64, F8_*, F4, F6_*);
     DeviceError for an invalid or absent device.
+
+    backend: safetensors' "mmap" (ringload reads: its "auto") or "pread",
+    or ringload's "auto", "io_uring", "libaio".
 
     sha256 (keyword only, not in safetensors): {file: hex}, 64 hex digits
     (one-file checkpoints) or a SHA256SUMS path, as ringload.load; checked
@@ -237,7 +257,7 @@ def load_file(filename, device="cpu", *, sha256=None, stats=None,
     that own their memory (the staging is freed before load_file returns).
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
-                            sha256, stats, copy)
+                            sha256, stats, copy, _dropin.backend(backend))
 
 
 # ---- Loads across the ranks of a torch.distributed group (_dist) ----
@@ -445,10 +465,33 @@ def _load_read_once(filename, sharding, group, job_args, batch_bytes):
             for dev, shards in mine.items()}, stats
 
 
+def load(data, sharding=None, **kwargs):
+    """Two forms. load(data), data a whole safetensors file as bytes
+    (bytearray and memoryview too), is safetensors.torch.load: {name: CPU
+    tensor} in sorted name order, the errors of load_file. load(filename,
+    sharding=None, *, process_group=None, read_once=False, ...) is the
+    sharded load of a torch.distributed group (_load_group). Anything else
+    (None, a number) is safetensors' TypeError."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        if sharding is not None or kwargs:
+            raise _errors.ArgumentError(
+                _lib.RL_E_INVALID_ARG, "load(bytes) takes no other argument")
+        return _load_bytes(data)
+    if data is None or isinstance(data, (int, float)):
+        return _dropin.load_bytes(FRAMEWORK, data)  # safetensors' TypeError
+    return _load_group(data, sharding, **kwargs)
+
+
 @_core.frees_on_error
-def load(filename, sharding=None, *, process_group=None, read_once=False,
-         device_map=None, backend="auto", options=None, progress=None,
-         sha256=None, batch_bytes=256 << 20, stats=None):
+def _load_bytes(data):
+    return _dropin.load_bytes(FRAMEWORK, data)
+
+
+@_core.frees_on_error
+def _load_group(filename, sharding=None, *, process_group=None,
+                read_once=False, device_map=None, backend="auto",
+                options=None, progress=None, sha256=None,
+                batch_bytes=256 << 20, stats=None):
     """ringload.load(framework="pt") for the ranks of a torch.distributed
     group: the spec's process is the rank in process_group (None: the
     default group; without torch.distributed set up, process 0).
@@ -480,8 +523,8 @@ def load(filename, sharding=None, *, process_group=None, read_once=False,
                                   (backend, options, sha256), batch_bytes)
         if stats is not None:
             stats.update(st)
-        devices = {int(k): FRAMEWORK.device(v)
-                   for k, v in (device_map or {}).items()}
+        devices = {_handles.integer("device_map key", k, 0, 2**32 - 1):
+                   FRAMEWORK.device(v) for k, v in (device_map or {}).items()}
         return {dev: {n: FRAMEWORK.deliver(t, devices.get(dev))
                       for n, t in ts.items()} for dev, ts in out.items()}
     rank = dist.get_rank(process_group)

@@ -22,6 +22,21 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA device (skipped when "
         "torch.cuda.is_available() is false)")
+    config.addinivalue_line(
+        "markers", "venv: needs the PyPI packages of make pydeps (run only "
+        "by python-venv-tests.sh)")
+
+
+# Modules of tests marked "venv" as a whole, which import what only the venv
+# has: the system run (-m "not venv") does not even collect them.
+VENV_MODULES = {"test_compat.py", "test_packaging.py", "test_parity.py"}
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Leaves VENV_MODULES out of a run that deselects "venv"."""
+    if config.getoption("markexpr") == "not venv":
+        return collection_path.name in VENV_MODULES or None
+    return None
 
 
 def build_dir():

@@ -39,9 +39,21 @@ def numpy_expect(dtype, shape):
     return np.dtype(ml if ml is not None else raw), tuple(shape)
 
 
-def torch_expect(torch, dtype):
-    """The torch dtype ringload.torch must give, or None (DtypeError)."""
+def torch_expect(torch, dtype, shape=None):
+    """The torch dtype ringload.torch must give, or None (DtypeError). F4
+    (torch 2.x's float4_e2m1fn_x2, two values an element) only with a
+    shape whose last dimension is even."""
+    if dtype == "F4":
+        if not shape or shape[-1] % 2:
+            return None
+        return getattr(torch, "float4_e2m1fn_x2", None)
     return getattr(torch, _TORCH.get(dtype, "-"), None)
+
+
+def torch_shape(dtype, shape):
+    """The shape of ringload.torch's tensor: F4's last dimension halved."""
+    shape = tuple(shape)
+    return shape[:-1] + (shape[-1] // 2,) if dtype == "F4" else shape
 
 
 def as_bytes(t):
@@ -107,3 +119,25 @@ def devices_of(spec, process):
     ids = mesh.get("devices", list(range(ndev)))
     procs = mesh.get("process_of_device", [0] * ndev)
     return [d for d, p in zip(ids, procs) if p == process]
+
+
+def numpy_refuses(dtype):
+    """True when the numpy drop-ins (ringload.numpy.load_file, safe_open
+    "np") refuse dtype, as safetensors: BF16 / F8 without ml_dtypes."""
+    return dtype in _ML and getattr(ml_dtypes, _ML[dtype], None) is None
+
+
+def numpy_load_file(path):
+    """ringload.numpy.load_file(path) where numpy holds every dtype (with
+    ml_dtypes), else ringload.load's numpy results in name order (BF16 / F8
+    as raw unsigned arrays): the same bytes either way, for the tests that
+    check bytes (test_errors checks the drop-ins' refusal)."""
+    import ringload
+    import ringload.numpy
+    try:
+        return ringload.numpy.load_file(path)
+    except ringload.DtypeError as e:
+        if "ml_dtypes" not in str(e):
+            raise
+    got = ringload.load(path, framework="np")[0]
+    return {name: got[name] for name in sorted(got)}

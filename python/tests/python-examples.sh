@@ -3,12 +3,11 @@
 # tests/run.sh: one line per example ("ok", "FAIL" with its output, or
 # "skip: why" when RL_VENV_PYTHON lacks a module its "# needs:" line names),
 # then "N passed, N failed, N skipped". The examples need torch >= 2.4, jax
-# and safetensors: RL_VENV_PYTHON (the Makefile's VENV_PYTHON), default
-# /root/.cache/ringload/venv-probe/bin/python.
+# and safetensors: RL_VENV_PYTHON (the Makefile's VENV_PYTHON, make pydeps).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-py=${RL_VENV_PYTHON:-/root/.cache/ringload/venv-probe/bin/python}
+py=${RL_VENV_PYTHON:-}
 build=${RL_BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 export RINGLOAD_LIB=$build/libringload.so.0

@@ -11,7 +11,7 @@ build=${RL_BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 
 if ! "$py" -c 'import numpy, pytest' 2>/dev/null; then
-	echo "skip python: needs $py with numpy and pytest (make deps installs python3-numpy and python3-pytest)"
+	echo "skip python [${RL_PY_LABEL:-system}]: needs $py with numpy and pytest (make deps installs python3-numpy and python3-pytest)"
 	echo "0 passed, 0 failed, 1 skipped"
 	exit 0
 fi
@@ -29,4 +29,9 @@ tsan)
 esac
 export RINGLOAD_LIB=$build/libringload.so.0 RL_BUILD=$build
 export PYTHONPATH=$root/python PYTHONDONTWRITEBYTECODE=1
+# Lines are labelled with the interpreter ([system]: $py; [venv]: the venv
+# of make pydeps, which alone runs the tests marked "venv").
+export RL_PY_LABEL=${RL_PY_LABEL:-system}
+[ $# -gt 0 ] || set -- "$here"
+[ "$RL_PY_LABEL" = venv ] || set -- -m "not venv" "$@"
 exec "$py" "$here/runner.py" "$@"

@@ -10,6 +10,23 @@ import sys
 
 import pytest
 
+# Each line names the interpreter it ran with (python-tests.sh: "system",
+# "venv"), as make test runs the tests with both.
+LABEL = f"[{os.environ['RL_PY_LABEL']}] " if os.environ.get("RL_PY_LABEL") else ""
+
+
+def _versions():
+    """One line: the interpreter and the versions of numpy and torch."""
+    from importlib import metadata
+
+    def version(pkg):
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return "none"
+    return (f"# {LABEL}{sys.executable}: python {sys.version.split()[0]}, "
+            f"numpy {version('numpy')}, torch {version('torch')}")
+
 
 class HarnessReport:
     """A pytest plugin printing the harness's lines."""
@@ -22,7 +39,7 @@ class HarnessReport:
         print(text, file=self.out, flush=True)
 
     def _line(self, status, report, extra=""):
-        self._print(f"{status} {report.nodeid.split('::', 1)[-1]}{extra}")
+        self._print(f"{status} {LABEL}{report.nodeid.split('::', 1)[-1]}{extra}")
 
     def pytest_runtest_logreport(self, report):
         """One line per test: its call phase, or a failing setup/teardown."""
@@ -47,10 +64,11 @@ class HarnessReport:
         if report.skipped and isinstance(report.longrepr, tuple):
             self.counts["skipped"] += 1
             why = report.longrepr[2].removeprefix("Skipped: ")
-            self._print(f"skip {report.nodeid}: {why}")
+            self._print(f"skip {LABEL}{report.nodeid}: {why}")
         if report.failed:
             self.counts["failed"] += 1
-            self._print(f"FAIL collecting {report.nodeid}\n{report.longreprtext}")
+            self._print(f"FAIL collecting {LABEL}{report.nodeid}\n"
+                        f"{report.longreprtext}")
 
 
 def main():
@@ -60,6 +78,7 @@ def main():
     # assertion messages use its options); ours to the real stdout.
     out = os.fdopen(os.dup(1), "w")
     plugin = HarnessReport(out)
+    plugin._print(_versions())
     sys.stdout = open(os.devnull, "w")
     rc = pytest.main(["-p", "no:cacheprovider",
                       "-W", "error::pytest.PytestUnknownMarkWarning"] + args,

@@ -203,13 +203,32 @@ def test_make_install_into_a_temporary_prefix(tmp_path, small_ckpt):
                         f"SAN={os.environ.get('RL_SAN', '')}"],
                        capture_output=True, text=True, env=make_env)
     assert r.returncode == 0, r.stdout + r.stderr
-    pydir = prefix / "lib" / "python3" / "dist-packages"
+    pydir = _make_pydir(prefix)
+    assert pydir.startswith(f"{prefix}/lib/python3.")
     ref = small_ckpt
     out = _python("import ringload, ringload.numpy as n; "
                   "print(ringload.__file__); print(ringload.library_path()); "
-                  f"print(n.load_file({ref!r})['vec'].shape)",
-                  dict(env, PYTHONPATH=str(pydir)))
+                  f"print(ringload.load({ref!r}, framework='np')[0]['vec'].shape)",
+                  dict(env, PYTHONPATH=pydir))
     file, lib, shape = out.splitlines()
-    assert file == str(pydir / "ringload" / "__init__.py")
+    assert file == os.path.join(pydir, "ringload", "__init__.py")
     assert lib == str(prefix / "lib" / "libringload.so.0")
     assert shape == "(13,)"
+
+
+def _make_pydir(prefix):
+    """The Makefile's PYDIR for PREFIX=prefix."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MAKE") and k != "LD_PRELOAD"}  # sanitizers'
+    return subprocess.run(["make", "-s", "-C", ROOT, "--no-print-directory",
+                           "print-pydir", f"PREFIX={prefix}"], capture_output=True,
+                          text=True, check=True, env=env).stdout.strip()
+
+
+@pytest.mark.parametrize("prefix", ["/usr/local", "/usr"])
+def test_make_install_puts_the_package_where_debians_python_looks(prefix):
+    pydir = _make_pydir(prefix)
+    path = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.path)"],
+                          capture_output=True, text=True, check=True).stdout
+    assert pydir.startswith(prefix + "/")
+    assert repr(pydir) in path, f"{pydir} is not on /usr/bin/python3's sys.path"

@@ -41,6 +41,11 @@ def test_every_framework_name_and_the_basic_methods(ckpt, torch, framework):
         assert f.offset_keys() == list(tensors)
         assert f.metadata() == {"format": "pt", "note": "x"}
         for name, (dtype, shape, data) in tensors.items():
+            if framework in ("np", "numpy") and oracle.numpy_refuses(dtype):
+                with pytest.raises(TypeError, match="data type 'bfloat16' not "
+                                   "understood"):
+                    f.get_tensor(name)
+                continue
             t = f.get_tensor(name)
             assert isinstance(t, np.ndarray) == (framework in ("np", "numpy"))
             assert tuple(t.shape) == shape and oracle.as_bytes(t) == data
