@@ -54,6 +54,10 @@ def test_same_get_slice_as_safetensors_with_torch(testdata, index):
         key = index if len(index) > 1 else index[0]
         try:
             b = theirs.get_slice("cube")[key]
+        except IndexError:  # out of bounds there: refused here too, as IndexError
+            with pytest.raises(IndexError):
+                ours.get_slice("cube")[key]
+            return
         except Exception:
             pytest.skip(f"safetensors {st.__version__} refuses {key!r}")
         a = ours.get_slice("cube")[key]
