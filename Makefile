@@ -225,6 +225,21 @@ $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS)
 # Tests find the shared fixtures here (never copied into the repo).
 TESTDATA ?= $(abspath ../shared/testdata)
 
+# ...and those tests/fixtures/gen_fixtures.py writes with safetensors' own
+# writer, so that every clone has fixtures: VENV_PYTHON (make pydeps, below)
+# is a python with PyPI's safetensors; without it, FIXTURES/UNAVAILABLE says
+# why (and the recipe runs again next time).
+FIXTURES := $(BUILD)/testdata
+.PHONY: fixtures
+fixtures: $(FIXTURES)/VERSION
+$(FIXTURES)/VERSION: tests/fixtures/gen_fixtures.py | pydeps
+	$(call say,GEN,$(FIXTURES))
+	$(Q)if command -v $(VENV_PYTHON) >/dev/null; then $(VENV_PYTHON) $< $(FIXTURES); else \
+		mkdir -p $(FIXTURES) && echo "the generated fixtures need $(VENV_PYTHON) with" \
+		"safetensors (make pydeps)" >$(FIXTURES)/UNAVAILABLE; fi
+test: fixtures
+test: export RL_FIXTURES := $(abspath $(FIXTURES))
+
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
 

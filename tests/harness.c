@@ -91,26 +91,73 @@ int th_done(void)
 	return n_fail ? 1 : 0;
 }
 
-const char *th_testdata(void)
+/* The generated set's directory; its UNAVAILABLE file says why it is not
+ * there (no safetensors in the venv). */
+static const char *generated_dir(void)
 {
-	const char *d = getenv("RL_TESTDATA");
+	static char dir[512];
+	const char *d = getenv("RL_FIXTURES"), *b = getenv("RL_BUILD");
 
-	if (d && access(d, R_OK) == 0)
+	if (d && *d)
 		return d;
-	if (access("../shared/testdata", R_OK) == 0)
-		return "../shared/testdata";
-	return NULL;
+	snprintf(dir, sizeof(dir), "%s/testdata", b && *b ? b : "build");
+	return dir;
 }
 
-const char *th_testdata_missing(void)
+static const char *shared_dir(void)
 {
-	static char why[384];
 	const char *d = getenv("RL_TESTDATA");
 
-	snprintf(why, sizeof(why), "needs the shared fixtures (files written by the safetensors "
-		 "reference implementation): %.200s not found; set RL_TESTDATA",
-		 d && *d ? d : "../shared/testdata");
-	return why;
+	return d && *d ? d : "../shared/testdata";
+}
+
+static int set_present(const char *dir)
+{
+	char p[600], q[600];
+
+	snprintf(p, sizeof(p), "%s/reference/MANIFEST.json", dir);
+	snprintf(q, sizeof(q), "%s/headers/EXPECTED.json", dir);
+	return access(p, R_OK) == 0 && access(q, R_OK) == 0;
+}
+
+int th_fixture_sets(const char *dirs[TH_FIXTURE_SETS])
+{
+	int n = 0;
+
+	if (set_present(generated_dir()))
+		dirs[n++] = generated_dir();
+	if (set_present(shared_dir()))
+		dirs[n++] = shared_dir();
+	return n;
+}
+
+/* Why no set is present: the generator's reason, else what is missing. */
+static void skip_no_fixtures(void)
+{
+	char path[600], why[256] = "", msg[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/UNAVAILABLE", generated_dir());
+	f = fopen(path, "r");
+	if (!f || !fgets(why, sizeof(why), f))
+		snprintf(why, sizeof(why), "%.120s not found (make test writes it with "
+			 "tests/fixtures/gen_fixtures.py)", generated_dir());
+	if (f)
+		fclose(f);
+	why[strcspn(why, "\n")] = '\0';
+	snprintf(msg, sizeof(msg), "needs fixtures: %s; and no %.200s", why, shared_dir());
+	th_skip(msg);
+}
+
+void th_on_fixture_sets(void (*fn)(const char *dir))
+{
+	const char *dirs[TH_FIXTURE_SETS];
+	int n = th_fixture_sets(dirs);
+
+	if (!n)
+		skip_no_fixtures();
+	for (int i = 0; i < n && !cur_failed; i++)
+		fn(dirs[i]);
 }
 
 const char *th_tmpdir(void)

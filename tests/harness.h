@@ -23,10 +23,19 @@ void th_fail(const char *file, int line, const char *fmt, ...)
 void th_skip(const char *why);
 int th_failed(void);
 
-/* RL_TESTDATA (the shared fixtures), or NULL when absent. */
-const char *th_testdata(void);
-/* Why a test that needs the shared fixtures skips: what is missing where. */
-const char *th_testdata_missing(void);
+/*
+ * Fixture sets, each laid out as ../shared/testdata/README.md says
+ * (reference/ with MANIFEST.json, headers/ with EXPECTED.json): the one
+ * tests/fixtures/gen_fixtures.py writes with safetensors' own writer
+ * (RL_FIXTURES, else $RL_BUILD/testdata; make test writes it), and the Rust
+ * reference's (RL_TESTDATA, else ../shared/testdata) where present.
+ * th_fixture_sets() fills dirs with those present and returns how many.
+ * th_on_fixture_sets(fn) runs fn(dir) on each until one fails, and skips
+ * the test, naming what is missing and why, when none is present.
+ */
+#define TH_FIXTURE_SETS 2
+int th_fixture_sets(const char *dirs[TH_FIXTURE_SETS]);
+void th_on_fixture_sets(void (*fn)(const char *dir));
 /* A fresh temporary directory for this program, removed by th_done(). */
 const char *th_tmpdir(void);
 /* The random seed: RL_SEED if set, else from the clock; printed once. */

@@ -78,7 +78,7 @@ static int load(const rl_ckpt *ck, const rl_spec *spec, int process, rl_loader *
 /* ------------------------------------------------------------------ */
 /* Reference fixtures against MANIFEST.json */
 
-static void check_fixture(const char *rel, cJSON *entry)
+static void check_fixture(const char *dir, const char *rel, cJSON *entry)
 {
 	char path[1024], hex[65];
 	rl_ckpt *ck = rl_ckpt_create();
@@ -87,7 +87,7 @@ static void check_fixture(const char *rel, cJSON *entry)
 	size_t nsh, checked = 0;
 	int ret;
 
-	snprintf(path, sizeof(path), "%s/reference/%s", th_testdata(), rel);
+	snprintf(path, sizeof(path), "%s/reference/%s", dir, rel);
 	CHECK(ck);
 	CHECKF(rl_ckpt_open(ck, path) == 0, "%s", rl_ckpt_errmsg(ck));
 	ret = load(ck, NULL, 0, &ld, &plan);
@@ -96,7 +96,7 @@ static void check_fixture(const char *rel, cJSON *entry)
 		rl_ckpt_destroy(ck);
 		SKIP("backend unavailable");
 	}
-	CHECKF(ret == 0, "%s: %s", rel, rl_loader_errmsg(ld));
+	CHECKF(ret == 0, "%s: %s", path, rl_loader_errmsg(ld));
 	nsh = rl_plan_num_shards(plan);
 	for (size_t s = 0; s < nsh; s++) {
 		rl_shard_info si;
@@ -105,13 +105,13 @@ static void check_fixture(const char *rel, cJSON *entry)
 
 		CHECK(rl_plan_shard(plan, s, &si) == 0);
 		t = cJSON_GetObjectItemCaseSensitive(entry, si.name);
-		CHECKF(t, "%s: no manifest entry for %s", rel, si.name);
+		CHECKF(t, "%s: no manifest entry for %s", path, si.name);
 		sha = cJSON_GetObjectItemCaseSensitive(t, "sha256");
 		base = rl_loader_staging(ld, si.device, NULL);
 		CHECK(si.nbytes == 0 || base);
 		sha256_hex(si.nbytes ? base + si.offset : (const void *)"", si.nbytes, hex);
 		CHECKF(cJSON_IsString(sha) && !strcmp(hex, sha->valuestring), "%s: %s differs",
-		       rel, si.name);
+		       path, si.name);
 		checked++;
 	}
 	CHECK_EQ(checked, cJSON_GetArraySize(entry));
@@ -120,28 +120,26 @@ static void check_fixture(const char *rel, cJSON *entry)
 	rl_ckpt_destroy(ck);
 }
 
-static void reference_fixtures(void)
+/* Every file of a fixture set, then the 3-file checkpoint through its
+ * index (every tensor of every file, each file's entries merged into one). */
+static void reference_fixtures_in(const char *dir)
 {
 	char path[1024];
 	size_t n;
 	char *text;
 	cJSON *m, *entry;
 
-	if (!th_testdata())
-		SKIP(th_testdata_missing());
-	snprintf(path, sizeof(path), "%s/reference/MANIFEST.json", th_testdata());
+	snprintf(path, sizeof(path), "%s/reference/MANIFEST.json", dir);
 	text = slurp(path, &n);
 	CHECK(text);
 	m = cJSON_Parse(text);
 	free(text);
 	CHECK(m);
 	cJSON_ArrayForEach(entry, m) {
-		check_fixture(entry->string, entry);
+		check_fixture(dir, entry->string, entry);
 		if (th_failed())
 			break;
 	}
-	/* The 3-file checkpoint through its index: every tensor of every
-	 * file, each file's entries merged into one. */
 	if (!th_failed()) {
 		cJSON *all = cJSON_CreateObject(), *t;
 
@@ -150,10 +148,15 @@ static void reference_fixtures(void)
 				cJSON_ArrayForEach(t, entry)
 					cJSON_AddItemReferenceToObject(all, t->string, t);
 		CHECK(cJSON_GetArraySize(all) > 0);
-		check_fixture("tiny-moe/model.safetensors.index.json", all);
+		check_fixture(dir, "tiny-moe/model.safetensors.index.json", all);
 		cJSON_Delete(all);
 	}
 	cJSON_Delete(m);
+}
+
+static void reference_fixtures(void)
+{
+	th_on_fixture_sets(reference_fixtures_in);
 }
 
 /* ------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 """Shared fixtures of the Python tests: the package from this tree, the
-shared test data, a seeded random generator that prints its seed, and the
-"gpu" marker (GPU tests are skipped when torch.cuda.is_available() is
-false)."""
+fixture sets (generated and shared test data; a test taking testdata runs
+on each), a seeded random generator that prints its seed, and the "gpu"
+marker (GPU tests are skipped when torch.cuda.is_available() is false)."""
 import gc
 import json
 import os
@@ -45,15 +45,39 @@ def build_dir():
     return b if os.path.isabs(b) else os.path.join(ROOT, b)
 
 
+def fixture_sets():
+    """[(id, directory)] of the fixture sets present, as in the C tests
+    (tests/harness.h): "generated" (RL_FIXTURES, else RL_BUILD/testdata:
+    written by tests/fixtures/gen_fixtures.py with safetensors' own writer)
+    and "shared" (RL_TESTDATA, else ../shared/testdata: the Rust reference's)."""
+    sets = (("generated", os.environ.get("RL_FIXTURES")
+             or os.path.join(build_dir(), "testdata")),
+            ("shared", os.environ.get("RL_TESTDATA")
+             or os.path.join(ROOT, "..", "shared", "testdata")))
+    return [(name, d) for name, d in sets
+            if os.path.isfile(os.path.join(d, "reference", "MANIFEST.json"))
+            and os.path.isfile(os.path.join(d, "headers", "EXPECTED.json"))]
+
+
+def pytest_generate_tests(metafunc):
+    """A test that takes testdata runs on every fixture set present."""
+    sets = fixture_sets()
+    if "testdata" in metafunc.fixturenames and sets:
+        metafunc.parametrize("testdata", [d for _, d in sets],
+                             ids=[name for name, _ in sets], scope="session")
+
+
 @pytest.fixture(scope="session")
 def testdata():
-    """The shared fixtures (RL_TESTDATA, else ../shared/testdata)."""
-    d = os.environ.get("RL_TESTDATA") or os.path.join(ROOT, "..", "shared",
-                                                      "testdata")
-    if not os.path.isdir(os.path.join(d, "reference")):
-        pytest.skip("needs the shared fixtures (files written by the safetensors "
-                    f"reference implementation): {d} not found; set RL_TESTDATA")
-    return d
+    """Used only when no fixture set is present: skips, saying why."""
+    gen = os.environ.get("RL_FIXTURES") or os.path.join(build_dir(), "testdata")
+    try:
+        with open(os.path.join(gen, "UNAVAILABLE")) as f:
+            why = f.read().strip()
+    except OSError:
+        why = f"{gen} not found (make test writes it with tests/fixtures/gen_fixtures.py)"
+    shared = os.environ.get("RL_TESTDATA") or os.path.join(ROOT, "..", "shared", "testdata")
+    pytest.skip(f"needs fixtures: {why}; and no {shared}")
 
 
 @pytest.fixture(scope="session")

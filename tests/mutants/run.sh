@@ -31,13 +31,15 @@ tree=$scratch/tree
 (cd "$root" && git ls-files -co --exclude-standard -z) |
 	(cd "$root" && tar cf - --null -T -) | (cd "$tree" && tar xf -)
 
+# The tests read the fixtures make writes in the scratch tree (build/testdata)
+# and, where present, the shared ones (RL_TESTDATA).
 # Parses the list into records: index, file, -, -, tests, equivalence
 # reason (unit-separator separated; mutant.py applies a mutant by index).
 records=$(python3 "$root/tests/mutants/mutant.py" parse "$list") || exit 1
 bins=$(printf '%s\n' "$records" | cut -d$'\x1f' -f5 | tr ' ' '\n' | sort -u | grep . | grep -v '^py:' |
 	sed 's|^|build/tests/|')
 echo "  MUTANT  building the scratch tree ($tree)"
-make -C "$tree" -j2 all $bins >"$scratch/build.log" 2>&1 ||
+make -C "$tree" -j2 all fixtures $bins >"$scratch/build.log" 2>&1 ||
 	{ tail -n 30 "$scratch/build.log"; echo "the unmutated tree does not build"; exit 1; }
 
 # A test program: build/tests/NAME, or py:FILE, the Python tests of

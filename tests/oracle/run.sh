@@ -5,7 +5,8 @@
 #
 # Needs cargo and the Debian packages librust-serde-json-dev and
 # librust-serde-derive-dev (offline build from /usr/share/cargo/registry).
-# Every file of each DIR (default: the header fuzz corpus and the fixtures)
+# Every file of each DIR (default: the header fuzz corpus and the fixtures:
+# make's generated ones in $RL_BUILD/testdata, the shared ones where present)
 # is judged by both; a difference is printed and makes the exit status 1.
 # Not part of `make test`: it needs a Rust toolchain the project does not.
 set -euo pipefail
@@ -18,7 +19,12 @@ trap 'rm -rf "$out"' EXIT
 (cd "$here" && cargo build --release -q --target-dir "$out/target")
 cc -O2 -I"$root/api" -o "$out/verdict" "$here/verdict.c" -L"$build" -lringload \
 	-Wl,-rpath,"$build"
-[ $# -gt 0 ] || set -- "$root/tests/fuzz/corpus/header" "$root/../shared/testdata/headers"
+if [ $# -eq 0 ]; then
+	set -- "$root/tests/fuzz/corpus/header"
+	for d in "$build/testdata/headers" "$root/../shared/testdata/headers"; do
+		[ -d "$d" ] && set -- "$@" "$d"
+	done
+fi
 status=0 n=0 d=0
 for dir in "$@"; do
 	find "$dir" -maxdepth 1 -type f ! -name '*.json' -print0 | sort -z > "$out/list"
