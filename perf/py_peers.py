@@ -47,7 +47,18 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-VENV = "/root/.cache/ringload/venv-probe/bin/python"
+
+
+def _venv_python():
+    """The python of make pydeps' venv (make -s print-venv-python)."""
+    try:
+        return subprocess.run(["make", "-s", "-C", ROOT, "print-venv-python"],
+                              capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return sys.executable
+
+
 DEFAULT_FILE = "/var/tmp/ringload-peers-2g.safetensors"
 FILL = os.path.join(ROOT, "build", "perf", "bench_fill")
 READERS = ["ringload", "safetensors", "safetensors-pread", "fastsafetensors", "runai"]
@@ -263,7 +274,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--modes", default="cold,hot")
     ap.add_argument("--readers", default=",".join(READERS))
-    ap.add_argument("--python", default=os.environ.get("PYTHON", VENV))
+    ap.add_argument("--python", default=os.environ.get("PYTHON") or _venv_python())
     ap.add_argument("--fst-threads", type=int, default=16, help="default: its own")
     ap.add_argument("--fst-bbuf", type=size_arg, default=16 << 20, help="default: its own")
     ap.add_argument("--runai-concurrency", type=int, help="default: its own (16 threads)")
