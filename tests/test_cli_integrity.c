@@ -131,6 +131,30 @@ static int write_empty_tensor(const char *path)
 }
 
 /*
+ * d/a.safetensors (d/SUMS: "hex  a.safetensors") given a second, different
+ * value, however spelled, from --sha256 or SUMS: exit 1 naming both
+ * (regression: the last value won, so a wrong --sha256 before a SUMS, or
+ * two --sha256 spellings of one file, loaded); the same value twice is no
+ * conflict.
+ */
+static void sha256_second_value(const char *hex)
+{
+	char bad[65];
+	int rc;
+
+	memcpy(bad, hex, sizeof(bad));
+	bad[0] = bad[0] == '0' ? '1' : '0';
+	rc = rl_load("d --sha256 a.safetensors=%s --sha256-file d/SUMS", bad);
+	CHECKF(rc == 1 && strstr(out, "d/SUMS:1: a.safetensors has another value from --sha256 "
+				 "a.safetensors"), "%d %s", rc, out);
+	rc = rl_load("d --sha256 a.safetensors=%s --sha256 ./d/a.safetensors=%s", hex, bad);
+	CHECKF(rc == 1 && strstr(out, "--sha256 ./d/a.safetensors has another value from "
+				 "--sha256 a.safetensors"), "%d %s", rc, out);
+	rc = rl_load("d --sha256 ./d/a.safetensors=%s --sha256-file d/SUMS", hex);
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+}
+
+/*
  * SUMS names are matched exactly, relative to the SUMS file's directory
  * (regression: matched by their end and the last match won, so a valid
  * SUMS listing sub/a.safetensors, then a.safetensors, failed a correct
@@ -180,6 +204,7 @@ static void sha256_file_exact_names(void)
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	rc = rl_load("d --sha256 ./d/a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	sha256_second_value(hex);
 }
 
 static void sha256_partial_read(void)

@@ -94,12 +94,14 @@ static char *abs_name(const char *dir, const char *name)
 }
 
 /* What the options match against: every file of ck as an absolute normal
- * path, and which of them got a value (the SUMS line, or -1: --sha256). */
+ * path, and which of them got a value where (the SUMS line, or -1 - i:
+ * the i-th --sha256). */
 struct sums_ctx {
 	rl_loader *ld;
 	const rl_ckpt *ck;
 	const char *prog;
 	const char *ckdir;      /* the checkpoint's directory */
+	const struct opt_list *given;
 	size_t nfiles;
 	char **abs;
 	long *line;
@@ -120,8 +122,34 @@ static long file_of(const struct sums_ctx *c, const char *dir, const char *name)
 	return f;
 }
 
-static int expect(struct sums_ctx *c, long f, const char *hex, long line)
+/* --sha256's NAME of the value at line (< 0), into buf. */
+static const char *given_name(const struct sums_ctx *c, long line, char *buf, size_t cap)
 {
+	const char *v = c->given->v[-line - 1];
+
+	snprintf(buf, cap, "%.*s", (int)(strrchr(v, '=') - v), v);
+	return buf;
+}
+
+/*
+ * hex for file f, from line (> 0: a SUMS line; -1 - i: the i-th --sha256;
+ * what: "SUMS:LINE: NAME" or "--sha256 NAME", for messages). A second,
+ * different value for f, however spelled, is an error naming both.
+ */
+static int expect(struct sums_ctx *c, long f, const char *hex, long line, const char *what)
+{
+	char name[4096];
+
+	if (c->line[f] > 0 && strcasecmp(c->hex[f], hex)) {
+		fprintf(stderr, "%s: %s has another value on line %ld\n", c->prog, what,
+			c->line[f]);
+		return -1;
+	}
+	if (c->line[f] < 0 && strcasecmp(c->hex[f], hex)) {
+		fprintf(stderr, "%s: %s has another value from --sha256 %s\n", c->prog, what,
+			given_name(c, c->line[f], name, sizeof(name)));
+		return -1;
+	}
 	if (rl_loader_expect_sha256(c->ld, rl_ckpt_file_path(c->ck, (size_t)f), hex) < 0) {
 		fprintf(stderr, "%s: %s\n", c->prog, rl_loader_errmsg(c->ld));
 		return -1;
@@ -136,7 +164,7 @@ static int expect(struct sums_ctx *c, long f, const char *hex, long line)
  * ambiguous. */
 static int expect_given(struct sums_ctx *c, const struct opt_list *given)
 {
-	char name[4096];
+	char name[4096], what[4200];
 
 	for (unsigned i = 0; i < given->n; i++) {
 		const char *v = given->v[i], *eq = strrchr(v, '=');
@@ -156,7 +184,8 @@ static int expect_given(struct sums_ctx *c, const struct opt_list *given)
 				name);
 			return -1;
 		}
-		if (expect(c, f >= 0 ? f : g, eq + 1, -1) < 0)
+		snprintf(what, sizeof(what), "--sha256 %s", name);
+		if (expect(c, f >= 0 ? f : g, eq + 1, -1 - (long)i, what) < 0)
 			return -1;
 	}
 	return 0;
@@ -184,6 +213,7 @@ static int sums_name(struct sums_ctx *c, const char *name, const char *hex, cons
 {
 	size_t n = strlen(name);
 	long f = file_of(c, dir, name);
+	char what[4200];
 
 	if (f < 0 && absent(dir, name))
 		f = file_of(c, c->ckdir, name);
@@ -194,12 +224,8 @@ static int sums_name(struct sums_ctx *c, const char *name, const char *hex, cons
 				"skipped\n", c->prog, file, line, name);
 		return 0;
 	}
-	if (c->line[f] > 0 && strcasecmp(c->hex[f], hex)) {
-		fprintf(stderr, "%s: %s:%u: %s has another value on line %ld\n", c->prog, file,
-			line, name, c->line[f]);
-		return -1;
-	}
-	return expect(c, f, hex, line) < 0 ? -1 : 1;
+	snprintf(what, sizeof(what), "%s:%u: %s", file, line, name);
+	return expect(c, f, hex, line, what) < 0 ? -1 : 1;
 }
 
 /* One line of a sums file, newline removed: 1 expected, 0 skipped (not a
@@ -316,7 +342,8 @@ static void ctx_free(struct sums_ctx *c)
 int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
 		  const struct opt_list *given, const char *sums_file, const char *prog)
 {
-	struct sums_ctx c = { .ld = ld, .ck = ck, .prog = prog, .nfiles = rl_ckpt_num_files(ck) };
+	struct sums_ctx c = { .ld = ld, .ck = ck, .prog = prog, .nfiles = rl_ckpt_num_files(ck),
+			      .given = given };
 	char *ckdir = NULL;
 	int ret = -1;
 

@@ -54,7 +54,8 @@ def _abs(base, name):
 def _ckpt_dir(ckpt):
     """The checkpoint's directory: its path when that is one, else the
     directory of its file or index."""
-    return ckpt.path if os.path.isdir(ckpt.path) else os.path.dirname(ckpt.path)
+    path = os.fsdecode(ckpt.path)  # a bytes path too, as every name here is str
+    return path if os.path.isdir(path) else os.path.dirname(path)
 
 
 def _file_of(paths, base, name):
@@ -71,8 +72,9 @@ def _hex(name, value):
 
 def _from_dict(paths, ckdir, given):
     """[(checkpoint path, hex)]: each name a path, or a name relative to the
-    checkpoint's directory; one that is both, of two files, is ambiguous."""
-    out = []
+    checkpoint's directory; one that is both, of two files, is ambiguous,
+    and so is a second, different value for a file however spelled."""
+    got = {}
     for name, value in given.items():
         name = os.fsdecode(name)
         found = {f for f in (_file_of(paths, None, name), _file_of(paths, ckdir, name)) if f}
@@ -82,8 +84,11 @@ def _from_dict(paths, ckdir, given):
         if len(found) > 1:
             raise _arg_error(f"'{name}' names both " + " and ".join(sorted(found))
                              + ": give its path")
-        out.append((found.pop(), _hex(name, value)))
-    return out
+        path, value = found.pop(), _hex(name, value)
+        if path in got and got[path][1].lower() != value.lower():
+            raise _arg_error(f"'{name}' has another value from '{got[path][0]}'")
+        got.setdefault(path, (name, value))
+    return [(p, v) for p, (_, v) in got.items()]
 
 
 def _sums_line(text, sums, line):

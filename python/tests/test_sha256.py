@@ -5,6 +5,7 @@ malformed value or sums file is ArgumentError before anything is read;
 every load on every backend."""
 import hashlib
 import os
+import re
 
 import numpy as np
 import pytest
@@ -98,6 +99,30 @@ def test_sha256_of_a_file_not_in_the_checkpoint_is_argument_error(ckpt):
         rnp.load_file(path, sha256={"other.safetensors": sha})
     with pytest.raises(ringload.ArgumentError, match="not list"):
         rnp.load_file(path, sha256=[sha])
+
+
+def test_two_values_for_one_file_in_a_dict_are_argument_error(ckpt):
+    """Two spellings of one file with different values name both (regression:
+    the last won, so a wrong value loaded beside a right one); the same value
+    twice is no conflict."""
+    path, sha = ckpt
+    spelled = os.path.join(os.path.dirname(path), ".", "model.safetensors")
+    with pytest.raises(ringload.ArgumentError, match=f"sha256: '{re.escape(spelled)}' has "
+                       "another value from 'model.safetensors'"):
+        rnp.load_file(path, sha256={"model.safetensors": WRONG, spelled: sha})
+    assert sorted(rnp.load_file(path, sha256={"model.safetensors": sha, spelled: sha})) == \
+        ["a", "b"]
+
+
+def test_a_bytes_checkpoint_path_takes_every_sha256_form(ckpt, tmp_path):
+    """safe_open and load of a bytes path with a dict or a sums file
+    (regression: TypeError joining the bytes directory to a str name)."""
+    path, sha = ckpt
+    (tmp_path / "SUMS").write_text(f"{sha}  model.safetensors\n")
+    for given in ({"model.safetensors": sha}, str(tmp_path / "SUMS")):
+        with ringload.safe_open(os.fsencode(path), "numpy", sha256=given) as f:
+            assert f.get_tensor("b").shape == (7, 3)
+        assert sorted(rnp.load_file(os.fsencode(path), sha256=given)) == ["a", "b"]
 
 
 def test_one_hex_value_for_a_checkpoint_of_two_files_is_argument_error(two_files):
