@@ -106,6 +106,17 @@ static void sha256_file_parsing(void)
 	rc = rl_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "SUMS:1: escaped file names are not supported"), "%d %s",
 	       rc, out);
+	/* a NUL inside a line is an error naming it, in C and Python alike
+	 * (regression: C cut the name there); one CR goes, not two */
+	snprintf(line, sizeof(line), "%s  m.safetensors\n%s  m.safetensors", hex, hex);
+	line[strlen(line) - 5] = '\0';
+	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(hex) * 2 + 31) == 0);
+	rc = rl_load("m.safetensors --sha256-file SUMS");
+	CHECKF(rc == 1 && strstr(out, "SUMS:2: a NUL byte in the line"), "%d %s", rc, out);
+	snprintf(line, sizeof(line), "%s  m.safetensors\r\r\n", hex);
+	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
+	rc = rl_load("m.safetensors --sha256-file SUMS");
+	CHECKF(rc == 1 && strstr(out, "--sha256-file SUMS names none"), "%d %s", rc, out);
 	snprintf(line, sizeof(line), "%s  other.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
@@ -205,6 +216,40 @@ static void sha256_file_exact_names(void)
 	rc = rl_load("d --sha256 ./d/a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	sha256_second_value(hex);
+}
+
+/*
+ * A checkpoint reached through a symlinked directory matches the SUMS that
+ * names it by the real one (regression: names were compared as lexical
+ * absolute paths, so a correct SUMS was "no file of the checkpoint"); a
+ * SUMS kept outside the checkpoint's directory names files relative to the
+ * checkpoint's when nothing of that name is beside it, but a dangling
+ * symlink beside it is something: its line is skipped (as in Python).
+ */
+static void sha256_sums_symlinked_and_elsewhere(void)
+{
+	char hex[65], sums[256], cmd[4200];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "cd %s && rm -rf e && mkdir -p e/ck e/other && ln -s ck e/link",
+		 th_tmpdir());
+	CHECK(system(cmd) == 0);
+	CHECK(write_hashed_ckpt(tmp_path("e/ck/a.safetensors"), 2, 4096, hex) == 0);
+	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
+	CHECK(write_bytes(tmp_path("e/ck/SUMS"), sums, strlen(sums)) == 0);
+	CHECK(write_bytes(tmp_path("e/other/SUMS"), sums, strlen(sums)) == 0);
+	rc = rl_load("e/link --sha256-file e/ck/SUMS");
+	skip_unavailable();
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("e/link/a.safetensors --sha256 e/ck/a.safetensors=%s", hex);
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("e/ck --sha256-file e/other/SUMS");
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	CHECK(symlink("gone", tmp_path("e/other/a.safetensors")) == 0);
+	rc = rl_load("e/ck --sha256-file e/other/SUMS");
+	CHECKF(rc == 1 && strstr(out, "warning: e/other/SUMS:1: a.safetensors is no file of the "
+				 "checkpoint") && strstr(out, "names none of the checkpoint's files"),
+	       "%d %s", rc, out);
 }
 
 static void sha256_partial_read(void)
@@ -312,6 +357,7 @@ int main(void)
 		{ "sha256_option", sha256_option },
 		{ "sha256_file_parsing", sha256_file_parsing },
 		{ "sha256_file_exact_names", sha256_file_exact_names },
+		{ "sha256_sums_symlinked_and_elsewhere", sha256_sums_symlinked_and_elsewhere },
 		{ "sha256_partial_read", sha256_partial_read },
 		{ "sha256_hf_streaming_warns", sha256_hf_streaming_warns },
 		{ "file_changed_during_load", file_changed_during_load },

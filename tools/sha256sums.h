@@ -15,8 +15,8 @@ int sha256_args_check(const char *prog, const struct opt_list *given);
 
 /*
  * Gives ld the expected values, each for the one file of ck it names
- * exactly (absolute normal paths compared, "./" and ".." taken as the
- * file system would): each --sha256 FILE is a path, or a name relative to
+ * exactly (by identity: device and inode of the path as the file system
+ * resolves it, so "./", ".." and symlinked directories spell one file): each --sha256 FILE is a path, or a name relative to
  * the checkpoint's directory (ck_path, or its directory), and must name
  * one file of ck; each line of sums_file (NULL: none) is "<64 hex digits>
  * <name>" (or " *<name>"), names relative to the SUMS file's directory,

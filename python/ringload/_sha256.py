@@ -17,8 +17,9 @@ rl_loader_expect_sha256, which the library checks on the I/O path
   SUMS:LINE) and escaped names are ArgumentError.
 
 Values that are not 64 hex digits are ArgumentError before anything is
-read. Names and files are compared as absolute normal paths (so "./" and
-".." spellings match), as the CLI compares them, and each value goes to the
+read. Names and files are compared by identity (device and inode, the
+path resolved by the file system: "./", ".." and a symlinked directory
+spell the same file), as the CLI compares them, and each value goes to the
 library under its file's own path, so what resolve accepts the library
 checks for exactly that file.
 """
@@ -45,10 +46,10 @@ def _names(path, name):
     return path == name or (len(path) > len(name) and path.endswith("/" + name))
 
 
-def _abs(base, name):
-    """name, relative to base (None: the working directory), as an absolute
-    normal path: the form names and files are compared in."""
-    return os.path.normpath(os.path.join(os.path.abspath(base or "."), name))
+def _path_in(base, name):
+    """name relative to base (None: the working directory), as the file
+    system resolves it (symlinked directories and ".." as sha256sum -c)."""
+    return os.path.join(base, name) if base else name
 
 
 def _ckpt_dir(ckpt):
@@ -58,10 +59,19 @@ def _ckpt_dir(ckpt):
     return path if os.path.isdir(path) else os.path.dirname(path)
 
 
+def _stat(path):
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return None
+
+
 def _file_of(paths, base, name):
-    """The checkpoint path that name, relative to base, is, or None."""
-    want = _abs(base, name)
-    return next((p for p in paths if _abs(None, p) == want), None)
+    """The checkpoint path that name, relative to base, is: the same file
+    (device and inode) however the path spells it; or None."""
+    want = _stat(_path_in(base, name))
+    return next((p for p in paths if want and (st := _stat(p))
+                 and os.path.samestat(st, want)), None)
 
 
 def _hex(name, value):
@@ -97,6 +107,8 @@ def _sums_line(text, sums, line):
     if not text or text.startswith("#"):
         return None
     where = f"{sums}:{line}"
+    if "\0" in text:
+        raise _arg_error(f"{where}: a NUL byte in the line")
     if text.startswith("\\"):
         raise _arg_error(f"{where}: escaped file names are not supported")
     if (len(text) < 67 or not _HEX64.fullmatch(text[:64]) or text[64] != " "
@@ -123,9 +135,21 @@ def _sums_file_of(paths, base, ckdir, name):
     directory base (as sha256sum -c reads it there), or, when it is no file
     there, to the checkpoint's (a sums file kept elsewhere)."""
     path = _file_of(paths, base, name)
-    if path is None and not os.path.lexists(_abs(base, name)):
+    if path is None and _absent(_path_in(base, name)):
         path = _file_of(paths, ckdir, name)
     return path
+
+
+def _absent(path):
+    """path is nothing at all (as the CLI: lstat fails with ENOENT; a
+    dangling symlink is something, and so is what cannot be looked at)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _from_sums(paths, ckdir, sums):
@@ -134,7 +158,7 @@ def _from_sums(paths, ckdir, sums):
     sums = os.fsdecode(os.fspath(sums))
     base, got = os.path.dirname(sums), {}
     for i, raw in enumerate(_read_sums(sums).split(b"\n"), 1):
-        entry = _sums_line(raw.rstrip(b"\r").decode("utf-8", "surrogateescape"), sums, i)
+        entry = _sums_line(raw.removesuffix(b"\r").decode("utf-8", "surrogateescape"), sums, i)
         if entry is None:
             continue
         name, value = entry

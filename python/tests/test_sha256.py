@@ -168,6 +168,41 @@ def test_malformed_sha256sums_line_is_argument_error_naming_file_and_line(
         " (sha256sum's format)" if "hex digits" in why else "")
 
 
+def test_sums_match_files_by_identity_as_the_cli(tmp_path):
+    """A checkpoint reached through a symlinked directory matches a sums file
+    naming it by the real one (regression: lexical paths, ArgumentError); a
+    sums file kept elsewhere falls back to the checkpoint's directory only for
+    a name that is nothing beside it (a dangling symlink is something); a NUL
+    in a line is an error naming it, and one CR goes, not two (the CLI's
+    rules, test_cli_integrity)."""
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to("ck")
+    p = tmp_path / "ck" / "a.safetensors"
+    stfile.write(p, {"t": ("U8", (3,), bytes(3))})
+    line = hashlib.sha256(p.read_bytes()).hexdigest() + "  a.safetensors\n"
+    for sums in (tmp_path / "ck" / "SUMS", tmp_path / "other" / "SUMS"):
+        sums.write_text(line)
+    assert list(ringload.load(str(tmp_path / "link"), sha256=tmp_path / "ck" / "SUMS")[0]) == ["t"]
+    with ringload.safe_open(str(tmp_path / "link" / "a.safetensors"), "np",
+                            sha256=tmp_path / "ck" / "SUMS") as f:
+        assert f.keys() == ["t"]
+    elsewhere = tmp_path / "other" / "SUMS"
+    assert list(ringload.load(str(tmp_path / "ck"), sha256=elsewhere)[0]) == ["t"]
+    (tmp_path / "other" / "a.safetensors").symlink_to("gone")
+    with pytest.warns(UserWarning, match="a.safetensors is no file of the checkpoint"):
+        with pytest.raises(ringload.ArgumentError, match="names none of the checkpoint"):
+            ringload.load(str(tmp_path / "ck"), sha256=elsewhere)
+    sums = tmp_path / "ck" / "SUMS"
+    sums.write_bytes(line.encode() + line[:-9].encode() + b"\0nsors\n")
+    with pytest.raises(ringload.ArgumentError, match=f"{re.escape(str(sums))}:2: a NUL byte "
+                       "in the line"):
+        ringload.load(str(p), sha256=sums)
+    sums.write_bytes(line[:-1].encode() + b"\r\r\n")
+    with pytest.raises(ringload.ArgumentError, match="names none of the checkpoint"):
+        ringload.load(str(p), sha256=sums)
+
+
 def test_sha256sums_naming_no_file_or_missing_is_an_error(ckpt, tmp_path):
     path, _ = ckpt
     f = tmp_path / "SUMS"
