@@ -241,25 +241,32 @@ def hf_expected(path):
     return base
 
 
-def verify_files(ckpt, expected):
-    """Hashes each file with an expected value whole (safe_open, whose reads
-    are partial: the library checks only files a load reads whole), given
-    or named by the Hugging Face cache layout, and raises IntegrityError
-    (RL_E_CHECKSUM, the library's wording) on a mismatch."""
-    for path in ckpt.files():
+def to_hash(ckpt, expected):
+    """{file index: hex} of the files safe_open hashes whole before it
+    reads from them (its reads are partial: the library checks only files
+    a load reads whole): those with an expected value, given or named by
+    the Hugging Face cache layout."""
+    out = {}
+    for i, path in enumerate(ckpt.files()):
         # the library's rule: the last value given for a name of the file
         want = next((v for n, v in reversed(expected) if _names(path, n)), None)
         if want is None:
             want = hf_expected(path)
-        if want is None:
-            continue
-        h = hashlib.sha256()
-        try:
-            with open(path, "rb") as f:
-                while chunk := f.read(_HASH_CHUNK):
-                    h.update(chunk)
-        except OSError as e:
-            raise _errors.error(-e.errno, f"{path}: {e.strerror}") from None
-        if h.hexdigest() != want.lower():
-            raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 mismatch: "
-                                f"expected {want.lower()}, got {h.hexdigest()}")
+        if want is not None:
+            out[i] = want
+    return out
+
+
+def verify_file(path, want):
+    """Hashes path whole (8 MiB at a time) and raises IntegrityError
+    (RL_E_CHECKSUM, the library's wording) unless its SHA-256 is want."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_HASH_CHUNK):
+                h.update(chunk)
+    except OSError as e:
+        raise _errors.error(-e.errno, f"{path}: {e.strerror}") from None
+    if h.hexdigest() != want.lower():
+        raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 mismatch: "
+                            f"expected {want.lower()}, got {h.hexdigest()}")

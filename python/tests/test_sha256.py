@@ -217,13 +217,27 @@ def test_sha256sums_naming_no_file_or_missing_is_an_error(ckpt, tmp_path):
             rnp.load_file(path, sha256=not_regular)
 
 
-def test_safe_open_hashes_the_files_at_open(ckpt):
+def test_safe_open_hashes_a_file_once_before_its_first_tensor(ckpt, monkeypatch):
+    """keys() and metadata() hash nothing (regression: every file was hashed
+    whole at open, minutes for a large model); the first get_tensor or
+    get_slice of a file hashes it, once; a mismatch raises from every read
+    of that file."""
     path, sha = ckpt
+    hashed = []
+    verify = ringload._sha256.verify_file
+    monkeypatch.setattr(ringload._sha256, "verify_file",
+                        lambda p, want: (hashed.append(p), verify(p, want)))
     with ringload.safe_open(path, "np", sha256=sha) as f:
-        assert f.get_tensor("b").shape == (7, 3)
-    with pytest.raises(ringload.IntegrityError) as ei:
-        ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG})
-    _checksum_error(ei, path, WRONG)
+        assert f.keys() == ["a", "b"] and f.metadata() is None and hashed == []
+        assert f.get_tensor("b").shape == (7, 3) and hashed == [path]
+        assert f.get_slice("a")[2:4].tolist() == [2, 3] and hashed == [path]
+    with ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG}) as f:
+        assert f.keys() == ["a", "b"]
+        for read in (lambda: f.get_tensor("a"), lambda: f.get_slice("b"),
+                     lambda: f.get_tensor("a")):
+            with pytest.raises(ringload.IntegrityError) as ei:
+                read()
+            _checksum_error(ei, path, WRONG)
 
 
 def test_sums_names_are_exact_relative_to_the_sums_file(tmp_path):
@@ -286,7 +300,7 @@ def test_expected_value_wrong_in_its_last_byte_raises(ckpt):
         ringload.load(path, sha256=last)
     _checksum_error(ei, path, last)
     with pytest.raises(ringload.IntegrityError) as ei:
-        ringload.safe_open(path, "np", sha256=last)
+        ringload.safe_open(path, "np", sha256=last).get_tensor("a")
     _checksum_error(ei, path, last)
 
 
@@ -332,15 +346,15 @@ def _hf_snapshot(tmp_path, path, blob):
 
 def test_safe_open_checks_a_hugging_face_blob_name(ckpt, tmp_path):
     """safe_open reads files in part, where the library cannot check the
-    blob's name: it hashes the file at open (regression: a blob with a
-    flipped byte loaded without a word)."""
+    blob's name: it hashes the file before its first tensor (regression: a
+    blob with a flipped byte loaded without a word)."""
     path, sha = ckpt
     snap = _hf_snapshot(tmp_path / "good", path, sha)
     with ringload.safe_open(snap, "np") as f:
         assert f.get_tensor("b").shape == (7, 3)
     snap = _hf_snapshot(tmp_path / "bad", path, WRONG)
     with pytest.raises(ringload.IntegrityError) as ei:
-        ringload.safe_open(snap, "np")
+        ringload.safe_open(snap, "np").get_tensor("b")
     _checksum_error(ei, snap, WRONG)
 
 
