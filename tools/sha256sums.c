@@ -204,28 +204,53 @@ static int sums_name(struct sums_ctx *c, const char *name, const char *hex, cons
 	return expect(c, f, hex, line, what) < 0 ? -1 : 1;
 }
 
+/* An escaped name (sha256sum's, for a name with a backslash, newline or
+ * CR: the line starts with '\\') unescaped in place: 0, or -1 for a
+ * backslash before anything but '\\', 'n' or 'r'. */
+static int unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (*s == '\\') {
+			s++;
+			if (*s != '\\' && *s != 'n' && *s != 'r')
+				return -1;
+			*w++ = *s == 'n' ? '\n' : *s == 'r' ? '\r' : '\\';
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+	return 0;
+}
+
 /* One line of a sums file, n bytes, newline removed: 1 expected, 0
  * skipped (not a file of the checkpoint, or empty), -1 an error printed. */
 static int sums_line(struct sums_ctx *c, char *s, size_t n, const char *dir, const char *file,
 		     unsigned line)
 {
+	int escaped;
+
 	if (memchr(s, '\0', n)) { /* the name would end there, naming another file */
 		fprintf(stderr, "%s: %s:%u: a NUL byte in the line\n", c->prog, file, line);
 		return -1;
 	}
 	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
 		return 0;
-	if (*s == '\\') {
-		fprintf(stderr, "%s: %s:%u: escaped file names are not supported\n", c->prog,
-			file, line);
-		return -1;
-	}
+	escaped = *s == '\\';
+	s += escaped;
 	if (strlen(s) < 67 || !is_hex64(s, 64) || s[64] != ' ' || (s[65] != ' ' && s[65] != '*')) {
 		fprintf(stderr, "%s: %s:%u: not '<64 hex digits>  <file name>' (sha256sum's "
 			"format)\n", c->prog, file, line);
 		return -1;
 	}
 	s[64] = '\0';
+	if (escaped && unescape(s + 66) < 0) {
+		fprintf(stderr, "%s: %s:%u: a bad escape in the name (sha256sum escapes only "
+			"\\\\, \\n and \\r)\n", c->prog, file, line);
+		return -1;
+	}
 	return sums_name(c, s + 66, s, dir, file, line);
 }
 

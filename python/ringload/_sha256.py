@@ -11,10 +11,12 @@ rl_loader_expect_sha256, which the library checks on the I/O path
 - 64 hex digits (a str): the value of a one-file checkpoint's file;
 - any other str, bytes or path: a SHA256SUMS file in sha256sum's format
   ("<64 hex>  <name>" or "<64 hex> *<name>"), names relative to the sums
-  file's directory, or to the checkpoint's when no such file exists; lines naming no file of the checkpoint (config.json,
-  ...) are skipped (a warning for a *.safetensors name), a file with no
-  line is warned of, two values for one file, a malformed line (naming
-  SUMS:LINE) and escaped names are ArgumentError.
+  file's directory, or to the checkpoint's when nothing of that name is
+  there; an escaped line (a leading backslash, as sha256sum writes a name
+  with a backslash, newline or CR) has its name unescaped; lines naming no
+  file of the checkpoint (config.json, ...) are skipped (a warning for a
+  *.safetensors name), a file with no line is warned of, two values for
+  one file and a malformed line (naming SUMS:LINE) are ArgumentError.
 
 Values that are not 64 hex digits are ArgumentError before anything is
 read. Names and files are compared by identity (device and inode, the
@@ -35,6 +37,7 @@ from . import _errors, _lib
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _SUMS_MAX_BYTES = 16 << 20  # as the CLI: a sums file past this is not one
 _HASH_CHUNK = 8 << 20
+_UNESCAPE = {"\\": "\\", "n": "\n", "r": "\r"}
 
 
 def _arg_error(msg):
@@ -109,13 +112,23 @@ def _sums_line(text, sums, line):
     where = f"{sums}:{line}"
     if "\0" in text:
         raise _arg_error(f"{where}: a NUL byte in the line")
-    if text.startswith("\\"):
-        raise _arg_error(f"{where}: escaped file names are not supported")
+    escaped = text.startswith("\\")  # sha256sum's, for a name with \\, \n or \r
+    text = text[escaped:]
     if (len(text) < 67 or not _HEX64.fullmatch(text[:64]) or text[64] != " "
             or text[65] not in " *"):
         raise _arg_error(f"{where}: not '<64 hex digits>  <file name>' "
                          "(sha256sum's format)")
-    return text[66:], text[:64]
+    return (_unescape(text[66:], where) if escaped else text[66:]), text[:64]
+
+
+def _unescape(name, where):
+    """An escaped name's \\\\, \\n and \\r undone, as the CLI does."""
+    def one(m):
+        if m[1] not in _UNESCAPE:
+            raise _arg_error(f"{where}: a bad escape in the name (sha256sum escapes only "
+                             "\\\\, \\n and \\r)")
+        return _UNESCAPE[m[1]]
+    return re.sub(r"\\(.?)", one, name, flags=re.S)
 
 
 def _read_sums(sums):

@@ -152,10 +152,35 @@ def test_sha256sums_file_checks_the_files_it_names(two_files, tmp_path):
     _checksum_error(ei, os.path.join(d, "part1.safetensors"), WRONG)
 
 
+def test_escaped_sums_names_are_unescaped_as_sha256sum_writes_them(tmp_path):
+    """sha256sum writes '\\' before a line whose name has a backslash or a
+    newline, and escapes them (regression: one such line refused the whole
+    file); the other lines still count."""
+    lines = []
+    for name, written in (("b\\s.safetensors", "\\b\\\\s.safetensors"),
+                          ("n\nl.safetensors", "\\n\\nl.safetensors"),
+                          ("plain.safetensors", "plain.safetensors")):
+        p = tmp_path / "ck" / name
+        p.parent.mkdir(exist_ok=True)
+        stfile.write(p, {name[0]: ("U8", (2,), bytes(2))})
+        sha = hashlib.sha256(p.read_bytes()).hexdigest()
+        lines.append(written[:written.index(name[0])] + sha + "  "
+                     + written[written.index(name[0]):] + "\n")
+    (tmp_path / "ck" / "SUMS").write_text("".join(lines))
+    out = ringload.load(str(tmp_path / "ck"), sha256=tmp_path / "ck" / "SUMS")[0]
+    assert sorted(out) == ["b", "n", "p"]
+    (tmp_path / "ck" / "SUMS").write_text(f"\\{WRONG}  b\\\\s.safetensors\n")
+    with pytest.warns(UserWarning, match="plain.safetensors: no line in"):
+        with pytest.raises(ringload.IntegrityError, match="b\\\\s.safetensors: SHA-256 "
+                           "mismatch"):
+            ringload.load(str(tmp_path / "ck"), sha256=tmp_path / "ck" / "SUMS")
+
+
 @pytest.mark.parametrize("text, why", [
     ("nonsense\n", "2: not '<64 hex digits>  <file name>'"),
     (WRONG + " part0.safetensors\n", "2: not '<64 hex digits>  <file name>'"),
-    ("\\" + WRONG + "  part\\nname\n", "2: escaped file names are not supported"),
+    ("\\" + WRONG + "  part\\xname\n", "2: a bad escape in the name (sha256sum escapes only "
+     "\\\\, \\n and \\r)"),
 ])
 def test_malformed_sha256sums_line_is_argument_error_naming_file_and_line(
         two_files, tmp_path, text, why):
