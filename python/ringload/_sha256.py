@@ -30,6 +30,7 @@ import hashlib
 import os
 import re
 import stat
+import sys
 import warnings
 
 from . import _errors, _lib
@@ -38,6 +39,16 @@ _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _SUMS_MAX_BYTES = 16 << 20  # as the CLI: a sums file past this is not one
 _HASH_CHUNK = 8 << 20
 _UNESCAPE = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def _warn(msg):
+    """A UserWarning attributed to the user's call: the first frame outside
+    this package (a fixed stacklevel points inside ringload for some entry
+    points, and Python shows such a warning once per process)."""
+    pkg, frame, level = os.path.dirname(__file__) + os.sep, sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(msg, stacklevel=level)
 
 
 def _arg_error(msg):
@@ -178,8 +189,7 @@ def _from_sums(paths, ckdir, sums):
         path = _sums_file_of(paths, base, ckdir, name)
         if path is None:
             if name.endswith(".safetensors"):
-                warnings.warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: "
-                              "skipped", stacklevel=4)
+                _warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: skipped")
         elif path in got and got[path][1].lower() != value.lower():
             raise _arg_error(f"{sums}:{i}: {name} has another value on line {got[path][0]}")
         else:
@@ -189,8 +199,7 @@ def _from_sums(paths, ckdir, sums):
                          + ", ".join(paths) + ")")
     for p in paths:
         if p not in got:
-            warnings.warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked",
-                          stacklevel=4)
+            _warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked")
     return [(p, v) for p, (_, v) in got.items()]
 
 
@@ -219,8 +228,8 @@ def resolve(ckpt, sha256):
 
 
 # rl_file_stats.sha256_state of a file whose expected value was not checked
-_UNCHECKED = {2: "this load reads only part of the file",  # RL_SHA256_PARTIAL
-              4: "streaming loads do not hash"}            # RL_SHA256_STREAMED
+_UNCHECKED = {_lib.RL_SHA256_PARTIAL: "this load reads only part of the file",
+              _lib.RL_SHA256_STREAMED: "streaming loads do not hash"}
 
 
 def warn_unchecked(loader, ckpt):
@@ -236,8 +245,8 @@ def warn_unchecked(loader, ckpt):
         fs = _lib.FileStats(size=ctypes.sizeof(_lib.FileStats))
         if (_lib.rl_loader_get_file_stats(loader.ptr, i, ctypes.byref(fs)) == 0
                 and fs.sha256_state in _UNCHECKED and fs.file < len(paths)):
-            warnings.warn(f"{paths[fs.file]}: expected SHA-256 (Hugging Face cache) not "
-                          f"checked: {_UNCHECKED[fs.sha256_state]}", stacklevel=3)
+            _warn(f"{paths[fs.file]}: expected SHA-256 (Hugging Face cache) not "
+                  f"checked: {_UNCHECKED[fs.sha256_state]}")
 
 
 def hf_expected(path):

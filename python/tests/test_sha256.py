@@ -6,6 +6,7 @@ every load on every backend."""
 import hashlib
 import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -304,6 +305,24 @@ def test_a_file_no_sums_line_names_is_warned_of(two_files, tmp_path):
         assert sorted(ringload.load(d, sha256=tmp_path / "SUMS")[0]) == ["t0", "t1"]
 
 
+def test_sha256_warnings_point_at_the_users_call(two_files, tmp_path, torch):
+    """Each entry point's warnings name this file and the calling line, not
+    a line of ringload (regression: a fixed stacklevel pointed inside the
+    package for some, where Python shows a warning once per process)."""
+    d, sums = two_files
+    (tmp_path / "SUMS").write_text(f"{sums['part0.safetensors']}  ckpt/part0.safetensors\n")
+    calls = (lambda: ringload.load(d, sha256=tmp_path / "SUMS"),
+             lambda: rnp.load_file(d, sha256=tmp_path / "SUMS"),
+             lambda: ringload.safe_open(d, "np", sha256=tmp_path / "SUMS"),
+             lambda: ringload.load(d, framework="pt", sha256=tmp_path / "SUMS"))
+    for call in calls:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            call()
+        assert got and all(w.filename == __file__ for w in got), \
+            [(w.filename, w.lineno) for w in got]
+
+
 def test_a_name_that_is_the_tail_of_another_without_a_slash_names_nothing(tmp_path):
     """model.safetensors is not xmodel.safetensors (its end, but not after
     a '/'), for sha256= and safe_open."""
@@ -389,8 +408,8 @@ def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, to
     CLI's (regression: a blob with a flipped byte loaded without a word)."""
     path, _ = ckpt
     snap = _hf_snapshot(tmp_path, path, WRONG)
-    with pytest.warns(UserWarning, match=f"{snap}: expected SHA-256 .* not checked: "
-                      "streaming loads do not hash"):
+    with pytest.warns(UserWarning, match=f"{re.escape(str(snap))}: expected SHA-256 .* not "
+                      "checked: streaming loads do not hash"):
         out = ringload.load(snap, framework="pt", options={"staging_budget": 1 << 20})[0]
     assert out["a"].tolist() == list(range(1000))
     with pytest.warns(UserWarning, match="not checked: this load reads only part of the file"):
