@@ -140,11 +140,11 @@ static void sha256_file_parsing(void)
 	CHECKF(rc == 1 && strstr(out, "--sha256-file NOSUCH: No such file"), "%d %s", rc, out);
 }
 
-/* path: a safetensors file of one empty tensor "u". */
-static int write_empty_tensor(const char *path)
+/* path: a safetensors file of one tensor "u" of 4 zero bytes. */
+static int write_u_tensor(const char *path)
 {
-	static const char hdr[] = "{\"u\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}";
-	char b[8 + sizeof(hdr)] = { sizeof(hdr) - 1 };
+	static const char hdr[] = "{\"u\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}";
+	char b[8 + sizeof(hdr) + 4] = { sizeof(hdr) - 1 };
 
 	memcpy(b + 8, hdr, sizeof(hdr) - 1);
 	return write_bytes(path, b, sizeof(b) - 1);
@@ -182,6 +182,8 @@ static void sha256_second_value(const char *hex)
  */
 static void sha256_file_exact_names(void)
 {
+	static const char ONLY_A[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[],"
+				     "\"tensors\":[\"t0\",\"t1\"]}";
 	char hex[65], sub_hex[65], sums[1024], abs[4096];
 	int rc;
 
@@ -211,13 +213,18 @@ static void sha256_file_exact_names(void)
 	       "%d %s", rc, out);
 	/* A file of the checkpoint with no line: a warning naming it. */
 	mkdir(tmp_path("d"), 0755); /* the last backend's may be there */
-	CHECK(write_empty_tensor(tmp_path("d/b.safetensors")) == 0);
+	CHECK(write_u_tensor(tmp_path("d/b.safetensors")) == 0);
 	CHECK(write_hashed_ckpt(tmp_path("d/a.safetensors"), 2, 4096, hex) == 0);
 	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("d/SUMS"), sums, strlen(sums)) == 0);
 	rc = rl_load("d --sha256-file d/SUMS");
 	CHECKF(rc == 0 && strstr(out, "warning: d/b.safetensors: no line in d/SUMS: its "
 				 "SHA-256 is not checked") && strstr(out, "sha256: 1 file matches"),
+	       "%d %s", rc, out);
+	/* not of a file this process does not read (regression: of every file) */
+	CHECK(write_bytes(tmp_path("only_a.json"), ONLY_A, strlen(ONLY_A)) == 0);
+	rc = rl_load("d --sha256-file d/SUMS --sharding only_a.json");
+	CHECKF(rc == 0 && !strstr(out, "b.safetensors") && strstr(out, "sha256: 1 file matches"),
 	       "%d %s", rc, out);
 	/* --sha256 FILE: a path, or a name relative to the checkpoint's directory */
 	rc = rl_load("d --sha256 a.safetensors=%s", hex);

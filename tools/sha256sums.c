@@ -76,6 +76,7 @@ struct sums_ctx {
 	const struct opt_list *given;
 	size_t nfiles;
 	struct file_id *id;
+	unsigned char *reads;   /* the files this process reads (the plan's) */
 	long *line;
 	char (*hex)[65];
 };
@@ -329,7 +330,7 @@ static int expect_sums(struct sums_ctx *c, const char *file)
 		ret = -1;
 	}
 	for (size_t i = 0; ret >= 0 && i < c->nfiles; i++)
-		if (!c->line[i])
+		if (!c->line[i] && c->reads[i])
 			fprintf(stderr, "%s: warning: %s: no line in %s: its SHA-256 is not "
 				"checked\n", c->prog, rl_ckpt_file_path(c->ck, i), file);
 	return ret < 0 ? -1 : 0;
@@ -338,11 +339,23 @@ static int expect_sums(struct sums_ctx *c, const char *file)
 static void ctx_free(struct sums_ctx *c)
 {
 	free(c->id);
+	free(c->reads);
 	free(c->line);
 	free(c->hex);
 }
 
-int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
+/* c->reads: the files plan has a request of. */
+static void mark_read(struct sums_ctx *c, const rl_plan *plan)
+{
+	for (size_t i = 0; i < rl_plan_num_requests(plan); i++) {
+		rl_request_info ri;
+
+		if (rl_plan_request(plan, i, &ri) == 0 && ri.file < c->nfiles)
+			c->reads[ri.file] = 1;
+	}
+}
+
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
 		  const struct opt_list *given, const char *sums_file, const char *prog)
 {
 	struct sums_ctx c = { .ld = ld, .ck = ck, .prog = prog, .nfiles = rl_ckpt_num_files(ck),
@@ -355,13 +368,16 @@ int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
 	c.id = calloc(c.nfiles + 1, sizeof(*c.id));
 	c.line = calloc(c.nfiles + 1, sizeof(*c.line));
 	c.hex = calloc(c.nfiles + 1, sizeof(*c.hex));
+	c.reads = calloc(c.nfiles + 1, 1);
+	if (c.reads)
+		mark_read(&c, plan);
 	for (size_t i = 0; c.id && i < c.nfiles; i++) {
 		struct stat st;
 
 		if (stat(rl_ckpt_file_path(ck, i), &st) == 0)
 			c.id[i] = (struct file_id){ st.st_dev, st.st_ino, 1 };
 	}
-	if (c.id && c.line && c.hex && (ckdir = dir_of(ck_path, 1))) {
+	if (c.id && c.line && c.hex && c.reads && (ckdir = dir_of(ck_path, 1))) {
 		c.ckdir = ckdir;
 		ret = expect_given(&c, given);
 	}
