@@ -83,6 +83,23 @@ static void sha256_option(void)
 	       "%d %s", rc, out);
 }
 
+/* A checkpoint directory esc/ of "n\nl.safetensors", its SUMS line escaped
+ * as sha256sum writes it, loads checked: 0, or -1 with the reason in out. */
+static int sha256_escaped_newline(void)
+{
+	char hex[65], line[128], cmd[4200];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/esc && mkdir %s/esc", th_tmpdir(), th_tmpdir());
+	if (system(cmd) || write_hashed_ckpt(tmp_path("esc/n\nl.safetensors"), 2, 4096, hex))
+		return -1;
+	snprintf(line, sizeof(line), "\\%s  n\\nl.safetensors\n", hex);
+	if (write_bytes(tmp_path("esc/SUMS"), line, strlen(line)))
+		return -1;
+	rc = rl_load("esc --sha256-file esc/SUMS");
+	return rc == 0 && strstr(out, "sha256: 1 file matches") ? 0 : -1;
+}
+
 static void sha256_file_parsing(void)
 {
 	char hex[65], esc_hex[65], line[256];
@@ -111,6 +128,7 @@ static void sha256_file_parsing(void)
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	CHECKF(sha256_escaped_newline() == 0, "%s", out);
 	snprintf(line, sizeof(line), "\\%s  m\\x\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
