@@ -3,8 +3,8 @@
  * real binary (RL_BUILD/ringload), on every backend: --sha256 right and
  * wrong (exit 1 naming the file and both values), its syntax (exit 2) and
  * a name that is no file of the checkpoint, --sha256-file (good, a bad line
- * named by number, an escaped name, a file naming none of the checkpoint's
- * files), a sharding that reads part of the file (exit 1), a Hugging Face
+ * named by number, an escaped name as sha256sum writes it, a file naming
+ * none of the checkpoint's files), a sharding that reads part of the file (exit 1), a Hugging Face
  * cache file read in part (a warning, exit 0), and a file rewritten or
  * touched while the load holds in its read phase (RINGLOAD_TEST_HOLD with
  * RINGLOAD_TEST_RESUME): "file changed during load", exit 1.
@@ -83,9 +83,26 @@ static void sha256_option(void)
 	       "%d %s", rc, out);
 }
 
+/* A checkpoint directory esc/ of "n\nl.safetensors", its SUMS line escaped
+ * as sha256sum writes it, loads checked: 0, or -1 with the reason in out. */
+static int sha256_escaped_newline(void)
+{
+	char hex[65], line[128], cmd[4200];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/esc && mkdir %s/esc", th_tmpdir(), th_tmpdir());
+	if (system(cmd) || write_hashed_ckpt(tmp_path("esc/n\nl.safetensors"), 2, 4096, hex))
+		return -1;
+	snprintf(line, sizeof(line), "\\%s  n\\nl.safetensors\n", hex);
+	if (write_bytes(tmp_path("esc/SUMS"), line, strlen(line)))
+		return -1;
+	rc = rl_load("esc --sha256-file esc/SUMS");
+	return rc == 0 && strstr(out, "sha256: 1 file matches") ? 0 : -1;
+}
+
 static void sha256_file_parsing(void)
 {
-	char hex[65], line[256];
+	char hex[65], esc_hex[65], line[256];
 	int rc;
 
 	CHECK(ckpt(hex) == 0);
@@ -101,11 +118,32 @@ static void sha256_file_parsing(void)
 	rc = rl_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "SUMS:2: not '<64 hex digits>  <file name>'"), "%d %s", rc,
 	       out);
-	snprintf(line, sizeof(line), "\\%s  m\\\\x\n", hex);
+	/* sha256sum escapes a name with a backslash, newline or CR (a leading
+	 * '\\'): unescaped (regression: one such line refused the file) */
+	CHECK(write_hashed_ckpt(tmp_path("m\\x.safetensors"), 2, 4096, esc_hex) == 0);
+	snprintf(line, sizeof(line), "\\%s  m\\\\x.safetensors\n%s  m.safetensors\n", esc_hex,
+		 hex);
+	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
+	rc = rl_load("'m\\x.safetensors' --sha256-file SUMS");
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("m.safetensors --sha256-file SUMS");
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	CHECKF(sha256_escaped_newline() == 0, "%s", out);
+	snprintf(line, sizeof(line), "\\%s  m\\x\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
-	CHECKF(rc == 1 && strstr(out, "SUMS:1: escaped file names are not supported"), "%d %s",
-	       rc, out);
+	CHECKF(rc == 1 && strstr(out, "SUMS:1: a bad escape in the name"), "%d %s", rc, out);
+	/* a NUL inside a line is an error naming it, in C and Python alike
+	 * (regression: C cut the name there); one CR goes, not two */
+	snprintf(line, sizeof(line), "%s  m.safetensors\n%s  m.safetensors", hex, hex);
+	line[strlen(line) - 5] = '\0';
+	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(hex) * 2 + 31) == 0);
+	rc = rl_load("m.safetensors --sha256-file SUMS");
+	CHECKF(rc == 1 && strstr(out, "SUMS:2: a NUL byte in the line"), "%d %s", rc, out);
+	snprintf(line, sizeof(line), "%s  m.safetensors\r\r\n", hex);
+	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
+	rc = rl_load("m.safetensors --sha256-file SUMS");
+	CHECKF(rc == 1 && strstr(out, "--sha256-file SUMS names none"), "%d %s", rc, out);
 	snprintf(line, sizeof(line), "%s  other.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
 	rc = rl_load("m.safetensors --sha256-file SUMS");
@@ -120,14 +158,38 @@ static void sha256_file_parsing(void)
 	CHECKF(rc == 1 && strstr(out, "--sha256-file NOSUCH: No such file"), "%d %s", rc, out);
 }
 
-/* path: a safetensors file of one empty tensor "u". */
-static int write_empty_tensor(const char *path)
+/* path: a safetensors file of one tensor "u" of 4 zero bytes. */
+static int write_u_tensor(const char *path)
 {
-	static const char hdr[] = "{\"u\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}";
-	char b[8 + sizeof(hdr)] = { sizeof(hdr) - 1 };
+	static const char hdr[] = "{\"u\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}";
+	char b[8 + sizeof(hdr) + 4] = { sizeof(hdr) - 1 };
 
 	memcpy(b + 8, hdr, sizeof(hdr) - 1);
 	return write_bytes(path, b, sizeof(b) - 1);
+}
+
+/*
+ * d/a.safetensors (d/SUMS: "hex  a.safetensors") given a second, different
+ * value, however spelled, from --sha256 or SUMS: exit 1 naming both
+ * (regression: the last value won, so a wrong --sha256 before a SUMS, or
+ * two --sha256 spellings of one file, loaded); the same value twice is no
+ * conflict.
+ */
+static void sha256_second_value(const char *hex)
+{
+	char bad[65];
+	int rc;
+
+	memcpy(bad, hex, sizeof(bad));
+	bad[0] = bad[0] == '0' ? '1' : '0';
+	rc = rl_load("d --sha256 a.safetensors=%s --sha256-file d/SUMS", bad);
+	CHECKF(rc == 1 && strstr(out, "d/SUMS:1: a.safetensors has another value from --sha256 "
+				 "a.safetensors"), "%d %s", rc, out);
+	rc = rl_load("d --sha256 a.safetensors=%s --sha256 ./d/a.safetensors=%s", hex, bad);
+	CHECKF(rc == 1 && strstr(out, "--sha256 ./d/a.safetensors has another value from "
+				 "--sha256 a.safetensors"), "%d %s", rc, out);
+	rc = rl_load("d --sha256 ./d/a.safetensors=%s --sha256-file d/SUMS", hex);
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 }
 
 /*
@@ -138,6 +200,8 @@ static int write_empty_tensor(const char *path)
  */
 static void sha256_file_exact_names(void)
 {
+	static const char ONLY_A[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[],"
+				     "\"tensors\":[\"t0\",\"t1\"]}";
 	char hex[65], sub_hex[65], sums[1024], abs[4096];
 	int rc;
 
@@ -167,7 +231,7 @@ static void sha256_file_exact_names(void)
 	       "%d %s", rc, out);
 	/* A file of the checkpoint with no line: a warning naming it. */
 	mkdir(tmp_path("d"), 0755); /* the last backend's may be there */
-	CHECK(write_empty_tensor(tmp_path("d/b.safetensors")) == 0);
+	CHECK(write_u_tensor(tmp_path("d/b.safetensors")) == 0);
 	CHECK(write_hashed_ckpt(tmp_path("d/a.safetensors"), 2, 4096, hex) == 0);
 	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("d/SUMS"), sums, strlen(sums)) == 0);
@@ -175,11 +239,51 @@ static void sha256_file_exact_names(void)
 	CHECKF(rc == 0 && strstr(out, "warning: d/b.safetensors: no line in d/SUMS: its "
 				 "SHA-256 is not checked") && strstr(out, "sha256: 1 file matches"),
 	       "%d %s", rc, out);
+	/* not of a file this process does not read (regression: of every file) */
+	CHECK(write_bytes(tmp_path("only_a.json"), ONLY_A, strlen(ONLY_A)) == 0);
+	rc = rl_load("d --sha256-file d/SUMS --sharding only_a.json");
+	CHECKF(rc == 0 && !strstr(out, "b.safetensors") && strstr(out, "sha256: 1 file matches"),
+	       "%d %s", rc, out);
 	/* --sha256 FILE: a path, or a name relative to the checkpoint's directory */
 	rc = rl_load("d --sha256 a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	rc = rl_load("d --sha256 ./d/a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	sha256_second_value(hex);
+}
+
+/*
+ * A checkpoint reached through a symlinked directory matches the SUMS that
+ * names it by the real one (regression: names were compared as lexical
+ * absolute paths, so a correct SUMS was "no file of the checkpoint"); a
+ * SUMS kept outside the checkpoint's directory names files relative to the
+ * checkpoint's when nothing of that name is beside it, but a dangling
+ * symlink beside it is something: its line is skipped (as in Python).
+ */
+static void sha256_sums_symlinked_and_elsewhere(void)
+{
+	char hex[65], sums[256], cmd[4200];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "cd %s && rm -rf e && mkdir -p e/ck e/other && ln -s ck e/link",
+		 th_tmpdir());
+	CHECK(system(cmd) == 0);
+	CHECK(write_hashed_ckpt(tmp_path("e/ck/a.safetensors"), 2, 4096, hex) == 0);
+	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
+	CHECK(write_bytes(tmp_path("e/ck/SUMS"), sums, strlen(sums)) == 0);
+	CHECK(write_bytes(tmp_path("e/other/SUMS"), sums, strlen(sums)) == 0);
+	rc = rl_load("e/link --sha256-file e/ck/SUMS");
+	skip_unavailable();
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("e/link/a.safetensors --sha256 e/ck/a.safetensors=%s", hex);
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("e/ck --sha256-file e/other/SUMS");
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	CHECK(symlink("gone", tmp_path("e/other/a.safetensors")) == 0);
+	rc = rl_load("e/ck --sha256-file e/other/SUMS");
+	CHECKF(rc == 1 && strstr(out, "warning: e/other/SUMS:1: a.safetensors is no file of the "
+				 "checkpoint") && strstr(out, "names none of the checkpoint's files"),
+	       "%d %s", rc, out);
 }
 
 static void sha256_partial_read(void)
@@ -287,6 +391,7 @@ int main(void)
 		{ "sha256_option", sha256_option },
 		{ "sha256_file_parsing", sha256_file_parsing },
 		{ "sha256_file_exact_names", sha256_file_exact_names },
+		{ "sha256_sums_symlinked_and_elsewhere", sha256_sums_symlinked_and_elsewhere },
 		{ "sha256_partial_read", sha256_partial_read },
 		{ "sha256_hf_streaming_warns", sha256_hf_streaming_warns },
 		{ "file_changed_during_load", file_changed_during_load },

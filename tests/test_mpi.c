@@ -671,6 +671,43 @@ static void cli_mpi_failure_leaves_no_dump(void)
 	CHECKF(system(cmd) == 0, "DIR changed or a partial dump was left: %s", out);
 }
 
+/* A Hugging Face cache file whose blob is not what its name says: each
+ * rank reads only part of it, so none can check it, and each says so on
+ * a line naming itself and the file (regression: nothing was said): split
+ * between the ranks, and replicated --read-once (where the transfer
+ * loader reads each half for both). */
+static void cli_mpi_hf_unchecked_warned_per_rank(void)
+{
+	static const char *const wrong = "0123456789abcdef0123456789abcdef"
+					 "0123456789abcdef0123456789abcdef";
+	static const struct { int kind; const char *once; } runs[] = {
+		{ 3, "" }, { 3, "--read-once" }, { 0, "--read-once" },
+	};
+	const char *ck, *spec;
+	char json[1024], cmd[8192], args[8192];
+
+	NEED_MPI();
+	ck = make_ckpt("mpihf", "2M", 1, 37);
+	snprintf(cmd, sizeof(cmd), "cd %s && mkdir -p blobs snapshots/r && mv model.safetensors "
+		 "blobs/%s && ln -s ../../blobs/%s snapshots/r/model.safetensors", ck, wrong, wrong);
+	CHECK(ck && system(cmd) == 0);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		spec_json(json, sizeof(json), 2, runs[i].kind);
+		spec = write_spec("mpihf.json", json);
+		snprintf(args, sizeof(args), "%s/snapshots/r --sharding %s --mpi %s", ck, spec,
+			 runs[i].once);
+		CHECKF(spec && mpirun_cli(2, args) == 0, "%s", out);
+		for (int r = 0; r < 2; r++) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "ringload load: rank %d: warning: ", r);
+			CHECKF(strstr(out, want) && strstr(out, "snapshots/r/model.safetensors: "
+			       "expected SHA-256 (Hugging Face cache) not checked"),
+			       "spec %d %s: rank %d: %s", runs[i].kind, runs[i].once, r, out);
+		}
+	}
+}
+
 /* --mpi's options: misuse is a usage error; a ringload without
  * ringload-mpi.so beside it says so. */
 static void cli_mpi_options_and_missing_plugin(void)
@@ -709,6 +746,7 @@ int main(void)
 	RUN(misuse_reported_on_every_rank);
 	RUN(cli_mpi_dump_equals_single_process_dumps);
 	RUN(cli_mpi_failure_leaves_no_dump);
+	RUN(cli_mpi_hf_unchecked_warned_per_rank);
 	RUN(cli_mpi_options_and_missing_plugin);
 	return th_done();
 }

@@ -461,11 +461,6 @@ static void release_other_thread(void)
 
 /* ---- a runtime that never releases -------------------------------- */
 
-/* Budget 64 KiB: one window; a checkpoint larger than it: the second
- * range waits for a release that never comes, then the load fails with
- * RL_E_RELEASE_TIMEOUT, the pieces it had intact, also after one of them
- * is released twice (RL_E_PIECE); once they are released the same loader
- * loads again. */
 /* Shards of f with bytes that start in the first window of budget. */
 static unsigned first_window_shards(const struct fixture *f, uint64_t budget)
 {
@@ -479,6 +474,11 @@ static unsigned first_window_shards(const struct fixture *f, uint64_t budget)
 	return n;
 }
 
+/* Budget 64 KiB: one window; a checkpoint larger than it: the second
+ * range waits for a release that never comes, then the load fails with
+ * RL_E_RELEASE_TIMEOUT, the pieces it had intact, also after one of them
+ * is released twice (RL_E_PIECE); once they are released the same loader
+ * loads again. */
 static void release_never(void)
 {
 	struct fixture f;

@@ -261,9 +261,10 @@ static int prepare(struct load_run *r)
 	/* the loader first: it sizes the plan's requests */
 	ret = configure_loader(r);
 	if (!ret)
-		ret = sha256_expect(r->ld, r->ck, r->a->path, &r->a->sha256, r->a->sha256_file, PROG);
-	if (!ret)
 		ret = build_plan(r);
+	if (!ret)   /* after the plan: only files this process reads are warned of */
+		ret = sha256_expect(r->ld, r->ck, r->plan, r->a->path, &r->a->sha256,
+				    r->a->sha256_file, PROG);
 	if (!ret)
 		ret = begin_out(r);
 	if (!ret && r->a->staging == RL_STAGING_CALLER)

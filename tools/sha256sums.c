@@ -42,86 +42,90 @@ int sha256_args_check(const char *prog, const struct opt_list *given)
 }
 
 /* ------------------------------------------------------------------ */
-/* Names to files: exact, on absolute normal paths                      */
+/* Names to files: by identity, as the file system resolves them        */
 
-/* p in lexical normal form, in place: empty and "." components dropped,
- * ".." takes back the one before (as Python's os.path.normpath). p is
- * absolute. */
-static void normalize(char *p)
+/* name relative to dir (NULL: the working directory), malloc'd: the path
+ * the kernel resolves, so symlinked directories and ".." mean what they
+ * mean to sha256sum -c. */
+static char *path_in(const char *dir, const char *name)
 {
-	char *w = p + 1, *s = p + 1;
+	char *p;
 
-	while (*s) {
-		char *e = strchrnul(s, '/');
-		size_t len = (size_t)(e - s);
-
-		if (len == 2 && s[0] == '.' && s[1] == '.') {
-			while (w > p + 1 && *--w != '/')
-				;
-		} else if (len && !(len == 1 && s[0] == '.')) {
-			if (w > p + 1)
-				*w++ = '/';
-			memmove(w, s, len);
-			w += len;
-		}
-		s = *e ? e + 1 : e;
-	}
-	*w = '\0';
-}
-
-/* name (relative to dir, NULL: the working directory) as an absolute
- * normal path; NULL when out of memory or the working directory is gone. */
-static char *abs_name(const char *dir, const char *name)
-{
-	char cwd[4096] = "", *p;
-	size_t n;
-
-	if (name[0] == '/')
-		dir = NULL;
-	else if (!getcwd(cwd, sizeof(cwd)))
+	if (!dir || name[0] == '/')
+		return strdup(name);
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
 		return NULL;
-	n = strlen(cwd) + (dir ? strlen(dir) : 0) + strlen(name) + 3;
-	if (!(p = malloc(n)))
-		return NULL;
-	if (name[0] == '/')
-		snprintf(p, n, "%s", name);
-	else if (dir && dir[0] == '/')
-		snprintf(p, n, "%s/%s", dir, name);
-	else
-		snprintf(p, n, "%s/%s%s%s", cwd, dir ? dir : "", dir ? "/" : "", name);
-	normalize(p);
 	return p;
 }
 
-/* What the options match against: every file of ck as an absolute normal
- * path, and which of them got a value (the SUMS line, or -1: --sha256). */
+/* A file's identity: device and inode (ok 0: it could not be stat'ed). */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	int ok;
+};
+
+/* What the options match against: every file of ck by identity, and
+ * which of them got a value where (the SUMS line, or -1 - i: the i-th
+ * --sha256). */
 struct sums_ctx {
 	rl_loader *ld;
 	const rl_ckpt *ck;
 	const char *prog;
 	const char *ckdir;      /* the checkpoint's directory */
+	const struct opt_list *given;
 	size_t nfiles;
-	char **abs;
+	struct file_id *id;
+	unsigned char *reads;   /* the files this process reads (the plan's) */
 	long *line;
 	char (*hex)[65];
 };
 
-/* The file of the checkpoint name (relative to dir) is, or -1 (also when
- * out of memory: then nothing matches, and the caller says so). */
+/* The file of the checkpoint that name (relative to dir) is, the same
+ * file however the path spells it, or -1 (also when out of memory: then
+ * nothing matches, and the caller says so). */
 static long file_of(const struct sums_ctx *c, const char *dir, const char *name)
 {
-	char *p = abs_name(dir, name);
+	char *p = path_in(dir, name);
+	struct stat st;
 	long f = -1;
 
-	for (size_t i = 0; p && i < c->nfiles && f < 0; i++)
-		if (c->abs[i] && !strcmp(c->abs[i], p))
-			f = (long)i;
+	if (p && stat(p, &st) == 0)
+		for (size_t i = 0; i < c->nfiles && f < 0; i++)
+			if (c->id[i].ok && c->id[i].dev == st.st_dev && c->id[i].ino == st.st_ino)
+				f = (long)i;
 	free(p);
 	return f;
 }
 
-static int expect(struct sums_ctx *c, long f, const char *hex, long line)
+/* --sha256's NAME of the value at line (< 0), into buf. */
+static const char *given_name(const struct sums_ctx *c, long line, char *buf, size_t cap)
 {
+	const char *v = c->given->v[-line - 1];
+
+	snprintf(buf, cap, "%.*s", (int)(strrchr(v, '=') - v), v);
+	return buf;
+}
+
+/*
+ * hex for file f, from line (> 0: a SUMS line; -1 - i: the i-th --sha256;
+ * what: "SUMS:LINE: NAME" or "--sha256 NAME", for messages). A second,
+ * different value for f, however spelled, is an error naming both.
+ */
+static int expect(struct sums_ctx *c, long f, const char *hex, long line, const char *what)
+{
+	char name[4096];
+
+	if (c->line[f] > 0 && strcasecmp(c->hex[f], hex)) {
+		fprintf(stderr, "%s: %s has another value on line %ld\n", c->prog, what,
+			c->line[f]);
+		return -1;
+	}
+	if (c->line[f] < 0 && strcasecmp(c->hex[f], hex)) {
+		fprintf(stderr, "%s: %s has another value from --sha256 %s\n", c->prog, what,
+			given_name(c, c->line[f], name, sizeof(name)));
+		return -1;
+	}
 	if (rl_loader_expect_sha256(c->ld, rl_ckpt_file_path(c->ck, (size_t)f), hex) < 0) {
 		fprintf(stderr, "%s: %s\n", c->prog, rl_loader_errmsg(c->ld));
 		return -1;
@@ -136,7 +140,7 @@ static int expect(struct sums_ctx *c, long f, const char *hex, long line)
  * ambiguous. */
 static int expect_given(struct sums_ctx *c, const struct opt_list *given)
 {
-	char name[4096];
+	char name[4096], what[4200];
 
 	for (unsigned i = 0; i < given->n; i++) {
 		const char *v = given->v[i], *eq = strrchr(v, '=');
@@ -156,18 +160,20 @@ static int expect_given(struct sums_ctx *c, const struct opt_list *given)
 				name);
 			return -1;
 		}
-		if (expect(c, f >= 0 ? f : g, eq + 1, -1) < 0)
+		snprintf(what, sizeof(what), "--sha256 %s", name);
+		if (expect(c, f >= 0 ? f : g, eq + 1, -1 - (long)i, what) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-/* Whether name, relative to dir, is no file at all. */
+/* Whether name, relative to dir, is nothing at all (lstat: ENOENT; a
+ * dangling symlink is something, and so is what cannot be looked at). */
 static int absent(const char *dir, const char *name)
 {
-	char *p = abs_name(dir, name);
+	char *p = path_in(dir, name);
 	struct stat st;
-	int r = p && stat(p, &st) < 0 && errno == ENOENT;
+	int r = p && lstat(p, &st) < 0 && errno == ENOENT;
 
 	free(p);
 	return r;
@@ -184,6 +190,7 @@ static int sums_name(struct sums_ctx *c, const char *name, const char *hex, cons
 {
 	size_t n = strlen(name);
 	long f = file_of(c, dir, name);
+	char what[4200];
 
 	if (f < 0 && absent(dir, name))
 		f = file_of(c, c->ckdir, name);
@@ -194,32 +201,57 @@ static int sums_name(struct sums_ctx *c, const char *name, const char *hex, cons
 				"skipped\n", c->prog, file, line, name);
 		return 0;
 	}
-	if (c->line[f] > 0 && strcasecmp(c->hex[f], hex)) {
-		fprintf(stderr, "%s: %s:%u: %s has another value on line %ld\n", c->prog, file,
-			line, name, c->line[f]);
-		return -1;
-	}
-	return expect(c, f, hex, line) < 0 ? -1 : 1;
+	snprintf(what, sizeof(what), "%s:%u: %s", file, line, name);
+	return expect(c, f, hex, line, what) < 0 ? -1 : 1;
 }
 
-/* One line of a sums file, newline removed: 1 expected, 0 skipped (not a
- * file of the checkpoint, or empty), -1 an error printed. */
-static int sums_line(struct sums_ctx *c, char *s, const char *dir, const char *file,
+/* An escaped name (sha256sum's, for a name with a backslash, newline or
+ * CR: the line starts with '\\') unescaped in place: 0, or -1 for a
+ * backslash before anything but '\\', 'n' or 'r'. */
+static int unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		if (*s == '\\') {
+			s++;
+			if (*s != '\\' && *s != 'n' && *s != 'r')
+				return -1;
+			*w++ = *s == 'n' ? '\n' : *s == 'r' ? '\r' : '\\';
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+	return 0;
+}
+
+/* One line of a sums file, n bytes, newline removed: 1 expected, 0
+ * skipped (not a file of the checkpoint, or empty), -1 an error printed. */
+static int sums_line(struct sums_ctx *c, char *s, size_t n, const char *dir, const char *file,
 		     unsigned line)
 {
-	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
-		return 0;
-	if (*s == '\\') {
-		fprintf(stderr, "%s: %s:%u: escaped file names are not supported\n", c->prog,
-			file, line);
+	int escaped;
+
+	if (memchr(s, '\0', n)) { /* the name would end there, naming another file */
+		fprintf(stderr, "%s: %s:%u: a NUL byte in the line\n", c->prog, file, line);
 		return -1;
 	}
+	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
+		return 0;
+	escaped = *s == '\\';
+	s += escaped;
 	if (strlen(s) < 67 || !is_hex64(s, 64) || s[64] != ' ' || (s[65] != ' ' && s[65] != '*')) {
 		fprintf(stderr, "%s: %s:%u: not '<64 hex digits>  <file name>' (sha256sum's "
 			"format)\n", c->prog, file, line);
 		return -1;
 	}
 	s[64] = '\0';
+	if (escaped && unescape(s + 66) < 0) {
+		fprintf(stderr, "%s: %s:%u: a bad escape in the name (sha256sum escapes only "
+			"\\\\, \\n and \\r)\n", c->prog, file, line);
+		return -1;
+	}
 	return sums_name(c, s + 66, s, dir, file, line);
 }
 
@@ -282,9 +314,9 @@ static int expect_sums(struct sums_ctx *c, const char *file)
 		line++;
 		if (n && buf[n - 1] == '\n')
 			buf[--n] = '\0';
-		if (n && buf[n - 1] == '\r')
+		if (n && buf[n - 1] == '\r') /* one: a CRLF file's */
 			buf[--n] = '\0';
-		ret = sums_line(c, buf, dir, file, line);
+		ret = sums_line(c, buf, (size_t)n, dir, file, line);
 		used += ret > 0;
 	}
 	free(buf);
@@ -298,7 +330,7 @@ static int expect_sums(struct sums_ctx *c, const char *file)
 		ret = -1;
 	}
 	for (size_t i = 0; ret >= 0 && i < c->nfiles; i++)
-		if (!c->line[i])
+		if (!c->line[i] && c->reads[i])
 			fprintf(stderr, "%s: warning: %s: no line in %s: its SHA-256 is not "
 				"checked\n", c->prog, rl_ckpt_file_path(c->ck, i), file);
 	return ret < 0 ? -1 : 0;
@@ -306,28 +338,46 @@ static int expect_sums(struct sums_ctx *c, const char *file)
 
 static void ctx_free(struct sums_ctx *c)
 {
-	for (size_t i = 0; c->abs && i < c->nfiles; i++)
-		free(c->abs[i]);
-	free(c->abs);
+	free(c->id);
+	free(c->reads);
 	free(c->line);
 	free(c->hex);
 }
 
-int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
+/* c->reads: the files plan has a request of. */
+static void mark_read(struct sums_ctx *c, const rl_plan *plan)
+{
+	for (size_t i = 0; i < rl_plan_num_requests(plan); i++) {
+		rl_request_info ri;
+
+		if (rl_plan_request(plan, i, &ri) == 0 && ri.file < c->nfiles)
+			c->reads[ri.file] = 1;
+	}
+}
+
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
 		  const struct opt_list *given, const char *sums_file, const char *prog)
 {
-	struct sums_ctx c = { .ld = ld, .ck = ck, .prog = prog, .nfiles = rl_ckpt_num_files(ck) };
+	struct sums_ctx c = { .ld = ld, .ck = ck, .prog = prog, .nfiles = rl_ckpt_num_files(ck),
+			      .given = given };
 	char *ckdir = NULL;
 	int ret = -1;
 
 	if (!given->n && !sums_file)
 		return 0;
-	c.abs = calloc(c.nfiles + 1, sizeof(*c.abs));
+	c.id = calloc(c.nfiles + 1, sizeof(*c.id));
 	c.line = calloc(c.nfiles + 1, sizeof(*c.line));
 	c.hex = calloc(c.nfiles + 1, sizeof(*c.hex));
-	for (size_t i = 0; c.abs && i < c.nfiles; i++)
-		c.abs[i] = abs_name(NULL, rl_ckpt_file_path(ck, i));
-	if (c.abs && c.line && c.hex && (ckdir = dir_of(ck_path, 1))) {
+	c.reads = calloc(c.nfiles + 1, 1);
+	if (c.reads)
+		mark_read(&c, plan);
+	for (size_t i = 0; c.id && i < c.nfiles; i++) {
+		struct stat st;
+
+		if (stat(rl_ckpt_file_path(ck, i), &st) == 0)
+			c.id[i] = (struct file_id){ st.st_dev, st.st_ino, 1 };
+	}
+	if (c.id && c.line && c.hex && c.reads && (ckdir = dir_of(ck_path, 1))) {
 		c.ckdir = ckdir;
 		ret = expect_given(&c, given);
 	}

@@ -15,17 +15,19 @@ int sha256_args_check(const char *prog, const struct opt_list *given);
 
 /*
  * Gives ld the expected values, each for the one file of ck it names
- * exactly (absolute normal paths compared, "./" and ".." taken as the
- * file system would): each --sha256 FILE is a path, or a name relative to
- * the checkpoint's directory (ck_path, or its directory), and must name
- * one file of ck; each line of sums_file (NULL: none) is "<64 hex digits>
- * <name>" (or " *<name>"), names relative to the SUMS file's directory,
- * lines naming no file of ck skipped (with a warning line for a
- * *.safetensors), two values for one file refused, a file of ck with no
- * line warned of. Prints one line naming the value, or the file and line,
- * on error. Returns 0 or -1.
+ * exactly (by identity: device and inode of the path as the file system
+ * resolves it, so "./", ".." and symlinked directories spell one file):
+ * each --sha256 FILE is a path, or a name relative to the checkpoint's
+ * directory (ck_path, or its directory), and must name one file of ck;
+ * each line of sums_file (NULL: none) is "<64 hex digits>  <name>" (or
+ * " *<name>"; a leading '\\' escapes the name as sha256sum does), names
+ * relative to the SUMS file's directory, lines naming no file of ck
+ * skipped (with a warning line for a *.safetensors), two different values
+ * for one file refused, a file of ck that plan (built) reads with no line
+ * warned of. Prints one line naming the value, or the file and line, on
+ * error. Returns 0 or -1.
  */
-int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const char *ck_path,
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
 		  const struct opt_list *given, const char *sums_file, const char *prog);
 
 /* After a successful load: a warning line naming each file of ck whose

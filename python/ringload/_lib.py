@@ -70,6 +70,8 @@ BACKENDS = {"auto": 0, "io_uring": 1, "libaio": 2, "pread": 3}
 RL_STAGING_LIBRARY = 0
 RL_STAGING_CALLER = 1
 RL_STAGING_STREAM = 2
+RL_SHA256_PARTIAL = 2   # rl_file_stats.sha256_state of files a run did not check
+RL_SHA256_STREAMED = 4
 RL_DIRECT_OFF, RL_DIRECT_ON, RL_DIRECT_AUTO = 0, 1, 2
 FILE_MODES = {"unused": 0, "direct": 1, "cached": 2, "buffered": 3}
 """rl_file_stats.mode values by lower-case name (RL_FILE_<NAME>)."""

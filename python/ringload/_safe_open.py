@@ -11,8 +11,8 @@ from . import _core, _dropin, _dtypes, _errors, _handles, _index, _lib, _sha256
 
 def _single(ckpt, spec_dict, backend):
     """Loads the one shard spec_dict selects; returns (Loaded, shard). The
-    Hugging Face cache's blob names were checked at open (this partial
-    read could not check them: no warning)."""
+    Hugging Face cache's blob names were checked before the first read of
+    the file (this partial read could not check them: no warning)."""
     spec = _handles.Spec(spec_dict)
     try:
         loaded = _core.load_into_numpy(
@@ -37,16 +37,18 @@ class safe_open:  # noqa: N801 - safetensors' name
 
     sha256 (keyword only, not in safetensors): expected SHA-256 values of
     the checkpoint's files ({file: hex}, 64 hex digits for a one-file
-    checkpoint, or a SHA256SUMS path). get_tensor reads only part of a
-    file, where a whole-file hash cannot be checked, so the named files
-    are hashed whole here, once, before safe_open returns (hashlib, 8 MiB
-    at a time): a mismatch raises IntegrityError (RL_E_CHECKSUM, the
-    library's wording). So is, without sha256, a Hugging Face cache file
-    (a snapshot symlink to blobs/<its SHA-256>), as a whole load checks it:
-    a blob with a flipped byte never loads silently; this costs one read of
-    the file at open. A later change of a file is caught by the reads
-    (RL_E_FILE_CHANGED: the library compares each file with its state when
-    opened, which was before the hash).
+    checkpoint, or a SHA256SUMS path), resolved here (ArgumentError at
+    open). get_tensor reads only part of a file, where a whole-file hash
+    cannot be checked, so a named file is hashed whole, once, on the first
+    get_tensor or get_slice of a tensor of it (hashlib, 8 MiB at a time):
+    a mismatch raises IntegrityError (RL_E_CHECKSUM, the library's
+    wording) from that call and every later one of that file. So is,
+    without sha256, a Hugging Face cache file (a snapshot symlink to
+    blobs/<its SHA-256>), as a whole load checks it: a blob with a flipped
+    byte never loads silently; this costs one read of the file before its
+    first tensor (keys() and metadata() read none). A later change of a
+    file is caught by the reads (RL_E_FILE_CHANGED: the library compares
+    each file with its state when opened, which was before the hash).
     """
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap",
@@ -57,7 +59,7 @@ class safe_open:  # noqa: N801 - safetensors' name
         self._backend = _dropin.backend(backend)
         self._ckpt = _handles.Checkpoint(filename)
         try:
-            _sha256.verify_files(self._ckpt, _sha256.resolve(self._ckpt, sha256))
+            self._to_hash = _sha256.to_hash(self._ckpt, _sha256.resolve(self._ckpt, sha256))
         except BaseException:
             self._ckpt.close()
             raise
@@ -66,6 +68,17 @@ class safe_open:  # noqa: N801 - safetensors' name
         if self._ckpt is None:
             raise _errors.StateError(_lib.RL_E_STATE, "File is closed")
         return self._ckpt
+
+    def _tensor(self, name):
+        """Tensor name's metadata, its file hashed first if it has an
+        expected value not yet checked."""
+        ckpt = self._open()
+        meta = ckpt.tensor(name)
+        want = self._to_hash.get(meta.file)
+        if want is not None:
+            _sha256.verify_file(ckpt.files()[meta.file], want)
+            self._to_hash.pop(meta.file, None)
+        return meta
 
     def __enter__(self):
         """Returns self."""
@@ -99,10 +112,10 @@ class safe_open:  # noqa: N801 - safetensors' name
         given to safe_open. Reads only that tensor's bytes. Raises
         TensorNotFoundError, DtypeError (before reading), or the load's
         error."""
-        ckpt = self._open()
-        meta = ckpt.tensor(name)
+        meta = self._tensor(name)
         self._fw.check(name, meta.dtype, meta.shape)
-        loaded, shard = _single(ckpt, {"tensors": [name]}, self._backend)
+        loaded, shard = _single(self._open(), {"tensors": [name]},
+                                self._backend)
         t = self._fw.convert(loaded.raw(shard), name, shard.dtype, shard.box)
         return self._fw.deliver(t, self._device)
 
@@ -125,8 +138,9 @@ class safe_open:  # noqa: N801 - safetensors' name
     def get_slice(self, name):
         """Returns a slice object for tensor name: get_shape(), get_dtype()
         and [index], which reads only the box the index needs."""
-        return SafeSlice(self._fw, self._device, self._open(),
-                         self._open().tensor(name), self._backend)
+        meta = self._tensor(name)
+        return SafeSlice(self._fw, self._device, self._open(), meta,
+                         self._backend)
 
 
 class SafeSlice:

@@ -11,14 +11,17 @@ rl_loader_expect_sha256, which the library checks on the I/O path
 - 64 hex digits (a str): the value of a one-file checkpoint's file;
 - any other str, bytes or path: a SHA256SUMS file in sha256sum's format
   ("<64 hex>  <name>" or "<64 hex> *<name>"), names relative to the sums
-  file's directory, or to the checkpoint's when no such file exists; lines naming no file of the checkpoint (config.json,
-  ...) are skipped (a warning for a *.safetensors name), a file with no
-  line is warned of, two values for one file, a malformed line (naming
-  SUMS:LINE) and escaped names are ArgumentError.
+  file's directory, or to the checkpoint's when nothing of that name is
+  there; an escaped line (a leading backslash, as sha256sum writes a name
+  with a backslash, newline or CR) has its name unescaped; lines naming no
+  file of the checkpoint (config.json, ...) are skipped (a warning for a
+  *.safetensors name), a file with no line is warned of, two values for
+  one file and a malformed line (naming SUMS:LINE) are ArgumentError.
 
 Values that are not 64 hex digits are ArgumentError before anything is
-read. Names and files are compared as absolute normal paths (so "./" and
-".." spellings match), as the CLI compares them, and each value goes to the
+read. Names and files are compared by identity (device and inode, the
+path resolved by the file system: "./", ".." and a symlinked directory
+spell the same file), as the CLI compares them, and each value goes to the
 library under its file's own path, so what resolve accepts the library
 checks for exactly that file.
 """
@@ -27,6 +30,7 @@ import hashlib
 import os
 import re
 import stat
+import sys
 import warnings
 
 from . import _errors, _lib
@@ -34,6 +38,17 @@ from . import _errors, _lib
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _SUMS_MAX_BYTES = 16 << 20  # as the CLI: a sums file past this is not one
 _HASH_CHUNK = 8 << 20
+_UNESCAPE = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def _warn(msg):
+    """A UserWarning attributed to the user's call: the first frame outside
+    this package (a fixed stacklevel points inside ringload for some entry
+    points, and Python shows such a warning once per process)."""
+    pkg, frame, level = os.path.dirname(__file__) + os.sep, sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(msg, stacklevel=level)
 
 
 def _arg_error(msg):
@@ -45,22 +60,32 @@ def _names(path, name):
     return path == name or (len(path) > len(name) and path.endswith("/" + name))
 
 
-def _abs(base, name):
-    """name, relative to base (None: the working directory), as an absolute
-    normal path: the form names and files are compared in."""
-    return os.path.normpath(os.path.join(os.path.abspath(base or "."), name))
+def _path_in(base, name):
+    """name relative to base (None: the working directory), as the file
+    system resolves it (symlinked directories and ".." as sha256sum -c)."""
+    return os.path.join(base, name) if base else name
 
 
 def _ckpt_dir(ckpt):
     """The checkpoint's directory: its path when that is one, else the
     directory of its file or index."""
-    return ckpt.path if os.path.isdir(ckpt.path) else os.path.dirname(ckpt.path)
+    path = os.fsdecode(ckpt.path)  # a bytes path too, as every name here is str
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def _stat(path):
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return None
 
 
 def _file_of(paths, base, name):
-    """The checkpoint path that name, relative to base, is, or None."""
-    want = _abs(base, name)
-    return next((p for p in paths if _abs(None, p) == want), None)
+    """The checkpoint path that name, relative to base, is: the same file
+    (device and inode) however the path spells it; or None."""
+    want = _stat(_path_in(base, name))
+    return next((p for p in paths if want and (st := _stat(p))
+                 and os.path.samestat(st, want)), None)
 
 
 def _hex(name, value):
@@ -71,8 +96,9 @@ def _hex(name, value):
 
 def _from_dict(paths, ckdir, given):
     """[(checkpoint path, hex)]: each name a path, or a name relative to the
-    checkpoint's directory; one that is both, of two files, is ambiguous."""
-    out = []
+    checkpoint's directory; one that is both, of two files, is ambiguous,
+    and so is a second, different value for a file however spelled."""
+    got = {}
     for name, value in given.items():
         name = os.fsdecode(name)
         found = {f for f in (_file_of(paths, None, name), _file_of(paths, ckdir, name)) if f}
@@ -82,8 +108,11 @@ def _from_dict(paths, ckdir, given):
         if len(found) > 1:
             raise _arg_error(f"'{name}' names both " + " and ".join(sorted(found))
                              + ": give its path")
-        out.append((found.pop(), _hex(name, value)))
-    return out
+        path, value = found.pop(), _hex(name, value)
+        if path in got and got[path][1].lower() != value.lower():
+            raise _arg_error(f"'{name}' has another value from '{got[path][0]}'")
+        got.setdefault(path, (name, value))
+    return [(p, v) for p, (_, v) in got.items()]
 
 
 def _sums_line(text, sums, line):
@@ -92,13 +121,25 @@ def _sums_line(text, sums, line):
     if not text or text.startswith("#"):
         return None
     where = f"{sums}:{line}"
-    if text.startswith("\\"):
-        raise _arg_error(f"{where}: escaped file names are not supported")
+    if "\0" in text:
+        raise _arg_error(f"{where}: a NUL byte in the line")
+    escaped = text.startswith("\\")  # sha256sum's, for a name with \\, \n or \r
+    text = text[escaped:]
     if (len(text) < 67 or not _HEX64.fullmatch(text[:64]) or text[64] != " "
             or text[65] not in " *"):
         raise _arg_error(f"{where}: not '<64 hex digits>  <file name>' "
                          "(sha256sum's format)")
-    return text[66:], text[:64]
+    return (_unescape(text[66:], where) if escaped else text[66:]), text[:64]
+
+
+def _unescape(name, where):
+    """An escaped name's \\\\, \\n and \\r undone, as the CLI does."""
+    def one(m):
+        if m[1] not in _UNESCAPE:
+            raise _arg_error(f"{where}: a bad escape in the name (sha256sum escapes only "
+                             "\\\\, \\n and \\r)")
+        return _UNESCAPE[m[1]]
+    return re.sub(r"\\(.?)", one, name, flags=re.S)
 
 
 def _read_sums(sums):
@@ -121,9 +162,21 @@ def _sums_file_of(paths, base, ckdir, name):
     directory base (as sha256sum -c reads it there), or, when it is no file
     there, to the checkpoint's (a sums file kept elsewhere)."""
     path = _file_of(paths, base, name)
-    if path is None and not os.path.lexists(_abs(base, name)):
+    if path is None and _absent(_path_in(base, name)):
         path = _file_of(paths, ckdir, name)
     return path
+
+
+def _absent(path):
+    """path is nothing at all (as the CLI: lstat fails with ENOENT; a
+    dangling symlink is something, and so is what cannot be looked at)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _from_sums(paths, ckdir, sums):
@@ -132,15 +185,14 @@ def _from_sums(paths, ckdir, sums):
     sums = os.fsdecode(os.fspath(sums))
     base, got = os.path.dirname(sums), {}
     for i, raw in enumerate(_read_sums(sums).split(b"\n"), 1):
-        entry = _sums_line(raw.rstrip(b"\r").decode("utf-8", "surrogateescape"), sums, i)
+        entry = _sums_line(raw.removesuffix(b"\r").decode("utf-8", "surrogateescape"), sums, i)
         if entry is None:
             continue
         name, value = entry
         path = _sums_file_of(paths, base, ckdir, name)
         if path is None:
             if name.endswith(".safetensors"):
-                warnings.warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: "
-                              "skipped", stacklevel=4)
+                _warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: skipped")
         elif path in got and got[path][1].lower() != value.lower():
             raise _arg_error(f"{sums}:{i}: {name} has another value on line {got[path][0]}")
         else:
@@ -150,8 +202,7 @@ def _from_sums(paths, ckdir, sums):
                          + ", ".join(paths) + ")")
     for p in paths:
         if p not in got:
-            warnings.warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked",
-                          stacklevel=4)
+            _warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked")
     return [(p, v) for p, (_, v) in got.items()]
 
 
@@ -183,8 +234,8 @@ def resolve(ckpt, sha256):
 
 
 # rl_file_stats.sha256_state of a file whose expected value was not checked
-_UNCHECKED = {2: "this load reads only part of the file",  # RL_SHA256_PARTIAL
-              4: "streaming loads do not hash"}            # RL_SHA256_STREAMED
+_UNCHECKED = {_lib.RL_SHA256_PARTIAL: "this load reads only part of the file",
+              _lib.RL_SHA256_STREAMED: "streaming loads do not hash"}
 
 
 def warn_unchecked(loader, ckpt):
@@ -200,8 +251,8 @@ def warn_unchecked(loader, ckpt):
         fs = _lib.FileStats(size=ctypes.sizeof(_lib.FileStats))
         if (_lib.rl_loader_get_file_stats(loader.ptr, i, ctypes.byref(fs)) == 0
                 and fs.sha256_state in _UNCHECKED and fs.file < len(paths)):
-            warnings.warn(f"{paths[fs.file]}: expected SHA-256 (Hugging Face cache) not "
-                          f"checked: {_UNCHECKED[fs.sha256_state]}", stacklevel=3)
+            _warn(f"{paths[fs.file]}: expected SHA-256 (Hugging Face cache) not "
+                  f"checked: {_UNCHECKED[fs.sha256_state]}")
 
 
 def hf_expected(path):
@@ -218,25 +269,32 @@ def hf_expected(path):
     return base
 
 
-def verify_files(ckpt, expected):
-    """Hashes each file with an expected value whole (safe_open, whose reads
-    are partial: the library checks only files a load reads whole), given
-    or named by the Hugging Face cache layout, and raises IntegrityError
-    (RL_E_CHECKSUM, the library's wording) on a mismatch."""
-    for path in ckpt.files():
+def to_hash(ckpt, expected):
+    """{file index: hex} of the files safe_open hashes whole before it
+    reads from them (its reads are partial: the library checks only files
+    a load reads whole): those with an expected value, given or named by
+    the Hugging Face cache layout."""
+    out = {}
+    for i, path in enumerate(ckpt.files()):
         # the library's rule: the last value given for a name of the file
         want = next((v for n, v in reversed(expected) if _names(path, n)), None)
         if want is None:
             want = hf_expected(path)
-        if want is None:
-            continue
-        h = hashlib.sha256()
-        try:
-            with open(path, "rb") as f:
-                while chunk := f.read(_HASH_CHUNK):
-                    h.update(chunk)
-        except OSError as e:
-            raise _errors.error(-e.errno, f"{path}: {e.strerror}") from None
-        if h.hexdigest() != want.lower():
-            raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 mismatch: "
-                                f"expected {want.lower()}, got {h.hexdigest()}")
+        if want is not None:
+            out[i] = want
+    return out
+
+
+def verify_file(path, want):
+    """Hashes path whole (8 MiB at a time) and raises IntegrityError
+    (RL_E_CHECKSUM, the library's wording) unless its SHA-256 is want."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_HASH_CHUNK):
+                h.update(chunk)
+    except OSError as e:
+        raise _errors.error(-e.errno, f"{path}: {e.strerror}") from None
+    if h.hexdigest() != want.lower():
+        raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 mismatch: "
+                            f"expected {want.lower()}, got {h.hexdigest()}")

@@ -58,6 +58,8 @@ def test_enum_values_match_the_header():
     assert consts["RL_STAGING_CALLER"] == _lib.RL_STAGING_CALLER
     assert consts["RL_STAGING_LIBRARY"] == _lib.RL_STAGING_LIBRARY
     assert consts["RL_STAGING_STREAM"] == _lib.RL_STAGING_STREAM
+    assert consts["RL_SHA256_PARTIAL"] == _lib.RL_SHA256_PARTIAL
+    assert consts["RL_SHA256_STREAMED"] == _lib.RL_SHA256_STREAMED
     assert consts["RL_MAX_DIMS"] == _lib.RL_MAX_DIMS
     assert consts["RL_TOTAL"] == _lib.RL_TOTAL
     assert consts["RL_DTYPE_COUNT"] == len(_lib.DTYPES)

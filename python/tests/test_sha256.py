@@ -5,6 +5,8 @@ malformed value or sums file is ArgumentError before anything is read;
 every load on every backend."""
 import hashlib
 import os
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -100,6 +102,30 @@ def test_sha256_of_a_file_not_in_the_checkpoint_is_argument_error(ckpt):
         rnp.load_file(path, sha256=[sha])
 
 
+def test_two_values_for_one_file_in_a_dict_are_argument_error(ckpt):
+    """Two spellings of one file with different values name both (regression:
+    the last won, so a wrong value loaded beside a right one); the same value
+    twice is no conflict."""
+    path, sha = ckpt
+    spelled = os.path.join(os.path.dirname(path), ".", "model.safetensors")
+    with pytest.raises(ringload.ArgumentError, match=f"sha256: '{re.escape(spelled)}' has "
+                       "another value from 'model.safetensors'"):
+        rnp.load_file(path, sha256={"model.safetensors": WRONG, spelled: sha})
+    assert sorted(rnp.load_file(path, sha256={"model.safetensors": sha, spelled: sha})) == \
+        ["a", "b"]
+
+
+def test_a_bytes_checkpoint_path_takes_every_sha256_form(ckpt, tmp_path):
+    """safe_open and load of a bytes path with a dict or a sums file
+    (regression: TypeError joining the bytes directory to a str name)."""
+    path, sha = ckpt
+    (tmp_path / "SUMS").write_text(f"{sha}  model.safetensors\n")
+    for given in ({"model.safetensors": sha}, str(tmp_path / "SUMS")):
+        with ringload.safe_open(os.fsencode(path), "numpy", sha256=given) as f:
+            assert f.get_tensor("b").shape == (7, 3)
+        assert sorted(rnp.load_file(os.fsencode(path), sha256=given)) == ["a", "b"]
+
+
 def test_one_hex_value_for_a_checkpoint_of_two_files_is_argument_error(two_files):
     d, sums = two_files
     with pytest.raises(ringload.ArgumentError, match="one value for a checkpoint of 2 files"):
@@ -127,10 +153,35 @@ def test_sha256sums_file_checks_the_files_it_names(two_files, tmp_path):
     _checksum_error(ei, os.path.join(d, "part1.safetensors"), WRONG)
 
 
+def test_escaped_sums_names_are_unescaped_as_sha256sum_writes_them(tmp_path):
+    """sha256sum writes '\\' before a line whose name has a backslash or a
+    newline, and escapes them (regression: one such line refused the whole
+    file); the other lines still count."""
+    lines = []
+    for name, written in (("b\\s.safetensors", "\\b\\\\s.safetensors"),
+                          ("n\nl.safetensors", "\\n\\nl.safetensors"),
+                          ("plain.safetensors", "plain.safetensors")):
+        p = tmp_path / "ck" / name
+        p.parent.mkdir(exist_ok=True)
+        stfile.write(p, {name[0]: ("U8", (2,), bytes(2))})
+        sha = hashlib.sha256(p.read_bytes()).hexdigest()
+        lines.append(written[:written.index(name[0])] + sha + "  "
+                     + written[written.index(name[0]):] + "\n")
+    (tmp_path / "ck" / "SUMS").write_text("".join(lines))
+    out = ringload.load(str(tmp_path / "ck"), sha256=tmp_path / "ck" / "SUMS")[0]
+    assert sorted(out) == ["b", "n", "p"]
+    (tmp_path / "ck" / "SUMS").write_text(f"\\{WRONG}  b\\\\s.safetensors\n")
+    with pytest.warns(UserWarning, match="plain.safetensors: no line in"):
+        with pytest.raises(ringload.IntegrityError, match="b\\\\s.safetensors: SHA-256 "
+                           "mismatch"):
+            ringload.load(str(tmp_path / "ck"), sha256=tmp_path / "ck" / "SUMS")
+
+
 @pytest.mark.parametrize("text, why", [
     ("nonsense\n", "2: not '<64 hex digits>  <file name>'"),
     (WRONG + " part0.safetensors\n", "2: not '<64 hex digits>  <file name>'"),
-    ("\\" + WRONG + "  part\\nname\n", "2: escaped file names are not supported"),
+    ("\\" + WRONG + "  part\\xname\n", "2: a bad escape in the name (sha256sum escapes only "
+     "\\\\, \\n and \\r)"),
 ])
 def test_malformed_sha256sums_line_is_argument_error_naming_file_and_line(
         two_files, tmp_path, text, why):
@@ -141,6 +192,41 @@ def test_malformed_sha256sums_line_is_argument_error_naming_file_and_line(
         rnp.load_file(d, sha256=f)
     assert str(ei.value) == f"sha256: {f}:{why}" + (
         " (sha256sum's format)" if "hex digits" in why else "")
+
+
+def test_sums_match_files_by_identity_as_the_cli(tmp_path):
+    """A checkpoint reached through a symlinked directory matches a sums file
+    naming it by the real one (regression: lexical paths, ArgumentError); a
+    sums file kept elsewhere falls back to the checkpoint's directory only for
+    a name that is nothing beside it (a dangling symlink is something); a NUL
+    in a line is an error naming it, and one CR goes, not two (the CLI's
+    rules, test_cli_integrity)."""
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to("ck")
+    p = tmp_path / "ck" / "a.safetensors"
+    stfile.write(p, {"t": ("U8", (3,), bytes(3))})
+    line = hashlib.sha256(p.read_bytes()).hexdigest() + "  a.safetensors\n"
+    for sums in (tmp_path / "ck" / "SUMS", tmp_path / "other" / "SUMS"):
+        sums.write_text(line)
+    assert list(ringload.load(str(tmp_path / "link"), sha256=tmp_path / "ck" / "SUMS")[0]) == ["t"]
+    with ringload.safe_open(str(tmp_path / "link" / "a.safetensors"), "np",
+                            sha256=tmp_path / "ck" / "SUMS") as f:
+        assert f.keys() == ["t"]
+    elsewhere = tmp_path / "other" / "SUMS"
+    assert list(ringload.load(str(tmp_path / "ck"), sha256=elsewhere)[0]) == ["t"]
+    (tmp_path / "other" / "a.safetensors").symlink_to("gone")
+    with pytest.warns(UserWarning, match="a.safetensors is no file of the checkpoint"):
+        with pytest.raises(ringload.ArgumentError, match="names none of the checkpoint"):
+            ringload.load(str(tmp_path / "ck"), sha256=elsewhere)
+    sums = tmp_path / "ck" / "SUMS"
+    sums.write_bytes(line.encode() + line[:-9].encode() + b"\0nsors\n")
+    with pytest.raises(ringload.ArgumentError, match=f"{re.escape(str(sums))}:2: a NUL byte "
+                       "in the line"):
+        ringload.load(str(p), sha256=sums)
+    sums.write_bytes(line[:-1].encode() + b"\r\r\n")
+    with pytest.raises(ringload.ArgumentError, match="names none of the checkpoint"):
+        ringload.load(str(p), sha256=sums)
 
 
 def test_sha256sums_naming_no_file_or_missing_is_an_error(ckpt, tmp_path):
@@ -157,13 +243,27 @@ def test_sha256sums_naming_no_file_or_missing_is_an_error(ckpt, tmp_path):
             rnp.load_file(path, sha256=not_regular)
 
 
-def test_safe_open_hashes_the_files_at_open(ckpt):
+def test_safe_open_hashes_a_file_once_before_its_first_tensor(ckpt, monkeypatch):
+    """keys() and metadata() hash nothing (regression: every file was hashed
+    whole at open, minutes for a large model); the first get_tensor or
+    get_slice of a file hashes it, once; a mismatch raises from every read
+    of that file."""
     path, sha = ckpt
+    hashed = []
+    verify = ringload._sha256.verify_file
+    monkeypatch.setattr(ringload._sha256, "verify_file",
+                        lambda p, want: (hashed.append(p), verify(p, want)))
     with ringload.safe_open(path, "np", sha256=sha) as f:
-        assert f.get_tensor("b").shape == (7, 3)
-    with pytest.raises(ringload.IntegrityError) as ei:
-        ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG})
-    _checksum_error(ei, path, WRONG)
+        assert f.keys() == ["a", "b"] and f.metadata() is None and hashed == []
+        assert f.get_tensor("b").shape == (7, 3) and hashed == [path]
+        assert f.get_slice("a")[2:4].tolist() == [2, 3] and hashed == [path]
+    with ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG}) as f:
+        assert f.keys() == ["a", "b"]
+        for read in (lambda: f.get_tensor("a"), lambda: f.get_slice("b"),
+                     lambda: f.get_tensor("a")):
+            with pytest.raises(ringload.IntegrityError) as ei:
+                read()
+            _checksum_error(ei, path, WRONG)
 
 
 def test_sums_names_are_exact_relative_to_the_sums_file(tmp_path):
@@ -205,6 +305,24 @@ def test_a_file_no_sums_line_names_is_warned_of(two_files, tmp_path):
         assert sorted(ringload.load(d, sha256=tmp_path / "SUMS")[0]) == ["t0", "t1"]
 
 
+def test_sha256_warnings_point_at_the_users_call(two_files, tmp_path, torch):
+    """Each entry point's warnings name this file and the calling line, not
+    a line of ringload (regression: a fixed stacklevel pointed inside the
+    package for some, where Python shows a warning once per process)."""
+    d, sums = two_files
+    (tmp_path / "SUMS").write_text(f"{sums['part0.safetensors']}  ckpt/part0.safetensors\n")
+    calls = (lambda: ringload.load(d, sha256=tmp_path / "SUMS"),
+             lambda: rnp.load_file(d, sha256=tmp_path / "SUMS"),
+             lambda: ringload.safe_open(d, "np", sha256=tmp_path / "SUMS"),
+             lambda: ringload.load(d, framework="pt", sha256=tmp_path / "SUMS"))
+    for call in calls:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            call()
+        assert got and all(w.filename == __file__ for w in got), \
+            [(w.filename, w.lineno) for w in got]
+
+
 def test_a_name_that_is_the_tail_of_another_without_a_slash_names_nothing(tmp_path):
     """model.safetensors is not xmodel.safetensors (its end, but not after
     a '/'), for sha256= and safe_open."""
@@ -226,7 +344,7 @@ def test_expected_value_wrong_in_its_last_byte_raises(ckpt):
         ringload.load(path, sha256=last)
     _checksum_error(ei, path, last)
     with pytest.raises(ringload.IntegrityError) as ei:
-        ringload.safe_open(path, "np", sha256=last)
+        ringload.safe_open(path, "np", sha256=last).get_tensor("a")
     _checksum_error(ei, path, last)
 
 
@@ -272,15 +390,15 @@ def _hf_snapshot(tmp_path, path, blob):
 
 def test_safe_open_checks_a_hugging_face_blob_name(ckpt, tmp_path):
     """safe_open reads files in part, where the library cannot check the
-    blob's name: it hashes the file at open (regression: a blob with a
-    flipped byte loaded without a word)."""
+    blob's name: it hashes the file before its first tensor (regression: a
+    blob with a flipped byte loaded without a word)."""
     path, sha = ckpt
     snap = _hf_snapshot(tmp_path / "good", path, sha)
     with ringload.safe_open(snap, "np") as f:
         assert f.get_tensor("b").shape == (7, 3)
     snap = _hf_snapshot(tmp_path / "bad", path, WRONG)
     with pytest.raises(ringload.IntegrityError) as ei:
-        ringload.safe_open(snap, "np")
+        ringload.safe_open(snap, "np").get_tensor("b")
     _checksum_error(ei, snap, WRONG)
 
 
@@ -290,8 +408,8 @@ def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, to
     CLI's (regression: a blob with a flipped byte loaded without a word)."""
     path, _ = ckpt
     snap = _hf_snapshot(tmp_path, path, WRONG)
-    with pytest.warns(UserWarning, match=f"{snap}: expected SHA-256 .* not checked: "
-                      "streaming loads do not hash"):
+    with pytest.warns(UserWarning, match=f"{re.escape(str(snap))}: expected SHA-256 .* not "
+                      "checked: streaming loads do not hash"):
         out = ringload.load(snap, framework="pt", options={"staging_budget": 1 << 20})[0]
     assert out["a"].tolist() == list(range(1000))
     with pytest.warns(UserWarning, match="not checked: this load reads only part of the file"):

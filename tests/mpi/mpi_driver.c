@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "ringload_mpi.h"
+#include "mx.h"           /* MX_TAG_DATA: which sends carry payload */
 #include "dump.h"
 
 struct args {
@@ -113,17 +115,16 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Com
 }
 
 /* --short-send-rank: this rank's first payload message (a send of more
- * than one byte: the library's notes are 1-tagged and the empty messages
- * of a failed root carry nothing) goes one byte short. */
-static int short_send;
+ * than one byte tagged MX_TAG_DATA or above: the library's notes are
+ * tagged below it and the empty messages of a failed root carry nothing)
+ * goes one byte short. Atomic: the library's threads send too. */
+static atomic_int short_send;
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
 	      MPI_Request *req)
 {
-	if (short_send && type == MPI_BYTE && tag >= 16 && count > 1) {
-		short_send = 0;
+	if (type == MPI_BYTE && tag >= MX_TAG_DATA && count > 1 && atomic_exchange(&short_send, 0))
 		count--;
-	}
 	return PMPI_Isend(buf, count, type, dest, tag, comm, req);
 }
 

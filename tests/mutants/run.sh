@@ -70,9 +70,13 @@ while IFS=$'\x1f' read -r idx file search repl tests reason; do
 	fi
 	verdict=SURVIVED by=
 	# The libraries and the CLI (tests run it) with the mutant, and the tests;
-	# an mpi/ mutant lives in libringload_mpi, which the rank program links.
+	# an mpi/ mutant lives in libringload_mpi, which the rank program links,
+	# a tools/ one in ringload-mpi.so too (`ringload load --mpi` loads it).
 	mpi_bins=
-	case $file in mpi/*) mpi_bins="build/libringload_mpi.so build/tests/mpi_driver" ;; esac
+	case $file in
+	mpi/*) mpi_bins="build/libringload_mpi.so build/tests/mpi_driver" ;;
+	tools/*) [ -n "${MPICC:-$(command -v mpicc)}" ] && mpi_bins="build/ringload-mpi.so" ;;
+	esac
 	if ! make -C "$tree" -j2 build/libringload.a build/libringload.so build/ringload $mpi_bins \
 		$(printf 'build/tests/%s ' $tests | sed 's|build/tests/py:[^ ]* ||g') \
 		>"$scratch/build.log" 2>&1; then

@@ -28,6 +28,7 @@
 #include "../cli.h"
 #include "../load_args.h"
 #include "../out.h"
+#include "../sha256sums.h"
 #include "../signals.h"
 #include "../util.h"
 #include "../verify.h"
@@ -104,6 +105,18 @@ static int open_inputs(struct mrun *r)
 	return 0;
 }
 
+/* A warning line naming this rank for each file with an expected SHA-256
+ * (the Hugging Face cache's) that it read but could not check: a rank
+ * reads only part of most files, its own or, --read-once, for others. */
+static void report_unchecked(const struct mrun *r)
+{
+	char prog[64];
+
+	snprintf(prog, sizeof(prog), "%s: rank %d", PROG, r->rank);
+	sha256_report(r->ld, r->ck, 1, prog);
+	sha256_report(rl_mpi_transfer_loader(r->m), r->ck, 1, prog);
+}
+
 static int load(struct mrun *r)
 {
 	const struct load_args *a = r->a;
@@ -127,6 +140,7 @@ static int load(struct mrun *r)
 	ret = rl_mpi_load(r->ld, r->ck, r->spec, MPI_COMM_WORLD, r->plan, r->m);
 	if (ret < 0)
 		return say(r, "%s", rl_mpi_errmsg(r->m));
+	report_unchecked(r);
 	return 0;
 }
 
