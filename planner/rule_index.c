@@ -3,7 +3,8 @@
  * matches, found without trying every rule on every name.
  *
  * Each rule has a key: the literal text every name it matches starts with
- * (pl_regex_prefix()), else a literal run every such name contains
+ * (pl_regex_prefix(); of "a\\.x|a\\.y" the alternatives' common "a."), else
+ * a literal run every such name contains
  * (pl_regex_must(), ".*proj" has "proj"), else none (the empty prefix).
  * Rules are hashed by key, each entry chaining its rules in rule order. A
  * name looks up its own prefixes and, for the lengths keys have, its

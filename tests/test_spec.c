@@ -5,6 +5,7 @@
  * API and `ringload plan` on generated checkpoints.
  */
 #include <errno.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -726,6 +727,60 @@ static void spec_bounds(void)
 	free(vals);
 }
 
+/* Rules whose alternatives share a prefix are keyed by it, not counted
+ * among the 64 without literal text: 65 of them load, as before the
+ * index, and each name takes its own rule. */
+static void alternation_rules_are_indexed(void)
+{
+	struct pl_spec *s = pl_spec_new();
+	struct rl_err e;
+	char re[160], name[64];
+
+	CHECK(s);
+	for (unsigned i = 0; i < PL_MAX_PLAIN_RULES + 1; i++) {
+		snprintf(re, sizeof(re), "model\\.layers\\.%u\\.mlp\\.gate_proj\\.weight|"
+			 "model\\.layers\\.%u\\.mlp\\.up_proj\\.weight", i, i);
+		CHECKF(pl_spec_add_rule(s, re, 0, NULL, &e) == 0, "%s", e.msg);
+	}
+	CHECK_EQ(s->nplain, 0);
+	for (unsigned i = 0; i < PL_MAX_PLAIN_RULES + 1; i++) {
+		snprintf(name, sizeof(name), "model.layers.%u.mlp.up_proj.weight", i);
+		CHECK_EQ(pl_spec_match(s, name), (long)i);
+		snprintf(name, sizeof(name), "model.layers.%u.mlp.gate_proj.weight", i);
+		CHECK_EQ(pl_spec_match(s, name), (long)i);
+	}
+	CHECK_EQ(pl_spec_match(s, "model.layers.1.mlp.down_proj.weight"), -1);
+	pl_spec_free(s);
+}
+
+/* In a UTF-8 locale regcomp reads "\xc3\xa9*" as a repeated character: the
+ * index must take the same rule as trying every rule (it dropped one byte
+ * of it and found no rule for "ab"). */
+static void rule_index_utf8_locale(void)
+{
+	static const struct { const char *re, *name; } cases[] = {
+		{ "a\xc3\xa9*b", "ab" }, { ".*x\xc3\xa9?y", "xy" }, { "\xc3\xa9{0,1}z", "z" },
+		{ "a\xc3\xa9+b", "a\xc3\xa9\xc3\xa9" "b" },
+	};
+	struct rl_err e;
+
+	if (!setlocale(LC_CTYPE, "C.UTF-8")) {
+		th_skip("no C.UTF-8 locale");
+		return;
+	}
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases) && !th_failed(); i++) {
+		struct pl_spec *s = pl_spec_new();
+
+		CHECK(s);
+		CHECKF(pl_spec_add_rule(s, cases[i].re, 0, NULL, &e) == 0, "%s", e.msg);
+		CHECKF(!regexec(&s->rules[0].re, cases[i].name, 0, NULL, 0), "%s", cases[i].re);
+		CHECKF(pl_spec_match(s, cases[i].name) == 0, "%s on %s", cases[i].re,
+		       cases[i].name);
+		pl_spec_free(s);
+	}
+	setlocale(LC_CTYPE, "C");
+}
+
 /* The rule index: pl_regex_prefix() gives text every match starts with,
  * pl_regex_must() text every match contains, and pl_spec_match() takes the same rule as trying every rule in order,
  * on random rules and names (seeded). */
@@ -736,10 +791,13 @@ static void rule_index_matches_every_rule_in_order(void)
 		{ "ab+c", "ab" }, { "a|b", "" }, { "(a|b)c", "" }, { "abc[(]x|zzz", "" },
 		{ "ab(c|d)", "ab" }, { "ab{2}", "a" }, { "ab?", "a" }, { "\\w+", "" },
 		{ "a[|]b", "a" }, { ".*x", "" }, { "x\\*y", "x*y" }, { "x\\.?", "x" },
+		{ "ab\\.x|ab\\.y", "ab." }, { "abc|ab|abd", "ab" }, { "ab|", "" },
+		{ "ab(c|d)|abe*", "ab" }, { "a\xc3\xa9*b", "a" }, { "\xc3\xa9{0,1}z", "" },
 	};
 	static const char *const piece[] = { "a", "b", ".", "\\.", "a*", "(a|b)", "[ab]",
 					     "b?", "|", ".*", "a+", "(ab)*", "x", "ab", "b{1,2}",
-					     "x\\.a", "[|(]" };
+					     "x\\.a", "[|(]", "\xc3\xa9", "\xc3\xa9*", "ab\\.x",
+					     "\xc3\xa9?" };
 	struct pl_spec *s = NULL;
 	struct rl_err e;
 	char out[PL_RULE_PREFIX];
@@ -747,7 +805,8 @@ static void rule_index_matches_every_rule_in_order(void)
 	static const struct { const char *re, *must; } must[] = {
 		{ ".*nomatch12", "nomatch12" }, { "x\\.y(z)*w+", "x.y" }, { "a{2}bcd", "bcd" },
 		{ "(a|b)cd", "cd" }, { "a|bcd", "" }, { ".*embed_tokens.*", "embed_tokens" },
-		{ "ab*", "a" }, { "[xyz]+q?", "" }, { "a{2,3}", "" },
+		{ "ab*", "a" }, { "[xyz]+q?", "" }, { "a{2,3}", "" }, { ".*x\xc3\xa9?y", "x" },
+		{ "ab\\.x|ab\\.y", "" },
 	};
 
 	for (size_t i = 0; i < RL_ARRAY_SIZE(pre); i++) {
@@ -762,27 +821,28 @@ static void rule_index_matches_every_rule_in_order(void)
 		CHECKF(n == strlen(must[i].must) && !memcmp(out, must[i].must, n),
 		       "%s: \"%.*s\"", must[i].re, (int)n, out);
 	}
+	/* odd rounds in a UTF-8 locale (where a multibyte character is one) */
 	for (int round = 0; round < 40 && !th_failed(); round++) {
 		unsigned nrules = 1 + (unsigned)(th_rand() % 200);
 
+		setlocale(LC_CTYPE, round & 1 ? "C.UTF-8" : "C");
 		s = pl_spec_new();
 		CHECK(s);
 		for (unsigned r = 0; r < nrules; r++) {
-			char re[64] = "";
+			char re[96] = "";
 
-			for (unsigned k = 1 + (unsigned)(th_rand() % 5); k; k--)
+			for (unsigned k = 1 + (unsigned)(th_rand() % 8); k; k--)
 				strcat(re, piece[th_rand() % RL_ARRAY_SIZE(piece)]);
 			if (pl_spec_add_rule(s, re, 0, NULL, &e))   /* "|" alone, "a*b?" ... */
 				continue;
 		}
 		for (int t = 0; t < 300; t++) {
-			char name[16];
+			static const char *const sym[] = { "a", "b", ".", "x", "\xc3\xa9" };
+			char name[64] = "";
 			long want = -1;
-			unsigned n = (unsigned)(th_rand() % 8);
 
-			for (unsigned k = 0; k < n; k++)
-				name[k] = "ab.x"[th_rand() % 4];
-			name[n] = '\0';
+			for (unsigned k = (unsigned)(th_rand() % 16); k; k--)
+				strcat(name, sym[th_rand() % RL_ARRAY_SIZE(sym)]);
 			for (size_t r = 0; r < s->nrules && want < 0; r++)
 				if (!regexec(&s->rules[r].re, name, 0, NULL, 0))
 					want = (long)r;
@@ -793,6 +853,7 @@ static void rule_index_matches_every_rule_in_order(void)
 		pl_spec_free(s);
 		s = NULL;
 	}
+	setlocale(LC_CTYPE, "C");
 	pl_spec_free(s);
 }
 
@@ -1063,6 +1124,8 @@ int main(void)
 	RUN(spec_bounds);
 	RUN(strict_refusal_builds_no_tree);
 	RUN(rule_index_matches_every_rule_in_order);
+	RUN(alternation_rules_are_indexed);
+	RUN(rule_index_utf8_locale);
 	RUN(huge_dim_boxes);
 	RUN(public_api_c_structures);
 	RUN(cli_plan);
