@@ -159,6 +159,13 @@ static int rule_matches(const struct pl_rule *r, const char *name, size_t len)
 
 long pl_spec_match(const struct pl_spec *s, const char *name)
 {
+	uint64_t tries = UINT64_MAX;
+
+	return pl_spec_match_tries(s, name, &tries);
+}
+
+long pl_spec_match_tries(const struct pl_spec *s, const char *name, uint64_t *tries)
+{
 	uint32_t cur[MAX_CHAINS + 1];
 	size_t len = strlen(name), k;
 
@@ -166,9 +173,12 @@ long pl_spec_match(const struct pl_spec *s, const char *name)
 		return -1;
 	k = find_chains(s, name, len, cur);
 	if (k > MAX_CHAINS) {
-		for (size_t i = 0; i < s->nrules; i++)
+		for (size_t i = 0; i < s->nrules; i++) {
+			if (!(*tries)--)
+				return PL_MATCH_OVER;
 			if (rule_matches(&s->rules[i], name, len))
 				return (long)i;
+		}
 		return -1;
 	}
 	while (k) {
@@ -177,6 +187,8 @@ long pl_spec_match(const struct pl_spec *s, const char *name)
 		for (size_t i = 1; i < k; i++)
 			if (cur[i] < cur[m])
 				m = i;
+		if (!(*tries)--)
+			return PL_MATCH_OVER;
 		if (rule_matches(&s->rules[cur[m]], name, len))
 			return (long)cur[m];
 		cur[m] = s->rules[cur[m]].next;

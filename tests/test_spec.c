@@ -781,6 +781,53 @@ static void rule_index_utf8_locale(void)
 	setlocale(LC_CTYPE, "C");
 }
 
+/*
+ * Rules that share one key form one chain every name with it walks: the
+ * regex attempts of a plan are bounded (the base lowered here to 1000, plus
+ * 128 per tensor). 256 names x 200 such rules (51,200 attempts) are
+ * refused naming the limit; x 100 (25,600) plan. Unbounded, 4096 rules
+ * keyed by substrings of a name took 1.55 ms a name, ~39 s at 25k tensors.
+ */
+static void rule_matching_attempts_bounded(void)
+{
+	static struct fake f;
+	struct pl_opts o;
+	struct rl_err e;
+
+	fk_init(&f, 1, 64);
+	for (unsigned i = 0; i < FK_MAX_T; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "t.%u", i);
+		fk_add(&f, 0, name, RL_DTYPE_U8, 1, (uint64_t[]){ 4 });
+	}
+	pl_opts_default(&o);
+	pl_limit_set_for_tests(PL_LIMIT_MATCH_TRIES, 1000);
+	for (unsigned nrules = 100; nrules <= 200 && !th_failed(); nrules += 100) {
+		struct pl_spec *s = pl_spec_new();
+		struct pl_plan *p = NULL;
+		int ret;
+
+		CHECK(s);
+		for (unsigned r = 0; r < nrules; r++) {
+			char re[32];
+
+			snprintf(re, sizeof(re), "t\\.[y]%u", r);  /* key "t.", matches nothing */
+			CHECKF(pl_spec_add_rule(s, re, 0, NULL, &e) == 0, "%s", e.msg);
+		}
+		ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
+		if (nrules == 100)
+			CHECKF(ret == 0, "%s", e.msg);
+		else
+			CHECKF(ret == RL_E_TOO_LARGE && strstr(e.msg, "spec: matching its 200 rules "
+			       "took over the limit of 1000 regex attempts plus 128 per tensor"),
+			       "%d %s", ret, e.msg);
+		pl_plan_free(p);
+		pl_spec_free(s);
+	}
+	pl_limit_set_for_tests(PL_LIMIT_MATCH_TRIES, 0);
+}
+
 /* The rule index: pl_regex_prefix() gives text every match starts with,
  * pl_regex_must() text every match contains, and pl_spec_match() takes the same rule as trying every rule in order,
  * on random rules and names (seeded). */
@@ -1126,6 +1173,7 @@ int main(void)
 	RUN(rule_index_matches_every_rule_in_order);
 	RUN(alternation_rules_are_indexed);
 	RUN(rule_index_utf8_locale);
+	RUN(rule_matching_attempts_bounded);
 	RUN(huge_dim_boxes);
 	RUN(public_api_c_structures);
 	RUN(cli_plan);
