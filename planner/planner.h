@@ -159,6 +159,8 @@ struct pl_opts {
 	double ratio;           /* 0: automatic, else >= 1 */
 	uint64_t chunk;         /* default 4 MiB */
 	uint64_t shard_align;   /* default 4096 */
+	int align_all;          /* 1: every shard to shard_align (the caller set it);
+				 * 0: small ones packed (default) */
 	int congruent;          /* default 1 */
 	int all_stats;          /* default 1 */
 	int read_once;          /* default 0 */

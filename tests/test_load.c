@@ -414,6 +414,43 @@ static void tiny_tensors_packed(void)
 	free(t);
 }
 
+/* A caller who sets RL_PLAN_SHARD_ALIGN (SIMD, DMA) gets it for every
+ * shard, small ones included (packing had given them 16 at most), and the
+ * load is byte-exact. */
+static void shard_align_set_aligns_every_shard(void)
+{
+	struct rt *t = calloc(TINY_N, sizeof(*t));
+	uint64_t data_start, staging;
+	uint8_t *file = t ? write_tiny_ckpt(tmp_path("align.safetensors"), t, &data_start) : NULL;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_plan *plan = rl_plan_create();
+	rl_loader *ld = new_loader();
+	int ret;
+
+	CHECK(file && ck && plan && ld);
+	CHECKF(rl_ckpt_open(ck, tmp_path("align.safetensors")) == 0, "%s", rl_ckpt_errmsg(ck));
+	CHECK(rl_plan_set(plan, RL_PLAN_SHARD_ALIGN, 256) == 0);
+	CHECK(rl_plan_set(plan, RL_PLAN_CONGRUENT, 0) == 0);
+	CHECKF(rl_plan_build(plan, ck, NULL) == 0, "%s", rl_plan_errmsg(plan));
+	for (size_t s = 0; s < rl_plan_num_shards(plan) && !th_failed(); s++) {
+		rl_shard_info si;
+
+		CHECK(rl_plan_shard(plan, s, &si) == 0);
+		CHECKF(si.offset % 256 == 0, "%s (%" PRIu64 " bytes) at %" PRIu64, si.name,
+		       si.nbytes, si.offset);
+	}
+	ret = rl_loader_run(ld, plan);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == 0, "%s", rl_loader_errmsg(ld));
+		check_tiny_shards(plan, ld, file + data_start, t, &staging);
+	}
+	rl_loader_destroy(ld);
+	rl_plan_destroy(plan);
+	rl_ckpt_destroy(ck);
+	free(file);
+	free(t);
+}
+
 /* Callbacks: every shard exactly once, complete when reported; progress
  * reaches the total; a progress callback that says stop cancels. */
 struct cb_state {
@@ -1175,6 +1212,7 @@ int main(void)
 		{ "random_shardings", random_shardings },
 		{ "empty_and_zero_size", empty_and_zero_size },
 		{ "tiny_tensors_packed", tiny_tensors_packed },
+		{ "shard_align_set_aligns_every_shard", shard_align_set_aligns_every_shard },
 		{ "callbacks", callbacks },
 		{ "caller_staging", caller_staging },
 		{ "truncated_after_plan", truncated_after_plan },
