@@ -168,7 +168,13 @@ static int token(struct rx *x)
 		x->p++;
 		return 0;
 	}
-	if (c == ')' && x->depth) {
+	if (c == ')' && !x->depth) {
+		/* glibc reads it as a literal alone, but it would close the
+		 * "^(" the pattern is wrapped in: "a)|(b" matches unanchored */
+		x->why = "an unmatched ')' (write \\) for the character)";
+		return -1;
+	}
+	if (c == ')') {
 		uint64_t peak = x->peak[x->depth], atoms = x->atoms[x->depth];
 
 		x->depth--;
