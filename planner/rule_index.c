@@ -86,13 +86,14 @@ int pl_rule_index_add(struct pl_spec *s, struct rl_err *e)
 {
 	uint32_t idx = (uint32_t)s->nrules - 1;
 	struct pl_rule *r = &s->rules[idx];
+	int plain;
 
 	r->plen = (uint8_t)pl_regex_prefix(r->pattern, r->prefix, PL_RULE_PREFIX);
 	r->mlen = (uint8_t)pl_regex_must(r->pattern, r->must, PL_RULE_PREFIX);
-	if (!r->plen && !r->mlen && s->nplain++ == PL_MAX_PLAIN_RULES) {
+	plain = !r->plen && !r->mlen;
+	if (plain && s->nplain == PL_MAX_PLAIN_RULES) {
 		char q[128];
 
-		s->nplain--;
 		pl_quote(q, sizeof(q), r->pattern, strlen(r->pattern));
 		return rl_err_set(e, RL_E_TOO_LARGE, "rule %u (\"%s\"): over the limit of %u "
 				  "rules without literal text (docs/sharding-spec.md)", idx, q,
@@ -111,6 +112,7 @@ int pl_rule_index_add(struct pl_spec *s, struct rl_err *e)
 			chain(s, i);
 	}
 	chain(s, idx);
+	s->nplain += plain;     /* counted once the rule is in */
 	return 0;
 }
 

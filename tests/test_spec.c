@@ -691,6 +691,26 @@ static void spec_bounds(void)
 	CHECKF(strstr(e.msg, "rule 65 (\".*[0-9]\"): over the limit of 64 rules without "
 		      "literal text"), "%s", e.msg);
 	CHECK_EQ(s->nrules, 65);
+	/* a rule that fails for memory (at each of its allocations, the index
+	 * table's growth at rule 33 among them) is not counted */
+	pl_spec_free(s);
+	s = pl_spec_new();
+	CHECK(s);
+	for (unsigned i = 0; i < 32; i++)
+		CHECK_EQ(pl_spec_add_rule(s, "x.*", 0, NULL, &e), 0);
+	for (long k = 0; ; k++) {
+		int ret;
+
+		rl_alloc_fail_after(k);
+		ret = pl_spec_add_rule(s, ".*[0-9]", 0, NULL, &e);
+		rl_alloc_fail_after(-1);
+		if (!ret)
+			break;
+		CHECK_EQ(ret, -ENOMEM);
+		CHECK_EQ(s->nplain, 0);
+		CHECK_EQ(s->nrules, 32);
+	}
+	CHECK_EQ(s->nplain, 1);
 	/* 2^20 values (the object, its list, 2^20 - 2 zeros) pass the bound and
 	 * meet the unknown field; one more is refused */
 	len = (size_t)snprintf(vals, cap, "{\"x\":[");
