@@ -269,8 +269,10 @@ rl_spec *rl_spec_create(void);
  * that is not strict JSON of the right form, nesting over 64 levels
  * included) with the rule or field named in rl_spec_errmsg(), or
  * RL_E_TOO_LARGE over a bound of docs/sharding-spec.md (2^20 JSON values,
- * 4096 rules, 64 rules without literal text), checked before anything
- * grows with it; a failed parse leaves the spec as it was.
+ * counted before any tree is built; 4096 rules and 64 rules without
+ * literal text, before a rule is compiled); a failed parse leaves the spec
+ * as it was. The regex attempts of matching the rules are bounded when a
+ * plan is built (rl_plan_build(): RL_E_TOO_LARGE).
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
