@@ -90,6 +90,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 			return rl_err_set(&plan->err, RL_E_INVALID_ARG,
 					  "shard alignment %lld is not a power of two", (long long)v);
 		plan->o.shard_align = (uint64_t)v;
+		plan->o.align_all = 1;
 		break;
 	case RL_PLAN_CONGRUENT:
 		plan->o.congruent = (int)v;

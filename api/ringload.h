@@ -276,8 +276,10 @@ rl_spec *rl_spec_create(void);
  * that is not strict JSON of the right form, nesting over 64 levels
  * included) with the rule or field named in rl_spec_errmsg(), or
  * RL_E_TOO_LARGE over a bound of docs/sharding-spec.md (2^20 JSON values,
- * 4096 rules, 64 rules without literal text), checked before anything
- * grows with it; a failed parse leaves the spec as it was.
+ * counted before any tree is built; 4096 rules and 64 rules without
+ * literal text, before a rule is compiled); a failed parse leaves the spec
+ * as it was. The regex attempts of matching the rules are bounded when a
+ * plan is built (rl_plan_build(): RL_E_TOO_LARGE).
  */
 int rl_spec_parse(rl_spec *spec, const char *json, size_t len);
 
@@ -360,10 +362,12 @@ typedef enum rl_plan_param {
 	RL_PLAN_MIN_GAP = 2,      /* coalesce gaps <= this (default 4096) */
 	RL_PLAN_RATIO_MILLI = 3,  /* ratio x 1000, >= 1000; 0 = automatic (default) */
 	RL_PLAN_CHUNK_BYTES = 4,  /* max bytes per read request (default 4 MiB) */
-	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards of at least this many bytes
-				   * (default 4096, >= 64, power of 2); smaller shards are
-				   * packed, aligned to their size rounded up to a power of
-				   * two, at most 16 (16 when empty) */
+	RL_PLAN_SHARD_ALIGN = 5,  /* staging alignment of shards (>= 64, power of 2). Left
+				   * at its default (4096): shards of at least 4096 bytes
+				   * get it, smaller ones are packed, aligned to their size
+				   * rounded up to a power of two, at most 16 (an empty one
+				   * takes no room, at a multiple of 16). Set: every shard
+				   * gets it (congruent ones excepted, below) */
 	RL_PLAN_CONGRUENT = 6,    /* 1: place shards that are one contiguous file run of
 				   * >= 64 KiB + alignment so that staging offset == file
 				   * offset mod 4096, allowing direct reads of their aligned

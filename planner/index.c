@@ -123,9 +123,8 @@ static int walk_root(struct sj *j, const char *path)
 	return 0;
 }
 
-/* The strict walk; *limit says it stopped at a bound (no tree built). */
-static int check_strict(const char *text, size_t len, const char *path, struct rl_err *e,
-			int *limit)
+/* The strict walk: its bounds and grammar (no tree built). */
+static int check_strict(const char *text, size_t len, const char *path, struct rl_err *e)
 {
 	char lead[RL_ERRMSG_MAX];
 	struct sj j = { .buf = text, .p = text, .end = text + len, .e = e,
@@ -136,7 +135,6 @@ static int check_strict(const char *text, size_t len, const char *path, struct r
 	snprintf(lead, sizeof(lead), "%s: invalid JSON", path);
 	r = walk_root(&j, path);
 	rl_free(j.sb);
-	*limit = j.limit;
 	return r;
 }
 
@@ -145,15 +143,15 @@ static int check_strict(const char *text, size_t len, const char *path, struct r
 /* ---------------------------------------------------------------- */
 
 /* Parses the text into ix->tree: a JSON object and nothing after it. The
- * strict walk runs first for its bounds; text it refuses otherwise gets
- * cJSON's verdict where cJSON refuses it too. */
+ * strict walk decides first: text it refuses (over a bound, or not strict
+ * JSON) fails with its message and cJSON never builds a tree of it. */
 static int parse_text(const char *text, size_t len, const char *path, struct pl_index *ix,
 		      struct rl_err *e)
 {
 	const char *end = NULL;  /* where cJSON stopped */
-	int limit, strict = check_strict(text, len, path, e, &limit);
+	int strict = check_strict(text, len, path, e);
 
-	if (strict && limit)
+	if (strict)
 		return strict;
 	ix->tree = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	/* cJSON points end at the error; cJSON_GetErrorPtr() is global. */
@@ -167,7 +165,7 @@ static int parse_text(const char *text, size_t len, const char *path, struct pl_
 	if (end < text + len)
 		return rl_err_set(e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
 				  "at byte %zu", path, (size_t)(end - text));
-	return strict;
+	return 0;
 }
 
 /* Whether an index's file name stays in the index's directory. */

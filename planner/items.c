@@ -39,10 +39,17 @@ static unsigned tensor_bits(const struct pl_tensor *t)
 	return pl_dtype_bits(t->dtype);
 }
 
-static int set_rule(const struct pl_spec *s, struct pl_item *it, struct rl_err *e)
+static int set_rule(const struct pl_spec *s, struct pl_item *it, uint64_t *tries,
+		    struct rl_err *e)
 {
-	long r = pl_spec_match(s, it->name);
+	long r = pl_spec_match_tries(s, it->name, tries);
 
+	if (r == PL_MATCH_OVER)
+		return rl_err_set(e, RL_E_TOO_LARGE, "spec: matching its %zu rules took over the "
+				  "limit of %" PRIu64 " regex attempts plus %u per tensor, at tensor "
+				  "\"%s\" (many rules share one literal key; docs/sharding-spec.md)",
+				  s->nrules, pl_limit(PL_LIMIT_MATCH_TRIES),
+				  PL_MATCH_TRIES_PER_TENSOR, it->name);
 	it->rule = (int32_t)r;
 	if (r >= 0 && s->rules[r].ndims > it->ndim)
 		return rl_err_set(e, RL_E_SPEC_RANK,
@@ -156,7 +163,7 @@ static int target_declared(const struct pl_target *t, const struct pl_tensor *fi
 /* Resolves target t into item it and its parts (appended at *np). */
 static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 		       const struct pl_target *t, struct pl_item *it,
-		       struct pl_part *parts, size_t *np, struct rl_err *e)
+		       struct pl_part *parts, size_t *np, uint64_t *tries, struct rl_err *e)
 {
 	const struct pl_tensor *first;
 	uint64_t shape[RL_MAX_DIMS];
@@ -175,7 +182,7 @@ static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 	it->first_part = (uint32_t)*np;
 	it->nparts = (uint32_t)t->nsources;
 	*np += t->nsources;
-	return set_rule(s, it, e);
+	return set_rule(s, it, tries, e);
 }
 
 void pl_items_free(struct pl_item *items, size_t n, struct pl_part *parts)
@@ -231,6 +238,7 @@ struct build {
 	uint8_t *consumed;          /* per checkpoint tensor: a target's source */
 	uint8_t *hit;               /* per selection entry: found */
 	uint32_t *sel;              /* selection entries sorted by name */
+	uint64_t tries;             /* regex attempts left to rule matching */
 };
 
 static int build_alloc(struct build *b)
@@ -244,6 +252,8 @@ static int build_alloc(struct build *b)
 		return rl_err_set(b->e, RL_E_TOO_LARGE, "plan: %zu tensors and targets (at most %"
 				  PRIu64 ")", b->ck->ntensors + s->ntargets,
 				  pl_limit(PL_LIMIT_TENSORS));
+	b->tries = pl_limit(PL_LIMIT_MATCH_TRIES) +
+		   (uint64_t)PL_MATCH_TRIES_PER_TENSOR * (b->ck->ntensors + s->ntargets);
 	b->items = rl_calloc(b->ck->ntensors + s->ntargets + 1, sizeof(*b->items));
 	b->parts = rl_calloc(maxparts + 1, sizeof(*b->parts));
 	b->consumed = rl_calloc(b->ck->ntensors + 1, 1);
@@ -304,7 +314,7 @@ static int add_tensors(struct build *b)
 		it->dtype = t->dtype;
 		it->bits = (uint16_t)tensor_bits(t);
 		it->src = (uint32_t)i;
-		if ((ret = set_rule(b->s, it, b->e)))
+		if ((ret = set_rule(b->s, it, &b->tries, b->e)))
 			return ret;
 	}
 	return 0;
@@ -321,7 +331,7 @@ static int add_targets(struct build *b)
 			continue;
 		b->nitems++;
 		ret = target_item(b->ck, s, &s->targets[i], &b->items[b->nitems - 1], b->parts,
-				  &b->nparts, b->e);
+				  &b->nparts, &b->tries, b->e);
 		if (ret)
 			return ret;
 	}

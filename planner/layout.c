@@ -2,14 +2,17 @@
  * layout.c - staging layout: per device, every loaded item gets one shard
  * (possibly empty) in item order, at an offset aligned to shard_align.
  *
- * Small shards are packed: one of fewer than shard_align bytes is aligned
- * only to its size rounded up to a power of two, at most 16 (enough for
- * any dtype and for vector copies; an empty one to 16). Padding every
- * shard to 4096 made a file of 1,000,000 one-byte tensors (1 MB) take
- * 4.1 GB of staging; packed it takes 1 MB, and staging never exceeds twice
- * the shards' bytes plus shard_align per large shard. The engine copies
- * small shards out of its bounce buffers: their alignment never mattered
- * to the reads.
+ * Small shards are packed unless the caller set shard_align (align_all):
+ * one of fewer than shard_align bytes is aligned only to its size rounded
+ * up to a power of two, at most 16 (enough for any dtype and for vector
+ * copies). Padding every shard to 4096 made a file of 1,000,000 one-byte
+ * tensors (1 MB) take 4.1 GB of staging; packed it takes 1 MB. An empty
+ * shard takes no room: its offset is the current end rounded down to 16
+ * (a valid pointer of any dtype), and the next shard starts where it
+ * would have without it. So packed staging never exceeds twice the
+ * shards' bytes plus shard_align per large shard. The engine copies small
+ * shards out of its bounce buffers: their alignment never mattered to the
+ * reads. A caller who set shard_align (SIMD, DMA) gets it for every shard.
  *
  * Congruent placement: a shard that is one contiguous run of one source
  * file, long enough to have an aligned middle, is instead placed so that
@@ -24,17 +27,28 @@
 #define PL_SMALL_ALIGN 16
 
 /* The alignment of a shard of nbytes that is not placed congruently. */
-static uint64_t shard_align(uint64_t nbytes, uint64_t large)
+static uint64_t shard_align(uint64_t nbytes, const struct pl_opts *o)
 {
-	uint64_t a = 1;
+	uint64_t a = 1, large = o->shard_align;
 
-	if (nbytes >= large)
+	if (nbytes >= large || o->align_all)
 		return large;
 	while (a < nbytes && a < PL_SMALL_ALIGN)
 		a <<= 1;
-	if (!nbytes)   /* an empty shard's pointer is still a valid one of any dtype */
-		a = PL_SMALL_ALIGN;
 	return RL_MIN(a, large);
+}
+
+/* The offset of a shard placed at cur (its end is then off + nbytes). */
+static uint64_t place(const struct pl_shard *sh, uint64_t cur, const struct pl_opts *o)
+{
+	uint64_t want = sh->offset & ~PL_CONGRUENT_MARK, off;
+
+	if (!sh->nbytes)        /* takes no room; a valid pointer of any dtype */
+		return rl_align_down(cur, o->align_all ? o->shard_align : PL_SMALL_ALIGN);
+	if (!(sh->offset & PL_CONGRUENT_MARK))
+		return rl_align_up(cur, shard_align(sh->nbytes, o));
+	off = rl_align_down(cur, PL_CONGRUENT_ALIGN) + want;
+	return off < cur ? off + PL_CONGRUENT_ALIGN : off;
 }
 
 int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e)
@@ -44,18 +58,9 @@ int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e)
 
 		for (size_t i = 0; i < p->nitems; i++) {
 			struct pl_shard *sh = &p->shards[pl_shard_index(p, i, s)];
-			uint64_t off;
+			uint64_t off = place(sh, cur, o);
 
-			if (sh->offset & PL_CONGRUENT_MARK) {
-				uint64_t want = sh->offset & ~PL_CONGRUENT_MARK;
-
-				off = rl_align_down(cur, PL_CONGRUENT_ALIGN) + want;
-				if (off < cur)
-					off += PL_CONGRUENT_ALIGN;
-			} else {
-				off = rl_align_up(cur, shard_align(sh->nbytes, o->shard_align));
-			}
-			if (off < cur || rl_add64(off, sh->nbytes, &cur))
+			if (sh->nbytes && (off < cur || rl_add64(off, sh->nbytes, &cur)))
 				return rl_err_set(e, RL_E_TOO_LARGE, "staging of device %u overflows",
 						  p->dev_ids[s]);
 			sh->tensor = (uint32_t)i;

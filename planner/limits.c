@@ -13,6 +13,7 @@ static const uint64_t defaults[PL_LIMIT_KINDS] = {
 	[PL_LIMIT_FILES] = PL_MAX_FILES,
 	[PL_LIMIT_TENSORS] = PL_MAX_TENSORS,
 	[PL_LIMIT_DEVICES] = PL_MAX_DEVICES,
+	[PL_LIMIT_MATCH_TRIES] = PL_MAX_MATCH_TRIES,
 };
 
 uint64_t pl_limit(enum pl_limit_kind k)

@@ -106,6 +106,11 @@ int pl_regex_check(const char *re, size_t idx, struct rl_err *e);
 
 /* Index of the first rule matching name, or -1 (replicated). */
 long pl_spec_match(const struct pl_spec *s, const char *name);
+/* The same, each rule tried taken from *tries; PL_MATCH_OVER when they
+ * run out (a hostile rule set: many rules sharing one key, or names that
+ * find more than 256 keys, try many rules on every name). */
+#define PL_MATCH_OVER (-2l)
+long pl_spec_match_tries(const struct pl_spec *s, const char *name, uint64_t *tries);
 
 /* A key of the rule index: its hash, first and last rule. */
 struct pl_prefix_slot {

@@ -114,8 +114,13 @@ void pl_header_free(struct pl_header *h);
 #define PL_MAX_FILES 65536u            /* files of one checkpoint */
 #define PL_MAX_TENSORS (1u << 24)      /* tensors of a checkpoint, items of a plan */
 #define PL_MAX_DEVICES (1u << 24)      /* devices of a mesh */
+/* Regex attempts of one plan's rule matching: this many, plus
+ * PL_MATCH_TRIES_PER_TENSOR for each tensor and target (rule_index.c). */
+#define PL_MAX_MATCH_TRIES (1u << 22)
+#define PL_MATCH_TRIES_PER_TENSOR 128u
 
-enum pl_limit_kind { PL_LIMIT_FILES, PL_LIMIT_TENSORS, PL_LIMIT_DEVICES, PL_LIMIT_KINDS };
+enum pl_limit_kind { PL_LIMIT_FILES, PL_LIMIT_TENSORS, PL_LIMIT_DEVICES, PL_LIMIT_MATCH_TRIES,
+		     PL_LIMIT_KINDS };
 uint64_t pl_limit(enum pl_limit_kind k);
 /* Sets limit k to v (0: back to its default). Single-threaded tests only. */
 void pl_limit_set_for_tests(enum pl_limit_kind k, uint64_t v);
@@ -154,6 +159,8 @@ struct pl_opts {
 	double ratio;           /* 0: automatic, else >= 1 */
 	uint64_t chunk;         /* default 4 MiB */
 	uint64_t shard_align;   /* default 4096 */
+	int align_all;          /* 1: every shard to shard_align (the caller set it);
+				 * 0: small ones packed (default) */
 	int congruent;          /* default 1 */
 	int all_stats;          /* default 1 */
 	int read_once;          /* default 0 */

@@ -168,7 +168,13 @@ static int token(struct rx *x)
 		x->p++;
 		return 0;
 	}
-	if (c == ')' && x->depth) {
+	if (c == ')' && !x->depth) {
+		/* glibc reads it as a literal alone, but it would close the
+		 * "^(" the pattern is wrapped in: "a)|(b" matches unanchored */
+		x->why = "an unmatched ')' (write \\) for the character)";
+		return -1;
+	}
+	if (c == ')') {
 		uint64_t peak = x->peak[x->depth], atoms = x->atoms[x->depth];
 
 		x->depth--;
@@ -229,10 +235,11 @@ static const char *group_end(const char *p, const char *end)
 
 static const char ops[] = ".[]()|*+?{}^$\\";
 
-/* Whether re has a '|' outside every group (then no text is required). */
-static int top_level_bar(const char *re)
+/* The first '|' outside every group in [p, end), or end: where the
+ * alternative that starts at p ends. */
+static const char *alt_end(const char *p, const char *end)
 {
-	struct rx x = { .p = re, .end = re + strlen(re) };
+	struct rx x = { .p = p, .end = end };
 	unsigned depth = 0;
 
 	while (x.p < x.end) {
@@ -243,45 +250,80 @@ static int top_level_bar(const char *re)
 			continue;
 		}
 		if (c == '|' && !depth)
-			return 1;
+			return x.p;
 		depth += c == '(';
 		depth -= c == ')' && depth;
 		x.p += c == '\\' && x.p + 1 < x.end ? 2 : 1;
 	}
-	return 0;
+	return end;
+}
+
+/* Whether re has a '|' outside every group (then no run is required). */
+static int top_level_bar(const char *re)
+{
+	const char *end = re + strlen(re);
+
+	return alt_end(re, end) < end;
+}
+
+/* Whether byte c ends literal text: an operator, or a byte of a multibyte
+ * character (in a UTF-8 locale "\xc3\xa9*" repeats the whole character, so
+ * dropping one byte before a '*' would be wrong: the text ends before). */
+static int ends_literal(char c)
+{
+	return strchr(ops, c) || (unsigned char)c >= 0x80;
+}
+
+/* The literal prefix of the one alternative [p, end) (see below). */
+static size_t alt_prefix(const char *p, const char *end, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (; p < end && n + 1 < cap; n++) {
+		if (*p == '\\' && p + 1 < end && strchr(ops, p[1]))
+			p++;            /* an escaped operator is that character */
+		else if (ends_literal(*p))
+			break;
+		out[n] = *p++;
+	}
+	if (n && p < end && (*p == '*' || *p == '?' || *p == '{'))
+		n--;
+	return n;
 }
 
 /*
  * The literal text every name that re matches (as "^(re)$") starts with,
  * at most cap - 1 bytes of it, in out (not NUL-terminated); returns its
- * length. Conservative: a '|' outside groups gives "", the prefix ends at
- * the first operator or class escape, and a character a '*', '?' or '{'
- * makes optional is dropped. Rules are tried only on names with their
- * prefix (rule_index.c).
+ * length. Conservative: the prefix ends at the first operator, class
+ * escape or byte of a multibyte character, and a character a '*', '?' or
+ * '{' makes optional is dropped; with '|' outside groups it is the common
+ * prefix of the alternatives' ("a\.x|a\.y": "a."). Rules are tried only
+ * on names with their prefix (rule_index.c).
  */
 size_t pl_regex_prefix(const char *re, char *out, size_t cap)
 {
-	struct rx x = { .p = re, .end = re + strlen(re) };
-	size_t n = 0;
+	const char *end = re + strlen(re), *p = re, *bar = alt_end(re, end);
+	size_t n = alt_prefix(re, bar, out, cap);
+	char alt[PL_RULE_PREFIX];
 
-	if (top_level_bar(re))
-		return 0;
-	for (; x.p < x.end && n + 1 < cap; n++) {
-		if (*x.p == '\\' && x.p + 1 < x.end && strchr(ops, x.p[1]))
-			x.p++;          /* an escaped operator is that character */
-		else if (strchr(ops, *x.p))
-			break;
-		out[n] = *x.p++;
+	while (n && bar < end) {
+		size_t m, i;
+
+		p = bar + 1;
+		bar = alt_end(p, end);
+		m = alt_prefix(p, bar, alt, RL_MIN(cap, sizeof(alt)));
+		for (i = 0; i < n && i < m && alt[i] == out[i]; i++)
+			;
+		n = i;
 	}
-	if (n && x.p < x.end && (*x.p == '*' || *x.p == '?' || *x.p == '{'))
-		n--;
 	return n;
 }
 
 /*
  * The longest literal run outside groups that every name re matches
  * contains (at most cap - 1 bytes of it) in out; returns its length, 0
- * when there is none. A run ends at any operator; a character made
+ * when there is none (always with '|' outside groups). A run ends at any
+ * operator or byte of a multibyte character; a character made
  * optional by '*', '?' or '{' leaves it. "." in a run comes only from "\.".
  */
 size_t pl_regex_must(const char *re, char *out, size_t cap)
@@ -302,7 +344,7 @@ size_t pl_regex_must(const char *re, char *out, size_t cap)
 			x.p += 2;
 			continue;
 		}
-		if (c && !strchr(ops, c)) {
+		if (c && !ends_literal(c)) {
 			run[n++] = c;
 			x.p++;
 			continue;

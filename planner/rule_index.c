@@ -3,7 +3,8 @@
  * matches, found without trying every rule on every name.
  *
  * Each rule has a key: the literal text every name it matches starts with
- * (pl_regex_prefix()), else a literal run every such name contains
+ * (pl_regex_prefix(); of "a\\.x|a\\.y" the alternatives' common "a."), else
+ * a literal run every such name contains
  * (pl_regex_must(), ".*proj" has "proj"), else none (the empty prefix).
  * Rules are hashed by key, each entry chaining its rules in rule order. A
  * name looks up its own prefixes and, for the lengths keys have, its
@@ -85,13 +86,14 @@ int pl_rule_index_add(struct pl_spec *s, struct rl_err *e)
 {
 	uint32_t idx = (uint32_t)s->nrules - 1;
 	struct pl_rule *r = &s->rules[idx];
+	int plain;
 
 	r->plen = (uint8_t)pl_regex_prefix(r->pattern, r->prefix, PL_RULE_PREFIX);
 	r->mlen = (uint8_t)pl_regex_must(r->pattern, r->must, PL_RULE_PREFIX);
-	if (!r->plen && !r->mlen && s->nplain++ == PL_MAX_PLAIN_RULES) {
+	plain = !r->plen && !r->mlen;
+	if (plain && s->nplain == PL_MAX_PLAIN_RULES) {
 		char q[128];
 
-		s->nplain--;
 		pl_quote(q, sizeof(q), r->pattern, strlen(r->pattern));
 		return rl_err_set(e, RL_E_TOO_LARGE, "rule %u (\"%s\"): over the limit of %u "
 				  "rules without literal text (docs/sharding-spec.md)", idx, q,
@@ -110,6 +112,7 @@ int pl_rule_index_add(struct pl_spec *s, struct rl_err *e)
 			chain(s, i);
 	}
 	chain(s, idx);
+	s->nplain += plain;     /* counted once the rule is in */
 	return 0;
 }
 
@@ -158,6 +161,13 @@ static int rule_matches(const struct pl_rule *r, const char *name, size_t len)
 
 long pl_spec_match(const struct pl_spec *s, const char *name)
 {
+	uint64_t tries = UINT64_MAX;
+
+	return pl_spec_match_tries(s, name, &tries);
+}
+
+long pl_spec_match_tries(const struct pl_spec *s, const char *name, uint64_t *tries)
+{
 	uint32_t cur[MAX_CHAINS + 1];
 	size_t len = strlen(name), k;
 
@@ -165,9 +175,12 @@ long pl_spec_match(const struct pl_spec *s, const char *name)
 		return -1;
 	k = find_chains(s, name, len, cur);
 	if (k > MAX_CHAINS) {
-		for (size_t i = 0; i < s->nrules; i++)
+		for (size_t i = 0; i < s->nrules; i++) {
+			if (!(*tries)--)
+				return PL_MATCH_OVER;
 			if (rule_matches(&s->rules[i], name, len))
 				return (long)i;
+		}
 		return -1;
 	}
 	while (k) {
@@ -176,6 +189,8 @@ long pl_spec_match(const struct pl_spec *s, const char *name)
 		for (size_t i = 1; i < k; i++)
 			if (cur[i] < cur[m])
 				m = i;
+		if (!(*tries)--)
+			return PL_MATCH_OVER;
 		if (rule_matches(&s->rules[cur[m]], name, len))
 			return (long)cur[m];
 		cur[m] = s->rules[cur[m]].next;

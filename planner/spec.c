@@ -639,10 +639,10 @@ static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_
  * strict reader of the header parser refuses all of these. It runs first,
  * with the bounds of a spec (PL_SPEC_MAX_DEPTH, PL_SPEC_MAX_VALUES), so that
  * no tree is built of text over them: cJSON took 2.1 GB for a 62 MiB spec of
- * tiny values. *limit says that one of the bounds was hit.
+ * tiny values.
  */
 static int check_strict(const char *json, size_t len, const char *what, int code,
-			struct rl_err *e, int *limit)
+			struct rl_err *e)
 {
 	char lead[64];
 	struct sj j = { .buf = json, .p = json, .end = json + len, .e = e, .code = code,
@@ -653,26 +653,26 @@ static int check_strict(const char *json, size_t len, const char *what, int code
 	snprintf(lead, sizeof(lead), "%s: invalid JSON", what);
 	ret = sj_check_document(&j);
 	rl_free(j.sb);
-	*limit = j.limit;
 	return ret;
 }
 
 /*
  * Parses exactly one JSON value from json[0..len): only whitespace may
- * follow it, and no key may repeat. The error position comes from
- * return_parse_end, not from cJSON's global error pointer. code is the
- * error code for bad text. Text the strict reader refuses for another
- * reason than a bound gets cJSON's verdict when cJSON refuses it too.
+ * follow it, and no key may repeat. code is the error code for bad text.
+ * The strict reader decides first: text it refuses (over a bound, or not
+ * strict JSON: a control byte, "\u0000", 1e999) fails with its message,
+ * byte offset and what, and cJSON never sees it, so no tree is built of
+ * text the bounds were not checked on.
  */
 static int parse_json(const char *json, size_t len, const char *what, int code,
 		      cJSON **out, struct rl_err *e)
 {
 	const char *end = json;
 	cJSON *root;
-	int limit, strict = check_strict(json, len, what, code, e, &limit), ret;
+	int ret = check_strict(json, len, what, code, e);
 
-	if (strict && limit)
-		return strict;
+	if (ret)
+		return ret;
 	root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
 	if (!root) {
 		size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
@@ -685,7 +685,7 @@ static int parse_json(const char *json, size_t len, const char *what, int code,
 			return rl_err_set(e, code, "%s: text after the JSON value (byte %zu)",
 					  what, (size_t)(end - json));
 		}
-	if ((ret = strict) || (ret = check_dup_keys(root, what, code, e))) {
+	if ((ret = check_dup_keys(root, what, code, e))) {
 		cJSON_Delete(root);
 		return ret;
 	}

@@ -404,14 +404,68 @@ static void tiny_tensors_packed(void)
 		/* each device: the tiny ones packed, the large shard padded by a page */
 		CHECKF(staging <= (split ? 2 : 1) * (2 * data + 4096), "%" PRIu64 " bytes of "
 		       "staging for %" PRIu64 " bytes of data", staging, data);
-		/* the large whole shard is still read straight into staging */
+		/* the large whole shard (70,000 bytes) is still planned to be
+		 * read straight into staging where the file takes O_DIRECT, and
+		 * a load that used O_DIRECT did so */
 		CHECK(rl_loader_get_stats(ld, &st) == 0);
-		CHECKF(split || !st.direct_io || st.bytes_direct > 0, "%" PRIu64 " bytes direct",
-		       st.bytes_direct);
+		if (!split) {
+			uint64_t direct = 0;
+			int fd = open(tmp_path("tiny.safetensors"), O_RDONLY | O_DIRECT);
+
+			for (size_t r = 0; r < rl_plan_num_requests(plan); r++) {
+				rl_request_info ri;
+
+				CHECK(rl_plan_request(plan, r, &ri) == 0);
+				direct += ri.direct ? ri.length : 0;
+			}
+			CHECKF(fd < 0 || direct >= 65536, "%" PRIu64 " bytes of direct requests",
+			       direct);
+			CHECKF(!st.direct_io || !direct || st.bytes_direct > 0, "%" PRIu64
+			       " bytes of direct requests, none read direct", direct);
+			if (fd >= 0)
+				close(fd);
+		}
 		rl_plan_destroy(plan);
 		rl_loader_destroy(ld);
 	}
 	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	free(file);
+	free(t);
+}
+
+/* A caller who sets RL_PLAN_SHARD_ALIGN (SIMD, DMA) gets it for every
+ * shard, small ones included (packing had given them 16 at most), and the
+ * load is byte-exact. */
+static void shard_align_set_aligns_every_shard(void)
+{
+	struct rt *t = calloc(TINY_N, sizeof(*t));
+	uint64_t data_start, staging;
+	uint8_t *file = t ? write_tiny_ckpt(tmp_path("align.safetensors"), t, &data_start) : NULL;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_plan *plan = rl_plan_create();
+	rl_loader *ld = new_loader();
+	int ret;
+
+	CHECK(file && ck && plan && ld);
+	CHECKF(rl_ckpt_open(ck, tmp_path("align.safetensors")) == 0, "%s", rl_ckpt_errmsg(ck));
+	CHECK(rl_plan_set(plan, RL_PLAN_SHARD_ALIGN, 256) == 0);
+	CHECK(rl_plan_set(plan, RL_PLAN_CONGRUENT, 0) == 0);
+	CHECKF(rl_plan_build(plan, ck, NULL) == 0, "%s", rl_plan_errmsg(plan));
+	for (size_t s = 0; s < rl_plan_num_shards(plan) && !th_failed(); s++) {
+		rl_shard_info si;
+
+		CHECK(rl_plan_shard(plan, s, &si) == 0);
+		CHECKF(si.offset % 256 == 0, "%s (%" PRIu64 " bytes) at %" PRIu64, si.name,
+		       si.nbytes, si.offset);
+	}
+	ret = rl_loader_run(ld, plan);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == 0, "%s", rl_loader_errmsg(ld));
+		check_tiny_shards(plan, ld, file + data_start, t, &staging);
+	}
+	rl_loader_destroy(ld);
+	rl_plan_destroy(plan);
 	rl_ckpt_destroy(ck);
 	free(file);
 	free(t);
@@ -1178,6 +1232,7 @@ int main(void)
 		{ "random_shardings", random_shardings },
 		{ "empty_and_zero_size", empty_and_zero_size },
 		{ "tiny_tensors_packed", tiny_tensors_packed },
+		{ "shard_align_set_aligns_every_shard", shard_align_set_aligns_every_shard },
 		{ "callbacks", callbacks },
 		{ "caller_staging", caller_staging },
 		{ "truncated_after_plan", truncated_after_plan },

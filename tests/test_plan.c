@@ -338,6 +338,38 @@ static int build(struct fake *f, const char *json, struct pl_opts *o, struct pl_
 	return ret;
 }
 
+/* An empty shard takes no room: 128 one-byte tensors each after an empty
+ * one stage in 128 bytes (the empty ones pushed each to 16: 2,048), and
+ * staging stays within twice the shards' bytes, every empty shard's
+ * offset 16-aligned and inside it. */
+static void empty_shards_take_no_room(void)
+{
+	static struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct rl_err e;
+	const char *bad;
+
+	fk_init(&f, 1, 64);
+	for (unsigned i = 0; i < FK_MAX_T; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%03u", i);
+		fk_add(&f, 0, name, RL_DTYPE_U8, 1, (uint64_t[]){ i & 1 });
+	}
+	pl_opts_default(&o);
+	CHECKF(build(&f, NULL, &o, &p, &e) == 0, "%s", e.msg);
+	CHECKF(p->staging[0] <= 2 * (FK_MAX_T / 2), "%" PRIu64 " bytes of staging for %u",
+	       p->staging[0], FK_MAX_T / 2);
+	for (size_t i = 0; i < p->nshards; i++)
+		CHECKF(p->shards[i].nbytes || (p->shards[i].offset % 16 == 0 &&
+					       p->shards[i].offset <= p->staging[0]),
+		       "empty shard %zu at %" PRIu64, i, p->shards[i].offset);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+}
+
 /* A whole-file load of densely packed tensors: one block, exact. */
 static void whole_file_is_one_block(void)
 {
@@ -1296,6 +1328,7 @@ int main(void)
 	RUN(coalescing_gap_and_ratio_bounds);
 	RUN(automatic_ratio_past_1024_blocks);
 	RUN(whole_file_is_one_block);
+	RUN(empty_shards_take_no_room);
 	RUN(blocks_cut_into_chunks);
 	RUN(blocks_widened_to_the_alignment);
 	RUN(congruent_shards_read_directly);

@@ -971,7 +971,7 @@ static void index_trailing(void)
 	/* A parse error gives its byte too. */
 	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{\"t1\" \"a\"}}");
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
-	CHECK(strstr(msg, "invalid JSON at byte 20"));
+	CHECKF(strstr(msg, "invalid JSON: expected") && strstr(msg, "at byte 20"), "%s", msg);
 	/* A NUL byte after the value is not whitespace either. */
 	write_bytes(d, "model.safetensors.index.json", "{\"weight_map\":{}}\n\0", 19);
 	CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
@@ -982,6 +982,42 @@ static void index_trailing(void)
 	CHECK_EQ(open_ck(p, &ck, msg, sizeof(msg)), 0);
 	CHECK_EQ(rl_ckpt_num_tensors(ck), 1);
 	rl_ckpt_destroy(ck);
+}
+
+static long index_cjson_blocks;
+
+static void *index_cjson_malloc(size_t n)
+{
+	index_cjson_blocks++;
+	return malloc(n);
+}
+
+/* Text the strict walk refuses and cJSON takes (a control byte as
+ * whitespace, 1e999) fails with the walk's message, and cJSON builds no
+ * tree of it: the bounds hold only for text the walk accepted. */
+static void index_strict_refusal_builds_no_tree(void)
+{
+	static const char *const bad[][2] = {
+		{ "{\x01\"weight_map\":{\"t1\":\"a.safetensors\"}}", "at byte 1" },
+		{ "{\"metadata\":{\"n\":1e999},\"weight_map\":{\"t1\":\"a.safetensors\"}}",
+		  "number out of range" },
+	};
+	const char *d = mkdir_t("idxstrict");
+	char p[4096], msg[RL_ERRMSG_MAX];
+	cJSON_Hooks h = { index_cjson_malloc, free };
+
+	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
+	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		write_text(d, "model.safetensors.index.json", bad[i][0]);
+		index_cjson_blocks = 0;
+		cJSON_InitHooks(&h);
+		CHECK_EQ(open_ck(p, NULL, msg, sizeof(msg)), RL_E_BAD_INDEX);
+		cJSON_InitHooks(NULL);
+		CHECKF(strstr(msg, "invalid JSON") && strstr(msg, bad[i][1]), "%s", msg);
+		CHECKF(index_cjson_blocks == 0, "case %zu: cJSON allocated %ld blocks", i,
+		       index_cjson_blocks);
+	}
 }
 
 /* cJSON strings end at a NUL: "a\u0000x" must not become "a". */
@@ -1625,6 +1661,7 @@ int main(void)
 	RUN(metadata_merge);
 	RUN(index_cases);
 	RUN(index_trailing);
+	RUN(index_strict_refusal_builds_no_tree);
 	RUN(index_embedded_nul);
 	RUN(index_file_names);
 	RUN(index_nul_bytes_refused_at_once);
