@@ -127,6 +127,8 @@ class safe_open:  # noqa: N801 - safetensors' name
         ckpt = self._open()
         for t in ckpt.tensors:
             self._fw.check(t.name, t.dtype, t.shape)
+        for t in ckpt.tensors:
+            self._tensor(t.name)  # each file with an expected value hashed
         spec = _handles.Spec()
         try:
             job = _core.Job(ckpt, spec, 0, self._backend, None, None)

@@ -260,7 +260,7 @@ def test_safe_open_hashes_a_file_once_before_its_first_tensor(ckpt, monkeypatch)
     with ringload.safe_open(path, "np", sha256={"model.safetensors": WRONG}) as f:
         assert f.keys() == ["a", "b"]
         for read in (lambda: f.get_tensor("a"), lambda: f.get_slice("b"),
-                     lambda: f.get_tensor("a")):
+                     lambda: f.get_tensor("a"), f.get_tensors):
             with pytest.raises(ringload.IntegrityError) as ei:
                 read()
             _checksum_error(ei, path, WRONG)
