@@ -35,6 +35,7 @@
 #include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
 #include "../perf/rlperf_json.c"
+#include "../perf/rlperf_terse.c"
 #include "../perf/rlperf_eta.c"
 #include "../perf/rlperf_ckpt.c"
 
@@ -428,7 +429,7 @@ static void bad_options_name_the_option(void)
 		const char *msg;
 	} cases[] = {
 		{ "--bogus=1", NULL, "rlperf: unrecognized option '--bogus'" },
-		{ "--minimal", NULL, "rlperf: --minimal is a fio option that rlperf does not "
+		{ "--append-terse", NULL, "rlperf: --append-terse is a fio option that rlperf does not "
 		  "support (rlperf --help lists those it has)" },
 		{ "--verify=md5", NULL, "rlperf: --verify is a fio option that rlperf does not "
 		  "support (rlperf --help lists those it has)" },
@@ -450,7 +451,8 @@ static void bad_options_name_the_option(void)
 		{ "--kb_base=1023", NULL, "rlperf: failed parsing kb_base=1023: expected 1024 or 1000" },
 		{ "--kb_base=1010", NULL, "rlperf: failed parsing kb_base=1010: expected 1024 or 1000" },
 		{ "--ioengine=spdk", NULL, "rlperf: failed parsing ioengine=spdk: rlperf has io_uring, libaio, and psync, sync, pvsync, pvsync2, vsync (its pread pool)" },
-		{ "--output-format=terse", NULL, "rlperf: failed parsing output-format=terse: rlperf has normal, json and json+" },
+		{ "--output-format=xml", NULL, "rlperf: failed parsing output-format=xml: rlperf has normal, json, json+ and terse" },
+		{ "--terse-version=2", NULL, "rlperf: failed parsing terse-version=2: rlperf writes fio's terse version 3 only" },
 		{ "--eta=sometimes", NULL, "rlperf: failed parsing eta=sometimes: expected always, never or auto" },
 		{ "--runtime=soon", NULL, "rlperf: failed parsing runtime=soon: not a time (examples: 30, 500ms, 2m)" },
 		{ "--name=", NULL, "rlperf: option --name needs a value" },
@@ -493,6 +495,10 @@ static void bad_options_name_the_option(void)
 	CHECK_EQ(parse(&c, err, sizeof(err), "--checkpoint=ck", "--name=x", NULL),
 		 RP_PARSE_ERROR);
 	CHECK_STR(err, "rlperf: --checkpoint runs no jobs: leave out job files and --name");
+	CHECK_EQ(parse(&c, err, sizeof(err), "--checkpoint=ck", "--minimal", NULL),
+		 RP_PARSE_ERROR);
+	CHECK_STR(err, "rlperf: --output-format=terse applies to raw reads (--filename), not "
+		  "to --checkpoint (normal or json)");
 	/* a tiny buffer truncates, never overflows */
 	CHECK_EQ(parse(&c, err, 12, "--bogus", NULL), RP_PARSE_ERROR);
 	CHECK_EQ(strlen(err), 11);
@@ -1748,6 +1754,38 @@ static void json_plus_adds_latency_bins(void)
 	CHECKF(system(cmd) == 0, "python3 rejected %s", plus);
 }
 
+/* fio's terse version 3 fields of the known report (man fio, TERSE
+ * OUTPUT): 121 without disks, usec latencies, KiB */
+static const char terse_check[] =
+	"import sys\n"
+	"t=open(sys.argv[1]).read(); assert t.count('\\n')==1 and t[-1]=='\\n', t\n"
+	"f=t[:-1].split(';'); assert len(f)==121, len(f)\n"
+	"assert f[0]=='3' and f[1].startswith('rlperf-') and f[2:5]==['j','0','0'], f[:5]\n"
+	"assert f[5:9]==['1024000','512000','500','2000'], f[5:9]\n"
+	"assert f[9:13]==['0','0','0.000000','0.000000'], f[9:13]\n"
+	"assert f[13:16]==['2','2000','1001.000000'] and f[37:41]==f[13:17], f[13:17]\n"
+	"assert f[17].startswith('1.000000%=') and f[23].startswith('50.000000%='), f[17:37]\n"
+	"assert abs(int(f[23].split('=')[1])-1000)<=1000/64, f[23]\n"
+	"assert f[33]=='99.990000%=' + f[33].split('=')[1] and f[34:37]==['0%=0']*3\n"
+	"assert f[41:46]==['500000','524000','100.000000%','512000.000000',f[45]], f[41:46]\n"
+	"assert f[46:50]==['0']*4 and f[82:87]==['0','0','0.000000%','0.000000','0.000000']\n"
+	"assert f[87:92]==['5.000000%','15.000000%','0','0','0'], f[87:92]\n"
+	"assert f[92:99]==['0.0%']*4+['100.0%','0.0%','0.0%'], f[92:99]\n"
+	"assert f[99]=='0.00%' and abs(sum(float(x[:-1]) for x in f[99:121])-100)<0.1\n";
+
+static void terse_has_fios_fields(void)
+{
+	char path[512], script[512], cmd[1200];
+
+	CHECK(!print_known(rp_print_terse, "out.terse", "--name=j", "--minimal", path,
+			   sizeof(path)));
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(!write_script("terse.py", terse_check, script, sizeof(script)));
+	snprintf(cmd, sizeof(cmd), "python3 %s %s", script, path);
+	CHECKF(system(cmd) == 0, "python3 rejected %s", path);
+}
+
 static void normal_output_reads_like_fio(void)
 {
 	char path[512], *text;
@@ -1828,8 +1866,8 @@ static void binary_rejects_bad_options(void)
 	/* exit 1 for every error, as fio */
 	CHECK_EQ(run_rlperf("--bogus", out, sizeof(out)), 1);
 	CHECK_STR(out, "rlperf: unrecognized option '--bogus'\n");
-	CHECK_EQ(run_rlperf("--filename=x --minimal", out, sizeof(out)), 1);
-	CHECK_STR(out, "rlperf: --minimal is a fio option that rlperf does not support "
+	CHECK_EQ(run_rlperf("--filename=x --append-terse", out, sizeof(out)), 1);
+	CHECK_STR(out, "rlperf: --append-terse is a fio option that rlperf does not support "
 		  "(rlperf --help lists those it has)\n");
 	CHECK_EQ(run_rlperf("--filename=/nonexistent/x", out, sizeof(out)), 1);
 	CHECK_STR(out, "rlperf: /nonexistent/x: No such file or directory (rlperf reads "
@@ -1962,6 +2000,58 @@ static void binary_json_matches_fios_for_a_job_file(void)
 		CHECKF(system(cmd) == 0, "%s failed", cmd);
 		snprintf(cmd, sizeof(cmd), "%s --output-format=json --readonly %s %s > %s",
 			 rlperf_exe(), extra[i], path, fb);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", cmd, out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, fa, fb);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", fa, fb, out);
+	}
+}
+
+/* fio's terse lines (argv[1]) against rlperf's (argv[2]): as many lines
+ * and fields, each field of the same kind, the same jobs, bytes, disks */
+static const char terse_shape_check[] =
+	"import sys\n"
+	"def kind(x):\n"
+	"    return '%=' if '%=' in x else '%' if x.endswith('%') else "
+	"'f' if x.replace('.','',1).isdigit() and '.' in x else "
+	"'i' if x.isdigit() else 's'\n"
+	"a=[l.split(';') for l in open(sys.argv[1]).read().splitlines()]\n"
+	"b=[l.split(';') for l in open(sys.argv[2]).read().splitlines()]\n"
+	"assert len(a)==len(b) and a, (len(a),len(b))\n"
+	"for x,y in zip(a,b):\n"
+	"    assert len(x)==len(y), (len(x),len(y))\n"
+	"    kx=[kind(v) for v in x]; ky=[kind(v) for v in y]\n"
+	"    assert kx==ky, [(i,x[i],y[i]) for i in range(len(x)) if kx[i]!=ky[i]]\n"
+	"    assert x[0]==y[0]=='3' and x[2:6]==y[2:6], (x[:6],y[:6])\n"
+	"    assert y[46:50]==['0']*4, y[46:50]\n"
+	"    assert x[121::9]==y[121::9], (x[121:],y[121:])\n";
+
+static void binary_terse_matches_fios(void)
+{
+	const char *f1 = make_file("terse1", 1 << 20), *f2 = make_file("terse2", 512 << 10);
+	char job[2048], script[512], fa[512], fb[512], cmd[2048], out[4096];
+	const char *path;
+	static const char *const extra[] = { "--output-format=terse", "--minimal "
+					     "--terse-version=3 --group_reporting" };
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("fio --version") || !have("python3 -c ''"))
+		SKIP("fio or python3 not installed (make deps installs them)");
+	CHECK(f1 && f2 && !write_script("terse.py", terse_shape_check, script,
+					 sizeof(script)));
+	snprintf(job, sizeof(job), "[global]\nfilename=%s\nbs=64k\nrw=read\nioengine=psync\n"
+		 "[seq]\nnumjobs=2\n[rnd]\nrw=randread\nbs=4k\nfilename=%s\nsize=50%%\n",
+		 f1, f2);
+	path = write_text("terse.fio", job);
+	CHECK(path);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(extra); i++) {
+		snprintf(fa, sizeof(fa), "%s/fio%zu.terse", th_tmpdir(), i);
+		snprintf(fb, sizeof(fb), "%s/rlperf%zu.terse", th_tmpdir(), i);
+		snprintf(cmd, sizeof(cmd), "fio --readonly %s %s > %s 2>&1", extra[i], path,
+			 fa);
+		CHECKF(system(cmd) == 0, "%s failed", cmd);
+		snprintf(cmd, sizeof(cmd), "%s --readonly %s %s > %s", rlperf_exe(),
+			 extra[i], path, fb);
 		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", cmd, out);
 		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, fa, fb);
 		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", fa, fb, out);
@@ -2822,11 +2912,13 @@ int main(void)
 	RUN(units_follow_group_reporting);
 	RUN(json_has_fios_shape);
 	RUN(json_plus_adds_latency_bins);
+	RUN(terse_has_fios_fields);
 	RUN(normal_output_reads_like_fio);
 	RUN(block_sizes_print_as_fio);
 	RUN(binary_rejects_bad_options);
 	RUN(binary_reads_a_file);
 	RUN(binary_json_matches_fios_for_a_job_file);
+	RUN(binary_terse_matches_fios);
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);
