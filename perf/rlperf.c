@@ -127,6 +127,8 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	if (rp_conf_note(&c))
+		fprintf(stderr, "%s\n", rp_conf_note(&c));
 	out = open_output(&c);
 	rc = !out ? 1 : c.checkpoint ? rp_checkpoint(&c, out) : run_jobs(&c, out);
 	if (out && out != stdout && fclose(out)) {

@@ -83,7 +83,7 @@ enum rp_opt_id {
 	RP_O_LATLOG, RP_O_BWLOG, RP_O_IOPSLOG, RP_O_LOGAVG, RP_O_LOGOFF, RP_O_LOGPRIO,
 	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
-	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP,
+	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -160,6 +160,7 @@ struct rp_job {
 	unsigned thinktime_blocks;
 	unsigned flow, flow_id;       /* fio's flow: weight in its flow_id group (0 off) */
 	uint64_t flow_sleep_ns;
+	int hipri, sqthread_poll;     /* accepted, not applied (rp_conf_note) */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -202,6 +203,10 @@ void rp_job_default(struct rp_job *j);
 int rp_parse_args(int argc, char **argv, struct rp_conf *c, char *err,
 		  size_t errlen);
 void rp_conf_free(struct rp_conf *c);
+
+/* A one-line note for stderr about options c accepts but does not apply
+ * (io_uring's hipri and sqthread_poll), or NULL. */
+const char *rp_conf_note(const struct rp_conf *c);
 
 /* Every option rlperf has, with a line of help each. */
 void rp_usage(FILE *f);

@@ -81,6 +81,8 @@ static const struct opt_def opt_table[] = {
 	{ "flow", NULL, RP_O_FLOW, K_SIZE, 0, 1, 0, 1000000, "W", "weight: jobs of one flow_id read in proportion to their weights" },
 	{ "flow_id", NULL, RP_O_FLOW_ID, K_SIZE, 0, 1, 0, 1000000, "N", "the flow group (default 0)" },
 	{ "flow_sleep", NULL, RP_O_FLOW_SLEEP, K_SIZE, 0, 1, 0, 60000000, "US", "pause in us when ahead of its share (default 0: 50 us)" },
+	{ "hipri", NULL, RP_O_HIPRI, K_SET, 0, 1, 0, 0, NULL, "io_uring, pvsync2: accepted, not applied (the engine has no polled queues; a note on stderr)" },
+	{ "sqthread_poll", NULL, RP_O_SQPOLL, K_SET, 0, 1, 0, 0, NULL, "io_uring: accepted, not applied (the engine has no SQPOLL; a note on stderr)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
@@ -569,6 +571,8 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_NORANDOMMAP: j->norandommap = (int)v; break;
 	case RP_O_RANDSEED: j->seed = v; break;
 	case RP_O_THREAD: j->thread = (int)v; break;
+	case RP_O_HIPRI: j->hipri = (int)v; break;
+	case RP_O_SQPOLL: j->sqthread_poll = (int)v; break;
 	case RP_O_KB_BASE: j->kb_base = (unsigned)v; break;
 	case RP_O_PROCESS: pa->c->process = (int)v; break;
 	default: break;
@@ -787,6 +791,12 @@ static int check_job(struct parser *pa, const struct rp_job *j)
 	if (j->engine != ENG_IO_URING && (j->fixedbufs || j->registerfiles))
 		return fail(pa, "%s--fixedbufs and --registerfiles need --ioengine=io_uring",
 			    who);
+	/* fio knows sqthread_poll for io_uring only, hipri also for pvsync2 */
+	if (j->engine != ENG_IO_URING && j->sqthread_poll)
+		return fail(pa, "%s--sqthread_poll needs --ioengine=io_uring", who);
+	if (j->engine != ENG_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
+		return fail(pa, "%s--hipri needs --ioengine=io_uring or pvsync2",
+			    who);
 	return 0;
 }
 
@@ -860,6 +870,16 @@ void rp_conf_free(struct rp_conf *c)
 		rl_free(c->strs[i]);
 	rl_free(c->strs);
 	memset(c, 0, sizeof(*c));
+}
+
+const char *rp_conf_note(const struct rp_conf *c)
+{
+	for (size_t i = 0; i < c->njobs; i++)
+		if (c->jobs[i].hipri || c->jobs[i].sqthread_poll)
+			return "rlperf: hipri and sqthread_poll are accepted, not applied: "
+			       "ringload's engine sets up io_uring without IOPOLL or SQPOLL "
+			       "(polled reads need an NVMe with poll queues)";
+	return NULL;
 }
 
 void rp_usage(FILE *f)

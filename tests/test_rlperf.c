@@ -262,7 +262,7 @@ static void times_default_to_seconds(void)
 static void dump_job(const struct rp_job *j, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s|%s|%s|%d|%llu|%llu%%%d|%llu%%%d|%llu%%%d|%u|%u|%u|%llu|%llu|"
-		 "%llu|%d%d%d%d%d%d%d%d|%d|%s|%llx", j->name, j->filename ? j->filename : "-",
+		 "%llu|%d%d%d%d%d%d%d%d%d%d|%d|%s|%llx", j->name, j->filename ? j->filename : "-",
 		 j->directory ? j->directory : "-", j->rw, (unsigned long long)j->bs,
 		 (unsigned long long)j->size.v, j->size.pct,
 		 (unsigned long long)j->offset.v, j->offset.pct,
@@ -270,7 +270,7 @@ static void dump_job(const struct rp_job *j, char *buf, size_t len)
 		 j->iodepth, j->numjobs, j->kb_base, (unsigned long long)j->runtime_ns,
 		 (unsigned long long)j->ramp_ns, (unsigned long long)j->seed, j->time_based,
 		 j->direct, j->fixedbufs, j->registerfiles, j->invalidate, j->norandommap,
-		 j->group_reporting, j->thread, j->engine, j->ioengine,
+		 j->group_reporting, j->thread, j->hipri, j->sqthread_poll, j->engine, j->ioengine,
 		 (unsigned long long)j->set);
 }
 
@@ -324,11 +324,52 @@ static void options_take_both_syntaxes(void)
 	}
 }
 
+/* io_uring's hipri and sqthread_poll: accepted where fio knows them, and
+ * noted as not applied (the engine has neither IOPOLL nor SQPOLL) */
+static void polling_options_are_noted(void)
+{
+	static const char note[] = "rlperf: hipri and sqthread_poll are accepted, not "
+		"applied: ringload's engine sets up io_uring without IOPOLL or SQPOLL "
+		"(polled reads need an NVMe with poll queues)";
+	static const struct {
+		const char *a, *b;
+		int noted;
+		const char *err;
+	} cases[] = {
+		{ "--hipri", NULL, 1, NULL },
+		{ "--sqthread_poll", "--ioengine=io_uring", 1, NULL },
+		{ "--hipri", "--ioengine=pvsync2", 1, NULL },
+		{ "--hipri=0", "--sqthread_poll=0", 0, NULL },
+		{ "--direct=1", NULL, 0, NULL },
+		{ "--hipri", "--ioengine=psync", 0, "rlperf: --hipri needs --ioengine=io_uring or pvsync2" },
+		{ "--sqthread_poll", "--ioengine=libaio", 0, "rlperf: --sqthread_poll needs --ioengine=io_uring" },
+	};
+	struct rp_conf c;
+	char err[512];
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		int rc = parse(&c, err, sizeof(err), "--filename=f", cases[i].a, cases[i].b,
+			       NULL);
+
+		if (cases[i].err) {
+			CHECKF(rc == RP_PARSE_ERROR, "%s %s accepted", cases[i].a, cases[i].b);
+			CHECK_STR(err, cases[i].err);
+			continue;
+		}
+		CHECKF(rc == 0, "%s: %s", cases[i].a, err);
+		if (cases[i].noted)
+			CHECK_STR(rp_conf_note(&c), note);
+		else
+			CHECK(rp_conf_note(&c) == NULL);
+		rp_conf_free(&c);
+	}
+}
+
 static void flags_take_nothing_or_0_1(void)
 {
 	static const char *const flags[] = {
 		"time_based", "fixedbufs", "registerfiles", "group_reporting", "norandommap",
-		"thread",
+		"thread", "hipri", "sqthread_poll",
 	};
 	struct rp_conf c;
 	char err[512], a[64], d1[1024], d2[1024];
@@ -2058,6 +2099,25 @@ static void binary_terse_matches_fios(void)
 	}
 }
 
+/* the note once, on stderr before the report, and the run goes on */
+static void binary_notes_unapplied_polling(void)
+{
+	static const char note[] = "rlperf: hipri and sqthread_poll are accepted, not "
+		"applied: ringload's engine sets up io_uring without IOPOLL or SQPOLL "
+		"(polled reads need an NVMe with poll queues)\n";
+	const char *path = make_file("hipri", 64 << 10);
+	char args[1024], out[4096];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	snprintf(args, sizeof(args), "--filename=%s --hipri --sqthread_poll --eta=never "
+		 "--minimal", path);
+	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+	CHECKF(!strncmp(out, note, strlen(note)) && !strncmp(out + strlen(note), "3;", 2) &&
+	       !strstr(out + strlen(note), "not applied"), "%s", out);
+}
+
 static void binary_writes_output_to_a_file(void)
 {
 	const char *path = make_file("outfile", 256 << 10);
@@ -2884,6 +2944,7 @@ int main(void)
 	RUN(sizes_match_the_fio_binary);
 	RUN(times_default_to_seconds);
 	RUN(options_take_both_syntaxes);
+	RUN(polling_options_are_noted);
 	RUN(flags_take_nothing_or_0_1);
 	RUN(fio_command_line_parses);
 	RUN(bad_options_name_the_option);
@@ -2919,6 +2980,7 @@ int main(void)
 	RUN(binary_reads_a_file);
 	RUN(binary_json_matches_fios_for_a_job_file);
 	RUN(binary_terse_matches_fios);
+	RUN(binary_notes_unapplied_polling);
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);
