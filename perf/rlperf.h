@@ -84,6 +84,7 @@ enum rp_opt_id {
 	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
+	RP_O_GTOD_REDUCE,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -161,6 +162,7 @@ struct rp_job {
 	unsigned flow, flow_id;       /* fio's flow: weight in its flow_id group (0 off) */
 	uint64_t flow_sleep_ns;
 	int hipri, sqthread_poll;     /* accepted, not applied (rp_conf_note) */
+	int gtod_reduce;              /* no latencies, no bw/iops samples (fio's) */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };

@@ -39,8 +39,9 @@ static void terse_bw(FILE *f, const struct rp_samples *bw, double group_bps)
 	fprintf(f, ";%.0f;%.0f;%f%%;%f;%f", bw->min, bw->max, agg, m, rp_samples_stddev(bw));
 }
 
-/* One direction: u NULL for the directions rlperf never does (write) */
-static void terse_dir(FILE *f, const struct rp_unit *u, double group_bps)
+/* One direction: u NULL for the directions rlperf never does (write);
+ * pct 0: no percentiles (gtod_reduce), all twenty "0%=0" as fio's */
+static void terse_dir(FILE *f, const struct rp_unit *u, double group_bps, int pct)
 {
 	struct rp_hist empty;
 	const struct rp_hist *h = u ? u->clat : &empty;
@@ -55,7 +56,7 @@ static void terse_dir(FILE *f, const struct rp_unit *u, double group_bps)
 	terse_lat(f, h);
 	rp_hist_percentiles(h, rp_pct_list, RP_NPCT, pv);
 	for (unsigned i = 0; i < TERSE_NPCT; i++)
-		if (i < RP_NPCT)
+		if (pct && i < RP_NPCT)
 			fprintf(f, ";%f%%=%" PRIu64, rp_pct_list[i], pv[i] / 1000);
 		else
 			fprintf(f, ";0%%=0");
@@ -111,11 +112,11 @@ void rp_print_terse(FILE *f, const struct rp_report *rep)
 
 	for (size_t i = 0; i < rep->nunits; i++) {
 		const struct rp_unit *u = &rep->units[i];
+		const struct rp_job *j = rep->plan->tasks[u->first].job;
 
-		fprintf(f, "3;%s;%s;0;%d", RP_VERSION, rep->plan->tasks[u->first].job->name,
-			-u->error);
-		terse_dir(f, u, group_bps);
-		terse_dir(f, NULL, group_bps);
+		fprintf(f, "3;%s;%s;0;%d", RP_VERSION, j->name, -u->error);
+		terse_dir(f, u, group_bps, !j->gtod_reduce);
+		terse_dir(f, NULL, group_bps, !j->gtod_reduce);
 		terse_usage(f, u);
 		terse_disks(f, rep->disks);
 		fputc('\n', f);

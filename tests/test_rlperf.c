@@ -1795,6 +1795,63 @@ static void json_plus_adds_latency_bins(void)
 	CHECKF(system(cmd) == 0, "python3 rejected %s", plus);
 }
 
+/* Prints u's report with print into the test's directory; the text,
+ * to free, or NULL. */
+static char *print_units(print_fn print, const char *name, const struct rp_conf *c,
+			 const struct rp_plan *p, const struct rp_result *r,
+			 const struct rp_unit *u, size_t n)
+{
+	struct rp_report rep = { c, p, r, u, n, NULL };
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", th_tmpdir(), name);
+	if (!(f = fopen(path, "w")))
+		return NULL;
+	print(f, &rep);
+	fclose(f);
+	return th_slurp(path, NULL);
+}
+
+/* gtod_reduce=1, as fio's: no latencies, percentiles or bandwidth
+ * samples measured, and the reports leave them out (normal output has no
+ * clat lines, terse no percentiles); 0 measures them all */
+static void gtod_reduce_drops_latencies(void)
+{
+	const char *path = make_file("gtod", 64 << 10);
+	char fn[600], err[600], *text, *terse;
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+	struct rp_unit *u = NULL;
+
+	CHECK(path);
+	snprintf(fn, sizeof(fn), "--filename=%s", path);
+	for (int reduce = 0; reduce < 2; reduce++) {
+		/* 600 ms: at least one bandwidth sample (500 ms) without it */
+		CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), fn, "--time_based",
+				   "--runtime=600ms", reduce ? "--gtod_reduce=1" : "--gtod_reduce=0",
+				   NULL), 0);
+		CHECK_EQ(rp_units(&p, &r, &u), 1);
+		text = print_units(rp_print_normal, "gtod.txt", &c, &p, &r, u, 1);
+		terse = print_units(rp_print_terse, "gtod.terse", &c, &p, &r, u, 1);
+		CHECK(text && terse && u->ios > 0);
+		CHECKF((u->clat->n == 0) == reduce && (u->bw.n == 0) == reduce &&
+		       (u->iops.n == 0) == reduce, "reduce %d: clat %" PRIu64 " bw %" PRIu64,
+		       reduce, u->clat->n, u->bw.n);
+		CHECKF((strstr(text, "clat") == NULL) == reduce &&
+		       (strstr(text, "lat (") == NULL) == reduce &&
+		       strstr(text, "read: IOPS="), "%s", text);
+		CHECKF((strstr(terse, ";1.000000%=") == NULL) == reduce && strstr(terse, ";0%=0;"),
+		       "%s",
+		       terse);
+		free(text);
+		free(terse);
+		rp_units_free(u, 1);
+		fake_done(&c, &p, &r);
+	}
+}
+
 /* fio's terse version 3 fields of the known report (man fio, TERSE
  * OUTPUT): 121 without disks, usec latencies, KiB */
 static const char terse_check[] =
@@ -2021,7 +2078,7 @@ static void binary_json_matches_fios_for_a_job_file(void)
 	const char *f1 = make_file("shape1", 1 << 20), *f2 = make_file("shape2", 512 << 10);
 	char job[2048], script[512], fa[512], fb[512], cmd[2048], out[4096];
 	const char *path;
-	static const char *const extra[] = { "", "--group_reporting" };
+	static const char *const extra[] = { "", "--group_reporting", "--gtod_reduce=1" };
 
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
@@ -2071,8 +2128,10 @@ static void binary_terse_matches_fios(void)
 	const char *f1 = make_file("terse1", 1 << 20), *f2 = make_file("terse2", 512 << 10);
 	char job[2048], script[512], fa[512], fb[512], cmd[2048], out[4096];
 	const char *path;
-	static const char *const extra[] = { "--output-format=terse", "--minimal "
-					     "--terse-version=3 --group_reporting" };
+	static const char *const extra[] = {
+		"--output-format=terse", "--minimal --terse-version=3 --group_reporting",
+		"--minimal --gtod_reduce=1",
+	};
 
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
@@ -2969,6 +3028,7 @@ int main(void)
 	RUN(runner_reads_every_block_once_per_clone);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
+	RUN(gtod_reduce_drops_latencies);
 	RUN(runner_reports_engine_errors);
 	RUN(units_follow_group_reporting);
 	RUN(json_has_fios_shape);
