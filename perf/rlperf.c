@@ -31,7 +31,7 @@ static void on_signal(int sig)
 }
 
 /* Where the status line goes: stdout when it is a terminal (fio's
- * --eta=auto) or always, but never into a JSON report on stdout. */
+ * --eta=auto) or always, but never into a JSON or terse report on stdout. */
 static FILE *eta_file(const struct rp_conf *c)
 {
 	int json_on_stdout = c->format != RP_FMT_NORMAL && !c->output;
@@ -75,7 +75,9 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 	} else if (rc == 0 || res.elapsed_s > 0) {
 		/* a run that failed part way still reports what it measured */
 		rep = (struct rp_report){ c, &plan, &res, units, (size_t)n, &disks };
-		if (c->format != RP_FMT_NORMAL)
+		if (c->format == RP_FMT_TERSE)
+			rp_print_terse(out, &rep);
+		else if (c->format != RP_FMT_NORMAL)
 			rp_print_json(out, &rep);
 		else
 			rp_print_normal(out, &rep);
@@ -125,6 +127,8 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	if (rp_conf_note(&c))
+		fprintf(stderr, "%s\n", rp_conf_note(&c));
 	out = open_output(&c);
 	rc = !out ? 1 : c.checkpoint ? rp_checkpoint(&c, out) : run_jobs(&c, out);
 	if (out && out != stdout && fclose(out)) {

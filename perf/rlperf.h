@@ -6,8 +6,9 @@
  *   rlperf.c        main: parse, then the checkpoint mode or set-up, run, report
  *   rlperf_ckpt.c   checkpoint mode (public API only)
  *   rlperf_eta.c    the status line while jobs run (fio's ETA)
- *   rlperf_out.c    normal report       } both build on rlperf_unit.c:
+ *   rlperf_out.c    normal report       } all build on rlperf_unit.c:
  *   rlperf_json.c   fio-shaped JSON     } jobs merged as fio reports them
+ *   rlperf_terse.c  fio's terse (v3)    }
  *   rlperf_unit.c   report units (group_reporting), latency and depth bins
  *   rlperf_disk.c   disk utilization of the disks under the files (fio's)
  *   rlperf_run.c    job threads feeding ringload's engine
@@ -68,7 +69,7 @@ int rp_parse_time(const char *s, uint64_t *ns);
 /* ---------------------------------------------------------------- */
 
 enum rp_rw { RP_READ = 0, RP_RANDREAD = 1 };
-enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1, RP_FMT_JSONPLUS = 2 };
+enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1, RP_FMT_JSONPLUS = 2, RP_FMT_TERSE = 3 };
 enum rp_eta_when { RP_ETA_AUTO = 0, RP_ETA_ALWAYS = 1, RP_ETA_NEVER = 2 };
 
 /* Every option, job options first (the bits of struct rp_job.set). */
@@ -82,9 +83,10 @@ enum rp_opt_id {
 	RP_O_LATLOG, RP_O_BWLOG, RP_O_IOPSLOG, RP_O_LOGAVG, RP_O_LOGOFF, RP_O_LOGPRIO,
 	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
-	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP,
+	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
+	RP_O_GTOD_REDUCE,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
-	RP_O_OUTPUT, RP_O_FORMAT, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
+	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
 };
 
@@ -159,6 +161,8 @@ struct rp_job {
 	unsigned thinktime_blocks;
 	unsigned flow, flow_id;       /* fio's flow: weight in its flow_id group (0 off) */
 	uint64_t flow_sleep_ns;
+	int hipri, sqthread_poll;     /* accepted, not applied (rp_conf_note) */
+	int gtod_reduce;              /* no latencies, no bw/iops samples (fio's) */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -201,6 +205,10 @@ void rp_job_default(struct rp_job *j);
 int rp_parse_args(int argc, char **argv, struct rp_conf *c, char *err,
 		  size_t errlen);
 void rp_conf_free(struct rp_conf *c);
+
+/* A one-line note for stderr about options c accepts but does not apply
+ * (io_uring's hipri and sqthread_poll), or NULL. */
+const char *rp_conf_note(const struct rp_conf *c);
 
 /* Every option rlperf has, with a line of help each. */
 void rp_usage(FILE *f);
@@ -518,8 +526,14 @@ void rp_lat_bins(const struct rp_hist *h, double ns[RP_NLAT], double us[RP_NLAT]
 extern const char *const rp_lat_keys[RP_NLAT_MS];
 extern const char *const rp_depth_keys[RP_NDEPTH];
 
-/* bytes per second of the unit, and of the whole run (all units) */
+/* bytes per second of the unit, and of the whole run (all units' bytes
+ * over the longest runtime: fio's group bandwidth) */
 double rp_unit_bps(const struct rp_unit *u);
+double rp_group_bps(const struct rp_unit *u, size_t n);
+
+/* mean and sample standard deviation of periodic samples */
+double rp_samples_mean(const struct rp_samples *s);
+double rp_samples_stddev(const struct rp_samples *s);
 
 /* ---------------------------------------------------------------- */
 /* Disk utilization (rlperf_disk.c), fio's disk_util                 */
@@ -579,6 +593,8 @@ struct rp_report {
 
 void rp_print_normal(FILE *f, const struct rp_report *rep);
 void rp_print_json(FILE *f, const struct rp_report *rep);
+/* fio's terse output, version 3: a line of ';'-separated fields per unit */
+void rp_print_terse(FILE *f, const struct rp_report *rep);
 
 enum rp_n2s { RP_N2S_NONE, RP_N2S_BYTE, RP_N2S_BYTEPERSEC };
 /* fio's num2str: at most maxlen digits, then a k/M/G (pow2: Ki/Mi/Gi)

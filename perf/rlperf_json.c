@@ -8,7 +8,6 @@
  * engine's batches), the sync and write/trim blocks.
  */
 #include <inttypes.h>
-#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -75,21 +74,6 @@ static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
 	fprintf(f, "        },\n");
 }
 
-static double mean(const struct rp_samples *s)
-{
-	return s->n ? s->sum / (double)s->n : 0.0;
-}
-
-static double stddev(const struct rp_samples *s)
-{
-	double m = mean(s), var;
-
-	if (s->n < 2)
-		return 0.0;
-	var = (s->sumsq - (double)s->n * m * m) / (double)(s->n - 1);
-	return var > 0 ? sqrt(var) : 0.0;
-}
-
 /* fio's bw_* and iops_* from the 500 ms samples; bw_agg is this report's
  * share of the group's bandwidth */
 static void json_samples(FILE *f, const struct rp_unit *u, double group_bps)
@@ -98,13 +82,13 @@ static void json_samples(FILE *f, const struct rp_unit *u, double group_bps)
 		"        \"bw_agg\" : %.6f,\n        \"bw_mean\" : %.6f,\n"
 		"        \"bw_dev\" : %.6f,\n        \"bw_samples\" : %" PRIu64 ",\n",
 		u ? u->bw.min : 0.0, u ? u->bw.max : 0.0,
-		u && u->bw.n && group_bps > 0 ? 100.0 * mean(&u->bw) * 1024.0 / group_bps : 0.0,
-		u ? mean(&u->bw) : 0.0, u ? stddev(&u->bw) : 0.0, u ? u->bw.n : 0);
+		u && u->bw.n && group_bps > 0 ? 100.0 * rp_samples_mean(&u->bw) * 1024.0 / group_bps : 0.0,
+		u ? rp_samples_mean(&u->bw) : 0.0, u ? rp_samples_stddev(&u->bw) : 0.0, u ? u->bw.n : 0);
 	fprintf(f, "        \"iops_min\" : %.0f,\n        \"iops_max\" : %.0f,\n"
 		"        \"iops_mean\" : %.6f,\n        \"iops_stddev\" : %.6f,\n"
 		"        \"iops_samples\" : %" PRIu64 "\n",
-		u ? u->iops.min : 0.0, u ? u->iops.max : 0.0, u ? mean(&u->iops) : 0.0,
-		u ? stddev(&u->iops) : 0.0, u ? u->iops.n : 0);
+		u ? u->iops.min : 0.0, u ? u->iops.max : 0.0, u ? rp_samples_mean(&u->iops) : 0.0,
+		u ? rp_samples_stddev(&u->iops) : 0.0, u ? u->iops.n : 0);
 }
 
 /* One direction's block: reads carry the numbers, write and trim zeros. */
@@ -261,16 +245,10 @@ static void json_disks(FILE *f, const struct rp_disks *d)
 void rp_print_json(FILE *f, const struct rp_report *rep)
 {
 	time_t t = (time_t)(rep->res->start_unix_ms / 1000);
-	uint64_t bytes = 0;
-	double rmax = 0;
+	double group_bps = rp_group_bps(rep->units, rep->nunits);
 	char tbuf[64];
 	struct tm tm;
 
-	for (size_t i = 0; i < rep->nunits; i++) {
-		bytes += rep->units[i].bytes;
-		if (rep->units[i].runtime_s > rmax)
-			rmax = rep->units[i].runtime_s;
-	}
 	strftime(tbuf, sizeof(tbuf), "%a %b %e %H:%M:%S %Y", localtime_r(&t, &tm));
 	fprintf(f, "{\n  \"fio version\" : \"%s\",\n  \"timestamp\" : %lld,\n"
 		"  \"timestamp_ms\" : %" PRIu64 ",\n  \"time\" : \"%s\",\n", RP_VERSION,
@@ -283,8 +261,7 @@ void rp_print_json(FILE *f, const struct rp_report *rep)
 	}
 	fprintf(f, "  \"jobs\" : [\n");
 	for (size_t i = 0; i < rep->nunits; i++)
-		json_unit(f, rep, &rep->units[i], rmax > 0 ? bytes / rmax : 0.0,
-			  i + 1 == rep->nunits);
+		json_unit(f, rep, &rep->units[i], group_bps, i + 1 == rep->nunits);
 	fprintf(f, "  ]");
 	json_disks(f, rep->disks);
 	fprintf(f, "\n}\n");

@@ -81,9 +81,14 @@ static const struct opt_def opt_table[] = {
 	{ "flow", NULL, RP_O_FLOW, K_SIZE, 0, 1, 0, 1000000, "W", "weight: jobs of one flow_id read in proportion to their weights" },
 	{ "flow_id", NULL, RP_O_FLOW_ID, K_SIZE, 0, 1, 0, 1000000, "N", "the flow group (default 0)" },
 	{ "flow_sleep", NULL, RP_O_FLOW_SLEEP, K_SIZE, 0, 1, 0, 60000000, "US", "pause in us when ahead of its share (default 0: 50 us)" },
+	{ "hipri", NULL, RP_O_HIPRI, K_SET, 0, 1, 0, 0, NULL, "io_uring, pvsync2: accepted, not applied (the engine has no polled queues; a note on stderr)" },
+	{ "sqthread_poll", NULL, RP_O_SQPOLL, K_SET, 0, 1, 0, 0, NULL, "io_uring: accepted, not applied (the engine has no SQPOLL; a note on stderr)" },
+	{ "gtod_reduce", NULL, RP_O_GTOD_REDUCE, K_BOOL, 0, 1, 0, 0, "0|1", "1: no latencies, percentiles or bandwidth samples (fio's disable_lat, clat, slat, bw)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
-	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+", "report format (default normal; json+ adds the latency bins)" },
+	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
+	{ "minimal", NULL, RP_O_MINIMAL, K_ACTION, 1, 0, 0, 0, NULL, "the same as --output-format=terse" },
+	{ "terse-version", "terse_version", RP_O_TERSE_VER, K_STR, 1, 0, 0, 0, "3", "terse output version: rlperf writes fio's version 3" },
 	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "status line while jobs run: auto (stdout a terminal), always, never" },
 	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
 	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
@@ -384,6 +389,26 @@ static int set_zones(struct parser *pa, struct rp_job *j, const char *val, const
 	return 0;
 }
 
+/* --output-format: fio's names of the formats rlperf writes */
+static int set_format(struct parser *pa, const char *val)
+{
+	static const struct {
+		const char *name;
+		int format;
+	} formats[] = {
+		{ "normal", RP_FMT_NORMAL }, { "json", RP_FMT_JSON },
+		{ "json+", RP_FMT_JSONPLUS }, { "terse", RP_FMT_TERSE },
+	};
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(formats); i++)
+		if (!strcmp(val, formats[i].name)) {
+			pa->c->format = formats[i].format;
+			return 0;
+		}
+	return fail(pa, "failed parsing output-format=%s: rlperf has normal, json, json+ "
+		    "and terse", val);
+}
+
 /* random_distribution=random | zipf:T[:C] | pareto:H[:C] | normal:S[:C] |
  * zoned:.. | zoned_abs:.. (fio's; C the center, 0..1) */
 static int set_dist(struct parser *pa, struct rp_job *j, const char *val)
@@ -488,14 +513,12 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_OUTPUT: c->output = val; return 0;
 	case RP_O_CHECKPOINT: c->checkpoint = val; return 0;
 	case RP_O_SHARDING: c->sharding = val; return 0;
-	case RP_O_FORMAT:
-		if (!strcmp(val, "normal") || !strcmp(val, "json") || !strcmp(val, "json+")) {
-			c->format = val[0] == 'n' ? RP_FMT_NORMAL : val[4] ? RP_FMT_JSONPLUS :
-				    RP_FMT_JSON;
+	case RP_O_FORMAT: return set_format(pa, val);
+	case RP_O_TERSE_VER:
+		if (!strcmp(val, "3"))
 			return 0;
-		}
-		return fail(pa, "failed parsing output-format=%s: rlperf has normal, json "
-			    "and json+", val);
+		return fail(pa, "failed parsing terse-version=%s: rlperf writes fio's terse "
+			    "version 3 only", val);
 	case RP_O_ETA:
 		if (!strcmp(val, "always") || !strcmp(val, "never") || !strcmp(val, "auto")) {
 			c->eta = val[0] == 'a' && val[1] == 'l' ? RP_ETA_ALWAYS :
@@ -549,6 +572,9 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_NORANDOMMAP: j->norandommap = (int)v; break;
 	case RP_O_RANDSEED: j->seed = v; break;
 	case RP_O_THREAD: j->thread = (int)v; break;
+	case RP_O_HIPRI: j->hipri = (int)v; break;
+	case RP_O_GTOD_REDUCE: j->gtod_reduce = (int)v; break;
+	case RP_O_SQPOLL: j->sqthread_poll = (int)v; break;
 	case RP_O_KB_BASE: j->kb_base = (unsigned)v; break;
 	case RP_O_PROCESS: pa->c->process = (int)v; break;
 	default: break;
@@ -570,6 +596,8 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 			pa->action = RP_PARSE_HELP;
 		else if (d->id == RP_O_VERSION && !pa->action)
 			pa->action = RP_PARSE_VERSION;
+		else if (d->id == RP_O_MINIMAL)
+			pa->c->format = RP_FMT_TERSE;
 		return 0;
 	}
 	if (d->kind != K_SET && d->kind != K_OPTSTR && (!val || !*val))
@@ -744,6 +772,9 @@ static int check_checkpoint(struct parser *pa)
 		return fail(pa, "--checkpoint runs no jobs: leave out job files and --name");
 	if (c->global.filename)
 		return fail(pa, "--filename and --checkpoint exclude each other");
+	if (c->format == RP_FMT_TERSE)
+		return fail(pa, "--output-format=terse applies to raw reads (--filename), "
+			    "not to --checkpoint (normal or json)");
 	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++)
 		if (opt_table[i].raw && (set >> opt_table[i].id & 1))
 			return fail(pa, "--%s applies to raw reads (--filename), not to "
@@ -761,6 +792,12 @@ static int check_job(struct parser *pa, const struct rp_job *j)
 		return fail(pa, "%s--time_based needs --runtime", who);
 	if (j->engine != ENG_IO_URING && (j->fixedbufs || j->registerfiles))
 		return fail(pa, "%s--fixedbufs and --registerfiles need --ioengine=io_uring",
+			    who);
+	/* fio knows sqthread_poll for io_uring only, hipri also for pvsync2 */
+	if (j->engine != ENG_IO_URING && j->sqthread_poll)
+		return fail(pa, "%s--sqthread_poll needs --ioengine=io_uring", who);
+	if (j->engine != ENG_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
+		return fail(pa, "%s--hipri needs --ioengine=io_uring or pvsync2",
 			    who);
 	return 0;
 }
@@ -835,6 +872,16 @@ void rp_conf_free(struct rp_conf *c)
 		rl_free(c->strs[i]);
 	rl_free(c->strs);
 	memset(c, 0, sizeof(*c));
+}
+
+const char *rp_conf_note(const struct rp_conf *c)
+{
+	for (size_t i = 0; i < c->njobs; i++)
+		if (c->jobs[i].hipri || c->jobs[i].sqthread_poll)
+			return "rlperf: hipri and sqthread_poll are accepted, not applied: "
+			       "ringload's engine sets up io_uring without IOPOLL or SQPOLL "
+			       "(polled reads need an NVMe with poll queues)";
+	return NULL;
 }
 
 void rp_usage(FILE *f)

@@ -193,12 +193,14 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	rp_num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, RP_N2S_BYTEPERSEC);
 	rp_num2str(io, sizeof(io), u->bytes, 4, 1, RP_N2S_BYTE);
 	fprintf(f, "  read: IOPS=%s, BW=%s (%s)(%s/%.0fmsec)\n", iops, bw, bws, io, rt * 1e3);
-	print_clat_line(f, u->clat);
-	print_percentiles(f, u->clat);
-	rp_lat_bins(u->clat, lat_ns, lat_us, lat_ms);
-	print_lat_bins(f, lat_ns, RP_NLAT, "nsec");
-	print_lat_bins(f, lat_us, RP_NLAT, "usec");
-	print_lat_bins(f, lat_ms, RP_NLAT_MS, "msec");
+	if (u->clat->n) {  /* none with gtod_reduce: fio prints no lines then */
+		print_clat_line(f, u->clat);
+		print_percentiles(f, u->clat);
+		rp_lat_bins(u->clat, lat_ns, lat_us, lat_ms);
+		print_lat_bins(f, lat_ns, RP_NLAT, "nsec");
+		print_lat_bins(f, lat_us, RP_NLAT, "usec");
+		print_lat_bins(f, lat_ms, RP_NLAT_MS, "msec");
+	}
 	fprintf(f, "  cpu          : usr=%.2f%%, sys=%.2f%%, ctx=%" PRIu64 ", majf=%" PRIu64
 		", minf=%" PRIu64 "\n", cpu_pct(u->usr_s, u->job_runtime_s),
 		cpu_pct(u->sys_s, u->job_runtime_s), u->ctx, u->majf, u->minf);

@@ -285,7 +285,10 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 	__atomic_store_n(&w->completed, w->completed + 1, __ATOMIC_RELAXED);
 	if (complete_ns < r->meas_ns)
 		return;  /* ramp_time: not measured */
-	rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
+	/* gtod_reduce: fio's disable_lat, _clat, _slat and _bw: neither
+	 * latencies nor bandwidth samples */
+	if (!w->t->job->gtod_reduce)
+		rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
 	if (w->logging)
 		rp_logs_read(&w->logs, w->start_ns, complete_ns, complete_ns > submit_ns ?
 			     complete_ns - submit_ns : 0, rd->off, rd->len);
@@ -293,7 +296,7 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 	r->ios++;
 	if (complete_ns > r->last_ns)
 		r->last_ns = complete_ns;
-	if (complete_ns - w->win_ns >= RP_SAMPLE_NS)
+	if (complete_ns - w->win_ns >= RP_SAMPLE_NS && !w->t->job->gtod_reduce)
 		sample(w, complete_ns);
 }
 

@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "rlperf.h"
 
 const char *const rp_lat_keys[RP_NLAT_MS] = {
@@ -124,6 +126,34 @@ void rp_units_free(struct rp_unit *u, size_t n)
 double rp_unit_bps(const struct rp_unit *u)
 {
 	return u->runtime_s > 0 ? (double)u->bytes / u->runtime_s : 0.0;
+}
+
+double rp_group_bps(const struct rp_unit *u, size_t n)
+{
+	uint64_t bytes = 0;
+	double rmax = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		bytes += u[i].bytes;
+		if (u[i].runtime_s > rmax)
+			rmax = u[i].runtime_s;
+	}
+	return rmax > 0 ? (double)bytes / rmax : 0.0;
+}
+
+double rp_samples_mean(const struct rp_samples *s)
+{
+	return s->n ? s->sum / (double)s->n : 0.0;
+}
+
+double rp_samples_stddev(const struct rp_samples *s)
+{
+	double m = rp_samples_mean(s), var;
+
+	if (s->n < 2)
+		return 0.0;
+	var = (s->sumsq - (double)s->n * m * m) / (double)(s->n - 1);
+	return var > 0 ? sqrt(var) : 0.0;
 }
 
 /* fio's io_u_lat bins: below 2, 4, 10, ... 1000 of each unit */

@@ -35,6 +35,7 @@
 #include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
 #include "../perf/rlperf_json.c"
+#include "../perf/rlperf_terse.c"
 #include "../perf/rlperf_eta.c"
 #include "../perf/rlperf_ckpt.c"
 
@@ -261,7 +262,7 @@ static void times_default_to_seconds(void)
 static void dump_job(const struct rp_job *j, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s|%s|%s|%d|%llu|%llu%%%d|%llu%%%d|%llu%%%d|%u|%u|%u|%llu|%llu|"
-		 "%llu|%d%d%d%d%d%d%d%d|%d|%s|%llx", j->name, j->filename ? j->filename : "-",
+		 "%llu|%d%d%d%d%d%d%d%d%d%d|%d|%s|%llx", j->name, j->filename ? j->filename : "-",
 		 j->directory ? j->directory : "-", j->rw, (unsigned long long)j->bs,
 		 (unsigned long long)j->size.v, j->size.pct,
 		 (unsigned long long)j->offset.v, j->offset.pct,
@@ -269,7 +270,7 @@ static void dump_job(const struct rp_job *j, char *buf, size_t len)
 		 j->iodepth, j->numjobs, j->kb_base, (unsigned long long)j->runtime_ns,
 		 (unsigned long long)j->ramp_ns, (unsigned long long)j->seed, j->time_based,
 		 j->direct, j->fixedbufs, j->registerfiles, j->invalidate, j->norandommap,
-		 j->group_reporting, j->thread, j->engine, j->ioengine,
+		 j->group_reporting, j->thread, j->hipri, j->sqthread_poll, j->engine, j->ioengine,
 		 (unsigned long long)j->set);
 }
 
@@ -323,11 +324,52 @@ static void options_take_both_syntaxes(void)
 	}
 }
 
+/* io_uring's hipri and sqthread_poll: accepted where fio knows them, and
+ * noted as not applied (the engine has neither IOPOLL nor SQPOLL) */
+static void polling_options_are_noted(void)
+{
+	static const char note[] = "rlperf: hipri and sqthread_poll are accepted, not "
+		"applied: ringload's engine sets up io_uring without IOPOLL or SQPOLL "
+		"(polled reads need an NVMe with poll queues)";
+	static const struct {
+		const char *a, *b;
+		int noted;
+		const char *err;
+	} cases[] = {
+		{ "--hipri", NULL, 1, NULL },
+		{ "--sqthread_poll", "--ioengine=io_uring", 1, NULL },
+		{ "--hipri", "--ioengine=pvsync2", 1, NULL },
+		{ "--hipri=0", "--sqthread_poll=0", 0, NULL },
+		{ "--direct=1", NULL, 0, NULL },
+		{ "--hipri", "--ioengine=psync", 0, "rlperf: --hipri needs --ioengine=io_uring or pvsync2" },
+		{ "--sqthread_poll", "--ioengine=libaio", 0, "rlperf: --sqthread_poll needs --ioengine=io_uring" },
+	};
+	struct rp_conf c;
+	char err[512];
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+		int rc = parse(&c, err, sizeof(err), "--filename=f", cases[i].a, cases[i].b,
+			       NULL);
+
+		if (cases[i].err) {
+			CHECKF(rc == RP_PARSE_ERROR, "%s %s accepted", cases[i].a, cases[i].b);
+			CHECK_STR(err, cases[i].err);
+			continue;
+		}
+		CHECKF(rc == 0, "%s: %s", cases[i].a, err);
+		if (cases[i].noted)
+			CHECK_STR(rp_conf_note(&c), note);
+		else
+			CHECK(rp_conf_note(&c) == NULL);
+		rp_conf_free(&c);
+	}
+}
+
 static void flags_take_nothing_or_0_1(void)
 {
 	static const char *const flags[] = {
 		"time_based", "fixedbufs", "registerfiles", "group_reporting", "norandommap",
-		"thread",
+		"thread", "hipri", "sqthread_poll",
 	};
 	struct rp_conf c;
 	char err[512], a[64], d1[1024], d2[1024];
@@ -428,7 +470,7 @@ static void bad_options_name_the_option(void)
 		const char *msg;
 	} cases[] = {
 		{ "--bogus=1", NULL, "rlperf: unrecognized option '--bogus'" },
-		{ "--minimal", NULL, "rlperf: --minimal is a fio option that rlperf does not "
+		{ "--append-terse", NULL, "rlperf: --append-terse is a fio option that rlperf does not "
 		  "support (rlperf --help lists those it has)" },
 		{ "--verify=md5", NULL, "rlperf: --verify is a fio option that rlperf does not "
 		  "support (rlperf --help lists those it has)" },
@@ -450,7 +492,8 @@ static void bad_options_name_the_option(void)
 		{ "--kb_base=1023", NULL, "rlperf: failed parsing kb_base=1023: expected 1024 or 1000" },
 		{ "--kb_base=1010", NULL, "rlperf: failed parsing kb_base=1010: expected 1024 or 1000" },
 		{ "--ioengine=spdk", NULL, "rlperf: failed parsing ioengine=spdk: rlperf has io_uring, libaio, and psync, sync, pvsync, pvsync2, vsync (its pread pool)" },
-		{ "--output-format=terse", NULL, "rlperf: failed parsing output-format=terse: rlperf has normal, json and json+" },
+		{ "--output-format=xml", NULL, "rlperf: failed parsing output-format=xml: rlperf has normal, json, json+ and terse" },
+		{ "--terse-version=2", NULL, "rlperf: failed parsing terse-version=2: rlperf writes fio's terse version 3 only" },
 		{ "--eta=sometimes", NULL, "rlperf: failed parsing eta=sometimes: expected always, never or auto" },
 		{ "--runtime=soon", NULL, "rlperf: failed parsing runtime=soon: not a time (examples: 30, 500ms, 2m)" },
 		{ "--name=", NULL, "rlperf: option --name needs a value" },
@@ -493,6 +536,10 @@ static void bad_options_name_the_option(void)
 	CHECK_EQ(parse(&c, err, sizeof(err), "--checkpoint=ck", "--name=x", NULL),
 		 RP_PARSE_ERROR);
 	CHECK_STR(err, "rlperf: --checkpoint runs no jobs: leave out job files and --name");
+	CHECK_EQ(parse(&c, err, sizeof(err), "--checkpoint=ck", "--minimal", NULL),
+		 RP_PARSE_ERROR);
+	CHECK_STR(err, "rlperf: --output-format=terse applies to raw reads (--filename), not "
+		  "to --checkpoint (normal or json)");
 	/* a tiny buffer truncates, never overflows */
 	CHECK_EQ(parse(&c, err, 12, "--bogus", NULL), RP_PARSE_ERROR);
 	CHECK_EQ(strlen(err), 11);
@@ -1748,6 +1795,95 @@ static void json_plus_adds_latency_bins(void)
 	CHECKF(system(cmd) == 0, "python3 rejected %s", plus);
 }
 
+/* Prints u's report with print into the test's directory; the text,
+ * to free, or NULL. */
+static char *print_units(print_fn print, const char *name, const struct rp_conf *c,
+			 const struct rp_plan *p, const struct rp_result *r,
+			 const struct rp_unit *u, size_t n)
+{
+	struct rp_report rep = { c, p, r, u, n, NULL };
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", th_tmpdir(), name);
+	if (!(f = fopen(path, "w")))
+		return NULL;
+	print(f, &rep);
+	fclose(f);
+	return th_slurp(path, NULL);
+}
+
+/* gtod_reduce=1, as fio's: no latencies, percentiles or bandwidth
+ * samples measured, and the reports leave them out (normal output has no
+ * clat lines, terse no percentiles); 0 measures them all */
+static void gtod_reduce_drops_latencies(void)
+{
+	const char *path = make_file("gtod", 64 << 10);
+	char fn[600], err[600], *text, *terse;
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+	struct rp_unit *u = NULL;
+
+	CHECK(path);
+	snprintf(fn, sizeof(fn), "--filename=%s", path);
+	for (int reduce = 0; reduce < 2; reduce++) {
+		/* 600 ms: at least one bandwidth sample (500 ms) without it */
+		CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), fn, "--time_based",
+				   "--runtime=600ms", reduce ? "--gtod_reduce=1" : "--gtod_reduce=0",
+				   NULL), 0);
+		CHECK_EQ(rp_units(&p, &r, &u), 1);
+		text = print_units(rp_print_normal, "gtod.txt", &c, &p, &r, u, 1);
+		terse = print_units(rp_print_terse, "gtod.terse", &c, &p, &r, u, 1);
+		CHECK(text && terse && u->ios > 0);
+		CHECKF((u->clat->n == 0) == reduce && (u->bw.n == 0) == reduce &&
+		       (u->iops.n == 0) == reduce, "reduce %d: clat %" PRIu64 " bw %" PRIu64,
+		       reduce, u->clat->n, u->bw.n);
+		CHECKF((strstr(text, "clat") == NULL) == reduce &&
+		       (strstr(text, "lat (") == NULL) == reduce &&
+		       strstr(text, "read: IOPS="), "%s", text);
+		CHECKF((strstr(terse, ";1.000000%=") == NULL) == reduce && strstr(terse, ";0%=0;"),
+		       "%s",
+		       terse);
+		free(text);
+		free(terse);
+		rp_units_free(u, 1);
+		fake_done(&c, &p, &r);
+	}
+}
+
+/* fio's terse version 3 fields of the known report (man fio, TERSE
+ * OUTPUT): 121 without disks, usec latencies, KiB */
+static const char terse_check[] =
+	"import sys\n"
+	"t=open(sys.argv[1]).read(); assert t.count('\\n')==1 and t[-1]=='\\n', t\n"
+	"f=t[:-1].split(';'); assert len(f)==121, len(f)\n"
+	"assert f[0]=='3' and f[1].startswith('rlperf-') and f[2:5]==['j','0','0'], f[:5]\n"
+	"assert f[5:9]==['1024000','512000','500','2000'], f[5:9]\n"
+	"assert f[9:13]==['0','0','0.000000','0.000000'], f[9:13]\n"
+	"assert f[13:16]==['2','2000','1001.000000'] and f[37:41]==f[13:17], f[13:17]\n"
+	"assert f[17].startswith('1.000000%=') and f[23].startswith('50.000000%='), f[17:37]\n"
+	"assert abs(int(f[23].split('=')[1])-1000)<=1000/64, f[23]\n"
+	"assert f[33]=='99.990000%=' + f[33].split('=')[1] and f[34:37]==['0%=0']*3\n"
+	"assert f[41:46]==['500000','524000','100.000000%','512000.000000',f[45]], f[41:46]\n"
+	"assert f[46:50]==['0']*4 and f[82:87]==['0','0','0.000000%','0.000000','0.000000']\n"
+	"assert f[87:92]==['5.000000%','15.000000%','0','0','0'], f[87:92]\n"
+	"assert f[92:99]==['0.0%']*4+['100.0%','0.0%','0.0%'], f[92:99]\n"
+	"assert f[99]=='0.00%' and abs(sum(float(x[:-1]) for x in f[99:121])-100)<0.1\n";
+
+static void terse_has_fios_fields(void)
+{
+	char path[512], script[512], cmd[1200];
+
+	CHECK(!print_known(rp_print_terse, "out.terse", "--name=j", "--minimal", path,
+			   sizeof(path)));
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(!write_script("terse.py", terse_check, script, sizeof(script)));
+	snprintf(cmd, sizeof(cmd), "python3 %s %s", script, path);
+	CHECKF(system(cmd) == 0, "python3 rejected %s", path);
+}
+
 static void normal_output_reads_like_fio(void)
 {
 	char path[512], *text;
@@ -1828,8 +1964,8 @@ static void binary_rejects_bad_options(void)
 	/* exit 1 for every error, as fio */
 	CHECK_EQ(run_rlperf("--bogus", out, sizeof(out)), 1);
 	CHECK_STR(out, "rlperf: unrecognized option '--bogus'\n");
-	CHECK_EQ(run_rlperf("--filename=x --minimal", out, sizeof(out)), 1);
-	CHECK_STR(out, "rlperf: --minimal is a fio option that rlperf does not support "
+	CHECK_EQ(run_rlperf("--filename=x --append-terse", out, sizeof(out)), 1);
+	CHECK_STR(out, "rlperf: --append-terse is a fio option that rlperf does not support "
 		  "(rlperf --help lists those it has)\n");
 	CHECK_EQ(run_rlperf("--filename=/nonexistent/x", out, sizeof(out)), 1);
 	CHECK_STR(out, "rlperf: /nonexistent/x: No such file or directory (rlperf reads "
@@ -1942,7 +2078,7 @@ static void binary_json_matches_fios_for_a_job_file(void)
 	const char *f1 = make_file("shape1", 1 << 20), *f2 = make_file("shape2", 512 << 10);
 	char job[2048], script[512], fa[512], fb[512], cmd[2048], out[4096];
 	const char *path;
-	static const char *const extra[] = { "", "--group_reporting" };
+	static const char *const extra[] = { "", "--group_reporting", "--gtod_reduce=1" };
 
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
@@ -1966,6 +2102,79 @@ static void binary_json_matches_fios_for_a_job_file(void)
 		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, fa, fb);
 		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", fa, fb, out);
 	}
+}
+
+/* fio's terse lines (argv[1]) against rlperf's (argv[2]): as many lines
+ * and fields, each field of the same kind, the same jobs, bytes, disks */
+static const char terse_shape_check[] =
+	"import sys\n"
+	"def kind(x):\n"
+	"    return '%=' if '%=' in x else '%' if x.endswith('%') else "
+	"'f' if x.replace('.','',1).isdigit() and '.' in x else "
+	"'i' if x.isdigit() else 's'\n"
+	"a=[l.split(';') for l in open(sys.argv[1]).read().splitlines()]\n"
+	"b=[l.split(';') for l in open(sys.argv[2]).read().splitlines()]\n"
+	"assert len(a)==len(b) and a, (len(a),len(b))\n"
+	"for x,y in zip(a,b):\n"
+	"    assert len(x)==len(y), (len(x),len(y))\n"
+	"    kx=[kind(v) for v in x]; ky=[kind(v) for v in y]\n"
+	"    assert kx==ky, [(i,x[i],y[i]) for i in range(len(x)) if kx[i]!=ky[i]]\n"
+	"    assert x[0]==y[0]=='3' and x[2:6]==y[2:6], (x[:6],y[:6])\n"
+	"    assert y[46:50]==['0']*4, y[46:50]\n"
+	"    assert x[121::9]==y[121::9], (x[121:],y[121:])\n";
+
+static void binary_terse_matches_fios(void)
+{
+	const char *f1 = make_file("terse1", 1 << 20), *f2 = make_file("terse2", 512 << 10);
+	char job[2048], script[512], fa[512], fb[512], cmd[2048], out[4096];
+	const char *path;
+	static const char *const extra[] = {
+		"--output-format=terse", "--minimal --terse-version=3 --group_reporting",
+		"--minimal --gtod_reduce=1",
+	};
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("fio --version") || !have("python3 -c ''"))
+		SKIP("fio or python3 not installed (make deps installs them)");
+	CHECK(f1 && f2 && !write_script("terse.py", terse_shape_check, script,
+					 sizeof(script)));
+	snprintf(job, sizeof(job), "[global]\nfilename=%s\nbs=64k\nrw=read\nioengine=psync\n"
+		 "[seq]\nnumjobs=2\n[rnd]\nrw=randread\nbs=4k\nfilename=%s\nsize=50%%\n",
+		 f1, f2);
+	path = write_text("terse.fio", job);
+	CHECK(path);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(extra); i++) {
+		snprintf(fa, sizeof(fa), "%s/fio%zu.terse", th_tmpdir(), i);
+		snprintf(fb, sizeof(fb), "%s/rlperf%zu.terse", th_tmpdir(), i);
+		snprintf(cmd, sizeof(cmd), "fio --readonly %s %s > %s 2>&1", extra[i], path,
+			 fa);
+		CHECKF(system(cmd) == 0, "%s failed", cmd);
+		snprintf(cmd, sizeof(cmd), "%s --readonly %s %s > %s", rlperf_exe(),
+			 extra[i], path, fb);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", cmd, out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, fa, fb);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", fa, fb, out);
+	}
+}
+
+/* the note once, on stderr before the report, and the run goes on */
+static void binary_notes_unapplied_polling(void)
+{
+	static const char note[] = "rlperf: hipri and sqthread_poll are accepted, not "
+		"applied: ringload's engine sets up io_uring without IOPOLL or SQPOLL "
+		"(polled reads need an NVMe with poll queues)\n";
+	const char *path = make_file("hipri", 64 << 10);
+	char args[1024], out[4096];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	snprintf(args, sizeof(args), "--filename=%s --hipri --sqthread_poll --eta=never "
+		 "--minimal", path);
+	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+	CHECKF(!strncmp(out, note, strlen(note)) && !strncmp(out + strlen(note), "3;", 2) &&
+	       !strstr(out + strlen(note), "not applied"), "%s", out);
 }
 
 static void binary_writes_output_to_a_file(void)
@@ -2794,6 +3003,7 @@ int main(void)
 	RUN(sizes_match_the_fio_binary);
 	RUN(times_default_to_seconds);
 	RUN(options_take_both_syntaxes);
+	RUN(polling_options_are_noted);
 	RUN(flags_take_nothing_or_0_1);
 	RUN(fio_command_line_parses);
 	RUN(bad_options_name_the_option);
@@ -2818,15 +3028,19 @@ int main(void)
 	RUN(runner_reads_every_block_once_per_clone);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
+	RUN(gtod_reduce_drops_latencies);
 	RUN(runner_reports_engine_errors);
 	RUN(units_follow_group_reporting);
 	RUN(json_has_fios_shape);
 	RUN(json_plus_adds_latency_bins);
+	RUN(terse_has_fios_fields);
 	RUN(normal_output_reads_like_fio);
 	RUN(block_sizes_print_as_fio);
 	RUN(binary_rejects_bad_options);
 	RUN(binary_reads_a_file);
 	RUN(binary_json_matches_fios_for_a_job_file);
+	RUN(binary_terse_matches_fios);
+	RUN(binary_notes_unapplied_polling);
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);
