@@ -319,7 +319,7 @@ demo: check-deps all
 # and LIBDIR must stay siblings for a prefix outside the loader's path
 # (else LD_LIBRARY_PATH=LIBDIR); rlperf links the library statically.
 MANPAGES := $(wildcard man/ringload.1 man/rlperf.1)
-install: $(STATIC) $(SHARED) $(TOOLS)
+install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
 		$(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libringload.a

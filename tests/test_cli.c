@@ -1047,6 +1047,36 @@ static void make_install_runs(void)
 	CHECKF(stat(bin, &sb) == 0, "no %s", bin);
 }
 
+/*
+ * Open MPI installed after the build (make test's `make deps` brings it,
+ * after the Makefile chose the MPI parts): `make install` builds
+ * libringload_mpi and the --mpi plugin rather than fail on their absence.
+ * Runs on a copy of the build without them.
+ */
+static void make_install_builds_mpi(void)
+{
+	char copy[512], root[512], path[1024];
+	struct stat sb;
+
+	if (stat("Makefile", &sb) < 0 || stat("mpi", &sb) < 0)
+		SKIP("needs the repository's Makefile in the current directory (make test runs "
+		     "there)");
+	if (run_cmd("command -v mpicc >/dev/null") != 0)
+		SKIP("needs Open MPI's mpicc (make deps installs it)");
+	snprintf(copy, sizeof(copy), "%s", tmp_path("build-nompi"));
+	snprintf(root, sizeof(root), "%s", tmp_path("destdir-mpi"));
+	CHECKF(sh("rm -rf %s && cp -a %s %s && rm -f %s/libringload_mpi.so* %s/ringload-mpi.so",
+		  copy, build(), copy, copy, copy) == 0, "copying %s: %s", build(), err_s);
+	CHECKF(sh("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install BUILD=%s SAN=%s "
+		  "DESTDIR=%s PREFIX=/opt/rl", copy, san_of_build(), root) == 0,
+	       "make install: %s%s", out_s, err_s);
+	snprintf(path, sizeof(path), "%s/opt/rl/lib/libringload_mpi.so.0", root);
+	CHECKF(stat(path, &sb) == 0, "no %s", path);
+	snprintf(path, sizeof(path), "%s/opt/rl/lib/ringload/ringload-mpi.so", root);
+	CHECKF(stat(path, &sb) == 0, "no %s", path);
+	sh("rm -rf %s", copy);
+}
+
 /* Every option `--help` lists for a subcommand, as "--name". */
 static size_t help_options(const char *cmd, char names[][40], size_t cap)
 {
@@ -1120,6 +1150,7 @@ int main(void)
 	RUN(sigterm_while_stuck);
 	RUN(unprivileged_user);
 	RUN(make_install_runs);
+	RUN(make_install_builds_mpi);
 	RUN(man_page_and_docs_cover_options);
 	free(out_s);
 	free(err_s);
