@@ -798,13 +798,16 @@ static void out_existing_dir_needs_force(void)
 /* Signals                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Starts build/ringload load with RINGLOAD_TEST_HOLD=hold, stderr to errf. */
-static pid_t spawn_load(const char *hold, const char *ckpt, const char *dir, const char *errf)
+/* Starts build/ringload load with RINGLOAD_TEST_HOLD=hold, stderr to errf
+ * (extra: one more option, or NULL). */
+static pid_t spawn_load(const char *hold, const char *ckpt, const char *dir, const char *errf,
+			const char *extra)
 {
 	char bin[1024];
 	pid_t pid;
 
 	snprintf(bin, sizeof(bin), "%s/ringload", build());
+	fflush(stdout);  /* else the child's exit prints it again */
 	pid = fork();
 	if (pid == 0) {
 		int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -812,7 +815,7 @@ static pid_t spawn_load(const char *hold, const char *ckpt, const char *dir, con
 		if (fd < 0 || dup2(fd, 2) < 0 || !freopen("/dev/null", "w", stdout))
 			_exit(127);
 		setenv("RINGLOAD_TEST_HOLD", hold, 1);
-		execl(bin, bin, "load", ckpt, "--out", dir, "--verify", (char *)NULL);
+		execl(bin, bin, "load", ckpt, "--out", dir, "--verify", extra, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -884,7 +887,7 @@ static void interrupt_in(const char *hold, int sig, const char *says, double lim
 	snprintf(errf, sizeof(errf), "%s", tmp_path("sig.err"));
 	snprintf(dir, sizeof(dir), "%s", tmp_path("sigdump"));
 	unlink(errf);  /* the last test's lines must not count as this one's */
-	pid = spawn_load(hold, p, dir, errf);
+	pid = spawn_load(hold, p, dir, errf, NULL);
 	CHECK(pid > 0);
 	if (!wait_text(errf, "holding in", pid)) {
 		err = slurp(errf, &n);
@@ -937,6 +940,75 @@ static void sigint_while_writing(void)
 static void sigint_while_verifying(void)
 {
 	interrupt_in("verify", SIGINT, "while verifying", 3);
+}
+
+/* An earlier dump at dir: device 0's manifest and n empty .bin files. */
+static int old_dump(const char *dir, unsigned n)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/0", dir);
+	if (mkdir(dir, 0755) < 0 || mkdir(path, 0755) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/0/manifest.json", dir);
+	if (write_text(path, "{\"format\":\"ringload-dump\",\"version\":1,\"device\":0,\n"
+		       "\"shards\":[]}\n"))
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/0/t%u.bin", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd < 0 || close(fd) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * SIGINT while --force removes the old dump it replaced (40000 files here;
+ * 20.6 s for 100k before): the new dump is complete and stays, the
+ * command exits 130 at once, and a process of its own removes the rest of
+ * the old tree (renamed DIR.old-PID), which is soon gone.
+ */
+static void sigint_while_removing_old_dump(void)
+{
+	char dir[512], errf[512], found[1024], *err;
+	const char *p;
+	double t0;
+	size_t n;
+	pid_t pid;
+	int st;
+
+	NEED_SAMPLE(p);
+	snprintf(dir, sizeof(dir), "%s", tmp_path("olddump"));
+	snprintf(errf, sizeof(errf), "%s", tmp_path("old.err"));
+	CHECK(old_dump(dir, 40000) == 0);
+	unlink(errf);
+	pid = spawn_load("remove", p, dir, errf, "--force");
+	CHECK(pid > 0);
+	if (!wait_text(errf, "holding in", pid)) {
+		err = slurp(errf, &n);
+		wait_exit(pid, 1);
+		CHECKF(0, "never held: %s", err ? err : "");
+	}
+	t0 = now();
+	kill(pid, SIGINT);
+	st = wait_exit(pid, 60);
+	err = slurp(errf, &n);
+	CHECKF(st == 130 && strstr(err, "the dump is complete") &&
+	       strstr(err, "removed in the background"), "exit %d: %s", st, err);
+	CHECKF(now() - t0 < 1, "%.2f s from the signal to the exit", now() - t0);
+	free(err);
+	snprintf(found, sizeof(found), "%s/0/t0.bin", dir);
+	CHECKF(access(found, F_OK) < 0, "the old dump is still at %s", dir);
+	snprintf(found, sizeof(found), "%s/0/manifest.json", dir);
+	err = slurp(found, &n);
+	CHECKF(err && strstr(err, "\"nbytes\""), "%s is not the new dump: %s", found, err);
+	free(err);
+	for (int i = 0; i < 3000 && !nothing_named("olddump.", found, sizeof(found)); i++)
+		usleep(10000);
+	CHECKF(nothing_named("olddump.", found, sizeof(found)), "%s left behind", found);
 }
 
 /* A library call that runs no callback: the watchdog exits after 1 s. */
@@ -1148,6 +1220,7 @@ int main(void)
 	RUN(sigint_while_writing);
 	RUN(sigint_while_verifying);
 	RUN(sigterm_while_stuck);
+	RUN(sigint_while_removing_old_dump);
 	RUN(unprivileged_user);
 	RUN(make_install_runs);
 	RUN(make_install_builds_mpi);

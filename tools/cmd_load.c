@@ -80,10 +80,11 @@ static void phase_end(struct load_run *r, enum phase ph)
 
 /*
  * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
- * (read, verify, write: polling for a signal as those phases do; stuck: a
- * library call that calls nothing back) so that a test can interrupt each
- * phase without racing it; with RINGLOAD_TEST_RESUME=FILE it goes on once
- * FILE exists (a test changes the checkpoint mid-load meanwhile).
+ * (read, verify, write: polling for a signal as those phases do; remove:
+ * --force removing the old dump; stuck: a library call that calls nothing
+ * back) so that a test can interrupt each phase without racing it; with
+ * RINGLOAD_TEST_RESUME=FILE it goes on once FILE exists (a test changes
+ * the checkpoint mid-load meanwhile).
  */
 static void test_hold(struct load_run *r, const char *phase)
 {
@@ -158,9 +159,19 @@ static int build_plan(struct load_run *r)
 	return 0;
 }
 
+/* The watchdog's cleanup: the main thread may still be writing. */
+/* --force: asked while the old dump is removed (o->stop takes no argument). */
+static struct load_run *removing_run;
+
+static int removing_old(void)
+{
+	test_hold(removing_run, "remove");
+	return cli_sig_pending();
+}
+
 static void abort_out(void *arg)
 {
-	out_abort(arg);
+	out_remove_partial(arg, NULL);
 }
 
 /* --out: the partial directory exists before anything is read. */
@@ -177,6 +188,8 @@ static int begin_out(struct load_run *r)
 		return -1;
 	}
 	r->out_begun = 1;
+	removing_run = r;
+	r->out.stop = removing_old;
 	cli_sig_set_cleanup(abort_out, &r->out);
 	return 0;
 }
@@ -226,27 +239,46 @@ static int caller_staging(struct load_run *r)
 }
 
 /* --staging-budget: each piece into its file (--out), then released; a
- * write error cancels the load (the message is out.err). */
+ * write error or a signal cancels the load (the message is out.err). */
 static int on_piece(void *user, const rl_piece *p)
 {
 	struct load_run *r = user;
-	int ret = r->a->out ? out_write_piece(&r->out, r->plan, p) : 0;
+	int stop = cli_sig_pending(), ret = 0;
 
+	if (r->a->out && !stop)
+		ret = out_write_piece(&r->out, r->plan, p);
 	rl_loader_release(r->ld, p);
 	if (ret < 0)
 		r->piece_failed = 1;
-	return ret < 0;
+	return stop || ret < 0;
 }
 
-/* --staging-budget with --out: every device's folder before the read
- * (the pieces land in its files as they come). */
+static int stop_on_signal(void *user, uint64_t done, uint64_t total)
+{
+	return cli_sig_pending();
+}
+
+/*
+ * --staging-budget with --out: every device's folder before the read
+ * (the pieces land in its files as they come). Thousands of files: the
+ * writer polls for a signal between them, so the watchdog stays out (as
+ * in write_dump(); on failure the main thread removes what was made).
+ */
 static int stream_folders(struct load_run *r)
 {
-	for (unsigned d = 0; r->a->out && d < r->ndev; d++)
-		if (out_stream_device(&r->out, r->ck, r->plan, d) < 0) {
+	int ret = 0;
+
+	if (r->a->out)
+		cli_sig_guard(1);
+	for (unsigned d = 0; r->a->out && d < r->ndev && !ret; d++)
+		ret = out_stream_device(&r->out, r->ck, r->plan, d, stop_on_signal, r);
+	if (ret < 0) {
+		if (ret != RL_E_CANCELED || !cli_sig_pending())
 			fprintf(stderr, "%s: %s\n", PROG, r->out.err);
-			return -1;
-		}
+		return -1;
+	}
+	if (r->a->out)
+		cli_sig_guard(0);
 	rl_loader_set_piece_callback(r->ld, on_piece, r);
 	return 0;
 }
@@ -446,6 +478,14 @@ static void print_json(const struct load_run *r)
 
 /* ------------------------------------------------------------------ */
 
+static double removal_deadline;
+
+/* A signal's exit removes for 0.5 s at most; a child process does the rest. */
+static int removal_overdue(void)
+{
+	return cli_now() > removal_deadline;
+}
+
 /* The exit status: a signal's (after removing the partial directory), a
  * failure's (its line is printed), or the summary's. */
 static int finish(struct load_run *r, int failed)
@@ -455,8 +495,9 @@ static int finish(struct load_run *r, int failed)
 
 	r->total = cli_now() - r->t0;
 	if (sig) {
+		removal_deadline = cli_now() + 0.5;
 		if (r->out_begun)
-			out_abort(&r->out);
+			out_remove_partial(&r->out, removal_overdue);
 		if (r->todo && !r->published)
 			snprintf(at, sizeof(at), " (%" PRIu64 " of %" PRIu64 " bytes)", r->done,
 				 r->todo);
