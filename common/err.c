@@ -9,7 +9,8 @@ int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap)
 	if (!e)
 		return code;
 	e->code = code;
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	if (vsnprintf(e->msg, sizeof(e->msg), fmt, ap) >= (int)sizeof(e->msg))
+		memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
 	/* One line: callers print it as is. */
 	for (char *c = e->msg; *c; c++)
 		if (*c == '\n' || *c == '\r')

@@ -115,6 +115,25 @@ static void err_is_one_line(void)
 	CHECK_STR(e.msg, "rule 3: bad");
 }
 
+/* A message naming a path of 3000 bytes keeps it whole (cut at 511 bytes
+ * before); one past the record's size ends with "..." where it was cut. */
+static void err_keeps_long_paths(void)
+{
+	static struct rl_err e;
+	static char path[3001], huge[RL_ERRMSG_MAX + 100];
+	size_t n;
+
+	memset(path, 'p', sizeof(path) - 1);
+	rl_err_set(&e, RL_E_SPEC, "%s: no such file", path);
+	n = strlen(e.msg);
+	CHECK_EQ(n, 3000 + strlen(": no such file"));
+	memset(huge, 'h', sizeof(huge) - 1);
+	rl_err_set(&e, RL_E_SPEC, "%s", huge);
+	n = strlen(e.msg);
+	CHECK_EQ(n, sizeof(e.msg) - 1);
+	CHECK_STR(e.msg + n - 3, "...");
+}
+
 static void version_matches_header(void)
 {
 	CHECK_EQ(rl_version_number(), RINGLOAD_VERSION_NUMBER);
@@ -130,6 +149,7 @@ int main(void)
 	RUN(grow_big_keeps_contents_and_counts);
 	RUN(strerror_never_null);
 	RUN(err_is_one_line);
+	RUN(err_keeps_long_paths);
 	RUN(version_matches_header);
 	return th_done();
 }
