@@ -170,7 +170,9 @@ static void size_parser(void)
 		{ "1.5M", 0, 3 << 19 }, { "0.5K", 0, 512 }, { "8388607T", 0, 8388607ll << 40 },
 		{ "", OPTS_E_SYNTAX, 0 }, { "4Q", OPTS_E_SYNTAX, 0 }, { " 4M", OPTS_E_SYNTAX, 0 },
 		{ "4M ", OPTS_E_SYNTAX, 0 }, { "+4", OPTS_E_SYNTAX, 0 }, { "0x10", OPTS_E_SYNTAX, 0 },
-		{ "4MB", OPTS_E_SYNTAX, 0 }, { "4Mi", OPTS_E_SYNTAX, 0 }, { "1e3", OPTS_E_SYNTAX, 0 },
+		{ "4MB", 0, 4 << 20 }, { "4kB", 0, 4096 }, { "1GB", 0, 1 << 30 },
+		{ "4Mb", OPTS_E_SYNTAX, 0 }, { "4MBB", OPTS_E_SYNTAX, 0 }, { "4B", OPTS_E_SYNTAX, 0 },
+		{ "4Mi", OPTS_E_SYNTAX, 0 }, { "1e3", OPTS_E_SYNTAX, 0 },
 		{ "nan", OPTS_E_SYNTAX, 0 }, { ".5", OPTS_E_SYNTAX, 0 }, { "5.", OPTS_E_SYNTAX, 0 },
 		{ "4..5", OPTS_E_SYNTAX, 0 }, { "K", OPTS_E_SYNTAX, 0 }, { "-", OPTS_E_SYNTAX, 0 },
 		{ "-4M", OPTS_E_RANGE, 0 }, { "-1", OPTS_E_RANGE, 0 },
@@ -362,13 +364,13 @@ static void equals_form(void)
 /* Every size option takes the same forms; errors name the option and its range. */
 static void sizes_and_ranges(void)
 {
-	static const char *const good[] = { "4M", "4m", "4MiB", "4194304", "0.5M" };
+	static const char *const good[] = { "4M", "4m", "4MiB", "4194304", "0.5M", "4MB" };
 	char want[128], lo_s[32], hi_s[32];
 	int64_t lo, hi;
 	const char *p;
 
 	NEED_SAMPLE(p);
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < 6; i++) {
 		CHECKF(RL("plan %s --chunk %s", p, good[i]) == 0, "--chunk %s: %s", good[i], err_s);
 		CHECKF(RL("load %s --request-bytes %s --quiet", p, good[i]) == 0,
 		       "--request-bytes %s: %s", good[i], err_s);
