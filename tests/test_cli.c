@@ -796,6 +796,17 @@ static void out_existing_dir_needs_force(void)
 	CHECK(stat(tmp_path("fdump/0/thesis.tex"), &sb) == 0);
 }
 
+/* --force without --out would replace nothing: a usage error, not a
+ * silent success (exit 0 before). */
+static void force_needs_out(void)
+{
+	const char *p;
+
+	NEED_SAMPLE(p);
+	CHECKF(RL("load %s --force --quiet", p) == 2 && strstr(err_s, "--force") &&
+	       strstr(err_s, "needs --out") && !*out_s, "exit: %s%s", out_s, err_s);
+}
+
 /* ------------------------------------------------------------------ */
 /* Signals                                                             */
 /* ------------------------------------------------------------------ */
@@ -1216,6 +1227,7 @@ int main(void)
 	RUN(out_files_and_manifest);
 	RUN(out_failures_leave_nothing);
 	RUN(out_existing_dir_needs_force);
+	RUN(force_needs_out);
 	RUN(sigterm_while_reading);
 	RUN(sigint_while_reading);
 	RUN(sigterm_while_writing);

@@ -136,6 +136,10 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	a->backend = a->staging = -1;
 	a->process = -1;
 	ret = opts_parse(&cmd, argc, argv);
+	if (ret == OPTS_OK && a->force && !a->out) {
+		fprintf(stderr, "%s: --force replaces the DIR of --out: it needs --out\n", PROG);
+		return OPTS_USAGE;
+	}
 	if (ret == OPTS_OK && (ret = mpi_rules(a)) != OPTS_OK)
 		return ret;
 	if (ret == OPTS_OK && (ret = sha256_args_check(PROG, &a->sha256)) != OPTS_OK)
