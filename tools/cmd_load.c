@@ -331,6 +331,12 @@ static int read_checkpoint(struct load_run *r)
 	return 0;
 }
 
+static void print_verify(FILE *f, const struct verify_counts *vc)
+{
+	fprintf(f, "verify: %zu shards match the file, %zu differ, %zu not checkable (assembled "
+		"targets)\n", vc->match, vc->differ, vc->uncheckable);
+}
+
 static int verify_shards(struct load_run *r)
 {
 	rl_shard_info si;
@@ -351,9 +357,8 @@ static int verify_shards(struct load_run *r)
 		fprintf(stderr, "%s: verify: shard %zu (%s on device %u) differs from the file\n",
 			PROG, r->vc.first_bad, si.name, si.device);
 	}
-	if (!r->a->json || r->vc.differ)
-		fprintf(stderr, "verify: %zu shards match the file, %zu differ, %zu not checkable "
-			"(assembled targets)\n", r->vc.match, r->vc.differ, r->vc.uncheckable);
+	if (r->vc.differ)  /* else the summary says it */
+		print_verify(stderr, &r->vc);
 	return r->vc.differ ? -1 : 0;
 }
 
@@ -419,22 +424,21 @@ static void print_text(const struct load_run *r)
 		if (ph == PH_WRITE)
 			printf(" (%.2f GB/s)", gbps(r->out.done, r->secs[ph]));
 	}
-	printf("\n");
+	printf("\nread: I/O %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64 " needed, %" PRIu64
+	       " zero-copy; %" PRIu64 " requests, %" PRIu64 " retries, qd %u, %u buffers (%u "
+	       "registered), O_DIRECT on every file: %s\n",
+	       st->read_seconds, st->gbps, st->scatter_seconds, st->bytes_needed, st->bytes_direct,
+	       st->requests, st->retries, st->queue_depth, st->buffers, st->registered_buffers,
+	       st->direct_io ? "yes" : "no");
+	if (r->a->verify)
+		print_verify(stdout, &r->vc);
 	fflush(stdout);
-	if (!r->a->quiet)
-		fprintf(stderr,
-			"read: I/O %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64 " needed, %" PRIu64
-			" direct; %" PRIu64 " requests, %" PRIu64 " retries, qd %u, %u buffers (%u "
-			"registered), O_DIRECT %s\n",
-			st->read_seconds, st->gbps, st->scatter_seconds, st->bytes_needed,
-			st->bytes_direct, st->requests, st->retries, st->queue_depth, st->buffers,
-			st->registered_buffers, st->direct_io ? "yes" : "no");
 }
 
 static void print_json_stats(const rl_load_stats *st)
 {
 	printf("\"stats\":{\"bytes_needed\":%" PRIu64 ",\"bytes_read\":%" PRIu64
-	       ",\"bytes_direct\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
+	       ",\"bytes_zero_copy\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
 	       ",\"peak_inflight\":%" PRIu64 ",\"read_seconds\":%.6f,\"scatter_seconds\":%.6f"
 	       ",\"gbps\":%.4f,\"queue_depth\":%u,\"buffers\":%u,\"registered_buffers\":%u"
 	       ",\"registered_files\":%s,\"direct_io\":%s}",
@@ -513,7 +517,7 @@ static int finish(struct load_run *r, int failed)
 	}
 	if (r->a->json)
 		print_json(r);
-	else
+	else if (!r->a->quiet)
 		print_text(r);
 	if (ferror(stdout)) {
 		fprintf(stderr, "%s: cannot write the summary\n", PROG);

@@ -84,7 +84,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		{ .name = "json", .kind = OPT_FLAG, .dst = &a->json,
 		  .help = "print the summary as one JSON object" },
 		{ .name = "quiet", .kind = OPT_FLAG, .dst = &a->quiet,
-		  .help = "no progress and no details on stderr" },
+		  .help = "no progress and no summary: errors and warnings only" },
 		{ .name = "queue-depth", .kind = OPT_INT, .dst = &a->queue_depth,
 		  .metavar = "N", .help = "reads in flight at most",
 		  .bounds = cli_loader_bounds, .param = RL_OPT_QUEUE_DEPTH },
