@@ -497,6 +497,22 @@ static void load_reports_every_phase(void)
 
 /* On a terminal (script(1) gives one), a bar for every long phase on
  * stderr; none with --quiet, none when stderr is not a terminal. */
+/* A pseudo-terminal can be opened: not in a chroot with a bare /dev/pts
+ * (/dev bound, devpts not mounted), where script(1) fails. */
+static int have_pty(void)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY), s = -1;
+	const char *name = m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0 ? ptsname(m) : NULL;
+
+	if (name)
+		s = open(name, O_RDWR | O_NOCTTY);
+	if (s >= 0)
+		close(s);
+	if (m >= 0)
+		close(m);
+	return s >= 0;
+}
+
 static void progress_on_a_terminal(void)
 {
 	const char *p;
@@ -504,6 +520,8 @@ static void progress_on_a_terminal(void)
 	NEED_SAMPLE(p);
 	if (run_cmd("command -v script >/dev/null") != 0)
 		SKIP("needs script(1) (bsdutils) for a terminal");
+	if (!have_pty())
+		SKIP("no pseudo-terminal here (/dev/pts without devpts mounted, as in a bare chroot)");
 	CHECKF(sh("script -qec '%s/ringload load %s --verify --out %s' /dev/null", build(), p,
 		  tmp_path("ttydump")) == 0, "%s", out_s);
 	CHECKF(strstr(out_s, "planning") && strstr(out_s, "read   [####") &&
