@@ -780,6 +780,58 @@ static void out_failures_leave_nothing(void)
 	       !strstr(strstr(err_s, "unkaxis.json") + 1, "unkaxis.json"), "%s", err_s);
 }
 
+/* Checks JSON file f with Python: strict UTF-8, and its tensors' (or
+ * shards') names and file are, as bytes (os.fsencode), "", "ok/x" and path. */
+static int py_names_and_file(const char *f, const char *path)
+{
+	static const char check[] =
+		"import json, os, sys\n"
+		"d = json.loads(open(sys.argv[1], 'rb').read().decode('utf-8'))\n"
+		"ts = d['tensors'] if 'tensors' in d else d['shards']\n"
+		"key = 'file' if 'tensors' in d else 'source_file'\n"
+		"got = sorted(os.fsencode(t['name']) for t in ts)\n"
+		"assert got == [b'', b'ok/x'], got\n"
+		"files = {os.fsencode(os.path.realpath(t[key])) for t in ts}\n"
+		"assert files == {os.fsencode(os.path.realpath(sys.argv[2]))}, files\n";
+	const char *py = getenv("RL_PYTHON");
+
+	if (write_text(tmp_path("names.py"), check))
+		return -1;
+	return sh("%s %s %s '%s'", py && *py ? py : "python3", tmp_path("names.py"), f, path);
+}
+
+/*
+ * A checkpoint file whose name is not UTF-8 (Latin-1 "café"; tensor names
+ * must be, the header check says), with a tensor named "": inspect --json
+ * and the dump's manifest are UTF-8 JSON that gives every byte of the path
+ * back (a raw 0xE9 made them invalid before), and "" is dumped as %00.bin
+ * (the hidden ".bin" before).
+ */
+static void out_odd_names(void)
+{
+	static const char *const names[] = { "", "ok/x" };
+	static const unsigned sizes[] = { 3, 7 };
+	char ck[512], dir[512], path[1024];
+	struct stat sb;
+
+	if (run_cmd("command -v python3 >/dev/null") != 0 && !getenv("RL_PYTHON"))
+		SKIP("needs python3 to read the JSON back");
+	snprintf(ck, sizeof(ck), "%s", tmp_path("caf\xe9.safetensors"));
+	snprintf(dir, sizeof(dir), "%s", tmp_path("odddump"));
+	CHECK(write_u8_ckpt(ck, names, sizes, 2) == 0);
+	CHECKF(RL("inspect %s --json", ck) == 0, "%s", err_s);
+	CHECK(write_text(tmp_path("inspect.json"), out_s) == 0);
+	CHECKF(py_names_and_file(tmp_path("inspect.json"), ck) == 0, "inspect --json: %s%s",
+	       out_s, err_s);
+	CHECKF(RL("load %s --out %s --quiet", ck, dir) == 0, "%s", err_s);
+	snprintf(path, sizeof(path), "%s/0/manifest.json", dir);
+	CHECKF(py_names_and_file(path, ck) == 0, "manifest: %s%s", out_s, err_s);
+	snprintf(path, sizeof(path), "%s/0/%%00.bin", dir);
+	CHECKF(stat(path, &sb) == 0 && sb.st_size == 3, "no %s", path);
+	snprintf(path, sizeof(path), "%s/0/.bin", dir);
+	CHECKF(stat(path, &sb) < 0, "%s written", path);
+}
+
 /* An existing DIR is refused (untouched) unless --force, which replaces an
  * earlier dump, and only a dump. */
 static void out_existing_dir_needs_force(void)
@@ -1251,6 +1303,7 @@ int main(void)
 	RUN(out_files_and_manifest);
 	RUN(out_failures_leave_nothing);
 	RUN(out_existing_dir_needs_force);
+	RUN(out_odd_names);
 	RUN(force_needs_out);
 	RUN(sigterm_while_reading);
 	RUN(sigint_while_reading);

@@ -34,13 +34,19 @@ static int fail(struct out_dir *o, int code, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 
 /*
- * name percent-encoded ('/' and '%') into out (n bytes). Returns the length
- * of "<encoded>.bin", or -1 when that passes NAME_MAX (no such file can be).
+ * name percent-encoded ('/' and '%') into out (n bytes); the empty name as
+ * "%00" (a NUL, which no other name holds), not the hidden ".bin". Returns
+ * the length of "<encoded>.bin", or -1 when that passes NAME_MAX (no such
+ * file can be).
  */
 static int encode_name(const char *name, char *out, size_t n)
 {
 	size_t j = 0;
 
+	if (!*name) {
+		snprintf(out, n, "%%00");
+		return 3 + 4;
+	}
 	for (; *name; name++) {
 		if (j + 4 + 4 >= n || j + 4 > NAME_MAX)
 			return -1;

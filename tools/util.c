@@ -17,13 +17,47 @@ double cli_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+ * form, no surrogate, at most U+10FFFF), or 0. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	unsigned c = s[0], n, cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)  /* a NUL stops here too */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
 void cli_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
+		size_t n = c >= 0x80 ? utf8_seq((const unsigned char *)s) : 1;
 
-		if (c == '"' || c == '\\')
+		if (c >= 0x80 && n) {
+			fwrite(s, 1, n, f);
+			s += n - 1;
+		} else if (c >= 0x80) {
+			/* not UTF-8: Python's surrogateescape, so that the bytes come back */
+			fprintf(f, "\\udc%02x", c);
+		} else if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
 			fputs("\\n", f);

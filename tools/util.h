@@ -12,7 +12,10 @@
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 
-/* s as a JSON string, quoted and escaped. */
+/* s as a JSON string, quoted and escaped; a byte that is not part of
+ * well-formed UTF-8 (a file name in another encoding) is written \udcXX,
+ * as Python's surrogateescape decodes it: json.loads, then os.fsencode()
+ * gives the bytes back. */
 void cli_json_str(FILE *f, const char *s);
 
 /* Writes all n bytes to fd (EINTR retried). Returns 0 or -errno. */
