@@ -444,7 +444,7 @@ static void plan_one_process_by_default(void)
 	cJSON_Delete(all);
 	CHECKF(RL("plan %s --sharding %s --process 1", p, tmp_path("spec2.json")) == 0, "%s",
 	       err_s);
-	CHECKF(count_lines(out_s) == 3 && strstr(out_s, "\n1 ") && !strstr(out_s, "\n0 ") &&
+	CHECKF(count_lines(out_s) == 8 && strstr(out_s, "\n1 ") && !strstr(out_s, "\n0 ") &&
 	       strstr(out_s, "--all-processes"), "%s", out_s);
 	CHECKF(RL("plan %s --sharding %s --process 2", p, tmp_path("spec2.json")) == 1 &&
 	       strstr(err_s, "process 2"), "%s", err_s);
@@ -574,6 +574,41 @@ static void load_json(void)
 	      cJSON_IsNull(cJSON_GetObjectItem(secs, "verify")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(j, "out")));
 	cJSON_Delete(j);
+}
+
+/*
+ * plan breaks the planned process down by device (it showed only the
+ * process's totals): each device's id, shards and staging bytes, in the
+ * table and in the JSON, adding up to the process's needed bytes.
+ */
+static void plan_per_device(void)
+{
+	const cJSON *devs, *d;
+	uint64_t sum = 0, needed;
+	cJSON *j;
+	const char *p;
+
+	NEED_SAMPLE(p);
+	CHECKF(RL("plan %s --sharding %s --process 1", p, tmp_path("spec2.json")) == 0, "%s",
+	       err_s);
+	CHECKF(strstr(out_s, "devices of process 1:\ndevice     shards    staging_bytes\n2 ") &&
+	       strstr(out_s, "\n3 "), "%s", out_s);
+	CHECKF(RL("plan %s --sharding %s --process 1 --json", p, tmp_path("spec2.json")) == 0,
+	       "%s", err_s);
+	j = json_out();
+	CHECKF(j, "%s", out_s);
+	devs = cJSON_GetObjectItem(j, "devices");
+	needed = (uint64_t)num(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "processes"), 0),
+			       "needed_bytes");
+	CHECKF(cJSON_GetArraySize(devs) == 2, "%s", out_s);
+	for (int i = 0; i < 2; i++) {
+		d = cJSON_GetArrayItem(devs, i);
+		CHECKF(num(d, "id") == 2 + i && num(d, "shards") > 0, "%s", out_s);
+		sum += (uint64_t)num(d, "staging_bytes");
+	}
+	cJSON_Delete(j);
+	CHECKF(sum >= needed && needed > 0, "staging %llu, needed %llu", (unsigned long long)sum,
+	       (unsigned long long)needed);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1297,6 +1332,7 @@ int main(void)
 	RUN(equals_form);
 	RUN(sizes_and_ranges);
 	RUN(plan_one_process_by_default);
+	RUN(plan_per_device);
 	RUN(load_reports_every_phase);
 	RUN(load_json);
 	RUN(progress_on_a_terminal);
