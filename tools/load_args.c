@@ -13,12 +13,16 @@
 
 #define PROG "ringload load"
 
-/* Options that only mean something with --mpi, or not with it. */
+/* Options that only mean something with --mpi (or --out), or not with it. */
 static int mpi_rules(const struct load_args *a)
 {
 	const char *alone = a->read_once ? "--read-once" : a->local_files ? "--local-files" :
 			    a->mpi_timeout ? "--mpi-timeout" : NULL;
 
+	if (a->force && !a->out) {
+		fprintf(stderr, "%s: --force replaces the DIR of --out: it needs --out\n", PROG);
+		return OPTS_USAGE;
+	}
 	if (!a->mpi && alone) {
 		fprintf(stderr, "%s: %s needs --mpi\n", PROG, alone);
 		return OPTS_USAGE;
@@ -136,10 +140,6 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	a->backend = a->staging = -1;
 	a->process = -1;
 	ret = opts_parse(&cmd, argc, argv);
-	if (ret == OPTS_OK && a->force && !a->out) {
-		fprintf(stderr, "%s: --force replaces the DIR of --out: it needs --out\n", PROG);
-		return OPTS_USAGE;
-	}
 	if (ret == OPTS_OK && (ret = mpi_rules(a)) != OPTS_OK)
 		return ret;
 	if (ret == OPTS_OK && (ret = sha256_args_check(PROG, &a->sha256)) != OPTS_OK)
