@@ -1304,7 +1304,7 @@ static void runner_loops_on_time_and_skips_ramp(void)
 static void runner_reports_engine_errors(void)
 {
 	const char *path = make_file("fails", 256 << 10);
-	char fn[600], err[600], m1[1024];
+	char fn[600], err[600], m1[RL_ERRMSG_MAX + 256];
 	struct rp_conf c;
 	struct rp_plan p;
 	struct rp_result r;
