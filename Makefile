@@ -219,7 +219,12 @@ $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS)
 # Tests find the shared fixtures here (never copied into the repo).
 TESTDATA ?= $(abspath ../shared/testdata)
 
+# When check-deps has just installed Open MPI, this make chose no MPI parts
+# (mpicc was absent when it read this file; MPI_LIB says so, MPICC itself is
+# expanded anew): a second make builds them, so that the MPI tests run on a
+# fresh machine's first make test too.
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
+	$(Q)$(if $(MPI_LIB),,m=$$(command -v mpicc) && $(MAKE) --no-print-directory all MPICC=$$m;)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
 
 # Structure checks (tests/check/): link-time calls per object file, and
