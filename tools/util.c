@@ -1,5 +1,6 @@
 /* util.c - see util.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
@@ -95,14 +96,13 @@ int cli_write_all(int fd, const void *p, size_t n)
  * (the CLI's main thread, or the signal thread once main is parked). */
 static int remove_err;
 static int (*remove_stop)(void);
-static unsigned remove_count;
 
 static int remove_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
 	if (remove(path) < 0 && errno != ENOENT && !remove_err)
 		remove_err = -errno;
-	/* asked every 256 entries: about 0.1 ms of removing on ext4 */
-	return remove_stop && ++remove_count % 256 == 0 && remove_stop();
+	/* asked after every entry: one large file can take a second to unlink */
+	return remove_stop && remove_stop();
 }
 
 int cli_remove_tree_until(const char *path, int (*stop)(void))
@@ -112,7 +112,6 @@ int cli_remove_tree_until(const char *path, int (*stop)(void))
 	/* Depth first, never following links: a link is removed, not its target. */
 	remove_err = 0;
 	remove_stop = stop;
-	remove_count = 0;
 	r = nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 	remove_stop = NULL;
 	if (r < 0 && errno != ENOENT)
@@ -123,6 +122,19 @@ int cli_remove_tree_until(const char *path, int (*stop)(void))
 int cli_remove_tree(const char *path)
 {
 	return cli_remove_tree_until(path, NULL);
+}
+
+/* stdin, stdout and stderr on /dev/null; every other fd closed. */
+static void detach_fds(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+
+	for (int i = 0; fd >= 0 && i < 3; i++)
+		if (fd != i)
+			dup2(fd, i);
+	if (close_range(3, ~0u, 0) < 0)
+		for (int i = 3; i < 1024; i++)
+			close(i);
 }
 
 int cli_remove_tree_later(const char *path)
@@ -136,8 +148,11 @@ int cli_remove_tree_later(const char *path)
 		return -errno;
 	if (pid > 0)
 		return 0;
-	/* Its own session: the terminal's next Ctrl-C is not for it. */
+	/* Its own session: the terminal's next Ctrl-C is not for it. No fd of
+	 * the caller's: a pipe on stdout or stderr ($(ringload ...), | tee)
+	 * reaches EOF when the command exits, not when the removal ends. */
 	setsid();
+	detach_fds();
 	pthread_sigmask(SIG_SETMASK, &none, NULL);
 	_exit(cli_remove_tree(path) ? 1 : 0);
 }

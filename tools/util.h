@@ -28,12 +28,13 @@ int cli_write_all(int fd, const void *p, size_t n);
  */
 int cli_remove_tree(const char *path);
 
-/* The same, asking stop() every 256 entries: 1 when it said stop (what is
+/* The same, asking stop() after every entry: 1 when it said stop (what is
  * left stays), else as cli_remove_tree(). */
 int cli_remove_tree_until(const char *path, int (*stop)(void));
 
 /* Removes path in a child process of its own session, which outlives the
- * caller: for a tree too large to wait for. 0, or -errno if no child. */
+ * caller (with none of its fds: stdio on /dev/null): for a tree too large
+ * to wait for. 0, or -errno if no child. */
 int cli_remove_tree_later(const char *path);
 
 #endif
