@@ -159,7 +159,6 @@ static int build_plan(struct load_run *r)
 	return 0;
 }
 
-/* The watchdog's cleanup: the main thread may still be writing. */
 /* --force: asked while the old dump is removed (o->stop takes no argument). */
 static struct load_run *removing_run;
 
@@ -169,9 +168,19 @@ static int removing_old(void)
 	return cli_sig_pending();
 }
 
+static _Atomic double removal_deadline;
+
+/* A signal's exit removes for 0.5 s at most; a child process does the rest. */
+static int removal_overdue(void)
+{
+	return cli_now() > removal_deadline;
+}
+
+/* The watchdog's cleanup: the main thread may still be writing. */
 static void abort_out(void *arg)
 {
-	out_remove_partial(arg, NULL);
+	removal_deadline = cli_now() + 0.5;
+	out_remove_partial(arg, removal_overdue);
 }
 
 /* --out: the partial directory exists before anything is read. */
@@ -482,12 +491,23 @@ static void print_json(const struct load_run *r)
 
 /* ------------------------------------------------------------------ */
 
-static double removal_deadline;
-
-/* A signal's exit removes for 0.5 s at most; a child process does the rest. */
-static int removal_overdue(void)
+/* A signal while removing what a failed load wrote: the removal stops
+ * within 0.5 s and a child process does the rest. Guarded, so that the
+ * watchdog does not exit midway and leave DIR.removing-PID behind. */
+static int removing_failed(void)
 {
-	return cli_now() > removal_deadline;
+	if (!cli_sig_pending())
+		return 0;
+	if (removal_deadline == 0)
+		removal_deadline = cli_now() + 0.5;
+	return removal_overdue();
+}
+
+static void remove_failed_out(struct load_run *r)
+{
+	cli_sig_guard(1);
+	out_remove_partial(&r->out, removing_failed);
+	cli_sig_claim();  /* the failure's line is said; the exit is the failure's */
 }
 
 /* The exit status: a signal's (after removing the partial directory), a
@@ -512,7 +532,7 @@ static int finish(struct load_run *r, int failed)
 	}
 	if (failed) {
 		if (r->out_begun)
-			out_abort(&r->out);
+			remove_failed_out(r);
 		return 1;
 	}
 	if (r->a->json)

@@ -292,15 +292,16 @@ void out_remove_partial(struct out_dir *o, int (*stop)(void))
 {
 	char gone[PATH_MAX + 32];
 	const char *at = gone;
+	int r;
 
-	if (!o->created)
+	if (!atomic_exchange(&o->created, 0))  /* one remover, whichever thread */
 		return;
-	o->created = 0;
 	snprintf(gone, sizeof(gone), "%s.removing-%d", o->dir, (int)getpid());
 	if (rename(o->partial, gone) < 0)
 		at = o->partial;
-	if (cli_remove_tree_until(at, stop) == 1)
-		cli_remove_tree_later(at);
+	if (cli_remove_tree_until(at, stop) == 1 && (r = cli_remove_tree_later(at)) < 0)
+		fprintf(stderr, "ringload: --out %s: cannot remove %s in the background: %s; "
+			"remove it by hand\n", o->dir, at, strerror(-r));
 }
 
 void out_abort(struct out_dir *o)

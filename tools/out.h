@@ -28,6 +28,7 @@
 #define RL_TOOLS_OUT_H
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "ringload.h"
@@ -41,7 +42,8 @@ struct out_dir {
 	char dir[PATH_MAX];      /* DIR, without trailing '/' */
 	char partial[PATH_MAX];  /* DIR.partial-<tag> */
 	int flags;
-	int created;             /* the partial directory is ours to remove */
+	atomic_int created;      /* the partial directory is ours to remove (the
+				  * signal thread's cleanup may ask too) */
 	const char **names;      /* every tensor of the plan, sorted, once */
 	size_t nnames;
 	char **sources;          /* absolute path of each checkpoint file */
