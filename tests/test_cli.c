@@ -816,7 +816,7 @@ static void out_failures_leave_nothing(void)
 }
 
 /* Checks JSON file f with Python: strict UTF-8, and its tensors' (or
- * shards') names and file are, as bytes (os.fsencode), "", "ok/x" and path. */
+ * shards') names are "" and "ok/x", their file (its _hex sibling) path. */
 static int py_names_and_file(const char *f, const char *path)
 {
 	static const char check[] =
@@ -826,7 +826,8 @@ static int py_names_and_file(const char *f, const char *path)
 		"key = 'file' if 'tensors' in d else 'source_file'\n"
 		"got = sorted(os.fsencode(t['name']) for t in ts)\n"
 		"assert got == [b'', b'ok/x'], got\n"
-		"files = {os.fsencode(os.path.realpath(t[key])) for t in ts}\n"
+		"assert all('\\ufffd' in t[key] for t in ts), ts\n"
+		"files = {os.path.realpath(bytes.fromhex(t[key + '_hex'])) for t in ts}\n"
 		"assert files == {os.fsencode(os.path.realpath(sys.argv[2]))}, files\n";
 	const char *py = getenv("RL_PYTHON");
 
@@ -835,19 +836,49 @@ static int py_names_and_file(const char *f, const char *path)
 	return sh("%s %s %s '%s'", py && *py ? py : "python3", tmp_path("names.py"), f, path);
 }
 
+/* Parses JSON text with cJSON (the project's own parser): every tensor (or
+ * shard) has a file (source_file) and a _hex sibling whose bytes end in
+ * tail. 0, or -1. */
+static int cjson_file_hex(const char *text, const char *tail)
+{
+	cJSON *d = cJSON_Parse(text), *t;
+	const cJSON *ts = cJSON_GetObjectItem(d, "tensors");
+	const char *key = ts ? "file_hex" : "source_file_hex";
+	int ok = d != NULL;
+
+	if (!ts)
+		ts = cJSON_GetObjectItem(d, "shards");
+	ok = ok && cJSON_GetArraySize(ts) > 0;
+	cJSON_ArrayForEach(t, ts) {
+		const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(t, key));
+		char bytes[1024];
+		size_t n = 0;
+
+		for (unsigned b; hex && n + 1 < sizeof(bytes) && sscanf(hex, "%2x", &b) == 1;
+		     hex += 2)
+			bytes[n++] = (char)b;
+		bytes[n] = '\0';
+		ok = ok && n >= strlen(tail) && !strcmp(bytes + n - strlen(tail), tail);
+	}
+	cJSON_Delete(d);
+	return ok ? 0 : -1;
+}
+
 /*
  * A checkpoint file whose name is not UTF-8 (Latin-1 "café"; tensor names
  * must be, the header check says), with a tensor named "": inspect --json
- * and the dump's manifest are UTF-8 JSON that gives every byte of the path
- * back (a raw 0xE9 made them invalid before), and "" is dumped as %00.bin
- * (the hidden ".bin" before).
+ * and the dump's manifest are UTF-8 JSON that Python and cJSON parse (a raw
+ * 0xE9 made them invalid before; \udce9 then failed cJSON), U+FFFD in the
+ * path and every byte in its _hex sibling, and "" is dumped as %00.bin (the
+ * hidden ".bin" before).
  */
 static void out_odd_names(void)
 {
 	static const char *const names[] = { "", "ok/x" };
 	static const unsigned sizes[] = { 3, 7 };
-	char ck[512], dir[512], path[1024];
+	char ck[512], dir[512], path[1024], *text;
 	struct stat sb;
+	size_t n;
 
 	if (run_cmd("command -v python3 >/dev/null") != 0 && !getenv("RL_PYTHON"))
 		SKIP("needs python3 to read the JSON back");
@@ -858,9 +889,15 @@ static void out_odd_names(void)
 	CHECK(write_text(tmp_path("inspect.json"), out_s) == 0);
 	CHECKF(py_names_and_file(tmp_path("inspect.json"), ck) == 0, "inspect --json: %s%s",
 	       out_s, err_s);
+	text = slurp(tmp_path("inspect.json"), &n);
+	CHECKF(text && cjson_file_hex(text, "caf\xe9.safetensors") == 0, "cJSON: %s", text);
+	free(text);
 	CHECKF(RL("load %s --out %s --quiet", ck, dir) == 0, "%s", err_s);
 	snprintf(path, sizeof(path), "%s/0/manifest.json", dir);
 	CHECKF(py_names_and_file(path, ck) == 0, "manifest: %s%s", out_s, err_s);
+	text = slurp(path, &n);
+	CHECKF(text && cjson_file_hex(text, "caf\xe9.safetensors") == 0, "cJSON: %s", text);
+	free(text);
 	snprintf(path, sizeof(path), "%s/0/%%00.bin", dir);
 	CHECKF(stat(path, &sb) == 0 && sb.st_size == 3, "no %s", path);
 	snprintf(path, sizeof(path), "%s/0/.bin", dir);

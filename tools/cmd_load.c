@@ -474,11 +474,11 @@ static void print_json(const struct load_run *r)
 	printf("\"total\":%.6f},\n\"gbps\":%.4f,\"read_gbps\":%.4f,\"write_gbps\":",
 	       r->total, gbps(st->bytes_read, r->total), gbps(st->bytes_read, r->secs[PH_READ]));
 	printf(r->ran[PH_WRITE] ? "%.4f" : "null", gbps(r->out.done, r->secs[PH_WRITE]));
-	printf(",\n\"out\":");
+	printf(",\n");
 	if (r->a->out)
-		cli_json_str(stdout, r->out.dir);
+		cli_json_path(stdout, "out", r->out.dir);
 	else
-		printf("null");
+		printf("\"out\":null");
 	if (r->a->verify)
 		printf(",\"verify\":{\"match\":%zu,\"differ\":%zu,\"not_checkable\":%zu},\n",
 		       r->vc.match, r->vc.differ, r->vc.uncheckable);

@@ -467,8 +467,8 @@ static void manifest_shard(FILE *f, const struct out_dir *o, const rl_ckpt *ck,
 	fprintf(f, ",\"nbytes\":%" PRIu64 ",\"bin\":", si->nbytes);
 	cli_json_str(f, enc);
 	if (shard_source(ck, si, &ti) && ti.file < o->nsources) {
-		fprintf(f, ",\"source_file\":");
-		cli_json_str(f, o->sources[ti.file]);
+		fputc(',', f);
+		cli_json_path(f, "source_file", o->sources[ti.file]);
 		fprintf(f, ",\"source_offset\":%" PRIu64 "}", ti.offset);
 	} else {
 		fprintf(f, ",\"source_file\":null,\"source_offset\":null}");

@@ -56,8 +56,7 @@ void cli_json_str(FILE *f, const char *s)
 			fwrite(s, 1, n, f);
 			s += n - 1;
 		} else if (c >= 0x80) {
-			/* not UTF-8: Python's surrogateescape, so that the bytes come back */
-			fprintf(f, "\\udc%02x", c);
+			fputs("\xef\xbf\xbd", f);  /* not UTF-8: U+FFFD; see cli_json_path() */
 		} else if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c == '\n')
@@ -69,6 +68,30 @@ void cli_json_str(FILE *f, const char *s)
 		else
 			fputc(c, f);
 	}
+	fputc('"', f);
+}
+
+int cli_utf8_valid(const char *s)
+{
+	while (*s) {
+		size_t n = (unsigned char)*s >= 0x80 ? utf8_seq((const unsigned char *)s) : 1;
+
+		if (!n)
+			return 0;
+		s += n;
+	}
+	return 1;
+}
+
+void cli_json_path(FILE *f, const char *key, const char *s)
+{
+	fprintf(f, "\"%s\":", key);
+	cli_json_str(f, s);
+	if (cli_utf8_valid(s))
+		return;
+	fprintf(f, ",\"%s_hex\":\"", key);
+	for (; *s; s++)
+		fprintf(f, "%02x", (unsigned char)*s);
 	fputc('"', f);
 }
 

@@ -13,10 +13,16 @@
 double cli_now(void);
 
 /* s as a JSON string, quoted and escaped; a byte that is not part of
- * well-formed UTF-8 (a file name in another encoding) is written \udcXX,
- * as Python's surrogateescape decodes it: json.loads, then os.fsencode()
- * gives the bytes back. */
+ * well-formed UTF-8 (a file name in another encoding) is written U+FFFD,
+ * so that any JSON parser takes it (cli_json_path() keeps the bytes). */
 void cli_json_str(FILE *f, const char *s);
+
+/* 1 when s is well-formed UTF-8 (RFC 3629), else 0. */
+int cli_utf8_valid(const char *s);
+
+/* "key":s as cli_json_str() writes it and, only when s is not UTF-8, a
+ * lossless sibling "key_hex": its bytes in lowercase hex. */
+void cli_json_path(FILE *f, const char *key, const char *s);
 
 /* Writes all n bytes to fd (EINTR retried). Returns 0 or -errno. */
 int cli_write_all(int fd, const void *p, size_t n);

@@ -293,12 +293,12 @@ static void print_json(const struct mrun *r, double total)
 	rl_mpi_stats t, s;
 
 	rl_mpi_get_stats(r->m, RL_TOTAL, &t, sizeof(t));
-	printf("{\"ranks\":%d,\"read_once\":%s,\"batches\":%" PRIu64 ",\"out\":", r->size,
+	printf("{\"ranks\":%d,\"read_once\":%s,\"batches\":%" PRIu64 ",", r->size,
 	       r->a->read_once ? "true" : "false", t.batches);
 	if (r->a->out)
-		cli_json_str(stdout, r->out.dir);
+		cli_json_path(stdout, "out", r->out.dir);
 	else
-		printf("null");
+		printf("\"out\":null");
 	printf(",\n\"seconds\":{");
 	for (int ph = 0; ph < PH_N; ph++)
 		printf("\"%s\":%.6f,", phase_names[ph], r->secs[ph]);
