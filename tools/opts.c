@@ -27,20 +27,21 @@ static int digits(const char **p, uint64_t *v, int *over)
 	return n;
 }
 
-/* K, M, G, T (either case), optionally followed by "iB" or "B": the shift. */
+/* K, M, G, T, optionally followed by "iB" or "B", or a bare "B" (any case,
+ * as fio takes them: "4mb" is 4 MiB): the shift. */
 static int size_suffix(const char **p)
 {
 	static const char units[] = "kmgt";
 	const char *u = **p ? strchr(units, tolower((unsigned char)**p)) : NULL;
+	int shift = u ? 10 * (int)(u - units + 1) : 0;
 
-	if (!u)
-		return 0;
-	(*p)++;
-	if ((*p)[0] == 'i' && (*p)[1] == 'B')
+	if (u)
+		(*p)++;
+	if (u && tolower((unsigned char)(*p)[0]) == 'i' && tolower((unsigned char)(*p)[1]) == 'b')
 		*p += 2;
-	else if ((*p)[0] == 'B')
+	else if (tolower((unsigned char)(*p)[0]) == 'b')
 		*p += 1;
-	return 10 * (int)(u - units + 1);
+	return shift;
 }
 
 /*
