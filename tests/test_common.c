@@ -132,6 +132,17 @@ static void err_keeps_long_paths(void)
 	n = strlen(e.msg);
 	CHECK_EQ(n, sizeof(e.msg) - 1);
 	CHECK_STR(e.msg + n - 3, "...");
+	/* the cut never splits a UTF-8 sequence ("\xe2\x82\xac", the euro sign,
+	 * at every offset around it): valid UTF-8 before the "..." */
+	for (size_t at = sizeof(e.msg) - 7; at < sizeof(e.msg) - 1; at++) {
+		memset(huge, 'h', sizeof(huge) - 1);
+		memcpy(huge + at, "\xe2\x82\xac", 3);
+		rl_err_set(&e, RL_E_SPEC, "%s", huge);
+		n = strlen(e.msg);
+		CHECKF(n > 3 && !strcmp(e.msg + n - 3, "...") &&
+		       ((unsigned char)e.msg[n - 4] < 0x80 ||
+			!memcmp(e.msg + n - 6, "\xe2\x82\xac", 3)), "euro at %zu: cut in it", at);
+	}
 }
 
 static void version_matches_header(void)

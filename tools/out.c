@@ -24,7 +24,8 @@ static int fail(struct out_dir *o, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(o->err, sizeof(o->err), fmt, ap);
+	if (vsnprintf(o->err, sizeof(o->err), fmt, ap) >= (int)sizeof(o->err))
+		cli_mark_cut(o->err, sizeof(o->err));
 	va_end(ap);
 	return code;
 }

@@ -51,7 +51,7 @@ struct out_dir {
 	uint64_t total, done;    /* bytes of this process's shards; written so far */
 	unsigned char *writes;   /* streaming: per shard, 1 when its .bin is written from it */
 	size_t nwrites;
-	char err[2 * PATH_MAX + 256];
+	char err[2 * PATH_MAX + 512];  /* as long as the library's messages */
 	char warn[2 * PATH_MAX + 256]; /* out_publish(): the old DIR is not removed (yet) */
 	int (*stop)(void);       /* OUT_FORCE: non-zero stops removing the old DIR (may be NULL) */
 };

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +70,15 @@ void cli_json_str(FILE *f, const char *s)
 			fputc(c, f);
 	}
 	fputc('"', f);
+}
+
+void cli_mark_cut(char *buf, size_t cap)
+{
+	size_t at = cap - 4;
+
+	while (at > 0 && ((unsigned char)buf[at] & 0xc0) == 0x80)
+		at--;  /* no UTF-8 sequence cut in two: its lead byte goes too */
+	memcpy(buf + at, "...", 4);
 }
 
 int cli_utf8_valid(const char *s)

@@ -17,6 +17,10 @@ double cli_now(void);
  * so that any JSON parser takes it (cli_json_path() keeps the bytes). */
 void cli_json_str(FILE *f, const char *s);
 
+/* buf (cap >= 4 bytes) holds a message snprintf cut: ends it with "..."
+ * where it was cut, never inside a UTF-8 sequence. */
+void cli_mark_cut(char *buf, size_t cap);
+
 /* 1 when s is well-formed UTF-8 (RFC 3629), else 0. */
 int cli_utf8_valid(const char *s);
 
