@@ -366,7 +366,7 @@ int ringload_load_mpi(const struct load_args *a)
 	if (!failed && r.rank == 0) {
 		if (a->json)
 			print_json(&r, cli_now() - r.t0);
-		else
+		else if (!a->quiet)
 			print_text(&r, cli_now() - r.t0);
 		fflush(stdout);
 	}
