@@ -240,7 +240,15 @@ $(FIXTURES)/VERSION: tests/fixtures/gen_fixtures.py | pydeps
 test: fixtures
 test: export RL_FIXTURES := $(abspath $(FIXTURES))
 
+# When check-deps has just installed Open MPI, this make chose no MPI parts
+# (mpicc was absent when it read this file; MPI_LIB says so, MPICC itself is
+# expanded anew): a second make builds them, so that the MPI tests run on a
+# fresh machine's first make test too; not where mpicc is still absent, nor
+# after an explicit `make test MPICC=`.
 test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
+	$(Q)$(if $(MPI_LIB),,if m=$$(command -v mpicc) && \
+		[ "$(origin MPICC)" != "command line" ]; then \
+		$(MAKE) --no-print-directory all MPICC=$$m; fi)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
 
 # Structure checks (tests/check/): link-time calls per object file, and

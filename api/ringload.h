@@ -672,7 +672,8 @@ typedef enum rl_loader_param {
 #define RL_DIRECT_OFF 0   /* buffered reads through the page cache */
 #define RL_DIRECT_ON 1    /* O_DIRECT wherever the file system allows it */
 #define RL_DIRECT_AUTO 2  /* O_DIRECT, except files whose needed bytes are >= 90%
-			   * in the page cache already (cachestat(2), else mincore):
+			   * in the page cache already (cachestat(2); mincore before
+			   * Linux 6.5 and on overlayfs, where cachestat sees 0):
 			   * those are read buffered, at memory speed */
 
 /* Returns a loader with default parameters, or NULL. */

@@ -9,7 +9,14 @@ int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap)
 	if (!e)
 		return code;
 	e->code = code;
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	if (vsnprintf(e->msg, sizeof(e->msg), fmt, ap) >= (int)sizeof(e->msg)) {
+		size_t at = sizeof(e->msg) - 4;
+
+		/* no UTF-8 sequence cut in two: its lead byte goes too */
+		while (at > 0 && ((unsigned char)e->msg[at] & 0xc0) == 0x80)
+			at--;
+		memcpy(e->msg + at, "...", 4);
+	}
 	/* One line: callers print it as is. */
 	for (char *c = e->msg; *c; c++)
 		if (*c == '\n' || *c == '\r')

@@ -107,8 +107,10 @@ static inline int rl_bounds_get(const struct rl_bounds *table, int first, int la
 	return 0;
 }
 
-/* A handle's last error: a code and a one-line message. */
-#define RL_ERRMSG_MAX 512
+/* A handle's last error: a code and a one-line message, long enough for
+ * two paths of PATH_MAX (4096) and the words around them; a longer one
+ * ends with "..." where it was cut. */
+#define RL_ERRMSG_MAX (2 * 4096 + 512)
 struct rl_err {
 	int code;
 	char msg[RL_ERRMSG_MAX];

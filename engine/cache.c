@@ -9,10 +9,15 @@
  * not know it yet, hence syscall() and local structures. Older kernels
  * answer ENOSYS: then mincore(2) over a read-only mapping of the range,
  * a window at a time (the mapping is never touched, so nothing is read).
+ * overlayfs, the root of every container, keeps a file's pages on the
+ * file below it: cachestat of the overlay file says 0 however hot it is
+ * (0 against mincore's 3145728 bytes on a warm 3 MiB file, Linux 6.18),
+ * while a mapping is the lower file's, so mincore sees them.
  */
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "eng_int.h"
@@ -23,6 +28,7 @@
 
 #define CACHE_PAGE 4096u
 #define MINCORE_WINDOW (1ull << 30) /* bytes mapped at a time */
+#define OVERLAYFS_MAGIC 0x794c7630    /* linux/magic.h's OVERLAYFS_SUPER_MAGIC */
 
 struct rl_cachestat_range {
 	uint64_t off;
@@ -80,11 +86,20 @@ static int64_t by_mincore(int fd, uint64_t off, uint64_t len)
 	return pages;
 }
 
+/* cachestat cannot see this file's pages: they belong to another inode. */
+static int cache_elsewhere(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == OVERLAYFS_MAGIC;
+}
+
 /*
  * Bytes of [off, off + len) of fd that the page cache holds, in whole
- * pages (the first and last page count whole); *mincore is set when the
- * kernel lacks cachestat (or mincore_only asked for it). -errno when
- * neither call works (then the file is read as if cold).
+ * pages (the first and last page count whole); *mincore is set when
+ * mincore answered: the kernel lacks cachestat, the file is on overlayfs,
+ * or mincore_only asked for it. -errno when neither call works (then the
+ * file is read as if cold).
  */
 int64_t eng_cached_bytes(int fd, uint64_t off, uint64_t len, int mincore_only, int *mincore)
 {
@@ -94,8 +109,8 @@ int64_t eng_cached_bytes(int fd, uint64_t off, uint64_t len, int mincore_only, i
 		return 0;
 	if (!mincore_only)
 		pages = by_cachestat(fd, off, len);
-	if (pages == -ENOSYS || pages == -EPERM) {
-		/* EPERM: a seccomp filter that does not know the call */
+	/* EPERM: a seccomp filter that does not know the call */
+	if (pages == -ENOSYS || pages == -EPERM || (pages == 0 && cache_elsewhere(fd))) {
 		*mincore = 1;
 		pages = by_mincore(fd, off, len);
 	}

@@ -31,7 +31,7 @@ static void ckpt_json(FILE *f, const struct ckpt_report *r)
 		"    \"plan_s\" : %.6f,\n    \"read_s\" : %.6f,\n"
 		"    \"scatter_s\" : %.6f,\n    \"total_s\" : %.6f,\n"
 		"    \"bytes_needed\" : %" PRIu64 ",\n    \"bytes_read\" : %" PRIu64 ",\n"
-		"    \"bytes_direct\" : %" PRIu64 ",\n    \"requests\" : %" PRIu64 ",\n"
+		"    \"bytes_zero_copy\" : %" PRIu64 ",\n    \"requests\" : %" PRIu64 ",\n"
 		"    \"blocks\" : %" PRIu64 ",\n    \"retries\" : %" PRIu64 ",\n"
 		"    \"queue_depth\" : %u,\n    \"peak_inflight\" : %" PRIu64 ",\n"
 		"    \"peak_reads_inflight\" : %.2f,\n    \"gbps\" : %.4f,\n"

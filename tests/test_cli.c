@@ -170,7 +170,11 @@ static void size_parser(void)
 		{ "1.5M", 0, 3 << 19 }, { "0.5K", 0, 512 }, { "8388607T", 0, 8388607ll << 40 },
 		{ "", OPTS_E_SYNTAX, 0 }, { "4Q", OPTS_E_SYNTAX, 0 }, { " 4M", OPTS_E_SYNTAX, 0 },
 		{ "4M ", OPTS_E_SYNTAX, 0 }, { "+4", OPTS_E_SYNTAX, 0 }, { "0x10", OPTS_E_SYNTAX, 0 },
-		{ "4MB", OPTS_E_SYNTAX, 0 }, { "4Mi", OPTS_E_SYNTAX, 0 }, { "1e3", OPTS_E_SYNTAX, 0 },
+		{ "4MB", 0, 4 << 20 }, { "4kB", 0, 4096 }, { "1GB", 0, 1 << 30 },
+		{ "4Mb", 0, 4 << 20 }, { "4mb", 0, 4 << 20 }, { "4mib", 0, 4 << 20 },
+		{ "4B", 0, 4 }, { "4b", 0, 4 }, { "4MBB", OPTS_E_SYNTAX, 0 }, { "4iB", OPTS_E_SYNTAX, 0 },
+		{ "4Bk", OPTS_E_SYNTAX, 0 },
+		{ "4Mi", OPTS_E_SYNTAX, 0 }, { "1e3", OPTS_E_SYNTAX, 0 },
 		{ "nan", OPTS_E_SYNTAX, 0 }, { ".5", OPTS_E_SYNTAX, 0 }, { "5.", OPTS_E_SYNTAX, 0 },
 		{ "4..5", OPTS_E_SYNTAX, 0 }, { "K", OPTS_E_SYNTAX, 0 }, { "-", OPTS_E_SYNTAX, 0 },
 		{ "-4M", OPTS_E_RANGE, 0 }, { "-1", OPTS_E_RANGE, 0 },
@@ -354,21 +358,21 @@ static void equals_form(void)
 	CHECKF(RL("inspect --json=1 %s", p) == 2 && strstr(err_s, "--json takes no value"), "%s",
 	       err_s);
 	CHECKF(RL("load %s --sharding=%s --process=1 --backend=pread --queue-depth=4 "
-		  "--request-bytes=64K --inflight-bytes=1M --staging=caller --verify --quiet", p,
+		  "--request-bytes=64K --inflight-bytes=1M --staging=caller --verify", p,
 		  tmp_path("spec2.json")) == 0, "%s", err_s);
-	CHECKF(strstr(err_s, " 0 differ"), "%s", err_s);
+	CHECKF(strstr(out_s, " 0 differ"), "%s", out_s);
 }
 
 /* Every size option takes the same forms; errors name the option and its range. */
 static void sizes_and_ranges(void)
 {
-	static const char *const good[] = { "4M", "4m", "4MiB", "4194304", "0.5M" };
+	static const char *const good[] = { "4M", "4m", "4MiB", "4194304", "0.5M", "4MB" };
 	char want[128], lo_s[32], hi_s[32];
 	int64_t lo, hi;
 	const char *p;
 
 	NEED_SAMPLE(p);
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < 6; i++) {
 		CHECKF(RL("plan %s --chunk %s", p, good[i]) == 0, "--chunk %s: %s", good[i], err_s);
 		CHECKF(RL("load %s --request-bytes %s --quiet", p, good[i]) == 0,
 		       "--request-bytes %s: %s", good[i], err_s);
@@ -476,7 +480,7 @@ static void plan_one_process_by_default(void)
 	cJSON_Delete(all);
 	CHECKF(RL("plan %s --sharding %s --process 1", p, tmp_path("spec2.json")) == 0, "%s",
 	       err_s);
-	CHECKF(count_lines(out_s) == 4 && strstr(out_s, "\n1 ") && !strstr(out_s, "\n0 ") &&
+	CHECKF(count_lines(out_s) == 9 && strstr(out_s, "\n1 ") && !strstr(out_s, "\n0 ") &&
 	       strstr(out_s, "--all-processes"), "%s", out_s);
 	CHECKF(RL("plan %s --sharding %s --process 2", p, tmp_path("spec2.json")) == 1 &&
 	       strstr(err_s, "process 2"), "%s", err_s);
@@ -497,17 +501,21 @@ static double phase_secs(const char *name)
 	return at ? atof(at + strlen(key)) : -1;
 }
 
-/* The summary's time is the whole command's: every phase is in it. */
+/* The summary's time is the whole command's: every phase is in it. All
+ * of the summary is on stdout (its I/O line was on stderr), and --quiet
+ * drops it (it printed two lines). */
 static void load_reports_every_phase(void)
 {
 	double total, sum = 0;
 	const char *p, *at;
 
 	NEED_SAMPLE(p);
-	CHECKF(RL("load %s --sharding %s --verify --out %s --quiet", p, tmp_path("spec2.json"),
+	CHECKF(RL("load %s --sharding %s --verify --out %s", p, tmp_path("spec2.json"),
 		  tmp_path("phases")) == 0, "%s", err_s);
 	at = strstr(out_s, " bytes in ");
-	CHECKF(at && count_lines(out_s) == 2, "%s", out_s);
+	CHECKF(at && count_lines(out_s) == 4 && strstr(out_s, "\nread: I/O ") &&
+	       strstr(out_s, "\nverify: ") && strstr(out_s, " zero-copy; ") && !*err_s,
+	       "stdout: %sstderr: %s", out_s, err_s);
 	total = atof(at + 10);
 	for (int i = 0; i < 5; i++) {
 		static const char *const names[] = { "open", "plan", "read", "verify", "write" };
@@ -517,14 +525,30 @@ static void load_reports_every_phase(void)
 		sum += s;
 	}
 	CHECKF(total + 0.002 >= sum, "total %.3f < phases %.3f: %s", total, sum, out_s);
-	CHECKF(strstr(err_s, "verify: ") && !strstr(err_s, "read: I/O"), "%s", err_s);
-	CHECKF(RL("load %s", p) == 0 && phase_secs("write") < 0 && phase_secs("read") >= 0, "%s",
-	       out_s);
-	CHECKF(strstr(err_s, "read: I/O"), "%s", err_s);
+	CHECKF(RL("load %s", p) == 0 && phase_secs("write") < 0 && phase_secs("read") >= 0 &&
+	       count_lines(out_s) == 3 && !*err_s, "stdout: %sstderr: %s", out_s, err_s);
+	CHECKF(RL("load %s --verify --out %s --quiet", p, tmp_path("phases-q")) == 0 && !*out_s &&
+	       !*err_s, "--quiet: stdout: %sstderr: %s", out_s, err_s);
 }
 
 /* On a terminal (script(1) gives one), a bar for every long phase on
  * stderr; none with --quiet, none when stderr is not a terminal. */
+/* A pseudo-terminal can be opened: not in a chroot with a bare /dev/pts
+ * (/dev bound, devpts not mounted), where script(1) fails. */
+static int have_pty(void)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY), s = -1;
+	const char *name = m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0 ? ptsname(m) : NULL;
+
+	if (name)
+		s = open(name, O_RDWR | O_NOCTTY);
+	if (s >= 0)
+		close(s);
+	if (m >= 0)
+		close(m);
+	return s >= 0;
+}
+
 static void progress_on_a_terminal(void)
 {
 	const char *p;
@@ -532,6 +556,8 @@ static void progress_on_a_terminal(void)
 	NEED_SAMPLE(p);
 	if (run_cmd("command -v script >/dev/null") != 0)
 		SKIP("needs script(1) (bsdutils) for a terminal");
+	if (!have_pty())
+		SKIP("no pseudo-terminal here (/dev/pts without devpts mounted, as in a bare chroot)");
 	CHECKF(sh("script -qec '%s/ringload load %s --verify --out %s' /dev/null", build(), p,
 		  tmp_path("ttydump")) == 0, "%s", out_s);
 	CHECKF(strstr(out_s, "planning") && strstr(out_s, "read   [####") &&
@@ -572,16 +598,53 @@ static void load_json(void)
 	CHECK(num(cJSON_GetObjectItem(j, "verify"), "match") > 0 &&
 	      num(cJSON_GetObjectItem(j, "verify"), "differ") == 0);
 	CHECK(num(st, "requests") > 0 && cJSON_IsBool(cJSON_GetObjectItem(st, "direct_io")));
+	/* bytes read into staging without a copy, named so: not a claim of O_DIRECT */
+	CHECK(num(st, "bytes_zero_copy") >= 0 && !cJSON_GetObjectItem(st, "bytes_direct"));
 	CHECK(!strstr(err_s, "verify:"));  /* all of it is in the JSON */
 	cJSON_Delete(j);
-	CHECKF(RL("load %s --json", p) == 0, "%s", err_s);
+	CHECKF(RL("load %s --json --quiet", p) == 0, "%s", err_s);
 	j = json_out();
-	CHECK(j);
+	CHECKF(j, "--json --quiet: %s", out_s);
 	secs = cJSON_GetObjectItem(j, "seconds");
 	CHECK(cJSON_IsNull(cJSON_GetObjectItem(secs, "write")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(secs, "verify")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(j, "out")));
 	cJSON_Delete(j);
+}
+
+/*
+ * plan breaks the planned process down by device (it showed only the
+ * process's totals): each device's id, shards and staging bytes, in the
+ * table and in the JSON, adding up to the process's needed bytes.
+ */
+static void plan_per_device(void)
+{
+	const cJSON *devs, *d;
+	uint64_t sum = 0, needed;
+	cJSON *j;
+	const char *p;
+
+	NEED_SAMPLE(p);
+	CHECKF(RL("plan %s --sharding %s --process 1", p, tmp_path("spec2.json")) == 0, "%s",
+	       err_s);
+	CHECKF(strstr(out_s, "devices of process 1:\ndevice     shards    staging_bytes\n2 ") &&
+	       strstr(out_s, "\n3 "), "%s", out_s);
+	CHECKF(RL("plan %s --sharding %s --process 1 --json", p, tmp_path("spec2.json")) == 0,
+	       "%s", err_s);
+	j = json_out();
+	CHECKF(j, "%s", out_s);
+	devs = cJSON_GetObjectItem(j, "devices");
+	needed = (uint64_t)num(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "processes"), 0),
+			       "needed_bytes");
+	CHECKF(cJSON_GetArraySize(devs) == 2, "%s", out_s);
+	for (int i = 0; i < 2; i++) {
+		d = cJSON_GetArrayItem(devs, i);
+		CHECKF(num(d, "id") == 2 + i && num(d, "shards") > 0, "%s", out_s);
+		sum += (uint64_t)num(d, "staging_bytes");
+	}
+	cJSON_Delete(j);
+	CHECKF(sum >= needed && needed > 0, "staging %llu, needed %llu", (unsigned long long)sum,
+	       (unsigned long long)needed);
 }
 
 /* ------------------------------------------------------------------ */
@@ -764,7 +827,7 @@ static void out_failures_leave_nothing(void)
 	       strstr(err_s, ".bin: File too large"), "%s", err_s);
 	CHECKF(nothing_named("oe_full", found, sizeof(found)), "%s left behind", found);
 	/* the same, with room, succeeds and prints the summary after writing */
-	CHECKF(RL("load %s --out %s --quiet", ck, tmp_path("oe_full")) == 0 &&
+	CHECKF(RL("load %s --out %s", ck, tmp_path("oe_full")) == 0 &&
 	       strstr(out_s, " bytes in "), "%s", err_s);
 	CHECK(stat(tmp_path("oe_full/0/b%2Fc%25.bin"), &sb) == 0 && sb.st_size == 3000);
 	/* 300-byte name: over NAME_MAX with .bin */
@@ -786,6 +849,95 @@ static void out_failures_leave_nothing(void)
 	CHECKF(RL("load %s --sharding %s", ck, tmp_path("unkaxis.json")) == 1, "%s", err_s);
 	CHECKF(count_lines(err_s) == 1 && strstr(err_s, "unkaxis.json") &&
 	       !strstr(strstr(err_s, "unkaxis.json") + 1, "unkaxis.json"), "%s", err_s);
+}
+
+/* Checks JSON file f with Python: strict UTF-8, and its tensors' (or
+ * shards') names are "" and "ok/x", their file (its _hex sibling) path. */
+static int py_names_and_file(const char *f, const char *path)
+{
+	static const char check[] =
+		"import json, os, sys\n"
+		"d = json.loads(open(sys.argv[1], 'rb').read().decode('utf-8'))\n"
+		"ts = d['tensors'] if 'tensors' in d else d['shards']\n"
+		"key = 'file' if 'tensors' in d else 'source_file'\n"
+		"got = sorted(os.fsencode(t['name']) for t in ts)\n"
+		"assert got == [b'', b'ok/x'], got\n"
+		"assert all('\\ufffd' in t[key] for t in ts), ts\n"
+		"files = {os.path.realpath(bytes.fromhex(t[key + '_hex'])) for t in ts}\n"
+		"assert files == {os.fsencode(os.path.realpath(sys.argv[2]))}, files\n";
+	const char *py = getenv("RL_PYTHON");
+
+	if (write_text(tmp_path("names.py"), check))
+		return -1;
+	return sh("%s %s %s '%s'", py && *py ? py : "python3", tmp_path("names.py"), f, path);
+}
+
+/* Parses JSON text with cJSON (the project's own parser): every tensor (or
+ * shard) has a file (source_file) and a _hex sibling whose bytes end in
+ * tail. 0, or -1. */
+static int cjson_file_hex(const char *text, const char *tail)
+{
+	cJSON *d = cJSON_Parse(text), *t;
+	const cJSON *ts = cJSON_GetObjectItem(d, "tensors");
+	const char *key = ts ? "file_hex" : "source_file_hex";
+	int ok = d != NULL;
+
+	if (!ts)
+		ts = cJSON_GetObjectItem(d, "shards");
+	ok = ok && cJSON_GetArraySize(ts) > 0;
+	cJSON_ArrayForEach(t, ts) {
+		const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(t, key));
+		char bytes[1024];
+		size_t n = 0;
+
+		for (unsigned b; hex && n + 1 < sizeof(bytes) && sscanf(hex, "%2x", &b) == 1;
+		     hex += 2)
+			bytes[n++] = (char)b;
+		bytes[n] = '\0';
+		ok = ok && n >= strlen(tail) && !strcmp(bytes + n - strlen(tail), tail);
+	}
+	cJSON_Delete(d);
+	return ok ? 0 : -1;
+}
+
+/*
+ * A checkpoint file whose name is not UTF-8 (Latin-1 "café"; tensor names
+ * must be, the header check says), with a tensor named "": inspect --json
+ * and the dump's manifest are UTF-8 JSON that Python and cJSON parse (a raw
+ * 0xE9 made them invalid before; \udce9 then failed cJSON), U+FFFD in the
+ * path and every byte in its _hex sibling, and "" is dumped as %00.bin (the
+ * hidden ".bin" before).
+ */
+static void out_odd_names(void)
+{
+	static const char *const names[] = { "", "ok/x" };
+	static const unsigned sizes[] = { 3, 7 };
+	char ck[512], dir[512], path[1024], *text;
+	struct stat sb;
+	size_t n;
+
+	if (run_cmd("command -v python3 >/dev/null") != 0 && !getenv("RL_PYTHON"))
+		SKIP("needs python3 to read the JSON back");
+	snprintf(ck, sizeof(ck), "%s", tmp_path("caf\xe9.safetensors"));
+	snprintf(dir, sizeof(dir), "%s", tmp_path("odddump"));
+	CHECK(write_u8_ckpt(ck, names, sizes, 2) == 0);
+	CHECKF(RL("inspect %s --json", ck) == 0, "%s", err_s);
+	CHECK(write_text(tmp_path("inspect.json"), out_s) == 0);
+	CHECKF(py_names_and_file(tmp_path("inspect.json"), ck) == 0, "inspect --json: %s%s",
+	       out_s, err_s);
+	text = slurp(tmp_path("inspect.json"), &n);
+	CHECKF(text && cjson_file_hex(text, "caf\xe9.safetensors") == 0, "cJSON: %s", text);
+	free(text);
+	CHECKF(RL("load %s --out %s --quiet", ck, dir) == 0, "%s", err_s);
+	snprintf(path, sizeof(path), "%s/0/manifest.json", dir);
+	CHECKF(py_names_and_file(path, ck) == 0, "manifest: %s%s", out_s, err_s);
+	text = slurp(path, &n);
+	CHECKF(text && cjson_file_hex(text, "caf\xe9.safetensors") == 0, "cJSON: %s", text);
+	free(text);
+	snprintf(path, sizeof(path), "%s/0/%%00.bin", dir);
+	CHECKF(stat(path, &sb) == 0 && sb.st_size == 3, "no %s", path);
+	snprintf(path, sizeof(path), "%s/0/.bin", dir);
+	CHECKF(stat(path, &sb) < 0, "%s written", path);
 }
 
 /* An existing DIR is refused (untouched) unless --force, which replaces an
@@ -828,25 +980,40 @@ static void out_existing_dir_needs_force(void)
 	CHECK(stat(tmp_path("fdump/0/thesis.tex"), &sb) == 0);
 }
 
+/* --force without --out would replace nothing: a usage error, not a
+ * silent success (exit 0 before). */
+static void force_needs_out(void)
+{
+	const char *p;
+
+	NEED_SAMPLE(p);
+	CHECKF(RL("load %s --force --quiet", p) == 2 && strstr(err_s, "--force") &&
+	       strstr(err_s, "needs --out") && !*out_s, "exit: %s%s", out_s, err_s);
+}
+
 /* ------------------------------------------------------------------ */
 /* Signals                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Starts build/ringload load with RINGLOAD_TEST_HOLD=hold, stderr to errf. */
-static pid_t spawn_load(const char *hold, const char *ckpt, const char *dir, const char *errf)
+/* Starts build/ringload load with RINGLOAD_TEST_HOLD=hold, stderr to errf,
+ * stdout to out_fd (-1: /dev/null; extra: one more option, or NULL). */
+static pid_t spawn_load(const char *hold, const char *ckpt, const char *dir, const char *errf,
+			const char *extra, int out_fd)
 {
 	char bin[1024];
 	pid_t pid;
 
 	snprintf(bin, sizeof(bin), "%s/ringload", build());
+	fflush(stdout);  /* else the child's exit prints it again */
 	pid = fork();
 	if (pid == 0) {
 		int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
-		if (fd < 0 || dup2(fd, 2) < 0 || !freopen("/dev/null", "w", stdout))
+		if (fd < 0 || dup2(fd, 2) < 0 ||
+		    (out_fd >= 0 ? dup2(out_fd, 1) < 0 : !freopen("/dev/null", "w", stdout)))
 			_exit(127);
 		setenv("RINGLOAD_TEST_HOLD", hold, 1);
-		execl(bin, bin, "load", ckpt, "--out", dir, "--verify", (char *)NULL);
+		execl(bin, bin, "load", ckpt, "--out", dir, "--verify", extra, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -918,7 +1085,7 @@ static void interrupt_in(const char *hold, int sig, const char *says, double lim
 	snprintf(errf, sizeof(errf), "%s", tmp_path("sig.err"));
 	snprintf(dir, sizeof(dir), "%s", tmp_path("sigdump"));
 	unlink(errf);  /* the last test's lines must not count as this one's */
-	pid = spawn_load(hold, p, dir, errf);
+	pid = spawn_load(hold, p, dir, errf, NULL, -1);
 	CHECK(pid > 0);
 	if (!wait_text(errf, "holding in", pid)) {
 		err = slurp(errf, &n);
@@ -971,6 +1138,115 @@ static void sigint_while_writing(void)
 static void sigint_while_verifying(void)
 {
 	interrupt_in("verify", SIGINT, "while verifying", 3);
+}
+
+/* An earlier dump at dir: device 0's manifest and n empty .bin files. */
+static int old_dump(const char *dir, unsigned n)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/0", dir);
+	if (mkdir(dir, 0755) < 0 || mkdir(path, 0755) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/0/manifest.json", dir);
+	if (write_text(path, "{\"format\":\"ringload-dump\",\"version\":1,\"device\":0,\n"
+		       "\"shards\":[]}\n"))
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/0/t%u.bin", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fd < 0 || close(fd) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* 1 when fd (a pipe's read end, empty) is at EOF now: no writer is left. */
+static int at_eof(int fd)
+{
+	char c;
+
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	return read(fd, &c, 1) == 0;
+}
+
+/*
+ * SIGINT while --force removes the old dump it replaced (n empty files;
+ * 20.6 s for 100k before): the new dump is complete and stays, the
+ * command exits 130 at once, and a process of its own removes the rest of
+ * the old tree (renamed DIR.old-PID), which is soon gone. With stdout on a
+ * pipe, EOF comes with the exit: the remover keeps none of the command's
+ * fds (it held the pipe open for the whole removal before: 26.7 s for 20k
+ * files on a slow disk; $(ringload ...) and | tee waited that long).
+ */
+static void interrupt_removal(unsigned nfiles, int piped)
+{
+	char name[64], gone[80], dir[512], errf[512], found[1024], *err;
+	int st, fds[2] = { -1, -1 };
+	const char *p;
+	double t0;
+	size_t n;
+	pid_t pid;
+
+	NEED_SAMPLE(p);
+	snprintf(name, sizeof(name), "olddump%u%s", nfiles, piped ? "p" : "");
+	snprintf(gone, sizeof(gone), "%s.", name);  /* DIR.old-PID */
+	snprintf(dir, sizeof(dir), "%s", tmp_path(name));
+	snprintf(errf, sizeof(errf), "%s", tmp_path("old.err"));
+	CHECK(old_dump(dir, nfiles) == 0);
+	CHECK(!piped || pipe2(fds, O_CLOEXEC) == 0);
+	unlink(errf);
+	pid = spawn_load("remove", p, dir, errf, "--force", fds[1]);
+	CHECK(pid > 0);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	if (!wait_text(errf, "holding in", pid)) {
+		err = slurp(errf, &n);
+		wait_exit(pid, 1);
+		CHECKF(0, "never held: %s", err ? err : "");
+	}
+	t0 = now();
+	kill(pid, SIGINT);
+	st = wait_exit(pid, 60);
+	err = slurp(errf, &n);
+	CHECKF(st == 130 && strstr(err, "the dump is complete") &&
+	       strstr(err, "removed in the background"), "exit %d: %s", st, err);
+	CHECKF(now() - t0 < 1.0 * TH_SLOW, "%.2f s from the signal to the exit", now() - t0);
+	free(err);
+	if (piped) {  /* at once: the old tree's removal takes ~1 s longer */
+		int eof = at_eof(fds[0]);
+
+		close(fds[0]);
+		CHECKF(eof, "stdout still open after the exit (the background remover has it)");
+	}
+	snprintf(found, sizeof(found), "%s/0/t0.bin", dir);
+	CHECKF(access(found, F_OK) < 0, "the old dump is still at %s", dir);
+	snprintf(found, sizeof(found), "%s/0/manifest.json", dir);
+	err = slurp(found, &n);
+	CHECKF(err && strstr(err, "\"nbytes\""), "%s is not the new dump: %s", found, err);
+	free(err);
+	for (int i = 0; i < 3000 && !nothing_named(gone, found, sizeof(found)); i++)
+		usleep(10000);
+	CHECKF(nothing_named(gone, found, sizeof(found)), "%s left behind", found);
+}
+
+static void sigint_while_removing_old_dump(void)
+{
+	interrupt_removal(40000, 0);
+}
+
+static void removal_keeps_no_pipe_open(void)
+{
+	interrupt_removal(40000, 1);
+}
+
+/* Asked to stop after every entry, not every 256th: a few large files took
+ * seconds before the first question (here: never asked, never held). */
+static void removal_asks_each_entry(void)
+{
+	interrupt_removal(100, 0);
 }
 
 /* A library call that runs no callback: the watchdog exits after 1 s. */
@@ -1031,7 +1307,7 @@ static void unprivileged_user(void)
 	run_cmd(dst);
 	CHECKF(bytes, "cannot copy %s/ringload and its library into %s", build(), dir);
 	CHECKF(st == 0, "exit %d: %s", st, err_s);
-	CHECKF(strstr(err_s, " 0 differ"), "%s", err_s);
+	CHECKF(strstr(out_s, " 0 differ"), "%s", out_s);
 }
 
 /* The Makefile's SAN for a sanitizer build directory, so make rebuilds nothing wrongly. */
@@ -1079,6 +1355,36 @@ static void make_install_runs(void)
 	CHECKF(stat(bin, &sb) == 0 && (sb.st_mode & 0111), "no %s", bin);
 	snprintf(bin, sizeof(bin), "%s/opt/rl/lib/pkgconfig/ringload.pc", root);
 	CHECKF(stat(bin, &sb) == 0, "no %s", bin);
+}
+
+/*
+ * Open MPI installed after the build (make test's `make deps` brings it,
+ * after the Makefile chose the MPI parts): `make install` builds
+ * libringload_mpi and the --mpi plugin rather than fail on their absence.
+ * Runs on a copy of the build without them.
+ */
+static void make_install_builds_mpi(void)
+{
+	char copy[512], root[512], path[1024];
+	struct stat sb;
+
+	if (stat("Makefile", &sb) < 0 || stat("mpi", &sb) < 0)
+		SKIP("needs the repository's Makefile in the current directory (make test runs "
+		     "there)");
+	if (run_cmd("command -v mpicc >/dev/null") != 0)
+		SKIP("needs Open MPI's mpicc (make deps installs it)");
+	snprintf(copy, sizeof(copy), "%s", tmp_path("build-nompi"));
+	snprintf(root, sizeof(root), "%s", tmp_path("destdir-mpi"));
+	CHECKF(sh("rm -rf %s && cp -a %s %s && rm -f %s/libringload_mpi.so* %s/ringload-mpi.so",
+		  copy, build(), copy, copy, copy) == 0, "copying %s: %s", build(), err_s);
+	CHECKF(sh("env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install BUILD=%s SAN=%s "
+		  "DESTDIR=%s PREFIX=/opt/rl", copy, san_of_build(), root) == 0,
+	       "make install: %s%s", out_s, err_s);
+	snprintf(path, sizeof(path), "%s/opt/rl/lib/libringload_mpi.so.0", root);
+	CHECKF(stat(path, &sb) == 0, "no %s", path);
+	snprintf(path, sizeof(path), "%s/opt/rl/lib/ringload/ringload-mpi.so", root);
+	CHECKF(stat(path, &sb) == 0, "no %s", path);
+	sh("rm -rf %s", copy);
 }
 
 /* Every option `--help` lists for a subcommand, as "--name". */
@@ -1141,20 +1447,27 @@ int main(void)
 	RUN(sizes_and_ranges);
 	RUN(plan_one_process_by_default);
 	RUN(plan_reports_staging);
+	RUN(plan_per_device);
 	RUN(load_reports_every_phase);
 	RUN(load_json);
 	RUN(progress_on_a_terminal);
 	RUN(out_files_and_manifest);
 	RUN(out_failures_leave_nothing);
 	RUN(out_existing_dir_needs_force);
+	RUN(out_odd_names);
+	RUN(force_needs_out);
 	RUN(sigterm_while_reading);
 	RUN(sigint_while_reading);
 	RUN(sigterm_while_writing);
 	RUN(sigint_while_writing);
 	RUN(sigint_while_verifying);
 	RUN(sigterm_while_stuck);
+	RUN(sigint_while_removing_old_dump);
+	RUN(removal_keeps_no_pipe_open);
+	RUN(removal_asks_each_entry);
 	RUN(unprivileged_user);
 	RUN(make_install_runs);
+	RUN(make_install_builds_mpi);
 	RUN(man_page_and_docs_cover_options);
 	free(out_s);
 	free(err_s);

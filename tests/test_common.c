@@ -115,6 +115,36 @@ static void err_is_one_line(void)
 	CHECK_STR(e.msg, "rule 3: bad");
 }
 
+/* A message naming a path of 3000 bytes keeps it whole (cut at 511 bytes
+ * before); one past the record's size ends with "..." where it was cut. */
+static void err_keeps_long_paths(void)
+{
+	static struct rl_err e;
+	static char path[3001], huge[RL_ERRMSG_MAX + 100];
+	size_t n;
+
+	memset(path, 'p', sizeof(path) - 1);
+	rl_err_set(&e, RL_E_SPEC, "%s: no such file", path);
+	n = strlen(e.msg);
+	CHECK_EQ(n, 3000 + strlen(": no such file"));
+	memset(huge, 'h', sizeof(huge) - 1);
+	rl_err_set(&e, RL_E_SPEC, "%s", huge);
+	n = strlen(e.msg);
+	CHECK_EQ(n, sizeof(e.msg) - 1);
+	CHECK_STR(e.msg + n - 3, "...");
+	/* the cut never splits a UTF-8 sequence ("\xe2\x82\xac", the euro sign,
+	 * at every offset around it): valid UTF-8 before the "..." */
+	for (size_t at = sizeof(e.msg) - 7; at < sizeof(e.msg) - 1; at++) {
+		memset(huge, 'h', sizeof(huge) - 1);
+		memcpy(huge + at, "\xe2\x82\xac", 3);
+		rl_err_set(&e, RL_E_SPEC, "%s", huge);
+		n = strlen(e.msg);
+		CHECKF(n > 3 && !strcmp(e.msg + n - 3, "...") &&
+		       ((unsigned char)e.msg[n - 4] < 0x80 ||
+			!memcmp(e.msg + n - 6, "\xe2\x82\xac", 3)), "euro at %zu: cut in it", at);
+	}
+}
+
 static void version_matches_header(void)
 {
 	CHECK_EQ(rl_version_number(), RINGLOAD_VERSION_NUMBER);
@@ -130,6 +160,7 @@ int main(void)
 	RUN(grow_big_keeps_contents_and_counts);
 	RUN(strerror_never_null);
 	RUN(err_is_one_line);
+	RUN(err_keeps_long_paths);
 	RUN(version_matches_header);
 	return th_done();
 }

@@ -708,6 +708,36 @@ static void cli_mpi_hf_unchecked_warned_per_rank(void)
 	}
 }
 
+/*
+ * Ranks given different specs (replicated on rank 0, split on rank 1)
+ * loading independently: nothing is transferred, so no plan was compared
+ * and the load succeeded, each rank's shards fitting a different mesh.
+ * Now every rank fails, rank 0 naming rank 1; one spec for both loads.
+ */
+static void cli_mpi_ranks_need_one_spec(void)
+{
+	const char *ck;
+	char json[1024], args[8192];
+
+	NEED_MPI();
+	ck = make_ckpt("onespec", "2M", 1, 31);
+	CHECK(ck);
+	spec_json(json, sizeof(json), 2, 0);
+	CHECK(write_spec("onespec0.json", json));
+	spec_json(json, sizeof(json), 2, 1);
+	CHECK(write_spec("onespec1.json", json));
+	snprintf(args, sizeof(args), "%s --mpi --sharding %s/onespec%%d.json", ck, th_tmpdir());
+	CHECKF(mpirun_cli_each(2, args) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0: rank 1 was given another sharding spec than rank 0's"), "%s",
+	       out);
+	snprintf(args, sizeof(args), "%s --mpi --sharding %s/onespec1.json", ck, th_tmpdir());
+	CHECKF(mpirun_cli(2, args) == 0 && *out, "%s", out);
+	/* --quiet: no summary, as without --mpi (rank 0 printed it before) */
+	snprintf(args, sizeof(args), "%s --mpi --quiet --sharding %s/onespec1.json", ck,
+		 th_tmpdir());
+	CHECKF(mpirun_cli(2, args) == 0 && !*out, "--quiet: %s", out);
+}
+
 /* --mpi's options: misuse is a usage error; a ringload without
  * ringload-mpi.so beside it says so. */
 static void cli_mpi_options_and_missing_plugin(void)
@@ -747,6 +777,7 @@ int main(void)
 	RUN(cli_mpi_dump_equals_single_process_dumps);
 	RUN(cli_mpi_failure_leaves_no_dump);
 	RUN(cli_mpi_hf_unchecked_warned_per_rank);
+	RUN(cli_mpi_ranks_need_one_spec);
 	RUN(cli_mpi_options_and_missing_plugin);
 	return th_done();
 }

@@ -5,7 +5,8 @@
  * here), the NUMA node of the caller's CPUs (on a machine of several nodes
  * built the same way), and how much of a file the page cache holds
  * (cachestat and mincore agreeing, and the engine choosing buffered reads
- * on that measure: with mincore too, as on kernels without cachestat).
+ * on that measure: with mincore too, as on kernels without cachestat, and
+ * on overlayfs, where cachestat sees nothing).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -238,10 +240,14 @@ static void cached_bytes_agree(void)
 	CHECK_EQ(eng_cached_bytes(-1, 0, 4096, 0, &used_mincore) < 0, 1);
 }
 
-/* The engine's choice on that measure, with mincore standing in for
- * cachestat as on a kernel before 6.5: a hot file is read buffered (and
- * says it was measured with mincore), a cold one with O_DIRECT. */
-static void engine_choice_mincore(void)
+/*
+ * The engine's choice of mode for a file hot and evicted: a hot file is
+ * read buffered, a cold one with O_DIRECT, and the measure says it came
+ * from mincore where want_mincore. The file is written at path and read
+ * at read_path (the same file through an overlay mount, or path itself).
+ */
+static void engine_choice(const char *path, const char *read_path, int mincore_only,
+			  int want_mincore)
 {
 	for (int hot = 1; hot >= 0; hot--) {
 		struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
@@ -255,22 +261,24 @@ static void engine_choice_mincore(void)
 		long drops;
 		int ret;
 
-		tu_add_file(&p, path_in("choice.bin"), (1 << 20) + 5, 4);
+		tu_add_file(&p, path, (1 << 20) + 5, 4);
+		free(p.paths[0]);
+		p.paths[0] = strdup(read_path);
 		tu_add_item(&p, 0, 0, (1 << 20) + 5, 1, 0, 0, 0);
 		CHECK(tu_build(&p) == 0);
 		drops = th_cache_drops();
-		CHECK(hot ? tu_warm(p.paths[0]) == 0 : tu_evict(p.paths[0]) == 0);
+		CHECK(hot ? tu_warm(read_path) == 0 : tu_evict(path) == 0);
 		eng_opts_default(&o);
 		o.direct = ENG_DIRECT_AUTO;
 		CHECK(eng_create(&o, &eng, &e) == 0);
-		eng_set_cache_probe(eng, 1);
+		eng_set_cache_probe(eng, mincore_only);
 		tu_job(&p, &job);
 		job.file_stats = &fst;
 		ret = eng_run(eng, &job, &st, &e);
 		eng_destroy(eng);
 		CHECKF(ret == 0, "%d %s", ret, e.msg);
 		CHECK(tu_compare(&p, &at) == 0);
-		CHECK(fst.probed && fst.probe_mincore);
+		CHECK(fst.probed && fst.probe_mincore == want_mincore);
 		if (hot && fst.mode != ENG_FILE_CACHED && th_cache_dropped_since(drops)) {
 			tu_free(&p);
 			SKIP(TH_CACHE_DROPPED);
@@ -284,6 +292,71 @@ static void engine_choice_mincore(void)
 	}
 }
 
+/* The engine's choice on that measure, with mincore standing in for
+ * cachestat as on a kernel before 6.5. */
+static void engine_choice_mincore(void)
+{
+	engine_choice(path_in("choice.bin"), path_in("choice.bin"), 1, 1);
+}
+
+/* A read-only overlayfs at dir/merged over dir/lower (and an empty
+ * dir/lower2), as a container's root is; 0, or -1 when it cannot be mounted. */
+static int mount_overlay(const char *dir)
+{
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/lower %s/lower2 %s/merged && "
+		 "mount -t overlay overlay -o lowerdir=%s/lower:%s/lower2 %s/merged 2>/dev/null",
+		 dir, dir, dir, dir, dir, dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void unmount_overlay(const char *dir)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/merged", dir);
+	umount2(path, MNT_DETACH);
+}
+
+/*
+ * On overlayfs, where cachestat sees none of a file's pages (they are the
+ * lower file's), the probe asks mincore: a hot file through the overlay
+ * counts as resident and is read buffered, an evicted one with O_DIRECT.
+ */
+static void overlayfs_hot_file(void)
+{
+	const char *dir = path_in("ovl");
+	char lower[1024], merged[1024];
+	uint64_t size = 3 << 20;
+	int64_t got;
+	int fd, used_mincore = 0;
+	long drops;
+
+	if (geteuid() != 0)
+		SKIP("needs root, to mount an overlayfs");
+	if (mount_overlay(dir) < 0)
+		SKIP("cannot mount an overlayfs here (no overlay module, or no privilege)");
+	snprintf(lower, sizeof(lower), "%s/lower/hot.bin", dir);
+	snprintf(merged, sizeof(merged), "%s/merged/hot.bin", dir);
+	free(tu_write_file(lower, size, 5));
+	drops = th_cache_drops();
+	fd = tu_warm(merged) == 0 ? open(merged, O_RDONLY) : -1;
+	got = fd >= 0 ? eng_cached_bytes(fd, 0, size, 0, &used_mincore) : -1;
+	if (fd >= 0)
+		close(fd);
+	snprintf(lower, sizeof(lower), "%s/lower/choice.bin", dir);
+	snprintf(merged, sizeof(merged), "%s/merged/choice.bin", dir);
+	if (got == (int64_t)size)
+		engine_choice(lower, merged, 0, 1);
+	unmount_overlay(dir);
+	if (got != (int64_t)size && th_cache_dropped_since(drops))
+		SKIP(TH_CACHE_DROPPED);
+	CHECKF(got == (int64_t)size && used_mincore, "hot file on overlayfs: %lld of %llu "
+	       "bytes resident, mincore %d", (long long)got, (unsigned long long)size,
+	       used_mincore);
+}
+
 int main(void)
 {
 	th_seed();
@@ -293,5 +366,6 @@ int main(void)
 	RUN(numa_place_harmless);
 	RUN(cached_bytes_agree);
 	RUN(engine_choice_mincore);
+	RUN(overlayfs_hot_file);
 	return th_done();
 }

@@ -1549,7 +1549,7 @@ static void runner_loops_on_time_and_skips_ramp(void)
 static void runner_reports_engine_errors(void)
 {
 	const char *path = make_file("fails", 256 << 10);
-	char fn[600], err[600], m1[1024];
+	char fn[600], err[600], m1[RL_ERRMSG_MAX + 256];
 	struct rp_conf c;
 	struct rp_plan p;
 	struct rp_result r;
@@ -2944,6 +2944,7 @@ static const char ckpt_check[] =
 	"assert c['files']==1 and c['tensors']==len(h), c\n"
 	"assert c['devices']==int(sys.argv[3]) and c['processes']==1, c\n"
 	"assert c['bytes_read']>=c['bytes_needed']>0 and c['requests']>0, c\n"
+	"assert c['bytes_zero_copy']>=0 and 'bytes_direct' not in c, c\n"
 	"assert sys.argv[3]!='1' or c['bytes_needed']==data, (c, data)\n"
 	"assert c['read_s']>0 and c['total_s']>=c['read_s'] and c['gbps']>0, c\n";
 

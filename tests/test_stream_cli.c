@@ -9,7 +9,9 @@
  * its dump equal to whole staging's (plain builds: a sanitizer's shadow
  * memory would be measured too).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <fcntl.h>
@@ -185,11 +187,135 @@ static void rss_bounded(void)
 	sh("rm -rf %s", dir);
 }
 
+/* Starts ringload load ckpt --staging-budget 1M --out out --backend be
+ * (RINGLOAD_TEST_HOLD=hold unless NULL), stderr to errf. */
+static pid_t spawn_stream(const char *ckpt, const char *out, const char *be, const char *hold,
+			  const char *errf)
+{
+	char bin[1024];
+	pid_t pid;
+
+	snprintf(bin, sizeof(bin), "%s/ringload", build());
+	fflush(stdout);  /* else the child's exit prints it again */
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0 || dup2(fd, 2) < 0 || !freopen("/dev/null", "w", stdout))
+			_exit(127);
+		if (hold)
+			setenv("RINGLOAD_TEST_HOLD", hold, 1);
+		execl(bin, bin, "load", ckpt, "--staging-budget", "1M", "--out", out, "--backend",
+		      be, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits up to 30 s until path exists (text NULL) or holds text, or pid
+ * ends; 1 when it does. */
+static int wait_for(const char *path, const char *text, pid_t pid)
+{
+	for (int i = 0; i < 300000; i++) {
+		size_t n;
+		char *s = text ? th_slurp(path, &n) : NULL;
+		int hit = text ? s && strstr(s, text) : access(path, F_OK) == 0;
+
+		free(s);
+		if (hit)
+			return 1;
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return 0;
+		usleep(100);
+	}
+	return 0;
+}
+
+/* Nothing in dir starts with prefix within 30 s (a removal handed to a
+ * child process may still run); else the name found. */
+static const char *gone_soon(const char *dir, const char *prefix)
+{
+	static char found[256];
+
+	for (int i = 0; i < 3000; i++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+
+		found[0] = '\0';
+		while (d && (e = readdir(d)))
+			if (!strncmp(e->d_name, prefix, strlen(prefix)))
+				snprintf(found, sizeof(found), "%s", e->d_name);
+		if (d)
+			closedir(d);
+		if (!found[0])
+			return NULL;
+		usleep(10000);
+	}
+	return found;
+}
+
+/* ringload load dir/many streaming into dir/sdump, SIGINT once it holds
+ * in the read (in_read) or has begun device 0's folder of empty files;
+ * the exit status, and its stderr in *err. */
+static int interrupt_stream(const char *dir, const char *be, int in_read, char **err)
+{
+	char ckpt[512], out[512], errf[512], folder[600];
+	pid_t pid;
+	int st = -1;
+	size_t n;
+
+	snprintf(ckpt, sizeof(ckpt), "%s/many", dir);
+	snprintf(out, sizeof(out), "%s/sdump", dir);
+	snprintf(errf, sizeof(errf), "%s/sig.err", dir);
+	unlink(errf);
+	pid = spawn_stream(ckpt, out, be, in_read ? "read" : NULL, errf);
+	if (pid < 0)
+		return -1;
+	snprintf(folder, sizeof(folder), "%s.partial-%d/0", out, (int)pid);
+	if (in_read ? wait_for(errf, "holding in", pid) : wait_for(folder, NULL, pid))
+		kill(pid, SIGINT);
+	if (waitpid(pid, &st, 0) == pid)
+		st = WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+	*err = th_slurp(errf, &n);
+	return st;
+}
+
+/*
+ * SIGINT while `--staging-budget --out` creates its 9004 empty files
+ * (128 MB, before the read), and while it reads, on every backend: the command
+ * stops there itself (the 1 s watchdog removed the partial directory while
+ * the main thread went on filling it: 1 to 9000 files were left), exits 130
+ * and leaves nothing named DIR*.
+ */
+static void sigint_while_streaming(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *dir = th_tmpdir();
+	char *err = NULL;
+
+	CHECK(sh("%s/mkckpt %s/many --size 200M --layers 1000 --files 2 >/dev/null", build(),
+		 dir) == 0);
+	for (int b = 0; b < 3; b++) {
+		for (int in_read = 0; in_read < 2; in_read++) {
+			int st = interrupt_stream(dir, backends[b], in_read, &err);
+			const char *left = gone_soon(dir, "sdump");
+
+			CHECKF(st == 130 && err && strstr(err, "interrupted by SIGINT while") &&
+			       !strstr(err, "did not stop"), "%s, %s: exit %d: %s", backends[b],
+			       in_read ? "reading" : "making the files", st, err ? err : "");
+			CHECKF(!left, "%s: %s left behind", backends[b], left);
+			free(err);
+			err = NULL;
+		}
+	}
+}
+
 int main(void)
 {
 	th_seed();
 	RUN(same_dump);
 	RUN(usage_errors);
+	RUN(sigint_while_streaming);
 	RUN(rss_bounded);
 	return th_done();
 }

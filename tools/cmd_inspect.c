@@ -55,8 +55,8 @@ static void print_json(const rl_ckpt *ck)
 		printf(",\"dtype\":\"%s\",\"shape\":[", rl_dtype_name(t.dtype));
 		for (unsigned d = 0; d < t.ndim; d++)
 			printf("%s%" PRIu64, d ? "," : "", t.shape[d]);
-		printf("],\"file\":");
-		cli_json_str(stdout, rl_ckpt_file_path(ck, t.file));
+		printf("],");
+		cli_json_path(stdout, "file", rl_ckpt_file_path(ck, t.file));
 		printf(",\"offset\":%" PRIu64 ",\"nbytes\":%" PRIu64 "}", t.offset, t.nbytes);
 	}
 	printf("],\n\"metadata\":{");

@@ -80,10 +80,11 @@ static void phase_end(struct load_run *r, enum phase ph)
 
 /*
  * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
- * (read, verify, write: polling for a signal as those phases do; stuck: a
- * library call that calls nothing back) so that a test can interrupt each
- * phase without racing it; with RINGLOAD_TEST_RESUME=FILE it goes on once
- * FILE exists (a test changes the checkpoint mid-load meanwhile).
+ * (read, verify, write: polling for a signal as those phases do; remove:
+ * --force removing the old dump; stuck: a library call that calls nothing
+ * back) so that a test can interrupt each phase without racing it; with
+ * RINGLOAD_TEST_RESUME=FILE it goes on once FILE exists (a test changes
+ * the checkpoint mid-load meanwhile).
  */
 static void test_hold(struct load_run *r, const char *phase)
 {
@@ -158,9 +159,28 @@ static int build_plan(struct load_run *r)
 	return 0;
 }
 
+/* --force: asked while the old dump is removed (o->stop takes no argument). */
+static struct load_run *removing_run;
+
+static int removing_old(void)
+{
+	test_hold(removing_run, "remove");
+	return cli_sig_pending();
+}
+
+static _Atomic double removal_deadline;
+
+/* A signal's exit removes for 0.5 s at most; a child process does the rest. */
+static int removal_overdue(void)
+{
+	return cli_now() > removal_deadline;
+}
+
+/* The watchdog's cleanup: the main thread may still be writing. */
 static void abort_out(void *arg)
 {
-	out_abort(arg);
+	removal_deadline = cli_now() + 0.5;
+	out_remove_partial(arg, removal_overdue);
 }
 
 /* --out: the partial directory exists before anything is read. */
@@ -177,6 +197,8 @@ static int begin_out(struct load_run *r)
 		return -1;
 	}
 	r->out_begun = 1;
+	removing_run = r;
+	r->out.stop = removing_old;
 	cli_sig_set_cleanup(abort_out, &r->out);
 	return 0;
 }
@@ -226,27 +248,46 @@ static int caller_staging(struct load_run *r)
 }
 
 /* --staging-budget: each piece into its file (--out), then released; a
- * write error cancels the load (the message is out.err). */
+ * write error or a signal cancels the load (the message is out.err). */
 static int on_piece(void *user, const rl_piece *p)
 {
 	struct load_run *r = user;
-	int ret = r->a->out ? out_write_piece(&r->out, r->plan, p) : 0;
+	int stop = cli_sig_pending(), ret = 0;
 
+	if (r->a->out && !stop)
+		ret = out_write_piece(&r->out, r->plan, p);
 	rl_loader_release(r->ld, p);
 	if (ret < 0)
 		r->piece_failed = 1;
-	return ret < 0;
+	return stop || ret < 0;
 }
 
-/* --staging-budget with --out: every device's folder before the read
- * (the pieces land in its files as they come). */
+static int stop_on_signal(void *user, uint64_t done, uint64_t total)
+{
+	return cli_sig_pending();
+}
+
+/*
+ * --staging-budget with --out: every device's folder before the read
+ * (the pieces land in its files as they come). Thousands of files: the
+ * writer polls for a signal between them, so the watchdog stays out (as
+ * in write_dump(); on failure the main thread removes what was made).
+ */
 static int stream_folders(struct load_run *r)
 {
-	for (unsigned d = 0; r->a->out && d < r->ndev; d++)
-		if (out_stream_device(&r->out, r->ck, r->plan, d) < 0) {
+	int ret = 0;
+
+	if (r->a->out)
+		cli_sig_guard(1);
+	for (unsigned d = 0; r->a->out && d < r->ndev && !ret; d++)
+		ret = out_stream_device(&r->out, r->ck, r->plan, d, stop_on_signal, r);
+	if (ret < 0) {
+		if (ret != RL_E_CANCELED || !cli_sig_pending())
 			fprintf(stderr, "%s: %s\n", PROG, r->out.err);
-			return -1;
-		}
+		return -1;
+	}
+	if (r->a->out)
+		cli_sig_guard(0);
 	rl_loader_set_piece_callback(r->ld, on_piece, r);
 	return 0;
 }
@@ -300,6 +341,12 @@ static int read_checkpoint(struct load_run *r)
 	return 0;
 }
 
+static void print_verify(FILE *f, const struct verify_counts *vc)
+{
+	fprintf(f, "verify: %zu shards match the file, %zu differ, %zu not checkable (assembled "
+		"targets)\n", vc->match, vc->differ, vc->uncheckable);
+}
+
 static int verify_shards(struct load_run *r)
 {
 	rl_shard_info si;
@@ -320,9 +367,8 @@ static int verify_shards(struct load_run *r)
 		fprintf(stderr, "%s: verify: shard %zu (%s on device %u) differs from the file\n",
 			PROG, r->vc.first_bad, si.name, si.device);
 	}
-	if (!r->a->json || r->vc.differ)
-		fprintf(stderr, "verify: %zu shards match the file, %zu differ, %zu not checkable "
-			"(assembled targets)\n", r->vc.match, r->vc.differ, r->vc.uncheckable);
+	if (r->vc.differ)  /* else the summary says it */
+		print_verify(stderr, &r->vc);
 	return r->vc.differ ? -1 : 0;
 }
 
@@ -388,22 +434,21 @@ static void print_text(const struct load_run *r)
 		if (ph == PH_WRITE)
 			printf(" (%.2f GB/s)", gbps(r->out.done, r->secs[ph]));
 	}
-	printf("\n");
+	printf("\nread: I/O %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64 " needed, %" PRIu64
+	       " zero-copy; %" PRIu64 " requests, %" PRIu64 " retries, qd %u, %u buffers (%u "
+	       "registered), O_DIRECT on every file: %s\n",
+	       st->read_seconds, st->gbps, st->scatter_seconds, st->bytes_needed, st->bytes_direct,
+	       st->requests, st->retries, st->queue_depth, st->buffers, st->registered_buffers,
+	       st->direct_io ? "yes" : "no");
+	if (r->a->verify)
+		print_verify(stdout, &r->vc);
 	fflush(stdout);
-	if (!r->a->quiet)
-		fprintf(stderr,
-			"read: I/O %.3f s (%.2f GB/s), scatter %.3f s; %" PRIu64 " needed, %" PRIu64
-			" direct; %" PRIu64 " requests, %" PRIu64 " retries, qd %u, %u buffers (%u "
-			"registered), O_DIRECT %s\n",
-			st->read_seconds, st->gbps, st->scatter_seconds, st->bytes_needed,
-			st->bytes_direct, st->requests, st->retries, st->queue_depth, st->buffers,
-			st->registered_buffers, st->direct_io ? "yes" : "no");
 }
 
 static void print_json_stats(const rl_load_stats *st)
 {
 	printf("\"stats\":{\"bytes_needed\":%" PRIu64 ",\"bytes_read\":%" PRIu64
-	       ",\"bytes_direct\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
+	       ",\"bytes_zero_copy\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
 	       ",\"peak_inflight\":%" PRIu64 ",\"read_seconds\":%.6f,\"scatter_seconds\":%.6f"
 	       ",\"gbps\":%.4f,\"queue_depth\":%u,\"buffers\":%u,\"registered_buffers\":%u"
 	       ",\"registered_files\":%s,\"direct_io\":%s}",
@@ -430,11 +475,11 @@ static void print_json(const struct load_run *r)
 	printf("\"total\":%.6f},\n\"gbps\":%.4f,\"read_gbps\":%.4f,\"write_gbps\":",
 	       r->total, gbps(st->bytes_read, r->total), gbps(st->bytes_read, r->secs[PH_READ]));
 	printf(r->ran[PH_WRITE] ? "%.4f" : "null", gbps(r->out.done, r->secs[PH_WRITE]));
-	printf(",\n\"out\":");
+	printf(",\n");
 	if (r->a->out)
-		cli_json_str(stdout, r->out.dir);
+		cli_json_path(stdout, "out", r->out.dir);
 	else
-		printf("null");
+		printf("\"out\":null");
 	if (r->a->verify)
 		printf(",\"verify\":{\"match\":%zu,\"differ\":%zu,\"not_checkable\":%zu},\n",
 		       r->vc.match, r->vc.differ, r->vc.uncheckable);
@@ -447,6 +492,25 @@ static void print_json(const struct load_run *r)
 
 /* ------------------------------------------------------------------ */
 
+/* A signal while removing what a failed load wrote: the removal stops
+ * within 0.5 s and a child process does the rest. Guarded, so that the
+ * watchdog does not exit midway and leave DIR.removing-PID behind. */
+static int removing_failed(void)
+{
+	if (!cli_sig_pending())
+		return 0;
+	if (removal_deadline == 0)
+		removal_deadline = cli_now() + 0.5;
+	return removal_overdue();
+}
+
+static void remove_failed_out(struct load_run *r)
+{
+	cli_sig_guard(1);
+	out_remove_partial(&r->out, removing_failed);
+	cli_sig_claim();  /* the failure's line is said; the exit is the failure's */
+}
+
 /* The exit status: a signal's (after removing the partial directory), a
  * failure's (its line is printed), or the summary's. */
 static int finish(struct load_run *r, int failed)
@@ -456,8 +520,9 @@ static int finish(struct load_run *r, int failed)
 
 	r->total = cli_now() - r->t0;
 	if (sig) {
+		removal_deadline = cli_now() + 0.5;
 		if (r->out_begun)
-			out_abort(&r->out);
+			out_remove_partial(&r->out, removal_overdue);
 		if (r->todo && !r->published)
 			snprintf(at, sizeof(at), " (%" PRIu64 " of %" PRIu64 " bytes)", r->done,
 				 r->todo);
@@ -468,12 +533,12 @@ static int finish(struct load_run *r, int failed)
 	}
 	if (failed) {
 		if (r->out_begun)
-			out_abort(&r->out);
+			remove_failed_out(r);
 		return 1;
 	}
 	if (r->a->json)
 		print_json(r);
-	else
+	else if (!r->a->quiet)
 		print_text(r);
 	if (ferror(stdout)) {
 		fprintf(stderr, "%s: cannot write the summary\n", PROG);

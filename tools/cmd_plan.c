@@ -125,6 +125,30 @@ static uint64_t staging_bytes(const rl_plan *plan)
 	return sum;
 }
 
+/* The planned process's devices: what each holds. */
+static void print_devices_json(const rl_plan *plan)
+{
+	unsigned n = rl_plan_num_devices(plan);
+	rl_device_info di;
+
+	printf(",\n\"devices\":[");
+	for (unsigned d = 0; d < n && rl_plan_device(plan, d, &di) == 0; d++)
+		printf("%s{\"id\":%" PRIu32 ",\"shards\":%zu,\"staging_bytes\":%" PRIu64 "}",
+		       d ? "," : "", di.id, di.nshards, di.staging_bytes);
+	printf("]");
+}
+
+static void print_devices_text(const rl_plan *plan, const struct plan_args *a)
+{
+	unsigned n = rl_plan_num_devices(plan);
+	rl_device_info di;
+
+	printf("\ndevices of process %" PRId64 ":\n%-9s %7s %16s\n", a->process, "device",
+	       "shards", "staging_bytes");
+	for (unsigned d = 0; d < n && rl_plan_device(plan, d, &di) == 0; d++)
+		printf("%-9" PRIu32 " %7zu %16" PRIu64 "\n", di.id, di.nshards, di.staging_bytes);
+}
+
 static void print_json(const rl_plan *plan, const struct plan_args *a)
 {
 	rl_plan_stats s;
@@ -146,6 +170,7 @@ static void print_json(const rl_plan *plan, const struct plan_args *a)
 	if (a->read_once)
 		printf(",\n\"broadcasts\":%zu", rl_plan_num_broadcasts(plan));
 	printf(",\n\"staging_bytes\":%" PRIu64, staging_bytes(plan));
+	print_devices_json(plan);
 	plan_cluster_json(plan);
 	printf("}\n");
 }
@@ -175,6 +200,7 @@ static void print_table(const rl_plan *plan, const struct plan_args *a)
 		       rl_plan_num_broadcasts(plan));
 	printf("staging of process %" PRId64 ": %" PRIu64 " bytes (whole staging)\n", a->process,
 	       staging_bytes(plan));
+	print_devices_text(plan, a);
 }
 
 /*

@@ -13,12 +13,16 @@
 
 #define PROG "ringload load"
 
-/* Options that only mean something with --mpi, or not with it. */
+/* Options that only mean something with --mpi (or --out), or not with it. */
 static int mpi_rules(const struct load_args *a)
 {
 	const char *alone = a->read_once ? "--read-once" : a->local_files ? "--local-files" :
 			    a->mpi_timeout ? "--mpi-timeout" : NULL;
 
+	if (a->force && !a->out) {
+		fprintf(stderr, "%s: --force replaces the DIR of --out: it needs --out\n", PROG);
+		return OPTS_USAGE;
+	}
 	if (!a->mpi && alone) {
 		fprintf(stderr, "%s: %s needs --mpi\n", PROG, alone);
 		return OPTS_USAGE;
@@ -84,7 +88,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		{ .name = "json", .kind = OPT_FLAG, .dst = &a->json,
 		  .help = "print the summary as one JSON object" },
 		{ .name = "quiet", .kind = OPT_FLAG, .dst = &a->quiet,
-		  .help = "no progress and no details on stderr" },
+		  .help = "no progress and no summary: errors and warnings only" },
 		{ .name = "queue-depth", .kind = OPT_INT, .dst = &a->queue_depth,
 		  .metavar = "N", .help = "reads in flight at most",
 		  .bounds = cli_loader_bounds, .param = RL_OPT_QUEUE_DEPTH },

@@ -27,24 +27,27 @@ static int digits(const char **p, uint64_t *v, int *over)
 	return n;
 }
 
-/* K, M, G, T (either case), optionally followed by "iB": the shift. */
+/* K, M, G, T, optionally followed by "iB" or "B", or a bare "B" (any case,
+ * as fio takes them: "4mb" is 4 MiB): the shift. */
 static int size_suffix(const char **p)
 {
 	static const char units[] = "kmgt";
 	const char *u = **p ? strchr(units, tolower((unsigned char)**p)) : NULL;
+	int shift = u ? 10 * (int)(u - units + 1) : 0;
 
-	if (!u)
-		return 0;
-	(*p)++;
-	if ((*p)[0] == 'i' && (*p)[1] == 'B')
+	if (u)
+		(*p)++;
+	if (u && tolower((unsigned char)(*p)[0]) == 'i' && tolower((unsigned char)(*p)[1]) == 'b')
 		*p += 2;
-	return 10 * (int)(u - units + 1);
+	else if (tolower((unsigned char)(*p)[0]) == 'b')
+		*p += 1;
+	return shift;
 }
 
 /*
  * Sizes: digits, an optional fraction, an optional suffix; every suffix a
- * power of 1024 (fio's kb_base meaning of KB vs KiB is rlperf's, not
- * ours). A fraction must come to whole bytes ("1.5M" yes, "1.3K" no).
+ * power of 1024, KB and MB too, as fio's default kb_base has them (its
+ * kb_base=1000 meaning is rlperf's, not ours). A fraction must come to whole bytes ("1.5M" yes, "1.3K" no).
  */
 int opts_parse_size(const char *s, int64_t *out)
 {
@@ -235,13 +238,13 @@ void opts_usage(const struct opt_cmd *cmd, FILE *f)
 	}
 	fprintf(f, "  %-26s %s\n", "-h, --help", "print this help and exit");
 	if (cmd->opts->name)
-		fprintf(f, "Sizes are bytes, or take K, M, G, T (or KiB, MiB, GiB, TiB): powers of "
+		fprintf(f, "Sizes are bytes, or take K, M, G, T (or KB, MB.. or KiB, MiB..): powers of "
 			"1024.\n");
 }
 
 static int bad_value(const struct opt_cmd *cmd, const struct opt *o, const char *v, int err)
 {
-	static const char *const what[] = { [OPT_INT] = "an integer", [OPT_SIZE] = "a size (bytes, or a number with K, M, G or T: powers of 1024)",
+	static const char *const what[] = { [OPT_INT] = "an integer", [OPT_SIZE] = "a size (bytes, or a number with K, M, G or T, optionally + B or iB: powers of 1024)",
 					    [OPT_MILLI] = "a number (up to 3 decimals)",
 					    [OPT_U64] = "a whole number (decimal or 0x hex)" };
 	char range[80];

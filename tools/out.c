@@ -24,7 +24,8 @@ static int fail(struct out_dir *o, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(o->err, sizeof(o->err), fmt, ap);
+	if (vsnprintf(o->err, sizeof(o->err), fmt, ap) >= (int)sizeof(o->err))
+		cli_mark_cut(o->err, sizeof(o->err));
 	va_end(ap);
 	return code;
 }
@@ -34,13 +35,19 @@ static int fail(struct out_dir *o, int code, const char *fmt, ...)
 /* ------------------------------------------------------------------ */
 
 /*
- * name percent-encoded ('/' and '%') into out (n bytes). Returns the length
- * of "<encoded>.bin", or -1 when that passes NAME_MAX (no such file can be).
+ * name percent-encoded ('/' and '%') into out (n bytes); the empty name as
+ * "%00" (a NUL, which no other name holds), not the hidden ".bin". Returns
+ * the length of "<encoded>.bin", or -1 when that passes NAME_MAX (no such
+ * file can be).
  */
 static int encode_name(const char *name, char *out, size_t n)
 {
 	size_t j = 0;
 
+	if (!*name) {
+		snprintf(out, n, "%%00");
+		return 3 + 4;
+	}
 	for (; *name; name++) {
 		if (j + 4 + 4 >= n || j + 4 > NAME_MAX)
 			return -1;
@@ -280,11 +287,27 @@ int out_begin(struct out_dir *o, const char *dir, long tag, int flags, const rl_
 	return ret;
 }
 
+/* Renamed aside first: a writer still at work (the watchdog removes the
+ * tree while the main thread may be writing) finds no path to create in. */
+void out_remove_partial(struct out_dir *o, int (*stop)(void))
+{
+	char gone[PATH_MAX + 32];
+	const char *at = gone;
+	int r;
+
+	if (!atomic_exchange(&o->created, 0))  /* one remover, whichever thread */
+		return;
+	snprintf(gone, sizeof(gone), "%s.removing-%d", o->dir, (int)getpid());
+	if (rename(o->partial, gone) < 0)
+		at = o->partial;
+	if (cli_remove_tree_until(at, stop) == 1 && (r = cli_remove_tree_later(at)) < 0)
+		fprintf(stderr, "ringload: --out %s: cannot remove %s in the background: %s; "
+			"remove it by hand\n", o->dir, at, strerror(-r));
+}
+
 void out_abort(struct out_dir *o)
 {
-	if (o->created)
-		cli_remove_tree(o->partial);
-	o->created = 0;
+	out_remove_partial(o, NULL);
 	for (size_t i = 0; o->sources && i < o->nsources; i++)
 		free(o->sources[i]);
 	free(o->sources);
@@ -445,8 +468,8 @@ static void manifest_shard(FILE *f, const struct out_dir *o, const rl_ckpt *ck,
 	fprintf(f, ",\"nbytes\":%" PRIu64 ",\"bin\":", si->nbytes);
 	cli_json_str(f, enc);
 	if (shard_source(ck, si, &ti) && ti.file < o->nsources) {
-		fprintf(f, ",\"source_file\":");
-		cli_json_str(f, o->sources[ti.file]);
+		fputc(',', f);
+		cli_json_path(f, "source_file", o->sources[ti.file]);
 		fprintf(f, ",\"source_offset\":%" PRIu64 "}", ti.offset);
 	} else {
 		fprintf(f, ",\"source_file\":null,\"source_offset\":null}");
@@ -511,7 +534,8 @@ int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, 
 	return device_folder(o, ck, plan, dev, staging, fn, user, 0);
 }
 
-int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev)
+int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev,
+		      out_progress_fn fn, void *user)
 {
 	size_t n = rl_plan_num_shards(plan);
 
@@ -521,7 +545,7 @@ int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan,
 		if (!o->writes)
 			return fail(o, -ENOMEM, "out of memory");
 	}
-	return device_folder(o, ck, plan, dev, NULL, NULL, NULL, 1);
+	return device_folder(o, ck, plan, dev, NULL, fn, user, 1);
 }
 
 int out_write_piece(struct out_dir *o, const rl_plan *plan, const rl_piece *p)
@@ -603,21 +627,42 @@ static int rename_new(struct out_dir *o)
 	return fail(o, -err, "--out: rename %s to %s: %s", o->partial, o->dir, strerror(err));
 }
 
-/* partial <-> DIR in one step, then the old tree (now at partial) goes. */
+/* The old dump goes; when o->stop says stop midway (a signal: the exit
+ * must not wait for 100k files), a child process removes the rest. */
+static void remove_old(struct out_dir *o, const char *gone)
+{
+	int r = cli_remove_tree_until(gone, o->stop);
+
+	if (r == 1) {
+		r = cli_remove_tree_later(gone);
+		if (!r)
+			snprintf(o->warn, sizeof(o->warn), "--out %s: the old dump (now %s) is "
+				 "being removed in the background", o->dir, gone);
+	}
+	if (r < 0)
+		snprintf(o->warn, sizeof(o->warn), "--out %s: replaced, but removing the old dump "
+			 "(now %s) failed: %s", o->dir, gone, strerror(-r));
+}
+
+/* partial <-> DIR in one step, then the old tree goes (renamed DIR.old-PID,
+ * so that nothing named partial outlives the command). */
 static int replace(struct out_dir *o)
 {
 	char old[PATH_MAX + 32];
-	const char *gone = o->partial;
+	const char *gone = old;
 	int r;
 
-	if (renameat2(AT_FDCWD, o->partial, AT_FDCWD, o->dir, RENAME_EXCHANGE) < 0) {
+	snprintf(old, sizeof(old), "%s.old-%d", o->dir, (int)getpid());
+	if (renameat2(AT_FDCWD, o->partial, AT_FDCWD, o->dir, RENAME_EXCHANGE) == 0) {
+		if (rename(o->partial, old) < 0)
+			gone = o->partial;
+	} else {
 		if (errno == ENOENT)
 			return rename_new(o);
 		if (errno != EINVAL)
 			return fail(o, -errno, "--out: exchange %s with %s: %s", o->partial,
 				    o->dir, strerror(errno));
 		/* No RENAME_EXCHANGE here: two renames, DIR briefly absent. */
-		snprintf(old, sizeof(old), "%s.old-%d", o->dir, (int)getpid());
 		if (rename(o->dir, old) < 0)
 			return fail(o, -errno, "--out: rename %s: %s", o->dir, strerror(errno));
 		if (rename(o->partial, o->dir) < 0) {
@@ -625,13 +670,9 @@ static int replace(struct out_dir *o)
 			rename(old, o->dir);
 			return fail(o, r, "--out: rename %s: %s", o->partial, strerror(-r));
 		}
-		gone = old;
 	}
 	o->created = 0;  /* what is left at `gone` is the old dump, not ours */
-	r = cli_remove_tree(gone);
-	if (r < 0)
-		snprintf(o->warn, sizeof(o->warn), "--out %s: replaced, but removing the old dump "
-			 "(now %s) failed: %s", o->dir, gone, strerror(-r));
+	remove_old(o, gone);
 	return 0;
 }
 

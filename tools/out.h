@@ -28,6 +28,7 @@
 #define RL_TOOLS_OUT_H
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "ringload.h"
@@ -41,7 +42,8 @@ struct out_dir {
 	char dir[PATH_MAX];      /* DIR, without trailing '/' */
 	char partial[PATH_MAX];  /* DIR.partial-<tag> */
 	int flags;
-	int created;             /* the partial directory is ours to remove */
+	atomic_int created;      /* the partial directory is ours to remove (the
+				  * signal thread's cleanup may ask too) */
 	const char **names;      /* every tensor of the plan, sorted, once */
 	size_t nnames;
 	char **sources;          /* absolute path of each checkpoint file */
@@ -49,8 +51,9 @@ struct out_dir {
 	uint64_t total, done;    /* bytes of this process's shards; written so far */
 	unsigned char *writes;   /* streaming: per shard, 1 when its .bin is written from it */
 	size_t nwrites;
-	char err[2 * PATH_MAX + 256];
-	char warn[2 * PATH_MAX + 256]; /* out_publish(): the old DIR could not be removed */
+	char err[2 * PATH_MAX + 512];  /* as long as the library's messages */
+	char warn[2 * PATH_MAX + 256]; /* out_publish(): the old DIR is not removed (yet) */
+	int (*stop)(void);       /* OUT_FORCE: non-zero stops removing the old DIR (may be NULL) */
 };
 
 /*
@@ -70,20 +73,33 @@ int out_write_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, 
 /*
  * Streaming (--staging-budget): the folder of device dev with every .bin
  * created empty and its manifest, before the read; the pieces then land
- * with out_write_piece(), each at its offset in its shard's file.
+ * with out_write_piece(), each at its offset in its shard's file. fn (may
+ * be NULL) is asked before each file; non-zero stops (RL_E_CANCELED).
  */
-int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev);
+int out_stream_device(struct out_dir *o, const rl_ckpt *ck, const rl_plan *plan, unsigned dev,
+		      out_progress_fn fn, void *user);
 /* Writes piece p into its shard's .bin (nothing for a shard whose name
  * another shard of the device writes). */
 int out_write_piece(struct out_dir *o, const rl_plan *plan, const rl_piece *p);
 
 /* Syncs the partial directory's file system once and renames it to DIR
- * (OUT_FORCE: exchanges it with DIR, then removes the old tree). fn (may
- * be NULL) is asked once more between the sync and the rename. */
+ * (OUT_FORCE: exchanges it with DIR, then removes the old tree, renamed
+ * DIR.old-<pid>; when o->stop says stop, a child process of its own
+ * removes the rest and o->warn says so). fn (may be NULL) is asked once
+ * more between the sync and the rename. */
 int out_publish(struct out_dir *o, out_progress_fn fn, void *user);
 
 /* Removes the partial directory if this process created it and it was not
  * published; frees o's memory. Safe after out_publish() and twice. */
 void out_abort(struct out_dir *o);
+
+/*
+ * out_abort()'s removal alone; frees nothing. The directory is renamed
+ * DIR.removing-<pid> first, so that a thread still writing into it (by
+ * path: the main thread, while the signal watchdog removes it) cannot
+ * refill it. When stop (may be NULL) says stop midway, a child process of
+ * its own session removes the rest: a signal's exit waits for no 100k files.
+ */
+void out_remove_partial(struct out_dir *o, int (*stop)(void));
 
 #endif

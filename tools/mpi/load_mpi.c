@@ -83,6 +83,50 @@ static int all_ok(const struct mrun *r, int ok, const char *step)
 	return -1;
 }
 
+/* 64-bit FNV-1a of the --sharding file's bytes, and their count (no
+ * spec: none, a count no file has). */
+static void spec_print(const char *path, uint64_t out[2])
+{
+	unsigned char buf[1 << 16];
+	FILE *f = path ? fopen(path, "rb") : NULL;
+	size_t n;
+
+	out[0] = 0xcbf29ce484222325ull;
+	out[1] = path ? 0 : UINT64_MAX;
+	while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0) {
+		for (size_t i = 0; i < n; i++)
+			out[0] = (out[0] ^ buf[i]) * 0x100000001b3ull;
+		out[1] += n;
+	}
+	if (f)
+		fclose(f);
+}
+
+/*
+ * Every rank plans from the same spec, byte for byte. Where nothing moves
+ * between ranks (independent loading) rl_mpi_load() compares no plan, and
+ * ranks given different specs loaded shards that fit no one mesh.
+ */
+static int same_spec(const struct mrun *r)
+{
+	uint64_t mine[2], *all = malloc((size_t)r->size * sizeof(mine));
+	int q = 1;
+
+	if (!all)
+		return all_ok(r, !say(r, "out of memory"), "to compare the specs");
+	spec_print(r->a->sharding, mine);
+	MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD);
+	while (q < r->size && !memcmp(all, all + 2 * q, sizeof(mine)))
+		q++;
+	free(all);
+	if (q == r->size)
+		return 0;
+	if (r->rank == 0)
+		say(r, "rank %d was given another sharding spec than rank 0's %s: every rank must "
+		    "plan from the same one", q, r->a->sharding ? r->a->sharding : "(none)");
+	return -1;
+}
+
 static int open_inputs(struct mrun *r)
 {
 	const struct load_args *a = r->a;
@@ -95,7 +139,7 @@ static int open_inputs(struct mrun *r)
 		if (ok && !(r->ck = rl_ckpt_create()))
 			ok = 0;
 	}
-	if (all_ok(r, ok, "to read the spec"))
+	if (all_ok(r, ok, "to read the spec") || same_spec(r))
 		return -1;
 	if (!a->local_files)
 		return all_ok(r, !cli_open_ckpt(PROG, a->path, &r->ck), "to open the checkpoint");
@@ -263,12 +307,12 @@ static void print_json(const struct mrun *r, double total)
 	rl_mpi_stats t, s;
 
 	rl_mpi_get_stats(r->m, RL_TOTAL, &t, sizeof(t));
-	printf("{\"ranks\":%d,\"read_once\":%s,\"batches\":%" PRIu64 ",\"out\":", r->size,
+	printf("{\"ranks\":%d,\"read_once\":%s,\"batches\":%" PRIu64 ",", r->size,
 	       r->a->read_once ? "true" : "false", t.batches);
 	if (r->a->out)
-		cli_json_str(stdout, r->out.dir);
+		cli_json_path(stdout, "out", r->out.dir);
 	else
-		printf("null");
+		printf("\"out\":null");
 	printf(",\n\"seconds\":{");
 	for (int ph = 0; ph < PH_N; ph++)
 		printf("\"%s\":%.6f,", phase_names[ph], r->secs[ph]);
@@ -336,7 +380,7 @@ int ringload_load_mpi(const struct load_args *a)
 	if (!failed && r.rank == 0) {
 		if (a->json)
 			print_json(&r, cli_now() - r.t0);
-		else
+		else if (!a->quiet)
 			print_text(&r, cli_now() - r.t0);
 		fflush(stdout);
 	}
