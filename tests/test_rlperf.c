@@ -1400,6 +1400,23 @@ static double top_share(uint64_t *cnt, uint64_t nb, uint64_t k, uint64_t draws)
 	return (double)sum / (double)draws;
 }
 
+/* The share of draws of distribution spec that land on the k most drawn
+ * of nb blocks (-1 when the counts could not be made: a failed CHECK). */
+static double dist_top_share(const char *spec, uint64_t nb, uint64_t draws, uint64_t seed,
+			     uint64_t k)
+{
+	uint64_t *cnt = dist_counts(spec, nb, draws, seed);
+	double share;
+
+	if (!cnt) {
+		th_fail(__FILE__, __LINE__, "%s: no counts", spec);
+		return -1;
+	}
+	share = top_share(cnt, nb, k, draws);
+	rl_free(cnt);
+	return share;
+}
+
 /* fio's distributions, statistically (seed printed): zipf and pareto
  * concentrate reads on few blocks (fio scatters them by its hash, so the
  * hot blocks are anywhere), uniform does not, zoned gives each zone its
@@ -1407,29 +1424,14 @@ static double top_share(uint64_t *cnt, uint64_t nb, uint64_t k, uint64_t draws)
 static void random_distributions_follow_fio(void)
 {
 	const uint64_t nb = 4096, draws = 200000, seed = th_seed();
-	uint64_t *cnt, zone[3] = { 0 };
+	uint64_t zone[3] = { 0 };
 	double z12, z05, par, uni, nor;
 
-	cnt = dist_counts("zipf:1.2", nb, draws, seed);
-	CHECK(cnt);
-	z12 = top_share(cnt, nb, nb / 100, draws);
-	rl_free(cnt);
-	cnt = dist_counts("zipf:0.5", nb, draws, seed);
-	CHECK(cnt);
-	z05 = top_share(cnt, nb, nb / 100, draws);
-	rl_free(cnt);
-	cnt = dist_counts("pareto:0.2", nb, draws, seed);
-	CHECK(cnt);
-	par = top_share(cnt, nb, nb / 5, draws);
-	rl_free(cnt);
-	cnt = dist_counts("random", nb, draws, seed);
-	CHECK(cnt);
-	uni = top_share(cnt, nb, nb / 100, draws);
-	rl_free(cnt);
-	cnt = dist_counts("normal:5", nb, draws, seed);
-	CHECK(cnt);
-	nor = top_share(cnt, nb, nb / 5, draws);
-	rl_free(cnt);
+	z12 = dist_top_share("zipf:1.2", nb, draws, seed, nb / 100);
+	z05 = dist_top_share("zipf:0.5", nb, draws, seed, nb / 100);
+	par = dist_top_share("pareto:0.2", nb, draws, seed, nb / 5);
+	uni = dist_top_share("random", nb, draws, seed, nb / 100);
+	nor = dist_top_share("normal:5", nb, draws, seed, nb / 5);
 	/* zipf 1.2 on 4096 blocks: the top 1% (41 blocks) take sum(1/k^1.2,
 	 * k <= 41) / sum(1/k^1.2, k <= 4096), about 70%; zipf 0.5 about 9%
 	 * (fio's generator approximates, hence the margins); uniform 1% */
