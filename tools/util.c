@@ -162,8 +162,10 @@ static void detach_fds(void)
 {
 	int fd = open("/dev/null", O_RDWR);
 
-	for (int i = 0; fd >= 0 && i < 3; i++)
-		if (fd != i)
+	for (int i = 0; i < 3; i++)
+		if (fd < 0)
+			close(i);
+		else if (fd != i)
 			dup2(fd, i);
 	if (close_range(3, ~0u, 0) < 0)
 		for (int i = 3; i < 1024; i++)
@@ -173,14 +175,25 @@ static void detach_fds(void)
 int cli_remove_tree_later(const char *path)
 {
 	sigset_t none;
+	int sync[2], err;
 	pid_t pid;
+	char c;
 
 	sigemptyset(&none);
-	pid = fork();
-	if (pid < 0)
+	if (pipe2(sync, O_CLOEXEC) < 0)
 		return -errno;
-	if (pid > 0)
-		return 0;
+	pid = fork();
+	err = errno;
+	if (pid != 0) {
+		/* Back once the remover holds none of our fds (detach_fds closes
+		 * its end of sync too): a pipe on our stdout must not outlive our
+		 * exit while the child has yet to run. */
+		close(sync[1]);
+		while (pid > 0 && read(sync[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(sync[0]);
+		return pid < 0 ? -err : 0;
+	}
 	/* Its own session: the terminal's next Ctrl-C is not for it. No fd of
 	 * the caller's: a pipe on stdout or stderr ($(ringload ...), | tee)
 	 * reaches EOF when the command exits, not when the removal ends. */
