@@ -13,7 +13,9 @@
 # /var/tmp/ringload-fresh/lower; RL_FRESH_MIRROR picks the mirror), under a fresh upper
 # layer for each run. /proc, /sys, /dev, /dev/shm and /dev/pts are bound in (without
 # devpts, progress_on_a_terminal skips: no terminal); git, make, gcc, ca-certificates and
-# sudo are in the debootstrap; the commit is cloned into /root/project, a mode-700
+# sudo are in the debootstrap; the host's pip network settings (PIP_CERT and its bundle,
+# /etc/pip.conf) are copied in, as a new machine on the same network has them; the commit
+# is cloned into /root/project, a mode-700
 # directory, and the README's `make test` runs there alone, as root, with a bare
 # environment: `make deps` apt-gets the rest, anything Python needs from PyPI is fetched by
 # the build itself (nothing of the host's venvs is visible). The shared fixtures are copied
@@ -69,6 +71,20 @@ for d in proc sys dev dev/shm dev/pts; do
 	mount --bind "/$d" "$root/$d"
 done
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# The way out to the registries is the host's: where its pip trusts a
+# certificate bundle of its own (PIP_CERT, /etc/pip.conf: a TLS proxy), a new
+# machine of the same network has it too, so the chroot gets the same
+# bundle and pip settings; the Debian packages themselves stay fresh.
+pip_env=()
+for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_DEFAULT_TIMEOUT; do
+	[ -n "${!v:-}" ] && pip_env+=("$v=${!v}")
+done
+cert=${PIP_CERT:-$(sed -n 's/^cert *= *//p' /etc/pip.conf 2>/dev/null | head -n 1)}
+if [ -n "$cert" ] && [ -f "$cert" ]; then
+	# a path of its own: apt's ca-certificates triggers rewrite the usual one
+	cp -L "$cert" "$root/etc/ssl/host-pip-cert.pem"
+	pip_env+=("PIP_CERT=/etc/ssl/host-pip-cert.pem")
+fi
 
 git clone -q --no-hardlinks "$repo" "$root/root/project"
 git -C "$root/root/project" checkout -q "$commit"
@@ -82,7 +98,7 @@ fi
 echo "chroot.sh: $commit in $root (overlayfs), log $log, $(date -u)"
 set +e
 chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-	LANG=C.UTF-8 /bin/bash -c 'cd /root/project && make test' >"$log" 2>&1
+	LANG=C.UTF-8 "${pip_env[@]}" /bin/bash -c 'cd /root/project && make test' >"$log" 2>&1
 rc=$?
 set -e
 echo "exit $rc, $(date -u)" >>"$log"
