@@ -52,6 +52,7 @@ struct worker {
 	uint64_t *sizes;
 	struct fstate *fs;
 	size_t cur;             /* the file after the last one read */
+	int joined;             /* its thread was joined (stonewall) */
 	uint64_t planned;       /* bytes of one pass over every file */
 
 	/* engine.h runs next() and on_read() on the one thread that owns the
@@ -540,7 +541,9 @@ static void usage_delta(struct rp_result *r, const struct rusage *a, const struc
 }
 
 /* Starts every clone, waits for all; CPU counts from the end of the
- * longest ramp_time, like the I/O. Returns the threads started. */
+ * longest ramp_time, like the I/O. A stonewall job (its first clone) starts
+ * once every clone before it has ended, as fio's. Returns the threads
+ * started. */
 static size_t run_threads(struct worker *w, size_t n, struct rp_result *r)
 {
 	struct rusage ru0, ru1;
@@ -550,6 +553,10 @@ static size_t run_threads(struct worker *w, size_t n, struct rp_result *r)
 
 	getrusage(RUSAGE_SELF, &ru0);
 	for (; started < n; started++) {
+		if (started && w[started].t->job->stonewall && !w[started].t->clone)
+			for (size_t i = 0; i < started; i++)
+				if (!w[i].joined)
+					w[i].joined = !pthread_join(w[i].tid, NULL);
 		rc = -pthread_create(&w[started].tid, NULL, job_main, &w[started]);
 		if (rc) {
 			r->error = rc;
@@ -566,7 +573,8 @@ static size_t run_threads(struct worker *w, size_t n, struct rp_result *r)
 		getrusage(RUSAGE_SELF, &ru0);
 	}
 	for (size_t i = 0; i < started; i++)
-		pthread_join(w[i].tid, NULL);
+		if (!w[i].joined)
+			pthread_join(w[i].tid, NULL);
 	getrusage(RUSAGE_SELF, &ru1);
 	r->elapsed_s = (double)(perf_now_ns() - t0) / 1e9;
 	usage_delta(r, &ru0, &ru1);
