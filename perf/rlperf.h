@@ -84,7 +84,7 @@ enum rp_opt_id {
 	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
-	RP_O_GTOD_REDUCE,
+	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -163,6 +163,8 @@ struct rp_job {
 	uint64_t flow_sleep_ns;
 	int hipri, sqthread_poll;     /* accepted, not applied (rp_conf_note) */
 	int gtod_reduce;              /* no latencies, no bw/iops samples (fio's) */
+	int stonewall;                /* wait for the jobs before (a new group too) */
+	int new_group;                /* a new reporting group, no waiting */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -357,6 +359,7 @@ struct rp_task {
 	const struct rp_job *job;
 	size_t job_index;
 	unsigned clone;          /* 0 .. numjobs - 1 */
+	int groupid;             /* fio's: counts stonewall and new_group jobs */
 	struct rp_file *files;
 	size_t nfiles;
 	uint64_t max_ios;        /* reads of a pass over all files */
@@ -498,6 +501,7 @@ void rp_stop(void);
 
 struct rp_unit {
 	size_t first, n;                 /* tasks [first, first + n) */
+	int groupid;                     /* its tasks' */
 	uint64_t bytes, ios;
 	double runtime_s;                /* the longest clone's measured time */
 	double job_runtime_s;            /* the clones' measured times added */
@@ -526,10 +530,10 @@ void rp_lat_bins(const struct rp_hist *h, double ns[RP_NLAT], double us[RP_NLAT]
 extern const char *const rp_lat_keys[RP_NLAT_MS];
 extern const char *const rp_depth_keys[RP_NDEPTH];
 
-/* bytes per second of the unit, and of the whole run (all units' bytes
- * over the longest runtime: fio's group bandwidth) */
+/* bytes per second of the unit, and of a reporting group (its units' bytes
+ * over their longest runtime: fio's group bandwidth) */
 double rp_unit_bps(const struct rp_unit *u);
-double rp_group_bps(const struct rp_unit *u, size_t n);
+double rp_group_bps(const struct rp_unit *u, size_t n, int groupid);
 
 /* mean and sample standard deviation of periodic samples */
 double rp_samples_mean(const struct rp_samples *s);

@@ -187,8 +187,8 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 
 	fprintf(f, "    {\n      \"jobname\" : ");
 	rp_json_str(f, j->name);
-	fprintf(f, ",\n      \"groupid\" : 0,\n      \"error\" : %d,\n      \"eta\" : 0,\n"
-		"      \"elapsed\" : %.0f,\n      \"job options\" : {\n", -u->error,
+	fprintf(f, ",\n      \"groupid\" : %d,\n      \"error\" : %d,\n      \"eta\" : 0,\n"
+		"      \"elapsed\" : %.0f,\n      \"job options\" : {\n", u->groupid, -u->error,
 		rep->res->elapsed_s);
 	json_kv(f, "      ", &last->given);
 	fprintf(f, "      },\n");
@@ -245,7 +245,6 @@ static void json_disks(FILE *f, const struct rp_disks *d)
 void rp_print_json(FILE *f, const struct rp_report *rep)
 {
 	time_t t = (time_t)(rep->res->start_unix_ms / 1000);
-	double group_bps = rp_group_bps(rep->units, rep->nunits);
 	char tbuf[64];
 	struct tm tm;
 
@@ -261,7 +260,8 @@ void rp_print_json(FILE *f, const struct rp_report *rep)
 	}
 	fprintf(f, "  \"jobs\" : [\n");
 	for (size_t i = 0; i < rep->nunits; i++)
-		json_unit(f, rep, &rep->units[i], group_bps, i + 1 == rep->nunits);
+		json_unit(f, rep, &rep->units[i], rp_group_bps(rep->units, rep->nunits,
+			  rep->units[i].groupid), i + 1 == rep->nunits);
 	fprintf(f, "  ]");
 	json_disks(f, rep->disks);
 	fprintf(f, "\n}\n");

@@ -84,6 +84,8 @@ static const struct opt_def opt_table[] = {
 	{ "hipri", NULL, RP_O_HIPRI, K_SET, 0, 1, 0, 0, NULL, "io_uring, pvsync2: accepted, not applied (the engine has no polled queues; a note on stderr)" },
 	{ "sqthread_poll", NULL, RP_O_SQPOLL, K_SET, 0, 1, 0, 0, NULL, "io_uring: accepted, not applied (the engine has no SQPOLL; a note on stderr)" },
 	{ "gtod_reduce", NULL, RP_O_GTOD_REDUCE, K_BOOL, 0, 1, 0, 0, "0|1", "1: no latencies, percentiles or bandwidth samples (fio's disable_lat, clat, slat, bw)" },
+	{ "stonewall", "wait_for_previous", RP_O_STONEWALL, K_SET, 0, 1, 0, 0, NULL, "start when every job before has ended; a new reporting group" },
+	{ "new_group", NULL, RP_O_NEW_GROUP, K_SET, 0, 1, 0, 0, NULL, "start a new reporting group (without waiting)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
@@ -574,6 +576,8 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_THREAD: j->thread = (int)v; break;
 	case RP_O_HIPRI: j->hipri = (int)v; break;
 	case RP_O_GTOD_REDUCE: j->gtod_reduce = (int)v; break;
+	case RP_O_STONEWALL: j->stonewall = (int)v; break;
+	case RP_O_NEW_GROUP: j->new_group = (int)v; break;
 	case RP_O_SQPOLL: j->sqthread_poll = (int)v; break;
 	case RP_O_KB_BASE: j->kb_base = (unsigned)v; break;
 	case RP_O_PROCESS: pa->c->process = (int)v; break;

@@ -186,8 +186,8 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	struct tm tm;
 
 	strftime(when, sizeof(when), "%a %b %e %H:%M:%S %Y", localtime_r(&t, &tm));
-	fprintf(f, "%s: (groupid=0, jobs=%zu): err=%2d: pid=%d: %s\n", j->name, u->n,
-		-u->error, (int)getpid(), when);
+	fprintf(f, "%s: (groupid=%d, jobs=%zu): err=%2d: pid=%d: %s\n", j->name, u->groupid,
+		u->n, -u->error, (int)getpid(), when);
 	rp_num2str(iops, sizeof(iops), (uint64_t)(rt > 0 ? u->ios / rt + 0.5 : 0), 4, 0, RP_N2S_NONE);
 	rp_num2str(bw, sizeof(bw), (uint64_t)rp_unit_bps(u), 4, 1, RP_N2S_BYTEPERSEC);
 	rp_num2str(bws, sizeof(bws), (uint64_t)rp_unit_bps(u), 4, 0, RP_N2S_BYTEPERSEC);
@@ -210,25 +210,28 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 		fprintf(f, "  error        : %s\n", u->errmsg);
 }
 
-/* fio's "Run status group 0": the group's bandwidth (all bytes over the
+/* fio's "Run status group N": the group's bandwidth (all bytes over the
  * longest runtime), the slowest and fastest report, the bytes, the times */
-static void print_group(FILE *f, const struct rp_report *rep)
+static void print_group(FILE *f, const struct rp_report *rep, int groupid)
 {
 	uint64_t bytes = 0, lo = UINT64_MAX, hi = 0;
 	double rmin = 0, rmax = 0;
+	size_t n = 0;
 	char s[8][32];
 
 	for (size_t i = 0; i < rep->nunits; i++) {
 		const struct rp_unit *u = &rep->units[i];
 		uint64_t bps = (uint64_t)rp_unit_bps(u);
 
+		if (u->groupid != groupid)
+			continue;
 		bytes += u->bytes;
 		lo = bps < lo ? bps : lo;
 		hi = bps > hi ? bps : hi;
-		rmin = !i || u->runtime_s < rmin ? u->runtime_s : rmin;
+		rmin = !n++ || u->runtime_s < rmin ? u->runtime_s : rmin;
 		rmax = u->runtime_s > rmax ? u->runtime_s : rmax;
 	}
-	if (!rep->nunits)
+	if (!n)
 		lo = 0;
 	rp_num2str(s[0], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 1, RP_N2S_BYTEPERSEC);
 	rp_num2str(s[1], 32, rmax > 0 ? (uint64_t)(bytes / rmax) : 0, 4, 0, RP_N2S_BYTEPERSEC);
@@ -238,8 +241,8 @@ static void print_group(FILE *f, const struct rp_report *rep)
 	rp_num2str(s[5], 32, hi, 4, 0, RP_N2S_BYTEPERSEC);
 	rp_num2str(s[6], 32, bytes, 4, 1, RP_N2S_BYTE);
 	rp_num2str(s[7], 32, bytes, 4, 0, RP_N2S_BYTE);
-	fprintf(f, "\nRun status group 0 (all jobs):\n   READ: bw=%s (%s), %s-%s (%s-%s), "
-		"io=%s (%s), run=%.0f-%.0fmsec\n", s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+	fprintf(f, "\nRun status group %d (all jobs):\n   READ: bw=%s (%s), %s-%s (%s-%s), "
+		"io=%s (%s), run=%.0f-%.0fmsec\n", groupid, s[0], s[1], s[2], s[3], s[4], s[5], s[6],
 		s[7], rmin * 1e3, rmax * 1e3);
 }
 
@@ -251,11 +254,12 @@ static void print_jobs(FILE *f, const struct rp_report *rep)
 
 	for (size_t i = 0; i < c->njobs; i++) {
 		const struct rp_job *j = &c->jobs[i];
+		int g = clones < rep->plan->ntasks ? rep->plan->tasks[clones].groupid : 0;
 		char bs[32];
 
 		rp_fmt_bs(bs, sizeof(bs), j->bs);
-		fprintf(f, "%s: (g=0): rw=%s, bs=(R) %s-%s, ioengine=%s, iodepth=%u\n",
-			j->name, j->rw == RP_RANDREAD ? "randread" : "read", bs, bs,
+		fprintf(f, "%s: (g=%d): rw=%s, bs=(R) %s-%s, ioengine=%s, iodepth=%u\n",
+			j->name, g, j->rw == RP_RANDREAD ? "randread" : "read", bs, bs,
 			j->ioengine, j->iodepth);
 		if (j->numjobs > 1)
 			fprintf(f, "...\n");
@@ -296,6 +300,11 @@ void rp_print_normal(FILE *f, const struct rp_report *rep)
 	print_jobs(f, rep);
 	for (size_t i = 0; i < rep->nunits; i++)
 		print_unit(f, rep, &rep->units[i]);
-	print_group(f, rep);
+	/* the units are in group order: a block per group, as fio's */
+	for (size_t i = 0; i < rep->nunits; i++)
+		if (!i || rep->units[i].groupid != rep->units[i - 1].groupid)
+			print_group(f, rep, rep->units[i].groupid);
+	if (!rep->nunits)
+		print_group(f, rep, 0);
 	print_disks(f, rep->disks);
 }

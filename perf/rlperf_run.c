@@ -52,6 +52,7 @@ struct worker {
 	uint64_t *sizes;
 	struct fstate *fs;
 	size_t cur;             /* the file after the last one read */
+	int joined;             /* its thread was joined (stonewall) */
 	uint64_t planned;       /* bytes of one pass over every file */
 
 	/* engine.h runs next() and on_read() on the one thread that owns the
@@ -539,17 +540,37 @@ static void usage_delta(struct rp_result *r, const struct rusage *a, const struc
 	r->minf = (uint64_t)(b->ru_minflt - a->ru_minflt);
 }
 
+/* The longest ramp_time of the clones started first: CPU counts from its
+ * end. *ramp becomes 0 so that it is waited once. */
+static void ramp_wait(uint64_t *ramp, struct rusage *ru0)
+{
+	if (!*ramp)
+		return;
+	sleep_ns(*ramp);
+	getrusage(RUSAGE_SELF, ru0);
+	*ramp = 0;
+}
+
 /* Starts every clone, waits for all; CPU counts from the end of the
- * longest ramp_time, like the I/O. Returns the threads started. */
+ * longest ramp_time of the clones that start first, like the I/O. A
+ * stonewall job (its first clone) starts once every clone before it has
+ * ended, as fio's. Returns the threads started. */
 static size_t run_threads(struct worker *w, size_t n, struct rp_result *r)
 {
 	struct rusage ru0, ru1;
 	uint64_t ramp = 0, t0 = perf_now_ns();
 	size_t started = 0;
-	int rc = 0;
+	int rc = 0, walled = 0;
 
 	getrusage(RUSAGE_SELF, &ru0);
 	for (; started < n; started++) {
+		if (started && w[started].t->job->stonewall && !w[started].t->clone) {
+			ramp_wait(&ramp, &ru0);
+			walled = 1;
+			for (size_t i = 0; i < started; i++)
+				if (!w[i].joined)
+					w[i].joined = !pthread_join(w[i].tid, NULL);
+		}
 		rc = -pthread_create(&w[started].tid, NULL, job_main, &w[started]);
 		if (rc) {
 			r->error = rc;
@@ -558,15 +579,14 @@ static size_t run_threads(struct worker *w, size_t n, struct rp_result *r)
 			rp_stop();
 			break;
 		}
-		if (w[started].t->job->ramp_ns > ramp)
+		if (!walled && w[started].t->job->ramp_ns > ramp)
 			ramp = w[started].t->job->ramp_ns;
 	}
-	if (ramp && !rc) {
-		sleep_ns(ramp);
-		getrusage(RUSAGE_SELF, &ru0);
-	}
+	if (!rc)
+		ramp_wait(&ramp, &ru0);
 	for (size_t i = 0; i < started; i++)
-		pthread_join(w[i].tid, NULL);
+		if (!w[i].joined)
+			pthread_join(w[i].tid, NULL);
 	getrusage(RUSAGE_SELF, &ru1);
 	r->elapsed_s = (double)(perf_now_ns() - t0) / 1e9;
 	usage_delta(r, &ru0, &ru1);

@@ -293,15 +293,20 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 	p->tasks = rl_calloc(n ? n : 1, sizeof(*p->tasks));
 	if (!p->tasks)
 		return setup_fail(err, errlen, "out of memory");
-	for (size_t i = 0; i < c->njobs && !rc; i++) {
+	for (size_t i = 0, group = 0; i < c->njobs && !rc; i++) {
 		const struct rp_job *j = &c->jobs[i];
 
+		/* fio's add_job: a stonewall or new_group job after others
+		 * starts the next group (its clones stay in it) */
+		if (i && (j->stonewall || j->new_group))
+			group++;
 		for (unsigned k = 0; k < j->numjobs && !rc; k++) {
 			struct rp_task *t = &p->tasks[p->ntasks++];
 
 			t->job = j;
 			t->job_index = i;
 			t->clone = k;
+			t->groupid = (int)group;
 			rc = clone_files(p, j, k, t, err, errlen);
 			if (!rc)
 				rc = clone_regions(j, k, t, err, errlen);

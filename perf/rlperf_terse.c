@@ -108,13 +108,12 @@ static void terse_disks(FILE *f, const struct rp_disks *d)
 
 void rp_print_terse(FILE *f, const struct rp_report *rep)
 {
-	double group_bps = rp_group_bps(rep->units, rep->nunits);
-
 	for (size_t i = 0; i < rep->nunits; i++) {
 		const struct rp_unit *u = &rep->units[i];
 		const struct rp_job *j = rep->plan->tasks[u->first].job;
+		double group_bps = rp_group_bps(rep->units, rep->nunits, u->groupid);
 
-		fprintf(f, "3;%s;%s;0;%d", RP_VERSION, j->name, -u->error);
+		fprintf(f, "3;%s;%s;%d;%d", RP_VERSION, j->name, u->groupid, -u->error);
 		terse_dir(f, u, group_bps, !j->gtod_reduce);
 		terse_dir(f, NULL, group_bps, !j->gtod_reduce);
 		terse_usage(f, u);

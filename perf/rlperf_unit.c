@@ -97,9 +97,11 @@ long rp_units(const struct rp_plan *p, const struct rp_result *r, struct rp_unit
 	for (size_t i = 0; i < p->ntasks && i < r->ntasks; i++) {
 		struct rp_unit *cur = &u[n ? n - 1 : 0];
 
-		if (!n || !p->tasks[i].job->group_reporting) {
+		if (!n || !p->tasks[i].job->group_reporting ||
+		    p->tasks[i].groupid != cur->groupid) {
 			cur = &u[n++];
 			cur->first = i;
+			cur->groupid = p->tasks[i].groupid;
 			cur->eng = r->task[i].eng;  /* the first clone's engine */
 			cur->clat = rl_malloc(sizeof(*cur->clat));
 			if (!cur->clat) {
@@ -128,12 +130,14 @@ double rp_unit_bps(const struct rp_unit *u)
 	return u->runtime_s > 0 ? (double)u->bytes / u->runtime_s : 0.0;
 }
 
-double rp_group_bps(const struct rp_unit *u, size_t n)
+double rp_group_bps(const struct rp_unit *u, size_t n, int groupid)
 {
 	uint64_t bytes = 0;
 	double rmax = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		if (u[i].groupid != groupid)
+			continue;
 		bytes += u[i].bytes;
 		if (u[i].runtime_s > rmax)
 			rmax = u[i].runtime_s;

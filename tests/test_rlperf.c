@@ -1616,6 +1616,56 @@ static void units_follow_group_reporting(void)
 	fake_done(&c, &p, &r);
 }
 
+/* fio 3.33's groups of this job file (its JSON "groupid"s): 0 0 1 2 2 */
+static const char stonewall_job[] = "[a]\nnumjobs=2\n[b]\nstonewall\nnumjobs=2\n"
+	"group_reporting\n[c]\nnew_group\n[d]\n";
+
+static void stonewall_waits_and_starts_groups(void)
+{
+	static const int groups[] = { 0, 0, 1, 1, 2, 2 };
+	const char *path = make_file("wall", 64 << 10);
+	const char *job = write_text("wall.fio", stonewall_job);
+	char fn[600], err[600];
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+	struct rp_unit *u;
+	uint64_t a_end;
+	long n;
+
+	CHECK(path && job);
+	snprintf(fn, sizeof(fn), "--filename=%s", path);
+	/* a's clones pause 2 ms a read (32 ms in all): b would start long
+	 * before they end if it did not wait */
+	CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), fn, "--thinktime=2ms", job,
+			   NULL), 0);
+	CHECK_EQ(p.ntasks, 6);
+	for (size_t i = 0; i < p.ntasks; i++)
+		CHECKF(p.tasks[i].groupid == groups[i], "task %zu: group %d", i,
+		       p.tasks[i].groupid);
+	a_end = r.task[0].last_ns > r.task[1].last_ns ? r.task[0].last_ns : r.task[1].last_ns;
+	CHECKF(r.task[2].meas_ns > a_end && r.task[3].meas_ns > a_end,
+	       "b started %lld and %lld ns after a ended", (long long)(r.task[2].meas_ns - a_end),
+	       (long long)(r.task[3].meas_ns - a_end));
+	/* fio's reports: group_reporting joins b's clones, never c and d */
+	n = rp_units(&p, &r, &u);
+	CHECK(n == 5 && u[2].n == 2 && u[2].groupid == 1 && u[3].groupid == 2 &&
+	      u[4].groupid == 2 && u[4].first == 5);
+	rp_units_free(u, n > 0 ? (size_t)n : 0);
+	fake_done(&c, &p, &r);
+	/* wait_for_previous is stonewall; a global group_reporting makes a
+	 * report per group; a first job's stonewall starts no group */
+	CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), fn, "--group_reporting",
+			   "--stonewall", "--name=x", "--numjobs=2", "--name=y",
+			   "--wait_for_previous", NULL), 0);
+	CHECK(p.ntasks == 3 && p.tasks[1].groupid == 0 && p.tasks[2].groupid == 1);
+	CHECK(r.task[2].meas_ns > r.task[0].last_ns && r.task[2].meas_ns > r.task[1].last_ns);
+	n = rp_units(&p, &r, &u);
+	CHECK(n == 2 && u[0].n == 2 && u[1].n == 1 && u[1].groupid == 1);
+	rp_units_free(u, n > 0 ? (size_t)n : 0);
+	fake_done(&c, &p, &r);
+}
+
 /* ---------------------------------------------------------------- */
 /* Output                                                            */
 /* ---------------------------------------------------------------- */
@@ -1955,6 +2005,55 @@ static int run_rlperf(const char *args, char *out, size_t len)
 
 	snprintf(cmd, sizeof(cmd), "%s 2>&1 %s", rlperf_exe(), args);
 	return run_cmd(cmd, out, len);
+}
+
+/* The groups of stonewall_job in rlperf's reports, as fio 3.33's on the
+ * same file: JSON "groupid"s, the normal report's "g=", "groupid=" and a
+ * "Run status group" block per group, terse's fourth field. */
+static void binary_reports_stonewall_groups(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	static const int groups[] = { 0, 0, 1, 2, 2 };
+	static const char *const want[] = {
+		"c: (g=2): rw=read", "b: (groupid=1, jobs=2)", "d: (groupid=2, jobs=1)",
+		"\nRun status group 0 (all jobs):\n", "\nRun status group 1 (all jobs):\n",
+		"\nRun status group 2 (all jobs):\n",
+	};
+	const char *path = make_file("wallbin", 256 << 10);
+	const char *job = write_text("wallbin.fio", stonewall_job);
+	char args[1400], out[32768];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path && job);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		const char *s = out;
+		int rc, g = 0;
+
+		snprintf(args, sizeof(args), "--filename=%s --ioengine=%s --output-format=json "
+			 "%s", path, engines[i], job);
+		rc = run_rlperf(args, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+		for (size_t k = 0; k < RL_ARRAY_SIZE(groups); k++) {
+			s = strstr(s, "\"groupid\" : ");
+			CHECKF(s && sscanf(s, "\"groupid\" : %d", &g) == 1 && g == groups[k],
+			       "%s: job %zu: groupid %d", engines[i], k, g);
+			s++;
+		}
+		CHECKF(!strstr(s, "\"groupid\""), "%s: %s", engines[i], out);
+		snprintf(args, sizeof(args), "--filename=%s --ioengine=%s %s", path, engines[i],
+			 job);
+		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+		for (size_t k = 0; k < RL_ARRAY_SIZE(want); k++)
+			CHECKF(strstr(out, want[k]), "%s: no '%s' in %s", engines[i], want[k], out);
+		snprintf(args, sizeof(args), "--filename=%s --ioengine=%s --minimal %s", path,
+			 engines[i], job);
+		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
+		CHECKF(strstr(out, ";b;1;0;") && strstr(out, ";d;2;0;"), "%s: %s", engines[i],
+		       out);
+	}
 }
 
 static void binary_rejects_bad_options(void)
@@ -3034,6 +3133,7 @@ int main(void)
 	RUN(gtod_reduce_drops_latencies);
 	RUN(runner_reports_engine_errors);
 	RUN(units_follow_group_reporting);
+	RUN(stonewall_waits_and_starts_groups);
 	RUN(json_has_fios_shape);
 	RUN(json_plus_adds_latency_bins);
 	RUN(terse_has_fios_fields);
@@ -3041,6 +3141,7 @@ int main(void)
 	RUN(block_sizes_print_as_fio);
 	RUN(binary_rejects_bad_options);
 	RUN(binary_reads_a_file);
+	RUN(binary_reports_stonewall_groups);
 	RUN(binary_json_matches_fios_for_a_job_file);
 	RUN(binary_terse_matches_fios);
 	RUN(binary_notes_unapplied_polling);
