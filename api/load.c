@@ -117,6 +117,28 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 	return 0;
 }
 
+int rl_loader_get(const rl_loader *ld, rl_loader_param param, int64_t *value)
+{
+	if (!ld || !value || rl_loader_param_bounds(param, NULL, NULL) < 0)
+		return -EINVAL;
+	switch (param) {
+	case RL_OPT_BACKEND: *value = ld->eo.backend; break;
+	case RL_OPT_QUEUE_DEPTH: *value = ld->eo.queue_depth; break;
+	case RL_OPT_REQUEST_BYTES: *value = (int64_t)ld->request_bytes; break;
+	case RL_OPT_INFLIGHT_BYTES: *value = (int64_t)ld->eo.inflight_bytes; break;
+	case RL_OPT_BUFFERS: *value = ld->eo.buffers; break;
+	case RL_OPT_REGISTER: *value = ld->eo.register_buffers; break;
+	case RL_OPT_DIRECT: *value = ld->eo.direct; break;
+	case RL_OPT_STAGING: *value = ld->staging_mode; break;
+	case RL_OPT_THREADS: *value = ld->eo.threads; break;
+	case RL_OPT_WORKERS: *value = ld->eo.workers; break;
+	case RL_OPT_SHA256_HF: *value = ld->sha256_hf; break;
+	case RL_OPT_STAGING_BUDGET: *value = (int64_t)ld->budget; break;
+	case RL_OPT_RELEASE_TIMEOUT_MS: *value = ld->release_timeout_ms; break;
+	}
+	return 0;
+}
+
 int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 			    rl_progress_fn on_progress, void *user)
 {

@@ -683,6 +683,10 @@ rl_loader *rl_loader_create(void);
  * naming the bound. */
 int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value);
 
+/* The value of param as set (RL_OPT_STAGING_BUDGET 0: the default,
+ * rl_loader_default_budget()). Returns 0 or -EINVAL. */
+int rl_loader_get(const rl_loader *ld, rl_loader_param param, int64_t *value);
+
 /* Reports the valid range of param (lo, hi may be NULL). Returns 0 or -EINVAL. */
 int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi);
 
@@ -935,8 +939,10 @@ void rl_loader_destroy(rl_loader *ld);
  * needs one free window). The byte limiter (RL_OPT_INFLIGHT_BYTES, capped
  * at a quarter of the budget or the largest read) still bounds reads in
  * flight; bounce buffers are the only memory beyond the budget. Reads at
- * the edge of a range are read once for each range they reach. Plans with
- * transfers (read once) and loaders with expected SHA-256 values
+ * the edge of a range are read once for each range they reach. A plan
+ * with transfers (read once) streams the process's own reads: shards that
+ * transfers fill get no pieces here (libringload_mpi hands their pieces
+ * out as they are received). Loaders with expected SHA-256 values
  * (rl_loader_expect_sha256) are refused (RL_E_STATE); nothing is hashed. on_shard is not called
  * in this mode; on_progress is (done and total in the plan's read bytes).
  *
@@ -1003,7 +1009,7 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece);
  * Starts the streaming load of plan on a library thread (the
  * RL_OPT_STAGING must be RL_STAGING_STREAM). Returns 0, or what
  * rl_loader_run() returns for a plan it cannot start (-EINVAL, RL_E_STATE:
- * not streaming, plan not built or with transfers, a load running, pieces
+ * not streaming, plan not built, a load running, pieces
  * held; -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and
  * finish are called by one consumer thread at a time; release by any.
  */

@@ -421,6 +421,8 @@ static int st_plan(rl_loader *ld, struct ld_stream *s)
 			s->zero[s->nzero++] = i;
 			continue;
 		}
+		if (ex->received && ex->received[i])
+			continue; /* read once: transfers bring it, not pieces of ours */
 		x[n++] = (struct st_ext){ sh->dev, sh->offset, sh->offset + sh->nbytes, i };
 	}
 	qsort(x, n, sizeof(*x), ext_cmp);
@@ -867,9 +869,6 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 
 	if (ret < 0)
 		return ret;
-	if (ex->received)
-		return rl_err_set(&ld->err, RL_E_STATE,
-				  "streaming: plans with transfers (read once) are not supported");
 	if (ld->nexpect)
 		return rl_err_set(&ld->err, RL_E_STATE,
 				  "streaming: expected SHA-256 values (rl_loader_expect_sha256) are not checked by streaming loads");

@@ -108,10 +108,14 @@ static void land(struct bx *B, size_t k, const uint8_t *src)
 		uint8_t *dst;
 
 		rl_plan_transfer_copy(L->plan, B->t[k], j, &c);
+		L->shard_have[c.shard] += c.count * c.len;
+		if (L->stream) {        /* no staging: pieces */
+			mx_piece_copy(L, &c, src);
+			continue;
+		}
 		dst = L->staging[c.device] + c.dst;
 		for (uint64_t i = 0; src && i < c.count; i++)
 			memcpy(dst + i * c.len, src + c.src + i * c.src_stride, c.len);
-		L->shard_have[c.shard] += c.count * c.len;
 		if (L->shard_have[c.shard] == L->shard_want[c.shard])
 			mx_report(L, c.shard);
 	}
@@ -279,7 +283,8 @@ static uint64_t place_receives(struct bx *B, struct mx_blocks *blocks)
 
 		if (B->ti[k].root == B->x->rank)
 			continue;
-		d = mx_direct_blocks(B->L->plan, B->t[k], &B->ti[k], B->L->staging, &blocks[k]);
+		d = B->L->stream ? 0 :  /* streaming: no shards to receive into */
+		    mx_direct_blocks(B->L->plan, B->t[k], &B->ti[k], B->L->staging, &blocks[k]);
 		if (d < 0)
 			mx_fail(B->x, d, "out of memory");
 		B->direct[k] = d > 0;
@@ -514,7 +519,7 @@ int mx_batch(struct mx_load *L, uint64_t b)
 	} else {
 		struct mx_prefault pf;
 
-		mx_prefault_start(&pf, L, B.t, B.ti, B.n);
+		mx_prefault_start(&pf, L, B.t, B.ti, L->stream ? 0 : B.n);
 		post_receives(&B);
 		read_and_send(&B);
 		mx_wait(L->x, B.rreq, (int)B.nrm, "payloads from other ranks", recv_done, &B);

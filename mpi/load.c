@@ -83,6 +83,15 @@ int rl_mpi_set_callbacks(rl_mpi *m, rl_shard_fn on_shard, void *user)
 	return 0;
 }
 
+int rl_mpi_set_piece_callback(rl_mpi *m, rl_piece_fn on_piece, void *user)
+{
+	if (!m)
+		return -EINVAL;
+	m->on_piece = on_piece;
+	m->piece_user = user;
+	return 0;
+}
+
 int rl_mpi_set_abort(rl_mpi *m, rl_mpi_abort_fn fn, void *user)
 {
 	if (!m)
@@ -283,7 +292,11 @@ static int own_reads(struct mx_load *L)
 	int ret;
 
 	rl_loader_set_callbacks(L->ld, own_shard, own_progress, L);
+	if (L->stream)
+		rl_loader_set_piece_callback(L->ld, x->m->on_piece, x->m->piece_user);
 	ret = rl_loader_run(L->ld, L->plan);
+	if (L->stream)
+		rl_loader_set_piece_callback(L->ld, NULL, NULL);
 	if (ret && !(ret == RL_E_CANCELED && x->peer_failed))
 		mx_fail(x, ret, "%s", rl_loader_errmsg(L->ld));
 	if (!ret && !rl_loader_get_stats(L->ld, &ls))
@@ -342,6 +355,7 @@ static void load_free(struct mx_load *L)
 	free(L->shard_have);
 	free(L->staging);
 	free(L->buf);
+	free(L->pack);
 }
 
 int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm comm,
@@ -365,8 +379,10 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 	if ((ret = mx_begin(&x, m, comm)))
 		return ret;
 	ret = check_ckpt(&x, ck);
-	if (!ret)
+	if (!ret && !mx_stream_begin(&L))
 		ret = build_plan(&x, ck, spec, plan);
+	else if (!ret)          /* this rank failed: the others learn it here */
+		ret = mx_agree(&x, 0, NULL);
 	if (!ret)
 		ret = check_transfers(&x, plan);
 	t1 = mx_now();

@@ -24,6 +24,8 @@ struct rl_mpi {
 	rl_loader *tld;             /* reads the payloads this rank sends */
 	rl_shard_fn on_shard;
 	void *user;
+	rl_piece_fn on_piece;       /* a streaming loader's pieces */
+	void *piece_user;
 	rl_mpi_abort_fn abort_fn;
 	void *abort_user;
 	char err[MX_MSG + 64];
@@ -160,6 +162,9 @@ struct mx_load {
 	uint8_t *buf;               /* the batch's payloads read here */
 	size_t buf_len;
 	rl_mpi_stats st;
+	int stream;                 /* ld streams: transfers land as pieces */
+	uint8_t *pack;              /* strided runs packed into one piece */
+	size_t pack_len;
 };
 
 /* Payload bytes [src, src + len) land at dst (direct.c). */
@@ -217,6 +222,15 @@ void mx_prefault_start(struct mx_prefault *pf, const struct mx_load *L, const si
 		       const rl_transfer_info *ti, size_t n);
 /* Stops the helper (where it is) and frees it. */
 void mx_prefault_stop(struct mx_prefault *pf);
+
+/*
+ * Streaming loaders (pieces.c). Before planning, on every rank: whether
+ * L->ld streams, and the ranks' least budget as the plan's batch bytes.
+ * Returns 0 or this rank's error (the others learn it at the agreement).
+ */
+int mx_stream_begin(struct mx_load *L);
+/* Copy c of a payload at src handed out as pieces (token 0). */
+void mx_piece_copy(struct mx_load *L, const rl_copy_info *c, const uint8_t *src);
 
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);

@@ -69,6 +69,21 @@ rl_loader *rl_mpi_transfer_loader(rl_mpi *m);
  */
 int rl_mpi_set_callbacks(rl_mpi *m, rl_shard_fn on_shard, void *user);
 
+/*
+ * The piece callback of a load into a streaming loader (RL_OPT_STAGING =
+ * RL_STAGING_STREAM; required there): every byte of every shard of the
+ * rank arrives in exactly one piece, on the calling thread, never two
+ * calls at once. Pieces of the rank's own reads come from its loader's
+ * windows (release them with rl_loader_release(ld, piece), as for
+ * rl_loader_run()); pieces of transfers have token 0 and their data is
+ * valid only until the callback returns (the batch's buffer is reused).
+ * A non-zero return fails the load on every rank. The ranks agree on the
+ * least budget of the ranks that stream and plan batches of at most that
+ * many payload bytes, so budgets may differ (docs/cluster.md). Returns 0
+ * (-EINVAL: m NULL).
+ */
+int rl_mpi_set_piece_callback(rl_mpi *m, rl_piece_fn on_piece, void *user);
+
 /* Called with a one-line message when a wait runs past RL_MPI_TIMEOUT_MS;
  * it should not return (the default prints msg and calls MPI_Abort). */
 typedef void (*rl_mpi_abort_fn)(void *user, MPI_Comm comm, const char *msg);

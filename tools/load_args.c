@@ -37,10 +37,10 @@ static int mpi_rules(const struct load_args *a)
 			"the library maps the staging\n", PROG);
 		return OPTS_USAGE;
 	}
-	if (a->staging_budget >= 0 && (a->mpi || a->verify || a->staging >= 0 ||
+	if (a->staging_budget >= 0 && (a->verify || a->staging >= 0 ||
 				    a->sha256.n || a->sha256_file)) {
 		fprintf(stderr, "%s: --staging-budget streams the shards through windows: not with "
-			"%s\n", PROG, a->mpi ? "--mpi" : a->verify ? "--verify" :
+			"%s\n", PROG, a->verify ? "--verify" :
 			a->staging >= 0 ? "--staging" : "--sha256");
 		return OPTS_USAGE;
 	}

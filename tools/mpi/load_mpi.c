@@ -48,6 +48,8 @@ struct mrun {
 	rl_mpi *m;
 	struct out_dir out;
 	int out_begun;
+	int piece_failed;       /* --staging-budget: writing a piece failed */
+	int64_t chunk;          /* the plan's request size, alike on every rank */
 	struct verify_counts vc;
 	double t0, secs[PH_N];
 };
@@ -161,31 +163,32 @@ static void report_unchecked(const struct mrun *r)
 	sha256_report(rl_mpi_transfer_loader(r->m), r->ck, 1, prog);
 }
 
-static int load(struct mrun *r)
+/*
+ * The plan's request size: --request-bytes, else 8 MiB; streaming, the
+ * least of the ranks' rl_loader_request_bytes() (a 32nd of each budget),
+ * so that every rank plans alike whatever its budget.
+ */
+static int64_t plan_chunk(const struct mrun *r)
 {
-	const struct load_args *a = r->a;
-	int ret;
+	int64_t mine = load_chunk(r->a), least = mine;
 
-	r->plan = rl_plan_create();
-	r->ld = rl_loader_create();
-	if (!r->plan || !r->ld)
-		return all_ok(r, !say(r, "out of memory"), "to start");
-	ret = rl_plan_set(r->plan, RL_PLAN_CHUNK_BYTES, load_chunk(a));
+	if (r->a->staging_budget < 0 || r->a->request_bytes >= 0)
+		return mine;
+	mine = rl_loader_request_bytes(r->ld, r->ck);
+	MPI_Allreduce(&mine, &least, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+	return least;
+}
+
+/* Sets what plans the ranks build alike (and the layout plan alike). */
+static int plan_params(rl_plan *plan, const struct load_args *a, int64_t chunk)
+{
+	int ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, chunk);
+
 	if (!ret)
-		ret = rl_plan_set(r->plan, RL_PLAN_READ_ONCE, a->read_once);
+		ret = rl_plan_set(plan, RL_PLAN_READ_ONCE, a->read_once);
 	if (!ret)   /* the others' statistics: every rank computes its own */
-		ret = rl_plan_set(r->plan, RL_PLAN_ALL_STATS, 0);
-	if (ret < 0 || load_configure(r->ld, a, PROG) ||
-	    load_configure(rl_mpi_transfer_loader(r->m), a, PROG) ||
-	    (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000)))
-		return all_ok(r, !say(r, "%s", rl_plan_errmsg(r->plan)), "to configure the load");
-	if (all_ok(r, 1, "to configure the load"))
-		return -1;
-	ret = rl_mpi_load(r->ld, r->ck, r->spec, MPI_COMM_WORLD, r->plan, r->m);
-	if (ret < 0)
-		return say(r, "%s", rl_mpi_errmsg(r->m));
-	report_unchecked(r);
-	return 0;
+		ret = rl_plan_set(plan, RL_PLAN_ALL_STATS, 0);
+	return ret;
 }
 
 static int progress(void *user, uint64_t done, uint64_t total)
@@ -213,22 +216,23 @@ static void abort_out(void *arg)
 	out_abort(arg);
 }
 
-/* Rank 0 creates DIR.partial-<its pid>; the others join it. */
-static int begin_out(struct mrun *r)
+/* Rank 0 creates DIR.partial-<its pid>; the others join it (plan: the
+ * rank's, built). */
+static int begin_out(struct mrun *r, const rl_plan *plan)
 {
 	long tag = (long)getpid();
 	int flags = r->a->force ? OUT_FORCE : 0, created = 0;
 
 	MPI_Bcast(&tag, 1, MPI_LONG, 0, MPI_COMM_WORLD);
 	if (r->rank == 0) {
-		created = out_begin(&r->out, r->a->out, tag, flags, r->ck, r->plan) == 0;
+		created = out_begin(&r->out, r->a->out, tag, flags, r->ck, plan) == 0;
 		if (!created)
 			say(r, "%s", r->out.err);
 	}
 	MPI_Bcast(&created, 1, MPI_INT, 0, MPI_COMM_WORLD);
 	if (!created)
 		return -1;
-	if (r->rank && out_begin(&r->out, r->a->out, tag, flags | OUT_JOIN, r->ck, r->plan))
+	if (r->rank && out_begin(&r->out, r->a->out, tag, flags | OUT_JOIN, r->ck, plan))
 		return all_ok(r, !say(r, "%s", r->out.err), "to join the dump");
 	r->out_begun = 1;
 	if (r->rank == 0)
@@ -236,17 +240,100 @@ static int begin_out(struct mrun *r)
 	return all_ok(r, 1, "to join the dump");
 }
 
-/* Every rank writes its devices; rank 0 publishes once all have. */
+/* --staging-budget: each piece into its file (--out), then released; a
+ * write error or a signal fails the load on every rank. */
+static int on_piece(void *user, const rl_piece *p)
+{
+	struct mrun *r = user;
+	int stop = cli_sig_pending(), ret = 0;
+
+	if (r->a->out && !stop)
+		ret = out_write_piece(&r->out, r->plan, p);
+	rl_loader_release(r->ld, p);
+	if (ret < 0)
+		r->piece_failed = 1;
+	return stop || ret < 0;
+}
+
+/*
+ * --staging-budget: pieces land in their files as they come, so the dump
+ * and every device's folder exist before the load. rl_mpi_load() builds
+ * the rank's plan; a layout plan built here alike gives the same devices
+ * and shards.
+ */
+static int stream_out(struct mrun *r)
+{
+	rl_plan *lp;
+	int ret;
+
+	if (r->a->staging_budget < 0)
+		return 0;
+	rl_mpi_set_piece_callback(r->m, on_piece, r);
+	if (!r->a->out)
+		return 0;
+	if (!(lp = rl_plan_create()))
+		return all_ok(r, !say(r, "out of memory"), "to plan its folders");
+	ret = plan_params(lp, r->a, r->chunk);
+	if (!ret)
+		ret = rl_plan_set(lp, RL_PLAN_PROCESS, r->rank);
+	if (!ret)
+		ret = rl_plan_build(lp, r->ck, r->spec);
+	if (ret < 0)
+		say(r, "%s", rl_plan_errmsg(lp));
+	if (all_ok(r, ret >= 0, "to plan its folders") || begin_out(r, lp)) {
+		rl_plan_destroy(lp);
+		return -1;
+	}
+	cli_sig_guard(1);
+	for (unsigned d = 0; d < rl_plan_num_devices(lp) && !ret; d++)
+		ret = out_stream_device(&r->out, r->ck, lp, d, progress, NULL);
+	cli_sig_guard(0);
+	if (ret < 0)
+		say(r, "%s", r->out.err);
+	rl_plan_destroy(lp);
+	return all_ok(r, ret >= 0, "to create its folders");
+}
+
+static int load(struct mrun *r)
+{
+	const struct load_args *a = r->a;
+	int ret;
+
+	r->plan = rl_plan_create();
+	r->ld = rl_loader_create();
+	if (!r->plan || !r->ld)
+		return all_ok(r, !say(r, "out of memory"), "to start");
+	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG) ||
+	    (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000)))
+		return all_ok(r, 0, "to configure the load");
+	r->chunk = plan_chunk(r);
+	if (plan_params(r->plan, a, r->chunk) < 0)
+		return all_ok(r, !say(r, "%s", rl_plan_errmsg(r->plan)), "to configure the load");
+	if (all_ok(r, 1, "to configure the load") || stream_out(r))
+		return -1;
+	ret = rl_mpi_load(r->ld, r->ck, r->spec, MPI_COMM_WORLD, r->plan, r->m);
+	if (ret < 0) {
+		if (r->piece_failed)
+			say(r, "%s", r->out.err);
+		return say(r, "%s", rl_mpi_errmsg(r->m));
+	}
+	report_unchecked(r);
+	return 0;
+}
+
+/* Every rank writes its devices (streaming: written already); rank 0
+ * publishes once all have. */
 static int write_out(struct mrun *r)
 {
 	int ret = 0, published = 0;
 
 	if (!r->a->out)
 		return 0;
-	if (begin_out(r))
+	if (!r->out_begun && begin_out(r, r->plan))
 		return -1;
 	cli_sig_guard(1);
-	for (unsigned d = 0; d < rl_plan_num_devices(r->plan) && !ret; d++)
+	for (unsigned d = 0; d < rl_plan_num_devices(r->plan) && !ret && r->a->staging_budget < 0;
+	     d++)
 		ret = out_write_device(&r->out, r->ck, r->plan, d,
 				       rl_loader_staging(r->ld, d, NULL), progress, NULL);
 	if (ret < 0)

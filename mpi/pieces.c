@@ -1,0 +1,126 @@
+/*
+ * pieces.c - a cluster load into a streaming loader (RL_STAGING_STREAM):
+ * no rank holds a whole staging area, so what transfers bring is handed to
+ * the runtime as pieces, as the rank's own reads are.
+ *
+ *   budgets   before planning, the ranks agree on the least budget of
+ *             those that stream (one allreduce) and plan batches of at
+ *             most that many payload bytes (RL_PLAN_BATCH_BYTES, which
+ *             also cuts transfers that long): every plan stays alike,
+ *             whatever the budgets, and a rank's bytes in transit (the
+ *             payloads it reads and receives in a batch) stay under every
+ *             rank's budget;
+ *   own       the rank's own reads stream through its loader's windows
+ *             (shards that transfers fill get no pieces there);
+ *   received  a payload, read here or received (into the batch buffer:
+ *             never straight into shards, there are none), goes out as
+ *             pieces on the calling thread: a copy whose source runs are
+ *             contiguous is one piece pointing into the payload; strided
+ *             runs are packed into a buffer of at most 1 MiB (and the
+ *             agreed budget), as many whole runs as fit per piece; runs
+ *             longer than half of it are pieces of their own.
+ *
+ * Pieces of transfers carry token 0: their bytes are valid until the
+ * callback returns (the batch buffer and the packing buffer are reused);
+ * rl_loader_release() of them does nothing. No deadlock can come of the
+ * budgets: a batch's receives are all posted before its reads, its memory
+ * is allocated whole before anything moves, and no rank waits on a
+ * release to receive.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mx.h"
+
+#define PACK_MAX (1u << 20)
+
+/* This rank's budget when ld streams, else UINT64_MAX. */
+static uint64_t own_budget(struct mx *x, rl_loader *ld)
+{
+	int64_t mode = 0, budget = 0;
+
+	if (rl_loader_get(ld, RL_OPT_STAGING, &mode) || mode != RL_STAGING_STREAM)
+		return UINT64_MAX;
+	if (!x->m->on_piece)
+		mx_fail(x, RL_E_STATE, "a streaming loader (RL_STAGING_STREAM) needs "
+			"rl_mpi_set_piece_callback()");
+	rl_loader_get(ld, RL_OPT_STAGING_BUDGET, &budget);
+	return budget > 0 ? (uint64_t)budget : (uint64_t)rl_loader_default_budget();
+}
+
+int mx_stream_begin(struct mx_load *L)
+{
+	struct mx *x = L->x;
+	uint64_t mine = own_budget(x, L->ld), least = UINT64_MAX;
+	int64_t batch = 0;
+	MPI_Request r;
+	int ret;
+
+	L->stream = mine != UINT64_MAX;
+	if (MPI_Iallreduce(&mine, &least, 1, MPI_UINT64_T, MPI_MIN, x->comm, &r) != MPI_SUCCESS)
+		return mx_fail(x, RL_E_MPI, "MPI_Iallreduce failed");
+	if ((ret = mx_wait(x, &r, 1, "the other ranks' staging budgets", NULL, NULL)))
+		return ret;
+	if (least == UINT64_MAX)
+		return 0;       /* nobody streams: batches as planned */
+	L->pack_len = (size_t)MX_MIN(least, PACK_MAX);
+	rl_plan_get(L->plan, RL_PLAN_BATCH_BYTES, &batch);
+	if ((uint64_t)batch > least && (ret = rl_plan_set(L->plan, RL_PLAN_BATCH_BYTES, (int64_t)least)))
+		return mx_fail(x, ret, "%s", rl_plan_errmsg(L->plan));
+	return 0;
+}
+
+/* One piece to the runtime; a non-zero return cancels the load. */
+static int give(struct mx_load *L, const rl_copy_info *c, uint64_t off, const void *data,
+		uint64_t len)
+{
+	struct rl_mpi *m = L->x->m;
+	rl_piece p = { .shard = c->shard, .device = c->device, .offset = off, .length = len,
+		       .data = (void *)data, .token = 0 };
+
+	if (L->x->failed || L->x->peer_failed)
+		return -1;
+	if (m->on_piece(m->piece_user, &p))
+		return mx_fail(L->x, RL_E_CANCELED, "the piece callback canceled the load");
+	return 0;
+}
+
+/* Strided runs i .. i + n of c packed into L->pack; NULL without memory. */
+static const uint8_t *pack(struct mx_load *L, const rl_copy_info *c, const uint8_t *src,
+			   uint64_t i, uint64_t n)
+{
+	if (!L->pack && !(L->pack = malloc(L->pack_len))) {
+		mx_fail(L->x, -ENOMEM, "out of memory for a packing buffer of %zu bytes", L->pack_len);
+		return NULL;
+	}
+	for (uint64_t k = 0; k < n; k++)
+		memcpy(L->pack + k * c->len, src + c->src + (i + k) * c->src_stride, c->len);
+	return L->pack;
+}
+
+void mx_piece_copy(struct mx_load *L, const rl_copy_info *c, const uint8_t *src)
+{
+	rl_shard_info si;
+	uint64_t off, per;
+
+	if (rl_plan_shard(L->plan, c->shard, &si) || c->dst < si.offset) {
+		mx_fail(L->x, RL_E_STATE, "transfer copy to shard %zu outside it", c->shard);
+		return;
+	}
+	off = c->dst - si.offset;
+	if (c->count == 1 || c->src_stride == c->len) {
+		give(L, c, off, src + c->src, c->count * c->len);
+		return;
+	}
+	per = c->len * 2 > L->pack_len ? 1 : L->pack_len / c->len;
+	for (uint64_t i = 0; i < c->count;) {
+		uint64_t n = MX_MIN(per, c->count - i);
+		const uint8_t *data = n == 1 ? src + c->src + i * c->src_stride :
+				      pack(L, c, src, i, n);
+
+		if (!data || give(L, c, off + i * c->len, data, n * c->len))
+			return;
+		i += n;
+	}
+}
