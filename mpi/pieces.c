@@ -6,10 +6,13 @@
  *   budgets   before planning, the ranks agree on the least budget of
  *             those that stream (one allreduce) and plan batches of at
  *             most that many payload bytes (RL_PLAN_BATCH_BYTES, which
- *             also cuts transfers that long): every plan stays alike,
- *             whatever the budgets, and a rank's bytes in transit (the
- *             payloads it reads and receives in a batch) stay under every
- *             rank's budget;
+ *             also cuts transfers that long) and requests of at most a
+ *             32nd of it (RL_PLAN_CHUNK_BYTES, as a streaming loader's
+ *             rl_loader_request_bytes(): a read at a window's edge is read
+ *             for both windows): every plan stays alike, whatever the
+ *             budgets, and a rank's bytes in transit (the payloads it
+ *             reads and receives in a batch) stay under every rank's
+ *             budget;
  *   own       the rank's own reads stream through its loader's windows
  *             (shards that transfers fill get no pieces there);
  *   received  a payload, read here or received (into the batch buffer:
@@ -34,6 +37,7 @@
 #include "mx.h"
 
 #define PACK_MAX (1u << 20)
+#define PAGE 4096u
 
 /* This rank's budget when ld streams, else UINT64_MAX. */
 static uint64_t own_budget(struct mx *x, rl_loader *ld)
@@ -49,11 +53,19 @@ static uint64_t own_budget(struct mx *x, rl_loader *ld)
 	return budget > 0 ? (uint64_t)budget : (uint64_t)rl_loader_default_budget();
 }
 
+/* Lowers plan parameter param to v when it is above. */
+static int at_most(rl_plan *plan, rl_plan_param param, uint64_t v)
+{
+	int64_t now = 0;
+
+	rl_plan_get(plan, param, &now);
+	return (uint64_t)now > v ? rl_plan_set(plan, param, (int64_t)v) : 0;
+}
+
 int mx_stream_begin(struct mx_load *L)
 {
 	struct mx *x = L->x;
-	uint64_t mine = own_budget(x, L->ld), least = UINT64_MAX;
-	int64_t batch = 0;
+	uint64_t mine = own_budget(x, L->ld), least = UINT64_MAX, chunk;
 	MPI_Request r;
 	int ret;
 
@@ -65,8 +77,9 @@ int mx_stream_begin(struct mx_load *L)
 	if (least == UINT64_MAX)
 		return 0;       /* nobody streams: batches as planned */
 	L->pack_len = (size_t)MX_MIN(least, PACK_MAX);
-	rl_plan_get(L->plan, RL_PLAN_BATCH_BYTES, &batch);
-	if ((uint64_t)batch > least && (ret = rl_plan_set(L->plan, RL_PLAN_BATCH_BYTES, (int64_t)least)))
+	chunk = MX_MAX(least / 32 / PAGE * PAGE, PAGE);
+	if ((ret = at_most(L->plan, RL_PLAN_BATCH_BYTES, least)) ||
+	    (ret = at_most(L->plan, RL_PLAN_CHUNK_BYTES, chunk)))
 		return mx_fail(x, ret, "%s", rl_plan_errmsg(L->plan));
 	return 0;
 }

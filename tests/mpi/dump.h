@@ -26,8 +26,9 @@ static inline void dump_mkdirs(const char *dir)
 	mkdir(p, 0755);
 }
 
+/* Shard s from areas[device] (NULL: ld's staging). */
 static inline int dump_shard(const char *dir, const rl_plan *plan, const rl_loader *ld,
-			     size_t s)
+			     unsigned char *const *areas, size_t s)
 {
 	char path[16384], name[4096], *o = name;
 	rl_shard_info si;
@@ -44,19 +45,25 @@ static inline int dump_shard(const char *dir, const rl_plan *plan, const rl_load
 	snprintf(path, sizeof(path), "%s/%u", dir, di.id);
 	dump_mkdirs(path);
 	snprintf(path, sizeof(path), "%s/%u/%s.bin", dir, di.id, name);
-	base = rl_loader_staging(ld, si.device, NULL);
+	base = areas ? areas[si.device] : rl_loader_staging(ld, si.device, NULL);
 	if (!(f = fopen(path, "wb")))
 		return -1;
 	ok = !si.nbytes || (base && fwrite(base + si.offset, 1, si.nbytes, f) == si.nbytes);
 	return fclose(f) || !ok ? -1 : 0;
 }
 
-static inline int dump_plan(const char *dir, const rl_plan *plan, const rl_loader *ld)
+static inline int dump_areas(const char *dir, const rl_plan *plan, const rl_loader *ld,
+			     unsigned char *const *areas)
 {
 	for (size_t s = 0; s < rl_plan_num_shards(plan); s++)
-		if (dump_shard(dir, plan, ld, s))
+		if (dump_shard(dir, plan, ld, areas, s))
 			return -1;
 	return 0;
+}
+
+static inline int dump_plan(const char *dir, const rl_plan *plan, const rl_loader *ld)
+{
+	return dump_areas(dir, plan, ld, NULL);
 }
 
 #endif

@@ -12,7 +12,8 @@
  * that truncates its copy of the files after opening them, a rank that never
  * comes (sleeps), a rank whose first payload message is a byte short (the
  * MPI_Isend below), MPI started without thread support. --groups G splits
- * the world into G communicators that load at once.
+ * the world into G communicators that load at once. --budget streams
+ * (each rank its own budget from the list) and assembles the pieces.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,9 +30,9 @@
 #include "dump.h"
 
 struct args {
-	const char *path, *spec, *local, *backend, *dump;
+	const char *path, *spec, *local, *backend, *dump, *budget;
 	int read_once, truncate_rank, sleep_rank, short_send_rank, thread_single, groups;
-	long long batch, msg, timeout_ms;
+	long long batch, msg, timeout_ms, workers;
 };
 
 static int parse(int argc, char **argv, struct args *a)
@@ -55,6 +56,10 @@ static int parse(int argc, char **argv, struct args *a)
 			a->backend = v;
 		else if (!strcmp(o, "--dump") && ++i)
 			a->dump = v;
+		else if (!strcmp(o, "--budget") && ++i)
+			a->budget = v;
+		else if (!strcmp(o, "--workers") && ++i)
+			a->workers = atoll(v);
 		else if (!strcmp(o, "--batch") && ++i)
 			a->batch = atoll(v);
 		else if (!strcmp(o, "--msg") && ++i)
@@ -145,6 +150,83 @@ static int each_reported_once(const rl_plan *plan, int rank)
 	return 0;
 }
 
+/*
+ * --budget B0[,B1,...]: a streaming loader, rank r's budget the (r % n)th;
+ * the pieces are assembled into areas laid out as staging, each byte
+ * counted (every byte of every shard must come exactly once).
+ */
+struct assembly {
+	const rl_plan *plan;
+	rl_loader *ld;
+	unsigned char **area, **seen;
+	unsigned ndev;
+	int bad;
+};
+
+static int on_piece(void *user, const rl_piece *p)
+{
+	struct assembly *A = user;
+	rl_shard_info si;
+
+	if (!A->area) {         /* the plan is built by the first piece */
+		A->ndev = rl_plan_num_devices(A->plan);
+		A->area = calloc(A->ndev + 1, sizeof(*A->area));
+		A->seen = calloc(A->ndev + 1, sizeof(*A->seen));
+		for (unsigned d = 0; d < A->ndev; d++) {
+			rl_device_info di;
+
+			rl_plan_device(A->plan, d, &di);
+			A->area[d] = calloc(di.staging_bytes + 1, 1);
+			A->seen[d] = calloc(di.staging_bytes + 1, 1);
+		}
+	}
+	rl_plan_shard(A->plan, p->shard, &si);
+	if (p->offset + p->length > si.nbytes || (p->length && !p->data)) {
+		A->bad = 1;
+	} else {
+		memcpy(A->area[si.device] + si.offset + p->offset, p->data, p->length);
+		for (uint64_t i = 0; i < p->length; i++)
+			A->bad |= A->seen[si.device][si.offset + p->offset + i]++ != 0;
+	}
+	rl_loader_release(A->ld, p);
+	return 0;
+}
+
+/* Every byte of every shard came once. */
+static int assembled(struct assembly *A, int rank)
+{
+	for (size_t s = 0; s < rl_plan_num_shards(A->plan); s++) {
+		rl_shard_info si;
+
+		rl_plan_shard(A->plan, s, &si);
+		for (uint64_t i = 0; i < si.nbytes && !A->bad; i++)
+			A->bad = !A->area || A->seen[si.device][si.offset + i] != 1;
+	}
+	if (A->bad)
+		printf("rank %d error: a byte arrived in no piece or in two\n", rank);
+	return A->bad ? -1 : 0;
+}
+
+static void assembly_free(struct assembly *A)
+{
+	for (unsigned d = 0; A->area && d < A->ndev; d++) {
+		free(A->area[d]);
+		free(A->seen[d]);
+	}
+	free(A->area);
+	free(A->seen);
+}
+
+static long long budget_of(const char *list, int rank)
+{
+	long long v[64];
+	int n = 0;
+
+	for (const char *c = list; c && *c && n < 64; c = strchr(c, ',') ? strchr(c, ',') + 1 : "")
+		v[n++] = atoll(c);
+	return n ? v[rank % n] : 0;
+}
+
 static int set_backend(rl_loader *ld, const char *name)
 {
 	static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
@@ -181,6 +263,7 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 	rl_spec *spec = rl_spec_create();
 	rl_plan *plan = rl_plan_create();
 	rl_loader *ld = rl_loader_create();
+	struct assembly A = { .plan = plan, .ld = ld };
 	int ret = 0;
 
 	snprintf(path, sizeof(path), a->path, rank);
@@ -202,13 +285,20 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 		rl_plan_set(plan, RL_PLAN_BATCH_BYTES, a->batch);
 	if (set_backend(ld, a->backend) || set_backend(rl_mpi_transfer_loader(m), a->backend))
 		ret = -EINVAL;
+	if (a->workers)
+		rl_loader_set(ld, RL_OPT_WORKERS, a->workers);
+	if (a->budget) {
+		rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM);
+		rl_loader_set(ld, RL_OPT_STAGING_BUDGET, budget_of(a->budget, rank));
+		rl_mpi_set_piece_callback(m, on_piece, &A);
+	}
 	if (!ret)
 		ret = rl_mpi_load(ld, ck, a->spec ? spec : NULL, w->comm, plan, m);
-	if (!ret && each_reported_once(plan, rank))
+	if (!ret && (a->budget ? assembled(&A, rank) : each_reported_once(plan, rank)))
 		ret = -1;
 	snprintf(dir, sizeof(dir), a->groups > 1 ? "%s/g%d" : "%s", a->dump, w->group);
 	if (!ret && a->dump)
-		ret = dump_plan(dir, plan, ld);
+		ret = dump_areas(dir, plan, ld, a->budget ? A.area : NULL);
 	if (ret) {
 		printf("rank %d error %d failed %d: %s\n", rank, ret, rl_mpi_failed_rank(m),
 		       rl_mpi_errmsg(m));
@@ -225,6 +315,7 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 			print_totals(m);
 	}
 	fflush(stdout);
+	assembly_free(&A);
 	rl_loader_destroy(ld);
 	rl_plan_destroy(plan);
 	rl_spec_destroy(spec);
@@ -243,7 +334,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: mpi_driver PATH [--spec SPEC] [--read-once] [--local PATTERN]\n"
 			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N]\n"
 			"  [--truncate-rank R] [--sleep-rank R] [--short-send-rank R] [--thread-single]\n"
-			"  [--groups G]\n");
+			"  [--groups G] [--budget B0[,B1,...]] [--workers N]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, a.thread_single ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED,

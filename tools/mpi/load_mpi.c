@@ -49,7 +49,6 @@ struct mrun {
 	struct out_dir out;
 	int out_begun;
 	int piece_failed;       /* --staging-budget: writing a piece failed */
-	int64_t chunk;          /* the plan's request size, alike on every rank */
 	struct verify_counts vc;
 	double t0, secs[PH_N];
 };
@@ -163,26 +162,10 @@ static void report_unchecked(const struct mrun *r)
 	sha256_report(rl_mpi_transfer_loader(r->m), r->ck, 1, prog);
 }
 
-/*
- * The plan's request size: --request-bytes, else 8 MiB; streaming, the
- * least of the ranks' rl_loader_request_bytes() (a 32nd of each budget),
- * so that every rank plans alike whatever its budget.
- */
-static int64_t plan_chunk(const struct mrun *r)
-{
-	int64_t mine = load_chunk(r->a), least = mine;
-
-	if (r->a->staging_budget < 0 || r->a->request_bytes >= 0)
-		return mine;
-	mine = rl_loader_request_bytes(r->ld, r->ck);
-	MPI_Allreduce(&mine, &least, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-	return least;
-}
-
 /* Sets what plans the ranks build alike (and the layout plan alike). */
-static int plan_params(rl_plan *plan, const struct load_args *a, int64_t chunk)
+static int plan_params(rl_plan *plan, const struct load_args *a)
 {
-	int ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, chunk);
+	int ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, load_chunk(a));
 
 	if (!ret)
 		ret = rl_plan_set(plan, RL_PLAN_READ_ONCE, a->read_once);
@@ -273,7 +256,7 @@ static int stream_out(struct mrun *r)
 		return 0;
 	if (!(lp = rl_plan_create()))
 		return all_ok(r, !say(r, "out of memory"), "to plan its folders");
-	ret = plan_params(lp, r->a, r->chunk);
+	ret = plan_params(lp, r->a);
 	if (!ret)
 		ret = rl_plan_set(lp, RL_PLAN_PROCESS, r->rank);
 	if (!ret)
@@ -306,8 +289,7 @@ static int load(struct mrun *r)
 	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG) ||
 	    (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000)))
 		return all_ok(r, 0, "to configure the load");
-	r->chunk = plan_chunk(r);
-	if (plan_params(r->plan, a, r->chunk) < 0)
+	if (plan_params(r->plan, a) < 0)
 		return all_ok(r, !say(r, "%s", rl_plan_errmsg(r->plan)), "to configure the load");
 	if (all_ok(r, 1, "to configure the load") || stream_out(r))
 		return -1;
