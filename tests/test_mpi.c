@@ -191,8 +191,10 @@ static void spec_json(char *dst, size_t cap, int np, int kind)
 	snprintf(dst + len, cap - len, "]},\"rules\":%s}", rules[kind]);
 }
 
-/* Every rank's line says ok, with read == predicted; *read: their sum. */
-static int ranks_ok(const char *text, int np, uint64_t *read)
+/* Every rank's line says ok, with read == predicted (exact; else at
+ * least: streaming reads a request at a window's edge for both windows);
+ * *read: their sum. */
+static int ranks_ok(const char *text, int np, int exact, uint64_t *read)
 {
 	*read = 0;
 	for (int r = 0; r < np; r++) {
@@ -202,7 +204,8 @@ static int ranks_ok(const char *text, int np, uint64_t *read)
 
 		snprintf(key, sizeof(key), "rank %d ok read ", r);
 		if (!(l = strstr(text, key)) ||
-		    sscanf(l + strlen(key), "%llu predicted %llu", &rd, &pr) != 2 || rd != pr)
+		    sscanf(l + strlen(key), "%llu predicted %llu", &rd, &pr) != 2 || rd < pr ||
+		    (exact && rd != pr))
 			return -1;
 		*read += rd;
 	}
@@ -243,7 +246,7 @@ static const char *load_and_compare(const char *name, const char *size, int file
 	snprintf(args, sizeof(args), "%s --spec %s --dump %s %s", ck, spec, got, extra);
 	if (mpirun(np, args, out))
 		return "mpirun failed";
-	if (ranks_ok(out, np, read))
+	if (ranks_ok(out, np, !strstr(extra, "--budget"), read))
 		return "a rank failed or read other than its plan predicted";
 	return same_dumps(ref, got);
 }
@@ -294,6 +297,37 @@ static void plain_mpi_load_reads_per_process(void)
 	CHECKF(strstr(out, "sent 0 received 0"), "%s", out);
 }
 
+/*
+ * Streaming loaders (--budget: each rank its own, from 64 KiB, a window
+ * smaller than most tensors, to 1 MiB; odd sizes), read once, np 2 and 3,
+ * every backend, one and three workers, every sharding kind: every byte
+ * of every shard arrives in exactly one piece and the assembled dumps
+ * equal each process loaded alone.
+ */
+static void streaming_read_once_equals_single_process_loads(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	static const char *const budgets[] = { "65536", "65536,139264,1048576",
+					       "1048576,70000", "300000,65536,65536" };
+	const char *why;
+	char extra[512], name[64];
+
+	NEED_MPI();
+	for (int np = 2; np <= 3; np++)
+		for (int b = 0; b < 3; b++) {
+			int kind = (np + b) % 4, files = 1 + (int)(th_rand() % 3);
+			const char *budget = budgets[(np * 3 + b) % 4];
+			uint64_t read = 0, unique = 0;
+
+			snprintf(name, sizeof(name), "st%d%d", np, b);
+			snprintf(extra, sizeof(extra), "--read-once --backend %s --workers %d --budget %s "
+				 "--timeout-ms 60000", backends[b], b % 2 ? 3 : 1, budget);
+			why = load_and_compare(name, "3M", files, np, kind, extra, &read, &unique);
+			CHECKF(!why, "np %d %s kind %d budgets %s: %s: %s", np, backends[b], kind,
+			       budget, why, out);
+		}
+}
+
 /* Payloads over RL_MPI_MESSAGE_BYTES travel in pieces; many batches. */
 static void messages_split_in_pieces_many_batches(void)
 {
@@ -327,7 +361,7 @@ static void whole_tensors_received_as_plain_bytes(void)
 	CHECK(ck && spec);
 	snprintf(args, sizeof(args), "%s --spec %s --read-once", ck, spec);
 	CHECKF(mpirun(2, args, out) == 0, "%s", out);
-	CHECKF(!ranks_ok(out, 2, &read), "%s", out);
+	CHECKF(!ranks_ok(out, 2, 1, &read), "%s", out);
 	for (int r = 0; r < 2; r++) {
 		char key[64];
 		const char *l;
@@ -358,7 +392,7 @@ static void groups_load_at_once_on_their_communicators(void)
 	CHECK(ck && spec && reference(ck, spec, 2, ref) == 0);
 	snprintf(args, sizeof(args), "%s --spec %s --read-once --groups 2 --dump %s", ck, spec, got);
 	CHECKF(mpirun(4, args, out) == 0, "%s", out);
-	CHECKF(!ranks_ok(out, 4, &read), "%s", out);
+	CHECKF(!ranks_ok(out, 4, 1, &read), "%s", out);
 	for (int k = 0; k < 2; k++) {
 		snprintf(g, sizeof(g), "%s/g%d", got, k);
 		CHECKF(!same_dumps(ref, g), "group %d: %s differs from %s", k, g, ref);
@@ -406,7 +440,7 @@ static void local_files_disjoint_sets(void)
 	snprintf(args, sizeof(args), "%s/node%%d/model.safetensors.index.json --local '*' --spec %s "
 		 "--dump %s", th_tmpdir(), spec, got);
 	CHECKF(mpirun(3, args, out) == 0, "%s", out);
-	CHECKF(!ranks_ok(out, 3, &read), "%s", out);
+	CHECKF(!ranks_ok(out, 3, 1, &read), "%s", out);
 	why = same_dumps(ref, got);
 	CHECKF(!why, "%s", why);
 	/* Two ranks, files 1 and 2: file 3 is nobody's. */
@@ -468,6 +502,56 @@ static void truncated_file_fails_every_rank(void)
 		}
 		CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
 		       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:"), "%s", out);
+	}
+}
+
+/* A rank that fails while streaming (its files cut short after it opened
+ * them) ends every rank with an error naming it, within seconds. */
+static void streaming_failing_rank_ends_every_rank(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192];
+	time_t t0 = time(NULL);
+
+	NEED_MPI();
+	ck = make_ckpt("sttrunc", "2M", 2, 37);
+	spec_json(json, sizeof(json), 3, 3);
+	spec = write_spec("sttrunc.json", json);
+	CHECK(ck && spec && per_rank_copies(ck, "stt", 3) == 0);
+	snprintf(args, sizeof(args), "%s/stt%%d --spec %s --read-once --budget 65536,131072 "
+		 "--truncate-rank 1 --timeout-ms 60000", th_tmpdir(), spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	CHECKF(time(NULL) - t0 < 30, "took %ld s", (long)(time(NULL) - t0));
+	CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
+	       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:") &&
+	       strstr(out, "rank 1 error "), "%s", out);
+}
+
+/* A rank whose piece callback cancels (at its first piece, from its own
+ * reads' windows, or at its first piece of a transfer) ends every rank
+ * with an error naming it; budgets 64 KiB and 128 KiB. */
+static void streaming_cancel_ends_every_rank(void)
+{
+	const char *ck, *spec;
+	char json[1024], args[8192];
+
+	NEED_MPI();
+	ck = make_ckpt("stcancel", "2M", 2, 43);
+	CHECK(ck);
+	for (int at = 0; at < 2; at++) {
+		/* partitioned: own reads only; replicated across: transfers only */
+		spec_json(json, sizeof(json), 3, at ? 1 : 3);
+		spec = write_spec(at ? "stcancel1.json" : "stcancel0.json", json);
+		CHECK(spec);
+		snprintf(args, sizeof(args), "%s --spec %s --read-once --budget 65536,131072 "
+			 "--cancel-rank 2 %s --timeout-ms 60000", ck, spec,
+			 at ? "--cancel-transfer" : "");
+		CHECKF(mpirun(3, args, out) != 0, "%s", out);
+		CHECKF(strstr(out, "rank 0 error -5092 failed 2: rank 2 failed:") &&
+		       strstr(out, "rank 1 error -5092 failed 2: rank 2 failed:") &&
+		       strstr(out, at ? "rank 2 failed: the piece callback canceled the load" :
+			      "rank 2 failed: streaming: the piece callback canceled the load"),
+		       "at %d: %s", at, out);
 	}
 }
 
@@ -635,6 +719,43 @@ static void cli_mpi_dump_equals_single_process_dumps(void)
 	       "--local-files: %s differs from %s", got, ref);
 }
 
+/*
+ * `mpirun -np 3 ringload load CKPT --mpi --read-once --staging-budget B
+ * --out DIR` (issue 21; refused before as "not with --mpi"): DIR equals
+ * each process loaded alone (whole staging), at 64M, at 64K (windows
+ * smaller than most tensors) and with budgets that differ per rank
+ * (100K, 110K, 120K: not whole pages), over two shardings, every
+ * backend, one and three workers.
+ */
+static void cli_mpi_streaming_dump_equals_whole_loads(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *ck, *spec;
+	char json[1024], args[8192], ref[4096], got[4096], sname[64];
+
+	NEED_MPI();
+	ck = make_ckpt("clist", "3M", 3, 41);
+	CHECK(ck);
+	for (int kind = 1; kind <= 3; kind += 2) {
+		spec_json(json, sizeof(json), 3, kind);
+		snprintf(sname, sizeof(sname), "clist%d.json", kind);
+		spec = write_spec(sname, json);
+		snprintf(ref, sizeof(ref), "%s/clist%d.ref", th_tmpdir(), kind);
+		CHECK(spec && cli_reference(ck, spec, 3, ref) == 0);
+		for (int b = 0; b < 3; b++) {
+			const char *budget = b == 0 ? "64M" : b == 1 ? "64K" : "1%d0K";
+
+			snprintf(got, sizeof(got), "%s/clist%d.got%d", th_tmpdir(), kind, b);
+			snprintf(args, sizeof(args), "%s --sharding %s --mpi --read-once --quiet "
+				 "--staging-budget %s --backend %s --workers %d --out %s", ck, spec,
+				 budget, backends[b], b == 1 ? 3 : 1, got);
+			CHECKF(mpirun_cli_each(3, args) == 0, "budget %s: %s", budget, out);
+			CHECKF(!same_dumps(ref, got), "kind %d budget %s: %s differs from %s", kind,
+			       budget, got, ref);
+		}
+	}
+}
+
 /* A rank that fails (its copy of a file cut short; a DIR that is not an
  * earlier dump): every rank exits non-zero, one naming the failed rank,
  * and no dump, partial or whole, is left. */
@@ -766,15 +887,19 @@ int main(void)
 	th_seed();
 	RUN(read_once_equals_single_process_loads);
 	RUN(plain_mpi_load_reads_per_process);
+	RUN(streaming_read_once_equals_single_process_loads);
 	RUN(messages_split_in_pieces_many_batches);
 	RUN(whole_tensors_received_as_plain_bytes);
 	RUN(groups_load_at_once_on_their_communicators);
 	RUN(local_files_disjoint_sets);
 	RUN(truncated_file_fails_every_rank);
+	RUN(streaming_failing_rank_ends_every_rank);
+	RUN(streaming_cancel_ends_every_rank);
 	RUN(short_message_fails_every_rank);
 	RUN(absent_rank_ends_in_abort);
 	RUN(misuse_reported_on_every_rank);
 	RUN(cli_mpi_dump_equals_single_process_dumps);
+	RUN(cli_mpi_streaming_dump_equals_whole_loads);
 	RUN(cli_mpi_failure_leaves_no_dump);
 	RUN(cli_mpi_hf_unchecked_warned_per_rank);
 	RUN(cli_mpi_ranks_need_one_spec);

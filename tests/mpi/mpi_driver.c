@@ -13,7 +13,9 @@
  * comes (sleeps), a rank whose first payload message is a byte short (the
  * MPI_Isend below), MPI started without thread support. --groups G splits
  * the world into G communicators that load at once. --budget streams
- * (each rank its own budget from the list) and assembles the pieces.
+ * (each rank its own budget from the list) and assembles the pieces;
+ * --cancel-rank R: that rank's piece callback cancels (at its first
+ * piece, or --cancel-transfer its first piece of a transfer).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +34,14 @@
 struct args {
 	const char *path, *spec, *local, *backend, *dump, *budget;
 	int read_once, truncate_rank, sleep_rank, short_send_rank, thread_single, groups;
+	int cancel_rank, cancel_transfer;
 	long long batch, msg, timeout_ms, workers;
 };
 
 static int parse(int argc, char **argv, struct args *a)
 {
 	memset(a, 0, sizeof(*a));
-	a->truncate_rank = a->sleep_rank = a->short_send_rank = -1;
+	a->truncate_rank = a->sleep_rank = a->short_send_rank = a->cancel_rank = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -46,6 +49,8 @@ static int parse(int argc, char **argv, struct args *a)
 			a->read_once = 1;
 		else if (!strcmp(o, "--thread-single"))
 			a->thread_single = 1;
+		else if (!strcmp(o, "--cancel-transfer"))
+			a->cancel_transfer = 1;
 		else if (!v && o[0] == '-')
 			return -1;
 		else if (!strcmp(o, "--spec") && ++i)
@@ -68,6 +73,8 @@ static int parse(int argc, char **argv, struct args *a)
 			a->timeout_ms = atoll(v);
 		else if (!strcmp(o, "--truncate-rank") && ++i)
 			a->truncate_rank = atoi(v);
+		else if (!strcmp(o, "--cancel-rank") && ++i)
+			a->cancel_rank = atoi(v);
 		else if (!strcmp(o, "--sleep-rank") && ++i)
 			a->sleep_rank = atoi(v);
 		else if (!strcmp(o, "--short-send-rank") && ++i)
@@ -161,6 +168,8 @@ struct assembly {
 	unsigned char **area, **seen;
 	unsigned ndev;
 	int bad;
+	int cancel;             /* --cancel-rank: 1 at the first piece, 2 at the
+				 * first of a transfer (token 0, bytes) */
 };
 
 static int on_piece(void *user, const rl_piece *p)
@@ -189,7 +198,7 @@ static int on_piece(void *user, const rl_piece *p)
 			A->bad |= A->seen[si.device][si.offset + p->offset + i]++ != 0;
 	}
 	rl_loader_release(A->ld, p);
-	return 0;
+	return A->cancel == 1 || (A->cancel == 2 && !p->token && p->length);
 }
 
 /* Every byte of every shard came once. */
@@ -291,6 +300,7 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 		rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM);
 		rl_loader_set(ld, RL_OPT_STAGING_BUDGET, budget_of(a->budget, rank));
 		rl_mpi_set_piece_callback(m, on_piece, &A);
+		A.cancel = rank == a->cancel_rank ? 1 + a->cancel_transfer : 0;
 	}
 	if (!ret)
 		ret = rl_mpi_load(ld, ck, a->spec ? spec : NULL, w->comm, plan, m);
@@ -334,7 +344,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: mpi_driver PATH [--spec SPEC] [--read-once] [--local PATTERN]\n"
 			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N]\n"
 			"  [--truncate-rank R] [--sleep-rank R] [--short-send-rank R] [--thread-single]\n"
-			"  [--groups G] [--budget B0[,B1,...]] [--workers N]\n");
+			"  [--groups G] [--budget B0[,B1,...]] [--workers N]\n"
+			"  [--cancel-rank R [--cancel-transfer]]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, a.thread_single ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED,
