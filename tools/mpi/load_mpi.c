@@ -228,14 +228,12 @@ static int begin_out(struct mrun *r, const rl_plan *plan)
 static int on_piece(void *user, const rl_piece *p)
 {
 	struct mrun *r = user;
-	int stop = cli_sig_pending(), ret = 0;
+	int stop = cli_sig_pending();
 
-	if (r->a->out && !stop)
-		ret = out_write_piece(&r->out, r->plan, p);
-	rl_loader_release(r->ld, p);
-	if (ret < 0)
-		r->piece_failed = 1;
-	return stop || ret < 0;
+	if (!stop && r->a->out && out_write_piece(&r->out, r->plan, p) < 0)
+		r->piece_failed = stop = 1;
+	rl_loader_release(r->ld, p);  /* of a transfer (token 0): nothing */
+	return stop;
 }
 
 /*
