@@ -9,7 +9,9 @@
  * releases (the load fails after the release timeout, the pieces it had
  * are intact); cancel from the callback and by finishing early (nothing
  * leaks; the held pieces still block a new load until released); the
- * arguments' checks; a caller's window pool, misaligned.
+ * arguments' checks; a caller's window pool, misaligned; SHA-256 while
+ * streaming (random shardings, several devices, byte-exact, agreeing with
+ * a whole load; a flipped byte fails naming the file, callback and pull).
  */
 #include <errno.h>
 #include <pthread.h>
