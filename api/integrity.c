@@ -1,18 +1,19 @@
 /*
- * integrity.c - expected SHA-256 values and whole-file coverage for the
- * loader (integrity.h). The engine hashes what it reads; a whole-file
- * digest needs every byte of the file, so a file whose tensor bytes the
- * plan reads in full gets reads (without copies) for what the plan skips:
- * the header, and any gap. A plan that skips tensor bytes of a file reads
- * it only in part: its whole-file digest cannot be computed without
- * reading what the load does not need, which is exactly the cost this
- * check exists to avoid (docs/validation.md).
+ * integrity.c - expected SHA-256 values for the loader (integrity.h):
+ * given ones, and those the Hugging Face cache layout names; which files
+ * a load hashes (those the plan reads whole: exec/cover.c decides, and
+ * reads the rest of them), and the comparison after the load. A plan
+ * that skips tensor bytes of a file reads it only in part: its whole-file
+ * digest cannot be computed without reading what the load does not need,
+ * which is exactly the cost this check exists to avoid
+ * (docs/validation.md).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../exec/cover.h"
 #include "integrity.h"
 
 int ld_parse_sha256(const char *hex, uint8_t sha[32])
@@ -137,101 +138,6 @@ static int expected(const struct ld_expect *exp, size_t nexp, int hf, const stru
 }
 
 /* ------------------------------------------------------------------ */
-/* Coverage */
-
-struct span {
-	uint32_t file;
-	uint64_t a, b;
-};
-
-static int by_file_off(const void *x, const void *y)
-{
-	const struct span *p = x, *q = y;
-
-	if (p->file != q->file)
-		return p->file < q->file ? -1 : 1;
-	return p->a < q->a ? -1 : p->a > q->a;
-}
-
-static int read_order(const void *x, const void *y)
-{
-	const struct rl_read *p = x, *q = y;
-
-	if (p->file != q->file)
-		return p->file < q->file ? -1 : 1;
-	return p->off < q->off ? -1 : p->off > q->off;
-}
-
-/* Appends copy-less reads of at most chunk bytes for [a, b) of file f. */
-static int add_fillers(struct ld_hashrun *hr, size_t *cap, uint32_t f, uint64_t a, uint64_t b,
-		       uint32_t chunk)
-{
-	while (a < b) {
-		uint32_t n = (uint32_t)RL_MIN(b - a, chunk);
-
-		if (hr->nreads == *cap) {
-			struct rl_read *r = rl_reallocarray(hr->reads, *cap * 2 + 16,
-							    sizeof(*r));
-
-			if (!r)
-				return -ENOMEM;
-			hr->reads = r;
-			*cap = *cap * 2 + 16;
-		}
-		memset(hr->reads + hr->nreads, 0, sizeof(*hr->reads));
-		hr->reads[hr->nreads].off = a;
-		hr->reads[hr->nreads].len = hr->reads[hr->nreads].min_len = n;
-		hr->reads[hr->nreads++].file = f;
-		hr->max_read = RL_MAX(hr->max_read, n);
-		a += n;
-	}
-	return 0;
-}
-
-/* Sweeps file f's sorted spans sp[0..n): fillers for the gaps before the
- * data (the header); 1 when a gap lies in the data (read in part). */
-static int sweep(struct ld_hashrun *hr, size_t *cap, const struct span *sp, size_t n,
-		 uint32_t f, uint64_t size, uint64_t data_start, uint32_t chunk)
-{
-	uint64_t at = 0;
-
-	for (size_t i = 0; i <= n && at < size; i++) {
-		uint64_t a = i < n ? RL_MIN(sp[i].a, size) : size;
-
-		if (a > at) {
-			if (a > data_start)
-				return 1;
-			if (add_fillers(hr, cap, f, at, a, chunk) < 0)
-				return -ENOMEM;
-		}
-		if (i < n)
-			at = RL_MAX(at, sp[i].b);
-	}
-	return 0;
-}
-
-/* The spans the plan's reads bring of the files with an expected value. */
-static struct span *collect(const struct pl_exec *ex, const uint8_t *cand, size_t *n)
-{
-	struct span *sp = rl_mallocarray(ex->nreads + 1, sizeof(*sp));
-
-	*n = 0;
-	if (!sp)
-		return NULL;
-	for (size_t i = 0; i < ex->nreads; i++) {
-		const struct rl_read *r = ex->reads + i;
-
-		if (r->file < ex->nfiles && cand[r->file]) {
-			sp[*n].file = r->file;
-			sp[*n].a = r->off;
-			sp[(*n)++].b = r->off + r->min_len;
-		}
-	}
-	qsort(sp, *n, sizeof(*sp), by_file_off);
-	return sp;
-}
-
-/* ------------------------------------------------------------------ */
 /* A run */
 
 static int alloc_run(struct ld_hashrun *hr, size_t nfiles)
@@ -249,18 +155,12 @@ static int alloc_run(struct ld_hashrun *hr, size_t nfiles)
 	return 0;
 }
 
-/* Decides file f from its spans: hashed (with fillers), or not checked. */
-static int decide(struct ld_hashrun *hr, size_t *cap, const struct pl_exec *ex, uint32_t f,
-		  const struct span *sp, size_t n, int given, uint32_t chunk, struct rl_err *e)
+/* Decides file f: hashed (whole: read whole by the plan), or not checked;
+ * a given value that cannot be checked is an error naming the file. */
+static int decide(struct ld_hashrun *hr, const struct pl_exec *ex, uint32_t f, int whole,
+		  int given, struct rl_err *e)
 {
-	int part = 1;
-
-	if (ex->data_starts) {
-		part = sweep(hr, cap, sp, n, f, ex->file_sizes[f], ex->data_starts[f], chunk);
-		if (part < 0)
-			return rl_err_set(e, -ENOMEM, "out of memory");
-	}
-	if (!part) {
+	if (whole) {
 		hr->hash[f] = 1;
 		hr->state[f] = RL_SHA256_MATCHED; /* until ld_hash_check says otherwise */
 		return 0;
@@ -274,34 +174,14 @@ static int decide(struct ld_hashrun *hr, size_t *cap, const struct pl_exec *ex, 
 	return 0;
 }
 
-/* The reads of the job: the plan's and the fillers, by (file, offset). */
-static int merge_reads(struct ld_hashrun *hr, size_t *cap, const struct pl_exec *ex)
-{
-	size_t nfill = hr->nreads;
-	struct rl_read *r = rl_reallocarray(hr->reads, nfill + ex->nreads + 1, sizeof(*r));
-
-	if (!r)
-		return -ENOMEM;
-	hr->reads = r;
-	*cap = nfill + ex->nreads + 1;
-	if (ex->nreads)
-		memcpy(r + nfill, ex->reads, ex->nreads * sizeof(*r));
-	hr->nreads = nfill + ex->nreads;
-	qsort(r, hr->nreads, sizeof(*r), read_order);
-	return 0;
-}
-
 int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t nexp, int hf,
-		    const struct pl_exec *ex, struct eng_job *job, uint32_t chunk,
-		    struct rl_err *e)
+		    const struct pl_exec *ex, struct rl_err *e)
 {
-	uint8_t *given = NULL;
-	struct span *sp = NULL;
-	size_t nsp = 0, at = 0, cap = 0, nhash = 0;
+	uint8_t *given = NULL, *whole = NULL;
 	int ret = 0;
 
-	job->file_ids = ex->file_ids;
-	if (alloc_run(hr, ex->nfiles) < 0 || !(given = rl_calloc(ex->nfiles + 1, 1)))
+	if (alloc_run(hr, ex->nfiles) < 0 || !(given = rl_calloc(ex->nfiles + 1, 1)) ||
+	    !(whole = rl_calloc(ex->nfiles + 1, 1)))
 		ret = rl_err_set(e, -ENOMEM, "out of memory");
 	for (size_t f = 0; ret == 0 && f < ex->nfiles; f++) {
 		int how = expected(exp, nexp, hf, ex, f, hr->want[f], e);
@@ -313,46 +193,17 @@ int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t n
 		given[f] = how == 2;
 		hr->hash[f] = how != 0; /* candidates, until decided */
 	}
-	if (ret == 0 && !(sp = collect(ex, hr->hash, &nsp)))
+	if (ret == 0 && ex_cover_decide(ex, hr->hash, whole) < 0)
 		ret = rl_err_set(e, -ENOMEM, "out of memory");
 	for (uint32_t f = 0; ret == 0 && f < ex->nfiles; f++) {
-		size_t n = 0;
-
-		while (at + n < nsp && sp[at + n].file == f)
-			n++;
-		if (hr->hash[f]) {
-			hr->hash[f] = 0;
-			ret = decide(hr, &cap, ex, f, sp + at, n, given[f], chunk, e);
-			nhash += hr->hash[f];
-		}
-		at += n;
+		if (!hr->hash[f])
+			continue;
+		hr->hash[f] = 0;
+		ret = decide(hr, ex, f, whole[f], given[f], e);
 	}
-	rl_free(sp);
 	rl_free(given);
-	if (ret < 0 || !nhash)
-		return ret;
-	if (merge_reads(hr, &cap, ex) < 0)
-		return rl_err_set(e, -ENOMEM, "out of memory");
-	job->reads = hr->reads;
-	job->nreads = hr->nreads;
-	job->total_bytes = 0;
-	for (size_t i = 0; i < hr->nreads; i++)
-		job->total_bytes += hr->reads[i].len;
-	job->hash = hr->hash;
-	job->digests = hr->got;
-	return 0;
-}
-
-int ld_hash_streamed(struct ld_hashrun *hr, int hf, const struct pl_exec *ex)
-{
-	if (alloc_run(hr, ex->nfiles) < 0)
-		return -ENOMEM;
-	for (size_t f = 0; hf && f < ex->nfiles; f++)
-		if (hf_expected(ex->paths[f], hr->want[f])) {
-			hr->state[f] = RL_SHA256_STREAMED;
-			hr->unchecked++;
-		}
-	return 0;
+	rl_free(whole);
+	return ret;
 }
 
 int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e)
@@ -377,6 +228,5 @@ void ld_hashrun_free(struct ld_hashrun *hr)
 	rl_free(hr->want);
 	rl_free(hr->got);
 	rl_free(hr->state);
-	rl_free(hr->reads);
 	memset(hr, 0, sizeof(*hr));
 }

@@ -1,9 +1,8 @@
 /*
  * integrity.h - the loader's side of file integrity (api/integrity.c):
  * expected SHA-256 values (given, or named by the Hugging Face cache
- * layout), which files of a run can be hashed (those it reads whole), the
- * reads that complete them (header and gaps), and the comparison after the
- * run. Connects the planner's file records to the engine's job.
+ * layout), which files of a run can be hashed (those it reads whole),
+ * and the comparison after the run.
  */
 #ifndef RL_API_INTEGRITY_H
 #define RL_API_INTEGRITY_H
@@ -19,13 +18,10 @@ struct ld_expect {
 /* What one run decided and found for each of its files. */
 struct ld_hashrun {
 	size_t nfiles;
-	uint8_t *hash;          /* engine job: 1 = hash file f */
+	uint8_t *hash;          /* 1 = hash file f */
 	uint8_t (*want)[32];    /* expected digest of each hashed file */
-	uint8_t (*got)[32];     /* computed by the engine */
+	uint8_t (*got)[32];     /* computed from the bytes read (exec/hash.c) */
 	int *state;             /* RL_SHA256_* per file */
-	struct rl_read *reads;  /* the plan's reads plus the fillers, by (file, offset) */
-	size_t nreads;
-	uint32_t max_read;
 	unsigned unchecked;     /* files with an expected value read only in part */
 };
 
@@ -35,24 +31,15 @@ int ld_parse_sha256(const char *hex, uint8_t sha[32]);
 void ld_sha256_hex(const uint8_t sha[32], char out[65]);
 
 /*
- * Before a run of ex: expected values from exp[0..nexp) and, with hf set,
- * from the Hugging Face cache layout; files read whole get hashed, with
- * reads added for the bytes the plan does not read (header, gaps); a file
- * with a given expected value read only in part is RL_E_CHECKSUM (naming
- * it). Fills job's reads, total_bytes and integrity fields, and *max_read.
- * Returns 0 or a negative code with e set; hr is freed by ld_hashrun_free
- * either way.
+ * Before a load of ex: expected values from exp[0..nexp) and, with hf
+ * set, from the Hugging Face cache layout; hr->hash[f] 1 for the files
+ * read whole (to hash: exec/run.h's checksum pass); a file with a given
+ * expected value read only in part is RL_E_CHECKSUM (naming it). Returns
+ * 0 or a negative code with e set; hr is freed by ld_hashrun_free either
+ * way.
  */
 int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t nexp, int hf,
-		    const struct pl_exec *ex, struct eng_job *job, uint32_t chunk,
-		    struct rl_err *e);
-/*
- * Before a streaming run of ex, which hashes nothing: the files with an
- * expected value from the Hugging Face cache layout (hf set) are counted
- * in hr->unchecked, state RL_SHA256_STREAMED, so that the caller can say
- * so. Returns 0 or -ENOMEM.
- */
-int ld_hash_streamed(struct ld_hashrun *hr, int hf, const struct pl_exec *ex);
+		    const struct pl_exec *ex, struct rl_err *e);
 /* After a successful run: RL_E_CHECKSUM naming the first file whose
  * digest differs, with both values; else 0. */
 int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e);

@@ -1,6 +1,6 @@
 /*
- * load.c - rl_loader: runs a plan on the engine. The plan's arrays
- * (pl_plan_exec) go to the engine as they are; this file only owns the
+ * load.c - rl_loader: runs a plan on the engine, through the execution
+ * layer (exec/run.h: the job, the checksum pass); this file only owns the
  * loader's options, the staging areas (library-allocated THP memory or the
  * caller's), the callbacks and the statistics.
  */
@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "../engine/engine.h"
+#include "../exec/run.h"
 #include "../planner/planner.h"
 #include "integrity.h"
 #include "plan_internal.h"
@@ -251,30 +252,6 @@ static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***stagin
 	return 0;
 }
 
-static void fill_job(rl_loader *ld, const struct pl_exec *ex, uint8_t **staging,
-		     const uint64_t *shard_bytes, struct eng_job *job)
-{
-	memset(job, 0, sizeof(*job));
-	job->nfiles = ex->nfiles;
-	job->paths = ex->paths;
-	job->file_sizes = ex->file_sizes;
-	job->reads = ex->reads;
-	job->nreads = ex->nreads;
-	job->copies = ex->copies;
-	job->ncopies = ex->ncopies;
-	job->ndevs = ex->ndevs;
-	job->staging = staging;
-	job->staging_bytes = ex->staging_bytes;
-	job->nshards = ex->nshards;
-	job->shard_bytes = shard_bytes;
-	job->on_shard = ld->on_shard ? cb_shard : NULL;
-	job->on_progress = ld->on_progress ? cb_progress : NULL;
-	job->user = ld;
-	for (size_t i = 0; i < ex->nreads; i++)
-		job->total_bytes += ex->reads[i].len;
-	job->file_stats = ld->files;
-}
-
 /* Reads added to complete hashed files (their headers): as large as the
  * plan's, at least 1 MiB, never past the in-flight bound. */
 static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
@@ -283,15 +260,76 @@ static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
 				RL_MIN(ld->eo.inflight_bytes, 1u << 30));
 }
 
+/* The reads of the one batch: the plan's, with the checksum cover's
+ * fillers when a file is hashed (then a copy, in *own). */
+static int batch_reads(rl_loader *ld, struct ex_run *r, const struct pl_exec *ex,
+		       struct ex_batch *b, struct rl_read **own)
+{
+	size_t n = ex->nreads, cap = ex->nreads + 1;
+
+	b->reads = ex->reads;
+	b->nreads = ex->nreads;
+	if (!r->hash)
+		return 0;
+	*own = rl_mallocarray(cap, sizeof(**own));
+	if (!*own)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	if (n)
+		memcpy(*own, ex->reads, n * sizeof(**own));
+	if (ex_run_cover(r, own, &n, &cap, 1) < 0)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	b->reads = *own;
+	b->nreads = n;
+	return 0;
+}
+
+/* The load of ex as one batch: staging, the checksum pass, the engine. */
+static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
+		     struct eng_stats *es)
+{
+	struct eng_opts eo = ld->eo;
+	struct ex_batch b = { 0 };
+	struct eng_job job;
+	struct eng *eng = NULL;
+	struct rl_read *own = NULL;
+	uint8_t **staging = NULL;
+	uint64_t *shard_bytes = NULL;
+	int ret = setup_areas(ld, ex);
+
+	if (ret == 0)
+		ret = job_arrays(ld, ex, &staging, &shard_bytes);
+	if (ret == 0)
+		ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex,
+				      &ld->err);
+	if (ret == 0)
+		ret = ex_run_sums(r, ex, ld->hash.hash, filler_bytes(ld, ex), eo.inflight_bytes,
+				  &ld->err);
+	if (ret == 0)
+		ret = batch_reads(ld, r, ex, &b, &own);
+	if (ret == 0) {
+		b = (struct ex_batch){ b.reads, b.nreads, ex->copies, ex->ncopies, ex->ndevs,
+				       staging, ex->staging_bytes, ex->nshards, shard_bytes };
+		ex_run_job(r, &job, ex, &b, ld->files);
+		ld->received = ex->received;
+		/* Bounce buffers as large as the largest read of this plan. */
+		eo.buffer_bytes = (uint32_t)RL_MIN(RL_MAX(ex->max_read, r->cover.max_fill), 1u << 30);
+		ret = eng_create(&eo, &eng, &ld->err);
+		if (ret == 0)
+			ret = eng_run(eng, &job, es, &ld->err);
+		eng_destroy(eng);
+		ld->received = NULL;
+	}
+	rl_free(own);
+	rl_free(staging);
+	rl_free(shard_bytes);
+	return ret;
+}
+
 static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const char *why)
 {
 	double t0 = rl_now_s();
-	struct eng_opts eo = ld->eo;
+	struct ex_run r = { 0 };
 	struct eng_stats es;
-	struct eng_job job;
-	struct eng *eng = NULL;
-	uint8_t **staging = NULL;
-	uint64_t *shard_bytes = NULL;
 	int ret;
 
 	if (ld->staging_mode == RL_STAGING_STREAM)
@@ -299,32 +337,20 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	ld_free_areas(ld);
 	ld_hashrun_free(&ld->hash);
 	memset(&es, 0, sizeof(es));
+	r.on_shard = ld->on_shard ? cb_shard : NULL;
+	r.on_progress = ld->on_progress ? cb_progress : NULL;
+	r.user = ld;
 	ret = ld_reset_files(ld, ex) < 0 ? rl_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
 	if (ret == 0)
-		ret = setup_areas(ld, ex);
+		ret = run_batch(ld, ex, &r, &es);
 	if (ret == 0)
-		ret = job_arrays(ld, ex, &staging, &shard_bytes);
-	if (ret == 0) {
-		fill_job(ld, ex, staging, shard_bytes, &job);
-		ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex, &job,
-				      filler_bytes(ld, ex), &ld->err);
-	}
-	if (ret == 0) {
-		ld->received = ex->received;
-		/* Bounce buffers as large as the largest read of this plan. */
-		eo.buffer_bytes = (uint32_t)RL_MIN(RL_MAX(ex->max_read, ld->hash.max_read), 1u << 30);
-		ret = eng_create(&eo, &eng, &ld->err);
-		if (ret == 0)
-			ret = eng_run(eng, &job, &es, &ld->err);
-		eng_destroy(eng);
-		ld->received = NULL;
-		if (ret == 0)
-			ret = ld_hash_check(&ld->hash, ex, &ld->err);
-	}
+		ret = ex_run_end(&r, ex, ld->hash.got, &ld->err);
+	if (ret == 0)
+		ret = ld_hash_check(&ld->hash, ex, &ld->err);
+	ex_run_stats(&r, &es);
+	ex_run_free(&r);
 	ld_fill_stats(ld, ex, &es, plan_s, rl_now_s() - t0 + plan_s);
 	ld_fill_stats_ex(ld, &es, why);
-	rl_free(staging);
-	rl_free(shard_bytes);
 	/* Never hand out a partial result; but the areas stay mapped until
 	 * the next run or destroy, since a runtime may still be copying the
 	 * shards on_shard reported before the failure. */

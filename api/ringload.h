@@ -853,7 +853,7 @@ typedef struct rl_load_stats_ex {
 				    * bytes before them: reads complete out of order */
 	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
 	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
-				    * did not check: RL_SHA256_PARTIAL, _STREAMED */
+				    * did not check: RL_SHA256_PARTIAL */
 } rl_load_stats_ex;
 
 int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
@@ -891,8 +891,8 @@ typedef struct rl_file_stats {
 #define RL_SHA256_MATCHED 1  /* computed from the bytes read, equal to the expected value */
 #define RL_SHA256_PARTIAL 2  /* expected, but the run read only part of the file: not checked */
 #define RL_SHA256_MISMATCH 3 /* computed and different: the run failed with RL_E_CHECKSUM */
-#define RL_SHA256_STREAMED 4 /* expected (Hugging Face cache), but a streaming run
-			      * (RL_STAGING_STREAM) hashes nothing: not checked */
+#define RL_SHA256_STREAMED 4 /* no longer reported: streaming runs hash (kept
+			      * so that the value is never reused) */
 
 /* Files the last run read (0 before any run). */
 size_t rl_loader_num_files(const rl_loader *ld);

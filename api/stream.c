@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "../engine/stream.h"
+#include "../exec/run.h"
 #include "loader_internal.h"
 #include "plan_internal.h"
 
@@ -583,6 +584,7 @@ struct st_run {
 	struct eng_fixed *fixed;
 	unsigned nfixed;
 	struct eng_wjob wj;
+	struct ex_run run;      /* the job builder and the checksum pass */
 	struct eng_stats sum;
 	int pull;
 	unsigned runs;          /* engine set-ups (sessions) of this load */
@@ -633,37 +635,31 @@ static void st_add_stats(struct eng_stats *t, const struct eng_stats *w, int fir
 	memcpy(t->shape, w->shape, sizeof(t->shape));
 }
 
-/* Reads range rg into window k. */
-static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k)
+/* Reads range rg into window k; rg NULL: no range, only what the
+ * checksum cover adds (a plan without a byte of staging). last: no range
+ * follows, so hashed files are read to their ends. */
+static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k, int last)
 {
 	struct ld_stream *s = sr->s;
 	const struct pl_exec *ex = &s->ex;
-	uint8_t *staging[1] = { s->slot[k].ptr };
-	uint64_t bytes[1] = { s->slot_bytes };
+	uint8_t *staging[1] = { rg ? s->slot[k].ptr : NULL };
+	uint64_t bytes[1] = { rg ? s->slot_bytes : 0 };
 	struct eng_stats es;
 	struct eng_job job;
+	struct ex_batch b;
 	int ret;
 
-	if (eng_window_job(ex->reads, ex->nreads, ex->copies, &rg->r, &sr->wj) < 0)
+	sr->wj.nreads = sr->wj.ncopies = 0;
+	if (rg && eng_window_job(ex->reads, ex->nreads, ex->copies, &rg->r, &sr->wj) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	memset(&job, 0, sizeof(job));
-	job.nfiles = ex->nfiles;
-	job.paths = ex->paths;
-	job.file_sizes = ex->file_sizes;
-	job.reads = sr->wj.reads;
-	job.nreads = sr->wj.nreads;
-	job.copies = sr->wj.copies;
-	job.ncopies = sr->wj.ncopies;
-	job.ndevs = 1;
-	job.staging = staging;
-	job.staging_bytes = bytes;
-	job.on_progress = st_progress;
-	job.user = sr;
-	job.total_bytes = sr->wj.read_bytes;
-	job.file_stats = sr->ld->files;
+	if (ex_run_cover(&sr->run, &sr->wj.reads, &sr->wj.nreads, &sr->wj.cap_reads, last) < 0)
+		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
+	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies, 1,
+			       staging, bytes, 0, NULL };
+	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
 	st_add_stats(&sr->sum, &es, rg == s->ranges);
-	s->base += sr->wj.read_bytes;
+	s->base += job.total_bytes;
 	return ret;
 }
 
@@ -728,11 +724,13 @@ static int st_fixed(struct st_run *sr)
 
 /* What every range's reads need together: each read of the plan, plus
  * one more for each window edge a read may straddle (read once for each
- * window), and those may need a bounce buffer. */
-static void st_needs(const struct ld_stream *s, struct eng_session_needs *n)
+ * window), and those may need a bounce buffer; and the checksum cover's
+ * reads of the hashed files (at most each file once, in bounce buffers). */
+static void st_needs(const struct st_run *sr, struct eng_session_needs *n)
 {
-	const struct pl_exec *ex = &s->ex;
-	uint64_t edges = 2 * (uint64_t)s->nranges;
+	const struct pl_exec *ex = &sr->s->ex;
+	const struct ex_cover *cv = &sr->run.cover;
+	uint64_t edges = 2 * (uint64_t)sr->s->nranges;
 
 	memset(n, 0, sizeof(*n));
 	for (size_t i = 0; i < ex->nreads; i++) {
@@ -745,7 +743,17 @@ static void st_needs(const struct ld_stream *s, struct eng_session_needs *n)
 	n->nreads = ex->nreads + edges;
 	n->max_read = (uint32_t)ex->max_read;
 	n->bounce += edges;
-	n->bounce_bytes = RL_MIN(n->bounce_bytes + edges * ex->max_read, n->all_bytes);
+	n->bounce_bytes += edges * ex->max_read;
+	for (size_t f = 0; sr->run.hash && f < ex->nfiles; f++) {
+		uint64_t fills = cv->hash[f] ? ex->file_sizes[f] / cv->chunk + 1 : 0;
+
+		n->all_bytes += cv->hash[f] ? ex->file_sizes[f] : 0;
+		n->nreads += fills;
+		n->bounce += fills;
+		n->bounce_bytes += cv->hash[f] ? ex->file_sizes[f] : 0;
+		n->max_read = RL_MAX(n->max_read, cv->chunk);
+	}
+	n->bounce_bytes = RL_MIN(n->bounce_bytes, n->all_bytes);
 }
 
 /* One engine session for every range: files, workers, rings and the
@@ -754,6 +762,8 @@ static int st_begin(struct st_run *sr)
 {
 	struct ld_stream *s = sr->s;
 	const struct pl_exec *ex = &s->ex;
+	/* what the page-cache probe measures */
+	struct ex_batch b = { .reads = ex->reads, .nreads = ex->nreads };
 	struct eng_session_needs n;
 	struct eng_stats es;
 	struct eng_job job;
@@ -761,14 +771,8 @@ static int st_begin(struct st_run *sr)
 
 	if (st_fixed(sr) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	st_needs(s, &n);
-	memset(&job, 0, sizeof(job));
-	job.nfiles = ex->nfiles;
-	job.paths = ex->paths;
-	job.file_sizes = ex->file_sizes;
-	job.reads = ex->reads; /* what the page-cache probe measures */
-	job.nreads = ex->nreads;
-	job.file_stats = sr->ld->files;
+	st_needs(sr, &n);
+	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
 				&sr->ld->err);
 	sr->runs = 1;
@@ -789,7 +793,7 @@ static int st_ranges(struct st_run *sr)
 
 		if (k < 0)
 			break;
-		ret = st_fill(sr, s->ranges + i, (unsigned)k);
+		ret = st_fill(sr, s->ranges + i, (unsigned)k, i + 1 == s->nranges);
 		if (ret < 0) {
 			pthread_mutex_lock(&s->lock);
 			s->slot[k].busy = 0;
@@ -798,6 +802,8 @@ static int st_ranges(struct st_run *sr)
 		}
 		ret = st_hand_out(sr, s->ranges + i, (unsigned)k);
 	}
+	if (ret == 0 && !s->nranges && sr->run.hash) /* files without tensor bytes */
+		ret = st_fill(sr, NULL, 0, 1);
 	for (size_t i = 0; i < s->nzero && ret == 0; i++) {
 		rl_piece p = { s->zero[i], s->ex.shards[s->zero[i]].dev, 0, 0, NULL, 0 };
 
@@ -823,11 +829,33 @@ static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char 
 	ld_fill_stats_ex(ld, &sr->sum, text);
 }
 
+/* The engine and the checksum pass of a load: bounce buffers hold whole
+ * reads; the bound keeps them, the only memory beyond the budget, to a
+ * quarter of it (or one read). Fillers are as large as the plan's reads. */
+static int st_setup(struct st_run *sr)
+{
+	rl_loader *ld = sr->ld;
+	struct ld_stream *s = sr->s;
+	struct eng_opts eo = ld->eo;
+	uint32_t chunk = (uint32_t)RL_MIN(RL_MAX(s->ex.max_read, 4096u), 1u << 30);
+	int ret;
+
+	eo.inflight_bytes = RL_MAX(s->ex.max_read, RL_MIN(eo.inflight_bytes, s->slot_bytes * s->nslots / 4));
+	eo.buffer_bytes = (uint32_t)RL_MIN(s->ex.max_read, 1u << 30);
+	ret = ex_run_sums(&sr->run, &s->ex, ld->hash.hash, chunk, eo.inflight_bytes, &ld->err);
+	if (ret == 0 && sr->run.hash)
+		eo.buffer_bytes = RL_MAX(eo.buffer_bytes, sr->run.cover.chunk);
+	if (ret == 0)
+		ret = eng_create(&eo, &sr->eng, &ld->err);
+	if (ret == 0 && (s->nranges || sr->run.hash))
+		ret = st_begin(sr);
+	return ret;
+}
+
 /* The whole load of s->ex (on the calling or the library thread). */
 static int st_load(rl_loader *ld, int pull, const char *why)
 {
 	struct ld_stream *s = ld->stream;
-	struct eng_opts eo = ld->eo;
 	struct st_run sr;
 	int ret;
 
@@ -835,21 +863,23 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	sr.ld = ld;
 	sr.s = s;
 	sr.pull = pull;
+	sr.run.on_progress = st_progress;
+	sr.run.user = &sr;
 	s->base = 0;
-	/* Bounce buffers hold whole reads; the bound keeps them, the only
-	 * memory beyond the budget, to a quarter of it (or one read). */
-	eo.buffer_bytes = (uint32_t)RL_MIN(s->ex.max_read, 1u << 30);
-	eo.inflight_bytes = RL_MAX(s->ex.max_read, RL_MIN(eo.inflight_bytes, s->slot_bytes * s->nslots / 4));
 	snprintf(sr.why, sizeof(sr.why), "nothing to read");
-	ret = eng_create(&eo, &sr.eng, &ld->err);
-	if (ret == 0 && s->nranges)
-		ret = st_begin(&sr);
+	ret = st_setup(&sr);
 	if (ret == 0)
 		ret = st_ranges(&sr);
 	eng_session_end(sr.sess);
 	rl_free(sr.fixed);
 	eng_destroy(sr.eng);
 	eng_wjob_free(&sr.wj);
+	if (ret == 0)
+		ret = ex_run_end(&sr.run, &s->ex, ld->hash.got, &ld->err);
+	if (ret == 0)
+		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
+	ex_run_stats(&sr.run, &sr.sum);
+	ex_run_free(&sr.run);
 	ld_fill_stats(ld, &s->ex, &sr.sum, 0, rl_now_s() - s->t0);
 	st_fill_stats_ex(ld, &sr, why);
 	ld->failed = ret < 0;
@@ -869,14 +899,13 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 
 	if (ret < 0)
 		return ret;
-	if (ld->nexpect)
-		return rl_err_set(&ld->err, RL_E_STATE,
-				  "streaming: expected SHA-256 values (rl_loader_expect_sha256) are not checked by streaming loads");
 	ld_hashrun_free(&ld->hash); /* no stale results */
 	s = st_get(ld);
-	if (!s || ld_reset_files(ld, ex) < 0 ||
-	    ld_hash_streamed(&ld->hash, ld->sha256_hf, ex) < 0) /* counted, not hashed */
+	if (!s || ld_reset_files(ld, ex) < 0)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex, &ld->err);
+	if (ret < 0)
+		return ret;
 	ld_free_areas(ld); /* library staging of an earlier run */
 	st_clear_load(s);
 	s->ex = *ex;

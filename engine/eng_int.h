@@ -221,7 +221,7 @@ struct eng_run {
 	unsigned running;          /* spawned workers not yet finished */
 	atomic_int progress_due;   /* another worker crossed a progress step */
 
-	struct eng_integ *integ;   /* file identities and hashing (integrity.c) */
+	struct eng_integ *integ;   /* file identities (integrity.c) */
 
 	/* Memory the jobs' staging lies in (a session's windows), each
 	 * region at most 1 GiB: io_uring registers them as fixed buffers
@@ -245,23 +245,13 @@ enum eng_cache_probe {
 	ENG_CACHE_MINCORE = 1,  /* mincore only */
 };
 
-/* ---- integrity.c: file identity and SHA-256 on the workers ------------- */
+/* ---- integrity.c: file identity --------------------------------------- */
 
 /* After the files are opened: records their identity (compared with
- * job->file_ids), checks hashed files' coverage, sets up the digests. */
+ * job->file_ids). */
 int eng_integ_open(struct eng_run *rc);
-/* Every byte of q arrived (before its buffer is reused): hashes it now or
- * holds a copy until its file's cursor reaches it. Any worker. */
-void eng_hash_read(struct eng_worker *w, const struct eng_req *q);
-/* Held bytes past the bound: claim no new reads. */
-int eng_hash_full(struct eng_run *rc);
-/* A worker with nothing claimed or in flight, paused by eng_hash_full:
- * sleeps until held bytes drain (or a millisecond passes). */
-void eng_hash_wait(struct eng_run *rc);
-/* After the last read: identities again (RL_E_FILE_CHANGED), digests. */
+/* After the last read: identities again (RL_E_FILE_CHANGED). */
 int eng_integ_finish(struct eng_run *rc);
-/* The hashing statistics so far, into rc->st (after a batch). */
-void eng_integ_stats(struct eng_run *rc);
 /* Frees the integrity state; NULL-safe. */
 void eng_integ_free(struct eng_run *rc);
 

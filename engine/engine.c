@@ -499,7 +499,6 @@ static int end_batch(struct eng_run *rc)
 		ret = eng_integ_finish(rc);
 	if (ret == 0)
 		ret = finish_shards(rc);
-	eng_integ_stats(rc);
 	return ret;
 }
 

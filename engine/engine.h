@@ -153,17 +153,16 @@ struct eng_job {
 	/* out: what was decided for each file (nfiles entries; may be NULL) */
 	struct eng_file_stat *file_stats;
 
-	/* Integrity (engine/integrity.c). file_ids: the identity each file
-	 * had when its checkpoint was opened (nfiles entries, NULL: none);
-	 * a file that differs when the engine opens it, or whose open
-	 * descriptor differs after the last read, fails the run with
-	 * RL_E_FILE_CHANGED. hash: per file, 1 to compute the SHA-256 of
-	 * the whole file into digests[file] (nfiles entries each, NULL:
-	 * none); the reads of such a file must cover [0, size) with their
-	 * min_len bytes, in offset order (else RL_E_INVALID_ARG). */
+	/* 1 while on_data's consumer holds more than it should (bytes that
+	 * arrived ahead of what it can use): the workers claim no new reads
+	 * until it returns 0 (claimed ones go on). Any worker. May be NULL. */
+	int (*on_data_full)(void *user);
+
+	/* Identity (engine/integrity.c): the identity each file had when its
+	 * checkpoint was opened (nfiles entries, NULL: none); a file that
+	 * differs when the engine opens it, or whose open descriptor differs
+	 * after the last read, fails the run with RL_E_FILE_CHANGED. */
 	const struct rl_file_id *file_ids;
-	const uint8_t *hash;
-	uint8_t (*digests)[32];
 };
 
 struct eng_stats {
@@ -184,7 +183,8 @@ struct eng_stats {
 	/* requests a backend could not reap before its teardown returned (0
 	 * unless its drain after a hard error failed too) */
 	uint64_t abandoned;
-	/* hashing: bytes hashed, seconds spent hashing (summed over workers),
+	/* hashing (filled by the execution layer, exec/hash.c, not the
+	 * engine): bytes hashed, seconds spent hashing (summed over workers),
 	 * most bytes held out of order waiting for their turn */
 	uint64_t hashed_bytes, hash_held_peak;
 	double hash_seconds;

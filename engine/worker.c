@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 
 #include "eng_int.h"
 
@@ -240,6 +241,24 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 	return 1;
 }
 
+/* The job's on_data consumer holds too much: claim no new reads. */
+static int backlog(struct eng_run *rc)
+{
+	const struct eng_job *job = rc->job;
+
+	return job->on_data_full && job->on_data_full(job->user);
+}
+
+/* A worker with nothing claimed or in flight, paused by backlog: sleeps a
+ * millisecond (a run that fails meanwhile is seen at once after it). */
+static void backlog_wait(struct eng_run *rc)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	if (backlog(rc) && !eng_failed(rc))
+		nanosleep(&ts, NULL);
+}
+
 /* Claims one read into the queue (pre-faulting its staging when asked);
  * 0 when there is none or the queue is full. */
 static int claim_one(struct eng_worker *w, int prefault)
@@ -247,7 +266,7 @@ static int claim_one(struct eng_worker *w, int prefault)
 	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
 
 	if (w->exhausted || w->count == w->cap || eng_failed(w->run) ||
-	    eng_hash_full(w->run)) /* held hash bytes: let the cursor catch up */
+	    backlog(w->run)) /* on_data's consumer is behind: let it catch up */
 		return 0;
 	if (!fetch(w, r)) {
 		w->exhausted = 1;
@@ -411,7 +430,6 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 		job->on_read(job->user, &q->r, q->submit_ns, rl_now_ns());
 	if (job->on_data && !eng_failed(rc))
 		job->on_data(job->user, &q->r, q->dst);
-	eng_hash_read(w, q);
 	/* Reads without copies (rlperf's raw reads) just free their buffer. */
 	if (q->r.ncopies && !eng_failed(rc))
 		eng_scatter(w, q);
@@ -579,13 +597,13 @@ void eng_worker_run(struct eng_worker *w)
 				eng_fail(rc, -EINVAL, "worker %u: no bounce buffer for a read",
 					 w->id);
 			else
-				eng_hash_wait(rc); /* claims paused (integrity.c) */
+				backlog_wait(rc); /* claims paused by on_data_full */
 			continue;
 		}
 		/* Block in the kernel only when nothing else can go now (and
 		 * nothing is left to fault in ahead). */
 		wait = !ahead && (failed || why != NOT_BLOCKED || w->in_kernel >= w->qd ||
-				  ((w->exhausted || eng_hash_full(rc)) && !w->count && !w->retry));
+				  ((w->exhausted || backlog(rc)) && !w->count && !w->retry));
 		if (reap(w, wait, why) < 0)
 			break;
 	}

@@ -5,7 +5,9 @@
  * a name that is no file of the checkpoint, --sha256-file (good, a bad line
  * named by number, an escaped name as sha256sum writes it, a file naming
  * none of the checkpoint's files), a sharding that reads part of the file (exit 1), a Hugging Face
- * cache file read in part (a warning, exit 0), and a file rewritten or
+ * cache file read in part (a warning, exit 0), streaming (--staging-budget)
+ * with --sha256-file (exit 0; 1 naming a file with a flipped byte), and a
+ * file rewritten or
  * touched while the load holds in its read phase (RINGLOAD_TEST_HOLD with
  * RINGLOAD_TEST_RESUME): "file changed during load", exit 1.
  */
@@ -316,11 +318,11 @@ static void sha256_partial_read(void)
 }
 
 /*
- * A streaming load does not hash: a Hugging Face cache file whose blob is
- * not what its name says loads with a warning naming it (regression: it
- * loaded without a word).
+ * A streaming load hashes: a Hugging Face cache file whose blob is not
+ * what its name says fails the load naming it (it loaded with a warning
+ * when streaming did not hash).
  */
-static void sha256_hf_streaming_warns(void)
+static void sha256_hf_streaming_checks(void)
 {
 	char hex[65], wrong[65];
 	int rc;
@@ -334,11 +336,40 @@ static void sha256_hf_streaming_warns(void)
 	CHECK(system(out) == 0);
 	rc = rl_load("hf/snapshots/r/m.safetensors --staging-budget 64K");
 	skip_unavailable();
-	CHECKF(rc == 0 && strstr(out, "warning: hf/snapshots/r/m.safetensors: expected SHA-256 "
-				 "(Hugging Face cache) not checked: streaming loads "
-				 "(--staging-budget) do not hash"), "%d %s", rc, out);
+	CHECKF(rc == 1 && strstr(out, "hf/snapshots/r/m.safetensors: SHA-256 mismatch") &&
+	       strstr(out, wrong) && strstr(out, hex), "%d %s", rc, out);
 	rc = rl_load("hf/snapshots/r/m.safetensors --staging-budget 64K --no-hf-sha256");
 	CHECKF(rc == 0 && !strstr(out, "warning"), "%d %s", rc, out);
+}
+
+/*
+ * --staging-budget with --sha256-file (refused with exit 2 before the
+ * execution layer hashed across windows): a good checkpoint passes, with
+ * the smallest budget (many windows) and 8M (one); a byte flipped in its
+ * data fails the load with exit 1 naming the file.
+ */
+static void sha256_streaming(void)
+{
+	char hex[65], line[128];
+	uint8_t b;
+	FILE *f;
+	int rc;
+
+	CHECK(ckpt(hex) == 0);
+	snprintf(line, sizeof(line), "%s  m.safetensors\n", hex);
+	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
+	rc = rl_load("m.safetensors --staging-budget 64K --sha256-file SUMS");
+	skip_unavailable();
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	rc = rl_load("m.safetensors --staging-budget 8M --sha256-file SUMS");
+	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
+	f = fopen(tmp_path("m.safetensors"), "r+b");
+	CHECK(f && fseek(f, 150000, SEEK_SET) == 0 && fread(&b, 1, 1, f) == 1);
+	b ^= 0x40;
+	CHECK(fseek(f, 150000, SEEK_SET) == 0 && fwrite(&b, 1, 1, f) == 1 && fclose(f) == 0);
+	rc = rl_load("m.safetensors --staging-budget 64K --sha256-file SUMS");
+	CHECKF(rc == 1 && strstr(out, "ringload load: m.safetensors: SHA-256 mismatch: expected ") &&
+	       strstr(out, hex), "%d %s", rc, out);
 }
 
 /* Holds the load in its read phase, runs change (a shell line) on the
@@ -393,7 +424,8 @@ int main(void)
 		{ "sha256_file_exact_names", sha256_file_exact_names },
 		{ "sha256_sums_symlinked_and_elsewhere", sha256_sums_symlinked_and_elsewhere },
 		{ "sha256_partial_read", sha256_partial_read },
-		{ "sha256_hf_streaming_warns", sha256_hf_streaming_warns },
+		{ "sha256_hf_streaming_checks", sha256_hf_streaming_checks },
+		{ "sha256_streaming", sha256_streaming },
 		{ "file_changed_during_load", file_changed_during_load },
 	};
 	char name[128];

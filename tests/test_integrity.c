@@ -11,7 +11,9 @@
  * SHA-1, ignored), a load that reads part of a file refused (a plan missing
  * only the last byte too), data starting at the first read (a padded
  * header) hashed whole, an expected value wrong in its last byte, names
- * matched exactly or refused as ambiguous. Every load runs under a stall
+ * matched exactly or refused as ambiguous, the caller's staging (two
+ * areas) hashed and byte-exact against library staging, a flipped byte
+ * there failing too. Every load runs under a stall
  * alarm (a hashing bug fails the program, not hangs it). The CLI's
  * options: test_cli_integrity.c.
  */
@@ -225,6 +227,99 @@ static void sha256_plan_missing_last_byte_refused(void)
 	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), "tail.safetensors: whole-file "
 		"SHA-256 cannot be checked: this load reads only part of the file"),
 	       "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+}
+
+/* ---- SHA-256 into the caller's staging ----------------------------- */
+
+/* The plan of path replicated on two devices (two staging areas). */
+static rl_plan *two_device_plan(const char *path, rl_ckpt **ck, rl_spec **spec)
+{
+	static const char js[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"]},\"rules\":[]}";
+	rl_plan *plan = rl_plan_create();
+
+	*ck = rl_ckpt_create();
+	*spec = rl_spec_create();
+	if (!plan || !*ck || !*spec || rl_ckpt_open(*ck, path) < 0 ||
+	    rl_spec_parse(*spec, js, strlen(js)) < 0 ||
+	    rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 16384) < 0 || rl_plan_build(plan, *ck, *spec) < 0) {
+		rl_plan_destroy(plan);
+		return NULL;
+	}
+	return plan;
+}
+
+/* Loads plan into the caller's staging (areas 0 and 1, len bytes each)
+ * expecting hex of name, within STALL_S seconds. */
+static int caller_load(rl_loader *ld, const rl_plan *plan, uint8_t *area[2], size_t len,
+		       const char *name, const char *hex)
+{
+	int ret = rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_CALLER);
+
+	for (unsigned d = 0; d < 2 && ret == 0; d++)
+		ret = rl_loader_set_staging(ld, d, area[d], len);
+	if (ret == 0)
+		ret = rl_loader_expect_sha256(ld, name, hex);
+	alarm(STALL_S);
+	if (ret == 0)
+		ret = rl_loader_run(ld, plan);
+	alarm(0);
+	return ret;
+}
+
+/*
+ * Caller staging with SHA-256: the file is hashed as the library's
+ * staging hashes it, the areas hold exactly what a library-staged load
+ * of the same plan holds; a byte flipped in the data fails the load
+ * naming the file.
+ */
+static void sha256_caller_staging(void)
+{
+	char hex[65];
+	const char *path = tmp_path("caller.safetensors");
+	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_loader *ld = new_loader(), *ref = new_loader();
+	rl_device_info di;
+	rl_ckpt *ck = NULL;
+	rl_spec *spec = NULL;
+	rl_plan *plan;
+	uint8_t *area[2] = { NULL, NULL }, b;
+	int fd, ret;
+
+	CHECK(ld && ref && write_hashed_ckpt(path, NT, TBYTES, hex) == 0);
+	plan = two_device_plan(path, &ck, &spec);
+	CHECK(plan && rl_plan_num_devices(plan) == 2 && rl_plan_device(plan, 0, &di) == 0);
+	for (unsigned d = 0; d < 2; d++)
+		CHECK((area[d] = rl_staging_alloc(di.staging_bytes)) != NULL);
+	ret = rl_loader_run(ref, plan);
+	SKIP_BACKEND(ret, ref);
+	ret = caller_load(ld, plan, area, di.staging_bytes, "caller.safetensors", hex);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), 0);
+	CHECK_EQ(x.files_hashed, 1);
+	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MATCHED);
+	for (unsigned d = 0; d < 2; d++)
+		CHECK(memcmp(area[d], rl_loader_staging(ref, d, NULL), di.staging_bytes) == 0);
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0 && pread(fd, &b, 1, 200000) == 1);
+	b ^= 0x80;
+	CHECK(pwrite(fd, &b, 1, 200000) == 1);
+	close(fd);
+	plan = two_device_plan(path, &ck, &spec);
+	CHECK(plan != NULL);
+	ret = caller_load(ld, plan, area, di.staging_bytes, "caller.safetensors", hex);
+	CHECKF(ret == RL_E_CHECKSUM && strstr(rl_loader_errmsg(ld), "caller.safetensors: SHA-256 "
+					      "mismatch: expected ") && strstr(rl_loader_errmsg(ld), hex),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	for (unsigned d = 0; d < 2; d++)
+		rl_staging_free(area[d], di.staging_bytes);
+	rl_plan_destroy(plan);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+	rl_loader_destroy(ref);
 	rl_loader_destroy(ld);
 }
 
@@ -499,6 +594,7 @@ int main(void)
 		{ "sha256_wrong_last_byte_fails", sha256_wrong_last_byte_fails },
 		{ "sha256_plan_missing_last_byte_refused", sha256_plan_missing_last_byte_refused },
 		{ "sha256_data_at_first_read", sha256_data_at_first_read },
+		{ "sha256_caller_staging", sha256_caller_staging },
 		{ "sha256_names_exact_or_ambiguous", sha256_names_exact_or_ambiguous },
 		{ "sha256_hf_cache_layout", sha256_hf_cache_layout },
 		{ "rewritten_in_place_mid_load", rewritten_in_place_mid_load },

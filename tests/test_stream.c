@@ -9,7 +9,9 @@
  * releases (the load fails after the release timeout, the pieces it had
  * are intact); cancel from the callback and by finishing early (nothing
  * leaks; the held pieces still block a new load until released); the
- * arguments' checks; a caller's window pool, misaligned.
+ * arguments' checks; a caller's window pool, misaligned; SHA-256 while
+ * streaming (random shardings, several devices, byte-exact, agreeing with
+ * a whole load; a flipped byte fails naming the file, callback and pull).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+
+#include <openssl/evp.h>
 
 #include "ckpt_util.h"
 #include "rl_common.h"
@@ -365,6 +370,170 @@ static void deduplicated_shards(void)
 	fixture_free(&f);
 	if (ret == RL_E_BACKEND)
 		th_skip("backend unavailable here");
+}
+
+/* ---- SHA-256 while streaming ------------------------------------- */
+
+/* The SHA-256 of the file at path in hex; 0 or -1. */
+static int file_sha256(const char *path, char hex[65])
+{
+	uint8_t md[32], buf[65536];
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	FILE *f = fopen(path, "rb");
+	unsigned n = 0;
+	size_t got;
+	int ok = c && f && EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+
+	while (ok && (got = fread(buf, 1, sizeof(buf), f)) > 0)
+		ok = EVP_DigestUpdate(c, buf, got);
+	ok = ok && EVP_DigestFinal_ex(c, md, &n) && n == 32;
+	for (int i = 0; ok && i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	EVP_MD_CTX_free(c);
+	if (f)
+		fclose(f);
+	return ok ? 0 : -1;
+}
+
+/* One streaming load of f expecting hex for its file, by callback or
+ * pull: its result, the error text in msg, *match as stream_once's, and
+ * what it hashed. */
+static int stream_sha(struct fixture *f, uint64_t budget, int pull, const char *hex,
+		      int *match, char *msg, size_t len, rl_load_stats_ex *x)
+{
+	rl_loader *ld = stream_loader(budget);
+	struct assembly a;
+	int ret;
+
+	*match = 0;
+	if (!ld || rl_loader_expect_sha256(ld, "s.safetensors", hex) < 0) {
+		rl_loader_destroy(ld);
+		return -ENOMEM;
+	}
+	assembly_init(&a, f, ld);
+	if (pull) {
+		ret = pull_all(&a);
+	} else {
+		rl_loader_set_piece_callback(ld, on_piece, &a);
+		ret = rl_loader_run(ld, f->plan);
+	}
+	snprintf(msg, len, "%s", rl_loader_errmsg(ld));
+	*match = assembly_matches(&a) && (ret < 0 || limits_held(ld, f, budget));
+	x->size = sizeof(*x);
+	if (rl_loader_get_stats_ex(ld, x) < 0)
+		memset(x, 0, sizeof(*x));
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	return ret;
+}
+
+/* What a whole-staging load of f's plan says of hex: 0, or the error;
+ * what it hashed in *x. */
+static int whole_sha(const struct fixture *f, const char *hex, rl_load_stats_ex *x)
+{
+	rl_loader *ld = rl_loader_create();
+	int ret = ld ? rl_loader_expect_sha256(ld, "s.safetensors", hex) : -ENOMEM;
+
+	if (ret == 0)
+		ret = rl_loader_run(ld, f->plan);
+	x->size = sizeof(*x);
+	if (!ld || rl_loader_get_stats_ex(ld, x) < 0)
+		memset(x, 0, sizeof(*x));
+	rl_loader_destroy(ld);
+	return ret;
+}
+
+/*
+ * Random checkpoints under random shardings (several devices: a device's
+ * windows go back to the start of the file, so the checksum cover reads
+ * ahead of them), streamed with an expected SHA-256 under budgets from
+ * the smallest: every load that a whole-staging load hashes passes,
+ * byte-exact against the oracle, the whole file hashed once (a plan that
+ * loads no tensor reads no file: nothing hashed, by either); one that it
+ * refuses (the sharding reads part of the file) is refused alike.
+ */
+static void sha256_random_budgets(void)
+{
+	char hex[65], msg[512];
+
+	for (int round = 0; round < 6 && !th_failed(); round++) {
+		uint64_t chunk = 4096ull << (th_rand() % 6);
+		uint64_t budgets[2] = { MIN_BUDGET, MIN_BUDGET + (th_rand() % (4u << 20)) };
+		struct fixture f;
+		struct stat st;
+		rl_load_stats_ex wx;
+		int ret = fixture_random(&f, chunk), whole;
+
+		CHECKF(ret == 0 && file_sha256(tmp_path("s.safetensors"), hex) == 0 &&
+		       stat(tmp_path("s.safetensors"), &st) == 0, "round %d: fixture %d", round, ret);
+		whole = whole_sha(&f, hex, &wx);
+		CHECKF(whole < 0 || wx.files_hashed == 0 || wx.bytes_hashed == (uint64_t)st.st_size,
+		       "round %d: whole load hashed %llu of %lld", round,
+		       (unsigned long long)wx.bytes_hashed, (long long)st.st_size);
+		for (int b = 0; b < 2 && !th_failed(); b++) {
+			rl_load_stats_ex x;
+			int match, pull = (int)(th_rand() % 2);
+
+			ret = stream_sha(&f, budgets[b], pull, hex, &match, msg, sizeof(msg), &x);
+			if (ret == RL_E_BACKEND)
+				break;
+			CHECKF(ret == whole && (ret < 0 || (match && x.files_hashed == wx.files_hashed &&
+							    x.bytes_hashed == wx.bytes_hashed)),
+			       "round %d, %u devices, budget %llu, %s: %d (whole %d) %s, match %d, "
+			       "hashed %llu of %lld", round, f.ndev, (unsigned long long)budgets[b],
+			       pull ? "pull" : "callback", ret, whole, msg, match,
+			       (unsigned long long)x.bytes_hashed, (long long)st.st_size);
+			CHECKF(ret == 0 || strstr(msg, "cannot be checked"), "%s", msg);
+		}
+		fixture_free(&f);
+		if (ret == RL_E_BACKEND)
+			th_skip("backend unavailable here");
+	}
+}
+
+/*
+ * A byte flipped in a tensor's data after its SHA-256 was taken: the
+ * streaming load fails with RL_E_CHECKSUM naming the file, by callback
+ * and by pull, under the smallest budget (many windows) and a larger one;
+ * with the flipped file's own value it passes, byte-exact.
+ */
+static void sha256_flipped_byte_streaming(void)
+{
+	static const char spec[] = "{\"mesh\":{\"shape\":[3],\"axes\":[\"x\"]},\"rules\":[]}";
+	char hex[65], now[65], msg[512];
+	const char *path = tmp_path("s.safetensors");
+	struct fixture f;
+	uint8_t b;
+	FILE *fp;
+	int ret = write_hashed_ckpt(path, 6, 40000, hex), match = 0;
+
+	fp = ret == 0 ? fopen(path, "r+b") : NULL;
+	CHECK(fp && fseek(fp, 100000, SEEK_SET) == 0 && fread(&b, 1, 1, fp) == 1);
+	b ^= 0x01;
+	CHECK(fseek(fp, 100000, SEEK_SET) == 0 && fwrite(&b, 1, 1, fp) == 1 && fclose(fp) == 0);
+	CHECK(file_sha256(path, now) == 0 && strcmp(now, hex) != 0);
+	for (int single = 0; single < 2 && !th_failed(); single++) {
+		ret = fixture_build(&f, path, single ? "{}" : spec, single ? 2 : strlen(spec), 16384);
+		CHECKF(ret == 0, "fixture %d", ret);
+		for (int k = 0; k < 4 && !th_failed(); k++) {
+			rl_load_stats_ex x;
+			uint64_t budget = k < 2 ? MIN_BUDGET : 1u << 20;
+
+			ret = stream_sha(&f, budget, k % 2, hex, &match, msg, sizeof(msg), &x);
+			if (ret == RL_E_BACKEND)
+				break;
+			CHECKF(ret == RL_E_CHECKSUM && strstr(msg, "s.safetensors: SHA-256 mismatch: "
+							     "expected ") && strstr(msg, hex) && strstr(msg, now),
+			       "%s, budget %llu: %d %s", k % 2 ? "pull" : "callback",
+			       (unsigned long long)budget, ret, msg);
+			ret = stream_sha(&f, budget, k % 2, now, &match, msg, sizeof(msg), &x);
+			CHECKF(ret == 0 && match && x.files_hashed == 1, "%d %s, match %d", ret, msg,
+			       match);
+		}
+		fixture_free(&f);
+		if (ret == RL_E_BACKEND)
+			th_skip("backend unavailable here");
+	}
 }
 
 /* ---- release from another thread ---------------------------------- */
@@ -735,6 +904,8 @@ int main(void)
 		{ "caller_pool", caller_pool },
 		{ "loader_load_streams", loader_load_streams },
 		{ "many_windows_stats", many_windows_stats },
+		{ "sha256_random_budgets", sha256_random_budgets },
+		{ "sha256_flipped_byte_streaming", sha256_flipped_byte_streaming },
 	};
 
 	static const unsigned workers[] = { 1, 3 };

@@ -37,11 +37,9 @@ static int mpi_rules(const struct load_args *a)
 			"the library maps the staging\n", PROG);
 		return OPTS_USAGE;
 	}
-	if (a->staging_budget >= 0 && (a->verify || a->staging >= 0 ||
-				    a->sha256.n || a->sha256_file)) {
+	if (a->staging_budget >= 0 && (a->verify || a->staging >= 0)) {
 		fprintf(stderr, "%s: --staging-budget streams the shards through windows: not with "
-			"%s\n", PROG, a->verify ? "--verify" :
-			a->staging >= 0 ? "--staging" : "--sha256");
+			"%s\n", PROG, a->verify ? "--verify" : "--staging");
 		return OPTS_USAGE;
 	}
 	if (a->mpi && (a->sha256.n || a->sha256_file)) {

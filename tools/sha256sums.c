@@ -398,13 +398,11 @@ static void report_unchecked(const rl_loader *ld, const rl_ckpt *ck, const char 
 		rl_file_stats fs = { .size = sizeof(fs) };
 
 		if (rl_loader_get_file_stats(ld, i, &fs) < 0 ||
-		    (fs.sha256_state != RL_SHA256_PARTIAL && fs.sha256_state != RL_SHA256_STREAMED))
+		    fs.sha256_state != RL_SHA256_PARTIAL)
 			continue;
 		fprintf(stderr, "%s: warning: %s: expected SHA-256 (Hugging Face cache) not "
-			"checked: %s\n", prog, rl_ckpt_file_path(ck, fs.file),
-			fs.sha256_state == RL_SHA256_STREAMED ?
-			"streaming loads (--staging-budget) do not hash" :
-			"this load reads only part of the file");
+			"checked: this load reads only part of the file\n", prog,
+			rl_ckpt_file_path(ck, fs.file));
 	}
 }
 

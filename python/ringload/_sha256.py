@@ -234,8 +234,7 @@ def resolve(ckpt, sha256):
 
 
 # rl_file_stats.sha256_state of a file whose expected value was not checked
-_UNCHECKED = {_lib.RL_SHA256_PARTIAL: "this load reads only part of the file",
-              _lib.RL_SHA256_STREAMED: "streaming loads do not hash"}
+_UNCHECKED = {_lib.RL_SHA256_PARTIAL: "this load reads only part of the file"}
 
 
 def warn_unchecked(loader, ckpt):

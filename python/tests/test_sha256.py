@@ -370,11 +370,18 @@ def test_partial_load_with_sha256_is_checksum_error_before_reading(two_files):
         "part0.safetensors": sums["part0.safetensors"]})[0]) == ["t0"]
 
 
-def test_streaming_load_refuses_sha256_with_state_error(ckpt, torch):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_streaming_load_checks_sha256(ckpt, torch, backend):
+    """A streaming load hashes the files it streams (it refused sha256=
+    with a StateError): the right value loads, a wrong one fails naming
+    the file."""
     path, sha = ckpt
-    with pytest.raises(ringload.StateError, match="not checked by streaming loads"):
-        ringload.load(path, framework="pt", options={"staging_budget": 1 << 20},
-                      sha256=sha)
+    opts = {"staging_budget": 1 << 16, "workers": 2}
+    out = ringload.load(path, framework="pt", backend=backend, options=opts, sha256=sha)[0]
+    assert out["a"].tolist() == list(range(1000))
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.load(path, framework="pt", backend=backend, options=opts, sha256=WRONG)
+    _checksum_error(ei, path, WRONG)
 
 
 def _hf_snapshot(tmp_path, path, blob):
@@ -403,15 +410,15 @@ def test_safe_open_checks_a_hugging_face_blob_name(ckpt, tmp_path):
 
 
 def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, torch):
-    """A streaming load hashes nothing, a sharded load reads part of a file:
-    the blob's name goes unchecked, with a warning naming the file, as the
-    CLI's (regression: a blob with a flipped byte loaded without a word)."""
+    """A sharded load reads part of a file: the blob's name goes
+    unchecked, with a warning naming the file, as the CLI's (regression: a
+    blob with a flipped byte loaded without a word). A streaming load
+    hashes: it fails naming the file."""
     path, _ = ckpt
     snap = _hf_snapshot(tmp_path, path, WRONG)
-    with pytest.warns(UserWarning, match=f"{re.escape(str(snap))}: expected SHA-256 .* not "
-                      "checked: streaming loads do not hash"):
-        out = ringload.load(snap, framework="pt", options={"staging_budget": 1 << 20})[0]
-    assert out["a"].tolist() == list(range(1000))
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.load(snap, framework="pt", options={"staging_budget": 1 << 20})
+    _checksum_error(ei, snap, WRONG)
     with pytest.warns(UserWarning, match="not checked: this load reads only part of the file"):
         assert list(ringload.load(snap, sharding={"tensors": ["b"]})[0]) == ["b"]
     with pytest.raises(ringload.IntegrityError):

@@ -19,7 +19,9 @@ import tempfile
 
 # Layer rank by top folder; a file may use only lower ranks, or its own
 # folder (same rank, other folder: a sideways call, e.g. planner->engine).
-RANK = {"common": 0, "planner": 1, "engine": 1, "api": 2, "mpi": 3}
+# exec/ (the execution layer: passes, batches, the job) sits above the
+# planner and the engine and below the API; neither of those calls it.
+RANK = {"common": 0, "planner": 1, "engine": 1, "exec": 2, "api": 3, "mpi": 4}
 # Code that must use the public API only. perf/ may use engine internals
 # where a raw-I/O mode needs them (DESIGN.md): rlperf and bench_engine.
 CLIENTS = ("tools", "perf", "examples", "python", "mpi")
