@@ -122,6 +122,8 @@ void mx_piece_copy(struct mx_load *L, const rl_copy_info *c, const uint8_t *src)
 		return;
 	}
 	off = c->dst - si.offset;
+	if (!c->count || !c->len)
+		return;         /* nothing: zero-byte shards come from the own reads */
 	if (c->count == 1 || c->src_stride == c->len) {
 		give(L, c, off, src + c->src, c->count * c->len);
 		return;
