@@ -529,7 +529,8 @@ static void streaming_failing_rank_ends_every_rank(void)
 
 /* A rank whose piece callback cancels (at its first piece, from its own
  * reads' windows, or at its first piece of a transfer) ends every rank
- * with an error naming it; budgets 64 KiB and 128 KiB. */
+ * with an error naming it; budgets 64 KiB and 128 KiB. A streaming rank
+ * without a piece callback too. */
 static void streaming_cancel_ends_every_rank(void)
 {
 	const char *ck, *spec;
@@ -553,6 +554,13 @@ static void streaming_cancel_ends_every_rank(void)
 			      "rank 2 failed: streaming: the piece callback canceled the load"),
 		       "at %d: %s", at, out);
 	}
+	/* a streaming rank without a piece callback: refused before planning */
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --budget 65536 --no-callback-rank 1 "
+		 "--timeout-ms 60000", ck, spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 1 error -5041 failed 1: ") &&
+	       strstr(out, "rank 0 error -5092 failed 1: rank 1 failed: a streaming loader "
+		      "(RL_STAGING_STREAM) needs rl_mpi_set_piece_callback()"), "%s", out);
 }
 
 /* A message a byte short of its payload fails the load on every rank,

@@ -15,7 +15,8 @@
  * the world into G communicators that load at once. --budget streams
  * (each rank its own budget from the list) and assembles the pieces;
  * --cancel-rank R: that rank's piece callback cancels (at its first
- * piece, or --cancel-transfer its first piece of a transfer).
+ * piece, or --cancel-transfer its first piece of a transfer);
+ * --no-callback-rank R: that rank streams without a piece callback.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +35,7 @@
 struct args {
 	const char *path, *spec, *local, *backend, *dump, *budget;
 	int read_once, truncate_rank, sleep_rank, short_send_rank, thread_single, groups;
-	int cancel_rank, cancel_transfer;
+	int cancel_rank, cancel_transfer, no_callback_rank;
 	long long batch, msg, timeout_ms, workers;
 };
 
@@ -42,6 +43,7 @@ static int parse(int argc, char **argv, struct args *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->truncate_rank = a->sleep_rank = a->short_send_rank = a->cancel_rank = -1;
+	a->no_callback_rank = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -73,6 +75,8 @@ static int parse(int argc, char **argv, struct args *a)
 			a->timeout_ms = atoll(v);
 		else if (!strcmp(o, "--truncate-rank") && ++i)
 			a->truncate_rank = atoi(v);
+		else if (!strcmp(o, "--no-callback-rank") && ++i)
+			a->no_callback_rank = atoi(v);
 		else if (!strcmp(o, "--cancel-rank") && ++i)
 			a->cancel_rank = atoi(v);
 		else if (!strcmp(o, "--sleep-rank") && ++i)
@@ -299,7 +303,8 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 	if (a->budget) {
 		rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM);
 		rl_loader_set(ld, RL_OPT_STAGING_BUDGET, budget_of(a->budget, rank));
-		rl_mpi_set_piece_callback(m, on_piece, &A);
+		if (rank != a->no_callback_rank)
+			rl_mpi_set_piece_callback(m, on_piece, &A);
 		A.cancel = rank == a->cancel_rank ? 1 + a->cancel_transfer : 0;
 	}
 	if (!ret)
@@ -345,7 +350,7 @@ int main(int argc, char **argv)
 			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N]\n"
 			"  [--truncate-rank R] [--sleep-rank R] [--short-send-rank R] [--thread-single]\n"
 			"  [--groups G] [--budget B0[,B1,...]] [--workers N]\n"
-			"  [--cancel-rank R [--cancel-transfer]]\n");
+			"  [--cancel-rank R [--cancel-transfer]] [--no-callback-rank R]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, a.thread_single ? MPI_THREAD_SINGLE : MPI_THREAD_FUNNELED,
