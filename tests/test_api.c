@@ -42,7 +42,7 @@ static const char *const covered[] = {
 	"rl_staging_free", "rl_loader_expect_sha256",
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
 	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
-	"rl_loader_default_budget",
+	"rl_loader_default_budget", "rl_loader_get",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -409,6 +409,30 @@ static void loader_stats_functions(rl_loader *ld)
 	CHECK_EQ(rl_loader_expect_sha256(ld, NULL, NULL), 0);
 }
 
+/* rl_loader_get() gives back every parameter as set, at both bounds. */
+static void loader_get_returns_what_was_set(void)
+{
+	rl_loader *ld = rl_loader_create();
+	int64_t v = -1, lo, hi;
+
+	CHECK(ld);
+	CHECK_EQ(rl_loader_get(ld, RL_OPT_STAGING_BUDGET, &v), 0);
+	CHECK_EQ(v, 0);         /* the default: rl_loader_default_budget() */
+	CHECK_EQ(rl_loader_get(NULL, RL_OPT_QUEUE_DEPTH, &v), -EINVAL);
+	CHECK_EQ(rl_loader_get(ld, (rl_loader_param)99, &v), -EINVAL);
+	CHECK_EQ(rl_loader_get(ld, RL_OPT_STAGING, NULL), -EINVAL);
+	for (int p = RL_OPT_BACKEND; p <= RL_OPT_RELEASE_TIMEOUT_MS; p++) {
+		CHECK_EQ(rl_loader_param_bounds((rl_loader_param)p, &lo, &hi), 0);
+		for (int end = 0; end < 2; end++) {
+			CHECK_EQ(rl_loader_set(ld, (rl_loader_param)p, end ? hi : lo), 0);
+			CHECK_EQ(rl_loader_get(ld, (rl_loader_param)p, &v), 0);
+			CHECKF(v == (end ? hi : lo), "parameter %d: set %lld, got %lld", p,
+			       (long long)(end ? hi : lo), (long long)v);
+		}
+	}
+	rl_loader_destroy(ld);
+}
+
 static void loader_functions(void)
 {
 	rl_loader *ld = rl_loader_create();
@@ -531,6 +555,7 @@ int main(void)
 	RUN(plan_functions);
 	RUN(cluster_functions);
 	RUN(loader_functions);
+	RUN(loader_get_returns_what_was_set);
 	RUN(caller_staging_of_exactly_staging_bytes);
 	RUN(streaming_functions);
 	return th_done();

@@ -286,6 +286,7 @@ _PROTOTYPES = {
     "rl_backend_name": (c_char_p, [c_int]),
     "rl_loader_create": (_V, []),
     "rl_loader_set": (c_int, [_V, c_int, c_int64]),
+    "rl_loader_get": (c_int, [_V, c_int, POINTER(c_int64)]),
     "rl_loader_param_bounds": (c_int, [c_int, POINTER(c_int64),
                                        POINTER(c_int64)]),
     "rl_loader_set_callbacks": (c_int, [_V, SHARD_FN, PROGRESS_FN, _V]),

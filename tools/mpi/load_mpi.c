@@ -284,9 +284,11 @@ static int load(struct mrun *r)
 	r->ld = rl_loader_create();
 	if (!r->plan || !r->ld)
 		return all_ok(r, !say(r, "out of memory"), "to start");
-	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG) ||
-	    (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000)))
+	/* load_configure() says what it refused */
+	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG))
 		return all_ok(r, 0, "to configure the load");
+	if (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000))
+		return all_ok(r, !say(r, "%s", rl_mpi_errmsg(r->m)), "to configure the load");
 	if (plan_params(r->plan, a) < 0)
 		return all_ok(r, !say(r, "%s", rl_plan_errmsg(r->plan)), "to configure the load");
 	if (all_ok(r, 1, "to configure the load") || stream_out(r))
