@@ -35,6 +35,7 @@
 
 #include "../exec/run.h"
 #include "../exec/window.h"
+#include "../sink/host.h"
 #include "loader_internal.h"
 #include "plan_internal.h"
 
@@ -516,6 +517,7 @@ static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, in
 	const struct pl_exec *ex = &s->ex;
 	uint8_t *staging[1] = { rg ? s->slot[k].ptr : NULL };
 	uint64_t bytes[1] = { rg ? s->slot_bytes : 0 };
+	struct sink_host host;
 	struct eng_stats es;
 	struct eng_job job;
 	struct ex_batch b;
@@ -526,10 +528,11 @@ static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, in
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
 	if (ex_run_cover(&sr->run, &sr->wj.reads, &sr->wj.nreads, &sr->wj.cap_reads, last) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies, 1,
-			       staging, bytes, 0, NULL };
+	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies,
+			       sink_host_init(&host, 1, staging, bytes), 0, NULL };
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
+	sink_host_note(&host, es.fallbacks, sizeof(es.fallbacks));
 	st_add_stats(&sr->sum, &es, rg == s->win.w);
 	s->base += job.total_bytes;
 	return ret;
