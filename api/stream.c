@@ -597,40 +597,6 @@ static int st_fixed(struct st_run *sr)
 	return 0;
 }
 
-/* What every range's reads need together: each read of the plan, plus
- * one more for each window edge a read may straddle (read once for each
- * window), and those may need a bounce buffer; and the checksum cover's
- * reads of the hashed files (at most each file once, in bounce buffers). */
-static void st_needs(const struct st_run *sr, struct eng_session_needs *n)
-{
-	const struct pl_exec *ex = &sr->s->ex;
-	const struct ex_cover *cv = &sr->run.cover;
-	uint64_t edges = 2 * (uint64_t)sr->s->win.n;
-
-	memset(n, 0, sizeof(*n));
-	for (size_t i = 0; i < ex->nreads; i++) {
-		n->all_bytes += ex->reads[i].len;
-		if (!(ex->reads[i].flags & RL_READ_DIRECT) || ex->reads[i].ncopies != 1) {
-			n->bounce++;
-			n->bounce_bytes += ex->reads[i].len;
-		}
-	}
-	n->nreads = ex->nreads + edges;
-	n->max_read = (uint32_t)ex->max_read;
-	n->bounce += edges;
-	n->bounce_bytes += edges * ex->max_read;
-	for (size_t f = 0; sr->run.hash && f < ex->nfiles; f++) {
-		uint64_t fills = cv->hash[f] ? ex->file_sizes[f] / cv->chunk + 1 : 0;
-
-		n->all_bytes += cv->hash[f] ? ex->file_sizes[f] : 0;
-		n->nreads += fills;
-		n->bounce += fills;
-		n->bounce_bytes += cv->hash[f] ? ex->file_sizes[f] : 0;
-		n->max_read = RL_MAX(n->max_read, cv->chunk);
-	}
-	n->bounce_bytes = RL_MIN(n->bounce_bytes, n->all_bytes);
-}
-
 /* One engine session for every range: files, workers, rings and the
  * windows' registration, set up once. */
 static int st_begin(struct st_run *sr)
@@ -646,7 +612,7 @@ static int st_begin(struct st_run *sr)
 
 	if (st_fixed(sr) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	st_needs(sr, &n);
+	ex_windows_needs(&s->win, ex, sr->run.hash ? &sr->run.cover : NULL, &n);
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
 				&sr->ld->err);

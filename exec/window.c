@@ -122,6 +122,35 @@ void ex_windows_free(struct ex_windows *ws)
 	memset(ws, 0, sizeof(*ws));
 }
 
+void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
+		      const struct ex_cover *cover, struct eng_session_needs *n)
+{
+	uint64_t edges = 2 * (uint64_t)ws->n;
+
+	memset(n, 0, sizeof(*n));
+	for (size_t i = 0; i < ex->nreads; i++) {
+		n->all_bytes += ex->reads[i].len;
+		if (!(ex->reads[i].flags & RL_READ_DIRECT) || ex->reads[i].ncopies != 1) {
+			n->bounce++;
+			n->bounce_bytes += ex->reads[i].len;
+		}
+	}
+	n->nreads = ex->nreads + edges;
+	n->max_read = (uint32_t)ex->max_read;
+	n->bounce += edges;
+	n->bounce_bytes += edges * ex->max_read;
+	for (size_t f = 0; cover && f < ex->nfiles; f++) {
+		uint64_t size = cover->hash[f] ? ex->file_sizes[f] : 0;
+
+		n->all_bytes += size;
+		n->nreads += size ? size / cover->chunk + 1 : 0;
+		n->bounce += size ? size / cover->chunk + 1 : 0;
+		n->bounce_bytes += size;
+		n->max_read = RL_MAX(n->max_read, cover->chunk);
+	}
+	n->bounce_bytes = RL_MIN(n->bounce_bytes, n->all_bytes);
+}
+
 /* ------------------------------------------------------------------ */
 /* The batch of one range */
 

@@ -14,7 +14,9 @@
 #include <stddef.h>
 
 #include "rl_io.h"
+#include "../engine/engine.h"
 #include "../planner/planner.h"
+#include "cover.h"
 
 /* Bytes [lo, hi) of device dev's staging, held in a window whose first
  * byte is staging offset base (base <= lo, hi - base <= the window). */
@@ -59,6 +61,16 @@ struct ex_windows {
 int ex_windows_cut(struct ex_windows *ws, const struct pl_exec *ex, uint64_t window,
 		   uint64_t page);
 void ex_windows_free(struct ex_windows *ws);
+
+/*
+ * What every window's batch of ex needs of an engine session together:
+ * each read of the plan, plus one more for each window edge a read may
+ * straddle (read once for each window), and those may need a bounce
+ * buffer; and the checksum cover's reads (cover NULL: none) of the
+ * hashed files, at most each file once, in bounce buffers.
+ */
+void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
+		      const struct ex_cover *cover, struct eng_session_needs *n);
 
 /* The reads (in plan order) and copies of one range, on device 0. */
 struct ex_wjob {

@@ -196,6 +196,21 @@ def engine_include_problems(top):
     return bad
 
 
+def exec_include_problems(top):
+    """The execution layer sits above the planner and the engine: no file
+    of planner/ or engine/ includes one of exec/."""
+    bad = []
+    for fold in ("planner", "engine"):
+        for path in sorted(glob.glob(os.path.join(top, fold, "*.[ch]"))):
+            rel = os.path.relpath(path, top)
+            with open(path, errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                    if m and re.match(r"(\.\./)?exec/", m.group(1)):
+                        bad.append(f"{rel}:{n} includes {m.group(1)}")
+    return bad
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RL_BUILD", "build")
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -211,6 +226,7 @@ def main():
           [" <-> ".join(c) for c in strongly_connected(edges)])
     check("clients_use_the_public_header", include_problems(top))
     check("engine_includes_no_sink", engine_include_problems(top))
+    check("planner_engine_include_no_exec", exec_include_problems(top))
     failed = 0
     for name, problems in results:
         if problems:
