@@ -246,8 +246,7 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 }
 
 /* Claims one read into the queue (the sink preparing its destinations
- * when asked);
- * 0 when there is none or the queue is full. */
+ * when asked); 0 when there is none or the queue is full. */
 static int claim_one(struct eng_worker *w, int prefault)
 {
 	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
