@@ -74,7 +74,7 @@ override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 
-LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c exec/*.c api/*.c)
+LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c sink/*.c exec/*.c api/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # tools/: the ringload command (every .c but mkckpt's), and mkckpt, which
 # shares only the library-free option parser and helpers.

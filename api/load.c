@@ -11,6 +11,7 @@
 #include "../engine/engine.h"
 #include "../exec/run.h"
 #include "../planner/planner.h"
+#include "../sink/host.h"
 #include "integrity.h"
 #include "plan_internal.h"
 #include "loader_internal.h"
@@ -291,6 +292,7 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 	struct ex_batch b = { 0 };
 	struct eng_job job;
 	struct eng *eng = NULL;
+	struct sink_host host;
 	struct rl_read *own = NULL;
 	uint8_t **staging = NULL;
 	uint64_t *shard_bytes = NULL;
@@ -307,8 +309,9 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 	if (ret == 0)
 		ret = batch_reads(ld, r, ex, &b, &own);
 	if (ret == 0) {
-		b = (struct ex_batch){ b.reads, b.nreads, ex->copies, ex->ncopies, ex->ndevs,
-				       staging, ex->staging_bytes, ex->nshards, shard_bytes };
+		b = (struct ex_batch){ b.reads, b.nreads, ex->copies, ex->ncopies,
+				       sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes),
+				       ex->nshards, shard_bytes };
 		ex_run_job(r, &job, ex, &b, ld->files);
 		ld->received = ex->received;
 		/* Bounce buffers as large as the largest read of this plan. */
@@ -316,6 +319,7 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 		ret = eng_create(&eo, &eng, &ld->err);
 		if (ret == 0)
 			ret = eng_run(eng, &job, es, &ld->err);
+		sink_host_note(&host, es->fallbacks, sizeof(es->fallbacks));
 		eng_destroy(eng);
 		ld->received = NULL;
 	}

@@ -3,7 +3,7 @@
  * holds more than its budget of staging. The budget is one pool cut into
  * one or two windows; every device's staging space is cut into ranges of
  * at most a window (in device, then offset order); each range is one
- * engine run of the plan clipped to it (engine/stream.c), into a free
+ * engine run of the plan clipped to it (exec/window.c), into a free
  * window; when it arrived, the shards' bytes in it are handed out as
  * pieces, and the window is free again once every piece is released.
  *
@@ -33,8 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../engine/stream.h"
 #include "../exec/run.h"
+#include "../exec/window.h"
+#include "../sink/host.h"
 #include "loader_internal.h"
 #include "plan_internal.h"
 
@@ -43,20 +44,6 @@
 #define ST_TWO_WINDOWS (2ull << 20) /* from here on: two windows */
 #define ST_PAGE 4096ull
 #define ST_MAX_SLOTS 2
-
-/* One piece of the plan: bytes [offset, offset + len) of shard, at pos
- * in its range's window. */
-struct st_piece {
-	size_t shard;
-	unsigned dev;
-	uint64_t offset, len, pos;
-};
-
-/* One range and its pieces[first .. first + n). */
-struct st_range {
-	struct eng_range r;
-	size_t first, n;
-};
 
 /* One window of the pool. */
 struct st_slot {
@@ -81,14 +68,9 @@ struct ld_stream {
 	unsigned nslots;
 	uint64_t slot_bytes;
 
-	/* The load: ranges, pieces, zero-byte shards. */
+	/* The load: its plan and its windows (exec/window.h). */
 	struct pl_exec ex;
-	struct st_range *ranges;
-	size_t nranges;
-	struct st_piece *pieces;
-	size_t npieces;
-	size_t *zero;
-	size_t nzero;
+	struct ex_windows win;
 	uint64_t total, base;   /* progress: plan bytes, windows done */
 	double t0;
 
@@ -210,15 +192,10 @@ static struct ld_stream *st_get(rl_loader *ld)
 /* The load's plan-derived arrays. */
 static void st_clear_load(struct ld_stream *s)
 {
-	rl_free(s->ranges);
-	rl_free(s->pieces);
-	rl_free(s->zero);
+	ex_windows_free(&s->win);
 	rl_free(s->queue);
-	s->ranges = NULL;
-	s->pieces = NULL;
-	s->zero = NULL;
 	s->queue = NULL;
-	s->nranges = s->npieces = s->nzero = s->qhead = s->qtail = 0;
+	s->qhead = s->qtail = 0;
 }
 
 static void st_free_pool(struct ld_stream *s)
@@ -317,119 +294,15 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 }
 
 /* ------------------------------------------------------------------ */
-/* Ranges and pieces of a plan */
+/* The windows of a plan */
 
-struct st_ext {
-	unsigned dev;
-	uint64_t off, end;
-	size_t shard;
-};
-
-static int ext_cmp(const void *a, const void *b)
-{
-	const struct st_ext *x = a, *y = b;
-
-	if (x->dev != y->dev)
-		return x->dev < y->dev ? -1 : 1;
-	return x->off < y->off ? -1 : x->off > y->off;
-}
-
-static int st_push_range(struct ld_stream *s, size_t *cap, const struct eng_range *r)
-{
-	if (rl_grow((void **)&s->ranges, cap, s->nranges + 1, sizeof(*s->ranges)) < 0)
-		return -ENOMEM;
-	s->ranges[s->nranges].r = *r;
-	s->ranges[s->nranges].first = s->npieces;
-	s->ranges[s->nranges].n = 0;
-	s->nranges++;
-	return 0;
-}
-
-static int st_push_piece(struct ld_stream *s, size_t *cap, const struct st_piece *p)
-{
-	if (rl_grow((void **)&s->pieces, cap, s->npieces + 1, sizeof(*s->pieces)) < 0)
-		return -ENOMEM;
-	s->pieces[s->npieces++] = *p;
-	s->ranges[s->nranges - 1].n++;
-	return 0;
-}
-
-/* Cuts the extents of one device (sorted by offset, none overlapping)
- * into ranges of at most a window: each starts at the first byte not yet
- * covered, its window at the page below (so that a byte's place in the
- * window is aligned as in staging: direct reads stay direct). */
-static int st_cut(struct ld_stream *s, const struct st_ext *x, size_t n, size_t *rcap,
-		  size_t *pcap)
-{
-	uint64_t cur = 0;
-
-	for (size_t j = 0; j < n;) {
-		struct eng_range r;
-
-		if (x[j].end <= cur) {
-			j++;
-			continue;
-		}
-		r.dev = x[j].dev;
-		r.lo = RL_MAX(cur, x[j].off);
-		r.base = rl_align_down(r.lo, ST_PAGE);
-		r.hi = r.base + s->slot_bytes;
-		if (st_push_range(s, rcap, &r) < 0)
-			return -ENOMEM;
-		for (size_t k = j; k < n && x[k].off < r.hi; k++) {
-			uint64_t a = RL_MAX(x[k].off, r.lo), b = RL_MIN(x[k].end, r.hi);
-			struct st_piece p = { x[k].shard, r.dev, a - x[k].off, b - a, a - r.base };
-
-			if (b > a && st_push_piece(s, pcap, &p) < 0)
-				return -ENOMEM;
-		}
-		cur = r.hi;
-	}
-	return 0;
-}
-
-/* Every device's ranges, in device order. */
-static int st_cut_all(struct ld_stream *s, const struct st_ext *x, size_t n)
-{
-	size_t rcap = 0, pcap = 0;
-
-	for (size_t g = 0, e; g < n; g = e) {
-		for (e = g + 1; e < n && x[e].dev == x[g].dev; e++)
-			;
-		if (st_cut(s, x + g, e - g, &rcap, &pcap) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* The ranges, pieces and zero-byte shards of ex. */
+/* The windows (ranges, pieces, zero-byte shards) of ex, and the queue. */
 static int st_plan(rl_loader *ld, struct ld_stream *s)
 {
 	const struct pl_exec *ex = &s->ex;
-	struct st_ext *x = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*x));
-	size_t n = 0;
-	int ret;
+	int ret = ex_windows_cut(&s->win, ex, s->slot_bytes, ST_PAGE);
 
-	s->zero = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*s->zero));
-	if (!x || !s->zero) {
-		rl_free(x);
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < ex->nshards; i++) {
-		const struct pl_shard *sh = ex->shards + i;
-
-		if (!sh->nbytes) {
-			s->zero[s->nzero++] = i;
-			continue;
-		}
-		if (ex->received && ex->received[i])
-			continue; /* read once: transfers bring it, not pieces of ours */
-		x[n++] = (struct st_ext){ sh->dev, sh->offset, sh->offset + sh->nbytes, i };
-	}
-	qsort(x, n, sizeof(*x), ext_cmp);
-	ret = st_cut_all(s, x, n);
-	rl_free(x);
-	s->queue = ret ? NULL : rl_calloc(s->npieces + s->nzero + 1, sizeof(*s->queue));
+	s->queue = ret ? NULL : rl_calloc(s->win.npieces + s->win.nzero + 1, sizeof(*s->queue));
 	if (ret < 0 || !s->queue)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
 	s->total = 0;
@@ -531,7 +404,7 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece)
 }
 
 /* Window k filled with range ri: its pieces are held from now on. */
-static int st_hold(struct ld_stream *s, unsigned k, const struct st_range *rg)
+static int st_hold(struct ld_stream *s, unsigned k, const struct ex_window *rg)
 {
 	struct st_slot *w = s->slot + k;
 	int ret = 0;
@@ -583,7 +456,7 @@ struct st_run {
 	struct eng_session *sess;
 	struct eng_fixed *fixed;
 	unsigned nfixed;
-	struct eng_wjob wj;
+	struct ex_wjob wj;
 	struct ex_run run;      /* the job builder and the checksum pass */
 	struct eng_stats sum;
 	int pull;
@@ -638,27 +511,29 @@ static void st_add_stats(struct eng_stats *t, const struct eng_stats *w, int fir
 /* Reads range rg into window k; rg NULL: no range, only what the
  * checksum cover adds (a plan without a byte of staging). last: no range
  * follows, so hashed files are read to their ends. */
-static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k, int last)
+static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, int last)
 {
 	struct ld_stream *s = sr->s;
 	const struct pl_exec *ex = &s->ex;
 	uint8_t *staging[1] = { rg ? s->slot[k].ptr : NULL };
 	uint64_t bytes[1] = { rg ? s->slot_bytes : 0 };
+	struct sink_host host;
 	struct eng_stats es;
 	struct eng_job job;
 	struct ex_batch b;
 	int ret;
 
 	sr->wj.nreads = sr->wj.ncopies = 0;
-	if (rg && eng_window_job(ex->reads, ex->nreads, ex->copies, &rg->r, &sr->wj) < 0)
+	if (rg && ex_window_job(ex->reads, ex->nreads, ex->copies, &rg->r, &sr->wj) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
 	if (ex_run_cover(&sr->run, &sr->wj.reads, &sr->wj.nreads, &sr->wj.cap_reads, last) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies, 1,
-			       staging, bytes, 0, NULL };
+	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies,
+			       sink_host_init(&host, 1, staging, bytes), 0, NULL };
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
-	st_add_stats(&sr->sum, &es, rg == s->ranges);
+	sink_host_note(&host, es.fallbacks, sizeof(es.fallbacks));
+	st_add_stats(&sr->sum, &es, rg == s->win.w);
 	s->base += job.total_bytes;
 	return ret;
 }
@@ -682,7 +557,7 @@ static int st_deliver(struct st_run *sr, const rl_piece *p)
 }
 
 /* The pieces of range rg, now in window k. */
-static int st_hand_out(struct st_run *sr, const struct st_range *rg, unsigned k)
+static int st_hand_out(struct st_run *sr, const struct ex_window *rg, unsigned k)
 {
 	struct ld_stream *s = sr->s;
 	int ret = st_hold(s, k, rg);
@@ -690,7 +565,7 @@ static int st_hand_out(struct st_run *sr, const struct st_range *rg, unsigned k)
 	if (ret < 0)
 		return rl_err_set(&sr->ld->err, ret, "out of memory");
 	for (size_t i = 0; i < rg->n; i++) {
-		const struct st_piece *sp = s->pieces + rg->first + i;
+		const struct ex_piece *sp = s->win.pieces + rg->first + i;
 		rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, s->slot[k].ptr + sp->pos,
 			       st_token(k, s->slot[k].gen, i) };
 
@@ -722,40 +597,6 @@ static int st_fixed(struct st_run *sr)
 	return 0;
 }
 
-/* What every range's reads need together: each read of the plan, plus
- * one more for each window edge a read may straddle (read once for each
- * window), and those may need a bounce buffer; and the checksum cover's
- * reads of the hashed files (at most each file once, in bounce buffers). */
-static void st_needs(const struct st_run *sr, struct eng_session_needs *n)
-{
-	const struct pl_exec *ex = &sr->s->ex;
-	const struct ex_cover *cv = &sr->run.cover;
-	uint64_t edges = 2 * (uint64_t)sr->s->nranges;
-
-	memset(n, 0, sizeof(*n));
-	for (size_t i = 0; i < ex->nreads; i++) {
-		n->all_bytes += ex->reads[i].len;
-		if (!(ex->reads[i].flags & RL_READ_DIRECT) || ex->reads[i].ncopies != 1) {
-			n->bounce++;
-			n->bounce_bytes += ex->reads[i].len;
-		}
-	}
-	n->nreads = ex->nreads + edges;
-	n->max_read = (uint32_t)ex->max_read;
-	n->bounce += edges;
-	n->bounce_bytes += edges * ex->max_read;
-	for (size_t f = 0; sr->run.hash && f < ex->nfiles; f++) {
-		uint64_t fills = cv->hash[f] ? ex->file_sizes[f] / cv->chunk + 1 : 0;
-
-		n->all_bytes += cv->hash[f] ? ex->file_sizes[f] : 0;
-		n->nreads += fills;
-		n->bounce += fills;
-		n->bounce_bytes += cv->hash[f] ? ex->file_sizes[f] : 0;
-		n->max_read = RL_MAX(n->max_read, cv->chunk);
-	}
-	n->bounce_bytes = RL_MIN(n->bounce_bytes, n->all_bytes);
-}
-
 /* One engine session for every range: files, workers, rings and the
  * windows' registration, set up once. */
 static int st_begin(struct st_run *sr)
@@ -771,7 +612,7 @@ static int st_begin(struct st_run *sr)
 
 	if (st_fixed(sr) < 0)
 		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	st_needs(sr, &n);
+	ex_windows_needs(&s->win, ex, sr->run.hash ? &sr->run.cover : NULL, &n);
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
 				&sr->ld->err);
@@ -788,24 +629,25 @@ static int st_ranges(struct st_run *sr)
 	struct ld_stream *s = sr->s;
 	int ret = 0;
 
-	for (size_t i = 0; i < s->nranges && ret == 0; i++) {
+	for (size_t i = 0; i < s->win.n && ret == 0; i++) {
 		int k = st_acquire(sr->ld, s, &ret);
 
 		if (k < 0)
 			break;
-		ret = st_fill(sr, s->ranges + i, (unsigned)k, i + 1 == s->nranges);
+		ret = st_fill(sr, s->win.w + i, (unsigned)k, i + 1 == s->win.n);
 		if (ret < 0) {
 			pthread_mutex_lock(&s->lock);
 			s->slot[k].busy = 0;
 			pthread_mutex_unlock(&s->lock);
 			break;
 		}
-		ret = st_hand_out(sr, s->ranges + i, (unsigned)k);
+		ret = st_hand_out(sr, s->win.w + i, (unsigned)k);
 	}
-	if (ret == 0 && !s->nranges && sr->run.hash) /* files without tensor bytes */
+	if (ret == 0 && !s->win.n && sr->run.hash) /* files without tensor bytes */
 		ret = st_fill(sr, NULL, 0, 1);
-	for (size_t i = 0; i < s->nzero && ret == 0; i++) {
-		rl_piece p = { s->zero[i], s->ex.shards[s->zero[i]].dev, 0, 0, NULL, 0 };
+	for (size_t i = 0; i < s->win.nzero && ret == 0; i++) {
+		size_t z = s->win.zero[i];
+		rl_piece p = { z, s->ex.shards[z].dev, 0, 0, NULL, 0 };
 
 		ret = st_deliver(sr, &p);
 	}
@@ -825,7 +667,7 @@ static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char 
 		 "%zu ranges, %u engine set-up%s", why, why[0] ? "; " : "", s->nslots,
 		 (unsigned long long)s->slot_bytes, sr->registered ? "" : "not ",
 		 sr->registered ? "" : " (", sr->registered ? "" : sr->why,
-		 sr->registered ? "" : ")", s->nranges, sr->runs, sr->runs == 1 ? "" : "s");
+		 sr->registered ? "" : ")", s->win.n, sr->runs, sr->runs == 1 ? "" : "s");
 	ld_fill_stats_ex(ld, &sr->sum, text);
 }
 
@@ -847,7 +689,7 @@ static int st_setup(struct st_run *sr)
 		eo.buffer_bytes = RL_MAX(eo.buffer_bytes, sr->run.cover.chunk);
 	if (ret == 0)
 		ret = eng_create(&eo, &sr->eng, &ld->err);
-	if (ret == 0 && (s->nranges || sr->run.hash))
+	if (ret == 0 && (s->win.n || sr->run.hash))
 		ret = st_begin(sr);
 	return ret;
 }
@@ -873,7 +715,7 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	eng_session_end(sr.sess);
 	rl_free(sr.fixed);
 	eng_destroy(sr.eng);
-	eng_wjob_free(&sr.wj);
+	ex_wjob_free(&sr.wj);
 	if (ret == 0)
 		ret = ex_run_end(&sr.run, &s->ex, ld->hash.got, &ld->err);
 	if (ret == 0)

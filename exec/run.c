@@ -68,9 +68,7 @@ void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
 	job->nreads = b->nreads;
 	job->copies = b->copies;
 	job->ncopies = b->ncopies;
-	job->ndevs = b->ndevs;
-	job->staging = b->staging;
-	job->staging_bytes = b->staging_bytes;
+	job->sink = b->sink;
 	job->nshards = b->nshards;
 	job->shard_bytes = b->shard_bytes;
 	for (size_t i = 0; i < b->nreads; i++)

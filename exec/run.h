@@ -22,9 +22,7 @@ struct ex_batch {
 	size_t nreads;
 	const struct rl_copy *copies;
 	size_t ncopies;
-	unsigned ndevs;                 /* staging areas, by rl_copy.dev */
-	uint8_t *const *staging;
-	const uint64_t *staging_bytes;
+	const struct eng_sink *sink;    /* where the copies land (engine/sink.h) */
 	size_t nshards;                 /* bytes each shard expects (NULL: none) */
 	const uint64_t *shard_bytes;
 };

@@ -19,16 +19,19 @@ import tempfile
 
 # Layer rank by top folder; a file may use only lower ranks, or its own
 # folder (same rank, other folder: a sideways call, e.g. planner->engine).
-# exec/ (the execution layer: passes, batches, the job) sits above the
-# planner and the engine and below the API; neither of those calls it.
-RANK = {"common": 0, "planner": 1, "engine": 1, "exec": 2, "api": 3, "mpi": 4}
+# Sinks (sink/) sit above the engine, whose ops table they fill, and below
+# the API, which builds them for its jobs. exec/ (the execution layer:
+# passes, batches, the job) sits above the planner and the engine (it
+# hands the engine a sink through engine/sink.h, never calls one) and
+# below the API; neither the planner nor the engine calls it.
+RANK = {"common": 0, "planner": 1, "engine": 1, "sink": 2, "exec": 2, "api": 3, "mpi": 4}
 # Code that must use the public API only. perf/ may use engine internals
 # where a raw-I/O mode needs them (DESIGN.md): rlperf and bench_engine.
 CLIENTS = ("tools", "perf", "examples", "python", "mpi")
 RAW_IO = re.compile(r"^perf/(rlperf[^/]*|bench_engine)\.[ch]$")
 # The public headers: the core library's and the MPI executor's.
 PUBLIC_HEADERS = {"ringload.h", "ringload_mpi.h"}
-LIBRARY_HEADERS = {"engine.h", "eng_int.h", "planner.h", "pl_private.h", "rl_common.h",
+LIBRARY_HEADERS = {"engine.h", "eng_int.h", "sink.h", "host.h", "planner.h", "pl_private.h", "rl_common.h",
                    "rl_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
 
 results = []
@@ -179,6 +182,35 @@ def include_problems(top):
     return bad
 
 
+def engine_include_problems(top):
+    """The engine defines the sink table and calls it, never a sink: no
+    file of engine/ includes one of sink/ (nor of planner/)."""
+    bad = []
+    for path in sorted(glob.glob(os.path.join(top, "engine", "*.[ch]"))):
+        rel = os.path.relpath(path, top)
+        with open(path, errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if m and re.match(r"(\.\./)?(sink|planner)/", m.group(1)):
+                    bad.append(f"{rel}:{n} includes {m.group(1)}")
+    return bad
+
+
+def exec_include_problems(top):
+    """The execution layer sits above the planner and the engine: no file
+    of planner/ or engine/ includes one of exec/."""
+    bad = []
+    for fold in ("planner", "engine"):
+        for path in sorted(glob.glob(os.path.join(top, fold, "*.[ch]"))):
+            rel = os.path.relpath(path, top)
+            with open(path, errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                    if m and re.match(r"(\.\./)?exec/", m.group(1)):
+                        bad.append(f"{rel}:{n} includes {m.group(1)}")
+    return bad
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RL_BUILD", "build")
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -193,6 +225,8 @@ def main():
     check("no_circles_between_files",
           [" <-> ".join(c) for c in strongly_connected(edges)])
     check("clients_use_the_public_header", include_problems(top))
+    check("engine_includes_no_sink", engine_include_problems(top))
+    check("planner_engine_include_no_exec", exec_include_problems(top))
     failed = 0
     for name, problems in results:
         if problems:

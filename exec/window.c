@@ -1,0 +1,240 @@
+/*
+ * window.c - the windows pass (window.h): cutting staging into ranges
+ * (it was api/stream.c's) and clipping a plan to one of them (it was
+ * engine/stream.c's). Pure data: the plan in, ranges and smaller jobs
+ * out. A read whose copies straddle two windows is read once for each
+ * (only reads at window edges; the loader sizes windows so that they are
+ * few).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_common.h"
+#include "window.h"
+
+/* ------------------------------------------------------------------ */
+/* Ranges and pieces of a plan */
+
+struct ext {
+	unsigned dev;
+	uint64_t off, end;
+	size_t shard;
+};
+
+static int ext_cmp(const void *a, const void *b)
+{
+	const struct ext *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int push_range(struct ex_windows *ws, size_t *cap, const struct ex_range *r)
+{
+	if (rl_grow((void **)&ws->w, cap, ws->n + 1, sizeof(*ws->w)) < 0)
+		return -ENOMEM;
+	ws->w[ws->n].r = *r;
+	ws->w[ws->n].first = ws->npieces;
+	ws->w[ws->n].n = 0;
+	ws->n++;
+	return 0;
+}
+
+static int push_piece(struct ex_windows *ws, size_t *cap, const struct ex_piece *p)
+{
+	if (rl_grow((void **)&ws->pieces, cap, ws->npieces + 1, sizeof(*ws->pieces)) < 0)
+		return -ENOMEM;
+	ws->pieces[ws->npieces++] = *p;
+	ws->w[ws->n - 1].n++;
+	return 0;
+}
+
+/* Cuts the extents of one device (sorted by offset, none overlapping)
+ * into ranges of at most a window. */
+static int cut(struct ex_windows *ws, const struct ext *x, size_t n, uint64_t window,
+	       uint64_t page, size_t *rcap, size_t *pcap)
+{
+	uint64_t cur = 0;
+
+	for (size_t j = 0; j < n;) {
+		struct ex_range r;
+
+		if (x[j].end <= cur) {
+			j++;
+			continue;
+		}
+		r.dev = x[j].dev;
+		r.lo = RL_MAX(cur, x[j].off);
+		r.base = rl_align_down(r.lo, page);
+		r.hi = r.base + window;
+		if (push_range(ws, rcap, &r) < 0)
+			return -ENOMEM;
+		for (size_t k = j; k < n && x[k].off < r.hi; k++) {
+			uint64_t a = RL_MAX(x[k].off, r.lo), b = RL_MIN(x[k].end, r.hi);
+			struct ex_piece p = { x[k].shard, r.dev, a - x[k].off, b - a, a - r.base };
+
+			if (b > a && push_piece(ws, pcap, &p) < 0)
+				return -ENOMEM;
+		}
+		cur = r.hi;
+	}
+	return 0;
+}
+
+int ex_windows_cut(struct ex_windows *ws, const struct pl_exec *ex, uint64_t window,
+		   uint64_t page)
+{
+	struct ext *x = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*x));
+	size_t n = 0, rcap = 0, pcap = 0;
+	int ret = 0;
+
+	memset(ws, 0, sizeof(*ws));
+	ws->zero = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*ws->zero));
+	if (!x || !ws->zero) {
+		rl_free(x);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ex->nshards; i++) {
+		const struct pl_shard *sh = ex->shards + i;
+
+		if (!sh->nbytes)
+			ws->zero[ws->nzero++] = i;
+		else if (!ex->received || !ex->received[i]) /* read once: transfers bring it */
+			x[n++] = (struct ext){ sh->dev, sh->offset, sh->offset + sh->nbytes, i };
+	}
+	qsort(x, n, sizeof(*x), ext_cmp);
+	for (size_t g = 0, e; g < n && ret == 0; g = e) { /* device by device */
+		for (e = g + 1; e < n && x[e].dev == x[g].dev; e++)
+			;
+		ret = cut(ws, x + g, e - g, window, page, &rcap, &pcap);
+	}
+	rl_free(x);
+	return ret;
+}
+
+void ex_windows_free(struct ex_windows *ws)
+{
+	rl_free(ws->w);
+	rl_free(ws->pieces);
+	rl_free(ws->zero);
+	memset(ws, 0, sizeof(*ws));
+}
+
+void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
+		      const struct ex_cover *cover, struct eng_session_needs *n)
+{
+	uint64_t edges = 2 * (uint64_t)ws->n;
+
+	memset(n, 0, sizeof(*n));
+	for (size_t i = 0; i < ex->nreads; i++) {
+		n->all_bytes += ex->reads[i].len;
+		if (!(ex->reads[i].flags & RL_READ_DIRECT) || ex->reads[i].ncopies != 1) {
+			n->bounce++;
+			n->bounce_bytes += ex->reads[i].len;
+		}
+	}
+	n->nreads = ex->nreads + edges;
+	n->max_read = (uint32_t)ex->max_read;
+	n->bounce += edges;
+	n->bounce_bytes += edges * ex->max_read;
+	for (size_t f = 0; cover && f < ex->nfiles; f++) {
+		uint64_t size = cover->hash[f] ? ex->file_sizes[f] : 0;
+
+		n->all_bytes += size;
+		n->nreads += size ? size / cover->chunk + 1 : 0;
+		n->bounce += size ? size / cover->chunk + 1 : 0;
+		n->bounce_bytes += size;
+		n->max_read = RL_MAX(n->max_read, cover->chunk);
+	}
+	n->bounce_bytes = RL_MIN(n->bounce_bytes, n->all_bytes);
+}
+
+/* ------------------------------------------------------------------ */
+/* The batch of one range */
+
+/* Copy c clipped to [lo, hi) of its device, rebased to base: up to three
+ * copies in out; returns how many. */
+static unsigned clip_copy(const struct rl_copy *c, const struct ex_range *w,
+			  struct rl_copy out[3])
+{
+	uint64_t total = (uint64_t)c->len * c->count, a, b;
+	unsigned n = 0;
+
+	if (!total || c->dev != w->dev)
+		return 0;
+	a = RL_MAX(w->lo, c->dst);
+	b = RL_MIN(w->hi, c->dst + total);
+	if (a >= b)
+		return 0;
+	a -= c->dst; /* positions in the copy's contiguous output */
+	b -= c->dst;
+	while (a < b && n < 3) {
+		uint64_t k = a / c->len, in = a % c->len;
+		struct rl_copy *o = out + n++;
+
+		*o = *c;
+		o->dev = 0;
+		o->src = (uint32_t)(c->src + k * c->src_stride + in);
+		o->dst = c->dst + a - w->base;
+		if (in || b - a < c->len) { /* a partial run */
+			o->len = (uint32_t)RL_MIN(c->len - in, b - a);
+			o->count = 1;
+			o->src_stride = o->len;
+		} else {
+			o->count = (uint32_t)((b - a) / c->len);
+		}
+		a += (uint64_t)o->len * o->count;
+	}
+	return n;
+}
+
+/* Adds read r's clipped copies (if any) and r itself to j. */
+static int add_read(const struct rl_read *r, const struct rl_copy *copies,
+		    const struct ex_range *w, struct ex_wjob *j)
+{
+	size_t first = j->ncopies;
+	struct rl_read *nr;
+
+	for (uint32_t i = 0; i < r->ncopies; i++) {
+		struct rl_copy out[3];
+		unsigned n = clip_copy(copies + r->first_copy + i, w, out);
+
+		if (rl_grow((void **)&j->copies, &j->cap_copies, j->ncopies + n, sizeof(*out)))
+			return -ENOMEM;
+		memcpy(j->copies + j->ncopies, out, n * sizeof(*out));
+		j->ncopies += n;
+	}
+	if (j->ncopies == first)
+		return 0;
+	if (rl_grow((void **)&j->reads, &j->cap_reads, j->nreads + 1, sizeof(*nr)))
+		return -ENOMEM;
+	nr = j->reads + j->nreads++;
+	*nr = *r;
+	nr->first_copy = first;
+	nr->ncopies = (uint32_t)(j->ncopies - first);
+	/* Direct only when the one copy is still the whole read. */
+	if (nr->ncopies != 1 || j->copies[first].len != r->len || j->copies[first].count != 1)
+		nr->flags &= ~RL_READ_DIRECT;
+	j->read_bytes += r->len;
+	return 0;
+}
+
+int ex_window_job(const struct rl_read *reads, size_t nreads, const struct rl_copy *copies,
+		   const struct ex_range *w, struct ex_wjob *j)
+{
+	j->nreads = j->ncopies = 0;
+	j->read_bytes = 0;
+	for (size_t i = 0; i < nreads; i++)
+		if (add_read(reads + i, copies, w, j) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+void ex_wjob_free(struct ex_wjob *j)
+{
+	rl_free(j->reads);
+	rl_free(j->copies);
+	memset(j, 0, sizeof(*j));
+}

@@ -1,0 +1,96 @@
+/*
+ * window.h - the windows pass of streaming loads (exec/window.c): every
+ * device's staging space cut into ranges of at most a window, each with
+ * the pieces of shards it holds, in the order they are read (the
+ * program of a streaming load: one batch per range); and the batch of one
+ * range: the reads and copies of the plan that land in it, rebased into
+ * the window. The loader (api/stream.c) runs one batch per window; the
+ * engine never sees a window.
+ */
+#ifndef RL_EXEC_WINDOW_H
+#define RL_EXEC_WINDOW_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "rl_io.h"
+#include "../engine/engine.h"
+#include "../planner/planner.h"
+#include "cover.h"
+
+/* Bytes [lo, hi) of device dev's staging, held in a window whose first
+ * byte is staging offset base (base <= lo, hi - base <= the window). */
+struct ex_range {
+	unsigned dev;
+	uint64_t lo, hi, base;
+};
+
+/* Bytes [offset, offset + len) of shard (on dev), at pos in its range's
+ * window: what the loader hands out as one rl_piece. */
+struct ex_piece {
+	size_t shard;
+	unsigned dev;
+	uint64_t offset, len, pos;
+};
+
+/* One range and its pieces[first .. first + n). */
+struct ex_window {
+	struct ex_range r;
+	size_t first, n;
+};
+
+/* The windows of a plan, in the order they are read (device, offset),
+ * and the shards of no bytes (handed out after them). Immutable once
+ * cut. */
+struct ex_windows {
+	struct ex_window *w;
+	size_t n;
+	struct ex_piece *pieces;
+	size_t npieces;
+	size_t *zero;
+	size_t nzero;
+};
+
+/*
+ * Cuts every device's staging of ex into ranges of at most window bytes
+ * (window a multiple of page): each starts at the first byte not yet
+ * covered, its window at the page below (so that a byte's place in the
+ * window is aligned as in staging: direct reads stay direct). Returns 0
+ * or -ENOMEM (ws freed by ex_windows_free either way).
+ */
+int ex_windows_cut(struct ex_windows *ws, const struct pl_exec *ex, uint64_t window,
+		   uint64_t page);
+void ex_windows_free(struct ex_windows *ws);
+
+/*
+ * What every window's batch of ex needs of an engine session together:
+ * each read of the plan, plus one more for each window edge a read may
+ * straddle (read once for each window), and those may need a bounce
+ * buffer; and the checksum cover's reads (cover NULL: none) of the
+ * hashed files, at most each file once, in bounce buffers.
+ */
+void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
+		      const struct ex_cover *cover, struct eng_session_needs *n);
+
+/* The reads (in plan order) and copies of one range, on device 0. */
+struct ex_wjob {
+	struct rl_read *reads;
+	size_t nreads, cap_reads;
+	struct rl_copy *copies;
+	size_t ncopies, cap_copies;
+	uint64_t read_bytes;    /* what its reads read */
+};
+
+/*
+ * Fills j (its arrays are reused and grown) with every read of the plan
+ * that brings bytes to range w, each with its copies clipped to [lo, hi)
+ * (a strided copy becomes at most three: a partial first run, the whole
+ * runs, a partial last run) and rebased to base. A direct read stays
+ * direct only when its whole copy lies in the range; others go through a
+ * bounce buffer. Shard indices are kept. Returns 0 or -ENOMEM.
+ */
+int ex_window_job(const struct rl_read *reads, size_t nreads, const struct rl_copy *copies,
+		   const struct ex_range *w, struct ex_wjob *j);
+void ex_wjob_free(struct ex_wjob *j);
+
+#endif /* RL_EXEC_WINDOW_H */
