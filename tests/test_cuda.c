@@ -620,6 +620,81 @@ static void start_refused(void)
 	fixture_free(&f);
 }
 
+/* ------------------------------------------------------------------ */
+/* ringload load --device */
+
+/* Runs build/ringload load with args on the big fixture's file; its exit
+ * status, its output in out. */
+static int cli(const char *env, const char *args, char *out, size_t cap)
+{
+	const char *b = getenv("RL_BUILD");
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "%s %s/ringload load %s %s", env, b && *b ? b : "build",
+		 tmp_path("big.safetensors"), args);
+	return th_capture(cmd, out, cap);
+}
+
+static void cli_device(void)
+{
+	struct fixture f;
+	char out[8192], env[PATH_MAX + 64], args[PATH_MAX + 64];
+	int ret = fixture_big(&f); /* writes big.safetensors */
+	FILE *spec;
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fixture_free(&f);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20", fake_path);
+	ret = cli(env, "--device cuda:1 --verify --staging-budget 1M", out, sizeof(out));
+	CHECKF(ret == 0 && strstr(out, "verify: 16 shards match the file, 0 differ") &&
+	       strstr(out, "device: cuda:1, peak host memory "), "%d: %s", ret, out);
+	spec = fopen(tmp_path("spec.json"), "w");
+	CHECK(spec);
+	fputs("{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+	      "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}", spec);
+	fclose(spec);
+	snprintf(args, sizeof(args), "--sharding %s --device cuda --device-map 1,0 --verify --json",
+		 tmp_path("spec.json"));
+	ret = cli(env, args, out, sizeof(out));
+	CHECKF(ret == 0 && strstr(out, "\"verify\":{\"match\":32,\"differ\":0") &&
+	       strstr(out, "\"device\":\"cuda\",\"peak_host_bytes\":"), "%d: %s", ret, out);
+	ret = cli(env, "--device cuda:7", out, sizeof(out));
+	CHECKF(ret == 1 && !strcmp(out, "ringload load: no CUDA device 7 (2 devices)\n"), "%d: %s",
+	       ret, out);
+}
+
+/* No libcuda.so.1 to load: one line, exit 1. */
+static void cli_no_driver(void)
+{
+	char out[4096];
+	int ret = cli("RL_LIBCUDA=/nonexistent/libcuda.so.1", "--device cuda", out, sizeof(out));
+
+	CHECKF(ret == 1 && strstr(out, "ringload load: no CUDA driver: cannot load "
+				     "/nonexistent/libcuda.so.1") && strchr(out, '\n') == out + strlen(out) - 1,
+	       "%d: %s", ret, out);
+}
+
+static void cli_arguments(void)
+{
+	static const struct { const char *args, *line; } bad[] = {
+		{ "--device gpu", "--device gpu: expected cuda or cuda:N" },
+		{ "--device cuda:x", "--device cuda:x: expected cuda or cuda:N" },
+		{ "--device-map 0,1", "--device-map needs --device cuda" },
+		{ "--device cuda --device-map 0,,1", "--device-map 0,,1: expected GPU ordinals" },
+		{ "--device cuda --device-map 0,", "--device-map 0,: expected GPU ordinals" },
+		{ "--device cuda:0 --device-map 0", "puts every device on one GPU: not with --device-map" },
+		{ "--device cuda --out /nonexistent", "--device loads into GPU memory: not with --out" },
+		{ "--device cuda --staging caller", "not with --staging" },
+	};
+	char out[4096];
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		int ret = cli("", bad[i].args, out, sizeof(out));
+
+		CHECKF(ret == 2 && strstr(out, bad[i].line), "%s: %d: %s", bad[i].args, ret, out);
+	}
+}
+
 int main(void)
 {
 	static const struct th_case tests[] = {
@@ -649,5 +724,8 @@ int main(void)
 	th_run("strided_box_2d", strided_box_2d);
 	th_run("start_refused", start_refused);
 	th_run("arguments", arguments);
+	th_run("cli_device", cli_device);
+	th_run("cli_no_driver", cli_no_driver);
+	th_run("cli_arguments", cli_arguments);
 	return th_done();
 }
