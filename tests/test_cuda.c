@@ -663,15 +663,19 @@ static void cli_device(void)
 	       ret, out);
 }
 
-/* No libcuda.so.1 to load: one line, exit 1. */
+/* No libcuda.so.1 to load, or a driver without devices: one line, exit 1. */
 static void cli_no_driver(void)
 {
-	char out[4096];
+	char out[4096], env[PATH_MAX + 64];
 	int ret = cli("RL_LIBCUDA=/nonexistent/libcuda.so.1", "--device cuda", out, sizeof(out));
 
 	CHECKF(ret == 1 && strstr(out, "ringload load: no CUDA driver: cannot load "
 				     "/nonexistent/libcuda.so.1") && strchr(out, '\n') == out + strlen(out) - 1,
 	       "%d: %s", ret, out);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_NO_DEVICE=1", fake_path);
+	ret = cli(env, "--device cuda", out, sizeof(out));
+	CHECKF(ret == 1 && strstr(out, "cuInit failed: CUDA_ERROR_NO_DEVICE (100)\n") &&
+	       strchr(out, '\n') == out + strlen(out) - 1, "%d: %s", ret, out);
 }
 
 static void cli_arguments(void)
