@@ -120,6 +120,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+# The CUDA driver's declarations are checked against the toolkit's cuda.h
+# where it is installed (sink/cuda_drv.c); the build never needs it.
+CUDA_H ?= $(wildcard /usr/local/cuda/include/cuda.h)
+$(BUILD)/obj/sink/cuda_drv.o: override CPPFLAGS += $(if $(CUDA_H),-DRL_HAVE_CUDA_H -I$(dir $(CUDA_H)))
+
 $(STATIC): $(LIB_OBJ)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -208,6 +213,17 @@ $(BUILD)/tests/test_dlopen: tests/test_dlopen.c tests/harness.c tests/harness.h 
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< tests/harness.c
+
+# The fake CUDA driver (tests/fakecuda): a libcuda.so.1 test_cuda loads
+# through RL_LIBCUDA, built with the tests' sanitizer flags (its functions
+# are the driver's, declared by cuda.h, not by a header of ours).
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+$(FAKECUDA): tests/fakecuda/fakecuda.c tests/fakecuda/fakecuda.h
+	$(call say,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -Wno-missing-prototypes $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 \
+		-o $@ $<
+$(BUILD)/tests/test_cuda: $(FAKECUDA) tests/fakecuda/fakecuda.h
 
 # test_cli compiles the option parser in (tests/test_cli.c includes it).
 $(BUILD)/tests/test_cli: tools/opts.c tools/opts.h

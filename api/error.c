@@ -45,6 +45,10 @@ static const struct {
 	{ RL_E_CLUSTER_MISMATCH, "processes see different checkpoints or plans" },
 	{ RL_E_FILE_CHANGED, "file changed since the checkpoint was opened or during the load" },
 	{ RL_E_CHECKSUM, "SHA-256 mismatch, or whole-file checksum cannot be checked" },
+	{ RL_E_CUDA, "CUDA driver call failed" },
+	{ RL_E_CUDA_DRIVER, "no usable CUDA driver" },
+	{ RL_E_CUDA_DEVICE, "no such CUDA device" },
+	{ RL_E_CUDA_MEMORY, "out of device memory" },
 };
 
 const char *rl_strerror(int code)

@@ -581,6 +581,7 @@ void rl_loader_destroy(rl_loader *ld)
 		return;
 	ld_free_areas(ld);
 	ld_stream_free(ld);
+	ld_cuda_free(ld);
 	rl_free(ld->caller);
 	rl_free(ld->files);
 	rl_free(ld->file_index);

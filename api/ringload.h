@@ -124,6 +124,12 @@ enum rl_error {
 	/* integrity (docs/validation.md) */
 	RL_E_FILE_CHANGED = -5065,      /* a file changed since its checkpoint was opened or during the load */
 	RL_E_CHECKSUM = -5066,          /* a file's SHA-256 differs from the expected one, or cannot be checked */
+
+	/* Delivering to CUDA devices (rl_loader_set_cuda) */
+	RL_E_CUDA = -5100,              /* a CUDA driver call failed (a copy, a stream, a context) */
+	RL_E_CUDA_DRIVER = -5101,       /* no usable CUDA driver: libcuda.so.1 missing or cuInit failed */
+	RL_E_CUDA_DEVICE = -5102,       /* no such CUDA device, or the device map names none */
+	RL_E_CUDA_MEMORY = -5103,       /* out of device memory, or a destination too small */
 };
 
 /*
@@ -1053,6 +1059,78 @@ int rl_loader_finish(rl_loader *ld);
  * thread.
  */
 int64_t rl_loader_default_budget(void);
+
+/*
+ * Delivering to CUDA devices (docs/cuda.md). A loader with CUDA set runs
+ * every load as a streaming load (RL_OPT_STAGING becomes
+ * RL_STAGING_STREAM; the budget is the window pool's size) whose pieces
+ * go to GPU memory instead of to a piece callback: the pool is
+ * page-locked once (cuMemHostRegister; the caller's pool of
+ * rl_loader_set_window_pool may be pinned already), each piece is one
+ * cuMemcpyHtoDAsync on one stream per GPU, and a window is read again
+ * only after the event recorded behind its copies completed, while the
+ * next window is read. The driver is libcuda.so.1, loaded with dlopen at
+ * the first CUDA load (the environment variable RL_LIBCUDA names another
+ * file); the caller's primary context of each GPU is used, so device
+ * pointers of PyTorch or JAX are valid destinations. The shard callback
+ * (rl_loader_set_callbacks) fires once a shard's copies finished, on the
+ * thread running the load; pieces are not delivered (no piece callback
+ * is needed; rl_loader_start() is refused).
+ *
+ * A failure anywhere (no driver: RL_E_CUDA_DRIVER; a device that does not
+ * exist: RL_E_CUDA_DEVICE; out of device memory: RL_E_CUDA_MEMORY; a failed
+ * copy or driver call: RL_E_CUDA) fails the whole load with a one-line
+ * message (rl_loader_errmsg), frees the load's library device memory and
+ * returns only when no copy is in flight.
+ */
+typedef struct rl_cuda_opts {
+	uint32_t size;              /* sizeof(rl_cuda_opts): later versions append */
+	uint32_t ndevs;             /* entries of device_map; 0: identity */
+	const int32_t *device_map;  /* spec device id -> CUDA ordinal (copied);
+				     * several ids may share one GPU */
+} rl_cuda_opts;
+
+/*
+ * Sets (opts) or removes (NULL) delivery to CUDA devices. Spec device id
+ * d goes to CUDA device device_map[d] (identity without a map); a plan
+ * device the map does not cover fails the load with RL_E_CUDA_DEVICE.
+ * Nothing touches the driver until a load. Returns 0, -EINVAL (ld NULL),
+ * RL_E_INVALID_ARG (size too small, a map without entries) or
+ * RL_E_CUDA_DEVICE (a negative ordinal). Not during a load. Removing it
+ * frees the device memory of the last load and unpins the pool.
+ */
+int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *opts);
+
+/*
+ * Destination of shard `shard` (rl_plan_shard's index) in the next loads:
+ * bytes bytes of device memory at device_ptr on the shard's GPU (a torch
+ * tensor's data_ptr()), filled in C order of the shard's box. Once any
+ * shard has a pointer, every non-empty shard of the plan needs one (else
+ * the load fails with RL_E_STAGING), each at least the shard's size
+ * (RL_E_CUDA_MEMORY). device_ptr 0 removes it. Without pointers the
+ * library allocates one area per plan device (cuMemAlloc, its staging
+ * size; rl_loader_cuda_area). Returns 0, -EINVAL, -ENOMEM or RL_E_STATE
+ * (no rl_loader_set_cuda).
+ */
+int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes);
+
+/*
+ * After a CUDA load into library memory: plan device `device`'s area,
+ * holding each shard at its staging offset (rl_shard_info.offset). The
+ * loader owns it until its next load, rl_loader_set_cuda or destroy.
+ * Returns 0, -EINVAL or RL_E_STATE (no such area).
+ */
+int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, uint64_t *bytes);
+
+/*
+ * Copies len bytes of plan device `device`'s destination back to host
+ * memory dst, from offset (in its library area; with the caller's
+ * pointers, offset is a device address): what `ringload load --verify`
+ * compares with the file. Returns 0, -EINVAL, RL_E_STATE (no CUDA load)
+ * or RL_E_CUDA.
+ */
+int rl_loader_cuda_read_back(rl_loader *ld, uint32_t device, uint64_t offset, void *dst,
+			     size_t len);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -53,6 +53,7 @@ struct st_slot {
 	size_t npieces, held;   /* pieces of the fill; of which not released */
 	uint8_t *out;           /* per piece: 1 while held */
 	size_t cap;
+	uint64_t ticket;        /* CUDA loads: the fence of its copies */
 };
 
 struct ld_stream {
@@ -198,8 +199,9 @@ static void st_clear_load(struct ld_stream *s)
 	s->qhead = s->qtail = 0;
 }
 
-static void st_free_pool(struct ld_stream *s)
+static void st_free_pool(rl_loader *ld, struct ld_stream *s)
 {
+	ld_cuda_unpin(ld); /* never unmapped while a GPU may DMA from it */
 	if (s->pool)
 		eng_staging_free(s->pool, s->pool_len);
 	s->pool = NULL;
@@ -215,7 +217,7 @@ void ld_stream_free(rl_loader *ld)
 	if (s->pulling) /* destroyed mid-load: stop and wait for the thread */
 		rl_loader_finish(ld);
 	st_clear_load(s);
-	st_free_pool(s);
+	st_free_pool(ld, s);
 	for (unsigned i = 0; i < ST_MAX_SLOTS; i++)
 		rl_free(s->slot[i].out);
 	pthread_cond_destroy(&s->ready);
@@ -263,7 +265,7 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 	} else {
 		budget = RL_MAX(rl_align_down(budget, ST_PAGE), ST_MIN_BUDGET);
 		if (s->pool_len != budget) {
-			st_free_pool(s);
+			st_free_pool(ld, s);
 			s->pool = eng_staging_alloc((size_t)budget);
 			if (!s->pool)
 				return rl_err_set(&ld->err, -ENOMEM,
@@ -463,6 +465,7 @@ struct st_run {
 	unsigned runs;          /* engine set-ups (sessions) of this load */
 	int registered;         /* the windows are io_uring fixed buffers */
 	char why[64];           /* else why not */
+	int cuda;               /* pieces go to GPUs (api/cuda.c), not to the runtime */
 };
 
 static int st_progress(void *user, uint64_t done, uint64_t total)
@@ -569,6 +572,14 @@ static int st_hand_out(struct st_run *sr, const struct ex_window *rg, unsigned k
 		rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, s->slot[k].ptr + sp->pos,
 			       st_token(k, s->slot[k].gen, i) };
 
+		if (sr->cuda) { /* to the GPU: the window stays held until its fence */
+			ret = ld_cuda_piece(sr->ld, &s->ex, &p);
+			if (ret == 0 && i + 1 == rg->n)
+				ret = ld_cuda_fence(sr->ld, &s->slot[k].ticket);
+			if (ret < 0)
+				return ret; /* ld_cuda_end drains, then st_cuda_reclaim frees */
+			continue;
+		}
 		ret = st_deliver(sr, &p);
 		if (ret < 0) { /* the callback saw piece i: it holds it */
 			st_unhold(s, k, i + 1);
@@ -623,6 +634,28 @@ static int st_begin(struct st_run *sr)
 	return ret;
 }
 
+/* CUDA loads: when every window holds copies, waits for the oldest
+ * window's fence and frees it (all: every window, after ld_cuda_end). */
+static int st_cuda_reclaim(struct st_run *sr, int all)
+{
+	struct ld_stream *s = sr->s;
+	int k = -1, ret = 0;
+
+	for (unsigned i = 0; i < s->nslots; i++) {
+		if (all && s->slot[i].busy)
+			st_unhold(s, i, 0);
+		else if (!s->slot[i].busy)
+			return 0;
+		else if (k < 0 || s->slot[i].ticket < s->slot[k].ticket)
+			k = (int)i;
+	}
+	if (k < 0)
+		return 0;
+	ret = ld_cuda_wait(sr->ld, s->slot[k].ticket);
+	st_unhold(s, (unsigned)k, 0);
+	return ret;
+}
+
 /* Every range in turn, then the zero-byte shards. */
 static int st_ranges(struct st_run *sr)
 {
@@ -630,7 +663,8 @@ static int st_ranges(struct st_run *sr)
 	int ret = 0;
 
 	for (size_t i = 0; i < s->win.n && ret == 0; i++) {
-		int k = st_acquire(sr->ld, s, &ret);
+		int k = sr->cuda && (ret = st_cuda_reclaim(sr, 0)) < 0 ? -1
+								  : st_acquire(sr->ld, s, &ret);
 
 		if (k < 0)
 			break;
@@ -649,7 +683,13 @@ static int st_ranges(struct st_run *sr)
 		size_t z = s->win.zero[i];
 		rl_piece p = { z, s->ex.shards[z].dev, 0, 0, NULL, 0 };
 
-		ret = st_deliver(sr, &p);
+		ret = sr->cuda ? ld_cuda_piece(sr->ld, &s->ex, &p) : st_deliver(sr, &p);
+	}
+	if (sr->cuda) { /* every copy finished (or abandoned) before a window is free */
+		int end = ld_cuda_end(sr->ld, ret == 0);
+
+		st_cuda_reclaim(sr, 1);
+		ret = ret < 0 ? ret : end;
 	}
 	return ret;
 }
@@ -707,6 +747,7 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	sr.pull = pull;
 	sr.run.on_progress = st_progress;
 	sr.run.user = &sr;
+	sr.cuda = ld->cuda != NULL; /* rl_loader_start refuses CUDA loads */
 	s->base = 0;
 	snprintf(sr.why, sizeof(sr.why), "nothing to read");
 	ret = st_setup(&sr);
@@ -756,6 +797,8 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	ret = st_setup_pool(ld, s);
 	if (ret == 0)
 		ret = st_plan(ld, s);
+	if (ret == 0 && ld->cuda) /* the windows: one region from slot 0 on */
+		ret = ld_cuda_begin(ld, ex, s->slot[0].ptr, (size_t)(s->nslots * s->slot_bytes));
 	return ret;
 }
 
@@ -763,7 +806,7 @@ int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const
 {
 	int ret;
 
-	if (!ld->on_piece)
+	if (!ld->on_piece && !ld->cuda)
 		return rl_err_set(&ld->err, RL_E_STATE,
 				  "streaming: rl_loader_run() needs a piece callback (rl_loader_set_piece_callback), or use rl_loader_start()");
 	ret = st_prepare(ld, ex);
@@ -803,6 +846,9 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	if (ld->staging_mode != RL_STAGING_STREAM)
 		return rl_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");
+	if (ld->cuda)
+		return rl_err_set(&ld->err, RL_E_STATE,
+				  "rl_loader_start(): a CUDA load has no pieces to pull; use rl_loader_run()");
 	pl_plan_exec(plan->pl, &ex);
 	ret = st_prepare(ld, &ex);
 	if (ret < 0)
@@ -921,6 +967,8 @@ int rl_loader_set_window_pool(rl_loader *ld, void *ptr, size_t len)
 	s = st_get(ld);
 	if (!s)
 		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	if (s->user_pool != ptr)
+		ld_cuda_unpin(ld); /* the caller may free the old pool now */
 	s->user_pool = ptr;
 	s->user_len = ptr ? len : 0;
 	rl_err_clear(&ld->err);

@@ -43,6 +43,9 @@ static const char *const covered[] = {
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
 	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
 	"rl_loader_default_budget", "rl_copy_runs", "rl_loader_get",
+	/* tests/test_cuda.c, with the fake driver */
+	"rl_loader_set_cuda", "rl_loader_set_cuda_dest", "rl_loader_cuda_area",
+	"rl_loader_cuda_read_back",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */

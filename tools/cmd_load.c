@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "load_args.h"
+#include "load_cuda.h"
 #include "opts.h"
 #include "out.h"
 #include "progress.h"
@@ -310,7 +311,9 @@ static int prepare(struct load_run *r)
 		ret = begin_out(r);
 	if (!ret && r->a->staging == RL_STAGING_CALLER)
 		ret = caller_staging(r);
-	if (!ret && r->a->staging_budget >= 0)
+	if (!ret && r->a->device) /* --device cuda: the pieces go to GPUs */
+		ret = load_cuda_setup(r->ld, r->plan, r->a, PROG);
+	else if (!ret && r->a->staging_budget >= 0)
 		ret = stream_folders(r);
 	progress_done(&r->bar);
 	phase_end(r, PH_PLAN);
@@ -357,7 +360,8 @@ static int verify_shards(struct load_run *r)
 	if (phase_begin(r, PH_VERIFY, "verifying"))
 		return -1;
 	progress_begin(&r->bar, "verify");
-	ret = verify_all(r->ck, r->plan, r->ld, &r->vc, on_progress, r);
+	ret = r->a->device ? load_cuda_verify(r->ck, r->plan, r->ld, &r->vc, on_progress, r, PROG)
+			   : verify_all(r->ck, r->plan, r->ld, &r->vc, on_progress, r);
 	progress_done(&r->bar);
 	phase_end(r, PH_VERIFY);
 	if (ret < 0)
@@ -440,6 +444,9 @@ static void print_text(const struct load_run *r)
 	       st->read_seconds, st->gbps, st->scatter_seconds, st->bytes_needed, st->bytes_direct,
 	       st->requests, st->retries, st->queue_depth, st->buffers, st->registered_buffers,
 	       st->direct_io ? "yes" : "no");
+	if (r->a->device)
+		printf("device: %s, peak host memory %" PRIu64 " bytes\n", r->a->device,
+		       load_peak_host_bytes());
 	if (r->a->verify)
 		print_verify(stdout, &r->vc);
 	fflush(stdout);
@@ -480,6 +487,9 @@ static void print_json(const struct load_run *r)
 		cli_json_path(stdout, "out", r->out.dir);
 	else
 		printf("\"out\":null");
+	if (r->a->device) /* --device cuda: where, and the host memory it took */
+		printf(",\"device\":\"%s\",\"peak_host_bytes\":%" PRIu64, r->a->device,
+		       load_peak_host_bytes());
 	if (r->a->verify)
 		printf(",\"verify\":{\"match\":%zu,\"differ\":%zu,\"not_checkable\":%zu},\n",
 		       r->vc.match, r->vc.differ, r->vc.uncheckable);

@@ -37,7 +37,7 @@ static int mpi_rules(const struct load_args *a)
 			"the library maps the staging\n", PROG);
 		return OPTS_USAGE;
 	}
-	if (a->staging_budget >= 0 && (a->verify || a->staging >= 0)) {
+	if (a->staging_budget >= 0 && !a->device && (a->verify || a->staging >= 0)) {
 		fprintf(stderr, "%s: --staging-budget streams the shards through windows: not with "
 			"%s\n", PROG, a->verify ? "--verify" : "--staging");
 		return OPTS_USAGE;
@@ -62,6 +62,20 @@ static const char about[] =
 	"With --mpi, under mpirun: every rank loads its own process; rank 0 prints the\n"
 	"cluster's summary; --out DIR holds every rank's devices, published once all\n"
 	"succeeded.\n";
+
+/* The rules between options, once parsed. */
+static int rules(struct load_args *a)
+{
+	int ret = OPTS_OK;
+
+	if (a->device || a->device_map) /* load_cuda.c */
+		ret = load_cuda_rules(a, PROG);
+	if (ret == OPTS_OK)
+		ret = mpi_rules(a);
+	if (ret == OPTS_OK)
+		ret = sha256_args_check(PROG, &a->sha256);
+	return ret;
+}
 
 int load_parse_args(int argc, char **argv, struct load_args *a)
 {
@@ -106,6 +120,10 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		  .metavar = "SIZE", .help = "stream through windows of SIZE bytes in all (0: from "
 			  "the process's limits) instead of staging the whole checkpoint",
 		  .bounds = cli_loader_bounds, .param = RL_OPT_STAGING_BUDGET },
+		{ .name = "device", .kind = OPT_STRING, .dst = &a->device, .metavar = "cuda[:N]", .help =
+		  "into GPU memory (streamed); cuda:N: every device on GPU N (docs/cuda.md)" },
+		{ .name = "device-map", .kind = OPT_STRING, .dst = &a->device_map, .metavar = "MAP",
+		  .help = "with --device: the GPU of each spec device, e.g. 0,0,1,1" },
 		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
 		  .help = "buffered reads (no O_DIRECT)" },
 		{ .name = "sha256", .kind = OPT_LIST, .dst = &a->sha256, .metavar = "FILE=HEX",
@@ -138,11 +156,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	a->backend = a->staging = -1;
 	a->process = -1;
 	ret = opts_parse(&cmd, argc, argv);
-	if (ret == OPTS_OK && (ret = mpi_rules(a)) != OPTS_OK)
-		return ret;
-	if (ret == OPTS_OK && (ret = sha256_args_check(PROG, &a->sha256)) != OPTS_OK)
-		return ret;
-	if (a->process < 0)
+	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
 		a->process = 0;
 	return ret;
 }

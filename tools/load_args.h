@@ -22,6 +22,8 @@ struct load_args {
 	struct opt_list sha256;  /* --sha256 FILE=HEX, as given */
 	const char *sha256_file; /* --sha256-file SUMS */
 	int no_hf_sha256;        /* --no-hf-sha256 */
+	const char *device;      /* --device cuda[:N] (load_cuda.c); NULL: host memory */
+	const char *device_map;  /* --device-map ORD,ORD,...: spec device id -> CUDA ordinal */
 };
 
 /* Parses argv (argv[0]: "load"). Returns an opts.h status (OPTS_OK, or
@@ -42,5 +44,11 @@ int64_t load_chunk(const struct load_args *a);
  * that ringload itself needs no MPI. Returns the exit status.
  */
 int load_mpi(const struct load_args *a);
+
+/* load_cuda.c: --device's rules (one error line; OPTS_OK or OPTS_USAGE). */
+int load_cuda_rules(struct load_args *a, const char *prog);
+/* load_cuda.c: delivery to the GPUs of --device / --device-map for plan. */
+int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *a,
+		    const char *prog);
 
 #endif

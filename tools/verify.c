@@ -85,9 +85,9 @@ static int verify_shard(const rl_ckpt *ck, const rl_shard_info *si, const uint8_
 	return ok && pos == si->nbytes;
 }
 
-int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld,
-	       struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
-	       void *user)
+int verify_areas(const rl_ckpt *ck, const rl_plan *plan, verify_base_fn area, void *area_user,
+		 struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
+		 void *user)
 {
 	size_t nsh = rl_plan_num_shards(plan);
 	uint64_t done = 0, total = 0;
@@ -99,11 +99,11 @@ int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld,
 		total += si.nbytes;
 	}
 	for (size_t s = 0; s < nsh; s++) {
-		uint8_t *base;
+		const uint8_t *base;
 		int v;
 
 		rl_plan_shard(plan, s, &si);
-		base = rl_loader_staging(ld, si.device, NULL);
+		base = area(area_user, si.device);
 		v = si.nbytes && !base ? 0 : verify_shard(ck, &si, base ? base + si.offset : NULL);
 		if (v < 0) {
 			c->uncheckable++;
@@ -119,4 +119,16 @@ int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld,
 			return RL_E_CANCELED;
 	}
 	return 0;
+}
+
+static const uint8_t *staging_area(void *ld, unsigned device)
+{
+	return rl_loader_staging(ld, device, NULL);
+}
+
+int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld,
+	       struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
+	       void *user)
+{
+	return verify_areas(ck, plan, staging_area, (void *)ld, c, fn, user);
 }

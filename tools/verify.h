@@ -26,4 +26,12 @@ int verify_all(const rl_ckpt *ck, const rl_plan *plan, const rl_loader *ld,
 	       struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
 	       void *user);
 
+/* The same for shards whose device areas area(area_user, device) gives
+ * (NULL: none); shards come in device order, so one area at a time
+ * suffices (ringload load --device reads each GPU's back in turn). */
+typedef const uint8_t *(*verify_base_fn)(void *area_user, unsigned device);
+int verify_areas(const rl_ckpt *ck, const rl_plan *plan, verify_base_fn area, void *area_user,
+		 struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
+		 void *user);
+
 #endif

@@ -165,6 +165,7 @@ _BY_RANGE = (
     (-5059, -5050, LoadError),
     (-5069, -5060, HeaderError),      # hostile input, file integrity
     (-5099, -5070, LoadError),        # engine, streaming, cluster
+    (-5109, -5100, LoadError),        # CUDA devices
 )
 
 _NAMES = {v: k for k, v in _lib.ERROR_CODES.items()}

@@ -16,7 +16,7 @@ The library is found, in this order, through
 import ctypes
 import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double,
-                    c_int, c_int64, c_long, c_size_t, c_uint, c_uint32,
+                    c_int, c_int32, c_int64, c_long, c_size_t, c_uint, c_uint32,
                     c_uint64, c_void_p)
 
 SONAME = "libringload.so.0"
@@ -44,6 +44,8 @@ ERROR_CODES = {
     "RL_E_FILE_UNAVAILABLE": -5090, "RL_E_MPI": -5091, "RL_E_PEER": -5092,
     "RL_E_CLUSTER_MISMATCH": -5093,
     "RL_E_FILE_CHANGED": -5065, "RL_E_CHECKSUM": -5066,
+    "RL_E_CUDA": -5100, "RL_E_CUDA_DRIVER": -5101, "RL_E_CUDA_DEVICE": -5102,
+    "RL_E_CUDA_MEMORY": -5103,
 }
 globals().update(ERROR_CODES)
 
@@ -199,6 +201,11 @@ class Piece(Structure):
                 ("length", c_uint64), ("data", c_void_p), ("token", c_uint64)]
 
 
+class CudaOpts(Structure):
+    """rl_cuda_opts: delivery to CUDA devices (spec device id -> ordinal)"""
+    _fields_ = [("size", c_uint32), ("ndevs", c_uint32), ("device_map", POINTER(c_int32))]
+
+
 STRUCTURES = {
     "rl_tensor_info": TensorInfo, "rl_dim_spec": DimSpec,
     "rl_plan_stats": PlanStats, "rl_device_info": DeviceInfo,
@@ -207,7 +214,7 @@ STRUCTURES = {
     "rl_load_stats": LoadStats, "rl_load_stats_ex": LoadStatsEx,
     "rl_file_stats": FileStats, "rl_file_header": FileHeader,
     "rl_transfer_info": TransferInfo, "rl_plan_xstats": PlanXStats,
-    "rl_piece": Piece,
+    "rl_piece": Piece, "rl_cuda_opts": CudaOpts,
 }
 """Every bound structure by its C name (the layout test walks this)."""
 
@@ -316,6 +323,12 @@ _PROTOTYPES = {
     "rl_loader_finish": (c_int, [_V]),
     "rl_loader_default_budget": (c_int64, []),
     "rl_loader_expect_sha256": (c_int, [_V, c_char_p, c_char_p]),
+
+    # CUDA devices (docs/cuda.md): the C sink copies to device memory
+    "rl_loader_set_cuda": (c_int, [_V, POINTER(CudaOpts)]),
+    "rl_loader_set_cuda_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
+    "rl_loader_cuda_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
+    "rl_loader_cuda_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).

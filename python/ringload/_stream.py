@@ -82,6 +82,19 @@ class StreamingLoad:
             if piece is not False:
                 yield piece
 
+    def run_cuda(self, device_map, dests):
+        """Runs the whole load into GPU memory through the library's CUDA
+        sink (docs/cuda.md), in C: device_map [CUDA ordinal per spec device
+        id]; dests [(device address, nbytes)] per shard in plan order (the
+        caller's tensors). No piece reaches Python; returns when every
+        copy finished, or raises the load's error (nothing in flight)."""
+        self.loader.set_cuda(device_map)
+        for i, (ptr, nbytes) in enumerate(dests):
+            if nbytes:
+                self.loader.set_cuda_dest(i, ptr, nbytes)
+        self.loader.run(self.plan)
+        self._ended = True
+
     def release(self, piece):
         """Gives piece's window back (any thread)."""
         self.loader.release(piece)

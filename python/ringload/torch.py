@@ -11,15 +11,14 @@ Importing this module imports torch but nothing that needs a GPU.
 
 Devices: "cpu", "cuda", "cuda:N", an int N (cuda:N, as safetensors), a
 torch.device, or another torch device type, which torch's .to() handles.
-A CUDA device streams (_deliver_streaming, docs/streaming.md): a window
-pool pinned by torch, pieces pulled from the library, copy_(non_blocking=
-True) on a copy stream, each piece released when its copy's event fired;
-host memory stays within the budget. The loader option staging_budget
+A CUDA device streams (_deliver_streaming, docs/cuda.md): the tensors are
+allocated with torch.empty(device=...) and the library's CUDA sink fills
+them in C (pinned windows, one async copy per piece, a window reused only
+after its copies finished); no copy loop runs in Python, and host memory
+stays within the budget. The loader option staging_budget
 (ringload.load(..., options={"staging_budget": N})) streams CPU targets
 the same way, into tensors torch owns.
 """
-import collections
-
 import torch
 
 from . import (_core, _dropin, _dtypes, _errors, _handles, _index, _lib,
@@ -66,60 +65,19 @@ def _to_device(t, device):
     return t.to(device)
 
 
-class _Copier:
-    """Copies pieces into their shards' byte tensors and releases each piece
-    once its copy is done: at once for a CPU target; for a CUDA target, the
-    copy is copy_(non_blocking=True) from the pinned window on a copy stream
-    and the piece is released when the copy's event has fired."""
+def _release_each(load, pieces, dst):
+    """The CPU streaming loop: each piece copied into its shard's bytes and
+    released at once (host memory: the budget)."""
+    for piece in pieces:
+        end = piece.offset + piece.length
+        dst[piece.shard][piece.offset:end].copy_(
+            torch.from_numpy(_stream.piece_array(piece)))
+        load.release(piece)
 
-    def __init__(self, load, cuda):
-        self.load = load
-        self.pending = collections.deque()
-        self.stream = torch.cuda.Stream() if cuda else None  # GPU only
 
-    def copy(self, dst, piece):
-        """Copies piece into dst (a uint8 tensor of its length)."""
-        src = torch.from_numpy(_stream.piece_array(piece))
-        if self.stream is None or not dst.is_cuda:
-            dst.copy_(src)
-            self.load.release(piece)
-            return
-        with torch.cuda.stream(self.stream):  # GPU only, to the end
-            dst.copy_(src, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(self.stream)
-        self.pending.append((event, piece))
-        self.poll()
-
-    def poll(self):
-        """Releases the pieces whose copies finished; True if any."""
-        freed = False
-        while self.pending and self.pending[0][0].query():  # GPU only
-            self.load.release(self.pending.popleft()[1])
-            freed = True
-        return freed
-
-    def idle(self):
-        """No piece is ready: waits for the oldest copy (its window may be
-        the one the loader needs). True when it released something."""
-        if not self.pending:
-            return False
-        if self.poll():  # GPU only, to the end
-            return True
-        event, piece = self.pending.popleft()
-        event.synchronize()
-        self.load.release(piece)
-        return True
-
-    def drain(self):
-        """Waits for every copy and releases its piece; later work on the
-        current stream sees the copies."""
-        while self.pending:  # GPU only, to the end
-            event, piece = self.pending.popleft()
-            event.synchronize()
-            self.load.release(piece)
-        if self.stream is not None:
-            torch.cuda.current_stream().wait_stream(self.stream)
+def _cuda_ordinal(dev):
+    """The CUDA ordinal of a torch.device of type cuda."""
+    return torch.cuda.current_device() if dev.index is None else dev.index
 
 
 def _shaped(u8, shard):
@@ -133,31 +91,33 @@ def _shaped(u8, shard):
 
 def _deliver_streaming(job, devices, cuda):
     """The streaming delivery (docs/streaming.md): every shard's tensor is
-    allocated on its device first; the pieces are pulled from a window pool
-    of the budget (loader option staging_budget, else the library's default)
-    -- pinned by torch when a target is CUDA -- copied into place and
-    released; host memory stays within the budget."""
+    allocated on its device first (torch.empty); then, with CUDA targets,
+    the library's CUDA sink fills them in C (docs/cuda.md: the pinned
+    window pool, one async copy per piece, a window reused only after its
+    copies' event), else the pieces are copied into CPU tensors here; host
+    memory stays within the budget (loader option staging_budget, else the
+    library's default)."""
     opts = job.options or {}
     budget = (_handles.loader_option("staging_budget", opts["staging_budget"])
               if "staging_budget" in opts else 0)
     budget = budget or int(_lib.rl_loader_default_budget())
-    pool = None
-    if cuda:  # GPU only: pinned windows for copy_(non_blocking=True)
-        pool = torch.empty(budget, dtype=torch.uint8, pin_memory=True)
-    with _stream.StreamingLoad(job, budget, None if pool is None else
-                               (pool.data_ptr(), budget)) as load:
+    with _stream.StreamingLoad(job, budget) as load:
         for s in load.shards:
             _dtypes.torch_check(torch, s.name, s.dtype, s.box)
+        ids = [i for i, _ in load.devices]
+        gpu = cuda and all(i in devices for i in ids)  # else CPU ones too
         dst = [torch.empty(s.nbytes, dtype=torch.uint8,
-                           device=devices.get(s.device_id) or "cpu")
+                           device=devices[s.device_id] if gpu else "cpu")
                for s in load.shards]
-        copier = _Copier(load, cuda)
-        try:
-            for piece in load.pieces(copier.idle if cuda else None):
-                end = piece.offset + piece.length
-                copier.copy(dst[piece.shard][piece.offset:end], piece)
-        finally:
-            copier.drain()
+        if gpu:  # GPU only, to the else
+            dmap = [0] * (max(ids) + 1 if ids else 0)
+            for i in ids:
+                dmap[i] = _cuda_ordinal(devices[i])
+            load.run_cuda(dmap, [(t.data_ptr(), t.numel()) for t in dst])
+        else:  # CPU targets (a mix: the GPU shards moved after, by torch)
+            _release_each(load, load.pieces(), dst)
+            dst = [t.to(devices[s.device_id]) if s.device_id in devices
+                   else t for s, t in zip(load.shards, dst)]
         if job.stats is not None:
             job.stats.update(load.stats(job.ckpt))
         out = {i: {} for i, _ in load.devices}
@@ -175,7 +135,8 @@ def _deliver(job, devices):
     Otherwise the whole process's shards land in host staging and CPU
     shards are zero-copy views of it (the staging lives while they do).
     """
-    cuda = any(getattr(d, "type", None) == "cuda" for d in devices.values())
+    types = {getattr(d, "type", None) for d in devices.values()}
+    cuda = types == {"cuda"}  # every device a GPU: the C sink fills them
     if cuda or "staging_budget" in (job.options or {}):
         return _deliver_streaming(job, devices, cuda)
     return _core.materialize(FRAMEWORK, _core.load_library(job), devices)

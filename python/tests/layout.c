@@ -52,6 +52,8 @@ static void structs_new(void)
 	STRUCT(rl_piece);
 	FIELD(rl_piece, shard); FIELD(rl_piece, device); FIELD(rl_piece, offset);
 	FIELD(rl_piece, length); FIELD(rl_piece, data); FIELD(rl_piece, token);
+	STRUCT(rl_cuda_opts);
+	FIELD(rl_cuda_opts, size); FIELD(rl_cuda_opts, ndevs); FIELD(rl_cuda_opts, device_map);
 }
 
 static void structs(void)
@@ -119,6 +121,7 @@ static void errors(void)
 	CONST(RL_E_FILE_UNAVAILABLE); CONST(RL_E_MPI); CONST(RL_E_PEER);
 	CONST(RL_E_CLUSTER_MISMATCH);
 	CONST(RL_E_FILE_CHANGED); CONST(RL_E_CHECKSUM);
+	CONST(RL_E_CUDA); CONST(RL_E_CUDA_DRIVER); CONST(RL_E_CUDA_DEVICE); CONST(RL_E_CUDA_MEMORY);
 }
 
 static void params(void)

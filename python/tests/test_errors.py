@@ -166,7 +166,7 @@ def test_every_code_maps_to_its_group_class():
               "RL_E_FILE_UNAVAILABLE": ringload.LoadError, "RL_E_MPI": ringload.LoadError,
               "RL_E_PEER": ringload.LoadError, "RL_E_CLUSTER_MISMATCH": ringload.LoadError,
               "RL_E_FILE_CHANGED": ringload.IntegrityError,
-              "RL_E_CHECKSUM": ringload.IntegrityError}
+              "RL_E_CHECKSUM": ringload.IntegrityError, "RL_E_CUDA": ringload.LoadError}
     for name, code in _lib.ERROR_CODES.items():
         cls = next(c for prefix, c in groups.items() if name.startswith(prefix))
         e = _errors.error(code, "msg")

@@ -1,0 +1,314 @@
+/*
+ * cuda.c - streaming loads delivered to CUDA devices (rl_loader_set_cuda):
+ * the loader's half of the CUDA sink (sink/cuda.c). api/stream.c reads
+ * each window's range as for any streaming load; instead of handing the
+ * pieces to a runtime, it gives them here: each piece becomes one async
+ * copy to its shard's device memory, the window is fenced (an event per
+ * GPU), and stream.c reclaims a window only after its fence completed,
+ * while the next window is read.
+ *
+ * Destinations: the caller's device pointers per shard
+ * (rl_loader_set_cuda_dest: torch or JAX tensors, no extra copy), or one
+ * library allocation per plan device laid out as its staging area.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "../sink/cuda.h"
+#include "loader_internal.h"
+
+struct ld_dest { uint64_t ptr, bytes; };
+
+struct ld_cuda {
+	int32_t *map;           /* spec device id -> CUDA ordinal; NULL: identity */
+	uint32_t nmap;
+	struct ld_dest *dest;   /* by shard: the caller's pointers (ptr 0: none) */
+	size_t ndest;
+	struct eng_sink sink;   /* made at the first load, kept while its devices fit */
+	int *ordinal;           /* the sink's slots' ordinals */
+	uint32_t nslots;
+	uint64_t *left;         /* by shard: bytes not yet copied in this load */
+	size_t nleft;
+	uint64_t copied;        /* bytes copied this load */
+};
+
+static void cuda_free_sink(struct ld_cuda *c)
+{
+	cusink_destroy(&c->sink);
+	rl_free(c->ordinal);
+	c->ordinal = NULL;
+	c->nslots = 0;
+}
+
+void ld_cuda_free(rl_loader *ld)
+{
+	struct ld_cuda *c = ld->cuda;
+
+	if (!c)
+		return;
+	cuda_free_sink(c);
+	rl_free(c->map);
+	rl_free(c->dest);
+	rl_free(c->left);
+	rl_free(c);
+	ld->cuda = NULL;
+}
+
+int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *o)
+{
+	struct ld_cuda *c;
+
+	if (!ld)
+		return -EINVAL;
+	if (o && (o->size < sizeof(rl_cuda_opts) || (o->ndevs && !o->device_map)))
+		return rl_err_set(&ld->err, RL_E_INVALID_ARG,
+				  "rl_loader_set_cuda: size %u, ndevs %u: a device map needs its entries",
+				  o->size, o->ndevs);
+	for (uint32_t i = 0; o && i < o->ndevs; i++)
+		if (o->device_map[i] < 0)
+			return rl_err_set(&ld->err, RL_E_CUDA_DEVICE,
+					  "device map: spec device %u -> CUDA device %d", i,
+					  o->device_map[i]);
+	ld_cuda_free(ld);
+	if (!o)
+		return 0;
+	c = rl_calloc(1, sizeof(*c));
+	if (!c || (o->ndevs && !(c->map = rl_calloc(o->ndevs, sizeof(*c->map))))) {
+		rl_free(c);
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	}
+	if (o->ndevs)
+		memcpy(c->map, o->device_map, o->ndevs * sizeof(*c->map));
+	c->nmap = o->ndevs;
+	ld->cuda = c;
+	ld->staging_mode = RL_STAGING_STREAM;
+	rl_err_clear(&ld->err);
+	return 0;
+}
+
+int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes)
+{
+	struct ld_cuda *c;
+
+	if (!ld)
+		return -EINVAL;
+	c = ld->cuda;
+	if (!c)
+		return rl_err_set(&ld->err, RL_E_STATE, "rl_loader_set_cuda_dest: call rl_loader_set_cuda first");
+	if (shard >= c->ndest) {
+		size_t n = RL_MAX(shard + 1, 2 * c->ndest);
+		struct ld_dest *d = rl_reallocarray(c->dest, n, sizeof(*d));
+
+		if (!d)
+			return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		memset(d + c->ndest, 0, (n - c->ndest) * sizeof(*d));
+		c->dest = d;
+		c->ndest = n;
+	}
+	c->dest[shard] = (struct ld_dest){ device_ptr, device_ptr ? bytes : 0 };
+	return 0;
+}
+
+int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, uint64_t *bytes)
+{
+	struct ld_cuda *c;
+
+	if (!ld || !device_ptr || !bytes)
+		return -EINVAL;
+	c = ld->cuda;
+	if (!c || !c->sink.ops || device >= c->nslots || !cusink_base(&c->sink, device))
+		return rl_err_set(&ld->err, RL_E_STATE,
+				  "no library device memory for device %u (no CUDA load, or the caller's pointers)",
+				  device);
+	*device_ptr = cusink_base(&c->sink, device);
+	*bytes = c->sink.ops->capacity(c->sink.state, device);
+	return 0;
+}
+
+int rl_loader_cuda_read_back(rl_loader *ld, uint32_t device, uint64_t offset, void *dst, size_t len)
+{
+	if (!ld || !dst)
+		return -EINVAL;
+	if (!ld->cuda || !ld->cuda->sink.ops || device >= ld->cuda->nslots)
+		return rl_err_set(&ld->err, RL_E_STATE, "no CUDA load to read back from");
+	return cusink_read_back(&ld->cuda->sink, device, offset, dst, len, &ld->err);
+}
+
+/* ------------------------------------------------------------------ */
+/* A load (api/stream.c calls these) */
+
+/* The CUDA ordinal of plan device slot i. */
+static int cuda_ordinal(const struct ld_cuda *c, const struct pl_exec *ex, unsigned i,
+			struct rl_err *e)
+{
+	uint32_t id = ex->dev_ids ? ex->dev_ids[i] : i;
+
+	if (!c->map)
+		return (int)id;
+	if (id >= c->nmap)
+		return rl_err_set(e, RL_E_CUDA_DEVICE,
+				  "device map: spec device %u has no CUDA device (%u mapped)", id,
+				  c->nmap);
+	return c->map[id];
+}
+
+/* The sink for ex's devices: kept from the last load when they match. */
+static int cuda_sink_for(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex)
+{
+	int *ord = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ord));
+	int ret = 0;
+
+	if (!ord)
+		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	for (unsigned i = 0; i < ex->ndevs && ret == 0; i++) {
+		ret = cuda_ordinal(c, ex, i, &ld->err);
+		ord[i] = ret;
+		ret = RL_MIN(ret, 0);
+	}
+	if (ret == 0 && c->sink.ops && c->nslots == ex->ndevs &&
+	    !memcmp(ord, c->ordinal, ex->ndevs * sizeof(*ord))) {
+		rl_free(ord);
+		cusink_free_allocs(&c->sink); /* the last load's results */
+		return 0;
+	}
+	cuda_free_sink(c);
+	if (ret == 0)
+		ret = cusink_create(ord, ex->ndevs, 1, &c->sink, &ld->err);
+	if (ret < 0) {
+		rl_free(ord);
+		return ret;
+	}
+	c->ordinal = ord;
+	c->nslots = ex->ndevs;
+	return 0;
+}
+
+/* Destinations: the caller's pointer of every shard, or library memory. */
+static int cuda_dests(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex)
+{
+	int caller = 0;
+
+	for (size_t i = 0; i < c->ndest && i < ex->nshards; i++)
+		caller |= c->dest[i].ptr != 0;
+	for (unsigned d = 0; d < ex->ndevs; d++) {
+		int ret;
+
+		if (caller) {
+			cusink_set_dest(&c->sink, d, 0, UINT64_MAX);
+			continue;
+		}
+		ret = cusink_alloc(&c->sink, d, ex->staging_bytes[d], &ld->err);
+		if (ret < 0)
+			return ret;
+	}
+	for (size_t i = 0; caller && i < ex->nshards; i++) {
+		const struct ld_dest *dd = i < c->ndest ? c->dest + i : NULL;
+
+		if (!ex->shards[i].nbytes)
+			continue;
+		if (!dd || !dd->ptr)
+			return rl_err_set(&ld->err, RL_E_STAGING,
+					  "CUDA load: shard %zu has no device pointer (rl_loader_set_cuda_dest)", i);
+		if (dd->bytes < ex->shards[i].nbytes)
+			return rl_err_set(&ld->err, RL_E_CUDA_MEMORY,
+					  "CUDA load: shard %zu needs %" PRIu64 " bytes; its device pointer has %" PRIu64,
+					  i, ex->shards[i].nbytes, dd->bytes);
+	}
+	return 0;
+}
+
+static void cuda_on_shard(void *user, size_t shard)
+{
+	rl_loader *ld = user;
+
+	if (ld->on_shard)
+		ld->on_shard(ld->user, shard);
+}
+
+int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len)
+{
+	struct ld_cuda *c = ld->cuda;
+	int ret = cuda_sink_for(ld, c, ex);
+
+	if (ret == 0)
+		ret = cuda_dests(ld, c, ex);
+	if (ret == 0)
+		ret = c->sink.ops->pin(c->sink.state, pool, pool_len, &ld->err);
+	if (ret == 0 && c->nleft < ex->nshards) {
+		rl_free(c->left);
+		c->left = rl_calloc(ex->nshards, sizeof(*c->left));
+		c->nleft = c->left ? ex->nshards : 0;
+		if (!c->left)
+			ret = rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	}
+	if (ret < 0) {
+		if (c->sink.ops)
+			cusink_free_allocs(&c->sink);
+		return ret;
+	}
+	for (size_t i = 0; i < ex->nshards; i++)
+		c->left[i] = ex->shards[i].nbytes;
+	c->copied = 0;
+	cusink_on_shard(&c->sink, cuda_on_shard, ld);
+	return 0;
+}
+
+int ld_cuda_piece(rl_loader *ld, const struct pl_exec *ex, const rl_piece *p)
+{
+	struct ld_cuda *c = ld->cuda;
+	const struct pl_shard *sh = ex->shards + p->shard;
+	struct rl_copy cp = { 0, (uint32_t)p->length, 1, 0, 0, sh->dev, (uint32_t)p->shard };
+	int ret;
+
+	cp.dst = (p->shard < c->ndest && c->dest[p->shard].ptr ? c->dest[p->shard].ptr
+							       : sh->offset) + p->offset;
+	ret = c->sink.ops->copy(c->sink.state, 0, &cp, p->data, &ld->err);
+	if (ret < 0)
+		return ret;
+	c->copied += p->length;
+	c->left[p->shard] -= p->length;
+	/* Reported once the fence that follows this window completes. */
+	if (!c->left[p->shard])
+		c->sink.ops->shard_done(c->sink.state, p->shard);
+	return 0;
+}
+
+int ld_cuda_fence(rl_loader *ld, uint64_t *ticket)
+{
+	struct ld_cuda *c = ld->cuda;
+
+	return c->sink.ops->fence(c->sink.state, 0, ticket, &ld->err);
+}
+
+int ld_cuda_wait(rl_loader *ld, uint64_t ticket)
+{
+	struct ld_cuda *c = ld->cuda;
+
+	return c->sink.ops->wait(c->sink.state, 0, ticket, &ld->err);
+}
+
+int ld_cuda_end(rl_loader *ld, int ok)
+{
+	struct ld_cuda *c = ld->cuda;
+	struct rl_err e;
+	int ret;
+
+	if (!c->sink.ops)
+		return 0;
+	rl_err_clear(&e);
+	ret = c->sink.ops->finish(c->sink.state, ok, &e);
+	if (ret < 0 && ok)
+		rl_err_set(&ld->err, ret, "%s", e.msg);
+	if (!ok || ret < 0)
+		cusink_free_allocs(&c->sink); /* a failed load leaves nothing */
+	return ok ? ret : 0;
+}
+
+void ld_cuda_unpin(rl_loader *ld)
+{
+	struct ld_cuda *c = ld->cuda;
+
+	if (c && c->sink.ops)
+		c->sink.ops->unpin(c->sink.state, NULL, 0);
+}

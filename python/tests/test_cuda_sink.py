@@ -1,0 +1,83 @@
+"""The C path ringload.torch takes to CUDA devices (StreamingLoad.run_cuda:
+the library's CUDA sink fills tensors it is given by device address),
+run against the fake driver of tests/fakecuda (RL_LIBCUDA): device memory
+is host memory, so the bytes each shard got are compared with a CPU load.
+The torch side (torch.empty on a GPU) needs a real GPU: test_gpu.py."""
+import ctypes
+import os
+
+import pytest
+
+import oracle
+import ringload
+from conftest import build_dir
+from ringload import _core, _handles, _stream
+from test_reference import MOE_SPEC
+
+FAKE = os.path.join(build_dir(), "tests", "fakecuda", "libcuda.so.1")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake driver, loaded where the library will find it, with two
+    devices and a current context on device 0 (for its cuMemAlloc)."""
+    if not os.path.exists(FAKE):
+        pytest.skip(f"needs {FAKE} (make builds it with the tests)")
+    monkeypatch.setenv("RL_LIBCUDA", FAKE)
+    monkeypatch.setenv("FAKECUDA_DEVICES", "2")
+    monkeypatch.setenv("FAKECUDA_DELAY_US", "50")
+    lib = ctypes.CDLL(FAKE)
+    lib.fakecuda_reset()
+    lib.fakecuda_host.restype = ctypes.c_void_p
+    lib.fakecuda_host.argtypes = [ctypes.c_ulonglong]
+    assert lib.cuInit(0) == 0
+    ctx = ctypes.c_void_p()
+    assert lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert lib.cuCtxPushCurrent_v2(ctx) == 0
+    yield lib
+    lib.cuCtxPopCurrent_v2(ctypes.byref(ctx))
+    lib.cuDevicePrimaryCtxRelease_v2(0)
+
+
+def _job(path, spec):
+    return _core.Job(_handles.Checkpoint(path), _handles.Spec(spec), 0, "auto",
+                     None, None)
+
+
+def test_run_cuda_fills_the_given_device_memory(testdata, fake):
+    path = os.path.join(testdata, "reference", "tiny-moe")
+    whole = ringload.load(path, sharding=MOE_SPEC, process=0, framework="np")
+    job = _job(path, MOE_SPEC)
+    ptrs = []
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            for s in load.shards:
+                p = ctypes.c_ulonglong()
+                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+                ptrs.append(p.value)
+            ids = [i for i, _ in load.devices]
+            load.run_cuda([0] * (max(ids) + 1),  # every spec device on GPU 0
+                          [(p, s.nbytes) for p, s in zip(ptrs, load.shards)])
+            for s, p in zip(load.shards, ptrs):
+                got = ctypes.string_at(fake.fakecuda_host(p), s.nbytes)
+                assert got == oracle.as_bytes(whole[s.device_id][s.name]), s.name
+    finally:
+        for p in ptrs:
+            fake.cuMemFree_v2(ctypes.c_ulonglong(p))
+        job.ckpt.close()
+        job.spec.close()
+
+
+def test_run_cuda_errors_name_the_cause(testdata, fake, monkeypatch):
+    path = os.path.join(testdata, "reference", "tiny-moe")
+    job = _job(path, MOE_SPEC)
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            with pytest.raises(ringload.ArgumentError, match="device_map"):
+                load.run_cuda(["0"], [])
+            with pytest.raises(ringload.LoadError, match="no CUDA device 7") as e:
+                load.run_cuda([7] * 8, [])
+            assert e.value.code_name == "RL_E_CUDA_DEVICE"
+    finally:
+        job.ckpt.close()
+        job.spec.close()

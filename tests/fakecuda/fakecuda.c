@@ -1,0 +1,619 @@
+/*
+ * fakecuda.c - a stand-in for libcuda.so.1 on machines without a GPU:
+ * the driver API entry points ringload's CUDA sink uses, behaving as the
+ * driver documents them. Device memory is host memory, every copy is
+ * checked against its allocation, and async copies run in stream order
+ * on a thread per stream after a delay, reading their source only then
+ * (so a window reused too early shows as wrong device bytes). Faults
+ * come from the environment (fakecuda.h).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum {
+	OK = 0, E_INVALID_VALUE = 1, E_OOM = 2, E_NOT_INITIALIZED = 3, E_NO_DEVICE = 100,
+	E_INVALID_DEVICE = 101, E_INVALID_CONTEXT = 201, E_INVALID_HANDLE = 400,
+	E_NOT_READY = 600, E_ALREADY_REGISTERED = 712, E_NOT_REGISTERED = 713,
+	E_LAUNCH_FAILED = 719,
+};
+
+struct mem2d {
+	size_t srcXInBytes, srcY;
+	int srcMemoryType;
+	const void *srcHost;
+	unsigned long long srcDevice;
+	void *srcArray;
+	size_t srcPitch;
+	size_t dstXInBytes, dstY;
+	int dstMemoryType;
+	void *dstHost;
+	unsigned long long dstDevice;
+	void *dstArray;
+	size_t dstPitch;
+	size_t WidthInBytes;
+	size_t Height;
+};
+
+struct CUevent_st {
+	uint64_t want, done;    /* records made; records run */
+	int err;
+};
+
+/* One queued operation: a copy of height rows, or an event record. */
+struct op {
+	struct op *next;
+	struct CUevent_st *ev;
+	uint64_t gen;
+	uint8_t *dst;
+	const uint8_t *src;
+	size_t width, height, spitch, dpitch;
+	int fail;
+};
+
+struct CUstream_st {
+	pthread_t tid;
+	struct op *head, *tail;
+	int stop, err;
+};
+
+struct region { uintptr_t base; size_t len; int dev; };
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* everything below */
+static pthread_cond_t moved = PTHREAD_COND_INITIALIZER;  /* an op ran or was queued */
+static struct region *allocs, *pins;
+static size_t nallocs, npins, cap_allocs, cap_pins;
+static struct fakecuda_stats st;
+static long alloc_calls, copy_calls, oom_at, fail_copy_at, delay_us = 300;
+static int ndevices = 2, no_device, ctx_fail, initialized;
+static long ctx_refs[64];
+static __thread int current = -1; /* this thread's context: a device, or -1 */
+
+static long env_long(const char *name, long dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+EXPORT void fakecuda_reset(void)
+{
+	pthread_mutex_lock(&lock);
+	ndevices = (int)env_long("FAKECUDA_DEVICES", 2);
+	no_device = (int)env_long("FAKECUDA_NO_DEVICE", 0);
+	ctx_fail = (int)env_long("FAKECUDA_CTX_FAIL", 0);
+	oom_at = env_long("FAKECUDA_OOM_AT", 0);
+	fail_copy_at = env_long("FAKECUDA_FAIL_COPY_AT", 0);
+	delay_us = env_long("FAKECUDA_DELAY_US", 300);
+	alloc_calls = copy_calls = 0;
+	st.copies = st.copies_2d = st.out_of_bounds = st.unpinned = st.no_context = 0;
+	pthread_mutex_unlock(&lock);
+}
+
+EXPORT void fakecuda_stats(struct fakecuda_stats *out)
+{
+	pthread_mutex_lock(&lock);
+	*out = st;
+	pthread_mutex_unlock(&lock);
+}
+
+EXPORT void *fakecuda_host(unsigned long long p)
+{
+	return (void *)(uintptr_t)p;
+}
+
+__attribute__((constructor)) static void fake_init(void)
+{
+	fakecuda_reset();
+}
+
+/* ------------------------------------------------------------------ */
+/* Regions: allocations and registered host memory. Under lock. */
+
+static int push_region(struct region **v, size_t *n, size_t *cap, struct region r)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		struct region *nv = realloc(*v, c * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		*v = nv;
+		*cap = c;
+	}
+	(*v)[(*n)++] = r;
+	return 0;
+}
+
+/* The region holding [p, p + len), or -1. */
+static long find_region(const struct region *v, size_t n, uintptr_t p, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p >= v[i].base && len <= v[i].len && p - v[i].base <= v[i].len - len)
+			return (long)i;
+	return -1;
+}
+
+static void drop_region(struct region *v, size_t *n, size_t i)
+{
+	v[i] = v[--*n];
+}
+
+static int no_ctx(void)
+{
+	if (current >= 0)
+		return 0;
+	st.no_context++;
+	return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Initialization, devices, contexts */
+
+EXPORT int cuInit(unsigned flags)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	r = flags ? E_INVALID_VALUE : no_device ? E_NO_DEVICE : OK;
+	initialized = r == OK;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT int cuDeviceGetCount(int *n)
+{
+	*n = initialized ? ndevices : 0;
+	return initialized ? OK : E_NOT_INITIALIZED;
+}
+
+EXPORT int cuDeviceGet(int *dev, int ordinal)
+{
+	if (!initialized)
+		return E_NOT_INITIALIZED;
+	if (ordinal < 0 || ordinal >= ndevices || ordinal >= 64)
+		return E_INVALID_DEVICE;
+	*dev = ordinal;
+	return OK;
+}
+
+EXPORT int cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+	int r = OK;
+
+	pthread_mutex_lock(&lock);
+	if (dev < 0 || dev >= ndevices || dev >= 64)
+		r = E_INVALID_DEVICE;
+	else if (ctx_fail)
+		r = E_INVALID_CONTEXT;
+	else {
+		ctx_refs[dev]++;
+		st.ctx_refs++;
+		*ctx = (void *)(uintptr_t)(dev + 1);
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT int cuDevicePrimaryCtxRelease_v2(int dev)
+{
+	int r = OK;
+
+	pthread_mutex_lock(&lock);
+	if (dev < 0 || dev >= 64 || ctx_refs[dev] <= 0)
+		r = E_INVALID_CONTEXT;
+	else {
+		ctx_refs[dev]--;
+		st.ctx_refs--;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+/* One level of context stack per thread is all the sink uses. */
+EXPORT int cuCtxPushCurrent_v2(void *ctx)
+{
+	if (!ctx)
+		return E_INVALID_CONTEXT;
+	current = (int)(uintptr_t)ctx - 1;
+	return OK;
+}
+
+EXPORT int cuCtxPopCurrent_v2(void **ctx)
+{
+	if (current < 0)
+		return E_INVALID_CONTEXT;
+	if (ctx)
+		*ctx = (void *)(uintptr_t)(current + 1);
+	current = -1;
+	return OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory */
+
+EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
+{
+	void *m;
+	int r = OK;
+
+	pthread_mutex_lock(&lock);
+	if (no_ctx())
+		r = E_INVALID_CONTEXT;
+	else if (!bytes)
+		r = E_INVALID_VALUE;
+	else if (++alloc_calls == oom_at || !(m = malloc(bytes)))
+		r = E_OOM;
+	else if (push_region(&allocs, &nallocs, &cap_allocs,
+			     (struct region){ (uintptr_t)m, bytes, current }) < 0) {
+		free(m);
+		r = E_OOM;
+	} else {
+		memset(m, 0xdb, bytes); /* never what a checkpoint holds by chance */
+		st.allocs++;
+		*p = (uintptr_t)m;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT int cuMemFree_v2(unsigned long long p)
+{
+	long i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < (long)nallocs && allocs[i].base != p; i++)
+		;
+	if (i < (long)nallocs) {
+		free((void *)(uintptr_t)p);
+		drop_region(allocs, &nallocs, (size_t)i);
+		st.allocs--;
+	}
+	pthread_mutex_unlock(&lock);
+	return i < (long)nallocs ? OK : E_INVALID_VALUE;
+}
+
+EXPORT int cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
+{
+	int r = OK;
+
+	pthread_mutex_lock(&lock);
+	if (no_ctx())
+		r = E_INVALID_CONTEXT;
+	else if (!p || !bytes)
+		r = E_INVALID_VALUE;
+	else if (find_region(pins, npins, (uintptr_t)p, 1) >= 0 ||
+		 find_region(pins, npins, (uintptr_t)p + bytes - 1, 1) >= 0)
+		r = E_ALREADY_REGISTERED;
+	else if (push_region(&pins, &npins, &cap_pins, (struct region){ (uintptr_t)p, bytes, 0 }) < 0)
+		r = E_OOM;
+	else
+		st.registered++;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT int cuMemHostUnregister(void *p)
+{
+	long i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < (long)npins && pins[i].base != (uintptr_t)p; i++)
+		;
+	if (i < (long)npins) {
+		drop_region(pins, &npins, (size_t)i);
+		st.registered--;
+	}
+	pthread_mutex_unlock(&lock);
+	return i < (long)npins ? OK : E_NOT_REGISTERED;
+}
+
+/* ------------------------------------------------------------------ */
+/* Streams: a thread each, running queued ops in order */
+
+static void run_op(struct CUstream_st *s, struct op *o)
+{
+	if (o->ev) {
+		if (o->gen > o->ev->done)
+			o->ev->done = o->gen;
+		o->ev->err = s->err;
+		return;
+	}
+	if (o->fail) {
+		s->err = E_LAUNCH_FAILED;
+		return;
+	}
+	pthread_mutex_unlock(&lock);
+	if (delay_us)
+		usleep((useconds_t)delay_us);
+	for (size_t k = 0; k < o->height; k++)
+		memcpy(o->dst + k * o->dpitch, o->src + k * o->spitch, o->width);
+	pthread_mutex_lock(&lock);
+}
+
+static void *stream_main(void *arg)
+{
+	struct CUstream_st *s = arg;
+
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		struct op *o = s->head;
+
+		if (!o) {
+			if (s->stop)
+				break;
+			pthread_cond_wait(&moved, &lock);
+			continue;
+		}
+		run_op(s, o);
+		s->head = o->next;
+		if (!s->head)
+			s->tail = NULL;
+		st.inflight--;
+		free(o);
+		pthread_cond_broadcast(&moved);
+	}
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+EXPORT int cuStreamCreate(struct CUstream_st **out, unsigned flags)
+{
+	struct CUstream_st *s;
+
+	pthread_mutex_lock(&lock);
+	if (no_ctx()) {
+		pthread_mutex_unlock(&lock);
+		return E_INVALID_CONTEXT;
+	}
+	pthread_mutex_unlock(&lock);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return E_OOM;
+	if (pthread_create(&s->tid, NULL, stream_main, s) != 0) {
+		free(s);
+		return E_OOM;
+	}
+	pthread_mutex_lock(&lock);
+	st.streams++;
+	pthread_mutex_unlock(&lock);
+	*out = s;
+	return OK;
+}
+
+/* The driver lets queued work finish after a destroy; so does this. */
+EXPORT int cuStreamDestroy_v2(struct CUstream_st *s)
+{
+	if (!s)
+		return E_INVALID_HANDLE;
+	pthread_mutex_lock(&lock);
+	s->stop = 1;
+	pthread_cond_broadcast(&moved);
+	pthread_mutex_unlock(&lock);
+	pthread_join(s->tid, NULL);
+	pthread_mutex_lock(&lock);
+	st.streams--;
+	pthread_mutex_unlock(&lock);
+	free(s);
+	return OK;
+}
+
+EXPORT int cuStreamSynchronize(struct CUstream_st *s)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	while (s->head)
+		pthread_cond_wait(&moved, &lock);
+	r = s->err;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+static int enqueue(struct CUstream_st *s, struct op *o)
+{
+	if (!s) { /* the legacy default stream: ringload never uses it */
+		free(o);
+		return E_INVALID_HANDLE;
+	}
+	st.inflight++;
+	if (s->tail)
+		s->tail->next = o;
+	else
+		s->head = o;
+	s->tail = o;
+	pthread_cond_broadcast(&moved);
+	return OK;
+}
+
+/* Checks and queues a copy of height rows of width bytes. Under lock. */
+static int queue_copy(struct CUstream_st *s, struct op *o)
+{
+	size_t span = (o->height - 1) * o->dpitch + o->width;
+	size_t sspan = (o->height - 1) * o->spitch + o->width;
+
+	if (no_ctx())
+		return E_INVALID_CONTEXT;
+	if (find_region(allocs, nallocs, (uintptr_t)o->dst, span) < 0) {
+		st.out_of_bounds++;
+		return E_INVALID_VALUE;
+	}
+	if (find_region(pins, npins, (uintptr_t)o->src, sspan) < 0)
+		st.unpinned++;
+	o->fail = ++copy_calls == fail_copy_at;
+	st.copies++;
+	return enqueue(s, o);
+}
+
+EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t bytes,
+				struct CUstream_st *s)
+{
+	struct op *o = calloc(1, sizeof(*o));
+	int r;
+
+	if (!o)
+		return E_OOM;
+	*o = (struct op){ .dst = (uint8_t *)(uintptr_t)dst, .src = src, .width = bytes,
+			  .height = 1 };
+	if (!bytes) {
+		free(o);
+		return OK;
+	}
+	pthread_mutex_lock(&lock);
+	r = queue_copy(s, o);
+	pthread_mutex_unlock(&lock);
+	if (r != OK)
+		free(o);
+	return r;
+}
+
+EXPORT int cuMemcpy2DAsync_v2(const struct mem2d *c, struct CUstream_st *s)
+{
+	struct op *o;
+	int r;
+
+	if (c->srcMemoryType != 1 || c->dstMemoryType != 2 || !c->WidthInBytes || !c->Height ||
+	    c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes)
+		return E_INVALID_VALUE;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return E_OOM;
+	*o = (struct op){ .dst = (uint8_t *)(uintptr_t)c->dstDevice + c->dstY * c->dstPitch +
+				 c->dstXInBytes,
+			  .src = (const uint8_t *)c->srcHost + c->srcY * c->srcPitch + c->srcXInBytes,
+			  .width = c->WidthInBytes, .height = c->Height, .spitch = c->srcPitch,
+			  .dpitch = c->dstPitch };
+	pthread_mutex_lock(&lock);
+	r = queue_copy(s, o);
+	if (r == OK)
+		st.copies_2d++;
+	pthread_mutex_unlock(&lock);
+	if (r != OK)
+		free(o);
+	return r;
+}
+
+EXPORT int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t bytes)
+{
+	int r = OK;
+
+	pthread_mutex_lock(&lock);
+	if (no_ctx())
+		r = E_INVALID_CONTEXT;
+	else if (find_region(allocs, nallocs, (uintptr_t)src, bytes) < 0) {
+		st.out_of_bounds++;
+		r = E_INVALID_VALUE;
+	}
+	pthread_mutex_unlock(&lock);
+	if (r == OK)
+		memcpy(dst, (const void *)(uintptr_t)src, bytes);
+	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Events */
+
+EXPORT int cuEventCreate(struct CUevent_st **out, unsigned flags)
+{
+	struct CUevent_st *e;
+
+	pthread_mutex_lock(&lock);
+	if (no_ctx()) {
+		pthread_mutex_unlock(&lock);
+		return E_INVALID_CONTEXT;
+	}
+	e = calloc(1, sizeof(*e));
+	if (e)
+		st.events++;
+	pthread_mutex_unlock(&lock);
+	if (!e)
+		return E_OOM;
+	*out = e;
+	return OK;
+}
+
+EXPORT int cuEventDestroy_v2(struct CUevent_st *e)
+{
+	if (!e)
+		return E_INVALID_HANDLE;
+	pthread_mutex_lock(&lock);
+	/* A record still queued runs later: wait for it rather than let it
+	 * write freed memory (the driver defers the release likewise). */
+	while (e->done < e->want)
+		pthread_cond_wait(&moved, &lock);
+	st.events--;
+	pthread_mutex_unlock(&lock);
+	free(e);
+	return OK;
+}
+
+EXPORT int cuEventRecord(struct CUevent_st *e, struct CUstream_st *s)
+{
+	struct op *o = calloc(1, sizeof(*o));
+	int r;
+
+	if (!o)
+		return E_OOM;
+	if (!e) {
+		free(o);
+		return E_INVALID_HANDLE;
+	}
+	pthread_mutex_lock(&lock);
+	o->ev = e;
+	o->gen = ++e->want;
+	r = enqueue(s, o);
+	if (r != OK)
+		e->want--;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+/* An event never recorded is complete, as in the driver. */
+EXPORT int cuEventQuery(struct CUevent_st *e)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	r = e->done < e->want ? E_NOT_READY : e->err;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT int cuEventSynchronize(struct CUevent_st *e)
+{
+	int r;
+
+	pthread_mutex_lock(&lock);
+	while (e->done < e->want)
+		pthread_cond_wait(&moved, &lock);
+	r = e->err;
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+EXPORT int cuGetErrorName(int r, const char **name)
+{
+	static const struct { int r; const char *name; } names[] = {
+		{ OK, "CUDA_SUCCESS" }, { E_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE" },
+		{ E_OOM, "CUDA_ERROR_OUT_OF_MEMORY" }, { E_NO_DEVICE, "CUDA_ERROR_NO_DEVICE" },
+		{ E_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE" },
+		{ E_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT" },
+		{ E_NOT_READY, "CUDA_ERROR_NOT_READY" },
+		{ E_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED" },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].r == r) {
+			*name = names[i].name;
+			return OK;
+		}
+	*name = NULL;
+	return E_INVALID_VALUE;
+}

@@ -1,0 +1,39 @@
+/*
+ * fakecuda.h - what a test asks the fake CUDA driver (libcuda.so.1 built
+ * from fakecuda.c) through dlsym, besides the driver API itself.
+ *
+ * Faults, from the environment, read when fakecuda_reset() is called:
+ *   FAKECUDA_DEVICES=N      devices (default 2)
+ *   FAKECUDA_NO_DEVICE=1    cuInit fails with CUDA_ERROR_NO_DEVICE
+ *   FAKECUDA_CTX_FAIL=1     cuDevicePrimaryCtxRetain fails (context error)
+ *   FAKECUDA_OOM_AT=N       the Nth cuMemAlloc fails (out of memory)
+ *   FAKECUDA_FAIL_COPY_AT=N the Nth async copy fails on its stream: the
+ *                           stream's later events report
+ *                           CUDA_ERROR_LAUNCH_FAILED, as a real fault does
+ *   FAKECUDA_DELAY_US=N     each copy waits N us on its stream's thread
+ *                           before it reads its source (default 300)
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <stdint.h>
+
+struct fakecuda_stats {
+	long allocs;          /* device allocations alive */
+	long streams;         /* streams alive */
+	long events;          /* events alive */
+	long ctx_refs;        /* primary context references held */
+	long registered;      /* host regions registered */
+	long inflight;        /* copies and event records not yet run */
+	long copies, copies_2d;
+	long out_of_bounds;   /* copies outside their allocation (refused) */
+	long unpinned;        /* async copies from host memory not registered */
+	long no_context;      /* calls made without a current context */
+};
+
+typedef void (*fakecuda_reset_fn)(void);
+typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);
+/* The host address of device memory p (device memory is host memory). */
+typedef void *(*fakecuda_host_fn)(unsigned long long p);
+
+#endif /* FAKECUDA_H */

@@ -1,0 +1,735 @@
+/*
+ * test_cuda.c - streaming loads delivered to CUDA devices, through the
+ * fake driver (tests/fakecuda: device memory is host memory, copies run
+ * late on a thread per stream, reading their source only then): random
+ * checkpoints and shardings, every backend, one and three workers,
+ * compared byte for byte with a whole-staging load; windows never reused
+ * before their copies finished (many small windows, slow copies); several
+ * spec devices on one GPU; the caller's device pointers; a strided box as
+ * one 2D copy; cancellation; every injected fault (out of memory at the
+ * Nth allocation, a failing copy, a context error, no such device, no
+ * driver) fails the load cleanly and leaves nothing allocated, pinned or
+ * in flight.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../sink/cuda.h"
+#include "ckpt_util.h"
+#include "fakecuda/fakecuda.h"
+#include "harness.h"
+#include "rl_common.h"
+#include "ringload.h"
+
+static rl_backend cur = RL_BACKEND_IO_URING;
+static unsigned cur_workers = 1;
+
+static fakecuda_reset_fn fake_reset;
+static fakecuda_stats_fn fake_stats;
+static fakecuda_host_fn fake_host;
+static char fake_path[PATH_MAX];
+
+static void select_backend(rl_backend b, unsigned workers)
+{
+	cur = b;
+	cur_workers = workers;
+}
+
+/* The fake driver beside this program (build/tests/fakecuda/). */
+static int fake_open(void)
+{
+	ssize_t n = readlink("/proc/self/exe", fake_path, sizeof(fake_path) - 32);
+	void *h;
+
+	if (n <= 0)
+		return -1;
+	fake_path[n] = '\0';
+	strcpy(strrchr(fake_path, '/') + 1, "fakecuda/libcuda.so.1");
+	h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -1;
+	fake_reset = (fakecuda_reset_fn)(uintptr_t)dlsym(h, "fakecuda_reset");
+	fake_stats = (fakecuda_stats_fn)(uintptr_t)dlsym(h, "fakecuda_stats");
+	fake_host = (fakecuda_host_fn)(uintptr_t)dlsym(h, "fakecuda_host");
+	return fake_reset && fake_stats && fake_host ? 0 : -1;
+}
+
+/* The fault environment of one test: names=values, then a reset. */
+static void fake_env(const char *devices, const char *oom_at, const char *fail_copy_at,
+		     const char *ctx_fail, const char *delay_us)
+{
+	setenv("FAKECUDA_DEVICES", devices, 1);
+	setenv("FAKECUDA_OOM_AT", oom_at, 1);
+	setenv("FAKECUDA_FAIL_COPY_AT", fail_copy_at, 1);
+	setenv("FAKECUDA_CTX_FAIL", ctx_fail, 1);
+	setenv("FAKECUDA_DELAY_US", delay_us, 1);
+	fake_reset();
+}
+
+/* A checkpoint, its plan and a whole-staging load of it (the oracle). */
+struct fixture {
+	rl_ckpt *ck;
+	rl_spec *spec;
+	rl_plan *plan;
+	uint8_t **ref;
+	unsigned ndev;
+	size_t nshards;
+};
+
+static int fixture_ref(struct fixture *f)
+{
+	rl_loader *ld = rl_loader_create();
+	int ret = ld ? rl_loader_run(ld, f->plan) : -ENOMEM;
+
+	f->ndev = rl_plan_num_devices(f->plan);
+	f->nshards = rl_plan_num_shards(f->plan);
+	f->ref = calloc(f->ndev + 1, sizeof(*f->ref));
+	for (unsigned d = 0; ret == 0 && d < f->ndev; d++) {
+		size_t len = 0;
+		void *p = rl_loader_staging(ld, d, &len);
+
+		f->ref[d] = malloc(len + 1);
+		if (len)
+			memcpy(f->ref[d], p, len);
+	}
+	rl_loader_destroy(ld);
+	return ret;
+}
+
+static int fixture_build(struct fixture *f, const char *path, const char *spec, uint64_t chunk)
+{
+	int ret;
+
+	memset(f, 0, sizeof(*f));
+	f->ck = rl_ckpt_create();
+	f->spec = rl_spec_create();
+	f->plan = rl_plan_create();
+	if (!f->ck || !f->spec || !f->plan)
+		return -ENOMEM;
+	ret = rl_ckpt_open(f->ck, path);
+	if (ret == 0)
+		ret = rl_spec_parse(f->spec, spec, strlen(spec));
+	if (ret == 0)
+		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
+	if (ret == 0)
+		ret = rl_plan_build(f->plan, f->ck, f->spec);
+	return ret == 0 ? fixture_ref(f) : ret;
+}
+
+/* A random checkpoint under a random spec over a mesh up to 3x3. */
+static int fixture_random(struct fixture *f)
+{
+	struct rt t[12];
+	uint64_t data_start, fsize;
+	unsigned n = 1 + (unsigned)(th_rand() % 12);
+	char *path = tmp_path("c.safetensors"), json[16384];
+	uint8_t *file = write_random_ckpt(path, t, n, &data_start, &fsize);
+	unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
+
+	if (!file)
+		return -ENOMEM;
+	free(file);
+	random_spec(t, n, mx, my, 1, json, sizeof(json));
+	return fixture_build(f, path, json, 64 << 10);
+}
+
+/* 16 tensors of 256 KiB split over 2 devices: many windows at 256 KiB. */
+static int fixture_big(struct fixture *f)
+{
+	char *path = tmp_path("big.safetensors"), hex[65];
+
+	if (write_hashed_ckpt(path, 16, 256 << 10, hex) < 0)
+		return -EIO;
+	return fixture_build(f, path,
+			     "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+			     "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}", 64 << 10);
+}
+
+static void fixture_free(struct fixture *f)
+{
+	for (unsigned d = 0; f->ref && d < f->ndev; d++)
+		free(f->ref[d]);
+	free(f->ref);
+	rl_plan_destroy(f->plan);
+	rl_spec_destroy(f->spec);
+	rl_ckpt_destroy(f->ck);
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading */
+
+struct seen {
+	unsigned *count;        /* per shard: shard callbacks */
+	size_t n;
+};
+
+static void on_shard(void *user, size_t shard)
+{
+	struct seen *s = user;
+
+	if (shard < s->n)
+		s->count[shard]++;
+}
+
+static rl_loader *cuda_loader(uint64_t budget, const int32_t *map, uint32_t nmap)
+{
+	rl_cuda_opts o = { sizeof(o), nmap, map };
+	rl_loader *ld = rl_loader_create();
+
+	if (!ld)
+		return NULL;
+	rl_loader_set(ld, RL_OPT_BACKEND, cur);
+	rl_loader_set(ld, RL_OPT_WORKERS, cur_workers);
+	rl_loader_set(ld, RL_OPT_STAGING_BUDGET, (int64_t)budget);
+	if (rl_loader_set_cuda(ld, &o) < 0) {
+		rl_loader_destroy(ld);
+		return NULL;
+	}
+	return ld;
+}
+
+/* 0 when every shard's device bytes (the library's areas) equal the
+ * oracle's; else the first shard that differs + 1. */
+static size_t first_wrong(const struct fixture *f, rl_loader *ld, const unsigned long long *dest)
+{
+	for (size_t i = 0; i < f->nshards; i++) {
+		rl_shard_info si;
+		uint64_t ptr = 0, bytes = 0;
+
+		if (rl_plan_shard(f->plan, i, &si) < 0)
+			return i + 1;
+		if (dest)
+			ptr = dest[i];
+		else if (rl_loader_cuda_area(ld, si.device, &ptr, &bytes) == 0)
+			ptr += si.offset;
+		if (si.nbytes && (!ptr || memcmp(fake_host(ptr), f->ref[si.device] + si.offset,
+						  si.nbytes)))
+			return i + 1;
+	}
+	return 0;
+}
+
+/* Nothing allocated, pinned, retained or in flight (after destroy). */
+static int fake_clean(char *why, size_t cap)
+{
+	struct fakecuda_stats st;
+
+	fake_stats(&st);
+	snprintf(why, cap, "allocs %ld streams %ld events %ld ctx %ld pinned %ld inflight %ld",
+		 st.allocs, st.streams, st.events, st.ctx_refs, st.registered, st.inflight);
+	return !st.allocs && !st.streams && !st.events && !st.ctx_refs && !st.registered &&
+	       !st.inflight;
+}
+
+/* Loads f to the fake GPUs twice on one loader, checks bytes, shard
+ * callbacks, pinning and bounds, and that destroy frees everything. */
+static void load_and_check(struct fixture *f, uint64_t budget, const int32_t *map, uint32_t nmap)
+{
+	struct seen s = { calloc(f->nshards + 1, sizeof(unsigned)), f->nshards };
+	rl_loader *ld = cuda_loader(budget, map, nmap);
+	struct fakecuda_stats st;
+	char why[160];
+	size_t bad;
+
+	CHECK(ld && s.count);
+	rl_loader_set_callbacks(ld, on_shard, NULL, &s);
+	for (int round = 0; round < 2; round++) {
+		int ret = rl_loader_run(ld, f->plan);
+
+		CHECKF(ret == 0, "round %d: %d %s", round, ret, rl_loader_errmsg(ld));
+		bad = first_wrong(f, ld, NULL);
+		CHECKF(!bad, "round %d: shard %zu differs on the device", round, bad - 1);
+		for (size_t i = 0; i < f->nshards; i++)
+			CHECKF(s.count[i] == (unsigned)round + 1, "shard %zu reported %u times", i,
+			       s.count[i]);
+		fake_stats(&st);
+		CHECK_EQ(st.inflight, 0);
+		CHECK_EQ(st.out_of_bounds, 0);
+		CHECK_EQ(st.unpinned, 0);      /* every copy from the registered pool */
+		CHECK_EQ(st.no_context, 0);
+		CHECK_EQ(st.registered, 1);    /* pinned once, kept across loads */
+	}
+	rl_loader_destroy(ld);
+	free(s.count);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+static void random_plans(void)
+{
+	for (int it = 0; it < 4; it++) {
+		struct fixture f;
+		int ret = fixture_random(&f);
+		static const uint64_t budgets[] = { 64 << 10, 256 << 10, 4 << 20 };
+
+		fake_env("9", "", "", "", "50");
+		CHECKF(ret == 0, "fixture: %d", ret);
+		load_and_check(&f, budgets[th_rand() % 3], NULL, 0);
+		fixture_free(&f);
+		if (th_failed())
+			return;
+	}
+}
+
+/* Slow copies, windows of 128 KiB: a window refilled before its copies
+ * ran would put the next window's bytes on the device. */
+static void windows_wait_for_copies(void)
+{
+	struct fixture f;
+	int ret = fixture_big(&f);
+
+	fake_env("2", "", "", "", "2000");
+	CHECKF(ret == 0, "fixture: %d", ret);
+	load_and_check(&f, 256 << 10, NULL, 0);
+	fixture_free(&f);
+}
+
+/* Both spec devices on GPU 0 (one stream, one context). */
+static void shared_gpu(void)
+{
+	static const int32_t map[] = { 0, 0 };
+	struct fixture f;
+	int ret = fixture_big(&f);
+
+	fake_env("1", "", "", "", "100");
+	CHECKF(ret == 0, "fixture: %d", ret);
+	load_and_check(&f, 1 << 20, map, 2);
+	fixture_free(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* The caller's device pointers (as torch's tensors) */
+
+typedef int (*cu_alloc_fn)(unsigned long long *p, size_t n);
+typedef int (*cu_free_fn)(unsigned long long p);
+typedef int (*cu_retain_fn)(void **ctx, int dev);
+typedef int (*cu_release_fn)(int dev);
+typedef int (*cu_push_fn)(void *ctx);
+typedef int (*cu_pop_fn)(void **ctx);
+
+/* The fake driver's entry points a runtime would call itself. */
+struct runtime {
+	cu_alloc_fn alloc;
+	cu_free_fn free;
+	cu_retain_fn retain;
+	cu_release_fn release;
+	cu_push_fn push;
+	cu_pop_fn pop;
+};
+
+static int runtime_get(struct runtime *r)
+{
+	void *h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+
+	if (!h)
+		return -1;
+	r->alloc = (cu_alloc_fn)(uintptr_t)dlsym(h, "cuMemAlloc_v2");
+	r->free = (cu_free_fn)(uintptr_t)dlsym(h, "cuMemFree_v2");
+	r->retain = (cu_retain_fn)(uintptr_t)dlsym(h, "cuDevicePrimaryCtxRetain");
+	r->release = (cu_release_fn)(uintptr_t)dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+	r->push = (cu_push_fn)(uintptr_t)dlsym(h, "cuCtxPushCurrent_v2");
+	r->pop = (cu_pop_fn)(uintptr_t)dlsym(h, "cuCtxPopCurrent_v2");
+	dlclose(h);
+	return r->alloc && r->free && r->retain && r->release && r->push && r->pop ? 0 : -1;
+}
+
+/* One device allocation per shard on GPU 0 (the runtime's tensors). */
+static void caller_pointers(void)
+{
+	struct fixture f;
+	struct runtime rt;
+	unsigned long long *p = NULL;
+	void *ctx = NULL, *old;
+	rl_loader *ld = NULL;
+	char why[160];
+	int ret = fixture_big(&f);
+	size_t bad;
+
+	fake_env("1", "", "", "", "100");
+	CHECKF(ret == 0, "fixture: %d", ret);
+	CHECK(runtime_get(&rt) == 0 && rt.retain(&ctx, 0) == 0 && rt.push(ctx) == 0);
+	p = calloc(f.nshards, sizeof(*p));
+	for (size_t i = 0; p && i < f.nshards; i++) {
+		rl_shard_info si;
+
+		rl_plan_shard(f.plan, i, &si);
+		CHECK(rt.alloc(&p[i], si.nbytes ? si.nbytes : 1) == 0);
+	}
+	ld = cuda_loader(512 << 10, (const int32_t[]){ 0, 0 }, 2);
+	CHECK(ld);
+	/* a shard without a pointer, then one too small: clear errors */
+	CHECK(rl_loader_set_cuda_dest(ld, 0, p[0], 1 << 20) == 0);
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == RL_E_STAGING && strstr(rl_loader_errmsg(ld), "shard 1 has no device pointer"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	for (size_t i = 0; i < f.nshards; i++)
+		rl_loader_set_cuda_dest(ld, i, p[i], i == 3 ? 5 : 1 << 20);
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == RL_E_CUDA_MEMORY && strstr(rl_loader_errmsg(ld), "shard 3 needs"), "%d %s",
+	       ret, rl_loader_errmsg(ld));
+	rl_loader_set_cuda_dest(ld, 3, p[3], 1 << 20);
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	bad = first_wrong(&f, ld, p);
+	CHECKF(!bad, "shard %zu differs on the device", bad - 1);
+	rl_loader_destroy(ld);
+	for (size_t i = 0; i < f.nshards; i++)
+		rt.free(p[i]);
+	rt.pop(&old);
+	rt.release(0);
+	free(p);
+	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* ------------------------------------------------------------------ */
+/* Faults: each fails the load with its code and leaves nothing behind */
+
+/* Loads f once expecting code (0: success); then checks the loader
+ * holds no device memory and nothing is in flight, and destroys it. */
+static int load_expect(struct fixture *f, int code, const char *msg_part, const int32_t *map,
+		       uint32_t nmap)
+{
+	rl_loader *ld = cuda_loader(256 << 10, map, nmap);
+	struct fakecuda_stats st;
+	char why[160];
+	int ret;
+
+	if (!ld)
+		return -1;
+	ret = rl_loader_run(ld, f->plan);
+	fake_stats(&st);
+	if (ret != code || (msg_part && !strstr(rl_loader_errmsg(ld), msg_part)) ||
+	    (code && st.allocs) || st.inflight) {
+		printf("    expected %d (%s), got %d: %s; allocs %ld inflight %ld\n", code,
+		       msg_part ? msg_part : "", ret, rl_loader_errmsg(ld), st.allocs, st.inflight);
+		rl_loader_destroy(ld);
+		return -1;
+	}
+	rl_loader_destroy(ld);
+	if (!fake_clean(why, sizeof(why))) {
+		printf("    after destroy: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* Out of memory at the 1st, 2nd, ... allocation until the load fits. */
+static void out_of_memory_at_n(void)
+{
+	struct fixture f;
+	int ret = fixture_big(&f);
+	char n[16];
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	for (int i = 1; i <= 3; i++) {
+		snprintf(n, sizeof(n), "%d", i);
+		fake_env("2", i <= 2 ? n : "", "", "", "0");
+		CHECKF(load_expect(&f, i <= 2 ? RL_E_CUDA_MEMORY : 0,
+				   i <= 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : NULL, NULL, 0) == 0,
+		       "allocation %d", i);
+	}
+	fixture_free(&f);
+}
+
+/* The Nth copy fails on its stream: its window's event reports it. */
+static void failing_copy(void)
+{
+	struct fixture f;
+	int ret = fixture_big(&f);
+	static const char *const at[] = { "1", "7", "40" };
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(at); i++) {
+		fake_env("2", "", at[i], "", "20");
+		CHECKF(load_expect(&f, RL_E_CUDA, "CUDA_ERROR_LAUNCH_FAILED", NULL, 0) == 0,
+		       "copy %s", at[i]);
+	}
+	fixture_free(&f);
+}
+
+static void context_error(void)
+{
+	struct fixture f;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "1", "0");
+	CHECK(load_expect(&f, RL_E_CUDA, "cuDevicePrimaryCtxRetain failed", NULL, 0) == 0);
+	fixture_free(&f);
+}
+
+/* Two spec devices on one GPU's machine: identity names device 1. */
+static void no_such_device(void)
+{
+	static const int32_t short_map[] = { 0 };
+	struct fixture f;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("1", "", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_DEVICE, "no CUDA device 1 (1 device)", NULL, 0) == 0);
+	CHECK(load_expect(&f, RL_E_CUDA_DEVICE, "spec device 1 has no CUDA device", short_map,
+			  1) == 0);
+	fixture_free(&f);
+}
+
+static int cancel_at_first(void *user, uint64_t done, uint64_t total)
+{
+	(void)user;
+	return done > 0 && done < total;
+}
+
+static void cancel(void)
+{
+	struct fixture f;
+	rl_loader *ld;
+	char why[160];
+	struct fakecuda_stats st;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "500");
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld);
+	rl_loader_set_callbacks(ld, NULL, cancel_at_first, NULL);
+	ret = rl_loader_run(ld, f.plan);
+	fake_stats(&st);
+	CHECKF(ret == RL_E_CANCELED, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK_EQ(st.inflight, 0);
+	CHECK_EQ(st.allocs, 0);
+	rl_loader_set_callbacks(ld, NULL, NULL, NULL);
+	ret = rl_loader_run(ld, f.plan); /* the loader is whole again */
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK(!first_wrong(&f, ld, NULL));
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* ------------------------------------------------------------------ */
+/* The sink on its own: a strided box is one cuMemcpy2DAsync */
+
+static void strided_box_2d(void)
+{
+	static const int ord[] = { 1 };
+	struct eng_sink s;
+	struct rl_err e = { 0 };
+	uint8_t src[4096], *dev;
+	struct rl_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct fakecuda_stats st;
+	uint64_t t;
+	char why[160];
+
+	fake_env("2", "", "", "", "100");
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 31 + 7);
+	CHECKF(cusink_create(ord, 1, 2, &s, &e) == 0, "%s", e.msg);
+	CHECKF(cusink_alloc(&s, 0, 1024, &e) == 0, "%s", e.msg);
+	CHECK(s.ops->pin(s.state, src, sizeof(src), &e) == 0);
+	CHECKF(s.ops->copy(s.state, 1, &c, src, &e) == 0, "%s", e.msg);
+	c.dst = 1000; /* 700 bytes at 1000 of 1024: refused before any byte moves */
+	CHECK(s.ops->copy(s.state, 1, &c, src, &e) == RL_E_CUDA_MEMORY);
+	CHECK(s.ops->fence(s.state, 1, &t, &e) == 0 && t == 1);
+	CHECK(s.ops->wait(s.state, 1, t, &e) == 0);
+	dev = fake_host(cusink_base(&s, 0));
+	for (unsigned k = 0; k < 7; k++)
+		CHECKF(!memcmp(dev + 64 + k * 100, src + 16 + k * 300, 100), "row %u", k);
+	fake_stats(&st);
+	CHECK_EQ(st.copies_2d, 1);
+	CHECK_EQ(st.out_of_bounds, 0);
+	CHECK(s.ops->finish(s.state, 1, &e) == 0);
+	cusink_destroy(&s);
+	cusink_destroy(&s); /* twice: a no-op */
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* ------------------------------------------------------------------ */
+/* No driver; arguments */
+
+static void no_driver(void)
+{
+	struct fixture f;
+	rl_loader *ld;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	setenv("RL_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld);
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == RL_E_CUDA_DRIVER &&
+	       strstr(rl_loader_errmsg(ld), "no CUDA driver: cannot load /nonexistent/libcuda.so.1"),
+	       "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK(!strchr(rl_loader_errmsg(ld), '\n'));
+	setenv("RL_LIBCUDA", fake_path, 1); /* the same loader, now with a driver */
+	fake_env("2", "", "", "", "0");
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
+static void arguments(void)
+{
+	rl_loader *ld = rl_loader_create();
+	rl_cuda_opts o = { sizeof(o), 0, NULL };
+	static const int32_t neg[] = { 0, -1 };
+	uint64_t p, b;
+	uint8_t x;
+
+	CHECK(ld);
+	CHECK_EQ(rl_loader_set_cuda(NULL, &o), -EINVAL);
+	o.size = 4;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_INVALID_ARG);
+	o.size = sizeof(o);
+	o.ndevs = 2;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_INVALID_ARG);
+	o.device_map = neg;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_CUDA_DEVICE);
+	CHECK(strstr(rl_loader_errmsg(ld), "spec device 1 -> CUDA device -1"));
+	CHECK_EQ(rl_loader_set_cuda_dest(ld, 0, 4096, 1), RL_E_STATE);
+	CHECK_EQ(rl_loader_cuda_area(ld, 0, &p, &b), RL_E_STATE);
+	CHECK_EQ(rl_loader_cuda_read_back(ld, 0, 0, &x, 1), RL_E_STATE);
+	CHECK_EQ(rl_loader_cuda_area(ld, 0, NULL, &b), -EINVAL);
+	o.ndevs = 0;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), 0);
+	CHECK_EQ(rl_loader_set_cuda_dest(ld, 5, 4096, 1), 0);
+	CHECK_EQ(rl_loader_cuda_area(ld, 0, &p, &b), RL_E_STATE); /* no load yet */
+	CHECK_EQ(rl_loader_set_cuda(ld, NULL), 0);
+	rl_loader_destroy(ld);
+}
+
+/* rl_loader_start has no pieces to hand out for a CUDA load. */
+static void start_refused(void)
+{
+	struct fixture f;
+	rl_loader *ld;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld);
+	CHECK_EQ(rl_loader_start(ld, f.plan), RL_E_STATE);
+	CHECK(strstr(rl_loader_errmsg(ld), "use rl_loader_run()"));
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* ringload load --device */
+
+/* Runs build/ringload load with args on the big fixture's file; its exit
+ * status, its output in out. */
+static int cli(const char *env, const char *args, char *out, size_t cap)
+{
+	const char *b = getenv("RL_BUILD");
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd), "%s %s/ringload load %s %s", env, b && *b ? b : "build",
+		 tmp_path("big.safetensors"), args);
+	return th_capture(cmd, out, cap);
+}
+
+static void cli_device(void)
+{
+	struct fixture f;
+	char out[8192], env[PATH_MAX + 64], args[PATH_MAX + 64];
+	int ret = fixture_big(&f); /* writes big.safetensors */
+	FILE *spec;
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fixture_free(&f);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20", fake_path);
+	ret = cli(env, "--device cuda:1 --verify --staging-budget 1M", out, sizeof(out));
+	CHECKF(ret == 0 && strstr(out, "verify: 16 shards match the file, 0 differ") &&
+	       strstr(out, "device: cuda:1, peak host memory "), "%d: %s", ret, out);
+	spec = fopen(tmp_path("spec.json"), "w");
+	CHECK(spec);
+	fputs("{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+	      "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}", spec);
+	fclose(spec);
+	snprintf(args, sizeof(args), "--sharding %s --device cuda --device-map 1,0 --verify --json",
+		 tmp_path("spec.json"));
+	ret = cli(env, args, out, sizeof(out));
+	CHECKF(ret == 0 && strstr(out, "\"verify\":{\"match\":32,\"differ\":0") &&
+	       strstr(out, "\"device\":\"cuda\",\"peak_host_bytes\":"), "%d: %s", ret, out);
+	ret = cli(env, "--device cuda:7", out, sizeof(out));
+	CHECKF(ret == 1 && !strcmp(out, "ringload load: no CUDA device 7 (2 devices)\n"), "%d: %s",
+	       ret, out);
+}
+
+/* No libcuda.so.1 to load, or a driver without devices: one line, exit 1. */
+static void cli_no_driver(void)
+{
+	char out[4096], env[PATH_MAX + 64];
+	int ret = cli("RL_LIBCUDA=/nonexistent/libcuda.so.1", "--device cuda", out, sizeof(out));
+
+	CHECKF(ret == 1 && strstr(out, "ringload load: no CUDA driver: cannot load "
+				     "/nonexistent/libcuda.so.1") && strchr(out, '\n') == out + strlen(out) - 1,
+	       "%d: %s", ret, out);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_NO_DEVICE=1", fake_path);
+	ret = cli(env, "--device cuda", out, sizeof(out));
+	CHECKF(ret == 1 && strstr(out, "cuInit failed: CUDA_ERROR_NO_DEVICE (100)\n") &&
+	       strchr(out, '\n') == out + strlen(out) - 1, "%d: %s", ret, out);
+}
+
+static void cli_arguments(void)
+{
+	static const struct { const char *args, *line; } bad[] = {
+		{ "--device gpu", "--device gpu: expected cuda or cuda:N" },
+		{ "--device cuda:x", "--device cuda:x: expected cuda or cuda:N" },
+		{ "--device-map 0,1", "--device-map needs --device cuda" },
+		{ "--device cuda --device-map 0,,1", "--device-map 0,,1: expected GPU ordinals" },
+		{ "--device cuda --device-map 0,", "--device-map 0,: expected GPU ordinals" },
+		{ "--device cuda:0 --device-map 0", "puts every device on one GPU: not with --device-map" },
+		{ "--device cuda --out /nonexistent", "--device loads into GPU memory: not with --out" },
+		{ "--device cuda --staging caller", "not with --staging" },
+	};
+	char out[4096];
+
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		int ret = cli("", bad[i].args, out, sizeof(out));
+
+		CHECKF(ret == 2 && strstr(out, bad[i].line), "%s: %d: %s", bad[i].args, ret, out);
+	}
+}
+
+int main(void)
+{
+	static const struct th_case tests[] = {
+		{ "random_plans", random_plans },
+		{ "windows_wait_for_copies", windows_wait_for_copies },
+		{ "shared_gpu", shared_gpu },
+		{ "caller_pointers", caller_pointers },
+		{ "out_of_memory_at_n", out_of_memory_at_n },
+		{ "failing_copy", failing_copy },
+		{ "cancel", cancel },
+	};
+	static const unsigned workers[] = { 1, 3 };
+
+	th_seed();
+	if (fake_open() < 0) {
+		printf("cannot load the fake CUDA driver beside this program: %s\n", dlerror());
+		return 1;
+	}
+	th_run("no_driver", no_driver); /* first: nothing loaded the driver yet */
+	setenv("RL_LIBCUDA", fake_path, 1);
+	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), workers, RL_ARRAY_SIZE(workers),
+			     select_backend);
+	cur = RL_BACKEND_IO_URING;
+	cur_workers = 1;
+	th_run("context_error", context_error);
+	th_run("no_such_device", no_such_device);
+	th_run("strided_box_2d", strided_box_2d);
+	th_run("start_refused", start_refused);
+	th_run("arguments", arguments);
+	th_run("cli_device", cli_device);
+	th_run("cli_no_driver", cli_no_driver);
+	th_run("cli_arguments", cli_arguments);
+	return th_done();
+}

@@ -1,0 +1,171 @@
+/*
+ * load_cuda.c - `ringload load --device cuda[:N]`: the load streams into
+ * GPU memory through the library's CUDA sink (docs/cuda.md); --verify
+ * reads each GPU's area back in turn and compares it with the file;
+ * the summary adds the device and the peak host memory.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "load_args.h"
+#include "load_cuda.h"
+#include "opts.h"
+
+#define MAX_ORDINAL 1023
+#define DEFAULT_BUDGET (256ll << 20)
+
+/* N of "cuda:N", -1 for "cuda", -2 when neither. */
+static int device_ordinal(const char *dev)
+{
+	char *end;
+	long n;
+
+	if (!strcmp(dev, "cuda"))
+		return -1;
+	if (strncmp(dev, "cuda:", 5) || dev[5] < '0' || dev[5] > '9')
+		return -2;
+	errno = 0;
+	n = strtol(dev + 5, &end, 10);
+	return *end || errno || n > MAX_ORDINAL ? -2 : (int)n;
+}
+
+/* Parses "0,0,1" into map (cap entries); the count, or -1. */
+static int parse_map(const char *s, int32_t *map, int cap)
+{
+	int n = 0;
+
+	while (*s) {
+		char *end;
+		long v;
+
+		if (*s < '0' || *s > '9' || n == cap)
+			return -1;
+		errno = 0;
+		v = strtol(s, &end, 10);
+		if (errno || v > MAX_ORDINAL || (*end && *end != ','))
+			return -1;
+		map[n++] = (int32_t)v;
+		s = *end ? end + 1 : end;
+		if (*end && !*s)
+			return -1; /* a trailing comma */
+	}
+	return n ? n : -1;
+}
+
+int load_cuda_rules(struct load_args *a, const char *prog)
+{
+	const char *with = a->mpi ? "--mpi" : a->out ? "--out" : a->staging >= 0 ? "--staging" :
+			   a->sha256.n || a->sha256_file ? "--sha256" : NULL;
+	int32_t map[MAX_ORDINAL + 1];
+
+	if (!a->device) {
+		fprintf(stderr, "%s: --device-map needs --device cuda\n", prog);
+		return OPTS_USAGE;
+	}
+	if (device_ordinal(a->device) == -2) {
+		fprintf(stderr, "%s: --device %s: expected cuda or cuda:N (N a GPU ordinal)\n", prog,
+			a->device);
+		return OPTS_USAGE;
+	}
+	if (a->device_map && device_ordinal(a->device) >= 0) {
+		fprintf(stderr, "%s: --device %s puts every device on one GPU: not with --device-map\n",
+			prog, a->device);
+		return OPTS_USAGE;
+	}
+	if (a->device_map && parse_map(a->device_map, map, MAX_ORDINAL + 1) < 0) {
+		fprintf(stderr, "%s: --device-map %s: expected GPU ordinals separated by commas, "
+			"one per spec device (e.g. 0,0,1,1)\n", prog, a->device_map);
+		return OPTS_USAGE;
+	}
+	if (with) {
+		fprintf(stderr, "%s: --device loads into GPU memory: not with %s\n", prog, with);
+		return OPTS_USAGE;
+	}
+	/* Two windows of 128 MiB keep a GPU's copies and the reads overlapped
+	 * (the default budget, up to 1 GiB, only costs host memory here). */
+	if (a->staging_budget < 0)
+		a->staging_budget = DEFAULT_BUDGET;
+	return OPTS_OK;
+}
+
+int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *a,
+		    const char *prog)
+{
+	int32_t map[MAX_ORDINAL + 1];
+	rl_cuda_opts o = { sizeof(o), 0, map };
+	int one = device_ordinal(a->device);
+
+	if (a->device_map) {
+		o.ndevs = (uint32_t)parse_map(a->device_map, map, MAX_ORDINAL + 1);
+	} else if (one >= 0) { /* every spec device of the plan on GPU `one` */
+		for (unsigned d = 0; d < rl_plan_num_devices(plan); d++) {
+			rl_device_info di;
+
+			if (rl_plan_device(plan, d, &di) == 0 && di.id <= MAX_ORDINAL &&
+			    di.id >= o.ndevs)
+				o.ndevs = di.id + 1;
+		}
+		for (uint32_t i = 0; i < o.ndevs; i++)
+			map[i] = one;
+	} else {
+		o.device_map = NULL; /* identity */
+	}
+	if (rl_loader_set_cuda(ld, &o) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, rl_loader_errmsg(ld));
+		return -1;
+	}
+	return 0;
+}
+
+/* verify_areas' view of the GPUs: device d's area, read back (one held). */
+struct readback {
+	rl_loader *ld;
+	uint8_t *buf;
+	unsigned dev;
+	int err;
+};
+
+static const uint8_t *gpu_area(void *user, unsigned dev)
+{
+	struct readback *rb = user;
+	uint64_t ptr, bytes;
+
+	if (rb->buf && rb->dev == dev)
+		return rb->buf;
+	free(rb->buf);
+	rb->buf = NULL;
+	if (rl_loader_cuda_area(rb->ld, dev, &ptr, &bytes) < 0 ||
+	    !(rb->buf = malloc(bytes ? bytes : 1)) ||
+	    rl_loader_cuda_read_back(rb->ld, dev, 0, rb->buf, bytes) < 0) {
+		rb->err = 1;
+		return NULL;
+	}
+	rb->dev = dev;
+	return rb->buf;
+}
+
+int load_cuda_verify(const rl_ckpt *ck, const rl_plan *plan, rl_loader *ld,
+		     struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
+		     void *user, const char *prog)
+{
+	struct readback rb = { ld, NULL, 0, 0 };
+	int ret = verify_areas(ck, plan, gpu_area, &rb, c, fn, user);
+
+	free(rb.buf);
+	if (rb.err) {
+		fprintf(stderr, "%s: --verify: %s\n", prog,
+			*rl_loader_errmsg(ld) ? rl_loader_errmsg(ld) : "out of memory");
+		return -1;
+	}
+	return ret;
+}
+
+uint64_t load_peak_host_bytes(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
