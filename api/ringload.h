@@ -133,6 +133,86 @@ enum rl_error {
 const char *rl_strerror(int code);
 
 /* ------------------------------------------------------------------ */
+/* Checksums: SHA-256 and SHA256SUMS files                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The library's one SHA-256 (the one loads compute on the read path), for
+ * callers that hash bytes themselves. rl_sha256_create() returns a fresh
+ * context or NULL; rl_sha256_update() adds len bytes (data may be NULL
+ * when len is 0); rl_sha256_final() writes the digest of everything added
+ * since creation or the last final, and starts the context afresh.
+ * Return 0, -EINVAL (h NULL, data NULL with len > 0, out NULL) or -ENOMEM.
+ * rl_sha256_destroy(NULL) is a no-op.
+ */
+typedef struct rl_sha256 rl_sha256;
+rl_sha256 *rl_sha256_create(void);
+int rl_sha256_update(rl_sha256 *h, const void *data, size_t len);
+int rl_sha256_final(rl_sha256 *h, uint8_t out[32]);
+void rl_sha256_destroy(rl_sha256 *h);
+
+/*
+ * The SHA-256 of the whole file at path, read 8 MiB at a time with
+ * read(2). Returns 0, -EINVAL (path or out NULL), -errno of open or read
+ * (-EISDIR for a directory), or -ENOMEM.
+ */
+int rl_sha256_file(const char *path, uint8_t out[32]);
+
+/* Parses exactly 64 hex digits (either case) into out: 0, or
+ * RL_E_INVALID_ARG (anything else; out unchanged), -EINVAL (NULL). */
+int rl_sha256_from_hex(const char *hex, uint8_t out[32]);
+
+/*
+ * A SHA256SUMS file in sha256sum's format, parsed once: each line
+ * "<64 hex digits>  <name>" or "<64 hex digits> *<name>"; a line that
+ * starts with a backslash has its name unescaped (sha256sum writes
+ * "\\", "\n" and "\r" so for a name holding them); empty lines and lines
+ * starting with '#' are skipped; a CRLF line ending counts as LF.
+ *
+ * rl_sums_open() reads path (a regular file of at most 16 MiB; opened
+ * without blocking, so a FIFO is refused, not waited on) and parses it;
+ * rl_sums_parse() parses len bytes of text, naming them name in messages.
+ * Either returns the number of entries, or a negative code with the
+ * detail in rl_sums_errmsg() ("PATH: ..." or "PATH:LINE: ..."):
+ * RL_E_INVALID_ARG (not a regular file of at most 16 MiB, a line not in
+ * that format, a bad escape, a NUL byte in a line), -errno of open or
+ * read, -EINVAL (sums or path NULL; text NULL with len > 0), RL_E_STATE
+ * (sums already holds a parsed file). A failed call changes nothing.
+ */
+typedef struct rl_sums rl_sums;
+
+typedef struct rl_sums_entry {
+	size_t size;            /* in: sizeof(rl_sums_entry); out: bytes filled */
+	const char *name;       /* as the line names it, unescaped; owned by sums */
+	uint8_t sha256[32];
+	char hex[65];           /* the 64 digits as the line writes them, and a NUL */
+	unsigned line;          /* 1 for the first line of the file */
+	uint64_t reserved[4];   /* room to grow: zero */
+} rl_sums_entry;
+
+/* Returns an empty handle, or NULL when out of memory. */
+rl_sums *rl_sums_create(void);
+int rl_sums_open(rl_sums *sums, const char *path);
+int rl_sums_parse(rl_sums *sums, const char *name, const void *text, size_t len);
+/* The last error message of sums ("" if none). Never NULL. */
+const char *rl_sums_errmsg(const rl_sums *sums);
+/* Frees sums and its entries. NULL is a no-op. */
+void rl_sums_destroy(rl_sums *sums);
+
+/* Number of entries, in line order (0 for NULL or a handle not parsed). */
+size_t rl_sums_count(const rl_sums *sums);
+/*
+ * Entry i, size-tagged like rl_load_stats_ex: set out->size =
+ * sizeof(*out); the library fills min(out->size, its own size) bytes and
+ * sets out->size to what it filled. Returns 0, or -EINVAL (sums or out
+ * NULL, size too small to hold size, i out of range).
+ */
+int rl_sums_get(const rl_sums *sums, size_t i, rl_sums_entry *out);
+/* The index of the last entry whose name is exactly name, or -ENOENT
+ * (none), -EINVAL (sums or name NULL). */
+long rl_sums_find(const rl_sums *sums, const char *name);
+
+/* ------------------------------------------------------------------ */
 /* Data types                                                          */
 /* ------------------------------------------------------------------ */
 

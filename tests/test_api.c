@@ -43,6 +43,10 @@ static const char *const covered[] = {
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
 	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
 	"rl_loader_default_budget",
+	"rl_sha256_create", "rl_sha256_update", "rl_sha256_final", "rl_sha256_destroy",
+	"rl_sha256_file", "rl_sha256_from_hex", "rl_sums_create", "rl_sums_open",
+	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",
+	"rl_sums_find",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -106,6 +110,90 @@ static void library_wide_functions(void)
 	CHECK_EQ(rl_dtype_from_name("f32"), -1);
 	CHECK_EQ(rl_dtype_from_name("F32"), RL_DTYPE_F32);
 	CHECK_STR(rl_backend_name((rl_backend)9), "?");
+}
+
+/* SHA-256 of "abc" (FIPS 180-2, appendix B.1). */
+static const char abc_hex[] =
+	"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+static void sha256_functions(void)
+{
+	rl_sha256 *h = rl_sha256_create();
+	uint8_t got[32], want[32];
+
+	CHECK(h);
+	CHECK_EQ(rl_sha256_from_hex(abc_hex, want), 0);
+	CHECK_EQ(rl_sha256_from_hex(NULL, want), -EINVAL);
+	CHECK_EQ(rl_sha256_from_hex(abc_hex, NULL), -EINVAL);
+	CHECK_EQ(rl_sha256_from_hex("ab", got), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_sha256_from_hex("zz7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+				    got), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_sha256_update(NULL, "a", 1), -EINVAL);
+	CHECK_EQ(rl_sha256_update(h, NULL, 1), -EINVAL);
+	CHECK_EQ(rl_sha256_update(h, NULL, 0), 0);
+	CHECK_EQ(rl_sha256_final(NULL, got), -EINVAL);
+	CHECK_EQ(rl_sha256_final(h, NULL), -EINVAL);
+	/* Twice: final starts the context afresh. */
+	for (int round = 0; round < 2; round++) {
+		CHECK_EQ(rl_sha256_update(h, "a", 1), 0);
+		CHECK_EQ(rl_sha256_update(h, "bc", 2), 0);
+		CHECK_EQ(rl_sha256_final(h, got), 0);
+		CHECK(!memcmp(got, want, 32));
+	}
+	rl_sha256_destroy(h);
+	rl_sha256_destroy(NULL);
+	CHECK_EQ(rl_sha256_file(NULL, got), -EINVAL);
+	CHECK_EQ(rl_sha256_file("/nonexistent/x", got), -ENOENT);
+	CHECK_EQ(rl_sha256_file(th_tmpdir(), got), -EISDIR);
+	CHECK_EQ(rl_sha256_file(checkpoint(), NULL), -EINVAL);
+}
+
+static void sums_functions(void)
+{
+	char text[200], path[4096];
+	rl_sums *s = rl_sums_create();
+	rl_sums_entry en = { .size = sizeof(en) };
+
+	CHECK(s);
+	snprintf(text, sizeof(text), "%s  a.safetensors\n", abc_hex);
+	CHECK_EQ(rl_sums_open(NULL, "x"), -EINVAL);
+	CHECK_EQ(rl_sums_open(s, NULL), -EINVAL);
+	CHECK_EQ(rl_sums_parse(NULL, "x", text, 1), -EINVAL);
+	CHECK_EQ(rl_sums_parse(s, NULL, text, 1), -EINVAL);
+	CHECK_EQ(rl_sums_parse(s, "x", NULL, 1), -EINVAL);
+	CHECK_STR(rl_sums_errmsg(NULL), "");
+	CHECK_EQ(rl_sums_count(NULL), 0);
+	CHECK_EQ(rl_sums_count(s), 0);
+	CHECK_EQ(rl_sums_get(NULL, 0, &en), -EINVAL);
+	CHECK_EQ(rl_sums_get(s, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_sums_get(s, 0, &en), -EINVAL);
+	CHECK_EQ(rl_sums_find(NULL, "a"), -EINVAL);
+	CHECK_EQ(rl_sums_find(s, NULL), -EINVAL);
+	CHECK_EQ(rl_sums_find(s, "a.safetensors"), -ENOENT);
+	snprintf(path, sizeof(path), "%s/absent", th_tmpdir());
+	CHECK_EQ(rl_sums_open(s, path), -ENOENT);
+	CHECK(strstr(rl_sums_errmsg(s), "absent: No such file"));
+	CHECK_EQ(rl_sums_open(s, th_tmpdir()), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_sums_errmsg(s), ": not a regular file of at most 16 MiB"));
+	/* A failed call changes nothing; a parsed handle refuses a second. */
+	CHECK_EQ(rl_sums_parse(s, "S", text, strlen(text)), 1);
+	CHECK_EQ(rl_sums_parse(s, "S", text, strlen(text)), RL_E_STATE);
+	CHECK_EQ(rl_sums_count(s), 1);
+	CHECK_EQ(rl_sums_get(s, 1, &en), -EINVAL);
+	en.size = sizeof(size_t) - 1;
+	CHECK_EQ(rl_sums_get(s, 0, &en), -EINVAL);
+	en.size = sizeof(size_t) + sizeof(const char *); /* an older, smaller caller */
+	CHECK_EQ(rl_sums_get(s, 0, &en), 0);
+	CHECK_EQ(en.size, sizeof(size_t) + sizeof(const char *));
+	CHECK_STR(en.name, "a.safetensors");
+	en.size = sizeof(en) + 8;
+	CHECK_EQ(rl_sums_get(s, 0, &en), 0);
+	CHECK_EQ(en.size, sizeof(en));
+	CHECK_STR(en.hex, abc_hex);
+	CHECK_EQ(en.line, 1);
+	CHECK_EQ(rl_sums_find(s, "a.safetensors"), 0);
+	rl_sums_destroy(s);
+	rl_sums_destroy(NULL);
 }
 
 static void checkpoint_functions(void)
@@ -526,6 +614,8 @@ int main(void)
 {
 	RUN(every_public_function_is_covered);
 	RUN(library_wide_functions);
+	RUN(sha256_functions);
+	RUN(sums_functions);
 	RUN(checkpoint_functions);
 	RUN(spec_functions);
 	RUN(plan_functions);

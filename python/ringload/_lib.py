@@ -199,6 +199,12 @@ class Piece(Structure):
                 ("length", c_uint64), ("data", c_void_p), ("token", c_uint64)]
 
 
+class SumsEntry(Structure):
+    """rl_sums_entry: one line of a SHA256SUMS file (size-tagged)"""
+    _fields_ = [("size", c_size_t), ("name", c_char_p), ("sha256", ctypes.c_uint8 * 32),
+                ("hex", c_char * 65), ("line", c_uint), ("reserved", c_uint64 * 4)]
+
+
 STRUCTURES = {
     "rl_tensor_info": TensorInfo, "rl_dim_spec": DimSpec,
     "rl_plan_stats": PlanStats, "rl_device_info": DeviceInfo,
@@ -207,7 +213,7 @@ STRUCTURES = {
     "rl_load_stats": LoadStats, "rl_load_stats_ex": LoadStatsEx,
     "rl_file_stats": FileStats, "rl_file_header": FileHeader,
     "rl_transfer_info": TransferInfo, "rl_plan_xstats": PlanXStats,
-    "rl_piece": Piece,
+    "rl_piece": Piece, "rl_sums_entry": SumsEntry,
 }
 """Every bound structure by its C name (the layout test walks this)."""
 
@@ -313,6 +319,22 @@ _PROTOTYPES = {
     "rl_loader_finish": (c_int, [_V]),
     "rl_loader_default_budget": (c_int64, []),
     "rl_loader_expect_sha256": (c_int, [_V, c_char_p, c_char_p]),
+
+    # checksums: the library's SHA-256 and SHA256SUMS parser
+    "rl_sha256_create": (_V, []),
+    "rl_sha256_update": (c_int, [_V, c_void_p, c_size_t]),
+    "rl_sha256_final": (c_int, [_V, POINTER(ctypes.c_uint8 * 32)]),
+    "rl_sha256_destroy": (None, [_V]),
+    "rl_sha256_file": (c_int, [c_char_p, POINTER(ctypes.c_uint8 * 32)]),
+    "rl_sha256_from_hex": (c_int, [c_char_p, POINTER(ctypes.c_uint8 * 32)]),
+    "rl_sums_create": (_V, []),
+    "rl_sums_open": (c_int, [_V, c_char_p]),
+    "rl_sums_parse": (c_int, [_V, c_char_p, c_char_p, c_size_t]),
+    "rl_sums_errmsg": (c_char_p, [_V]),
+    "rl_sums_destroy": (None, [_V]),
+    "rl_sums_count": (c_size_t, [_V]),
+    "rl_sums_get": (c_int, [_V, c_size_t, POINTER(SumsEntry)]),
+    "rl_sums_find": (c_long, [_V, c_char_p]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).

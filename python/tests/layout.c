@@ -49,6 +49,9 @@ static void structs_new(void)
 	FIELD(rl_plan_xstats, transfer_read_bytes); FIELD(rl_plan_xstats, sent_bytes);
 	FIELD(rl_plan_xstats, received_bytes); FIELD(rl_plan_xstats, files_opened);
 	FIELD(rl_plan_xstats, max_read_bytes); FIELD(rl_plan_xstats, max_files_opened);
+	STRUCT(rl_sums_entry);
+	FIELD(rl_sums_entry, size); FIELD(rl_sums_entry, name); FIELD(rl_sums_entry, sha256);
+	FIELD(rl_sums_entry, hex); FIELD(rl_sums_entry, line); FIELD(rl_sums_entry, reserved);
 	STRUCT(rl_piece);
 	FIELD(rl_piece, shard); FIELD(rl_piece, device); FIELD(rl_piece, offset);
 	FIELD(rl_piece, length); FIELD(rl_piece, data); FIELD(rl_piece, token);
