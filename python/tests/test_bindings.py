@@ -43,6 +43,46 @@ def test_every_structure_matches_c_offsetof_and_sizeof():
         assert py == fields[cname], cname
 
 
+def _header_structs():
+    """{name: [member, ...]} of every `typedef struct rl_x { ... } rl_x;` of
+    api/ringload.h, read from the header itself: a member added there
+    fails the test below until py_layout (python/tests/layout.c) prints it
+    and the ctypes mirror has it."""
+    import re
+    with open(os.path.join(ROOT, "api", "ringload.h")) as f:
+        src = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    out = {}
+    for m in re.finditer(r"typedef struct (rl_\w+) \{(.*?)\} \1;", src, flags=re.S):
+        members = []
+        for decl in m.group(2).split(";"):
+            decl = " ".join(decl.split())
+            fn = re.search(r"\(\s*\*\s*(\w+)\s*\)", decl)  # a function pointer
+            if fn:
+                members.append(fn.group(1))
+            elif decl:
+                decl = re.sub(r"\[[^\]]*\]", "", decl)
+                members += [re.findall(r"\w+", d)[-1] for d in decl.split(",")]
+        out[m.group(1)] = members
+    return out
+
+
+def test_every_field_of_every_header_structure_is_mirrored():
+    """Field by field, from the header: every public structure is printed
+    by py_layout and mirrored in _lib.py, with every member in the
+    header's order (the offsets and sizes: the test above)."""
+    structs, fields, _ = _layout()
+    header = _header_structs()
+    assert len(header) >= 16 and "rl_load_stats" in header  # the parser finds them
+    assert set(header) == set(structs), "structures of the header vs py_layout"
+    assert set(header) == set(_lib.STRUCTURES), "structures of the header vs _lib.py"
+    for cname, members in header.items():
+        assert sorted(fields[cname]) == sorted(members), (
+            f"{cname}: python/tests/layout.c prints {sorted(fields[cname])}, "
+            f"the header has {members}")
+        mirror = [name for name, _ in _lib.STRUCTURES[cname]._fields_]
+        assert mirror == members, f"{cname}: _lib.py has {mirror}, the header {members}"
+
+
 def test_enum_values_match_the_header():
     _, _, consts = _layout()
     assert consts["sizeof_enum"] == ctypes.sizeof(ctypes.c_int)
