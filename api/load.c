@@ -436,16 +436,6 @@ void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 	return ld->areas[dev].ptr;
 }
 
-int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
-{
-	if (!ld || !out)
-		return -EINVAL;
-	if (!ld->have_stats)
-		return RL_E_STATE;
-	*out = ld->stats;
-	return 0;
-}
-
 /* A size-tagged struct (its first member: size_t size): the first
  * min(*out's size, len) bytes of src go to out, and its size says how many. */
 static void copy_tagged(void *out, const void *src, size_t len)
@@ -465,12 +455,12 @@ static int tagged_ok(const rl_loader *ld, const void *out)
 	return ld->have_stats ? 0 : RL_E_STATE;
 }
 
-int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out)
+int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 {
 	int ret = tagged_ok(ld, out);
 
 	if (ret == 0)
-		copy_tagged(out, &ld->stats_ex, sizeof(ld->stats_ex));
+		copy_tagged(out, &ld->stats, sizeof(ld->stats));
 	return ret;
 }
 

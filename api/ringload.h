@@ -202,7 +202,7 @@ void rl_sums_destroy(rl_sums *sums);
 /* Number of entries, in line order (0 for NULL or a handle not parsed). */
 size_t rl_sums_count(const rl_sums *sums);
 /*
- * Entry i, size-tagged like rl_load_stats_ex: set out->size =
+ * Entry i, size-tagged like rl_load_stats: set out->size =
  * sizeof(*out); the library fills min(out->size, its own size) bytes and
  * sets out->size to what it filled. Returns 0, or -EINVAL (sums or out
  * NULL, size too small to hold size, i out of range).
@@ -874,65 +874,66 @@ int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck);
  */
 void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len);
 
+/*
+ * Statistics of the last run. Size-tagged, as every structure of this
+ * header that grows: set out->size = sizeof(*out) before the call; the
+ * library fills the first min(out->size, its own size) bytes and sets
+ * out->size to what it filled. New fields take the room of reserved[]
+ * (then at the end), so a binary built against an older header gets what
+ * it knows. Returns 0, -EINVAL (NULL, or size too small to hold size), or
+ * RL_E_STATE before any run.
+ */
 typedef struct rl_load_stats {
+	size_t size;               /* in: sizeof(rl_load_stats); out: bytes filled */
 	uint64_t bytes_needed;     /* unique bytes the plan needs */
 	uint64_t bytes_read;       /* bytes read from files */
 	uint64_t bytes_direct;     /* bytes read straight into staging */
+	uint64_t bytes_buffered;   /* bytes read through the page cache */
 	uint64_t requests;         /* reads submitted (retries included) */
 	uint64_t retries;          /* short-read and -EAGAIN resubmissions */
 	uint64_t peak_inflight;    /* max bytes in flight seen */
+	uint64_t request_bytes;    /* the largest read of the plan */
 	double plan_seconds;       /* building the plan (rl_loader_load only) */
+	double setup_seconds;      /* files, page-cache and device probes, rings and
+				    * buffers: before the first read (wall) */
 	double read_seconds;       /* first submit to last completion (all workers) */
+	double prepare_seconds;    /* pre-faulting staging, summed over the workers */
 	double scatter_seconds;    /* copying out of bounce buffers, summed over workers */
 	double total_seconds;      /* the whole run */
 	double gbps;               /* bytes_read / read_seconds / 1e9 */
 	rl_backend backend;        /* backend that ran */
+	unsigned workers;          /* workers that ran */
+	unsigned queue_depth;      /* reads in flight at most, all workers together */
 	unsigned buffers;          /* bounce buffers used */
 	unsigned registered_buffers; /* of which registered with io_uring */
 	int registered_files;      /* 1 if files were registered */
 	int direct_io;             /* 1 if every file was read with O_DIRECT */
-	unsigned queue_depth;      /* queue depth used (all workers together) */
-	char fallbacks[256];       /* every fallback and why ("" if none) */
-} rl_load_stats;
-
-/* Statistics of the last run. Returns 0, -EINVAL (ld or out NULL), or
- * RL_E_STATE before any run. */
-int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
-
-/*
- * More statistics of the last run, in a struct that grows at its end
- * (rl_load_stats keeps its layout for binaries built against it): set
- * out->size = sizeof(*out) before the call; the library fills the first
- * min(out->size, its own size) bytes and sets out->size to what it filled.
- * Returns 0, -EINVAL (NULL, or size too small to hold size), or RL_E_STATE
- * before any run.
- */
-typedef struct rl_load_stats_ex {
-	size_t size;               /* in: sizeof(rl_load_stats_ex); out: bytes filled */
-	unsigned workers;          /* workers that ran */
-	unsigned queue_depth;      /* reads in flight at most, all workers together */
-	double prepare_seconds;    /* pre-faulting staging, summed over the workers */
-	double setup_seconds;      /* files, page-cache and device probes, rings and
-				    * buffers: before the first read (wall) */
-	double scatter_seconds;    /* copying out of bounce buffers, summed over workers */
-	uint64_t request_bytes;    /* the largest read of the plan */
-	uint64_t bytes_buffered;   /* bytes read through the page cache */
 	unsigned files_cached;     /* files read buffered because the page cache held them */
 	int numa_node;             /* node library staging was placed on; -1: none (one
 				    * node, or the caller's CPUs span several) */
-	char shape[384];           /* workers, queue depth, request size and the device
-				    * limits: what was chosen and why */
 	/* SHA-256 on the I/O path (rl_loader_expect_sha256()) */
+	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
+	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
+				    * did not check: RL_SHA256_PARTIAL, _STREAMED */
 	uint64_t bytes_hashed;     /* bytes hashed, whole files (headers included) */
 	double hash_seconds;       /* hashing, summed over the workers */
 	uint64_t hash_held_peak;   /* most bytes held (copied) while waiting for the
 				    * bytes before them: reads complete out of order */
-	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
-	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
-				    * did not check: RL_SHA256_PARTIAL, _STREAMED */
-} rl_load_stats_ex;
+	/* RL_STAGING_STREAM (0 otherwise) */
+	unsigned stream_windows;   /* windows of the pool */
+	int stream_registered;     /* 1: the pool was registered with io_uring */
+	uint64_t stream_window_bytes; /* bytes of each window */
+	uint64_t stream_ranges;    /* ranges read, each at most one window */
+	unsigned engine_runs;      /* engine set-ups of the run (1 unless streaming) */
+	unsigned reserved_u32;     /* zero */
+	/* For people, not for parsing (the fields above say the same): */
+	char fallbacks[256];       /* every fallback and why ("" if none) */
+	char shape[384];           /* workers, queue depth, request size and the device
+				    * limits: what was chosen and why */
+	uint64_t reserved[16];     /* room to grow: zero */
+} rl_load_stats;
 
-int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
+int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
 
 /* How one file was read (rl_file_stats.mode). */
 #define RL_FILE_UNUSED 0    /* no reads */
@@ -943,7 +944,7 @@ int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
 /*
  * Statistics of the i-th file the last run read (i < rl_loader_num_files();
  * `file` gives its index for rl_ckpt_file_path()), size-tagged like
- * rl_load_stats_ex. Returns 0, -EINVAL (NULL, size too small, or i out of
+ * rl_load_stats. Returns 0, -EINVAL (NULL, size too small, or i out of
  * range) or RL_E_STATE before any run.
  */
 typedef struct rl_file_stats {

@@ -804,13 +804,12 @@ static int st_ranges(struct st_run *sr)
 	return ret;
 }
 
-/* rl_load_stats_ex of a streaming load; its shape text says how the
- * windows were read (a text, not new fields: the struct's layout is
- * mirrored by the Python package). */
+/* The statistics of a streaming load: how the windows were read, as
+ * fields and in the shape text. */
 static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char *why)
 {
 	const struct ld_stream *s = sr->s;
-	char text[sizeof(((rl_load_stats_ex *)0)->shape)]; /* why + the windows */
+	char text[sizeof(((rl_load_stats *)0)->shape)]; /* why + the windows */
 
 	snprintf(text, sizeof(text),
 		 "%s%sstreaming: %u windows of %llu bytes, %sregistered with io_uring%s%s%s; "
@@ -819,6 +818,11 @@ static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char 
 		 sr->registered ? "" : " (", sr->registered ? "" : sr->why,
 		 sr->registered ? "" : ")", s->nranges, sr->runs, sr->runs == 1 ? "" : "s");
 	ld_fill_stats_ex(ld, &sr->sum, text);
+	ld->stats.stream_windows = s->nslots;
+	ld->stats.stream_window_bytes = s->slot_bytes;
+	ld->stats.stream_registered = sr->registered;
+	ld->stats.stream_ranges = s->nranges;
+	ld->stats.engine_runs = sr->runs;
 }
 
 /* The whole load of s->ex (on the calling or the library thread). */

@@ -37,7 +37,7 @@ static const char *const covered[] = {
 	"rl_loader_create", "rl_loader_set", "rl_loader_param_bounds",
 	"rl_loader_set_callbacks", "rl_loader_set_staging", "rl_loader_run",
 	"rl_loader_load", "rl_loader_staging", "rl_loader_get_stats", "rl_loader_errmsg",
-	"rl_loader_destroy", "rl_loader_get_stats_ex", "rl_loader_num_files",
+	"rl_loader_destroy", "rl_loader_num_files",
 	"rl_loader_get_file_stats", "rl_loader_request_bytes", "rl_staging_alloc",
 	"rl_staging_free", "rl_loader_expect_sha256",
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
@@ -467,15 +467,15 @@ static void cluster_functions(void)
  * bad arguments (their good uses: test_load.c). */
 static void loader_stats_functions(rl_loader *ld)
 {
-	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_load_stats x = { .size = sizeof(x) };
 	rl_file_stats fs = { .size = sizeof(fs) };
 
-	CHECK_EQ(rl_loader_get_stats_ex(NULL, &x), -EINVAL);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(NULL, &x), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
 	x.size = 0;
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), -EINVAL);
 	x.size = sizeof(x);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), RL_E_STATE);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), RL_E_STATE);
 	CHECK_EQ(rl_loader_num_files(NULL), 0);
 	CHECK_EQ(rl_loader_num_files(ld), 0);
 	CHECK_EQ(rl_loader_get_file_stats(NULL, 0, &fs), -EINVAL);
@@ -501,7 +501,7 @@ static void loader_functions(void)
 {
 	rl_loader *ld = rl_loader_create();
 	rl_plan *plan = rl_plan_create(), *got = (rl_plan *)1;
-	rl_load_stats st;
+	rl_load_stats st = { .size = sizeof(st) };
 	int64_t lo, hi;
 	size_t len = 1;
 	char buf[64];

@@ -609,6 +609,20 @@ static void load_json(void)
 	CHECK(cJSON_IsNull(cJSON_GetObjectItem(secs, "write")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(secs, "verify")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(j, "out")));
+	st = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "stats"), "shape");
+	CHECKF(num(st, "workers") >= 1 && num(st, "request_bytes") > 0 &&
+	       num(st, "engine_runs") == 1 && cJSON_IsNull(cJSON_GetObjectItem(st, "stream")),
+	       "%s", out_s);
+	cJSON_Delete(j);
+	/* Streaming: how the windows were read, as fields, not text to parse. */
+	CHECKF(RL("load %s --json --quiet --staging-budget 1M", p) == 0, "%s", err_s);
+	j = json_out();
+	st = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "stats"), "shape"),
+				 "stream");
+	CHECKF(num(st, "windows") >= 1 && num(st, "window_bytes") > 0 &&
+	       num(st, "windows") * num(st, "window_bytes") <= 1 << 20 &&
+	       num(st, "ranges") >= 1 && cJSON_IsBool(cJSON_GetObjectItem(st, "registered")),
+	       "%s", out_s);
 	cJSON_Delete(j);
 }
 

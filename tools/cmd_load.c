@@ -336,6 +336,7 @@ static int read_checkpoint(struct load_run *r)
 			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
 		return -1;
 	}
+	r->st.size = sizeof(r->st);
 	rl_loader_get_stats(r->ld, &r->st);
 	sha256_report(r->ld, r->ck, r->a->quiet, PROG);
 	return 0;
@@ -451,11 +452,23 @@ static void print_json_stats(const rl_load_stats *st)
 	       ",\"bytes_zero_copy\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
 	       ",\"peak_inflight\":%" PRIu64 ",\"read_seconds\":%.6f,\"scatter_seconds\":%.6f"
 	       ",\"gbps\":%.4f,\"queue_depth\":%u,\"buffers\":%u,\"registered_buffers\":%u"
-	       ",\"registered_files\":%s,\"direct_io\":%s}",
+	       ",\"registered_files\":%s,\"direct_io\":%s",
 	       st->bytes_needed, st->bytes_read, st->bytes_direct, st->requests, st->retries,
 	       st->peak_inflight, st->read_seconds, st->scatter_seconds, st->gbps,
 	       st->queue_depth, st->buffers, st->registered_buffers,
 	       st->registered_files ? "true" : "false", st->direct_io ? "true" : "false");
+	printf(",\n\"shape\":{\"workers\":%u,\"queue_depth\":%u,\"request_bytes\":%" PRIu64
+	       ",\"bytes_buffered\":%" PRIu64 ",\"files_cached\":%u,\"setup_seconds\":%.6f"
+	       ",\"engine_runs\":%u,\"stream\":", st->workers, st->queue_depth,
+	       st->request_bytes, st->bytes_buffered, st->files_cached, st->setup_seconds,
+	       st->engine_runs);
+	if (st->stream_windows)
+		printf("{\"windows\":%u,\"window_bytes\":%" PRIu64 ",\"registered\":%s"
+		       ",\"ranges\":%" PRIu64 "}", st->stream_windows, st->stream_window_bytes,
+		       st->stream_registered ? "true" : "false", st->stream_ranges);
+	else
+		printf("null");
+	printf("}}");
 }
 
 static void print_json(const struct load_run *r)

@@ -319,9 +319,9 @@ static void report_unchecked(const rl_loader *ld, const rl_ckpt *ck, const char 
 
 void sha256_report(const rl_loader *ld, const rl_ckpt *ck, int quiet, const char *prog)
 {
-	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_load_stats x = { .size = sizeof(x) };
 
-	if (rl_loader_get_stats_ex(ld, &x) < 0)
+	if (rl_loader_get_stats(ld, &x) < 0)
 		return;
 	if (x.files_unchecked)
 		report_unchecked(ld, ck, prog);

@@ -140,28 +140,26 @@ class BroadcastInfo(Structure):
 
 
 class LoadStats(Structure):
-    """rl_load_stats"""
-    _fields_ = [("bytes_needed", c_uint64), ("bytes_read", c_uint64),
-                ("bytes_direct", c_uint64), ("requests", c_uint64),
-                ("retries", c_uint64), ("peak_inflight", c_uint64),
-                ("plan_seconds", c_double), ("read_seconds", c_double),
+    """rl_load_stats (size-tagged: set size = sizeof before the call)"""
+    _fields_ = [("size", c_size_t), ("bytes_needed", c_uint64), ("bytes_read", c_uint64),
+                ("bytes_direct", c_uint64), ("bytes_buffered", c_uint64),
+                ("requests", c_uint64), ("retries", c_uint64),
+                ("peak_inflight", c_uint64), ("request_bytes", c_uint64),
+                ("plan_seconds", c_double), ("setup_seconds", c_double),
+                ("read_seconds", c_double), ("prepare_seconds", c_double),
                 ("scatter_seconds", c_double), ("total_seconds", c_double),
-                ("gbps", c_double), ("backend", c_int), ("buffers", c_uint),
+                ("gbps", c_double), ("backend", c_int), ("workers", c_uint),
+                ("queue_depth", c_uint), ("buffers", c_uint),
                 ("registered_buffers", c_uint), ("registered_files", c_int),
-                ("direct_io", c_int), ("queue_depth", c_uint),
-                ("fallbacks", c_char * 256)]
-
-
-class LoadStatsEx(Structure):
-    """rl_load_stats_ex (size-tagged: set size = sizeof before the call)"""
-    _fields_ = [("size", c_size_t), ("workers", c_uint), ("queue_depth", c_uint),
-                ("prepare_seconds", c_double), ("setup_seconds", c_double),
-                ("scatter_seconds", c_double), ("request_bytes", c_uint64),
-                ("bytes_buffered", c_uint64), ("files_cached", c_uint),
-                ("numa_node", c_int), ("shape", c_char * 384),
+                ("direct_io", c_int), ("files_cached", c_uint), ("numa_node", c_int),
+                ("files_hashed", c_uint), ("files_unchecked", c_uint),
                 ("bytes_hashed", c_uint64), ("hash_seconds", c_double),
-                ("hash_held_peak", c_uint64), ("files_hashed", c_uint),
-                ("files_unchecked", c_uint)]
+                ("hash_held_peak", c_uint64),
+                ("stream_windows", c_uint), ("stream_registered", c_int),
+                ("stream_window_bytes", c_uint64), ("stream_ranges", c_uint64),
+                ("engine_runs", c_uint), ("reserved_u32", c_uint),
+                ("fallbacks", c_char * 256), ("shape", c_char * 384),
+                ("reserved", c_uint64 * 16)]
 
 
 class FileStats(Structure):
@@ -212,7 +210,7 @@ STRUCTURES = {
     "rl_plan_stats": PlanStats, "rl_device_info": DeviceInfo,
     "rl_shard_info": ShardInfo, "rl_request_info": RequestInfo,
     "rl_copy_info": CopyInfo, "rl_broadcast_info": BroadcastInfo,
-    "rl_load_stats": LoadStats, "rl_load_stats_ex": LoadStatsEx,
+    "rl_load_stats": LoadStats,
     "rl_file_stats": FileStats, "rl_file_header": FileHeader,
     "rl_transfer_info": TransferInfo, "rl_plan_xstats": PlanXStats,
     "rl_piece": Piece, "rl_sums_entry": SumsEntry,
@@ -304,7 +302,6 @@ _PROTOTYPES = {
     "rl_loader_get_stats": (c_int, [_V, POINTER(LoadStats)]),
     "rl_loader_errmsg": (c_char_p, [_V]),
     "rl_loader_destroy": (None, [_V]),
-    "rl_loader_get_stats_ex": (c_int, [_V, POINTER(LoadStatsEx)]),
     "rl_loader_num_files": (c_size_t, [_V]),
     "rl_loader_get_file_stats": (c_int, [_V, c_size_t, POINTER(FileStats)]),
     "rl_loader_request_bytes": (c_int64, [_V, _V]),

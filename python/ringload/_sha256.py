@@ -216,8 +216,8 @@ def warn_unchecked(loader, ckpt):
     SHA-256 (the Hugging Face cache's blob name) that the load read but
     could not check, as the CLI's warning lines: a flipped byte must not
     load without a word."""
-    x = _lib.LoadStatsEx(size=ctypes.sizeof(_lib.LoadStatsEx))
-    if _lib.rl_loader_get_stats_ex(loader.ptr, ctypes.byref(x)) < 0 or not x.files_unchecked:
+    x = _lib.LoadStats(size=ctypes.sizeof(_lib.LoadStats))
+    if _lib.rl_loader_get_stats(loader.ptr, ctypes.byref(x)) < 0 or not x.files_unchecked:
         return
     paths = ckpt.files()
     for i in range(_lib.rl_loader_num_files(loader.ptr)):

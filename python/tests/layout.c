@@ -19,16 +19,6 @@
 /* The structures added since 0.1. */
 static void structs_new(void)
 {
-	STRUCT(rl_load_stats_ex);
-	FIELD(rl_load_stats_ex, size); FIELD(rl_load_stats_ex, workers);
-	FIELD(rl_load_stats_ex, queue_depth); FIELD(rl_load_stats_ex, prepare_seconds);
-	FIELD(rl_load_stats_ex, setup_seconds); FIELD(rl_load_stats_ex, scatter_seconds);
-	FIELD(rl_load_stats_ex, request_bytes); FIELD(rl_load_stats_ex, bytes_buffered);
-	FIELD(rl_load_stats_ex, files_cached); FIELD(rl_load_stats_ex, numa_node);
-	FIELD(rl_load_stats_ex, shape);
-	FIELD(rl_load_stats_ex, bytes_hashed); FIELD(rl_load_stats_ex, hash_seconds);
-	FIELD(rl_load_stats_ex, hash_held_peak); FIELD(rl_load_stats_ex, files_hashed);
-	FIELD(rl_load_stats_ex, files_unchecked);
 	STRUCT(rl_file_stats);
 	FIELD(rl_file_stats, size); FIELD(rl_file_stats, file); FIELD(rl_file_stats, mode);
 	FIELD(rl_file_stats, bytes_needed); FIELD(rl_file_stats, bytes_resident);
@@ -94,15 +84,26 @@ static void structs(void)
 	FIELD(rl_broadcast_info, nreceivers); FIELD(rl_broadcast_info, receivers);
 	FIELD(rl_broadcast_info, batch); FIELD(rl_broadcast_info, shard);
 	STRUCT(rl_load_stats);
-	FIELD(rl_load_stats, bytes_needed); FIELD(rl_load_stats, bytes_read);
-	FIELD(rl_load_stats, bytes_direct); FIELD(rl_load_stats, requests);
+	FIELD(rl_load_stats, size); FIELD(rl_load_stats, bytes_needed);
+	FIELD(rl_load_stats, bytes_read); FIELD(rl_load_stats, bytes_direct);
+	FIELD(rl_load_stats, bytes_buffered); FIELD(rl_load_stats, requests);
 	FIELD(rl_load_stats, retries); FIELD(rl_load_stats, peak_inflight);
-	FIELD(rl_load_stats, plan_seconds); FIELD(rl_load_stats, read_seconds);
-	FIELD(rl_load_stats, scatter_seconds); FIELD(rl_load_stats, total_seconds);
-	FIELD(rl_load_stats, gbps); FIELD(rl_load_stats, backend);
-	FIELD(rl_load_stats, buffers); FIELD(rl_load_stats, registered_buffers);
-	FIELD(rl_load_stats, registered_files); FIELD(rl_load_stats, direct_io);
-	FIELD(rl_load_stats, queue_depth); FIELD(rl_load_stats, fallbacks);
+	FIELD(rl_load_stats, request_bytes); FIELD(rl_load_stats, plan_seconds);
+	FIELD(rl_load_stats, setup_seconds); FIELD(rl_load_stats, read_seconds);
+	FIELD(rl_load_stats, prepare_seconds); FIELD(rl_load_stats, scatter_seconds);
+	FIELD(rl_load_stats, total_seconds); FIELD(rl_load_stats, gbps);
+	FIELD(rl_load_stats, backend); FIELD(rl_load_stats, workers);
+	FIELD(rl_load_stats, queue_depth); FIELD(rl_load_stats, buffers);
+	FIELD(rl_load_stats, registered_buffers); FIELD(rl_load_stats, registered_files);
+	FIELD(rl_load_stats, direct_io); FIELD(rl_load_stats, files_cached);
+	FIELD(rl_load_stats, numa_node); FIELD(rl_load_stats, files_hashed);
+	FIELD(rl_load_stats, files_unchecked); FIELD(rl_load_stats, bytes_hashed);
+	FIELD(rl_load_stats, hash_seconds); FIELD(rl_load_stats, hash_held_peak);
+	FIELD(rl_load_stats, stream_windows); FIELD(rl_load_stats, stream_registered);
+	FIELD(rl_load_stats, stream_window_bytes); FIELD(rl_load_stats, stream_ranges);
+	FIELD(rl_load_stats, engine_runs); FIELD(rl_load_stats, reserved_u32);
+	FIELD(rl_load_stats, fallbacks); FIELD(rl_load_stats, shape);
+	FIELD(rl_load_stats, reserved);
 	structs_new();
 }
 

@@ -72,7 +72,7 @@ def test_every_field_of_every_header_structure_is_mirrored():
     header's order (the offsets and sizes: the test above)."""
     structs, fields, _ = _layout()
     header = _header_structs()
-    assert len(header) >= 16 and "rl_load_stats" in header  # the parser finds them
+    assert len(header) >= 10 and "rl_load_stats" in header  # the parser finds them
     assert set(header) == set(structs), "structures of the header vs py_layout"
     assert set(header) == set(_lib.STRUCTURES), "structures of the header vs _lib.py"
     for cname, members in header.items():
