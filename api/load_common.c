@@ -45,6 +45,7 @@ void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_sta
 	s->direct_io = es->direct_io;
 	s->queue_depth = es->queue_depth;
 	s->engine_runs = 1;
+	s->fallback_flags = es->fallback_flags;
 	memcpy(s->fallbacks, es->fallbacks, sizeof(s->fallbacks));
 	s->fallbacks[sizeof(s->fallbacks) - 1] = '\0';
 	ld->have_stats = 1;

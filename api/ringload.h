@@ -925,7 +925,7 @@ typedef struct rl_load_stats {
 	uint64_t stream_window_bytes; /* bytes of each window */
 	uint64_t stream_ranges;    /* ranges read, each at most one window */
 	unsigned engine_runs;      /* engine set-ups of the run (1 unless streaming) */
-	unsigned reserved_u32;     /* zero */
+	unsigned fallback_flags;   /* RL_FALLBACK_* of the run, OR-ed */
 	/* For people, not for parsing (the fields above say the same): */
 	char fallbacks[256];       /* every fallback and why ("" if none) */
 	char shape[384];           /* workers, queue depth, request size and the device
@@ -934,6 +934,19 @@ typedef struct rl_load_stats {
 } rl_load_stats;
 
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
+
+/* rl_load_stats.fallback_flags: what the run did other than what was asked
+ * or best, each also said with its reason in rl_load_stats.fallbacks.
+ * Values are fixed; new ones are appended. */
+#define RL_FALLBACK_BACKEND (1u << 0)      /* a backend was unavailable: the next ran */
+#define RL_FALLBACK_URING_FLAGS (1u << 1)  /* io_uring refused set-up flags: fewer used */
+#define RL_FALLBACK_FILES_UNREGISTERED (1u << 2) /* io_uring refused to register the files */
+#define RL_FALLBACK_BUFFERS_UNREGISTERED (1u << 3) /* io_uring registered some bounce
+						     * buffers, or none */
+#define RL_FALLBACK_BUFFERS_UNLOCKED (1u << 4) /* bounce buffers not mlock'ed (refused, or
+						 * over the worker's RLIMIT_MEMLOCK share) */
+#define RL_FALLBACK_NOT_PREFAULTED (1u << 5) /* staging not pre-faulted */
+#define RL_FALLBACK_FEWER_WORKERS (1u << 6) /* a worker did not start: fewer ran */
 
 /* How one file was read (rl_file_stats.mode). */
 #define RL_FILE_UNUSED 0    /* no reads */

@@ -628,6 +628,7 @@ static void st_add_stats(struct eng_stats *t, const struct eng_stats *w, int fir
 	t->backend = w->backend;
 	if (!t->fallbacks[0])
 		memcpy(t->fallbacks, w->fallbacks, sizeof(t->fallbacks));
+	t->fallback_flags |= w->fallback_flags;
 	memcpy(t->shape, w->shape, sizeof(t->shape));
 }
 

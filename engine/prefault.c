@@ -41,7 +41,7 @@ static void populate(struct eng_worker *w, uintptr_t lo, uintptr_t hi)
 	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0 &&
 	    errno != EINTR && errno != EAGAIN) {
 		if (!atomic_exchange_explicit(&rc->prefault_off, 1, memory_order_relaxed))
-			eng_note(rc, "staging not pre-faulted (%s)", strerror(errno));
+			eng_note(rc, ENG_FALLBACK_NOT_PREFAULTED, "staging not pre-faulted (%s)", strerror(errno));
 	}
 	w->prepare_ns += rl_now_ns() - t0;
 }

@@ -595,6 +595,10 @@ static void load_json(void)
 	CHECK(num(j, "gbps") > 0 && num(j, "read_gbps") > 0);
 	CHECK(cJSON_IsString(cJSON_GetObjectItem(j, "backend")) &&
 	      cJSON_IsString(cJSON_GetObjectItem(j, "fallbacks")));
+	/* the fallbacks as names too, one for each reason the text gives */
+	CHECKF(cJSON_IsArray(cJSON_GetObjectItem(j, "fallback_flags")) &&
+	       !cJSON_GetArraySize(cJSON_GetObjectItem(j, "fallback_flags")) ==
+	       !cJSON_GetObjectItem(j, "fallbacks")->valuestring[0], "%s", out_s);
 	CHECK(num(cJSON_GetObjectItem(j, "verify"), "match") > 0 &&
 	      num(cJSON_GetObjectItem(j, "verify"), "differ") == 0);
 	CHECK(num(st, "requests") > 0 && cJSON_IsBool(cJSON_GetObjectItem(st, "direct_io")));

@@ -1066,6 +1066,7 @@ static void stats_sizes(void)
 	CHECK(rl_loader_get_stats(ld, &x) == 0 && x.size == sizeof(x));
 	CHECK(x.workers >= 1 && x.workers <= cur_workers && x.queue_depth >= x.workers);
 	CHECKF(strstr(x.shape, "workers") && strstr(x.shape, "requests"), "%s", x.shape);
+	CHECKF(!x.fallback_flags == !x.fallbacks[0], "0x%x '%s'", x.fallback_flags, x.fallbacks);
 	memset(raw, 0xEE, sizeof(raw));
 	((rl_load_stats *)raw)->size = old;
 	CHECK(rl_loader_get_stats(ld, (rl_load_stats *)raw) == 0);

@@ -471,6 +471,23 @@ static void print_json_stats(const rl_load_stats *st)
 	printf("}}");
 }
 
+/* rl_load_stats.fallback_flags as a JSON list of names (RL_FALLBACK_*). */
+static void print_json_fallbacks(unsigned flags)
+{
+	static const char *const names[] = { "backend", "uring_flags", "files_unregistered",
+					     "buffers_unregistered", "buffers_unlocked",
+					     "not_prefaulted", "fewer_workers" };
+	const char *sep = "";
+
+	printf(",\"fallback_flags\":[");
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flags & (1u << i)) {
+			printf("%s\"%s\"", sep, names[i]);
+			sep = ",";
+		}
+	printf("]");
+}
+
 static void print_json(const struct load_run *r)
 {
 	const rl_load_stats *st = &r->st;
@@ -480,6 +497,7 @@ static void print_json(const struct load_run *r)
 	       st->bytes_read, r->out.done, rl_plan_num_shards(r->plan), r->ndev,
 	       rl_backend_name(st->backend));
 	cli_json_str(stdout, st->fallbacks);
+	print_json_fallbacks(st->fallback_flags);
 	printf(",\n\"seconds\":{");
 	for (int ph = 0; ph < PH_N; ph++) {
 		printf("\"%s\":", phase_names[ph]);

@@ -498,13 +498,16 @@ class Loader(_Handle, kind="loader"):
 
     def stats(self, ckpt=None):
         """Returns the statistics of the last run as a dict: the fields of
-        rl_load_stats (backend by name, text decoded) and "files", one dict
+        rl_load_stats (backend by name, text decoded, fallback_flags also
+        as "fallback_names") and "files", one dict
         per file read (rl_file_stats; its "path" when ckpt, the run's
         checkpoint, is given)."""
         st = _lib.LoadStats(size=ctypes.sizeof(_lib.LoadStats))
         self.check(_lib.rl_loader_get_stats(self.ptr, ctypes.byref(st)))
         out = _fields(st)
         out["backend"] = _lib.text(_lib.rl_backend_name(st.backend))
+        out["fallback_names"] = [n for n, bit in _lib.FALLBACKS.items()
+                                 if st.fallback_flags & bit]
         out["files"] = [self._file_stats(i, ckpt) for i in
                         range(_lib.rl_loader_num_files(self._ptr))]
         return out

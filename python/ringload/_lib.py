@@ -54,6 +54,13 @@ DTYPES = ("BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "I16", "U16",
           "F6_E2M3", "F6_E3M2", "C64", "F8_E4M3FNUZ", "F8_E5M2FNUZ")
 """Safetensors dtype names by rl_dtype value (RL_DTYPE_<name> = index)."""
 
+FALLBACKS = {
+    "backend": 1 << 0, "uring_flags": 1 << 1, "files_unregistered": 1 << 2,
+    "buffers_unregistered": 1 << 3, "buffers_unlocked": 1 << 4,
+    "not_prefaulted": 1 << 5, "fewer_workers": 1 << 6,
+}
+"""RL_FALLBACK_<NAME> flags of rl_load_stats.fallback_flags by lower-case name."""
+
 PLAN_PARAMS = {
     "process": 1, "min_gap": 2, "ratio_milli": 3, "chunk_bytes": 4,
     "shard_align": 5, "congruent": 6, "all_stats": 7, "read_once": 8,
@@ -157,7 +164,7 @@ class LoadStats(Structure):
                 ("hash_held_peak", c_uint64),
                 ("stream_windows", c_uint), ("stream_registered", c_int),
                 ("stream_window_bytes", c_uint64), ("stream_ranges", c_uint64),
-                ("engine_runs", c_uint), ("reserved_u32", c_uint),
+                ("engine_runs", c_uint), ("fallback_flags", c_uint),
                 ("fallbacks", c_char * 256), ("shape", c_char * 384),
                 ("reserved", c_uint64 * 16)]
 

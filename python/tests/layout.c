@@ -101,7 +101,7 @@ static void structs(void)
 	FIELD(rl_load_stats, hash_seconds); FIELD(rl_load_stats, hash_held_peak);
 	FIELD(rl_load_stats, stream_windows); FIELD(rl_load_stats, stream_registered);
 	FIELD(rl_load_stats, stream_window_bytes); FIELD(rl_load_stats, stream_ranges);
-	FIELD(rl_load_stats, engine_runs); FIELD(rl_load_stats, reserved_u32);
+	FIELD(rl_load_stats, engine_runs); FIELD(rl_load_stats, fallback_flags);
 	FIELD(rl_load_stats, fallbacks); FIELD(rl_load_stats, shape);
 	FIELD(rl_load_stats, reserved);
 	structs_new();
@@ -139,6 +139,10 @@ static void params(void)
 	CONST(RL_BACKEND_PREAD);
 	CONST(RL_STAGING_LIBRARY); CONST(RL_STAGING_CALLER); CONST(RL_STAGING_STREAM);
 	CONST(RL_SHA256_PARTIAL); CONST(RL_SHA256_STREAMED);
+	CONST(RL_FALLBACK_BACKEND); CONST(RL_FALLBACK_URING_FLAGS);
+	CONST(RL_FALLBACK_FILES_UNREGISTERED); CONST(RL_FALLBACK_BUFFERS_UNREGISTERED);
+	CONST(RL_FALLBACK_BUFFERS_UNLOCKED); CONST(RL_FALLBACK_NOT_PREFAULTED);
+	CONST(RL_FALLBACK_FEWER_WORKERS);
 	CONST(RL_MAX_DIMS); CONST(RL_TOTAL);
 	printf("const sizeof_enum %zu\n", sizeof(rl_dtype));
 }

@@ -100,6 +100,8 @@ def test_enum_values_match_the_header():
     assert consts["RL_STAGING_STREAM"] == _lib.RL_STAGING_STREAM
     assert consts["RL_SHA256_PARTIAL"] == _lib.RL_SHA256_PARTIAL
     assert consts["RL_SHA256_STREAMED"] == _lib.RL_SHA256_STREAMED
+    assert {k: v for k, v in consts.items() if k.startswith("RL_FALLBACK_")} == \
+        {"RL_FALLBACK_" + k.upper(): v for k, v in _lib.FALLBACKS.items()}
     assert consts["RL_MAX_DIMS"] == _lib.RL_MAX_DIMS
     assert consts["RL_TOTAL"] == _lib.RL_TOTAL
     assert consts["RL_DTYPE_COUNT"] == len(_lib.DTYPES)

@@ -36,6 +36,10 @@ def _check(stats, path, needed, backend=None, workers=None):
     if workers is not None:
         assert stats["workers"] == workers
     assert isinstance(stats["fallbacks"], str) and isinstance(stats["shape"], str)
+    # every fallback is a flag too, named; its reason is in the text
+    assert bool(stats["fallback_flags"]) == bool(stats["fallbacks"]), stats["fallbacks"]
+    assert sum(ringload._lib.FALLBACKS[n] for n in stats["fallback_names"]) == \
+        stats["fallback_flags"]
     assert "size" not in stats
     [f] = stats["files"]
     assert f["path"] == path and f["file"] == 0
