@@ -652,6 +652,7 @@ int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch);
 
 /* What transfers cost a process, or the cluster (RL_TOTAL). */
 typedef struct rl_plan_xstats {
+	size_t size;            /* in: sizeof(rl_plan_xstats); out: bytes filled */
 	uint64_t transfers;     /* transfers it roots (RL_TOTAL: all) */
 	uint64_t payload_bytes; /* payload bytes it reads for them */
 	uint64_t transfer_read_bytes; /* bytes those reads read (aligned; part of read_bytes) */
@@ -660,15 +661,17 @@ typedef struct rl_plan_xstats {
 	uint64_t files_opened;  /* files it reads, own reads and transfers (RL_TOTAL: sum) */
 	uint64_t max_read_bytes; /* RL_TOTAL: the largest read_bytes of one process */
 	uint64_t max_files_opened; /* RL_TOTAL: the most files one process opens */
+	uint64_t reserved[8];   /* room to grow: zero */
 } rl_plan_xstats;
 
 /*
- * Fills the first size bytes of *out (size: sizeof(rl_plan_xstats) as
- * the caller knows it, so that the struct can grow) for process p or
- * RL_TOTAL, with the availability of rl_plan_get_stats(). Returns 0,
- * -EINVAL or RL_E_STATE.
+ * For process p or RL_TOTAL, with the availability of rl_plan_get_stats();
+ * size-tagged like rl_load_stats (set out->size = sizeof(*out); the
+ * library fills min(out->size, its own size) bytes and sets out->size to
+ * what it filled). Returns 0, -EINVAL (NULL, size too small to hold size,
+ * p out of range) or RL_E_STATE.
  */
-int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out, size_t size);
+int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out);
 
 /*
  * Deprecated since 0.2: read-once plans move contiguous file ranges
@@ -974,6 +977,7 @@ typedef struct rl_file_stats {
 	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
 	int sha256_state;          /* RL_SHA256_* */
 	char sha256[65];           /* the file's SHA-256 in hex when computed, else "" */
+	uint64_t reserved[8];      /* room to grow: zero */
 } rl_file_stats;
 
 /* rl_file_stats.sha256_state */

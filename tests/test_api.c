@@ -434,10 +434,11 @@ static void cluster_functions(void)
 	CHECK_EQ(rl_plan_transfer_copy(plan, 0, 0, &ci), RL_E_STATE);
 	CHECK_EQ(rl_plan_transfer_summary(NULL, &n, NULL, NULL), -EINVAL);
 	CHECK_EQ(rl_plan_transfer_summary(plan, &n, NULL, NULL), RL_E_STATE);
-	CHECK_EQ(rl_plan_get_xstats(NULL, 0, &xs, sizeof(xs)), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(plan, 0, NULL, sizeof(xs)), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(plan, -2, &xs, sizeof(xs)), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(plan, 0, &xs, sizeof(xs)), RL_E_STATE);
+	xs.size = sizeof(xs);
+	CHECK_EQ(rl_plan_get_xstats(NULL, 0, &xs), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, -2, &xs), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, 0, &xs), RL_E_STATE);
 	CHECK_EQ(rl_plan_build_batch(NULL, plan, 0), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(batch, NULL, 0), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(batch, plan, 0), RL_E_STATE);
@@ -449,8 +450,13 @@ static void cluster_functions(void)
 	CHECK_EQ(rl_plan_transfer_copy(built, 0, 0, &ci), -EINVAL);
 	CHECK_EQ(rl_plan_transfer_summary(built, &n, NULL, NULL), 0);
 	CHECK_EQ(n, 0);
-	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs, sizeof(xs)), 0);
-	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs, 0), 0);   /* a zero-size struct */
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs), 0);
+	CHECK_EQ(xs.size, sizeof(xs));
+	xs.size = sizeof(size_t);   /* holds its size only */
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs), 0);
+	CHECK_EQ(xs.size, sizeof(size_t));
+	xs.size = 0;                /* cannot hold its size */
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(batch, built, 0), 0);
 	CHECK_EQ(rl_plan_num_shards(batch), 0);
 	CHECK_EQ(rl_plan_build_batch(batch, built, 0), RL_E_STATE);

@@ -175,7 +175,8 @@ class FileStats(Structure):
                 ("bytes_needed", c_uint64), ("bytes_resident", c_uint64),
                 ("device", c_char * 64), ("max_request_bytes", c_uint32),
                 ("max_segments", c_uint32), ("optimal_io_bytes", c_uint32),
-                ("sha256_state", c_int), ("sha256", c_char * 65)]
+                ("sha256_state", c_int), ("sha256", c_char * 65),
+                ("reserved", c_uint64 * 8)]
 
 
 class FileHeader(Structure):
@@ -193,11 +194,12 @@ class TransferInfo(Structure):
 
 
 class PlanXStats(Structure):
-    """rl_plan_xstats (size-tagged through the call's size argument)"""
-    _fields_ = [("transfers", c_uint64), ("payload_bytes", c_uint64),
+    """rl_plan_xstats (size-tagged: set size = sizeof before the call)"""
+    _fields_ = [("size", c_size_t), ("transfers", c_uint64), ("payload_bytes", c_uint64),
                 ("transfer_read_bytes", c_uint64), ("sent_bytes", c_uint64),
                 ("received_bytes", c_uint64), ("files_opened", c_uint64),
-                ("max_read_bytes", c_uint64), ("max_files_opened", c_uint64)]
+                ("max_read_bytes", c_uint64), ("max_files_opened", c_uint64),
+                ("reserved", c_uint64 * 8)]
 
 
 class Piece(Structure):
@@ -287,7 +289,7 @@ _PROTOTYPES = {
     "rl_plan_num_broadcasts": (c_size_t, [_V]),
     "rl_plan_broadcast": (c_int, [_V, c_size_t, POINTER(BroadcastInfo)]),
     "rl_plan_get": (c_int, [_V, c_int, POINTER(c_int64)]),
-    "rl_plan_get_xstats": (c_int, [_V, c_int, POINTER(PlanXStats), c_size_t]),
+    "rl_plan_get_xstats": (c_int, [_V, c_int, POINTER(PlanXStats)]),
     "rl_plan_num_transfers": (c_size_t, [_V]),
     "rl_plan_transfer": (c_int, [_V, c_size_t, POINTER(TransferInfo)]),
     "rl_plan_transfer_copy": (c_int, [_V, c_size_t, c_size_t,

@@ -25,6 +25,7 @@ static void structs_new(void)
 	FIELD(rl_file_stats, device); FIELD(rl_file_stats, max_request_bytes);
 	FIELD(rl_file_stats, max_segments); FIELD(rl_file_stats, optimal_io_bytes);
 	FIELD(rl_file_stats, sha256_state); FIELD(rl_file_stats, sha256);
+	FIELD(rl_file_stats, reserved);
 	STRUCT(rl_file_header);
 	FIELD(rl_file_header, path); FIELD(rl_file_header, size);
 	FIELD(rl_file_header, header); FIELD(rl_file_header, header_len);
@@ -35,10 +36,11 @@ static void structs_new(void)
 	FIELD(rl_transfer_info, batch); FIELD(rl_transfer_info, index);
 	FIELD(rl_transfer_info, ncopies);
 	STRUCT(rl_plan_xstats);
-	FIELD(rl_plan_xstats, transfers); FIELD(rl_plan_xstats, payload_bytes);
+	FIELD(rl_plan_xstats, size); FIELD(rl_plan_xstats, transfers); FIELD(rl_plan_xstats, payload_bytes);
 	FIELD(rl_plan_xstats, transfer_read_bytes); FIELD(rl_plan_xstats, sent_bytes);
 	FIELD(rl_plan_xstats, received_bytes); FIELD(rl_plan_xstats, files_opened);
 	FIELD(rl_plan_xstats, max_read_bytes); FIELD(rl_plan_xstats, max_files_opened);
+	FIELD(rl_plan_xstats, reserved);
 	STRUCT(rl_sums_entry);
 	FIELD(rl_sums_entry, size); FIELD(rl_sums_entry, name); FIELD(rl_sums_entry, sha256);
 	FIELD(rl_sums_entry, hex); FIELD(rl_sums_entry, line); FIELD(rl_sums_entry, reserved);

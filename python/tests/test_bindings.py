@@ -83,6 +83,22 @@ def test_every_field_of_every_header_structure_is_mirrored():
         assert mirror == members, f"{cname}: _lib.py has {mirror}, the header {members}"
 
 
+def test_growing_structures_are_size_tagged_with_room():
+    """One convention for structures that grow: `size` first (set by the
+    caller) and `reserved` room last; no getter takes a size argument
+    beside such a struct, and no frozen twin (rl_load_stats_ex) is left."""
+    header = _header_structs()
+    tagged = {n for n, m in header.items() if m[0] == "size"}
+    assert {"rl_load_stats", "rl_file_stats", "rl_plan_xstats", "rl_sums_entry"} <= tagged
+    for name in tagged:
+        assert header[name][-1] == "reserved", name
+    assert not any(n.endswith("_ex") for n in header)
+    for name, (_, argtypes) in _lib._PROTOTYPES.items():
+        structs = [a for a in argtypes if getattr(getattr(a, "_type_", None), "_fields_", None)
+                   and a._type_._fields_[0][0] == "size"]
+        assert not (structs and argtypes[-1] is ctypes.c_size_t), name
+
+
 def test_enum_values_match_the_header():
     _, _, consts = _layout()
     assert consts["sizeof_enum"] == ctypes.sizeof(ctypes.c_int)
