@@ -234,8 +234,8 @@ int rl_sums_parse(rl_sums *sums, const char *name, const void *text, size_t len)
 		return rl_err_set(&sums->err, RL_E_STATE, "%s: this handle already holds a "
 				  "sums file", name);
 	if (len > SUMS_MAX_BYTES)
-		return rl_err_set(&sums->err, RL_E_INVALID_ARG, "%s: not a regular file of at "
-				  "most 16 MiB", name);
+		return rl_err_set(&sums->err, RL_E_INVALID_ARG, "%s: more than 16 MiB: not a "
+				  "sums file", name);
 	copy = rl_malloc(len + 1);
 	/* a line holds at most one entry and takes at least 68 bytes: len / 68 + 1 */
 	lines = rl_calloc(len / 68 + 1, sizeof(*lines));

@@ -174,8 +174,8 @@ int rl_sha256_from_hex(const char *hex, uint8_t out[32]);
  * rl_sums_parse() parses len bytes of text, naming them name in messages.
  * Either returns the number of entries, or a negative code with the
  * detail in rl_sums_errmsg() ("PATH: ..." or "PATH:LINE: ..."):
- * RL_E_INVALID_ARG (not a regular file of at most 16 MiB, a line not in
- * that format, a bad escape, a NUL byte in a line), -errno of open or
+ * RL_E_INVALID_ARG (not a regular file of at most 16 MiB, text of more
+ * than 16 MiB, a line not in that format, a bad escape, a NUL byte in a line), -errno of open or
  * read, -EINVAL (sums or path NULL; text NULL with len > 0), RL_E_STATE
  * (sums already holds a parsed file). A failed call changes nothing.
  */

@@ -175,6 +175,9 @@ static void sums_functions(void)
 	CHECK(strstr(rl_sums_errmsg(s), "absent: No such file"));
 	CHECK_EQ(rl_sums_open(s, th_tmpdir()), RL_E_INVALID_ARG);
 	CHECK(strstr(rl_sums_errmsg(s), ": not a regular file of at most 16 MiB"));
+	/* Past 16 MiB: refused before a byte is read (text is not touched). */
+	CHECK_EQ(rl_sums_parse(s, "big", text, (16u << 20) + 1), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_sums_errmsg(s), "big: more than 16 MiB: not a sums file"));
 	/* A failed call changes nothing; a parsed handle refuses a second. */
 	CHECK_EQ(rl_sums_parse(s, "S", text, strlen(text)), 1);
 	CHECK_EQ(rl_sums_parse(s, "S", text, strlen(text)), RL_E_STATE);
