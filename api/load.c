@@ -30,6 +30,14 @@
  * runtime that forgot to release, not a slow copy. */
 #define LD_RELEASE_TIMEOUT_MS 60000
 
+_Static_assert(ENG_FALLBACK_BACKEND == RL_FALLBACK_BACKEND &&
+	       ENG_FALLBACK_URING_FLAGS == RL_FALLBACK_URING_FLAGS &&
+	       ENG_FALLBACK_FILES_UNREGISTERED == RL_FALLBACK_FILES_UNREGISTERED &&
+	       ENG_FALLBACK_BUFFERS_UNREGISTERED == RL_FALLBACK_BUFFERS_UNREGISTERED &&
+	       ENG_FALLBACK_BUFFERS_UNLOCKED == RL_FALLBACK_BUFFERS_UNLOCKED &&
+	       ENG_FALLBACK_NOT_PREFAULTED == RL_FALLBACK_NOT_PREFAULTED &&
+	       ENG_FALLBACK_FEWER_WORKERS == RL_FALLBACK_FEWER_WORKERS,
+	       "the engine's fallback flags are the public ones");
 _Static_assert(ENG_FILE_DIRECT == RL_FILE_DIRECT && ENG_FILE_CACHED == RL_FILE_CACHED &&
 	       ENG_FILE_BUFFERED == RL_FILE_BUFFERED && ENG_FILE_UNUSED == RL_FILE_UNUSED,
 	       "file modes: one set of values");
@@ -319,7 +327,7 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 		ret = eng_create(&eo, &eng, &ld->err);
 		if (ret == 0)
 			ret = eng_run(eng, &job, es, &ld->err);
-		sink_host_note(&host, es->fallbacks, sizeof(es->fallbacks));
+		sink_host_note(&host, es);
 		eng_destroy(eng);
 		ld->received = NULL;
 	}
@@ -488,16 +496,6 @@ void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 	return ld->areas[dev].ptr;
 }
 
-int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
-{
-	if (!ld || !out)
-		return -EINVAL;
-	if (!ld->have_stats)
-		return RL_E_STATE;
-	*out = ld->stats;
-	return 0;
-}
-
 /* A size-tagged struct (its first member: size_t size): the first
  * min(*out's size, len) bytes of src go to out, and its size says how many. */
 static void copy_tagged(void *out, const void *src, size_t len)
@@ -517,12 +515,12 @@ static int tagged_ok(const rl_loader *ld, const void *out)
 	return ld->have_stats ? 0 : RL_E_STATE;
 }
 
-int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out)
+int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 {
 	int ret = tagged_ok(ld, out);
 
 	if (ret == 0)
-		copy_tagged(out, &ld->stats_ex, sizeof(ld->stats_ex));
+		copy_tagged(out, &ld->stats, sizeof(ld->stats));
 	return ret;
 }
 

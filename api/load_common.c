@@ -26,6 +26,7 @@ void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_sta
 	rl_load_stats *s = &ld->stats;
 
 	memset(s, 0, sizeof(*s));
+	s->size = sizeof(*s);
 	s->bytes_needed = ex->needed_bytes;
 	s->bytes_read = es->bytes_read;
 	s->bytes_direct = es->bytes_direct;
@@ -43,6 +44,8 @@ void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_sta
 	s->registered_files = es->registered_files;
 	s->direct_io = es->direct_io;
 	s->queue_depth = es->queue_depth;
+	s->engine_runs = 1;
+	s->fallback_flags = es->fallback_flags;
 	memcpy(s->fallbacks, es->fallbacks, sizeof(s->fallbacks));
 	s->fallbacks[sizeof(s->fallbacks) - 1] = '\0';
 	ld->have_stats = 1;
@@ -50,15 +53,11 @@ void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_sta
 
 void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why)
 {
-	rl_load_stats_ex *x = &ld->stats_ex;
+	rl_load_stats *x = &ld->stats;
 
-	memset(x, 0, sizeof(*x));
-	x->size = sizeof(*x);
 	x->workers = es->workers;
-	x->queue_depth = es->queue_depth;
 	x->prepare_seconds = es->prepare_seconds;
 	x->setup_seconds = es->setup_seconds;
-	x->scatter_seconds = es->scatter_seconds;
 	x->request_bytes = es->max_read;
 	x->bytes_buffered = es->bytes_buffered;
 	x->files_cached = es->files_cached;

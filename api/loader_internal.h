@@ -36,7 +36,6 @@ struct rl_loader {
 	int failed;              /* the last run failed: areas not handed out */
 
 	rl_load_stats stats;
-	rl_load_stats_ex stats_ex;
 	struct eng_file_stat *files; /* of the last run, by its plan's file */
 	uint32_t *file_index;        /* the checkpoint's index of each */
 	size_t nfiles;
@@ -61,7 +60,8 @@ struct rl_loader {
 
 /* load_common.c: frees library staging of the last run. */
 void ld_free_areas(rl_loader *ld);
-/* load_common.c: statistics of a run (es: the windows' summed). */
+/* load_common.c: statistics of a run (es: the windows' summed); _ex, after
+ * ld_fill_stats: workers, set-up, request size, hashing, the shape text. */
 void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
 		   double plan_s, double total_s);
 void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why);

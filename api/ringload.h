@@ -139,6 +139,86 @@ enum rl_error {
 const char *rl_strerror(int code);
 
 /* ------------------------------------------------------------------ */
+/* Checksums: SHA-256 and SHA256SUMS files                             */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The library's one SHA-256 (the one loads compute on the read path), for
+ * callers that hash bytes themselves. rl_sha256_create() returns a fresh
+ * context or NULL; rl_sha256_update() adds len bytes (data may be NULL
+ * when len is 0); rl_sha256_final() writes the digest of everything added
+ * since creation or the last final, and starts the context afresh.
+ * Return 0, -EINVAL (h NULL, data NULL with len > 0, out NULL) or -ENOMEM.
+ * rl_sha256_destroy(NULL) is a no-op.
+ */
+typedef struct rl_sha256 rl_sha256;
+rl_sha256 *rl_sha256_create(void);
+int rl_sha256_update(rl_sha256 *h, const void *data, size_t len);
+int rl_sha256_final(rl_sha256 *h, uint8_t out[32]);
+void rl_sha256_destroy(rl_sha256 *h);
+
+/*
+ * The SHA-256 of the whole file at path, read 8 MiB at a time with
+ * read(2). Returns 0, -EINVAL (path or out NULL), -errno of open or read
+ * (-EISDIR for a directory), or -ENOMEM.
+ */
+int rl_sha256_file(const char *path, uint8_t out[32]);
+
+/* Parses exactly 64 hex digits (either case) into out: 0, or
+ * RL_E_INVALID_ARG (anything else; out unchanged), -EINVAL (NULL). */
+int rl_sha256_from_hex(const char *hex, uint8_t out[32]);
+
+/*
+ * A SHA256SUMS file in sha256sum's format, parsed once: each line
+ * "<64 hex digits>  <name>" or "<64 hex digits> *<name>"; a line that
+ * starts with a backslash has its name unescaped (sha256sum writes
+ * "\\", "\n" and "\r" so for a name holding them); empty lines and lines
+ * starting with '#' are skipped; a CRLF line ending counts as LF.
+ *
+ * rl_sums_open() reads path (a regular file of at most 16 MiB; opened
+ * without blocking, so a FIFO is refused, not waited on) and parses it;
+ * rl_sums_parse() parses len bytes of text, naming them name in messages.
+ * Either returns the number of entries, or a negative code with the
+ * detail in rl_sums_errmsg() ("PATH: ..." or "PATH:LINE: ..."):
+ * RL_E_INVALID_ARG (not a regular file of at most 16 MiB, text of more
+ * than 16 MiB, a line not in that format, a bad escape, a NUL byte in a line), -errno of open or
+ * read, -EINVAL (sums or path NULL; text NULL with len > 0), RL_E_STATE
+ * (sums already holds a parsed file). A failed call changes nothing.
+ */
+typedef struct rl_sums rl_sums;
+
+typedef struct rl_sums_entry {
+	size_t size;            /* in: sizeof(rl_sums_entry); out: bytes filled */
+	const char *name;       /* as the line names it, unescaped; owned by sums */
+	uint8_t sha256[32];
+	char hex[65];           /* the 64 digits as the line writes them, and a NUL */
+	unsigned line;          /* 1 for the first line of the file */
+	uint64_t reserved[4];   /* room to grow: zero */
+} rl_sums_entry;
+
+/* Returns an empty handle, or NULL when out of memory. */
+rl_sums *rl_sums_create(void);
+int rl_sums_open(rl_sums *sums, const char *path);
+int rl_sums_parse(rl_sums *sums, const char *name, const void *text, size_t len);
+/* The last error message of sums ("" if none). Never NULL. */
+const char *rl_sums_errmsg(const rl_sums *sums);
+/* Frees sums and its entries. NULL is a no-op. */
+void rl_sums_destroy(rl_sums *sums);
+
+/* Number of entries, in line order (0 for NULL or a handle not parsed). */
+size_t rl_sums_count(const rl_sums *sums);
+/*
+ * Entry i, size-tagged like rl_load_stats: set out->size =
+ * sizeof(*out); the library fills min(out->size, its own size) bytes and
+ * sets out->size to what it filled. Returns 0, or -EINVAL (sums or out
+ * NULL, size too small to hold size, i out of range).
+ */
+int rl_sums_get(const rl_sums *sums, size_t i, rl_sums_entry *out);
+/* The index of the last entry whose name is exactly name, or -ENOENT
+ * (none), -EINVAL (sums or name NULL). */
+long rl_sums_find(const rl_sums *sums, const char *name);
+
+/* ------------------------------------------------------------------ */
 /* Data types                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -590,6 +670,7 @@ int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch);
 
 /* What transfers cost a process, or the cluster (RL_TOTAL). */
 typedef struct rl_plan_xstats {
+	size_t size;            /* in: sizeof(rl_plan_xstats); out: bytes filled */
 	uint64_t transfers;     /* transfers it roots (RL_TOTAL: all) */
 	uint64_t payload_bytes; /* payload bytes it reads for them */
 	uint64_t transfer_read_bytes; /* bytes those reads read (aligned; part of read_bytes) */
@@ -598,15 +679,17 @@ typedef struct rl_plan_xstats {
 	uint64_t files_opened;  /* files it reads, own reads and transfers (RL_TOTAL: sum) */
 	uint64_t max_read_bytes; /* RL_TOTAL: the largest read_bytes of one process */
 	uint64_t max_files_opened; /* RL_TOTAL: the most files one process opens */
+	uint64_t reserved[8];   /* room to grow: zero */
 } rl_plan_xstats;
 
 /*
- * Fills the first size bytes of *out (size: sizeof(rl_plan_xstats) as
- * the caller knows it, so that the struct can grow) for process p or
- * RL_TOTAL, with the availability of rl_plan_get_stats(). Returns 0,
- * -EINVAL or RL_E_STATE.
+ * For process p or RL_TOTAL, with the availability of rl_plan_get_stats();
+ * size-tagged like rl_load_stats (set out->size = sizeof(*out); the
+ * library fills min(out->size, its own size) bytes and sets out->size to
+ * what it filled). Returns 0, -EINVAL (NULL, size too small to hold size,
+ * p out of range) or RL_E_STATE.
  */
-int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out, size_t size);
+int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out);
 
 /*
  * Deprecated since 0.2: read-once plans move contiguous file ranges
@@ -816,65 +899,79 @@ int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck);
  */
 void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len);
 
+/*
+ * Statistics of the last run. Size-tagged, as every structure of this
+ * header that grows: set out->size = sizeof(*out) before the call; the
+ * library fills the first min(out->size, its own size) bytes and sets
+ * out->size to what it filled. New fields take the room of reserved[]
+ * (then at the end), so a binary built against an older header gets what
+ * it knows. Returns 0, -EINVAL (NULL, or size too small to hold size), or
+ * RL_E_STATE before any run.
+ */
 typedef struct rl_load_stats {
+	size_t size;               /* in: sizeof(rl_load_stats); out: bytes filled */
 	uint64_t bytes_needed;     /* unique bytes the plan needs */
 	uint64_t bytes_read;       /* bytes read from files */
 	uint64_t bytes_direct;     /* bytes read straight into staging */
+	uint64_t bytes_buffered;   /* bytes read through the page cache */
 	uint64_t requests;         /* reads submitted (retries included) */
 	uint64_t retries;          /* short-read and -EAGAIN resubmissions */
 	uint64_t peak_inflight;    /* max bytes in flight seen */
+	uint64_t request_bytes;    /* the largest read of the plan */
 	double plan_seconds;       /* building the plan (rl_loader_load only) */
+	double setup_seconds;      /* files, page-cache and device probes, rings and
+				    * buffers: before the first read (wall) */
 	double read_seconds;       /* first submit to last completion (all workers) */
+	double prepare_seconds;    /* pre-faulting staging, summed over the workers */
 	double scatter_seconds;    /* copying out of bounce buffers, summed over workers */
 	double total_seconds;      /* the whole run */
 	double gbps;               /* bytes_read / read_seconds / 1e9 */
 	rl_backend backend;        /* backend that ran */
+	unsigned workers;          /* workers that ran */
+	unsigned queue_depth;      /* reads in flight at most, all workers together */
 	unsigned buffers;          /* bounce buffers used */
 	unsigned registered_buffers; /* of which registered with io_uring */
 	int registered_files;      /* 1 if files were registered */
 	int direct_io;             /* 1 if every file was read with O_DIRECT */
-	unsigned queue_depth;      /* queue depth used (all workers together) */
-	char fallbacks[256];       /* every fallback and why ("" if none) */
-} rl_load_stats;
-
-/* Statistics of the last run. Returns 0, -EINVAL (ld or out NULL), or
- * RL_E_STATE before any run. */
-int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
-
-/*
- * More statistics of the last run, in a struct that grows at its end
- * (rl_load_stats keeps its layout for binaries built against it): set
- * out->size = sizeof(*out) before the call; the library fills the first
- * min(out->size, its own size) bytes and sets out->size to what it filled.
- * Returns 0, -EINVAL (NULL, or size too small to hold size), or RL_E_STATE
- * before any run.
- */
-typedef struct rl_load_stats_ex {
-	size_t size;               /* in: sizeof(rl_load_stats_ex); out: bytes filled */
-	unsigned workers;          /* workers that ran */
-	unsigned queue_depth;      /* reads in flight at most, all workers together */
-	double prepare_seconds;    /* pre-faulting staging, summed over the workers */
-	double setup_seconds;      /* files, page-cache and device probes, rings and
-				    * buffers: before the first read (wall) */
-	double scatter_seconds;    /* copying out of bounce buffers, summed over workers */
-	uint64_t request_bytes;    /* the largest read of the plan */
-	uint64_t bytes_buffered;   /* bytes read through the page cache */
 	unsigned files_cached;     /* files read buffered because the page cache held them */
 	int numa_node;             /* node library staging was placed on; -1: none (one
 				    * node, or the caller's CPUs span several) */
-	char shape[384];           /* workers, queue depth, request size and the device
-				    * limits: what was chosen and why */
 	/* SHA-256 on the I/O path (rl_loader_expect_sha256()) */
+	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
+	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
+				    * did not check: RL_SHA256_PARTIAL */
 	uint64_t bytes_hashed;     /* bytes hashed, whole files (headers included) */
 	double hash_seconds;       /* hashing, summed over the workers */
 	uint64_t hash_held_peak;   /* most bytes held (copied) while waiting for the
 				    * bytes before them: reads complete out of order */
-	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
-	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
-				    * did not check: RL_SHA256_PARTIAL */
-} rl_load_stats_ex;
+	/* RL_STAGING_STREAM (0 otherwise) */
+	unsigned stream_windows;   /* windows of the pool */
+	int stream_registered;     /* 1: the pool was registered with io_uring */
+	uint64_t stream_window_bytes; /* bytes of each window */
+	uint64_t stream_ranges;    /* ranges read, each at most one window */
+	unsigned engine_runs;      /* engine set-ups of the run (1 unless streaming) */
+	unsigned fallback_flags;   /* RL_FALLBACK_* of the run, OR-ed */
+	/* For people, not for parsing (the fields above say the same): */
+	char fallbacks[256];       /* every fallback and why ("" if none) */
+	char shape[384];           /* workers, queue depth, request size and the device
+				    * limits: what was chosen and why */
+	uint64_t reserved[16];     /* room to grow: zero */
+} rl_load_stats;
 
-int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
+int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
+
+/* rl_load_stats.fallback_flags: what the run did other than what was asked
+ * or best, each also said with its reason in rl_load_stats.fallbacks.
+ * Values are fixed; new ones are appended. */
+#define RL_FALLBACK_BACKEND (1u << 0)      /* a backend was unavailable: the next ran */
+#define RL_FALLBACK_URING_FLAGS (1u << 1)  /* io_uring refused set-up flags: fewer used */
+#define RL_FALLBACK_FILES_UNREGISTERED (1u << 2) /* io_uring refused to register the files */
+#define RL_FALLBACK_BUFFERS_UNREGISTERED (1u << 3) /* io_uring registered some bounce
+						     * buffers, or none */
+#define RL_FALLBACK_BUFFERS_UNLOCKED (1u << 4) /* bounce buffers not mlock'ed (refused, or
+						 * over the worker's RLIMIT_MEMLOCK share) */
+#define RL_FALLBACK_NOT_PREFAULTED (1u << 5) /* staging not pre-faulted */
+#define RL_FALLBACK_FEWER_WORKERS (1u << 6) /* a worker did not start: fewer ran */
 
 /* How one file was read (rl_file_stats.mode). */
 #define RL_FILE_UNUSED 0    /* no reads */
@@ -885,7 +982,7 @@ int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);
 /*
  * Statistics of the i-th file the last run read (i < rl_loader_num_files();
  * `file` gives its index for rl_ckpt_file_path()), size-tagged like
- * rl_load_stats_ex. Returns 0, -EINVAL (NULL, size too small, or i out of
+ * rl_load_stats. Returns 0, -EINVAL (NULL, size too small, or i out of
  * range) or RL_E_STATE before any run.
  */
 typedef struct rl_file_stats {
@@ -902,6 +999,7 @@ typedef struct rl_file_stats {
 	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
 	int sha256_state;          /* RL_SHA256_* */
 	char sha256[65];           /* the file's SHA-256 in hex when computed, else "" */
+	uint64_t reserved[8];      /* room to grow: zero */
 } rl_file_stats;
 
 /* rl_file_stats.sha256_state */

@@ -508,6 +508,7 @@ static void st_add_stats(struct eng_stats *t, const struct eng_stats *w, int fir
 	t->backend = w->backend;
 	if (!t->fallbacks[0])
 		memcpy(t->fallbacks, w->fallbacks, sizeof(t->fallbacks));
+	t->fallback_flags |= w->fallback_flags;
 	memcpy(t->shape, w->shape, sizeof(t->shape));
 }
 
@@ -535,7 +536,7 @@ static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, in
 			       sink_host_init(&host, 1, staging, bytes), 0, NULL };
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
-	sink_host_note(&host, es.fallbacks, sizeof(es.fallbacks));
+	sink_host_note(&host, &es);
 	st_add_stats(&sr->sum, &es, rg == s->win.w);
 	s->base += job.total_bytes;
 	return ret;
@@ -694,13 +695,12 @@ static int st_ranges(struct st_run *sr)
 	return ret;
 }
 
-/* rl_load_stats_ex of a streaming load; its shape text says how the
- * windows were read (a text, not new fields: the struct's layout is
- * mirrored by the Python package). */
+/* The statistics of a streaming load: how the windows were read, as
+ * fields and in the shape text. */
 static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char *why)
 {
 	const struct ld_stream *s = sr->s;
-	char text[sizeof(((rl_load_stats_ex *)0)->shape)]; /* why + the windows */
+	char text[sizeof(((rl_load_stats *)0)->shape)]; /* why + the windows */
 
 	snprintf(text, sizeof(text),
 		 "%s%sstreaming: %u windows of %llu bytes, %sregistered with io_uring%s%s%s; "
@@ -709,6 +709,11 @@ static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char 
 		 sr->registered ? "" : " (", sr->registered ? "" : sr->why,
 		 sr->registered ? "" : ")", s->win.n, sr->runs, sr->runs == 1 ? "" : "s");
 	ld_fill_stats_ex(ld, &sr->sum, text);
+	ld->stats.stream_windows = s->nslots;
+	ld->stats.stream_window_bytes = s->slot_bytes;
+	ld->stats.stream_registered = sr->registered;
+	ld->stats.stream_ranges = s->nranges;
+	ld->stats.engine_runs = sr->runs;
 }
 
 /* The engine and the checksum pass of a load: bounce buffers hold whole

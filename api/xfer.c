@@ -99,13 +99,14 @@ int rl_plan_transfer_summary(const rl_plan *plan, uint64_t *transfers, uint64_t 
 	return 0;
 }
 
-int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out, size_t size)
+int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out)
 {
 	struct pl_xstats x;
-	rl_plan_xstats v;
+	rl_plan_xstats v = { .size = sizeof(v) };
+	size_t n;
 	int ret;
 
-	if (!plan || !out || p < RL_TOTAL)
+	if (!plan || !out || out->size < sizeof(size_t) || p < RL_TOTAL)
 		return -EINVAL;
 	if (!plan->pl)
 		return RL_E_STATE;
@@ -119,7 +120,10 @@ int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out, size_t s
 	v.files_opened = x.files;
 	v.max_read_bytes = x.max_read;
 	v.max_files_opened = x.max_files;
-	memcpy(out, &v, RL_MIN(size, sizeof(v)));
+	n = RL_MIN(out->size, sizeof(v));
+	memcpy((char *)out + sizeof(size_t), (const char *)&v + sizeof(size_t),
+	       n - sizeof(size_t));
+	out->size = n;
 	return 0;
 }
 

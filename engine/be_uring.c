@@ -113,7 +113,7 @@ static void register_files(struct be *be, struct ur *u)
 	if (ret == 0)
 		u->reg_files = 1;
 	else
-		eng_note(rc, "io_uring file registration refused (%s)", strerror(-ret));
+		eng_note(rc, ENG_FALLBACK_FILES_UNREGISTERED, "io_uring file registration refused (%s)", strerror(-ret));
 }
 
 /* The iovecs of the first n pool buffers, then of the run's fixed
@@ -194,7 +194,7 @@ static void register_buffers(struct be *be, struct ur *u)
 	rl_free(iov);
 	u->reg_bufs = n;
 	if (n < pool->nbuf)
-		eng_note(rc, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
+		eng_note(rc, ENG_FALLBACK_BUFFERS_UNREGISTERED, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
 			 why ? strerror(-why) : "the worker's share of RLIMIT_MEMLOCK");
 }
 
@@ -321,7 +321,7 @@ static int ur_setup(struct be *be)
 	if (ret == -ENOMEM)
 		be->w->setup_kernel_nomem = 1;
 	if (ret == 0 && i > first)
-		eng_note(rc, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
+		eng_note(rc, ENG_FALLBACK_URING_FLAGS, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
 			 setup_flags[i]);
 	if (ret < 0) {
 		/* -EPERM / -ENOSYS: io_uring disabled (sysctl, seccomp). */

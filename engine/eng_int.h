@@ -261,10 +261,11 @@ void eng_integ_free(struct eng_run *rc);
 
 /* ---- util.c: leaf helpers --------------------------------------------- */
 
-/* Appends "; "-separated text to the run's stats.fallbacks, once (the
+/* Sets flag (ENG_FALLBACK_*) in the run's stats.fallback_flags and
+ * appends "; "-separated text, its reason, to stats.fallbacks, once (the
  * same text from several workers is kept once). Any thread. */
-void eng_note(struct eng_run *rc, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void eng_note(struct eng_run *rc, uint32_t flag, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Sleeps a little before retry number attempt (1-based) of something the
  * kernel refused for now: nothing for the first ones, then growing. */

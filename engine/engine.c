@@ -201,7 +201,7 @@ static void *worker_main(void *arg)
 	if (ret == -ENOMEM && !w->setup_kernel_nomem)
 		eng_fail(rc, ret, "worker %u: %s", w->id, e.msg); /* ours: as worker 0's */
 	else if (ret < 0)
-		eng_note(rc, "worker %u not started: %s", w->id, e.msg);
+		eng_note(rc, ENG_FALLBACK_FEWER_WORKERS, "worker %u not started: %s", w->id, e.msg);
 	w->started = ret == 0;
 	pthread_mutex_lock(&rc->lock);
 	rc->pending_setup--;
@@ -249,7 +249,7 @@ static void start_workers(struct eng_run *rc)
 		rc->live--;
 		rc->pending_setup--;
 		pthread_mutex_unlock(&rc->lock);
-		eng_note(rc, "worker %u not started: %s", i, strerror(ret));
+		eng_note(rc, ENG_FALLBACK_FEWER_WORKERS, "worker %u not started: %s", i, strerror(ret));
 	}
 }
 
@@ -527,6 +527,7 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 	memset(st, 0, sizeof(*st));
 	memcpy(st->shape, s->first.shape, sizeof(st->shape));
 	memcpy(st->fallbacks, s->first.fallbacks, sizeof(st->fallbacks));
+	st->fallback_flags = s->first.fallback_flags;
 	st->max_read = s->first.max_read;
 	if (ret < 0) {
 		if (e)

@@ -104,6 +104,18 @@ enum eng_file_mode {
 	ENG_FILE_BUFFERED = 3,  /* buffered: O_DIRECT off or refused by the file system */
 };
 
+/* eng_stats.fallback_flags: the same values as RL_FALLBACK_* (api/load.c
+ * checks), so that the engine needs no public header. */
+enum {
+	ENG_FALLBACK_BACKEND = 1u << 0,
+	ENG_FALLBACK_URING_FLAGS = 1u << 1,
+	ENG_FALLBACK_FILES_UNREGISTERED = 1u << 2,
+	ENG_FALLBACK_BUFFERS_UNREGISTERED = 1u << 3,
+	ENG_FALLBACK_BUFFERS_UNLOCKED = 1u << 4,
+	ENG_FALLBACK_NOT_PREFAULTED = 1u << 5,
+	ENG_FALLBACK_FEWER_WORKERS = 1u << 6,
+};
+
 struct eng_file_stat {
 	int mode;               /* enum eng_file_mode */
 	uint64_t needed;        /* bytes the reads take from the file (their spans) */
@@ -182,6 +194,7 @@ struct eng_stats {
 	unsigned files_cached;  /* files read buffered: the page cache held them */
 	uint32_t max_read;      /* largest read */
 	char fallbacks[256];
+	uint32_t fallback_flags; /* ENG_FALLBACK_*, each also in fallbacks with its reason */
 	char shape[256];        /* workers, queue depth, request size: chosen why */
 	/* requests a backend could not reap before its teardown returned (0
 	 * unless its drain after a hard error failed too) */

@@ -23,7 +23,7 @@ void eng_backoff(uint32_t attempt)
 	nanosleep(&ts, NULL);
 }
 
-void eng_note(struct eng_run *rc, const char *fmt, ...)
+void eng_note(struct eng_run *rc, uint32_t flag, const char *fmt, ...)
 {
 	char *s = rc->st->fallbacks, text[sizeof(rc->st->fallbacks)];
 	size_t n, len;
@@ -34,6 +34,7 @@ void eng_note(struct eng_run *rc, const char *fmt, ...)
 	va_end(ap);
 	/* Workers note the same refusal each: keep it once. */
 	pthread_mutex_lock(&rc->note_lock);
+	rc->st->fallback_flags |= flag;
 	n = strlen(s);
 	len = strlen(text);
 	if (!strstr(s, text)) {

@@ -111,10 +111,10 @@ static int choose_backend(struct eng_worker *w, struct rl_err *e)
 		if (ret == -ENOMEM && !w->setup_kernel_nomem)
 			return rl_err_set(e, ret, "%s setup: out of memory", eng_backend_name(b));
 		if (w->setup_kernel_nomem && uname(&u) == 0)
-			eng_note(rc, "%s unavailable: %s (%s)", eng_backend_name(b),
+			eng_note(rc, ENG_FALLBACK_BACKEND, "%s unavailable: %s (%s)", eng_backend_name(b),
 				 strerror(-ret), eng_ring_nomem_reason(u.release));
 		else
-			eng_note(rc, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
+			eng_note(rc, ENG_FALLBACK_BACKEND, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
 	}
 	return rl_err_set(e, RL_E_BACKEND, "backend %s unavailable: %s",
 			  eng_backend_name(want), strerror(-ret));
@@ -132,7 +132,7 @@ static int setup_slots(struct eng_worker *w, struct rl_err *e)
 		return rl_err_set(e, ret, "%u buffers of %u bytes: %s", w->nbuf_want,
 				  rc->buf_bytes, strerror(-ret));
 	if (w->nbuf_want && !w->pool.locked)
-		eng_note(rc, lock ? "mlock of %u buffers refused: buffers unlocked" :
+		eng_note(rc, ENG_FALLBACK_BUFFERS_UNLOCKED, lock ? "mlock of %u buffers refused: buffers unlocked" :
 			 "mlock of %u buffers skipped: over the worker's share of RLIMIT_MEMLOCK",
 			 w->nbuf_want);
 	w->nreqs = w->qd;

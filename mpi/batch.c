@@ -469,7 +469,7 @@ static int run_reads(struct bx *B, rl_plan *bp)
 	struct mx_load *L = B->L;
 	rl_loader *tld = L->x->m->tld;
 	rl_device_info di;
-	rl_load_stats ls;
+	rl_load_stats ls = { .size = sizeof(ls) };
 	int64_t chunk = 0;
 	int ret;
 

@@ -287,7 +287,7 @@ static int own_progress(void *user, uint64_t done, uint64_t total)
 static int own_reads(struct mx_load *L)
 {
 	struct mx *x = L->x;
-	rl_load_stats ls;
+	rl_load_stats ls = { .size = sizeof(ls) };
 	double t0 = mx_now();
 	int ret;
 

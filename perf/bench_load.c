@@ -2,7 +2,7 @@
  * bench_load.c - one load with every statistic the loader keeps: what
  * `ringload load` does (the whole checkpoint, library staging, one device
  * unless a sharding is given), timed the same way (wall time from start to
- * exit), then rl_load_stats, rl_load_stats_ex (workers, preparation,
+ * exit), then rl_load_stats (workers, preparation,
  * request shape and why) and per-file statistics (page cache, device).
  * The benchmark scripts use it to record why a run was as fast as it was.
  *
@@ -92,7 +92,6 @@ static int parse(int argc, char **argv, struct args *a)
 /* The loader's statistics, copied out before it is destroyed. */
 struct report {
 	rl_load_stats st;
-	rl_load_stats_ex x;
 	size_t nfiles;
 	rl_file_stats fs[64];
 };
@@ -100,9 +99,8 @@ struct report {
 static void collect(const rl_loader *ld, struct report *r)
 {
 	memset(r, 0, sizeof(*r));
+	r->st.size = sizeof(r->st);
 	rl_loader_get_stats(ld, &r->st);
-	r->x.size = sizeof(r->x);
-	rl_loader_get_stats_ex(ld, &r->x);
 	r->nfiles = rl_loader_num_files(ld);
 	if (r->nfiles > 64)
 		r->nfiles = 64;
@@ -122,7 +120,7 @@ static const char *mode_name(int m)
 static void report(const struct report *r, double secs, int tsv)
 {
 	const rl_load_stats *st = &r->st;
-	const rl_load_stats_ex *x = &r->x;
+	const rl_load_stats *x = st;
 
 	if (tsv) {
 		printf("%.4f\t%.3f\t%u\t%u\t%" PRIu64 "\t%.4f\t%.4f\t%.4f\t%u\t%s\n", secs,

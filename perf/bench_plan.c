@@ -168,10 +168,10 @@ static void run_plan(const char *label, const char *dir, const char *spec_path, 
 		       tot.files_opened);
 	}
 	if (all_stats) {
-		rl_plan_xstats x;
+		rl_plan_xstats x = { .size = sizeof(x) };
 		uint64_t ntr = 0, nb = 0;
 
-		rl_plan_get_xstats(plan, RL_TOTAL, &x, sizeof(x));
+		rl_plan_get_xstats(plan, RL_TOTAL, &x);
 		rl_plan_transfer_summary(plan, &ntr, &nb, NULL);
 		printf("    transfers %" PRIu64 " in %" PRIu64 " batches, %" PRIu64 " bytes broadcast; "
 		       "largest read share %.4f x the mean; files opened per process max %" PRIu64

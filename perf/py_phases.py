@@ -45,14 +45,14 @@ PY = os.environ.get("PYTHON", "/usr/bin/python3")
 FILL = os.path.join(ROOT, "build", "perf", "bench_fill")
 
 CHILD = r'''
-import ctypes, functools, json, os, resource, subprocess, sys, time
+import functools, json, os, resource, subprocess, sys, time
 path, fw, fill = sys.argv[1], sys.argv[2], sys.argv[3]
 if fw == "pt":
     import torch
     import ringload.torch as mod
 else:
     import ringload.numpy as mod
-from ringload import _core, _handles, _lib
+from ringload import _core, _handles
 T = {}
 
 
@@ -74,12 +74,9 @@ def loader_load(fn):
     def wrapper(self, *args, **kwargs):
         plan = fn(self, *args, **kwargs)
         st = self.stats()
-        x = _lib.LoadStatsEx()
-        x.size = ctypes.sizeof(x)
-        _lib.rl_loader_get_stats_ex(self.ptr, ctypes.byref(x))
         T["c: plan"] = st["plan_seconds"]
         T["c: run"] = st["total_seconds"] - st["plan_seconds"]
-        T["prefault (sum of workers)"] = x.prepare_seconds
+        T["prefault (sum of workers)"] = st["prepare_seconds"]
         return plan
     return wrapper
 

@@ -145,7 +145,7 @@ int rp_checkpoint(const struct rp_conf *c, FILE *f)
 	rl_loader *ld = rl_loader_create();
 	rl_spec *spec = NULL;
 	rl_plan *plan = NULL;
-	rl_load_stats st;
+	rl_load_stats st = { .size = sizeof(st) };
 	int rc, status = 1;
 
 	if (!ck || !ld) {

@@ -140,12 +140,16 @@ const struct eng_sink *sink_host_init(struct sink_host *h, unsigned ndevs,
 	return &h->sink;
 }
 
-void sink_host_note(const struct sink_host *h, char *text, size_t len)
+void sink_host_note(const struct sink_host *h, struct eng_stats *st)
 {
-	size_t n = strlen(text);
+	char *text = st->fallbacks;
+	size_t len = sizeof(st->fallbacks), n = strlen(text);
 
 	/* Relaxed: read after the run, whose join ordered the write. */
-	if (!atomic_load_explicit(&h->prefault_off, memory_order_relaxed) || n + 1 >= len)
+	if (!atomic_load_explicit(&h->prefault_off, memory_order_relaxed))
+		return;
+	st->fallback_flags |= ENG_FALLBACK_NOT_PREFAULTED;
+	if (n + 1 >= len)
 		return;
 	snprintf(text + n, len - n, "%sstaging not pre-faulted (%s)", n ? "; " : "",
 		 strerror(h->prefault_errno));

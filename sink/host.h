@@ -34,8 +34,9 @@ struct sink_host {
 const struct eng_sink *sink_host_init(struct sink_host *h, unsigned ndevs,
 				      uint8_t *const *areas, const uint64_t *bytes);
 
-/* After a run: appends why pre-faulting stopped, if it did, to text
- * ("; "-separated, as the engine's fallbacks). */
-void sink_host_note(const struct sink_host *h, char *text, size_t len);
+/* After a run: when pre-faulting stopped, sets ENG_FALLBACK_NOT_PREFAULTED
+ * in st and appends why to st->fallbacks ("; "-separated, as the engine's
+ * notes). */
+void sink_host_note(const struct sink_host *h, struct eng_stats *st);
 
 #endif /* RL_SINK_HOST_H */

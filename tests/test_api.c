@@ -37,7 +37,7 @@ static const char *const covered[] = {
 	"rl_loader_create", "rl_loader_set", "rl_loader_param_bounds",
 	"rl_loader_set_callbacks", "rl_loader_set_staging", "rl_loader_run",
 	"rl_loader_load", "rl_loader_staging", "rl_loader_get_stats", "rl_loader_errmsg",
-	"rl_loader_destroy", "rl_loader_get_stats_ex", "rl_loader_num_files",
+	"rl_loader_destroy", "rl_loader_num_files",
 	"rl_loader_get_file_stats", "rl_loader_request_bytes", "rl_staging_alloc",
 	"rl_staging_free", "rl_loader_expect_sha256",
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
@@ -46,6 +46,10 @@ static const char *const covered[] = {
 	/* tests/test_cuda.c, with the fake driver */
 	"rl_loader_set_cuda", "rl_loader_set_cuda_dest", "rl_loader_cuda_area",
 	"rl_loader_cuda_read_back",
+	"rl_sha256_create", "rl_sha256_update", "rl_sha256_final", "rl_sha256_destroy",
+	"rl_sha256_file", "rl_sha256_from_hex", "rl_sums_create", "rl_sums_open",
+	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",
+	"rl_sums_find",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -109,6 +113,93 @@ static void library_wide_functions(void)
 	CHECK_EQ(rl_dtype_from_name("f32"), -1);
 	CHECK_EQ(rl_dtype_from_name("F32"), RL_DTYPE_F32);
 	CHECK_STR(rl_backend_name((rl_backend)9), "?");
+}
+
+/* SHA-256 of "abc" (FIPS 180-2, appendix B.1). */
+static const char abc_hex[] =
+	"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+static void sha256_functions(void)
+{
+	rl_sha256 *h = rl_sha256_create();
+	uint8_t got[32], want[32];
+
+	CHECK(h);
+	CHECK_EQ(rl_sha256_from_hex(abc_hex, want), 0);
+	CHECK_EQ(rl_sha256_from_hex(NULL, want), -EINVAL);
+	CHECK_EQ(rl_sha256_from_hex(abc_hex, NULL), -EINVAL);
+	CHECK_EQ(rl_sha256_from_hex("ab", got), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_sha256_from_hex("zz7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+				    got), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_sha256_update(NULL, "a", 1), -EINVAL);
+	CHECK_EQ(rl_sha256_update(h, NULL, 1), -EINVAL);
+	CHECK_EQ(rl_sha256_update(h, NULL, 0), 0);
+	CHECK_EQ(rl_sha256_final(NULL, got), -EINVAL);
+	CHECK_EQ(rl_sha256_final(h, NULL), -EINVAL);
+	/* Twice: final starts the context afresh. */
+	for (int round = 0; round < 2; round++) {
+		CHECK_EQ(rl_sha256_update(h, "a", 1), 0);
+		CHECK_EQ(rl_sha256_update(h, "bc", 2), 0);
+		CHECK_EQ(rl_sha256_final(h, got), 0);
+		CHECK(!memcmp(got, want, 32));
+	}
+	rl_sha256_destroy(h);
+	rl_sha256_destroy(NULL);
+	CHECK_EQ(rl_sha256_file(NULL, got), -EINVAL);
+	CHECK_EQ(rl_sha256_file("/nonexistent/x", got), -ENOENT);
+	CHECK_EQ(rl_sha256_file(th_tmpdir(), got), -EISDIR);
+	CHECK_EQ(rl_sha256_file(checkpoint(), NULL), -EINVAL);
+}
+
+static void sums_functions(void)
+{
+	char text[200], path[4096];
+	rl_sums *s = rl_sums_create();
+	rl_sums_entry en = { .size = sizeof(en) };
+
+	CHECK(s);
+	snprintf(text, sizeof(text), "%s  a.safetensors\n", abc_hex);
+	CHECK_EQ(rl_sums_open(NULL, "x"), -EINVAL);
+	CHECK_EQ(rl_sums_open(s, NULL), -EINVAL);
+	CHECK_EQ(rl_sums_parse(NULL, "x", text, 1), -EINVAL);
+	CHECK_EQ(rl_sums_parse(s, NULL, text, 1), -EINVAL);
+	CHECK_EQ(rl_sums_parse(s, "x", NULL, 1), -EINVAL);
+	CHECK_STR(rl_sums_errmsg(NULL), "");
+	CHECK_EQ(rl_sums_count(NULL), 0);
+	CHECK_EQ(rl_sums_count(s), 0);
+	CHECK_EQ(rl_sums_get(NULL, 0, &en), -EINVAL);
+	CHECK_EQ(rl_sums_get(s, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_sums_get(s, 0, &en), -EINVAL);
+	CHECK_EQ(rl_sums_find(NULL, "a"), -EINVAL);
+	CHECK_EQ(rl_sums_find(s, NULL), -EINVAL);
+	CHECK_EQ(rl_sums_find(s, "a.safetensors"), -ENOENT);
+	snprintf(path, sizeof(path), "%s/absent", th_tmpdir());
+	CHECK_EQ(rl_sums_open(s, path), -ENOENT);
+	CHECK(strstr(rl_sums_errmsg(s), "absent: No such file"));
+	CHECK_EQ(rl_sums_open(s, th_tmpdir()), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_sums_errmsg(s), ": not a regular file of at most 16 MiB"));
+	/* Past 16 MiB: refused before a byte is read (text is not touched). */
+	CHECK_EQ(rl_sums_parse(s, "big", text, (16u << 20) + 1), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_sums_errmsg(s), "big: more than 16 MiB: not a sums file"));
+	/* A failed call changes nothing; a parsed handle refuses a second. */
+	CHECK_EQ(rl_sums_parse(s, "S", text, strlen(text)), 1);
+	CHECK_EQ(rl_sums_parse(s, "S", text, strlen(text)), RL_E_STATE);
+	CHECK_EQ(rl_sums_count(s), 1);
+	CHECK_EQ(rl_sums_get(s, 1, &en), -EINVAL);
+	en.size = sizeof(size_t) - 1;
+	CHECK_EQ(rl_sums_get(s, 0, &en), -EINVAL);
+	en.size = sizeof(size_t) + sizeof(const char *); /* an older, smaller caller */
+	CHECK_EQ(rl_sums_get(s, 0, &en), 0);
+	CHECK_EQ(en.size, sizeof(size_t) + sizeof(const char *));
+	CHECK_STR(en.name, "a.safetensors");
+	en.size = sizeof(en) + 8;
+	CHECK_EQ(rl_sums_get(s, 0, &en), 0);
+	CHECK_EQ(en.size, sizeof(en));
+	CHECK_STR(en.hex, abc_hex);
+	CHECK_EQ(en.line, 1);
+	CHECK_EQ(rl_sums_find(s, "a.safetensors"), 0);
+	rl_sums_destroy(s);
+	rl_sums_destroy(NULL);
 }
 
 static void checkpoint_functions(void)
@@ -349,10 +440,11 @@ static void cluster_functions(void)
 	CHECK_EQ(rl_plan_transfer_copy(plan, 0, 0, &ci), RL_E_STATE);
 	CHECK_EQ(rl_plan_transfer_summary(NULL, &n, NULL, NULL), -EINVAL);
 	CHECK_EQ(rl_plan_transfer_summary(plan, &n, NULL, NULL), RL_E_STATE);
-	CHECK_EQ(rl_plan_get_xstats(NULL, 0, &xs, sizeof(xs)), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(plan, 0, NULL, sizeof(xs)), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(plan, -2, &xs, sizeof(xs)), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(plan, 0, &xs, sizeof(xs)), RL_E_STATE);
+	xs.size = sizeof(xs);
+	CHECK_EQ(rl_plan_get_xstats(NULL, 0, &xs), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, -2, &xs), -EINVAL);
+	CHECK_EQ(rl_plan_get_xstats(plan, 0, &xs), RL_E_STATE);
 	CHECK_EQ(rl_plan_build_batch(NULL, plan, 0), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(batch, NULL, 0), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(batch, plan, 0), RL_E_STATE);
@@ -364,8 +456,13 @@ static void cluster_functions(void)
 	CHECK_EQ(rl_plan_transfer_copy(built, 0, 0, &ci), -EINVAL);
 	CHECK_EQ(rl_plan_transfer_summary(built, &n, NULL, NULL), 0);
 	CHECK_EQ(n, 0);
-	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs, sizeof(xs)), 0);
-	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs, 0), 0);   /* a zero-size struct */
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs), 0);
+	CHECK_EQ(xs.size, sizeof(xs));
+	xs.size = sizeof(size_t);   /* holds its size only */
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs), 0);
+	CHECK_EQ(xs.size, sizeof(size_t));
+	xs.size = 0;                /* cannot hold its size */
+	CHECK_EQ(rl_plan_get_xstats(built, 0, &xs), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(batch, built, 0), 0);
 	CHECK_EQ(rl_plan_num_shards(batch), 0);
 	CHECK_EQ(rl_plan_build_batch(batch, built, 0), RL_E_STATE);
@@ -382,15 +479,15 @@ static void cluster_functions(void)
  * bad arguments (their good uses: test_load.c). */
 static void loader_stats_functions(rl_loader *ld)
 {
-	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_load_stats x = { .size = sizeof(x) };
 	rl_file_stats fs = { .size = sizeof(fs) };
 
-	CHECK_EQ(rl_loader_get_stats_ex(NULL, &x), -EINVAL);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(NULL, &x), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
 	x.size = 0;
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), -EINVAL);
 	x.size = sizeof(x);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), RL_E_STATE);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), RL_E_STATE);
 	CHECK_EQ(rl_loader_num_files(NULL), 0);
 	CHECK_EQ(rl_loader_num_files(ld), 0);
 	CHECK_EQ(rl_loader_get_file_stats(NULL, 0, &fs), -EINVAL);
@@ -440,7 +537,7 @@ static void loader_functions(void)
 {
 	rl_loader *ld = rl_loader_create();
 	rl_plan *plan = rl_plan_create(), *got = (rl_plan *)1;
-	rl_load_stats st;
+	rl_load_stats st = { .size = sizeof(st) };
 	int64_t lo, hi;
 	size_t len = 1;
 	char buf[64];
@@ -604,6 +701,8 @@ int main(void)
 {
 	RUN(every_public_function_is_covered);
 	RUN(library_wide_functions);
+	RUN(sha256_functions);
+	RUN(sums_functions);
 	RUN(checkpoint_functions);
 	RUN(spec_functions);
 	RUN(plan_functions);

@@ -595,6 +595,10 @@ static void load_json(void)
 	CHECK(num(j, "gbps") > 0 && num(j, "read_gbps") > 0);
 	CHECK(cJSON_IsString(cJSON_GetObjectItem(j, "backend")) &&
 	      cJSON_IsString(cJSON_GetObjectItem(j, "fallbacks")));
+	/* the fallbacks as names too, one for each reason the text gives */
+	CHECKF(cJSON_IsArray(cJSON_GetObjectItem(j, "fallback_flags")) &&
+	       !cJSON_GetArraySize(cJSON_GetObjectItem(j, "fallback_flags")) ==
+	       !cJSON_GetObjectItem(j, "fallbacks")->valuestring[0], "%s", out_s);
 	CHECK(num(cJSON_GetObjectItem(j, "verify"), "match") > 0 &&
 	      num(cJSON_GetObjectItem(j, "verify"), "differ") == 0);
 	CHECK(num(st, "requests") > 0 && cJSON_IsBool(cJSON_GetObjectItem(st, "direct_io")));
@@ -609,6 +613,20 @@ static void load_json(void)
 	CHECK(cJSON_IsNull(cJSON_GetObjectItem(secs, "write")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(secs, "verify")) &&
 	      cJSON_IsNull(cJSON_GetObjectItem(j, "out")));
+	st = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "stats"), "shape");
+	CHECKF(num(st, "workers") >= 1 && num(st, "request_bytes") > 0 &&
+	       num(st, "engine_runs") == 1 && cJSON_IsNull(cJSON_GetObjectItem(st, "stream")),
+	       "%s", out_s);
+	cJSON_Delete(j);
+	/* Streaming: how the windows were read, as fields, not text to parse. */
+	CHECKF(RL("load %s --json --quiet --staging-budget 1M", p) == 0, "%s", err_s);
+	j = json_out();
+	st = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "stats"), "shape"),
+				 "stream");
+	CHECKF(num(st, "windows") >= 1 && num(st, "window_bytes") > 0 &&
+	       num(st, "windows") * num(st, "window_bytes") <= 1 << 20 &&
+	       num(st, "ranges") >= 1 && cJSON_IsBool(cJSON_GetObjectItem(st, "registered")),
+	       "%s", out_s);
 	cJSON_Delete(j);
 }
 

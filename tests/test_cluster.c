@@ -313,12 +313,17 @@ static void transfers_public_api(void)
 	CHECK_EQ(rl_plan_num_broadcasts(p[0]), n[0]);
 	CHECK_EQ(rl_plan_broadcast(p[0], 0, &bi), RL_E_STATE);
 	CHECK_EQ(rl_plan_broadcast(NULL, 0, &bi), -EINVAL);
-	CHECK_EQ(rl_plan_get_xstats(p[0], RL_TOTAL, &xs, sizeof(xs)), 0);
+	xs.size = sizeof(xs);
+	CHECK_EQ(rl_plan_get_xstats(p[0], RL_TOTAL, &xs), 0);
+	CHECK_EQ(xs.size, sizeof(xs));
 	CHECK(xs.payload_bytes > 0 && xs.sent_bytes == xs.payload_bytes && xs.transfers == n[0]);
 	memset(&part, 0xab, sizeof(part));
-	CHECK_EQ(rl_plan_get_xstats(p[0], 0, &part, 2 * sizeof(uint64_t)), 0);
+	part.size = offsetof(rl_plan_xstats, transfer_read_bytes); /* an older caller's */
+	CHECK_EQ(rl_plan_get_xstats(p[0], 0, &part), 0);
+	CHECK_EQ(part.size, offsetof(rl_plan_xstats, transfer_read_bytes));
 	CHECK(part.transfer_read_bytes == 0xababababababababull);   /* not written */
-	CHECK_EQ(rl_plan_get_xstats(p[0], 5, &part, sizeof(part)), -EINVAL);
+	part.size = sizeof(part);
+	CHECK_EQ(rl_plan_get_xstats(p[0], 5, &part), -EINVAL);
 	CHECK_EQ(rl_plan_build_batch(bp, p[0], 0), 0);
 	CHECK_EQ(rl_plan_build_batch(bp, p[0], 0), RL_E_STATE);
 	CHECK(rl_plan_num_shards(bp) > 0);

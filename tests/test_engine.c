@@ -1277,8 +1277,9 @@ static void setup_refused_falls_back(void)
 	CHECKF(ret == 0, "%d %s", ret, e.msg);
 	CHECK_SAME(&p);
 	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
-	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Operation not permitted"), "%s",
-	       st.fallbacks);
+	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Operation not permitted") &&
+	       (st.fallback_flags & ENG_FALLBACK_BACKEND), "%s (flags 0x%x)", st.fallbacks,
+	       st.fallback_flags);
 
 	o.backend = ENG_IO_URING;
 	ret = run_with(&o, &h, &job, &st, &e);
@@ -1310,8 +1311,9 @@ static void uring_enomem_falls_back(void)
 	CHECKF(ret == 0, "%d %s", ret, e.msg);
 	CHECK_SAME(&p);
 	CHECK(st.backend == ENG_LIBAIO || st.backend == ENG_PREAD);
-	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Cannot allocate memory"), "%s",
-	       st.fallbacks);
+	CHECKF(strstr(st.fallbacks, "io_uring unavailable: Cannot allocate memory") &&
+	       st.fallback_flags == ENG_FALLBACK_BACKEND, "%s (flags 0x%x)", st.fallbacks,
+	       st.fallback_flags);
 	CHECK(uname(&u) == 0);
 	CHECKF(!strstr(st.fallbacks, "before Linux 5.12") ==
 	       !strstr(eng_ring_nomem_reason(u.release), "before"), "%s on %s", st.fallbacks,
@@ -1357,7 +1359,8 @@ static int seccomp_child(struct tu_plan *p, int err)
 	cur_backend = ENG_AUTO;
 	ret = run_plan(p, &o, &st, &e, NULL);
 	snprintf(want, sizeof(want), "io_uring unavailable: %s", strerror(err));
-	if (ret || tu_compare(p, &at) || st.backend != ENG_LIBAIO || !strstr(st.fallbacks, want)) {
+	if (ret || tu_compare(p, &at) || st.backend != ENG_LIBAIO || !strstr(st.fallbacks, want) ||
+	    !(st.fallback_flags & ENG_FALLBACK_BACKEND)) {
 		printf("    child: %d %s; backend %d; fallbacks '%s'\n", ret, e.msg, st.backend,
 		       st.fallbacks);
 		return 1;
@@ -1725,13 +1728,15 @@ static void unprivileged_memlock(void)
 			_exit(1);
 		}
 		if (cur_backend == ENG_IO_URING &&
-		    (st.registered_buffers >= st.buffers || !strstr(st.fallbacks, "registered"))) {
+		    (st.registered_buffers >= st.buffers || !strstr(st.fallbacks, "registered") ||
+		     !(st.fallback_flags & ENG_FALLBACK_BUFFERS_UNREGISTERED))) {
 			printf("    child: registered %u of %u (%s)\n", st.registered_buffers,
 			       st.buffers, st.fallbacks);
 			_exit(1);
 		}
 		/* Sanitizers' mlock interceptors succeed without locking. */
-		if (!SANITIZED && !strstr(st.fallbacks, "mlock")) {
+		if (!SANITIZED && (!strstr(st.fallbacks, "mlock") ||
+				   !(st.fallback_flags & ENG_FALLBACK_BUFFERS_UNLOCKED))) {
 			printf("    child: no mlock note (%s)\n", st.fallbacks);
 			_exit(1);
 		}

@@ -134,7 +134,7 @@ static void sha256_right_value_passes(void)
 {
 	char hex[65];
 	const char *path = tmp_path("ok.safetensors");
-	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_load_stats x = { .size = sizeof(x) };
 	rl_loader *ld = new_loader();
 	rl_file_stats fs;
 	struct stat st;
@@ -148,7 +148,7 @@ static void sha256_right_value_passes(void)
 	fs = file_stats(ld);
 	CHECK_EQ(fs.sha256_state, RL_SHA256_MATCHED);
 	CHECK_STR(fs.sha256, hex);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), 0);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), 0);
 	CHECK_EQ(x.bytes_hashed, st.st_size); /* the header too */
 	CHECK_EQ(x.files_hashed, 1);
 	CHECK(rl_loader_staging(ld, 0, NULL) != NULL);
@@ -579,6 +579,80 @@ static void replaced_between_open_and_load(void)
 	rl_loader_destroy(ld);
 }
 
+/* rl_sha256_file and the incremental context against OpenSSL's one-shot
+ * digest, on random bytes of a random length around the file reader's
+ * 8 MiB chunk (the seed is printed). */
+static void sha256_file_matches_openssl(void)
+{
+	size_t len = (8u << 20) - 4096 + (size_t)(th_rand() % 8192);
+	uint8_t *buf = malloc(len), want[32], got[32];
+	const char *path = tmp_path("random.bin");
+	rl_sha256 *h = rl_sha256_create();
+	unsigned n = 0;
+	FILE *f;
+
+	CHECK(buf && h);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)th_rand();
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(buf, 1, len, f) == len && fclose(f) == 0);
+	CHECK(EVP_Digest(buf, len, want, &n, EVP_sha256(), NULL) && n == 32);
+	CHECK_EQ(rl_sha256_file(path, got), 0);
+	CHECKF(!memcmp(got, want, 32), "rl_sha256_file differs on %zu bytes", len);
+	for (size_t off = 0, k; off < len; off += k) {
+		k = 1 + (size_t)(th_rand() % (1 << 20));
+		k = RL_MIN(len - off, k);
+		CHECK_EQ(rl_sha256_update(h, buf + off, k), 0);
+	}
+	CHECK_EQ(rl_sha256_final(h, got), 0);
+	CHECKF(!memcmp(got, want, 32), "rl_sha256_update differs on %zu bytes", len);
+	rl_sha256_destroy(h);
+	free(buf);
+	unlink(path);
+}
+
+/* What sums files mean (sha256sum's format), line by line, and the
+ * one-line errors naming SUMS:LINE. */
+static void sums_file_lines(void)
+{
+	static const char a[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	static const char A[] = "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD";
+	static const struct { const char *text; const char *err; } bad[] = {
+		{ "%s  x\nnonsense\n", "S:2: not '<64 hex digits>  <file name>'" },
+		{ "%s x\n", "S:1: not '<64 hex digits>  <file name>'" },
+		{ "%s  \n", "S:1: not '<64 hex digits>  <file name>'" },
+		{ "\\%s  a\\tb\n", "S:1: a bad escape in the name" },
+		{ "# c\n%s  x\n%s  y", "S:3: a NUL byte in the line" }, /* then "\0z" */
+	};
+	char text[512];
+	rl_sums *s = rl_sums_create();
+	rl_sums_entry en = { .size = sizeof(en) };
+	size_t len;
+
+	len = (size_t)snprintf(text, sizeof(text), "# comment\n\n%s  m.safetensors\r\n"
+			       "%s *bin name\n\\%s  a\\\\b\\nc\\r\n%s  m.safetensors", a, A, a, a);
+	CHECK_EQ(rl_sums_parse(s, "S", text, len), 4);
+	CHECK_EQ(rl_sums_get(s, 0, &en), 0);
+	CHECK(!strcmp(en.name, "m.safetensors") && en.line == 3 && !strcmp(en.hex, a));
+	CHECK_EQ(rl_sums_get(s, 1, &en), 0);
+	CHECK(!strcmp(en.name, "bin name") && en.line == 4 && !strcmp(en.hex, A));
+	CHECK(!memcmp(en.sha256, "\xba\x78\x16\xbf", 4) && en.sha256[31] == 0xad);
+	CHECK_EQ(rl_sums_get(s, 2, &en), 0);
+	CHECK_STR(en.name, "a\\b\nc\r");
+	CHECK_EQ(rl_sums_find(s, "m.safetensors"), 3); /* the last line naming it */
+	rl_sums_destroy(s);
+	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+		s = rl_sums_create();
+		len = (size_t)snprintf(text, sizeof(text), bad[i].text, a, a);
+		if (strstr(bad[i].err, "NUL"))
+			len += (size_t)snprintf(text + len + 1, sizeof(text) - len - 1, "z") + 1;
+		CHECK_EQ(rl_sums_parse(s, "S", text, len), RL_E_INVALID_ARG);
+		CHECKF(strstr(rl_sums_errmsg(s), bad[i].err), "%zu: %s", i, rl_sums_errmsg(s));
+		CHECK_EQ(rl_sums_count(s), 0);
+		rl_sums_destroy(s);
+	}
+}
+
 static void select_backend(rl_backend b, unsigned workers)
 {
 	cur = b;
@@ -607,6 +681,8 @@ int main(void)
 		 "held chunks that never drain?)\n", STALL_S);
 	signal(SIGALRM, stalled);
 	th_seed();
+	RUN(sha256_file_matches_openssl);
+	RUN(sums_file_lines);
 	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), worker_counts,
 			     RL_ARRAY_SIZE(worker_counts), select_backend);
 	return th_done();

@@ -266,7 +266,7 @@ static void empty_and_zero_size(void)
 		rl_ckpt *ck = rl_ckpt_create();
 		rl_loader *ld;
 		rl_plan *plan;
-		rl_load_stats st;
+		rl_load_stats st = { .size = sizeof(st) };
 		int ret;
 
 		CHECKF(rl_ckpt_open(ck, files[i]) == 0, "%s", rl_ckpt_errmsg(ck));
@@ -393,7 +393,7 @@ static void tiny_tensors_packed(void)
 		rl_plan *plan;
 		int ret = load(ck, split ? spec : NULL, 0, &ld, &plan);
 		uint64_t staging;
-		rl_load_stats st;
+		rl_load_stats st = { .size = sizeof(st) };
 
 		if (ret == RL_E_BACKEND) {
 			rl_loader_destroy(ld);
@@ -762,7 +762,7 @@ static void caller_staging(void)
 	rl_plan *plan = rl_plan_create();
 	rl_loader *ld = new_loader();
 	rl_device_info di;
-	rl_load_stats st;
+	rl_load_stats st = { .size = sizeof(st) };
 	uint8_t *mem;
 	size_t len;
 	int ret = 0;
@@ -939,7 +939,7 @@ static void unmount_after_load(void)
 /* Loads ck whole with RL_OPT_DIRECT = direct; checks the bytes against
  * file and returns file 0's statistics in *fs (0, or the load's code). */
 static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, uint64_t data_start,
-			    const struct rt *t, unsigned n, rl_file_stats *fs, rl_load_stats_ex *x)
+			    const struct rt *t, unsigned n, rl_file_stats *fs, rl_load_stats *x)
 {
 	rl_loader *ld = new_loader();
 	rl_plan *plan = NULL;
@@ -951,7 +951,7 @@ static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, 
 		ret = -EILSEQ;
 	fs->size = sizeof(*fs);
 	x->size = sizeof(*x);
-	if (ret == 0 && (rl_loader_get_file_stats(ld, 0, fs) || rl_loader_get_stats_ex(ld, x)))
+	if (ret == 0 && (rl_loader_get_file_stats(ld, 0, fs) || rl_loader_get_stats(ld, x)))
 		ret = -EINVAL;
 	rl_plan_destroy(plan);
 	rl_loader_destroy(ld);
@@ -987,7 +987,7 @@ static void hot_cache_choice(void)
 	for (size_t c = 0; c < RL_ARRAY_SIZE(cases) && !th_failed(); c++) {
 		long drops = th_cache_drops();
 		rl_file_stats fs;
-		rl_load_stats_ex x;
+		rl_load_stats x;
 
 		CHECK(cases[c].hot ? tu_warm(path) == 0 : tu_evict(path) == 0);
 		ret = load_direct_mode(ck, cases[c].direct, file, data_start, t, 10, &fs, &x);
@@ -1039,22 +1039,22 @@ static rl_ckpt *random_ckpt(const char *name, struct rt *t, unsigned n, uint8_t 
 /* The size-tagged statistics: an older (smaller) struct gets its own
  * bytes and no more, a size that cannot hold itself is refused, and the
  * fields say what ran. */
-static void stats_ex_sizes(void)
+static void stats_sizes(void)
 {
 	struct rt t[4];
 	uint64_t data_start;
 	rl_ckpt *ck = random_ckpt("sx.safetensors", t, 4, NULL, &data_start);
 	rl_loader *ld = new_loader();
 	rl_plan *plan = NULL;
-	rl_load_stats_ex x;
+	rl_load_stats x;
 	rl_file_stats fs;
-	unsigned char raw[sizeof(rl_load_stats_ex) + 16];
-	size_t old = offsetof(rl_load_stats_ex, queue_depth);
+	unsigned char raw[sizeof(rl_load_stats) + 16];
+	size_t old = offsetof(rl_load_stats, queue_depth); /* workers: before it */
 	int ret;
 
 	CHECK(ck && ld);
 	x.size = sizeof(x);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), RL_E_STATE);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), RL_E_STATE);
 	CHECK_EQ(rl_loader_num_files(ld), 0);
 	ret = rl_loader_load(ld, ck, NULL, 0, &plan);
 	if (ret == RL_E_BACKEND) {
@@ -1063,17 +1063,18 @@ static void stats_ex_sizes(void)
 		SKIP("backend unavailable");
 	}
 	CHECKF(ret == 0, "%s", rl_loader_errmsg(ld));
-	CHECK(rl_loader_get_stats_ex(ld, &x) == 0 && x.size == sizeof(x));
+	CHECK(rl_loader_get_stats(ld, &x) == 0 && x.size == sizeof(x));
 	CHECK(x.workers >= 1 && x.workers <= cur_workers && x.queue_depth >= x.workers);
 	CHECKF(strstr(x.shape, "workers") && strstr(x.shape, "requests"), "%s", x.shape);
+	CHECKF(!x.fallback_flags == !x.fallbacks[0], "0x%x '%s'", x.fallback_flags, x.fallbacks);
 	memset(raw, 0xEE, sizeof(raw));
-	((rl_load_stats_ex *)raw)->size = old;
-	CHECK(rl_loader_get_stats_ex(ld, (rl_load_stats_ex *)raw) == 0);
-	CHECK_EQ(((rl_load_stats_ex *)raw)->size, old);
-	CHECK(((rl_load_stats_ex *)raw)->workers == x.workers && raw[old] == 0xEE);
-	((rl_load_stats_ex *)raw)->size = sizeof(size_t) - 1;
-	CHECK_EQ(rl_loader_get_stats_ex(ld, (rl_load_stats_ex *)raw), -EINVAL);
-	CHECK_EQ(rl_loader_get_stats_ex(ld, NULL), -EINVAL);
+	((rl_load_stats *)raw)->size = old;
+	CHECK(rl_loader_get_stats(ld, (rl_load_stats *)raw) == 0);
+	CHECK_EQ(((rl_load_stats *)raw)->size, old);
+	CHECK(((rl_load_stats *)raw)->workers == x.workers && raw[old] == 0xEE);
+	((rl_load_stats *)raw)->size = sizeof(size_t) - 1;
+	CHECK_EQ(rl_loader_get_stats(ld, (rl_load_stats *)raw), -EINVAL);
+	CHECK_EQ(rl_loader_get_stats(ld, NULL), -EINVAL);
 	CHECK_EQ(rl_loader_num_files(ld), 1);
 	fs.size = sizeof(fs);
 	CHECK(rl_loader_get_file_stats(ld, 0, &fs) == 0 && fs.size == sizeof(fs));
@@ -1165,7 +1166,7 @@ static void request_bytes_auto(void)
 static void params_and_stats(void)
 {
 	rl_loader *ld = rl_loader_create();
-	rl_load_stats st;
+	rl_load_stats st = { .size = sizeof(st) };
 	int64_t lo, hi;
 
 	CHECK(ld);
@@ -1189,7 +1190,7 @@ static void null_safety(void)
 {
 	rl_loader *ld = rl_loader_create();
 	rl_plan *plan = rl_plan_create(), *got = (rl_plan *)1;
-	rl_load_stats st;
+	rl_load_stats st = { .size = sizeof(st) };
 	int64_t lo = -1;
 	size_t len = 1;
 
@@ -1238,7 +1239,7 @@ int main(void)
 		{ "truncated_after_plan", truncated_after_plan },
 		{ "read_once", read_once },
 		{ "hot_cache_choice", hot_cache_choice },
-		{ "stats_ex_sizes", stats_ex_sizes },
+		{ "stats_sizes", stats_sizes },
 		{ "staging_alloc", staging_alloc },
 		{ "unmount_after_load", unmount_after_load },
 	};

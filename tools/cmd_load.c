@@ -339,6 +339,7 @@ static int read_checkpoint(struct load_run *r)
 			fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
 		return -1;
 	}
+	r->st.size = sizeof(r->st);
 	rl_loader_get_stats(r->ld, &r->st);
 	sha256_report(r->ld, r->ck, r->a->quiet, PROG);
 	return 0;
@@ -458,11 +459,40 @@ static void print_json_stats(const rl_load_stats *st)
 	       ",\"bytes_zero_copy\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"retries\":%" PRIu64
 	       ",\"peak_inflight\":%" PRIu64 ",\"read_seconds\":%.6f,\"scatter_seconds\":%.6f"
 	       ",\"gbps\":%.4f,\"queue_depth\":%u,\"buffers\":%u,\"registered_buffers\":%u"
-	       ",\"registered_files\":%s,\"direct_io\":%s}",
+	       ",\"registered_files\":%s,\"direct_io\":%s",
 	       st->bytes_needed, st->bytes_read, st->bytes_direct, st->requests, st->retries,
 	       st->peak_inflight, st->read_seconds, st->scatter_seconds, st->gbps,
 	       st->queue_depth, st->buffers, st->registered_buffers,
 	       st->registered_files ? "true" : "false", st->direct_io ? "true" : "false");
+	printf(",\n\"shape\":{\"workers\":%u,\"queue_depth\":%u,\"request_bytes\":%" PRIu64
+	       ",\"bytes_buffered\":%" PRIu64 ",\"files_cached\":%u,\"setup_seconds\":%.6f"
+	       ",\"engine_runs\":%u,\"stream\":", st->workers, st->queue_depth,
+	       st->request_bytes, st->bytes_buffered, st->files_cached, st->setup_seconds,
+	       st->engine_runs);
+	if (st->stream_windows)
+		printf("{\"windows\":%u,\"window_bytes\":%" PRIu64 ",\"registered\":%s"
+		       ",\"ranges\":%" PRIu64 "}", st->stream_windows, st->stream_window_bytes,
+		       st->stream_registered ? "true" : "false", st->stream_ranges);
+	else
+		printf("null");
+	printf("}}");
+}
+
+/* rl_load_stats.fallback_flags as a JSON list of names (RL_FALLBACK_*). */
+static void print_json_fallbacks(unsigned flags)
+{
+	static const char *const names[] = { "backend", "uring_flags", "files_unregistered",
+					     "buffers_unregistered", "buffers_unlocked",
+					     "not_prefaulted", "fewer_workers" };
+	const char *sep = "";
+
+	printf(",\"fallback_flags\":[");
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (flags & (1u << i)) {
+			printf("%s\"%s\"", sep, names[i]);
+			sep = ",";
+		}
+	printf("]");
 }
 
 static void print_json(const struct load_run *r)
@@ -474,6 +504,7 @@ static void print_json(const struct load_run *r)
 	       st->bytes_read, r->out.done, rl_plan_num_shards(r->plan), r->ndev,
 	       rl_backend_name(st->backend));
 	cli_json_str(stdout, st->fallbacks);
+	print_json_fallbacks(st->fallback_flags);
 	printf(",\n\"seconds\":{");
 	for (int ph = 0; ph < PH_N; ph++) {
 		printf("\"%s\":", phase_names[ph]);

@@ -43,7 +43,7 @@ static int summarize(const rl_plan *plan, struct summary *s)
 {
 	s->processes = rl_plan_num_processes(plan);
 	if (!s->processes || rl_plan_get_stats(plan, RL_TOTAL, &s->total) ||
-	    rl_plan_get_xstats(plan, RL_TOTAL, &s->x, sizeof(s->x)) ||
+	    (s->x.size = sizeof(s->x), rl_plan_get_xstats(plan, RL_TOTAL, &s->x)) ||
 	    rl_plan_transfer_summary(plan, &s->transfers, &s->batches, NULL))
 		return -1;
 	s->tensor_bytes = tensor_bytes(plan);

@@ -1,10 +1,10 @@
 /*
  * sha256sums.c - expected SHA-256 values for `ringload load`
- * (sha256sums.h). The library compares; this file parses what the user
- * gives and checks that each value names a file of the checkpoint.
+ * (sha256sums.h). The library parses sums files (rl_sums_open) and
+ * compares; this file checks that each value names a file of the
+ * checkpoint, and which.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,24 +15,13 @@
 
 #include "sha256sums.h"
 
-#define SUMS_MAX_BYTES (16 << 20) /* a sums file past this is not one */
-
-static int is_hex64(const char *s, size_t n)
-{
-	if (n != 64)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!strchr("0123456789abcdefABCDEF", s[i]) || !s[i])
-			return 0;
-	return 1;
-}
-
 int sha256_args_check(const char *prog, const struct opt_list *given)
 {
 	for (unsigned i = 0; i < given->n; i++) {
 		const char *v = given->v[i], *eq = strrchr(v, '=');
+		uint8_t sha[32];
 
-		if (!eq || eq == v || !is_hex64(eq + 1, strlen(eq + 1))) {
+		if (!eq || eq == v || rl_sha256_from_hex(eq + 1, sha) < 0) {
 			fprintf(stderr, "%s: --sha256 '%s': expected FILE=HEX with 64 hex digits\n",
 				prog, v);
 			return OPTS_USAGE;
@@ -205,82 +194,6 @@ static int sums_name(struct sums_ctx *c, const char *name, const char *hex, cons
 	return expect(c, f, hex, line, what) < 0 ? -1 : 1;
 }
 
-/* An escaped name (sha256sum's, for a name with a backslash, newline or
- * CR: the line starts with '\\') unescaped in place: 0, or -1 for a
- * backslash before anything but '\\', 'n' or 'r'. */
-static int unescape(char *s)
-{
-	char *w = s;
-
-	for (; *s; s++) {
-		if (*s == '\\') {
-			s++;
-			if (*s != '\\' && *s != 'n' && *s != 'r')
-				return -1;
-			*w++ = *s == 'n' ? '\n' : *s == 'r' ? '\r' : '\\';
-		} else {
-			*w++ = *s;
-		}
-	}
-	*w = '\0';
-	return 0;
-}
-
-/* One line of a sums file, n bytes, newline removed: 1 expected, 0
- * skipped (not a file of the checkpoint, or empty), -1 an error printed. */
-static int sums_line(struct sums_ctx *c, char *s, size_t n, const char *dir, const char *file,
-		     unsigned line)
-{
-	int escaped;
-
-	if (memchr(s, '\0', n)) { /* the name would end there, naming another file */
-		fprintf(stderr, "%s: %s:%u: a NUL byte in the line\n", c->prog, file, line);
-		return -1;
-	}
-	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
-		return 0;
-	escaped = *s == '\\';
-	s += escaped;
-	if (strlen(s) < 67 || !is_hex64(s, 64) || s[64] != ' ' || (s[65] != ' ' && s[65] != '*')) {
-		fprintf(stderr, "%s: %s:%u: not '<64 hex digits>  <file name>' (sha256sum's "
-			"format)\n", c->prog, file, line);
-		return -1;
-	}
-	s[64] = '\0';
-	if (escaped && unescape(s + 66) < 0) {
-		fprintf(stderr, "%s: %s:%u: a bad escape in the name (sha256sum escapes only "
-			"\\\\, \\n and \\r)\n", c->prog, file, line);
-		return -1;
-	}
-	return sums_name(c, s + 66, s, dir, file, line);
-}
-
-/* SUMS opened for reading: a regular file of at most SUMS_MAX_BYTES.
- * O_NONBLOCK so that a FIFO named by mistake is refused, not waited on. */
-static FILE *open_sums(const char *file, const char *prog)
-{
-	int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	FILE *f;
-
-	if (fd < 0) {
-		fprintf(stderr, "%s: --sha256-file %s: %s\n", prog, file, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SUMS_MAX_BYTES) {
-		fprintf(stderr, "%s: --sha256-file %s: not a regular file of at most 16 MiB\n",
-			prog, file);
-		close(fd);
-		return NULL;
-	}
-	f = fdopen(fd, "r");
-	if (!f) {
-		fprintf(stderr, "%s: --sha256-file %s: %s\n", prog, file, strerror(errno));
-		close(fd);
-	}
-	return f;
-}
-
 /* The directory of path (a directory itself with is_dir), malloc'd. */
 static char *dir_of(const char *path, int is_dir)
 {
@@ -303,27 +216,23 @@ static char *dir_of(const char *path, int is_dir)
  */
 static int expect_sums(struct sums_ctx *c, const char *file)
 {
-	FILE *f = open_sums(file, c->prog);
-	char *buf = NULL, *dir = dir_of(file, 0);
-	size_t cap = 0;
-	ssize_t n;
-	unsigned line = 0, used = 0;
-	int ret = dir ? 0 : -1;
+	rl_sums *sums = rl_sums_create();
+	char *dir = dir_of(file, 0);
+	unsigned used = 0;
+	int ret = sums && dir ? rl_sums_open(sums, file) : -ENOMEM;
 
-	while (f && ret >= 0 && (n = getline(&buf, &cap, f)) >= 0) {
-		line++;
-		if (n && buf[n - 1] == '\n')
-			buf[--n] = '\0';
-		if (n && buf[n - 1] == '\r') /* one: a CRLF file's */
-			buf[--n] = '\0';
-		ret = sums_line(c, buf, (size_t)n, dir, file, line);
+	if (ret < 0)
+		fprintf(stderr, "%s: --sha256-file %s\n", c->prog,
+			ret == -ENOMEM ? "out of memory" : rl_sums_errmsg(sums));
+	for (size_t i = 0; ret >= 0 && i < rl_sums_count(sums); i++) {
+		rl_sums_entry en = { .size = sizeof(en) };
+
+		rl_sums_get(sums, i, &en);
+		ret = sums_name(c, en.name, en.hex, dir, file, en.line);
 		used += ret > 0;
 	}
-	free(buf);
+	rl_sums_destroy(sums);
 	free(dir);
-	if (!f)
-		return -1;
-	fclose(f);
 	if (ret >= 0 && !used) {
 		fprintf(stderr, "%s: --sha256-file %s names none of the checkpoint's files\n",
 			c->prog, file);
@@ -408,9 +317,9 @@ static void report_unchecked(const rl_loader *ld, const rl_ckpt *ck, const char 
 
 void sha256_report(const rl_loader *ld, const rl_ckpt *ck, int quiet, const char *prog)
 {
-	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_load_stats x = { .size = sizeof(x) };
 
-	if (rl_loader_get_stats_ex(ld, &x) < 0)
+	if (rl_loader_get_stats(ld, &x) < 0)
 		return;
 	if (x.files_unchecked)
 		report_unchecked(ld, ck, prog);

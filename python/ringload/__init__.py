@@ -63,7 +63,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     process reads only in part (a whole-file hash cannot be checked);
     streaming loads (a CUDA device, options staging_budget) refuse them
     (StateError). stats: a dict, filled after a successful load with its
-    statistics (rl_load_stats, rl_load_stats_ex and "files", one dict per
+    statistics (rl_load_stats and "files", one dict per
     file read; docs/python.md). copy: True gives CPU results that own
     their memory (a copy each; the staging is freed before load returns).
 

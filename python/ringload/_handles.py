@@ -379,12 +379,14 @@ _SHA256_STATES = {0: "none", 1: "matched", 2: "partial", 3: "mismatch"}
 
 def _fields(st):
     """The fields of a statistics structure as a dict (text decoded); of a
-    size-tagged one, those the library filled, without its size."""
+    size-tagged one, those the library filled, without its size and
+    reserved room."""
     filled = getattr(st, "size", ctypes.sizeof(st))
     out = {}
     for name, _ in st._fields_:
         field = getattr(type(st), name)
-        if name != "size" and field.offset + field.size <= filled:
+        if name != "size" and not name.startswith("reserved") and \
+                field.offset + field.size <= filled:
             v = getattr(st, name)
             out[name] = _lib.text(v) if isinstance(v, bytes) else v
     return out
@@ -515,16 +517,16 @@ class Loader(_Handle, kind="loader"):
 
     def stats(self, ckpt=None):
         """Returns the statistics of the last run as a dict: the fields of
-        rl_load_stats and rl_load_stats_ex (backend by name, text decoded)
-        and "files", one dict per file read (rl_file_stats; its "path"
-        when ckpt, the run's checkpoint, is given)."""
-        st = _lib.LoadStats()
+        rl_load_stats (backend by name, text decoded, fallback_flags also
+        as "fallback_names") and "files", one dict
+        per file read (rl_file_stats; its "path" when ckpt, the run's
+        checkpoint, is given)."""
+        st = _lib.LoadStats(size=ctypes.sizeof(_lib.LoadStats))
         self.check(_lib.rl_loader_get_stats(self.ptr, ctypes.byref(st)))
         out = _fields(st)
         out["backend"] = _lib.text(_lib.rl_backend_name(st.backend))
-        ex = _lib.LoadStatsEx(size=ctypes.sizeof(_lib.LoadStatsEx))
-        self.check(_lib.rl_loader_get_stats_ex(self._ptr, ctypes.byref(ex)))
-        out.update(_fields(ex))
+        out["fallback_names"] = [n for n, bit in _lib.FALLBACKS.items()
+                                 if st.fallback_flags & bit]
         out["files"] = [self._file_stats(i, ckpt) for i in
                         range(_lib.rl_loader_num_files(self._ptr))]
         return out

@@ -1,9 +1,11 @@
 """The ctypes bindings of libringload.so: every structure, enum value and
 function prototype of api/ringload.h that Python uses, in one module.
 
-Extending: a new field of a C structure goes into its _fields_ here (the
-layout test compares every structure with the C compiler's offsetof and
-sizeof); a new function goes into _PROTOTYPES, optional ones (newer
+Extending: a new field of a C structure goes into its _fields_ here and
+into python/tests/layout.c (test_bindings reads every member of every
+structure from api/ringload.h and fails until both have it, in the
+header's order; the layout test compares each with the C compiler's
+offsetof and sizeof); a new function goes into _PROTOTYPES, optional ones (newer
 libraries) into _OPTIONAL, and is then present as ``lib.rl_name`` or None.
 
 The library is found, in this order, through
@@ -53,6 +55,13 @@ DTYPES = ("BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "I16", "U16",
           "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64", "F4",
           "F6_E2M3", "F6_E3M2", "C64", "F8_E4M3FNUZ", "F8_E5M2FNUZ")
 """Safetensors dtype names by rl_dtype value (RL_DTYPE_<name> = index)."""
+
+FALLBACKS = {
+    "backend": 1 << 0, "uring_flags": 1 << 1, "files_unregistered": 1 << 2,
+    "buffers_unregistered": 1 << 3, "buffers_unlocked": 1 << 4,
+    "not_prefaulted": 1 << 5, "fewer_workers": 1 << 6,
+}
+"""RL_FALLBACK_<NAME> flags of rl_load_stats.fallback_flags by lower-case name."""
 
 PLAN_PARAMS = {
     "process": 1, "min_gap": 2, "ratio_milli": 3, "chunk_bytes": 4,
@@ -140,28 +149,26 @@ class BroadcastInfo(Structure):
 
 
 class LoadStats(Structure):
-    """rl_load_stats"""
-    _fields_ = [("bytes_needed", c_uint64), ("bytes_read", c_uint64),
-                ("bytes_direct", c_uint64), ("requests", c_uint64),
-                ("retries", c_uint64), ("peak_inflight", c_uint64),
-                ("plan_seconds", c_double), ("read_seconds", c_double),
+    """rl_load_stats (size-tagged: set size = sizeof before the call)"""
+    _fields_ = [("size", c_size_t), ("bytes_needed", c_uint64), ("bytes_read", c_uint64),
+                ("bytes_direct", c_uint64), ("bytes_buffered", c_uint64),
+                ("requests", c_uint64), ("retries", c_uint64),
+                ("peak_inflight", c_uint64), ("request_bytes", c_uint64),
+                ("plan_seconds", c_double), ("setup_seconds", c_double),
+                ("read_seconds", c_double), ("prepare_seconds", c_double),
                 ("scatter_seconds", c_double), ("total_seconds", c_double),
-                ("gbps", c_double), ("backend", c_int), ("buffers", c_uint),
+                ("gbps", c_double), ("backend", c_int), ("workers", c_uint),
+                ("queue_depth", c_uint), ("buffers", c_uint),
                 ("registered_buffers", c_uint), ("registered_files", c_int),
-                ("direct_io", c_int), ("queue_depth", c_uint),
-                ("fallbacks", c_char * 256)]
-
-
-class LoadStatsEx(Structure):
-    """rl_load_stats_ex (size-tagged: set size = sizeof before the call)"""
-    _fields_ = [("size", c_size_t), ("workers", c_uint), ("queue_depth", c_uint),
-                ("prepare_seconds", c_double), ("setup_seconds", c_double),
-                ("scatter_seconds", c_double), ("request_bytes", c_uint64),
-                ("bytes_buffered", c_uint64), ("files_cached", c_uint),
-                ("numa_node", c_int), ("shape", c_char * 384),
+                ("direct_io", c_int), ("files_cached", c_uint), ("numa_node", c_int),
+                ("files_hashed", c_uint), ("files_unchecked", c_uint),
                 ("bytes_hashed", c_uint64), ("hash_seconds", c_double),
-                ("hash_held_peak", c_uint64), ("files_hashed", c_uint),
-                ("files_unchecked", c_uint)]
+                ("hash_held_peak", c_uint64),
+                ("stream_windows", c_uint), ("stream_registered", c_int),
+                ("stream_window_bytes", c_uint64), ("stream_ranges", c_uint64),
+                ("engine_runs", c_uint), ("fallback_flags", c_uint),
+                ("fallbacks", c_char * 256), ("shape", c_char * 384),
+                ("reserved", c_uint64 * 16)]
 
 
 class FileStats(Structure):
@@ -170,7 +177,8 @@ class FileStats(Structure):
                 ("bytes_needed", c_uint64), ("bytes_resident", c_uint64),
                 ("device", c_char * 64), ("max_request_bytes", c_uint32),
                 ("max_segments", c_uint32), ("optimal_io_bytes", c_uint32),
-                ("sha256_state", c_int), ("sha256", c_char * 65)]
+                ("sha256_state", c_int), ("sha256", c_char * 65),
+                ("reserved", c_uint64 * 8)]
 
 
 class FileHeader(Structure):
@@ -188,11 +196,12 @@ class TransferInfo(Structure):
 
 
 class PlanXStats(Structure):
-    """rl_plan_xstats (size-tagged through the call's size argument)"""
-    _fields_ = [("transfers", c_uint64), ("payload_bytes", c_uint64),
+    """rl_plan_xstats (size-tagged: set size = sizeof before the call)"""
+    _fields_ = [("size", c_size_t), ("transfers", c_uint64), ("payload_bytes", c_uint64),
                 ("transfer_read_bytes", c_uint64), ("sent_bytes", c_uint64),
                 ("received_bytes", c_uint64), ("files_opened", c_uint64),
-                ("max_read_bytes", c_uint64), ("max_files_opened", c_uint64)]
+                ("max_read_bytes", c_uint64), ("max_files_opened", c_uint64),
+                ("reserved", c_uint64 * 8)]
 
 
 class Piece(Structure):
@@ -206,15 +215,21 @@ class CudaOpts(Structure):
     _fields_ = [("size", c_uint32), ("ndevs", c_uint32), ("device_map", POINTER(c_int32))]
 
 
+class SumsEntry(Structure):
+    """rl_sums_entry: one line of a SHA256SUMS file (size-tagged)"""
+    _fields_ = [("size", c_size_t), ("name", c_char_p), ("sha256", ctypes.c_uint8 * 32),
+                ("hex", c_char * 65), ("line", c_uint), ("reserved", c_uint64 * 4)]
+
+
 STRUCTURES = {
     "rl_tensor_info": TensorInfo, "rl_dim_spec": DimSpec,
     "rl_plan_stats": PlanStats, "rl_device_info": DeviceInfo,
     "rl_shard_info": ShardInfo, "rl_request_info": RequestInfo,
     "rl_copy_info": CopyInfo, "rl_broadcast_info": BroadcastInfo,
-    "rl_load_stats": LoadStats, "rl_load_stats_ex": LoadStatsEx,
+    "rl_load_stats": LoadStats,
     "rl_file_stats": FileStats, "rl_file_header": FileHeader,
     "rl_transfer_info": TransferInfo, "rl_plan_xstats": PlanXStats,
-    "rl_piece": Piece, "rl_cuda_opts": CudaOpts,
+    "rl_piece": Piece, "rl_cuda_opts": CudaOpts, "rl_sums_entry": SumsEntry,
 }
 """Every bound structure by its C name (the layout test walks this)."""
 
@@ -283,7 +298,7 @@ _PROTOTYPES = {
     "rl_plan_num_broadcasts": (c_size_t, [_V]),
     "rl_plan_broadcast": (c_int, [_V, c_size_t, POINTER(BroadcastInfo)]),
     "rl_plan_get": (c_int, [_V, c_int, POINTER(c_int64)]),
-    "rl_plan_get_xstats": (c_int, [_V, c_int, POINTER(PlanXStats), c_size_t]),
+    "rl_plan_get_xstats": (c_int, [_V, c_int, POINTER(PlanXStats)]),
     "rl_plan_num_transfers": (c_size_t, [_V]),
     "rl_plan_transfer": (c_int, [_V, c_size_t, POINTER(TransferInfo)]),
     "rl_plan_transfer_copy": (c_int, [_V, c_size_t, c_size_t,
@@ -306,7 +321,6 @@ _PROTOTYPES = {
     "rl_loader_get_stats": (c_int, [_V, POINTER(LoadStats)]),
     "rl_loader_errmsg": (c_char_p, [_V]),
     "rl_loader_destroy": (None, [_V]),
-    "rl_loader_get_stats_ex": (c_int, [_V, POINTER(LoadStatsEx)]),
     "rl_loader_num_files": (c_size_t, [_V]),
     "rl_loader_get_file_stats": (c_int, [_V, c_size_t, POINTER(FileStats)]),
     "rl_loader_request_bytes": (c_int64, [_V, _V]),
@@ -329,6 +343,21 @@ _PROTOTYPES = {
     "rl_loader_set_cuda_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
     "rl_loader_cuda_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
     "rl_loader_cuda_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),
+    # checksums: the library's SHA-256 and SHA256SUMS parser
+    "rl_sha256_create": (_V, []),
+    "rl_sha256_update": (c_int, [_V, c_void_p, c_size_t]),
+    "rl_sha256_final": (c_int, [_V, POINTER(ctypes.c_uint8 * 32)]),
+    "rl_sha256_destroy": (None, [_V]),
+    "rl_sha256_file": (c_int, [c_char_p, POINTER(ctypes.c_uint8 * 32)]),
+    "rl_sha256_from_hex": (c_int, [c_char_p, POINTER(ctypes.c_uint8 * 32)]),
+    "rl_sums_create": (_V, []),
+    "rl_sums_open": (c_int, [_V, c_char_p]),
+    "rl_sums_parse": (c_int, [_V, c_char_p, c_char_p, c_size_t]),
+    "rl_sums_errmsg": (c_char_p, [_V]),
+    "rl_sums_destroy": (None, [_V]),
+    "rl_sums_count": (c_size_t, [_V]),
+    "rl_sums_get": (c_int, [_V, c_size_t, POINTER(SumsEntry)]),
+    "rl_sums_find": (c_long, [_V, c_char_p]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).

@@ -40,7 +40,8 @@ class safe_open:  # noqa: N801 - safetensors' name
     checkpoint, or a SHA256SUMS path), resolved here (ArgumentError at
     open). get_tensor reads only part of a file, where a whole-file hash
     cannot be checked, so a named file is hashed whole, once, on the first
-    get_tensor or get_slice of a tensor of it (hashlib, 8 MiB at a time):
+    get_tensor or get_slice of a tensor of it (the library's SHA-256,
+    rl_sha256_file, 8 MiB at a time):
     a mismatch raises IntegrityError (RL_E_CHECKSUM, the library's
     wording) from that call and every later one of that file. So is,
     without sha256, a Hugging Face cache file (a snapshot symlink to

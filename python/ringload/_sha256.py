@@ -10,7 +10,8 @@ rl_loader_expect_sha256, which the library checks on the I/O path
   checkpoint's, or one naming two of them, is ArgumentError;
 - 64 hex digits (a str): the value of a one-file checkpoint's file;
 - any other str, bytes or path: a SHA256SUMS file in sha256sum's format
-  ("<64 hex>  <name>" or "<64 hex> *<name>"), names relative to the sums
+  ("<64 hex>  <name>" or "<64 hex> *<name>"; read by the library's parser,
+  rl_sums_open, as the CLI reads it), names relative to the sums
   file's directory, or to the checkpoint's when nothing of that name is
   there; an escaped line (a leading backslash, as sha256sum writes a name
   with a backslash, newline or CR) has its name unescaped; lines naming no
@@ -26,19 +27,14 @@ library under its file's own path, so what resolve accepts the library
 checks for exactly that file.
 """
 import ctypes
-import hashlib
 import os
 import re
-import stat
 import sys
 import warnings
 
 from . import _errors, _lib
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-_SUMS_MAX_BYTES = 16 << 20  # as the CLI: a sums file past this is not one
-_HASH_CHUNK = 8 << 20
-_UNESCAPE = {"\\": "\\", "n": "\n", "r": "\r"}
 
 
 def _warn(msg):
@@ -115,46 +111,27 @@ def _from_dict(paths, ckdir, given):
     return [(p, v) for p, (_, v) in got.items()]
 
 
-def _sums_line(text, sums, line):
-    """(name, hex) of one line, None for a line to skip (empty, or a comment:
-    sha256sum -c skips lines that begin with '#')."""
-    if not text or text.startswith("#"):
-        return None
-    where = f"{sums}:{line}"
-    if "\0" in text:
-        raise _arg_error(f"{where}: a NUL byte in the line")
-    escaped = text.startswith("\\")  # sha256sum's, for a name with \\, \n or \r
-    text = text[escaped:]
-    if (len(text) < 67 or not _HEX64.fullmatch(text[:64]) or text[64] != " "
-            or text[65] not in " *"):
-        raise _arg_error(f"{where}: not '<64 hex digits>  <file name>' "
-                         "(sha256sum's format)")
-    return (_unescape(text[66:], where) if escaped else text[66:]), text[:64]
-
-
-def _unescape(name, where):
-    """An escaped name's \\\\, \\n and \\r undone, as the CLI does."""
-    def one(m):
-        if m[1] not in _UNESCAPE:
-            raise _arg_error(f"{where}: a bad escape in the name (sha256sum escapes only "
-                             "\\\\, \\n and \\r)")
-        return _UNESCAPE[m[1]]
-    return re.sub(r"\\(.?)", one, name, flags=re.S)
-
-
-def _read_sums(sums):
+def _parse_sums(sums):
+    """[(line, name, hex)] of the sums file, parsed by the library's one
+    SHA256SUMS parser (rl_sums_open: the CLI's too, with its messages)."""
     sums = os.fsdecode(os.fspath(sums))
     if "\0" in sums:
         raise _arg_error(f"embedded null byte in {sums!r}")
+    handle = _lib.rl_sums_create()
+    if not handle:
+        raise MemoryError("sha256: out of memory")
     try:
-        # stat first: opening a FIFO would block
-        st = os.stat(sums)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _SUMS_MAX_BYTES:
-            raise _arg_error(f"{sums}: not a regular file of at most 16 MiB")
-        with open(sums, "rb") as f:
-            return f.read(_SUMS_MAX_BYTES + 1)
-    except OSError as e:
-        raise _errors.error(-e.errno, f"sha256: {sums}: {e.strerror}") from None
+        rc = _lib.rl_sums_open(handle, os.fsencode(sums))
+        if rc < 0:
+            raise _errors.error(rc, "sha256: " + _lib.text(_lib.rl_sums_errmsg(handle)))
+        out = []
+        for i in range(_lib.rl_sums_count(handle)):
+            e = _lib.SumsEntry(size=ctypes.sizeof(_lib.SumsEntry))
+            _errors.check(_lib.rl_sums_get(handle, i, ctypes.byref(e)))
+            out.append((e.line, _lib.text(e.name), e.hex.decode("ascii")))
+        return out
+    finally:
+        _lib.rl_sums_destroy(handle)
 
 
 def _sums_file_of(paths, base, ckdir, name):
@@ -184,11 +161,7 @@ def _from_sums(paths, ckdir, sums):
     exact, so one file never gets another's value."""
     sums = os.fsdecode(os.fspath(sums))
     base, got = os.path.dirname(sums), {}
-    for i, raw in enumerate(_read_sums(sums).split(b"\n"), 1):
-        entry = _sums_line(raw.removesuffix(b"\r").decode("utf-8", "surrogateescape"), sums, i)
-        if entry is None:
-            continue
-        name, value = entry
+    for i, name, value in _parse_sums(sums):
         path = _sums_file_of(paths, base, ckdir, name)
         if path is None:
             if name.endswith(".safetensors"):
@@ -242,8 +215,8 @@ def warn_unchecked(loader, ckpt):
     SHA-256 (the Hugging Face cache's blob name) that the load read but
     could not check, as the CLI's warning lines: a flipped byte must not
     load without a word."""
-    x = _lib.LoadStatsEx(size=ctypes.sizeof(_lib.LoadStatsEx))
-    if _lib.rl_loader_get_stats_ex(loader.ptr, ctypes.byref(x)) < 0 or not x.files_unchecked:
+    x = _lib.LoadStats(size=ctypes.sizeof(_lib.LoadStats))
+    if _lib.rl_loader_get_stats(loader.ptr, ctypes.byref(x)) < 0 or not x.files_unchecked:
         return
     paths = ckpt.files()
     for i in range(_lib.rl_loader_num_files(loader.ptr)):
@@ -285,15 +258,14 @@ def to_hash(ckpt, expected):
 
 
 def verify_file(path, want):
-    """Hashes path whole (8 MiB at a time) and raises IntegrityError
-    (RL_E_CHECKSUM, the library's wording) unless its SHA-256 is want."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(_HASH_CHUNK):
-                h.update(chunk)
-    except OSError as e:
-        raise _errors.error(-e.errno, f"{path}: {e.strerror}") from None
-    if h.hexdigest() != want.lower():
+    """Hashes path whole with the library's SHA-256 (rl_sha256_file: 8 MiB
+    at a time, the GIL released) and raises IntegrityError (RL_E_CHECKSUM,
+    the library's wording) unless its SHA-256 is want."""
+    digest = (ctypes.c_uint8 * 32)()
+    rc = _lib.rl_sha256_file(os.fsencode(path), digest)
+    if rc < 0:
+        raise _errors.error(rc, f"{path}: {os.strerror(-rc)}")  # -errno only
+    got = bytes(digest).hex()
+    if got != want.lower():
         raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 mismatch: "
-                            f"expected {want.lower()}, got {h.hexdigest()}")
+                            f"expected {want.lower()}, got {got}")

@@ -19,22 +19,13 @@
 /* The structures added since 0.1. */
 static void structs_new(void)
 {
-	STRUCT(rl_load_stats_ex);
-	FIELD(rl_load_stats_ex, size); FIELD(rl_load_stats_ex, workers);
-	FIELD(rl_load_stats_ex, queue_depth); FIELD(rl_load_stats_ex, prepare_seconds);
-	FIELD(rl_load_stats_ex, setup_seconds); FIELD(rl_load_stats_ex, scatter_seconds);
-	FIELD(rl_load_stats_ex, request_bytes); FIELD(rl_load_stats_ex, bytes_buffered);
-	FIELD(rl_load_stats_ex, files_cached); FIELD(rl_load_stats_ex, numa_node);
-	FIELD(rl_load_stats_ex, shape);
-	FIELD(rl_load_stats_ex, bytes_hashed); FIELD(rl_load_stats_ex, hash_seconds);
-	FIELD(rl_load_stats_ex, hash_held_peak); FIELD(rl_load_stats_ex, files_hashed);
-	FIELD(rl_load_stats_ex, files_unchecked);
 	STRUCT(rl_file_stats);
 	FIELD(rl_file_stats, size); FIELD(rl_file_stats, file); FIELD(rl_file_stats, mode);
 	FIELD(rl_file_stats, bytes_needed); FIELD(rl_file_stats, bytes_resident);
 	FIELD(rl_file_stats, device); FIELD(rl_file_stats, max_request_bytes);
 	FIELD(rl_file_stats, max_segments); FIELD(rl_file_stats, optimal_io_bytes);
 	FIELD(rl_file_stats, sha256_state); FIELD(rl_file_stats, sha256);
+	FIELD(rl_file_stats, reserved);
 	STRUCT(rl_file_header);
 	FIELD(rl_file_header, path); FIELD(rl_file_header, size);
 	FIELD(rl_file_header, header); FIELD(rl_file_header, header_len);
@@ -45,10 +36,14 @@ static void structs_new(void)
 	FIELD(rl_transfer_info, batch); FIELD(rl_transfer_info, index);
 	FIELD(rl_transfer_info, ncopies);
 	STRUCT(rl_plan_xstats);
-	FIELD(rl_plan_xstats, transfers); FIELD(rl_plan_xstats, payload_bytes);
+	FIELD(rl_plan_xstats, size); FIELD(rl_plan_xstats, transfers); FIELD(rl_plan_xstats, payload_bytes);
 	FIELD(rl_plan_xstats, transfer_read_bytes); FIELD(rl_plan_xstats, sent_bytes);
 	FIELD(rl_plan_xstats, received_bytes); FIELD(rl_plan_xstats, files_opened);
 	FIELD(rl_plan_xstats, max_read_bytes); FIELD(rl_plan_xstats, max_files_opened);
+	FIELD(rl_plan_xstats, reserved);
+	STRUCT(rl_sums_entry);
+	FIELD(rl_sums_entry, size); FIELD(rl_sums_entry, name); FIELD(rl_sums_entry, sha256);
+	FIELD(rl_sums_entry, hex); FIELD(rl_sums_entry, line); FIELD(rl_sums_entry, reserved);
 	STRUCT(rl_piece);
 	FIELD(rl_piece, shard); FIELD(rl_piece, device); FIELD(rl_piece, offset);
 	FIELD(rl_piece, length); FIELD(rl_piece, data); FIELD(rl_piece, token);
@@ -93,15 +88,26 @@ static void structs(void)
 	FIELD(rl_broadcast_info, nreceivers); FIELD(rl_broadcast_info, receivers);
 	FIELD(rl_broadcast_info, batch); FIELD(rl_broadcast_info, shard);
 	STRUCT(rl_load_stats);
-	FIELD(rl_load_stats, bytes_needed); FIELD(rl_load_stats, bytes_read);
-	FIELD(rl_load_stats, bytes_direct); FIELD(rl_load_stats, requests);
+	FIELD(rl_load_stats, size); FIELD(rl_load_stats, bytes_needed);
+	FIELD(rl_load_stats, bytes_read); FIELD(rl_load_stats, bytes_direct);
+	FIELD(rl_load_stats, bytes_buffered); FIELD(rl_load_stats, requests);
 	FIELD(rl_load_stats, retries); FIELD(rl_load_stats, peak_inflight);
-	FIELD(rl_load_stats, plan_seconds); FIELD(rl_load_stats, read_seconds);
-	FIELD(rl_load_stats, scatter_seconds); FIELD(rl_load_stats, total_seconds);
-	FIELD(rl_load_stats, gbps); FIELD(rl_load_stats, backend);
-	FIELD(rl_load_stats, buffers); FIELD(rl_load_stats, registered_buffers);
-	FIELD(rl_load_stats, registered_files); FIELD(rl_load_stats, direct_io);
-	FIELD(rl_load_stats, queue_depth); FIELD(rl_load_stats, fallbacks);
+	FIELD(rl_load_stats, request_bytes); FIELD(rl_load_stats, plan_seconds);
+	FIELD(rl_load_stats, setup_seconds); FIELD(rl_load_stats, read_seconds);
+	FIELD(rl_load_stats, prepare_seconds); FIELD(rl_load_stats, scatter_seconds);
+	FIELD(rl_load_stats, total_seconds); FIELD(rl_load_stats, gbps);
+	FIELD(rl_load_stats, backend); FIELD(rl_load_stats, workers);
+	FIELD(rl_load_stats, queue_depth); FIELD(rl_load_stats, buffers);
+	FIELD(rl_load_stats, registered_buffers); FIELD(rl_load_stats, registered_files);
+	FIELD(rl_load_stats, direct_io); FIELD(rl_load_stats, files_cached);
+	FIELD(rl_load_stats, numa_node); FIELD(rl_load_stats, files_hashed);
+	FIELD(rl_load_stats, files_unchecked); FIELD(rl_load_stats, bytes_hashed);
+	FIELD(rl_load_stats, hash_seconds); FIELD(rl_load_stats, hash_held_peak);
+	FIELD(rl_load_stats, stream_windows); FIELD(rl_load_stats, stream_registered);
+	FIELD(rl_load_stats, stream_window_bytes); FIELD(rl_load_stats, stream_ranges);
+	FIELD(rl_load_stats, engine_runs); FIELD(rl_load_stats, fallback_flags);
+	FIELD(rl_load_stats, fallbacks); FIELD(rl_load_stats, shape);
+	FIELD(rl_load_stats, reserved);
 	structs_new();
 }
 
@@ -138,6 +144,10 @@ static void params(void)
 	CONST(RL_BACKEND_PREAD);
 	CONST(RL_STAGING_LIBRARY); CONST(RL_STAGING_CALLER); CONST(RL_STAGING_STREAM);
 	CONST(RL_SHA256_PARTIAL); CONST(RL_SHA256_STREAMED);
+	CONST(RL_FALLBACK_BACKEND); CONST(RL_FALLBACK_URING_FLAGS);
+	CONST(RL_FALLBACK_FILES_UNREGISTERED); CONST(RL_FALLBACK_BUFFERS_UNREGISTERED);
+	CONST(RL_FALLBACK_BUFFERS_UNLOCKED); CONST(RL_FALLBACK_NOT_PREFAULTED);
+	CONST(RL_FALLBACK_FEWER_WORKERS);
 	CONST(RL_MAX_DIMS); CONST(RL_TOTAL);
 	printf("const sizeof_enum %zu\n", sizeof(rl_dtype));
 }

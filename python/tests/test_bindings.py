@@ -43,6 +43,62 @@ def test_every_structure_matches_c_offsetof_and_sizeof():
         assert py == fields[cname], cname
 
 
+def _header_structs():
+    """{name: [member, ...]} of every `typedef struct rl_x { ... } rl_x;` of
+    api/ringload.h, read from the header itself: a member added there
+    fails the test below until py_layout (python/tests/layout.c) prints it
+    and the ctypes mirror has it."""
+    import re
+    with open(os.path.join(ROOT, "api", "ringload.h")) as f:
+        src = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    out = {}
+    for m in re.finditer(r"typedef struct (rl_\w+) \{(.*?)\} \1;", src, flags=re.S):
+        members = []
+        for decl in m.group(2).split(";"):
+            decl = " ".join(decl.split())
+            fn = re.search(r"\(\s*\*\s*(\w+)\s*\)", decl)  # a function pointer
+            if fn:
+                members.append(fn.group(1))
+            elif decl:
+                decl = re.sub(r"\[[^\]]*\]", "", decl)
+                members += [re.findall(r"\w+", d)[-1] for d in decl.split(",")]
+        out[m.group(1)] = members
+    return out
+
+
+def test_every_field_of_every_header_structure_is_mirrored():
+    """Field by field, from the header: every public structure is printed
+    by py_layout and mirrored in _lib.py, with every member in the
+    header's order (the offsets and sizes: the test above)."""
+    structs, fields, _ = _layout()
+    header = _header_structs()
+    assert len(header) >= 10 and "rl_load_stats" in header  # the parser finds them
+    assert set(header) == set(structs), "structures of the header vs py_layout"
+    assert set(header) == set(_lib.STRUCTURES), "structures of the header vs _lib.py"
+    for cname, members in header.items():
+        assert sorted(fields[cname]) == sorted(members), (
+            f"{cname}: python/tests/layout.c prints {sorted(fields[cname])}, "
+            f"the header has {members}")
+        mirror = [name for name, _ in _lib.STRUCTURES[cname]._fields_]
+        assert mirror == members, f"{cname}: _lib.py has {mirror}, the header {members}"
+
+
+def test_growing_structures_are_size_tagged_with_room():
+    """One convention for structures that grow: `size` first (set by the
+    caller) and `reserved` room last; no getter takes a size argument
+    beside such a struct, and no frozen twin (rl_load_stats_ex) is left."""
+    header = _header_structs()
+    tagged = {n for n, m in header.items() if m[0] == "size"}
+    assert {"rl_load_stats", "rl_file_stats", "rl_plan_xstats", "rl_sums_entry"} <= tagged
+    for name in tagged:
+        assert header[name][-1] == "reserved", name
+    assert not any(n.endswith("_ex") for n in header)
+    for name, (_, argtypes) in _lib._PROTOTYPES.items():
+        structs = [a for a in argtypes if getattr(getattr(a, "_type_", None), "_fields_", None)
+                   and a._type_._fields_[0][0] == "size"]
+        assert not (structs and argtypes[-1] is ctypes.c_size_t), name
+
+
 def test_enum_values_match_the_header():
     _, _, consts = _layout()
     assert consts["sizeof_enum"] == ctypes.sizeof(ctypes.c_int)
@@ -60,6 +116,8 @@ def test_enum_values_match_the_header():
     assert consts["RL_STAGING_STREAM"] == _lib.RL_STAGING_STREAM
     assert consts["RL_SHA256_PARTIAL"] == _lib.RL_SHA256_PARTIAL
     assert consts["RL_SHA256_STREAMED"] == _lib.RL_SHA256_STREAMED
+    assert {k: v for k, v in consts.items() if k.startswith("RL_FALLBACK_")} == \
+        {"RL_FALLBACK_" + k.upper(): v for k, v in _lib.FALLBACKS.items()}
     assert consts["RL_MAX_DIMS"] == _lib.RL_MAX_DIMS
     assert consts["RL_TOTAL"] == _lib.RL_TOTAL
     assert consts["RL_DTYPE_COUNT"] == len(_lib.DTYPES)

@@ -3,6 +3,7 @@
 with RL_E_CHECKSUM and the library's message (file and both values), and a
 malformed value or sums file is ArgumentError before anything is read;
 every load on every backend."""
+import ctypes
 import hashlib
 import os
 import re
@@ -423,3 +424,58 @@ def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, to
         assert list(ringload.load(snap, sharding={"tensors": ["b"]})[0]) == ["b"]
     with pytest.raises(ringload.IntegrityError):
         ringload.load(snap)
+
+
+@pytest.mark.parametrize("text", [
+    "nonsense\n",
+    WRONG + " part0.safetensors\n",
+    "\\" + WRONG + "  part\\xname\n",
+    "# only a comment\n" + WRONG + "  a\0b\n",
+])
+def test_sums_files_are_parsed_by_the_library_as_the_cli_parses_them(
+        two_files, tmp_path, text, monkeypatch):
+    """One SHA256SUMS parser: Python reads sums files through rl_sums_open,
+    and a bad line gets the CLI's own message, word for word."""
+    import subprocess
+    from conftest import build_dir
+    d, _ = two_files
+    f = tmp_path / "SUMS"
+    f.write_bytes(text.encode())
+    opened = []
+    sums_open = _lib.rl_sums_open
+    monkeypatch.setattr(_lib, "rl_sums_open", lambda h, p: (opened.append(p),
+                                                           sums_open(h, p))[1])
+    with pytest.raises(ringload.ArgumentError) as ei:
+        rnp.load_file(d, sha256=f)
+    assert opened == [os.fsencode(f)]
+    cli = subprocess.run([os.path.join(build_dir(), "ringload"), "load", d,
+                          "--sha256-file", str(f)], capture_output=True, text=True)
+    assert cli.returncode == 1
+    assert str(ei.value).removeprefix("sha256: ") in cli.stderr, cli.stderr
+
+
+def test_safe_open_hashes_with_the_librarys_sha256(ckpt, monkeypatch):
+    """One SHA-256: safe_open's whole-file hash is rl_sha256_file's (no
+    hashlib in the package), equal to hashlib's on the same bytes, and the
+    incremental API gives the same digest in pieces."""
+    path, sha = ckpt
+    calls = []
+    sha_file = _lib.rl_sha256_file
+    monkeypatch.setattr(_lib, "rl_sha256_file", lambda p, out: (calls.append(p),
+                                                               sha_file(p, out))[1])
+    with ringload.safe_open(path, "np", sha256=sha) as f:
+        assert f.get_tensor("b").shape == (7, 3)
+    assert calls == [os.fsencode(path)]
+    assert "hashlib" not in vars(ringload._sha256)
+    data = open(path, "rb").read()
+    h = _lib.rl_sha256_create()
+    try:
+        for i in range(0, len(data), 777):
+            assert _lib.rl_sha256_update(h, data[i:i + 777], len(data[i:i + 777])) == 0
+        out = (ctypes.c_uint8 * 32)()
+        assert _lib.rl_sha256_final(h, out) == 0
+    finally:
+        _lib.rl_sha256_destroy(h)
+    assert bytes(out).hex() == sha
+    with pytest.raises(FileNotFoundError, match="absent: No such file"):
+        ringload._sha256.verify_file(path + ".absent", sha)

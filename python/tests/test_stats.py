@@ -1,8 +1,9 @@
 """Load statistics from Python: stats={} is filled after a successful load
-(ringload.load, both load_file, streaming) with rl_load_stats,
-rl_load_stats_ex and one dict per file read, on every backend and with
+(ringload.load, both load_file, streaming) with rl_load_stats and one
+dict per file read, on every backend and with
 one and several workers; a failed load leaves it as it was."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -35,6 +36,10 @@ def _check(stats, path, needed, backend=None, workers=None):
     if workers is not None:
         assert stats["workers"] == workers
     assert isinstance(stats["fallbacks"], str) and isinstance(stats["shape"], str)
+    # every fallback is a flag too, named; its reason is in the text
+    assert bool(stats["fallback_flags"]) == bool(stats["fallbacks"]), stats["fallbacks"]
+    assert sum(ringload._lib.FALLBACKS[n] for n in stats["fallback_names"]) == \
+        stats["fallback_flags"]
     assert "size" not in stats
     [f] = stats["files"]
     assert f["path"] == path and f["file"] == 0
@@ -64,6 +69,35 @@ def test_load_file_and_streaming_fill_stats(ckpt, torch):
         stats = {}
         load(stats)
         _check(stats, path, needed)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_streaming_shape_is_in_fields_not_only_text(ckpt, backend, torch):
+    """How a streaming load read its windows comes as fields (count, size,
+    registration, ranges, engine set-ups) that agree with the shape text
+    kept for people; a whole load has no stream fields and one engine run."""
+    path, needed = ckpt
+    stats = {}
+    ringload.load(path, framework="pt", backend=backend, options={"staging_budget": 1 << 20},
+                  stats=stats)
+    _check(stats, path, needed, backend)
+    m = re.search(r"streaming: (\d+) windows of (\d+) bytes, (not )?registered.*; "
+                  r"(\d+) ranges, (\d+) engine set-up", stats["shape"])
+    fields = (stats["stream_windows"], stats["stream_window_bytes"],
+              stats["stream_registered"], stats["stream_ranges"], stats["engine_runs"])
+    if m:  # the text is cut at 384 bytes: long device descriptions push it out
+        assert fields == (int(m[1]), int(m[2]), int(not m[3]), int(m[4]), int(m[5]))
+    assert stats["stream_windows"] >= 1 and stats["engine_runs"] >= 1
+    assert stats["stream_windows"] * stats["stream_window_bytes"] <= 1 << 20
+    assert stats["stream_ranges"] * stats["stream_window_bytes"] >= needed
+    assert stats["stream_registered"] in (0, 1)
+    if backend != "io_uring":
+        assert stats["stream_registered"] == 0
+    assert not any(k.startswith("reserved") for k in stats)
+    whole = {}
+    ringload.load(path, backend=backend, stats=whole)
+    assert whole["stream_windows"] == whole["stream_ranges"] == 0
+    assert whole["engine_runs"] == 1
 
 
 def test_sha256_is_in_the_file_stats(ckpt):
