@@ -75,7 +75,7 @@ struct pl_spec {
 	char **tensors;             /* optional selection */
 	size_t ntensors;
 	int has_tensors;
-	struct pl_avail *avail;     /* files_of_process (xfer.h), or NULL */
+	struct pl_avail *avail;     /* files_of_process (avail.h), or NULL */
 };
 
 /*
@@ -404,5 +404,39 @@ int pl_assign(const struct pl_assign_item *it, size_t n, unsigned nprocs,
  * the number of batches.
  */
 size_t pl_batches(const uint64_t *sizes, size_t n, uint64_t limit, uint32_t *batch);
+
+/* A contiguous segment of file bytes, for cutting (assign.c): cuts fall
+ * on multiples of align (a power of two, 1: anywhere). */
+struct pl_seg {
+	uint64_t off, len, align;
+};
+
+/*
+ * Cuts the bytes of segs (in order) into one contiguous share per reader
+ * (readers ascending; reader i gets positions [cut[i], cut[i+1]) of the
+ * segments' concatenation), balancing bytes by water-filling over the
+ * readers' load (least loaded first, ties to the lowest), each cut at the
+ * nearest multiple of its segment's alignment in file offsets (ties down)
+ * within the segment. load[reader] grows by its share. cut has nr + 1
+ * entries. Returns 0 or -ENOMEM.
+ */
+int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
+		 uint32_t nr, uint64_t *load, uint64_t *cut);
+
+
+/* ---------------------------------------------------------------- */
+/* Bitmaps (avail.c, readonce.c, the transfers)                      */
+/* ---------------------------------------------------------------- */
+
+/* Bit b of map (bit b % 8 of byte b / 8). */
+static inline int pl_bit(const uint8_t *map, size_t b)
+{
+	return (map[b / 8] >> (b % 8)) & 1;
+}
+
+static inline void pl_set_bit(uint8_t *map, size_t b)
+{
+	map[b / 8] |= (uint8_t)(1u << (b % 8));
+}
 
 #endif /* RL_PL_PRIVATE_H */

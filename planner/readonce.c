@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xwork.h"
+#include "readonce.h"
 
 struct ibox {
 	uint64_t lo, hi, bytes;     /* first and past-last byte, bytes */

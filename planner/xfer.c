@@ -30,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xwork.h"
+#include "avail.h"
+#include "readonce.h"
+#include "xfer.h"
 
 /* Bitmaps beyond this are refused rather than allocated. */
 #define SKIP_MAX_BYTES (256u << 20)

@@ -1,8 +1,9 @@
 /*
- * xfer.h - transfers between processes, private to planner/: which files
- * each process may read (avail.c), who reads what once in the cluster
- * (readonce.c, assign.c), the transfers and their scatter lists (xfer.c),
- * and the plans that read a batch of transfers (xbatch.c).
+ * xfer.h - transfers between processes, private to planner/: who reads
+ * what once in the cluster (xfer.c, on readonce.h's pieces, avail.h's
+ * files_of_process and assign.c's cuts), the transfers and their scatter
+ * lists, and the plans that read a batch of transfers (xbatch.c). It sits
+ * above readonce.h and avail.h, which know nothing of it.
  *
  * A transfer moves the file bytes [off, off + len) of one file: its root
  * reads them and sends them to its receivers; every process that needs
@@ -14,111 +15,6 @@
 #define RL_XFER_H
 
 #include "pl_private.h"
-
-/* ---------------------------------------------------------------- */
-/* files_of_process (avail.c)                                        */
-/* ---------------------------------------------------------------- */
-
-struct pl_avail_proc {
-	int any;                /* 1: every file (the default) */
-	char **pat;             /* file names or fnmatch(3) patterns */
-	size_t npat;
-};
-
-struct pl_avail {
-	uint32_t n;             /* processes listed (the rest: every file) */
-	struct pl_avail_proc *proc;
-};
-
-struct cJSON;
-void pl_avail_free(struct pl_avail *a);
-/* Parses the spec's "files_of_process" (a list, one entry per process:
- * null or a list of strings) into s->avail. */
-int pl_avail_parse(struct pl_spec *s, const struct cJSON *j, struct rl_err *e);
-/* pl_avail_set() (the files a process may read; pat NULL: every file)
- * and pl_avail_may_read() are declared in planner.h, for api/. */
-/*
- * *out: a bitmap, bit proc * nfiles + f set when proc may read file f, or
- * NULL when every process may read every file. Returns 0, RL_E_SPEC_MESH
- * (more entries than processes) or -ENOMEM.
- */
-int pl_avail_resolve(const struct pl_spec *s, const struct pl_ckpt *ck, uint8_t **out,
-		     struct rl_err *e);
-
-static inline int pl_bit(const uint8_t *map, size_t b)
-{
-	return (map[b / 8] >> (b % 8)) & 1;
-}
-
-static inline void pl_set_bit(uint8_t *map, size_t b)
-{
-	map[b / 8] |= (uint8_t)(1u << (b % 8));
-}
-
-/* ---------------------------------------------------------------- */
-/* Sets of processes, interned (readonce.c)                          */
-/* ---------------------------------------------------------------- */
-
-struct pl_sets {
-	uint32_t *pool;         /* members, ascending, set after set */
-	size_t npool, cappool;
-	struct pl_set_ent {
-		uint64_t hash;
-		size_t off;
-		uint32_t n;
-	} *ent;
-	size_t nent, capent;
-	uint32_t *table;        /* open addressing: entry index + 1 */
-	size_t tcap;
-};
-
-/* Returns the id of the set v[0..n) (ascending), or UINT32_MAX (no memory). */
-uint32_t pl_set_intern(struct pl_sets *ss, const uint32_t *v, uint32_t n);
-static inline const uint32_t *pl_set(const struct pl_sets *ss, uint32_t id, uint32_t *n)
-{
-	*n = ss->ent[id].n;
-	return ss->pool + ss->ent[id].off;
-}
-void pl_sets_free(struct pl_sets *ss);
-/* The first run of r that ends past a (runs ascend in C order). */
-uint64_t pl_runs_first_after(const struct pl_runs *r, uint64_t a);
-/* qsort comparison of uint32_t. */
-int pl_u32_cmp(const void *a, const void *b);
-
-/* ---------------------------------------------------------------- */
-/* Who reads what (readonce.c, assign.c)                             */
-/* ---------------------------------------------------------------- */
-
-/*
- * A piece: contiguous file bytes of one loaded tensor that travel by
- * transfer, needed by the processes of set needers and read by one of
- * readers. whole: the piece is the whole tensor, whose boxes differ in who
- * needs them (receivers are found box by box).
- */
-struct pl_piece {
-	uint64_t off, len;
-	uint32_t file, item;
-	uint32_t needers, readers;
-	uint8_t whole;
-};
-
-/* A contiguous segment of file bytes, for cutting (assign.c): cuts fall
- * on multiples of align (a power of two, 1: anywhere). */
-struct pl_seg {
-	uint64_t off, len, align;
-};
-
-/*
- * Cuts the bytes of segs (in order) into one contiguous share per reader
- * (readers ascending; reader i gets positions [cut[i], cut[i+1]) of the
- * segments' concatenation), balancing bytes by water-filling over the
- * readers' load (least loaded first, ties to the lowest), each cut at the
- * nearest multiple of its segment's alignment in file offsets (ties down)
- * within the segment. load[reader] grows by its share. cut has nr + 1
- * entries. Returns 0 or -ENOMEM.
- */
-int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
-		 uint32_t nr, uint64_t *load, uint64_t *cut);
 
 /* ---------------------------------------------------------------- */
 /* Transfers (xfer.c)                                                */
@@ -150,8 +46,9 @@ struct pl_xstat {
 	uint64_t spans;         /* contiguous spans its transfer reads cover */
 };
 
-/* What the planner keeps of the assignment while building (xfer.c). */
+/* What the planner keeps of the assignment while building (readonce.h). */
 struct pl_xwork;
+void pl_xwork_free(struct pl_xwork *w);
 
 struct pl_xplan {
 	struct pl_xfer *x;      /* the planned process's transfers, cluster order */

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xwork.h"
+#include "readonce.h"
+#include "xfer.h"
 
 /* ---------------------------------------------------------------- */
 /* Scatter lists                                                     */
