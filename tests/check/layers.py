@@ -201,7 +201,7 @@ def include_layer_problems(incs):
 
 
 def unit(path, unpaired=()):
-    """A file and its header are one unit: planner/xfer.c, planner/xfer.h
+    """A file and its header are one unit: planner/transfers.c, planner/transfers.h
     -> planner/xfer (but the headers named in unpaired)."""
     if path in unpaired or not path.endswith((".c", ".h")):
         return path

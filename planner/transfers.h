@@ -1,8 +1,8 @@
 /*
- * xfer.h - transfers between processes, private to planner/: who reads
- * what once in the cluster (xfer.c, on readonce.h's pieces, avail.h's
+ * transfers.h - transfers between processes, private to planner/: who reads
+ * what once in the cluster (transfers.c, on readonce.h's pieces, avail.h's
  * files_of_process and assign.c's cuts), the transfers and their scatter
- * lists, and the plans that read a batch of transfers (xbatch.c). It sits
+ * lists, and the plans that read a batch of transfers (transfer_batch.c). It sits
  * above readonce.h and avail.h, which know nothing of it.
  *
  * A transfer moves the file bytes [off, off + len) of one file: its root
@@ -11,13 +11,13 @@
  * scatter list. Shards that transfers fill get no bytes from the plan's
  * own reads (pl_plan.received).
  */
-#ifndef RL_XFER_H
-#define RL_XFER_H
+#ifndef RL_TRANSFERS_H
+#define RL_TRANSFERS_H
 
 #include "pl_private.h"
 
 /* ---------------------------------------------------------------- */
-/* Transfers (xfer.c)                                                */
+/* Transfers (transfers.c)                                          */
 /* ---------------------------------------------------------------- */
 
 /* The largest payload of one transfer: sends start per transfer, so that
@@ -90,7 +90,7 @@ int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_sp
 int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct rl_err *e);
 
 /* ---------------------------------------------------------------- */
-/* Reading a batch of transfers (xbatch.c)                           */
+/* Reading a batch of transfers (transfer_batch.c)                  */
 /* ---------------------------------------------------------------- */
 
 /* One contiguous span a root reads for transfers of one batch. */
@@ -120,4 +120,4 @@ void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t 
  * shards are those payloads, in p's order; o gives the chunk size.
  */
 
-#endif /* RL_XFER_H */
+#endif /* RL_TRANSFERS_H */
