@@ -331,14 +331,15 @@ CLEAN_TREE = {
     "planner/b.h": "",
     "planner/b.c": '#include "b.h"\n#include "a.h"\n',
     "engine/sink.h": '#include "rl_common.h"\n',
-    "sink/host.c": '#include "../engine/sink.h"\n',
+    "sink/host.h": '#include "../engine/sink.h"\n',
+    "sink/host.c": '#include "host.h"\n',
     "exec/pass.c": '#include "../planner/a.h"\n#include "../engine/sink.h"\n',
-    "api/load.c": '#include "ringload.h"\n#include "../sink/host.c"\n',
+    "api/load.c": '#include "ringload.h"\n#include "../sink/host.h"\n',
 }
 PLANTED = {
     "planner/a.c": '#include "a.h"\n#include "b.h"\n',
     "common/rl_common.h": '#include "ringload_types.h"\n#include "../api/ringload.h"\n',
-    "engine/worker.c": '#include "sink.h"\n#include "../sink/host.c"\n',
+    "engine/worker.c": '#include "sink.h"\n#include "../sink/host.h"\n',
 }
 
 
@@ -363,7 +364,7 @@ def self_test():
     check("self_test_finds_a_planted_circle",
           [] if got == want else [f"found {got or 'no circle'}, planted {want}"])
     want = ["common/rl_common.h:2 includes api/ringload.h (common/ may use nothing)",
-            "engine/worker.c:2 includes sink/host.c (engine/ may use common)"]
+            "engine/worker.c:2 includes sink/host.h (engine/ may use common)"]
     check("self_test_finds_planted_up_floor_includes",
           [] if ups == want else [f"found {ups or 'nothing'}, planted {want}"])
 
