@@ -59,7 +59,7 @@ KNOWN_UNPAIRED = {"engine/engine.h"}
 CLIENTS = ("tools", "perf", "examples", "python", "mpi")
 RAW_IO = re.compile(r"^perf/(rlperf[^/]*|bench_engine)\.[ch]$")
 # The public headers: the core library's and the MPI executor's.
-PUBLIC_HEADERS = {"ringload.h", "ringload_mpi.h"}
+PUBLIC_HEADERS = {"ringload.h", "ringload_types.h", "ringload_mpi.h"}
 LIBRARY_HEADERS = {"engine.h", "eng_int.h", "planner.h", "pl_private.h", "rl_common.h",
                    "rl_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
 
