@@ -94,6 +94,9 @@ REPLAY_BIN := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=$(BUILD)/tests/replay_%)
 # header and the shared library only (test_examples runs them).
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
+# The public header and the small one of shared values it re-exports.
+PUBLIC_HDR := api/ringload.h common/ringload_types.h
+
 STATIC := $(BUILD)/libringload.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
@@ -138,7 +141,7 @@ $(SHARED): $(LIB_OBJ) api/ringload.map
 # The CLI is a thin client of the public header and links the shared
 # library, so the host-side malloc stays libc's (see common/alloc.c). It
 # finds the library beside itself (the build) or in ../lib (an install).
-$(BUILD)/ringload: $(TOOL_SRC) $(TOOL_HDR) $(SHARED) api/ringload.h
+$(BUILD)/ringload: $(TOOL_SRC) $(TOOL_HDR) $(SHARED) $(PUBLIC_HDR)
 	$(call say,LD,$@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_SRC) \
 		-L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib' -lm $(EXE_LDLIBS)
@@ -178,7 +181,7 @@ $(BUILD)/perf/mpi_bench: perf/mpi_bench.c $(MPI_LIB)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload_mpi \
 		-lringload -Wl,-rpath,'$$ORIGIN/..'
 
-$(BUILD)/examples/%: examples/%.c api/ringload.h $(SHARED)
+$(BUILD)/examples/%: examples/%.c $(PUBLIC_HDR) $(SHARED)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -Iapi $(CFLAGS) $(LDFLAGS) -o $@ $< -L$(BUILD) -lringload \
@@ -267,8 +270,8 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 		$(MAKE) --no-print-directory all MPICC=$$m; fi)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
 
-# Structure checks (tests/check/): link-time calls per object file, and
-# repeated blocks of source.
+# Structure checks (tests/check/): link-time calls per object file, the
+# #include graph of the sources, and repeated blocks of source.
 PYTHON ?= /usr/bin/python3
 check: all
 	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py \
@@ -363,6 +366,8 @@ demo: check-deps all
 # ringload finds the library through its rpath $ORIGIN/../lib, so BINDIR
 # and LIBDIR must stay siblings for a prefix outside the loader's path
 # (else LD_LIBRARY_PATH=LIBDIR); rlperf links the library statically.
+# ringload.h is installed beside ringload_types.h, and includes it from
+# its own folder rather than from ../common/.
 MANPAGES := $(wildcard man/ringload.1 man/rlperf.1)
 install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) $(DESTDIR)$(BINDIR) \
@@ -370,7 +375,10 @@ install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libringload.a
 	install -m 755 $(SHARED).0 $(DESTDIR)$(LIBDIR)/libringload.so.0
 	ln -sf libringload.so.0 $(DESTDIR)$(LIBDIR)/libringload.so
-	install -m 644 api/ringload.h $(DESTDIR)$(INCDIR)/ringload.h
+	sed 's|"../common/ringload_types.h"|"ringload_types.h"|' api/ringload.h \
+		> $(DESTDIR)$(INCDIR)/ringload.h
+	chmod 644 $(DESTDIR)$(INCDIR)/ringload.h
+	install -m 644 common/ringload_types.h $(DESTDIR)$(INCDIR)/ringload_types.h
 	install -m 755 $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(DESTDIR)$(BINDIR)/
 	$(if $(MANPAGES),install -m 644 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/)
 	$(if $(MPI_LIB),install -d $(DESTDIR)$(LIBDIR)/ringload && \
@@ -384,7 +392,8 @@ install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
-		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc \
+		$(DESTDIR)$(INCDIR)/ringload.h $(DESTDIR)$(INCDIR)/ringload_types.h \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc \
 		$(DESTDIR)$(BINDIR)/ringload $(DESTDIR)$(BINDIR)/rlperf \
 		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1 \
 		$(DESTDIR)$(LIBDIR)/libringload_mpi.so* $(DESTDIR)$(INCDIR)/ringload_mpi.h \
@@ -455,7 +464,7 @@ $(PY_LINK): $(SHARED)
 	$(call say,LN,$@)
 	$(Q)ln -sfn "$$(realpath --relative-to=python/ringload $(BUILD))/libringload.so.0" $@
 
-$(PY_LAYOUT): python/tests/layout.c api/ringload.h
+$(PY_LAYOUT): python/tests/layout.c $(PUBLIC_HDR)
 	$(call say,CC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<

@@ -5,6 +5,7 @@
 #ifndef RL_CKPT_INTERNAL_H
 #define RL_CKPT_INTERNAL_H
 
+#include "ringload.h"
 #include "../planner/planner.h"
 
 struct rl_ckpt {

@@ -1,6 +1,7 @@
 /* error.c - error strings and version. */
 #include <string.h>
 
+#include "ringload.h"
 #include "../common/rl_common.h"
 
 static const struct {

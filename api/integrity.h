@@ -7,6 +7,7 @@
 #ifndef RL_API_INTEGRITY_H
 #define RL_API_INTEGRITY_H
 
+#include "ringload.h"
 #include "../engine/engine.h"
 #include "../planner/planner.h"
 

@@ -5,6 +5,7 @@
 #ifndef RL_PLAN_INTERNAL_H
 #define RL_PLAN_INTERNAL_H
 
+#include "ringload.h"
 #include "../planner/planner.h"
 
 struct rl_plan {

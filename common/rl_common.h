@@ -1,7 +1,8 @@
 /*
  * rl_common.h - the base layer under planner/, engine/ and api/: the one
  * allocation wrapper, overflow-checked size arithmetic and the per-handle
- * error record. Error codes come from the public header, a leaf header.
+ * error record. Error codes and dtypes come from ringload_types.h, which
+ * the public header re-exports: nothing below api/ includes ringload.h.
  */
 #ifndef RL_COMMON_H
 #define RL_COMMON_H
@@ -11,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../api/ringload.h"
+#include "ringload_types.h"
 
 /*
  * All allocation goes through these: jemalloc's mallocx/dallocx when the

@@ -428,7 +428,7 @@ static int short_read(struct eng_worker *w, struct eng_req *q, int res)
 	return 1;
 }
 
-static void progress(struct eng_worker *w, uint64_t len);
+static void count_progress(struct eng_worker *w, uint64_t len);
 
 /* Every byte of q arrived: hooks, scatter, give back. */
 static void finish(struct eng_worker *w, struct eng_req *q)
@@ -448,7 +448,7 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 	 * an asynchronous sink keeps it (q->buf -1) until its copies ran. */
 	if (q->r.ncopies && !eng_failed(rc))
 		eng_scatter(w, q);
-	progress(w, q->r.len);
+	count_progress(w, q->r.len);
 	drop(w, q);
 }
 
@@ -483,7 +483,7 @@ static void complete(struct eng_worker *w, struct eng_req *q)
 /* ------------------------------------------------------------------ */
 /* Progress: counted by every worker, reported on the calling thread. */
 
-static void progress(struct eng_worker *w, uint64_t len)
+static void count_progress(struct eng_worker *w, uint64_t len)
 {
 	struct eng_run *rc = w->run;
 	uint64_t old, step = rc->progress_step;

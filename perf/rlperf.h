@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ringload.h"
 #include "../engine/engine.h"
 
 #define RP_VERSION "rlperf-" RINGLOAD_VERSION_STRING

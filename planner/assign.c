@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer.h"
+#include "pl_private.h"
 
 struct order {
 	uint32_t nelig;

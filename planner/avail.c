@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "xfer.h"
+#include "avail.h"
 
 static void proc_clear(struct pl_avail_proc *pp)
 {

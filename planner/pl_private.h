@@ -75,7 +75,7 @@ struct pl_spec {
 	char **tensors;             /* optional selection */
 	size_t ntensors;
 	int has_tensors;
-	struct pl_avail *avail;     /* files_of_process (xfer.h), or NULL */
+	struct pl_avail *avail;     /* files_of_process (avail.h), or NULL */
 };
 
 /*
@@ -279,7 +279,7 @@ struct pl_plan {
 	uint8_t *have_stats;
 	struct pl_stats total;
 	int all_stats;
-	/* read once, files_of_process: transfers (xfer.h) */
+	/* read once, files_of_process: transfers (transfers.h) */
 	struct pl_xplan *xp;
 	uint8_t *received;          /* per shard: filled by transfers, or NULL */
 	struct pl_exec_files *fx;   /* what the engine executes (exec_files.c) */
@@ -303,7 +303,7 @@ int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e);
 void pl_exec_files_free(struct pl_exec_files *fx);
 
 /* Whether bit (item, dev) of a read-once skip map is set: that device's
- * box arrives by transfer (xfer.h). */
+ * box arrives by transfer (transfers.h). */
 static inline int pl_skip_bit(const uint8_t *skip, size_t ndev, size_t item, uint32_t dev)
 {
 	size_t b = item * ndev + dev;
@@ -404,5 +404,39 @@ int pl_assign(const struct pl_assign_item *it, size_t n, unsigned nprocs,
  * the number of batches.
  */
 size_t pl_batches(const uint64_t *sizes, size_t n, uint64_t limit, uint32_t *batch);
+
+/* A contiguous segment of file bytes, for cutting (assign.c): cuts fall
+ * on multiples of align (a power of two, 1: anywhere). */
+struct pl_seg {
+	uint64_t off, len, align;
+};
+
+/*
+ * Cuts the bytes of segs (in order) into one contiguous share per reader
+ * (readers ascending; reader i gets positions [cut[i], cut[i+1]) of the
+ * segments' concatenation), balancing bytes by water-filling over the
+ * readers' load (least loaded first, ties to the lowest), each cut at the
+ * nearest multiple of its segment's alignment in file offsets (ties down)
+ * within the segment. load[reader] grows by its share. cut has nr + 1
+ * entries. Returns 0 or -ENOMEM.
+ */
+int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
+		 uint32_t nr, uint64_t *load, uint64_t *cut);
+
+
+/* ---------------------------------------------------------------- */
+/* Bitmaps (avail.c, readonce.c, the transfers)                      */
+/* ---------------------------------------------------------------- */
+
+/* Bit b of map (bit b % 8 of byte b / 8). */
+static inline int pl_bit(const uint8_t *map, size_t b)
+{
+	return (map[b / 8] >> (b % 8)) & 1;
+}
+
+static inline void pl_set_bit(uint8_t *map, size_t b)
+{
+	map[b / 8] |= (uint8_t)(1u << (b % 8));
+}
 
 #endif /* RL_PL_PRIVATE_H */

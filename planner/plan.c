@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "plan_ctx.h"
-#include "xfer.h"
+#include "transfers.h"
 
 void pl_opts_default(struct pl_opts *o)
 {

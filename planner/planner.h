@@ -245,7 +245,7 @@ void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
 		    int *dtype, unsigned *ndim, const uint64_t **shape);
 /*
  * Transfers (read once, files_of_process) the planned process takes part
- * in, as root or receiver, in the cluster's order (planner/xquery.c).
+ * in, as root or receiver, in the cluster's order (planner/transfer_query.c).
  */
 struct pl_xfer_info {
 	uint32_t file;
@@ -269,7 +269,7 @@ struct pl_xstats {
  * there). Returns 0, -EINVAL or RL_E_STATE. */
 int pl_plan_xstats(const struct pl_plan *p, int proc, struct pl_xstats *out);
 /* The plan that reads the payloads of the transfers p's process roots in
- * batch (planner/xbatch.c). */
+ * batch (planner/transfer_batch.c). */
 int pl_plan_build_batch(const struct pl_plan *p, uint64_t batch, const struct pl_opts *o,
 			struct pl_plan **out, struct rl_err *e);
 /* Whether process may read file f (files_of_process of spec). */

@@ -1,11 +1,11 @@
 /*
  * query.c - what a built plan tells api/: the arrays the engine executes
  * (pl_plan_exec), statistics, loaded tensors, shard boxes (transfers:
- * xquery.c).
+ * transfer_query.c).
  */
 #include <errno.h>
 
-#include "xfer.h"
+#include "transfers.h"
 
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 {

@@ -17,7 +17,7 @@
 
 #include "pl_private.h"
 #include "sjson.h"
-#include "xfer.h"
+#include "avail.h"
 
 static void rule_clear(struct pl_rule *r)
 {

@@ -9,7 +9,7 @@
 
 #include "harness.h"
 #include "pl_fake.h"
-#include "../planner/xfer.h"
+#include "../planner/pl_private.h"
 
 static const uint32_t all4[] = { 0, 1, 2, 3 };
 

@@ -1373,6 +1373,11 @@ static void make_install_runs(void)
 	CHECKF(stat(bin, &sb) == 0 && (sb.st_mode & 0111), "no %s", bin);
 	snprintf(bin, sizeof(bin), "%s/opt/rl/lib/pkgconfig/ringload.pc", root);
 	CHECKF(stat(bin, &sb) == 0, "no %s", bin);
+	/* The installed headers stand alone (ringload.h includes the installed
+	 * ringload_types.h): an example builds from them and the library only. */
+	CHECKF(sh("cc -Wall -Werror -I%s/opt/rl/include examples/stream_load.c -o %s/ex "
+		  "-L%s/opt/rl/lib -lringload", root, root, root) == 0,
+	       "an example against the installed header: %s", err_s);
 }
 
 /*

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "ringload.h"
 #include "rl_common.h"
 
 static void alloc_counts_live_blocks(void)

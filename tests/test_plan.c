@@ -12,7 +12,7 @@
 #include "harness.h"
 #include "pl_check.h"
 #include "pl_fake.h"
-#include "../planner/xfer.h"
+#include "../planner/transfers.h"
 
 /* ---------------------------------------------------------------- */
 /* Boxes -> byte runs                                                */

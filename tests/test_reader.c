@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "harness.h"
+#include "ringload.h"
 #include "rl_common.h"
 #include "../planner/planner.h"
 

@@ -13,7 +13,7 @@
 
 #include "harness.h"
 #include "pl_fake.h"
-#include "../planner/xfer.h"
+#include "../planner/transfers.h"
 
 #define MAXP 8
 

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "harness.h"
+#include "ringload.h"
 #include "pl_fake.h"
 
 static int parse(const char *json, struct rl_err *e)

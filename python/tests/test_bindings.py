@@ -165,11 +165,13 @@ def test_every_exported_function_is_bound():
 
 def _header_enum(prefix):
     """{NAME: value} of every `PREFIX... = value` enumerator of api/ringload.h
-    (read from the header itself, so that a new value fails here until
-    _lib.py has it)."""
+    and the ringload_types.h it re-exports (read from the headers themselves,
+    so that a new value fails here until _lib.py has it)."""
     import re
-    with open(os.path.join(ROOT, "api", "ringload.h")) as f:
-        src = f.read()
+    src = ""
+    for path in (("api", "ringload.h"), ("common", "ringload_types.h")):
+        with open(os.path.join(ROOT, *path)) as f:
+            src += f.read()
     return {m.group(1): int(m.group(2)) for m in
             re.finditer(r"\b(" + prefix + r"\w+)\s*=\s*(-?\d+)\s*,", src)}
 

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ringload.h"
 #include "rl_common.h"
 #include "../../planner/planner.h"
 

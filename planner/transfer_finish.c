@@ -1,5 +1,5 @@
 /*
- * xlocal.c - the last step of a read-once plan, once the staging layout
+ * transfer_finish.c - the last step of a read-once plan, once the staging layout
  * and the plain statistics are known: the planned process keeps the
  * transfers it takes part in (as root or receiver) with its scatter list
  * for each (payload bytes -> its received shards), and the statistics of
@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xwork.h"
+#include "readonce.h"
+#include "transfers.h"
 
 /* ---------------------------------------------------------------- */
 /* Scatter lists                                                     */

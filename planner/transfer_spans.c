@@ -1,11 +1,11 @@
 /*
- * xread.c - how a root reads its payloads of one batch: spans of a file
+ * transfer_spans.c - how a root reads its payloads of one batch: spans of a file
  * that touch after alignment merge, each cut into requests of at most
- * chunk bytes (as scatter.c cuts). The batch plans read so (xbatch.c) and
- * the statistics of every process count so (xlocal.c): one rule, so that
+ * chunk bytes (as scatter.c cuts). The batch plans read so (transfer_batch.c) and
+ * the statistics of every process count so (transfer_finish.c): one rule, so that
  * predicted and actual bytes read agree.
  */
-#include "xfer.h"
+#include "transfers.h"
 
 size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_align *align,
 		      struct pl_xread *out)

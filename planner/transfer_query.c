@@ -1,11 +1,11 @@
 /*
- * xquery.c - what a built plan tells api/ about its transfers: the ones
+ * transfer_query.c - what a built plan tells api/ about its transfers: the ones
  * the planned process takes part in, the cluster's summary, and the
  * transfer statistics of each process.
  */
 #include <errno.h>
 
-#include "xfer.h"
+#include "transfers.h"
 
 size_t pl_plan_nxfers(const struct pl_plan *p)
 {

@@ -1,11 +1,11 @@
 /*
- * xbatch.c - reading the payloads of one batch of transfers: the plan a
+ * transfer_batch.c - reading the payloads of one batch of transfers: the plan a
  * root executes before it sends them. One device (the batch buffer) whose
  * shards are the payloads, each placed congruently with its file offset
  * (modulo 4096), so that the aligned middle of a payload is read straight
  * into the buffer. Payloads of the same file that touch after alignment
  * are read as one span, cut into requests of at most chunk bytes
- * (xread.c, which the statistics of other processes use too, so that
+ * (transfer_spans.c, which the statistics of other processes use too, so that
  * predicted and actual bytes read agree).
  */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer.h"
+#include "transfers.h"
 
 /* ---------------------------------------------------------------- */
 /* The batch plan                                                    */
