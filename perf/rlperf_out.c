@@ -27,7 +27,7 @@ void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
 	int divided = 0, carry = 0, digits;
 	char tmp[32];
 
-	while (post < RL_ARRAY_SIZE(si) &&
+	while (post < RP_ARRAY_SIZE(si) &&
 	       snprintf(tmp, sizeof(tmp), "%" PRIu64, num) > maxlen) {
 		modulo = (unsigned)(num % thousand);
 		num /= thousand;
@@ -35,7 +35,7 @@ void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
 		divided = 1;
 		post++;
 	}
-	if (post >= RL_ARRAY_SIZE(si))
+	if (post >= RP_ARRAY_SIZE(si))
 		post = 0;
 	digits = snprintf(tmp, sizeof(tmp), "%" PRIu64, num);
 	if (!divided || maxlen - digits <= 1) {

@@ -1,9 +1,9 @@
 /*
  * rlperf_run.c - rlperf's job clones: each a thread with its own engine
- * (engine/engine.h), as each fio job is a process with its own ring, fed
- * one read at a time by eng_job.next from the offset generators of its
+ * (engine/raw.h), as each fio job is a process with its own ring, fed
+ * one read at a time by eng_raw_job.next from the offset generators of its
  * files (round robin over the files, fio's default file_service_type), and
- * timed by eng_job.on_read, which the engine calls with each read's submit
+ * timed by eng_raw_job.on_read, which the engine calls with each read's submit
  * and completion times on the thread that owns the ring: nothing on the
  * per-read path is locked or atomic, and the deadline check uses the
  * completion times instead of reading the clock.
@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -38,6 +39,10 @@ void rp_stop(void)
 	stop_requested = 1;
 }
 
+struct worker;
+static int werr(struct worker *w, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 struct fstate {
 	struct rp_gen gen;
 	int done;               /* this pass read whole, no time_based loop */
@@ -46,7 +51,7 @@ struct fstate {
 
 struct worker {
 	const struct rp_task *t;
-	const struct rp_engine_ops *ops;
+	rp_engine_fn engine;
 	struct rp_task_res *res;
 	const char **paths;
 	uint64_t *sizes;
@@ -55,7 +60,7 @@ struct worker {
 	int joined;             /* its thread was joined (stonewall) */
 	uint64_t planned;       /* bytes of one pass over every file */
 
-	/* engine.h runs next() and on_read() on the one thread that owns the
+	/* raw.h runs next() and on_read() on the one thread that owns the
 	 * backend, so none of this needs a lock */
 	uint64_t start_ns, deadline_ns;
 	uint64_t seen_ns;       /* the latest completion time seen */
@@ -73,7 +78,7 @@ struct worker {
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
 
-	struct rl_err err;
+	char err[RP_ERRMSG_MAX];  /* why it failed, for r->errmsg */
 	pthread_t tid;
 };
 
@@ -305,21 +310,15 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 /* One clone                                                         */
 /* ---------------------------------------------------------------- */
 
-static void engine_opts(const struct rp_job *j, const struct rp_engine_ops *ops,
-			struct eng_opts *eo)
+/* Records why the clone failed; returns code. */
+static int werr(struct worker *w, int code, const char *fmt, ...)
 {
-	ops->opts_default(eo);
-	eo->backend = j->engine;
-	eo->queue_depth = j->iodepth;
-	/* as fio: one buffer per read in flight. Raw reads have nothing to
-	 * scatter, so the engine frees each buffer the moment it is reaped */
-	eo->buffers = j->iodepth;
-	eo->buffer_bytes = (uint32_t)j->bs;
-	eo->inflight_bytes = (uint64_t)j->iodepth * j->bs;
-	eo->register_buffers = j->fixedbufs;
-	eo->register_files = j->registerfiles;
-	eo->direct = j->direct;
-	eo->threads = j->iodepth;  /* psync: a pool as deep as the queue */
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->err, sizeof(w->err), fmt, ap);
+	va_end(ap);
+	return code;
 }
 
 static void *job_main(void *arg)
@@ -327,46 +326,41 @@ static void *job_main(void *arg)
 	struct worker *w = arg;
 	const struct rp_job *j = w->t->job;
 	struct rp_task_res *r = w->res;
-	struct eng_opts eo;
-	struct eng_job ej;
-	struct eng *eng = NULL;
-
-	engine_opts(j, w->ops, &eo);
-	memset(&ej, 0, sizeof(ej));
-	ej.nfiles = w->t->nfiles;
-	ej.paths = w->paths;
-	ej.file_sizes = w->sizes;
-	ej.next = job_next;
-	ej.on_read = job_on_read;
-	ej.user = w;
-	ej.total_bytes = j->time_based ? 0 : w->planned;
+	struct eng_raw_opts eo = {
+		.backend = j->engine, .iodepth = j->iodepth, .bs = (uint32_t)j->bs,
+		.direct = j->direct, .fixedbufs = j->fixedbufs,
+		.registerfiles = j->registerfiles, .hipri = w->t->hipri,
+		.sqthread_poll = j->sqthread_poll,
+	};
+	struct eng_raw_job ej = {
+		.nfiles = w->t->nfiles, .paths = w->paths, .sizes = w->sizes,
+		.next = job_next, .on_read = job_on_read, .user = w,
+		.total_bytes = j->time_based ? 0 : w->planned,
+	};
 
 	if (j->startdelay_ns)
 		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
-	r->error = w->ops->create(&eo, &eng, &w->err);
-	if (r->error >= 0)
-		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
-	w->ops->destroy(eng);
+	r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
 	if (w->logging) {
 		int lrc = rp_logs_close(&w->logs);
 
 		if (lrc < 0 && r->error >= 0)
-			r->error = rl_err_set(&w->err, lrc, "writing its logs: %s",
+			r->error = werr(w, lrc, "writing its logs: %s",
 					      strerror(-lrc));
 	}
 	if (r->error >= 0 && w->too_slow)
-		r->error = rl_err_set(&w->err, -EIO, "min rate %llu B/s not met, got %llu "
+		r->error = werr(w, -EIO, "min rate %llu B/s not met, got %llu "
 				      "B/s over %llu ms (ratemin)", (unsigned long long)j->ratemin,
 				      (unsigned long long)(w->too_slow - 1),
 				      (unsigned long long)(j->ratecycle_ns / 1000000));
 	/* every read handed out must come back (rw=read:N may end a file
 	 * before its planned bytes, as fio's does) */
 	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
-		r->error = rl_err_set(&w->err, -EIO, "the engine finished with %llu of "
+		r->error = werr(w, -EIO, "the engine finished with %llu of "
 				      "%llu bytes read", (unsigned long long)w->all_bytes,
 				      (unsigned long long)(w->submitted * j->bs));
 	if (r->error < 0)
-		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err[0] ? w->err :
 			 rl_strerror(r->error));
 	/* a clone that is done gives its weight back, or the others of its
 	 * group would wait forever for it to catch up (fio's would) */
@@ -447,7 +441,7 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 		return 0;
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return rl_err_set(&w->err, -errno, "%s: %s", f->path, strerror(errno));
+		return werr(w, -errno, "%s: %s", f->path, strerror(errno));
 	rc = rp_invalidate(f, fd);
 	if (rc < 0)
 		note(r, f->path, rc);
@@ -459,7 +453,7 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 }
 
 static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
-		       const struct rp_engine_ops *ops, struct rp_task_res *res,
+		       rp_engine_fn engine, struct rp_task_res *res,
 		       struct rp_result *r)
 {
 	const struct rp_job *j = t->job;
@@ -467,19 +461,19 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		   j->norandommap ? RP_GEN_NORANDOMMAP : RP_GEN_RANDOM;
 
 	w->t = t;
-	w->ops = ops;
+	w->engine = engine;
 	w->res = res;
-	res->clat = rl_malloc(sizeof(*res->clat));
-	w->paths = rl_calloc(t->nfiles, sizeof(*w->paths));
-	w->sizes = rl_calloc(t->nfiles, sizeof(*w->sizes));
-	w->fs = rl_calloc(t->nfiles, sizeof(*w->fs));
+	res->clat = malloc(sizeof(*res->clat));
+	w->paths = calloc(t->nfiles, sizeof(*w->paths));
+	w->sizes = calloc(t->nfiles, sizeof(*w->sizes));
+	w->fs = calloc(t->nfiles, sizeof(*w->fs));
 	if (!res->clat || !w->paths || !w->sizes || !w->fs)
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
 	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
 	if (j->lat_log || j->bw_log || j->iops_log) {
-		int rc = rp_logs_open(&w->logs, j, number, w->err.msg, sizeof(w->err.msg));
+		int rc = rp_logs_open(&w->logs, j, number, w->err, sizeof(w->err));
 
 		if (rc < 0)
 			return rc;
@@ -512,9 +506,9 @@ static void worker_free(struct worker *w)
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
 		if (w->fs[i].fd >= 0)
 			close(w->fs[i].fd);
-	rl_free(w->fs);
-	rl_free(w->paths);
-	rl_free(w->sizes);
+	free(w->fs);
+	free(w->paths);
+	free(w->sizes);
 }
 
 static void sleep_ns(uint64_t ns)
@@ -616,7 +610,7 @@ static struct flow *flows_setup(struct worker *w, size_t n)
 
 		if (!j->flow)
 			continue;
-		if (!fl && !(fl = rl_calloc(n, sizeof(*fl))))
+		if (!fl && !(fl = calloc(n, sizeof(*fl))))
 			return NULL;
 		while (k < nf && fl[k].id != j->flow_id)
 			k++;
@@ -628,7 +622,7 @@ static struct flow *flows_setup(struct worker *w, size_t n)
 	return fl;
 }
 
-int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_result *r)
+int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 {
 	struct flow *flows = NULL;
 	struct worker *w;
@@ -638,14 +632,14 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 
 	memset(r, 0, sizeof(*r));
 	r->ntasks = n;
-	r->task = rl_calloc(n ? n : 1, sizeof(*r->task));
-	w = rl_calloc(n ? n : 1, sizeof(*w));
+	r->task = calloc(n ? n : 1, sizeof(*r->task));
+	w = calloc(n ? n : 1, sizeof(*w));
 	for (i = 0; r->task && w && i < n && !rc; i++)
-		rc = worker_init(&w[i], &p->tasks[i], i + 1, ops, &r->task[i], r);
+		rc = worker_init(&w[i], &p->tasks[i], i + 1, engine, &r->task[i], r);
 	if (!r->task || !w || rc) {
 		r->error = r->task && w ? rc : -ENOMEM;
 		snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: %s", r->error == -ENOMEM ?
-			 "out of memory" : w[i - 1].err.msg);
+			 "out of memory" : w[i - 1].err);
 	} else {
 		stop_requested = 0;
 		flows = flows_setup(w, n);
@@ -657,15 +651,15 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 	}
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);
-	rl_free(w);
-	rl_free(flows);
+	free(w);
+	free(flows);
 	return r->error;
 }
 
 void rp_result_free(struct rp_result *r)
 {
 	for (size_t i = 0; r->task && i < r->ntasks; i++)
-		rl_free(r->task[i].clat);
-	rl_free(r->task);
+		free(r->task[i].clat);
+	free(r->task);
 	memset(r, 0, sizeof(*r));
 }
