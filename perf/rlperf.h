@@ -117,7 +117,7 @@ enum rp_opt_id {
 	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
-	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP,
+	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP, RP_O_SS, RP_O_SS_DUR, RP_O_SS_RAMP,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -198,6 +198,10 @@ struct rp_job {
 	int gtod_reduce;              /* no latencies, no bw/iops samples (fio's) */
 	int stonewall;                /* wait for the jobs before (a new group too) */
 	int new_group;                /* a new reporting group, no waiting */
+	int ss_state;                 /* steadystate: RP_SS_* bits */
+	double ss_limit;              /* steadystate's N (percent with RP_SS_PCT) */
+	uint64_t ss_dur_ns;           /* steadystate_duration: 0 off */
+	uint64_t ss_ramp_ns;          /* steadystate_ramp_time */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -450,6 +454,36 @@ void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64
 int rp_logs_close(struct rp_logs *l);
 
 /* ---------------------------------------------------------------- */
+/* Steady state (rlperf_ss.c), fio's steadystate                     */
+/* ---------------------------------------------------------------- */
+
+#define RP_SS_IOPS 1     /* judge IOPS (else bandwidth) */
+#define RP_SS_SLOPE 2    /* by the slope (else the largest mean deviation) */
+#define RP_SS_PCT 4      /* the limit is a percentage of the mean */
+#define RP_SS_MAX_DUR 86400u   /* one-second samples in a window, at most */
+
+/* "iops:N", "iops_slope:N", "bw:N", "bw_slope:N", each with an optional
+ * "%": 0, or -1 for anything else. */
+int rp_parse_ss(const char *s, int *state, double *limit);
+
+/* One steady-state group's window (a job, or its group_reporting unit, as
+ * fio's): the last dur one-second samples of IOPS and bytes/s. */
+struct rp_ss {
+	int state;
+	double limit;
+	unsigned dur;            /* samples in the window */
+	uint64_t *iops, *bw;     /* dur each: a ring from head, n filled */
+	unsigned head, n;
+	double criterion, deviation, slope;   /* the last judgement */
+	int attained;
+};
+
+/* Adds a sample; once the window is full, judges it. Returns attained. */
+int rp_ss_add(struct rp_ss *ss, uint64_t iops, uint64_t bw);
+/* The window's mean IOPS (bw 0) or bytes/s (bw 1), as fio's. */
+uint64_t rp_ss_mean(const struct rp_ss *ss, int bw);
+
+/* ---------------------------------------------------------------- */
 /* Runner (rlperf_run.c)                                             */
 /* ---------------------------------------------------------------- */
 
@@ -479,6 +513,7 @@ struct rp_task_res {
 	struct eng_raw_stats eng;
 	int error;                       /* 0 or a negative code */
 	char errmsg[RP_ERRMSG_MAX];
+	struct rp_ss *ss;                /* steadystate: on its group's last clone */
 };
 
 struct rp_result {
@@ -540,6 +575,7 @@ struct rp_unit {
 	struct eng_raw_stats eng;            /* the first clone's; peak and retries of all */
 	int error;
 	const char *errmsg;
+	const struct rp_ss *ss;          /* steadystate: its last clone's, or NULL */
 };
 
 /*

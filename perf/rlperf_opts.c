@@ -86,6 +86,9 @@ static const struct opt_def opt_table[] = {
 	{ "gtod_reduce", NULL, RP_O_GTOD_REDUCE, K_BOOL, 0, 1, 0, 0, "0|1", "1: no latencies, percentiles or bandwidth samples (fio's disable_lat, clat, slat, bw)" },
 	{ "stonewall", "wait_for_previous", RP_O_STONEWALL, K_SET, 0, 1, 0, 0, NULL, "start when every job before has ended; a new reporting group" },
 	{ "new_group", NULL, RP_O_NEW_GROUP, K_SET, 0, 1, 0, 0, NULL, "start a new reporting group (without waiting)" },
+	{ "steadystate", "ss", RP_O_SS, K_STR, 0, 1, 0, 0, "iops|bw[_slope]:N[%]", "the steady-state criterion (default iops_slope:0.01%)" },
+	{ "steadystate_duration", "ss_dur", RP_O_SS_DUR, K_TIME, 0, 1, 0, 0, "TIME", "stop once the criterion holds over this window of 1 s samples (whole seconds; 0: off)" },
+	{ "steadystate_ramp_time", "ss_ramp", RP_O_SS_RAMP, K_TIME, 0, 1, 0, 0, "TIME", "collect steady-state samples from this long after the job starts" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
@@ -154,6 +157,8 @@ void rp_job_default(struct rp_job *j)
 	j->dist.center = -1;
 	j->ratecycle_ns = 1000000000ull;  /* fio's ratecycle default, 1000 ms */
 	j->thinktime_blocks = 1;
+	j->ss_state = RP_SS_IOPS | RP_SS_SLOPE | RP_SS_PCT;   /* fio's iops_slope:0.01% */
+	j->ss_limit = 0.01;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
@@ -505,6 +510,11 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_BWLOG: j->bw_log = val; return 0;
 	case RP_O_IOPSLOG: j->iops_log = val; return 0;
 	case RP_O_RANDDIST: return set_dist(pa, j, val);
+	case RP_O_SS:
+		if (rp_parse_ss(val, &j->ss_state, &j->ss_limit))
+			return fail(pa, "failed parsing steadystate=%s: expected iops, iops_slope, "
+				    "bw or bw_slope, ':', a number and an optional %%", val);
+		return 0;
 	case RP_O_RANDGEN:
 		if (!strcmp(val, "tausworthe") || !strcmp(val, "lfsr") ||
 		    !strcmp(val, "tausworthe64"))
@@ -557,6 +567,8 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_RATECYCLE: j->ratecycle_ns = v * 1000000ull; break;
 	case RP_O_STARTDELAY: j->startdelay_ns = v; break;
 	case RP_O_THINKTIME: j->thinktime_ns = v; break;
+	case RP_O_SS_DUR: j->ss_dur_ns = v; break;
+	case RP_O_SS_RAMP: j->ss_ramp_ns = v; break;
 	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
 	case RP_O_FLOW: j->flow = (unsigned)v; break;
 	case RP_O_FLOW_ID: j->flow_id = (unsigned)v; break;
@@ -803,6 +815,10 @@ static int check_job(struct parser *pa, const struct rp_job *j)
 	if (j->engine != RL_BACKEND_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
 		return fail(pa, "%s--hipri needs --ioengine=io_uring or pvsync2",
 			    who);
+	/* fio counts the window in whole seconds of one sample each */
+	if (j->ss_dur_ns && (j->ss_dur_ns < 1000000000ull ||
+			     j->ss_dur_ns / 1000000000ull > RP_SS_MAX_DUR))
+		return fail(pa, "%s--steadystate_duration must be 1s to %us", who, RP_SS_MAX_DUR);
 	return 0;
 }
 

@@ -74,6 +74,8 @@ struct worker {
 	uint64_t too_slow;      /* ratemin missed: the rate seen, + 1 */
 	struct flow *flow;      /* fio's flow group, or NULL */
 	uint64_t flow_reads;    /* this clone's reads counted in it */
+	int ss_stop;            /* steady state reached: the checker sets it */
+	uint64_t ss_bytes, ss_ios;   /* the checker's last look at the counts */
 
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
@@ -222,7 +224,9 @@ static int job_next(void *user, struct rl_read *out)
 	uint64_t off;
 	uint32_t file;
 
-	if (stop_requested || w->too_slow)
+	/* relaxed: a flag the steady-state checker raises once; a read more
+	 * or less after it does not matter */
+	if (stop_requested || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED))
 		return 0;
 	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
 		pace(w, j);
@@ -414,6 +418,173 @@ size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
 	}
 	pthread_mutex_unlock(&prog_lock);
 	return n;
+}
+
+/* ---------------------------------------------------------------- */
+/* Steady state: fio's steadystate_check, once a second               */
+/* ---------------------------------------------------------------- */
+
+/* A steady-state group: a job's clone, or the clones group_reporting
+ * joins (fio judges their sums), judged on the window of the last. */
+struct ssgroup {
+	struct rp_ss *ss;
+	size_t first, n;
+	uint64_t prev_ns, from_ns;   /* the last look; samples count from */
+};
+
+struct sscheck {
+	struct worker *w;
+	struct ssgroup *g;
+	size_t ng;
+	int stop;                    /* under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t tid;
+};
+
+/* One look at group g: its IOPS and bytes/s since the last (fio's
+ * 1000 * delta / ms), a sample once ramp is over; stops its clones when
+ * the window meets the criterion. */
+static void ss_look(struct sscheck *k, struct ssgroup *g, uint64_t now)
+{
+	uint64_t ms = (now - g->prev_ns) / 1000000ull, iops = 0, bw = 0;
+
+	for (size_t i = g->first; i < g->first + g->n; i++) {
+		struct worker *w = &k->w[i];
+		uint64_t b = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED);
+		uint64_t c = __atomic_load_n(&w->completed, __ATOMIC_RELAXED);
+
+		if (ms) {
+			bw += 1000 * (b - w->ss_bytes) / ms;
+			iops += 1000 * (c - w->ss_ios) / ms;
+		}
+		w->ss_bytes = b;
+		w->ss_ios = c;
+	}
+	g->prev_ns = now;
+	if (g->ss->attained || now < g->from_ns || !ms || !rp_ss_add(g->ss, iops, bw))
+		return;
+	for (size_t i = g->first; i < g->first + g->n; i++)
+		__atomic_store_n(&k->w[i].ss_stop, 1, __ATOMIC_RELAXED);
+}
+
+static void *ss_main(void *arg)
+{
+	struct sscheck *k = arg;
+	uint64_t next = perf_now_ns();
+
+	pthread_mutex_lock(&k->lock);
+	while (!k->stop) {
+		struct timespec ts;
+
+		next += 1000000000ull;   /* fio's ss_check_interval */
+		ts.tv_sec = (time_t)(next / 1000000000ull);
+		ts.tv_nsec = (long)(next % 1000000000ull);
+		if (pthread_cond_timedwait(&k->cond, &k->lock, &ts) != ETIMEDOUT)
+			continue;
+		for (size_t i = 0; i < k->ng; i++)
+			ss_look(k, &k->g[i], perf_now_ns());
+	}
+	pthread_mutex_unlock(&k->lock);
+	return NULL;
+}
+
+/* The steady-state window of the group ending at clone last. */
+static struct rp_ss *ss_alloc(const struct rp_job *j)
+{
+	struct rp_ss *ss = calloc(1, sizeof(*ss));
+
+	if (!ss)
+		return NULL;
+	ss->state = j->ss_state;
+	ss->limit = j->ss_limit;
+	ss->dur = (unsigned)(j->ss_dur_ns / 1000000000ull);
+	ss->iops = calloc(ss->dur, sizeof(*ss->iops));
+	ss->bw = calloc(ss->dur, sizeof(*ss->bw));
+	if (!ss->iops || !ss->bw) {
+		free(ss->iops);
+		free(ss->bw);
+		free(ss);
+		return NULL;
+	}
+	return ss;
+}
+
+/* The groups of clones with a steadystate_duration (group_reporting joins
+ * a clone to the one before, as for the reports). Returns their number,
+ * or -ENOMEM; the windows go to each group's last clone's result. */
+static long ss_groups(struct worker *w, size_t n, struct rp_result *r, struct ssgroup *g)
+{
+	uint64_t t0 = perf_now_ns();
+	long ng = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_job *j = w[i].t->job;
+
+		if (!j->ss_dur_ns)
+			continue;
+		if (ng && j->group_reporting && g[ng - 1].first + g[ng - 1].n == i &&
+		    w[i - 1].t->groupid == w[i].t->groupid) {
+			free(r->task[i - 1].ss);
+			r->task[i - 1].ss = NULL;
+			g[ng - 1].n++;
+		} else {
+			g[ng] = (struct ssgroup){ .first = i, .n = 1, .prev_ns = t0 };
+			/* fio: samples from a second after the ramp */
+			g[ng++].from_ns = t0 + j->startdelay_ns +
+					  (j->ss_ramp_ns ? j->ss_ramp_ns + 1000000000ull : 0);
+		}
+		if (!(r->task[i].ss = ss_alloc(j)))
+			return -ENOMEM;
+		g[ng - 1].ss = r->task[i].ss;
+	}
+	return ng;
+}
+
+/* Starts the checker when a clone has a steadystate_duration; NULL when
+ * none has (or no memory: the run goes on without it, as without ss). */
+static struct sscheck *ss_start(struct worker *w, size_t n, struct rp_result *r)
+{
+	struct sscheck *k = calloc(1, sizeof(*k));
+	long ng = -1;
+
+	if (k && (k->g = calloc(n ? n : 1, sizeof(*k->g))))
+		ng = ss_groups(w, n, r, k->g);
+	if (ng > 0) {
+		k->w = w;
+		k->ng = (size_t)ng;
+		pthread_condattr_t ca;
+
+		/* waits until perf_now_ns() times: the monotonic clock */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_mutex_init(&k->lock, NULL);
+		pthread_cond_init(&k->cond, &ca);
+		pthread_condattr_destroy(&ca);
+		if (!pthread_create(&k->tid, NULL, ss_main, k))
+			return k;
+		pthread_mutex_destroy(&k->lock);
+		pthread_cond_destroy(&k->cond);
+	}
+	if (k)
+		free(k->g);
+	free(k);
+	return NULL;
+}
+
+static void ss_stop(struct sscheck *k)
+{
+	if (!k)
+		return;
+	pthread_mutex_lock(&k->lock);
+	k->stop = 1;
+	pthread_cond_signal(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+	pthread_join(k->tid, NULL);
+	pthread_mutex_destroy(&k->lock);
+	pthread_cond_destroy(&k->cond);
+	free(k->g);
+	free(k);
 }
 
 /* ---------------------------------------------------------------- */
@@ -625,6 +796,7 @@ static struct flow *flows_setup(struct worker *w, size_t n)
 int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 {
 	struct flow *flows = NULL;
+	struct sscheck *ss;
 	struct worker *w;
 	struct timeval tv;
 	size_t n = p->ntasks, i;
@@ -646,7 +818,9 @@ int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 		progress_publish(w, n);
+		ss = ss_start(w, n, r);
 		first_error(r, p, run_threads(w, n, r));
+		ss_stop(ss);
 		progress_publish(NULL, 0);
 	}
 	for (i = 0; w && i < n; i++)
@@ -658,8 +832,14 @@ int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 
 void rp_result_free(struct rp_result *r)
 {
-	for (size_t i = 0; r->task && i < r->ntasks; i++)
+	for (size_t i = 0; r->task && i < r->ntasks; i++) {
 		free(r->task[i].clat);
+		if (r->task[i].ss) {
+			free(r->task[i].ss->iops);
+			free(r->task[i].ss->bw);
+			free(r->task[i].ss);
+		}
+	}
 	free(r->task);
 	memset(r, 0, sizeof(*r));
 }

@@ -308,6 +308,24 @@ static void check_hipri(struct rp_plan *p, const struct rp_job *j, struct rp_tas
 			 why);
 }
 
+/* fio's td_steadystate_init: every job of a reporting group judges the
+ * same steady state, or none does. */
+static int check_ss(const struct rp_plan *p, const struct rp_job *j, int group, char *err,
+		    size_t errlen)
+{
+	for (size_t i = 0; i < p->ntasks; i++) {
+		const struct rp_job *o = p->tasks[i].job;
+
+		if (p->tasks[i].groupid != group || (!o->ss_dur_ns && !j->ss_dur_ns))
+			continue;
+		if (o->ss_dur_ns != j->ss_dur_ns || o->ss_ramp_ns != j->ss_ramp_ns ||
+		    o->ss_state != j->ss_state || o->ss_limit != j->ss_limit)
+			return setup_fail(err, errlen, "job %s: steadystate options must be "
+					  "consistent within reporting groups", j->name);
+	}
+	return 0;
+}
+
 int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errlen)
 {
 	size_t n = 0;
@@ -328,6 +346,7 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 		 * starts the next group (its clones stay in it) */
 		if (i && (j->stonewall || j->new_group))
 			group++;
+		rc = check_ss(p, j, (int)group, err, errlen);
 		for (unsigned k = 0; k < j->numjobs && !rc; k++) {
 			struct rp_task *t = &p->tasks[p->ntasks++];
 

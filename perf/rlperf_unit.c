@@ -58,6 +58,8 @@ static void unit_add(struct rp_unit *u, const struct rp_task_res *t)
 		u->error = t->error;
 		u->errmsg = t->errmsg;
 	}
+	if (t->ss)
+		u->ss = t->ss;  /* the group's window sits on its last clone */
 	if (t->eng.peak_inflight > u->eng.peak_inflight)
 		u->eng.peak_inflight = t->eng.peak_inflight;
 	if (u->n > 1)  /* the first clone's are in u->eng already */

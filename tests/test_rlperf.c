@@ -31,6 +31,7 @@
 #include "../perf/rlperf_gen.c"
 #include "../perf/rlperf_setup.c"
 #include "../perf/rlperf_run.c"
+#include "../perf/rlperf_ss.c"
 #include "../perf/rlperf_unit.c"
 #include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
@@ -322,6 +323,76 @@ static void options_take_both_syntaxes(void)
 		rp_conf_free(&c);
 		CHECKF(!strcmp(d1, d2), "%s: '%s' != '%s'", a1, d1, d2);
 	}
+}
+
+/* steadystate=: fio's four criteria, with or without %, and nothing else */
+static void steadystate_parses_fios_criteria(void)
+{
+	static const struct {
+		const char *s;
+		int state;
+		double limit;
+	} ok[] = {
+		{ "iops:5", RP_SS_IOPS, 5 }, { "iops_slope:0.01%", RP_SS_IOPS | RP_SS_SLOPE |
+		RP_SS_PCT, 0.01 }, { "bw:20%", RP_SS_PCT, 20 }, { "bw_slope:1.5", RP_SS_SLOPE, 1.5 },
+	};
+	static const char *const bad[] = {
+		"iops", "iops:", "iops:x", "lat:1", "bw:1%%", "bw:-1", "bw:1 %", "IOPS:1",
+	};
+	struct rp_conf c;
+	char err[512];
+	int state;
+	double limit;
+
+	for (size_t i = 0; i < RP_ARRAY_SIZE(ok); i++) {
+		CHECKF(!rp_parse_ss(ok[i].s, &state, &limit), "%s refused", ok[i].s);
+		CHECK_EQ(state, ok[i].state);
+		CHECK(limit == ok[i].limit);
+	}
+	for (size_t i = 0; i < RP_ARRAY_SIZE(bad); i++)
+		CHECKF(rp_parse_ss(bad[i], &state, &limit), "%s accepted", bad[i]);
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--ss_dur=5", NULL), 0);
+	CHECK(c.jobs[0].ss_state == (RP_SS_IOPS | RP_SS_SLOPE | RP_SS_PCT) &&
+	      c.jobs[0].ss_limit == 0.01 && c.jobs[0].ss_dur_ns == 5000000000ull);
+	rp_conf_free(&c);
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--steadystate=lat:1", NULL),
+		 RP_PARSE_ERROR);
+	CHECK_STR(err, "rlperf: failed parsing steadystate=lat:1: expected iops, iops_slope, "
+		  "bw or bw_slope, ':', a number and an optional %");
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--ss_dur=500ms", NULL),
+		 RP_PARSE_ERROR);
+	CHECK_STR(err, "rlperf: --steadystate_duration must be 1s to 86400s");
+}
+
+/* The window's judgement, as fio's: the largest distance from the mean,
+ * or the least-squares slope, each absolute or in % of the mean */
+static void steadystate_judges_the_window(void)
+{
+	uint64_t iops[4], bw[4];
+	struct rp_ss ss = { .state = RP_SS_IOPS | RP_SS_PCT, .limit = 10, .dur = 4,
+			    .iops = iops, .bw = bw };
+
+	/* 100, 110, 90, 100: mean 100, deviation 10 = 10%: not under 10 */
+	CHECK(!rp_ss_add(&ss, 100, 1) && !rp_ss_add(&ss, 110, 1) && !rp_ss_add(&ss, 90, 1));
+	CHECK(!rp_ss_add(&ss, 100, 1));
+	CHECK(ss.deviation == 10 && ss.criterion == 10);
+	/* the oldest (100) drops out: 110, 90, 100, 104: mean 101 */
+	CHECK(!rp_ss_add(&ss, 104, 1));
+	CHECK(fabs(ss.deviation - 11) < 1e-9);
+	/* 90, 100, 104, 95: mean 97.25, deviation 7.25 = 7.5%: attained */
+	CHECK(rp_ss_add(&ss, 95, 1) && ss.attained);
+	CHECK_EQ(rp_ss_mean(&ss, 0), (90 + 100 + 104 + 95) / 4);
+
+	/* bandwidth 10, 20, 30, 40: slope 10 a second, 40% of the mean 25 */
+	memset(&ss, 0, sizeof(ss));
+	ss = (struct rp_ss){ .state = RP_SS_SLOPE | RP_SS_PCT, .limit = 40, .dur = 4,
+			     .iops = iops, .bw = bw };
+	for (uint64_t v = 10; v <= 40; v += 10)
+		CHECK_EQ(rp_ss_add(&ss, 1, v), 0);
+	CHECK(fabs(ss.slope - 10) < 1e-9 && fabs(ss.criterion - 40) < 1e-9);
+	/* 20, 30, 40, 10: slope -2: 8% of 25 in absolute value */
+	CHECK_EQ(rp_ss_add(&ss, 1, 10), 1);
+	CHECK(fabs(ss.slope + 2) < 1e-9 && fabs(ss.criterion + 8) < 1e-9);
 }
 
 /* io_uring's hipri and sqthread_poll: accepted where fio knows them */
@@ -2163,6 +2234,67 @@ static void binary_json_matches_fios_for_a_job_file(void)
 	}
 }
 
+/* fio's JSON (argv[1]) against rlperf's (argv[2]) for steadystate.fio:
+ * the same "steadystate" object, key for key and type for type, both
+ * attained and stopped well before the runtime; then rlperf's normal
+ * output (argv[3]) has fio's steadystate line */
+static const char ss_check[] =
+	"import json,re,sys\n"
+	"a=json.load(open(sys.argv[1]))['jobs']; b=json.load(open(sys.argv[2]))['jobs']\n"
+	"assert len(a)==len(b)==2, (len(a),len(b))\n"
+	"def shape(x):\n"
+	"    if isinstance(x,dict): return {k:shape(v) for k,v in x.items()}\n"
+	"    if isinstance(x,list): return [shape(v) for v in x]\n"
+	"    return type(x).__name__\n"
+	"for x,y in zip(a,b):\n"
+	"    sx,sy=x['steadystate'],y['steadystate']\n"
+	"    assert shape(sx)==shape(sy), (shape(sx),shape(sy))\n"
+	"    assert (sx['ss'],sx['duration'])==(sy['ss'],sy['duration']), (sx,sy)\n"
+	"    assert sx['attained']==sy['attained']==1, (sx,sy)\n"
+	"    assert re.fullmatch(r'-?[0-9.]+%',sy['criterion']), sy\n"
+	"    assert x['read']['runtime']<15000 and y['read']['runtime']<15000\n"
+	"n=open(sys.argv[3]).read()\n"
+	"assert re.search(r'\\n  steadystate  : attained=yes, bw=\\S+ \\(\\S+\\), "
+	"iops=\\S+, iops mean dev=\\d+\\.\\d{3}%\\n',n), n\n"
+	"assert re.search(r'\\n  steadystate  : attained=yes, bw=\\S+ \\(\\S+\\), "
+	"iops=\\S+, bw slope=-?\\d+\\.\\d{3}%\\n',n), n\n";
+
+/* fio's steadystate: a job stops once its criterion holds over the window
+ * (here one easily met, well before the 30 s runtime), and both reports
+ * say so as fio's do; every engine */
+static void binary_steadystate_matches_fios(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *f1 = make_file("steady", 1 << 20);
+	char job[2048], script[512], fa[512], fb[512], fc[512], cmd[4096], out[4096];
+	const char *path;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("fio --version") || !have("python3 -c ''"))
+		SKIP("fio or python3 not installed (make deps installs them)");
+	CHECK(f1 && !write_script("ss.py", ss_check, script, sizeof(script)));
+	snprintf(job, sizeof(job), "[global]\nfilename=%s\nbs=4k\nrw=read\ntime_based\n"
+		 "runtime=30\nss_dur=2\n[a]\nss=iops:99%%\n[b]\nnew_group\n"
+		 "ss=bw_slope:1000%%\nss_ramp=1\n", f1);
+	path = write_text("steadystate.fio", job);
+	CHECK(path);
+	snprintf(fa, sizeof(fa), "%s/ss_fio.json", th_tmpdir());
+	snprintf(cmd, sizeof(cmd), "fio --output-format=json --readonly %s > %s 2>&1", path,
+		 fa);
+	CHECKF(system(cmd) == 0, "%s failed", cmd);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		snprintf(fb, sizeof(fb), "%s/ss_rlperf.json", th_tmpdir());
+		snprintf(fc, sizeof(fc), "%s/ss_rlperf.txt", th_tmpdir());
+		snprintf(cmd, sizeof(cmd), "%s --ioengine=%s --eta=never --output-format=json "
+			 "%s > %s && %s --ioengine=%s --eta=never %s > %s", rlperf_exe(),
+			 engines[i], path, fb, rlperf_exe(), engines[i], path, fc);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", cmd, out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s %s %s 2>&1", script, fa, fb, fc);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+	}
+}
+
 /* fio's terse lines (argv[1]) against rlperf's (argv[2]): as many lines
  * and fields, each field of the same kind, the same jobs, bytes, disks */
 static const char terse_shape_check[] =
@@ -3141,6 +3273,8 @@ int main(void)
 	RUN(times_default_to_seconds);
 	RUN(options_take_both_syntaxes);
 	RUN(polling_options_parse);
+	RUN(steadystate_parses_fios_criteria);
+	RUN(steadystate_judges_the_window);
 	RUN(setup_applies_hipri_where_reads_can_poll);
 	RUN(flags_take_nothing_or_0_1);
 	RUN(fio_command_line_parses);
@@ -3181,6 +3315,7 @@ int main(void)
 	RUN(binary_json_matches_fios_for_a_job_file);
 	RUN(binary_terse_matches_fios);
 	RUN(binary_runs_hipri_on_any_disk);
+	RUN(binary_steadystate_matches_fios);
 	RUN(binary_sqthread_poll_starts_the_kernel_thread);
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
