@@ -19,8 +19,11 @@
 
 static void on_signal(int sig)
 {
+	int saved = errno;  /* the interrupted code may be reading errno */
+
 	(void)sig;
 	rp_stop();  /* jobs stop submitting, drain, and the report follows */
+	errno = saved;
 }
 
 /* Where the status line goes: stdout when it is a terminal (fio's

@@ -31,12 +31,18 @@ struct flow {
 	uint64_t reads, weight;
 };
 
-/* Set from a signal handler, read by every clone's generator. */
-static volatile sig_atomic_t stop_requested;
+/* Set from a signal handler and read by the clones' threads: a lock-free
+ * atomic (async-signal-safe), relaxed, as it only ends the run sooner. */
+static int stop_flag;
+
+static int stop_requested(void)
+{
+	return __atomic_load_n(&stop_flag, __ATOMIC_RELAXED);
+}
 
 void rp_stop(void)
 {
-	stop_requested = 1;
+	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
 }
 
 struct worker;
@@ -139,7 +145,7 @@ static void sleep_until(struct worker *w, uint64_t t)
 {
 	uint64_t now = perf_now_ns();
 
-	while (now < t && !stop_requested) {
+	while (now < t && !stop_requested()) {
 		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
 		now = perf_now_ns();
 	}
@@ -190,7 +196,7 @@ static void flow_wait(struct worker *w, const struct rp_job *j)
 {
 	struct flow *f = w->flow;
 
-	while (!stop_requested) {
+	while (!stop_requested()) {
 		uint64_t all = __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
 		uint64_t weight = __atomic_load_n(&f->weight, __ATOMIC_RELAXED);
 
@@ -226,7 +232,7 @@ static int job_next(void *user, struct rl_read *out)
 
 	/* relaxed: a flag the steady-state checker raises once; a read more
 	 * or less after it does not matter */
-	if (stop_requested || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED))
+	if (stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED))
 		return 0;
 	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
 		pace(w, j);
@@ -359,7 +365,7 @@ static void *job_main(void *arg)
 				      (unsigned long long)(j->ratecycle_ns / 1000000));
 	/* every read handed out must come back (rw=read:N may end a file
 	 * before its planned bytes, as fio's does) */
-	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
+	if (r->error >= 0 && !stop_requested() && w->all_bytes != w->submitted * j->bs)
 		r->error = werr(w, -EIO, "the engine finished with %llu of "
 				      "%llu bytes read", (unsigned long long)w->all_bytes,
 				      (unsigned long long)(w->submitted * j->bs));
@@ -686,7 +692,7 @@ static void sleep_ns(uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
 
-	while (nanosleep(&ts, &ts) && errno == EINTR && !stop_requested)
+	while (nanosleep(&ts, &ts) && errno == EINTR && !stop_requested())
 		;
 }
 
@@ -813,7 +819,7 @@ int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 		snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: %s", r->error == -ENOMEM ?
 			 "out of memory" : w[i - 1].err);
 	} else {
-		stop_requested = 0;
+		__atomic_store_n(&stop_flag, 0, __ATOMIC_RELAXED);
 		flows = flows_setup(w, n);
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;

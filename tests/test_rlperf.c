@@ -2411,7 +2411,7 @@ static void binary_sqthread_poll_starts_the_kernel_thread(void)
 {
 	const char *path = make_file("sqpoll", 1 << 20);
 	char cmd[1024], out[65536];
-	int found = 0;
+	int found = 0, st = 0;
 	FILE *ps;
 	pid_t pid;
 
@@ -2441,8 +2441,11 @@ static void binary_sqthread_poll_starts_the_kernel_thread(void)
 		usleep(10000);
 	}
 	kill(pid, SIGINT);
-	waitpid(pid, NULL, 0);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECKF(found, "no iou-sqp thread in rlperf (pid %d)", (int)pid);
+	/* Ctrl-C ends the run with its report, exit 0 (a sanitizer's report
+	 * in the rlperf it runs would make it 66) */
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rlperf ended with status %d", st);
 }
 
 static void binary_writes_output_to_a_file(void)
