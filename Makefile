@@ -232,7 +232,7 @@ $(BUILD)/tests/test_cuda: $(FAKECUDA) tests/fakecuda/fakecuda.h
 $(BUILD)/tests/test_cli: tools/opts.c tools/opts.h
 
 # test_rlperf compiles rlperf's parts in (all but main), and runs rlperf.
-$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf.c,$(PERF_SRC)) $(wildcard perf/*.h) \
+$(BUILD)/tests/test_rlperf: $(filter-out perf/rlperf_main.c,$(PERF_SRC)) $(wildcard perf/*.h) \
 	$(if $(PERF_SRC),$(BUILD)/rlperf)
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(TEST_HELPERS) $(STATIC)

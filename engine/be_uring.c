@@ -294,35 +294,63 @@ static void ur_teardown(struct be *be)
 	be->priv = NULL;
 }
 
-static int ur_setup(struct be *be)
+/* Sets up the ring with the newest flag set the kernel takes, from the
+ * hook's first (rc->uring_first), each with extra added. Returns 0 or
+ * the last refusal. */
+static int ring_init(struct be *be, struct ur *u, unsigned extra)
 {
 	struct eng_run *rc = be->run;
-	struct ur *u = rl_calloc(1, sizeof(*u));
-	int ret = -EINVAL;
-
-	if (!u)
-		return -ENOMEM;
-	u->efd = -1;
-	be->priv = u;
 	size_t first = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
+	int ret = -EINVAL;
 
 	for (i = first; i < RL_ARRAY_SIZE(setup_flags); i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof(p));
-		p.flags = setup_flags[i];
+		p.flags = setup_flags[i] | extra;
 		ret = rc->uring_setup_err ? -rc->uring_setup_err :
 		      io_uring_queue_init_params(be->w->qd + 1, &u->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
+	if (ret == 0 && i > first)
+		eng_note(rc, ENG_FALLBACK_URING_FLAGS, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
+			 setup_flags[i]);
+	return ret;
+}
+
+/* IOPOLL and SQPOLL as asked (rlperf's hipri and sqthread_poll); a
+ * kernel that refuses them gets a ring without them and a note. */
+static int ring_setup(struct be *be, struct ur *u)
+{
+	const struct eng_opts *o = be->run->o;
+	unsigned extra = (o->uring_iopoll ? IORING_SETUP_IOPOLL : 0) |
+			 (o->uring_sqpoll ? IORING_SETUP_SQPOLL : 0);
+	int ret = ring_init(be, u, extra);
+
+	if (ret < 0 && extra && ret != -ENOMEM) {
+		eng_note(be->run, "io_uring %s refused (%s), set up without it",
+			 !o->uring_sqpoll ? "IOPOLL" : !o->uring_iopoll ? "SQPOLL" :
+			 "IOPOLL|SQPOLL", strerror(-ret));
+		ret = ring_init(be, u, 0);
+	}
+	return ret;
+}
+
+static int ur_setup(struct be *be)
+{
+	struct ur *u = rl_calloc(1, sizeof(*u));
+	int ret;
+
+	if (!u)
+		return -ENOMEM;
+	u->efd = -1;
+	be->priv = u;
+	ret = ring_setup(be, u);
 	/* ENOMEM here is the kernel's refusal (ring memory: RLIMIT_MEMLOCK
 	 * before 5.12, the memory cgroup since), not our allocation failing. */
 	if (ret == -ENOMEM)
 		be->w->setup_kernel_nomem = 1;
-	if (ret == 0 && i > first)
-		eng_note(rc, ENG_FALLBACK_URING_FLAGS, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
-			 setup_flags[i]);
 	if (ret < 0) {
 		/* -EPERM / -ENOSYS: io_uring disabled (sysctl, seccomp). */
 		ur_teardown(be);
@@ -399,7 +427,10 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 	int ret;
 
 	if (wait) {
-		arm_wake(u); /* the ring has room: qd + 1 entries */
+		/* the ring has room: qd + 1 entries; a polled ring reads no
+		 * eventfd (one worker: nothing to wake it) */
+		if (!(u->ring.flags & IORING_SETUP_IOPOLL))
+			arm_wake(u);
 		ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN :
 		      io_uring_submit_and_wait(&u->ring, 1);
 		if (ret >= 0) {

@@ -92,6 +92,9 @@ struct eng_opts {
 	unsigned threads;       /* pread backend: reader threads in total, split
 				 * over the workers (0: one per read in flight) */
 	unsigned workers;       /* 0: automatic (CPUs of the caller, the plan) */
+	int uring_iopoll;       /* io_uring: polled completions (IORING_SETUP_IOPOLL;
+				 * the device needs poll queues, else reads fail) */
+	int uring_sqpoll;       /* io_uring: a kernel thread submits (SQPOLL) */
 };
 
 void eng_opts_default(struct eng_opts *o);

@@ -3,7 +3,7 @@
  *
  * Calls run one way, each file only down this list:
  *
- *   rlperf.c        main: parse, then the checkpoint mode or set-up, run, report
+ *   rlperf_main.c   main: parse, then the checkpoint mode or set-up, run, report
  *   rlperf_ckpt.c   checkpoint mode (public API only)
  *   rlperf_eta.c    the status line while jobs run (fio's ETA)
  *   rlperf_out.c    normal report       } all build on rlperf_unit.c:
@@ -23,7 +23,7 @@
  *   rlperf_dist.c   fio's random distributions (zipf, pareto, normal, zoned)
  *   rlperf_hist.c   fio's log-scale latency histogram
  *
- * Every file but rlperf.c is also compiled into tests/test_rlperf.
+ * Every file but rlperf_main.c is also compiled into tests/test_rlperf.
  */
 #ifndef RLPERF_H
 #define RLPERF_H
@@ -32,11 +32,43 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ringload.h"
-#include "../engine/engine.h"
+#include "../engine/raw.h"   /* the engine, as rlperf may use it */
 
 #define RP_VERSION "rlperf-" RINGLOAD_VERSION_STRING
+
+#define RP_ERRMSG_MAX 8704     /* two paths of PATH_MAX and the words around */
+#define RP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Overflow-checked arithmetic: 0 and the result, or -1 on overflow. */
+static inline int rp_mul64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return __builtin_mul_overflow(a, b, out) ? -1 : 0;
+}
+
+static inline int rp_add64(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return __builtin_add_overflow(a, b, out) ? -1 : 0;
+}
+
+/* Room for need elements of size bytes in *arr (capacity *cap), growing by
+ * half again; 0, or -1 with *arr and *cap unchanged. */
+static inline int rp_grow(void **arr, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap + *cap / 2 > need ? *cap + *cap / 2 : need + 4;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	p = n > SIZE_MAX / size ? NULL : realloc(*arr, n * size);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
 
 /* Limits: fio's own where it has them. */
 #define RP_MAX_BS (256ull << 20)
@@ -85,7 +117,7 @@ enum rp_opt_id {
 	RP_O_RATE, RP_O_RATE_IOPS, RP_O_RATE_PROC, RP_O_RATEMIN, RP_O_RATECYCLE,
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
-	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP,
+	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP, RP_O_SS, RP_O_SS_DUR, RP_O_SS_RAMP,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
@@ -145,7 +177,7 @@ struct rp_job {
 	uint64_t seed;           /* randseed */
 	int time_based, direct, fixedbufs, registerfiles, invalidate;
 	int norandommap, group_reporting, thread;
-	int engine;              /* enum eng_backend */
+	int engine;              /* enum rl_backend */
 	const char *ioengine;    /* the engine's fio name, as given */
 	int64_t seq_add;         /* rw=read:N: N added after each read (may be < 0) */
 	unsigned seq_nr;         /* rw=randread:N: a new random offset every N reads */
@@ -162,10 +194,14 @@ struct rp_job {
 	unsigned thinktime_blocks;
 	unsigned flow, flow_id;       /* fio's flow: weight in its flow_id group (0 off) */
 	uint64_t flow_sleep_ns;
-	int hipri, sqthread_poll;     /* accepted, not applied (rp_conf_note) */
+	int hipri, sqthread_poll;     /* io_uring's IOPOLL (where it can) and SQPOLL */
 	int gtod_reduce;              /* no latencies, no bw/iops samples (fio's) */
 	int stonewall;                /* wait for the jobs before (a new group too) */
 	int new_group;                /* a new reporting group, no waiting */
+	int ss_state;                 /* steadystate: RP_SS_* bits */
+	double ss_limit;              /* steadystate's N (percent with RP_SS_PCT) */
+	uint64_t ss_dur_ns;           /* steadystate_duration: 0 off */
+	uint64_t ss_ramp_ns;          /* steadystate_ramp_time */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -208,10 +244,6 @@ void rp_job_default(struct rp_job *j);
 int rp_parse_args(int argc, char **argv, struct rp_conf *c, char *err,
 		  size_t errlen);
 void rp_conf_free(struct rp_conf *c);
-
-/* A one-line note for stderr about options c accepts but does not apply
- * (io_uring's hipri and sqthread_poll), or NULL. */
-const char *rp_conf_note(const struct rp_conf *c);
 
 /* Every option rlperf has, with a line of help each. */
 void rp_usage(FILE *f);
@@ -364,6 +396,7 @@ struct rp_task {
 	struct rp_file *files;
 	size_t nfiles;
 	uint64_t max_ios;        /* reads of a pass over all files */
+	int hipri;               /* polled reads: asked for, and every disk polls */
 };
 
 struct rp_plan {
@@ -371,6 +404,7 @@ struct rp_plan {
 	size_t ntasks;
 	char **paths;            /* owned: every file name made here */
 	size_t npaths, cappaths;
+	char notes[PATH_MAX + 512];  /* for stderr: what is not done as asked, and why */
 };
 
 /*
@@ -380,7 +414,8 @@ struct rp_plan {
  * (size split over the files, offset + clone * offset_increment,
  * percentages of each file's size rounded up to bs), refusing any region
  * that passes a file's end (rlperf never writes or extends a file), and
- * direct=1 regions not aligned for O_DIRECT. Returns 0 or -1 with a
+ * direct=1 regions not aligned for O_DIRECT; hipri is applied where the
+ * reads can be polled (else a line in p->notes). Returns 0 or -1 with a
  * one-line message in err (p is freed then).
  */
 int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errlen);
@@ -419,17 +454,42 @@ void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64
 int rp_logs_close(struct rp_logs *l);
 
 /* ---------------------------------------------------------------- */
+/* Steady state (rlperf_ss.c), fio's steadystate                     */
+/* ---------------------------------------------------------------- */
+
+#define RP_SS_IOPS 1     /* judge IOPS (else bandwidth) */
+#define RP_SS_SLOPE 2    /* by the slope (else the largest mean deviation) */
+#define RP_SS_PCT 4      /* the limit is a percentage of the mean */
+#define RP_SS_MAX_DUR 86400u   /* one-second samples in a window, at most */
+
+/* "iops:N", "iops_slope:N", "bw:N", "bw_slope:N", each with an optional
+ * "%": 0, or -1 for anything else. */
+int rp_parse_ss(const char *s, int *state, double *limit);
+
+/* One steady-state group's window (a job, or its group_reporting unit, as
+ * fio's): the last dur one-second samples of IOPS and bytes/s. */
+struct rp_ss {
+	int state;
+	double limit;
+	unsigned dur;            /* samples in the window */
+	uint64_t *iops, *bw;     /* dur each: a ring from head, n filled */
+	unsigned head, n;
+	double criterion, deviation, slope;   /* the last judgement */
+	int attained;
+};
+
+/* Adds a sample; once the window is full, judges it. Returns attained. */
+int rp_ss_add(struct rp_ss *ss, uint64_t iops, uint64_t bw);
+/* The window's mean IOPS (bw 0) or bytes/s (bw 1), as fio's. */
+uint64_t rp_ss_mean(const struct rp_ss *ss, int bw);
+
+/* ---------------------------------------------------------------- */
 /* Runner (rlperf_run.c)                                             */
 /* ---------------------------------------------------------------- */
 
-/* The engine entry points; tests substitute a fake. */
-struct rp_engine_ops {
-	void (*opts_default)(struct eng_opts *o);
-	int (*create)(const struct eng_opts *o, struct eng **out, struct rl_err *e);
-	int (*run)(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
-		   struct rl_err *e);
-	void (*destroy)(struct eng *eng);
-};
+/* The engine's raw reads (eng_raw_run); tests substitute a fake. */
+typedef int (*rp_engine_fn)(const struct eng_raw_opts *o, const struct eng_raw_job *job,
+			    struct eng_raw_stats *st, char *err, size_t errlen);
 
 /* Running statistics of periodic samples (fio's bw and iops logs). */
 struct rp_samples {
@@ -450,9 +510,10 @@ struct rp_task_res {
 	struct rp_hist *clat;
 	struct rp_samples bw, iops;      /* KiB/s and IO/s per sample */
 	uint64_t depth[RP_NDEPTH];
-	struct eng_stats eng;
+	struct eng_raw_stats eng;
 	int error;                       /* 0 or a negative code */
-	char errmsg[RL_ERRMSG_MAX];
+	char errmsg[RP_ERRMSG_MAX];
+	struct rp_ss *ss;                /* steadystate: on its group's last clone */
 };
 
 struct rp_result {
@@ -463,7 +524,7 @@ struct rp_result {
 	uint64_t ctx, vctx, majf, minf;  /* vctx: voluntary switches only */
 	uint64_t start_unix_ms;
 	int error;                       /* 0, or the first clone's code */
-	char errmsg[RL_ERRMSG_MAX + 256];  /* the clone's message and its name */
+	char errmsg[RP_ERRMSG_MAX + 256];  /* the clone's message and its name */
 	char notes[512];                 /* non-fatal: failed cache invalidation */
 };
 
@@ -472,7 +533,7 @@ struct rp_result {
  * fills r (free it with rp_result_free). Returns 0, or a negative code with
  * a one-line message in r->errmsg (results so far are still filled).
  */
-int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops,
+int rp_run(const struct rp_plan *p, rp_engine_fn engine,
 	   struct rp_result *r);
 void rp_result_free(struct rp_result *r);
 
@@ -511,9 +572,10 @@ struct rp_unit {
 	uint64_t depth[RP_NDEPTH];
 	double usr_s, sys_s;             /* the process's, shared out by time */
 	uint64_t ctx, vctx, majf, minf;
-	struct eng_stats eng;            /* the first clone's; peak and retries of all */
+	struct eng_raw_stats eng;            /* the first clone's; peak and retries of all */
 	int error;
 	const char *errmsg;
+	const struct rp_ss *ss;          /* steadystate: its last clone's, or NULL */
 };
 
 /*
@@ -582,6 +644,10 @@ void rp_disks_free(struct rp_disks *d);
 double rp_disk_util(const struct rp_disk *k);
 /* Fills a from disk i's slaves; returns their number (0: none). */
 int rp_disk_agg(const struct rp_disks *d, size_t i, struct rp_disk_agg *a);
+/* 1 when the disk under path polls completions (its queue/io_poll is 1:
+ * an NVMe with poll queues), else 0; name gets the disk's name ("" when
+ * no disk holds path: tmpfs). */
+int rp_disk_polls(const char *path, char *name, size_t len);
 
 /* ---------------------------------------------------------------- */
 /* Output (rlperf_out.c normal, rlperf_json.c JSON)                  */

@@ -100,7 +100,7 @@ static long disk_add(struct rp_disks *d, const char *dir, long master, int depth
 		if (!strcmp(d->v[i].name, name))
 			return -1;  /* fio: a disk already listed joins no other master */
 	if (depth > MAX_DEPTH || d->n >= RP_MAX_DISKS ||
-	    rl_grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)))
+	    rp_grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)))
 		return -1;
 	k = &d->v[d->n];
 	memset(k, 0, sizeof(*k));
@@ -114,21 +114,49 @@ static long disk_add(struct rp_disks *d, const char *dir, long master, int depth
 	return idx;
 }
 
-/* The disk under path, as fio finds it: a block device itself, else the
- * device of the file system holding it (fio lstat()s: a symbolic link
- * would count as the file system holding the link). */
-static void file_disk(struct rp_disks *d, const char *path)
+/* The sysfs folder of the disk under path, as fio finds it: a block
+ * device itself, else the device of the file system holding it (fio
+ * lstat()s: a symbolic link would count as the file system holding the
+ * link). 0 or -1 (no disk: tmpfs, overlay). */
+static int path_disk_dir(const char *path, char *dir)
 {
-	char link[64], dir[PATH_MAX];
+	char link[64];
 	struct stat st;
 	dev_t dev;
 
 	if (stat(path, &st) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
-		return;
+		return -1;
 	dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
 	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(dev), minor(dev));
-	if (!disk_dir(link, dir))
+	return disk_dir(link, dir);
+}
+
+static void file_disk(struct rp_disks *d, const char *path)
+{
+	char dir[PATH_MAX];
+
+	if (!path_disk_dir(path, dir))
 		(void)disk_add(d, dir, -1, 0);
+}
+
+int rp_disk_polls(const char *path, char *name, size_t len)
+{
+	char dir[PATH_MAX], q[PATH_MAX + 32];
+	int on = 0;
+	FILE *f;
+
+	snprintf(name, len, "%s", "");
+	if (path_disk_dir(path, dir))
+		return 0;
+	snprintf(name, len, "%s", strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir);
+	snprintf(q, sizeof(q), "%s/queue/io_poll", dir);
+	f = fopen(q, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &on) != 1)
+		on = 0;
+	fclose(f);
+	return on == 1;
 }
 
 void rp_disks_start(const struct rp_plan *p, struct rp_disks *d)
@@ -161,7 +189,7 @@ void rp_disks_stop(struct rp_disks *d)
 
 void rp_disks_free(struct rp_disks *d)
 {
-	rl_free(d->v);
+	free(d->v);
 	memset(d, 0, sizeof(*d));
 }
 

@@ -181,7 +181,7 @@ static void *eta_main(void *arg)
 
 struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
 {
-	struct rp_eta *e = rl_calloc(1, sizeof(*e));
+	struct rp_eta *e = calloc(1, sizeof(*e));
 	pthread_condattr_t ca;
 
 	if (!e)
@@ -189,7 +189,7 @@ struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
 	e->f = f;
 	e->interval_ns = interval_ns;
 	e->cap = clones;
-	e->p = rl_calloc(clones ? clones : 1, sizeof(*e->p));
+	e->p = calloc(clones ? clones : 1, sizeof(*e->p));
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_mutex_init(&e->lock, NULL);
@@ -199,8 +199,8 @@ struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
 		/* no status line is no reason to fail the run */
 		pthread_cond_destroy(&e->cond);
 		pthread_mutex_destroy(&e->lock);
-		rl_free(e->p);
-		rl_free(e);
+		free(e->p);
+		free(e);
 		return NULL;
 	}
 	return e;
@@ -219,6 +219,6 @@ void rp_eta_stop(struct rp_eta *e)
 		eta_print(e, 1);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
-	rl_free(e->p);
-	rl_free(e);
+	free(e->p);
+	free(e);
 }

@@ -102,6 +102,6 @@ static int cmp_name(const void *key, const void *elem)
 
 int rp_is_fio_option(const char *name)
 {
-	return bsearch(name, fio_names, RL_ARRAY_SIZE(fio_names), sizeof(fio_names[0]),
+	return bsearch(name, fio_names, RP_ARRAY_SIZE(fio_names), sizeof(fio_names[0]),
 		       cmp_name) != NULL;
 }

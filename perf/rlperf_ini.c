@@ -70,13 +70,13 @@ static char *read_file(const char *path, char *err, size_t errlen)
 		why = "not a regular file";
 	else if (st.st_size > INI_MAX_BYTES)
 		why = "job file larger than 16 MiB";
-	else if (!(buf = rl_malloc((size_t)st.st_size + 1)))
+	else if (!(buf = malloc((size_t)st.st_size + 1)))
 		why = "out of memory";
 	else if ((n = fread(buf, 1, (size_t)st.st_size, f)) != (size_t)st.st_size)
 		why = "read error";
 	if (why) {
 		snprintf(err, errlen, "rlperf: %s: %s", path, why);
-		rl_free(buf);
+		free(buf);
 		buf = NULL;
 	} else {
 		buf[n] = '\0';
@@ -103,7 +103,7 @@ static char *trim_line(char *p)
 static char *expand_env(const char *v)
 {
 	size_t cap = strlen(v) + 1, n = 0;
-	char *out = rl_malloc(cap);
+	char *out = malloc(cap);
 
 	while (out && *v) {
 		const char *close = v[0] == '$' && v[1] == '{' ? strchr(v, '}') : NULL;
@@ -122,10 +122,10 @@ static char *expand_env(const char *v)
 			v++;
 		}
 		if (n + len + 1 > cap) {
-			char *bigger = rl_realloc(out, cap = n + len + 1 + cap);
+			char *bigger = realloc(out, cap = n + len + 1 + cap);
 
 			if (!bigger) {
-				rl_free(out);
+				free(out);
 				return NULL;
 			}
 			out = bigger;
@@ -141,7 +141,7 @@ static char *expand_env(const char *v)
 static void section_clear(struct section *s)
 {
 	for (size_t i = 0; i < s->n; i++)
-		rl_free((char *)s->opts[i].val);
+		free((char *)s->opts[i].val);
 	s->n = 0;
 }
 
@@ -156,7 +156,7 @@ static int add_opt(struct section *s, char *p, unsigned line, char *err, size_t 
 	*key_end = '\0';
 	if (!*p)
 		return ini_fail(err, errlen, s->path, line, "'=' without an option name");
-	if (rl_grow((void **)&s->opts, &s->cap, s->n + 1, sizeof(*s->opts)))
+	if (rp_grow((void **)&s->opts, &s->cap, s->n + 1, sizeof(*s->opts)))
 		return ini_fail(err, errlen, s->path, line, "out of memory");
 	o = &s->opts[s->n];
 	o->key = p;
@@ -237,7 +237,7 @@ int rp_ini_parse(const char *path, rp_ini_fn fn, void *user, char *err, size_t e
 		rc = -1;
 	}
 	section_clear(&s);
-	rl_free(s.opts);
-	rl_free(buf);
+	free(s.opts);
+	free(buf);
 	return rc;
 }

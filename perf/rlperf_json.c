@@ -158,6 +158,31 @@ static void json_latency(FILE *f, const struct rp_unit *u, unsigned iodepth)
 		iodepth);
 }
 
+/* fio's "steadystate" object: the criterion, whether it held, the last
+ * judgement and the window's samples, oldest first */
+static void json_ss(FILE *f, const struct rp_ss *ss)
+{
+	const char *kind = ss->state & RP_SS_IOPS ? "iops" : "bw";
+	const char *pct = ss->state & RP_SS_PCT ? "%" : "";
+
+	fprintf(f, "      \"steadystate\" : {\n        \"ss\" : \"%s%s:%f%s\",\n"
+		"        \"duration\" : %u,\n        \"attained\" : %d,\n"
+		"        \"criterion\" : \"%f%s\",\n        \"max_deviation\" : %f,\n"
+		"        \"slope\" : %f,\n        \"data\" : {\n"
+		"          \"bw_mean\" : %" PRIu64 ",\n          \"iops_mean\" : %" PRIu64 ",\n",
+		kind, ss->state & RP_SS_SLOPE ? "_slope" : "", (double)(float)ss->limit, pct,
+		ss->dur, ss->attained, (double)(float)ss->criterion, pct, ss->deviation,
+		ss->slope, rp_ss_mean(ss, 1), rp_ss_mean(ss, 0));
+	for (int b = 0; b < 2; b++) {
+		fprintf(f, "          \"%s\" : [", b ? "bw" : "iops");
+		for (unsigned i = 0; i < ss->dur; i++)
+			fprintf(f, "%s\n            %" PRIu64, i ? "," : "",
+				(b ? ss->bw : ss->iops)[(ss->head + i) % ss->dur]);
+		fprintf(f, "\n          ]%s\n", b ? "" : ",");
+	}
+	fprintf(f, "        }\n      },\n");
+}
+
 static void json_rlperf(FILE *f, const struct rp_unit *u)
 {
 	fprintf(f, "      \"rlperf\" : {\n        \"backend\" : \"%s\",\n"
@@ -205,6 +230,8 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 		jrt > 0 ? 100.0 * u->sys_s / jrt : 0.0, u->ctx, u->majf, u->minf);
 	json_depths(f, u);
 	json_latency(f, u, j->iodepth);
+	if (u->ss)
+		json_ss(f, u->ss);
 	json_rlperf(f, u);
 	fprintf(f, "    }%s\n", is_last ? "" : ",");
 }

@@ -27,7 +27,7 @@ static const char *read_digits(const char *p, int base, uint64_t *v)
 			d = (unsigned)(c - 'a' + 10);
 		else
 			break;
-		if (rl_mul64(*v, (uint64_t)base, v) || rl_add64(*v, d, v))
+		if (rp_mul64(*v, (uint64_t)base, v) || rp_add64(*v, d, v))
 			return NULL;
 	}
 	return p == start ? NULL : p;
@@ -54,10 +54,10 @@ static int unit_mult(const char *u, unsigned kb_base, uint64_t *mult)
 	pos = strchr(units, tolower((unsigned char)u[0]));
 	if (!pos)
 		return -1;
-	for (f = 0; f < RL_ARRAY_SIZE(forms); f++)
+	for (f = 0; f < RP_ARRAY_SIZE(forms); f++)
 		if (!strcasecmp(u + 1, forms[f]))
 			break;
-	if (f == RL_ARRAY_SIZE(forms))
+	if (f == RP_ARRAY_SIZE(forms))
 		return -1;
 	if (f == 3)  /* KiB: the other base */
 		base = kb_base == 1000 ? 1024 : 1000;
@@ -91,7 +91,7 @@ int rp_parse_size(const char *s, unsigned kb_base, uint64_t *out, int *pct)
 		*out = v;
 		return 0;
 	}
-	if (unit_mult(p, kb_base, &mult) || rl_mul64(v, mult, out))
+	if (unit_mult(p, kb_base, &mult) || rp_mul64(v, mult, out))
 		return -1;
 	return 0;
 }
@@ -112,8 +112,8 @@ int rp_parse_time(const char *s, uint64_t *ns)
 
 	if (!p)
 		return -1;
-	for (size_t i = 0; i < RL_ARRAY_SIZE(units); i++)
+	for (size_t i = 0; i < RP_ARRAY_SIZE(units); i++)
 		if (!strcasecmp(p, units[i].suffix))
-			return rl_mul64(v, units[i].ns, ns) ? -1 : 0;
+			return rp_mul64(v, units[i].ns, ns) ? -1 : 0;
 	return -1;
 }

@@ -81,11 +81,14 @@ static const struct opt_def opt_table[] = {
 	{ "flow", NULL, RP_O_FLOW, K_SIZE, 0, 1, 0, 1000000, "W", "weight: jobs of one flow_id read in proportion to their weights" },
 	{ "flow_id", NULL, RP_O_FLOW_ID, K_SIZE, 0, 1, 0, 1000000, "N", "the flow group (default 0)" },
 	{ "flow_sleep", NULL, RP_O_FLOW_SLEEP, K_SIZE, 0, 1, 0, 60000000, "US", "pause in us when ahead of its share (default 0: 50 us)" },
-	{ "hipri", NULL, RP_O_HIPRI, K_SET, 0, 1, 0, 0, NULL, "io_uring, pvsync2: accepted, not applied (the engine has no polled queues; a note on stderr)" },
-	{ "sqthread_poll", NULL, RP_O_SQPOLL, K_SET, 0, 1, 0, 0, NULL, "io_uring: accepted, not applied (the engine has no SQPOLL; a note on stderr)" },
+	{ "hipri", NULL, RP_O_HIPRI, K_SET, 0, 1, 0, 0, NULL, "io_uring: polled reads (IOPOLL) where the disk has poll queues, else a note; pvsync2: a note" },
+	{ "sqthread_poll", NULL, RP_O_SQPOLL, K_SET, 0, 1, 0, 0, NULL, "io_uring: a kernel thread submits (SQPOLL)" },
 	{ "gtod_reduce", NULL, RP_O_GTOD_REDUCE, K_BOOL, 0, 1, 0, 0, "0|1", "1: no latencies, percentiles or bandwidth samples (fio's disable_lat, clat, slat, bw)" },
 	{ "stonewall", "wait_for_previous", RP_O_STONEWALL, K_SET, 0, 1, 0, 0, NULL, "start when every job before has ended; a new reporting group" },
 	{ "new_group", NULL, RP_O_NEW_GROUP, K_SET, 0, 1, 0, 0, NULL, "start a new reporting group (without waiting)" },
+	{ "steadystate", "ss", RP_O_SS, K_STR, 0, 1, 0, 0, "iops|bw[_slope]:N[%]", "the steady-state criterion (default iops_slope:0.01%)" },
+	{ "steadystate_duration", "ss_dur", RP_O_SS_DUR, K_TIME, 0, 1, 0, 0, "TIME", "stop once the criterion holds over this window of 1 s samples (whole seconds; 0: off)" },
+	{ "steadystate_ramp_time", "ss_ramp", RP_O_SS_RAMP, K_TIME, 0, 1, 0, 0, "TIME", "collect steady-state samples from this long after the job starts" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
@@ -105,9 +108,9 @@ static const struct {
 	const char *name;
 	int engine;
 } engine_names[] = {
-	{ "io_uring", ENG_IO_URING }, { "libaio", ENG_LIBAIO }, { "psync", ENG_PREAD },
-	{ "sync", ENG_PREAD }, { "pvsync", ENG_PREAD }, { "pvsync2", ENG_PREAD },
-	{ "vsync", ENG_PREAD },
+	{ "io_uring", RL_BACKEND_IO_URING }, { "libaio", RL_BACKEND_LIBAIO }, { "psync", RL_BACKEND_PREAD },
+	{ "sync", RL_BACKEND_PREAD }, { "pvsync", RL_BACKEND_PREAD }, { "pvsync2", RL_BACKEND_PREAD },
+	{ "vsync", RL_BACKEND_PREAD },
 };
 
 static const char *const write_modes[] = {
@@ -147,18 +150,20 @@ void rp_job_default(struct rp_job *j)
 	j->numjobs = 1;
 	j->kb_base = 1024;
 	j->invalidate = 1;
-	j->engine = ENG_IO_URING;
+	j->engine = RL_BACKEND_IO_URING;
 	j->ioengine = "io_uring";
 	j->seed = 0x5eed5eed;
 	j->seq_nr = 1;
 	j->dist.center = -1;
 	j->ratecycle_ns = 1000000000ull;  /* fio's ratecycle default, 1000 ms */
 	j->thinktime_blocks = 1;
+	j->ss_state = RP_SS_IOPS | RP_SS_SLOPE | RP_SS_PCT;   /* fio's iops_slope:0.01% */
+	j->ss_limit = 0.01;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
 {
-	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(opt_table); i++) {
 		const struct opt_def *d = &opt_table[i];
 
 		if (strlen(d->name) == len && !strncmp(d->name, name, len))
@@ -190,9 +195,9 @@ static const char *keep(struct parser *pa, const char *s)
 	struct rp_conf *c = pa->c;
 	char *d;
 
-	if (rl_grow((void **)&c->strs, &c->capstrs, c->nstrs + 1, sizeof(*c->strs)))
+	if (rp_grow((void **)&c->strs, &c->capstrs, c->nstrs + 1, sizeof(*c->strs)))
 		return NULL;
-	d = rl_strdup(s);
+	d = strdup(s);
 	if (d)
 		c->strs[c->nstrs++] = d;
 	return d;
@@ -206,7 +211,7 @@ static int kv_add(struct rp_kvlist *l, const char *key, const char *val)
 			l->v[i].val = val;
 			return 0;
 		}
-	if (rl_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
+	if (rp_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v)))
 		return -ENOMEM;
 	l->v[l->n].key = key;
 	l->v[l->n].val = val;
@@ -228,7 +233,7 @@ static int new_job(struct parser *pa, const char *name)
 
 	if (c->njobs >= RP_MAX_JOBS)
 		return fail(pa, "more than %u jobs", RP_MAX_JOBS);
-	if (rl_grow((void **)&c->jobs, &c->cap, c->njobs + 1, sizeof(*c->jobs)))
+	if (rp_grow((void **)&c->jobs, &c->cap, c->njobs + 1, sizeof(*c->jobs)))
 		return fail(pa, "out of memory");
 	j = &c->jobs[c->njobs];
 	*j = c->global;
@@ -313,7 +318,7 @@ static int set_rw(struct parser *pa, struct rp_job *j, const char *val)
 	else if (len == 8 && !strncmp(val, "randread", 8))
 		j->rw = RP_RANDREAD;
 	else {
-		for (size_t i = 0; i < RL_ARRAY_SIZE(write_modes); i++)
+		for (size_t i = 0; i < RP_ARRAY_SIZE(write_modes); i++)
 			if (strlen(write_modes[i]) == len && !strncmp(val, write_modes[i], len))
 				return fail(pa, "failed parsing rw=%s: rlperf only reads (read, "
 					    "randread)", val);
@@ -324,7 +329,7 @@ static int set_rw(struct parser *pa, struct rp_job *j, const char *val)
 
 static int set_engine(struct parser *pa, struct rp_job *j, const char *val)
 {
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engine_names); i++)
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engine_names); i++)
 		if (!strcmp(val, engine_names[i].name)) {
 			j->engine = engine_names[i].engine;
 			j->ioengine = engine_names[i].name;
@@ -402,7 +407,7 @@ static int set_format(struct parser *pa, const char *val)
 		{ "json+", RP_FMT_JSONPLUS }, { "terse", RP_FMT_TERSE },
 	};
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(formats); i++)
+	for (size_t i = 0; i < RP_ARRAY_SIZE(formats); i++)
 		if (!strcmp(val, formats[i].name)) {
 			pa->c->format = formats[i].format;
 			return 0;
@@ -437,7 +442,7 @@ static int set_dist(struct parser *pa, struct rp_job *j, const char *val)
 		j->dist.abs = val[5] == '_';
 		return set_zones(pa, j, val, val + (j->dist.abs ? 10 : 6));
 	}
-	for (size_t i = 0; i < RL_ARRAY_SIZE(kinds); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(kinds); i++) {
 		size_t n = strlen(kinds[i].name);
 
 		if (strncmp(val, kinds[i].name, n) || (val[n] && val[n] != ':'))
@@ -470,11 +475,11 @@ static int add_files(struct parser *pa, struct rp_job *j, const char *val)
 		j->filename = val;
 		return 0;
 	}
-	both = rl_malloc(strlen(j->filename) + strlen(val) + 2);
+	both = malloc(strlen(j->filename) + strlen(val) + 2);
 	if (both) {
 		sprintf(both, "%s:%s", j->filename, val);
 		j->filename = keep(pa, both);
-		rl_free(both);
+		free(both);
 	}
 	return both && j->filename ? 0 : fail(pa, "out of memory");
 }
@@ -505,6 +510,11 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 	case RP_O_BWLOG: j->bw_log = val; return 0;
 	case RP_O_IOPSLOG: j->iops_log = val; return 0;
 	case RP_O_RANDDIST: return set_dist(pa, j, val);
+	case RP_O_SS:
+		if (rp_parse_ss(val, &j->ss_state, &j->ss_limit))
+			return fail(pa, "failed parsing steadystate=%s: expected iops, iops_slope, "
+				    "bw or bw_slope, ':', a number and an optional %%", val);
+		return 0;
 	case RP_O_RANDGEN:
 		if (!strcmp(val, "tausworthe") || !strcmp(val, "lfsr") ||
 		    !strcmp(val, "tausworthe64"))
@@ -557,6 +567,8 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_RATECYCLE: j->ratecycle_ns = v * 1000000ull; break;
 	case RP_O_STARTDELAY: j->startdelay_ns = v; break;
 	case RP_O_THINKTIME: j->thinktime_ns = v; break;
+	case RP_O_SS_DUR: j->ss_dur_ns = v; break;
+	case RP_O_SS_RAMP: j->ss_ramp_ns = v; break;
 	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
 	case RP_O_FLOW: j->flow = (unsigned)v; break;
 	case RP_O_FLOW_ID: j->flow_id = (unsigned)v; break;
@@ -779,7 +791,7 @@ static int check_checkpoint(struct parser *pa)
 	if (c->format == RP_FMT_TERSE)
 		return fail(pa, "--output-format=terse applies to raw reads (--filename), "
 			    "not to --checkpoint (normal or json)");
-	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++)
+	for (size_t i = 0; i < RP_ARRAY_SIZE(opt_table); i++)
 		if (opt_table[i].raw && (set >> opt_table[i].id & 1))
 			return fail(pa, "--%s applies to raw reads (--filename), not to "
 				    "--checkpoint", opt_table[i].name);
@@ -794,15 +806,19 @@ static int check_job(struct parser *pa, const struct rp_job *j)
 		snprintf(who, sizeof(who), "job %s: ", j->name);
 	if (j->time_based && !j->runtime_ns)
 		return fail(pa, "%s--time_based needs --runtime", who);
-	if (j->engine != ENG_IO_URING && (j->fixedbufs || j->registerfiles))
+	if (j->engine != RL_BACKEND_IO_URING && (j->fixedbufs || j->registerfiles))
 		return fail(pa, "%s--fixedbufs and --registerfiles need --ioengine=io_uring",
 			    who);
 	/* fio knows sqthread_poll for io_uring only, hipri also for pvsync2 */
-	if (j->engine != ENG_IO_URING && j->sqthread_poll)
+	if (j->engine != RL_BACKEND_IO_URING && j->sqthread_poll)
 		return fail(pa, "%s--sqthread_poll needs --ioengine=io_uring", who);
-	if (j->engine != ENG_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
+	if (j->engine != RL_BACKEND_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
 		return fail(pa, "%s--hipri needs --ioengine=io_uring or pvsync2",
 			    who);
+	/* fio counts the window in whole seconds of one sample each */
+	if (j->ss_dur_ns && (j->ss_dur_ns < 1000000000ull ||
+			     j->ss_dur_ns / 1000000000ull > RP_SS_MAX_DUR))
+		return fail(pa, "%s--steadystate_duration must be 1s to %us", who, RP_SS_MAX_DUR);
 	return 0;
 }
 
@@ -869,23 +885,13 @@ int rp_parse_args(int argc, char **argv, struct rp_conf *c, char *err, size_t er
 void rp_conf_free(struct rp_conf *c)
 {
 	for (size_t i = 0; i < c->njobs; i++)
-		rl_free(c->jobs[i].given.v);
-	rl_free(c->jobs);
-	rl_free(c->global_given.v);
+		free(c->jobs[i].given.v);
+	free(c->jobs);
+	free(c->global_given.v);
 	for (size_t i = 0; i < c->nstrs; i++)
-		rl_free(c->strs[i]);
-	rl_free(c->strs);
+		free(c->strs[i]);
+	free(c->strs);
 	memset(c, 0, sizeof(*c));
-}
-
-const char *rp_conf_note(const struct rp_conf *c)
-{
-	for (size_t i = 0; i < c->njobs; i++)
-		if (c->jobs[i].hipri || c->jobs[i].sqthread_poll)
-			return "rlperf: hipri and sqthread_poll are accepted, not applied: "
-			       "ringload's engine sets up io_uring without IOPOLL or SQPOLL "
-			       "(polled reads need an NVMe with poll queues)";
-	return NULL;
 }
 
 void rp_usage(FILE *f)
@@ -898,7 +904,7 @@ void rp_usage(FILE *f)
 		"or --flag=0|1). Sizes: 4096, 0x1000, 4k/4m/4g/4t/4p (powers of 1024;\n"
 		"4KiB is 4000 unless kb_base=1000, as in fio), N%% of the file (size, "
 		"offset, offset_increment). Times: seconds or us/ms/s/m/h/d.\n\n");
-	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(opt_table); i++) {
 		const struct opt_def *d = &opt_table[i];
 		char buf[48];
 

@@ -27,7 +27,7 @@ void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
 	int divided = 0, carry = 0, digits;
 	char tmp[32];
 
-	while (post < RL_ARRAY_SIZE(si) &&
+	while (post < RP_ARRAY_SIZE(si) &&
 	       snprintf(tmp, sizeof(tmp), "%" PRIu64, num) > maxlen) {
 		modulo = (unsigned)(num % thousand);
 		num /= thousand;
@@ -35,7 +35,7 @@ void rp_num2str(char *buf, size_t len, uint64_t num, int maxlen, int pow2,
 		divided = 1;
 		post++;
 	}
-	if (post >= RL_ARRAY_SIZE(si))
+	if (post >= RP_ARRAY_SIZE(si))
 		post = 0;
 	digits = snprintf(tmp, sizeof(tmp), "%" PRIu64, num);
 	if (!divided || maxlen - digits <= 1) {
@@ -161,6 +161,22 @@ static void print_depths(FILE *f, const struct rp_unit *u)
 		"dropped=0,0,0,0\n", u->ios);
 }
 
+/* fio's show_ss_normal: whether the steady state was reached, the
+ * window's means and the last judgement */
+static void print_ss(FILE *f, const struct rp_job *j, const struct rp_ss *ss)
+{
+	char bw[32], bwalt[32], iops[32];
+	uint64_t b = rp_ss_mean(ss, 1);
+
+	rp_num2str(bw, sizeof(bw), b, 4, j->kb_base == 1024, RP_N2S_BYTEPERSEC);
+	rp_num2str(bwalt, sizeof(bwalt), b, 4, j->kb_base != 1024, RP_N2S_BYTEPERSEC);
+	rp_num2str(iops, sizeof(iops), rp_ss_mean(ss, 0), 4, 0, RP_N2S_NONE);
+	fprintf(f, "  steadystate  : attained=%s, bw=%s (%s), iops=%s, %s%s=%.3f%s\n",
+		ss->attained ? "yes" : "no", bw, bwalt, iops,
+		ss->state & RP_SS_IOPS ? "iops" : "bw", ss->state & RP_SS_SLOPE ? " slope" :
+		" mean dev", ss->criterion, ss->state & RP_SS_PCT ? "%" : "");
+}
+
 /* rlperf's own lines: CPU per GB and what the engine did */
 static void print_engine(FILE *f, const struct rp_unit *u)
 {
@@ -205,6 +221,8 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 		", minf=%" PRIu64 "\n", cpu_pct(u->usr_s, u->job_runtime_s),
 		cpu_pct(u->sys_s, u->job_runtime_s), u->ctx, u->majf, u->minf);
 	print_depths(f, u);
+	if (u->ss)
+		print_ss(f, rep->plan->tasks[u->first].job, u->ss);
 	print_engine(f, u);
 	if (u->error)
 		fprintf(f, "  error        : %s\n", u->errmsg);

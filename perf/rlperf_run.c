@@ -1,9 +1,9 @@
 /*
  * rlperf_run.c - rlperf's job clones: each a thread with its own engine
- * (engine/engine.h), as each fio job is a process with its own ring, fed
- * one read at a time by eng_job.next from the offset generators of its
+ * (engine/raw.h), as each fio job is a process with its own ring, fed
+ * one read at a time by eng_raw_job.next from the offset generators of its
  * files (round robin over the files, fio's default file_service_type), and
- * timed by eng_job.on_read, which the engine calls with each read's submit
+ * timed by eng_raw_job.on_read, which the engine calls with each read's submit
  * and completion times on the thread that owns the ring: nothing on the
  * per-read path is locked or atomic, and the deadline check uses the
  * completion times instead of reading the clock.
@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -30,13 +31,23 @@ struct flow {
 	uint64_t reads, weight;
 };
 
-/* Set from a signal handler, read by every clone's generator. */
-static volatile sig_atomic_t stop_requested;
+/* Set from a signal handler and read by the clones' threads: a lock-free
+ * atomic (async-signal-safe), relaxed, as it only ends the run sooner. */
+static int stop_flag;
+
+static int stop_requested(void)
+{
+	return __atomic_load_n(&stop_flag, __ATOMIC_RELAXED);
+}
 
 void rp_stop(void)
 {
-	stop_requested = 1;
+	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
 }
+
+struct worker;
+static int werr(struct worker *w, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 struct fstate {
 	struct rp_gen gen;
@@ -46,7 +57,7 @@ struct fstate {
 
 struct worker {
 	const struct rp_task *t;
-	const struct rp_engine_ops *ops;
+	rp_engine_fn engine;
 	struct rp_task_res *res;
 	const char **paths;
 	uint64_t *sizes;
@@ -55,7 +66,7 @@ struct worker {
 	int joined;             /* its thread was joined (stonewall) */
 	uint64_t planned;       /* bytes of one pass over every file */
 
-	/* engine.h runs next() and on_read() on the one thread that owns the
+	/* raw.h runs next() and on_read() on the one thread that owns the
 	 * backend, so none of this needs a lock */
 	uint64_t start_ns, deadline_ns;
 	uint64_t seen_ns;       /* the latest completion time seen */
@@ -69,11 +80,13 @@ struct worker {
 	uint64_t too_slow;      /* ratemin missed: the rate seen, + 1 */
 	struct flow *flow;      /* fio's flow group, or NULL */
 	uint64_t flow_reads;    /* this clone's reads counted in it */
+	int ss_stop;            /* steady state reached: the checker sets it */
+	uint64_t ss_bytes, ss_ios;   /* the checker's last look at the counts */
 
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
 
-	struct rl_err err;
+	char err[RP_ERRMSG_MAX];  /* why it failed, for r->errmsg */
 	pthread_t tid;
 };
 
@@ -132,7 +145,7 @@ static void sleep_until(struct worker *w, uint64_t t)
 {
 	uint64_t now = perf_now_ns();
 
-	while (now < t && !stop_requested) {
+	while (now < t && !stop_requested()) {
 		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
 		now = perf_now_ns();
 	}
@@ -183,7 +196,7 @@ static void flow_wait(struct worker *w, const struct rp_job *j)
 {
 	struct flow *f = w->flow;
 
-	while (!stop_requested) {
+	while (!stop_requested()) {
 		uint64_t all = __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
 		uint64_t weight = __atomic_load_n(&f->weight, __ATOMIC_RELAXED);
 
@@ -217,7 +230,9 @@ static int job_next(void *user, struct rl_read *out)
 	uint64_t off;
 	uint32_t file;
 
-	if (stop_requested || w->too_slow)
+	/* relaxed: a flag the steady-state checker raises once; a read more
+	 * or less after it does not matter */
+	if (stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED))
 		return 0;
 	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
 		pace(w, j);
@@ -305,21 +320,15 @@ static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns
 /* One clone                                                         */
 /* ---------------------------------------------------------------- */
 
-static void engine_opts(const struct rp_job *j, const struct rp_engine_ops *ops,
-			struct eng_opts *eo)
+/* Records why the clone failed; returns code. */
+static int werr(struct worker *w, int code, const char *fmt, ...)
 {
-	ops->opts_default(eo);
-	eo->backend = j->engine;
-	eo->queue_depth = j->iodepth;
-	/* as fio: one buffer per read in flight. Raw reads have nothing to
-	 * scatter, so the engine frees each buffer the moment it is reaped */
-	eo->buffers = j->iodepth;
-	eo->buffer_bytes = (uint32_t)j->bs;
-	eo->inflight_bytes = (uint64_t)j->iodepth * j->bs;
-	eo->register_buffers = j->fixedbufs;
-	eo->register_files = j->registerfiles;
-	eo->direct = j->direct;
-	eo->threads = j->iodepth;  /* psync: a pool as deep as the queue */
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->err, sizeof(w->err), fmt, ap);
+	va_end(ap);
+	return code;
 }
 
 static void *job_main(void *arg)
@@ -327,46 +336,41 @@ static void *job_main(void *arg)
 	struct worker *w = arg;
 	const struct rp_job *j = w->t->job;
 	struct rp_task_res *r = w->res;
-	struct eng_opts eo;
-	struct eng_job ej;
-	struct eng *eng = NULL;
-
-	engine_opts(j, w->ops, &eo);
-	memset(&ej, 0, sizeof(ej));
-	ej.nfiles = w->t->nfiles;
-	ej.paths = w->paths;
-	ej.file_sizes = w->sizes;
-	ej.next = job_next;
-	ej.on_read = job_on_read;
-	ej.user = w;
-	ej.total_bytes = j->time_based ? 0 : w->planned;
+	struct eng_raw_opts eo = {
+		.backend = j->engine, .iodepth = j->iodepth, .bs = (uint32_t)j->bs,
+		.direct = j->direct, .fixedbufs = j->fixedbufs,
+		.registerfiles = j->registerfiles, .hipri = w->t->hipri,
+		.sqthread_poll = j->sqthread_poll,
+	};
+	struct eng_raw_job ej = {
+		.nfiles = w->t->nfiles, .paths = w->paths, .sizes = w->sizes,
+		.next = job_next, .on_read = job_on_read, .user = w,
+		.total_bytes = j->time_based ? 0 : w->planned,
+	};
 
 	if (j->startdelay_ns)
 		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
-	r->error = w->ops->create(&eo, &eng, &w->err);
-	if (r->error >= 0)
-		r->error = w->ops->run(eng, &ej, &r->eng, &w->err);
-	w->ops->destroy(eng);
+	r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
 	if (w->logging) {
 		int lrc = rp_logs_close(&w->logs);
 
 		if (lrc < 0 && r->error >= 0)
-			r->error = rl_err_set(&w->err, lrc, "writing its logs: %s",
+			r->error = werr(w, lrc, "writing its logs: %s",
 					      strerror(-lrc));
 	}
 	if (r->error >= 0 && w->too_slow)
-		r->error = rl_err_set(&w->err, -EIO, "min rate %llu B/s not met, got %llu "
+		r->error = werr(w, -EIO, "min rate %llu B/s not met, got %llu "
 				      "B/s over %llu ms (ratemin)", (unsigned long long)j->ratemin,
 				      (unsigned long long)(w->too_slow - 1),
 				      (unsigned long long)(j->ratecycle_ns / 1000000));
 	/* every read handed out must come back (rw=read:N may end a file
 	 * before its planned bytes, as fio's does) */
-	if (r->error >= 0 && !stop_requested && w->all_bytes != w->submitted * j->bs)
-		r->error = rl_err_set(&w->err, -EIO, "the engine finished with %llu of "
+	if (r->error >= 0 && !stop_requested() && w->all_bytes != w->submitted * j->bs)
+		r->error = werr(w, -EIO, "the engine finished with %llu of "
 				      "%llu bytes read", (unsigned long long)w->all_bytes,
 				      (unsigned long long)(w->submitted * j->bs));
 	if (r->error < 0)
-		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err.msg[0] ? w->err.msg :
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s", w->err[0] ? w->err :
 			 rl_strerror(r->error));
 	/* a clone that is done gives its weight back, or the others of its
 	 * group would wait forever for it to catch up (fio's would) */
@@ -423,6 +427,173 @@ size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
 }
 
 /* ---------------------------------------------------------------- */
+/* Steady state: fio's steadystate_check, once a second               */
+/* ---------------------------------------------------------------- */
+
+/* A steady-state group: a job's clone, or the clones group_reporting
+ * joins (fio judges their sums), judged on the window of the last. */
+struct ssgroup {
+	struct rp_ss *ss;
+	size_t first, n;
+	uint64_t prev_ns, from_ns;   /* the last look; samples count from */
+};
+
+struct sscheck {
+	struct worker *w;
+	struct ssgroup *g;
+	size_t ng;
+	int stop;                    /* under lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t tid;
+};
+
+/* One look at group g: its IOPS and bytes/s since the last (fio's
+ * 1000 * delta / ms), a sample once ramp is over; stops its clones when
+ * the window meets the criterion. */
+static void ss_look(struct sscheck *k, struct ssgroup *g, uint64_t now)
+{
+	uint64_t ms = (now - g->prev_ns) / 1000000ull, iops = 0, bw = 0;
+
+	for (size_t i = g->first; i < g->first + g->n; i++) {
+		struct worker *w = &k->w[i];
+		uint64_t b = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED);
+		uint64_t c = __atomic_load_n(&w->completed, __ATOMIC_RELAXED);
+
+		if (ms) {
+			bw += 1000 * (b - w->ss_bytes) / ms;
+			iops += 1000 * (c - w->ss_ios) / ms;
+		}
+		w->ss_bytes = b;
+		w->ss_ios = c;
+	}
+	g->prev_ns = now;
+	if (g->ss->attained || now < g->from_ns || !ms || !rp_ss_add(g->ss, iops, bw))
+		return;
+	for (size_t i = g->first; i < g->first + g->n; i++)
+		__atomic_store_n(&k->w[i].ss_stop, 1, __ATOMIC_RELAXED);
+}
+
+static void *ss_main(void *arg)
+{
+	struct sscheck *k = arg;
+	uint64_t next = perf_now_ns();
+
+	pthread_mutex_lock(&k->lock);
+	while (!k->stop) {
+		struct timespec ts;
+
+		next += 1000000000ull;   /* fio's ss_check_interval */
+		ts.tv_sec = (time_t)(next / 1000000000ull);
+		ts.tv_nsec = (long)(next % 1000000000ull);
+		if (pthread_cond_timedwait(&k->cond, &k->lock, &ts) != ETIMEDOUT)
+			continue;
+		for (size_t i = 0; i < k->ng; i++)
+			ss_look(k, &k->g[i], perf_now_ns());
+	}
+	pthread_mutex_unlock(&k->lock);
+	return NULL;
+}
+
+/* The steady-state window of the group ending at clone last. */
+static struct rp_ss *ss_alloc(const struct rp_job *j)
+{
+	struct rp_ss *ss = calloc(1, sizeof(*ss));
+
+	if (!ss)
+		return NULL;
+	ss->state = j->ss_state;
+	ss->limit = j->ss_limit;
+	ss->dur = (unsigned)(j->ss_dur_ns / 1000000000ull);
+	ss->iops = calloc(ss->dur, sizeof(*ss->iops));
+	ss->bw = calloc(ss->dur, sizeof(*ss->bw));
+	if (!ss->iops || !ss->bw) {
+		free(ss->iops);
+		free(ss->bw);
+		free(ss);
+		return NULL;
+	}
+	return ss;
+}
+
+/* The groups of clones with a steadystate_duration (group_reporting joins
+ * a clone to the one before, as for the reports). Returns their number,
+ * or -ENOMEM; the windows go to each group's last clone's result. */
+static long ss_groups(struct worker *w, size_t n, struct rp_result *r, struct ssgroup *g)
+{
+	uint64_t t0 = perf_now_ns();
+	long ng = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_job *j = w[i].t->job;
+
+		if (!j->ss_dur_ns)
+			continue;
+		if (ng && j->group_reporting && g[ng - 1].first + g[ng - 1].n == i &&
+		    w[i - 1].t->groupid == w[i].t->groupid) {
+			free(r->task[i - 1].ss);
+			r->task[i - 1].ss = NULL;
+			g[ng - 1].n++;
+		} else {
+			g[ng] = (struct ssgroup){ .first = i, .n = 1, .prev_ns = t0 };
+			/* fio: samples from a second after the ramp */
+			g[ng++].from_ns = t0 + j->startdelay_ns +
+					  (j->ss_ramp_ns ? j->ss_ramp_ns + 1000000000ull : 0);
+		}
+		if (!(r->task[i].ss = ss_alloc(j)))
+			return -ENOMEM;
+		g[ng - 1].ss = r->task[i].ss;
+	}
+	return ng;
+}
+
+/* Starts the checker when a clone has a steadystate_duration; NULL when
+ * none has (or no memory: the run goes on without it, as without ss). */
+static struct sscheck *ss_start(struct worker *w, size_t n, struct rp_result *r)
+{
+	struct sscheck *k = calloc(1, sizeof(*k));
+	long ng = -1;
+
+	if (k && (k->g = calloc(n ? n : 1, sizeof(*k->g))))
+		ng = ss_groups(w, n, r, k->g);
+	if (ng > 0) {
+		k->w = w;
+		k->ng = (size_t)ng;
+		pthread_condattr_t ca;
+
+		/* waits until perf_now_ns() times: the monotonic clock */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_mutex_init(&k->lock, NULL);
+		pthread_cond_init(&k->cond, &ca);
+		pthread_condattr_destroy(&ca);
+		if (!pthread_create(&k->tid, NULL, ss_main, k))
+			return k;
+		pthread_mutex_destroy(&k->lock);
+		pthread_cond_destroy(&k->cond);
+	}
+	if (k)
+		free(k->g);
+	free(k);
+	return NULL;
+}
+
+static void ss_stop(struct sscheck *k)
+{
+	if (!k)
+		return;
+	pthread_mutex_lock(&k->lock);
+	k->stop = 1;
+	pthread_cond_signal(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+	pthread_join(k->tid, NULL);
+	pthread_mutex_destroy(&k->lock);
+	pthread_cond_destroy(&k->cond);
+	free(k->g);
+	free(k);
+}
+
+/* ---------------------------------------------------------------- */
 /* Set-up and the run                                                */
 /* ---------------------------------------------------------------- */
 
@@ -447,7 +618,7 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 		return 0;
 	fd = open(f->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return rl_err_set(&w->err, -errno, "%s: %s", f->path, strerror(errno));
+		return werr(w, -errno, "%s: %s", f->path, strerror(errno));
 	rc = rp_invalidate(f, fd);
 	if (rc < 0)
 		note(r, f->path, rc);
@@ -459,7 +630,7 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 }
 
 static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
-		       const struct rp_engine_ops *ops, struct rp_task_res *res,
+		       rp_engine_fn engine, struct rp_task_res *res,
 		       struct rp_result *r)
 {
 	const struct rp_job *j = t->job;
@@ -467,19 +638,19 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		   j->norandommap ? RP_GEN_NORANDOMMAP : RP_GEN_RANDOM;
 
 	w->t = t;
-	w->ops = ops;
+	w->engine = engine;
 	w->res = res;
-	res->clat = rl_malloc(sizeof(*res->clat));
-	w->paths = rl_calloc(t->nfiles, sizeof(*w->paths));
-	w->sizes = rl_calloc(t->nfiles, sizeof(*w->sizes));
-	w->fs = rl_calloc(t->nfiles, sizeof(*w->fs));
+	res->clat = malloc(sizeof(*res->clat));
+	w->paths = calloc(t->nfiles, sizeof(*w->paths));
+	w->sizes = calloc(t->nfiles, sizeof(*w->sizes));
+	w->fs = calloc(t->nfiles, sizeof(*w->fs));
 	if (!res->clat || !w->paths || !w->sizes || !w->fs)
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
 	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
 	if (j->lat_log || j->bw_log || j->iops_log) {
-		int rc = rp_logs_open(&w->logs, j, number, w->err.msg, sizeof(w->err.msg));
+		int rc = rp_logs_open(&w->logs, j, number, w->err, sizeof(w->err));
 
 		if (rc < 0)
 			return rc;
@@ -512,16 +683,16 @@ static void worker_free(struct worker *w)
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
 		if (w->fs[i].fd >= 0)
 			close(w->fs[i].fd);
-	rl_free(w->fs);
-	rl_free(w->paths);
-	rl_free(w->sizes);
+	free(w->fs);
+	free(w->paths);
+	free(w->sizes);
 }
 
 static void sleep_ns(uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
 
-	while (nanosleep(&ts, &ts) && errno == EINTR && !stop_requested)
+	while (nanosleep(&ts, &ts) && errno == EINTR && !stop_requested())
 		;
 }
 
@@ -616,7 +787,7 @@ static struct flow *flows_setup(struct worker *w, size_t n)
 
 		if (!j->flow)
 			continue;
-		if (!fl && !(fl = rl_calloc(n, sizeof(*fl))))
+		if (!fl && !(fl = calloc(n, sizeof(*fl))))
 			return NULL;
 		while (k < nf && fl[k].id != j->flow_id)
 			k++;
@@ -628,9 +799,10 @@ static struct flow *flows_setup(struct worker *w, size_t n)
 	return fl;
 }
 
-int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_result *r)
+int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 {
 	struct flow *flows = NULL;
+	struct sscheck *ss;
 	struct worker *w;
 	struct timeval tv;
 	size_t n = p->ntasks, i;
@@ -638,34 +810,42 @@ int rp_run(const struct rp_plan *p, const struct rp_engine_ops *ops, struct rp_r
 
 	memset(r, 0, sizeof(*r));
 	r->ntasks = n;
-	r->task = rl_calloc(n ? n : 1, sizeof(*r->task));
-	w = rl_calloc(n ? n : 1, sizeof(*w));
+	r->task = calloc(n ? n : 1, sizeof(*r->task));
+	w = calloc(n ? n : 1, sizeof(*w));
 	for (i = 0; r->task && w && i < n && !rc; i++)
-		rc = worker_init(&w[i], &p->tasks[i], i + 1, ops, &r->task[i], r);
+		rc = worker_init(&w[i], &p->tasks[i], i + 1, engine, &r->task[i], r);
 	if (!r->task || !w || rc) {
 		r->error = r->task && w ? rc : -ENOMEM;
 		snprintf(r->errmsg, sizeof(r->errmsg), "rlperf: %s", r->error == -ENOMEM ?
-			 "out of memory" : w[i - 1].err.msg);
+			 "out of memory" : w[i - 1].err);
 	} else {
-		stop_requested = 0;
+		__atomic_store_n(&stop_flag, 0, __ATOMIC_RELAXED);
 		flows = flows_setup(w, n);
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 		progress_publish(w, n);
+		ss = ss_start(w, n, r);
 		first_error(r, p, run_threads(w, n, r));
+		ss_stop(ss);
 		progress_publish(NULL, 0);
 	}
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);
-	rl_free(w);
-	rl_free(flows);
+	free(w);
+	free(flows);
 	return r->error;
 }
 
 void rp_result_free(struct rp_result *r)
 {
-	for (size_t i = 0; r->task && i < r->ntasks; i++)
-		rl_free(r->task[i].clat);
-	rl_free(r->task);
+	for (size_t i = 0; r->task && i < r->ntasks; i++) {
+		free(r->task[i].clat);
+		if (r->task[i].ss) {
+			free(r->task[i].ss->iops);
+			free(r->task[i].ss->bw);
+			free(r->task[i].ss);
+		}
+	}
+	free(r->task);
 	memset(r, 0, sizeof(*r));
 }

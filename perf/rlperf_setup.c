@@ -53,8 +53,8 @@ static int setup_fail(char *err, size_t errlen, const char *fmt, ...)
 static void names_free(struct names *l)
 {
 	for (size_t i = 0; i < l->n; i++)
-		rl_free(l->v[i]);
-	rl_free(l->v);
+		free(l->v[i]);
+	free(l->v);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -62,11 +62,11 @@ static void names_free(struct names *l)
 static int split_list(const char *s, struct names *l)
 {
 	while (s) {
-		char *item = rl_malloc(strlen(s) + 1);
+		char *item = malloc(strlen(s) + 1);
 		size_t n = 0;
 
-		if (!item || rl_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v))) {
-			rl_free(item);
+		if (!item || rp_grow((void **)&l->v, &l->cap, l->n + 1, sizeof(*l->v))) {
+			free(item);
 			return -ENOMEM;
 		}
 		for (; *s && *s != ':'; s++)
@@ -84,9 +84,9 @@ static const char *plan_path(struct rp_plan *p, const char *dir, const char *nam
 	size_t len = (dir ? strlen(dir) + 1 : 0) + strlen(name) + 1;
 	char *s;
 
-	if (rl_grow((void **)&p->paths, &p->cappaths, p->npaths + 1, sizeof(*p->paths)))
+	if (rp_grow((void **)&p->paths, &p->cappaths, p->npaths + 1, sizeof(*p->paths)))
 		return NULL;
-	s = rl_malloc(len);
+	s = malloc(len);
 	if (!s)
 		return NULL;
 	snprintf(s, len, "%s%s%s", dir ? dir : "", dir ? "/" : "", name);
@@ -136,7 +136,7 @@ static int clone_files(struct rp_plan *p, const struct rp_job *j, unsigned clone
 	}
 	if (!rc && files.n > RP_MAX_FILES)
 		rc = setup_fail(err, errlen, "job %s: more than %u files", j->name, RP_MAX_FILES);
-	if (!rc && !(t->files = rl_calloc(files.n, sizeof(*t->files))))
+	if (!rc && !(t->files = calloc(files.n, sizeof(*t->files))))
 		rc = setup_fail(err, errlen, "out of memory");
 	for (size_t i = 0; !rc && i < files.n; i++) {
 		const char *dir = dirs.n ? dirs.v[j->filename ? 0 : clone % dirs.n] : NULL;
@@ -177,9 +177,9 @@ static int start_offset(const struct rp_job *j, unsigned clone, const struct rp_
 		base = (uint64_t)((unsigned __int128)f->file_size * j->offset.v / 100);
 		align = 1;
 	}
-	if (rl_mul64(inc, clone, &step) || rl_add64(base, step, &off))
+	if (rp_mul64(inc, clone, &step) || rp_add64(base, step, &off))
 		return -1;
-	if (align && off % j->bs && rl_add64(off - off % j->bs, j->bs, &off))
+	if (align && off % j->bs && rp_add64(off - off % j->bs, j->bs, &off))
 		return -1;
 	*out = off;
 	return 0;
@@ -215,7 +215,7 @@ static int file_region(const struct rp_job *j, unsigned clone, struct rp_file *f
 			io = whole - f->off;
 		io -= io % j->bs;
 	}
-	if (f->off > f->file_size || rl_add64(f->off, io, &end) || end > f->file_size)
+	if (f->off > f->file_size || rp_add64(f->off, io, &end) || end > f->file_size)
 		return setup_fail(err, errlen, "job %s: offset %llu + size %llu is past the "
 				  "end of %s (%llu bytes); rlperf never writes", j->name,
 				  (unsigned long long)f->off, (unsigned long long)io, f->path,
@@ -266,16 +266,62 @@ static int check_direct(const struct rp_job *j, const struct rp_task *t, char *e
 {
 	for (size_t i = 0; j->direct && i < t->nfiles; i++) {
 		const struct rp_file *f = &t->files[i];
-		struct eng_align al;
-		int rc = eng_probe_align(f->path, &al);
+		uint32_t align;
+		int direct, rc = eng_raw_align(f->path, &align, &direct);
 
 		if (rc < 0)
 			return setup_fail(err, errlen, "%s: %s", f->path, rl_strerror(rc));
-		if (al.direct && (f->off % al.offset_align || j->bs % al.offset_align))
+		if (direct && (f->off % align || j->bs % align))
 			return setup_fail(err, errlen, "direct=1 needs offset and bs in "
 					  "multiples of %u bytes on %s (offset=%llu, bs=%llu)",
-					  al.offset_align, f->path, (unsigned long long)f->off,
+					  align, f->path, (unsigned long long)f->off,
 					  (unsigned long long)j->bs);
+	}
+	return 0;
+}
+
+/* fio's hipri: polled completions, which only O_DIRECT reads of io_uring
+ * on a disk with poll queues can have (fio fails the job elsewhere; rlperf
+ * reads interrupt-driven and says why, once). */
+static void check_hipri(struct rp_plan *p, const struct rp_job *j, struct rp_task *t)
+{
+	char disk[64] = "", where[PATH_MAX + 128];
+	const char *why = NULL;
+
+	if (!j->hipri)
+		return;
+	if (j->engine != RL_BACKEND_IO_URING)
+		why = "the pread pool (pvsync2) reads with pread(2), without RWF_HIPRI";
+	else if (!j->direct)
+		why = "polled reads need direct=1";
+	for (size_t i = 0; !why && i < t->nfiles; i++) {
+		if (rp_disk_polls(t->files[i].path, disk, sizeof(disk)))
+			continue;
+		snprintf(where, sizeof(where), "%s: %s%s", t->files[i].path,
+			 disk[0] ? disk : "no block device under it",
+			 disk[0] ? " has no poll queues (queue/io_poll is 0)" : "");
+		why = where;
+	}
+	t->hipri = !why;
+	if (why && !p->notes[0])
+		snprintf(p->notes, sizeof(p->notes), "rlperf: hipri: %s; reads are not polled",
+			 why);
+}
+
+/* fio's td_steadystate_init: every job of a reporting group judges the
+ * same steady state, or none does. */
+static int check_ss(const struct rp_plan *p, const struct rp_job *j, int group, char *err,
+		    size_t errlen)
+{
+	for (size_t i = 0; i < p->ntasks; i++) {
+		const struct rp_job *o = p->tasks[i].job;
+
+		if (p->tasks[i].groupid != group || (!o->ss_dur_ns && !j->ss_dur_ns))
+			continue;
+		if (o->ss_dur_ns != j->ss_dur_ns || o->ss_ramp_ns != j->ss_ramp_ns ||
+		    o->ss_state != j->ss_state || o->ss_limit != j->ss_limit)
+			return setup_fail(err, errlen, "job %s: steadystate options must be "
+					  "consistent within reporting groups", j->name);
 	}
 	return 0;
 }
@@ -290,7 +336,7 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 		n += c->jobs[i].numjobs;
 	if (n > RP_MAX_JOBS)
 		return setup_fail(err, errlen, "%zu job clones (at most %u)", n, RP_MAX_JOBS);
-	p->tasks = rl_calloc(n ? n : 1, sizeof(*p->tasks));
+	p->tasks = calloc(n ? n : 1, sizeof(*p->tasks));
 	if (!p->tasks)
 		return setup_fail(err, errlen, "out of memory");
 	for (size_t i = 0, group = 0; i < c->njobs && !rc; i++) {
@@ -300,6 +346,7 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 		 * starts the next group (its clones stay in it) */
 		if (i && (j->stonewall || j->new_group))
 			group++;
+		rc = check_ss(p, j, (int)group, err, errlen);
 		for (unsigned k = 0; k < j->numjobs && !rc; k++) {
 			struct rp_task *t = &p->tasks[p->ntasks++];
 
@@ -312,6 +359,8 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 				rc = clone_regions(j, k, t, err, errlen);
 			if (!rc)
 				rc = check_direct(j, t, err, errlen);
+			if (!rc)
+				check_hipri(p, j, t);
 		}
 	}
 	if (rc)
@@ -322,11 +371,11 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 void rp_plan_free(struct rp_plan *p)
 {
 	for (size_t i = 0; i < p->ntasks; i++)
-		rl_free(p->tasks[i].files);
-	rl_free(p->tasks);
+		free(p->tasks[i].files);
+	free(p->tasks);
 	for (size_t i = 0; i < p->npaths; i++)
-		rl_free(p->paths[i]);
-	rl_free(p->paths);
+		free(p->paths[i]);
+	free(p->paths);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -58,6 +58,8 @@ static void unit_add(struct rp_unit *u, const struct rp_task_res *t)
 		u->error = t->error;
 		u->errmsg = t->errmsg;
 	}
+	if (t->ss)
+		u->ss = t->ss;  /* the group's window sits on its last clone */
 	if (t->eng.peak_inflight > u->eng.peak_inflight)
 		u->eng.peak_inflight = t->eng.peak_inflight;
 	if (u->n > 1)  /* the first clone's are in u->eng already */
@@ -88,7 +90,7 @@ static void share_cpu(struct rp_unit *u, size_t n, const struct rp_result *r)
 
 long rp_units(const struct rp_plan *p, const struct rp_result *r, struct rp_unit **out)
 {
-	struct rp_unit *u = rl_calloc(p->ntasks ? p->ntasks : 1, sizeof(*u));
+	struct rp_unit *u = calloc(p->ntasks ? p->ntasks : 1, sizeof(*u));
 	size_t n = 0;
 
 	*out = NULL;
@@ -103,7 +105,7 @@ long rp_units(const struct rp_plan *p, const struct rp_result *r, struct rp_unit
 			cur->first = i;
 			cur->groupid = p->tasks[i].groupid;
 			cur->eng = r->task[i].eng;  /* the first clone's engine */
-			cur->clat = rl_malloc(sizeof(*cur->clat));
+			cur->clat = malloc(sizeof(*cur->clat));
 			if (!cur->clat) {
 				rp_units_free(u, n);
 				return -ENOMEM;
@@ -121,8 +123,8 @@ long rp_units(const struct rp_plan *p, const struct rp_result *r, struct rp_unit
 void rp_units_free(struct rp_unit *u, size_t n)
 {
 	for (size_t i = 0; u && i < n; i++)
-		rl_free(u[i].clat);
-	rl_free(u);
+		free(u[i].clat);
+	free(u);
 }
 
 double rp_unit_bps(const struct rp_unit *u)
@@ -166,7 +168,7 @@ static unsigned lat_bin(uint64_t v)
 	static const uint64_t top[] = { 2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000 };
 	unsigned i = 0;
 
-	while (i < RL_ARRAY_SIZE(top) && v >= top[i])
+	while (i < RP_ARRAY_SIZE(top) && v >= top[i])
 		i++;
 	return i;
 }

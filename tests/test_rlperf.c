@@ -31,6 +31,7 @@
 #include "../perf/rlperf_gen.c"
 #include "../perf/rlperf_setup.c"
 #include "../perf/rlperf_run.c"
+#include "../perf/rlperf_ss.c"
 #include "../perf/rlperf_unit.c"
 #include "../perf/rlperf_disk.c"
 #include "../perf/rlperf_out.c"
@@ -168,7 +169,7 @@ static void sizes_read_as_fio_reads_them(void)
 	uint64_t v;
 	int pct;
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_sizes); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(fio_sizes); i++) {
 		CHECKF(rp_parse_size(fio_sizes[i].s, fio_sizes[i].kb_base, &v, NULL) == 0,
 		       "size %s refused", fio_sizes[i].s);
 		CHECKF(v == fio_sizes[i].v, "size %s (kb_base %u) = %llu, fio reads %llu",
@@ -176,7 +177,7 @@ static void sizes_read_as_fio_reads_them(void)
 		       (unsigned long long)fio_sizes[i].v);
 	}
 	/* fio ignores what follows what it understands; rlperf refuses */
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++)
+	for (size_t i = 0; i < RP_ARRAY_SIZE(bad); i++)
 		CHECKF(rp_parse_size(bad[i], 1024, &v, NULL) == -1, "size '%s' accepted", bad[i]);
 	/* percentages only where asked for, 0 to 100 */
 	CHECK(rp_parse_size("25%", 1024, &v, &pct) == 0 && pct && v == 25);
@@ -197,7 +198,7 @@ static int fio_sizes_json(char *out, size_t len)
 	int n = snprintf(cmd, sizeof(cmd), "fio --output-format=json --ioengine=null "
 			 "--rw=read");
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_sizes) && n > 0 && (size_t)n < sizeof(cmd);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(fio_sizes) && n > 0 && (size_t)n < sizeof(cmd);
 	     i++) {
 		if (fio_sizes[i].v > (256u << 20))
 			continue;  /* past fio's largest bs */
@@ -218,7 +219,7 @@ static void sizes_match_the_fio_binary(void)
 	if (!have("fio --version"))
 		SKIP("fio not installed (make deps installs it)");
 	CHECKF(fio_sizes_json(out, sizeof(out)) == 0, "fio failed: %.300s", out);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_sizes); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(fio_sizes); i++) {
 		char name[32];
 		const char *p;
 
@@ -307,7 +308,7 @@ static void options_take_both_syntaxes(void)
 	struct rp_conf c;
 	char err[512], a1[200], d1[1024], d2[1024];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		char o2[64];
 		const char *base = cases[i].base ? cases[i].base : "--eta=auto";
 
@@ -324,30 +325,95 @@ static void options_take_both_syntaxes(void)
 	}
 }
 
-/* io_uring's hipri and sqthread_poll: accepted where fio knows them, and
- * noted as not applied (the engine has neither IOPOLL nor SQPOLL) */
-static void polling_options_are_noted(void)
+/* steadystate=: fio's four criteria, with or without %, and nothing else */
+static void steadystate_parses_fios_criteria(void)
 {
-	static const char note[] = "rlperf: hipri and sqthread_poll are accepted, not "
-		"applied: ringload's engine sets up io_uring without IOPOLL or SQPOLL "
-		"(polled reads need an NVMe with poll queues)";
+	static const struct {
+		const char *s;
+		int state;
+		double limit;
+	} ok[] = {
+		{ "iops:5", RP_SS_IOPS, 5 }, { "iops_slope:0.01%", RP_SS_IOPS | RP_SS_SLOPE |
+		RP_SS_PCT, 0.01 }, { "bw:20%", RP_SS_PCT, 20 }, { "bw_slope:1.5", RP_SS_SLOPE, 1.5 },
+	};
+	static const char *const bad[] = {
+		"iops", "iops:", "iops:x", "lat:1", "bw:1%%", "bw:-1", "bw:1 %", "IOPS:1",
+	};
+	struct rp_conf c;
+	char err[512];
+	int state;
+	double limit;
+
+	for (size_t i = 0; i < RP_ARRAY_SIZE(ok); i++) {
+		CHECKF(!rp_parse_ss(ok[i].s, &state, &limit), "%s refused", ok[i].s);
+		CHECK_EQ(state, ok[i].state);
+		CHECK(limit == ok[i].limit);
+	}
+	for (size_t i = 0; i < RP_ARRAY_SIZE(bad); i++)
+		CHECKF(rp_parse_ss(bad[i], &state, &limit), "%s accepted", bad[i]);
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--ss_dur=5", NULL), 0);
+	CHECK(c.jobs[0].ss_state == (RP_SS_IOPS | RP_SS_SLOPE | RP_SS_PCT) &&
+	      c.jobs[0].ss_limit == 0.01 && c.jobs[0].ss_dur_ns == 5000000000ull);
+	rp_conf_free(&c);
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--steadystate=lat:1", NULL),
+		 RP_PARSE_ERROR);
+	CHECK_STR(err, "rlperf: failed parsing steadystate=lat:1: expected iops, iops_slope, "
+		  "bw or bw_slope, ':', a number and an optional %");
+	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--ss_dur=500ms", NULL),
+		 RP_PARSE_ERROR);
+	CHECK_STR(err, "rlperf: --steadystate_duration must be 1s to 86400s");
+}
+
+/* The window's judgement, as fio's: the largest distance from the mean,
+ * or the least-squares slope, each absolute or in % of the mean */
+static void steadystate_judges_the_window(void)
+{
+	uint64_t iops[4], bw[4];
+	struct rp_ss ss = { .state = RP_SS_IOPS | RP_SS_PCT, .limit = 10, .dur = 4,
+			    .iops = iops, .bw = bw };
+
+	/* 100, 110, 90, 100: mean 100, deviation 10 = 10%: not under 10 */
+	CHECK(!rp_ss_add(&ss, 100, 1) && !rp_ss_add(&ss, 110, 1) && !rp_ss_add(&ss, 90, 1));
+	CHECK(!rp_ss_add(&ss, 100, 1));
+	CHECK(ss.deviation == 10 && ss.criterion == 10);
+	/* the oldest (100) drops out: 110, 90, 100, 104: mean 101 */
+	CHECK(!rp_ss_add(&ss, 104, 1));
+	CHECK(fabs(ss.deviation - 11) < 1e-9);
+	/* 90, 100, 104, 95: mean 97.25, deviation 7.25 = 7.5%: attained */
+	CHECK(rp_ss_add(&ss, 95, 1) && ss.attained);
+	CHECK_EQ(rp_ss_mean(&ss, 0), (90 + 100 + 104 + 95) / 4);
+
+	/* bandwidth 10, 20, 30, 40: slope 10 a second, 40% of the mean 25 */
+	memset(&ss, 0, sizeof(ss));
+	ss = (struct rp_ss){ .state = RP_SS_SLOPE | RP_SS_PCT, .limit = 40, .dur = 4,
+			     .iops = iops, .bw = bw };
+	for (uint64_t v = 10; v <= 40; v += 10)
+		CHECK_EQ(rp_ss_add(&ss, 1, v), 0);
+	CHECK(fabs(ss.slope - 10) < 1e-9 && fabs(ss.criterion - 40) < 1e-9);
+	/* 20, 30, 40, 10: slope -2: 8% of 25 in absolute value */
+	CHECK_EQ(rp_ss_add(&ss, 1, 10), 1);
+	CHECK(fabs(ss.slope + 2) < 1e-9 && fabs(ss.criterion + 8) < 1e-9);
+}
+
+/* io_uring's hipri and sqthread_poll: accepted where fio knows them */
+static void polling_options_parse(void)
+{
 	static const struct {
 		const char *a, *b;
-		int noted;
+		int hipri, sqpoll;
 		const char *err;
 	} cases[] = {
-		{ "--hipri", NULL, 1, NULL },
-		{ "--sqthread_poll", "--ioengine=io_uring", 1, NULL },
-		{ "--hipri", "--ioengine=pvsync2", 1, NULL },
-		{ "--hipri=0", "--sqthread_poll=0", 0, NULL },
-		{ "--direct=1", NULL, 0, NULL },
-		{ "--hipri", "--ioengine=psync", 0, "rlperf: --hipri needs --ioengine=io_uring or pvsync2" },
-		{ "--sqthread_poll", "--ioengine=libaio", 0, "rlperf: --sqthread_poll needs --ioengine=io_uring" },
+		{ "--hipri", NULL, 1, 0, NULL },
+		{ "--sqthread_poll", "--ioengine=io_uring", 0, 1, NULL },
+		{ "--hipri", "--ioengine=pvsync2", 1, 0, NULL },
+		{ "--hipri=0", "--sqthread_poll=0", 0, 0, NULL },
+		{ "--hipri", "--ioengine=psync", 0, 0, "rlperf: --hipri needs --ioengine=io_uring or pvsync2" },
+		{ "--sqthread_poll", "--ioengine=libaio", 0, 0, "rlperf: --sqthread_poll needs --ioengine=io_uring" },
 	};
 	struct rp_conf c;
 	char err[512];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		int rc = parse(&c, err, sizeof(err), "--filename=f", cases[i].a, cases[i].b,
 			       NULL);
 
@@ -357,10 +423,8 @@ static void polling_options_are_noted(void)
 			continue;
 		}
 		CHECKF(rc == 0, "%s: %s", cases[i].a, err);
-		if (cases[i].noted)
-			CHECK_STR(rp_conf_note(&c), note);
-		else
-			CHECK(rp_conf_note(&c) == NULL);
+		CHECK_EQ(c.jobs[0].hipri, cases[i].hipri);
+		CHECK_EQ(c.jobs[0].sqthread_poll, cases[i].sqpoll);
 		rp_conf_free(&c);
 	}
 }
@@ -374,7 +438,7 @@ static void flags_take_nothing_or_0_1(void)
 	struct rp_conf c;
 	char err[512], a[64], d1[1024], d2[1024];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(flags); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(flags); i++) {
 		snprintf(a, sizeof(a), "--%s", flags[i]);
 		CHECKF(parse(&c, err, sizeof(err), "--filename=f", "--runtime=1", a, NULL) == 0,
 		       "%s: %s", a, err);
@@ -419,7 +483,7 @@ static void fio_command_line_parses(void)
 	CHECK_EQ(j->bs, 1 << 20);
 	CHECK_EQ(j->iodepth, 16);
 	CHECK_EQ(j->direct, 1);
-	CHECK_EQ(j->engine, ENG_LIBAIO);
+	CHECK_EQ(j->engine, RL_BACKEND_LIBAIO);
 	CHECK_EQ(j->numjobs, 4);
 	CHECK_EQ(j->runtime_ns, 10000000000ll);
 	CHECK_EQ(j->time_based, 1);
@@ -439,13 +503,13 @@ static void fio_command_line_parses(void)
 	CHECK_STR(j->name, "rlperf");
 	CHECK(j->rw == RP_READ && j->bs == 4096 && j->iodepth == 1 && !j->direct);
 	CHECK(j->invalidate == 1 && j->kb_base == 1024 && j->numjobs == 1);
-	CHECK(j->engine == ENG_IO_URING && j->fixedbufs && j->registerfiles);
+	CHECK(j->engine == RL_BACKEND_IO_URING && j->fixedbufs && j->registerfiles);
 	CHECK_EQ(c.format, RP_FMT_NORMAL);
 	rp_conf_free(&c);
 
 	/* each sync engine of fio is the pread pool */
 	CHECK_EQ(parse(&c, err, sizeof(err), "--filename=f", "--ioengine=pvsync2", NULL), 0);
-	CHECK(c.jobs[0].engine == ENG_PREAD && !strcmp(c.jobs[0].ioengine, "pvsync2"));
+	CHECK(c.jobs[0].engine == RL_BACKEND_PREAD && !strcmp(c.jobs[0].ioengine, "pvsync2"));
 	rp_conf_free(&c);
 
 	CHECK_EQ(parse(&c, err, sizeof(err), "--checkpoint=ck", "--sharding=s.json",
@@ -521,7 +585,7 @@ static void bad_options_name_the_option(void)
 	struct rp_conf c;
 	char err[512];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		/* every case also names a file, so that only its own fault shows */
 		CHECKF(parse(&c, err, sizeof(err), "--filename=f", cases[i].a, cases[i].b,
 			     NULL) == RP_PARSE_ERROR, "%s accepted", cases[i].a);
@@ -581,7 +645,7 @@ static void help_lists_exactly_the_options(void)
 	text = th_slurp(path, NULL);
 	CHECK(text);
 	/* every option and alias of the table is in the text */
-	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(opt_table); i++) {
 		const char *names[2] = { opt_table[i].name, opt_table[i].alias };
 
 		for (int k = 0; k < 2; k++) {
@@ -615,7 +679,7 @@ static void help_lists_exactly_the_options(void)
 	}
 	CHECK(!strstr(text, "OPT_") && !strstr(text, "RP_O_"));
 	free(text);
-	CHECK_EQ(listed, RL_ARRAY_SIZE(opt_table));
+	CHECK_EQ(listed, RP_ARRAY_SIZE(opt_table));
 }
 
 /* man/rlperf.1 names every option (roff writes '-' as "\-") and renders */
@@ -631,7 +695,7 @@ static void man_page_lists_every_option(void)
 		*w++ = *r;
 	}
 	*w = '\0';
-	for (size_t i = 0; i < RL_ARRAY_SIZE(opt_table); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(opt_table); i++) {
 		const char *names[2] = { opt_table[i].name, opt_table[i].alias };
 
 		for (int k = 0; k < 2; k++)
@@ -759,7 +823,7 @@ static void job_file_errors_name_file_and_line(void)
 	struct rp_conf c;
 	char err[512], want[700];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		const char *path = write_text("bad.fio", cases[i].text);
 
 		CHECK(path);
@@ -881,7 +945,7 @@ static void files_split_escape_and_default_as_fio(void)
 	rp_plan_free(&p);
 	rp_conf_free(&c);
 	/* rlperf never creates or extends a file */
-	for (size_t i = 0; i < RL_ARRAY_SIZE(refused); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(refused); i++) {
 		CHECK_EQ(plan_args(&c, &p, err, sizeof(err), arg, refused[i].a, refused[i].b,
 				   NULL), -1);
 		snprintf(want, sizeof(want), refused[i].fmt, dir);
@@ -928,7 +992,7 @@ static void histogram_matches_fio_buckets(void)
 
 static void percentiles_follow_fio(void)
 {
-	struct rp_hist *h = rl_malloc(sizeof(*h)), *g = rl_malloc(sizeof(*g));
+	struct rp_hist *h = malloc(sizeof(*h)), *g = malloc(sizeof(*g));
 	uint64_t v[RP_NPCT], w[RP_NPCT];
 	int ok = 0;
 
@@ -975,30 +1039,30 @@ static void percentiles_follow_fio(void)
 		goto out;
 	ok = 1;
 out:
-	rl_free(h);
-	rl_free(g);
+	free(h);
+	free(g);
 	CHECK(ok);
 }
 
 static void stddev_is_exact(void)
 {
 	static const uint64_t xs[] = { 2, 4, 4, 4, 5, 5, 7, 9 };
-	struct rp_hist *h = rl_malloc(sizeof(*h));
+	struct rp_hist *h = malloc(sizeof(*h));
 	double sd;
 
 	CHECK(h);
 	rp_hist_init(h);
 	CHECK(rp_hist_stddev(h) == 0.0);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(xs); i++)
+	for (size_t i = 0; i < RP_ARRAY_SIZE(xs); i++)
 		rp_hist_add(h, xs[i] + 1000000000000ull);  /* large mean, small spread */
 	sd = rp_hist_stddev(h);
-	rl_free(h);
+	free(h);
 	CHECKF(sd > 2.13808 && sd < 2.13809, "stddev %.6f", sd);
 }
 
 static void latency_bins_follow_fio(void)
 {
-	struct rp_hist *h = rl_malloc(sizeof(*h));
+	struct rp_hist *h = malloc(sizeof(*h));
 	double ns[RP_NLAT], us[RP_NLAT], ms[RP_NLAT_MS];
 
 	CHECK(h);
@@ -1012,7 +1076,7 @@ static void latency_bins_follow_fio(void)
 	rp_hist_add(h, 2500000000ull);
 	rp_hist_add(h, 2500000000ull);
 	rp_lat_bins(h, ns, us, ms);
-	rl_free(h);
+	free(h);
 	CHECK(ns[0] == 12.5 && ns[1] == 12.5 && us[3] == 12.5 && us[8] == 12.5);
 	CHECK(ms[0] == 12.5 && ms[11] == 37.5 && ms[10] == 0.0);
 }
@@ -1040,12 +1104,12 @@ static void sequential_offsets_cover_the_region(void)
 static void random_offsets_are_a_permutation(void)
 {
 	static const uint64_t sizes[] = { 1, 2, 3, 7, 64, 1000, 4097, 65536 };
-	uint8_t *seen = rl_malloc(65536);
+	uint8_t *seen = malloc(65536);
 	uint64_t first[2] = { 0, 0 };
 	int ok = 1;
 
 	CHECK(seen);
-	for (size_t s = 0; s < RL_ARRAY_SIZE(sizes) && ok; s++) {
+	for (size_t s = 0; s < RP_ARRAY_SIZE(sizes) && ok; s++) {
 		uint64_t nb = sizes[s], seed = th_rand();
 		struct rp_gen g;
 
@@ -1074,7 +1138,7 @@ static void random_offsets_are_a_permutation(void)
 				ok = 0;
 		}
 	}
-	rl_free(seen);
+	free(seen);
 	CHECKF(ok, "not a permutation (seed %llu)", (unsigned long long)th_seed());
 	CHECK(first[0] + 1 != first[1]);
 }
@@ -1104,10 +1168,6 @@ static void norandommap_offsets_repeat_blocks(void)
 /* The runner on a fake engine                                       */
 /* ---------------------------------------------------------------- */
 
-struct fake_eng {
-	struct eng_opts o;
-};
-
 static struct {
 	pthread_mutex_t lock;
 	int fail_rc;            /* eng_run returns this after fail_after reads */
@@ -1122,42 +1182,18 @@ static struct {
 	uint64_t rec[64];
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static void fake_opts_default(struct eng_opts *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->backend = ENG_AUTO;
-	o->queue_depth = 32;
-	o->direct = 1;
-}
-
-static int fake_create(const struct eng_opts *o, struct eng **out, struct rl_err *e)
-{
-	struct fake_eng *f = rl_calloc(1, sizeof(*f));
-
-	if (!f)
-		return rl_err_set(e, -ENOMEM, "fake engine: out of memory");
-	f->o = *o;
-	*out = (struct eng *)f;
-	return 0;
-}
-
-static void fake_destroy(struct eng *eng)
-{
-	rl_free(eng);
-}
-
 /* Reads of each block of each file (at most 4 files). */
 struct fake_counts {
 	uint32_t *c[4];
 	uint64_t nb[4];
 };
 
-static int fake_check(const struct eng_job *job, const struct fake_eng *f,
+static int fake_check(const struct eng_raw_job *job, const struct eng_raw_opts *o,
 		      const struct rl_read *r, struct fake_counts *fc)
 {
-	if (r->len != f->o.buffer_bytes || r->min_len != r->len || r->ncopies ||
+	if (r->len != o->bs || r->min_len != r->len || r->ncopies ||
 	    r->file >= job->nfiles || r->file >= 4 ||
-	    r->off + r->len > job->file_sizes[r->file])
+	    r->off + r->len > job->sizes[r->file])
 		return 0;
 	if (r->off % r->len == 0 && r->off / r->len < fc->nb[r->file])
 		fc->c[r->file][r->off / r->len]++;
@@ -1182,15 +1218,15 @@ static int fake_even(const struct fake_counts *fc, size_t nfiles)
 	return 1;
 }
 
-static void fake_tally(const struct fake_eng *f, const struct fake_counts *fc,
+static void fake_tally(const struct eng_raw_opts *o, const struct fake_counts *fc,
 		       size_t nfiles, uint64_t reads, uint64_t bad, int rc)
 {
 	pthread_mutex_lock(&fake.lock);
 	fake.reads += reads;
 	fake.bad += bad;
 	fake.runs++;
-	if (f->o.queue_depth > fake.max_inflight)
-		fake.max_inflight = f->o.queue_depth;
+	if (o->iodepth > fake.max_inflight)
+		fake.max_inflight = o->iodepth;
 	for (size_t i = 0; i < nfiles && i < 4; i++)
 		for (uint64_t b = 0; b < fc->nb[i]; b++)
 			fake.per_file[i] += fc->c[i][b];
@@ -1199,44 +1235,41 @@ static void fake_tally(const struct fake_eng *f, const struct fake_counts *fc,
 	pthread_mutex_unlock(&fake.lock);
 }
 
-static void fake_stats(const struct fake_eng *f, struct eng_stats *st, uint64_t reads)
+static void fake_stats(const struct eng_raw_opts *o, struct eng_raw_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->bytes_read = reads * f->o.buffer_bytes;
-	st->reads = reads;
-	st->backend = ENG_IO_URING;
-	st->queue_depth = f->o.queue_depth;
-	st->buffers = f->o.buffers;
-	st->registered_buffers = f->o.register_buffers ? f->o.buffers : 0;
-	st->registered_files = f->o.register_files;
-	st->direct_io = f->o.direct;
+	st->backend = RL_BACKEND_IO_URING;
+	st->queue_depth = o->iodepth;
+	st->buffers = o->iodepth;
+	st->registered_buffers = o->fixedbufs ? o->iodepth : 0;
+	st->registered_files = o->registerfiles;
+	st->direct_io = o->direct;
 }
 
 /* Keeps up to queue_depth reads "in flight", completes the oldest. */
-static int fake_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
-		    struct rl_err *e)
+static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
+		    struct eng_raw_stats *st, char *e, size_t elen)
 {
-	struct fake_eng *f = (struct fake_eng *)eng;
-	unsigned qd = f->o.queue_depth, head = 0, n = 0;
+	unsigned qd = o->iodepth, head = 0, n = 0;
 	struct {
 		struct rl_read r;
 		uint64_t t;
-	} *q = rl_calloc(qd, sizeof(*q));
+	} *q = calloc(qd, sizeof(*q));
 	struct fake_counts fc = { { NULL }, { 0 } };
 	uint64_t reads = 0, bad = 0;
 	struct rl_read r;
 	int more = 1, rc = q ? 0 : -ENOMEM;
 
 	for (size_t i = 0; i < job->nfiles && i < 4 && !rc; i++) {
-		fc.nb[i] = job->file_sizes[i] / f->o.buffer_bytes;
-		fc.c[i] = rl_calloc(fc.nb[i] + 1, sizeof(*fc.c[i]));
+		fc.nb[i] = job->sizes[i] / o->bs;
+		fc.c[i] = calloc(fc.nb[i] + 1, sizeof(*fc.c[i]));
 		rc = fc.c[i] ? 0 : -ENOMEM;
 	}
 	while (!rc && (more || n)) {
 		if (more && n < qd && (more = job->next(job->user, &r))) {
-			bad += !fake_check(job, f, &r, &fc);
+			bad += !fake_check(job, o, &r, &fc);
 			pthread_mutex_lock(&fake.lock);
-			if (fake.record && fake.nrec < RL_ARRAY_SIZE(fake.rec))
+			if (fake.record && fake.nrec < RP_ARRAY_SIZE(fake.rec))
 				fake.rec[fake.nrec++] = r.off;
 			pthread_mutex_unlock(&fake.lock);
 			q[(head + n) % qd].r = r;
@@ -1247,9 +1280,9 @@ static int fake_run(struct eng *eng, const struct eng_job *job, struct eng_stats
 		if (!n)
 			break;
 		if (fake.fail_rc && reads == fake.fail_after) {
-			rc = rl_err_set(e, fake.fail_rc, "fake: read of %u bytes at offset "
-					"%llu failed", q[head].r.len,
-					(unsigned long long)q[head].r.off);
+			rc = fake.fail_rc;
+			snprintf(e, elen, "fake: read of %u bytes at offset %llu failed",
+				 q[head].r.len, (unsigned long long)q[head].r.off);
 			break;
 		}
 		if (!(fake.drop_last && !more && n == 1))
@@ -1259,18 +1292,14 @@ static int fake_run(struct eng *eng, const struct eng_job *job, struct eng_stats
 		reads++;
 	}
 	if (rc == -ENOMEM)
-		rl_err_set(e, rc, "fake engine: out of memory");
-	fake_stats(f, st, reads);
-	fake_tally(f, &fc, job->nfiles, reads, bad, rc);
+		snprintf(e, elen, "fake engine: out of memory");
+	fake_stats(o, st);
+	fake_tally(o, &fc, job->nfiles, reads, bad, rc);
 	for (size_t i = 0; i < 4; i++)
-		rl_free(fc.c[i]);
-	rl_free(q);
+		free(fc.c[i]);
+	free(q);
 	return rc;
 }
-
-static const struct rp_engine_ops fake_ops = {
-	fake_opts_default, fake_create, fake_run, fake_destroy,
-};
 
 static void fake_reset(void)
 {
@@ -1303,7 +1332,7 @@ static int fake_args(struct rp_conf *c, struct rp_plan *p, struct rp_result *r,
 		rp_conf_free(c);
 		return -1;
 	}
-	return rp_run(p, &fake_ops, r);
+	return rp_run(p, fake_run, r);
 }
 
 static void fake_done(struct rp_conf *c, struct rp_plan *p, struct rp_result *r)
@@ -1335,7 +1364,7 @@ static void seq_postfix_offsets_follow_fio(void)
 
 	CHECK(path);
 	snprintf(arg, sizeof(arg), "--filename=%s", path);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		snprintf(rw, sizeof(rw), "--rw=%s", cases[i].rw);
 		fake.record = 1;
 		CHECK_EQ(fake_args(&c, &p, &r, err, sizeof(err), arg, rw, "--bs=4k", NULL), 0);
@@ -1364,11 +1393,11 @@ static uint64_t *dist_counts(const char *spec, uint64_t nb, uint64_t draws, uint
 	struct rp_conf c;
 	struct rp_gen g;
 	char err[512], arg[300];
-	uint64_t *cnt = rl_calloc(nb, sizeof(*cnt)), off;
+	uint64_t *cnt = calloc(nb, sizeof(*cnt)), off;
 
 	snprintf(arg, sizeof(arg), "--random_distribution=%s", spec);
 	if (!cnt || parse(&c, err, sizeof(err), "--filename=f", "--rw=randread", arg, NULL)) {
-		rl_free(cnt);
+		free(cnt);
 		return NULL;
 	}
 	rp_gen_init(&g, 0, nb * 4096, 4096, RP_GEN_RANDOM, seed);
@@ -1413,7 +1442,7 @@ static double dist_top_share(const char *spec, uint64_t nb, uint64_t draws, uint
 		return -1;
 	}
 	share = top_share(cnt, nb, k, draws);
-	rl_free(cnt);
+	free(cnt);
 	return share;
 }
 
@@ -1551,7 +1580,7 @@ static void runner_loops_on_time_and_skips_ramp(void)
 static void runner_reports_engine_errors(void)
 {
 	const char *path = make_file("fails", 256 << 10);
-	char fn[600], err[600], m1[RL_ERRMSG_MAX + 256];
+	char fn[600], err[600], m1[RP_ERRMSG_MAX + 256];
 	struct rp_conf c;
 	struct rp_plan p;
 	struct rp_result r;
@@ -1564,13 +1593,13 @@ static void runner_reports_engine_errors(void)
 	fake_reset();
 	fake.fail_rc = -EIO;
 	fake.fail_after = 5;
-	rc1 = rp_run(&p, &fake_ops, &r);
+	rc1 = rp_run(&p, fake_run, &r);
 	snprintf(m1, sizeof(m1), "%s", r.errmsg);
 	rp_result_free(&r);
 	/* an engine that says success with a read missing is caught too */
 	fake_reset();
 	fake.drop_last = 1;
-	rc2 = rp_run(&p, &fake_ops, &r);
+	rc2 = rp_run(&p, fake_run, &r);
 	fake_reset();
 	CHECK_EQ(rc1, -EIO);
 	CHECK_STR(m1, "rlperf: job f (clone 0): fake: read of 4096 bytes at offset 20480 "
@@ -1685,9 +1714,9 @@ static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *
 	memset(r, 0, sizeof(*r));
 	if (parse(c, err, sizeof(err), arg1, "--filename=/dev/null", arg2, NULL))
 		return -1;
-	p->tasks = rl_calloc(1, sizeof(*p->tasks));
-	r->task = t = rl_calloc(1, sizeof(*r->task));
-	if (!p->tasks || !t || !(t->clat = rl_malloc(sizeof(*t->clat))))
+	p->tasks = calloc(1, sizeof(*p->tasks));
+	r->task = t = calloc(1, sizeof(*r->task));
+	if (!p->tasks || !t || !(t->clat = malloc(sizeof(*t->clat))))
 		return -1;
 	p->ntasks = r->ntasks = 1;
 	p->tasks[0].job = &c->jobs[0];
@@ -1697,7 +1726,7 @@ static int known_report(struct rp_conf *c, struct rp_plan *p, struct rp_result *
 	t->meas_ns = 1000000000ull;
 	t->last_ns = 3000000000ull;
 	t->depth[4] = 1000;
-	t->eng.backend = ENG_IO_URING;
+	t->eng.backend = RL_BACKEND_IO_URING;
 	t->eng.direct_io = 1;
 	for (uint64_t i = 1; i <= 1000; i++)
 		rp_hist_add(t->clat, i * known_step);  /* 2 us .. 2 ms */
@@ -1803,7 +1832,7 @@ static void latency_units_follow_fio(void)
 	char path[512], *text;
 	int ok;
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		known_step = cases[i].step;
 		CHECK(!print_known(rp_print_normal, "units.txt", "--bs=1m", NULL, path,
 				   sizeof(path)));
@@ -1979,7 +2008,7 @@ static void block_sizes_print_as_fio(void)
 	};
 	char b[32];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
 		rp_fmt_bs(b, sizeof(b), cases[i].v);
 		CHECK_STR(b, cases[i].s);
 	}
@@ -2026,7 +2055,7 @@ static void binary_reports_stonewall_groups(void)
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
 	CHECK(path && job);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		const char *s = out;
 		int rc, g = 0;
 
@@ -2036,7 +2065,7 @@ static void binary_reports_stonewall_groups(void)
 		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
 			continue;  /* a backend this machine lacks */
 		CHECKF(rc == 0, "%s: %s", engines[i], out);
-		for (size_t k = 0; k < RL_ARRAY_SIZE(groups); k++) {
+		for (size_t k = 0; k < RP_ARRAY_SIZE(groups); k++) {
 			s = strstr(s, "\"groupid\" : ");
 			CHECKF(s && sscanf(s, "\"groupid\" : %d", &g) == 1 && g == groups[k],
 			       "%s: job %zu: groupid %d", engines[i], k, g);
@@ -2046,7 +2075,7 @@ static void binary_reports_stonewall_groups(void)
 		snprintf(args, sizeof(args), "--filename=%s --ioengine=%s %s", path, engines[i],
 			 job);
 		CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
-		for (size_t k = 0; k < RL_ARRAY_SIZE(want); k++)
+		for (size_t k = 0; k < RP_ARRAY_SIZE(want); k++)
 			CHECKF(strstr(out, want[k]), "%s: no '%s' in %s", engines[i], want[k], out);
 		snprintf(args, sizeof(args), "--filename=%s --ioengine=%s --minimal %s", path,
 			 engines[i], job);
@@ -2120,7 +2149,7 @@ static void binary_reads_a_file(void)
 		SKIP("python3 not installed");
 	CHECK(path && !write_script("real.py", real_check, script, sizeof(script)));
 	for (int direct = 0; direct < 2; direct++) {
-		for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+		for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 			long drops = th_cache_drops();
 			int rc;
 
@@ -2191,7 +2220,7 @@ static void binary_json_matches_fios_for_a_job_file(void)
 		 "[rnd]\nrw=randread\nbs=4k\nfilename=%s\nsize=50%%\n", f1, f2);
 	path = write_text("shape.fio", job);
 	CHECK(path);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(extra); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(extra); i++) {
 		snprintf(fa, sizeof(fa), "%s/fio%zu.json", th_tmpdir(), i);
 		snprintf(fb, sizeof(fb), "%s/rlperf%zu.json", th_tmpdir(), i);
 		snprintf(cmd, sizeof(cmd), "fio --output-format=json --readonly %s %s > %s "
@@ -2202,6 +2231,67 @@ static void binary_json_matches_fios_for_a_job_file(void)
 		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", cmd, out);
 		snprintf(cmd, sizeof(cmd), "python3 %s %s %s 2>&1", script, fa, fb);
 		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s %s: %s", fa, fb, out);
+	}
+}
+
+/* fio's JSON (argv[1]) against rlperf's (argv[2]) for steadystate.fio:
+ * the same "steadystate" object, key for key and type for type, both
+ * attained and stopped well before the runtime; then rlperf's normal
+ * output (argv[3]) has fio's steadystate line */
+static const char ss_check[] =
+	"import json,re,sys\n"
+	"a=json.load(open(sys.argv[1]))['jobs']; b=json.load(open(sys.argv[2]))['jobs']\n"
+	"assert len(a)==len(b)==2, (len(a),len(b))\n"
+	"def shape(x):\n"
+	"    if isinstance(x,dict): return {k:shape(v) for k,v in x.items()}\n"
+	"    if isinstance(x,list): return [shape(v) for v in x]\n"
+	"    return type(x).__name__\n"
+	"for x,y in zip(a,b):\n"
+	"    sx,sy=x['steadystate'],y['steadystate']\n"
+	"    assert shape(sx)==shape(sy), (shape(sx),shape(sy))\n"
+	"    assert (sx['ss'],sx['duration'])==(sy['ss'],sy['duration']), (sx,sy)\n"
+	"    assert sx['attained']==sy['attained']==1, (sx,sy)\n"
+	"    assert re.fullmatch(r'-?[0-9.]+%',sy['criterion']), sy\n"
+	"    assert x['read']['runtime']<15000 and y['read']['runtime']<15000\n"
+	"n=open(sys.argv[3]).read()\n"
+	"assert re.search(r'\\n  steadystate  : attained=yes, bw=\\S+ \\(\\S+\\), "
+	"iops=\\S+, iops mean dev=\\d+\\.\\d{3}%\\n',n), n\n"
+	"assert re.search(r'\\n  steadystate  : attained=yes, bw=\\S+ \\(\\S+\\), "
+	"iops=\\S+, bw slope=-?\\d+\\.\\d{3}%\\n',n), n\n";
+
+/* fio's steadystate: a job stops once its criterion holds over the window
+ * (here one easily met, well before the 30 s runtime), and both reports
+ * say so as fio's do; every engine */
+static void binary_steadystate_matches_fios(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *f1 = make_file("steady", 1 << 20);
+	char job[2048], script[512], fa[512], fb[512], fc[512], cmd[4096], out[4096];
+	const char *path;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("fio --version") || !have("python3 -c ''"))
+		SKIP("fio or python3 not installed (make deps installs them)");
+	CHECK(f1 && !write_script("ss.py", ss_check, script, sizeof(script)));
+	snprintf(job, sizeof(job), "[global]\nfilename=%s\nbs=4k\nrw=read\ntime_based\n"
+		 "runtime=30\nss_dur=2\n[a]\nss=iops:99%%\n[b]\nnew_group\n"
+		 "ss=bw_slope:1000%%\nss_ramp=1\n", f1);
+	path = write_text("steadystate.fio", job);
+	CHECK(path);
+	snprintf(fa, sizeof(fa), "%s/ss_fio.json", th_tmpdir());
+	snprintf(cmd, sizeof(cmd), "fio --output-format=json --readonly %s > %s 2>&1", path,
+		 fa);
+	CHECKF(system(cmd) == 0, "%s failed", cmd);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		snprintf(fb, sizeof(fb), "%s/ss_rlperf.json", th_tmpdir());
+		snprintf(fc, sizeof(fc), "%s/ss_rlperf.txt", th_tmpdir());
+		snprintf(cmd, sizeof(cmd), "%s --ioengine=%s --eta=never --output-format=json "
+			 "%s > %s && %s --ioengine=%s --eta=never %s > %s", rlperf_exe(),
+			 engines[i], path, fb, rlperf_exe(), engines[i], path, fc);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", cmd, out);
+		snprintf(cmd, sizeof(cmd), "python3 %s %s %s %s 2>&1", script, fa, fb, fc);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
 	}
 }
 
@@ -2245,7 +2335,7 @@ static void binary_terse_matches_fios(void)
 		 f1, f2);
 	path = write_text("terse.fio", job);
 	CHECK(path);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(extra); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(extra); i++) {
 		snprintf(fa, sizeof(fa), "%s/fio%zu.terse", th_tmpdir(), i);
 		snprintf(fb, sizeof(fb), "%s/rlperf%zu.terse", th_tmpdir(), i);
 		snprintf(cmd, sizeof(cmd), "fio --readonly %s %s > %s 2>&1", extra[i], path,
@@ -2259,23 +2349,103 @@ static void binary_terse_matches_fios(void)
 	}
 }
 
-/* the note once, on stderr before the report, and the run goes on */
-static void binary_notes_unapplied_polling(void)
+/* hipri polls where every disk under the job has poll queues; elsewhere
+ * (virtio, an NVMe without nvme.poll_queues, buffered reads, pvsync2) a
+ * note says why once and the reads go interrupt-driven, where fio's would
+ * fail with EOPNOTSUPP */
+static void setup_applies_hipri_where_reads_can_poll(void)
 {
-	static const char note[] = "rlperf: hipri and sqthread_poll are accepted, not "
-		"applied: ringload's engine sets up io_uring without IOPOLL or SQPOLL "
-		"(polled reads need an NVMe with poll queues)\n";
 	const char *path = make_file("hipri", 64 << 10);
-	char args[1024], out[4096];
+	char err[512], disk[64], want[1024];
+	struct rp_conf c;
+	struct rp_plan p;
+	int polls;
+
+	CHECK(path);
+	polls = rp_disk_polls(path, disk, sizeof(disk));
+	CHECK_EQ(parse(&c, err, sizeof(err), "--hipri", "--filename", path, "--name=a",
+		       "--direct=0", "--name=b", "--direct=1", "--name=c", "--ioengine=pvsync2",
+		       NULL), 0);
+	CHECKF(rp_setup(&c, &p, err, sizeof(err)) == 0, "%s", err);
+	CHECK_EQ(p.ntasks, 3);
+	CHECK(!p.tasks[0].hipri && !p.tasks[2].hipri);
+	CHECK_EQ(p.tasks[1].hipri, polls);
+	CHECK_STR(p.notes, "rlperf: hipri: polled reads need direct=1; reads are not polled");
+	rp_plan_free(&p);
+	rp_conf_free(&c);
+
+	CHECK_EQ(parse(&c, err, sizeof(err), "--hipri", "--direct=1", "--filename", path,
+		       NULL), 0);
+	CHECKF(rp_setup(&c, &p, err, sizeof(err)) == 0, "%s", err);
+	snprintf(want, sizeof(want), "rlperf: hipri: %s: %s%s; reads are not polled", path,
+		 disk[0] ? disk : "no block device under it",
+		 disk[0] ? " has no poll queues (queue/io_poll is 0)" : "");
+	CHECK_EQ(p.tasks[0].hipri, polls);
+	CHECK_STR(p.notes, polls ? "" : want);
+	rp_plan_free(&p);
+	rp_conf_free(&c);
+}
+
+/* the run goes on with hipri on any disk: the note on stderr, then the
+ * report; without poll queues io_uring's IOPOLL would fail every read */
+static void binary_runs_hipri_on_any_disk(void)
+{
+	const char *path = make_file("hipri", 64 << 10);
+	char args[1024], out[4096], disk[64];
 
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
 	CHECK(path);
-	snprintf(args, sizeof(args), "--filename=%s --hipri --sqthread_poll --eta=never "
+	snprintf(args, sizeof(args), "--filename=%s --hipri --direct=1 --eta=never "
 		 "--minimal", path);
-	CHECK_EQ(run_rlperf(args, out, sizeof(out)), 0);
-	CHECKF(!strncmp(out, note, strlen(note)) && !strncmp(out + strlen(note), "3;", 2) &&
-	       !strstr(out + strlen(note), "not applied"), "%s", out);
+	CHECKF(run_rlperf(args, out, sizeof(out)) == 0, "%s", out);
+	if (rp_disk_polls(path, disk, sizeof(disk)))
+		CHECKF(!strncmp(out, "3;", 2), "%s", out);
+	else
+		CHECKF(!strncmp(out, "rlperf: hipri: ", 15) && strstr(out, "\n3;"), "%s", out);
+}
+
+/* sqthread_poll: io_uring's SQPOLL for real, a kernel thread named
+ * iou-sqp-PID submits (SQPOLL works unprivileged since 5.11) */
+static void binary_sqthread_poll_starts_the_kernel_thread(void)
+{
+	const char *path = make_file("sqpoll", 1 << 20);
+	char cmd[1024], out[65536];
+	int found = 0, st = 0;
+	FILE *ps;
+	pid_t pid;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (!pid) {
+		execl(rlperf_exe(), "rlperf", "--filename", path, "--sqthread_poll", "--bs=4k",
+		      "--time_based", "--runtime=5", "--eta=never", "--output=/dev/null",
+		      (char *)NULL);
+		_exit(127);
+	}
+	/* a thread of rlperf's process: look until it shows (each look a
+	 * few ms) or the run ends */
+	snprintf(cmd, sizeof(cmd), "cat /proc/%d/task/*/comm 2>/dev/null", (int)pid);
+	for (int i = 0; i < 400 && !found && !waitpid(pid, NULL, WNOHANG); i++) {
+		ps = popen(cmd, "r");
+		if (ps) {
+			size_t n = fread(out, 1, sizeof(out) - 1, ps);
+
+			out[n] = '\0';
+			found = strstr(out, "iou-sqp-") != NULL;
+			pclose(ps);
+		}
+		usleep(10000);
+	}
+	kill(pid, SIGINT);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECKF(found, "no iou-sqp thread in rlperf (pid %d)", (int)pid);
+	/* Ctrl-C ends the run with its report, exit 0 (a sanitizer's report
+	 * in the rlperf it runs would make it 66) */
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rlperf ended with status %d", st);
 }
 
 static void binary_writes_output_to_a_file(void)
@@ -2334,13 +2504,13 @@ static void binary_invalidate_drops_the_region_cache(void)
 	const char *path = make_file("cached", 1 << 20);
 	char args[1400], out[4096], buf[65536];
 	long drops = th_cache_drops(), kept, region, head, tail;
-	struct eng_align al;
-	int fd;
+	uint32_t align;
+	int fd, direct;
 
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
 	CHECK(path);
-	if (eng_probe_align(path, &al) || !al.direct)
+	if (eng_raw_align(path, &align, &direct) || !direct)
 		SKIP("the test directory has no O_DIRECT (tmpfs?): set RL_TMPDIR");
 	/* bring the file in; direct reads leave the cache as it is */
 	fd = open(path, O_RDONLY);
@@ -2425,7 +2595,7 @@ static void binary_runs_the_deepest_iodepth(void)
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
 	CHECK(path);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		int rc;
 
 		snprintf(args, sizeof(args), "--filename=%s --iodepth=%u --ioengine=%s "
@@ -2471,7 +2641,7 @@ static void binary_reports_disk_util(void)
 	if (!have("python3 -c ''"))
 		SKIP("python3 not installed");
 	CHECK(path && !write_script("disk.py", disk_check, script, sizeof(script)));
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		int rc;
 
 		snprintf(json, sizeof(json), "%s/disk-%s.json", th_tmpdir(), engines[i]);
@@ -2568,7 +2738,7 @@ static void binary_prints_an_eta_line(void)
 	CHECK(path);
 	snprintf(json, sizeof(json), "%s/eta.json", th_tmpdir());
 	snprintf(err, sizeof(err), "%s/eta.err", th_tmpdir());
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		char *text;
 
 		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=1200ms "
@@ -2626,7 +2796,7 @@ static void binary_writes_fio_logs(void)
 		SKIP("python3 not installed");
 	CHECK(path && !write_script("logs.py", log_check, script, sizeof(script)));
 	CHECK(realpath(rlperf_exe(), exe));
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		for (int off = 0; off < 2; off++) {
 			int rc;
 
@@ -2695,7 +2865,7 @@ static void binary_paces_reads_as_fio(void)
 	if (!have("python3 -c ''"))
 		SKIP("python3 not installed");
 	CHECK(path && !write_script("pace.py", pace_check, script, sizeof(script)));
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		for (size_t k = 0; k < 2; k++) {
 			int rc;
 
@@ -2948,14 +3118,14 @@ static void example_line(const char *in, char *out, size_t len, char *file, size
  * folder), one JSON job per section. */
 static void binary_runs_fios_read_examples(void)
 {
-	char dir[600], exe[PATH_MAX], *text = rl_malloc(16384), cmd[8192], out[16384];
+	char dir[600], exe[PATH_MAX], *text = malloc(16384), cmd[8192], out[16384];
 
 	if (!rlperf_exe())
 		SKIP("build/rlperf not built");
 	CHECK(text && realpath(rlperf_exe(), exe));
 	snprintf(dir, sizeof(dir), "%s/examples", th_tmpdir());
 	CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(fio_examples); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(fio_examples); i++) {
 		const char *l = fio_examples[i].text;
 		size_t n = 0, jobs = 0;
 		FILE *f;
@@ -2993,7 +3163,7 @@ static void binary_runs_fios_read_examples(void)
 		CHECKF(jobs == 0, "%s: %zd jobs more than in the report", fio_examples[i].name,
 		       (ssize_t)jobs);
 	}
-	rl_free(text);
+	free(text);
 }
 
 /* fio's flow: two jobs of one flow_id read 3:1 by their weights (every
@@ -3017,7 +3187,7 @@ static void binary_flow_shares_reads_by_weight(void)
 	if (!have("python3 -c ''"))
 		SKIP("python3 not installed");
 	CHECK(path && !write_script("flow.py", check, script, sizeof(script)));
-	for (size_t i = 0; i < RL_ARRAY_SIZE(engines); i++) {
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
 		int rc;
 
 		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --invalidate=0 "
@@ -3105,7 +3275,10 @@ int main(void)
 	RUN(sizes_match_the_fio_binary);
 	RUN(times_default_to_seconds);
 	RUN(options_take_both_syntaxes);
-	RUN(polling_options_are_noted);
+	RUN(polling_options_parse);
+	RUN(steadystate_parses_fios_criteria);
+	RUN(steadystate_judges_the_window);
+	RUN(setup_applies_hipri_where_reads_can_poll);
 	RUN(flags_take_nothing_or_0_1);
 	RUN(fio_command_line_parses);
 	RUN(bad_options_name_the_option);
@@ -3144,7 +3317,9 @@ int main(void)
 	RUN(binary_reports_stonewall_groups);
 	RUN(binary_json_matches_fios_for_a_job_file);
 	RUN(binary_terse_matches_fios);
-	RUN(binary_notes_unapplied_polling);
+	RUN(binary_runs_hipri_on_any_disk);
+	RUN(binary_steadystate_matches_fios);
+	RUN(binary_sqthread_poll_starts_the_kernel_thread);
 	RUN(binary_writes_output_to_a_file);
 	RUN(binary_invalidate_drops_the_region_cache);
 	RUN(binary_reads_several_files);

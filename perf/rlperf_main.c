@@ -1,8 +1,8 @@
 /*
- * rlperf.c - a fio-like benchmark running on ringload's own engine, so that
+ * rlperf_main.c - a fio-like benchmark running on ringload's own engine, so that
  * "what can this drive do" (fio) and "what does ringload get" (rlperf) are
  * measured the same way. Raw mode (fio's options and job files) drives the
- * engine directly through engine/engine.h; checkpoint mode (--checkpoint)
+ * engine through its raw-read interface (engine/raw.h); checkpoint mode (--checkpoint)
  * loads through the public API only and reports the phases of a load.
  *
  * main only sequences the parts (rlperf.h lists them): parse, then either
@@ -17,17 +17,13 @@
 
 #include "rlperf.h"
 
-static const struct rp_engine_ops real_engine = {
-	.opts_default = eng_opts_default,
-	.create = eng_create,
-	.run = eng_run,
-	.destroy = eng_destroy,
-};
-
 static void on_signal(int sig)
 {
+	int saved = errno;  /* the interrupted code may be reading errno */
+
 	(void)sig;
 	rp_stop();  /* jobs stop submitting, drain, and the report follows */
+	errno = saved;
 }
 
 /* Where the status line goes: stdout when it is a terminal (fio's
@@ -52,7 +48,7 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 	struct rp_report rep;
 	struct rp_disks disks;
 	struct rp_eta *eta;
-	char err[RL_ERRMSG_MAX];
+	char err[RP_ERRMSG_MAX];
 	long n;
 	int rc;
 
@@ -60,9 +56,11 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	if (plan.notes[0])
+		fprintf(stderr, "%s\n", plan.notes);
 	rp_disks_start(&plan, &disks);
 	eta = eta_file(c) ? rp_eta_start(eta_file(c), plan.ntasks, RP_ETA_NS) : NULL;
-	rc = rp_run(&plan, &real_engine, &res);
+	rc = rp_run(&plan, eng_raw_run, &res);
 	rp_eta_stop(eta);
 	rp_disks_stop(&disks);
 	if (res.notes[0])
@@ -127,8 +125,6 @@ int main(int argc, char **argv)
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	if (rp_conf_note(&c))
-		fprintf(stderr, "%s\n", rp_conf_note(&c));
 	out = open_output(&c);
 	rc = !out ? 1 : c.checkpoint ? rp_checkpoint(&c, out) : run_jobs(&c, out);
 	if (out && out != stdout && fclose(out)) {
