@@ -712,7 +712,7 @@ static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char 
 	ld->stats.stream_windows = s->nslots;
 	ld->stats.stream_window_bytes = s->slot_bytes;
 	ld->stats.stream_registered = sr->registered;
-	ld->stats.stream_ranges = s->nranges;
+	ld->stats.stream_ranges = s->win.n;
 	ld->stats.engine_runs = sr->runs;
 }
 

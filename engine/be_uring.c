@@ -329,7 +329,7 @@ static int ring_setup(struct be *be, struct ur *u)
 	int ret = ring_init(be, u, extra);
 
 	if (ret < 0 && extra && ret != -ENOMEM) {
-		eng_note(be->run, "io_uring %s refused (%s), set up without it",
+		eng_note(be->run, ENG_FALLBACK_URING_FLAGS, "io_uring %s refused (%s), set up without it",
 			 !o->uring_sqpoll ? "IOPOLL" : !o->uring_iopoll ? "SQPOLL" :
 			 "IOPOLL|SQPOLL", strerror(-ret));
 		ret = ring_init(be, u, 0);
