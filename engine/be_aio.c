@@ -109,7 +109,7 @@ static int aio_commit(struct be *be)
 		uint64_t now;
 		int ret;
 
-		if (eng_hook_take(&rc->aio_refuse)) {
+		if (eng_hook_aio_refuse(rc)) {
 			ret = -EAGAIN;
 		} else {
 			ret = io_submit(a->ctx, (long)(a->npending - done), a->pending + done);

@@ -304,14 +304,14 @@ static int ur_setup(struct be *be)
 		return -ENOMEM;
 	u->efd = -1;
 	be->priv = u;
-	size_t first = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
+	size_t first = RL_MIN(rc->o->uring_flags_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
 
 	for (i = first; i < RL_ARRAY_SIZE(setup_flags); i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof(p));
 		p.flags = setup_flags[i];
-		ret = rc->uring_setup_err ? -rc->uring_setup_err :
+		ret = eng_hook_uring_setup_err(rc) ? -eng_hook_uring_setup_err(rc) :
 		      io_uring_queue_init_params(be->w->qd + 1, &u->ring, &p);
 		if (ret != -EINVAL)
 			break;
@@ -379,7 +379,7 @@ static int ur_commit(struct be *be)
 
 	if (!u->queued)
 		return 0;
-	ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN : io_uring_submit(&u->ring);
+	ret = eng_hook_uring_eagain(be->run) ? -EAGAIN : io_uring_submit(&u->ring);
 	if (ret >= 0) {
 		taken(u, ret);
 		return 0;
@@ -400,7 +400,7 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 
 	if (wait) {
 		arm_wake(u); /* the ring has room: qd + 1 entries */
-		ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN :
+		ret = eng_hook_uring_eagain(be->run) ? -EAGAIN :
 		      io_uring_submit_and_wait(&u->ring, 1);
 		if (ret >= 0) {
 			taken(u, ret);

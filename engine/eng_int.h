@@ -2,14 +2,16 @@
  * eng_int.h - what the engine's files share: one open file, one request in
  * flight, one worker (its ring, buffers and claimed reads), the state of a
  * run that every worker shares, and the small ops table every backend
- * implements (io_uring, libaio, a pread pool, and the fault-injecting
- * wrapper).
+ * implements (io_uring, libaio, a pread pool, and in test builds the
+ * fault-injecting wrapper).
  *
  * Who calls whom (no file calls back into one that calls it):
  *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, integrity.c, util.c
  *   worker.c -> check.c, scatter.c, prefault.c, limit.c, integrity.c, backends, util.c
  *   integrity.c -> util.c
  *   backends -> pool.c, util.c;  setup.c -> check.c, files.c, limit.c, util.c
+ *   test builds only: engine.c, worker.c, files.c, backends -> hooks.c;
+ *   be_fault.c (the injector) -> its wrapped backend
  */
 #ifndef RL_ENG_INT_H
 #define RL_ENG_INT_H
@@ -95,7 +97,60 @@ struct be_ops {
 	void (*teardown)(struct be *be);
 };
 
-extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops, eng_fault_ops;
+extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops;
+
+/* ---- hooks.c: test hooks, in -DRL_TEST_HOOKS builds only ---------------- */
+
+#ifdef RL_TEST_HOOKS
+/* What eng_set_* asked for (engine.h). */
+struct eng_hooks {
+	int fault_kind, fault_backend, fault_errno;
+	uint64_t fault_nth;
+	uint32_t aio_refuse, uring_eagain;
+	int uring_setup_err;
+	int mincore_only;
+};
+
+/* A run's copy: read-only but for the counters, which are atomic: every
+ * worker draws from them. */
+struct eng_run_hooks {
+	struct eng_hooks set;
+	atomic_uint_fast64_t fault_seq;   /* read submissions seen by the injectors */
+	atomic_uint aio_refuse;           /* io_submit calls to refuse */
+	atomic_uint uring_eagain;         /* io_uring_submit calls to answer -EAGAIN */
+};
+
+extern const struct be_ops eng_fault_ops;
+
+/* Copies eng's hooks into a run being set up. */
+void eng_hooks_start(struct eng_run *rc, const struct eng *eng);
+/* The fault injector's ops when the run wraps backend b, else NULL. */
+const struct be_ops *eng_hook_fault_ops(const struct eng_run *rc, int b);
+/* 1: answer this io_uring_submit (io_submit) with -EAGAIN; takes one. */
+int eng_hook_uring_eagain(struct eng_run *rc);
+int eng_hook_aio_refuse(struct eng_run *rc);
+/* The errno io_uring setup fails with (0: none). */
+int eng_hook_uring_setup_err(const struct eng_run *rc);
+/* 1: the page-cache probe uses mincore only. */
+int eng_hook_mincore_only(const struct eng_run *rc);
+#else
+/* The release build: no hook, nothing checked (constants, so that not
+ * even an -O0 build keeps a call or a symbol). */
+#define eng_hooks_start(rc, eng) ((void)(rc), (void)(eng))
+#define eng_hook_fault_ops(rc, b) ((void)(rc), (void)(b), (const struct be_ops *)NULL)
+#define eng_hook_uring_eagain(rc) ((void)(rc), 0)
+#define eng_hook_aio_refuse(rc) ((void)(rc), 0)
+#define eng_hook_uring_setup_err(rc) ((void)(rc), 0)
+#define eng_hook_mincore_only(rc) ((void)(rc), 0)
+#endif
+
+/* An engine: its options (and, in test builds, the hooks set). */
+struct eng {
+	struct eng_opts o;
+#ifdef RL_TEST_HOOKS
+	struct eng_hooks hooks;
+#endif
+};
 
 /* A bounce-buffer pool: nbuf buffers of bytes each, one mapping. */
 struct eng_pool {
@@ -161,16 +216,9 @@ struct eng_run {
 	struct eng_stats *st;
 	struct rl_err *e;
 
-	/* test hooks (struct eng), read-only during the run except the
-	 * counters, which are atomic: every worker draws from them */
-	int fault_kind, fault_backend, fault_errno;
-	uint64_t fault_nth;
-	atomic_uint_fast64_t fault_seq;   /* read submissions seen by the injectors */
-	unsigned uring_first;
-	atomic_uint aio_refuse;           /* io_submit calls to refuse */
-	atomic_uint uring_eagain;         /* io_uring_submit calls to answer -EAGAIN */
-	int uring_setup_err;
-	int cache_probe;                  /* enum eng_cache_probe */
+#ifdef RL_TEST_HOOKS
+	struct eng_run_hooks hooks;
+#endif
 
 	struct eng_file *files;
 	size_t nfiles;
@@ -239,12 +287,6 @@ struct eng_run {
 	pthread_cond_t go;
 };
 
-/* Test hook: how the page-cache probe measures residency. */
-enum eng_cache_probe {
-	ENG_CACHE_AUTO = 0,     /* cachestat(2), mincore where the kernel lacks it */
-	ENG_CACHE_MINCORE = 1,  /* mincore only */
-};
-
 /* ---- integrity.c: file identity and SHA-256 on the workers ------------- */
 
 /* After the files are opened: records their identity (compared with
@@ -295,10 +337,6 @@ int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)
  * a pread reader only pread. */
 #define ENG_WORKER_STACK (4u << 20)
 #define ENG_READER_STACK (256u << 10)
-
-/* Test hooks' counters (refusals to hand out, all workers together):
- * takes one; 1 when there was one (UINT32_MAX never runs out). */
-int eng_hook_take(atomic_uint *count);
 
 /* The text for a kernel refusing io_uring's ring memory on kernel release
  * `release` (uname -r). */

@@ -45,16 +45,6 @@
 #define MAX_BUFFER (1u << 30)
 #define MAX_QD 4096
 
-struct eng {
-	struct eng_opts o;
-	int fault_backend, fault_kind, fault_errno;
-	uint64_t fault_nth;
-	unsigned uring_first;
-	uint32_t aio_refuse, uring_eagain;
-	int uring_setup_err;
-	int cache_probe;
-};
-
 void eng_opts_default(struct eng_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -91,7 +81,6 @@ int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e)
 	if (!eng)
 		return rl_err_set(e, -ENOMEM, "out of memory");
 	eng->o = *opts;
-	eng->fault_errno = EIO;
 	*out = eng;
 	return 0;
 }
@@ -99,43 +88,6 @@ int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e)
 void eng_destroy(struct eng *eng)
 {
 	rl_free(eng);
-}
-
-void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
-{
-	eng->fault_backend = backend;
-	eng->fault_kind = kind;
-	eng->fault_nth = nth;
-}
-
-void eng_set_fault_errno(struct eng *eng, int err)
-{
-	eng->fault_errno = err > 0 ? err : EIO;
-}
-
-void eng_set_aio_refuse(struct eng *eng, uint32_t n)
-{
-	eng->aio_refuse = n;
-}
-
-void eng_set_uring_submit_eagain(struct eng *eng, uint32_t n)
-{
-	eng->uring_eagain = n;
-}
-
-void eng_set_uring_setup_err(struct eng *eng, int err)
-{
-	eng->uring_setup_err = err;
-}
-
-void eng_set_uring_setup(struct eng *eng, unsigned first)
-{
-	eng->uring_first = first;
-}
-
-void eng_set_cache_probe(struct eng *eng, int mincore_only)
-{
-	eng->cache_probe = mincore_only ? ENG_CACHE_MINCORE : ENG_CACHE_AUTO;
 }
 
 /* ------------------------------------------------------------------ */
@@ -149,17 +101,8 @@ static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng
 	rc->job = job;
 	rc->st = st;
 	rc->e = e;
-	rc->fault_kind = eng->fault_kind;
-	rc->fault_backend = eng->fault_backend;
-	rc->fault_errno = eng->fault_errno;
-	rc->fault_nth = eng->fault_nth;
-	rc->uring_first = eng->uring_first;
-	rc->uring_setup_err = eng->uring_setup_err;
-	rc->cache_probe = eng->cache_probe;
 	rc->bound = eng->o.inflight_bytes;
-	atomic_init(&rc->fault_seq, 0);
-	atomic_init(&rc->aio_refuse, eng->aio_refuse);
-	atomic_init(&rc->uring_eagain, eng->uring_eagain);
+	eng_hooks_start(rc, eng);
 	atomic_init(&rc->cursor, 0);
 	atomic_init(&rc->inflight, 0);
 	atomic_init(&rc->peak, 0);

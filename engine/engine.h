@@ -88,6 +88,11 @@ struct eng_opts {
 	unsigned threads;       /* pread backend: reader threads in total, split
 				 * over the workers (0: one per read in flight) */
 	unsigned workers;       /* 0: automatic (CPUs of the caller, the plan) */
+	unsigned uring_flags_first; /* io_uring setup starts at this entry of its
+				 * flag sets (0: SINGLE_ISSUER|DEFER_TASKRUN|
+				 * COOP_TASKRUN|SUBMIT_ALL, 1: without
+				 * DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL,
+				 * 3: none); benchmarks compare them */
 };
 
 void eng_opts_default(struct eng_opts *o);
@@ -262,6 +267,12 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct rl_err *e);
 
 /*
+ * Test hooks (engine/hooks.c): compiled only with -DRL_TEST_HOOKS, into
+ * the test archive the test programs link; the release library has none
+ * of them and its submit paths check nothing (make check: hooks.py).
+ */
+#ifdef RL_TEST_HOOKS
+/*
  * Test hook: wraps the backend of the next runs so that the nth read
  * submission of the run (0-based, all workers together, retries included)
  * fails with EIO (or the errno of eng_set_fault_errno), comes back short,
@@ -299,13 +310,6 @@ void eng_set_uring_submit_eagain(struct eng *eng, uint32_t n);
 void eng_set_cache_probe(struct eng *eng, int mincore_only);
 
 /*
- * Benchmark hook: io_uring setup starts at entry `first` of its list of
- * flag sets (0: SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|SUBMIT_ALL,
- * 1: without DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL, 3: none).
- */
-void eng_set_uring_setup(struct eng *eng, unsigned first);
-
-/*
  * Test hook: io_uring setup behaves as if the kernel refused the ring with
  * errno err (ENOMEM: ring memory charged to RLIMIT_MEMLOCK before 5.12);
  * 0 removes it.
@@ -318,6 +322,7 @@ void eng_set_uring_setup_err(struct eng *eng, int err);
  * (UINT32_MAX: every call).
  */
 void eng_set_aio_refuse(struct eng *eng, uint32_t n);
+#endif /* RL_TEST_HOOKS */
 
 /*
  * Staging memory for len bytes: anonymous, page-aligned (2 MiB-aligned

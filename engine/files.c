@@ -33,7 +33,7 @@ static void probe_flush(struct eng_run *rc, struct eng_file *f, struct probe *p)
 	p->needed += p->hi - p->lo;
 	if (!p->err && rc->o->direct == ENG_DIRECT_AUTO) {
 		got = eng_cached_bytes(f->fd, p->lo, p->hi - p->lo,
-				       rc->cache_probe == ENG_CACHE_MINCORE, &f->st.probe_mincore);
+				       eng_hook_mincore_only(rc), &f->st.probe_mincore);
 		if (got < 0)
 			p->err = (int)got;
 		else

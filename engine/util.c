@@ -88,18 +88,6 @@ const char *eng_backend_name(int backend)
 	return backend >= 0 && backend < 4 ? names[backend] : "?";
 }
 
-int eng_hook_take(atomic_uint *count)
-{
-	/* Relaxed: a count to hand out, guarding nothing else. */
-	unsigned n = atomic_load_explicit(count, memory_order_relaxed);
-
-	while (n && n != UINT32_MAX &&
-	       !atomic_compare_exchange_weak_explicit(count, &n, n - 1, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
-	return n != 0;
-}
-
 int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)
 {
 	pthread_attr_t attr;

@@ -55,15 +55,16 @@ static struct be *be_new(struct eng_worker *w, const struct be_ops *ops, struct 
 }
 
 /* Sets up backend b (wrapped by the fault injector when asked). */
-static int be_start(struct eng_worker *w, int b, int wrap, struct be **out)
+static int be_start(struct eng_worker *w, int b, struct be **out)
 {
 	struct be *be = be_new(w, backend_ops(b), NULL), *outer;
+	const struct be_ops *wrap = eng_hook_fault_ops(w->run, b);
 	int ret;
 
 	if (!be)
 		return -ENOMEM;
 	if (wrap) {
-		outer = be_new(w, &eng_fault_ops, be);
+		outer = be_new(w, wrap, be);
 		if (!outer) {
 			rl_free(be);
 			return -ENOMEM;
@@ -77,12 +78,6 @@ static int be_start(struct eng_worker *w, int b, int wrap, struct be **out)
 	}
 	*out = be;
 	return 0;
-}
-
-static int wrapped(const struct eng_run *rc, int b)
-{
-	return rc->fault_kind != ENG_FAULT_NONE &&
-	       (rc->fault_backend == ENG_AUTO || rc->fault_backend == b);
 }
 
 /* Worker 0: the first backend of the order that sets up, with the reason
@@ -100,7 +95,7 @@ static int choose_backend(struct eng_worker *w, struct rl_err *e)
 		if (want != ENG_AUTO && want != b)
 			continue;
 		w->setup_kernel_nomem = 0;
-		ret = be_start(w, b, wrapped(rc, b), &w->be);
+		ret = be_start(w, b, &w->be);
 		if (ret == 0) {
 			w->backend = b;
 			return 0;
@@ -162,7 +157,7 @@ int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e)
 		return choose_backend(w, e);
 	w->backend = backend;
 	w->setup_kernel_nomem = 0;
-	ret = be_start(w, backend, wrapped(w->run, backend), &w->be);
+	ret = be_start(w, backend, &w->be);
 	if (ret < 0)
 		rl_err_set(e, ret, "%s setup: %s", eng_backend_name(backend), strerror(-ret));
 	return ret;
