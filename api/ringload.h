@@ -850,6 +850,8 @@ typedef struct rl_load_stats_ex {
 	unsigned files_hashed;     /* files whose SHA-256 was computed and compared */
 	unsigned files_unchecked;  /* files with an expected SHA-256 this run read but
 				    * did not check: RL_SHA256_PARTIAL, _STREAMED */
+	uint64_t reads_fixed;      /* reads straight into staging registered with
+				    * io_uring (streaming's windows), READ_FIXED */
 } rl_load_stats_ex;
 
 int rl_loader_get_stats_ex(const rl_loader *ld, rl_load_stats_ex *out);

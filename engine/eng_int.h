@@ -314,6 +314,10 @@ void eng_integ_free(struct eng_run *rc);
 void eng_note(struct eng_run *rc, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Appends text (len bytes) to the "; "-separated notes in s (size bytes)
+ * unless s has it already (or it is empty). */
+void eng_text_note(char *s, size_t size, const char *text, size_t len);
+
 /* Sleeps a little before retry number attempt (1-based) of something the
  * kernel refused for now: nothing for the first ones, then growing. */
 void eng_backoff(uint32_t attempt);

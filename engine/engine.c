@@ -208,10 +208,32 @@ static void stop_workers(struct eng_run *rc)
 			pthread_join(rc->workers[i].tid, NULL);
 }
 
-/* The workers' statistics of the batch just run, added up. */
+/* Worker w's share of the batch just run, as statistics. */
+static void worker_stats(const struct eng_worker *w, struct eng_stats *part)
+{
+	memset(part, 0, sizeof(*part));
+	part->workers = 1;
+	part->backend = w->backend;
+	part->bytes_read = w->bytes_read;
+	part->bytes_direct = w->bytes_direct;
+	part->bytes_buffered = w->bytes_buffered;
+	part->reads = w->reads;
+	part->reads_fixed = w->reads_fixed;
+	part->retries = w->retries;
+	part->abandoned = w->abandoned;
+	part->buffers = w->nbuf_want;
+	part->registered_buffers = w->registered_buffers;
+	part->queue_depth = w->qd;
+	part->registered_files = w->registered_files;
+	part->scatter_seconds = w->scatter_ns / 1e9;
+	part->prepare_seconds = w->prepare_ns / 1e9;
+}
+
+/* The workers' statistics of the batch just run, added up; the read span
+ * from the first submission to the last completion of any. */
 static void merge_stats(struct eng_run *rc)
 {
-	struct eng_stats *st = rc->st;
+	struct eng_stats *st = rc->st, part;
 	uint64_t t_first = 0, t_last = 0;
 
 	for (unsigned i = 0; i < rc->nworkers; i++) {
@@ -219,25 +241,12 @@ static void merge_stats(struct eng_run *rc)
 
 		if (!w->started)
 			continue;
-		st->workers++;
-		st->bytes_read += w->bytes_read;
-		st->bytes_direct += w->bytes_direct;
-		st->bytes_buffered += w->bytes_buffered;
-		st->reads += w->reads;
-		st->reads_fixed += w->reads_fixed;
-		st->retries += w->retries;
-		st->abandoned += w->abandoned;
-		st->buffers += w->nbuf_want;
-		st->registered_buffers += w->registered_buffers;
-		st->queue_depth += w->qd;
-		st->scatter_seconds += w->scatter_ns / 1e9;
-		st->prepare_seconds += w->prepare_ns / 1e9;
+		worker_stats(w, &part);
+		eng_stats_merge(st, &part, ENG_MERGE_WORKERS);
 		if (w->t_first && (!t_first || w->t_first < t_first))
 			t_first = w->t_first;
 		t_last = RL_MAX(t_last, w->t_last);
 	}
-	if (rc->nworkers)
-		st->registered_files = rc->workers[0].registered_files;
 	if (t_first && t_last > t_first)
 		st->read_seconds = (t_last - t_first) / 1e9;
 	st->peak_inflight = atomic_load_explicit(&rc->peak, memory_order_relaxed);

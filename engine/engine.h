@@ -196,6 +196,28 @@ struct eng_stats {
 	uint64_t reads_fixed;   /* reads straight into registered fixed regions */
 };
 
+/* How eng_stats_merge adds one part into a sum. */
+enum eng_merge {
+	ENG_MERGE_WORKERS = 0,  /* parts that ran at once: the workers of a batch */
+	ENG_MERGE_BATCHES = 1,  /* parts that ran one after another on the same
+				 * workers: the batches of a session */
+};
+
+/*
+ * Adds part's statistics into sum (zeroed before the first part), every
+ * field: the one place that does, for the engine's workers into a batch
+ * and streaming's batches into a load. Counts (bytes, reads, retries,
+ * reads_fixed, ...) and seconds summed over workers add up; peaks, the
+ * largest read and files_cached are the greatest. Resources (workers,
+ * buffers, queue depth) add up over workers and are the greatest over
+ * batches; wall seconds (setup, read) the other way round (the engine
+ * then sets a batch's read span from its workers' clocks). direct_io holds
+ * when it holds for every part; registered_files is the first part's
+ * (sum->workers still 0); backend and shape the first set; fallbacks gain
+ * each "; "-separated note they lack.
+ */
+void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum eng_merge how);
+
 struct eng;
 
 /* A region of memory that jobs' staging lies in (see eng_session_begin). */

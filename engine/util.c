@@ -23,10 +23,25 @@ void eng_backoff(uint32_t attempt)
 	nanosleep(&ts, NULL);
 }
 
+void eng_text_note(char *s, size_t size, const char *text, size_t len)
+{
+	char one[sizeof(((struct eng_stats *)0)->fallbacks)];
+	size_t n = strlen(s);
+
+	snprintf(one, sizeof(one), "%.*s", (int)len, text);
+	if (!one[0] || strstr(s, one))
+		return;
+	if (n && n + 2 < size) {
+		memcpy(s + n, "; ", 3);
+		n += 2;
+	}
+	if (n + 1 < size)
+		snprintf(s + n, size - n, "%s", one);
+}
+
 void eng_note(struct eng_run *rc, const char *fmt, ...)
 {
-	char *s = rc->st->fallbacks, text[sizeof(rc->st->fallbacks)];
-	size_t n, len;
+	char text[sizeof(rc->st->fallbacks)];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -34,16 +49,7 @@ void eng_note(struct eng_run *rc, const char *fmt, ...)
 	va_end(ap);
 	/* Workers note the same refusal each: keep it once. */
 	pthread_mutex_lock(&rc->note_lock);
-	n = strlen(s);
-	len = strlen(text);
-	if (!strstr(s, text)) {
-		if (n && n + 2 < sizeof(rc->st->fallbacks)) {
-			memcpy(s + n, "; ", 3);
-			n += 2;
-		}
-		if (n + 1 < sizeof(rc->st->fallbacks))
-			snprintf(s + n, sizeof(rc->st->fallbacks) - n, "%.*s", (int)len, text);
-	}
+	eng_text_note(rc->st->fallbacks, sizeof(rc->st->fallbacks), text, strlen(text));
 	pthread_mutex_unlock(&rc->note_lock);
 }
 

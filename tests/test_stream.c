@@ -699,6 +699,75 @@ static void many_windows_stats(void)
 	fixture_free(&f);
 }
 
+/* Both statistics of the last run of ld. */
+struct both_stats {
+	rl_load_stats st;
+	rl_load_stats_ex x;
+};
+
+static int get_both(const rl_loader *ld, struct both_stats *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->x.size = sizeof(b->x);
+	return rl_loader_get_stats(ld, &b->st) < 0 || rl_loader_get_stats_ex(ld, &b->x) < 0 ? -1 : 0;
+}
+
+/* A statistic the whole load reports (non-zero) that streaming lost. */
+#define LOST(w, s, f) ((w).f != 0 && (s).f == 0 ? (printf("    %s: whole %g, streaming 0\n", \
+							   #f, (double)(w).f), 1) : 0)
+
+/* A streaming load through many windows reports every statistic the whole
+ * load of the same plan reports, the same where it must be (what was
+ * needed, how the files were read), and the reads that went straight into the
+ * io_uring-registered windows (reads_fixed). */
+static void stream_reports_every_stat(void)
+{
+	struct fixture f;
+	struct assembly a;
+	struct both_stats w, s;
+	rl_loader *whole = rl_loader_create(), *ld = stream_loader(MIN_BUDGET);
+	int ret = fixture_new(&f, 12, "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}",
+			      8192), lost = 0;
+
+	CHECKF(ret == 0 && whole && ld, "fixture %d", ret);
+	CHECK(rl_loader_set(whole, RL_OPT_BACKEND, cur) == 0 &&
+	      rl_loader_set(whole, RL_OPT_WORKERS, cur_workers) == 0);
+	ret = rl_loader_run(whole, f.plan);
+	CHECKF(ret == 0 && get_both(whole, &w) == 0, "%d %s", ret, rl_loader_errmsg(whole));
+	assembly_init(&a, &f, ld);
+	ret = pull_all(&a);
+	CHECKF(ret == 0 && assembly_matches(&a) && get_both(ld, &s) == 0, "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	/* The same files, read the same way (the workers are sized for the
+	 * budget: fewer may run). */
+	CHECK(s.st.bytes_needed == w.st.bytes_needed && s.st.backend == w.st.backend &&
+	      s.st.direct_io == w.st.direct_io && s.st.registered_files == w.st.registered_files &&
+	      s.x.files_cached == w.x.files_cached && s.x.workers <= w.x.workers);
+	lost += LOST(w.st, s.st, bytes_read) + LOST(w.st, s.st, bytes_direct) +
+		LOST(w.st, s.st, requests) + LOST(w.st, s.st, retries) +
+		LOST(w.st, s.st, peak_inflight) + LOST(w.st, s.st, read_seconds) +
+		LOST(w.st, s.st, total_seconds) + LOST(w.st, s.st, gbps) +
+		LOST(w.st, s.st, buffers) + LOST(w.st, s.st, registered_buffers) +
+		LOST(w.st, s.st, queue_depth);
+	lost += LOST(w.x, s.x, workers) + LOST(w.x, s.x, queue_depth) +
+		LOST(w.x, s.x, setup_seconds) + LOST(w.x, s.x, request_bytes) +
+		LOST(w.x, s.x, bytes_buffered) + LOST(w.x, s.x, bytes_hashed) +
+		LOST(w.x, s.x, hash_seconds) + LOST(w.x, s.x, files_hashed);
+	CHECK(lost == 0);
+	/* Windows registered (root: no memlock limit) take READ_FIXED reads:
+	 * each range's first read at least lands straight in its window. */
+	if (cur == RL_BACKEND_IO_URING && geteuid() == 0)
+		CHECKF(s.x.reads_fixed > 0 && s.x.reads_fixed <= s.st.requests, "%llu of %llu",
+		       (unsigned long long)s.x.reads_fixed, (unsigned long long)s.st.requests);
+	else
+		CHECKF(s.x.reads_fixed == 0, "%llu", (unsigned long long)s.x.reads_fixed);
+	CHECK(w.x.reads_fixed == 0); /* whole staging is not registered */
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	rl_loader_destroy(whole);
+	fixture_free(&f);
+}
+
 /* Windows in the caller's memory, deliberately misaligned by one byte. */
 static void caller_pool(void)
 {
@@ -735,6 +804,7 @@ int main(void)
 		{ "caller_pool", caller_pool },
 		{ "loader_load_streams", loader_load_streams },
 		{ "many_windows_stats", many_windows_stats },
+		{ "stream_reports_every_stat", stream_reports_every_stat },
 	};
 
 	static const unsigned workers[] = { 1, 3 };

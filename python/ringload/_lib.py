@@ -159,7 +159,7 @@ class LoadStatsEx(Structure):
                 ("numa_node", c_int), ("shape", c_char * 384),
                 ("bytes_hashed", c_uint64), ("hash_seconds", c_double),
                 ("hash_held_peak", c_uint64), ("files_hashed", c_uint),
-                ("files_unchecked", c_uint)]
+                ("files_unchecked", c_uint), ("reads_fixed", c_uint64)]
 
 
 class FileStats(Structure):

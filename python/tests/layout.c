@@ -28,7 +28,7 @@ static void structs_new(void)
 	FIELD(rl_load_stats_ex, shape);
 	FIELD(rl_load_stats_ex, bytes_hashed); FIELD(rl_load_stats_ex, hash_seconds);
 	FIELD(rl_load_stats_ex, hash_held_peak); FIELD(rl_load_stats_ex, files_hashed);
-	FIELD(rl_load_stats_ex, files_unchecked);
+	FIELD(rl_load_stats_ex, files_unchecked); FIELD(rl_load_stats_ex, reads_fixed);
 	STRUCT(rl_file_stats);
 	FIELD(rl_file_stats, size); FIELD(rl_file_stats, file); FIELD(rl_file_stats, mode);
 	FIELD(rl_file_stats, bytes_needed); FIELD(rl_file_stats, bytes_resident);
