@@ -80,7 +80,7 @@ endif
 # release objects. The test programs link it; the release libraries have
 # no hook (make check: tests/check/hooks.py).
 HOOK_SRC := engine/hooks.c engine/be_fault.c
-LIB_SRC := $(filter-out $(HOOK_SRC),$(wildcard common/*.c planner/*.c engine/*.c api/*.c))
+LIB_SRC := $(filter-out $(HOOK_SRC),$(wildcard common/*.c planner/*.c engine/*.c sink/*.c api/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HOOK_OBJ := $(patsubst %.c,$(BUILD)/obj-hooks/%.o,$(wildcard engine/*.c))
 TEST_OBJ := $(filter-out $(BUILD)/obj/engine/%,$(LIB_OBJ)) $(HOOK_OBJ)

@@ -10,6 +10,7 @@
 
 #include "../engine/engine.h"
 #include "../planner/planner.h"
+#include "../sink/host.h"
 #include "integrity.h"
 #include "plan_internal.h"
 #include "loader_internal.h"
@@ -229,7 +230,7 @@ static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***stagin
 	return 0;
 }
 
-static void fill_job(rl_loader *ld, const struct pl_exec *ex, uint8_t **staging,
+static void fill_job(rl_loader *ld, const struct pl_exec *ex, const struct eng_sink *sink,
 		     const uint64_t *shard_bytes, struct eng_job *job)
 {
 	memset(job, 0, sizeof(*job));
@@ -240,9 +241,7 @@ static void fill_job(rl_loader *ld, const struct pl_exec *ex, uint8_t **staging,
 	job->nreads = ex->nreads;
 	job->copies = ex->copies;
 	job->ncopies = ex->ncopies;
-	job->ndevs = ex->ndevs;
-	job->staging = staging;
-	job->staging_bytes = ex->staging_bytes;
+	job->sink = sink;
 	job->nshards = ex->nshards;
 	job->shard_bytes = shard_bytes;
 	job->on_shard = ld->on_shard ? cb_shard : NULL;
@@ -268,6 +267,7 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	struct eng_stats es;
 	struct eng_job job;
 	struct eng *eng = NULL;
+	struct sink_host host;
 	uint8_t **staging = NULL;
 	uint64_t *shard_bytes = NULL;
 	int ret;
@@ -283,7 +283,8 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	if (ret == 0)
 		ret = job_arrays(ld, ex, &staging, &shard_bytes);
 	if (ret == 0) {
-		fill_job(ld, ex, staging, shard_bytes, &job);
+		fill_job(ld, ex, sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes),
+			 shard_bytes, &job);
 		ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex, &job,
 				      filler_bytes(ld, ex), &ld->err);
 	}
@@ -294,6 +295,7 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 		ret = eng_create(&eo, &eng, &ld->err);
 		if (ret == 0)
 			ret = eng_run(eng, &job, &es, &ld->err);
+		sink_host_note(&host, es.fallbacks, sizeof(es.fallbacks));
 		eng_destroy(eng);
 		ld->received = NULL;
 		if (ret == 0)

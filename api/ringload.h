@@ -507,6 +507,18 @@ typedef struct rl_copy_info {
 int rl_plan_copy(const rl_plan *plan, size_t req, size_t j, rl_copy_info *out);
 
 /*
+ * The runs of copy c, by the library's one copy rule (the one its own
+ * loads scatter by): calls run(arg, src, dst, len) for each run in order,
+ * src the run's offset in the request's (or transfer's) bytes, dst its
+ * offset in the device's staging area; runs contiguous on both sides come
+ * as one. A receiver copies each run, or lists it to receive in place.
+ * Stops at run's first nonzero return and returns it; -EINVAL when c or
+ * run is NULL.
+ */
+typedef int (*rl_copy_run_fn)(void *arg, uint64_t src, uint64_t dst, uint64_t len);
+int rl_copy_runs(const rl_copy_info *c, rl_copy_run_fn run, void *arg);
+
+/*
  * Transfers (RL_PLAN_READ_ONCE, or files_of_process): the bytes a process
  * reads for others. With RL_PLAN_READ_ONCE, every byte that devices of
  * several processes need is read once in the cluster: the file bytes

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "../engine/stream.h"
+#include "../sink/host.h"
 #include "loader_internal.h"
 #include "plan_internal.h"
 
@@ -610,6 +611,7 @@ static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k)
 	const struct pl_exec *ex = &s->ex;
 	uint8_t *staging[1] = { s->slot[k].ptr };
 	uint64_t bytes[1] = { s->slot_bytes };
+	struct sink_host host;
 	struct eng_stats es;
 	struct eng_job job;
 	int ret;
@@ -624,14 +626,13 @@ static int st_fill(struct st_run *sr, const struct st_range *rg, unsigned k)
 	job.nreads = sr->wj.nreads;
 	job.copies = sr->wj.copies;
 	job.ncopies = sr->wj.ncopies;
-	job.ndevs = 1;
-	job.staging = staging;
-	job.staging_bytes = bytes;
+	job.sink = sink_host_init(&host, 1, staging, bytes);
 	job.on_progress = st_progress;
 	job.user = sr;
 	job.total_bytes = sr->wj.read_bytes;
 	job.file_stats = sr->ld->files;
 	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
+	sink_host_note(&host, es.fallbacks, sizeof(es.fallbacks));
 	eng_stats_merge(&sr->sum, &es, ENG_MERGE_BATCHES);
 	s->base += sr->wj.read_bytes;
 	return ret;

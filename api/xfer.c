@@ -44,6 +44,28 @@ int rl_plan_transfer(const rl_plan *plan, size_t i, rl_transfer_info *out)
 	return 0;
 }
 
+struct runs_at {
+	const rl_copy_info *c;
+	rl_copy_run_fn run;
+	void *arg;
+};
+
+static int run_at(void *arg, uint64_t src, uint64_t dst, uint64_t len)
+{
+	const struct runs_at *a = arg;
+
+	return a->run(a->arg, a->c->src + src, a->c->dst + dst, len);
+}
+
+int rl_copy_runs(const rl_copy_info *c, rl_copy_run_fn run, void *arg)
+{
+	struct runs_at a = { c, run, arg };
+
+	if (!c || !run)
+		return -EINVAL;
+	return io_copy_runs(c->len, c->count, c->src_stride, run_at, &a);
+}
+
 int rl_plan_transfer_copy(const rl_plan *plan, size_t i, size_t j, rl_copy_info *out)
 {
 	struct pl_xfer_info x;

@@ -26,6 +26,30 @@ struct rl_copy {
 	uint32_t shard;
 };
 
+/*
+ * The strided-copy rule, in this one place (the host sink's copy, the MPI
+ * receives through rl_copy_runs): count runs of len bytes, run k at
+ * k * src_stride from the source's first byte, landing at k * len from
+ * the destination's. run is called for each run in order with the two
+ * offsets and its length; runs contiguous on both sides (src_stride ==
+ * len) come as one. Stops at run's first nonzero return and returns it.
+ * Inline, so that a caller's constant run (a memcpy) costs no call.
+ */
+static inline int io_copy_runs(uint64_t len, uint64_t count, uint64_t src_stride,
+			       int (*run)(void *arg, uint64_t src, uint64_t dst, uint64_t len),
+			       void *arg)
+{
+	int ret = 0;
+
+	if (!len || !count)
+		return 0;
+	if (count == 1 || src_stride == len)
+		return run(arg, 0, 0, len * count);
+	for (uint64_t k = 0; k < count && !ret; k++)
+		ret = run(arg, k * src_stride, k * len, len);
+	return ret;
+}
+
 /* The read goes straight into staging: exactly one copy, src 0, count 1,
  * len == the read's len, and dst aligned like the file offset. */
 #define RL_READ_DIRECT 0x1u

@@ -1,10 +1,17 @@
 /*
  * check.c - the plan is data: every read and copy is checked before a
  * worker touches memory for it (files, lengths, copies within the read's
- * minimum length, the staging area and the shard table; direct reads one
- * whole copy), and no shard may be brought more bytes than it holds.
+ * minimum length, the sink's destination slots and their capacity, and
+ * the shard table; direct reads one whole copy), and no shard may be
+ * brought more bytes than it holds.
  */
 #include "eng_int.h"
+
+/* Bytes destination slot dev of sink holds (UINT64_MAX: unchecked). */
+static uint64_t capacity(const struct eng_sink *sink, uint32_t dev)
+{
+	return sink->ops->capacity ? sink->ops->capacity(sink->state, dev) : UINT64_MAX;
+}
 
 int eng_check_read(struct eng_run *rc, const struct rl_read *r)
 {
@@ -30,19 +37,25 @@ int eng_check_read(struct eng_run *rc, const struct rl_read *r)
 				  "%s: read at offset %llu: copies %llu+%u of %zu",
 				  job->paths[r->file], (unsigned long long)r->off,
 				  (unsigned long long)r->first_copy, r->ncopies, job->ncopies);
+	if (r->ncopies && !eng_sink_ok(job->sink))
+		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+				  "%s: read at offset %llu: copies, but %s",
+				  job->paths[r->file], (unsigned long long)r->off,
+				  job->sink ? "the sink's ops table is not one this engine can call" :
+				  "no sink to take them");
 	for (uint32_t i = 0; i < r->ncopies; i++) {
 		const struct rl_copy *c = job->copies + r->first_copy + i;
 		uint64_t span = 0, bytes = 0, dend;
 
 		/* Destination and shard are checked for every copy, empty
 		 * ones too: the worker that reaps indexes both. */
-		if (c->dev >= job->ndevs || !job->staging || !job->staging[c->dev] ||
+		if (c->dev >= job->sink->ndevs ||
 		    (c->count && (rl_mul64(c->count - 1, c->src_stride, &span) ||
 				  rl_add64(span, (uint64_t)c->src + c->len, &span) ||
 				  span > r->len)) ||
 		    (c->count > 1 && c->src_stride < c->len) ||
 		    rl_mul64(c->len, c->count, &bytes) || rl_add64(c->dst, bytes, &dend) ||
-		    (job->staging_bytes && dend > job->staging_bytes[c->dev]) ||
+		    dend > capacity(job->sink, c->dev) ||
 		    (job->shard_bytes && c->shard >= job->nshards))
 			return rl_err_set(rc->e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u out of bounds",
@@ -90,17 +103,19 @@ int eng_plan_shards(struct eng_run *rc, const struct rl_read *r)
 }
 
 /* Where a direct read lands, or NULL when it needs a bounce buffer:
- * flagged, and either buffered or suitably aligned for O_DIRECT. */
+ * flagged, given by the sink, and either buffered or suitably aligned
+ * for O_DIRECT. */
 uint8_t *eng_direct_dst(const struct eng_run *rc, const struct rl_read *r)
 {
 	const struct eng_file *f = rc->files + r->file;
-	const struct rl_copy *c;
+	const struct eng_sink *sink = rc->job->sink;
 	uint8_t *dst;
 
-	if (!(r->flags & RL_READ_DIRECT))
+	if (!(r->flags & RL_READ_DIRECT) || !sink->ops->direct)
 		return NULL;
-	c = rc->job->copies + r->first_copy;
-	dst = rc->job->staging[c->dev] + c->dst;
+	dst = sink->ops->direct(sink->state, rc->job->copies + r->first_copy, r->len);
+	if (!dst)
+		return NULL;
 	if (f->dfd >= 0 && ((uintptr_t)dst % f->align || r->off % f->align ||
 			    r->len % f->align))
 		return NULL;

@@ -7,7 +7,7 @@
  *
  * Who calls whom (no file calls back into one that calls it):
  *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, integrity.c, util.c
- *   worker.c -> check.c, scatter.c, prefault.c, limit.c, integrity.c, backends, util.c
+ *   worker.c -> check.c, scatter.c, limit.c, integrity.c, backends, util.c
  *   integrity.c -> util.c
  *   backends -> pool.c, util.c;  setup.c -> check.c, files.c, limit.c, util.c
  *   test builds only: engine.c, worker.c, files.c, backends -> hooks.c;
@@ -37,8 +37,8 @@ struct eng_file {
 /* A read request while a worker owns it. */
 struct eng_req {
 	struct rl_read r;       /* the planner's request, as given */
-	uint8_t *dst;           /* where byte 0 of r lands: pool buffer or staging */
-	int buf;                /* pool buffer index, -1 when dst is staging */
+	uint8_t *dst;           /* where byte 0 of r lands: pool buffer or the sink's */
+	int buf;                /* pool buffer index, -1 when dst is the sink's */
 	int direct;             /* the current submission uses the O_DIRECT fd */
 	unsigned slot;          /* index in the worker's reqs (backends key on it) */
 	/* the current (re)submission: io_len bytes at r.off + io_pos */
@@ -161,11 +161,6 @@ struct eng_pool {
 	int locked;
 };
 
-/* Destinations waiting for MADV_POPULATE_WRITE (prefault.c). */
-struct eng_prefault {
-	uintptr_t lo, hi;
-};
-
 /* One worker: owns its backend (ring, aio context or pread pool), its
  * bounce buffers and request slots, and the reads it claimed. Everything
  * here is touched only by its own thread, except `parked` (run->lock). */
@@ -190,8 +185,7 @@ struct eng_worker {
 	struct rl_read *claimed;
 	unsigned cap, head, count;
 	int exhausted;
-	int prefault;             /* array job with staging: fault in ahead */
-	struct eng_prefault pf;
+	int prefault;             /* array job, sink with prepare: prepare ahead */
 
 	/* Its statistics, merged by eng_run after the join. */
 	uint64_t bytes_read, bytes_direct, bytes_buffered, reads, retries, abandoned;
@@ -258,7 +252,6 @@ struct eng_run {
 	 * every worker polls. */
 	atomic_int failed;
 	int err;
-	atomic_int prefault_off;   /* MADV_POPULATE_WRITE refused: stop */
 
 	/* lock guards err, notes and the sleeping side of the limiter and of
 	 * the end of the run; cond wakes workers waiting for bytes and the
@@ -402,17 +395,18 @@ void eng_progress_report(struct eng_run *rc, int final);
  * reporting progress as they signal it. */
 void eng_progress_wait(struct eng_run *rc);
 
-/* ---- scatter.c --------------------------------------------------------- */
+/* ---- scatter.c: the job's sink ------------------------------------------ */
 
-/* Copies (bounce reads) and accounts one finished read; fires on_shard. */
-void eng_scatter(struct eng_worker *w, const struct eng_req *q);
-
-/* ---- prefault.c -------------------------------------------------------- */
-
-/* Adds read r's staging destinations to w's pending prefault range. */
-void eng_prefault_add(struct eng_worker *w, const struct rl_read *r);
-/* Faults in what is pending. */
-void eng_prefault_flush(struct eng_worker *w);
+/* Has the sink prepare read r's destinations (sink ops prepare). */
+void eng_prepare(struct eng_worker *w, const struct rl_read *r);
+/* Ends the worker's burst of prepares (sink ops prepare_flush). */
+void eng_prepare_flush(struct eng_worker *w);
+/* Hands one finished read's copies to the sink (bounce reads) and counts
+ * them towards their shards, firing on_shard; 0, or the sink's error
+ * (the run failed). */
+int eng_scatter(struct eng_worker *w, const struct eng_req *q);
+/* Counts read r's copies towards their shards (they landed). */
+void eng_land(struct eng_worker *w, const struct rl_read *r);
 
 /* ---- pool.c ------------------------------------------------------------ */
 

@@ -14,8 +14,9 @@
  * SINGLE_ISSUER and DEFER_TASKRUN stay legal. Workers claim reads from one
  * shared cursor in the job's order (file, then offset), a few ahead of
  * what they have in flight, so that all stay busy to the end and each
- * pre-faults the staging it is about to fill (prefault.c). The worker that
- * reaps a read scatters it (scatter.c) and fires on_shard for the shards
+ * has the job's sink prepare what it is about to fill (scatter.c; the host
+ * sink pre-faults it). The worker that reaps a read hands its copies to
+ * the sink (scatter.c) and fires on_shard for the shards
  * it completes, under one lock so that the runtime sees one call at a
  * time. One byte limiter (limit.c, an atomic counter) bounds the bytes in
  * flight of all workers together; a worker that cannot take bytes sleeps
@@ -109,7 +110,6 @@ static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng
 	atomic_init(&rc->waiters, 0);
 	atomic_init(&rc->done_bytes, 0);
 	atomic_init(&rc->failed, 0);
-	atomic_init(&rc->prefault_off, 0);
 	atomic_init(&rc->progress_due, 0);
 	pthread_mutex_init(&rc->lock, NULL);
 	pthread_mutex_init(&rc->note_lock, NULL);

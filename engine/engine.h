@@ -1,10 +1,10 @@
 /*
  * engine.h - the engine layer: executes read requests (common/rl_io.h)
  * with io_uring, libaio or a pread pool on N workers, each with its own
- * ring and (registered, locked) bounce buffers, scatters finished reads
- * into staging areas on the worker that reaped them, and bounds the bytes
- * in flight of all workers together. Knows nothing of tensors; never
- * includes planner/.
+ * ring and (registered, locked) bounce buffers, hands finished reads to
+ * the job's sink (sink.h) on the worker that reaped them, and bounds the
+ * bytes in flight of all workers together. Knows nothing of tensors nor
+ * of where the bytes go; never includes planner/ nor a sink.
  */
 #ifndef RL_ENGINE_H
 #define RL_ENGINE_H
@@ -15,6 +15,10 @@
 #include "rl_common.h"
 #include "rl_io.h"
 #include "rl_fileid.h"
+#include "sink.h"
+
+/* Workers of a run at most: a sink may keep that many workers' state. */
+#define ENG_MAX_WORKERS 256
 
 /* ---------------------------------------------------------------- */
 /* File probing (engine/probe.c)                                     */
@@ -129,10 +133,9 @@ struct eng_job {
 	int (*next)(void *user, struct rl_read *out);
 
 	size_t ncopies;         /* entries of copies (every copy index is checked) */
-	/* destinations of the copies, indexed by rl_copy.dev */
-	unsigned ndevs;
-	uint8_t *const *staging;
-	const uint64_t *staging_bytes; /* size of each area (NULL: unchecked) */
+	/* where the copies go (rl_copy.dev indexes its slots); required when
+	 * a read has copies; the same sink serves the whole job */
+	const struct eng_sink *sink;
 	/* bytes each shard expects, indexed by rl_copy.shard (may be NULL) */
 	size_t nshards;
 	const uint64_t *shard_bytes;
@@ -149,7 +152,7 @@ struct eng_job {
 	/* every read whose bytes all arrived, on the worker that reaped it,
 	 * before its buffer is reused and before its copies count towards
 	 * their shards: bytes points at the read's first byte (bounce buffer
-	 * or staging), r->min_len of them valid. Several workers call it
+	 * or the sink's direct destination), r->min_len of them valid. Several workers call it
 	 * concurrently (reads of one file in any order). For checksums. */
 	void (*on_data)(void *user, const struct rl_read *r, const uint8_t *bytes);
 	void *user;
@@ -274,15 +277,17 @@ void eng_destroy(struct eng *eng);
  *
  * Threads: the calling thread is worker 0; workers 1..N-1 are started for
  * the run and joined before it returns. Each worker claims reads from a
- * shared cursor in the job's order, pre-faults their destinations, reads
- * them on its own backend and scatters what it reaps.
+ * shared cursor in the job's order, has the sink prepare their
+ * destinations, reads them on its own backend and hands what it reaps to
+ * the sink. After the join the sink's finish runs on the calling thread.
  *
  * Shards: on_shard(user, s) fires exactly once for every shard s whose
  * shard_bytes[s] bytes all landed (zero-byte shards fire at the end of a
  * successful run), on the worker whose copy completed it, never two calls
- * at once. When the run fails, shards already reported really were
- * complete when reported; no other shard is reported, and the contents of
- * every other staging byte are undefined. on_progress runs on the calling
+ * at once; for an asynchronous sink a copy has landed once the worker's
+ * wait covering it returned. When the run fails, shards already reported
+ * really were complete when reported; no other shard is reported, and the
+ * contents of every other destination byte are undefined. on_progress runs on the calling
  * thread; a non-zero return cancels the run (RL_E_CANCELED).
  */
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,

@@ -1,20 +1,50 @@
 /*
- * scatter.c - what a worker does with a read it reaped: copies bounce
- * reads into the staging areas (strided runs for inner-dimension shards),
- * counts shard bytes and fires on_shard for each shard it completes.
+ * scatter.c - where the engine meets the job's sink (sink.h): a worker has
+ * the sink prepare the destinations of the reads it claims, hands the
+ * copies of a bounce read it reaped to the sink, counts shard bytes and
+ * fires on_shard for each shard it completes.
  *
  * Shards are filled by several workers at once: each adds its bytes with
  * one atomic add, and the worker whose add reaches the shard's size fires
  * on_shard, under cb_lock so that the runtime never sees two calls at once.
  */
-#include <string.h>
-
 #include "eng_int.h"
+
+/* Has the sink prepare every destination of r: direct reads land there
+ * from the kernel (the read's length), bounce copies from this worker. */
+void eng_prepare(struct eng_worker *w, const struct rl_read *r)
+{
+	const struct eng_job *job = w->run->job;
+	const struct eng_sink *sink = job->sink;
+	const struct rl_copy *c = job->copies + r->first_copy;
+	uint64_t t0 = rl_now_ns();
+
+	for (uint32_t k = 0; k < r->ncopies; k++, c++) {
+		uint64_t n = (r->flags & RL_READ_DIRECT) ? r->len : (uint64_t)c->len * c->count;
+
+		if (n)
+			sink->ops->prepare(sink->state, w->id, c, n);
+	}
+	w->prepare_ns += rl_now_ns() - t0;
+}
+
+void eng_prepare_flush(struct eng_worker *w)
+{
+	const struct eng_sink *sink = w->run->job->sink;
+	uint64_t t0;
+
+	if (!w->prefault || !sink->ops->prepare_flush)
+		return;
+	t0 = rl_now_ns();
+	sink->ops->prepare_flush(sink->state, w->id);
+	w->prepare_ns += rl_now_ns() - t0;
+}
 
 static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
 {
 	struct eng_run *rc = w->run;
 	const struct eng_job *job = rc->job;
+	const struct eng_sink *sink = job->sink;
 	uint64_t done;
 
 	/* Nothing landed, nothing to report: a zero-byte shard is reported
@@ -26,43 +56,60 @@ static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
 	 * (and, through on_shard, to the runtime). */
 	done = atomic_fetch_add_explicit(rc->shard_done + c->shard, bytes,
 					 memory_order_acq_rel) + bytes;
-	if (done != job->shard_bytes[c->shard] || !job->on_shard)
+	if (done != job->shard_bytes[c->shard] ||
+	    (!job->on_shard && !sink->ops->shard_done))
 		return;
 	pthread_mutex_lock(&rc->cb_lock);
 	/* After a failure no shard is reported (it may be complete, but the
 	 * run's contract is: only shards reported before the failure). */
-	if (!eng_failed(rc))
-		job->on_shard(job->user, c->shard);
+	if (!eng_failed(rc)) {
+		if (sink->ops->shard_done)
+			sink->ops->shard_done(sink->state, c->shard);
+		if (job->on_shard)
+			job->on_shard(job->user, c->shard);
+	}
 	pthread_mutex_unlock(&rc->cb_lock);
 }
 
-static void copy_runs(uint8_t *dst, const uint8_t *src, const struct rl_copy *c)
+/* Counts the copies of read r towards their shards: they landed. */
+void eng_land(struct eng_worker *w, const struct rl_read *r)
 {
-	if (c->src_stride == c->len) {
-		/* contiguous runs: one copy of them all */
-		memcpy(dst, src, (size_t)c->len * c->count);
-		return;
-	}
-	for (uint32_t k = 0; k < c->count; k++) {
-		memcpy(dst, src, c->len);
-		dst += c->len;
-		src += c->src_stride;
-	}
+	const struct rl_copy *c = w->run->job->copies + r->first_copy;
+
+	for (uint32_t i = 0; i < r->ncopies; i++, c++)
+		land(w, c, (uint64_t)c->len * c->count);
 }
 
-void eng_scatter(struct eng_worker *w, const struct eng_req *q)
+/* Hands a bounce read's copies to the sink; 0, or the sink's error
+ * (the run failed). */
+static int hand_over(struct eng_worker *w, const struct eng_req *q)
 {
-	const struct eng_job *job = w->run->job;
-	const struct rl_copy *c = job->copies + q->r.first_copy;
+	struct eng_run *rc = w->run;
+	const struct eng_sink *sink = rc->job->sink;
+	const struct rl_copy *c = rc->job->copies + q->r.first_copy;
+	struct rl_err e = { 0, "" };
+	int ret = 0;
+
+	for (uint32_t i = 0; i < q->r.ncopies && ret == 0; i++, c++)
+		if (c->count && c->len)
+			ret = sink->ops->copy(sink->state, w->id, c, q->dst, &e);
+	if (ret < 0)
+		eng_fail(rc, ret, "%s: read at offset %llu: %s sink: %s",
+			 rc->files[q->r.file].path, (unsigned long long)q->r.off,
+			 sink->ops->name, e.msg);
+	return ret;
+}
+
+int eng_scatter(struct eng_worker *w, const struct eng_req *q)
+{
 	uint64_t t0 = q->buf >= 0 ? rl_now_ns() : 0;
+	int ret = 0;
 
-	for (uint32_t i = 0; i < q->r.ncopies; i++, c++) {
-		uint64_t bytes = (uint64_t)c->len * c->count;
-
-		if (q->buf >= 0 && bytes)
-			copy_runs(job->staging[c->dev] + c->dst, q->dst + c->src, c);
-		land(w, c, bytes);
-	}
+	if (q->buf >= 0)
+		ret = hand_over(w, q);
 	if (t0)
 		w->scatter_ns += rl_now_ns() - t0;
+	if (ret == 0)
+		eng_land(w, &q->r);
+	return ret;
 }

@@ -26,7 +26,6 @@
 
 #define DEFAULT_BUFFER (4u << 20)
 #define MAX_BUFFER (1u << 30)
-#define ENG_MAX_WORKERS 256
 #define ENG_WORKER_MIN_BYTES (16ull << 20)
 #define ENG_AUTO_QD 16
 

@@ -190,8 +190,8 @@ void eng_worker_reset(struct eng_worker *w)
 	w->head = w->count = 0;
 	w->exhausted = 0;
 	w->retry = NULL;
-	w->pf.lo = w->pf.hi = 0;
-	w->prefault = job->reads && job->staging && job->ncopies;
+	w->prefault = job->reads && job->ncopies && eng_sink_ok(job->sink) &&
+		      job->sink->ops->prepare;
 	w->bytes_read = w->bytes_direct = w->bytes_buffered = 0;
 	w->reads = w->reads_fixed = w->retries = w->abandoned = 0;
 	w->t_first = w->t_last = w->scatter_ns = w->prepare_ns = 0;
@@ -235,7 +235,8 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 	return 1;
 }
 
-/* Claims one read into the queue (pre-faulting its staging when asked);
+/* Claims one read into the queue (the sink preparing its destinations
+ * when asked);
  * 0 when there is none or the queue is full. */
 static int claim_one(struct eng_worker *w, int prefault)
 {
@@ -250,7 +251,7 @@ static int claim_one(struct eng_worker *w, int prefault)
 	}
 	w->count++;
 	if (prefault)
-		eng_prefault_add(w, r);
+		eng_prepare(w, r);
 	return 1;
 }
 
@@ -265,7 +266,7 @@ static int claim_ahead(struct eng_worker *w)
 	if (!w->prefault)
 		return 0;
 	got = claim_one(w, 1);
-	eng_prefault_flush(w);
+	eng_prepare_flush(w);
 	return got;
 }
 
@@ -484,7 +485,7 @@ static unsigned submit_some(struct eng_worker *w, int *why)
 			if (!w->count) {
 				if (!claim_one(w, w->prefault))
 					break;
-				eng_prefault_flush(w);
+				eng_prepare_flush(w);
 			}
 			q = take(w, r, eng_direct_dst(w->run, r), why);
 			if (!q)

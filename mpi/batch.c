@@ -97,6 +97,20 @@ void mx_report(struct mx_load *L, size_t shard)
 		L->x->m->on_shard(L->x->m->user, shard);
 }
 
+/* One run of a copy (rl_copy_runs): from the payload into the staging. */
+struct run_copy {
+	uint8_t *area;
+	const uint8_t *src;
+};
+
+static int copy_run(void *arg, uint64_t src, uint64_t dst, uint64_t len)
+{
+	const struct run_copy *r = arg;
+
+	memcpy(r->area + dst, r->src + src, len);
+	return 0;
+}
+
 /* Payload k's bytes are in the rank's shards (copied from src, or, src
  * NULL, received there): shards whose last bytes came are reported. */
 static void land(struct bx *B, size_t k, const uint8_t *src)
@@ -105,12 +119,13 @@ static void land(struct bx *B, size_t k, const uint8_t *src)
 
 	for (size_t j = 0; j < B->ti[k].ncopies; j++) {
 		rl_copy_info c;
-		uint8_t *dst;
 
 		rl_plan_transfer_copy(L->plan, B->t[k], j, &c);
-		dst = L->staging[c.device] + c.dst;
-		for (uint64_t i = 0; src && i < c.count; i++)
-			memcpy(dst + i * c.len, src + c.src + i * c.src_stride, c.len);
+		if (src) {
+			struct run_copy r = { L->staging[c.device], src };
+
+			rl_copy_runs(&c, copy_run, &r);
+		}
 		L->shard_have[c.shard] += c.count * c.len;
 		if (L->shard_have[c.shard] == L->shard_want[c.shard])
 			mx_report(L, c.shard);

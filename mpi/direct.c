@@ -30,29 +30,47 @@ static int blk_cmp(const void *pa, const void *pb)
 	return (a->src > b->src) - (a->src < b->src);
 }
 
+/* Blocks being listed: counted (v NULL), then filled. */
+struct blk_list {
+	struct mx_blocks *b;
+	uint8_t *area;          /* the current copy's staging */
+};
+
+/* One run of a copy (rl_copy_runs) as a block; -1 past the limit. */
+static int add_block(void *arg, uint64_t src, uint64_t dst, uint64_t len)
+{
+	struct blk_list *l = arg;
+
+	if (l->b->n >= DIRECT_MAX_BLOCKS)
+		return -1;
+	if (l->b->v)
+		l->b->v[l->b->n] = (struct mx_blk){ src, len, l->area + dst };
+	l->b->n++;
+	return 0;
+}
+
 /* Every run of every copy of transfer t, as blocks; -1 when too many. */
 static int expand(const rl_plan *plan, size_t t, size_t ncopies, uint8_t *const *staging,
 		  struct mx_blocks *b)
 {
-	size_t n = 0;
+	struct blk_list l = { b, NULL };
+	size_t n;
 
-	for (size_t j = 0; j < ncopies; j++) {
-		rl_copy_info c;
+	for (int fill = 0; fill < 2; fill++) {
+		for (size_t j = 0; j < ncopies; j++) {
+			rl_copy_info c;
 
-		rl_plan_transfer_copy(plan, t, j, &c);
-		if (c.count > DIRECT_MAX_BLOCKS - n)
-			return -1;
-		n += c.count;
-	}
-	if (!(b->v = malloc((n + 1) * sizeof(*b->v))))
-		return -ENOMEM;
-	for (size_t j = 0; j < ncopies; j++) {
-		rl_copy_info c;
-
-		rl_plan_transfer_copy(plan, t, j, &c);
-		for (uint64_t i = 0; i < c.count; i++)
-			b->v[b->n++] = (struct mx_blk){ c.src + i * c.src_stride, c.len,
-						       staging[c.device] + c.dst + i * c.len };
+			rl_plan_transfer_copy(plan, t, j, &c);
+			l.area = staging[c.device];
+			if (rl_copy_runs(&c, add_block, &l))
+				return -1;
+		}
+		if (fill)
+			break;
+		n = b->n;
+		b->n = 0;
+		if (!(b->v = malloc((n + 1) * sizeof(*b->v))))
+			return -ENOMEM;
 	}
 	return 0;
 }

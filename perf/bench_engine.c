@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../engine/engine.h"
+#include "../sink/host.h"
 #include "perf_time.h"
 
 static void drop_caches(void)
@@ -53,6 +54,7 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
+	struct sink_host host;
 	struct rl_err e = { 0 };
 	struct eng *eng;
 	uint8_t *staging;
@@ -87,9 +89,7 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	job.nreads = nreads;
 	job.copies = copies;
 	job.ncopies = nreads;
-	job.ndevs = 1;
-	job.staging = &staging;
-	job.staging_bytes = &staging_len;
+	job.sink = sink_host_init(&host, 1, &staging, &staging_len);
 	eng_opts_default(&o);
 	o.backend = c->backend;
 	o.queue_depth = c->qd;

@@ -176,9 +176,7 @@ void tu_job(struct tu_plan *p, struct eng_job *job)
 	job->nreads = p->nreads;
 	job->copies = p->copies;
 	job->ncopies = p->ncopies;
-	job->ndevs = p->ndevs;
-	job->staging = p->staging;
-	job->staging_bytes = p->staging_bytes;
+	job->sink = sink_host_init(&p->host, p->ndevs, p->staging, p->staging_bytes);
 	job->nshards = p->nitems;
 	job->shard_bytes = p->shard_bytes;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "../engine/engine.h"
+#include "../sink/host.h"
 
 /* count runs of len bytes at off + k*stride of file, landing contiguously
  * at dst of device dev; one shard each. */
@@ -46,6 +47,7 @@ struct tu_plan {
 	unsigned ndevs;
 	uint64_t staging_bytes[TU_MAX_DEVS];
 	uint8_t *staging[TU_MAX_DEVS];
+	struct sink_host host;  /* the job's sink: staging[], staging_bytes[] */
 	uint8_t *expect[TU_MAX_DEVS];
 	uint64_t *shard_bytes;
 };

@@ -42,7 +42,7 @@ static const char *const covered[] = {
 	"rl_staging_free", "rl_loader_expect_sha256",
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
 	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
-	"rl_loader_default_budget",
+	"rl_loader_default_budget", "rl_copy_runs",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -522,6 +522,57 @@ static void streaming_functions(void)
 	rl_loader_destroy(ld);
 }
 
+/* Runs seen by rl_copy_runs: (src, dst, len) triples; stops after stop. */
+struct runs_seen {
+	uint64_t v[16][3];
+	int n, stop;
+};
+
+static int see_run(void *arg, uint64_t src, uint64_t dst, uint64_t len)
+{
+	struct runs_seen *s = arg;
+
+	if (s->n < 16) {
+		s->v[s->n][0] = src;
+		s->v[s->n][1] = dst;
+		s->v[s->n][2] = len;
+	}
+	return ++s->n == s->stop ? 7 : 0;
+}
+
+/* The one copy rule: strided runs at their offsets, contiguous ones
+ * joined, the callback's nonzero ends it, bad arguments refused. */
+static void copy_runs_function(void)
+{
+	rl_copy_info c = { .src = 100, .len = 8, .count = 3, .src_stride = 32, .dst = 1000 };
+	struct runs_seen s = { .n = 0, .stop = 0 };
+
+	CHECK_EQ(rl_copy_runs(NULL, see_run, &s), -EINVAL);
+	CHECK_EQ(rl_copy_runs(&c, NULL, &s), -EINVAL);
+	CHECK_EQ(rl_copy_runs(&c, see_run, &s), 0);
+	CHECK_EQ(s.n, 3);
+	for (int k = 0; k < 3; k++) {
+		CHECK_EQ(s.v[k][0], 100 + 32 * k);
+		CHECK_EQ(s.v[k][1], 1000 + 8 * k);
+		CHECK_EQ(s.v[k][2], 8);
+	}
+	s.n = 0;
+	s.stop = 2;
+	CHECK_EQ(rl_copy_runs(&c, see_run, &s), 7);
+	CHECK_EQ(s.n, 2);
+	c.src_stride = c.len;
+	s.n = s.stop = 0;
+	CHECK_EQ(rl_copy_runs(&c, see_run, &s), 0);
+	CHECK_EQ(s.n, 1);
+	CHECK_EQ(s.v[0][0], 100);
+	CHECK_EQ(s.v[0][1], 1000);
+	CHECK_EQ(s.v[0][2], 24);
+	c.count = 0;
+	s.n = 0;
+	CHECK_EQ(rl_copy_runs(&c, see_run, &s), 0);
+	CHECK_EQ(s.n, 0);
+}
+
 int main(void)
 {
 	RUN(every_public_function_is_covered);
@@ -533,5 +584,6 @@ int main(void)
 	RUN(loader_functions);
 	RUN(caller_staging_of_exactly_staging_bytes);
 	RUN(streaming_functions);
+	RUN(copy_runs_function);
 	return th_done();
 }

@@ -1406,6 +1406,7 @@ struct hand {
 	uint64_t sizes[1];
 	uint8_t *staging[1];
 	uint64_t staging_bytes[1];
+	struct sink_host host;
 	struct eng_job job;
 };
 
@@ -1430,9 +1431,7 @@ static void hand_job(struct hand *h, const char *name, uint64_t fsize,
 	h->job.nreads = nreads;
 	h->job.copies = copies;
 	h->job.ncopies = ncopies;
-	h->job.ndevs = 1;
-	h->job.staging = h->staging;
-	h->job.staging_bytes = h->staging_bytes;
+	h->job.sink = sink_host_init(&h->host, 1, h->staging, h->staging_bytes);
 	h->job.shard_bytes = shard_bytes;
 	h->job.nshards = nshards;
 }

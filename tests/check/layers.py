@@ -19,14 +19,16 @@ import tempfile
 
 # Layer rank by top folder; a file may use only lower ranks, or its own
 # folder (same rank, other folder: a sideways call, e.g. planner->engine).
-RANK = {"common": 0, "planner": 1, "engine": 1, "api": 2, "mpi": 3}
+# Sinks (sink/) sit above the engine, whose ops table they fill, and below
+# the API, which builds them for its jobs.
+RANK = {"common": 0, "planner": 1, "engine": 1, "sink": 2, "api": 3, "mpi": 4}
 # Code that must use the public API only. perf/ may use engine internals
 # where a raw-I/O mode needs them (DESIGN.md): rlperf and bench_engine.
 CLIENTS = ("tools", "perf", "examples", "python", "mpi")
 RAW_IO = re.compile(r"^perf/(rlperf[^/]*|bench_engine)\.[ch]$")
 # The public headers: the core library's and the MPI executor's.
 PUBLIC_HEADERS = {"ringload.h", "ringload_mpi.h"}
-LIBRARY_HEADERS = {"engine.h", "eng_int.h", "planner.h", "pl_private.h", "rl_common.h",
+LIBRARY_HEADERS = {"engine.h", "eng_int.h", "sink.h", "host.h", "planner.h", "pl_private.h", "rl_common.h",
                    "rl_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
 
 results = []
@@ -177,6 +179,20 @@ def include_problems(top):
     return bad
 
 
+def engine_include_problems(top):
+    """The engine defines the sink table and calls it, never a sink: no
+    file of engine/ includes one of sink/ (nor of planner/)."""
+    bad = []
+    for path in sorted(glob.glob(os.path.join(top, "engine", "*.[ch]"))):
+        rel = os.path.relpath(path, top)
+        with open(path, errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if m and re.match(r"(\.\./)?(sink|planner)/", m.group(1)):
+                    bad.append(f"{rel}:{n} includes {m.group(1)}")
+    return bad
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RL_BUILD", "build")
     top = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -191,6 +207,7 @@ def main():
     check("no_circles_between_files",
           [" <-> ".join(c) for c in strongly_connected(edges)])
     check("clients_use_the_public_header", include_problems(top))
+    check("engine_includes_no_sink", engine_include_problems(top))
     failed = 0
     for name, problems in results:
         if problems:
