@@ -725,9 +725,17 @@ static void stream_reports_every_stat(void)
 	struct fixture f;
 	struct assembly a;
 	struct both_stats w, s;
-	rl_loader *whole = rl_loader_create(), *ld = stream_loader(MIN_BUDGET);
-	int ret = fixture_new(&f, 12, "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}",
-			      8192), lost = 0;
+	rl_loader *whole = rl_loader_create(), *ld = stream_loader(4 * MIN_BUDGET);
+	const char *spec = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+	char *path = tmp_path("aligned.safetensors"), hex[65];
+	int ret, lost = 0;
+
+	/* 8 tensors of 128 KiB from offset 4096: page-aligned reads, large
+	 * enough to go straight into the windows. */
+	memset(&f, 0, sizeof(f));
+	ret = write_hashed_ckpt_at(path, 8, 128 << 10, 4096, hex);
+	if (ret == 0)
+		ret = fixture_build(&f, path, spec, strlen(spec), 16384);
 
 	CHECKF(ret == 0 && whole && ld, "fixture %d", ret);
 	CHECK(rl_loader_set(whole, RL_OPT_BACKEND, cur) == 0 &&
@@ -754,8 +762,8 @@ static void stream_reports_every_stat(void)
 		LOST(w.x, s.x, bytes_buffered) + LOST(w.x, s.x, bytes_hashed) +
 		LOST(w.x, s.x, hash_seconds) + LOST(w.x, s.x, files_hashed);
 	CHECK(lost == 0);
-	/* Windows registered (root: no memlock limit) take READ_FIXED reads:
-	 * each range's first read at least lands straight in its window. */
+	/* Windows registered (root: no memlock limit) take READ_FIXED reads
+	 * (these reads are aligned: straight into the windows). */
 	if (cur == RL_BACKEND_IO_URING && geteuid() == 0)
 		CHECKF(s.x.reads_fixed > 0 && s.x.reads_fixed <= s.st.requests, "%llu of %llu",
 		       (unsigned long long)s.x.reads_fixed, (unsigned long long)s.st.requests);
