@@ -89,7 +89,7 @@ static int aio_queue(struct be *be, struct eng_req *q)
 {
 	struct aio *a = be->priv;
 	struct iocb *cb = a->iocbs + q->slot;
-	const struct eng_file *f = be->run->files + q->r.file;
+	const struct eng_file *f = be->run->cx.files + q->r.file;
 
 	io_prep_pread(cb, eng_req_fd(q, f), q->dst + q->io_pos, q->io_len,
 		      (long long)(q->r.off + q->io_pos));

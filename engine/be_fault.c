@@ -22,7 +22,7 @@ static int fault_setup(struct be *be)
 	struct fault *f;
 	int ret;
 
-	if (be->run->hooks.set.fault_kind == ENG_FAULT_SETUP)
+	if (be->run->cx.hooks.set.fault_kind == ENG_FAULT_SETUP)
 		return -EPERM;
 	f = rl_calloc(1, sizeof(*f));
 	if (!f)
@@ -41,11 +41,12 @@ static int fault_setup(struct be *be)
 static int fault_queue(struct be *be, struct eng_req *q)
 {
 	struct fault *f = be->priv;
-	const struct eng_file *file = be->run->files + q->r.file;
-	const struct eng_hooks *h = &be->run->hooks.set;
+	const struct eng_file *file = be->run->cx.files + q->r.file;
+	const struct eng_hooks *h = &be->run->cx.hooks.set;
 	/* Relaxed: the submissions of all workers get distinct numbers; which
 	 * worker draws the nth does not matter. */
-	uint64_t seq = atomic_fetch_add_explicit(&be->run->hooks.fault_seq, 1, memory_order_relaxed);
+	uint64_t seq = atomic_fetch_add_explicit(&be->run->cx.hooks.fault_seq, 1,
+						 memory_order_relaxed);
 	uint32_t len;
 
 	if (h->fault_kind == ENG_FAULT_EAGAIN_ALL ? seq < h->fault_nth : seq != h->fault_nth)

@@ -44,7 +44,7 @@ void eng_set_cache_probe(struct eng *eng, int mincore_only)
 
 void eng_hooks_start(struct eng_run *rc, const struct eng *eng)
 {
-	struct eng_run_hooks *h = &rc->hooks;
+	struct eng_run_hooks *h = &rc->cx.hooks;
 
 	h->set = eng->hooks;
 	if (!h->set.fault_errno)
@@ -56,7 +56,7 @@ void eng_hooks_start(struct eng_run *rc, const struct eng *eng)
 
 const struct be_ops *eng_hook_fault_ops(const struct eng_run *rc, int b)
 {
-	const struct eng_hooks *h = &rc->hooks.set;
+	const struct eng_hooks *h = &rc->cx.hooks.set;
 
 	if (h->fault_kind == ENG_FAULT_NONE)
 		return NULL;
@@ -79,20 +79,20 @@ static int take(atomic_uint *count)
 
 int eng_hook_uring_eagain(struct eng_run *rc)
 {
-	return take(&rc->hooks.uring_eagain);
+	return take(&rc->cx.hooks.uring_eagain);
 }
 
 int eng_hook_aio_refuse(struct eng_run *rc)
 {
-	return take(&rc->hooks.aio_refuse);
+	return take(&rc->cx.hooks.aio_refuse);
 }
 
 int eng_hook_uring_setup_err(const struct eng_run *rc)
 {
-	return rc->hooks.set.uring_setup_err;
+	return rc->cx.hooks.set.uring_setup_err;
 }
 
 int eng_hook_mincore_only(const struct eng_run *rc)
 {
-	return rc->hooks.set.mincore_only;
+	return rc->cx.hooks.set.mincore_only;
 }

@@ -69,17 +69,18 @@ struct eng_integ {
 
 static int record_ids(struct eng_run *rc, struct eng_integ *in)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
-	for (size_t i = 0; i < rc->nfiles; i++) {
+	for (size_t i = 0; i < rc->cx.nfiles; i++) {
 		const char *what;
 
-		rl_file_id_get(rc->files[i].fd, in->ids + i); /* unrecorded: not compared */
+		rl_file_id_get(rc->cx.files[i].fd, in->ids + i); /* unrecorded: not compared */
 		what = job->file_ids ? rl_file_id_diff(job->file_ids + i, in->ids + i) : NULL;
 		if (what)
-			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed since the checkpoint was opened (%s "
-					  "differs); open the checkpoint again", rc->files[i].path, what);
+					  "differs); open the checkpoint again",
+					  rc->cx.files[i].path, what);
 	}
 	return 0;
 }
@@ -88,32 +89,32 @@ static int record_ids(struct eng_run *rc, struct eng_integ *in)
  * bytes, in offset order (which keeps held bytes bounded). */
 static int check_coverage(struct eng_run *rc, const uint8_t *hash)
 {
-	const struct eng_job *job = rc->job;
-	uint64_t *cov = rl_calloc(rc->nfiles + 1, 2 * sizeof(uint64_t)), *last;
+	const struct eng_job *job = rc->b.job;
+	uint64_t *cov = rl_calloc(rc->cx.nfiles + 1, 2 * sizeof(uint64_t)), *last;
 	int ret = 0;
 
 	if (!cov)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
-	last = cov + rc->nfiles;
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+	last = cov + rc->cx.nfiles;
 	for (size_t i = 0; i < job->nreads && ret == 0; i++) {
 		const struct rl_read *r = job->reads + i;
 
-		if (r->file >= rc->nfiles || !hash[r->file])
+		if (r->file >= rc->cx.nfiles || !hash[r->file])
 			continue;
 		if (r->off < last[r->file] || r->off > cov[r->file])
-			ret = rl_err_set(rc->e, RL_E_INVALID_ARG,
+			ret = rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					 "%s: SHA-256 needs reads in offset order covering the "
-					 "file: read at offset %llu %s", rc->files[r->file].path,
+					 "file: read at offset %llu %s", rc->cx.files[r->file].path,
 					 (unsigned long long)r->off, r->off > cov[r->file] ?
 					 "leaves a gap before it" : "comes after a later one");
 		last[r->file] = r->off;
 		cov[r->file] = RL_MAX(cov[r->file], r->off + r->min_len);
 	}
-	for (size_t f = 0; f < rc->nfiles && ret == 0; f++)
+	for (size_t f = 0; f < rc->cx.nfiles && ret == 0; f++)
 		if (hash[f] && cov[f] < job->file_sizes[f])
-			ret = rl_err_set(rc->e, RL_E_INVALID_ARG,
+			ret = rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					 "%s: SHA-256 needs reads covering the file: bytes from "
-					 "%llu on are not read", rc->files[f].path,
+					 "%llu on are not read", rc->cx.files[f].path,
 					 (unsigned long long)cov[f]);
 	rl_free(cov);
 	return ret;
@@ -121,30 +122,30 @@ static int check_coverage(struct eng_run *rc, const uint8_t *hash)
 
 static int setup_hashing(struct eng_run *rc, struct eng_integ *in)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	int ret;
 
 	if (!job->reads || !job->digests)
-		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				  "SHA-256 needs an array of reads and room for the digests");
 	ret = check_coverage(rc, job->hash);
 	if (ret < 0)
 		return ret;
-	in->hf = rl_calloc(rc->nfiles + 1, sizeof(*in->hf));
+	in->hf = rl_calloc(rc->cx.nfiles + 1, sizeof(*in->hf));
 	if (!in->hf)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
-	for (size_t f = 0; f < rc->nfiles; f++) {
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+	for (size_t f = 0; f < rc->cx.nfiles; f++) {
 		pthread_mutex_init(&in->hf[f].lock, NULL);
 		in->hf[f].size = job->file_sizes[f];
 	}
-	for (size_t f = 0; f < rc->nfiles; f++) {
+	for (size_t f = 0; f < rc->cx.nfiles; f++) {
 		struct hfile *h = in->hf + f;
 
 		if (!job->hash[f])
 			continue;
 		h->md = EVP_MD_CTX_new();
 		if (!h->md || !EVP_DigestInit_ex(h->md, EVP_sha256(), NULL))
-			return rl_err_set(rc->e, -ENOMEM, "SHA-256 context: out of memory");
+			return rl_err_set(rc->b.e, -ENOMEM, "SHA-256 context: out of memory");
 	}
 	return 0;
 }
@@ -155,21 +156,21 @@ int eng_integ_open(struct eng_run *rc)
 	int ret;
 
 	if (!in)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
-	rc->integ = in;
-	in->nfiles = rc->nfiles;
-	in->held_max = rc->bound;
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+	rc->cx.integ = in;
+	in->nfiles = rc->cx.nfiles;
+	in->held_max = rc->b.bound;
 	atomic_init(&in->held_bytes, 0);
 	atomic_init(&in->held_peak, 0);
 	atomic_init(&in->hashed, 0);
 	atomic_init(&in->hash_ns, 0);
 	pthread_mutex_init(&in->wait_lock, NULL);
 	pthread_cond_init(&in->wait_cond, NULL);
-	in->ids = rl_calloc(rc->nfiles + 1, sizeof(*in->ids));
+	in->ids = rl_calloc(rc->cx.nfiles + 1, sizeof(*in->ids));
 	if (!in->ids)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
 	ret = record_ids(rc, in);
-	if (ret == 0 && rc->job->hash)
+	if (ret == 0 && rc->b.job->hash)
 		ret = setup_hashing(rc, in);
 	return ret;
 }
@@ -181,7 +182,7 @@ int eng_integ_open(struct eng_run *rc)
 static void update(struct eng_run *rc, struct hfile *h, uint64_t *next, uint64_t off,
 		   const uint8_t *p, uint64_t len)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 	uint64_t t0, skip, n;
 
 	if (off + len <= *next)
@@ -190,7 +191,7 @@ static void update(struct eng_run *rc, struct hfile *h, uint64_t *next, uint64_t
 	n = len - skip;
 	t0 = rl_now_ns();
 	if (!EVP_DigestUpdate(h->md, p + skip, n))
-		eng_fail(rc, -ENOMEM, "SHA-256 update failed");
+		eng_fail(&rc->b, -ENOMEM, "SHA-256 update failed");
 	*next += n;
 	atomic_fetch_add_explicit(&in->hashed, n, memory_order_relaxed);
 	atomic_fetch_add_explicit(&in->hash_ns, rl_now_ns() - t0, memory_order_relaxed);
@@ -200,7 +201,7 @@ static void update(struct eng_run *rc, struct hfile *h, uint64_t *next, uint64_t
  * gives up the file. */
 static void drain(struct eng_run *rc, struct hfile *h, uint64_t next)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 	int released = 0;
 
 	for (;;) {
@@ -243,12 +244,12 @@ static void hold(struct hfile *h, struct held *c)
 static struct held *copy_chunk(struct eng_run *rc, uint64_t off, const uint8_t *p,
 			       uint32_t len)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 	struct held *c = rl_malloc(sizeof(*c) + len);
 	uint64_t now, peak;
 
 	if (!c) {
-		eng_fail(rc, -ENOMEM, "SHA-256: out of memory holding %u bytes", len);
+		eng_fail(&rc->b, -ENOMEM, "SHA-256: out of memory holding %u bytes", len);
 		return NULL;
 	}
 	c->off = off;
@@ -265,12 +266,12 @@ static struct held *copy_chunk(struct eng_run *rc, uint64_t off, const uint8_t *
 void eng_hash_read(struct eng_worker *w, const struct eng_req *q)
 {
 	struct eng_run *rc = w->run;
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 	struct hfile *h;
 	uint64_t off = q->r.off, len, next;
 	struct held *c;
 
-	if (!in || !in->hf || !in->hf[q->r.file].md || eng_failed(rc))
+	if (!in || !in->hf || !in->hf[q->r.file].md || eng_failed(&rc->b))
 		return;
 	h = in->hf + q->r.file;
 	if (off >= h->size)
@@ -305,7 +306,7 @@ void eng_hash_read(struct eng_worker *w, const struct eng_req *q)
 
 int eng_hash_full(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 
 	return in && in->hf &&
 	       atomic_load_explicit(&in->held_bytes, memory_order_relaxed) > in->held_max;
@@ -313,7 +314,7 @@ int eng_hash_full(struct eng_run *rc)
 
 void eng_hash_wait(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 	struct timespec ts;
 
 	if (!eng_hash_full(rc))
@@ -327,7 +328,7 @@ void eng_hash_wait(struct eng_run *rc)
 		ts.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&in->wait_lock);
-	if (eng_hash_full(rc) && !eng_failed(rc))
+	if (eng_hash_full(rc) && !eng_failed(&rc->b))
 		pthread_cond_timedwait(&in->wait_cond, &in->wait_lock, &ts);
 	pthread_mutex_unlock(&in->wait_lock);
 }
@@ -344,11 +345,11 @@ static int finish_digests(struct eng_run *rc, struct eng_integ *in)
 		if (!h->md)
 			continue;
 		if (h->next != h->size)
-			return rl_err_set(rc->e, -EIO, "%s: SHA-256 stopped at byte %llu of %llu",
-					  rc->files[f].path, (unsigned long long)h->next,
+			return rl_err_set(rc->b.e, -EIO, "%s: SHA-256 stopped at byte %llu of %llu",
+					  rc->cx.files[f].path, (unsigned long long)h->next,
 					  (unsigned long long)h->size);
-		if (!EVP_DigestFinal_ex(h->md, rc->job->digests[f], &n) || n != 32)
-			return rl_err_set(rc->e, -ENOMEM, "SHA-256 final failed");
+		if (!EVP_DigestFinal_ex(h->md, rc->b.job->digests[f], &n) || n != 32)
+			return rl_err_set(rc->b.e, -ENOMEM, "SHA-256 final failed");
 	}
 	return 0;
 }
@@ -369,44 +370,44 @@ static int replaced(const char *path, const struct rl_file_id *id)
 
 int eng_integ_finish(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 
 	if (!in)
 		return 0;
-	for (size_t i = 0; i < rc->nfiles; i++) {
+	for (size_t i = 0; i < rc->cx.nfiles; i++) {
 		struct rl_file_id now;
 		const char *what;
 
-		if (rl_file_id_get(rc->files[i].fd, &now) < 0)
+		if (rl_file_id_get(rc->cx.files[i].fd, &now) < 0)
 			continue;
 		what = rl_file_id_diff(in->ids + i, &now);
-		if (what && replaced(rc->files[i].path, &now))
-			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+		if (what && replaced(rc->cx.files[i].path, &now))
+			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (replaced or removed: the "
 					  "path no longer names the file that was read)",
-					  rc->files[i].path);
+					  rc->cx.files[i].path);
 		if (what)
-			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (%s differs)",
-					  rc->files[i].path, what);
+					  rc->cx.files[i].path, what);
 	}
 	return in->hf ? finish_digests(rc, in) : 0;
 }
 
 void eng_integ_stats(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 
 	if (!in)
 		return;
-	rc->st->hashed_bytes = atomic_load_explicit(&in->hashed, memory_order_relaxed);
-	rc->st->hash_seconds = atomic_load_explicit(&in->hash_ns, memory_order_relaxed) / 1e9;
-	rc->st->hash_held_peak = atomic_load_explicit(&in->held_peak, memory_order_relaxed);
+	rc->b.st->hashed_bytes = atomic_load_explicit(&in->hashed, memory_order_relaxed);
+	rc->b.st->hash_seconds = atomic_load_explicit(&in->hash_ns, memory_order_relaxed) / 1e9;
+	rc->b.st->hash_held_peak = atomic_load_explicit(&in->held_peak, memory_order_relaxed);
 }
 
 void eng_integ_free(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 
 	if (!in)
 		return;
@@ -427,5 +428,5 @@ void eng_integ_free(struct eng_run *rc)
 	pthread_cond_destroy(&in->wait_cond);
 	pthread_mutex_destroy(&in->wait_lock);
 	rl_free(in);
-	rc->integ = NULL;
+	rc->cx.integ = NULL;
 }

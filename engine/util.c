@@ -39,38 +39,38 @@ void eng_text_note(char *s, size_t size, const char *text, size_t len)
 		snprintf(s + n, size - n, "%s", one);
 }
 
-void eng_note(struct eng_run *rc, const char *fmt, ...)
+void eng_note(struct eng_batch *b, const char *fmt, ...)
 {
-	char text[sizeof(rc->st->fallbacks)];
+	char text[sizeof(b->st->fallbacks)];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	/* Workers note the same refusal each: keep it once. */
-	pthread_mutex_lock(&rc->note_lock);
-	eng_text_note(rc->st->fallbacks, sizeof(rc->st->fallbacks), text, strlen(text));
-	pthread_mutex_unlock(&rc->note_lock);
+	pthread_mutex_lock(&b->note_lock);
+	eng_text_note(b->st->fallbacks, sizeof(b->st->fallbacks), text, strlen(text));
+	pthread_mutex_unlock(&b->note_lock);
 }
 
-int eng_fail(struct eng_run *rc, int code, const char *fmt, ...)
+int eng_fail(struct eng_batch *b, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&rc->lock);
-	if (!rc->err) {
-		rc->err = code;
+	pthread_mutex_lock(&b->lock);
+	if (!b->err) {
+		b->err = code;
 		va_start(ap, fmt);
-		rl_err_vset(rc->e, code, fmt, ap);
+		rl_err_vset(b->e, code, fmt, ap);
 		va_end(ap);
 	}
 	/* Release: the error is set before any worker sees the flag (they
 	 * read it again under the lock or after the join). */
-	atomic_store_explicit(&rc->failed, 1, memory_order_release);
+	atomic_store_explicit(&b->failed, 1, memory_order_release);
 	/* Workers waiting for bytes and the calling thread waiting for the
 	 * others look again. */
-	pthread_cond_broadcast(&rc->cond);
-	pthread_mutex_unlock(&rc->lock);
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
 	return code;
 }
 

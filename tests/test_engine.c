@@ -835,7 +835,7 @@ static void aio_reap_sleeps_until_woken(void)
 	memset(&wk, 0, sizeof(wk));
 	memset(&st, 0, sizeof(st));
 	memset(&be, 0, sizeof(be));
-	rc.st = &st;
+	rc.b.st = &st;
 	wk.run = &rc;
 	wk.qd = 4;
 	wk.nreqs = 4;
@@ -1118,7 +1118,7 @@ static void *lim_waiter(void *arg)
 
 static void *progress_waiter(void *arg)
 {
-	eng_progress_wait(&((struct lim_waiters *)arg)->rc);
+	eng_progress_wait(&((struct lim_waiters *)arg)->rc.b);
 	return NULL;
 }
 
@@ -1129,29 +1129,29 @@ static void limiter_give_wakes_every_waiter(void)
 	int n = 0;
 
 	memset(&l, 0, sizeof(l));
-	pthread_mutex_init(&l.rc.lock, NULL);
-	pthread_cond_init(&l.rc.cond, NULL);
-	l.rc.bound = 4096;
-	atomic_store(&l.rc.inflight, 4096);
-	l.rc.running = 1;
+	pthread_mutex_init(&l.rc.b.lock, NULL);
+	pthread_cond_init(&l.rc.b.cond, NULL);
+	l.rc.b.bound = 4096;
+	atomic_store(&l.rc.b.inflight, 4096);
+	l.rc.b.running = 1;
 	n += pthread_create(&t[0], NULL, progress_waiter, &l) == 0;
 	for (int i = 1; i < 4; i++)
 		n += pthread_create(&t[i], NULL, lim_waiter, &l) == 0;
-	for (int i = 0; i < 10000 && atomic_load(&l.rc.waiters) < 3; i++)
+	for (int i = 0; i < 10000 && atomic_load(&l.rc.b.waiters) < 3; i++)
 		usleep(1000);
 	eng_lim_give(&l.rc, 4096);
 	for (int i = 0; i < 10000 * TH_SLOW && atomic_load(&l.back) < 3; i++)
 		usleep(1000);
 	CHECKF(atomic_load(&l.back) == 3 && n == 4, "%d of 3 waiters woke", atomic_load(&l.back));
-	pthread_mutex_lock(&l.rc.lock); /* let everyone go */
-	l.rc.running = 0;
-	atomic_store(&l.rc.failed, 1);
-	pthread_cond_broadcast(&l.rc.cond);
-	pthread_mutex_unlock(&l.rc.lock);
+	pthread_mutex_lock(&l.rc.b.lock); /* let everyone go */
+	l.rc.b.running = 0;
+	atomic_store(&l.rc.b.failed, 1);
+	pthread_cond_broadcast(&l.rc.b.cond);
+	pthread_mutex_unlock(&l.rc.b.lock);
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
-	pthread_cond_destroy(&l.rc.cond);
-	pthread_mutex_destroy(&l.rc.lock);
+	pthread_cond_destroy(&l.rc.b.cond);
+	pthread_mutex_destroy(&l.rc.b.lock);
 }
 
 /* One read at a time, a small one first, then steps of 1 MiB: every read
