@@ -48,28 +48,26 @@ def main():
         print(f"skip hooks: {', '.join(missing)} not built (make all {test})")
         print("0 passed, 0 failed, 1 skipped")
         return 0
-    results = []
     problems = []
     for path in release:
         found = hook_symbols(path)
         if path.endswith(".so.0"):
             found += hook_symbols(path, "-D")
         problems += [f"{path}: {name}" for name in sorted(set(found))]
-    results.append(("release_libraries_have_no_test_hooks", problems))
     have = symbols(test)
-    results.append(("test_archive_has_the_test_hooks",
-                    [f"{test}: no {name}" for name in EXPECTED if name not in have]))
-    failed = 0
-    for name, problems in results:
-        if problems:
-            failed += 1
-            print(f"FAIL {name}")
-            for p in problems:
-                print(f"    {p}")
-        else:
-            print(f"ok   {name}")
-    print(f"{len(results) - failed} passed, {failed} failed, 0 skipped")
+    failed = report("release_libraries_have_no_test_hooks", problems)
+    failed += report("test_archive_has_the_test_hooks",
+                     [f"{test}: no {name}" for name in EXPECTED if name not in have])
+    print(f"{2 - failed} passed, {failed} failed, 0 skipped")
     return 1 if failed else 0
+
+
+def report(name, problems):
+    """Prints the check's line (and its problems); 1 when it failed."""
+    print(f"{'FAIL' if problems else 'ok  '} {name}")
+    for p in problems:
+        print(f"    {p}")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
