@@ -162,6 +162,14 @@ struct eng_pool {
 	int locked;
 };
 
+/* A bounce buffer whose copies an asynchronous sink may still be reading:
+ * held until a wait covers its ticket; then its copies count as landed. */
+struct eng_held {
+	struct rl_read r;
+	uint64_t ticket;
+	int buf;
+};
+
 /* One worker: owns its backend (ring, aio context or pread pool), its
  * bounce buffers and request slots, and the reads it claimed. Everything
  * here is touched only by its own thread, except `parked` (run->b.lock). */
@@ -187,6 +195,9 @@ struct eng_worker {
 	unsigned cap, head, count;
 	int exhausted;
 	int prefault;             /* array job, sink with prepare: prepare ahead */
+	int async;                /* the job's sink has fence and wait */
+	struct eng_held *held;    /* pool.nbuf entries, oldest at held_head */
+	unsigned held_head, nheld;
 
 	/* Its statistics, merged by eng_run after the join. */
 	uint64_t bytes_read, bytes_direct, bytes_buffered, reads, retries, abandoned;
@@ -420,11 +431,18 @@ void eng_prepare(struct eng_worker *w, const struct rl_read *r);
 /* Ends the worker's burst of prepares (sink ops prepare_flush). */
 void eng_prepare_flush(struct eng_worker *w);
 /* Hands one finished read's copies to the sink (bounce reads) and counts
- * them towards their shards, firing on_shard; 0, or the sink's error
- * (the run failed). */
-int eng_scatter(struct eng_worker *w, const struct eng_req *q);
-/* Counts read r's copies towards their shards (they landed). */
-void eng_land(struct eng_worker *w, const struct rl_read *r);
+ * them towards their shards, firing on_shard. An asynchronous sink's
+ * copies are fenced and q's buffer is held (q->buf becomes -1) until a
+ * wait covers them; they count then. 0, or the sink's error (the run
+ * failed). */
+int eng_scatter(struct eng_worker *w, struct eng_req *q);
+/* Waits for the oldest held buffer (all: for every one), counts the
+ * copies that finished and gives their buffers back; after a failure it
+ * gives them back without waiting (the sink's finish waits). */
+void eng_release(struct eng_worker *w, int all);
+/* The end of a run (ret: its result so far): the sink's finish, on the
+ * calling thread once no worker runs. Returns ret, or finish's error. */
+int eng_sink_finish(struct eng_run *rc, int ret);
 
 /* ---- pool.c ------------------------------------------------------------ */
 

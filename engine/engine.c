@@ -512,6 +512,9 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 		run_batch(rc);
 		ret = end_batch(rc);
 	}
+	/* No worker runs: the sink's finish (before a failed session's
+	 * teardown frees the buffers an asynchronous sink might read). */
+	ret = eng_sink_finish(rc, ret);
 	if (ret < 0) {
 		s->failed = ret;
 		if (e)
@@ -578,6 +581,7 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 		ret = eng_session_run(s, job, st, e);
 		st->setup_seconds = setup.setup_seconds;
 	} else {
+		eng_sink_finish(&s->rc, ret);
 		*st = setup;
 		if (s->rc.cx.workers) {
 			s->rc.b.st = st;

@@ -72,7 +72,7 @@ static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
 }
 
 /* Counts the copies of read r towards their shards: they landed. */
-void eng_land(struct eng_worker *w, const struct rl_read *r)
+static void land_read(struct eng_worker *w, const struct rl_read *r)
 {
 	const struct rl_copy *c = w->run->b.job->copies + r->first_copy;
 
@@ -100,16 +100,87 @@ static int hand_over(struct eng_worker *w, const struct eng_req *q)
 	return ret;
 }
 
-int eng_scatter(struct eng_worker *w, const struct eng_req *q)
+/* Fences the copies just handed over (ret: how that went) and holds q's
+ * buffer until a wait covers them. */
+static int hold(struct eng_worker *w, struct eng_req *q, int ret)
 {
-	uint64_t t0 = q->buf >= 0 ? rl_now_ns() : 0;
-	int ret = 0;
+	struct eng_run *rc = w->run;
+	const struct eng_sink *sink = rc->b.job->sink;
+	struct eng_held *h = w->held + (w->held_head + w->nheld) % w->pool.nbuf;
+	struct rl_err e = { 0, "" };
 
-	if (q->buf >= 0)
-		ret = hand_over(w, q);
-	if (t0)
-		w->scatter_ns += rl_now_ns() - t0;
+	h->r = q->r;
+	h->buf = q->buf;
+	h->ticket = 0;
 	if (ret == 0)
-		eng_land(w, &q->r);
+		ret = sink->ops->fence(sink->state, w->id, &h->ticket, &e);
+	if (ret < 0 && !eng_failed(&rc->b))
+		eng_fail(&rc->b, ret, "%s sink: fence: %s", sink->ops->name, e.msg);
+	/* Held even after a failure: the sink may read the copies it took
+	 * until its finish. */
+	w->nheld++;
+	q->buf = -1;
+	return ret;
+}
+
+int eng_scatter(struct eng_worker *w, struct eng_req *q)
+{
+	uint64_t t0;
+	int ret;
+
+	if (q->buf < 0) { /* a direct read: its bytes are where they go */
+		land_read(w, &q->r);
+		return 0;
+	}
+	t0 = rl_now_ns();
+	ret = hand_over(w, q);
+	if (w->async)
+		ret = hold(w, q, ret);
+	else if (ret == 0)
+		land_read(w, &q->r);
+	w->scatter_ns += rl_now_ns() - t0;
+	return ret;
+}
+
+void eng_release(struct eng_worker *w, int all)
+{
+	struct eng_run *rc = w->run;
+	const struct eng_sink *sink = rc->b.job->sink;
+	struct rl_err e = { 0, "" };
+	uint64_t t0 = rl_now_ns(), upto;
+	int ok, ret;
+
+	if (!w->nheld)
+		return;
+	upto = w->held[(w->held_head + (all ? w->nheld - 1 : 0)) % w->pool.nbuf].ticket;
+	ok = !eng_failed(&rc->b);
+	if (ok && (ret = sink->ops->wait(sink->state, w->id, upto, &e)) < 0) {
+		eng_fail(&rc->b, ret, "%s sink: %s", sink->ops->name, e.msg);
+		ok = 0;
+	}
+	/* Tickets of one worker increase: every buffer up to upto is free. */
+	while (w->nheld && (!ok || w->held[w->held_head].ticket <= upto)) {
+		struct eng_held *h = w->held + w->held_head;
+
+		if (ok)
+			land_read(w, &h->r);
+		w->free_bufs[w->nfree_bufs++] = h->buf;
+		w->held_head = (w->held_head + 1) % w->pool.nbuf;
+		w->nheld--;
+	}
+	w->scatter_ns += rl_now_ns() - t0;
+}
+
+int eng_sink_finish(struct eng_run *rc, int ret)
+{
+	const struct eng_sink *sink = rc->b.job ? rc->b.job->sink : NULL;
+	struct rl_err e = { 0, "" };
+	int fin;
+
+	if (!sink || !eng_sink_ok(sink) || !sink->ops->finish)
+		return ret;
+	fin = sink->ops->finish(sink->state, ret == 0, &e);
+	if (ret == 0 && fin < 0)
+		return rl_err_set(rc->b.e, fin, "%s sink: %s", sink->ops->name, e.msg);
 	return ret;
 }

@@ -14,10 +14,21 @@
  * NULL (the engine then does without), and a later version only appends.
  *
  * Threads. prepare, direct and copy run on the engine's workers, several
- * at once, each passing its worker index (0 .. workers-1); one worker
- * never calls two ops at once. fence and wait run on the worker that
- * handed the copies over. capacity, shard_done and finish run on one
- * thread at a time.
+ * at once, each passing its worker index (0 .. workers-1, fewer than
+ * ENG_MAX_WORKERS); one worker never calls two ops at once. fence and
+ * wait run on the worker that handed the copies over. capacity,
+ * shard_done and finish run on one thread at a time.
+ *
+ * Asynchronous sinks (fence and wait set), as the engine drives them
+ * (engine/scatter.c): after handing a bounce read's copies over, the
+ * worker takes a ticket and holds the buffer; before it reuses a held
+ * buffer it waits for that buffer's ticket, and at the end of its share
+ * of a batch for its last one. The copies of a read count towards their
+ * shards only once a wait covered them, so on_shard (and shard_done)
+ * fire only for bytes in place. After a failure the worker waits no more
+ * and finish(0) settles what is in flight. finish ends each batch (an
+ * eng_run, or one eng_session_run) on the calling thread once no worker
+ * runs; a later batch may use the sink again.
  */
 #ifndef RL_ENGINE_SINK_H
 #define RL_ENGINE_SINK_H
@@ -90,10 +101,11 @@ struct eng_sink_ops {
 	uint64_t (*capacity)(void *sink, uint32_t dev);
 
 	/*
-	 * Every byte of shard was handed over (and, for an asynchronous
-	 * sink, fenced). A synchronous sink's shard is complete; an
-	 * asynchronous one reports it complete only after its copies
-	 * finished (from a later wait or from finish).
+	 * Every byte of shard is in place (a synchronous sink's copies
+	 * returned; an asynchronous sink's were covered by a wait). Called
+	 * by the engine just before it fires the job's on_shard, under the
+	 * same lock (never two at once, none after a failure): the engine,
+	 * not the sink, reports shards to the runtime.
 	 */
 	void (*shard_done)(void *sink, size_t shard);
 

@@ -134,7 +134,8 @@ static int setup_slots(struct eng_worker *w, struct rl_err *e)
 	w->free_bufs = rl_calloc(w->pool.nbuf + 1, sizeof(int));
 	w->cap = w->qd;
 	w->claimed = rl_calloc(w->cap, sizeof(*w->claimed));
-	if (!w->reqs || !w->free_bufs || !w->claimed)
+	w->held = rl_calloc(w->pool.nbuf + 1, sizeof(*w->held));
+	if (!w->reqs || !w->free_bufs || !w->claimed || !w->held)
 		return rl_err_set(e, -ENOMEM, "out of memory");
 	for (unsigned i = 0; i < w->nreqs; i++) {
 		w->reqs[i].slot = i;
@@ -176,9 +177,11 @@ void eng_worker_teardown(struct eng_worker *w)
 	rl_free(w->reqs);
 	rl_free(w->free_bufs);
 	rl_free(w->claimed);
+	rl_free(w->held);
 	w->reqs = NULL;
 	w->free_bufs = NULL;
 	w->claimed = NULL;
+	w->held = NULL;
 }
 
 void eng_worker_reset(struct eng_worker *w)
@@ -192,6 +195,8 @@ void eng_worker_reset(struct eng_worker *w)
 	w->retry = NULL;
 	w->prefault = job->reads && job->ncopies && eng_sink_ok(job->sink) &&
 		      job->sink->ops->prepare;
+	w->async = eng_sink_ok(job->sink) && job->sink->ops->fence && job->sink->ops->wait;
+	w->held_head = w->nheld = 0;
 	w->bytes_read = w->bytes_direct = w->bytes_buffered = 0;
 	w->reads = w->reads_fixed = w->retries = w->abandoned = 0;
 	w->t_first = w->t_last = w->scatter_ns = w->prepare_ns = 0;
@@ -236,8 +241,7 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 }
 
 /* Claims one read into the queue (the sink preparing its destinations
- * when asked);
- * 0 when there is none or the queue is full. */
+ * when asked); 0 when there is none or the queue is full. */
 static int claim_one(struct eng_worker *w, int prefault)
 {
 	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
@@ -280,6 +284,15 @@ static struct eng_req *take(struct eng_worker *w, const struct rl_read *r, uint8
 	struct eng_req *q = w->free_reqs;
 	int buf = -1;
 
+	/* Every buffer held by an asynchronous sink: wait for the oldest
+	 * (a failed wait gives them back unwaited: read into none). */
+	if (!dst && !w->nfree_bufs && w->nheld) {
+		eng_release(w, 0);
+		if (eng_failed(&w->run->b)) {
+			*why = BLOCKED_LOCAL;
+			return NULL;
+		}
+	}
 	if (!q || (!dst && !w->nfree_bufs)) {
 		*why = BLOCKED_LOCAL; /* our own reads in flight hold them */
 		return NULL;
@@ -408,7 +421,8 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 	if (job->on_data && !eng_failed(&rc->b))
 		job->on_data(job->user, &q->r, q->dst);
 	eng_hash_read(w, q);
-	/* Reads without copies (rlperf's raw reads) just free their buffer. */
+	/* Reads without copies (rlperf's raw reads) just free their buffer;
+	 * an asynchronous sink keeps it (q->buf -1) until its copies ran. */
 	if (q->r.ncopies && !eng_failed(&rc->b))
 		eng_scatter(w, q);
 	progress(w, q->r.len);
@@ -585,4 +599,7 @@ void eng_worker_run(struct eng_worker *w)
 		if (reap(w, wait, why) < 0)
 			break;
 	}
+	/* What an asynchronous sink still copies: waited for, and landed
+	 * (after a failure only given back: the sink's finish waits). */
+	eng_release(w, 1);
 }

@@ -214,6 +214,7 @@ STRUCTURES = {
 SHARD_FN = CFUNCTYPE(None, c_void_p, c_size_t)
 PROGRESS_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64)
 PIECE_FN = CFUNCTYPE(c_int, c_void_p, POINTER(Piece))
+COPY_RUN_FN = CFUNCTYPE(c_int, c_void_p, c_uint64, c_uint64, c_uint64)
 
 # --- functions: name -> (restype, argtypes) ---
 
@@ -271,6 +272,7 @@ _PROTOTYPES = {
     "rl_plan_num_requests": (c_size_t, [_V]),
     "rl_plan_request": (c_int, [_V, c_size_t, POINTER(RequestInfo)]),
     "rl_plan_copy": (c_int, [_V, c_size_t, c_size_t, POINTER(CopyInfo)]),
+    "rl_copy_runs": (c_int, [POINTER(CopyInfo), COPY_RUN_FN, _V]),
     "rl_plan_num_broadcasts": (c_size_t, [_V]),
     "rl_plan_broadcast": (c_int, [_V, c_size_t, POINTER(BroadcastInfo)]),
     "rl_plan_get": (c_int, [_V, c_int, POINTER(c_int64)]),

@@ -81,6 +81,19 @@ def _exports():
             if line.split()[-2] in ("T", "W")}
 
 
+def test_copy_runs_gives_the_strided_rule_through_ctypes():
+    seen = []
+
+    def run(arg, src, dst, length):
+        seen.append((src, dst, length))
+        return 0
+
+    fn = _lib.COPY_RUN_FN(run)
+    c = _lib.CopyInfo(src=100, len=8, count=3, src_stride=32, dst=1000)
+    assert _lib.rl_copy_runs(ctypes.byref(c), fn, None) == 0
+    assert seen == [(100, 1000, 8), (132, 1008, 8), (164, 1016, 8)]
+
+
 def test_every_bound_function_is_exported():
     missing = set(_lib.BOUND) - _exports()
     assert not missing - set(_lib._OPTIONAL), missing
