@@ -74,8 +74,16 @@ override CPPFLAGS += -DRL_LIBC_MALLOC -DRL_SANITIZER
 EXE_LDLIBS :=
 endif
 
-LIB_SRC := $(wildcard common/*.c planner/*.c engine/*.c sink/*.c exec/*.c api/*.c)
+# Test hooks (engine/hooks.c, the fault injector engine/be_fault.c, and
+# the checks the backends make for them) exist only in the test archive:
+# the engine compiled again with -DRL_TEST_HOOKS, with the rest of the
+# release objects. The test programs link it; the release libraries have
+# no hook (make check: tests/check/hooks.py).
+HOOK_SRC := engine/hooks.c engine/be_fault.c
+LIB_SRC := $(filter-out $(HOOK_SRC),$(wildcard common/*.c planner/*.c engine/*.c sink/*.c exec/*.c api/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+HOOK_OBJ := $(patsubst %.c,$(BUILD)/obj-hooks/%.o,$(wildcard engine/*.c))
+TEST_OBJ := $(filter-out $(BUILD)/obj/engine/%,$(LIB_OBJ)) $(HOOK_OBJ)
 # tools/: the ringload command (every .c but mkckpt's), and mkckpt, which
 # shares only the library-free option parser and helpers.
 TOOL_SRC := $(filter-out tools/mkckpt.c,$(wildcard tools/*.c))
@@ -98,6 +106,7 @@ EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*
 PUBLIC_HDR := api/ringload.h common/ringload_types.h
 
 STATIC := $(BUILD)/libringload.a
+TEST_STATIC := $(BUILD)/libringload_test.a
 SHARED := $(BUILD)/libringload.so
 TOOLS := $(BUILD)/ringload $(if $(PERF_SRC),$(BUILD)/rlperf) $(if $(GEN_SRC),$(BUILD)/mkckpt)
 
@@ -116,7 +125,7 @@ endif
 
 all: $(STATIC) $(SHARED) $(TOOLS) $(PERF_BENCH) $(EXAMPLE_BIN) $(MPI_LIB) $(MPI_PLUGIN) $(MPI_BIN)
 
--include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(PERF_OBJ:.o=.d) $(HOOK_OBJ:.o=.d)
 
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
@@ -127,8 +136,16 @@ $(BUILD)/obj/%.o: %.c
 # where it is installed (sink/cuda_drv.c); the build never needs it.
 CUDA_H ?= $(wildcard /usr/local/cuda/include/cuda.h)
 $(BUILD)/obj/sink/cuda_drv.o: override CPPFLAGS += $(if $(CUDA_H),-DRL_HAVE_CUDA_H -I$(dir $(CUDA_H)))
+$(BUILD)/obj-hooks/%.o: %.c
+	$(call say,CC,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) -DRL_TEST_HOOKS $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(STATIC): $(LIB_OBJ)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(TEST_STATIC): $(TEST_OBJ)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
@@ -204,11 +221,11 @@ $(BUILD)/perf/%: perf/%.c perf/perf_time.h $(STATIC)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(STATIC)
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(TEST_STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_HELPERS) \
-		$(STATIC) $(LDLIBS) $(EXE_LDLIBS) $(TEST_LDLIBS)
+	$(Q)$(CC) $(CPPFLAGS) -DRL_TEST_HOOKS -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< \
+		$(TEST_HELPERS) $(TEST_STATIC) $(LDLIBS) $(EXE_LDLIBS) $(TEST_LDLIBS)
 
 # test_dlopen links nothing of ringload and no jemalloc: it loads the shared
 # library with dlopen, as a runtime does.
@@ -273,9 +290,9 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 # Structure checks (tests/check/): link-time calls per object file, the
 # #include graph of the sources, and repeated blocks of source.
 PYTHON ?= /usr/bin/python3
-check: all
+check: all $(TEST_STATIC)
 	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py \
-		tests/check/funclen.py
+		tests/check/funclen.py tests/check/hooks.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test

@@ -66,6 +66,7 @@ void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why
 	x->bytes_hashed = es->hashed_bytes;
 	x->hash_seconds = es->hash_seconds;
 	x->hash_held_peak = es->hash_held_peak;
+	x->reads_fixed = es->reads_fixed;
 	for (size_t f = 0; f < ld->hash.nfiles; f++)
 		x->files_hashed += ld->hash.hash[f];
 	x->files_unchecked = ld->hash.unchecked;

@@ -859,6 +859,8 @@ typedef struct rl_load_stats {
 	uint64_t stream_ranges;    /* ranges read, each at most one window */
 	unsigned engine_runs;      /* engine set-ups of the run (1 unless streaming) */
 	unsigned fallback_flags;   /* RL_FALLBACK_* of the run, OR-ed */
+	uint64_t reads_fixed;      /* reads straight into staging registered with
+				    * io_uring (streaming's windows), READ_FIXED */
 	/* For people, not for parsing (the fields above say the same): */
 	char fallbacks[256];       /* every fallback and why ("" if none) */
 	char shape[384];           /* workers, queue depth, request size and the device

@@ -483,35 +483,6 @@ static int st_progress(void *user, uint64_t done, uint64_t total)
 	return ld->on_progress(ld->user, RL_MIN(s->base + done, s->total), s->total);
 }
 
-/* The windows' statistics, added up. */
-static void st_add_stats(struct eng_stats *t, const struct eng_stats *w, int first)
-{
-	t->bytes_read += w->bytes_read;
-	t->bytes_direct += w->bytes_direct;
-	t->bytes_buffered += w->bytes_buffered;
-	t->reads += w->reads;
-	t->retries += w->retries;
-	t->abandoned += w->abandoned;
-	t->peak_inflight = RL_MAX(t->peak_inflight, w->peak_inflight);
-	t->read_seconds += w->read_seconds;
-	t->scatter_seconds += w->scatter_seconds;
-	t->prepare_seconds += w->prepare_seconds;
-	t->setup_seconds += w->setup_seconds;
-	t->workers = RL_MAX(t->workers, w->workers);
-	t->buffers = RL_MAX(t->buffers, w->buffers);
-	t->registered_buffers = RL_MAX(t->registered_buffers, w->registered_buffers);
-	t->queue_depth = RL_MAX(t->queue_depth, w->queue_depth);
-	t->max_read = RL_MAX(t->max_read, w->max_read);
-	t->files_cached = RL_MAX(t->files_cached, w->files_cached);
-	t->direct_io = first ? w->direct_io : t->direct_io && w->direct_io;
-	t->registered_files = first ? w->registered_files : t->registered_files;
-	t->backend = w->backend;
-	if (!t->fallbacks[0])
-		memcpy(t->fallbacks, w->fallbacks, sizeof(t->fallbacks));
-	t->fallback_flags |= w->fallback_flags;
-	memcpy(t->shape, w->shape, sizeof(t->shape));
-}
-
 /* Reads range rg into window k; rg NULL: no range, only what the
  * checksum cover adds (a plan without a byte of staging). last: no range
  * follows, so hashed files are read to their ends. */
@@ -537,7 +508,7 @@ static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, in
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
 	sink_host_note(&host, &es);
-	st_add_stats(&sr->sum, &es, rg == s->win.w);
+	eng_stats_merge(&sr->sum, &es, ENG_MERGE_BATCHES);
 	s->base += job.total_bytes;
 	return ret;
 }
@@ -629,7 +600,7 @@ static int st_begin(struct st_run *sr)
 	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
 				&sr->ld->err);
 	sr->runs = 1;
-	sr->sum.setup_seconds += es.setup_seconds;
+	eng_stats_merge(&sr->sum, &es, ENG_MERGE_BATCHES); /* set-up time, notes */
 	if (ret == 0)
 		sr->registered = eng_session_fixed(sr->sess, sr->why, sizeof(sr->why));
 	return ret;

@@ -89,7 +89,7 @@ static int aio_queue(struct be *be, struct eng_req *q)
 {
 	struct aio *a = be->priv;
 	struct iocb *cb = a->iocbs + q->slot;
-	const struct eng_file *f = be->run->files + q->r.file;
+	const struct eng_file *f = be->run->cx.files + q->r.file;
 
 	io_prep_pread(cb, eng_req_fd(q, f), q->dst + q->io_pos, q->io_len,
 		      (long long)(q->r.off + q->io_pos));
@@ -109,7 +109,7 @@ static int aio_commit(struct be *be)
 		uint64_t now;
 		int ret;
 
-		if (eng_hook_take(&rc->aio_refuse)) {
+		if (eng_hook_aio_refuse(rc)) {
 			ret = -EAGAIN;
 		} else {
 			ret = io_submit(a->ctx, (long)(a->npending - done), a->pending + done);

@@ -1,5 +1,6 @@
 /*
- * be_fault.c - a backend wrapper for tests (SQLite's habit): the nth read
+ * be_fault.c - a backend wrapper for tests (SQLite's habit), in test
+ * builds only (-DRL_TEST_HOOKS, hooks.c): the nth read
  * submission of the run (all workers together) fails with EIO or another
  * errno, comes back short, or fails with EAGAIN; or
  * setup fails with EPERM as when io_uring is disabled; or the run hits a
@@ -21,7 +22,7 @@ static int fault_setup(struct be *be)
 	struct fault *f;
 	int ret;
 
-	if (be->run->fault_kind == ENG_FAULT_SETUP)
+	if (be->run->cx.hooks.set.fault_kind == ENG_FAULT_SETUP)
 		return -EPERM;
 	f = rl_calloc(1, sizeof(*f));
 	if (!f)
@@ -40,23 +41,24 @@ static int fault_setup(struct be *be)
 static int fault_queue(struct be *be, struct eng_req *q)
 {
 	struct fault *f = be->priv;
-	const struct eng_file *file = be->run->files + q->r.file;
+	const struct eng_file *file = be->run->cx.files + q->r.file;
+	const struct eng_hooks *h = &be->run->cx.hooks.set;
 	/* Relaxed: the submissions of all workers get distinct numbers; which
 	 * worker draws the nth does not matter. */
-	uint64_t seq = atomic_fetch_add_explicit(&be->run->fault_seq, 1, memory_order_relaxed);
+	uint64_t seq = atomic_fetch_add_explicit(&be->run->cx.hooks.fault_seq, 1,
+						 memory_order_relaxed);
 	uint32_t len;
 
-	if (be->run->fault_kind == ENG_FAULT_EAGAIN_ALL ? seq < be->run->fault_nth :
-	    seq != be->run->fault_nth)
+	if (h->fault_kind == ENG_FAULT_EAGAIN_ALL ? seq < h->fault_nth : seq != h->fault_nth)
 		return be->inner->ops->queue(be->inner, q);
-	switch (be->run->fault_kind) {
+	switch (h->fault_kind) {
 	case ENG_FAULT_HARD:
 		f->hard = 1;
 		return be->inner->ops->queue(be->inner, q);
 	case ENG_FAULT_EIO:
 	case ENG_FAULT_EAGAIN:
 	case ENG_FAULT_EAGAIN_ALL:
-		q->res = be->run->fault_kind == ENG_FAULT_EIO ? -be->run->fault_errno : -EAGAIN;
+		q->res = h->fault_kind == ENG_FAULT_EIO ? -h->fault_errno : -EAGAIN;
 		q->next = f->fake;
 		f->fake = q;
 		return 0;

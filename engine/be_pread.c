@@ -29,7 +29,7 @@ static void *reader(void *arg)
 {
 	struct be *be = arg;
 	struct pr *p = be->priv;
-	const struct eng_file *files = be->run->files;
+	const struct eng_file *files = be->run->cx.files;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -86,9 +86,9 @@ static void pr_teardown(struct be *be)
 static int pr_setup(struct be *be)
 {
 	const struct eng_run *rc = be->run;
-	unsigned nw = rc->nworkers, qd = be->w->qd;
+	unsigned nw = rc->cx.nworkers, qd = be->w->qd;
 	/* RL_OPT_THREADS counts reader threads of all workers together */
-	unsigned want = rc->o->threads ? (rc->o->threads + nw - 1) / nw : qd;
+	unsigned want = rc->cx.o->threads ? (rc->cx.o->threads + nw - 1) / nw : qd;
 	struct pr *p = rl_calloc(1, sizeof(*p));
 
 	if (!p)

@@ -99,21 +99,21 @@ static void register_files(struct be *be, struct ur *u)
 	struct eng_run *rc = be->run;
 	int *fds, ret;
 
-	if (!rc->o->register_files || !rc->nfiles)
+	if (!rc->cx.o->register_files || !rc->cx.nfiles)
 		return;
-	fds = rl_mallocarray(2 * rc->nfiles, sizeof(int));
+	fds = rl_mallocarray(2 * rc->cx.nfiles, sizeof(int));
 	if (!fds)
 		return;
-	for (size_t i = 0; i < rc->nfiles; i++) {
-		fds[2 * i] = rc->files[i].fd;
-		fds[2 * i + 1] = rc->files[i].dfd;  /* -1: a sparse slot */
+	for (size_t i = 0; i < rc->cx.nfiles; i++) {
+		fds[2 * i] = rc->cx.files[i].fd;
+		fds[2 * i + 1] = rc->cx.files[i].dfd;  /* -1: a sparse slot */
 	}
-	ret = io_uring_register_files(&u->ring, fds, (unsigned)(2 * rc->nfiles));
+	ret = io_uring_register_files(&u->ring, fds, (unsigned)(2 * rc->cx.nfiles));
 	rl_free(fds);
 	if (ret == 0)
 		u->reg_files = 1;
 	else
-		eng_note(rc, ENG_FALLBACK_FILES_UNREGISTERED, "io_uring file registration refused (%s)", strerror(-ret));
+		eng_note(&rc->b, ENG_FALLBACK_FILES_UNREGISTERED, "io_uring file registration refused (%s)", strerror(-ret));
 }
 
 /* The iovecs of the first n pool buffers, then of the run's fixed
@@ -121,15 +121,15 @@ static void register_files(struct be *be, struct ur *u)
 static struct iovec *buffer_iovs(const struct eng_run *rc, const struct eng_pool *pool,
 				 unsigned n, int fixed)
 {
-	struct iovec *iov = rl_mallocarray((size_t)n + rc->nfixed + 1, sizeof(*iov));
+	struct iovec *iov = rl_mallocarray((size_t)n + rc->cx.nfixed + 1, sizeof(*iov));
 
 	for (unsigned i = 0; iov && i < n; i++) {
 		iov[i].iov_base = eng_pool_buf(pool, (int)i);
 		iov[i].iov_len = pool->bytes;
 	}
-	for (unsigned i = 0; iov && fixed && i < rc->nfixed; i++) {
-		iov[n + i].iov_base = rc->fixed[i].base;
-		iov[n + i].iov_len = rc->fixed[i].len;
+	for (unsigned i = 0; iov && fixed && i < rc->cx.nfixed; i++) {
+		iov[n + i].iov_base = rc->cx.fixed[i].base;
+		iov[n + i].iov_len = rc->cx.fixed[i].len;
 	}
 	return iov;
 }
@@ -143,18 +143,18 @@ static int register_with_fixed(struct be *be, struct ur *u, unsigned n)
 	struct iovec *iov;
 	int ret;
 
-	for (unsigned i = 0; i < rc->nfixed; i++)
-		bytes += rc->fixed[i].len;
-	if (!rc->nfixed || bytes > rc->memlock_share)
+	for (unsigned i = 0; i < rc->cx.nfixed; i++)
+		bytes += rc->cx.fixed[i].len;
+	if (!rc->cx.nfixed || bytes > rc->cx.memlock_share)
 		return -ENOMEM;
 	iov = buffer_iovs(rc, &be->w->pool, n, 1);
 	if (!iov)
 		return -ENOMEM;
-	ret = io_uring_register_buffers(&u->ring, iov, n + rc->nfixed);
+	ret = io_uring_register_buffers(&u->ring, iov, n + rc->cx.nfixed);
 	rl_free(iov);
 	if (ret == 0) {
 		u->reg_bufs = n;
-		u->reg_fixed = rc->nfixed;
+		u->reg_fixed = rc->cx.nfixed;
 	}
 	return ret;
 }
@@ -171,12 +171,12 @@ static void register_buffers(struct be *be, struct ur *u)
 	unsigned n = pool->nbuf;
 	int ret = 0, why = 0;
 
-	if (!rc->o->register_buffers || (!n && !rc->nfixed))
+	if (!rc->cx.o->register_buffers || (!n && !rc->cx.nfixed))
 		return;
 	if (register_with_fixed(be, u, n) == 0 || !n)
 		return;
-	if (rc->memlock_share / pool->bytes < n)
-		n = (unsigned)(rc->memlock_share / pool->bytes);
+	if (rc->cx.memlock_share / pool->bytes < n)
+		n = (unsigned)(rc->cx.memlock_share / pool->bytes);
 	iov = buffer_iovs(rc, pool, pool->nbuf, 0);
 	if (!iov)
 		return;
@@ -194,7 +194,7 @@ static void register_buffers(struct be *be, struct ur *u)
 	rl_free(iov);
 	u->reg_bufs = n;
 	if (n < pool->nbuf)
-		eng_note(rc, ENG_FALLBACK_BUFFERS_UNREGISTERED, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
+		eng_note(&rc->b, ENG_FALLBACK_BUFFERS_UNREGISTERED, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
 			 why ? strerror(-why) : "the worker's share of RLIMIT_MEMLOCK");
 }
 
@@ -204,7 +204,7 @@ static int fixed_index(const struct eng_run *rc, const struct ur *u, const uint8
 		       uint32_t len)
 {
 	for (unsigned i = 0; i < u->reg_fixed; i++) {
-		const struct eng_fixed *f = rc->fixed + i;
+		const struct eng_fixed *f = rc->cx.fixed + i;
 
 		if (dst >= f->base && (size_t)(dst - f->base) <= f->len &&
 		    len <= f->len - (size_t)(dst - f->base))
@@ -300,7 +300,7 @@ static void ur_teardown(struct be *be)
 static int ring_init(struct be *be, struct ur *u, unsigned extra)
 {
 	struct eng_run *rc = be->run;
-	size_t first = RL_MIN(rc->uring_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
+	size_t first = RL_MIN(rc->cx.o->uring_flags_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
 	int ret = -EINVAL;
 
 	for (i = first; i < RL_ARRAY_SIZE(setup_flags); i++) {
@@ -308,13 +308,13 @@ static int ring_init(struct be *be, struct ur *u, unsigned extra)
 
 		memset(&p, 0, sizeof(p));
 		p.flags = setup_flags[i] | extra;
-		ret = rc->uring_setup_err ? -rc->uring_setup_err :
+		ret = eng_hook_uring_setup_err(rc) ? -eng_hook_uring_setup_err(rc) :
 		      io_uring_queue_init_params(be->w->qd + 1, &u->ring, &p);
 		if (ret != -EINVAL)
 			break;
 	}
 	if (ret == 0 && i > first)
-		eng_note(rc, ENG_FALLBACK_URING_FLAGS, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
+		eng_note(&rc->b, ENG_FALLBACK_URING_FLAGS, "io_uring setup flags 0x%x refused, using 0x%x", setup_flags[first],
 			 setup_flags[i]);
 	return ret;
 }
@@ -323,13 +323,13 @@ static int ring_init(struct be *be, struct ur *u, unsigned extra)
  * kernel that refuses them gets a ring without them and a note. */
 static int ring_setup(struct be *be, struct ur *u)
 {
-	const struct eng_opts *o = be->run->o;
+	const struct eng_opts *o = be->run->cx.o;
 	unsigned extra = (o->uring_iopoll ? IORING_SETUP_IOPOLL : 0) |
 			 (o->uring_sqpoll ? IORING_SETUP_SQPOLL : 0);
 	int ret = ring_init(be, u, extra);
 
 	if (ret < 0 && extra && ret != -ENOMEM) {
-		eng_note(be->run, ENG_FALLBACK_URING_FLAGS, "io_uring %s refused (%s), set up without it",
+		eng_note(&be->run->b, ENG_FALLBACK_URING_FLAGS, "io_uring %s refused (%s), set up without it",
 			 !o->uring_sqpoll ? "IOPOLL" : !o->uring_iopoll ? "SQPOLL" :
 			 "IOPOLL|SQPOLL", strerror(-ret));
 		ret = ring_init(be, u, 0);
@@ -375,7 +375,7 @@ static int ur_setup(struct be *be)
 static int ur_queue(struct be *be, struct eng_req *q)
 {
 	struct ur *u = be->priv;
-	const struct eng_file *f = be->run->files + q->r.file;
+	const struct eng_file *f = be->run->cx.files + q->r.file;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 	uint64_t off = q->r.off + q->io_pos;
 	uint8_t *dst = q->dst + q->io_pos;
@@ -407,7 +407,7 @@ static int ur_commit(struct be *be)
 
 	if (!u->queued)
 		return 0;
-	ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN : io_uring_submit(&u->ring);
+	ret = eng_hook_uring_eagain(be->run) ? -EAGAIN : io_uring_submit(&u->ring);
 	if (ret >= 0) {
 		taken(u, ret);
 		return 0;
@@ -431,7 +431,7 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 		 * eventfd (one worker: nothing to wake it) */
 		if (!(u->ring.flags & IORING_SETUP_IOPOLL))
 			arm_wake(u);
-		ret = eng_hook_take(&be->run->uring_eagain) ? -EAGAIN :
+		ret = eng_hook_uring_eagain(be->run) ? -EAGAIN :
 		      io_uring_submit_and_wait(&u->ring, 1);
 		if (ret >= 0) {
 			taken(u, ret);

@@ -15,30 +15,30 @@ static uint64_t capacity(const struct eng_sink *sink, uint32_t dev)
 
 int eng_check_read(struct eng_run *rc, const struct rl_read *r)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	uint64_t end;
 
 	if (r->file >= job->nfiles)
-		return rl_err_set(rc->e, RL_E_INVALID_ARG, "read at offset %llu: file %u of %zu",
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG, "read at offset %llu: file %u of %zu",
 				  (unsigned long long)r->off, r->file, job->nfiles);
 	if (r->len == 0 || r->min_len > r->len || rl_add64(r->off, r->len, &end))
-		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				  "%s: read at offset %llu: length %u, minimum %u",
 				  job->paths[r->file], (unsigned long long)r->off, r->len,
 				  r->min_len);
-	if (r->len > rc->bound)
-		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+	if (r->len > rc->b.bound)
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				  "%s: read at offset %llu: length %u exceeds the in-flight bound %llu",
 				  job->paths[r->file], (unsigned long long)r->off, r->len,
-				  (unsigned long long)rc->bound);
+				  (unsigned long long)rc->b.bound);
 	if (r->ncopies && (r->first_copy > job->ncopies ||
 			   r->ncopies > job->ncopies - r->first_copy))
-		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				  "%s: read at offset %llu: copies %llu+%u of %zu",
 				  job->paths[r->file], (unsigned long long)r->off,
 				  (unsigned long long)r->first_copy, r->ncopies, job->ncopies);
 	if (r->ncopies && !eng_sink_ok(job->sink))
-		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				  "%s: read at offset %llu: copies, but %s",
 				  job->paths[r->file], (unsigned long long)r->off,
 				  job->sink ? "the sink's ops table is not one this engine can call" :
@@ -57,13 +57,13 @@ int eng_check_read(struct eng_run *rc, const struct rl_read *r)
 		    rl_mul64(c->len, c->count, &bytes) || rl_add64(c->dst, bytes, &dend) ||
 		    dend > capacity(job->sink, c->dev) ||
 		    (job->shard_bytes && c->shard >= job->nshards))
-			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u out of bounds",
 					  job->paths[r->file], (unsigned long long)r->off, i);
 		/* Bytes past min_len may never arrive (end of file, or a
 		 * short read the engine accepts): no copy may take them. */
 		if (c->count && span > r->min_len)
-			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u takes bytes up to %llu past the minimum length %u",
 					  job->paths[r->file], (unsigned long long)r->off, i,
 					  (unsigned long long)span, r->min_len);
@@ -72,7 +72,7 @@ int eng_check_read(struct eng_run *rc, const struct rl_read *r)
 	    (r->ncopies != 1 || r->min_len != r->len || job->copies[r->first_copy].src != 0 ||
 	     job->copies[r->first_copy].count != 1 ||
 	     job->copies[r->first_copy].len != r->len))
-		return rl_err_set(rc->e, RL_E_INVALID_ARG,
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				  "%s: direct read at offset %llu is not one whole copy of bytes that must all arrive",
 				  job->paths[r->file], (unsigned long long)r->off);
 	return 0;
@@ -83,17 +83,17 @@ int eng_check_read(struct eng_run *rc, const struct rl_read *r)
  * on_shard would fire before every byte landed. */
 int eng_plan_shards(struct eng_run *rc, const struct rl_read *r)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
 	if (!job->shard_bytes)
 		return 0;
 	for (uint32_t i = 0; i < r->ncopies; i++) {
 		const struct rl_copy *c = job->copies + r->first_copy + i;
-		uint64_t *n = rc->shard_planned + c->shard;
+		uint64_t *n = rc->b.shard_planned + c->shard;
 
 		*n += (uint64_t)c->len * c->count; /* checked: no overflow */
 		if (*n > job->shard_bytes[c->shard])
-			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u brings shard %u to %llu of %llu bytes (bytes covered twice)",
 					  job->paths[r->file], (unsigned long long)r->off, i,
 					  c->shard, (unsigned long long)*n,
@@ -107,13 +107,13 @@ int eng_plan_shards(struct eng_run *rc, const struct rl_read *r)
  * for O_DIRECT. */
 uint8_t *eng_direct_dst(const struct eng_run *rc, const struct rl_read *r)
 {
-	const struct eng_file *f = rc->files + r->file;
-	const struct eng_sink *sink = rc->job->sink;
+	const struct eng_file *f = rc->cx.files + r->file;
+	const struct eng_sink *sink = rc->b.job->sink;
 	uint8_t *dst;
 
 	if (!(r->flags & RL_READ_DIRECT) || !sink->ops->direct)
 		return NULL;
-	dst = sink->ops->direct(sink->state, rc->job->copies + r->first_copy, r->len);
+	dst = sink->ops->direct(sink->state, rc->b.job->copies + r->first_copy, r->len);
 	if (!dst)
 		return NULL;
 	if (f->dfd >= 0 && ((uintptr_t)dst % f->align || r->off % f->align ||

@@ -1,15 +1,18 @@
 /*
  * eng_int.h - what the engine's files share: one open file, one request in
- * flight, one worker (its ring, buffers and claimed reads), the state of a
- * run that every worker shares, and the small ops table every backend
- * implements (io_uring, libaio, a pread pool, and the fault-injecting
- * wrapper).
+ * flight, one worker (its ring, buffers and claimed reads), a session's
+ * context (files, workers: held across batches) and its batch under way
+ * (cursor, limiter, shards, progress, failure), and the small ops table
+ * every backend implements (io_uring, libaio, a pread pool, and in test
+ * builds the fault-injecting wrapper).
  *
  * Who calls whom (no file calls back into one that calls it):
  *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, integrity.c, util.c
  *   worker.c -> check.c, scatter.c, limit.c, integrity.c, backends, util.c
  *   integrity.c -> util.c
  *   backends -> pool.c, util.c;  setup.c -> check.c, files.c, limit.c, util.c
+ *   test builds only: engine.c, worker.c, files.c, backends -> hooks.c;
+ *   be_fault.c (the injector) -> its wrapped backend
  */
 #ifndef RL_ENG_INT_H
 #define RL_ENG_INT_H
@@ -95,7 +98,60 @@ struct be_ops {
 	void (*teardown)(struct be *be);
 };
 
-extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops, eng_fault_ops;
+extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops;
+
+/* ---- hooks.c: test hooks, in -DRL_TEST_HOOKS builds only ---------------- */
+
+#ifdef RL_TEST_HOOKS
+/* What eng_set_* asked for (engine.h). */
+struct eng_hooks {
+	int fault_kind, fault_backend, fault_errno;
+	uint64_t fault_nth;
+	uint32_t aio_refuse, uring_eagain;
+	int uring_setup_err;
+	int mincore_only;
+};
+
+/* A run's copy: read-only but for the counters, which are atomic: every
+ * worker draws from them. */
+struct eng_run_hooks {
+	struct eng_hooks set;
+	atomic_uint_fast64_t fault_seq;   /* read submissions seen by the injectors */
+	atomic_uint aio_refuse;           /* io_submit calls to refuse */
+	atomic_uint uring_eagain;         /* io_uring_submit calls to answer -EAGAIN */
+};
+
+extern const struct be_ops eng_fault_ops;
+
+/* Copies eng's hooks into a run being set up. */
+void eng_hooks_start(struct eng_run *rc, const struct eng *eng);
+/* The fault injector's ops when the run wraps backend b, else NULL. */
+const struct be_ops *eng_hook_fault_ops(const struct eng_run *rc, int b);
+/* 1: answer this io_uring_submit (io_submit) with -EAGAIN; takes one. */
+int eng_hook_uring_eagain(struct eng_run *rc);
+int eng_hook_aio_refuse(struct eng_run *rc);
+/* The errno io_uring setup fails with (0: none). */
+int eng_hook_uring_setup_err(const struct eng_run *rc);
+/* 1: the page-cache probe uses mincore only. */
+int eng_hook_mincore_only(const struct eng_run *rc);
+#else
+/* The release build: no hook, nothing checked (constants, so that not
+ * even an -O0 build keeps a call or a symbol). */
+#define eng_hooks_start(rc, eng) ((void)(rc), (void)(eng))
+#define eng_hook_fault_ops(rc, b) ((void)(rc), (void)(b), (const struct be_ops *)NULL)
+#define eng_hook_uring_eagain(rc) ((void)(rc), 0)
+#define eng_hook_aio_refuse(rc) ((void)(rc), 0)
+#define eng_hook_uring_setup_err(rc) ((void)(rc), 0)
+#define eng_hook_mincore_only(rc) ((void)(rc), 0)
+#endif
+
+/* An engine: its options (and, in test builds, the hooks set). */
+struct eng {
+	struct eng_opts o;
+#ifdef RL_TEST_HOOKS
+	struct eng_hooks hooks;
+#endif
+};
 
 /* A bounce-buffer pool: nbuf buffers of bytes each, one mapping. */
 struct eng_pool {
@@ -116,7 +172,7 @@ struct eng_held {
 
 /* One worker: owns its backend (ring, aio context or pread pool), its
  * bounce buffers and request slots, and the reads it claimed. Everything
- * here is touched only by its own thread, except `parked` (run->lock). */
+ * here is touched only by its own thread, except `parked` (run->b.lock). */
 struct eng_worker {
 	struct eng_run *run;
 	unsigned id;
@@ -151,32 +207,25 @@ struct eng_worker {
 
 	unsigned reg_fixed;       /* fixed regions its ring registered (all or none) */
 	uint64_t reads_fixed;     /* reads straight into a registered region */
-	unsigned seen;            /* under run->lock: the last batch it took */
+	unsigned seen;            /* under run->b.lock: the last batch it took */
 
-	int parked;               /* under run->lock: asleep in reap, wake it via be */
+	int parked;               /* under run->b.lock: asleep in reap, wake it via be */
 	int started;              /* set up and ran (read after the join) */
 	int joinable;             /* its thread was created */
 	pthread_t tid;
 };
 
-/* Everything one eng_run shares between its workers. */
-struct eng_run {
+/*
+ * What an engine session holds across its batches: the files, the workers
+ * (each with its ring, buffers and registrations) and how they were sized.
+ * Set up once (engine.c, setup.c, files.c); read-only while a batch runs,
+ * but for each worker's own state.
+ */
+struct eng_ctx {
 	const struct eng_opts *o;
-	const struct eng_job *job;
-	struct eng_stats *st;
-	struct rl_err *e;
-
-	/* test hooks (struct eng), read-only during the run except the
-	 * counters, which are atomic: every worker draws from them */
-	int fault_kind, fault_backend, fault_errno;
-	uint64_t fault_nth;
-	atomic_uint_fast64_t fault_seq;   /* read submissions seen by the injectors */
-	unsigned uring_first;
-	atomic_uint aio_refuse;           /* io_submit calls to refuse */
-	atomic_uint uring_eagain;         /* io_uring_submit calls to answer -EAGAIN */
-	int uring_setup_err;
-	int cache_probe;                  /* enum eng_cache_probe */
-
+#ifdef RL_TEST_HOOKS
+	struct eng_run_hooks hooks;
+#endif
 	struct eng_file *files;
 	size_t nfiles;
 	int backend;              /* chosen by worker 0, set up by every worker */
@@ -184,6 +233,25 @@ struct eng_run {
 	struct eng_worker *workers;
 	uint32_t buf_bytes;       /* bounce buffer size */
 	uint64_t memlock_share;   /* RLIMIT_MEMLOCK bytes each worker may lock/register (UINT64_MAX: no limit) */
+	struct eng_integ *integ;  /* file identities (integrity.c) */
+
+	/* Memory the jobs' staging lies in (a session's windows), each
+	 * region at most 1 GiB: io_uring registers them as fixed buffers
+	 * after each worker's bounce buffers. */
+	const struct eng_fixed *fixed;
+	unsigned nfixed;
+};
+
+/*
+ * The batch under way: its job, where its statistics and error go, the
+ * shared cursor, the byte limiter, shard accounting, progress, failure,
+ * and the handshake that posts it to the workers. Reset before each batch
+ * (engine.c reset_batch); shared by every worker while it runs.
+ */
+struct eng_batch {
+	const struct eng_job *job;
+	struct eng_stats *st;
+	struct rl_err *e;
 	uint64_t staged_planned;  /* bytes the reads bring */
 	uint64_t *shard_planned;  /* setup: bytes the checked reads' copies bring */
 
@@ -210,43 +278,35 @@ struct eng_run {
 	int progress_each;         /* few reads: every one is a step */
 	uint64_t marks[256];       /* under lock: byte counts at steps crossed */
 	unsigned nmarks;
+	atomic_int progress_due;   /* another worker crossed a progress step */
 
 	/* Failure: the first error wins (under lock); `failed` is the flag
 	 * every worker polls. */
 	atomic_int failed;
 	int err;
 
-	/* lock guards err, notes and the sleeping side of the limiter and of
-	 * the end of the run; cond wakes workers waiting for bytes and the
-	 * calling thread waiting for the others. */
+	/* lock guards err, the marks, the sleeping side of the limiter and
+	 * the handshake; cond wakes workers waiting for bytes and the calling
+	 * thread waiting for the others. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	pthread_mutex_t note_lock; /* stats->fallbacks, from any worker */
-	unsigned running;          /* spawned workers not yet finished */
-	atomic_int progress_due;   /* another worker crossed a progress step */
+	pthread_mutex_t note_lock; /* st->fallbacks, from any worker */
 
-	struct eng_integ *integ;   /* file identities (integrity.c) */
-
-	/* Memory the jobs' staging lies in (a session's windows), each
-	 * region at most 1 GiB: io_uring registers them as fixed buffers
-	 * after each worker's bounce buffers. */
-	const struct eng_fixed *fixed;
-	unsigned nfixed;
-
-	/* Batches: a run is one batch, a session several on the same
+	/* The handshake: a run is one batch, a session several on the same
 	 * workers. Under lock: gen counts the batches posted, live the
-	 * helper workers that take part, ending asks them to leave; go
-	 * wakes them. */
-	unsigned gen, live;
+	 * helper workers that take part, running those not yet done with
+	 * this one, ending asks them to leave; go wakes them. */
+	unsigned gen, live, running;
 	unsigned pending_setup;    /* helper workers still setting up */
 	int ending;
 	pthread_cond_t go;
 };
 
-/* Test hook: how the page-cache probe measures residency. */
-enum eng_cache_probe {
-	ENG_CACHE_AUTO = 0,     /* cachestat(2), mincore where the kernel lacks it */
-	ENG_CACHE_MINCORE = 1,  /* mincore only */
+/* A session as its workers see it: the context it holds across batches
+ * and the batch under way. */
+struct eng_run {
+	struct eng_ctx cx;
+	struct eng_batch b;
 };
 
 /* ---- integrity.c: file identity --------------------------------------- */
@@ -264,8 +324,12 @@ void eng_integ_free(struct eng_run *rc);
 /* Sets flag (ENG_FALLBACK_*) in the run's stats.fallback_flags and
  * appends "; "-separated text, its reason, to stats.fallbacks, once (the
  * same text from several workers is kept once). Any thread. */
-void eng_note(struct eng_run *rc, uint32_t flag, const char *fmt, ...)
+void eng_note(struct eng_batch *b, uint32_t flag, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Appends text (len bytes) to the "; "-separated notes in s (size bytes)
+ * unless s has it already (or it is empty). */
+void eng_text_note(char *s, size_t size, const char *text, size_t len);
 
 /* Sleeps a little before retry number attempt (1-based) of something the
  * kernel refused for now: nothing for the first ones, then growing. */
@@ -273,14 +337,14 @@ void eng_backoff(uint32_t attempt);
 
 /* Records the run's first error (code, message) and stops every worker.
  * Returns code. Any thread. */
-int eng_fail(struct eng_run *rc, int code, const char *fmt, ...)
+int eng_fail(struct eng_batch *b, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static inline int eng_failed(struct eng_run *rc)
+static inline int eng_failed(struct eng_batch *b)
 {
 	/* Relaxed: a hint to stop early; the error itself is read under
 	 * the lock or after the join. */
-	return atomic_load_explicit(&rc->failed, memory_order_relaxed);
+	return atomic_load_explicit(&b->failed, memory_order_relaxed);
 }
 
 /* Starts a thread with a stack of `stack` bytes; pthread_create's code. */
@@ -290,10 +354,6 @@ int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)
  * a pread reader only pread. */
 #define ENG_WORKER_STACK (4u << 20)
 #define ENG_READER_STACK (256u << 10)
-
-/* Test hooks' counters (refusals to hand out, all workers together):
- * takes one; 1 when there was one (UINT32_MAX never runs out). */
-int eng_hook_take(atomic_uint *count);
 
 /* The text for a kernel refusing io_uring's ring memory on kernel release
  * `release` (uname -r). */
@@ -347,13 +407,13 @@ void eng_worker_teardown(struct eng_worker *w);
 /* ---- progress.c: counted by every worker, reported on the calling thread */
 
 /* Any worker: records that the bytes done reached `done`, crossing a step. */
-void eng_progress_mark(struct eng_run *rc, uint64_t done);
+void eng_progress_mark(struct eng_batch *b, uint64_t done);
 /* Calling thread: calls on_progress for what was recorded, in order
  * (final: and for the exact count after the join, if not said yet). */
-void eng_progress_report(struct eng_run *rc, int final);
+void eng_progress_report(struct eng_batch *b, int final);
 /* The calling thread, its own share done: waits for the other workers,
  * reporting progress as they signal it. */
-void eng_progress_wait(struct eng_run *rc);
+void eng_progress_wait(struct eng_batch *b);
 
 /* ---- scatter.c: the job's sink ------------------------------------------ */
 
@@ -397,11 +457,11 @@ struct eng_needs {
 	uint32_t max_read;
 };
 
-/* Checks rc->job's reads (against the run's buffer size once it is
+/* Checks rc->b.job's reads (against the run's buffer size once it is
  * sized) and sets up its shard tables and progress steps; fills *n. */
 int eng_check_job(struct eng_run *rc, struct eng_needs *n);
 /* Sizes the run from n: bounce buffer size, workers, queue depths and
- * buffers of each, the memlock share, the shape text (rc->st). */
+ * buffers of each, the memlock share, the shape text (rc->b.st). */
 int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator);
 
 #endif /* RL_ENG_INT_H */

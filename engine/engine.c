@@ -46,16 +46,6 @@
 #define MAX_BUFFER (1u << 30)
 #define MAX_QD 4096
 
-struct eng {
-	struct eng_opts o;
-	int fault_backend, fault_kind, fault_errno;
-	uint64_t fault_nth;
-	unsigned uring_first;
-	uint32_t aio_refuse, uring_eagain;
-	int uring_setup_err;
-	int cache_probe;
-};
-
 void eng_opts_default(struct eng_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -92,7 +82,6 @@ int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e)
 	if (!eng)
 		return rl_err_set(e, -ENOMEM, "out of memory");
 	eng->o = *opts;
-	eng->fault_errno = EIO;
 	*out = eng;
 	return 0;
 }
@@ -102,127 +91,94 @@ void eng_destroy(struct eng *eng)
 	rl_free(eng);
 }
 
-void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
-{
-	eng->fault_backend = backend;
-	eng->fault_kind = kind;
-	eng->fault_nth = nth;
-}
-
-void eng_set_fault_errno(struct eng *eng, int err)
-{
-	eng->fault_errno = err > 0 ? err : EIO;
-}
-
-void eng_set_aio_refuse(struct eng *eng, uint32_t n)
-{
-	eng->aio_refuse = n;
-}
-
-void eng_set_uring_submit_eagain(struct eng *eng, uint32_t n)
-{
-	eng->uring_eagain = n;
-}
-
-void eng_set_uring_setup_err(struct eng *eng, int err)
-{
-	eng->uring_setup_err = err;
-}
-
-void eng_set_uring_setup(struct eng *eng, unsigned first)
-{
-	eng->uring_first = first;
-}
-
-void eng_set_cache_probe(struct eng *eng, int mincore_only)
-{
-	eng->cache_probe = mincore_only ? ENG_CACHE_MINCORE : ENG_CACHE_AUTO;
-}
-
 /* ------------------------------------------------------------------ */
 /* A run */
+
+/* A session's batch: locks made, counters at zero, no job yet but the
+ * one set-up checks. */
+static void batch_init(struct eng_batch *b, const struct eng *eng, const struct eng_job *job,
+		       struct eng_stats *st, struct rl_err *e)
+{
+	b->job = job;
+	b->st = st;
+	b->e = e;
+	b->bound = eng->o.inflight_bytes;
+	atomic_init(&b->cursor, 0);
+	atomic_init(&b->inflight, 0);
+	atomic_init(&b->peak, 0);
+	atomic_init(&b->waiters, 0);
+	atomic_init(&b->done_bytes, 0);
+	atomic_init(&b->failed, 0);
+	atomic_init(&b->progress_due, 0);
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_mutex_init(&b->note_lock, NULL);
+	pthread_mutex_init(&b->cb_lock, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	pthread_cond_init(&b->go, NULL);
+}
+
+static void batch_free(struct eng_batch *b)
+{
+	rl_free(b->shard_done);
+	rl_free(b->shard_planned);
+	pthread_cond_destroy(&b->go);
+	pthread_cond_destroy(&b->cond);
+	pthread_mutex_destroy(&b->cb_lock);
+	pthread_mutex_destroy(&b->note_lock);
+	pthread_mutex_destroy(&b->lock);
+}
 
 static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng_job *job,
 		     struct eng_stats *st, struct rl_err *e)
 {
 	memset(rc, 0, sizeof(*rc));
-	rc->o = &eng->o;
-	rc->job = job;
-	rc->st = st;
-	rc->e = e;
-	rc->fault_kind = eng->fault_kind;
-	rc->fault_backend = eng->fault_backend;
-	rc->fault_errno = eng->fault_errno;
-	rc->fault_nth = eng->fault_nth;
-	rc->uring_first = eng->uring_first;
-	rc->uring_setup_err = eng->uring_setup_err;
-	rc->cache_probe = eng->cache_probe;
-	rc->bound = eng->o.inflight_bytes;
-	atomic_init(&rc->fault_seq, 0);
-	atomic_init(&rc->aio_refuse, eng->aio_refuse);
-	atomic_init(&rc->uring_eagain, eng->uring_eagain);
-	atomic_init(&rc->cursor, 0);
-	atomic_init(&rc->inflight, 0);
-	atomic_init(&rc->peak, 0);
-	atomic_init(&rc->waiters, 0);
-	atomic_init(&rc->done_bytes, 0);
-	atomic_init(&rc->failed, 0);
-	atomic_init(&rc->progress_due, 0);
-	pthread_mutex_init(&rc->lock, NULL);
-	pthread_mutex_init(&rc->note_lock, NULL);
-	pthread_mutex_init(&rc->cb_lock, NULL);
-	pthread_cond_init(&rc->cond, NULL);
-	pthread_cond_init(&rc->go, NULL);
+	rc->cx.o = &eng->o;
+	eng_hooks_start(rc, eng);
+	batch_init(&rc->b, eng, job, st, e);
 }
 
 static void run_free(struct eng_run *rc)
 {
 	eng_close_files(rc);
-	rl_free(rc->workers);
-	rl_free(rc->shard_done);
-	rl_free(rc->shard_planned);
-	pthread_cond_destroy(&rc->go);
-	pthread_cond_destroy(&rc->cond);
-	pthread_mutex_destroy(&rc->cb_lock);
-	pthread_mutex_destroy(&rc->note_lock);
-	pthread_mutex_destroy(&rc->lock);
+	rl_free(rc->cx.workers);
+	batch_free(&rc->b);
 }
 
 /* A worker other than 0, on its own thread: set up once, then every
- * batch posted (rc->gen) until the session ends. A worker whose setup
+ * batch posted (rc->b.gen) until the session ends. A worker whose setup
  * failed leaves at once, giving up its part in the batch under way. */
 static void *worker_main(void *arg)
 {
 	struct eng_worker *w = arg;
 	struct eng_run *rc = w->run;
 	struct rl_err e = { 0, "" };
-	int ret = eng_worker_setup(w, rc->backend, &e);
+	int ret = eng_worker_setup(w, rc->cx.backend, &e);
 
 	if (ret == -ENOMEM && !w->setup_kernel_nomem)
-		eng_fail(rc, ret, "worker %u: %s", w->id, e.msg); /* ours: as worker 0's */
+		eng_fail(&rc->b, ret, "worker %u: %s", w->id, e.msg); /* ours: as worker 0's */
 	else if (ret < 0)
-		eng_note(rc, ENG_FALLBACK_FEWER_WORKERS, "worker %u not started: %s", w->id, e.msg);
+		eng_note(&rc->b, ENG_FALLBACK_FEWER_WORKERS, "worker %u not started: %s", w->id, e.msg);
 	w->started = ret == 0;
-	pthread_mutex_lock(&rc->lock);
-	rc->pending_setup--;
-	pthread_cond_broadcast(&rc->cond);
+	pthread_mutex_lock(&rc->b.lock);
+	rc->b.pending_setup--;
+	pthread_cond_broadcast(&rc->b.cond);
 	for (;;) {
-		while (w->started && !rc->ending && w->seen == rc->gen)
-			pthread_cond_wait(&rc->go, &rc->lock);
-		if (!w->started || rc->ending)
+		while (w->started && !rc->b.ending && w->seen == rc->b.gen)
+			pthread_cond_wait(&rc->b.go, &rc->b.lock);
+		if (!w->started || rc->b.ending)
 			break;
-		w->seen = rc->gen;
-		pthread_mutex_unlock(&rc->lock);
+		w->seen = rc->b.gen;
+		pthread_mutex_unlock(&rc->b.lock);
 		eng_worker_run(w);
-		pthread_mutex_lock(&rc->lock);
-		rc->running--;
-		pthread_cond_broadcast(&rc->cond);
+		pthread_mutex_lock(&rc->b.lock);
+		rc->b.running--;
+		pthread_cond_broadcast(&rc->b.cond);
 	}
-	rc->live--;
-	if (!w->started && w->seen != rc->gen) /* posted, never to be run */
-		rc->running--;
-	pthread_cond_broadcast(&rc->cond);
-	pthread_mutex_unlock(&rc->lock);
+	rc->b.live--;
+	if (!w->started && w->seen != rc->b.gen) /* posted, never to be run */
+		rc->b.running--;
+	pthread_cond_broadcast(&rc->b.cond);
+	pthread_mutex_unlock(&rc->b.lock);
 	eng_worker_teardown(w);
 	return NULL;
 }
@@ -231,91 +187,100 @@ static void *worker_main(void *arg)
  * the others. */
 static void start_workers(struct eng_run *rc)
 {
-	for (unsigned i = 1; i < rc->nworkers; i++) {
-		struct eng_worker *w = rc->workers + i;
+	for (unsigned i = 1; i < rc->cx.nworkers; i++) {
+		struct eng_worker *w = rc->cx.workers + i;
 		int ret;
 
-		pthread_mutex_lock(&rc->lock);
-		rc->live++;
-		rc->pending_setup++;
-		w->seen = rc->gen;
-		pthread_mutex_unlock(&rc->lock);
+		pthread_mutex_lock(&rc->b.lock);
+		rc->b.live++;
+		rc->b.pending_setup++;
+		w->seen = rc->b.gen;
+		pthread_mutex_unlock(&rc->b.lock);
 		ret = eng_thread_start(&w->tid, ENG_WORKER_STACK, worker_main, w);
 		if (ret == 0) {
 			w->joinable = 1;
 			continue;
 		}
-		pthread_mutex_lock(&rc->lock);
-		rc->live--;
-		rc->pending_setup--;
-		pthread_mutex_unlock(&rc->lock);
-		eng_note(rc, ENG_FALLBACK_FEWER_WORKERS, "worker %u not started: %s", i, strerror(ret));
+		pthread_mutex_lock(&rc->b.lock);
+		rc->b.live--;
+		rc->b.pending_setup--;
+		pthread_mutex_unlock(&rc->b.lock);
+		eng_note(&rc->b, ENG_FALLBACK_FEWER_WORKERS, "worker %u not started: %s", i, strerror(ret));
 	}
 }
 
 /* Asks every worker to leave, and joins them. */
 static void stop_workers(struct eng_run *rc)
 {
-	pthread_mutex_lock(&rc->lock);
-	rc->ending = 1;
-	pthread_cond_broadcast(&rc->go);
-	pthread_mutex_unlock(&rc->lock);
-	for (unsigned i = 1; rc->workers && i < rc->nworkers; i++)
-		if (rc->workers[i].joinable)
-			pthread_join(rc->workers[i].tid, NULL);
+	pthread_mutex_lock(&rc->b.lock);
+	rc->b.ending = 1;
+	pthread_cond_broadcast(&rc->b.go);
+	pthread_mutex_unlock(&rc->b.lock);
+	for (unsigned i = 1; rc->cx.workers && i < rc->cx.nworkers; i++)
+		if (rc->cx.workers[i].joinable)
+			pthread_join(rc->cx.workers[i].tid, NULL);
 }
 
-/* The workers' statistics of the batch just run, added up. */
+/* Worker w's share of the batch just run, as statistics. */
+static void worker_stats(const struct eng_worker *w, struct eng_stats *part)
+{
+	memset(part, 0, sizeof(*part));
+	part->workers = 1;
+	part->backend = w->backend;
+	part->bytes_read = w->bytes_read;
+	part->bytes_direct = w->bytes_direct;
+	part->bytes_buffered = w->bytes_buffered;
+	part->reads = w->reads;
+	part->reads_fixed = w->reads_fixed;
+	part->retries = w->retries;
+	part->abandoned = w->abandoned;
+	part->buffers = w->nbuf_want;
+	part->registered_buffers = w->registered_buffers;
+	part->queue_depth = w->qd;
+	part->registered_files = w->registered_files;
+	part->scatter_seconds = w->scatter_ns / 1e9;
+	part->prepare_seconds = w->prepare_ns / 1e9;
+}
+
+/* The workers' statistics of the batch just run, added up; the read span
+ * from the first submission to the last completion of any. */
 static void merge_stats(struct eng_run *rc)
 {
-	struct eng_stats *st = rc->st;
+	struct eng_stats *st = rc->b.st, part;
 	uint64_t t_first = 0, t_last = 0;
 
-	for (unsigned i = 0; i < rc->nworkers; i++) {
-		const struct eng_worker *w = rc->workers + i;
+	for (unsigned i = 0; i < rc->cx.nworkers; i++) {
+		const struct eng_worker *w = rc->cx.workers + i;
 
 		if (!w->started)
 			continue;
-		st->workers++;
-		st->bytes_read += w->bytes_read;
-		st->bytes_direct += w->bytes_direct;
-		st->bytes_buffered += w->bytes_buffered;
-		st->reads += w->reads;
-		st->reads_fixed += w->reads_fixed;
-		st->retries += w->retries;
-		st->abandoned += w->abandoned;
-		st->buffers += w->nbuf_want;
-		st->registered_buffers += w->registered_buffers;
-		st->queue_depth += w->qd;
-		st->scatter_seconds += w->scatter_ns / 1e9;
-		st->prepare_seconds += w->prepare_ns / 1e9;
+		worker_stats(w, &part);
+		eng_stats_merge(st, &part, ENG_MERGE_WORKERS);
 		if (w->t_first && (!t_first || w->t_first < t_first))
 			t_first = w->t_first;
 		t_last = RL_MAX(t_last, w->t_last);
 	}
-	if (rc->nworkers)
-		st->registered_files = rc->workers[0].registered_files;
 	if (t_first && t_last > t_first)
 		st->read_seconds = (t_last - t_first) / 1e9;
-	st->peak_inflight = atomic_load_explicit(&rc->peak, memory_order_relaxed);
-	st->backend = rc->backend;
+	st->peak_inflight = atomic_load_explicit(&rc->b.peak, memory_order_relaxed);
+	st->backend = rc->cx.backend;
 }
 
 /* Per file: what was decided, and whether every byte came by O_DIRECT. */
 static void file_stats(struct eng_run *rc)
 {
-	struct eng_stats *st = rc->st;
-	int all_direct = rc->nfiles > 0 && st->bytes_buffered == 0;
+	struct eng_stats *st = rc->b.st;
+	int all_direct = rc->cx.nfiles > 0 && st->bytes_buffered == 0;
 
-	for (size_t i = 0; rc->files && i < rc->nfiles; i++) {
-		const struct eng_file_stat *fs = &rc->files[i].st;
+	for (size_t i = 0; rc->cx.files && i < rc->cx.nfiles; i++) {
+		const struct eng_file_stat *fs = &rc->cx.files[i].st;
 
 		if (fs->mode == ENG_FILE_CACHED)
 			st->files_cached++;
 		if (fs->mode != ENG_FILE_DIRECT && fs->mode != ENG_FILE_UNUSED)
 			all_direct = 0;
-		if (rc->job->file_stats)
-			rc->job->file_stats[i] = *fs;
+		if (rc->b.job->file_stats)
+			rc->b.job->file_stats[i] = *fs;
 	}
 	st->direct_io = all_direct;
 }
@@ -324,15 +289,15 @@ static void file_stats(struct eng_run *rc)
  * (on the calling thread: no worker runs any more). */
 static int finish_shards(struct eng_run *rc)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
 	if (!job->shard_bytes)
 		return 0;
 	for (size_t s = 0; s < job->nshards; s++) {
-		uint64_t done = atomic_load_explicit(rc->shard_done + s, memory_order_relaxed);
+		uint64_t done = atomic_load_explicit(rc->b.shard_done + s, memory_order_relaxed);
 
 		if (done != job->shard_bytes[s])
-			return rl_err_set(rc->e, -EIO,
+			return rl_err_set(rc->b.e, -EIO,
 					  "shard %zu incomplete after every read: %llu of %llu bytes",
 					  s, (unsigned long long)done,
 					  (unsigned long long)job->shard_bytes[s]);
@@ -360,23 +325,23 @@ struct eng_session {
 static int start_session(struct eng_session *s)
 {
 	struct eng_run *rc = &s->rc;
-	struct eng_worker *w0 = rc->workers;
-	int ret = eng_worker_setup(w0, ENG_AUTO, rc->e);
+	struct eng_worker *w0 = rc->cx.workers;
+	int ret = eng_worker_setup(w0, ENG_AUTO, rc->b.e);
 
 	w0->started = ret == 0;
 	s->set_up = 1;
 	if (ret < 0)
 		return ret;
-	rc->backend = w0->backend;
+	rc->cx.backend = w0->backend;
 	start_workers(rc);
 	/* Wait for every helper's setup: what they note (fallbacks) goes
 	 * into begin's statistics, which the batches copy, and a setup that
 	 * failed for want of memory fails the session here. */
-	pthread_mutex_lock(&rc->lock);
-	while (rc->pending_setup)
-		pthread_cond_wait(&rc->cond, &rc->lock);
-	ret = rc->err;
-	pthread_mutex_unlock(&rc->lock);
+	pthread_mutex_lock(&rc->b.lock);
+	while (rc->b.pending_setup)
+		pthread_cond_wait(&rc->b.cond, &rc->b.lock);
+	ret = rc->b.err;
+	pthread_mutex_unlock(&rc->b.lock);
 	return ret;
 }
 
@@ -399,13 +364,13 @@ static struct eng_session *session_new(struct eng *eng, const struct eng_job *fi
 static int session_setup(struct eng_session *s, const struct eng_needs *n)
 {
 	struct eng_run *rc = &s->rc;
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	struct eng_needs own;
 	uint64_t t0 = rl_now_ns();
 	int ret = 0;
 
 	if (job->nfiles && (!job->paths || !job->file_sizes))
-		ret = rl_err_set(rc->e, RL_E_INVALID_ARG, "job without file paths");
+		ret = rl_err_set(rc->b.e, RL_E_INVALID_ARG, "job without file paths");
 	if (ret == 0)
 		ret = eng_open_files(rc);
 	if (ret == 0)
@@ -419,8 +384,8 @@ static int session_setup(struct eng_session *s, const struct eng_needs *n)
 		ret = eng_size_run(rc, n, job->next && !job->reads);
 	if (ret == 0)
 		ret = start_session(s);
-	rc->st->setup_seconds = (rl_now_ns() - t0) / 1e9;
-	s->first = *rc->st;
+	rc->b.st->setup_seconds = (rl_now_ns() - t0) / 1e9;
+	s->first = *rc->b.st;
 	return ret;
 }
 
@@ -442,8 +407,8 @@ int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
 	n.bounce_bytes = sz->bounce_bytes;
 	n.max_read = sz->max_read;
 	n.maxlen = sz->bounce ? sz->max_read : 0;
-	s->rc.fixed = fixed;
-	s->rc.nfixed = fixed ? nfixed : 0;
+	s->rc.cx.fixed = fixed;
+	s->rc.cx.nfixed = fixed ? nfixed : 0;
 	ret = session_setup(s, &n);
 	if (ret < 0) {
 		eng_session_end(s);
@@ -457,29 +422,31 @@ int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
  * start (no worker runs: the last batch was joined). */
 static void reset_batch(struct eng_run *rc)
 {
-	atomic_store_explicit(&rc->cursor, 0, memory_order_relaxed);
-	atomic_store_explicit(&rc->inflight, 0, memory_order_relaxed);
-	atomic_store_explicit(&rc->peak, 0, memory_order_relaxed);
-	atomic_store_explicit(&rc->done_bytes, 0, memory_order_relaxed);
-	atomic_store_explicit(&rc->progress_due, 0, memory_order_relaxed);
-	rc->progress_last = 0;
-	rc->nmarks = 0;
-	for (unsigned i = 0; i < rc->nworkers; i++)
-		eng_worker_reset(rc->workers + i);
+	struct eng_batch *b = &rc->b;
+
+	atomic_store_explicit(&b->cursor, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->inflight, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->peak, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->done_bytes, 0, memory_order_relaxed);
+	atomic_store_explicit(&b->progress_due, 0, memory_order_relaxed);
+	b->progress_last = 0;
+	b->nmarks = 0;
+	for (unsigned i = 0; i < rc->cx.nworkers; i++)
+		eng_worker_reset(rc->cx.workers + i);
 }
 
 /* Posts the batch to the helper workers, runs worker 0's share, waits
  * for the others while reporting progress. */
 static void run_batch(struct eng_run *rc)
 {
-	pthread_mutex_lock(&rc->lock);
-	rc->gen++;
-	rc->running = rc->live;
-	pthread_cond_broadcast(&rc->go);
-	pthread_mutex_unlock(&rc->lock);
-	if (rc->workers[0].started)
-		eng_worker_run(rc->workers);
-	eng_progress_wait(rc);
+	pthread_mutex_lock(&rc->b.lock);
+	rc->b.gen++;
+	rc->b.running = rc->b.live;
+	pthread_cond_broadcast(&rc->b.go);
+	pthread_mutex_unlock(&rc->b.lock);
+	if (rc->cx.workers[0].started)
+		eng_worker_run(rc->cx.workers);
+	eng_progress_wait(&rc->b);
 }
 
 /* After a batch: statistics, then its first error, the final progress,
@@ -490,11 +457,11 @@ static int end_batch(struct eng_run *rc)
 
 	merge_stats(rc);
 	file_stats(rc);
-	ret = rc->err;
+	ret = rc->b.err;
 	if (ret == 0)
-		eng_progress_report(rc, 1);
+		eng_progress_report(&rc->b, 1);
 	if (ret == 0)
-		ret = rc->err;
+		ret = rc->b.err;
 	if (ret == 0)
 		ret = eng_integ_finish(rc);
 	if (ret == 0)
@@ -511,9 +478,9 @@ static void session_stop(struct eng_session *s)
 
 	if (!s->set_up)
 		return;
-	rc->st = &s->first;
+	rc->b.st = &s->first;
 	stop_workers(rc);
-	eng_worker_teardown(rc->workers);
+	eng_worker_teardown(rc->cx.workers);
 	s->set_up = 0;
 }
 
@@ -534,9 +501,9 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 			*e = s->ferr;
 		return ret;
 	}
-	rc->job = job;
-	rc->st = st;
-	rc->e = e;
+	rc->b.job = job;
+	rc->b.st = st;
+	rc->b.e = e;
 	if (job != s->checked)
 		ret = eng_check_job(rc, &n);
 	s->checked = NULL;
@@ -554,8 +521,8 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 			s->ferr = *e;
 		/* Nothing of a failed run stays in flight once it returns. */
 		session_stop(s);
-		for (unsigned i = 0; i < rc->nworkers; i++)
-			st->abandoned += rc->workers[i].abandoned;
+		for (unsigned i = 0; i < rc->cx.nworkers; i++)
+			st->abandoned += rc->cx.workers[i].abandoned;
 	} else if (e) {
 		rl_err_clear(e);
 	}
@@ -567,17 +534,17 @@ int eng_session_fixed(const struct eng_session *s, char *why, size_t len)
 	const struct eng_run *rc = &s->rc;
 
 	/* Every worker's registration is done: begin waited for them. */
-	if (!rc->nfixed) {
+	if (!rc->cx.nfixed) {
 		snprintf(why, len, "no memory to register");
 		return 0;
 	}
-	if (rc->backend != ENG_IO_URING) {
-		snprintf(why, len, "backend %s", eng_backend_name(rc->backend));
+	if (rc->cx.backend != ENG_IO_URING) {
+		snprintf(why, len, "backend %s", eng_backend_name(rc->cx.backend));
 		return 0;
 	}
-	for (unsigned i = 0; i < rc->nworkers; i++)
-		if (rc->workers[i].started && rc->workers[i].reg_fixed != rc->nfixed) {
-			snprintf(why, len, "%s", !rc->o->register_buffers ? "registration off" :
+	for (unsigned i = 0; i < rc->cx.nworkers; i++)
+		if (rc->cx.workers[i].started && rc->cx.workers[i].reg_fixed != rc->cx.nfixed) {
+			snprintf(why, len, "%s", !rc->cx.o->register_buffers ? "registration off" :
 				 "over RLIMIT_MEMLOCK or refused by the kernel");
 			return 0;
 		}
@@ -616,8 +583,8 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	} else {
 		eng_sink_finish(&s->rc, ret);
 		*st = setup;
-		if (s->rc.workers) {
-			s->rc.st = st;
+		if (s->rc.cx.workers) {
+			s->rc.b.st = st;
 			merge_stats(&s->rc);
 		}
 		file_stats(&s->rc);

@@ -95,6 +95,11 @@ struct eng_opts {
 	int uring_iopoll;       /* io_uring: polled completions (IORING_SETUP_IOPOLL;
 				 * the device needs poll queues, else reads fail) */
 	int uring_sqpoll;       /* io_uring: a kernel thread submits (SQPOLL) */
+	unsigned uring_flags_first; /* io_uring setup starts at this entry of its
+				 * flag sets (0: SINGLE_ISSUER|DEFER_TASKRUN|
+				 * COOP_TASKRUN|SUBMIT_ALL, 1: without
+				 * DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL,
+				 * 3: none); benchmarks compare them */
 };
 
 void eng_opts_default(struct eng_opts *o);
@@ -210,6 +215,28 @@ struct eng_stats {
 	uint64_t reads_fixed;   /* reads straight into registered fixed regions */
 };
 
+/* How eng_stats_merge adds one part into a sum. */
+enum eng_merge {
+	ENG_MERGE_WORKERS = 0,  /* parts that ran at once: the workers of a batch */
+	ENG_MERGE_BATCHES = 1,  /* parts that ran one after another on the same
+				 * workers: the batches of a session */
+};
+
+/*
+ * Adds part's statistics into sum (zeroed before the first part), every
+ * field: the one place that does, for the engine's workers into a batch
+ * and streaming's batches into a load. Counts (bytes, reads, retries,
+ * reads_fixed, ...) and seconds summed over workers add up; peaks, the
+ * largest read and files_cached are the greatest. Resources (workers,
+ * buffers, queue depth) add up over workers and are the greatest over
+ * batches; wall seconds (setup, read) the other way round (the engine
+ * then sets a batch's read span from its workers' clocks). direct_io holds
+ * when it holds for every part; registered_files is the first part's
+ * (sum->workers still 0); backend and shape the first set; fallbacks gain
+ * each "; "-separated note they lack.
+ */
+void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum eng_merge how);
+
 struct eng;
 
 /* A region of memory that jobs' staging lies in (see eng_session_begin). */
@@ -283,6 +310,12 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct rl_err *e);
 
 /*
+ * Test hooks (engine/hooks.c): compiled only with -DRL_TEST_HOOKS, into
+ * the test archive the test programs link; the release library has none
+ * of them and its submit paths check nothing (make check: hooks.py).
+ */
+#ifdef RL_TEST_HOOKS
+/*
  * Test hook: wraps the backend of the next runs so that the nth read
  * submission of the run (0-based, all workers together, retries included)
  * fails with EIO (or the errno of eng_set_fault_errno), comes back short,
@@ -320,13 +353,6 @@ void eng_set_uring_submit_eagain(struct eng *eng, uint32_t n);
 void eng_set_cache_probe(struct eng *eng, int mincore_only);
 
 /*
- * Benchmark hook: io_uring setup starts at entry `first` of its list of
- * flag sets (0: SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|SUBMIT_ALL,
- * 1: without DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL, 3: none).
- */
-void eng_set_uring_setup(struct eng *eng, unsigned first);
-
-/*
  * Test hook: io_uring setup behaves as if the kernel refused the ring with
  * errno err (ENOMEM: ring memory charged to RLIMIT_MEMLOCK before 5.12);
  * 0 removes it.
@@ -339,6 +365,7 @@ void eng_set_uring_setup_err(struct eng *eng, int err);
  * (UINT32_MAX: every call).
  */
 void eng_set_aio_refuse(struct eng *eng, uint32_t n);
+#endif /* RL_TEST_HOOKS */
 
 /*
  * Staging memory for len bytes: anonymous, page-aligned (2 MiB-aligned

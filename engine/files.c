@@ -31,9 +31,9 @@ static void probe_flush(struct eng_run *rc, struct eng_file *f, struct probe *p)
 	if (p->hi <= p->lo)
 		return;
 	p->needed += p->hi - p->lo;
-	if (!p->err && rc->o->direct == ENG_DIRECT_AUTO) {
+	if (!p->err && rc->cx.o->direct == ENG_DIRECT_AUTO) {
 		got = eng_cached_bytes(f->fd, p->lo, p->hi - p->lo,
-				       rc->cache_probe == ENG_CACHE_MINCORE, &f->st.probe_mincore);
+				       eng_hook_mincore_only(rc), &f->st.probe_mincore);
 		if (got < 0)
 			p->err = (int)got;
 		else
@@ -50,7 +50,7 @@ static void probe_add(struct eng_run *rc, struct probe *ps, const struct rl_read
 	struct probe *p;
 	uint64_t end;
 
-	if (r->file >= rc->nfiles || !r->len || rl_add64(r->off, r->len, &end))
+	if (r->file >= rc->cx.nfiles || !r->len || rl_add64(r->off, r->len, &end))
 		return;
 	p = ps + r->file;
 	/* Overlapping or touching the pending range: one range; past the
@@ -61,7 +61,7 @@ static void probe_add(struct eng_run *rc, struct probe *ps, const struct rl_read
 		p->hi = RL_MAX(p->hi, end);
 		return;
 	}
-	probe_flush(rc, rc->files + r->file, p);
+	probe_flush(rc, rc->cx.files + r->file, p);
 	p->lo = r->off;
 	p->hi = end;
 }
@@ -70,20 +70,20 @@ static void probe_add(struct eng_run *rc, struct probe *ps, const struct rl_read
  * the page cache holds. */
 static int measure(struct eng_run *rc)
 {
-	const struct eng_job *job = rc->job;
-	struct probe *ps = rl_calloc(rc->nfiles ? rc->nfiles : 1, sizeof(*ps));
+	const struct eng_job *job = rc->b.job;
+	struct probe *ps = rl_calloc(rc->cx.nfiles ? rc->cx.nfiles : 1, sizeof(*ps));
 
 	if (!ps)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
 	for (size_t i = 0; job->reads && i < job->nreads; i++)
 		probe_add(rc, ps, job->reads + i);
-	for (size_t i = 0; i < rc->nfiles; i++) {
-		struct eng_file *f = rc->files + i;
+	for (size_t i = 0; i < rc->cx.nfiles; i++) {
+		struct eng_file *f = rc->cx.files + i;
 
 		probe_flush(rc, f, ps + i);
 		f->st.needed = ps[i].needed;
 		f->st.resident = ps[i].resident;
-		f->st.probed = rc->o->direct == ENG_DIRECT_AUTO && !ps[i].err && job->reads;
+		f->st.probed = rc->cx.o->direct == ENG_DIRECT_AUTO && !ps[i].err && job->reads;
 	}
 	rl_free(ps);
 	return 0;
@@ -96,7 +96,7 @@ static int open_direct(struct eng_run *rc, struct eng_file *f)
 	int ret = eng_probe_align(f->path, &al);
 
 	if (ret < 0)
-		return rl_err_set(rc->e, ret, "%s: %s", f->path, strerror(-ret));
+		return rl_err_set(rc->b.e, ret, "%s: %s", f->path, strerror(-ret));
 	if (!al.direct)
 		return 0;
 	f->dfd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -112,7 +112,7 @@ static int choose_mode(struct eng_run *rc, struct eng_file *f)
 	struct eng_file_stat *st = &f->st;
 	int ret;
 
-	if (rc->job->reads && !st->needed) {
+	if (rc->b.job->reads && !st->needed) {
 		st->mode = ENG_FILE_UNUSED;
 		return 0;
 	}
@@ -120,7 +120,7 @@ static int choose_mode(struct eng_run *rc, struct eng_file *f)
 		st->mode = ENG_FILE_CACHED;
 		return 0;
 	}
-	if (rc->o->direct != ENG_DIRECT_OFF) {
+	if (rc->cx.o->direct != ENG_DIRECT_OFF) {
 		ret = open_direct(rc, f);
 		if (ret < 0)
 			return ret;
@@ -131,41 +131,41 @@ static int choose_mode(struct eng_run *rc, struct eng_file *f)
 
 int eng_open_files(struct eng_run *rc)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	int ret;
 
-	rc->files = rl_calloc(job->nfiles ? job->nfiles : 1, sizeof(*rc->files));
-	if (!rc->files)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+	rc->cx.files = rl_calloc(job->nfiles ? job->nfiles : 1, sizeof(*rc->cx.files));
+	if (!rc->cx.files)
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < job->nfiles; i++)
-		rc->files[i].fd = rc->files[i].dfd = -1;
-	rc->nfiles = job->nfiles;
+		rc->cx.files[i].fd = rc->cx.files[i].dfd = -1;
+	rc->cx.nfiles = job->nfiles;
 	for (size_t i = 0; i < job->nfiles; i++) {
-		struct eng_file *f = rc->files + i;
+		struct eng_file *f = rc->cx.files + i;
 		struct stat sb;
 
 		f->path = job->paths[i];
 		f->align = 1;
 		f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
 		if (f->fd < 0)
-			return rl_err_set(rc->e, -errno, "%s: open: %s", f->path, strerror(errno));
+			return rl_err_set(rc->b.e, -errno, "%s: open: %s", f->path, strerror(errno));
 		if (fstat(f->fd, &sb) == 0)
 			eng_devq_probe("/sys", (uint64_t)sb.st_dev, &f->st.q);
 	}
 	ret = measure(rc);
 	for (size_t i = 0; ret == 0 && i < job->nfiles; i++)
-		ret = choose_mode(rc, rc->files + i);
+		ret = choose_mode(rc, rc->cx.files + i);
 	return ret;
 }
 
 void eng_close_files(struct eng_run *rc)
 {
-	for (size_t i = 0; rc->files && i < rc->nfiles; i++) {
-		if (rc->files[i].fd >= 0)
-			close(rc->files[i].fd);
-		if (rc->files[i].dfd >= 0)
-			close(rc->files[i].dfd);
+	for (size_t i = 0; rc->cx.files && i < rc->cx.nfiles; i++) {
+		if (rc->cx.files[i].fd >= 0)
+			close(rc->cx.files[i].fd);
+		if (rc->cx.files[i].dfd >= 0)
+			close(rc->cx.files[i].dfd);
 	}
-	rl_free(rc->files);
-	rc->files = NULL;
+	rl_free(rc->cx.files);
+	rc->cx.files = NULL;
 }

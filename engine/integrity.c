@@ -30,17 +30,18 @@ struct eng_integ {
 
 static int record_ids(struct eng_run *rc, struct eng_integ *in)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
-	for (size_t i = 0; i < rc->nfiles; i++) {
+	for (size_t i = 0; i < rc->cx.nfiles; i++) {
 		const char *what;
 
-		rl_file_id_get(rc->files[i].fd, in->ids + i); /* unrecorded: not compared */
+		rl_file_id_get(rc->cx.files[i].fd, in->ids + i); /* unrecorded: not compared */
 		what = job->file_ids ? rl_file_id_diff(job->file_ids + i, in->ids + i) : NULL;
 		if (what)
-			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed since the checkpoint was opened (%s "
-					  "differs); open the checkpoint again", rc->files[i].path, what);
+					  "differs); open the checkpoint again",
+					  rc->cx.files[i].path, what);
 	}
 	return 0;
 }
@@ -50,11 +51,11 @@ int eng_integ_open(struct eng_run *rc)
 	struct eng_integ *in = rl_calloc(1, sizeof(*in));
 
 	if (!in)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
-	rc->integ = in;
-	in->ids = rl_calloc(rc->nfiles + 1, sizeof(*in->ids));
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+	rc->cx.integ = in;
+	in->ids = rl_calloc(rc->cx.nfiles + 1, sizeof(*in->ids));
 	if (!in->ids)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
 	return record_ids(rc, in);
 }
 
@@ -77,37 +78,37 @@ static int replaced(const char *path, const struct rl_file_id *id)
 
 int eng_integ_finish(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 
 	if (!in)
 		return 0;
-	for (size_t i = 0; i < rc->nfiles; i++) {
+	for (size_t i = 0; i < rc->cx.nfiles; i++) {
 		struct rl_file_id now;
 		const char *what;
 
-		if (rl_file_id_get(rc->files[i].fd, &now) < 0)
+		if (rl_file_id_get(rc->cx.files[i].fd, &now) < 0)
 			continue;
 		what = rl_file_id_diff(in->ids + i, &now);
-		if (what && replaced(rc->files[i].path, &now))
-			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+		if (what && replaced(rc->cx.files[i].path, &now))
+			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (replaced or removed: the "
 					  "path no longer names the file that was read)",
-					  rc->files[i].path);
+					  rc->cx.files[i].path);
 		if (what)
-			return rl_err_set(rc->e, RL_E_FILE_CHANGED,
+			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (%s differs)",
-					  rc->files[i].path, what);
+					  rc->cx.files[i].path, what);
 	}
 	return 0;
 }
 
 void eng_integ_free(struct eng_run *rc)
 {
-	struct eng_integ *in = rc->integ;
+	struct eng_integ *in = rc->cx.integ;
 
 	if (!in)
 		return;
 	rl_free(in->ids);
 	rl_free(in);
-	rc->integ = NULL;
+	rc->cx.integ = NULL;
 }

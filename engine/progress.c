@@ -21,64 +21,64 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void report(struct eng_run *rc, uint64_t done)
+static void report(struct eng_batch *b, uint64_t done)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = b->job;
 
-	if (eng_failed(rc) || done <= rc->progress_last)
+	if (eng_failed(b) || done <= b->progress_last)
 		return;
-	rc->progress_last = done;
+	b->progress_last = done;
 	if (job->on_progress(job->user, done, job->total_bytes))
-		eng_fail(rc, RL_E_CANCELED, "load canceled by the progress callback at %llu of %llu bytes",
+		eng_fail(b, RL_E_CANCELED, "load canceled by the progress callback at %llu of %llu bytes",
 			 (unsigned long long)done, (unsigned long long)job->total_bytes);
 }
 
-void eng_progress_mark(struct eng_run *rc, uint64_t done)
+void eng_progress_mark(struct eng_batch *b, uint64_t done)
 {
-	pthread_mutex_lock(&rc->lock);
-	if (rc->nmarks < RL_ARRAY_SIZE(rc->marks))
-		rc->marks[rc->nmarks++] = done;
+	pthread_mutex_lock(&b->lock);
+	if (b->nmarks < RL_ARRAY_SIZE(b->marks))
+		b->marks[b->nmarks++] = done;
 	else /* cannot happen with ~128 steps; keep the furthest */
-		rc->marks[rc->nmarks - 1] = RL_MAX(rc->marks[rc->nmarks - 1], done);
+		b->marks[b->nmarks - 1] = RL_MAX(b->marks[b->nmarks - 1], done);
 	/* Relaxed: a hint for worker 0's reap loop; the marks are read
 	 * under the lock. */
-	atomic_store_explicit(&rc->progress_due, 1, memory_order_relaxed);
-	pthread_cond_broadcast(&rc->cond);
-	pthread_mutex_unlock(&rc->lock);
+	atomic_store_explicit(&b->progress_due, 1, memory_order_relaxed);
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
 }
 
-void eng_progress_report(struct eng_run *rc, int final)
+void eng_progress_report(struct eng_batch *b, int final)
 {
-	uint64_t marks[RL_ARRAY_SIZE(rc->marks)];
+	uint64_t marks[RL_ARRAY_SIZE(b->marks)];
 	unsigned n;
 
-	if (!rc->job->on_progress)
+	if (!b->job->on_progress)
 		return;
-	pthread_mutex_lock(&rc->lock);
-	atomic_store_explicit(&rc->progress_due, 0, memory_order_relaxed);
-	n = rc->nmarks;
-	memcpy(marks, rc->marks, n * sizeof(*marks));
-	rc->nmarks = 0;
-	pthread_mutex_unlock(&rc->lock);
+	pthread_mutex_lock(&b->lock);
+	atomic_store_explicit(&b->progress_due, 0, memory_order_relaxed);
+	n = b->nmarks;
+	memcpy(marks, b->marks, n * sizeof(*marks));
+	b->nmarks = 0;
+	pthread_mutex_unlock(&b->lock);
 	qsort(marks, n, sizeof(*marks), cmp_u64);
 	for (unsigned i = 0; i < n; i++)
-		report(rc, marks[i]);
+		report(b, marks[i]);
 	/* After the join the counter is exact: the total, if not yet said. */
 	if (final)
-		report(rc, atomic_load_explicit(&rc->done_bytes, memory_order_relaxed));
+		report(b, atomic_load_explicit(&b->done_bytes, memory_order_relaxed));
 }
 
-void eng_progress_wait(struct eng_run *rc)
+void eng_progress_wait(struct eng_batch *b)
 {
-	pthread_mutex_lock(&rc->lock);
-	while (rc->running) {
-		if (rc->nmarks) {
-			pthread_mutex_unlock(&rc->lock);
-			eng_progress_report(rc, 0);
-			pthread_mutex_lock(&rc->lock);
+	pthread_mutex_lock(&b->lock);
+	while (b->running) {
+		if (b->nmarks) {
+			pthread_mutex_unlock(&b->lock);
+			eng_progress_report(b, 0);
+			pthread_mutex_lock(&b->lock);
 			continue;
 		}
-		pthread_cond_wait(&rc->cond, &rc->lock);
+		pthread_cond_wait(&b->cond, &b->lock);
 	}
-	pthread_mutex_unlock(&rc->lock);
+	pthread_mutex_unlock(&b->lock);
 }

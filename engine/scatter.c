@@ -14,7 +14,7 @@
  * from the kernel (the read's length), bounce copies from this worker. */
 void eng_prepare(struct eng_worker *w, const struct rl_read *r)
 {
-	const struct eng_job *job = w->run->job;
+	const struct eng_job *job = w->run->b.job;
 	const struct eng_sink *sink = job->sink;
 	const struct rl_copy *c = job->copies + r->first_copy;
 	uint64_t t0 = rl_now_ns();
@@ -30,7 +30,7 @@ void eng_prepare(struct eng_worker *w, const struct rl_read *r)
 
 void eng_prepare_flush(struct eng_worker *w)
 {
-	const struct eng_sink *sink = w->run->job->sink;
+	const struct eng_sink *sink = w->run->b.job->sink;
 	uint64_t t0;
 
 	if (!w->prefault || !sink->ops->prepare_flush)
@@ -43,7 +43,7 @@ void eng_prepare_flush(struct eng_worker *w)
 static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
 {
 	struct eng_run *rc = w->run;
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	const struct eng_sink *sink = job->sink;
 	uint64_t done;
 
@@ -54,27 +54,27 @@ static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
 	/* acq_rel: release publishes our copies into the shard; acquire
 	 * makes every other worker's copies visible to the one that fires
 	 * (and, through on_shard, to the runtime). */
-	done = atomic_fetch_add_explicit(rc->shard_done + c->shard, bytes,
+	done = atomic_fetch_add_explicit(rc->b.shard_done + c->shard, bytes,
 					 memory_order_acq_rel) + bytes;
 	if (done != job->shard_bytes[c->shard] ||
 	    (!job->on_shard && !sink->ops->shard_done))
 		return;
-	pthread_mutex_lock(&rc->cb_lock);
+	pthread_mutex_lock(&rc->b.cb_lock);
 	/* After a failure no shard is reported (it may be complete, but the
 	 * run's contract is: only shards reported before the failure). */
-	if (!eng_failed(rc)) {
+	if (!eng_failed(&rc->b)) {
 		if (sink->ops->shard_done)
 			sink->ops->shard_done(sink->state, c->shard);
 		if (job->on_shard)
 			job->on_shard(job->user, c->shard);
 	}
-	pthread_mutex_unlock(&rc->cb_lock);
+	pthread_mutex_unlock(&rc->b.cb_lock);
 }
 
 /* Counts the copies of read r towards their shards: they landed. */
 static void land_read(struct eng_worker *w, const struct rl_read *r)
 {
-	const struct rl_copy *c = w->run->job->copies + r->first_copy;
+	const struct rl_copy *c = w->run->b.job->copies + r->first_copy;
 
 	for (uint32_t i = 0; i < r->ncopies; i++, c++)
 		land(w, c, (uint64_t)c->len * c->count);
@@ -85,8 +85,8 @@ static void land_read(struct eng_worker *w, const struct rl_read *r)
 static int hand_over(struct eng_worker *w, const struct eng_req *q)
 {
 	struct eng_run *rc = w->run;
-	const struct eng_sink *sink = rc->job->sink;
-	const struct rl_copy *c = rc->job->copies + q->r.first_copy;
+	const struct eng_sink *sink = rc->b.job->sink;
+	const struct rl_copy *c = rc->b.job->copies + q->r.first_copy;
 	struct rl_err e = { 0, "" };
 	int ret = 0;
 
@@ -94,8 +94,8 @@ static int hand_over(struct eng_worker *w, const struct eng_req *q)
 		if (c->count && c->len)
 			ret = sink->ops->copy(sink->state, w->id, c, q->dst, &e);
 	if (ret < 0)
-		eng_fail(rc, ret, "%s: read at offset %llu: %s sink: %s",
-			 rc->files[q->r.file].path, (unsigned long long)q->r.off,
+		eng_fail(&rc->b, ret, "%s: read at offset %llu: %s sink: %s",
+			 rc->cx.files[q->r.file].path, (unsigned long long)q->r.off,
 			 sink->ops->name, e.msg);
 	return ret;
 }
@@ -105,7 +105,7 @@ static int hand_over(struct eng_worker *w, const struct eng_req *q)
 static int hold(struct eng_worker *w, struct eng_req *q, int ret)
 {
 	struct eng_run *rc = w->run;
-	const struct eng_sink *sink = rc->job->sink;
+	const struct eng_sink *sink = rc->b.job->sink;
 	struct eng_held *h = w->held + (w->held_head + w->nheld) % w->pool.nbuf;
 	struct rl_err e = { 0, "" };
 
@@ -114,8 +114,8 @@ static int hold(struct eng_worker *w, struct eng_req *q, int ret)
 	h->ticket = 0;
 	if (ret == 0)
 		ret = sink->ops->fence(sink->state, w->id, &h->ticket, &e);
-	if (ret < 0 && !eng_failed(rc))
-		eng_fail(rc, ret, "%s sink: fence: %s", sink->ops->name, e.msg);
+	if (ret < 0 && !eng_failed(&rc->b))
+		eng_fail(&rc->b, ret, "%s sink: fence: %s", sink->ops->name, e.msg);
 	/* Held even after a failure: the sink may read the copies it took
 	 * until its finish. */
 	w->nheld++;
@@ -145,7 +145,7 @@ int eng_scatter(struct eng_worker *w, struct eng_req *q)
 void eng_release(struct eng_worker *w, int all)
 {
 	struct eng_run *rc = w->run;
-	const struct eng_sink *sink = rc->job->sink;
+	const struct eng_sink *sink = rc->b.job->sink;
 	struct rl_err e = { 0, "" };
 	uint64_t t0 = rl_now_ns(), upto;
 	int ok, ret;
@@ -153,9 +153,9 @@ void eng_release(struct eng_worker *w, int all)
 	if (!w->nheld)
 		return;
 	upto = w->held[(w->held_head + (all ? w->nheld - 1 : 0)) % w->pool.nbuf].ticket;
-	ok = !eng_failed(rc);
+	ok = !eng_failed(&rc->b);
 	if (ok && (ret = sink->ops->wait(sink->state, w->id, upto, &e)) < 0) {
-		eng_fail(rc, ret, "%s sink: %s", sink->ops->name, e.msg);
+		eng_fail(&rc->b, ret, "%s sink: %s", sink->ops->name, e.msg);
 		ok = 0;
 	}
 	/* Tickets of one worker increase: every buffer up to upto is free. */
@@ -173,7 +173,7 @@ void eng_release(struct eng_worker *w, int all)
 
 int eng_sink_finish(struct eng_run *rc, int ret)
 {
-	const struct eng_sink *sink = rc->job ? rc->job->sink : NULL;
+	const struct eng_sink *sink = rc->b.job ? rc->b.job->sink : NULL;
 	struct rl_err e = { 0, "" };
 	int fin;
 
@@ -181,6 +181,6 @@ int eng_sink_finish(struct eng_run *rc, int ret)
 		return ret;
 	fin = sink->ops->finish(sink->state, ret == 0, &e);
 	if (ret == 0 && fin < 0)
-		return rl_err_set(rc->e, fin, "%s sink: %s", sink->ops->name, e.msg);
+		return rl_err_set(rc->b.e, fin, "%s sink: %s", sink->ops->name, e.msg);
 	return ret;
 }

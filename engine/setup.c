@@ -31,7 +31,7 @@
 
 static int check_reads(struct eng_run *rc, struct eng_needs *n)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
 	memset(n, 0, sizeof(*n));
 	n->nreads = job->reads ? job->nreads : 0;
@@ -47,13 +47,13 @@ static int check_reads(struct eng_run *rc, struct eng_needs *n)
 		n->max_read = RL_MAX(n->max_read, r->len);
 		if (eng_direct_dst(rc, r))
 			continue;
-		if (rc->buf_bytes && r->len > rc->buf_bytes) /* a later batch */
-			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+		if (rc->cx.buf_bytes && r->len > rc->cx.buf_bytes) /* a later batch */
+			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: length %u exceeds the buffer size %u",
 					  job->paths[r->file], (unsigned long long)r->off, r->len,
-					  rc->buf_bytes);
+					  rc->cx.buf_bytes);
 		if (r->len > MAX_BUFFER)
-			return rl_err_set(rc->e, RL_E_INVALID_ARG,
+			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: length %u needs a bounce buffer over the 1 GiB maximum",
 					  job->paths[r->file], (unsigned long long)r->off, r->len);
 		n->bounce++;
@@ -77,9 +77,9 @@ static unsigned cpus_allowed(void)
 /* The device queue of the first file with reads, or NULL. */
 static const struct eng_devq *first_queue(const struct eng_run *rc)
 {
-	for (size_t i = 0; i < rc->nfiles; i++)
-		if (rc->files[i].st.mode != ENG_FILE_UNUSED)
-			return rc->files[i].st.q.name[0] ? &rc->files[i].st.q : NULL;
+	for (size_t i = 0; i < rc->cx.nfiles; i++)
+		if (rc->cx.files[i].st.mode != ENG_FILE_UNUSED)
+			return rc->cx.files[i].st.q.name[0] ? &rc->cx.files[i].st.q : NULL;
 	return NULL;
 }
 
@@ -102,7 +102,7 @@ static unsigned auto_qd(const struct eng_run *rc, unsigned workers, uint32_t max
 static void size_workers(struct eng_run *rc, const struct eng_needs *n, int generator,
 			 unsigned *qd, char *why, size_t whylen)
 {
-	unsigned w = rc->o->workers, cpus = cpus_allowed();
+	unsigned w = rc->cx.o->workers, cpus = cpus_allowed();
 
 	if (generator) {
 		w = 1;
@@ -119,10 +119,10 @@ static void size_workers(struct eng_run *rc, const struct eng_needs *n, int gene
 	w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(generator ? 1 : n->nreads, (uint64_t)1));
 	/* Every worker holds a bounce buffer when some reads need one. */
 	if (n->bounce)
-		w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(rc->bound / rc->buf_bytes, 1));
+		w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(rc->b.bound / rc->cx.buf_bytes, 1));
 	w = RL_MIN(RL_MAX(w, 1u), (unsigned)ENG_MAX_WORKERS);
-	*qd = rc->o->queue_depth ? rc->o->queue_depth : auto_qd(rc, w, n->max_read);
-	rc->nworkers = RL_MIN(w, *qd);
+	*qd = rc->cx.o->queue_depth ? rc->cx.o->queue_depth : auto_qd(rc, w, n->max_read);
+	rc->cx.nworkers = RL_MIN(w, *qd);
 }
 
 /* Bounce buffers of worker i: a queue's worth scaled by the share of
@@ -131,19 +131,19 @@ static void size_workers(struct eng_run *rc, const struct eng_needs *n, int gene
  * at least one, within the in-flight bound. */
 static unsigned buffers_of(const struct eng_run *rc, const struct eng_needs *n, unsigned i)
 {
-	unsigned nw = rc->nworkers, qd = rc->workers[i].qd;
+	unsigned nw = rc->cx.nworkers, qd = rc->cx.workers[i].qd;
 	uint64_t want, fit;
 
 	if (!n->bounce)
 		return 0;
-	if (rc->o->buffers) {
-		want = rc->o->buffers / nw + (i < rc->o->buffers % nw);
+	if (rc->cx.o->buffers) {
+		want = rc->cx.o->buffers / nw + (i < rc->cx.o->buffers % nw);
 		return (unsigned)RL_MIN(RL_MAX(want, 1), n->bounce);
 	}
 	want = qd;
 	if (n->bounce_bytes < n->all_bytes)
 		want = (want * n->bounce_bytes + n->all_bytes - 1) / n->all_bytes;
-	fit = rc->bound / ((uint64_t)rc->buf_bytes * nw);
+	fit = rc->b.bound / ((uint64_t)rc->cx.buf_bytes * nw);
 	want = RL_MIN(want, fit);
 	return (unsigned)RL_MIN(RL_MAX(want, 1), n->bounce);
 }
@@ -178,31 +178,31 @@ static void device_text(const struct eng_run *rc, uint32_t max_read, char *out, 
 
 static void shape_text(struct eng_run *rc, unsigned qd, const char *why, uint32_t max_read)
 {
-	char *out = rc->st->shape;
-	size_t len = sizeof(rc->st->shape), n;
+	char *out = rc->b.st->shape;
+	size_t len = sizeof(rc->b.st->shape), n;
 
 	n = (size_t)snprintf(out, len,
 			     "%u workers (%s); queue depth %u (%s, %u per worker); reads up to %u KiB; ",
-			     rc->nworkers, why, qd, rc->o->queue_depth ? "as set" : "auto",
-			     rc->workers[0].qd, max_read >> 10);
+			     rc->cx.nworkers, why, qd, rc->cx.o->queue_depth ? "as set" : "auto",
+			     rc->cx.workers[0].qd, max_read >> 10);
 	if (n < len)
 		device_text(rc, max_read, out + n, len - n);
 }
 
 static int alloc_tables(struct eng_run *rc)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
 	if (!job->shard_bytes)
 		return 0;
 	if (job->nshards > (SIZE_MAX >> 4))
-		return rl_err_set(rc->e, RL_E_INVALID_ARG, "%zu shards: too many", job->nshards);
-	rc->shard_done = rl_calloc(job->nshards + 1, sizeof(*rc->shard_done));
-	rc->shard_planned = rl_calloc(job->nshards + 1, sizeof(uint64_t));
-	if (!rc->shard_done || !rc->shard_planned)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
+		return rl_err_set(rc->b.e, RL_E_INVALID_ARG, "%zu shards: too many", job->nshards);
+	rc->b.shard_done = rl_calloc(job->nshards + 1, sizeof(*rc->b.shard_done));
+	rc->b.shard_planned = rl_calloc(job->nshards + 1, sizeof(uint64_t));
+	if (!rc->b.shard_done || !rc->b.shard_planned)
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
 	for (size_t s = 0; s <= job->nshards; s++)
-		atomic_init(rc->shard_done + s, 0);
+		atomic_init(rc->b.shard_done + s, 0);
 	return 0;
 }
 
@@ -210,26 +210,26 @@ static int alloc_tables(struct eng_run *rc)
  * session: setup happens once, the jobs change). */
 int eng_check_job(struct eng_run *rc, struct eng_needs *n)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	int ret;
 
-	rl_free(rc->shard_done);
-	rl_free(rc->shard_planned);
-	rc->shard_done = NULL;
-	rc->shard_planned = NULL;
+	rl_free(rc->b.shard_done);
+	rl_free(rc->b.shard_planned);
+	rc->b.shard_done = NULL;
+	rc->b.shard_planned = NULL;
 	ret = alloc_tables(rc);
 	if (ret == 0)
 		ret = check_reads(rc, n);
 	if (ret < 0)
 		return ret;
 	if (!job->reads) /* a generator: sizes as the options say */
-		n->maxlen = rc->o->buffer_bytes ? rc->o->buffer_bytes : DEFAULT_BUFFER;
+		n->maxlen = rc->cx.o->buffer_bytes ? rc->cx.o->buffer_bytes : DEFAULT_BUFFER;
 	if (!job->reads) /* a generator's reads are not known: any may bounce */
 		n->bounce = UINT64_MAX;
-	rc->staged_planned = n->all_bytes;
-	rc->progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
+	rc->b.staged_planned = n->all_bytes;
+	rc->b.progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
 		(64u << 20);
-	rc->progress_each = job->reads && job->nreads <= 128;
+	rc->b.progress_each = job->reads && job->nreads <= 128;
 	return 0;
 }
 
@@ -238,21 +238,21 @@ int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator)
 	char why[96];
 	unsigned qd;
 
-	rc->buf_bytes = RL_MAX(n->maxlen, generator ? rc->o->buffer_bytes : 0);
-	rc->st->max_read = generator ? rc->buf_bytes : n->max_read;
+	rc->cx.buf_bytes = RL_MAX(n->maxlen, generator ? rc->cx.o->buffer_bytes : 0);
+	rc->b.st->max_read = generator ? rc->cx.buf_bytes : n->max_read;
 	size_workers(rc, n, generator, &qd, why, sizeof(why));
-	rc->workers = rl_calloc(rc->nworkers, sizeof(*rc->workers));
-	if (!rc->workers)
-		return rl_err_set(rc->e, -ENOMEM, "out of memory");
-	rc->memlock_share = memlock_share(rc->nworkers);
-	for (unsigned i = 0; i < rc->nworkers; i++) {
-		struct eng_worker *w = rc->workers + i;
+	rc->cx.workers = rl_calloc(rc->cx.nworkers, sizeof(*rc->cx.workers));
+	if (!rc->cx.workers)
+		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+	rc->cx.memlock_share = memlock_share(rc->cx.nworkers);
+	for (unsigned i = 0; i < rc->cx.nworkers; i++) {
+		struct eng_worker *w = rc->cx.workers + i;
 
 		w->run = rc;
 		w->id = i;
-		w->qd = qd / rc->nworkers + (i < qd % rc->nworkers);
+		w->qd = qd / rc->cx.nworkers + (i < qd % rc->cx.nworkers);
 		w->nbuf_want = buffers_of(rc, n, i);
 	}
-	shape_text(rc, qd, why, rc->st->max_read);
+	shape_text(rc, qd, why, rc->b.st->max_read);
 	return 0;
 }

@@ -23,49 +23,55 @@ void eng_backoff(uint32_t attempt)
 	nanosleep(&ts, NULL);
 }
 
-void eng_note(struct eng_run *rc, uint32_t flag, const char *fmt, ...)
+void eng_text_note(char *s, size_t size, const char *text, size_t len)
 {
-	char *s = rc->st->fallbacks, text[sizeof(rc->st->fallbacks)];
-	size_t n, len;
+	char one[sizeof(((struct eng_stats *)0)->fallbacks)];
+	size_t n = strlen(s);
+
+	snprintf(one, sizeof(one), "%.*s", (int)len, text);
+	if (!one[0] || strstr(s, one))
+		return;
+	if (n && n + 2 < size) {
+		memcpy(s + n, "; ", 3);
+		n += 2;
+	}
+	if (n + 1 < size)
+		snprintf(s + n, size - n, "%s", one);
+}
+
+void eng_note(struct eng_batch *b, uint32_t flag, const char *fmt, ...)
+{
+	char text[sizeof(b->st->fallbacks)];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	/* Workers note the same refusal each: keep it once. */
-	pthread_mutex_lock(&rc->note_lock);
-	rc->st->fallback_flags |= flag;
-	n = strlen(s);
-	len = strlen(text);
-	if (!strstr(s, text)) {
-		if (n && n + 2 < sizeof(rc->st->fallbacks)) {
-			memcpy(s + n, "; ", 3);
-			n += 2;
-		}
-		if (n + 1 < sizeof(rc->st->fallbacks))
-			snprintf(s + n, sizeof(rc->st->fallbacks) - n, "%.*s", (int)len, text);
-	}
-	pthread_mutex_unlock(&rc->note_lock);
+	pthread_mutex_lock(&b->note_lock);
+	b->st->fallback_flags |= flag;
+	eng_text_note(b->st->fallbacks, sizeof(b->st->fallbacks), text, strlen(text));
+	pthread_mutex_unlock(&b->note_lock);
 }
 
-int eng_fail(struct eng_run *rc, int code, const char *fmt, ...)
+int eng_fail(struct eng_batch *b, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&rc->lock);
-	if (!rc->err) {
-		rc->err = code;
+	pthread_mutex_lock(&b->lock);
+	if (!b->err) {
+		b->err = code;
 		va_start(ap, fmt);
-		rl_err_vset(rc->e, code, fmt, ap);
+		rl_err_vset(b->e, code, fmt, ap);
 		va_end(ap);
 	}
 	/* Release: the error is set before any worker sees the flag (they
 	 * read it again under the lock or after the join). */
-	atomic_store_explicit(&rc->failed, 1, memory_order_release);
+	atomic_store_explicit(&b->failed, 1, memory_order_release);
 	/* Workers waiting for bytes and the calling thread waiting for the
 	 * others look again. */
-	pthread_cond_broadcast(&rc->cond);
-	pthread_mutex_unlock(&rc->lock);
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
 	return code;
 }
 
@@ -87,18 +93,6 @@ const char *eng_backend_name(int backend)
 	static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
 
 	return backend >= 0 && backend < 4 ? names[backend] : "?";
-}
-
-int eng_hook_take(atomic_uint *count)
-{
-	/* Relaxed: a count to hand out, guarding nothing else. */
-	unsigned n = atomic_load_explicit(count, memory_order_relaxed);
-
-	while (n && n != UINT32_MAX &&
-	       !atomic_compare_exchange_weak_explicit(count, &n, n - 1, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
-	return n != 0;
 }
 
 int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)

@@ -56,15 +56,16 @@ static struct be *be_new(struct eng_worker *w, const struct be_ops *ops, struct 
 }
 
 /* Sets up backend b (wrapped by the fault injector when asked). */
-static int be_start(struct eng_worker *w, int b, int wrap, struct be **out)
+static int be_start(struct eng_worker *w, int b, struct be **out)
 {
 	struct be *be = be_new(w, backend_ops(b), NULL), *outer;
+	const struct be_ops *wrap = eng_hook_fault_ops(w->run, b);
 	int ret;
 
 	if (!be)
 		return -ENOMEM;
 	if (wrap) {
-		outer = be_new(w, &eng_fault_ops, be);
+		outer = be_new(w, wrap, be);
 		if (!outer) {
 			rl_free(be);
 			return -ENOMEM;
@@ -80,19 +81,13 @@ static int be_start(struct eng_worker *w, int b, int wrap, struct be **out)
 	return 0;
 }
 
-static int wrapped(const struct eng_run *rc, int b)
-{
-	return rc->fault_kind != ENG_FAULT_NONE &&
-	       (rc->fault_backend == ENG_AUTO || rc->fault_backend == b);
-}
-
 /* Worker 0: the first backend of the order that sets up, with the reason
  * each one before it failed. */
 static int choose_backend(struct eng_worker *w, struct rl_err *e)
 {
 	static const int order[] = { ENG_IO_URING, ENG_LIBAIO, ENG_PREAD };
 	struct eng_run *rc = w->run;
-	int want = rc->o->backend, ret = 0;
+	int want = rc->cx.o->backend, ret = 0;
 	struct utsname u;
 
 	for (size_t i = 0; i < RL_ARRAY_SIZE(order); i++) {
@@ -101,7 +96,7 @@ static int choose_backend(struct eng_worker *w, struct rl_err *e)
 		if (want != ENG_AUTO && want != b)
 			continue;
 		w->setup_kernel_nomem = 0;
-		ret = be_start(w, b, wrapped(rc, b), &w->be);
+		ret = be_start(w, b, &w->be);
 		if (ret == 0) {
 			w->backend = b;
 			return 0;
@@ -111,10 +106,10 @@ static int choose_backend(struct eng_worker *w, struct rl_err *e)
 		if (ret == -ENOMEM && !w->setup_kernel_nomem)
 			return rl_err_set(e, ret, "%s setup: out of memory", eng_backend_name(b));
 		if (w->setup_kernel_nomem && uname(&u) == 0)
-			eng_note(rc, ENG_FALLBACK_BACKEND, "%s unavailable: %s (%s)", eng_backend_name(b),
+			eng_note(&rc->b, ENG_FALLBACK_BACKEND, "%s unavailable: %s (%s)", eng_backend_name(b),
 				 strerror(-ret), eng_ring_nomem_reason(u.release));
 		else
-			eng_note(rc, ENG_FALLBACK_BACKEND, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
+			eng_note(&rc->b, ENG_FALLBACK_BACKEND, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
 	}
 	return rl_err_set(e, RL_E_BACKEND, "backend %s unavailable: %s",
 			  eng_backend_name(want), strerror(-ret));
@@ -124,15 +119,15 @@ static int choose_backend(struct eng_worker *w, struct rl_err *e)
 static int setup_slots(struct eng_worker *w, struct rl_err *e)
 {
 	struct eng_run *rc = w->run;
-	uint64_t pool_len = (uint64_t)w->nbuf_want * rl_align_up(rc->buf_bytes, 4096);
-	int lock = pool_len <= rc->memlock_share, ret;
+	uint64_t pool_len = (uint64_t)w->nbuf_want * rl_align_up(rc->cx.buf_bytes, 4096);
+	int lock = pool_len <= rc->cx.memlock_share, ret;
 
-	ret = eng_pool_create(&w->pool, w->nbuf_want, rc->buf_bytes, lock);
+	ret = eng_pool_create(&w->pool, w->nbuf_want, rc->cx.buf_bytes, lock);
 	if (ret < 0)
 		return rl_err_set(e, ret, "%u buffers of %u bytes: %s", w->nbuf_want,
-				  rc->buf_bytes, strerror(-ret));
+				  rc->cx.buf_bytes, strerror(-ret));
 	if (w->nbuf_want && !w->pool.locked)
-		eng_note(rc, ENG_FALLBACK_BUFFERS_UNLOCKED, lock ? "mlock of %u buffers refused: buffers unlocked" :
+		eng_note(&rc->b, ENG_FALLBACK_BUFFERS_UNLOCKED, lock ? "mlock of %u buffers refused: buffers unlocked" :
 			 "mlock of %u buffers skipped: over the worker's share of RLIMIT_MEMLOCK",
 			 w->nbuf_want);
 	w->nreqs = w->qd;
@@ -164,7 +159,7 @@ int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e)
 		return choose_backend(w, e);
 	w->backend = backend;
 	w->setup_kernel_nomem = 0;
-	ret = be_start(w, backend, wrapped(w->run, backend), &w->be);
+	ret = be_start(w, backend, &w->be);
 	if (ret < 0)
 		rl_err_set(e, ret, "%s setup: %s", eng_backend_name(backend), strerror(-ret));
 	return ret;
@@ -192,7 +187,7 @@ void eng_worker_teardown(struct eng_worker *w)
 
 void eng_worker_reset(struct eng_worker *w)
 {
-	const struct eng_job *job = w->run->job;
+	const struct eng_job *job = w->run->b.job;
 
 	/* A batch ends with nothing in flight or queued (eng_worker_run
 	 * returns only then, or on a failure, which ends the session). */
@@ -215,13 +210,13 @@ void eng_worker_reset(struct eng_worker *w)
 static int fetch(struct eng_worker *w, struct rl_read *r)
 {
 	struct eng_run *rc = w->run;
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 	int ret;
 
 	if (job->reads || !job->next) {
 		/* Relaxed: each index goes to one worker; the reads are
 		 * immutable and were checked before the workers started. */
-		size_t i = atomic_fetch_add_explicit(&rc->cursor, 1, memory_order_relaxed);
+		size_t i = atomic_fetch_add_explicit(&rc->b.cursor, 1, memory_order_relaxed);
 
 		if (!job->reads || i >= job->nreads)
 			return 0;
@@ -234,13 +229,13 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 	ret = eng_check_read(rc, r);
 	if (ret == 0)
 		ret = eng_plan_shards(rc, r);
-	if (ret == 0 && !eng_direct_dst(rc, r) && r->len > rc->buf_bytes)
-		ret = rl_err_set(rc->e, RL_E_INVALID_ARG,
+	if (ret == 0 && !eng_direct_dst(rc, r) && r->len > rc->cx.buf_bytes)
+		ret = rl_err_set(rc->b.e, RL_E_INVALID_ARG,
 				 "%s: read at offset %llu: length %u exceeds the buffer size %u",
 				 job->paths[r->file], (unsigned long long)r->off, r->len,
-				 rc->buf_bytes);
+				 rc->cx.buf_bytes);
 	if (ret < 0) {
-		eng_fail(rc, ret, "%s", rc->e->msg);
+		eng_fail(&rc->b, ret, "%s", rc->b.e->msg);
 		return 0;
 	}
 	return 1;
@@ -249,7 +244,7 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 /* The job's on_data consumer holds too much: claim no new reads. */
 static int backlog(struct eng_run *rc)
 {
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
 	return job->on_data_full && job->on_data_full(job->user);
 }
@@ -260,7 +255,7 @@ static void backlog_wait(struct eng_run *rc)
 {
 	struct timespec ts = { 0, 1000000 };
 
-	if (backlog(rc) && !eng_failed(rc))
+	if (backlog(rc) && !eng_failed(&rc->b))
 		nanosleep(&ts, NULL);
 }
 
@@ -270,7 +265,7 @@ static int claim_one(struct eng_worker *w, int prefault)
 {
 	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
 
-	if (w->exhausted || w->count == w->cap || eng_failed(w->run) ||
+	if (w->exhausted || w->count == w->cap || eng_failed(&w->run->b) ||
 	    backlog(w->run)) /* on_data's consumer is behind: let it catch up */
 		return 0;
 	if (!fetch(w, r)) {
@@ -312,7 +307,7 @@ static struct eng_req *take(struct eng_worker *w, const struct rl_read *r, uint8
 	 * (a failed wait gives them back unwaited: read into none). */
 	if (!dst && !w->nfree_bufs && w->nheld) {
 		eng_release(w, 0);
-		if (eng_failed(w->run)) {
+		if (eng_failed(&w->run->b)) {
 			*why = BLOCKED_LOCAL;
 			return NULL;
 		}
@@ -354,7 +349,7 @@ static void drop(struct eng_worker *w, struct eng_req *q)
 
 static int submit(struct eng_worker *w, struct eng_req *q)
 {
-	const struct eng_file *f = w->run->files + q->r.file;
+	const struct eng_file *f = w->run->cx.files + q->r.file;
 	uint64_t off = q->r.off + q->io_pos;
 	int ret;
 
@@ -374,8 +369,8 @@ static int submit(struct eng_worker *w, struct eng_req *q)
 
 static void fail_read(struct eng_worker *w, struct eng_req *q, int err, const char *what)
 {
-	eng_fail(w->run, err, "%s: read at offset %llu length %u failed: %s",
-		 w->run->files[q->r.file].path, (unsigned long long)(q->r.off + q->io_pos),
+	eng_fail(&w->run->b, err, "%s: read at offset %llu length %u failed: %s",
+		 w->run->cx.files[q->r.file].path, (unsigned long long)(q->r.off + q->io_pos),
 		 q->io_len, what);
 	drop(w, q);
 }
@@ -397,7 +392,7 @@ static int requeue(struct eng_worker *w, struct eng_req *q, const char *why)
 /* The bytes that arrived; 1 when q needs more (requeued or failed). */
 static int short_read(struct eng_worker *w, struct eng_req *q, int res)
 {
-	const struct eng_file *f = w->run->files + q->r.file;
+	const struct eng_file *f = w->run->cx.files + q->r.file;
 	uint32_t got = q->io_pos + (uint32_t)res, pos;
 
 	/* A resubmission from an aligned position re-reads a prefix:
@@ -409,7 +404,7 @@ static int short_read(struct eng_worker *w, struct eng_req *q, int res)
 	if (got >= q->r.len || got >= q->r.min_len)
 		return 0;
 	if (res == 0) {
-		eng_fail(w->run, RL_E_TRUNCATED,
+		eng_fail(&w->run->b, RL_E_TRUNCATED,
 			 "%s: file truncated/changed during load: read at offset %llu length %u ended at %llu",
 			 f->path, (unsigned long long)q->r.off, q->r.len,
 			 (unsigned long long)(q->r.off + got));
@@ -434,7 +429,7 @@ static void count_progress(struct eng_worker *w, uint64_t len);
 static void finish(struct eng_worker *w, struct eng_req *q)
 {
 	struct eng_run *rc = w->run;
-	const struct eng_job *job = rc->job;
+	const struct eng_job *job = rc->b.job;
 
 	if (q->buf < 0)
 		w->bytes_direct += q->r.len;
@@ -442,11 +437,11 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 		w->bytes_buffered += q->r.len;
 	if (job->on_read)
 		job->on_read(job->user, &q->r, q->submit_ns, rl_now_ns());
-	if (job->on_data && !eng_failed(rc))
+	if (job->on_data && !eng_failed(&rc->b))
 		job->on_data(job->user, &q->r, q->dst);
 	/* Reads without copies (rlperf's raw reads) just free their buffer;
 	 * an asynchronous sink keeps it (q->buf -1) until its copies ran. */
-	if (q->r.ncopies && !eng_failed(rc))
+	if (q->r.ncopies && !eng_failed(&rc->b))
 		eng_scatter(w, q);
 	count_progress(w, q->r.len);
 	drop(w, q);
@@ -458,7 +453,7 @@ static void complete(struct eng_worker *w, struct eng_req *q)
 	int res = q->res;
 
 	w->in_kernel--;
-	if (eng_failed(w->run)) { /* draining */
+	if (eng_failed(&w->run->b)) { /* draining */
 		drop(w, q);
 		return;
 	}
@@ -486,19 +481,19 @@ static void complete(struct eng_worker *w, struct eng_req *q)
 static void count_progress(struct eng_worker *w, uint64_t len)
 {
 	struct eng_run *rc = w->run;
-	uint64_t old, step = rc->progress_step;
+	uint64_t old, step = rc->b.progress_step;
 
-	if (!rc->job->on_progress)
+	if (!rc->b.job->on_progress)
 		return;
 	/* Relaxed: a counter for reporting; no memory hangs on it. Each
 	 * worker's add owns the interval [old, old + len): the one whose
 	 * interval crosses a step boundary marks it, so no step is lost
 	 * whatever order reads complete in; a job of few reads marks every
 	 * read (a step cannot be finer than a read). */
-	old = atomic_fetch_add_explicit(&rc->done_bytes, len, memory_order_relaxed);
-	if (rc->progress_each || old / step != (old + len) / step ||
-	    old + len == rc->job->total_bytes)
-		eng_progress_mark(rc, old + len);
+	old = atomic_fetch_add_explicit(&rc->b.done_bytes, len, memory_order_relaxed);
+	if (rc->b.progress_each || old / step != (old + len) / step ||
+	    old + len == rc->b.job->total_bytes)
+		eng_progress_mark(&rc->b, old + len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -511,7 +506,7 @@ static unsigned submit_some(struct eng_worker *w, int *why)
 	unsigned queued = 0;
 	int ret;
 
-	while (!eng_failed(w->run) && w->in_kernel < w->qd) {
+	while (!eng_failed(&w->run->b) && w->in_kernel < w->qd) {
 		struct eng_req *q = w->retry;
 
 		if (q) {
@@ -548,7 +543,7 @@ static void commit(struct eng_worker *w)
 		w->t_first = rl_now_ns();
 	ret = w->be->ops->commit(w->be);
 	if (ret < 0)
-		eng_fail(w->run, ret, "%s: submitting reads: %s", w->be->ops->name,
+		eng_fail(&w->run->b, ret, "%s: submitting reads: %s", w->be->ops->name,
 			 ret == -EAGAIN ? "the kernel kept refusing submissions (EAGAIN); giving up" :
 			 strerror(-ret));
 }
@@ -562,7 +557,7 @@ static int reap(struct eng_worker *w, int wait, int why)
 
 	/* Blocked on bytes other workers hold: sleep in the kernel, where a
 	 * release can wake us, unless the bytes came back meanwhile. */
-	if (wait && why == BLOCKED_BYTES && !eng_failed(rc)) {
+	if (wait && why == BLOCKED_BYTES && !eng_failed(&rc->b)) {
 		if (eng_lim_park(w, w->claimed[w->head].len))
 			wait = 0;
 		else
@@ -574,7 +569,7 @@ static int reap(struct eng_worker *w, int wait, int why)
 	if (n < 0) {
 		/* The backend cannot tell what is still in flight; its
 		 * teardown cancels and waits for it. */
-		eng_fail(rc, n, "%s: reaping reads: %s", w->be->ops->name,
+		eng_fail(&rc->b, n, "%s: reaping reads: %s", w->be->ops->name,
 			 n == -EAGAIN ? "the kernel kept refusing submissions (EAGAIN); giving up" :
 			 strerror(-n));
 		return -1;
@@ -584,8 +579,8 @@ static int reap(struct eng_worker *w, int wait, int why)
 	for (int i = 0; i < n; i++)
 		complete(w, done[i]);
 	/* Relaxed: a hint; the marks themselves are taken under the lock. */
-	if (w->id == 0 && atomic_load_explicit(&rc->progress_due, memory_order_relaxed))
-		eng_progress_report(rc, 0);
+	if (w->id == 0 && atomic_load_explicit(&rc->b.progress_due, memory_order_relaxed))
+		eng_progress_report(&rc->b, 0);
 	return 0;
 }
 
@@ -599,7 +594,7 @@ void eng_worker_run(struct eng_worker *w)
 		if (submit_some(w, &why))
 			commit(w);
 		ahead = claim_ahead(w);
-		failed = eng_failed(rc);
+		failed = eng_failed(&rc->b);
 		if (w->in_kernel == 0) {
 			if (failed || (!w->count && !w->retry && w->exhausted))
 				break;
@@ -609,7 +604,7 @@ void eng_worker_run(struct eng_worker *w)
 				eng_lim_wait(rc, w->claimed[w->head].len);
 			else if (why == BLOCKED_LOCAL) /* cannot happen: setup gives every
 						       * worker a buffer */
-				eng_fail(rc, -EINVAL, "worker %u: no bounce buffer for a read",
+				eng_fail(&rc->b, -EINVAL, "worker %u: no bounce buffer for a read",
 					 w->id);
 			else
 				backlog_wait(rc); /* claims paused by on_data_full */

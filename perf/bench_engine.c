@@ -96,9 +96,9 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	o.inflight_bytes = RL_MAX((uint64_t)c->qd * c->req * (c->bound_x ? c->bound_x : 1),
 				  2ull * c->req);
 	o.workers = c->workers;
+	o.uring_flags_first = c->uring_first;
 	ret = eng_create(&o, &eng, &e);
 	if (ret == 0) {
-		eng_set_uring_setup(eng, c->uring_first);
 		ret = eng_run(eng, &job, &st, &e);
 		eng_destroy(eng);
 	}

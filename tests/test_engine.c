@@ -835,7 +835,7 @@ static void aio_reap_sleeps_until_woken(void)
 	memset(&wk, 0, sizeof(wk));
 	memset(&st, 0, sizeof(st));
 	memset(&be, 0, sizeof(be));
-	rc.st = &st;
+	rc.b.st = &st;
 	wk.run = &rc;
 	wk.qd = 4;
 	wk.nreqs = 4;
@@ -1118,7 +1118,7 @@ static void *lim_waiter(void *arg)
 
 static void *progress_waiter(void *arg)
 {
-	eng_progress_wait(&((struct lim_waiters *)arg)->rc);
+	eng_progress_wait(&((struct lim_waiters *)arg)->rc.b);
 	return NULL;
 }
 
@@ -1129,29 +1129,29 @@ static void limiter_give_wakes_every_waiter(void)
 	int n = 0;
 
 	memset(&l, 0, sizeof(l));
-	pthread_mutex_init(&l.rc.lock, NULL);
-	pthread_cond_init(&l.rc.cond, NULL);
-	l.rc.bound = 4096;
-	atomic_store(&l.rc.inflight, 4096);
-	l.rc.running = 1;
+	pthread_mutex_init(&l.rc.b.lock, NULL);
+	pthread_cond_init(&l.rc.b.cond, NULL);
+	l.rc.b.bound = 4096;
+	atomic_store(&l.rc.b.inflight, 4096);
+	l.rc.b.running = 1;
 	n += pthread_create(&t[0], NULL, progress_waiter, &l) == 0;
 	for (int i = 1; i < 4; i++)
 		n += pthread_create(&t[i], NULL, lim_waiter, &l) == 0;
-	for (int i = 0; i < 10000 && atomic_load(&l.rc.waiters) < 3; i++)
+	for (int i = 0; i < 10000 && atomic_load(&l.rc.b.waiters) < 3; i++)
 		usleep(1000);
 	eng_lim_give(&l.rc, 4096);
 	for (int i = 0; i < 10000 * TH_SLOW && atomic_load(&l.back) < 3; i++)
 		usleep(1000);
 	CHECKF(atomic_load(&l.back) == 3 && n == 4, "%d of 3 waiters woke", atomic_load(&l.back));
-	pthread_mutex_lock(&l.rc.lock); /* let everyone go */
-	l.rc.running = 0;
-	atomic_store(&l.rc.failed, 1);
-	pthread_cond_broadcast(&l.rc.cond);
-	pthread_mutex_unlock(&l.rc.lock);
+	pthread_mutex_lock(&l.rc.b.lock); /* let everyone go */
+	l.rc.b.running = 0;
+	atomic_store(&l.rc.b.failed, 1);
+	pthread_cond_broadcast(&l.rc.b.cond);
+	pthread_mutex_unlock(&l.rc.b.lock);
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
-	pthread_cond_destroy(&l.rc.cond);
-	pthread_mutex_destroy(&l.rc.lock);
+	pthread_cond_destroy(&l.rc.b.cond);
+	pthread_mutex_destroy(&l.rc.b.lock);
 }
 
 /* One read at a time, a small one first, then steps of 1 MiB: every read
@@ -1859,6 +1859,39 @@ struct test {
 
 #define T(fn) { #fn, fn }
 
+/* eng_stats_merge's rules: counts add up either way; resources add up
+ * over workers (at once) and are the greatest over batches (one after
+ * another), wall seconds the other way round; the first part with workers
+ * gives registered_files; direct_io needs every part; notes kept once. */
+static void stats_merge_rules(void)
+{
+	struct eng_stats a = { 0 }, b = { 0 }, w = { 0 }, s = { 0 };
+
+	a.workers = 2, a.buffers = 8, a.queue_depth = 16, a.reads = 10, a.reads_fixed = 4;
+	a.bytes_read = 100, a.hashed_bytes = 7, a.read_seconds = 1, a.setup_seconds = 0.5;
+	a.scatter_seconds = 0.25, a.peak_inflight = 64, a.registered_files = 1, a.direct_io = 1;
+	a.backend = ENG_IO_URING;
+	snprintf(a.fallbacks, sizeof(a.fallbacks), "x refused; y off");
+	b = a;
+	b.workers = 1, b.buffers = 4, b.queue_depth = 8, b.peak_inflight = 128;
+	b.read_seconds = 2, b.registered_files = 0, b.direct_io = 0;
+	snprintf(b.fallbacks, sizeof(b.fallbacks), "y off; z gone");
+	eng_stats_merge(&w, &a, ENG_MERGE_WORKERS);
+	eng_stats_merge(&w, &b, ENG_MERGE_WORKERS);
+	eng_stats_merge(&s, &a, ENG_MERGE_BATCHES);
+	eng_stats_merge(&s, &b, ENG_MERGE_BATCHES);
+	CHECK(w.reads == 20 && s.reads == 20 && w.reads_fixed == 8 && s.reads_fixed == 8);
+	CHECK(w.bytes_read == 200 && s.hashed_bytes == 14 && s.scatter_seconds == 0.5);
+	CHECK(w.workers == 3 && w.buffers == 12 && w.queue_depth == 24);
+	CHECK(s.workers == 2 && s.buffers == 8 && s.queue_depth == 16);
+	CHECK(w.read_seconds == 2 && w.setup_seconds == 0.5);
+	CHECK(s.read_seconds == 3 && s.setup_seconds == 1);
+	CHECK(w.peak_inflight == 128 && s.peak_inflight == 128);
+	CHECK(w.registered_files == 1 && s.registered_files == 1);
+	CHECK(w.direct_io == 0 && s.direct_io == 0 && s.backend == ENG_IO_URING);
+	CHECKF(!strcmp(s.fallbacks, "x refused; y off; z gone"), "%s", s.fallbacks);
+}
+
 int main(void)
 {
 	/* every backend, with one worker and with several */
@@ -1880,7 +1913,7 @@ int main(void)
 		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
 		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
 		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
-		T(limiter_give_wakes_every_waiter),
+		T(limiter_give_wakes_every_waiter), T(stats_merge_rules),
 	};
 	char name[128];
 

@@ -277,7 +277,7 @@ static void sha256_caller_staging(void)
 {
 	char hex[65];
 	const char *path = tmp_path("caller.safetensors");
-	rl_load_stats_ex x = { .size = sizeof(x) };
+	rl_load_stats x = { .size = sizeof(x) };
 	rl_loader *ld = new_loader(), *ref = new_loader();
 	rl_device_info di;
 	rl_ckpt *ck = NULL;
@@ -295,7 +295,7 @@ static void sha256_caller_staging(void)
 	SKIP_BACKEND(ret, ref);
 	ret = caller_load(ld, plan, area, di.staging_bytes, "caller.safetensors", hex);
 	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
-	CHECK_EQ(rl_loader_get_stats_ex(ld, &x), 0);
+	CHECK_EQ(rl_loader_get_stats(ld, &x), 0);
 	CHECK_EQ(x.files_hashed, 1);
 	CHECK_EQ(file_stats(ld).sha256_state, RL_SHA256_MATCHED);
 	for (unsigned d = 0; d < 2; d++)

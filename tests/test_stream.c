@@ -399,7 +399,7 @@ static int file_sha256(const char *path, char hex[65])
  * pull: its result, the error text in msg, *match as stream_once's, and
  * what it hashed. */
 static int stream_sha(struct fixture *f, uint64_t budget, int pull, const char *hex,
-		      int *match, char *msg, size_t len, rl_load_stats_ex *x)
+		      int *match, char *msg, size_t len, rl_load_stats *x)
 {
 	rl_loader *ld = stream_loader(budget);
 	struct assembly a;
@@ -420,7 +420,7 @@ static int stream_sha(struct fixture *f, uint64_t budget, int pull, const char *
 	snprintf(msg, len, "%s", rl_loader_errmsg(ld));
 	*match = assembly_matches(&a) && (ret < 0 || limits_held(ld, f, budget));
 	x->size = sizeof(*x);
-	if (rl_loader_get_stats_ex(ld, x) < 0)
+	if (rl_loader_get_stats(ld, x) < 0)
 		memset(x, 0, sizeof(*x));
 	assembly_free(&a);
 	rl_loader_destroy(ld);
@@ -429,7 +429,7 @@ static int stream_sha(struct fixture *f, uint64_t budget, int pull, const char *
 
 /* What a whole-staging load of f's plan says of hex: 0, or the error;
  * what it hashed in *x. */
-static int whole_sha(const struct fixture *f, const char *hex, rl_load_stats_ex *x)
+static int whole_sha(const struct fixture *f, const char *hex, rl_load_stats *x)
 {
 	rl_loader *ld = rl_loader_create();
 	int ret = ld ? rl_loader_expect_sha256(ld, "s.safetensors", hex) : -ENOMEM;
@@ -437,7 +437,7 @@ static int whole_sha(const struct fixture *f, const char *hex, rl_load_stats_ex 
 	if (ret == 0)
 		ret = rl_loader_run(ld, f->plan);
 	x->size = sizeof(*x);
-	if (!ld || rl_loader_get_stats_ex(ld, x) < 0)
+	if (!ld || rl_loader_get_stats(ld, x) < 0)
 		memset(x, 0, sizeof(*x));
 	rl_loader_destroy(ld);
 	return ret;
@@ -461,7 +461,7 @@ static void sha256_random_budgets(void)
 		uint64_t budgets[2] = { MIN_BUDGET, MIN_BUDGET + (th_rand() % (4u << 20)) };
 		struct fixture f;
 		struct stat st;
-		rl_load_stats_ex wx;
+		rl_load_stats wx;
 		int ret = fixture_random(&f, chunk), whole;
 
 		CHECKF(ret == 0 && file_sha256(tmp_path("s.safetensors"), hex) == 0 &&
@@ -471,7 +471,7 @@ static void sha256_random_budgets(void)
 		       "round %d: whole load hashed %llu of %lld", round,
 		       (unsigned long long)wx.bytes_hashed, (long long)st.st_size);
 		for (int b = 0; b < 2 && !th_failed(); b++) {
-			rl_load_stats_ex x;
+			rl_load_stats x;
 			int match, pull = (int)(th_rand() % 2);
 
 			ret = stream_sha(&f, budgets[b], pull, hex, &match, msg, sizeof(msg), &x);
@@ -516,7 +516,7 @@ static void sha256_flipped_byte_streaming(void)
 		ret = fixture_build(&f, path, single ? "{}" : spec, single ? 2 : strlen(spec), 16384);
 		CHECKF(ret == 0, "fixture %d", ret);
 		for (int k = 0; k < 4 && !th_failed(); k++) {
-			rl_load_stats_ex x;
+			rl_load_stats x;
 			uint64_t budget = k < 2 ? MIN_BUDGET : 1u << 20;
 
 			ret = stream_sha(&f, budget, k % 2, hex, &match, msg, sizeof(msg), &x);
@@ -874,6 +874,84 @@ static void many_windows_stats(void)
 	fixture_free(&f);
 }
 
+/* Both statistics of the last run of ld. */
+struct both_stats {
+	rl_load_stats st;
+	rl_load_stats x;
+};
+
+static int get_both(const rl_loader *ld, struct both_stats *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->st.size = sizeof(b->st);
+	b->x.size = sizeof(b->x);
+	return rl_loader_get_stats(ld, &b->st) < 0 || rl_loader_get_stats(ld, &b->x) < 0 ? -1 : 0;
+}
+
+/* A statistic the whole load reports (non-zero) that streaming lost. */
+#define LOST(w, s, f) ((w).f != 0 && (s).f == 0 ? (printf("    %s: whole %g, streaming 0\n", \
+							   #f, (double)(w).f), 1) : 0)
+
+/* A streaming load through many windows reports every statistic the whole
+ * load of the same plan reports, the same where it must be (what was
+ * needed, how the files were read), and the reads that went straight into the
+ * io_uring-registered windows (reads_fixed). */
+static void stream_reports_every_stat(void)
+{
+	struct fixture f;
+	struct assembly a;
+	struct both_stats w, s;
+	rl_loader *whole = rl_loader_create(), *ld = stream_loader(4 * MIN_BUDGET);
+	const char *spec = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+	char *path = tmp_path("aligned.safetensors"), hex[65];
+	int ret, lost = 0;
+
+	/* 8 tensors of 128 KiB from offset 4096: page-aligned reads, large
+	 * enough to go straight into the windows. */
+	memset(&f, 0, sizeof(f));
+	ret = write_hashed_ckpt_at(path, 8, 128 << 10, 4096, hex);
+	if (ret == 0)
+		ret = fixture_build(&f, path, spec, strlen(spec), 16384);
+
+	CHECKF(ret == 0 && whole && ld, "fixture %d", ret);
+	CHECK(rl_loader_set(whole, RL_OPT_BACKEND, cur) == 0 &&
+	      rl_loader_set(whole, RL_OPT_WORKERS, cur_workers) == 0);
+	ret = rl_loader_run(whole, f.plan);
+	CHECKF(ret == 0 && get_both(whole, &w) == 0, "%d %s", ret, rl_loader_errmsg(whole));
+	assembly_init(&a, &f, ld);
+	ret = pull_all(&a);
+	CHECKF(ret == 0 && assembly_matches(&a) && get_both(ld, &s) == 0, "%d %s", ret,
+	       rl_loader_errmsg(ld));
+	/* The same files, read the same way (the workers are sized for the
+	 * budget: fewer may run). */
+	CHECK(s.st.bytes_needed == w.st.bytes_needed && s.st.backend == w.st.backend &&
+	      s.st.direct_io == w.st.direct_io && s.st.registered_files == w.st.registered_files &&
+	      s.x.files_cached == w.x.files_cached && s.x.workers <= w.x.workers);
+	lost += LOST(w.st, s.st, bytes_read) + LOST(w.st, s.st, bytes_direct) +
+		LOST(w.st, s.st, requests) + LOST(w.st, s.st, retries) +
+		LOST(w.st, s.st, peak_inflight) + LOST(w.st, s.st, read_seconds) +
+		LOST(w.st, s.st, total_seconds) + LOST(w.st, s.st, gbps) +
+		LOST(w.st, s.st, buffers) + LOST(w.st, s.st, registered_buffers) +
+		LOST(w.st, s.st, queue_depth);
+	lost += LOST(w.x, s.x, workers) + LOST(w.x, s.x, queue_depth) +
+		LOST(w.x, s.x, setup_seconds) + LOST(w.x, s.x, request_bytes) +
+		LOST(w.x, s.x, bytes_buffered) + LOST(w.x, s.x, bytes_hashed) +
+		LOST(w.x, s.x, hash_seconds) + LOST(w.x, s.x, files_hashed);
+	CHECK(lost == 0);
+	/* Windows registered (root: no memlock limit) take READ_FIXED reads
+	 * (these reads are aligned: straight into the windows). */
+	if (cur == RL_BACKEND_IO_URING && geteuid() == 0)
+		CHECKF(s.x.reads_fixed > 0 && s.x.reads_fixed <= s.st.requests, "%llu of %llu",
+		       (unsigned long long)s.x.reads_fixed, (unsigned long long)s.st.requests);
+	else
+		CHECKF(s.x.reads_fixed == 0, "%llu", (unsigned long long)s.x.reads_fixed);
+	CHECK(w.x.reads_fixed == 0); /* whole staging is not registered */
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	rl_loader_destroy(whole);
+	fixture_free(&f);
+}
+
 /* Windows in the caller's memory, deliberately misaligned by one byte. */
 static void caller_pool(void)
 {
@@ -912,6 +990,7 @@ int main(void)
 		{ "many_windows_stats", many_windows_stats },
 		{ "sha256_random_budgets", sha256_random_budgets },
 		{ "sha256_flipped_byte_streaming", sha256_flipped_byte_streaming },
+		{ "stream_reports_every_stat", stream_reports_every_stat },
 	};
 
 	static const unsigned workers[] = { 1, 3 };

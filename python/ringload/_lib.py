@@ -167,6 +167,7 @@ class LoadStats(Structure):
                 ("stream_windows", c_uint), ("stream_registered", c_int),
                 ("stream_window_bytes", c_uint64), ("stream_ranges", c_uint64),
                 ("engine_runs", c_uint), ("fallback_flags", c_uint),
+                ("reads_fixed", c_uint64),
                 ("fallbacks", c_char * 256), ("shape", c_char * 384),
                 ("reserved", c_uint64 * 16)]
 

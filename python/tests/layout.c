@@ -106,6 +106,7 @@ static void structs(void)
 	FIELD(rl_load_stats, stream_windows); FIELD(rl_load_stats, stream_registered);
 	FIELD(rl_load_stats, stream_window_bytes); FIELD(rl_load_stats, stream_ranges);
 	FIELD(rl_load_stats, engine_runs); FIELD(rl_load_stats, fallback_flags);
+	FIELD(rl_load_stats, reads_fixed);
 	FIELD(rl_load_stats, fallbacks); FIELD(rl_load_stats, shape);
 	FIELD(rl_load_stats, reserved);
 	structs_new();
