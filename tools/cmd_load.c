@@ -609,6 +609,8 @@ int cmd_load(int argc, char **argv)
 	struct load_run r;
 	int parsed = load_parse_args(argc, argv, &a), failed, rc;
 
+	if (parsed == OPTS_OK && (a.device || a.device_map)) /* load_cuda.c */
+		parsed = load_cuda_rules(&a, PROG);
 	if (parsed != OPTS_OK)
 		return opts_exit_status(parsed);
 	if (a.mpi)      /* every rank of an MPI job: libringload_mpi, loaded on demand */

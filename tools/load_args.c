@@ -66,12 +66,8 @@ static const char about[] =
 /* The rules between options, once parsed. */
 static int rules(struct load_args *a)
 {
-	int ret = OPTS_OK;
+	int ret = mpi_rules(a);
 
-	if (a->device || a->device_map) /* load_cuda.c */
-		ret = load_cuda_rules(a, PROG);
-	if (ret == OPTS_OK)
-		ret = mpi_rules(a);
 	if (ret == OPTS_OK)
 		ret = sha256_args_check(PROG, &a->sha256);
 	return ret;

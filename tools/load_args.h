@@ -45,10 +45,4 @@ int64_t load_chunk(const struct load_args *a);
  */
 int load_mpi(const struct load_args *a);
 
-/* load_cuda.c: --device's rules (one error line; OPTS_OK or OPTS_USAGE). */
-int load_cuda_rules(struct load_args *a, const char *prog);
-/* load_cuda.c: delivery to the GPUs of --device / --device-map for plan. */
-int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *a,
-		    const char *prog);
-
 #endif

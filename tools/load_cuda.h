@@ -1,6 +1,6 @@
 /*
- * load_cuda.h - `ringload load --device cuda[:N]` (load_cuda.c); the
- * option rules and the set-up are declared in load_args.h.
+ * load_cuda.h - `ringload load --device cuda[:N]` (load_cuda.c): the
+ * option rules, the set-up and --verify of a load into GPU memory.
  */
 #ifndef RL_TOOLS_LOAD_CUDA_H
 #define RL_TOOLS_LOAD_CUDA_H
@@ -8,7 +8,14 @@
 #include <stdint.h>
 
 #include "ringload.h"
+#include "load_args.h"
 #include "verify.h"
+
+/* --device's rules, after parsing (one error line; OPTS_OK or OPTS_USAGE). */
+int load_cuda_rules(struct load_args *a, const char *prog);
+/* Delivery to the GPUs of --device / --device-map for plan. */
+int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *a,
+		    const char *prog);
 
 /* --verify of a load into GPU memory: every shard read back and compared
  * with the file. 0 (the verdict in *c), RL_E_CANCELED, or -1 (a line
