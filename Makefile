@@ -88,7 +88,7 @@ TEST_OBJ := $(filter-out $(BUILD)/obj/engine/%,$(LIB_OBJ)) $(HOOK_OBJ)
 # shares only the library-free option parser and helpers.
 TOOL_SRC := $(filter-out tools/mkckpt.c,$(wildcard tools/*.c))
 TOOL_HDR := $(wildcard tools/*.h)
-GEN_SRC := $(if $(wildcard tools/mkckpt.c),tools/mkckpt.c tools/opts.c tools/util.c)
+GEN_SRC := $(if $(wildcard tools/mkckpt.c),tools/mkckpt.c tools/opts.c tools/cli_helpers.c)
 PERF_SRC := $(wildcard perf/rlperf*.c)
 PERF_OBJ := $(PERF_SRC:%.c=$(BUILD)/obj/%.o)
 PERF_BENCH := $(patsubst perf/%.c,$(BUILD)/perf/%,$(wildcard perf/bench_*.c))
@@ -481,7 +481,7 @@ $(PY_LINK): $(SHARED)
 	$(call say,LN,$@)
 	$(Q)ln -sfn "$$(realpath --relative-to=python/ringload $(BUILD))/libringload.so.0" $@
 
-$(PY_LAYOUT): python/tests/layout.c $(PUBLIC_HDR)
+$(PY_LAYOUT): python/tests/struct_layout.c $(PUBLIC_HDR)
 	$(call say,CC,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<

@@ -54,7 +54,7 @@ struct rl_loader {
 	void *piece_user;
 	struct ld_stream *stream; /* window pool, pieces held, a started load */
 
-	/* rl_loader_set_cuda (api/cuda.c): streaming loads go to GPUs */
+	/* rl_loader_set_cuda (api/loader_cuda.c): streaming loads go to GPUs */
 	struct ld_cuda *cuda;
 };
 

@@ -1,6 +1,6 @@
 /*
  * spec_internal.h - what api/ keeps behind an rl_spec handle, for the glue
- * that plans (api/plan.c) and loads.
+ * that plans (api/plan_handle.c) and loads.
  */
 #ifndef RL_SPEC_INTERNAL_H
 #define RL_SPEC_INTERNAL_H

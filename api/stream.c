@@ -465,7 +465,7 @@ struct st_run {
 	unsigned runs;          /* engine set-ups (sessions) of this load */
 	int registered;         /* the windows are io_uring fixed buffers */
 	char why[64];           /* else why not */
-	int cuda;               /* pieces go to GPUs (api/cuda.c), not to the runtime */
+	int cuda;               /* pieces go to GPUs (api/loader_cuda.c), not to the runtime */
 };
 
 static int st_progress(void *user, uint64_t done, uint64_t total)

@@ -181,7 +181,7 @@ struct eng_job {
 	 * until it returns 0 (claimed ones go on). Any worker. May be NULL. */
 	int (*on_data_full)(void *user);
 
-	/* Identity (engine/integrity.c): the identity each file had when its
+	/* Identity (engine/file_checks.c): the identity each file had when its
 	 * checkpoint was opened (nfiles entries, NULL: none); a file that
 	 * differs when the engine opens it, or whose open descriptor differs
 	 * after the last read, fails the run with RL_E_FILE_CHANGED. */

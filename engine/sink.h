@@ -20,7 +20,7 @@
  * shard_done and finish run on one thread at a time.
  *
  * Asynchronous sinks (fence and wait set), as the engine drives them
- * (engine/scatter.c): after handing a bounce read's copies over, the
+ * (engine/deliver.c): after handing a bounce read's copies over, the
  * worker takes a ticket and holds the buffer; before it reuses a held
  * buffer it waits for that buffer's ticket, and at the end of its share
  * of a batch for its last one. The copies of a read count towards their

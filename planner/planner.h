@@ -234,7 +234,7 @@ struct pl_exec {
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 
-/* Queries for api/plan.c. */
+/* Queries for api/plan_handle.c. */
 unsigned pl_plan_nprocs(const struct pl_plan *p);
 /* Stats of process proc, or of all with proc < 0. Returns 0, -EINVAL (no
  * such process) or RL_E_STATE (not computed: all_stats was off). */

@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "opts.h"
-#include "util.h"
+#include "cli_helpers.h"
 
 #define PROG "ringload inspect"
 

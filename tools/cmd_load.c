@@ -21,9 +21,9 @@
 #include "load_cuda.h"
 #include "opts.h"
 #include "out.h"
-#include "progress.h"
+#include "progress_bar.h"
 #include "signals.h"
-#include "util.h"
+#include "cli_helpers.h"
 #include "sha256sums.h"
 #include "verify.h"
 

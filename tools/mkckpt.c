@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "opts.h"
-#include "util.h"
+#include "cli_helpers.h"
 
 #define BLOCK (8u << 20)
 

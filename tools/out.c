@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "out.h"
-#include "util.h"
+#include "cli_helpers.h"
 
 #define CHUNK (8u << 20)  /* bytes per write between progress calls */
 

@@ -2,7 +2,7 @@
 function prototype of api/ringload.h that Python uses, in one module.
 
 Extending: a new field of a C structure goes into its _fields_ here and
-into python/tests/layout.c (test_bindings reads every member of every
+into python/tests/struct_layout.c (test_bindings reads every member of every
 structure from api/ringload.h and fails until both have it, in the
 header's order; the layout test compares each with the C compiler's
 offsetof and sizeof); a new function goes into _PROTOTYPES, optional ones (newer

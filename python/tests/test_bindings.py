@@ -46,7 +46,7 @@ def test_every_structure_matches_c_offsetof_and_sizeof():
 def _header_structs():
     """{name: [member, ...]} of every `typedef struct rl_x { ... } rl_x;` of
     api/ringload.h, read from the header itself: a member added there
-    fails the test below until py_layout (python/tests/layout.c) prints it
+    fails the test below until py_layout (python/tests/struct_layout.c) prints it
     and the ctypes mirror has it."""
     import re
     with open(os.path.join(ROOT, "api", "ringload.h")) as f:
@@ -77,7 +77,7 @@ def test_every_field_of_every_header_structure_is_mirrored():
     assert set(header) == set(_lib.STRUCTURES), "structures of the header vs _lib.py"
     for cname, members in header.items():
         assert sorted(fields[cname]) == sorted(members), (
-            f"{cname}: python/tests/layout.c prints {sorted(fields[cname])}, "
+            f"{cname}: python/tests/struct_layout.c prints {sorted(fields[cname])}, "
             f"the header has {members}")
         mirror = [name for name, _ in _lib.STRUCTURES[cname]._fields_]
         assert mirror == members, f"{cname}: _lib.py has {mirror}, the header {members}"

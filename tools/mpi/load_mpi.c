@@ -30,7 +30,7 @@
 #include "../out.h"
 #include "../sha256sums.h"
 #include "../signals.h"
-#include "../util.h"
+#include "../cli_helpers.h"
 #include "../verify.h"
 
 #define PROG "ringload load"

@@ -1,5 +1,5 @@
 /*
- * files.c - the files of a run: a buffered descriptor for each, an
+ * open_files.c - the files of a run: a buffered descriptor for each, an
  * O_DIRECT one where the file system allows it and the file is read from
  * its device, what the page cache holds of the bytes the reads take, and
  * the device queue under each file (devq.c).

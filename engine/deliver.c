@@ -1,5 +1,5 @@
 /*
- * scatter.c - where the engine meets the job's sink (sink.h): a worker has
+ * deliver.c - where the engine meets the job's sink (sink.h): a worker has
  * the sink prepare the destinations of the reads it claims, hands the
  * copies of a bounce read it reaped to the sink, counts shard bytes and
  * fires on_shard for each shard it completes.

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "cli_helpers.h"
 
 double cli_now(void)
 {

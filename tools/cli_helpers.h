@@ -1,5 +1,5 @@
 /*
- * util.h - small helpers the ringload tools share (ringload's subcommands
+ * cli_helpers.h - small helpers the ringload tools share (ringload's subcommands
  * and mkckpt). Needs nothing of the library.
  */
 #ifndef RL_TOOLS_UTIL_H

@@ -1,5 +1,5 @@
 /*
- * integrity.c - what a run checks about its files besides their bytes
+ * file_checks.c - what a run checks about its files besides their bytes
  * arriving (issue 11, item 7):
  *
  * Identity. Each file's statx identity (dev, inode, size, mtime, ctime) is

@@ -1,5 +1,5 @@
 /*
- * ckpt.c - rl_mpi_ckpt_open(): a checkpoint whose files are spread over
+ * cluster_ckpt.c - rl_mpi_ckpt_open(): a checkpoint whose files are spread over
  * the ranks' local drives. Each rank reads the headers of the files it
  * has (and may use: local_files), and one allgather gives every rank all
  * of them, so that every rank builds the same checkpoint

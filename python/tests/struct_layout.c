@@ -1,5 +1,5 @@
 /*
- * layout.c - prints the layout of every structure of api/ringload.h and the
+ * struct_layout.c - prints the layout of every structure of api/ringload.h and the
  * values of its enums, as the C compiler sees them, for the Python
  * bindings' layout test (python/tests/test_bindings.py):
  *   struct NAME SIZE

@@ -1,5 +1,5 @@
 /*
- * progress.h - the progress line of `ringload load` on stderr: one bar per
+ * progress_bar.h - the progress line of `ringload load` on stderr: one bar per
  * long phase (read, verify, write), redrawn at most every 100 ms, and a
  * status text for phases without a byte count (planning). Shown only on a
  * terminal and without --quiet; otherwise every call does nothing.

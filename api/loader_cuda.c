@@ -1,5 +1,5 @@
 /*
- * cuda.c - streaming loads delivered to CUDA devices (rl_loader_set_cuda):
+ * loader_cuda.c - streaming loads delivered to CUDA devices (rl_loader_set_cuda):
  * the loader's half of the CUDA sink (sink/cuda.c). api/stream.c reads
  * each window's range as for any streaming load; instead of handing the
  * pieces to a runtime, it gives them here: each piece becomes one async

@@ -1,5 +1,5 @@
 /*
- * load.c - rl_mpi_load(): the phases of a cluster load, each ending in an
+ * cluster_load.c - rl_mpi_load(): the phases of a cluster load, each ending in an
  * agreement of every rank (mx.c), so that a failure anywhere stops every
  * rank at the next phase boundary, or sooner through a failure note:
  *

@@ -1,8 +1,8 @@
 /* progress.c - see progress.h. */
 #include <stdio.h>
 
-#include "progress.h"
-#include "util.h"
+#include "progress_bar.h"
+#include "cli_helpers.h"
 
 #define BAR 40
 

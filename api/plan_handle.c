@@ -1,5 +1,5 @@
 /*
- * plan.c - rl_plan_* of ringload.h: parameters, building a plan (file
+ * plan_handle.c - rl_plan_* of ringload.h: parameters, building a plan (file
  * alignment probed with the engine), and queries of its statistics,
  * devices, shards, requests and copies.
  */
