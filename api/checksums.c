@@ -12,7 +12,7 @@
 
 #include <openssl/evp.h>
 
-#include "../common/rl_common.h"
+#include "../common/common.h"
 #include "integrity.h"
 
 #define SUMS_MAX_BYTES (16 << 20) /* a sums file past this is not one */
@@ -27,7 +27,7 @@ struct rl_sha256 {
 
 rl_sha256 *rl_sha256_create(void)
 {
-	rl_sha256 *h = rl_calloc(1, sizeof(*h));
+	rl_sha256 *h = cm_calloc(1, sizeof(*h));
 
 	if (h && (!(h->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(h->md, EVP_sha256(), NULL))) {
 		rl_sha256_destroy(h);
@@ -60,13 +60,13 @@ void rl_sha256_destroy(rl_sha256 *h)
 	if (!h)
 		return;
 	EVP_MD_CTX_free(h->md);
-	rl_free(h);
+	cm_free(h);
 }
 
 /* Every byte of fd into h, HASH_CHUNK at a time: 0 or -errno. */
 static int hash_fd(rl_sha256 *h, int fd)
 {
-	uint8_t *buf = rl_malloc(HASH_CHUNK);
+	uint8_t *buf = cm_malloc(HASH_CHUNK);
 	ssize_t n;
 	int ret = buf ? 0 : -ENOMEM;
 
@@ -76,7 +76,7 @@ static int hash_fd(rl_sha256 *h, int fd)
 		else
 			ret = rl_sha256_update(h, buf, (size_t)n);
 	}
-	rl_free(buf);
+	cm_free(buf);
 	return ret;
 }
 
@@ -126,21 +126,21 @@ struct rl_sums {
 	struct sums_line *lines;
 	size_t n;
 	int parsed;
-	struct rl_err err;
+	struct cm_err err;
 };
 
 rl_sums *rl_sums_create(void)
 {
-	return rl_calloc(1, sizeof(struct rl_sums));
+	return cm_calloc(1, sizeof(struct rl_sums));
 }
 
 void rl_sums_destroy(rl_sums *sums)
 {
 	if (!sums)
 		return;
-	rl_free(sums->text);
-	rl_free(sums->lines);
-	rl_free(sums);
+	cm_free(sums->text);
+	cm_free(sums->lines);
+	cm_free(sums);
 }
 
 const char *rl_sums_errmsg(const rl_sums *sums)
@@ -172,22 +172,22 @@ static int unescape(char *s)
  * 1 an entry, 0 skipped (empty or a comment), or a negative code with e
  * set naming name:line. */
 static int parse_line(char *s, size_t n, const char *name, unsigned line,
-		      struct sums_line *out, struct rl_err *e)
+		      struct sums_line *out, struct cm_err *e)
 {
 	int escaped;
 
 	if (memchr(s, '\0', n)) /* the name would end there, naming another file */
-		return rl_err_set(e, RL_E_INVALID_ARG, "%s:%u: a NUL byte in the line", name, line);
+		return cm_err_set(e, RL_E_INVALID_ARG, "%s:%u: a NUL byte in the line", name, line);
 	if (!*s || *s == '#') /* sha256sum -c skips comment lines */
 		return 0;
 	escaped = *s == '\\';
 	s += escaped;
 	if (strlen(s) < 67 || s[64] != ' ' || (s[65] != ' ' && s[65] != '*') ||
 	    (s[64] = '\0', ld_parse_sha256(s, out->sha) < 0))
-		return rl_err_set(e, RL_E_INVALID_ARG, "%s:%u: not '<64 hex digits>  <file name>' "
+		return cm_err_set(e, RL_E_INVALID_ARG, "%s:%u: not '<64 hex digits>  <file name>' "
 				  "(sha256sum's format)", name, line);
 	if (escaped && unescape(s + 66) < 0)
-		return rl_err_set(e, RL_E_INVALID_ARG, "%s:%u: a bad escape in the name (sha256sum "
+		return cm_err_set(e, RL_E_INVALID_ARG, "%s:%u: a bad escape in the name (sha256sum "
 				  "escapes only \\\\, \\n and \\r)", name, line);
 	memcpy(out->hex, s, 65);
 	out->name = s + 66;
@@ -198,7 +198,7 @@ static int parse_line(char *s, size_t n, const char *name, unsigned line,
 /* Every line of text (len bytes, NUL-terminated at len) into lines[]:
  * the count, or a negative code with e set. */
 static long parse_text(char *text, size_t len, const char *name, struct sums_line *lines,
-		       struct rl_err *e)
+		       struct cm_err *e)
 {
 	char *s = text, *end = text + len;
 	unsigned line = 0;
@@ -231,54 +231,54 @@ int rl_sums_parse(rl_sums *sums, const char *name, const void *text, size_t len)
 	if (!sums || !name || (!text && len))
 		return -EINVAL;
 	if (sums->parsed)
-		return rl_err_set(&sums->err, RL_E_STATE, "%s: this handle already holds a "
+		return cm_err_set(&sums->err, RL_E_STATE, "%s: this handle already holds a "
 				  "sums file", name);
 	if (len > SUMS_MAX_BYTES)
-		return rl_err_set(&sums->err, RL_E_INVALID_ARG, "%s: more than 16 MiB: not a "
+		return cm_err_set(&sums->err, RL_E_INVALID_ARG, "%s: more than 16 MiB: not a "
 				  "sums file", name);
-	copy = rl_malloc(len + 1);
+	copy = cm_malloc(len + 1);
 	/* a line holds at most one entry and takes at least 68 bytes: len / 68 + 1 */
-	lines = rl_calloc(len / 68 + 1, sizeof(*lines));
+	lines = cm_calloc(len / 68 + 1, sizeof(*lines));
 	if (!copy || !lines) {
-		rl_free(copy);
-		rl_free(lines);
-		return rl_err_set(&sums->err, -ENOMEM, "%s: out of memory", name);
+		cm_free(copy);
+		cm_free(lines);
+		return cm_err_set(&sums->err, -ENOMEM, "%s: out of memory", name);
 	}
 	if (len)
 		memcpy(copy, text, len);
 	copy[len] = '\0';
 	n = parse_text(copy, len, name, lines, &sums->err);
 	if (n < 0) {
-		rl_free(copy);
-		rl_free(lines);
+		cm_free(copy);
+		cm_free(lines);
 		return (int)n;
 	}
-	rl_err_clear(&sums->err);
+	cm_err_clear(&sums->err);
 	*sums = (struct rl_sums){ .text = copy, .lines = lines, .n = (size_t)n, .parsed = 1 };
 	return (int)n;
 }
 
 /* The bytes of path, a regular file of at most SUMS_MAX_BYTES, into
- * *buf (rl_malloc'd) and *len: 0 or a negative code with e set. O_NONBLOCK
+ * *buf (cm_malloc'd) and *len: 0 or a negative code with e set. O_NONBLOCK
  * so that a FIFO named by mistake is refused, not waited on. */
-static int read_sums(const char *path, char **buf, size_t *len, struct rl_err *e)
+static int read_sums(const char *path, char **buf, size_t *len, struct cm_err *e)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), ret = 0;
 	struct stat st;
 	size_t got = 0;
 
 	if (fd < 0)
-		return rl_err_set(e, -errno, "%s: %s", path, strerror(errno));
+		return cm_err_set(e, -errno, "%s: %s", path, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SUMS_MAX_BYTES)
-		ret = rl_err_set(e, RL_E_INVALID_ARG, "%s: not a regular file of at most 16 MiB",
+		ret = cm_err_set(e, RL_E_INVALID_ARG, "%s: not a regular file of at most 16 MiB",
 				 path);
-	else if (!(*buf = rl_malloc((size_t)st.st_size + 1)))
-		ret = rl_err_set(e, -ENOMEM, "%s: out of memory", path);
+	else if (!(*buf = cm_malloc((size_t)st.st_size + 1)))
+		ret = cm_err_set(e, -ENOMEM, "%s: out of memory", path);
 	while (ret == 0 && got < (size_t)st.st_size) {
 		ssize_t n = read(fd, *buf + got, (size_t)st.st_size - got);
 
 		if (n < 0 && errno != EINTR)
-			ret = rl_err_set(e, -errno, "%s: %s", path, strerror(errno));
+			ret = cm_err_set(e, -errno, "%s: %s", path, strerror(errno));
 		else if (n == 0)
 			break; /* shrunk since fstat: what is there is the file */
 		else if (n > 0)
@@ -298,12 +298,12 @@ int rl_sums_open(rl_sums *sums, const char *path)
 	if (!sums || !path)
 		return -EINVAL;
 	if (sums->parsed)
-		return rl_err_set(&sums->err, RL_E_STATE, "%s: this handle already holds a "
+		return cm_err_set(&sums->err, RL_E_STATE, "%s: this handle already holds a "
 				  "sums file", path);
 	ret = read_sums(path, &buf, &len, &sums->err);
 	if (ret == 0)
 		ret = rl_sums_parse(sums, path, buf, len);
-	rl_free(buf);
+	cm_free(buf);
 	return ret;
 }
 
@@ -324,7 +324,7 @@ int rl_sums_get(const rl_sums *sums, size_t i, rl_sums_entry *out)
 	memcpy(x.sha256, sums->lines[i].sha, sizeof(x.sha256));
 	memcpy(x.hex, sums->lines[i].hex, sizeof(x.hex));
 	x.line = sums->lines[i].line;
-	n = RL_MIN(out->size, sizeof(x));
+	n = CM_MIN(out->size, sizeof(x));
 	memcpy((char *)out + sizeof(size_t), (const char *)&x + sizeof(size_t),
 	       n - sizeof(size_t));
 	out->size = n;

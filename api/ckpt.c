@@ -21,7 +21,7 @@ int rl_dtype_from_name(const char *name)
 
 rl_ckpt *rl_ckpt_create(void)
 {
-	return rl_calloc(1, sizeof(struct rl_ckpt));
+	return cm_calloc(1, sizeof(struct rl_ckpt));
 }
 
 /* A handle that may be opened: 0, -EINVAL or RL_E_STATE (recorded). */
@@ -29,9 +29,9 @@ static int open_allowed(rl_ckpt *ck)
 {
 	if (!ck)
 		return -EINVAL;
-	rl_err_clear(&ck->err);
+	cm_err_clear(&ck->err);
 	if (ck->opened)
-		return rl_err_set(&ck->err, RL_E_STATE, "checkpoint handle already opened");
+		return cm_err_set(&ck->err, RL_E_STATE, "checkpoint handle already opened");
 	return 0;
 }
 
@@ -42,14 +42,14 @@ int rl_ckpt_open(rl_ckpt *ck, const char *path)
 	if (!ck)
 		return -EINVAL;
 	if (!path)
-		return rl_err_set(&ck->err, -EINVAL, "checkpoint path is NULL");
+		return cm_err_set(&ck->err, -EINVAL, "checkpoint path is NULL");
 	if ((r = open_allowed(ck)))
 		return r;
 	r = pl_ckpt_open(path, &ck->pl, &ck->err);
 	if (r < 0) {
 		/* Nothing changed: the handle may be opened again, elsewhere. */
 		if (!ck->err.msg[0])
-			rl_err_set(&ck->err, r, "%s: %s", path, rl_strerror(r));
+			cm_err_set(&ck->err, r, "%s: %s", path, rl_strerror(r));
 		return r;
 	}
 	ck->opened = 1;
@@ -64,20 +64,20 @@ int rl_ckpt_open_headers(rl_ckpt *ck, size_t nfiles, const rl_file_header *files
 	if ((r = open_allowed(ck)))
 		return r;
 	if (nfiles && !files)
-		return rl_err_set(&ck->err, -EINVAL, "files is NULL");
-	if (!(fh = rl_calloc(nfiles + 1, sizeof(*fh))))
-		return rl_err_set(&ck->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ck->err, -EINVAL, "files is NULL");
+	if (!(fh = cm_calloc(nfiles + 1, sizeof(*fh))))
+		return cm_err_set(&ck->err, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < nfiles; i++) {
 		if (!files[i].path || (files[i].header_len && !files[i].header)) {
-			rl_free(fh);
-			return rl_err_set(&ck->err, RL_E_INVALID_ARG, "file %zu: NULL path or header",
+			cm_free(fh);
+			return cm_err_set(&ck->err, RL_E_INVALID_ARG, "file %zu: NULL path or header",
 					  i);
 		}
 		fh[i] = (struct pl_file_header){ files[i].path, files[i].size, files[i].header,
 						 files[i].header_len };
 	}
 	r = pl_ckpt_from_headers(fh, nfiles, &ck->pl, &ck->err);
-	rl_free(fh);
+	cm_free(fh);
 	if (r < 0)
 		return r;
 	ck->opened = 1;
@@ -94,7 +94,7 @@ void rl_ckpt_destroy(rl_ckpt *ck)
 	if (!ck)
 		return;
 	pl_ckpt_free(ck->pl);
-	rl_free(ck);
+	cm_free(ck);
 }
 
 size_t rl_ckpt_num_files(const rl_ckpt *ck)

@@ -2,12 +2,12 @@
 #include <string.h>
 
 #include "ringload.h"
-#include "../common/rl_common.h"
+#include "../common/common.h"
 
 static const struct {
 	int code;
 	const char *text;
-} rl_errors[] = {
+} error_texts[] = {
 	{ RL_OK, "success" },
 	{ RL_E_HEADER_TOO_SMALL, "file too small for a safetensors header" },
 	{ RL_E_HEADER_TOO_LARGE, "safetensors header too large" },
@@ -54,9 +54,9 @@ static const struct {
 
 const char *rl_strerror(int code)
 {
-	for (size_t i = 0; i < RL_ARRAY_SIZE(rl_errors); i++)
-		if (rl_errors[i].code == code)
-			return rl_errors[i].text;
+	for (size_t i = 0; i < CM_ARRAY_SIZE(error_texts); i++)
+		if (error_texts[i].code == code)
+			return error_texts[i].text;
 	if (code < 0 && code > -4096)
 		return strerrordesc_np(-code) ? strerrordesc_np(-code)
 					       : "unknown error";

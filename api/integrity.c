@@ -91,7 +91,7 @@ static int hf_expected(const char *path, uint8_t sha[32])
  * set. Else 0, *out NULL when nothing was given for path.
  */
 static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_exec *ex,
-		     const char *path, const struct ld_expect **out, struct rl_err *e)
+		     const char *path, const struct ld_expect **out, struct cm_err *e)
 {
 	const struct ld_expect *end = NULL;
 
@@ -107,13 +107,13 @@ static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_e
 		if (how == 1 && !end)
 			end = exp + i;
 		else if (how == 1 && strcmp(end->name, exp[i].name))
-			return rl_err_set(e, RL_E_INVALID_ARG, "%s: expected SHA-256 given for "
+			return cm_err_set(e, RL_E_INVALID_ARG, "%s: expected SHA-256 given for "
 					  "both '%s' and '%s': give its path", path, exp[i].name,
 					  end->name);
 	}
 	for (size_t f = 0; end && f < ex->nfiles; f++)
 		if (strcmp(ex->paths[f], path) && names(ex->paths[f], end->name))
-			return rl_err_set(e, RL_E_INVALID_ARG, "expected SHA-256 for '%s': it "
+			return cm_err_set(e, RL_E_INVALID_ARG, "expected SHA-256 for '%s': it "
 					  "names both %s and %s: give the path", end->name, path,
 					  ex->paths[f]);
 	*out = end;
@@ -123,7 +123,7 @@ static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_e
 /* What is expected of file f: 2 given, 1 from the cache layout, 0 nothing;
  * RL_E_INVALID_ARG with e set when what was given is ambiguous. */
 static int expected(const struct ld_expect *exp, size_t nexp, int hf, const struct pl_exec *ex,
-		    size_t f, uint8_t sha[32], struct rl_err *e)
+		    size_t f, uint8_t sha[32], struct cm_err *e)
 {
 	const struct ld_expect *x = NULL;
 	int r = given_for(exp, nexp, ex, ex->paths[f], &x, e);
@@ -145,10 +145,10 @@ static int alloc_run(struct ld_hashrun *hr, size_t nfiles)
 	size_t n = nfiles ? nfiles : 1;
 
 	memset(hr, 0, sizeof(*hr));
-	hr->hash = rl_calloc(n, 1);
-	hr->want = rl_calloc(n, 32);
-	hr->got = rl_calloc(n, 32);
-	hr->state = rl_calloc(n, sizeof(*hr->state));
+	hr->hash = cm_calloc(n, 1);
+	hr->want = cm_calloc(n, 32);
+	hr->got = cm_calloc(n, 32);
+	hr->state = cm_calloc(n, sizeof(*hr->state));
 	if (!hr->hash || !hr->want || !hr->got || !hr->state)
 		return -ENOMEM;
 	hr->nfiles = nfiles; /* only now: readers index the arrays by it */
@@ -158,7 +158,7 @@ static int alloc_run(struct ld_hashrun *hr, size_t nfiles)
 /* Decides file f: hashed (whole: read whole by the plan), or not checked;
  * a given value that cannot be checked is an error naming the file. */
 static int decide(struct ld_hashrun *hr, const struct pl_exec *ex, uint32_t f, int whole,
-		  int given, struct rl_err *e)
+		  int given, struct cm_err *e)
 {
 	if (whole) {
 		hr->hash[f] = 1;
@@ -168,21 +168,21 @@ static int decide(struct ld_hashrun *hr, const struct pl_exec *ex, uint32_t f, i
 	hr->state[f] = RL_SHA256_PARTIAL;
 	hr->unchecked++;
 	if (given)
-		return rl_err_set(e, RL_E_CHECKSUM,
+		return cm_err_set(e, RL_E_CHECKSUM,
 				  "%s: whole-file SHA-256 cannot be checked: this load reads "
 				  "only part of the file", ex->paths[f]);
 	return 0;
 }
 
 int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t nexp, int hf,
-		    const struct pl_exec *ex, struct rl_err *e)
+		    const struct pl_exec *ex, struct cm_err *e)
 {
 	uint8_t *given = NULL, *whole = NULL;
 	int ret = 0;
 
-	if (alloc_run(hr, ex->nfiles) < 0 || !(given = rl_calloc(ex->nfiles + 1, 1)) ||
-	    !(whole = rl_calloc(ex->nfiles + 1, 1)))
-		ret = rl_err_set(e, -ENOMEM, "out of memory");
+	if (alloc_run(hr, ex->nfiles) < 0 || !(given = cm_calloc(ex->nfiles + 1, 1)) ||
+	    !(whole = cm_calloc(ex->nfiles + 1, 1)))
+		ret = cm_err_set(e, -ENOMEM, "out of memory");
 	for (size_t f = 0; ret == 0 && f < ex->nfiles; f++) {
 		int how = expected(exp, nexp, hf, ex, f, hr->want[f], e);
 
@@ -194,19 +194,19 @@ int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t n
 		hr->hash[f] = how != 0; /* candidates, until decided */
 	}
 	if (ret == 0 && ex_cover_decide(ex, hr->hash, whole) < 0)
-		ret = rl_err_set(e, -ENOMEM, "out of memory");
+		ret = cm_err_set(e, -ENOMEM, "out of memory");
 	for (uint32_t f = 0; ret == 0 && f < ex->nfiles; f++) {
 		if (!hr->hash[f])
 			continue;
 		hr->hash[f] = 0;
 		ret = decide(hr, ex, f, whole[f], given[f], e);
 	}
-	rl_free(given);
-	rl_free(whole);
+	cm_free(given);
+	cm_free(whole);
 	return ret;
 }
 
-int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e)
+int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct cm_err *e)
 {
 	char want[65], got[65];
 
@@ -216,7 +216,7 @@ int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err
 		hr->state[f] = RL_SHA256_MISMATCH;
 		ld_sha256_hex(hr->want[f], want);
 		ld_sha256_hex(hr->got[f], got);
-		return rl_err_set(e, RL_E_CHECKSUM, "%s: SHA-256 mismatch: expected %s, got %s",
+		return cm_err_set(e, RL_E_CHECKSUM, "%s: SHA-256 mismatch: expected %s, got %s",
 				  ex->paths[f], want, got);
 	}
 	return 0;
@@ -224,9 +224,9 @@ int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err
 
 void ld_hashrun_free(struct ld_hashrun *hr)
 {
-	rl_free(hr->hash);
-	rl_free(hr->want);
-	rl_free(hr->got);
-	rl_free(hr->state);
+	cm_free(hr->hash);
+	cm_free(hr->want);
+	cm_free(hr->got);
+	cm_free(hr->state);
 	memset(hr, 0, sizeof(*hr));
 }

@@ -4,8 +4,8 @@
  * layout), which files of a run can be hashed (those it reads whole),
  * and the comparison after the run.
  */
-#ifndef RL_API_INTEGRITY_H
-#define RL_API_INTEGRITY_H
+#ifndef API_INTEGRITY_H
+#define API_INTEGRITY_H
 
 #include "ringload.h"
 #include "../engine/engine.h"
@@ -40,10 +40,10 @@ void ld_sha256_hex(const uint8_t sha[32], char out[65]);
  * way.
  */
 int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t nexp, int hf,
-		    const struct pl_exec *ex, struct rl_err *e);
+		    const struct pl_exec *ex, struct cm_err *e);
 /* After a successful run: RL_E_CHECKSUM naming the first file whose
  * digest differs, with both values; else 0. */
-int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct rl_err *e);
+int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct cm_err *e);
 void ld_hashrun_free(struct ld_hashrun *hr);
 
-#endif /* RL_API_INTEGRITY_H */
+#endif /* API_INTEGRITY_H */

@@ -69,7 +69,7 @@ const char *rl_backend_name(rl_backend b)
 
 rl_loader *rl_loader_create(void)
 {
-	rl_loader *ld = rl_calloc(1, sizeof(*ld));
+	rl_loader *ld = cm_calloc(1, sizeof(*ld));
 
 	if (!ld)
 		return NULL;
@@ -100,10 +100,10 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 	if (!ld)
 		return -EINVAL;
 	if (rl_loader_param_bounds(param, &lo, &hi) < 0)
-		return rl_err_set(&ld->err, RL_E_INVALID_ARG, "unknown loader parameter %d",
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "unknown loader parameter %d",
 				  (int)param);
 	if (value < lo || value > hi)
-		return rl_err_set(&ld->err, RL_E_INVALID_ARG,
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "loader parameter %d: %lld not in [%lld, %lld]", (int)param,
 				  (long long)value, (long long)lo, (long long)hi);
 	switch (param) {
@@ -123,7 +123,7 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 	case RL_OPT_STAGING_BUDGET: ld->budget = (uint64_t)value; break;
 	case RL_OPT_RELEASE_TIMEOUT_MS: ld->release_timeout_ms = (uint32_t)value; break;
 	}
-	rl_err_clear(&ld->err);
+	cm_err_clear(&ld->err);
 	return 0;
 }
 
@@ -165,31 +165,31 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
 	if (!ld)
 		return -EINVAL;
 	if (!ptr)
-		return rl_err_set(&ld->err, RL_E_STAGING, "device %u: NULL staging", dev);
+		return cm_err_set(&ld->err, RL_E_STAGING, "device %u: NULL staging", dev);
 	if (dev >= ld->ncaller) {
 		struct ld_area *a;
 
 		if (dev >= 1u << 20)
-			return rl_err_set(&ld->err, RL_E_STAGING, "device %u: out of range", dev);
-		a = rl_reallocarray(ld->caller, dev + 1, sizeof(*a));
+			return cm_err_set(&ld->err, RL_E_STAGING, "device %u: out of range", dev);
+		a = cm_reallocarray(ld->caller, dev + 1, sizeof(*a));
 		if (!a)
-			return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+			return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 		memset(a + ld->ncaller, 0, (dev + 1 - ld->ncaller) * sizeof(*a));
 		ld->caller = a;
 		ld->ncaller = dev + 1;
 	}
 	ld->caller[dev].ptr = ptr;
 	ld->caller[dev].len = len;
-	rl_err_clear(&ld->err);
+	cm_err_clear(&ld->err);
 	return 0;
 }
 
 /* Staging for every device of the plan: ours (THP) or the caller's. */
 static int setup_areas(rl_loader *ld, const struct pl_exec *ex)
 {
-	ld->areas = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ld->areas));
+	ld->areas = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ld->areas));
 	if (!ld->areas)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	ld->nareas = ex->ndevs;
 	for (unsigned d = 0; d < ex->ndevs; d++) {
 		struct ld_area *a = ld->areas + d;
@@ -197,11 +197,11 @@ static int setup_areas(rl_loader *ld, const struct pl_exec *ex)
 
 		if (ld->staging_mode == RL_STAGING_CALLER) {
 			if (d >= ld->ncaller || !ld->caller[d].ptr)
-				return rl_err_set(&ld->err, RL_E_STAGING,
+				return cm_err_set(&ld->err, RL_E_STAGING,
 						  "device %u (id %u): no staging supplied", d,
 						  ex->dev_ids[d]);
 			if (ld->caller[d].len < need)
-				return rl_err_set(&ld->err, RL_E_STAGING,
+				return cm_err_set(&ld->err, RL_E_STAGING,
 						  "device %u (id %u): staging of %llu bytes, %llu needed",
 						  d, ex->dev_ids[d],
 						  (unsigned long long)ld->caller[d].len,
@@ -213,11 +213,11 @@ static int setup_areas(rl_loader *ld, const struct pl_exec *ex)
 		if (!need)
 			continue;
 		if (need > SIZE_MAX)
-			return rl_err_set(&ld->err, -ENOMEM, "staging of %llu bytes",
+			return cm_err_set(&ld->err, -ENOMEM, "staging of %llu bytes",
 					  (unsigned long long)need);
 		a->ptr = eng_staging_alloc((size_t)need);
 		if (!a->ptr)
-			return rl_err_set(&ld->err, -ENOMEM,
+			return cm_err_set(&ld->err, -ENOMEM,
 					  "device %u (id %u): cannot map %llu bytes of staging", d,
 					  ex->dev_ids[d], (unsigned long long)need);
 		a->len = need;
@@ -248,10 +248,10 @@ static int cb_progress(void *user, uint64_t done, uint64_t total)
 static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***staging,
 		      uint64_t **shard_bytes)
 {
-	*staging = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(**staging));
-	*shard_bytes = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
+	*staging = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(**staging));
+	*shard_bytes = cm_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
 	if (!*staging || !*shard_bytes)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	for (unsigned d = 0; d < ex->ndevs; d++)
 		(*staging)[d] = ld->areas[d].ptr;
 	/* Read once: a shard a broadcast fills expects nothing from the
@@ -265,14 +265,14 @@ static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***stagin
  * plan's, at least 1 MiB, never past the in-flight bound. */
 static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
 {
-	return (uint32_t)RL_MIN(RL_MAX(ex->max_read, 1u << 20),
-				RL_MIN(ld->eo.inflight_bytes, 1u << 30));
+	return (uint32_t)CM_MIN(CM_MAX(ex->max_read, 1u << 20),
+				CM_MIN(ld->eo.inflight_bytes, 1u << 30));
 }
 
 /* The reads of the one batch: the plan's, with the checksum cover's
  * fillers when a file is hashed (then a copy, in *own). */
 static int batch_reads(rl_loader *ld, struct ex_run *r, const struct pl_exec *ex,
-		       struct ex_batch *b, struct rl_read **own)
+		       struct ex_batch *b, struct cm_read **own)
 {
 	size_t n = ex->nreads, cap = ex->nreads + 1;
 
@@ -280,13 +280,13 @@ static int batch_reads(rl_loader *ld, struct ex_run *r, const struct pl_exec *ex
 	b->nreads = ex->nreads;
 	if (!r->hash)
 		return 0;
-	*own = rl_mallocarray(cap, sizeof(**own));
+	*own = cm_mallocarray(cap, sizeof(**own));
 	if (!*own)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	if (n)
 		memcpy(*own, ex->reads, n * sizeof(**own));
 	if (ex_run_cover(r, own, &n, &cap, 1) < 0)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	b->reads = *own;
 	b->nreads = n;
 	return 0;
@@ -301,7 +301,7 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 	struct eng_job job;
 	struct eng *eng = NULL;
 	struct sink_host host;
-	struct rl_read *own = NULL;
+	struct cm_read *own = NULL;
 	uint8_t **staging = NULL;
 	uint64_t *shard_bytes = NULL;
 	int ret = setup_areas(ld, ex);
@@ -323,7 +323,7 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 		ex_run_job(r, &job, ex, &b, ld->files);
 		ld->received = ex->received;
 		/* Bounce buffers as large as the largest read of this plan. */
-		eo.buffer_bytes = (uint32_t)RL_MIN(RL_MAX(ex->max_read, r->cover.max_fill), 1u << 30);
+		eo.buffer_bytes = (uint32_t)CM_MIN(CM_MAX(ex->max_read, r->cover.max_fill), 1u << 30);
 		ret = eng_create(&eo, &eng, &ld->err);
 		if (ret == 0)
 			ret = eng_run(eng, &job, es, &ld->err);
@@ -331,15 +331,15 @@ static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
 		eng_destroy(eng);
 		ld->received = NULL;
 	}
-	rl_free(own);
-	rl_free(staging);
-	rl_free(shard_bytes);
+	cm_free(own);
+	cm_free(staging);
+	cm_free(shard_bytes);
 	return ret;
 }
 
 static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const char *why)
 {
-	double t0 = rl_now_s();
+	double t0 = cm_now_s();
 	struct ex_run r = { 0 };
 	struct eng_stats es;
 	int ret;
@@ -352,7 +352,7 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	r.on_shard = ld->on_shard ? cb_shard : NULL;
 	r.on_progress = ld->on_progress ? cb_progress : NULL;
 	r.user = ld;
-	ret = ld_reset_files(ld, ex) < 0 ? rl_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
+	ret = ld_reset_files(ld, ex) < 0 ? cm_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
 	if (ret == 0)
 		ret = run_batch(ld, ex, &r, &es);
 	if (ret == 0)
@@ -361,14 +361,14 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 		ret = ld_hash_check(&ld->hash, ex, &ld->err);
 	ex_run_stats(&r, &es);
 	ex_run_free(&r);
-	ld_fill_stats(ld, ex, &es, plan_s, rl_now_s() - t0 + plan_s);
+	ld_fill_stats(ld, ex, &es, plan_s, cm_now_s() - t0 + plan_s);
 	ld_fill_stats_ex(ld, &es, why);
 	/* Never hand out a partial result; but the areas stay mapped until
 	 * the next run or destroy, since a runtime may still be copying the
 	 * shards on_shard reported before the failure. */
 	ld->failed = ret < 0;
 	if (ret == 0)
-		rl_err_clear(&ld->err);
+		cm_err_clear(&ld->err);
 	return ret;
 }
 
@@ -413,9 +413,9 @@ static uint64_t request_bytes(const rl_loader *ld, const rl_ckpt *ck, char *why,
 				 (unsigned long long)(req >> 10));
 	}
 	if (ld->staging_mode == RL_STAGING_STREAM)
-		req = RL_MIN(req, ld_stream_request_cap(ld));
+		req = CM_MIN(req, ld_stream_request_cap(ld));
 	/* A read never exceeds the in-flight bound. */
-	return RL_MIN(req, ld->eo.inflight_bytes);
+	return CM_MIN(req, ld->eo.inflight_bytes);
 }
 
 int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck)
@@ -435,10 +435,10 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 	if (!ld)
 		return -EINVAL;
 	if (!plan)
-		return rl_err_set(&ld->err, -EINVAL, "no plan");
+		return cm_err_set(&ld->err, -EINVAL, "no plan");
 	pp = plan->pl;
 	if (!pp)
-		return rl_err_set(&ld->err, RL_E_STATE, "plan not built");
+		return cm_err_set(&ld->err, RL_E_STATE, "plan not built");
 	pl_plan_exec(pp, &ex);
 	return run_exec(ld, &ex, 0, "");
 }
@@ -446,7 +446,7 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 		   int process, rl_plan **planp)
 {
-	double t0 = rl_now_s();
+	double t0 = cm_now_s();
 	char why[192];
 	const struct pl_plan *pp;
 	struct pl_exec ex;
@@ -458,10 +458,10 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	if (!ld)
 		return -EINVAL;
 	if (!planp)
-		return rl_err_set(&ld->err, -EINVAL, "planp is NULL");
+		return cm_err_set(&ld->err, -EINVAL, "planp is NULL");
 	plan = rl_plan_create();
 	if (!plan)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	ret = rl_plan_set(plan, RL_PLAN_PROCESS, process);
 	if (ret == 0 && ck)
 		ret = rl_plan_set(plan, RL_PLAN_CHUNK_BYTES,
@@ -469,13 +469,13 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	if (ret == 0)
 		ret = rl_plan_build(plan, ck, spec);
 	if (ret < 0) {
-		rl_err_set(&ld->err, ret, "%s", rl_plan_errmsg(plan));
+		cm_err_set(&ld->err, ret, "%s", rl_plan_errmsg(plan));
 		rl_plan_destroy(plan);
 		return ret;
 	}
 	pp = plan->pl;
 	pl_plan_exec(pp, &ex);
-	ret = run_exec(ld, &ex, rl_now_s() - t0, why);
+	ret = run_exec(ld, &ex, cm_now_s() - t0, why);
 	if (ret < 0) {
 		rl_plan_destroy(plan);
 		return ret;
@@ -500,7 +500,7 @@ void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
  * min(*out's size, len) bytes of src go to out, and its size says how many. */
 static void copy_tagged(void *out, const void *src, size_t len)
 {
-	size_t n = RL_MIN(*(size_t *)out, len);
+	size_t n = CM_MIN(*(size_t *)out, len);
 
 	memcpy((char *)out + sizeof(size_t), (const char *)src + sizeof(size_t),
 	       n - sizeof(size_t));
@@ -580,12 +580,12 @@ void rl_loader_destroy(rl_loader *ld)
 	ld_free_areas(ld);
 	ld_stream_free(ld);
 	ld_cuda_free(ld);
-	rl_free(ld->caller);
-	rl_free(ld->files);
-	rl_free(ld->file_index);
+	cm_free(ld->caller);
+	cm_free(ld->files);
+	cm_free(ld->file_index);
 	rl_loader_expect_sha256(ld, NULL, NULL);
 	ld_hashrun_free(&ld->hash);
-	rl_free(ld);
+	cm_free(ld);
 }
 
 int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex)
@@ -597,25 +597,25 @@ int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex)
 		return -EINVAL;
 	if (!file && !hex) {
 		for (size_t i = 0; i < ld->nexpect; i++)
-			rl_free(ld->expect[i].name);
-		rl_free(ld->expect);
+			cm_free(ld->expect[i].name);
+		cm_free(ld->expect);
 		ld->expect = NULL;
 		ld->nexpect = 0;
 		return 0;
 	}
 	if (!file || !file[0])
-		return rl_err_set(&ld->err, RL_E_INVALID_ARG, "expected SHA-256: no file named");
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "expected SHA-256: no file named");
 	if (ld_parse_sha256(hex, sha) < 0)
-		return rl_err_set(&ld->err, RL_E_INVALID_ARG,
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "%s: expected SHA-256 is not 64 hex digits", file);
-	x = rl_reallocarray(ld->expect, ld->nexpect + 1, sizeof(*x));
+	x = cm_reallocarray(ld->expect, ld->nexpect + 1, sizeof(*x));
 	if (!x)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	ld->expect = x;
 	x += ld->nexpect;
-	x->name = rl_strdup(file);
+	x->name = cm_strdup(file);
 	if (!x->name)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	memcpy(x->sha, sha, 32);
 	ld->nexpect++;
 	return 0;

@@ -15,7 +15,7 @@ void ld_free_areas(rl_loader *ld)
 	for (unsigned i = 0; i < ld->nareas; i++)
 		if (ld->areas[i].ours)
 			eng_staging_free(ld->areas[i].ptr, ld->areas[i].len);
-	rl_free(ld->areas);
+	cm_free(ld->areas);
 	ld->areas = NULL;
 	ld->nareas = 0;
 }
@@ -74,11 +74,11 @@ void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why
 
 int ld_reset_files(rl_loader *ld, const struct pl_exec *ex)
 {
-	rl_free(ld->files); /* the last run's file statistics go with it */
-	rl_free(ld->file_index);
+	cm_free(ld->files); /* the last run's file statistics go with it */
+	cm_free(ld->file_index);
 	ld->nfiles = ex->nfiles;
-	ld->files = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
-	ld->file_index = rl_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
+	ld->files = cm_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
+	ld->file_index = cm_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
 	if (!ld->files || !ld->file_index)
 		return -ENOMEM;
 	for (size_t f = 0; f < ex->nfiles; f++)

@@ -36,7 +36,7 @@ struct ld_cuda {
 static void cuda_free_sink(struct ld_cuda *c)
 {
 	cusink_destroy(&c->sink);
-	rl_free(c->ordinal);
+	cm_free(c->ordinal);
 	c->ordinal = NULL;
 	c->nslots = 0;
 }
@@ -48,10 +48,10 @@ void ld_cuda_free(rl_loader *ld)
 	if (!c)
 		return;
 	cuda_free_sink(c);
-	rl_free(c->map);
-	rl_free(c->dest);
-	rl_free(c->left);
-	rl_free(c);
+	cm_free(c->map);
+	cm_free(c->dest);
+	cm_free(c->left);
+	cm_free(c);
 	ld->cuda = NULL;
 }
 
@@ -62,28 +62,28 @@ int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *o)
 	if (!ld)
 		return -EINVAL;
 	if (o && (o->size < sizeof(rl_cuda_opts) || (o->ndevs && !o->device_map)))
-		return rl_err_set(&ld->err, RL_E_INVALID_ARG,
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "rl_loader_set_cuda: size %u, ndevs %u: a device map needs its entries",
 				  o->size, o->ndevs);
 	for (uint32_t i = 0; o && i < o->ndevs; i++)
 		if (o->device_map[i] < 0)
-			return rl_err_set(&ld->err, RL_E_CUDA_DEVICE,
+			return cm_err_set(&ld->err, RL_E_CUDA_DEVICE,
 					  "device map: spec device %u -> CUDA device %d", i,
 					  o->device_map[i]);
 	ld_cuda_free(ld);
 	if (!o)
 		return 0;
-	c = rl_calloc(1, sizeof(*c));
-	if (!c || (o->ndevs && !(c->map = rl_calloc(o->ndevs, sizeof(*c->map))))) {
-		rl_free(c);
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+	c = cm_calloc(1, sizeof(*c));
+	if (!c || (o->ndevs && !(c->map = cm_calloc(o->ndevs, sizeof(*c->map))))) {
+		cm_free(c);
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	}
 	if (o->ndevs)
 		memcpy(c->map, o->device_map, o->ndevs * sizeof(*c->map));
 	c->nmap = o->ndevs;
 	ld->cuda = c;
 	ld->staging_mode = RL_STAGING_STREAM;
-	rl_err_clear(&ld->err);
+	cm_err_clear(&ld->err);
 	return 0;
 }
 
@@ -95,13 +95,13 @@ int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, ui
 		return -EINVAL;
 	c = ld->cuda;
 	if (!c)
-		return rl_err_set(&ld->err, RL_E_STATE, "rl_loader_set_cuda_dest: call rl_loader_set_cuda first");
+		return cm_err_set(&ld->err, RL_E_STATE, "rl_loader_set_cuda_dest: call rl_loader_set_cuda first");
 	if (shard >= c->ndest) {
-		size_t n = RL_MAX(shard + 1, 2 * c->ndest);
-		struct ld_dest *d = rl_reallocarray(c->dest, n, sizeof(*d));
+		size_t n = CM_MAX(shard + 1, 2 * c->ndest);
+		struct ld_dest *d = cm_reallocarray(c->dest, n, sizeof(*d));
 
 		if (!d)
-			return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+			return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 		memset(d + c->ndest, 0, (n - c->ndest) * sizeof(*d));
 		c->dest = d;
 		c->ndest = n;
@@ -118,7 +118,7 @@ int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, ui
 		return -EINVAL;
 	c = ld->cuda;
 	if (!c || !c->sink.ops || device >= c->nslots || !cusink_base(&c->sink, device))
-		return rl_err_set(&ld->err, RL_E_STATE,
+		return cm_err_set(&ld->err, RL_E_STATE,
 				  "no library device memory for device %u (no CUDA load, or the caller's pointers)",
 				  device);
 	*device_ptr = cusink_base(&c->sink, device);
@@ -131,7 +131,7 @@ int rl_loader_cuda_read_back(rl_loader *ld, uint32_t device, uint64_t offset, vo
 	if (!ld || !dst)
 		return -EINVAL;
 	if (!ld->cuda || !ld->cuda->sink.ops || device >= ld->cuda->nslots)
-		return rl_err_set(&ld->err, RL_E_STATE, "no CUDA load to read back from");
+		return cm_err_set(&ld->err, RL_E_STATE, "no CUDA load to read back from");
 	return cusink_read_back(&ld->cuda->sink, device, offset, dst, len, &ld->err);
 }
 
@@ -140,14 +140,14 @@ int rl_loader_cuda_read_back(rl_loader *ld, uint32_t device, uint64_t offset, vo
 
 /* The CUDA ordinal of plan device slot i. */
 static int cuda_ordinal(const struct ld_cuda *c, const struct pl_exec *ex, unsigned i,
-			struct rl_err *e)
+			struct cm_err *e)
 {
 	uint32_t id = ex->dev_ids ? ex->dev_ids[i] : i;
 
 	if (!c->map)
 		return (int)id;
 	if (id >= c->nmap)
-		return rl_err_set(e, RL_E_CUDA_DEVICE,
+		return cm_err_set(e, RL_E_CUDA_DEVICE,
 				  "device map: spec device %u has no CUDA device (%u mapped)", id,
 				  c->nmap);
 	return c->map[id];
@@ -156,19 +156,19 @@ static int cuda_ordinal(const struct ld_cuda *c, const struct pl_exec *ex, unsig
 /* The sink for ex's devices: kept from the last load when they match. */
 static int cuda_sink_for(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex)
 {
-	int *ord = rl_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ord));
+	int *ord = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ord));
 	int ret = 0;
 
 	if (!ord)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	for (unsigned i = 0; i < ex->ndevs && ret == 0; i++) {
 		ret = cuda_ordinal(c, ex, i, &ld->err);
 		ord[i] = ret;
-		ret = RL_MIN(ret, 0);
+		ret = CM_MIN(ret, 0);
 	}
 	if (ret == 0 && c->sink.ops && c->nslots == ex->ndevs &&
 	    !memcmp(ord, c->ordinal, ex->ndevs * sizeof(*ord))) {
-		rl_free(ord);
+		cm_free(ord);
 		cusink_free_allocs(&c->sink); /* the last load's results */
 		return 0;
 	}
@@ -176,7 +176,7 @@ static int cuda_sink_for(rl_loader *ld, struct ld_cuda *c, const struct pl_exec 
 	if (ret == 0)
 		ret = cusink_create(ord, ex->ndevs, 1, &c->sink, &ld->err);
 	if (ret < 0) {
-		rl_free(ord);
+		cm_free(ord);
 		return ret;
 	}
 	c->ordinal = ord;
@@ -208,10 +208,10 @@ static int cuda_dests(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex
 		if (!ex->shards[i].nbytes)
 			continue;
 		if (!dd || !dd->ptr)
-			return rl_err_set(&ld->err, RL_E_STAGING,
+			return cm_err_set(&ld->err, RL_E_STAGING,
 					  "CUDA load: shard %zu has no device pointer (rl_loader_set_cuda_dest)", i);
 		if (dd->bytes < ex->shards[i].nbytes)
-			return rl_err_set(&ld->err, RL_E_CUDA_MEMORY,
+			return cm_err_set(&ld->err, RL_E_CUDA_MEMORY,
 					  "CUDA load: shard %zu needs %" PRIu64 " bytes; its device pointer has %" PRIu64,
 					  i, ex->shards[i].nbytes, dd->bytes);
 	}
@@ -236,11 +236,11 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 	if (ret == 0)
 		ret = c->sink.ops->pin(c->sink.state, pool, pool_len, &ld->err);
 	if (ret == 0 && c->nleft < ex->nshards) {
-		rl_free(c->left);
-		c->left = rl_calloc(ex->nshards, sizeof(*c->left));
+		cm_free(c->left);
+		c->left = cm_calloc(ex->nshards, sizeof(*c->left));
 		c->nleft = c->left ? ex->nshards : 0;
 		if (!c->left)
-			ret = rl_err_set(&ld->err, -ENOMEM, "out of memory");
+			ret = cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	}
 	if (ret < 0) {
 		if (c->sink.ops)
@@ -258,7 +258,7 @@ int ld_cuda_piece(rl_loader *ld, const struct pl_exec *ex, const rl_piece *p)
 {
 	struct ld_cuda *c = ld->cuda;
 	const struct pl_shard *sh = ex->shards + p->shard;
-	struct rl_copy cp = { 0, (uint32_t)p->length, 1, 0, 0, sh->dev, (uint32_t)p->shard };
+	struct cm_copy cp = { 0, (uint32_t)p->length, 1, 0, 0, sh->dev, (uint32_t)p->shard };
 	int ret;
 
 	cp.dst = (p->shard < c->ndest && c->dest[p->shard].ptr ? c->dest[p->shard].ptr
@@ -291,15 +291,15 @@ int ld_cuda_wait(rl_loader *ld, uint64_t ticket)
 int ld_cuda_end(rl_loader *ld, int ok)
 {
 	struct ld_cuda *c = ld->cuda;
-	struct rl_err e;
+	struct cm_err e;
 	int ret;
 
 	if (!c->sink.ops)
 		return 0;
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	ret = c->sink.ops->finish(c->sink.state, ok, &e);
 	if (ret < 0 && ok)
-		rl_err_set(&ld->err, ret, "%s", e.msg);
+		cm_err_set(&ld->err, ret, "%s", e.msg);
 	if (!ok || ret < 0)
 		cusink_free_allocs(&c->sink); /* a failed load leaves nothing */
 	return ok ? ret : 0;

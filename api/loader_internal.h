@@ -3,8 +3,8 @@
  * rl_loader: its options, staging, callbacks, statistics, and the state
  * of a streaming load (api/stream.c).
  */
-#ifndef RL_LOADER_INTERNAL_H
-#define RL_LOADER_INTERNAL_H
+#ifndef API_LOADER_INTERNAL_H
+#define API_LOADER_INTERNAL_H
 
 #include "ringload.h"
 #include "../engine/engine.h"
@@ -40,7 +40,7 @@ struct rl_loader {
 	uint32_t *file_index;        /* the checkpoint's index of each */
 	size_t nfiles;
 	int have_stats;
-	struct rl_err err;
+	struct cm_err err;
 
 	struct ld_expect *expect;    /* rl_loader_expect_sha256() */
 	size_t nexpect;
@@ -97,4 +97,4 @@ void ld_cuda_unpin(rl_loader *ld);
 /* cuda.c: frees the CUDA state (destroy). */
 void ld_cuda_free(rl_loader *ld);
 
-#endif /* RL_LOADER_INTERNAL_H */
+#endif /* API_LOADER_INTERNAL_H */

@@ -11,7 +11,7 @@
 #include "spec_internal.h"
 #include "../engine/engine.h"
 
-static const struct rl_bounds bounds[] = {
+static const struct cm_bounds bounds[] = {
 	[RL_PLAN_PROCESS] = { 0, (1 << 24) - 1 },
 	[RL_PLAN_MIN_GAP] = { 0, 1ll << 40 },
 	[RL_PLAN_RATIO_MILLI] = { 0, 1000000000000ll },
@@ -29,7 +29,7 @@ static const struct rl_bounds bounds[] = {
 
 rl_plan *rl_plan_create(void)
 {
-	rl_plan *p = rl_calloc(1, sizeof(*p));
+	rl_plan *p = cm_calloc(1, sizeof(*p));
 
 	if (p)
 		pl_opts_default(&p->o);
@@ -41,7 +41,7 @@ void rl_plan_destroy(rl_plan *plan)
 	if (!plan)
 		return;
 	pl_plan_free(plan->pl);
-	rl_free(plan);
+	cm_free(plan);
 }
 
 const char *rl_plan_errmsg(const rl_plan *plan)
@@ -51,21 +51,21 @@ const char *rl_plan_errmsg(const rl_plan *plan)
 
 int rl_plan_param_bounds(rl_plan_param param, int64_t *lo, int64_t *hi)
 {
-	return rl_bounds_get(bounds, RL_PLAN_PROCESS, LAST_PARAM, (int)param, lo, hi);
+	return cm_bounds_get(bounds, RL_PLAN_PROCESS, LAST_PARAM, (int)param, lo, hi);
 }
 
 int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 {
 	if (!plan)
 		return -EINVAL;
-	rl_err_clear(&plan->err);
+	cm_err_clear(&plan->err);
 	if (plan->pl)
-		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
+		return cm_err_set(&plan->err, RL_E_STATE, "plan already built");
 	if (param < RL_PLAN_PROCESS || param > LAST_PARAM)
-		return rl_err_set(&plan->err, RL_E_INVALID_ARG, "unknown plan parameter %d",
+		return cm_err_set(&plan->err, RL_E_INVALID_ARG, "unknown plan parameter %d",
 				  (int)param);
 	if (v < bounds[param].lo || v > bounds[param].hi)
-		return rl_err_set(&plan->err, RL_E_INVALID_ARG,
+		return cm_err_set(&plan->err, RL_E_INVALID_ARG,
 				  "plan parameter %d: %lld outside [%lld, %lld]", (int)param,
 				  (long long)v, (long long)bounds[param].lo,
 				  (long long)bounds[param].hi);
@@ -78,7 +78,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 		break;
 	case RL_PLAN_RATIO_MILLI:
 		if (v && v < 1000)
-			return rl_err_set(&plan->err, RL_E_INVALID_ARG,
+			return cm_err_set(&plan->err, RL_E_INVALID_ARG,
 					  "ratio %.3f must be >= 1 (or 0: automatic)", v / 1000.0);
 		plan->o.ratio = v / 1000.0;
 		break;
@@ -87,7 +87,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 		break;
 	case RL_PLAN_SHARD_ALIGN:
 		if (v & (v - 1))
-			return rl_err_set(&plan->err, RL_E_INVALID_ARG,
+			return cm_err_set(&plan->err, RL_E_INVALID_ARG,
 					  "shard alignment %lld is not a power of two", (long long)v);
 		plan->o.shard_align = (uint64_t)v;
 		plan->o.align_all = 1;
@@ -106,7 +106,7 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 		break;
 	case RL_PLAN_TRANSFER_ALIGN:
 		if (v & (v - 1))
-			return rl_err_set(&plan->err, RL_E_INVALID_ARG,
+			return cm_err_set(&plan->err, RL_E_INVALID_ARG,
 					  "transfer alignment %lld is not a power of two", (long long)v);
 		plan->o.transfer_align = (uint64_t)v;
 		break;
@@ -145,9 +145,9 @@ int api_plan_build(rl_plan *plan, const struct pl_ckpt *ck, const struct pl_spec
 	struct pl_spec *dflt = NULL;
 	int ret = 0;
 
-	al = rl_calloc(ck->nfiles + 1, sizeof(*al));
+	al = cm_calloc(ck->nfiles + 1, sizeof(*al));
 	if (!al)
-		return rl_err_set(&plan->err, -ENOMEM, "plan: out of memory");
+		return cm_err_set(&plan->err, -ENOMEM, "plan: out of memory");
 	for (size_t f = 0; f < ck->nfiles; f++) {
 		struct eng_align ea;
 
@@ -159,20 +159,20 @@ int api_plan_build(rl_plan *plan, const struct pl_ckpt *ck, const struct pl_spec
 		}
 		ret = eng_probe_align(ck->files[f].path, &ea);
 		if (ret) {
-			rl_err_set(&plan->err, ret, "%s: %s", ck->files[f].path, rl_strerror(ret));
+			cm_err_set(&plan->err, ret, "%s: %s", ck->files[f].path, rl_strerror(ret));
 			goto out;
 		}
 		al[f].offset_align = ea.direct ? ea.offset_align : 1;
 		al[f].mem_align = ea.direct ? ea.mem_align : 1;
 	}
 	if (!spec && !(spec = dflt = pl_spec_new())) {
-		ret = rl_err_set(&plan->err, -ENOMEM, "plan: out of memory");
+		ret = cm_err_set(&plan->err, -ENOMEM, "plan: out of memory");
 		goto out;
 	}
 	ret = pl_plan_build(ck, spec, al, &plan->o, &plan->pl, &plan->err);
 out:
 	pl_spec_free(dflt);
-	rl_free(al);
+	cm_free(al);
 	return ret;
 }
 
@@ -180,13 +180,13 @@ int rl_plan_build(rl_plan *plan, const rl_ckpt *ck, const rl_spec *spec)
 {
 	if (!plan)
 		return -EINVAL;
-	rl_err_clear(&plan->err);
+	cm_err_clear(&plan->err);
 	if (!ck)
-		return rl_err_set(&plan->err, -EINVAL, "checkpoint is NULL");
+		return cm_err_set(&plan->err, -EINVAL, "checkpoint is NULL");
 	if (plan->pl)
-		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
+		return cm_err_set(&plan->err, RL_E_STATE, "plan already built");
 	if (!ck->pl)
-		return rl_err_set(&plan->err, RL_E_STATE, "checkpoint not open");
+		return cm_err_set(&plan->err, RL_E_STATE, "checkpoint not open");
 	return api_plan_build(plan, ck->pl, spec ? spec->pl : NULL);
 }
 
@@ -301,7 +301,7 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 {
 	int ret;
 	struct pl_exec x;
-	const struct rl_read *r;
+	const struct cm_read *r;
 
 	if ((ret = queryable(plan, out)))
 		return ret;
@@ -314,7 +314,7 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out)
 	out->length = r->len;
 	out->min_length = r->min_len;
 	out->ncopies = r->ncopies;
-	out->direct = !!(r->flags & RL_READ_DIRECT);
+	out->direct = !!(r->flags & CM_READ_DIRECT);
 	return 0;
 }
 

@@ -2,8 +2,8 @@
  * plan_internal.h - what api/ keeps behind an rl_plan handle, for the
  * loader glue (api/load.c), which executes plan->pl via pl_plan_exec().
  */
-#ifndef RL_PLAN_INTERNAL_H
-#define RL_PLAN_INTERNAL_H
+#ifndef API_PLAN_INTERNAL_H
+#define API_PLAN_INTERNAL_H
 
 #include "ringload.h"
 #include "../planner/planner.h"
@@ -11,7 +11,7 @@
 struct rl_plan {
 	struct pl_opts o;
 	struct pl_plan *pl;     /* NULL until rl_plan_build() succeeds */
-	struct rl_err err;
+	struct cm_err err;
 };
 
 /* Builds plan->pl from a planner checkpoint and spec (NULL: whole tensors
@@ -20,7 +20,7 @@ struct rl_plan {
 int api_plan_build(rl_plan *plan, const struct pl_ckpt *ck, const struct pl_spec *spec);
 
 /* The public form of a plan's copy. */
-static inline void api_copy_info(const struct rl_copy *c, rl_copy_info *out)
+static inline void api_copy_info(const struct cm_copy *c, rl_copy_info *out)
 {
 	out->src = c->src;
 	out->len = c->len;
@@ -31,4 +31,4 @@ static inline void api_copy_info(const struct rl_copy *c, rl_copy_info *out)
 	out->shard = c->shard;
 }
 
-#endif /* RL_PLAN_INTERNAL_H */
+#endif /* API_PLAN_INTERNAL_H */

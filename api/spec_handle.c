@@ -9,10 +9,10 @@
 
 rl_spec *rl_spec_create(void)
 {
-	rl_spec *s = rl_calloc(1, sizeof(*s));
+	rl_spec *s = cm_calloc(1, sizeof(*s));
 
 	if (s && !(s->pl = pl_spec_new())) {
-		rl_free(s);
+		cm_free(s);
 		return NULL;
 	}
 	return s;
@@ -23,7 +23,7 @@ void rl_spec_destroy(rl_spec *spec)
 	if (!spec)
 		return;
 	pl_spec_free(spec->pl);
-	rl_free(spec);
+	cm_free(spec);
 }
 
 const char *rl_spec_errmsg(const rl_spec *spec)
@@ -35,9 +35,9 @@ int rl_spec_parse(rl_spec *spec, const char *json, size_t len)
 {
 	if (!spec)
 		return -EINVAL;
-	rl_err_clear(&spec->err);
+	cm_err_clear(&spec->err);
 	if (!json)
-		return rl_err_set(&spec->err, -EINVAL, "spec: text is NULL");
+		return cm_err_set(&spec->err, -EINVAL, "spec: text is NULL");
 	return pl_spec_parse(spec->pl, json, len, &spec->err);
 }
 
@@ -51,7 +51,7 @@ int rl_spec_parse(rl_spec *spec, const char *json, size_t len)
 static int read_all(int fd, size_t hint, char **out, size_t *outlen)
 {
 	size_t cap = (hint ? hint + 1 : 4096) + 1, got = 0;
-	char *buf = rl_malloc(cap), *nb;
+	char *buf = cm_malloc(cap), *nb;
 
 	if (!buf)
 		return -ENOMEM;
@@ -60,13 +60,13 @@ static int read_all(int fd, size_t hint, char **out, size_t *outlen)
 
 		if (got + 1 == cap) {
 			if (cap > SPEC_MAX_BYTES) {
-				rl_free(buf);
+				cm_free(buf);
 				return RL_E_TOO_LARGE;
 			}
 			cap = cap * 2 > SPEC_MAX_BYTES + 2u ? SPEC_MAX_BYTES + 2u : cap * 2;
-			nb = rl_realloc(buf, cap);
+			nb = cm_realloc(buf, cap);
 			if (!nb) {
-				rl_free(buf);
+				cm_free(buf);
 				return -ENOMEM;
 			}
 			buf = nb;
@@ -77,7 +77,7 @@ static int read_all(int fd, size_t hint, char **out, size_t *outlen)
 		if (n < 0) {
 			int ret = -errno;
 
-			rl_free(buf);
+			cm_free(buf);
 			return ret;
 		}
 		if (!n)
@@ -85,7 +85,7 @@ static int read_all(int fd, size_t hint, char **out, size_t *outlen)
 		got += (size_t)n;
 	}
 	if (got > SPEC_MAX_BYTES) {
-		rl_free(buf);
+		cm_free(buf);
 		return RL_E_TOO_LARGE;
 	}
 	buf[got] = '\0';
@@ -109,27 +109,27 @@ int rl_spec_load(rl_spec *spec, const char *path)
 
 	if (!spec)
 		return -EINVAL;
-	rl_err_clear(&spec->err);
+	cm_err_clear(&spec->err);
 	if (!path)
-		return rl_err_set(&spec->err, -EINVAL, "spec path is NULL");
+		return cm_err_set(&spec->err, -EINVAL, "spec path is NULL");
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		ret = -errno;
-		return rl_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
+		return cm_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
 	}
 	if (fstat(fd, &st)) {
 		ret = -errno;
 		close(fd);
-		return rl_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
+		return cm_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
 		close(fd);
-		return rl_err_set(&spec->err, RL_E_SPEC, "%s: not a regular file or a pipe",
+		return cm_err_set(&spec->err, RL_E_SPEC, "%s: not a regular file or a pipe",
 				  path);
 	}
 	if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > SPEC_MAX_BYTES) {
 		close(fd);
-		return rl_err_set(&spec->err, RL_E_TOO_LARGE, "%s: over %u bytes: not a spec",
+		return cm_err_set(&spec->err, RL_E_TOO_LARGE, "%s: over %u bytes: not a spec",
 				  path, SPEC_MAX_BYTES);
 	}
 	if (S_ISFIFO(st.st_mode)) {
@@ -138,29 +138,29 @@ int rl_spec_load(rl_spec *spec, const char *path)
 		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
 			ret = -errno;
 			close(fd);
-			return rl_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
+			return cm_err_set(&spec->err, ret, "%s: %s", path, rl_strerror(ret));
 		}
 	}
 	ret = read_all(fd, S_ISREG(st.st_mode) ? (size_t)st.st_size : 0, &buf, &got);
 	close(fd);
 	if (ret == RL_E_TOO_LARGE)
-		return rl_err_set(&spec->err, ret, "%s: over %u bytes: not a spec", path,
+		return cm_err_set(&spec->err, ret, "%s: over %u bytes: not a spec", path,
 				  SPEC_MAX_BYTES);
 	if (ret)
-		return rl_err_set(&spec->err, ret, "%s: read failed: %s", path,
+		return cm_err_set(&spec->err, ret, "%s: read failed: %s", path,
 				  rl_strerror(ret));
 	if (!got && S_ISFIFO(st.st_mode)) {
-		rl_free(buf);
-		return rl_err_set(&spec->err, RL_E_SPEC, "%s: empty (a pipe with no writer?)",
+		cm_free(buf);
+		return cm_err_set(&spec->err, RL_E_SPEC, "%s: empty (a pipe with no writer?)",
 				  path);
 	}
 	ret = pl_spec_parse(spec->pl, buf, got, &spec->err);
-	rl_free(buf);
+	cm_free(buf);
 	if (ret) {
-		char msg[RL_ERRMSG_MAX];
+		char msg[CM_ERRMSG_MAX];
 
 		memcpy(msg, spec->err.msg, sizeof(msg));
-		rl_err_set(&spec->err, ret, "%s: %s", path, msg);
+		cm_err_set(&spec->err, ret, "%s: %s", path, msg);
 	}
 	return ret;
 }
@@ -171,9 +171,9 @@ int rl_spec_set_mesh(rl_spec *spec, unsigned ndim, const uint32_t *shape,
 {
 	if (!spec)
 		return -EINVAL;
-	rl_err_clear(&spec->err);
+	cm_err_clear(&spec->err);
 	if (ndim && (!shape || !axes))
-		return rl_err_set(&spec->err, -EINVAL, "mesh: shape or axes is NULL");
+		return cm_err_set(&spec->err, -EINVAL, "mesh: shape or axes is NULL");
 	return pl_spec_set_mesh(spec->pl, ndim, shape, axes, devices, process_of_device,
 				&spec->err);
 }
@@ -183,11 +183,11 @@ int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 {
 	if (!spec)
 		return -EINVAL;
-	rl_err_clear(&spec->err);
+	cm_err_clear(&spec->err);
 	if (!regex)
-		return rl_err_set(&spec->err, -EINVAL, "rule: regex is NULL");
+		return cm_err_set(&spec->err, -EINVAL, "rule: regex is NULL");
 	if (ndims && !dims)
-		return rl_err_set(&spec->err, -EINVAL, "rule: dims is NULL");
+		return cm_err_set(&spec->err, -EINVAL, "rule: dims is NULL");
 	return pl_spec_add_rule(spec->pl, regex, ndims, dims, &spec->err);
 }
 
@@ -195,9 +195,9 @@ int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len)
 {
 	if (!spec)
 		return -EINVAL;
-	rl_err_clear(&spec->err);
+	cm_err_clear(&spec->err);
 	if (!json)
-		return rl_err_set(&spec->err, -EINVAL, "target: text is NULL");
+		return cm_err_set(&spec->err, -EINVAL, "target: text is NULL");
 	return pl_spec_add_target_json(spec->pl, json, len, &spec->err);
 }
 
@@ -206,6 +206,6 @@ int rl_spec_set_files_of_process(rl_spec *spec, unsigned process, size_t n,
 {
 	if (!spec)
 		return -EINVAL;
-	rl_err_clear(&spec->err);
+	cm_err_clear(&spec->err);
 	return pl_avail_set(spec->pl, process, n, files, &spec->err);
 }

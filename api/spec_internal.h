@@ -2,15 +2,15 @@
  * spec_internal.h - what api/ keeps behind an rl_spec handle, for the glue
  * that plans (api/plan_handle.c) and loads.
  */
-#ifndef RL_SPEC_INTERNAL_H
-#define RL_SPEC_INTERNAL_H
+#ifndef API_SPEC_INTERNAL_H
+#define API_SPEC_INTERNAL_H
 
 #include "ringload.h"
 #include "../planner/planner.h"
 
 struct rl_spec {
 	struct pl_spec *pl;
-	struct rl_err err;
+	struct cm_err err;
 };
 
-#endif /* RL_SPEC_INTERNAL_H */
+#endif /* API_SPEC_INTERNAL_H */

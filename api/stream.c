@@ -146,16 +146,16 @@ static uint64_t mem_available(void)
 
 int64_t rl_loader_default_budget(void)
 {
-	uint64_t lim = RL_MIN(cgroup_left(), mem_available());
+	uint64_t lim = CM_MIN(cgroup_left(), mem_available());
 	struct rlimit rl;
 
 	/* Pinned windows (a runtime's, or registered ones) count against
 	 * RLIMIT_MEMLOCK unless we are privileged. */
 	if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		lim = RL_MIN(lim, (uint64_t)rl.rlim_cur);
+		lim = CM_MIN(lim, (uint64_t)rl.rlim_cur);
 	lim = lim == UINT64_MAX ? ST_MAX_DEFAULT : lim / 4;
-	lim = RL_MIN(RL_MAX(lim, ST_MIN_BUDGET), ST_MAX_DEFAULT);
-	return (int64_t)rl_align_down(lim, ST_PAGE);
+	lim = CM_MIN(CM_MAX(lim, ST_MIN_BUDGET), ST_MAX_DEFAULT);
+	return (int64_t)cm_align_down(lim, ST_PAGE);
 }
 
 uint64_t ld_stream_request_cap(const rl_loader *ld)
@@ -163,7 +163,7 @@ uint64_t ld_stream_request_cap(const rl_loader *ld)
 	uint64_t budget = ld->stream && ld->stream->user_pool ? ld->stream->user_len :
 			  ld->budget ? ld->budget : (uint64_t)rl_loader_default_budget();
 
-	return RL_MAX(rl_align_down(budget / 32, ST_PAGE), ST_PAGE);
+	return CM_MAX(cm_align_down(budget / 32, ST_PAGE), ST_PAGE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -176,7 +176,7 @@ static struct ld_stream *st_get(rl_loader *ld)
 
 	if (s)
 		return s;
-	s = rl_calloc(1, sizeof(*s));
+	s = cm_calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	pthread_mutex_init(&s->lock, NULL);
@@ -194,7 +194,7 @@ static struct ld_stream *st_get(rl_loader *ld)
 static void st_clear_load(struct ld_stream *s)
 {
 	ex_windows_free(&s->win);
-	rl_free(s->queue);
+	cm_free(s->queue);
 	s->queue = NULL;
 	s->qhead = s->qtail = 0;
 }
@@ -219,11 +219,11 @@ void ld_stream_free(rl_loader *ld)
 	st_clear_load(s);
 	st_free_pool(ld, s);
 	for (unsigned i = 0; i < ST_MAX_SLOTS; i++)
-		rl_free(s->slot[i].out);
+		cm_free(s->slot[i].out);
 	pthread_cond_destroy(&s->ready);
 	pthread_cond_destroy(&s->freed);
 	pthread_mutex_destroy(&s->lock);
-	rl_free(s);
+	cm_free(s);
 	ld->stream = NULL;
 }
 
@@ -241,10 +241,10 @@ int ld_stream_idle(rl_loader *ld)
 		held += s->slot[i].held;
 	pthread_mutex_unlock(&s->lock);
 	if (pulling)
-		return rl_err_set(&ld->err, RL_E_STATE,
+		return cm_err_set(&ld->err, RL_E_STATE,
 				  "a streaming load is running (rl_loader_finish() first)");
 	if (held)
-		return rl_err_set(&ld->err, RL_E_STATE,
+		return cm_err_set(&ld->err, RL_E_STATE,
 				  "%zu pieces of the last streaming load not released", held);
 	return 0;
 }
@@ -258,17 +258,17 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 	uint64_t len;
 
 	if (s->user_pool) {
-		uintptr_t p = (uintptr_t)s->user_pool, a = rl_align_up(p, ST_PAGE);
+		uintptr_t p = (uintptr_t)s->user_pool, a = cm_align_up(p, ST_PAGE);
 
 		base = (uint8_t *)a;
 		len = s->user_len > a - p ? s->user_len - (a - p) : 0;
 	} else {
-		budget = RL_MAX(rl_align_down(budget, ST_PAGE), ST_MIN_BUDGET);
+		budget = CM_MAX(cm_align_down(budget, ST_PAGE), ST_MIN_BUDGET);
 		if (s->pool_len != budget) {
 			st_free_pool(ld, s);
 			s->pool = eng_staging_alloc((size_t)budget);
 			if (!s->pool)
-				return rl_err_set(&ld->err, -ENOMEM,
+				return cm_err_set(&ld->err, -ENOMEM,
 						  "streaming: cannot map a window pool of %" PRIu64
 						  " bytes", budget);
 			s->pool_len = (size_t)budget;
@@ -278,10 +278,10 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 	}
 	pthread_mutex_lock(&s->lock);
 	s->nslots = len >= ST_TWO_WINDOWS ? 2 : 1;
-	s->slot_bytes = rl_align_down(len / s->nslots, ST_PAGE);
+	s->slot_bytes = cm_align_down(len / s->nslots, ST_PAGE);
 	pthread_mutex_unlock(&s->lock);
 	if (s->slot_bytes < 2 * ST_PAGE)
-		return rl_err_set(&ld->err, RL_E_STAGING,
+		return cm_err_set(&ld->err, RL_E_STAGING,
 				  "streaming: window pool of %" PRIu64 " usable bytes: at least %llu needed",
 				  len, ST_MIN_BUDGET);
 	/* Under the lock: a stale release from another thread reads them. */
@@ -304,9 +304,9 @@ static int st_plan(rl_loader *ld, struct ld_stream *s)
 	const struct pl_exec *ex = &s->ex;
 	int ret = ex_windows_cut(&s->win, ex, s->slot_bytes, ST_PAGE);
 
-	s->queue = ret ? NULL : rl_calloc(s->win.npieces + s->win.nzero + 1, sizeof(*s->queue));
+	s->queue = ret ? NULL : cm_calloc(s->win.npieces + s->win.nzero + 1, sizeof(*s->queue));
 	if (ret < 0 || !s->queue)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	s->total = 0;
 	for (size_t i = 0; i < ex->nreads; i++)
 		s->total += ex->reads[i].len;
@@ -354,10 +354,10 @@ static int st_acquire(rl_loader *ld, struct ld_stream *s, int *err)
 	if (k >= 0)
 		return k;
 	if (!timed_out)
-		*err = rl_err_set(&ld->err, RL_E_CANCELED,
+		*err = cm_err_set(&ld->err, RL_E_CANCELED,
 				  "streaming: canceled (rl_loader_finish() before the last piece)");
 	else
-		*err = rl_err_set(&ld->err, RL_E_RELEASE_TIMEOUT,
+		*err = cm_err_set(&ld->err, RL_E_RELEASE_TIMEOUT,
 				  "streaming: all %u windows (%" PRIu64 " bytes each) hold pieces not released for %u ms (RL_OPT_RELEASE_TIMEOUT_MS): release pieces with rl_loader_release()",
 				  s->nslots, s->slot_bytes, ld->release_timeout_ms);
 	return -1;
@@ -413,7 +413,7 @@ static int st_hold(struct ld_stream *s, unsigned k, const struct ex_window *rg)
 
 	pthread_mutex_lock(&s->lock);
 	if (rg->n > w->cap) {
-		uint8_t *o = rl_realloc(w->out, rg->n);
+		uint8_t *o = cm_realloc(w->out, rg->n);
 
 		if (o) {
 			w->out = o;
@@ -480,7 +480,7 @@ static int st_progress(void *user, uint64_t done, uint64_t total)
 		return 1;
 	if (!ld->on_progress)
 		return 0;
-	return ld->on_progress(ld->user, RL_MIN(s->base + done, s->total), s->total);
+	return ld->on_progress(ld->user, CM_MIN(s->base + done, s->total), s->total);
 }
 
 /* Reads range rg into window k; rg NULL: no range, only what the
@@ -500,9 +500,9 @@ static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, in
 
 	sr->wj.nreads = sr->wj.ncopies = 0;
 	if (rg && ex_window_job(ex->reads, ex->nreads, ex->copies, &rg->r, &sr->wj) < 0)
-		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&sr->ld->err, -ENOMEM, "out of memory");
 	if (ex_run_cover(&sr->run, &sr->wj.reads, &sr->wj.nreads, &sr->wj.cap_reads, last) < 0)
-		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&sr->ld->err, -ENOMEM, "out of memory");
 	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies,
 			       sink_host_init(&host, 1, staging, bytes), 0, NULL };
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
@@ -527,7 +527,7 @@ static int st_deliver(struct st_run *sr, const rl_piece *p)
 		return 0;
 	}
 	if (ld->on_piece(ld->piece_user, p) != 0)
-		return rl_err_set(&ld->err, RL_E_CANCELED, "streaming: the piece callback canceled the load");
+		return cm_err_set(&ld->err, RL_E_CANCELED, "streaming: the piece callback canceled the load");
 	return 0;
 }
 
@@ -538,7 +538,7 @@ static int st_hand_out(struct st_run *sr, const struct ex_window *rg, unsigned k
 	int ret = st_hold(s, k, rg);
 
 	if (ret < 0)
-		return rl_err_set(&sr->ld->err, ret, "out of memory");
+		return cm_err_set(&sr->ld->err, ret, "out of memory");
 	for (size_t i = 0; i < rg->n; i++) {
 		const struct ex_piece *sp = s->win.pieces + rg->first + i;
 		rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, s->slot[k].ptr + sp->pos,
@@ -567,7 +567,7 @@ static int st_fixed(struct st_run *sr)
 	struct ld_stream *s = sr->s;
 	uint64_t per = (s->slot_bytes + ST_FIXED_MAX - 1) / ST_FIXED_MAX;
 
-	sr->fixed = rl_calloc((size_t)(per * s->nslots), sizeof(*sr->fixed));
+	sr->fixed = cm_calloc((size_t)(per * s->nslots), sizeof(*sr->fixed));
 	if (!sr->fixed)
 		return -ENOMEM;
 	for (unsigned k = 0; k < s->nslots; k++)
@@ -575,7 +575,7 @@ static int st_fixed(struct st_run *sr)
 			struct eng_fixed *f = sr->fixed + sr->nfixed++;
 
 			f->base = s->slot[k].ptr + off;
-			f->len = (size_t)RL_MIN(ST_FIXED_MAX, s->slot_bytes - off);
+			f->len = (size_t)CM_MIN(ST_FIXED_MAX, s->slot_bytes - off);
 		}
 	return 0;
 }
@@ -594,7 +594,7 @@ static int st_begin(struct st_run *sr)
 	int ret;
 
 	if (st_fixed(sr) < 0)
-		return rl_err_set(&sr->ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&sr->ld->err, -ENOMEM, "out of memory");
 	ex_windows_needs(&s->win, ex, sr->run.hash ? &sr->run.cover : NULL, &n);
 	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
 	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
@@ -695,14 +695,14 @@ static int st_setup(struct st_run *sr)
 	rl_loader *ld = sr->ld;
 	struct ld_stream *s = sr->s;
 	struct eng_opts eo = ld->eo;
-	uint32_t chunk = (uint32_t)RL_MIN(RL_MAX(s->ex.max_read, 4096u), 1u << 30);
+	uint32_t chunk = (uint32_t)CM_MIN(CM_MAX(s->ex.max_read, 4096u), 1u << 30);
 	int ret;
 
-	eo.inflight_bytes = RL_MAX(s->ex.max_read, RL_MIN(eo.inflight_bytes, s->slot_bytes * s->nslots / 4));
-	eo.buffer_bytes = (uint32_t)RL_MIN(s->ex.max_read, 1u << 30);
+	eo.inflight_bytes = CM_MAX(s->ex.max_read, CM_MIN(eo.inflight_bytes, s->slot_bytes * s->nslots / 4));
+	eo.buffer_bytes = (uint32_t)CM_MIN(s->ex.max_read, 1u << 30);
 	ret = ex_run_sums(&sr->run, &s->ex, ld->hash.hash, chunk, eo.inflight_bytes, &ld->err);
 	if (ret == 0 && sr->run.hash)
-		eo.buffer_bytes = RL_MAX(eo.buffer_bytes, sr->run.cover.chunk);
+		eo.buffer_bytes = CM_MAX(eo.buffer_bytes, sr->run.cover.chunk);
 	if (ret == 0)
 		ret = eng_create(&eo, &sr->eng, &ld->err);
 	if (ret == 0 && (s->win.n || sr->run.hash))
@@ -730,7 +730,7 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	if (ret == 0)
 		ret = st_ranges(&sr);
 	eng_session_end(sr.sess);
-	rl_free(sr.fixed);
+	cm_free(sr.fixed);
 	eng_destroy(sr.eng);
 	ex_wjob_free(&sr.wj);
 	if (ret == 0)
@@ -739,11 +739,11 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
 	ex_run_stats(&sr.run, &sr.sum);
 	ex_run_free(&sr.run);
-	ld_fill_stats(ld, &s->ex, &sr.sum, 0, rl_now_s() - s->t0);
+	ld_fill_stats(ld, &s->ex, &sr.sum, 0, cm_now_s() - s->t0);
 	st_fill_stats_ex(ld, &sr, why);
 	ld->failed = ret < 0;
 	if (ret == 0)
-		rl_err_clear(&ld->err);
+		cm_err_clear(&ld->err);
 	return ret;
 }
 
@@ -761,14 +761,14 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	ld_hashrun_free(&ld->hash); /* no stale results */
 	s = st_get(ld);
 	if (!s || ld_reset_files(ld, ex) < 0)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex, &ld->err);
 	if (ret < 0)
 		return ret;
 	ld_free_areas(ld); /* library staging of an earlier run */
 	st_clear_load(s);
 	s->ex = *ex;
-	s->t0 = rl_now_s();
+	s->t0 = cm_now_s();
 	atomic_store_explicit(&s->cancel, 0, memory_order_relaxed);
 	ret = st_setup_pool(ld, s);
 	if (ret == 0)
@@ -783,7 +783,7 @@ int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const
 	int ret;
 
 	if (!ld->on_piece && !ld->cuda)
-		return rl_err_set(&ld->err, RL_E_STATE,
+		return cm_err_set(&ld->err, RL_E_STATE,
 				  "streaming: rl_loader_run() needs a piece callback (rl_loader_set_piece_callback), or use rl_loader_start()");
 	ret = st_prepare(ld, ex);
 	if (ret == 0)
@@ -816,14 +816,14 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	if (!ld)
 		return -EINVAL;
 	if (!plan)
-		return rl_err_set(&ld->err, -EINVAL, "no plan");
+		return cm_err_set(&ld->err, -EINVAL, "no plan");
 	if (!plan->pl)
-		return rl_err_set(&ld->err, RL_E_STATE, "plan not built");
+		return cm_err_set(&ld->err, RL_E_STATE, "plan not built");
 	if (ld->staging_mode != RL_STAGING_STREAM)
-		return rl_err_set(&ld->err, RL_E_STATE,
+		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");
 	if (ld->cuda)
-		return rl_err_set(&ld->err, RL_E_STATE,
+		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start(): a CUDA load has no pieces to pull; use rl_loader_run()");
 	pl_plan_exec(plan->pl, &ex);
 	ret = st_prepare(ld, &ex);
@@ -836,7 +836,7 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	ret = pthread_create(&s->tid, NULL, st_thread, ld);
 	if (ret != 0) {
 		s->pulling = 0;
-		return rl_err_set(&ld->err, -ret, "streaming: cannot start the load's thread: %s",
+		return cm_err_set(&ld->err, -ret, "streaming: cannot start the load's thread: %s",
 				  strerror(ret));
 	}
 	return 0;
@@ -890,7 +890,7 @@ int rl_loader_finish(rl_loader *ld)
 		return -EINVAL;
 	s = ld->stream;
 	if (!s || !s->pulling)
-		return rl_err_set(&ld->err, RL_E_STATE, "no streaming load started");
+		return cm_err_set(&ld->err, RL_E_STATE, "no streaming load started");
 	pthread_mutex_lock(&s->lock);
 	if (!s->ended || s->qhead < s->qtail) {
 		/* Relaxed: see struct ld_stream.cancel; the broadcast under the
@@ -913,7 +913,7 @@ int rl_loader_finish(rl_loader *ld)
 	ret = s->result;
 	pthread_mutex_unlock(&s->lock);
 	if (ret == 0 && atomic_load_explicit(&s->cancel, memory_order_relaxed))
-		ret = rl_err_set(&ld->err, RL_E_CANCELED,
+		ret = cm_err_set(&ld->err, RL_E_CANCELED,
 				 "streaming: canceled (rl_loader_finish() before the last piece)");
 	return ret;
 }
@@ -935,18 +935,18 @@ int rl_loader_set_window_pool(rl_loader *ld, void *ptr, size_t len)
 	if (!ld)
 		return -EINVAL;
 	if (ptr && len < ST_MIN_BUDGET)
-		return rl_err_set(&ld->err, RL_E_STAGING,
+		return cm_err_set(&ld->err, RL_E_STAGING,
 				  "window pool of %zu bytes: at least %llu needed", len, ST_MIN_BUDGET);
 	ret = ld_stream_idle(ld);
 	if (ret < 0)
 		return ret;
 	s = st_get(ld);
 	if (!s)
-		return rl_err_set(&ld->err, -ENOMEM, "out of memory");
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	if (s->user_pool != ptr)
 		ld_cuda_unpin(ld); /* the caller may free the old pool now */
 	s->user_pool = ptr;
 	s->user_len = ptr ? len : 0;
-	rl_err_clear(&ld->err);
+	cm_err_clear(&ld->err);
 	return 0;
 }

@@ -120,7 +120,7 @@ int rl_plan_get_xstats(const rl_plan *plan, int p, rl_plan_xstats *out)
 	v.files_opened = x.files;
 	v.max_read_bytes = x.max_read;
 	v.max_files_opened = x.max_files;
-	n = RL_MIN(out->size, sizeof(v));
+	n = CM_MIN(out->size, sizeof(v));
 	memcpy((char *)out + sizeof(size_t), (const char *)&v + sizeof(size_t),
 	       n - sizeof(size_t));
 	out->size = n;
@@ -131,13 +131,13 @@ int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch)
 {
 	if (!plan)
 		return -EINVAL;
-	rl_err_clear(&plan->err);
+	cm_err_clear(&plan->err);
 	if (plan->pl)
-		return rl_err_set(&plan->err, RL_E_STATE, "plan already built");
+		return cm_err_set(&plan->err, RL_E_STATE, "plan already built");
 	if (!from)
-		return rl_err_set(&plan->err, -EINVAL, "the plan to read from is NULL");
+		return cm_err_set(&plan->err, -EINVAL, "the plan to read from is NULL");
 	if (!from->pl)
-		return rl_err_set(&plan->err, RL_E_STATE, "the plan to read from is not built");
+		return cm_err_set(&plan->err, RL_E_STATE, "the plan to read from is not built");
 	return pl_plan_build_batch(from->pl, batch, &plan->o, &plan->pl, &plan->err);
 }
 

@@ -31,7 +31,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "rl_common.h"
+#include "common.h"
 
 /* jemalloc's non-standard API, resolved at run time (NULL: libc). */
 #define MALLOCX_ZERO_FLAG 0x40      /* jemalloc.h's MALLOCX_ZERO (the header is not used) */
@@ -67,7 +67,7 @@ static inline const struct je_api *je_api(void)
 	return &je;
 }
 
-int rl_alloc_uses_jemalloc(void)
+int cm_alloc_uses_jemalloc(void)
 {
 	return je_api()->mallocx != NULL;
 }
@@ -96,19 +96,19 @@ static void count_bytes(long delta)
 		;
 }
 
-long rl_alloc_live_bytes(void)
+long cm_alloc_live_bytes(void)
 {
 	return atomic_load_explicit(&live_bytes, memory_order_relaxed);
 }
 
-long rl_alloc_peak_bytes(void)
+long cm_alloc_peak_bytes(void)
 {
 	return atomic_load_explicit(&peak_bytes, memory_order_relaxed);
 }
 
-void rl_alloc_peak_reset(void)
+void cm_alloc_peak_reset(void)
 {
-	atomic_store_explicit(&peak_bytes, rl_alloc_live_bytes(), memory_order_relaxed);
+	atomic_store_explicit(&peak_bytes, cm_alloc_live_bytes(), memory_order_relaxed);
 }
 
 static int should_fail(void)
@@ -125,12 +125,12 @@ static int should_fail(void)
 	return 0;
 }
 
-void rl_alloc_fail_after(long n)
+void cm_alloc_fail_after(long n)
 {
 	atomic_store_explicit(&fail_countdown, n, memory_order_relaxed);
 }
 
-long rl_alloc_live(void)
+long cm_alloc_live(void)
 {
 	return atomic_load_explicit(&live_blocks, memory_order_relaxed);
 }
@@ -154,14 +154,14 @@ static void *track(void *p)
 	return p;
 }
 
-void *rl_malloc(size_t n)
+void *cm_malloc(size_t n)
 {
 	if (should_fail())
 		return NULL;
 	return track(raw_alloc(n));
 }
 
-void *rl_calloc(size_t nmemb, size_t size)
+void *cm_calloc(size_t nmemb, size_t size)
 {
 	const struct je_api *a = je_api();
 	size_t n;
@@ -173,22 +173,22 @@ void *rl_calloc(size_t nmemb, size_t size)
 	return track(a->mallocx ? a->mallocx(n ? n : 1, MALLOCX_ZERO_FLAG) : calloc(n ? n : 1, 1));
 }
 
-void *rl_mallocarray(size_t nmemb, size_t size)
+void *cm_mallocarray(size_t nmemb, size_t size)
 {
 	size_t n;
 
 	if (__builtin_mul_overflow(nmemb, size, &n))
 		return NULL;
-	return rl_malloc(n);
+	return cm_malloc(n);
 }
 
-void *rl_realloc(void *p, size_t n)
+void *cm_realloc(void *p, size_t n)
 {
 	size_t old;
 	void *q;
 
 	if (!p)
-		return rl_malloc(n);
+		return cm_malloc(n);
 	if (should_fail())
 		return NULL;
 	if (n == 0)
@@ -200,13 +200,13 @@ void *rl_realloc(void *p, size_t n)
 	return q;
 }
 
-void *rl_reallocarray(void *p, size_t nmemb, size_t size)
+void *cm_reallocarray(void *p, size_t nmemb, size_t size)
 {
 	size_t n;
 
 	if (__builtin_mul_overflow(nmemb, size, &n))
 		return NULL;
-	return rl_realloc(p, n);
+	return cm_realloc(p, n);
 }
 
 /* The capacity after growing from cap to hold need: by half again for
@@ -216,10 +216,10 @@ static size_t grow_step(size_t cap, size_t need)
 {
 	size_t n = cap > SIZE_MAX / 3 ? need : cap + cap / 2;
 
-	return RL_MAX(RL_MAX(n, need), (size_t)4);
+	return CM_MAX(CM_MAX(n, need), (size_t)4);
 }
 
-int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
+int cm_grow(void **arr, size_t *cap, size_t need, size_t size)
 {
 	size_t n;
 	void *p;
@@ -227,7 +227,7 @@ int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 	if (need <= *cap)
 		return 0;
 	n = grow_step(*cap, need);
-	p = rl_reallocarray(*arr, n, size);
+	p = cm_reallocarray(*arr, n, size);
 	if (!p)
 		return -ENOMEM;
 	*arr = p;
@@ -236,7 +236,7 @@ int rl_grow(void **arr, size_t *cap, size_t need, size_t size)
 }
 
 /*
- * Arrays of at least this many bytes grown by rl_grow_big() live in their own
+ * Arrays of at least this many bytes grown by cm_grow_big() live in their own
  * anonymous mapping. Below it a mapping would waste most of its page.
  */
 #define BIG_MIN ((size_t)1 << 20)
@@ -274,18 +274,18 @@ static void *big_map(void *arr, size_t old, size_t bytes)
 	count_bytes((long)bytes);
 	if (arr) {
 		memcpy(p, arr, old);
-		rl_free(arr);
+		cm_free(arr);
 	}
 	return p;
 }
 
-int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
+int cm_grow_big(void **arr, size_t *cap, size_t need, size_t size)
 {
 	size_t n, bytes, old = *cap * size;
 	void *p;
 
 	/* elements of at most a page (Linux's least page size): then the
-	 * mapping's length is page_up(cap * size), which rl_free_big and
+	 * mapping's length is page_up(cap * size), which cm_free_big and
 	 * mremap rebuild from cap alone */
 	if (!size || size > 4096)
 		return -EINVAL;
@@ -295,7 +295,7 @@ int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
 	if (__builtin_mul_overflow(n, size, &bytes))
 		return -ENOMEM;
 	if (!is_big(bytes)) {
-		if (!(p = rl_reallocarray(*arr, n, size)))
+		if (!(p = cm_reallocarray(*arr, n, size)))
 			return -ENOMEM;
 		*arr = p;
 		*cap = n;
@@ -321,14 +321,14 @@ int rl_grow_big(void **arr, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
-void rl_free_big(void *arr, size_t cap, size_t size)
+void cm_free_big(void *arr, size_t cap, size_t size)
 {
 	size_t bytes = cap * size;
 
 	if (!arr)
 		return;
 	if (!is_big(bytes)) {
-		rl_free(arr);
+		cm_free(arr);
 		return;
 	}
 	atomic_fetch_sub_explicit(&live_blocks, 1, memory_order_relaxed);
@@ -336,10 +336,10 @@ void rl_free_big(void *arr, size_t cap, size_t size)
 	munmap(arr, page_up(bytes));
 }
 
-char *rl_strndup(const char *s, size_t n)
+char *cm_strndup(const char *s, size_t n)
 {
 	size_t len = strnlen(s, n);
-	char *d = rl_malloc(len + 1);
+	char *d = cm_malloc(len + 1);
 
 	if (d) {
 		memcpy(d, s, len);
@@ -348,12 +348,12 @@ char *rl_strndup(const char *s, size_t n)
 	return d;
 }
 
-char *rl_strdup(const char *s)
+char *cm_strdup(const char *s)
 {
-	return rl_strndup(s, strlen(s));
+	return cm_strndup(s, strlen(s));
 }
 
-void rl_free(void *p)
+void cm_free(void *p)
 {
 	if (!p)
 		return;

@@ -1,9 +1,9 @@
 /* clock.c - the library's one clock for durations (CLOCK_MONOTONIC). */
 #include <time.h>
 
-#include "rl_common.h"
+#include "common.h"
 
-uint64_t rl_now_ns(void)
+uint64_t cm_now_ns(void)
 {
 	struct timespec ts;
 
@@ -11,7 +11,7 @@ uint64_t rl_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-double rl_now_s(void)
+double cm_now_s(void)
 {
-	return (double)rl_now_ns() / 1e9;
+	return (double)cm_now_ns() / 1e9;
 }

@@ -2,9 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl_common.h"
+#include "common.h"
 
-int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap)
+int cm_err_vset(struct cm_err *e, int code, const char *fmt, va_list ap)
 {
 	if (!e)
 		return code;
@@ -24,17 +24,17 @@ int rl_err_vset(struct rl_err *e, int code, const char *fmt, va_list ap)
 	return code;
 }
 
-int rl_err_set(struct rl_err *e, int code, const char *fmt, ...)
+int cm_err_set(struct cm_err *e, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	rl_err_vset(e, code, fmt, ap);
+	cm_err_vset(e, code, fmt, ap);
 	va_end(ap);
 	return code;
 }
 
-void rl_err_clear(struct rl_err *e)
+void cm_err_clear(struct cm_err *e)
 {
 	e->code = 0;
 	e->msg[0] = '\0';

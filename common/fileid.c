@@ -1,5 +1,5 @@
 /*
- * fileid.c - statx identity of an open file (rl_fileid.h). statx rather
+ * fileid.c - statx identity of an open file (fileid.h). statx rather
  * than fstat: the nanosecond timestamps are fields of their own, and
  * STATX_BASIC_STATS asks for exactly what is compared.
  */
@@ -8,14 +8,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "rl_fileid.h"
+#include "fileid.h"
 
 static int64_t ns(const struct statx_timestamp *t)
 {
 	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
-int rl_file_id_get(int fd, struct rl_file_id *out)
+int cm_file_id_get(int fd, struct cm_file_id *out)
 {
 	struct statx sx;
 
@@ -31,7 +31,7 @@ int rl_file_id_get(int fd, struct rl_file_id *out)
 	return 0;
 }
 
-const char *rl_file_id_diff(const struct rl_file_id *a, const struct rl_file_id *b)
+const char *cm_file_id_diff(const struct cm_file_id *a, const struct cm_file_id *b)
 {
 	if (!a->valid || !b->valid)
 		return NULL;

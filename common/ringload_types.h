@@ -3,7 +3,7 @@
  * public API: error codes, element types, the dimension limit and one
  * dimension of a partition spec. Plain data only: no function. api/ringload.h
  * re-exports it (include that one); common/, planner/ and engine/ include
- * it through rl_common.h, so that nothing below api/ includes ringload.h.
+ * it through common.h, so that nothing below api/ includes ringload.h.
  * `make install` installs it beside ringload.h.
  */
 #ifndef RINGLOAD_TYPES_H

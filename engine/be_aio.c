@@ -46,17 +46,17 @@ static void aio_teardown(struct be *be)
 		io_destroy(a->ctx); /* waits for what is in flight */
 	if (a->efd >= 0)
 		close(a->efd);
-	rl_free(a->iocbs);
-	rl_free(a->pending);
-	rl_free(a->events);
-	rl_free(a);
+	cm_free(a->iocbs);
+	cm_free(a->pending);
+	cm_free(a->events);
+	cm_free(a);
 	be->priv = NULL;
 }
 
 static int aio_setup(struct be *be)
 {
 	const struct eng_worker *w = be->w;
-	struct aio *a = rl_calloc(1, sizeof(*a));
+	struct aio *a = cm_calloc(1, sizeof(*a));
 	int ret;
 
 	if (!a)
@@ -68,10 +68,10 @@ static int aio_setup(struct be *be)
 		aio_teardown(be);
 		return ret;
 	}
-	a->iocbs = rl_calloc(w->nreqs, sizeof(*a->iocbs));
-	a->pending = rl_calloc(w->qd, sizeof(*a->pending));
-	a->nevents = RL_MIN(w->qd, 64u);
-	a->events = rl_calloc(a->nevents, sizeof(*a->events));
+	a->iocbs = cm_calloc(w->nreqs, sizeof(*a->iocbs));
+	a->pending = cm_calloc(w->qd, sizeof(*a->pending));
+	a->nevents = CM_MIN(w->qd, 64u);
+	a->events = cm_calloc(a->nevents, sizeof(*a->events));
 	if (!a->iocbs || !a->pending || !a->events) {
 		aio_teardown(be);
 		return -ENOMEM;
@@ -126,7 +126,7 @@ static int aio_commit(struct be *be)
 			memmove(a->pending, a->pending + done,
 				(a->npending - done) * sizeof(*a->pending));
 			a->npending -= done;
-			now = rl_now_ns();
+			now = cm_now_ns();
 			if (!a->refused_since || done)
 				a->refused_since = now;
 			else if (now - a->refused_since > AIO_REFUSE_NS)
@@ -202,7 +202,7 @@ static int aio_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 	}
 	if (ret < 0)
 		return ret;
-	a->submitted -= (unsigned)RL_MIN((unsigned)ret, a->submitted);
+	a->submitted -= (unsigned)CM_MIN((unsigned)ret, a->submitted);
 	for (int i = 0; i < ret; i++) {
 		struct eng_req *q = a->events[i].data;
 		long res = (long)a->events[i].res;

@@ -24,14 +24,14 @@ static int fault_setup(struct be *be)
 
 	if (be->run->cx.hooks.set.fault_kind == ENG_FAULT_SETUP)
 		return -EPERM;
-	f = rl_calloc(1, sizeof(*f));
+	f = cm_calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	be->inner->run = be->run;
 	be->inner->w = be->w;
 	ret = be->inner->ops->setup(be->inner);
 	if (ret < 0) {
-		rl_free(f);
+		cm_free(f);
 		return ret;
 	}
 	be->priv = f;
@@ -65,7 +65,7 @@ static int fault_queue(struct be *be, struct eng_req *q)
 	case ENG_FAULT_SHORT:
 		/* Half the read, on the descriptor's alignment, as a device
 		 * might return at a boundary. */
-		len = (uint32_t)rl_align_down(q->io_len / 2, q->direct ? file->align : 1);
+		len = (uint32_t)cm_align_down(q->io_len / 2, q->direct ? file->align : 1);
 		if (len)
 			q->io_len = len;
 		return be->inner->ops->queue(be->inner, q);
@@ -121,7 +121,7 @@ static void fault_wake(struct be *be)
 static void fault_teardown(struct be *be)
 {
 	be->inner->ops->teardown(be->inner);
-	rl_free(be->priv);
+	cm_free(be->priv);
 	be->priv = NULL;
 }
 

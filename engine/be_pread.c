@@ -78,8 +78,8 @@ static void pr_teardown(struct be *be)
 	pthread_cond_destroy(&p->done);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
-	rl_free(p->threads);
-	rl_free(p);
+	cm_free(p->threads);
+	cm_free(p);
 	be->priv = NULL;
 }
 
@@ -89,7 +89,7 @@ static int pr_setup(struct be *be)
 	unsigned nw = rc->cx.nworkers, qd = be->w->qd;
 	/* RL_OPT_THREADS counts reader threads of all workers together */
 	unsigned want = rc->cx.o->threads ? (rc->cx.o->threads + nw - 1) / nw : qd;
-	struct pr *p = rl_calloc(1, sizeof(*p));
+	struct pr *p = cm_calloc(1, sizeof(*p));
 
 	if (!p)
 		return -ENOMEM;
@@ -97,8 +97,8 @@ static int pr_setup(struct be *be)
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->done, NULL);
 	be->priv = p;
-	want = RL_MIN(want, qd);
-	p->threads = rl_calloc(want, sizeof(*p->threads));
+	want = CM_MIN(want, qd);
+	p->threads = cm_calloc(want, sizeof(*p->threads));
 	if (!p->threads) {
 		pr_teardown(be);
 		return -ENOMEM;

@@ -101,7 +101,7 @@ static void register_files(struct be *be, struct ur *u)
 
 	if (!rc->cx.o->register_files || !rc->cx.nfiles)
 		return;
-	fds = rl_mallocarray(2 * rc->cx.nfiles, sizeof(int));
+	fds = cm_mallocarray(2 * rc->cx.nfiles, sizeof(int));
 	if (!fds)
 		return;
 	for (size_t i = 0; i < rc->cx.nfiles; i++) {
@@ -109,7 +109,7 @@ static void register_files(struct be *be, struct ur *u)
 		fds[2 * i + 1] = rc->cx.files[i].dfd;  /* -1: a sparse slot */
 	}
 	ret = io_uring_register_files(&u->ring, fds, (unsigned)(2 * rc->cx.nfiles));
-	rl_free(fds);
+	cm_free(fds);
 	if (ret == 0)
 		u->reg_files = 1;
 	else
@@ -121,7 +121,7 @@ static void register_files(struct be *be, struct ur *u)
 static struct iovec *buffer_iovs(const struct eng_run *rc, const struct eng_pool *pool,
 				 unsigned n, int fixed)
 {
-	struct iovec *iov = rl_mallocarray((size_t)n + rc->cx.nfixed + 1, sizeof(*iov));
+	struct iovec *iov = cm_mallocarray((size_t)n + rc->cx.nfixed + 1, sizeof(*iov));
 
 	for (unsigned i = 0; iov && i < n; i++) {
 		iov[i].iov_base = eng_pool_buf(pool, (int)i);
@@ -151,7 +151,7 @@ static int register_with_fixed(struct be *be, struct ur *u, unsigned n)
 	if (!iov)
 		return -ENOMEM;
 	ret = io_uring_register_buffers(&u->ring, iov, n + rc->cx.nfixed);
-	rl_free(iov);
+	cm_free(iov);
 	if (ret == 0) {
 		u->reg_bufs = n;
 		u->reg_fixed = rc->cx.nfixed;
@@ -191,7 +191,7 @@ static void register_buffers(struct be *be, struct ur *u)
 		}
 		n /= 2;
 	}
-	rl_free(iov);
+	cm_free(iov);
 	u->reg_bufs = n;
 	if (n < pool->nbuf)
 		eng_note(&rc->b, ENG_FALLBACK_BUFFERS_UNREGISTERED, "io_uring registered %u of %u buffers (%s)", n, pool->nbuf,
@@ -219,7 +219,7 @@ static void taken(struct ur *u, int n)
 	if (n <= 0)
 		return;
 	u->in_kernel += (unsigned)n;
-	u->queued -= RL_MIN(u->queued, (unsigned)n);
+	u->queued -= CM_MIN(u->queued, (unsigned)n);
 }
 
 /*
@@ -290,7 +290,7 @@ static void ur_teardown(struct be *be)
 	}
 	if (u->efd >= 0)
 		close(u->efd);
-	rl_free(u);
+	cm_free(u);
 	be->priv = NULL;
 }
 
@@ -300,10 +300,10 @@ static void ur_teardown(struct be *be)
 static int ring_init(struct be *be, struct ur *u, unsigned extra)
 {
 	struct eng_run *rc = be->run;
-	size_t first = RL_MIN(rc->cx.o->uring_flags_first, RL_ARRAY_SIZE(setup_flags) - 1), i;
+	size_t first = CM_MIN(rc->cx.o->uring_flags_first, CM_ARRAY_SIZE(setup_flags) - 1), i;
 	int ret = -EINVAL;
 
-	for (i = first; i < RL_ARRAY_SIZE(setup_flags); i++) {
+	for (i = first; i < CM_ARRAY_SIZE(setup_flags); i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof(p));
@@ -339,7 +339,7 @@ static int ring_setup(struct be *be, struct ur *u)
 
 static int ur_setup(struct be *be)
 {
-	struct ur *u = rl_calloc(1, sizeof(*u));
+	struct ur *u = cm_calloc(1, sizeof(*u));
 	int ret;
 
 	if (!u)
@@ -449,8 +449,8 @@ static int ur_reap(struct be *be, struct eng_req **out, unsigned max, int wait)
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			return ret;
 	}
-	if (max > RL_ARRAY_SIZE(cqes))
-		max = RL_ARRAY_SIZE(cqes);
+	if (max > CM_ARRAY_SIZE(cqes))
+		max = CM_ARRAY_SIZE(cqes);
 	n = io_uring_peek_batch_cqe(&u->ring, cqes, max);
 	for (seen = 0; seen < n; seen++) {
 		struct io_uring_cqe *cqe = cqes[seen];

@@ -30,12 +30,12 @@
 #define MINCORE_WINDOW (1ull << 30) /* bytes mapped at a time */
 #define OVERLAYFS_MAGIC 0x794c7630    /* linux/magic.h's OVERLAYFS_SUPER_MAGIC */
 
-struct rl_cachestat_range {
+struct eng_cachestat_range {
 	uint64_t off;
 	uint64_t len;
 };
 
-struct rl_cachestat {
+struct eng_cachestat {
 	uint64_t nr_cache;
 	uint64_t nr_dirty;
 	uint64_t nr_writeback;
@@ -46,8 +46,8 @@ struct rl_cachestat {
 /* Pages of [off, off + len) in the cache by cachestat; -errno. */
 static int64_t by_cachestat(int fd, uint64_t off, uint64_t len)
 {
-	struct rl_cachestat_range r = { off, len };
-	struct rl_cachestat cs = { 0, 0, 0, 0, 0 };
+	struct eng_cachestat_range r = { off, len };
+	struct eng_cachestat cs = { 0, 0, 0, 0, 0 };
 
 	if (syscall(__NR_cachestat, fd, &r, &cs, 0) < 0)
 		return -errno;
@@ -57,14 +57,14 @@ static int64_t by_cachestat(int fd, uint64_t off, uint64_t len)
 /* Pages of [off, off + len) in the cache by mincore; -errno. */
 static int64_t by_mincore(int fd, uint64_t off, uint64_t len)
 {
-	uint64_t lo = rl_align_down(off, CACHE_PAGE), hi = rl_align_up(off + len, CACHE_PAGE);
-	unsigned char *vec = rl_malloc(MINCORE_WINDOW / CACHE_PAGE);
+	uint64_t lo = cm_align_down(off, CACHE_PAGE), hi = cm_align_up(off + len, CACHE_PAGE);
+	unsigned char *vec = cm_malloc(MINCORE_WINDOW / CACHE_PAGE);
 	int64_t pages = 0;
 
 	if (!vec)
 		return -ENOMEM;
 	for (uint64_t at = lo; at < hi; at += MINCORE_WINDOW) {
-		size_t n = (size_t)RL_MIN(hi - at, MINCORE_WINDOW);
+		size_t n = (size_t)CM_MIN(hi - at, MINCORE_WINDOW);
 		void *p = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, (off_t)at);
 		int ret;
 
@@ -82,7 +82,7 @@ static int64_t by_mincore(int fd, uint64_t off, uint64_t len)
 		if (pages < 0)
 			break;
 	}
-	rl_free(vec);
+	cm_free(vec);
 	return pages;
 }
 

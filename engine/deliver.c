@@ -12,20 +12,20 @@
 
 /* Has the sink prepare every destination of r: direct reads land there
  * from the kernel (the read's length), bounce copies from this worker. */
-void eng_prepare(struct eng_worker *w, const struct rl_read *r)
+void eng_prepare(struct eng_worker *w, const struct cm_read *r)
 {
 	const struct eng_job *job = w->run->b.job;
 	const struct eng_sink *sink = job->sink;
-	const struct rl_copy *c = job->copies + r->first_copy;
-	uint64_t t0 = rl_now_ns();
+	const struct cm_copy *c = job->copies + r->first_copy;
+	uint64_t t0 = cm_now_ns();
 
 	for (uint32_t k = 0; k < r->ncopies; k++, c++) {
-		uint64_t n = (r->flags & RL_READ_DIRECT) ? r->len : (uint64_t)c->len * c->count;
+		uint64_t n = (r->flags & CM_READ_DIRECT) ? r->len : (uint64_t)c->len * c->count;
 
 		if (n)
 			sink->ops->prepare(sink->state, w->id, c, n);
 	}
-	w->prepare_ns += rl_now_ns() - t0;
+	w->prepare_ns += cm_now_ns() - t0;
 }
 
 void eng_prepare_flush(struct eng_worker *w)
@@ -35,12 +35,12 @@ void eng_prepare_flush(struct eng_worker *w)
 
 	if (!w->prefault || !sink->ops->prepare_flush)
 		return;
-	t0 = rl_now_ns();
+	t0 = cm_now_ns();
 	sink->ops->prepare_flush(sink->state, w->id);
-	w->prepare_ns += rl_now_ns() - t0;
+	w->prepare_ns += cm_now_ns() - t0;
 }
 
-static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
+static void land(struct eng_worker *w, const struct cm_copy *c, uint64_t bytes)
 {
 	struct eng_run *rc = w->run;
 	const struct eng_job *job = rc->b.job;
@@ -72,9 +72,9 @@ static void land(struct eng_worker *w, const struct rl_copy *c, uint64_t bytes)
 }
 
 /* Counts the copies of read r towards their shards: they landed. */
-static void land_read(struct eng_worker *w, const struct rl_read *r)
+static void land_read(struct eng_worker *w, const struct cm_read *r)
 {
-	const struct rl_copy *c = w->run->b.job->copies + r->first_copy;
+	const struct cm_copy *c = w->run->b.job->copies + r->first_copy;
 
 	for (uint32_t i = 0; i < r->ncopies; i++, c++)
 		land(w, c, (uint64_t)c->len * c->count);
@@ -86,8 +86,8 @@ static int hand_over(struct eng_worker *w, const struct eng_req *q)
 {
 	struct eng_run *rc = w->run;
 	const struct eng_sink *sink = rc->b.job->sink;
-	const struct rl_copy *c = rc->b.job->copies + q->r.first_copy;
-	struct rl_err e = { 0, "" };
+	const struct cm_copy *c = rc->b.job->copies + q->r.first_copy;
+	struct cm_err e = { 0, "" };
 	int ret = 0;
 
 	for (uint32_t i = 0; i < q->r.ncopies && ret == 0; i++, c++)
@@ -107,7 +107,7 @@ static int hold(struct eng_worker *w, struct eng_req *q, int ret)
 	struct eng_run *rc = w->run;
 	const struct eng_sink *sink = rc->b.job->sink;
 	struct eng_held *h = w->held + (w->held_head + w->nheld) % w->pool.nbuf;
-	struct rl_err e = { 0, "" };
+	struct cm_err e = { 0, "" };
 
 	h->r = q->r;
 	h->buf = q->buf;
@@ -132,13 +132,13 @@ int eng_scatter(struct eng_worker *w, struct eng_req *q)
 		land_read(w, &q->r);
 		return 0;
 	}
-	t0 = rl_now_ns();
+	t0 = cm_now_ns();
 	ret = hand_over(w, q);
 	if (w->async)
 		ret = hold(w, q, ret);
 	else if (ret == 0)
 		land_read(w, &q->r);
-	w->scatter_ns += rl_now_ns() - t0;
+	w->scatter_ns += cm_now_ns() - t0;
 	return ret;
 }
 
@@ -146,8 +146,8 @@ void eng_release(struct eng_worker *w, int all)
 {
 	struct eng_run *rc = w->run;
 	const struct eng_sink *sink = rc->b.job->sink;
-	struct rl_err e = { 0, "" };
-	uint64_t t0 = rl_now_ns(), upto;
+	struct cm_err e = { 0, "" };
+	uint64_t t0 = cm_now_ns(), upto;
 	int ok, ret;
 
 	if (!w->nheld)
@@ -168,19 +168,19 @@ void eng_release(struct eng_worker *w, int all)
 		w->held_head = (w->held_head + 1) % w->pool.nbuf;
 		w->nheld--;
 	}
-	w->scatter_ns += rl_now_ns() - t0;
+	w->scatter_ns += cm_now_ns() - t0;
 }
 
 int eng_sink_finish(struct eng_run *rc, int ret)
 {
 	const struct eng_sink *sink = rc->b.job ? rc->b.job->sink : NULL;
-	struct rl_err e = { 0, "" };
+	struct cm_err e = { 0, "" };
 	int fin;
 
 	if (!sink || !eng_sink_ok(sink) || !sink->ops->finish)
 		return ret;
 	fin = sink->ops->finish(sink->state, ret == 0, &e);
 	if (ret == 0 && fin < 0)
-		return rl_err_set(rc->b.e, fin, "%s sink: %s", sink->ops->name, e.msg);
+		return cm_err_set(rc->b.e, fin, "%s sink: %s", sink->ops->name, e.msg);
 	return ret;
 }

@@ -63,7 +63,7 @@ static int read_line(const char *dir, const char *name, char *out, size_t n)
 static void take_min(uint32_t *a, uint64_t b)
 {
 	if (b && (!*a || b < *a))
-		*a = (uint32_t)RL_MIN(b, (uint64_t)UINT32_MAX);
+		*a = (uint32_t)CM_MIN(b, (uint64_t)UINT32_MAX);
 }
 
 static void append_name(struct eng_devq *q, const char *name)
@@ -140,7 +140,7 @@ static int probe_dir(const char *root, const char *dir, struct eng_devq *q, int 
 	take_min(&q->max_segments, read_u64(queue, "max_segments"));
 	take_min(&q->nr_requests, read_u64(queue, "nr_requests"));
 	if (!q->optimal_bytes)
-		q->optimal_bytes = (uint32_t)RL_MIN(read_u64(queue, "optimal_io_size"),
+		q->optimal_bytes = (uint32_t)CM_MIN(read_u64(queue, "optimal_io_size"),
 						    (uint64_t)UINT32_MAX);
 	if (!strncmp(name, "loop", 4))
 		follow_loop(root, real, q, depth);

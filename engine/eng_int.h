@@ -14,8 +14,8 @@
  *   test builds only: engine.c, worker.c, files.c, backends -> hooks.c;
  *   be_fault.c (the injector) -> its wrapped backend
  */
-#ifndef RL_ENG_INT_H
-#define RL_ENG_INT_H
+#ifndef ENGINE_ENG_INT_H
+#define ENGINE_ENG_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,7 +37,7 @@ struct eng_file {
 
 /* A read request while a worker owns it. */
 struct eng_req {
-	struct rl_read r;       /* the planner's request, as given */
+	struct cm_read r;       /* the planner's request, as given */
 	uint8_t *dst;           /* where byte 0 of r lands: pool buffer or the sink's */
 	int buf;                /* pool buffer index, -1 when dst is the sink's */
 	int direct;             /* the current submission uses the O_DIRECT fd */
@@ -165,7 +165,7 @@ struct eng_pool {
 /* A bounce buffer whose copies an asynchronous sink may still be reading:
  * held until a wait covers its ticket; then its copies count as landed. */
 struct eng_held {
-	struct rl_read r;
+	struct cm_read r;
 	uint64_t ticket;
 	int buf;
 };
@@ -191,7 +191,7 @@ struct eng_worker {
 	struct eng_req *retry;
 
 	/* Reads claimed from the shared cursor (pre-faulted), in order. */
-	struct rl_read *claimed;
+	struct cm_read *claimed;
 	unsigned cap, head, count;
 	int exhausted;
 	int prefault;             /* array job, sink with prepare: prepare ahead */
@@ -251,7 +251,7 @@ struct eng_ctx {
 struct eng_batch {
 	const struct eng_job *job;
 	struct eng_stats *st;
-	struct rl_err *e;
+	struct cm_err *e;
 	uint64_t staged_planned;  /* bytes the reads bring */
 	uint64_t *shard_planned;  /* setup: bytes the checked reads' copies bring */
 
@@ -361,10 +361,10 @@ const char *eng_ring_nomem_reason(const char *release);
 
 /* ---- check.c: the plan is data; never trust a length before checking -- */
 
-int eng_check_read(struct eng_run *rc, const struct rl_read *r);
-int eng_plan_shards(struct eng_run *rc, const struct rl_read *r);
+int eng_check_read(struct eng_run *rc, const struct cm_read *r);
+int eng_plan_shards(struct eng_run *rc, const struct cm_read *r);
 /* Where a direct read lands, or NULL when it needs a bounce buffer. */
-uint8_t *eng_direct_dst(const struct eng_run *rc, const struct rl_read *r);
+uint8_t *eng_direct_dst(const struct eng_run *rc, const struct cm_read *r);
 
 /* ---- files.c: opening, page-cache and device probes -------------------- */
 
@@ -397,7 +397,7 @@ void eng_lim_unpark(struct eng_worker *w);
 
 /* Sets up w's pool, slots and backend (ENG_AUTO: the first of the order
  * that works, each failure noted); 0 or a negative code with e set. */
-int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e);
+int eng_worker_setup(struct eng_worker *w, int backend, struct cm_err *e);
 /* Runs w to the end of the job (or of the run), then tears it down. */
 void eng_worker_run(struct eng_worker *w);
 /* Before each batch (no worker runs): its queue empty, its statistics 0. */
@@ -418,7 +418,7 @@ void eng_progress_wait(struct eng_batch *b);
 /* ---- scatter.c: the job's sink ------------------------------------------ */
 
 /* Has the sink prepare read r's destinations (sink ops prepare). */
-void eng_prepare(struct eng_worker *w, const struct rl_read *r);
+void eng_prepare(struct eng_worker *w, const struct cm_read *r);
 /* Ends the worker's burst of prepares (sink ops prepare_flush). */
 void eng_prepare_flush(struct eng_worker *w);
 /* Hands one finished read's copies to the sink (bounce reads) and counts
@@ -464,4 +464,4 @@ int eng_check_job(struct eng_run *rc, struct eng_needs *n);
  * buffers of each, the memlock share, the shape text (rc->b.st). */
 int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator);
 
-#endif /* RL_ENG_INT_H */
+#endif /* ENGINE_ENG_INT_H */

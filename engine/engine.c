@@ -57,30 +57,30 @@ void eng_opts_default(struct eng_opts *o)
 	o->direct = ENG_DIRECT_ON;
 }
 
-int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e)
+int eng_create(const struct eng_opts *opts, struct eng **out, struct cm_err *e)
 {
 	struct eng *eng;
 
 	*out = NULL;
 	if (opts->backend < ENG_AUTO || opts->backend > ENG_PREAD)
-		return rl_err_set(e, RL_E_INVALID_ARG, "backend %d: not 0..3", opts->backend);
+		return cm_err_set(e, RL_E_INVALID_ARG, "backend %d: not 0..3", opts->backend);
 	if (opts->queue_depth > MAX_QD)
-		return rl_err_set(e, RL_E_INVALID_ARG, "queue depth %u: not 0..%u",
+		return cm_err_set(e, RL_E_INVALID_ARG, "queue depth %u: not 0..%u",
 				  opts->queue_depth, MAX_QD);
 	if (opts->inflight_bytes < 1)
-		return rl_err_set(e, RL_E_INVALID_ARG, "in-flight bound must be >= 1 byte");
+		return cm_err_set(e, RL_E_INVALID_ARG, "in-flight bound must be >= 1 byte");
 	if (opts->buffer_bytes > MAX_BUFFER)
-		return rl_err_set(e, RL_E_INVALID_ARG, "buffer size %u: over 1 GiB",
+		return cm_err_set(e, RL_E_INVALID_ARG, "buffer size %u: over 1 GiB",
 				  opts->buffer_bytes);
 	if (opts->buffers > 65536 || opts->threads > 1024 || opts->workers > 256)
-		return rl_err_set(e, RL_E_INVALID_ARG,
+		return cm_err_set(e, RL_E_INVALID_ARG,
 				  "buffers (%u), threads (%u) or workers (%u) too many",
 				  opts->buffers, opts->threads, opts->workers);
 	if (opts->direct < ENG_DIRECT_OFF || opts->direct > ENG_DIRECT_AUTO)
-		return rl_err_set(e, RL_E_INVALID_ARG, "direct %d: not 0..2", opts->direct);
-	eng = rl_calloc(1, sizeof(*eng));
+		return cm_err_set(e, RL_E_INVALID_ARG, "direct %d: not 0..2", opts->direct);
+	eng = cm_calloc(1, sizeof(*eng));
 	if (!eng)
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	eng->o = *opts;
 	*out = eng;
 	return 0;
@@ -88,7 +88,7 @@ int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e)
 
 void eng_destroy(struct eng *eng)
 {
-	rl_free(eng);
+	cm_free(eng);
 }
 
 /* ------------------------------------------------------------------ */
@@ -97,7 +97,7 @@ void eng_destroy(struct eng *eng)
 /* A session's batch: locks made, counters at zero, no job yet but the
  * one set-up checks. */
 static void batch_init(struct eng_batch *b, const struct eng *eng, const struct eng_job *job,
-		       struct eng_stats *st, struct rl_err *e)
+		       struct eng_stats *st, struct cm_err *e)
 {
 	b->job = job;
 	b->st = st;
@@ -119,8 +119,8 @@ static void batch_init(struct eng_batch *b, const struct eng *eng, const struct 
 
 static void batch_free(struct eng_batch *b)
 {
-	rl_free(b->shard_done);
-	rl_free(b->shard_planned);
+	cm_free(b->shard_done);
+	cm_free(b->shard_planned);
 	pthread_cond_destroy(&b->go);
 	pthread_cond_destroy(&b->cond);
 	pthread_mutex_destroy(&b->cb_lock);
@@ -129,7 +129,7 @@ static void batch_free(struct eng_batch *b)
 }
 
 static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng_job *job,
-		     struct eng_stats *st, struct rl_err *e)
+		     struct eng_stats *st, struct cm_err *e)
 {
 	memset(rc, 0, sizeof(*rc));
 	rc->cx.o = &eng->o;
@@ -140,7 +140,7 @@ static void run_init(struct eng_run *rc, const struct eng *eng, const struct eng
 static void run_free(struct eng_run *rc)
 {
 	eng_close_files(rc);
-	rl_free(rc->cx.workers);
+	cm_free(rc->cx.workers);
 	batch_free(&rc->b);
 }
 
@@ -151,7 +151,7 @@ static void *worker_main(void *arg)
 {
 	struct eng_worker *w = arg;
 	struct eng_run *rc = w->run;
-	struct rl_err e = { 0, "" };
+	struct cm_err e = { 0, "" };
 	int ret = eng_worker_setup(w, rc->cx.backend, &e);
 
 	if (ret == -ENOMEM && !w->setup_kernel_nomem)
@@ -258,7 +258,7 @@ static void merge_stats(struct eng_run *rc)
 		eng_stats_merge(st, &part, ENG_MERGE_WORKERS);
 		if (w->t_first && (!t_first || w->t_first < t_first))
 			t_first = w->t_first;
-		t_last = RL_MAX(t_last, w->t_last);
+		t_last = CM_MAX(t_last, w->t_last);
 	}
 	if (t_first && t_last > t_first)
 		st->read_seconds = (t_last - t_first) / 1e9;
@@ -297,7 +297,7 @@ static int finish_shards(struct eng_run *rc)
 		uint64_t done = atomic_load_explicit(rc->b.shard_done + s, memory_order_relaxed);
 
 		if (done != job->shard_bytes[s])
-			return rl_err_set(rc->b.e, -EIO,
+			return cm_err_set(rc->b.e, -EIO,
 					  "shard %zu incomplete after every read: %llu of %llu bytes",
 					  s, (unsigned long long)done,
 					  (unsigned long long)job->shard_bytes[s]);
@@ -316,7 +316,7 @@ struct eng_session {
 	struct eng_stats first;  /* begin's statistics: shape, set-up time */
 	const struct eng_job *checked; /* eng_run's job: checked by begin */
 	int failed;              /* a batch failed: the session only ends */
-	struct rl_err ferr;      /* and why */
+	struct cm_err ferr;      /* and why */
 	int set_up;              /* worker 0 set up (teardown owed) */
 };
 
@@ -346,12 +346,12 @@ static int start_session(struct eng_session *s)
 }
 
 static struct eng_session *session_new(struct eng *eng, const struct eng_job *files_job,
-				       struct eng_stats *st, struct rl_err *e)
+				       struct eng_stats *st, struct cm_err *e)
 {
-	struct eng_session *s = rl_calloc(1, sizeof(*s));
+	struct eng_session *s = cm_calloc(1, sizeof(*s));
 
 	if (!s) {
-		rl_err_set(e, -ENOMEM, "out of memory");
+		cm_err_set(e, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	memset(st, 0, sizeof(*st));
@@ -366,11 +366,11 @@ static int session_setup(struct eng_session *s, const struct eng_needs *n)
 	struct eng_run *rc = &s->rc;
 	const struct eng_job *job = rc->b.job;
 	struct eng_needs own;
-	uint64_t t0 = rl_now_ns();
+	uint64_t t0 = cm_now_ns();
 	int ret = 0;
 
 	if (job->nfiles && (!job->paths || !job->file_sizes))
-		ret = rl_err_set(rc->b.e, RL_E_INVALID_ARG, "job without file paths");
+		ret = cm_err_set(rc->b.e, RL_E_INVALID_ARG, "job without file paths");
 	if (ret == 0)
 		ret = eng_open_files(rc);
 	if (ret == 0)
@@ -384,7 +384,7 @@ static int session_setup(struct eng_session *s, const struct eng_needs *n)
 		ret = eng_size_run(rc, n, job->next && !job->reads);
 	if (ret == 0)
 		ret = start_session(s);
-	rc->b.st->setup_seconds = (rl_now_ns() - t0) / 1e9;
+	rc->b.st->setup_seconds = (cm_now_ns() - t0) / 1e9;
 	s->first = *rc->b.st;
 	return ret;
 }
@@ -392,7 +392,7 @@ static int session_setup(struct eng_session *s, const struct eng_needs *n)
 int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
 		      const struct eng_session_needs *sz, const struct eng_fixed *fixed,
 		      unsigned nfixed, struct eng_stats *st, struct eng_session **out,
-		      struct rl_err *e)
+		      struct cm_err *e)
 {
 	struct eng_session *s = session_new(eng, files_job, st, e);
 	struct eng_needs n = { 0 };
@@ -485,7 +485,7 @@ static void session_stop(struct eng_session *s)
 }
 
 int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng_stats *st,
-		    struct rl_err *e)
+		    struct cm_err *e)
 {
 	struct eng_run *rc = &s->rc;
 	struct eng_needs n;
@@ -524,7 +524,7 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 		for (unsigned i = 0; i < rc->cx.nworkers; i++)
 			st->abandoned += rc->cx.workers[i].abandoned;
 	} else if (e) {
-		rl_err_clear(e);
+		cm_err_clear(e);
 	}
 	return ret;
 }
@@ -562,11 +562,11 @@ void eng_session_end(struct eng_session *s)
 	session_stop(s);
 	eng_integ_free(rc);
 	run_free(rc);
-	rl_free(s);
+	cm_free(s);
 }
 
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
-	    struct rl_err *e)
+	    struct cm_err *e)
 {
 	struct eng_stats setup;
 	struct eng_session *s = session_new(eng, job, &setup, e);
@@ -591,6 +591,6 @@ int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	}
 	eng_session_end(s);
 	if (ret == 0 && e)
-		rl_err_clear(e);
+		cm_err_clear(e);
 	return ret;
 }

@@ -1,20 +1,20 @@
 /*
- * engine.h - the engine layer: executes read requests (common/rl_io.h)
+ * engine.h - the engine layer: executes read requests (common/plan_io.h)
  * with io_uring, libaio or a pread pool on N workers, each with its own
  * ring and (registered, locked) bounce buffers, hands finished reads to
  * the job's sink (sink.h) on the worker that reaped them, and bounds the
  * bytes in flight of all workers together. Knows nothing of tensors nor
  * of where the bytes go; never includes planner/ nor a sink.
  */
-#ifndef RL_ENGINE_H
-#define RL_ENGINE_H
+#ifndef ENGINE_ENGINE_H
+#define ENGINE_ENGINE_H
 
 #include <stdint.h>
 #include <stddef.h>
 
-#include "rl_common.h"
-#include "rl_io.h"
-#include "rl_fileid.h"
+#include "common.h"
+#include "plan_io.h"
+#include "fileid.h"
 #include "sink.h"
 
 /* Workers of a run at most: a sink may keep that many workers' state. */
@@ -134,24 +134,24 @@ struct eng_file_stat {
 };
 
 struct eng_job {
-	/* files, indexed by rl_read.file */
+	/* files, indexed by cm_read.file */
 	size_t nfiles;
 	const char *const *paths;
 	const uint64_t *file_sizes;
 
 	/* the reads: an array (reads != NULL) or a generator */
-	const struct rl_read *reads;
+	const struct cm_read *reads;
 	size_t nreads;
-	const struct rl_copy *copies;
+	const struct cm_copy *copies;
 	/* generator: fills *out and returns 1, or returns 0 when done; a job
 	 * with a generator runs on one worker, the calling thread */
-	int (*next)(void *user, struct rl_read *out);
+	int (*next)(void *user, struct cm_read *out);
 
 	size_t ncopies;         /* entries of copies (every copy index is checked) */
-	/* where the copies go (rl_copy.dev indexes its slots); required when
+	/* where the copies go (cm_copy.dev indexes its slots); required when
 	 * a read has copies; the same sink serves the whole job */
 	const struct eng_sink *sink;
-	/* bytes each shard expects, indexed by rl_copy.shard (may be NULL) */
+	/* bytes each shard expects, indexed by cm_copy.shard (may be NULL) */
 	size_t nshards;
 	const uint64_t *shard_bytes;
 
@@ -162,14 +162,14 @@ struct eng_job {
 	/* every finished read with its submit and completion times
 	 * (CLOCK_MONOTONIC ns), on the worker that reaped it (several
 	 * workers: concurrently): rlperf's latency */
-	void (*on_read)(void *user, const struct rl_read *r, uint64_t submit_ns,
+	void (*on_read)(void *user, const struct cm_read *r, uint64_t submit_ns,
 			uint64_t complete_ns);
 	/* every read whose bytes all arrived, on the worker that reaped it,
 	 * before its buffer is reused and before its copies count towards
 	 * their shards: bytes points at the read's first byte (bounce buffer
 	 * or the sink's direct destination), r->min_len of them valid. Several workers call it
 	 * concurrently (reads of one file in any order). For checksums. */
-	void (*on_data)(void *user, const struct rl_read *r, const uint8_t *bytes);
+	void (*on_data)(void *user, const struct cm_read *r, const uint8_t *bytes);
 	void *user;
 	uint64_t total_bytes;   /* for on_progress (0: unknown) */
 
@@ -185,7 +185,7 @@ struct eng_job {
 	 * checkpoint was opened (nfiles entries, NULL: none); a file that
 	 * differs when the engine opens it, or whose open descriptor differs
 	 * after the last read, fails the run with RL_E_FILE_CHANGED. */
-	const struct rl_file_id *file_ids;
+	const struct cm_file_id *file_ids;
 };
 
 struct eng_stats {
@@ -274,16 +274,16 @@ struct eng_session_needs {
 int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
 		      const struct eng_session_needs *sz, const struct eng_fixed *fixed,
 		      unsigned nfixed, struct eng_stats *st, struct eng_session **out,
-		      struct rl_err *e);
+		      struct cm_err *e);
 int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng_stats *st,
-		    struct rl_err *e);
+		    struct cm_err *e);
 void eng_session_end(struct eng_session *s);
 /* 1 when every worker's ring registered the fixed regions, else 0 with
  * why (at most len bytes) saying why not. */
 int eng_session_fixed(const struct eng_session *s, char *why, size_t len);
 
 /* Creates an engine with opts (the backend is chosen at eng_run). */
-int eng_create(const struct eng_opts *opts, struct eng **out, struct rl_err *e);
+int eng_create(const struct eng_opts *opts, struct eng **out, struct cm_err *e);
 void eng_destroy(struct eng *eng);
 
 /*
@@ -307,7 +307,7 @@ void eng_destroy(struct eng *eng);
  * thread; a non-zero return cancels the run (RL_E_CANCELED).
  */
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
-	    struct rl_err *e);
+	    struct cm_err *e);
 
 /*
  * Test hooks (engine/hooks.c): compiled only with -DRL_TEST_HOOKS, into
@@ -394,4 +394,4 @@ void eng_numa_place(void *p, size_t len, int node);
 /* Returns "auto", "io_uring", "libaio", "pread" or "?". */
 const char *eng_backend_name(int backend);
 
-#endif /* RL_ENGINE_H */
+#endif /* ENGINE_ENGINE_H */

@@ -22,7 +22,7 @@
 #include "eng_int.h"
 
 struct eng_integ {
-	struct rl_file_id *ids;   /* as the engine opened each file */
+	struct cm_file_id *ids;   /* as the engine opened each file */
 };
 
 /* ------------------------------------------------------------------ */
@@ -35,10 +35,10 @@ static int record_ids(struct eng_run *rc, struct eng_integ *in)
 	for (size_t i = 0; i < rc->cx.nfiles; i++) {
 		const char *what;
 
-		rl_file_id_get(rc->cx.files[i].fd, in->ids + i); /* unrecorded: not compared */
-		what = job->file_ids ? rl_file_id_diff(job->file_ids + i, in->ids + i) : NULL;
+		cm_file_id_get(rc->cx.files[i].fd, in->ids + i); /* unrecorded: not compared */
+		what = job->file_ids ? cm_file_id_diff(job->file_ids + i, in->ids + i) : NULL;
 		if (what)
-			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
+			return cm_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed since the checkpoint was opened (%s "
 					  "differs); open the checkpoint again",
 					  rc->cx.files[i].path, what);
@@ -48,14 +48,14 @@ static int record_ids(struct eng_run *rc, struct eng_integ *in)
 
 int eng_integ_open(struct eng_run *rc)
 {
-	struct eng_integ *in = rl_calloc(1, sizeof(*in));
+	struct eng_integ *in = cm_calloc(1, sizeof(*in));
 
 	if (!in)
-		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
 	rc->cx.integ = in;
-	in->ids = rl_calloc(rc->cx.nfiles + 1, sizeof(*in->ids));
+	in->ids = cm_calloc(rc->cx.nfiles + 1, sizeof(*in->ids));
 	if (!in->ids)
-		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
 	return record_ids(rc, in);
 }
 
@@ -64,14 +64,14 @@ int eng_integ_open(struct eng_run *rc)
 
 /* Whether path names another file than id now (replaced by rename: the
  * descriptors read the old one, whose ctime the unlink changed). */
-static int replaced(const char *path, const struct rl_file_id *id)
+static int replaced(const char *path, const struct cm_file_id *id)
 {
-	struct rl_file_id now;
+	struct cm_file_id now;
 	int fd = open(path, O_PATH | O_CLOEXEC), ret;
 
 	if (fd < 0)
 		return 1; /* removed */
-	ret = rl_file_id_get(fd, &now) == 0 && (now.dev != id->dev || now.ino != id->ino);
+	ret = cm_file_id_get(fd, &now) == 0 && (now.dev != id->dev || now.ino != id->ino);
 	close(fd);
 	return ret;
 }
@@ -83,19 +83,19 @@ int eng_integ_finish(struct eng_run *rc)
 	if (!in)
 		return 0;
 	for (size_t i = 0; i < rc->cx.nfiles; i++) {
-		struct rl_file_id now;
+		struct cm_file_id now;
 		const char *what;
 
-		if (rl_file_id_get(rc->cx.files[i].fd, &now) < 0)
+		if (cm_file_id_get(rc->cx.files[i].fd, &now) < 0)
 			continue;
-		what = rl_file_id_diff(in->ids + i, &now);
+		what = cm_file_id_diff(in->ids + i, &now);
 		if (what && replaced(rc->cx.files[i].path, &now))
-			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
+			return cm_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (replaced or removed: the "
 					  "path no longer names the file that was read)",
 					  rc->cx.files[i].path);
 		if (what)
-			return rl_err_set(rc->b.e, RL_E_FILE_CHANGED,
+			return cm_err_set(rc->b.e, RL_E_FILE_CHANGED,
 					  "%s: file changed during load (%s differs)",
 					  rc->cx.files[i].path, what);
 	}
@@ -108,7 +108,7 @@ void eng_integ_free(struct eng_run *rc)
 
 	if (!in)
 		return;
-	rl_free(in->ids);
-	rl_free(in);
+	cm_free(in->ids);
+	cm_free(in);
 	rc->cx.integ = NULL;
 }

@@ -37,7 +37,7 @@ static void probe_flush(struct eng_run *rc, struct eng_file *f, struct probe *p)
 		if (got < 0)
 			p->err = (int)got;
 		else
-			p->resident += RL_MIN((uint64_t)got, p->hi - p->lo);
+			p->resident += CM_MIN((uint64_t)got, p->hi - p->lo);
 	}
 	p->ranges++;
 	p->lo = p->hi = 0;
@@ -45,20 +45,20 @@ static void probe_flush(struct eng_run *rc, struct eng_file *f, struct probe *p)
 
 /* Adds read r to its file's pending range, measuring the previous range
  * when r does not continue it. Reads not yet checked: bad ones skipped. */
-static void probe_add(struct eng_run *rc, struct probe *ps, const struct rl_read *r)
+static void probe_add(struct eng_run *rc, struct probe *ps, const struct cm_read *r)
 {
 	struct probe *p;
 	uint64_t end;
 
-	if (r->file >= rc->cx.nfiles || !r->len || rl_add64(r->off, r->len, &end))
+	if (r->file >= rc->cx.nfiles || !r->len || cm_add64(r->off, r->len, &end))
 		return;
 	p = ps + r->file;
 	/* Overlapping or touching the pending range: one range; past the
 	 * cap, everything is (the span between, measured once). */
 	if (p->hi > p->lo && ((r->off <= p->hi && end >= p->lo) ||
 			      p->ranges >= PROBE_RANGES_MAX)) {
-		p->lo = RL_MIN(p->lo, r->off);
-		p->hi = RL_MAX(p->hi, end);
+		p->lo = CM_MIN(p->lo, r->off);
+		p->hi = CM_MAX(p->hi, end);
 		return;
 	}
 	probe_flush(rc, rc->cx.files + r->file, p);
@@ -71,10 +71,10 @@ static void probe_add(struct eng_run *rc, struct probe *ps, const struct rl_read
 static int measure(struct eng_run *rc)
 {
 	const struct eng_job *job = rc->b.job;
-	struct probe *ps = rl_calloc(rc->cx.nfiles ? rc->cx.nfiles : 1, sizeof(*ps));
+	struct probe *ps = cm_calloc(rc->cx.nfiles ? rc->cx.nfiles : 1, sizeof(*ps));
 
 	if (!ps)
-		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
 	for (size_t i = 0; job->reads && i < job->nreads; i++)
 		probe_add(rc, ps, job->reads + i);
 	for (size_t i = 0; i < rc->cx.nfiles; i++) {
@@ -85,7 +85,7 @@ static int measure(struct eng_run *rc)
 		f->st.resident = ps[i].resident;
 		f->st.probed = rc->cx.o->direct == ENG_DIRECT_AUTO && !ps[i].err && job->reads;
 	}
-	rl_free(ps);
+	cm_free(ps);
 	return 0;
 }
 
@@ -96,12 +96,12 @@ static int open_direct(struct eng_run *rc, struct eng_file *f)
 	int ret = eng_probe_align(f->path, &al);
 
 	if (ret < 0)
-		return rl_err_set(rc->b.e, ret, "%s: %s", f->path, strerror(-ret));
+		return cm_err_set(rc->b.e, ret, "%s: %s", f->path, strerror(-ret));
 	if (!al.direct)
 		return 0;
 	f->dfd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 	if (f->dfd >= 0)
-		f->align = RL_MAX(al.offset_align, al.mem_align);
+		f->align = CM_MAX(al.offset_align, al.mem_align);
 	return 0;
 }
 
@@ -134,9 +134,9 @@ int eng_open_files(struct eng_run *rc)
 	const struct eng_job *job = rc->b.job;
 	int ret;
 
-	rc->cx.files = rl_calloc(job->nfiles ? job->nfiles : 1, sizeof(*rc->cx.files));
+	rc->cx.files = cm_calloc(job->nfiles ? job->nfiles : 1, sizeof(*rc->cx.files));
 	if (!rc->cx.files)
-		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < job->nfiles; i++)
 		rc->cx.files[i].fd = rc->cx.files[i].dfd = -1;
 	rc->cx.nfiles = job->nfiles;
@@ -148,7 +148,7 @@ int eng_open_files(struct eng_run *rc)
 		f->align = 1;
 		f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
 		if (f->fd < 0)
-			return rl_err_set(rc->b.e, -errno, "%s: open: %s", f->path, strerror(errno));
+			return cm_err_set(rc->b.e, -errno, "%s: open: %s", f->path, strerror(errno));
 		if (fstat(f->fd, &sb) == 0)
 			eng_devq_probe("/sys", (uint64_t)sb.st_dev, &f->st.q);
 	}
@@ -166,6 +166,6 @@ void eng_close_files(struct eng_run *rc)
 		if (rc->cx.files[i].dfd >= 0)
 			close(rc->cx.files[i].dfd);
 	}
-	rl_free(rc->cx.files);
+	cm_free(rc->cx.files);
 	rc->cx.files = NULL;
 }

@@ -20,11 +20,11 @@ int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock)
 	if (!nbuf)
 		return 0;
 	/* In 64 bits: a size just under 4 GiB must not wrap to 0. */
-	rounded = rl_align_up((uint64_t)bytes, PAGE);
+	rounded = cm_align_up((uint64_t)bytes, PAGE);
 	if (rounded > UINT32_MAX)
 		return -EINVAL;
 	bytes = (uint32_t)rounded;
-	if (rl_mul64(nbuf, bytes, &len) || len > SIZE_MAX)
+	if (cm_mul64(nbuf, bytes, &len) || len > SIZE_MAX)
 		return -ENOMEM;
 	/*
 	 * Huge pages: a 4 MiB read into 4 KiB pages is 1024 segments, which
@@ -59,8 +59,8 @@ void eng_pool_destroy(struct eng_pool *p)
 static size_t staging_map_len(size_t len)
 {
 	if (len >= HUGE)
-		return (size_t)rl_align_up(len, HUGE);
-	return (size_t)rl_align_up(len ? len : 1, PAGE);
+		return (size_t)cm_align_up(len, HUGE);
+	return (size_t)cm_align_up(len ? len : 1, PAGE);
 }
 
 void *eng_staging_alloc(size_t len)
@@ -82,7 +82,7 @@ void *eng_staging_alloc(size_t len)
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	q = (uint8_t *)rl_align_up((uintptr_t)p, HUGE);
+	q = (uint8_t *)cm_align_up((uintptr_t)p, HUGE);
 	if (q > p)
 		munmap(p, (size_t)(q - p));
 	extra = (size_t)(p + HUGE - q);

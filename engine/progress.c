@@ -36,10 +36,10 @@ static void report(struct eng_batch *b, uint64_t done)
 void eng_progress_mark(struct eng_batch *b, uint64_t done)
 {
 	pthread_mutex_lock(&b->lock);
-	if (b->nmarks < RL_ARRAY_SIZE(b->marks))
+	if (b->nmarks < CM_ARRAY_SIZE(b->marks))
 		b->marks[b->nmarks++] = done;
 	else /* cannot happen with ~128 steps; keep the furthest */
-		b->marks[b->nmarks - 1] = RL_MAX(b->marks[b->nmarks - 1], done);
+		b->marks[b->nmarks - 1] = CM_MAX(b->marks[b->nmarks - 1], done);
 	/* Relaxed: a hint for worker 0's reap loop; the marks are read
 	 * under the lock. */
 	atomic_store_explicit(&b->progress_due, 1, memory_order_relaxed);
@@ -49,7 +49,7 @@ void eng_progress_mark(struct eng_batch *b, uint64_t done)
 
 void eng_progress_report(struct eng_batch *b, int final)
 {
-	uint64_t marks[RL_ARRAY_SIZE(b->marks)];
+	uint64_t marks[CM_ARRAY_SIZE(b->marks)];
 	unsigned n;
 
 	if (!b->job->on_progress)

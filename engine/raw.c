@@ -48,7 +48,7 @@ int eng_raw_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 	struct eng_job ej;
 	struct eng_stats es;
 	struct eng *eng = NULL;
-	struct rl_err e;
+	struct cm_err e;
 	int rc;
 
 	raw_opts(o, &eo);
@@ -61,7 +61,7 @@ int eng_raw_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 	ej.user = job->user;
 	ej.total_bytes = job->total_bytes;
 	memset(&es, 0, sizeof(es));
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	rc = eng_create(&eo, &eng, &e);
 	if (rc >= 0)
 		rc = eng_run(eng, &ej, &es, &e);

@@ -6,13 +6,13 @@
  * else of the engine stays behind engine/engine.h, which rlperf does not
  * include (tests/check/layers.py checks that).
  */
-#ifndef RL_ENGINE_RAW_H
-#define RL_ENGINE_RAW_H
+#ifndef ENGINE_RAW_H
+#define ENGINE_RAW_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl_io.h"   /* struct rl_read: off, len, min_len and file of one read */
+#include "plan_io.h"   /* struct cm_read: off, len, min_len and file of one read */
 
 struct eng_raw_opts {
 	int backend;            /* enum rl_backend (ringload.h); 0: io_uring, libaio, pread */
@@ -31,10 +31,10 @@ struct eng_raw_job {
 	const uint64_t *sizes;  /* each file's size: reads stay below it */
 	/* The next read (off, len, min_len == len, file; the rest 0): fills
 	 * *out and returns 1, or returns 0 when there is none. */
-	int (*next)(void *user, struct rl_read *out);
+	int (*next)(void *user, struct cm_read *out);
 	/* Every finished read with its submit and completion times
 	 * (CLOCK_MONOTONIC ns). */
-	void (*on_read)(void *user, const struct rl_read *r, uint64_t submit_ns,
+	void (*on_read)(void *user, const struct cm_read *r, uint64_t submit_ns,
 			uint64_t complete_ns);
 	void *user;
 	uint64_t total_bytes;   /* the generator's bytes, if known (0: unknown) */
@@ -66,4 +66,4 @@ int eng_raw_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
  * system allows O_DIRECT there (*direct). Returns 0 or -errno. */
 int eng_raw_align(const char *path, uint32_t *align, int *direct);
 
-#endif /* RL_ENGINE_RAW_H */
+#endif /* ENGINE_RAW_H */

@@ -36,7 +36,7 @@ static int check_reads(struct eng_run *rc, struct eng_needs *n)
 	memset(n, 0, sizeof(*n));
 	n->nreads = job->reads ? job->nreads : 0;
 	for (size_t i = 0; job->reads && i < job->nreads; i++) {
-		const struct rl_read *r = job->reads + i;
+		const struct cm_read *r = job->reads + i;
 		int ret = eng_check_read(rc, r);
 
 		if (ret == 0)
@@ -44,21 +44,21 @@ static int check_reads(struct eng_run *rc, struct eng_needs *n)
 		if (ret < 0)
 			return ret;
 		n->all_bytes += r->len;
-		n->max_read = RL_MAX(n->max_read, r->len);
+		n->max_read = CM_MAX(n->max_read, r->len);
 		if (eng_direct_dst(rc, r))
 			continue;
 		if (rc->cx.buf_bytes && r->len > rc->cx.buf_bytes) /* a later batch */
-			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
+			return cm_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: length %u exceeds the buffer size %u",
 					  job->paths[r->file], (unsigned long long)r->off, r->len,
 					  rc->cx.buf_bytes);
 		if (r->len > MAX_BUFFER)
-			return rl_err_set(rc->b.e, RL_E_INVALID_ARG,
+			return cm_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: length %u needs a bounce buffer over the 1 GiB maximum",
 					  job->paths[r->file], (unsigned long long)r->off, r->len);
 		n->bounce++;
 		n->bounce_bytes += r->len;
-		n->maxlen = RL_MAX(n->maxlen, r->len);
+		n->maxlen = CM_MAX(n->maxlen, r->len);
 	}
 	return 0;
 }
@@ -89,13 +89,13 @@ static const struct eng_devq *first_queue(const struct eng_run *rc)
 static unsigned auto_qd(const struct eng_run *rc, unsigned workers, uint32_t max_read)
 {
 	const struct eng_devq *q = first_queue(rc);
-	unsigned qd = RL_MAX(2 * workers, (unsigned)ENG_AUTO_QD), pieces, fit;
+	unsigned qd = CM_MAX(2 * workers, (unsigned)ENG_AUTO_QD), pieces, fit;
 
 	if (!q || !q->nr_requests || !q->max_bytes || !max_read)
 		return qd;
 	pieces = (max_read + q->max_bytes - 1) / q->max_bytes;
-	fit = RL_MAX(q->nr_requests / pieces, workers);
-	return RL_MIN(qd, fit);
+	fit = CM_MAX(q->nr_requests / pieces, workers);
+	return CM_MIN(qd, fit);
 }
 
 /* Workers and total queue depth; why says how the count was chosen. */
@@ -110,19 +110,19 @@ static void size_workers(struct eng_run *rc, const struct eng_needs *n, int gene
 	} else if (w) {
 		snprintf(why, whylen, "as set");
 	} else {
-		uint64_t by_bytes = RL_MAX(n->all_bytes / ENG_WORKER_MIN_BYTES, 1);
+		uint64_t by_bytes = CM_MAX(n->all_bytes / ENG_WORKER_MIN_BYTES, 1);
 
-		w = (unsigned)RL_MIN((uint64_t)cpus, by_bytes);
+		w = (unsigned)CM_MIN((uint64_t)cpus, by_bytes);
 		snprintf(why, whylen, "auto: %u CPUs, %llu MiB of reads", cpus,
 			 (unsigned long long)(n->all_bytes >> 20));
 	}
-	w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(generator ? 1 : n->nreads, (uint64_t)1));
+	w = (unsigned)CM_MIN((uint64_t)w, CM_MAX(generator ? 1 : n->nreads, (uint64_t)1));
 	/* Every worker holds a bounce buffer when some reads need one. */
 	if (n->bounce)
-		w = (unsigned)RL_MIN((uint64_t)w, RL_MAX(rc->b.bound / rc->cx.buf_bytes, 1));
-	w = RL_MIN(RL_MAX(w, 1u), (unsigned)ENG_MAX_WORKERS);
+		w = (unsigned)CM_MIN((uint64_t)w, CM_MAX(rc->b.bound / rc->cx.buf_bytes, 1));
+	w = CM_MIN(CM_MAX(w, 1u), (unsigned)ENG_MAX_WORKERS);
 	*qd = rc->cx.o->queue_depth ? rc->cx.o->queue_depth : auto_qd(rc, w, n->max_read);
-	rc->cx.nworkers = RL_MIN(w, *qd);
+	rc->cx.nworkers = CM_MIN(w, *qd);
 }
 
 /* Bounce buffers of worker i: a queue's worth scaled by the share of
@@ -138,14 +138,14 @@ static unsigned buffers_of(const struct eng_run *rc, const struct eng_needs *n, 
 		return 0;
 	if (rc->cx.o->buffers) {
 		want = rc->cx.o->buffers / nw + (i < rc->cx.o->buffers % nw);
-		return (unsigned)RL_MIN(RL_MAX(want, 1), n->bounce);
+		return (unsigned)CM_MIN(CM_MAX(want, 1), n->bounce);
 	}
 	want = qd;
 	if (n->bounce_bytes < n->all_bytes)
 		want = (want * n->bounce_bytes + n->all_bytes - 1) / n->all_bytes;
 	fit = rc->b.bound / ((uint64_t)rc->cx.buf_bytes * nw);
-	want = RL_MIN(want, fit);
-	return (unsigned)RL_MIN(RL_MAX(want, 1), n->bounce);
+	want = CM_MIN(want, fit);
+	return (unsigned)CM_MIN(CM_MAX(want, 1), n->bounce);
 }
 
 static uint64_t memlock_share(unsigned nworkers)
@@ -196,11 +196,11 @@ static int alloc_tables(struct eng_run *rc)
 	if (!job->shard_bytes)
 		return 0;
 	if (job->nshards > (SIZE_MAX >> 4))
-		return rl_err_set(rc->b.e, RL_E_INVALID_ARG, "%zu shards: too many", job->nshards);
-	rc->b.shard_done = rl_calloc(job->nshards + 1, sizeof(*rc->b.shard_done));
-	rc->b.shard_planned = rl_calloc(job->nshards + 1, sizeof(uint64_t));
+		return cm_err_set(rc->b.e, RL_E_INVALID_ARG, "%zu shards: too many", job->nshards);
+	rc->b.shard_done = cm_calloc(job->nshards + 1, sizeof(*rc->b.shard_done));
+	rc->b.shard_planned = cm_calloc(job->nshards + 1, sizeof(uint64_t));
 	if (!rc->b.shard_done || !rc->b.shard_planned)
-		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
 	for (size_t s = 0; s <= job->nshards; s++)
 		atomic_init(rc->b.shard_done + s, 0);
 	return 0;
@@ -213,8 +213,8 @@ int eng_check_job(struct eng_run *rc, struct eng_needs *n)
 	const struct eng_job *job = rc->b.job;
 	int ret;
 
-	rl_free(rc->b.shard_done);
-	rl_free(rc->b.shard_planned);
+	cm_free(rc->b.shard_done);
+	cm_free(rc->b.shard_planned);
 	rc->b.shard_done = NULL;
 	rc->b.shard_planned = NULL;
 	ret = alloc_tables(rc);
@@ -227,7 +227,7 @@ int eng_check_job(struct eng_run *rc, struct eng_needs *n)
 	if (!job->reads) /* a generator's reads are not known: any may bounce */
 		n->bounce = UINT64_MAX;
 	rc->b.staged_planned = n->all_bytes;
-	rc->b.progress_step = job->total_bytes ? RL_MAX(job->total_bytes / 128, 1u << 20) :
+	rc->b.progress_step = job->total_bytes ? CM_MAX(job->total_bytes / 128, 1u << 20) :
 		(64u << 20);
 	rc->b.progress_each = job->reads && job->nreads <= 128;
 	return 0;
@@ -238,12 +238,12 @@ int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator)
 	char why[96];
 	unsigned qd;
 
-	rc->cx.buf_bytes = RL_MAX(n->maxlen, generator ? rc->cx.o->buffer_bytes : 0);
+	rc->cx.buf_bytes = CM_MAX(n->maxlen, generator ? rc->cx.o->buffer_bytes : 0);
 	rc->b.st->max_read = generator ? rc->cx.buf_bytes : n->max_read;
 	size_workers(rc, n, generator, &qd, why, sizeof(why));
-	rc->cx.workers = rl_calloc(rc->cx.nworkers, sizeof(*rc->cx.workers));
+	rc->cx.workers = cm_calloc(rc->cx.nworkers, sizeof(*rc->cx.workers));
 	if (!rc->cx.workers)
-		return rl_err_set(rc->b.e, -ENOMEM, "out of memory");
+		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
 	rc->cx.memlock_share = memlock_share(rc->cx.nworkers);
 	for (unsigned i = 0; i < rc->cx.nworkers; i++) {
 		struct eng_worker *w = rc->cx.workers + i;

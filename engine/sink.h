@@ -30,14 +30,14 @@
  * eng_run, or one eng_session_run) on the calling thread once no worker
  * runs; a later batch may use the sink again.
  */
-#ifndef RL_ENGINE_SINK_H
-#define RL_ENGINE_SINK_H
+#ifndef ENGINE_SINK_H
+#define ENGINE_SINK_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl_common.h"
-#include "rl_io.h"
+#include "common.h"
+#include "plan_io.h"
 
 #define ENG_SINK_V1 1u
 
@@ -48,7 +48,7 @@ struct eng_sink_ops {
 
 	/*
 	 * Copies piece c of a finished read whose first byte is at src: the
-	 * rule of struct rl_copy (common/rl_io.h), count runs of c->len
+	 * rule of struct cm_copy (common/plan_io.h), count runs of c->len
 	 * bytes at src + c->src + k * c->src_stride to destination slot
 	 * c->dev at c->dst + k * c->len. src is host memory the engine owns
 	 * (a bounce buffer or a window). A synchronous sink is done with src
@@ -56,15 +56,15 @@ struct eng_sink_ops {
 	 * until a later wait covers it. Returns 0 or a negative code with
 	 * the reason in e. Required.
 	 */
-	int (*copy)(void *sink, unsigned worker, const struct rl_copy *c, const uint8_t *src,
-		    struct rl_err *e);
+	int (*copy)(void *sink, unsigned worker, const struct cm_copy *c, const uint8_t *src,
+		    struct cm_err *e);
 
 	/*
 	 * Host memory copies will come from (a bounce pool, a window pool)
 	 * for the whole session: a DMA sink page-locks it once
 	 * (cuMemHostRegister). unpin undoes it before the memory is freed.
 	 */
-	int (*pin)(void *sink, void *base, size_t len, struct rl_err *e);
+	int (*pin)(void *sink, void *base, size_t len, struct cm_err *e);
 	void (*unpin)(void *sink, void *base, size_t len);
 
 	/*
@@ -73,17 +73,17 @@ struct eng_sink_ops {
 	 * pre-faults it while the worker's earlier reads are in flight.
 	 * prepare_flush ends the worker's burst (coalesced calls).
 	 */
-	void (*prepare)(void *sink, unsigned worker, const struct rl_copy *c, uint64_t bytes);
+	void (*prepare)(void *sink, unsigned worker, const struct cm_copy *c, uint64_t bytes);
 	void (*prepare_flush)(void *sink, unsigned worker);
 
 	/*
 	 * Host address where a read of len bytes whose only copy is c may
-	 * land straight (RL_READ_DIRECT), or NULL: it goes through a bounce
+	 * land straight (CM_READ_DIRECT), or NULL: it goes through a bounce
 	 * buffer and copy. Only sinks whose destination is host memory the
 	 * kernel may DMA into return non-NULL. The engine still checks
 	 * O_DIRECT alignment itself. No copy is made for such a read.
 	 */
-	uint8_t *(*direct)(void *sink, const struct rl_copy *c, uint64_t len);
+	uint8_t *(*direct)(void *sink, const struct cm_copy *c, uint64_t len);
 
 	/*
 	 * Asynchronous sinks. fence: a ticket covering every copy this
@@ -93,8 +93,8 @@ struct eng_sink_ops {
 	 * memory may then be reused. Tickets of one worker increase. Both
 	 * NULL for a synchronous sink.
 	 */
-	int (*fence)(void *sink, unsigned worker, uint64_t *ticket, struct rl_err *e);
-	int (*wait)(void *sink, unsigned worker, uint64_t ticket, struct rl_err *e);
+	int (*fence)(void *sink, unsigned worker, uint64_t *ticket, struct cm_err *e);
+	int (*wait)(void *sink, unsigned worker, uint64_t ticket, struct cm_err *e);
 
 	/* Bytes destination slot dev holds (every copy is checked against
 	 * it before any byte moves), or UINT64_MAX: unchecked. */
@@ -115,11 +115,11 @@ struct eng_sink_ops {
 	 * what it can, waits for what it cannot, and reports no further
 	 * shard. After finish returns nothing is in flight.
 	 */
-	int (*finish)(void *sink, int ok, struct rl_err *e);
+	int (*finish)(void *sink, int ok, struct cm_err *e);
 };
 
 /* A sink: its ops, its state, and the number of destination slots
- * (rl_copy.dev indexes them). */
+ * (cm_copy.dev indexes them). */
 struct eng_sink {
 	const struct eng_sink_ops *ops;
 	void *state;
@@ -133,4 +133,4 @@ static inline int eng_sink_ok(const struct eng_sink *s)
 	       s->ops->size >= sizeof(struct eng_sink_ops) && s->ops->copy;
 }
 
-#endif /* RL_ENGINE_SINK_H */
+#endif /* ENGINE_SINK_H */

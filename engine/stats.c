@@ -34,29 +34,29 @@ void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum e
 	sum->scatter_seconds += part->scatter_seconds;
 	sum->prepare_seconds += part->prepare_seconds;
 	sum->hash_seconds += part->hash_seconds;
-	sum->peak_inflight = RL_MAX(sum->peak_inflight, part->peak_inflight);
-	sum->hash_held_peak = RL_MAX(sum->hash_held_peak, part->hash_held_peak);
-	sum->max_read = RL_MAX(sum->max_read, part->max_read);
-	sum->files_cached = RL_MAX(sum->files_cached, part->files_cached);
+	sum->peak_inflight = CM_MAX(sum->peak_inflight, part->peak_inflight);
+	sum->hash_held_peak = CM_MAX(sum->hash_held_peak, part->hash_held_peak);
+	sum->max_read = CM_MAX(sum->max_read, part->max_read);
+	sum->files_cached = CM_MAX(sum->files_cached, part->files_cached);
 	/* At once (workers): resources add up, wall time overlaps; one after
 	 * another (batches): the same resources again, wall time adds up. */
 	if (workers) {
-		sum->read_seconds = RL_MAX(sum->read_seconds, part->read_seconds);
-		sum->setup_seconds = RL_MAX(sum->setup_seconds, part->setup_seconds);
+		sum->read_seconds = CM_MAX(sum->read_seconds, part->read_seconds);
+		sum->setup_seconds = CM_MAX(sum->setup_seconds, part->setup_seconds);
 		sum->buffers += part->buffers;
 		sum->registered_buffers += part->registered_buffers;
 		sum->queue_depth += part->queue_depth;
 	} else {
 		sum->read_seconds += part->read_seconds;
 		sum->setup_seconds += part->setup_seconds;
-		sum->buffers = RL_MAX(sum->buffers, part->buffers);
-		sum->registered_buffers = RL_MAX(sum->registered_buffers, part->registered_buffers);
-		sum->queue_depth = RL_MAX(sum->queue_depth, part->queue_depth);
+		sum->buffers = CM_MAX(sum->buffers, part->buffers);
+		sum->registered_buffers = CM_MAX(sum->registered_buffers, part->registered_buffers);
+		sum->queue_depth = CM_MAX(sum->queue_depth, part->queue_depth);
 	}
 	sum->direct_io = first ? part->direct_io : sum->direct_io && part->direct_io;
 	if (first)
 		sum->registered_files = part->registered_files;
-	sum->workers = workers ? sum->workers + part->workers : RL_MAX(sum->workers, part->workers);
+	sum->workers = workers ? sum->workers + part->workers : CM_MAX(sum->workers, part->workers);
 	if (!sum->backend)
 		sum->backend = part->backend;
 	if (!sum->shape[0])

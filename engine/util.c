@@ -19,7 +19,7 @@ void eng_backoff(uint32_t attempt)
 
 	if (attempt <= 2)
 		return;
-	ts.tv_nsec = 10000L << RL_MIN(attempt - 3, 5u);
+	ts.tv_nsec = 10000L << CM_MIN(attempt - 3, 5u);
 	nanosleep(&ts, NULL);
 }
 
@@ -62,7 +62,7 @@ int eng_fail(struct eng_batch *b, int code, const char *fmt, ...)
 	if (!b->err) {
 		b->err = code;
 		va_start(ap, fmt);
-		rl_err_vset(b->e, code, fmt, ap);
+		cm_err_vset(b->e, code, fmt, ap);
 		va_end(ap);
 	}
 	/* Release: the error is set before any worker sees the flag (they

@@ -38,13 +38,13 @@ static void be_free(struct be *be)
 {
 	if (!be)
 		return;
-	rl_free(be->inner);
-	rl_free(be);
+	cm_free(be->inner);
+	cm_free(be);
 }
 
 static struct be *be_new(struct eng_worker *w, const struct be_ops *ops, struct be *inner)
 {
-	struct be *be = rl_calloc(1, sizeof(*be));
+	struct be *be = cm_calloc(1, sizeof(*be));
 
 	if (!be)
 		return NULL;
@@ -67,7 +67,7 @@ static int be_start(struct eng_worker *w, int b, struct be **out)
 	if (wrap) {
 		outer = be_new(w, wrap, be);
 		if (!outer) {
-			rl_free(be);
+			cm_free(be);
 			return -ENOMEM;
 		}
 		be = outer;
@@ -83,14 +83,14 @@ static int be_start(struct eng_worker *w, int b, struct be **out)
 
 /* Worker 0: the first backend of the order that sets up, with the reason
  * each one before it failed. */
-static int choose_backend(struct eng_worker *w, struct rl_err *e)
+static int choose_backend(struct eng_worker *w, struct cm_err *e)
 {
 	static const int order[] = { ENG_IO_URING, ENG_LIBAIO, ENG_PREAD };
 	struct eng_run *rc = w->run;
 	int want = rc->cx.o->backend, ret = 0;
 	struct utsname u;
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(order); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(order); i++) {
 		int b = order[i];
 
 		if (want != ENG_AUTO && want != b)
@@ -104,40 +104,40 @@ static int choose_backend(struct eng_worker *w, struct rl_err *e)
 		/* Our own allocations failing is fatal; the kernel refusing
 		 * a ring's memory is a reason to try the next backend. */
 		if (ret == -ENOMEM && !w->setup_kernel_nomem)
-			return rl_err_set(e, ret, "%s setup: out of memory", eng_backend_name(b));
+			return cm_err_set(e, ret, "%s setup: out of memory", eng_backend_name(b));
 		if (w->setup_kernel_nomem && uname(&u) == 0)
 			eng_note(&rc->b, ENG_FALLBACK_BACKEND, "%s unavailable: %s (%s)", eng_backend_name(b),
 				 strerror(-ret), eng_ring_nomem_reason(u.release));
 		else
 			eng_note(&rc->b, ENG_FALLBACK_BACKEND, "%s unavailable: %s", eng_backend_name(b), strerror(-ret));
 	}
-	return rl_err_set(e, RL_E_BACKEND, "backend %s unavailable: %s",
+	return cm_err_set(e, RL_E_BACKEND, "backend %s unavailable: %s",
 			  eng_backend_name(want), strerror(-ret));
 }
 
 /* Request slots and bounce buffers: this worker's own. */
-static int setup_slots(struct eng_worker *w, struct rl_err *e)
+static int setup_slots(struct eng_worker *w, struct cm_err *e)
 {
 	struct eng_run *rc = w->run;
-	uint64_t pool_len = (uint64_t)w->nbuf_want * rl_align_up(rc->cx.buf_bytes, 4096);
+	uint64_t pool_len = (uint64_t)w->nbuf_want * cm_align_up(rc->cx.buf_bytes, 4096);
 	int lock = pool_len <= rc->cx.memlock_share, ret;
 
 	ret = eng_pool_create(&w->pool, w->nbuf_want, rc->cx.buf_bytes, lock);
 	if (ret < 0)
-		return rl_err_set(e, ret, "%u buffers of %u bytes: %s", w->nbuf_want,
+		return cm_err_set(e, ret, "%u buffers of %u bytes: %s", w->nbuf_want,
 				  rc->cx.buf_bytes, strerror(-ret));
 	if (w->nbuf_want && !w->pool.locked)
 		eng_note(&rc->b, ENG_FALLBACK_BUFFERS_UNLOCKED, lock ? "mlock of %u buffers refused: buffers unlocked" :
 			 "mlock of %u buffers skipped: over the worker's share of RLIMIT_MEMLOCK",
 			 w->nbuf_want);
 	w->nreqs = w->qd;
-	w->reqs = rl_calloc(w->nreqs, sizeof(*w->reqs));
-	w->free_bufs = rl_calloc(w->pool.nbuf + 1, sizeof(int));
+	w->reqs = cm_calloc(w->nreqs, sizeof(*w->reqs));
+	w->free_bufs = cm_calloc(w->pool.nbuf + 1, sizeof(int));
 	w->cap = w->qd;
-	w->claimed = rl_calloc(w->cap, sizeof(*w->claimed));
-	w->held = rl_calloc(w->pool.nbuf + 1, sizeof(*w->held));
+	w->claimed = cm_calloc(w->cap, sizeof(*w->claimed));
+	w->held = cm_calloc(w->pool.nbuf + 1, sizeof(*w->held));
 	if (!w->reqs || !w->free_bufs || !w->claimed || !w->held)
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	for (unsigned i = 0; i < w->nreqs; i++) {
 		w->reqs[i].slot = i;
 		w->reqs[i].next = i + 1 < w->nreqs ? w->reqs + i + 1 : NULL;
@@ -149,7 +149,7 @@ static int setup_slots(struct eng_worker *w, struct rl_err *e)
 	return 0;
 }
 
-int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e)
+int eng_worker_setup(struct eng_worker *w, int backend, struct cm_err *e)
 {
 	int ret = setup_slots(w, e);
 
@@ -161,7 +161,7 @@ int eng_worker_setup(struct eng_worker *w, int backend, struct rl_err *e)
 	w->setup_kernel_nomem = 0;
 	ret = be_start(w, backend, &w->be);
 	if (ret < 0)
-		rl_err_set(e, ret, "%s setup: %s", eng_backend_name(backend), strerror(-ret));
+		cm_err_set(e, ret, "%s setup: %s", eng_backend_name(backend), strerror(-ret));
 	return ret;
 }
 
@@ -175,10 +175,10 @@ void eng_worker_teardown(struct eng_worker *w)
 	/* Only now: the backend's teardown left nothing in the kernel that
 	 * could still land in a buffer. */
 	eng_pool_destroy(&w->pool);
-	rl_free(w->reqs);
-	rl_free(w->free_bufs);
-	rl_free(w->claimed);
-	rl_free(w->held);
+	cm_free(w->reqs);
+	cm_free(w->free_bufs);
+	cm_free(w->claimed);
+	cm_free(w->held);
 	w->reqs = NULL;
 	w->free_bufs = NULL;
 	w->claimed = NULL;
@@ -207,7 +207,7 @@ void eng_worker_reset(struct eng_worker *w)
 /* Claiming reads */
 
 /* The next read of the job, checked; 0 when there is none. */
-static int fetch(struct eng_worker *w, struct rl_read *r)
+static int fetch(struct eng_worker *w, struct cm_read *r)
 {
 	struct eng_run *rc = w->run;
 	const struct eng_job *job = rc->b.job;
@@ -230,7 +230,7 @@ static int fetch(struct eng_worker *w, struct rl_read *r)
 	if (ret == 0)
 		ret = eng_plan_shards(rc, r);
 	if (ret == 0 && !eng_direct_dst(rc, r) && r->len > rc->cx.buf_bytes)
-		ret = rl_err_set(rc->b.e, RL_E_INVALID_ARG,
+		ret = cm_err_set(rc->b.e, RL_E_INVALID_ARG,
 				 "%s: read at offset %llu: length %u exceeds the buffer size %u",
 				 job->paths[r->file], (unsigned long long)r->off, r->len,
 				 rc->cx.buf_bytes);
@@ -263,7 +263,7 @@ static void backlog_wait(struct eng_run *rc)
  * when asked); 0 when there is none or the queue is full. */
 static int claim_one(struct eng_worker *w, int prefault)
 {
-	struct rl_read *r = w->claimed + (w->head + w->count) % w->cap;
+	struct cm_read *r = w->claimed + (w->head + w->count) % w->cap;
 
 	if (w->exhausted || w->count == w->cap || eng_failed(&w->run->b) ||
 	    backlog(w->run)) /* on_data's consumer is behind: let it catch up */
@@ -297,7 +297,7 @@ static int claim_ahead(struct eng_worker *w)
 /* Resources: slots and buffers (the worker's) and limiter bytes. */
 
 /* Takes what read r needs, or returns NULL with *why set. */
-static struct eng_req *take(struct eng_worker *w, const struct rl_read *r, uint8_t *dst,
+static struct eng_req *take(struct eng_worker *w, const struct cm_read *r, uint8_t *dst,
 			    int *why)
 {
 	struct eng_req *q = w->free_reqs;
@@ -357,7 +357,7 @@ static int submit(struct eng_worker *w, struct eng_req *q)
 	q->direct = f->dfd >= 0 && off % f->align == 0 && q->io_len % f->align == 0 &&
 		    (uintptr_t)(q->dst + q->io_pos) % f->align == 0;
 	if (!q->retries && !q->io_pos)
-		q->submit_ns = rl_now_ns();
+		q->submit_ns = cm_now_ns();
 	q->res = 0;
 	ret = w->be->ops->queue(w->be, q);
 	if (ret < 0)
@@ -398,7 +398,7 @@ static int short_read(struct eng_worker *w, struct eng_req *q, int res)
 	/* A resubmission from an aligned position re-reads a prefix:
 	 * count only bytes not counted before. */
 	if (got > q->got) {
-		w->bytes_read += got - RL_MAX(q->got, q->io_pos);
+		w->bytes_read += got - CM_MAX(q->got, q->io_pos);
 		q->got = got;
 	}
 	if (got >= q->r.len || got >= q->r.min_len)
@@ -414,7 +414,7 @@ static int short_read(struct eng_worker *w, struct eng_req *q, int res)
 	/* Short read: resubmit the rest, from an aligned position on the
 	 * O_DIRECT descriptor; no progress that way means the buffered one
 	 * takes over. */
-	pos = q->direct ? (uint32_t)rl_align_down(got, f->align) : got;
+	pos = q->direct ? (uint32_t)cm_align_down(got, f->align) : got;
 	if (pos <= q->io_pos && q->direct)
 		pos = got;
 	q->io_pos = pos;
@@ -436,7 +436,7 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 	if (!q->direct)
 		w->bytes_buffered += q->r.len;
 	if (job->on_read)
-		job->on_read(job->user, &q->r, q->submit_ns, rl_now_ns());
+		job->on_read(job->user, &q->r, q->submit_ns, cm_now_ns());
 	if (job->on_data && !eng_failed(&rc->b))
 		job->on_data(job->user, &q->r, q->dst);
 	/* Reads without copies (rlperf's raw reads) just free their buffer;
@@ -512,7 +512,7 @@ static unsigned submit_some(struct eng_worker *w, int *why)
 		if (q) {
 			w->retry = q->next;
 		} else {
-			const struct rl_read *r = w->claimed + w->head;
+			const struct cm_read *r = w->claimed + w->head;
 
 			if (!w->count) {
 				if (!claim_one(w, w->prefault))
@@ -540,7 +540,7 @@ static void commit(struct eng_worker *w)
 	int ret;
 
 	if (!w->t_first)
-		w->t_first = rl_now_ns();
+		w->t_first = cm_now_ns();
 	ret = w->be->ops->commit(w->be);
 	if (ret < 0)
 		eng_fail(&w->run->b, ret, "%s: submitting reads: %s", w->be->ops->name,
@@ -575,7 +575,7 @@ static int reap(struct eng_worker *w, int wait, int why)
 		return -1;
 	}
 	if (n > 0)
-		w->t_last = rl_now_ns();
+		w->t_last = cm_now_ns();
 	for (int i = 0; i < n; i++)
 		complete(w, done[i]);
 	/* Relaxed: a hint; the marks themselves are taken under the lock. */

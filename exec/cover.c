@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl_common.h"
+#include "common.h"
 #include "cover.h"
 
 /* ------------------------------------------------------------------ */
@@ -30,13 +30,13 @@ static int by_file_off(const void *x, const void *y)
 /* The spans the plan's reads bring of the candidate files, sorted. */
 static struct span *collect(const struct pl_exec *ex, const uint8_t *cand, size_t *n)
 {
-	struct span *sp = rl_mallocarray(ex->nreads + 1, sizeof(*sp));
+	struct span *sp = cm_mallocarray(ex->nreads + 1, sizeof(*sp));
 
 	*n = 0;
 	if (!sp)
 		return NULL;
 	for (size_t i = 0; i < ex->nreads; i++) {
-		const struct rl_read *r = ex->reads + i;
+		const struct cm_read *r = ex->reads + i;
 
 		if (r->file < ex->nfiles && cand[r->file]) {
 			sp[*n].file = r->file;
@@ -56,12 +56,12 @@ static int gap_in_data(const struct span *sp, size_t n, uint64_t size, uint64_t 
 	uint64_t at = 0;
 
 	for (size_t i = 0; i <= n && at < size; i++) {
-		uint64_t a = i < n ? RL_MIN(sp[i].a, size) : size;
+		uint64_t a = i < n ? CM_MIN(sp[i].a, size) : size;
 
 		if (a > at && a > data_start)
 			return 1;
 		if (i < n)
-			at = RL_MAX(at, sp[i].b);
+			at = CM_MAX(at, sp[i].b);
 	}
 	return 0;
 }
@@ -82,7 +82,7 @@ int ex_cover_decide(const struct pl_exec *ex, const uint8_t *cand, uint8_t *whol
 			   !gap_in_data(sp + at, n, ex->file_sizes[f], ex->data_starts[f]);
 		at += n;
 	}
-	rl_free(sp);
+	cm_free(sp);
 	return 0;
 }
 
@@ -93,25 +93,25 @@ int ex_cover_init(struct ex_cover *c, size_t nfiles, const uint64_t *sizes, cons
 		  uint32_t chunk)
 {
 	memset(c, 0, sizeof(*c));
-	c->at = rl_calloc(nfiles + 1, sizeof(*c->at));
+	c->at = cm_calloc(nfiles + 1, sizeof(*c->at));
 	if (!c->at)
 		return -ENOMEM;
 	c->nfiles = nfiles;
 	c->sizes = sizes;
 	c->hash = hash;
-	c->chunk = RL_MAX(chunk, 4096u);
+	c->chunk = CM_MAX(chunk, 4096u);
 	return 0;
 }
 
 void ex_cover_free(struct ex_cover *c)
 {
-	rl_free(c->at);
+	cm_free(c->at);
 	memset(c, 0, sizeof(*c));
 }
 
 static int read_order(const void *x, const void *y)
 {
-	const struct rl_read *p = x, *q = y;
+	const struct cm_read *p = x, *q = y;
 
 	if (p->file != q->file)
 		return p->file < q->file ? -1 : 1;
@@ -119,14 +119,14 @@ static int read_order(const void *x, const void *y)
 }
 
 /* Appends copy-less reads of at most c->chunk bytes for [a, b) of file f. */
-static int add_fillers(struct ex_cover *c, struct rl_read **rd, size_t *n, size_t *cap,
+static int add_fillers(struct ex_cover *c, struct cm_read **rd, size_t *n, size_t *cap,
 		       uint32_t f, uint64_t a, uint64_t b)
 {
 	while (a < b) {
-		uint32_t len = (uint32_t)RL_MIN(b - a, c->chunk);
-		struct rl_read *r;
+		uint32_t len = (uint32_t)CM_MIN(b - a, c->chunk);
+		struct cm_read *r;
 
-		if (rl_grow((void **)rd, cap, *n + 1, sizeof(**rd)) < 0)
+		if (cm_grow((void **)rd, cap, *n + 1, sizeof(**rd)) < 0)
 			return -ENOMEM;
 		r = *rd + (*n)++;
 		memset(r, 0, sizeof(*r));
@@ -134,14 +134,14 @@ static int add_fillers(struct ex_cover *c, struct rl_read **rd, size_t *n, size_
 		r->off = a;
 		r->len = r->min_len = len;
 		c->fill_bytes += len;
-		c->max_fill = RL_MAX(c->max_fill, len);
+		c->max_fill = CM_MAX(c->max_fill, len);
 		a += len;
 	}
 	return 0;
 }
 
 /* Whether the batch reads a hashed file. */
-static int reads_hashed(const struct ex_cover *c, const struct rl_read *rd, size_t n)
+static int reads_hashed(const struct ex_cover *c, const struct cm_read *rd, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (rd[i].file < c->nfiles && c->hash[rd[i].file])
@@ -149,7 +149,7 @@ static int reads_hashed(const struct ex_cover *c, const struct rl_read *rd, size
 	return 0;
 }
 
-int ex_cover_batch(struct ex_cover *c, struct rl_read **rd, size_t *n, size_t *cap, int last)
+int ex_cover_batch(struct ex_cover *c, struct cm_read **rd, size_t *n, size_t *cap, int last)
 {
 	size_t nplan = *n;
 
@@ -157,14 +157,14 @@ int ex_cover_batch(struct ex_cover *c, struct rl_read **rd, size_t *n, size_t *c
 		return 0;
 	qsort(*rd, nplan, sizeof(**rd), read_order);
 	for (size_t i = 0; i < nplan; i++) {
-		struct rl_read r = (*rd)[i]; /* a copy: fillers may move the array */
+		struct cm_read r = (*rd)[i]; /* a copy: fillers may move the array */
 		uint64_t *at = c->at + r.file;
 
 		if (r.file >= c->nfiles || !c->hash[r.file])
 			continue;
 		if (r.off > *at && add_fillers(c, rd, n, cap, r.file, *at, r.off) < 0)
 			return -ENOMEM;
-		*at = RL_MAX(*at, RL_MIN(r.off + r.min_len, c->sizes[r.file]));
+		*at = CM_MAX(*at, CM_MIN(r.off + r.min_len, c->sizes[r.file]));
 	}
 	for (uint32_t f = 0; last && f < c->nfiles; f++) {
 		if (c->hash[f] && add_fillers(c, rd, n, cap, f, c->at[f], c->sizes[f]) < 0)

@@ -11,8 +11,8 @@
  * stopped, without a gap: what exec/hash.c needs to hash with a bounded
  * amount held out of order.
  */
-#ifndef RL_EXEC_COVER_H
-#define RL_EXEC_COVER_H
+#ifndef EXEC_COVER_H
+#define EXEC_COVER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,7 +48,7 @@ int ex_cover_init(struct ex_cover *c, size_t nfiles, const uint64_t *sizes, cons
  * when a hashed file is read; last: the batch after which nothing is
  * read, so it reads the hashed files to their ends. Returns 0 or -ENOMEM.
  */
-int ex_cover_batch(struct ex_cover *c, struct rl_read **rd, size_t *n, size_t *cap, int last);
+int ex_cover_batch(struct ex_cover *c, struct cm_read **rd, size_t *n, size_t *cap, int last);
 void ex_cover_free(struct ex_cover *c);
 
-#endif /* RL_EXEC_COVER_H */
+#endif /* EXEC_COVER_H */

@@ -50,19 +50,19 @@ struct ex_hash {
 	 * themselves are handed over under each file's lock. */
 	atomic_uint_fast64_t held_bytes, held_peak, hashed, hash_ns;
 	pthread_mutex_t err_lock; /* err: the first error while hashing */
-	struct rl_err err;
+	struct cm_err err;
 	atomic_int failed;
 };
 
 int ex_hash_new(size_t nfiles, const uint64_t *sizes, const uint8_t *which, uint64_t held_max,
-		struct ex_hash **out, struct rl_err *e)
+		struct ex_hash **out, struct cm_err *e)
 {
-	struct ex_hash *h = rl_calloc(1, sizeof(*h));
+	struct ex_hash *h = cm_calloc(1, sizeof(*h));
 
 	*out = NULL;
-	if (!h || !(h->hf = rl_calloc(nfiles + 1, sizeof(*h->hf)))) {
-		rl_free(h);
-		return rl_err_set(e, -ENOMEM, "out of memory");
+	if (!h || !(h->hf = cm_calloc(nfiles + 1, sizeof(*h->hf)))) {
+		cm_free(h);
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	}
 	h->held_max = held_max;
 	atomic_init(&h->held_bytes, 0);
@@ -82,7 +82,7 @@ int ex_hash_new(size_t nfiles, const uint64_t *sizes, const uint8_t *which, uint
 		h->hf[f].md = EVP_MD_CTX_new();
 		if (!h->hf[f].md || !EVP_DigestInit_ex(h->hf[f].md, EVP_sha256(), NULL)) {
 			ex_hash_free(h);
-			return rl_err_set(e, -ENOMEM, "SHA-256 context: out of memory");
+			return cm_err_set(e, -ENOMEM, "SHA-256 context: out of memory");
 		}
 	}
 	*out = h;
@@ -94,7 +94,7 @@ static void fail(struct ex_hash *h, int code, const char *what)
 {
 	pthread_mutex_lock(&h->err_lock);
 	if (!atomic_load_explicit(&h->failed, memory_order_relaxed))
-		rl_err_set(&h->err, code, "%s", what);
+		cm_err_set(&h->err, code, "%s", what);
 	atomic_store_explicit(&h->failed, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&h->err_lock);
 }
@@ -109,12 +109,12 @@ static void update(struct ex_hash *h, struct hfile *f, uint64_t *next, uint64_t 
 		return;
 	skip = *next - off;
 	n = len - skip;
-	t0 = rl_now_ns();
+	t0 = cm_now_ns();
 	if (!EVP_DigestUpdate(f->md, p + skip, n))
 		fail(h, -ENOMEM, "SHA-256 update failed");
 	*next += n;
 	atomic_fetch_add_explicit(&h->hashed, n, memory_order_relaxed);
-	atomic_fetch_add_explicit(&h->hash_ns, rl_now_ns() - t0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->hash_ns, cm_now_ns() - t0, memory_order_relaxed);
 }
 
 /* The busy hasher: hashes held chunks that continue the cursor, then
@@ -136,7 +136,7 @@ static void drain(struct ex_hash *h, struct hfile *f, uint64_t next)
 		pthread_mutex_unlock(&f->lock);
 		update(h, f, &next, c->off, c->bytes, c->len);
 		atomic_fetch_sub_explicit(&h->held_bytes, c->len, memory_order_relaxed);
-		rl_free(c);
+		cm_free(c);
 	}
 }
 
@@ -154,7 +154,7 @@ static void hold(struct hfile *f, struct held *c)
 /* A copy of bytes [off, off + len) to hash later, counted as held. */
 static struct held *copy_chunk(struct ex_hash *h, uint64_t off, const uint8_t *p, uint32_t len)
 {
-	struct held *c = rl_malloc(sizeof(*c) + len);
+	struct held *c = cm_malloc(sizeof(*c) + len);
 	uint64_t now, peak;
 
 	if (!c) {
@@ -172,7 +172,7 @@ static struct held *copy_chunk(struct ex_hash *h, uint64_t off, const uint8_t *p
 	return c;
 }
 
-void ex_hash_data(struct ex_hash *h, const struct rl_read *r, const uint8_t *bytes)
+void ex_hash_data(struct ex_hash *h, const struct cm_read *r, const uint8_t *bytes)
 {
 	struct hfile *f;
 	uint64_t off = r->off, len, next;
@@ -184,7 +184,7 @@ void ex_hash_data(struct ex_hash *h, const struct rl_read *r, const uint8_t *byt
 	f = h->hf + r->file;
 	if (off >= f->size)
 		return;
-	len = RL_MIN((uint64_t)r->min_len, f->size - off); /* within the file */
+	len = CM_MIN((uint64_t)r->min_len, f->size - off); /* within the file */
 	pthread_mutex_lock(&f->lock);
 	if (off + len <= f->next) { /* read again at a window's edge */
 		pthread_mutex_unlock(&f->lock);
@@ -221,10 +221,10 @@ int ex_hash_full(struct ex_hash *h)
 }
 
 int ex_hash_end(struct ex_hash *h, const char *const *paths, uint8_t (*digests)[32],
-		struct rl_err *e)
+		struct cm_err *e)
 {
 	if (atomic_load_explicit(&h->failed, memory_order_relaxed))
-		return rl_err_set(e, h->err.code, "%s", h->err.msg);
+		return cm_err_set(e, h->err.code, "%s", h->err.msg);
 	for (size_t i = 0; i < h->nfiles; i++) {
 		struct hfile *f = h->hf + i;
 		unsigned n = 0;
@@ -232,11 +232,11 @@ int ex_hash_end(struct ex_hash *h, const char *const *paths, uint8_t (*digests)[
 		if (!f->md)
 			continue;
 		if (f->next != f->size)
-			return rl_err_set(e, -EIO, "%s: SHA-256 stopped at byte %llu of %llu",
+			return cm_err_set(e, -EIO, "%s: SHA-256 stopped at byte %llu of %llu",
 					  paths[i], (unsigned long long)f->next,
 					  (unsigned long long)f->size);
 		if (!EVP_DigestFinal_ex(f->md, digests[i], &n) || n != 32)
-			return rl_err_set(e, -ENOMEM, "SHA-256 final failed");
+			return cm_err_set(e, -ENOMEM, "SHA-256 final failed");
 	}
 	return 0;
 }
@@ -260,12 +260,12 @@ void ex_hash_free(struct ex_hash *h)
 			struct held *c = f->held;
 
 			f->held = c->next;
-			rl_free(c);
+			cm_free(c);
 		}
 		EVP_MD_CTX_free(f->md);
 		pthread_mutex_destroy(&f->lock);
 	}
 	pthread_mutex_destroy(&h->err_lock);
-	rl_free(h->hf);
-	rl_free(h);
+	cm_free(h->hf);
+	cm_free(h);
 }

@@ -10,14 +10,14 @@
  * without a gap. Reads of bytes already hashed (a read at a window's edge
  * is read for both windows) are skipped.
  */
-#ifndef RL_EXEC_HASH_H
-#define RL_EXEC_HASH_H
+#ifndef EXEC_HASH_H
+#define EXEC_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl_common.h"
-#include "rl_io.h"
+#include "common.h"
+#include "plan_io.h"
 
 struct ex_hash;
 
@@ -27,11 +27,11 @@ struct ex_hash;
  * Returns 0 or a negative code with e set (*out NULL).
  */
 int ex_hash_new(size_t nfiles, const uint64_t *sizes, const uint8_t *which, uint64_t held_max,
-		struct ex_hash **out, struct rl_err *e);
+		struct ex_hash **out, struct cm_err *e);
 /* The engine's on_data (any worker, several at once): min_len bytes of r
  * arrived at bytes: hashes them now or holds a copy until its file's
  * cursor reaches them. */
-void ex_hash_data(struct ex_hash *h, const struct rl_read *r, const uint8_t *bytes);
+void ex_hash_data(struct ex_hash *h, const struct cm_read *r, const uint8_t *bytes);
 /* 1 while more than held_max bytes are held: the engine claims no new
  * reads (the read the cursor waits for was claimed before them). */
 int ex_hash_full(struct ex_hash *h);
@@ -39,11 +39,11 @@ int ex_hash_full(struct ex_hash *h);
  * -EIO naming the file (paths) when one was not read whole, or the
  * first error met while hashing. */
 int ex_hash_end(struct ex_hash *h, const char *const *paths, uint8_t (*digests)[32],
-		struct rl_err *e);
+		struct cm_err *e);
 /* Bytes hashed, seconds spent hashing (all workers), most bytes held. */
 void ex_hash_stats(const struct ex_hash *h, uint64_t *hashed, double *seconds,
 		   uint64_t *held_peak);
 /* NULL-safe. */
 void ex_hash_free(struct ex_hash *h);
 
-#endif /* RL_EXEC_HASH_H */
+#endif /* EXEC_HASH_H */

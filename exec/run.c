@@ -22,7 +22,7 @@ static int run_progress(void *user, uint64_t done, uint64_t total)
 	return r->on_progress(r->user, done, total);
 }
 
-static void run_data(void *user, const struct rl_read *rd, const uint8_t *bytes)
+static void run_data(void *user, const struct cm_read *rd, const uint8_t *bytes)
 {
 	struct ex_run *r = user;
 
@@ -37,7 +37,7 @@ static int run_data_full(void *user)
 }
 
 int ex_run_sums(struct ex_run *r, const struct pl_exec *ex, const uint8_t *which, uint32_t chunk,
-		uint64_t held_max, struct rl_err *e)
+		uint64_t held_max, struct cm_err *e)
 {
 	size_t n = 0;
 
@@ -46,11 +46,11 @@ int ex_run_sums(struct ex_run *r, const struct pl_exec *ex, const uint8_t *which
 	if (!n)
 		return 0;
 	if (ex_cover_init(&r->cover, ex->nfiles, ex->file_sizes, which, chunk) < 0)
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	return ex_hash_new(ex->nfiles, ex->file_sizes, which, held_max, &r->hash, e);
 }
 
-int ex_run_cover(struct ex_run *r, struct rl_read **rd, size_t *n, size_t *cap, int last)
+int ex_run_cover(struct ex_run *r, struct cm_read **rd, size_t *n, size_t *cap, int last)
 {
 	return r->hash ? ex_cover_batch(&r->cover, rd, n, cap, last) : 0;
 }
@@ -81,7 +81,7 @@ void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
 }
 
 int ex_run_end(struct ex_run *r, const struct pl_exec *ex, uint8_t (*digests)[32],
-	       struct rl_err *e)
+	       struct cm_err *e)
 {
 	return r->hash ? ex_hash_end(r->hash, ex->paths, digests, e) : 0;
 }

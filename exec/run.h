@@ -8,8 +8,8 @@
  * ex_run_cover, builds its job with ex_run_job, runs it, and ends with
  * ex_run_end (digests) and ex_run_stats.
  */
-#ifndef RL_EXEC_RUN_H
-#define RL_EXEC_RUN_H
+#ifndef EXEC_RUN_H
+#define EXEC_RUN_H
 
 #include "../engine/engine.h"
 #include "../planner/planner.h"
@@ -18,9 +18,9 @@
 
 /* What one batch reads and where its copies land. */
 struct ex_batch {
-	const struct rl_read *reads;
+	const struct cm_read *reads;
 	size_t nreads;
-	const struct rl_copy *copies;
+	const struct cm_copy *copies;
 	size_t ncopies;
 	const struct eng_sink *sink;    /* where the copies land (engine/sink.h) */
 	size_t nshards;                 /* bytes each shard expects (NULL: none) */
@@ -44,10 +44,10 @@ struct ex_run {
  * hash: nothing set up. Returns 0 or a negative code with e set.
  */
 int ex_run_sums(struct ex_run *r, const struct pl_exec *ex, const uint8_t *which, uint32_t chunk,
-		uint64_t held_max, struct rl_err *e);
+		uint64_t held_max, struct cm_err *e);
 /* A batch's reads through the checksum cover (see ex_cover_batch); a
  * no-op when nothing is hashed. Returns 0 or -ENOMEM. */
-int ex_run_cover(struct ex_run *r, struct rl_read **rd, size_t *n, size_t *cap, int last);
+int ex_run_cover(struct ex_run *r, struct cm_read **rd, size_t *n, size_t *cap, int last);
 /* The engine job of batch b of a load of ex (files, identities, reads,
  * copies, staging, shards, callbacks; file_stats: out, may be NULL). */
 void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
@@ -55,9 +55,9 @@ void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
 /* After the last batch: every hashed file's digest into digests (by
  * file of ex). Returns 0 or a negative code with e set. */
 int ex_run_end(struct ex_run *r, const struct pl_exec *ex, uint8_t (*digests)[32],
-	       struct rl_err *e);
+	       struct cm_err *e);
 /* The checksum pass's statistics into st. */
 void ex_run_stats(const struct ex_run *r, struct eng_stats *st);
 void ex_run_free(struct ex_run *r);
 
-#endif /* RL_EXEC_RUN_H */
+#endif /* EXEC_RUN_H */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl_common.h"
+#include "common.h"
 #include "window.h"
 
 /* ------------------------------------------------------------------ */
@@ -33,7 +33,7 @@ static int ext_cmp(const void *a, const void *b)
 
 static int push_range(struct ex_windows *ws, size_t *cap, const struct ex_range *r)
 {
-	if (rl_grow((void **)&ws->w, cap, ws->n + 1, sizeof(*ws->w)) < 0)
+	if (cm_grow((void **)&ws->w, cap, ws->n + 1, sizeof(*ws->w)) < 0)
 		return -ENOMEM;
 	ws->w[ws->n].r = *r;
 	ws->w[ws->n].first = ws->npieces;
@@ -44,7 +44,7 @@ static int push_range(struct ex_windows *ws, size_t *cap, const struct ex_range 
 
 static int push_piece(struct ex_windows *ws, size_t *cap, const struct ex_piece *p)
 {
-	if (rl_grow((void **)&ws->pieces, cap, ws->npieces + 1, sizeof(*ws->pieces)) < 0)
+	if (cm_grow((void **)&ws->pieces, cap, ws->npieces + 1, sizeof(*ws->pieces)) < 0)
 		return -ENOMEM;
 	ws->pieces[ws->npieces++] = *p;
 	ws->w[ws->n - 1].n++;
@@ -66,13 +66,13 @@ static int cut(struct ex_windows *ws, const struct ext *x, size_t n, uint64_t wi
 			continue;
 		}
 		r.dev = x[j].dev;
-		r.lo = RL_MAX(cur, x[j].off);
-		r.base = rl_align_down(r.lo, page);
+		r.lo = CM_MAX(cur, x[j].off);
+		r.base = cm_align_down(r.lo, page);
 		r.hi = r.base + window;
 		if (push_range(ws, rcap, &r) < 0)
 			return -ENOMEM;
 		for (size_t k = j; k < n && x[k].off < r.hi; k++) {
-			uint64_t a = RL_MAX(x[k].off, r.lo), b = RL_MIN(x[k].end, r.hi);
+			uint64_t a = CM_MAX(x[k].off, r.lo), b = CM_MIN(x[k].end, r.hi);
 			struct ex_piece p = { x[k].shard, r.dev, a - x[k].off, b - a, a - r.base };
 
 			if (b > a && push_piece(ws, pcap, &p) < 0)
@@ -86,14 +86,14 @@ static int cut(struct ex_windows *ws, const struct ext *x, size_t n, uint64_t wi
 int ex_windows_cut(struct ex_windows *ws, const struct pl_exec *ex, uint64_t window,
 		   uint64_t page)
 {
-	struct ext *x = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*x));
+	struct ext *x = cm_calloc(ex->nshards ? ex->nshards : 1, sizeof(*x));
 	size_t n = 0, rcap = 0, pcap = 0;
 	int ret = 0;
 
 	memset(ws, 0, sizeof(*ws));
-	ws->zero = rl_calloc(ex->nshards ? ex->nshards : 1, sizeof(*ws->zero));
+	ws->zero = cm_calloc(ex->nshards ? ex->nshards : 1, sizeof(*ws->zero));
 	if (!x || !ws->zero) {
-		rl_free(x);
+		cm_free(x);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < ex->nshards; i++) {
@@ -110,15 +110,15 @@ int ex_windows_cut(struct ex_windows *ws, const struct pl_exec *ex, uint64_t win
 			;
 		ret = cut(ws, x + g, e - g, window, page, &rcap, &pcap);
 	}
-	rl_free(x);
+	cm_free(x);
 	return ret;
 }
 
 void ex_windows_free(struct ex_windows *ws)
 {
-	rl_free(ws->w);
-	rl_free(ws->pieces);
-	rl_free(ws->zero);
+	cm_free(ws->w);
+	cm_free(ws->pieces);
+	cm_free(ws->zero);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -130,7 +130,7 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 	memset(n, 0, sizeof(*n));
 	for (size_t i = 0; i < ex->nreads; i++) {
 		n->all_bytes += ex->reads[i].len;
-		if (!(ex->reads[i].flags & RL_READ_DIRECT) || ex->reads[i].ncopies != 1) {
+		if (!(ex->reads[i].flags & CM_READ_DIRECT) || ex->reads[i].ncopies != 1) {
 			n->bounce++;
 			n->bounce_bytes += ex->reads[i].len;
 		}
@@ -146,9 +146,9 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 		n->nreads += size ? size / cover->chunk + 1 : 0;
 		n->bounce += size ? size / cover->chunk + 1 : 0;
 		n->bounce_bytes += size;
-		n->max_read = RL_MAX(n->max_read, cover->chunk);
+		n->max_read = CM_MAX(n->max_read, cover->chunk);
 	}
-	n->bounce_bytes = RL_MIN(n->bounce_bytes, n->all_bytes);
+	n->bounce_bytes = CM_MIN(n->bounce_bytes, n->all_bytes);
 }
 
 /* ------------------------------------------------------------------ */
@@ -156,30 +156,30 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 
 /* Copy c clipped to [lo, hi) of its device, rebased to base: up to three
  * copies in out; returns how many. */
-static unsigned clip_copy(const struct rl_copy *c, const struct ex_range *w,
-			  struct rl_copy out[3])
+static unsigned clip_copy(const struct cm_copy *c, const struct ex_range *w,
+			  struct cm_copy out[3])
 {
 	uint64_t total = (uint64_t)c->len * c->count, a, b;
 	unsigned n = 0;
 
 	if (!total || c->dev != w->dev)
 		return 0;
-	a = RL_MAX(w->lo, c->dst);
-	b = RL_MIN(w->hi, c->dst + total);
+	a = CM_MAX(w->lo, c->dst);
+	b = CM_MIN(w->hi, c->dst + total);
 	if (a >= b)
 		return 0;
 	a -= c->dst; /* positions in the copy's contiguous output */
 	b -= c->dst;
 	while (a < b && n < 3) {
 		uint64_t k = a / c->len, in = a % c->len;
-		struct rl_copy *o = out + n++;
+		struct cm_copy *o = out + n++;
 
 		*o = *c;
 		o->dev = 0;
 		o->src = (uint32_t)(c->src + k * c->src_stride + in);
 		o->dst = c->dst + a - w->base;
 		if (in || b - a < c->len) { /* a partial run */
-			o->len = (uint32_t)RL_MIN(c->len - in, b - a);
+			o->len = (uint32_t)CM_MIN(c->len - in, b - a);
 			o->count = 1;
 			o->src_stride = o->len;
 		} else {
@@ -191,24 +191,24 @@ static unsigned clip_copy(const struct rl_copy *c, const struct ex_range *w,
 }
 
 /* Adds read r's clipped copies (if any) and r itself to j. */
-static int add_read(const struct rl_read *r, const struct rl_copy *copies,
+static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 		    const struct ex_range *w, struct ex_wjob *j)
 {
 	size_t first = j->ncopies;
-	struct rl_read *nr;
+	struct cm_read *nr;
 
 	for (uint32_t i = 0; i < r->ncopies; i++) {
-		struct rl_copy out[3];
+		struct cm_copy out[3];
 		unsigned n = clip_copy(copies + r->first_copy + i, w, out);
 
-		if (rl_grow((void **)&j->copies, &j->cap_copies, j->ncopies + n, sizeof(*out)))
+		if (cm_grow((void **)&j->copies, &j->cap_copies, j->ncopies + n, sizeof(*out)))
 			return -ENOMEM;
 		memcpy(j->copies + j->ncopies, out, n * sizeof(*out));
 		j->ncopies += n;
 	}
 	if (j->ncopies == first)
 		return 0;
-	if (rl_grow((void **)&j->reads, &j->cap_reads, j->nreads + 1, sizeof(*nr)))
+	if (cm_grow((void **)&j->reads, &j->cap_reads, j->nreads + 1, sizeof(*nr)))
 		return -ENOMEM;
 	nr = j->reads + j->nreads++;
 	*nr = *r;
@@ -216,12 +216,12 @@ static int add_read(const struct rl_read *r, const struct rl_copy *copies,
 	nr->ncopies = (uint32_t)(j->ncopies - first);
 	/* Direct only when the one copy is still the whole read. */
 	if (nr->ncopies != 1 || j->copies[first].len != r->len || j->copies[first].count != 1)
-		nr->flags &= ~RL_READ_DIRECT;
+		nr->flags &= ~CM_READ_DIRECT;
 	j->read_bytes += r->len;
 	return 0;
 }
 
-int ex_window_job(const struct rl_read *reads, size_t nreads, const struct rl_copy *copies,
+int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
 		   const struct ex_range *w, struct ex_wjob *j)
 {
 	j->nreads = j->ncopies = 0;
@@ -234,7 +234,7 @@ int ex_window_job(const struct rl_read *reads, size_t nreads, const struct rl_co
 
 void ex_wjob_free(struct ex_wjob *j)
 {
-	rl_free(j->reads);
-	rl_free(j->copies);
+	cm_free(j->reads);
+	cm_free(j->copies);
 	memset(j, 0, sizeof(*j));
 }

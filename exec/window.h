@@ -7,13 +7,13 @@
  * the window. The loader (api/stream.c) runs one batch per window; the
  * engine never sees a window.
  */
-#ifndef RL_EXEC_WINDOW_H
-#define RL_EXEC_WINDOW_H
+#ifndef EXEC_WINDOW_H
+#define EXEC_WINDOW_H
 
 #include <stdint.h>
 #include <stddef.h>
 
-#include "rl_io.h"
+#include "plan_io.h"
 #include "../engine/engine.h"
 #include "../planner/planner.h"
 #include "cover.h"
@@ -74,9 +74,9 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 
 /* The reads (in plan order) and copies of one range, on device 0. */
 struct ex_wjob {
-	struct rl_read *reads;
+	struct cm_read *reads;
 	size_t nreads, cap_reads;
-	struct rl_copy *copies;
+	struct cm_copy *copies;
 	size_t ncopies, cap_copies;
 	uint64_t read_bytes;    /* what its reads read */
 };
@@ -89,8 +89,8 @@ struct ex_wjob {
  * direct only when its whole copy lies in the range; others go through a
  * bounce buffer. Shard indices are kept. Returns 0 or -ENOMEM.
  */
-int ex_window_job(const struct rl_read *reads, size_t nreads, const struct rl_copy *copies,
+int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
 		   const struct ex_range *w, struct ex_wjob *j);
 void ex_wjob_free(struct ex_wjob *j);
 
-#endif /* RL_EXEC_WINDOW_H */
+#endif /* EXEC_WINDOW_H */

@@ -3,8 +3,8 @@
  * communication state (mx.c): a private duplicate of the caller's
  * communicator, failure notes, agreements, waits with a deadline.
  */
-#ifndef RL_MX_H
-#define RL_MX_H
+#ifndef MPI_MX_H
+#define MPI_MX_H
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -237,4 +237,4 @@ int mx_batch(struct mx_load *L, uint64_t b);
 /* The user's callback for a shard that transfers completed (batch.c). */
 void mx_report(struct mx_load *L, size_t shard);
 
-#endif /* RL_MX_H */
+#endif /* MPI_MX_H */

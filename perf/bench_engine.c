@@ -48,14 +48,14 @@ struct cfg {
 static double run_once(const char *path, uint64_t size, const struct cfg *c)
 {
 	uint64_t nreads = (size + c->req - 1) / c->req;
-	struct rl_read *reads = calloc(nreads, sizeof(*reads));
-	struct rl_copy *copies = calloc(nreads, sizeof(*copies));
+	struct cm_read *reads = calloc(nreads, sizeof(*reads));
+	struct cm_copy *copies = calloc(nreads, sizeof(*copies));
 	uint64_t staging_len = (size + 4095) / 4096 * 4096;
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
 	struct sink_host host;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct eng *eng;
 	uint8_t *staging;
 	double t0, t1;
@@ -65,16 +65,16 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	t0 = perf_now_s();
 	staging = eng_staging_alloc(staging_len);
 	for (uint64_t i = 0; i < nreads; i++) {
-		uint64_t off = i * c->req, len = RL_MIN((uint64_t)c->req, staging_len - off);
+		uint64_t off = i * c->req, len = CM_MIN((uint64_t)c->req, staging_len - off);
 
 		reads[i].off = off;
 		reads[i].len = (uint32_t)len;
-		reads[i].min_len = (uint32_t)RL_MIN(len, size - off);
+		reads[i].min_len = (uint32_t)CM_MIN(len, size - off);
 		reads[i].file = 0;
 		reads[i].first_copy = i;
 		reads[i].ncopies = 1;
 		/* direct only for whole blocks: the tail goes through a buffer */
-		reads[i].flags = c->direct && off + len <= size ? RL_READ_DIRECT : 0;
+		reads[i].flags = c->direct && off + len <= size ? CM_READ_DIRECT : 0;
 		copies[i].src = 0;
 		copies[i].len = reads[i].flags ? (uint32_t)len : reads[i].min_len;
 		copies[i].count = 1;
@@ -93,7 +93,7 @@ static double run_once(const char *path, uint64_t size, const struct cfg *c)
 	eng_opts_default(&o);
 	o.backend = c->backend;
 	o.queue_depth = c->qd;
-	o.inflight_bytes = RL_MAX((uint64_t)c->qd * c->req * (c->bound_x ? c->bound_x : 1),
+	o.inflight_bytes = CM_MAX((uint64_t)c->qd * c->req * (c->bound_x ? c->bound_x : 1),
 				  2ull * c->req);
 	o.workers = c->workers;
 	o.uring_flags_first = c->uring_first;

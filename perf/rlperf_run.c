@@ -223,7 +223,7 @@ static void check_ratemin(struct worker *w, const struct rp_job *j, uint64_t now
 	w->rate_bytes = w->all_bytes;
 }
 
-static int job_next(void *user, struct rl_read *out)
+static int job_next(void *user, struct cm_read *out)
 {
 	struct worker *w = user;
 	const struct rp_job *j = w->t->job;
@@ -286,7 +286,7 @@ static void sample(struct worker *w, uint64_t now)
 	w->win_ios = r->ios;
 }
 
-static void job_on_read(void *user, const struct rl_read *rd, uint64_t submit_ns,
+static void job_on_read(void *user, const struct cm_read *rd, uint64_t submit_ns,
 			uint64_t complete_ns)
 {
 	struct worker *w = user;

@@ -49,12 +49,12 @@ static int file_cmp(const void *pa, const void *pb, void *arg)
 int pl_assign(const struct pl_assign_item *it, size_t n, unsigned nprocs,
 	      const uint8_t *reads, uint32_t nfiles, int32_t *owner, uint64_t *load)
 {
-	struct order *ord = rl_mallocarray(n + 1, sizeof(*ord));
-	uint32_t *byfile = rl_mallocarray(n + 1, sizeof(*byfile));
+	struct order *ord = cm_mallocarray(n + 1, sizeof(*ord));
+	uint32_t *byfile = cm_mallocarray(n + 1, sizeof(*byfile));
 
 	if (!ord || !byfile) {
-		rl_free(ord);
-		rl_free(byfile);
+		cm_free(ord);
+		cm_free(byfile);
 		return -ENOMEM;
 	}
 	/* File groups: total bytes of the items of each file. */
@@ -103,8 +103,8 @@ int pl_assign(const struct pl_assign_item *it, size_t n, unsigned nprocs,
 		if (best >= 0)
 			load[best] += c->size;
 	}
-	rl_free(ord);
-	rl_free(byfile);
+	cm_free(ord);
+	cm_free(byfile);
 	return 0;
 }
 
@@ -186,18 +186,18 @@ static uint64_t round_cut(const struct pl_seg *seg, size_t nseg, uint64_t pos)
 	if (j == nseg || (align = seg[j].align) <= 1)
 		return pos;
 	abs = seg[j].off + (pos - cum);
-	down = rl_align_down(abs, align);
+	down = cm_align_down(abs, align);
 	up = down + align;
 	abs = abs - down <= up - abs ? down : up;
-	abs = RL_MAX(abs, seg[j].off);
-	abs = RL_MIN(abs, seg[j].off + seg[j].len);
+	abs = CM_MAX(abs, seg[j].off);
+	abs = CM_MIN(abs, seg[j].off + seg[j].len);
 	return cum + (abs - seg[j].off);
 }
 
 int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
 		 uint32_t nr, uint64_t *load, uint64_t *cut)
 {
-	uint64_t total = 0, pos = 0, *share = rl_mallocarray(nr + 1, 2 * sizeof(uint64_t));
+	uint64_t total = 0, pos = 0, *share = cm_mallocarray(nr + 1, 2 * sizeof(uint64_t));
 	uint32_t *ord = (uint32_t *)(share ? share + nr + 1 : NULL);
 
 	for (size_t j = 0; j < nseg; j++)
@@ -211,10 +211,10 @@ int pl_waterfill(const struct pl_seg *seg, size_t nseg, const uint32_t *readers,
 		pos += share[i - 1];
 		/* The ends stay: a reader with no share gets no byte. */
 		cut[i] = pos && pos < total ? round_cut(seg, nseg, pos) : pos;
-		cut[i] = RL_MAX(cut[i], cut[i - 1]);
+		cut[i] = CM_MAX(cut[i], cut[i - 1]);
 	}
 	for (uint32_t i = 0; i < nr; i++)
 		load[readers[i]] += cut[i + 1] - cut[i];
-	rl_free(share);
+	cm_free(share);
 	return 0;
 }

@@ -16,8 +16,8 @@
 static void proc_clear(struct pl_avail_proc *pp)
 {
 	for (size_t i = 0; i < pp->npat; i++)
-		rl_free(pp->pat[i]);
-	rl_free(pp->pat);
+		cm_free(pp->pat[i]);
+	cm_free(pp->pat);
 	pp->pat = NULL;
 	pp->npat = 0;
 	pp->any = 1;
@@ -29,8 +29,8 @@ void pl_avail_free(struct pl_avail *a)
 		return;
 	for (uint32_t p = 0; p < a->n; p++)
 		proc_clear(&a->proc[p]);
-	rl_free(a->proc);
-	rl_free(a);
+	cm_free(a->proc);
+	cm_free(a);
 }
 
 /* Entry process of s->avail, created (every file) if absent. */
@@ -38,10 +38,10 @@ static struct pl_avail_proc *avail_entry(struct pl_spec *s, uint32_t process)
 {
 	struct pl_avail *a = s->avail;
 
-	if (!a && !(a = s->avail = rl_calloc(1, sizeof(*a))))
+	if (!a && !(a = s->avail = cm_calloc(1, sizeof(*a))))
 		return NULL;
 	if (process >= a->n) {
-		struct pl_avail_proc *np = rl_reallocarray(a->proc, (size_t)process + 1,
+		struct pl_avail_proc *np = cm_reallocarray(a->proc, (size_t)process + 1,
 							   sizeof(*np));
 
 		if (!np)
@@ -55,38 +55,38 @@ static struct pl_avail_proc *avail_entry(struct pl_spec *s, uint32_t process)
 }
 
 int pl_avail_set(struct pl_spec *s, uint32_t process, size_t n, const char *const *pat,
-		 struct rl_err *e)
+		 struct cm_err *e)
 {
 	struct pl_avail_proc *pp;
 
 	if (process >= PL_MAX_DEVICES)
-		return rl_err_set(e, RL_E_INVALID_ARG, "files_of_process: process %u out of range",
+		return cm_err_set(e, RL_E_INVALID_ARG, "files_of_process: process %u out of range",
 				  process);
 	if (pat)
 		for (size_t i = 0; i < n; i++)
 			if (!pat[i])
-				return rl_err_set(e, RL_E_INVALID_ARG,
+				return cm_err_set(e, RL_E_INVALID_ARG,
 						  "files_of_process: process %u: file %zu is NULL",
 						  process, i);
 	if (!(pp = avail_entry(s, process)))
-		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	proc_clear(pp);
 	if (!pat)
 		return 0;
 	pp->any = 0;
-	pp->pat = rl_calloc(n + 1, sizeof(char *));
+	pp->pat = cm_calloc(n + 1, sizeof(char *));
 	if (!pp->pat)
-		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	for (size_t i = 0; i < n; i++) {
-		if (!(pp->pat[i] = rl_strdup(pat[i])))
-			return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		if (!(pp->pat[i] = cm_strdup(pat[i])))
+			return cm_err_set(e, -ENOMEM, "spec: out of memory");
 		pp->npat = i + 1;
 	}
 	return 0;
 }
 
 /* One entry of the JSON list: null (every file) or a list of strings. */
-static int parse_entry(struct pl_spec *s, uint32_t p, const cJSON *v, struct rl_err *e)
+static int parse_entry(struct pl_spec *s, uint32_t p, const cJSON *v, struct cm_err *e)
 {
 	const char **names;
 	const cJSON *f;
@@ -96,32 +96,32 @@ static int parse_entry(struct pl_spec *s, uint32_t p, const cJSON *v, struct rl_
 	if (cJSON_IsNull(v))
 		return pl_avail_set(s, p, 0, NULL, e);
 	if (!cJSON_IsArray(v))
-		return rl_err_set(e, RL_E_SPEC,
+		return cm_err_set(e, RL_E_SPEC,
 				  "spec: files_of_process[%u] must be null or a list of file names", p);
-	names = rl_calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*names));
+	names = cm_calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof(*names));
 	if (!names)
-		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	cJSON_ArrayForEach(f, v) {
 		if (!cJSON_IsString(f) || !*f->valuestring) {
-			rl_free(names);
-			return rl_err_set(e, RL_E_SPEC,
+			cm_free(names);
+			return cm_err_set(e, RL_E_SPEC,
 					  "spec: files_of_process[%u][%zu] is not a file name", p, n);
 		}
 		names[n++] = f->valuestring;
 	}
 	ret = pl_avail_set(s, p, n, names, e);
-	rl_free(names);
+	cm_free(names);
 	return ret;
 }
 
-int pl_avail_parse(struct pl_spec *s, const cJSON *j, struct rl_err *e)
+int pl_avail_parse(struct pl_spec *s, const cJSON *j, struct cm_err *e)
 {
 	const cJSON *v;
 	uint32_t p = 0;
 	int ret;
 
 	if (!cJSON_IsArray(j))
-		return rl_err_set(e, RL_E_SPEC,
+		return cm_err_set(e, RL_E_SPEC,
 				  "spec: \"files_of_process\" must be a list (one entry per process)");
 	cJSON_ArrayForEach(v, j) {
 		if ((ret = parse_entry(s, p, v, e)))
@@ -158,7 +158,7 @@ int pl_avail_may_read(const struct pl_spec *s, const struct pl_ckpt *ck, uint32_
 }
 
 int pl_avail_resolve(const struct pl_spec *s, const struct pl_ckpt *ck, uint8_t **out,
-		     struct rl_err *e)
+		     struct cm_err *e)
 {
 	const struct pl_avail *a = s->avail;
 	uint8_t *map;
@@ -169,7 +169,7 @@ int pl_avail_resolve(const struct pl_spec *s, const struct pl_ckpt *ck, uint8_t 
 	if (!a)
 		return 0;
 	if (a->n > s->nprocs)
-		return rl_err_set(e, RL_E_SPEC_MESH,
+		return cm_err_set(e, RL_E_SPEC_MESH,
 				  "spec: files_of_process has %u entries but the mesh has %u processes",
 				  a->n, s->nprocs);
 	for (uint32_t p = 0; p < a->n; p++)
@@ -177,10 +177,10 @@ int pl_avail_resolve(const struct pl_spec *s, const struct pl_ckpt *ck, uint8_t 
 	if (all)
 		return 0;
 	if (ck->nfiles && s->nprocs > SIZE_MAX / 8 / ck->nfiles)
-		return rl_err_set(e, RL_E_TOO_LARGE, "files_of_process: too many processes x files");
+		return cm_err_set(e, RL_E_TOO_LARGE, "files_of_process: too many processes x files");
 	bits = (size_t)s->nprocs * ck->nfiles;
-	if (!(map = rl_calloc(bits / 8 + 1, 1)))
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	if (!(map = cm_calloc(bits / 8 + 1, 1)))
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	for (uint32_t p = 0; p < s->nprocs; p++)
 		for (uint32_t f = 0; f < ck->nfiles; f++)
 			if (p >= a->n || matches(&a->proc[p], ck->files[f].path))

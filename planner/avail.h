@@ -4,8 +4,8 @@
  * transfers (transfers.c) resolve it against a checkpoint. A leaf: it
  * needs nothing of the read-once or transfer code.
  */
-#ifndef RL_AVAIL_H
-#define RL_AVAIL_H
+#ifndef PLANNER_AVAIL_H
+#define PLANNER_AVAIL_H
 
 #include "pl_private.h"
 
@@ -24,7 +24,7 @@ struct cJSON;
 void pl_avail_free(struct pl_avail *a);
 /* Parses the spec's "files_of_process" (a list, one entry per process:
  * null or a list of strings) into s->avail. */
-int pl_avail_parse(struct pl_spec *s, const struct cJSON *j, struct rl_err *e);
+int pl_avail_parse(struct pl_spec *s, const struct cJSON *j, struct cm_err *e);
 /* pl_avail_set() (the files a process may read; pat NULL: every file)
  * and pl_avail_may_read() are declared in planner.h, for api/. */
 /*
@@ -33,6 +33,6 @@ int pl_avail_parse(struct pl_spec *s, const struct cJSON *j, struct rl_err *e);
  * (more entries than processes) or -ENOMEM.
  */
 int pl_avail_resolve(const struct pl_spec *s, const struct pl_ckpt *ck, uint8_t **out,
-		     struct rl_err *e);
+		     struct cm_err *e);
 
-#endif /* RL_AVAIL_H */
+#endif /* PLANNER_AVAIL_H */

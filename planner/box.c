@@ -20,7 +20,7 @@ void pl_mesh_coords(const struct pl_spec *s, uint32_t di, uint32_t *coord)
 void pl_box_at(const struct pl_spec *s, const struct pl_rule *rule, unsigned ndim,
 	       const uint64_t *shape, const uint32_t *coord, struct pl_box *b)
 {
-	unsigned nd = rule ? RL_MIN(rule->ndims, ndim) : 0;
+	unsigned nd = rule ? CM_MIN(rule->ndims, ndim) : 0;
 
 	for (unsigned d = 0; d < ndim; d++) {
 		b->start[d] = 0;

@@ -37,7 +37,7 @@
 
 struct loader {
 	struct pl_ckpt *ck;
-	struct rl_err *e;
+	struct cm_err *e;
 	char *buf;              /* header buffer, reused across files */
 	size_t buf_cap;
 	size_t tensors_cap;
@@ -49,10 +49,10 @@ struct loader {
 
 static int add_file(struct pl_ckpt *ck, char *path)
 {
-	struct pl_file *nf = rl_reallocarray(ck->files, ck->nfiles + 1, sizeof(*nf));
+	struct pl_file *nf = cm_reallocarray(ck->files, ck->nfiles + 1, sizeof(*nf));
 
 	if (!nf) {
-		rl_free(path);
+		cm_free(path);
 		return -ENOMEM;
 	}
 	ck->files = nf;
@@ -82,10 +82,10 @@ static int open_file(struct loader *L, struct pl_file *f)
 	}
 	if (!S_ISREG(st.st_mode)) {
 		close(fd);
-		return rl_err_set(L->e, -EINVAL, "%s: not a regular file", f->path);
+		return cm_err_set(L->e, -EINVAL, "%s: not a regular file", f->path);
 	}
 	f->size = (uint64_t)st.st_size;
-	rl_file_id_get(fd, &f->id); /* best effort: unrecorded is not compared */
+	cm_file_id_get(fd, &f->id); /* best effort: unrecorded is not compared */
 	return fd;
 }
 
@@ -94,16 +94,16 @@ static int open_file(struct loader *L, struct pl_file *f)
 static int check_length(struct loader *L, const struct pl_file *f, uint64_t n)
 {
 	if (n > PL_MAX_HEADER && n > f->size - 8)
-		return rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
+		return cm_err_set(L->e, RL_E_HEADER_TOO_LARGE,
 				  "%s: not a safetensors file (its first 8 bytes, read as "
 				  "the header length, exceed both the limit of %u bytes and "
 				  "the file's size)", f->path, PL_MAX_HEADER);
 	if (n > PL_MAX_HEADER)
-		return rl_err_set(L->e, RL_E_HEADER_TOO_LARGE,
+		return cm_err_set(L->e, RL_E_HEADER_TOO_LARGE,
 				  "%s: header length %" PRIu64 " is over the limit of %u",
 				  f->path, n, PL_MAX_HEADER);
 	if (n + 8 > f->size)
-		return rl_err_set(L->e, RL_E_HEADER_LENGTH,
+		return cm_err_set(L->e, RL_E_HEADER_LENGTH,
 				  "%s: header length %" PRIu64 " runs past the end of "
 				  "the file (%" PRIu64 " bytes, truncated?)", f->path, n, f->size);
 	return 0;
@@ -112,7 +112,7 @@ static int check_length(struct loader *L, const struct pl_file *f, uint64_t n)
 static int check_size(struct loader *L, const struct pl_file *f)
 {
 	if (f->size < 8)
-		return rl_err_set(L->e, RL_E_HEADER_TOO_SMALL,
+		return cm_err_set(L->e, RL_E_HEADER_TOO_SMALL,
 				  "%s: file of %" PRIu64 " bytes is shorter than the "
 				  "8-byte header length", f->path, f->size);
 	return 0;
@@ -143,7 +143,7 @@ static int read_header(struct loader *L, int fd, const struct pl_file *f, uint64
 	int r;
 
 	if (n > L->buf_cap || !L->buf) {
-		char *nb = rl_realloc(L->buf, n ? (size_t)n : 1);
+		char *nb = cm_realloc(L->buf, n ? (size_t)n : 1);
 
 		if (!nb)
 			return pl_ckpt_oom(L->e);
@@ -158,9 +158,9 @@ static int read_header(struct loader *L, int fd, const struct pl_file *f, uint64
 /* Keeps h's tensors (those the index assigns to file fi) and metadata. */
 static int keep_header(struct loader *L, uint32_t fi, struct pl_header *h)
 {
-	if (rl_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h->ntensors,
+	if (cm_grow((void **)&L->ck->tensors, &L->tensors_cap, L->ck->ntensors + h->ntensors,
 		    sizeof(*L->ck->tensors)) ||
-	    rl_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h->nmeta, sizeof(*L->meta)))
+	    cm_grow((void **)&L->meta, &L->meta_cap, L->nmeta + h->nmeta, sizeof(*L->meta)))
 		return pl_ckpt_oom(L->e);
 	for (size_t i = 0; i < h->ntensors; i++) {
 		struct pl_tensor *t = &h->tensors[i];
@@ -184,13 +184,13 @@ static int keep_header(struct loader *L, uint32_t fi, struct pl_header *h)
 }
 
 /* Re-records e's message prefixed with "path: ". */
-static int prefix(struct rl_err *e, int code, const char *path)
+static int prefix(struct cm_err *e, int code, const char *path)
 {
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 
 	memcpy(msg, e->msg, sizeof(msg));
 	msg[sizeof(msg) - 1] = '\0';
-	return rl_err_set(e, code, "%s: %s", path, msg);
+	return cm_err_set(e, code, "%s: %s", path, msg);
 }
 
 /* Validates the header (n bytes at buf) of file fi, whose size is known,
@@ -252,12 +252,12 @@ static int dir_entry_check(struct loader *L, const char *p)
 
 	if (stat(p, &st) < 0) {
 		if (errno == ENOENT && lstat(p, &st) == 0 && S_ISLNK(st.st_mode))
-			return rl_err_set(L->e, -ENOENT, "%s: dangling symbolic link "
+			return cm_err_set(L->e, -ENOENT, "%s: dangling symbolic link "
 					  "(its target is missing)", p);
 		return pl_sys_err(L->e, errno, "cannot stat", p);
 	}
 	if (!S_ISREG(st.st_mode))
-		return rl_err_set(L->e, -EINVAL, "%s: not a regular file", p);
+		return cm_err_set(L->e, -EINVAL, "%s: not a regular file", p);
 	return 0;
 }
 
@@ -278,8 +278,8 @@ static int list_dir(struct loader *L, const char *dir)
 		if (!safetensors_name(de->d_name))
 			continue;
 		if (!(p = pl_path_join(dir, de->d_name)) ||
-		    rl_grow((void **)&names, &cap, n + 1, sizeof(*names))) {
-			rl_free(p);
+		    cm_grow((void **)&names, &cap, n + 1, sizeof(*names))) {
+			cm_free(p);
 			r = pl_ckpt_oom(L->e);
 		} else {
 			names[n++] = p;
@@ -288,16 +288,16 @@ static int list_dir(struct loader *L, const char *dir)
 	}
 	closedir(d);
 	if (!r && !n)
-		r = rl_err_set(L->e, -ENOENT, "%s: no *.safetensors files in directory", dir);
+		r = cm_err_set(L->e, -ENOENT, "%s: no *.safetensors files in directory", dir);
 	if (!r)
 		qsort(names, n, sizeof(*names), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		if (!r && add_file(L->ck, names[i]) < 0)
 			r = pl_ckpt_oom(L->e);
 		else if (r)
-			rl_free(names[i]);
+			cm_free(names[i]);
 	}
-	rl_free(names);
+	cm_free(names);
 	return r;
 }
 
@@ -316,7 +316,7 @@ static int open_index(struct loader *L, const char *path)
 
 static int open_single(struct loader *L, const char *path)
 {
-	char *p = rl_strdup(path);
+	char *p = cm_strdup(path);
 
 	if (!p || add_file(L->ck, p) < 0)
 		return pl_ckpt_oom(L->e);
@@ -325,7 +325,7 @@ static int open_single(struct loader *L, const char *path)
 
 /* Whether dir/name is a regular file (links followed), as Python's
  * os.path.isfile() decides. 1, 0, or -ENOMEM; *path is dir/name. */
-static int dir_has(const char *dir, const char *name, char **path, struct rl_err *e)
+static int dir_has(const char *dir, const char *name, char **path, struct cm_err *e)
 {
 	struct stat st;
 
@@ -344,13 +344,13 @@ static int open_dir(struct loader *L, const char *dir)
 	if ((r = dir_has(dir, "model.safetensors", &p, L->e)) > 0)
 		r = open_single(L, p);
 	else if (!r) {
-		rl_free(p);
+		cm_free(p);
 		if ((r = dir_has(dir, "model.safetensors.index.json", &p, L->e)) > 0)
 			r = open_index(L, p);
 		else if (!r)
 			r = list_dir(L, dir);
 	}
-	rl_free(p);
+	cm_free(p);
 	return r;
 }
 
@@ -372,14 +372,14 @@ static int cmp_tensor_name(const void *a, const void *b, void *arg)
  */
 static int merge_meta(struct loader *L)
 {
-	struct pl_meta *tmp = rl_mallocarray(L->nmeta ? L->nmeta : 1, sizeof(*tmp));
+	struct pl_meta *tmp = cm_mallocarray(L->nmeta ? L->nmeta : 1, sizeof(*tmp));
 	size_t o = 0;
 
 	if (!tmp)
 		return pl_ckpt_oom(L->e);
 	for (size_t w = 1; w < L->nmeta; w *= 2) {
 		for (size_t lo = 0; lo < L->nmeta; lo += 2 * w) {
-			size_t mid = RL_MIN(lo + w, L->nmeta), hi = RL_MIN(lo + 2 * w, L->nmeta);
+			size_t mid = CM_MIN(lo + w, L->nmeta), hi = CM_MIN(lo + 2 * w, L->nmeta);
 			size_t a = lo, b = mid, k = lo;
 
 			while (a < mid && b < hi)
@@ -392,11 +392,11 @@ static int merge_meta(struct loader *L)
 		}
 		memcpy(L->meta, tmp, L->nmeta * sizeof(*tmp));
 	}
-	rl_free(tmp);
+	cm_free(tmp);
 	for (size_t i = 0; i < L->nmeta; i++) {
 		if (i + 1 < L->nmeta && !strcmp(L->meta[i].key, L->meta[i + 1].key)) {
-			rl_free(L->meta[i].key);
-			rl_free(L->meta[i].value);
+			cm_free(L->meta[i].key);
+			cm_free(L->meta[i].value);
 			continue;
 		}
 		L->meta[o++] = L->meta[i];
@@ -419,13 +419,13 @@ static int finish(struct loader *L, const char *path)
 		if (m->found)
 			continue;
 		pl_quote(q, sizeof(q), m->name, strlen(m->name));
-		return rl_err_set(L->e, RL_E_MISSING_TENSOR, "%s: tensor '%s' is not in %s",
+		return cm_err_set(L->e, RL_E_MISSING_TENSOR, "%s: tensor '%s' is not in %s",
 				  path, q, ck->files[m->file].path);
 	}
 	if (ck->ntensors > pl_limit(PL_LIMIT_TENSORS))
-		return rl_err_set(L->e, RL_E_TOO_LARGE, "%s: %zu tensors (at most %" PRIu64 ")",
+		return cm_err_set(L->e, RL_E_TOO_LARGE, "%s: %zu tensors (at most %" PRIu64 ")",
 				  path, ck->ntensors, pl_limit(PL_LIMIT_TENSORS));
-	ck->by_name = rl_mallocarray(ck->ntensors ? ck->ntensors : 1, sizeof(*ck->by_name));
+	ck->by_name = cm_mallocarray(ck->ntensors ? ck->ntensors : 1, sizeof(*ck->by_name));
 	if (!ck->by_name)
 		return pl_ckpt_oom(L->e);
 	for (size_t i = 0; i < ck->ntensors; i++)
@@ -438,10 +438,10 @@ static int finish(struct loader *L, const char *path)
 		if (strcmp(a->name, b->name))
 			continue;
 		pl_quote(q, sizeof(q), a->name, strlen(a->name));
-		return rl_err_set(L->e, RL_E_DUPLICATE_TENSOR,
+		return cm_err_set(L->e, RL_E_DUPLICATE_TENSOR,
 				  "tensor '%s' is in both %s and %s", q,
-				  ck->files[RL_MIN(a->file, b->file)].path,
-				  ck->files[RL_MAX(a->file, b->file)].path);
+				  ck->files[CM_MIN(a->file, b->file)].path,
+				  ck->files[CM_MAX(a->file, b->file)].path);
 	}
 	return merge_meta(L);
 }
@@ -458,16 +458,16 @@ static int ends_with(const char *s, const char *suffix)
 static void loader_done(struct loader *L)
 {
 	for (size_t i = 0; i < L->nmeta; i++) {
-		rl_free(L->meta[i].key);
-		rl_free(L->meta[i].value);
+		cm_free(L->meta[i].key);
+		cm_free(L->meta[i].value);
 	}
-	rl_free(L->meta);
-	rl_free(L->buf);
+	cm_free(L->meta);
+	cm_free(L->buf);
 	pl_index_free(&L->ix);
 	pl_ckpt_free(L->ck);
 }
 
-int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
+int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct cm_err *e)
 {
 	struct loader L = { .e = e };
 	struct stat st;
@@ -475,8 +475,8 @@ int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
 
 	*out = NULL;
 	if (!path || !*path)
-		return rl_err_set(e, RL_E_INVALID_ARG, "empty checkpoint path");
-	L.ck = rl_calloc(1, sizeof(*L.ck));
+		return cm_err_set(e, RL_E_INVALID_ARG, "empty checkpoint path");
+	L.ck = cm_calloc(1, sizeof(*L.ck));
 	if (!L.ck)
 		return pl_ckpt_oom(e);
 	if (stat(path, &st) < 0)
@@ -488,7 +488,7 @@ int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e)
 	else
 		r = open_single(&L, path);
 	if (!r && L.ck->nfiles > pl_limit(PL_LIMIT_FILES))
-		r = rl_err_set(e, RL_E_TOO_LARGE, "%s: %zu files (at most %" PRIu64 ")", path,
+		r = cm_err_set(e, RL_E_TOO_LARGE, "%s: %zu files (at most %" PRIu64 ")", path,
 			       L.ck->nfiles, pl_limit(PL_LIMIT_FILES));
 	for (size_t i = 0; !r && i < L.ck->nfiles; i++)
 		r = load_file(&L, (uint32_t)i);
@@ -516,19 +516,19 @@ static int header_given(struct loader *L, uint32_t fi, const struct pl_file_head
 }
 
 int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl_ckpt **out,
-			 struct rl_err *e)
+			 struct cm_err *e)
 {
 	struct loader L = { .e = e };
 	int r = 0;
 
 	*out = NULL;
-	if (!(L.ck = rl_calloc(1, sizeof(*L.ck))))
+	if (!(L.ck = cm_calloc(1, sizeof(*L.ck))))
 		return pl_ckpt_oom(e);
 	if (n > pl_limit(PL_LIMIT_FILES))
-		r = rl_err_set(e, RL_E_TOO_LARGE, "checkpoint: %zu files (at most %" PRIu64 ")",
+		r = cm_err_set(e, RL_E_TOO_LARGE, "checkpoint: %zu files (at most %" PRIu64 ")",
 			       n, pl_limit(PL_LIMIT_FILES));
 	for (size_t i = 0; i < n && !r; i++) {
-		char *p = rl_strdup(files[i].path);
+		char *p = cm_strdup(files[i].path);
 
 		if (!p || add_file(L.ck, p) < 0)
 			r = pl_ckpt_oom(e);
@@ -536,7 +536,7 @@ int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl
 			r = header_given(&L, (uint32_t)i, &files[i]);
 	}
 	if (!r && !n)
-		r = rl_err_set(e, -ENOENT, "checkpoint: no files");
+		r = cm_err_set(e, -ENOENT, "checkpoint: no files");
 	if (!r && !(r = finish(&L, n ? files[0].path : "checkpoint"))) {
 		*out = L.ck;
 		L.ck = NULL;
@@ -550,20 +550,20 @@ void pl_ckpt_free(struct pl_ckpt *ck)
 	if (!ck)
 		return;
 	for (size_t i = 0; i < ck->nfiles; i++)
-		rl_free(ck->files[i].path);
+		cm_free(ck->files[i].path);
 	for (size_t i = 0; i < ck->ntensors; i++) {
-		rl_free(ck->tensors[i].name);
-		rl_free(ck->tensors[i].shape);
+		cm_free(ck->tensors[i].name);
+		cm_free(ck->tensors[i].shape);
 	}
 	for (size_t i = 0; i < ck->nmeta; i++) {
-		rl_free(ck->meta[i].key);
-		rl_free(ck->meta[i].value);
+		cm_free(ck->meta[i].key);
+		cm_free(ck->meta[i].value);
 	}
-	rl_free(ck->files);
-	rl_free(ck->tensors);
-	rl_free(ck->by_name);
-	rl_free(ck->meta);
-	rl_free(ck);
+	cm_free(ck->files);
+	cm_free(ck->tensors);
+	cm_free(ck->by_name);
+	cm_free(ck->meta);
+	cm_free(ck);
 }
 
 long pl_ckpt_find(const struct pl_ckpt *ck, const char *name)

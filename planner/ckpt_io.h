@@ -3,8 +3,8 @@
  * files: small file helpers (files.c) and the HF index (index.c). Private
  * to planner/.
  */
-#ifndef RL_CKPT_IO_H
-#define RL_CKPT_IO_H
+#ifndef PLANNER_CKPT_IO_H
+#define PLANNER_CKPT_IO_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,16 +23,16 @@ char *pl_path_join(const char *dir, const char *name);
 /* The directory part of path ("." when there is none), allocated. */
 char *pl_path_dir(const char *path);
 /* Records "path: what: strerror(err)" with code -err; returns it. */
-int pl_sys_err(struct rl_err *e, int err, const char *what, const char *path);
+int pl_sys_err(struct cm_err *e, int err, const char *what, const char *path);
 /* Records "out of memory opening checkpoint"; returns -ENOMEM. */
-int pl_ckpt_oom(struct rl_err *e);
+int pl_ckpt_oom(struct cm_err *e);
 /*
  * Reads a whole regular file of at most max bytes into a fresh buffer
  * (NUL-terminated). Another kind of file or a larger one is bad_code,
  * naming the path. Opened O_NONBLOCK: a FIFO is refused, not waited on.
  */
 int pl_read_small_file(const char *path, uint64_t max, int bad_code, char **out,
-		       size_t *len, struct rl_err *e);
+		       size_t *len, struct cm_err *e);
 
 /* ---------------------------------------------------------------- */
 /* The HF index (index.c)                                            */
@@ -59,9 +59,9 @@ struct pl_index {
  * name keeping its last file. Returns 0 or a negative code (e set); *ix is
  * then empty or filled, and freed by pl_index_free() either way.
  */
-int pl_index_load(const char *path, struct pl_index *ix, struct rl_err *e);
+int pl_index_load(const char *path, struct pl_index *ix, struct cm_err *e);
 void pl_index_free(struct pl_index *ix);
 /* The entry of tensor name, or NULL when the map does not list it. */
 struct pl_index_ent *pl_index_find(const struct pl_index *ix, const char *name);
 
-#endif /* RL_CKPT_IO_H */
+#endif /* PLANNER_CKPT_IO_H */

@@ -40,7 +40,7 @@ void pl_estimate_item(const struct pl_spec *s, const struct pl_item *it, double 
 		      uint64_t *boxes)
 {
 	const struct pl_rule *r = it->rule >= 0 ? &s->rules[it->rule] : NULL;
-	unsigned nd = r ? RL_MIN(r->ndims, it->ndim) : 0;
+	unsigned nd = r ? CM_MIN(r->ndims, it->ndim) : 0;
 
 	*share = 1;
 	*boxes = 1;
@@ -86,7 +86,7 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c)
 	b += per_slot * c->slots + per_planned_slot * c->stat_slots;
 	b += per_item * c->nitems + per_part * c->nparts + 256 * (u128)c->nfiles;
 	b += sizeof(struct pl_shard) * (u128)c->slots * c->nitems;
-	b += (u128)(sizeof(struct rl_copy) * (double)c->slots * c->filled);
+	b += (u128)(sizeof(struct cm_copy) * (double)c->slots * c->filled);
 	b += (u128)(per_region * c->file_regions + per_unique * c->file_unique);
 	/* The memo of slot shards (slotcache.c), sized for the largest process. */
 	b += (u128)pl_slot_cache_entries(c->stat_slots, c->nitems) *

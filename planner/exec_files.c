@@ -15,19 +15,19 @@ void pl_exec_files_free(struct pl_exec_files *fx)
 {
 	if (!fx)
 		return;
-	rl_free(fx->file);
-	rl_free(fx->paths);
-	rl_free(fx->sizes);
-	rl_free(fx->ids);
-	rl_free(fx->data_starts);
-	rl_free(fx->reads);
-	rl_free(fx);
+	cm_free(fx->file);
+	cm_free(fx->paths);
+	cm_free(fx->sizes);
+	cm_free(fx->ids);
+	cm_free(fx->data_starts);
+	cm_free(fx->reads);
+	cm_free(fx);
 }
 
-int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e)
+int pl_plan_exec_files(struct pl_plan *p, struct cm_err *e)
 {
-	struct pl_exec_files *fx = rl_calloc(1, sizeof(*fx));
-	uint32_t *slot = rl_mallocarray(p->nfiles + 1, sizeof(*slot));
+	struct pl_exec_files *fx = cm_calloc(1, sizeof(*fx));
+	uint32_t *slot = cm_mallocarray(p->nfiles + 1, sizeof(*slot));
 
 	pl_exec_files_free(p->fx);
 	p->fx = fx;
@@ -37,14 +37,14 @@ int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e)
 	for (size_t q = 0; q < p->nreads; q++)
 		if (slot[p->reads[q].file] == UINT32_MAX)
 			slot[p->reads[q].file] = 0;
-	fx->file = rl_mallocarray(p->nfiles + 1, sizeof(*fx->file));
-	fx->paths = rl_mallocarray(p->nfiles + 1, sizeof(*fx->paths));
-	fx->sizes = rl_mallocarray(p->nfiles + 1, sizeof(*fx->sizes));
-	fx->reads = rl_mallocarray(p->nreads + 1, sizeof(*fx->reads));
+	fx->file = cm_mallocarray(p->nfiles + 1, sizeof(*fx->file));
+	fx->paths = cm_mallocarray(p->nfiles + 1, sizeof(*fx->paths));
+	fx->sizes = cm_mallocarray(p->nfiles + 1, sizeof(*fx->sizes));
+	fx->reads = cm_mallocarray(p->nreads + 1, sizeof(*fx->reads));
 	if (p->file_ids)
-		fx->ids = rl_calloc(p->nfiles + 1, sizeof(*fx->ids));
+		fx->ids = cm_calloc(p->nfiles + 1, sizeof(*fx->ids));
 	if (p->data_starts)
-		fx->data_starts = rl_calloc(p->nfiles + 1, sizeof(*fx->data_starts));
+		fx->data_starts = cm_calloc(p->nfiles + 1, sizeof(*fx->data_starts));
 	if (!fx->file || !fx->paths || !fx->sizes || !fx->reads ||
 	    (p->file_ids && !fx->ids) || (p->data_starts && !fx->data_starts))
 		goto oom;
@@ -64,9 +64,9 @@ int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e)
 		fx->reads[q] = p->reads[q];
 		fx->reads[q].file = slot[p->reads[q].file];
 	}
-	rl_free(slot);
+	cm_free(slot);
 	return 0;
 oom:
-	rl_free(slot);
-	return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	cm_free(slot);
+	return cm_err_set(e, -ENOMEM, "plan: out of memory");
 }

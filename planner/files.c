@@ -13,14 +13,14 @@
 
 #include "ckpt_io.h"
 
-int pl_ckpt_oom(struct rl_err *e)
+int pl_ckpt_oom(struct cm_err *e)
 {
-	return rl_err_set(e, -ENOMEM, "out of memory opening checkpoint");
+	return cm_err_set(e, -ENOMEM, "out of memory opening checkpoint");
 }
 
-int pl_sys_err(struct rl_err *e, int err, const char *what, const char *path)
+int pl_sys_err(struct cm_err *e, int err, const char *what, const char *path)
 {
-	return rl_err_set(e, -err, "%s: %s: %s", path, what, strerror(err));
+	return cm_err_set(e, -err, "%s: %s: %s", path, what, strerror(err));
 }
 
 int pl_pread_full(int fd, char *buf, size_t len, uint64_t off)
@@ -49,7 +49,7 @@ char *pl_path_join(const char *dir, const char *name)
 
 	if (a + b + 2 < a)
 		return NULL;
-	p = rl_malloc(a + b + 2);
+	p = cm_malloc(a + b + 2);
 	if (!p)
 		return NULL;
 	memcpy(p, dir, a);
@@ -63,14 +63,14 @@ char *pl_path_dir(const char *path)
 	const char *slash = strrchr(path, '/');
 
 	if (!slash)
-		return rl_strdup(".");
+		return cm_strdup(".");
 	if (slash == path)
-		return rl_strdup("/");
-	return rl_strndup(path, (size_t)(slash - path));
+		return cm_strdup("/");
+	return cm_strndup(path, (size_t)(slash - path));
 }
 
 int pl_read_small_file(const char *path, uint64_t max, int bad_code, char **out,
-		       size_t *len, struct rl_err *e)
+		       size_t *len, struct cm_err *e)
 {
 	struct stat st;
 	char *buf;
@@ -87,11 +87,11 @@ int pl_read_small_file(const char *path, uint64_t max, int bad_code, char **out,
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
 		close(fd);
 		if (!S_ISREG(st.st_mode))
-			return rl_err_set(e, bad_code, "%s: not a regular file", path);
-		return rl_err_set(e, bad_code, "%s: file of %" PRIu64 " bytes is larger "
+			return cm_err_set(e, bad_code, "%s: not a regular file", path);
+		return cm_err_set(e, bad_code, "%s: file of %" PRIu64 " bytes is larger "
 				  "than %" PRIu64, path, (uint64_t)st.st_size, max);
 	}
-	buf = rl_malloc((size_t)st.st_size + 1);
+	buf = cm_malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		close(fd);
 		return pl_ckpt_oom(e);
@@ -99,7 +99,7 @@ int pl_read_small_file(const char *path, uint64_t max, int bad_code, char **out,
 	r = pl_pread_full(fd, buf, (size_t)st.st_size, 0);
 	close(fd);
 	if (r) {
-		rl_free(buf);
+		cm_free(buf);
 		return pl_sys_err(e, -r, "cannot read", path);
 	}
 	buf[st.st_size] = '\0';

@@ -61,7 +61,7 @@ static int file_name(struct sj *j, const char *path, const char *name_q)
 		return r;
 	if (!memchr(j->sb, 0, j->sb_len))
 		return 0;
-	return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file name "
+	return cm_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file name "
 			  "contains a NUL character", path, name_q);
 }
 
@@ -81,13 +81,13 @@ static int map_member(struct sj *j, void *arg)
 
 	if (++w->entries > pl_limit(PL_LIMIT_TENSORS)) {
 		j->limit = 1;
-		return rl_err_set(j->e, RL_E_TOO_LARGE, "%s: weight_map of more than %llu "
+		return cm_err_set(j->e, RL_E_TOO_LARGE, "%s: weight_map of more than %llu "
 				  "tensors, the limit", path,
 				  (unsigned long long)pl_limit(PL_LIMIT_TENSORS));
 	}
 	pl_quote(q, sizeof(q), j->sb, j->sb_len);
 	if (memchr(j->sb, 0, j->sb_len))
-		return rl_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map name '%s' contains a "
+		return cm_err_set(j->e, RL_E_BAD_INDEX, "%s: weight_map name '%s' contains a "
 				  "NUL character", path, q);
 	sj_ws(j);
 	if (j->p >= j->end || *j->p != '"')
@@ -124,9 +124,9 @@ static int walk_root(struct sj *j, const char *path)
 }
 
 /* The strict walk: its bounds and grammar (no tree built). */
-static int check_strict(const char *text, size_t len, const char *path, struct rl_err *e)
+static int check_strict(const char *text, size_t len, const char *path, struct cm_err *e)
 {
-	char lead[RL_ERRMSG_MAX];
+	char lead[CM_ERRMSG_MAX];
 	struct sj j = { .buf = text, .p = text, .end = text + len, .e = e,
 			.code = RL_E_BAD_INDEX, .lead = lead, .max_depth = INDEX_MAX_DEPTH,
 			.max_values = INDEX_MAX_VALUES, .what = path };
@@ -134,7 +134,7 @@ static int check_strict(const char *text, size_t len, const char *path, struct r
 
 	snprintf(lead, sizeof(lead), "%s: invalid JSON", path);
 	r = walk_root(&j, path);
-	rl_free(j.sb);
+	cm_free(j.sb);
 	return r;
 }
 
@@ -146,7 +146,7 @@ static int check_strict(const char *text, size_t len, const char *path, struct r
  * strict walk decides first: text it refuses (over a bound, or not strict
  * JSON) fails with its message and cJSON never builds a tree of it. */
 static int parse_text(const char *text, size_t len, const char *path, struct pl_index *ix,
-		      struct rl_err *e)
+		      struct cm_err *e)
 {
 	const char *end = NULL;  /* where cJSON stopped */
 	int strict = check_strict(text, len, path, e);
@@ -156,14 +156,14 @@ static int parse_text(const char *text, size_t len, const char *path, struct pl_
 	ix->tree = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	/* cJSON points end at the error; cJSON_GetErrorPtr() is global. */
 	if (!ix->tree)
-		return rl_err_set(e, RL_E_BAD_INDEX, "%s: invalid JSON at byte %zu", path,
+		return cm_err_set(e, RL_E_BAD_INDEX, "%s: invalid JSON at byte %zu", path,
 				  end ? (size_t)(end - text) : 0);
 	if (!cJSON_IsObject(ix->tree))
-		return rl_err_set(e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
+		return cm_err_set(e, RL_E_BAD_INDEX, "%s: index is not a JSON object", path);
 	while (end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
 		end++;
 	if (end < text + len)
-		return rl_err_set(e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
+		return cm_err_set(e, RL_E_BAD_INDEX, "%s: unexpected data after the JSON value "
 				  "at byte %zu", path, (size_t)(end - text));
 	return 0;
 }
@@ -186,19 +186,19 @@ static int name_inside(const char *f)
 }
 
 /* Checks weight_map entry it (a file name that stays inside). */
-static int check_entry(const cJSON *it, const char *path, struct rl_err *e)
+static int check_entry(const cJSON *it, const char *path, struct cm_err *e)
 {
 	const char *v = cJSON_GetStringValue(it);
 	char q[128], qf[128];
 
 	pl_quote(q, sizeof(q), it->string, strlen(it->string));
 	if (!v || !*v)
-		return rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map entry '%s' is not a "
+		return cm_err_set(e, RL_E_BAD_INDEX, "%s: weight_map entry '%s' is not a "
 				  "file name", path, q);
 	if (name_inside(v))
 		return 0;
 	pl_quote(qf, sizeof(qf), v, strlen(v));
-	return rl_err_set(e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file '%s' is "
+	return cm_err_set(e, RL_E_BAD_INDEX, "%s: weight_map entry '%s': file '%s' is "
 			  "outside the index's directory (absolute or with a '..' "
 			  "component)", path, q, qf);
 }
@@ -220,7 +220,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* weight_map's entries, sorted by name; of a repeated name the last stays. */
 static int collect_entries(const cJSON *wm, const char *path, struct ent **out, size_t *n,
-			   struct rl_err *e)
+			   struct cm_err *e)
 {
 	const cJSON *it;
 	struct ent *v;
@@ -229,7 +229,7 @@ static int collect_entries(const cJSON *wm, const char *path, struct ent **out, 
 
 	for (it = wm->child; it; it = it->next)
 		k++;
-	v = rl_calloc(k ? k : 1, sizeof(*v));
+	v = cm_calloc(k ? k : 1, sizeof(*v));
 	if (!v)
 		return pl_ckpt_oom(e);
 	*out = v;
@@ -249,15 +249,15 @@ static int collect_entries(const cJSON *wm, const char *path, struct ent **out, 
 /* The distinct file names of ents, sorted, as paths beside the index, and
  * each entry's file index. */
 static int collect_files(const struct ent *ents, size_t n, const char *path,
-			 struct pl_index *ix, struct rl_err *e)
+			 struct pl_index *ix, struct cm_err *e)
 {
-	const char **names = rl_calloc(n ? n : 1, sizeof(*names));
+	const char **names = cm_calloc(n ? n : 1, sizeof(*names));
 	char *dir = pl_path_dir(path);
 	size_t nu = 0;
 	int r = 0;
 
-	ix->map = rl_calloc(n ? n : 1, sizeof(*ix->map));
-	ix->files = rl_calloc(n ? n : 1, sizeof(*ix->files));
+	ix->map = cm_calloc(n ? n : 1, sizeof(*ix->map));
+	ix->files = cm_calloc(n ? n : 1, sizeof(*ix->files));
 	if (!names || !dir || !ix->map || !ix->files) {
 		r = pl_ckpt_oom(e);
 		goto out;
@@ -280,12 +280,12 @@ static int collect_files(const struct ent *ents, size_t n, const char *path,
 	}
 	ix->nmap = n;
 out:
-	rl_free(names);
-	rl_free(dir);
+	cm_free(names);
+	cm_free(dir);
 	return r;
 }
 
-int pl_index_load(const char *path, struct pl_index *ix, struct rl_err *e)
+int pl_index_load(const char *path, struct pl_index *ix, struct cm_err *e)
 {
 	struct ent *ents = NULL;
 	const cJSON *wm;
@@ -297,25 +297,25 @@ int pl_index_load(const char *path, struct pl_index *ix, struct rl_err *e)
 	if ((r = pl_read_small_file(path, INDEX_MAX_BYTES, RL_E_BAD_INDEX, &text, &len, e)))
 		return r;
 	r = parse_text(text, len, path, ix, e);
-	rl_free(text);
+	cm_free(text);
 	if (r)
 		return r;
 	wm = cJSON_GetObjectItemCaseSensitive(ix->tree, "weight_map");
 	if (!cJSON_IsObject(wm))
-		return rl_err_set(e, RL_E_BAD_INDEX, "%s: index has no \"weight_map\" object",
+		return cm_err_set(e, RL_E_BAD_INDEX, "%s: index has no \"weight_map\" object",
 				  path);
 	if (!(r = collect_entries(wm, path, &ents, &n, e)))
 		r = collect_files(ents, n, path, ix, e);
-	rl_free(ents);
+	cm_free(ents);
 	return r;
 }
 
 void pl_index_free(struct pl_index *ix)
 {
 	for (size_t i = 0; i < ix->nfiles; i++)
-		rl_free(ix->files[i]);
-	rl_free(ix->files);
-	rl_free(ix->map);
+		cm_free(ix->files[i]);
+	cm_free(ix->files);
+	cm_free(ix->map);
 	cJSON_Delete(ix->tree);
 	memset(ix, 0, sizeof(*ix));
 }

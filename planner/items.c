@@ -40,19 +40,19 @@ static unsigned tensor_bits(const struct pl_tensor *t)
 }
 
 static int set_rule(const struct pl_spec *s, struct pl_item *it, uint64_t *tries,
-		    struct rl_err *e)
+		    struct cm_err *e)
 {
 	long r = pl_spec_match_tries(s, it->name, tries);
 
 	if (r == PL_MATCH_OVER)
-		return rl_err_set(e, RL_E_TOO_LARGE, "spec: matching its %zu rules took over the "
+		return cm_err_set(e, RL_E_TOO_LARGE, "spec: matching its %zu rules took over the "
 				  "limit of %" PRIu64 " regex attempts plus %u per tensor, at tensor "
 				  "\"%s\" (many rules share one literal key; docs/sharding-spec.md)",
 				  s->nrules, pl_limit(PL_LIMIT_MATCH_TRIES),
 				  PL_MATCH_TRIES_PER_TENSOR, it->name);
 	it->rule = (int32_t)r;
 	if (r >= 0 && s->rules[r].ndims > it->ndim)
-		return rl_err_set(e, RL_E_SPEC_RANK,
+		return cm_err_set(e, RL_E_SPEC_RANK,
 				  "rule %ld (\"%s\"): spec of %u dimensions for tensor \"%s\" of rank %u",
 				  r, s->rules[r].pattern, s->rules[r].ndims, it->name,
 				  (unsigned)it->ndim);
@@ -62,8 +62,8 @@ static int set_rule(const struct pl_spec *s, struct pl_item *it, uint64_t *tries
 static int item_init(struct pl_item *it, const char *name, unsigned ndim,
 		     const uint64_t *shape)
 {
-	it->name = rl_strdup(name);
-	it->shape = rl_mallocarray(ndim ? ndim : 1, sizeof(uint64_t));
+	it->name = cm_strdup(name);
+	it->shape = cm_mallocarray(ndim ? ndim : 1, sizeof(uint64_t));
 	if (!it->name || !it->shape)
 		return -ENOMEM;
 	if (ndim)
@@ -76,7 +76,7 @@ static int item_init(struct pl_item *it, const char *name, unsigned ndim,
  * and shape. */
 static int target_sources(const struct pl_ckpt *ck, const struct pl_target *t,
 			  struct pl_part *parts, const struct pl_tensor **first,
-			  struct rl_err *e)
+			  struct cm_err *e)
 {
 	*first = NULL;
 	for (size_t i = 0; i < t->nsources; i++) {
@@ -84,17 +84,17 @@ static int target_sources(const struct pl_ckpt *ck, const struct pl_target *t,
 		const struct pl_tensor *src, *f = *first;
 
 		if (k < 0)
-			return rl_err_set(e, RL_E_MISSING_TENSOR,
+			return cm_err_set(e, RL_E_MISSING_TENSOR,
 					  "target \"%s\": source tensor \"%s\" not found",
 					  t->name, t->sources[i]);
 		src = &ck->tensors[k];
 		if (src->ndim > RL_MAX_DIMS - (t->kind == PL_T_STACK ? t->nstack : 0))
-			return rl_err_set(e, RL_E_TOO_LARGE,
+			return cm_err_set(e, RL_E_TOO_LARGE,
 					  "target \"%s\": source \"%s\" has too many dimensions",
 					  t->name, src->name);
 		if (f && (src->dtype != f->dtype || src->ndim != f->ndim ||
 			  (src->ndim && memcmp(src->shape, f->shape, src->ndim * sizeof(uint64_t)))))
-			return rl_err_set(e, RL_E_SHAPE_MISMATCH,
+			return cm_err_set(e, RL_E_SHAPE_MISMATCH,
 					  "target \"%s\": shape mismatch: stacked sources \"%s\" and \"%s\" differ in dtype or shape",
 					  t->name, f->name, src->name);
 		*first = f ? f : src;
@@ -110,14 +110,14 @@ static int target_sources(const struct pl_ckpt *ck, const struct pl_target *t,
  * a slice's starts go into part 0. */
 static int target_shape(const struct pl_target *t, const struct pl_tensor *first,
 			struct pl_part *part0, uint64_t *shape, unsigned *ndim,
-			struct rl_err *e)
+			struct cm_err *e)
 {
 	*ndim = 0;
 	if (t->kind == PL_T_STACK)
 		for (unsigned i = 0; i < t->nstack; i++)
 			shape[(*ndim)++] = t->stack_shape[i];
 	if (t->kind == PL_T_SLICE && t->nslice > first->ndim)
-		return rl_err_set(e, RL_E_SPEC_TARGET,
+		return cm_err_set(e, RL_E_SPEC_TARGET,
 				  "target \"%s\": slice of %u dimensions for source \"%s\" of rank %u",
 				  t->name, t->nslice, first->name, (unsigned)first->ndim);
 	for (unsigned d = 0; d < first->ndim; d++) {
@@ -129,7 +129,7 @@ static int target_shape(const struct pl_target *t, const struct pl_tensor *first
 			if (b == UINT64_MAX)
 				b = dim;
 			if (a > dim || b > dim || a > b)
-				return rl_err_set(e, RL_E_SPEC_TARGET,
+				return cm_err_set(e, RL_E_SPEC_TARGET,
 						  "target \"%s\": slice[%u] [%llu, %llu) outside dimension %llu of \"%s\"",
 						  t->name, d, (unsigned long long)a,
 						  (unsigned long long)b, (unsigned long long)dim,
@@ -144,17 +144,17 @@ static int target_shape(const struct pl_target *t, const struct pl_tensor *first
 
 /* t's declared shape and dtype, if any, against what its sources give. */
 static int target_declared(const struct pl_target *t, const struct pl_tensor *first,
-			   const uint64_t *shape, unsigned ndim, struct rl_err *e)
+			   const uint64_t *shape, unsigned ndim, struct cm_err *e)
 {
 	const char *have = pl_dtype_name(first->dtype);
 
 	if (t->has_shape && (t->shape_ndim != ndim ||
 			     (ndim && memcmp(t->shape, shape, ndim * sizeof(uint64_t)))))
-		return rl_err_set(e, RL_E_SHAPE_MISMATCH,
+		return cm_err_set(e, RL_E_SHAPE_MISMATCH,
 				  "target \"%s\": shape mismatch: declared shape differs from its sources'",
 				  t->name);
 	if (t->dtype && (!have || strcmp(have, t->dtype)))
-		return rl_err_set(e, RL_E_SHAPE_MISMATCH,
+		return cm_err_set(e, RL_E_SHAPE_MISMATCH,
 				  "target \"%s\": shape mismatch: declared dtype %s, source \"%s\" is %s",
 				  t->name, t->dtype, first->name, have ? have : "?");
 	return 0;
@@ -163,7 +163,7 @@ static int target_declared(const struct pl_target *t, const struct pl_tensor *fi
 /* Resolves target t into item it and its parts (appended at *np). */
 static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 		       const struct pl_target *t, struct pl_item *it,
-		       struct pl_part *parts, size_t *np, uint64_t *tries, struct rl_err *e)
+		       struct pl_part *parts, size_t *np, uint64_t *tries, struct cm_err *e)
 {
 	const struct pl_tensor *first;
 	uint64_t shape[RL_MAX_DIMS];
@@ -175,7 +175,7 @@ static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 	    (ret = target_declared(t, first, shape, ndim, e)))
 		return ret;
 	if (item_init(it, t->name, ndim, shape))
-		return rl_err_set(e, -ENOMEM, "target \"%s\": out of memory", t->name);
+		return cm_err_set(e, -ENOMEM, "target \"%s\": out of memory", t->name);
 	it->dtype = first->dtype;
 	it->bits = (uint16_t)tensor_bits(first);
 	it->src = parts[*np].src;
@@ -188,11 +188,11 @@ static int target_item(const struct pl_ckpt *ck, const struct pl_spec *s,
 void pl_items_free(struct pl_item *items, size_t n, struct pl_part *parts)
 {
 	for (size_t i = 0; items && i < n; i++) {
-		rl_free(items[i].name);
-		rl_free(items[i].shape);
+		cm_free(items[i].name);
+		cm_free(items[i].shape);
 	}
-	rl_free(items);
-	rl_free(parts);
+	cm_free(items);
+	cm_free(parts);
 }
 
 static int sel_cmp(const void *pa, const void *pb, void *arg)
@@ -230,7 +230,7 @@ static int selected(const struct pl_spec *s, const uint32_t *sel, const char *na
 struct build {
 	const struct pl_ckpt *ck;
 	const struct pl_spec *s;
-	struct rl_err *e;
+	struct cm_err *e;
 	struct pl_item *items;
 	size_t nitems;
 	struct pl_part *parts;
@@ -249,18 +249,18 @@ static int build_alloc(struct build *b)
 	for (size_t i = 0; i < s->ntargets; i++)
 		maxparts += s->targets[i].nsources;
 	if (b->ck->ntensors + s->ntargets > pl_limit(PL_LIMIT_TENSORS))
-		return rl_err_set(b->e, RL_E_TOO_LARGE, "plan: %zu tensors and targets (at most %"
+		return cm_err_set(b->e, RL_E_TOO_LARGE, "plan: %zu tensors and targets (at most %"
 				  PRIu64 ")", b->ck->ntensors + s->ntargets,
 				  pl_limit(PL_LIMIT_TENSORS));
 	b->tries = pl_limit(PL_LIMIT_MATCH_TRIES) +
 		   (uint64_t)PL_MATCH_TRIES_PER_TENSOR * (b->ck->ntensors + s->ntargets);
-	b->items = rl_calloc(b->ck->ntensors + s->ntargets + 1, sizeof(*b->items));
-	b->parts = rl_calloc(maxparts + 1, sizeof(*b->parts));
-	b->consumed = rl_calloc(b->ck->ntensors + 1, 1);
-	b->hit = rl_calloc(s->ntensors + 1, 1);
-	b->sel = rl_mallocarray(s->ntensors + 1, sizeof(*b->sel));
+	b->items = cm_calloc(b->ck->ntensors + s->ntargets + 1, sizeof(*b->items));
+	b->parts = cm_calloc(maxparts + 1, sizeof(*b->parts));
+	b->consumed = cm_calloc(b->ck->ntensors + 1, 1);
+	b->hit = cm_calloc(s->ntensors + 1, 1);
+	b->sel = cm_mallocarray(s->ntensors + 1, sizeof(*b->sel));
 	if (!b->items || !b->parts || !b->consumed || !b->hit || !b->sel)
-		return rl_err_set(b->e, -ENOMEM, "plan: out of memory");
+		return cm_err_set(b->e, -ENOMEM, "plan: out of memory");
 	for (size_t i = 0; i < s->ntensors; i++)
 		b->sel[i] = (uint32_t)i;
 	qsort_r(b->sel, s->ntensors, sizeof(*b->sel), sel_cmp, s->tensors);
@@ -287,7 +287,7 @@ static int mark_sources(struct build *b)
 		long k = find_tensor(b->ck, s->targets[i].name);
 
 		if (k >= 0 && !b->consumed[k] && selected(s, b->sel, s->targets[i].name, b->hit))
-			return rl_err_set(b->e, RL_E_SPEC_TARGET,
+			return cm_err_set(b->e, RL_E_SPEC_TARGET,
 					  "target \"%s\": name of a checkpoint tensor that is loaded too",
 					  s->targets[i].name);
 	}
@@ -305,12 +305,12 @@ static int add_tensors(struct build *b)
 		if (b->consumed[i] || !selected(b->s, b->sel, t->name, b->hit))
 			continue;
 		if (t->ndim > RL_MAX_DIMS)
-			return rl_err_set(b->e, RL_E_TOO_LARGE,
+			return cm_err_set(b->e, RL_E_TOO_LARGE,
 					  "tensor \"%s\": %u dimensions (at most %d)",
 					  t->name, (unsigned)t->ndim, RL_MAX_DIMS);
 		b->nitems++;
 		if (item_init(it, t->name, t->ndim, t->shape))
-			return rl_err_set(b->e, -ENOMEM, "plan: out of memory");
+			return cm_err_set(b->e, -ENOMEM, "plan: out of memory");
 		it->dtype = t->dtype;
 		it->bits = (uint16_t)tensor_bits(t);
 		it->src = (uint32_t)i;
@@ -337,14 +337,14 @@ static int add_targets(struct build *b)
 	}
 	for (size_t i = 0; i < s->ntensors; i++)
 		if (!b->hit[i])
-			return rl_err_set(b->e, RL_E_MISSING_TENSOR,
+			return cm_err_set(b->e, RL_E_MISSING_TENSOR,
 					  "spec: selected tensor \"%s\" not found", s->tensors[i]);
 	return 0;
 }
 
 int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 		   struct pl_item **itemsp, size_t *nitemsp,
-		   struct pl_part **partsp, size_t *npartsp, struct rl_err *e)
+		   struct pl_part **partsp, size_t *npartsp, struct cm_err *e)
 {
 	struct build b = { .ck = ck, .s = s, .e = e };
 	int ret;
@@ -358,8 +358,8 @@ int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 		*partsp = b.parts;
 		*npartsp = b.nparts;
 	}
-	rl_free(b.consumed);
-	rl_free(b.hit);
-	rl_free(b.sel);
+	cm_free(b.consumed);
+	cm_free(b.hit);
+	cm_free(b.sel);
 	return ret;
 }

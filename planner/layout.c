@@ -17,7 +17,7 @@
  * Congruent placement: a shard that is one contiguous run of one source
  * file, long enough to have an aligned middle, is instead placed so that
  * its staging offset is congruent to its first file byte modulo 4096. The
- * engine can then read the middle straight into staging (RL_READ_DIRECT);
+ * engine can then read the middle straight into staging (CM_READ_DIRECT);
  * such a shard is aligned like its file offset rather than to shard_align.
  */
 #include <errno.h>
@@ -35,7 +35,7 @@ static uint64_t shard_align(uint64_t nbytes, const struct pl_opts *o)
 		return large;
 	while (a < nbytes && a < PL_SMALL_ALIGN)
 		a <<= 1;
-	return RL_MIN(a, large);
+	return CM_MIN(a, large);
 }
 
 /* The offset of a shard placed at cur (its end is then off + nbytes). */
@@ -44,14 +44,14 @@ static uint64_t place(const struct pl_shard *sh, uint64_t cur, const struct pl_o
 	uint64_t want = sh->offset & ~PL_CONGRUENT_MARK, off;
 
 	if (!sh->nbytes)        /* takes no room; a valid pointer of any dtype */
-		return rl_align_down(cur, o->align_all ? o->shard_align : PL_SMALL_ALIGN);
+		return cm_align_down(cur, o->align_all ? o->shard_align : PL_SMALL_ALIGN);
 	if (!(sh->offset & PL_CONGRUENT_MARK))
-		return rl_align_up(cur, shard_align(sh->nbytes, o));
-	off = rl_align_down(cur, PL_CONGRUENT_ALIGN) + want;
+		return cm_align_up(cur, shard_align(sh->nbytes, o));
+	off = cm_align_down(cur, PL_CONGRUENT_ALIGN) + want;
 	return off < cur ? off + PL_CONGRUENT_ALIGN : off;
 }
 
-int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e)
+int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct cm_err *e)
 {
 	for (unsigned s = 0; s < p->nslots; s++) {
 		uint64_t cur = 0;
@@ -60,8 +60,8 @@ int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e)
 			struct pl_shard *sh = &p->shards[pl_shard_index(p, i, s)];
 			uint64_t off = place(sh, cur, o);
 
-			if (sh->nbytes && (off < cur || rl_add64(off, sh->nbytes, &cur)))
-				return rl_err_set(e, RL_E_TOO_LARGE, "staging of device %u overflows",
+			if (sh->nbytes && (off < cur || cm_add64(off, sh->nbytes, &cur)))
+				return cm_err_set(e, RL_E_TOO_LARGE, "staging of device %u overflows",
 						  p->dev_ids[s]);
 			sh->tensor = (uint32_t)i;
 			sh->dev = s;

@@ -3,8 +3,8 @@
  * form, boxes and byte runs, the coalescer, layout and plan internals.
  * Nothing outside planner/ (and the planner's unit tests) includes it.
  */
-#ifndef RL_PL_PRIVATE_H
-#define RL_PL_PRIVATE_H
+#ifndef PLANNER_PL_PRIVATE_H
+#define PLANNER_PL_PRIVATE_H
 
 #include <regex.h>
 
@@ -90,7 +90,7 @@ struct pl_spec {
 #define PL_MAX_RULE_DEPTH 8u
 #define PL_MAX_RULE_REPEAT 1000u
 #define PL_MAX_RULE_ATOMS 4096u
-int pl_regex_check(const char *re, size_t idx, struct rl_err *e);
+int pl_regex_check(const char *re, size_t idx, struct cm_err *e);
 
 /*
  * Bounds of a spec, checked before anything grows with them: each compiled
@@ -120,7 +120,7 @@ struct pl_prefix_slot {
 };
 /* Indexes the last rule of s by its literal text. 0, -ENOMEM or
  * RL_E_TOO_LARGE (over PL_MAX_PLAIN_RULES rules without literal text). */
-int pl_rule_index_add(struct pl_spec *s, struct rl_err *e);
+int pl_rule_index_add(struct pl_spec *s, struct cm_err *e);
 /* The literal text every name re matches starts with, and a literal run
  * every one contains (regex_limits.c). */
 size_t pl_regex_prefix(const char *re, char *out, size_t cap);
@@ -128,7 +128,7 @@ size_t pl_regex_must(const char *re, char *out, size_t cap);
 /* Parses one target object; appends it to s. */
 struct cJSON;
 int pl_target_parse(struct pl_spec *s, const struct cJSON *j, size_t idx,
-		    struct rl_err *e);
+		    struct cm_err *e);
 void pl_target_clear(struct pl_target *t);
 
 /* ---------------------------------------------------------------- */
@@ -246,7 +246,7 @@ struct pl_part {
 /* Builds the loaded items of ck under s. */
 int pl_items_build(const struct pl_ckpt *ck, const struct pl_spec *s,
 		   struct pl_item **items, size_t *nitems,
-		   struct pl_part **parts, size_t *nparts, struct rl_err *e);
+		   struct pl_part **parts, size_t *nparts, struct cm_err *e);
 void pl_items_free(struct pl_item *items, size_t n, struct pl_part *parts);
 
 struct pl_plan {
@@ -265,13 +265,13 @@ struct pl_plan {
 	size_t nfiles;
 	char **paths;
 	uint64_t *file_sizes;
-	struct rl_file_id *file_ids; /* per file; NULL in batch plans (not recorded) */
+	struct cm_file_id *file_ids; /* per file; NULL in batch plans (not recorded) */
 	uint64_t *data_starts;       /* per file; NULL in batch plans */
-	struct rl_read *reads;
+	struct cm_read *reads;
 	size_t nreads;
-	struct rl_copy *copies;
+	struct cm_copy *copies;
 	size_t ncopies;
-	/* Capacities of reads and copies, for rl_free_big(); 0 where they are
+	/* Capacities of reads and copies, for cm_free_big(); 0 where they are
 	 * plain blocks (batch plans). */
 	size_t capreads, capcopies;
 	uint64_t max_read;
@@ -295,11 +295,11 @@ struct pl_exec_files {
 	uint32_t *file;             /* checkpoint index of each */
 	const char **paths;         /* the plan's strings */
 	uint64_t *sizes;
-	struct rl_file_id *ids;     /* NULL when the plan has none */
+	struct cm_file_id *ids;     /* NULL when the plan has none */
 	uint64_t *data_starts;      /* NULL when the plan has none */
-	struct rl_read *reads;      /* the plan's reads, files renumbered */
+	struct cm_read *reads;      /* the plan's reads, files renumbered */
 };
-int pl_plan_exec_files(struct pl_plan *p, struct rl_err *e);
+int pl_plan_exec_files(struct pl_plan *p, struct cm_err *e);
 void pl_exec_files_free(struct pl_exec_files *fx);
 
 /* Whether bit (item, dev) of a read-once skip map is set: that device's
@@ -333,7 +333,7 @@ static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item 
  * contiguous run of one source and is placed congruently.
  */
 #define PL_CONGRUENT_MARK (1ull << 63)
-int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct rl_err *e);
+int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct cm_err *e);
 
 /*
  * The counts a plan's memory grows with (estimate.c), and the estimate:
@@ -439,4 +439,4 @@ static inline void pl_set_bit(uint8_t *map, size_t b)
 	map[b / 8] |= (uint8_t)(1u << (b % 8));
 }
 
-#endif /* RL_PL_PRIVATE_H */
+#endif /* PLANNER_PL_PRIVATE_H */

@@ -111,10 +111,10 @@ static int subbyte_error(struct ctx *x, const struct pl_item *it, unsigned slot)
 	uint32_t dev = x->spec->devices[x->slots[slot]];
 
 	if (it->rule < 0)
-		return rl_err_set(x->err, RL_E_SUBBYTE_SPLIT,
+		return cm_err_set(x->err, RL_E_SUBBYTE_SPLIT,
 				  "tensor \"%s\" (%s, sliced, no rule): the shard of device %u does not fall on whole bytes",
 				  it->name, dt ? dt : "?", dev);
-	return rl_err_set(x->err, RL_E_SUBBYTE_SPLIT,
+	return cm_err_set(x->err, RL_E_SUBBYTE_SPLIT,
 			  "rule %d (\"%s\"): tensor \"%s\" (%s): the shard of device %u does not fall on whole bytes",
 			  (int)it->rule, x->spec->rules[it->rule].pattern, it->name, dt ? dt : "?",
 			  dev);
@@ -179,11 +179,11 @@ static int slot_region(struct ctx *x, const struct part_at *pa, unsigned s)
 
 		sh = &x->plan->shards[pl_shard_index(x->plan, pa->item, s)];
 		for (unsigned d = 0; d < it->ndim; d++)
-			if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
-				return rl_err_set(x->err, RL_E_TOO_LARGE,
+			if (cm_mul64(elems, b.stop[d] - b.start[d], &elems))
+				return cm_err_set(x->err, RL_E_TOO_LARGE,
 						  "tensor \"%s\": shard too large", it->name);
-		if (rl_mul64(elems, it->bits, &bits))
-			return rl_err_set(x->err, RL_E_TOO_LARGE,
+		if (cm_mul64(elems, it->bits, &bits))
+			return cm_err_set(x->err, RL_E_TOO_LARGE,
 					  "tensor \"%s\": shard too large", it->name);
 		if (bits % 8)
 			return subbyte_error(x, it, s);
@@ -195,7 +195,7 @@ static int slot_region(struct ctx *x, const struct part_at *pa, unsigned s)
 	if (ret == RL_E_SUBBYTE_SPLIT)
 		return subbyte_error(x, it, s);
 	if (ret < 0)    /* pl_box_runs() fails only as above */
-		return rl_err_set(x->err, ret, "tensor \"%s\": device %u: no byte runs",
+		return cm_err_set(x->err, ret, "tensor \"%s\": device %u: no byte runs",
 				  it->name, x->spec->devices[x->slots[s]]);
 	return ret ? push_region(x, pa, s, &r, 0, within, sh) : 0;
 }
@@ -498,15 +498,15 @@ static int plan_file(struct ctx *x, uint32_t f)
 	/* Widen to the alignment; merge blocks that then overlap. */
 	x->nablocks = 0;
 	for (size_t b = 0; b < nb; b++) {
-		uint64_t s = rl_align_down(x->blocks[b].start, al->offset_align);
-		uint64_t e = rl_align_up(x->blocks[b].end, al->offset_align);
+		uint64_t s = cm_align_down(x->blocks[b].start, al->offset_align);
+		uint64_t e = cm_align_up(x->blocks[b].end, al->offset_align);
 
 		x->stats.needed_bytes += x->blocks[b].needed;
 		if (x->nablocks && s < x->ablocks[x->nablocks - 1].end) {
 			struct aligned_block *a = &x->ablocks[x->nablocks - 1];
 
-			a->end = RL_MAX(a->end, e);
-			a->last = RL_MAX(a->last, x->blocks[b].end);
+			a->end = CM_MAX(a->end, e);
+			a->last = CM_MAX(a->last, x->blocks[b].end);
 			a->nb++;
 			continue;
 		}
@@ -546,7 +546,7 @@ static int plan_process(struct ctx *x, unsigned proc, int full)
 
 static struct pl_spec *spec_copy(const struct pl_spec *s)
 {
-	struct pl_spec *c = rl_calloc(1, sizeof(*c));
+	struct pl_spec *c = cm_calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
@@ -554,9 +554,9 @@ static struct pl_spec *spec_copy(const struct pl_spec *s)
 	memcpy(c->shape, s->shape, sizeof(s->shape));
 	c->ndev = s->ndev;
 	c->nprocs = s->nprocs;
-	c->devices = rl_mallocarray(s->ndev, sizeof(uint32_t));
-	c->proc = rl_mallocarray(s->ndev, sizeof(uint32_t));
-	c->rules = rl_calloc(s->nrules + 1, sizeof(*c->rules));
+	c->devices = cm_mallocarray(s->ndev, sizeof(uint32_t));
+	c->proc = cm_mallocarray(s->ndev, sizeof(uint32_t));
+	c->rules = cm_calloc(s->nrules + 1, sizeof(*c->rules));
 	if (!c->devices || !c->proc || !c->rules)
 		goto fail;
 	memcpy(c->devices, s->devices, s->ndev * sizeof(uint32_t));
@@ -571,11 +571,11 @@ static struct pl_spec *spec_copy(const struct pl_spec *s)
 		if (regcomp(&c->rules[i].re, "^$", REG_EXTENDED | REG_NOSUB))
 			goto fail;
 		c->nrules = i + 1;
-		if (!(c->rules[i].pattern = rl_strdup(s->rules[i].pattern)))
+		if (!(c->rules[i].pattern = cm_strdup(s->rules[i].pattern)))
 			goto fail;
 	}
 	for (unsigned i = 0; i < s->ndim; i++)
-		if (!(c->axes[i] = rl_strdup(s->axes[i])))
+		if (!(c->axes[i] = cm_strdup(s->axes[i])))
 			goto fail;
 	return c;
 fail:
@@ -589,42 +589,42 @@ void pl_plan_free(struct pl_plan *p)
 		return;
 	pl_spec_free(p->spec);
 	pl_items_free(p->items, p->nitems, p->parts);
-	rl_free(p->slot_dev);
-	rl_free(p->dev_ids);
-	rl_free(p->staging);
-	rl_free(p->shards);
+	cm_free(p->slot_dev);
+	cm_free(p->dev_ids);
+	cm_free(p->staging);
+	cm_free(p->shards);
 	for (size_t i = 0; p->paths && i < p->nfiles; i++)
-		rl_free(p->paths[i]);
-	rl_free(p->paths);
-	rl_free(p->file_sizes);
-	rl_free(p->file_ids);
-	rl_free(p->data_starts);
-	rl_free_big(p->reads, p->capreads, sizeof(*p->reads));
-	rl_free_big(p->copies, p->capcopies, sizeof(*p->copies));
-	rl_free(p->stats);
-	rl_free(p->have_stats);
+		cm_free(p->paths[i]);
+	cm_free(p->paths);
+	cm_free(p->file_sizes);
+	cm_free(p->file_ids);
+	cm_free(p->data_starts);
+	cm_free_big(p->reads, p->capreads, sizeof(*p->reads));
+	cm_free_big(p->copies, p->capcopies, sizeof(*p->copies));
+	cm_free(p->stats);
+	cm_free(p->have_stats);
 	pl_xplan_free(p->xp);
 	pl_exec_files_free(p->fx);
-	rl_free(p->received);
-	rl_free(p);
+	cm_free(p->received);
+	cm_free(p);
 }
 
 static int check_opts(const struct pl_ckpt *ck, const struct pl_spec *s,
 		      const struct pl_align *align, const struct pl_opts *o,
-		      struct rl_err *e)
+		      struct cm_err *e)
 {
 	if (o->process < 0 || (uint32_t)o->process >= s->nprocs)
-		return rl_err_set(e, RL_E_INVALID_ARG,
+		return cm_err_set(e, RL_E_INVALID_ARG,
 				  "plan: process %d not in the mesh (processes 0..%u)",
 				  o->process, s->nprocs - 1);
 	if (o->ratio != 0 && !(o->ratio >= 1.0 && o->ratio <= 1e9))
-		return rl_err_set(e, RL_E_INVALID_ARG,
+		return cm_err_set(e, RL_E_INVALID_ARG,
 				  "plan: ratio %g must be >= 1 (or 0: automatic)", o->ratio);
 	if (!o->chunk)
-		return rl_err_set(e, RL_E_INVALID_ARG, "plan: chunk must be positive");
+		return cm_err_set(e, RL_E_INVALID_ARG, "plan: chunk must be positive");
 	if (o->shard_align < 64 || (o->shard_align & (o->shard_align - 1)) ||
 	    o->shard_align > (1u << 30))
-		return rl_err_set(e, RL_E_INVALID_ARG,
+		return cm_err_set(e, RL_E_INVALID_ARG,
 				  "plan: shard alignment %llu must be a power of two >= 64",
 				  (unsigned long long)o->shard_align);
 	for (size_t f = 0; f < ck->nfiles; f++) {
@@ -632,7 +632,7 @@ static int check_opts(const struct pl_ckpt *ck, const struct pl_spec *s,
 
 		if (!a || (a & (a - 1)) || a > (1u << 20) || !m || (m & (m - 1)) ||
 		    m > (1u << 20))
-			return rl_err_set(e, RL_E_INVALID_ARG,
+			return cm_err_set(e, RL_E_INVALID_ARG,
 					  "plan: file %s: alignment %u/%u is not a power of two",
 					  ck->files[f].path, a, m);
 	}
@@ -647,12 +647,12 @@ static int bucket_parts(struct ctx *x)
 
 	for (size_t i = 0; i < p->nitems; i++)
 		n += p->items[i].nparts ? p->items[i].nparts : 1;
-	x->parts_by_file = rl_mallocarray(n + 1, sizeof(*x->parts_by_file));
-	x->file_first_part = rl_calloc(x->ck->nfiles + 2, sizeof(size_t));
-	pos = rl_calloc(x->ck->nfiles + 1, sizeof(size_t));
+	x->parts_by_file = cm_mallocarray(n + 1, sizeof(*x->parts_by_file));
+	x->file_first_part = cm_calloc(x->ck->nfiles + 2, sizeof(size_t));
+	pos = cm_calloc(x->ck->nfiles + 1, sizeof(size_t));
 	if (!x->parts_by_file || !x->file_first_part || !pos) {
-		rl_free(pos);
-		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+		cm_free(pos);
+		return cm_err_set(x->err, -ENOMEM, "plan: out of memory");
 	}
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < p->nitems; i++) {
@@ -675,17 +675,17 @@ static int bucket_parts(struct ctx *x)
 				x->file_first_part[f + 1] += x->file_first_part[f];
 			memcpy(pos, x->file_first_part, x->ck->nfiles * sizeof(size_t));
 		}
-	rl_free(pos);
+	cm_free(pos);
 	return 0;
 }
 
 /* Frees an array that GROW() grew. */
-#define FREE_GROWN(arr, cap) rl_free_big((arr), (cap), sizeof(*(arr)))
+#define FREE_GROWN(arr, cap) cm_free_big((arr), (cap), sizeof(*(arr)))
 
 static void ctx_free(struct ctx *x)
 {
-	rl_free(x->parts_by_file);
-	rl_free(x->file_first_part);
+	cm_free(x->parts_by_file);
+	cm_free(x->file_first_part);
 	FREE_GROWN(x->regions, x->capregions);
 	FREE_GROWN(x->levels, x->caplevels);
 	FREE_GROWN(x->unique, x->capunique);
@@ -698,10 +698,10 @@ static void ctx_free(struct ctx *x)
 	FREE_GROWN(x->copies, x->capcopies);
 	FREE_GROWN(x->req_copies, x->capreq_copies);
 	FREE_GROWN(x->req_counts, x->capreq_counts);
-	rl_free(x->by_proc);
-	rl_free(x->proc_first);
-	rl_free(x->coords);
-	rl_free(x->skip);
+	cm_free(x->by_proc);
+	cm_free(x->proc_first);
+	cm_free(x->coords);
+	cm_free(x->skip);
 	pl_slot_cache_free(x);
 }
 
@@ -724,10 +724,10 @@ static int bucket_devices(struct ctx *x)
 {
 	const struct pl_spec *s = x->spec;
 
-	x->by_proc = rl_mallocarray(s->ndev, sizeof(*x->by_proc));
-	x->proc_first = rl_calloc((size_t)s->nprocs + 1, sizeof(*x->proc_first));
+	x->by_proc = cm_mallocarray(s->ndev, sizeof(*x->by_proc));
+	x->proc_first = cm_calloc((size_t)s->nprocs + 1, sizeof(*x->proc_first));
 	if (!x->by_proc || !x->proc_first)
-		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+		return cm_err_set(x->err, -ENOMEM, "plan: out of memory");
 	for (uint32_t d = 0; d < s->ndev; d++)
 		x->proc_first[s->proc[d] + 1]++;
 	for (uint32_t q = 0; q < s->nprocs; q++)
@@ -761,7 +761,7 @@ static void count_items(const struct ctx *x, struct pl_estimate *c)
 		c->filled += share;
 		c->ro_boxes += boxes;
 		if (boxes)
-			c->ro_sharers += boxes * RL_MIN((double)c->nprocs,
+			c->ro_sharers += boxes * CM_MIN((double)c->nprocs,
 							(double)c->ndev / (double)boxes);
 	}
 	for (size_t f = 0; f < x->ck->nfiles; f++) {
@@ -774,10 +774,10 @@ static void count_items(const struct ctx *x, struct pl_estimate *c)
 			pl_estimate_item(x->spec, &p->items[x->parts_by_file[i].item], &share, &boxes);
 			n = share * (double)c->stat_slots;
 			regions += n;
-			unique += RL_MIN(n, (double)boxes);
+			unique += CM_MIN(n, (double)boxes);
 		}
-		c->file_regions = RL_MAX(c->file_regions, regions);
-		c->file_unique = RL_MAX(c->file_unique, unique);
+		c->file_regions = CM_MAX(c->file_regions, regions);
+		c->file_unique = CM_MAX(c->file_unique, unique);
 	}
 }
 
@@ -796,14 +796,14 @@ static int check_memory(struct ctx *x, uint32_t *max_slots)
 	c.slots = proc_devices(x, (uint32_t)x->opts->process);
 	*max_slots = (uint32_t)c.slots;
 	for (uint32_t q = 0; x->opts->all_stats && q < x->spec->nprocs; q++)
-		*max_slots = RL_MAX(*max_slots, proc_devices(x, q));
+		*max_slots = CM_MAX(*max_slots, proc_devices(x, q));
 	c.stat_slots = *max_slots;
 	count_items(x, &c);
 	need = pl_estimate_bytes(&c);
 	x->plan->memory_estimate = need;
 	if (!x->opts->max_memory || need <= x->opts->max_memory)
 		return 0;
-	return rl_err_set(x->err, RL_E_TOO_LARGE, "plan: needs about %.1f GiB (%" PRIu64
+	return cm_err_set(x->err, RL_E_TOO_LARGE, "plan: needs about %.1f GiB (%" PRIu64
 			  " devices x %zu tensors = %" PRIu64 " shards of process %d, %u "
 			  "devices in the mesh), over the limit of %.1f GiB "
 			  "(RL_PLAN_MAX_MEMORY)", need / 1073741824.0, c.slots, x->plan->nitems,
@@ -822,22 +822,22 @@ static int plan_tables(struct ctx *x)
 	p->nslots = proc_devices(x, (uint32_t)x->opts->process);
 	p->nshards = (size_t)p->nslots * p->nitems;   /* bounded by check_memory() */
 	if (p->nshards > UINT32_MAX)
-		return rl_err_set(x->err, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
+		return cm_err_set(x->err, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
 				  p->nshards, UINT32_MAX);
-	p->slot_dev = rl_mallocarray(p->nslots + 1, sizeof(uint32_t));
-	p->dev_ids = rl_mallocarray(p->nslots + 1, sizeof(uint32_t));
-	p->shards = rl_calloc(p->nshards + 1, sizeof(*p->shards));
-	p->staging = rl_calloc(p->nslots + 1, sizeof(uint64_t));
-	p->stats = rl_calloc(x->spec->nprocs, sizeof(*p->stats));
-	p->have_stats = rl_calloc(x->spec->nprocs, 1);
+	p->slot_dev = cm_mallocarray(p->nslots + 1, sizeof(uint32_t));
+	p->dev_ids = cm_mallocarray(p->nslots + 1, sizeof(uint32_t));
+	p->shards = cm_calloc(p->nshards + 1, sizeof(*p->shards));
+	p->staging = cm_calloc(p->nslots + 1, sizeof(uint64_t));
+	p->stats = cm_calloc(x->spec->nprocs, sizeof(*p->stats));
+	p->have_stats = cm_calloc(x->spec->nprocs, 1);
 	p->nfiles = ck->nfiles;
-	p->paths = rl_calloc(ck->nfiles + 1, sizeof(char *));
-	p->file_sizes = rl_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
-	p->file_ids = rl_calloc(ck->nfiles + 1, sizeof(*p->file_ids));
-	p->data_starts = rl_calloc(ck->nfiles + 1, sizeof(uint64_t));
+	p->paths = cm_calloc(ck->nfiles + 1, sizeof(char *));
+	p->file_sizes = cm_mallocarray(ck->nfiles + 1, sizeof(uint64_t));
+	p->file_ids = cm_calloc(ck->nfiles + 1, sizeof(*p->file_ids));
+	p->data_starts = cm_calloc(ck->nfiles + 1, sizeof(uint64_t));
 	if (!p->slot_dev || !p->dev_ids || !p->shards || !p->staging || !p->stats ||
 	    !p->have_stats || !p->paths || !p->file_sizes || !p->file_ids || !p->data_starts)
-		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+		return cm_err_set(x->err, -ENOMEM, "plan: out of memory");
 	for (unsigned sl = 0; sl < p->nslots; sl++) {
 		p->slot_dev[sl] = devs[sl];
 		p->dev_ids[sl] = x->spec->devices[devs[sl]];
@@ -846,8 +846,8 @@ static int plan_tables(struct ctx *x)
 		p->file_sizes[f] = ck->files[f].size;
 		p->file_ids[f] = ck->files[f].id;
 		p->data_starts[f] = ck->files[f].data_start;
-		if (!(p->paths[f] = rl_strdup(ck->files[f].path)))
-			return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+		if (!(p->paths[f] = cm_strdup(ck->files[f].path)))
+			return cm_err_set(x->err, -ENOMEM, "plan: out of memory");
 	}
 	return 0;
 }
@@ -907,9 +907,9 @@ static int build_steps(struct ctx *x, const struct pl_spec *spec)
 	if ((ret = bucket_devices(x)) || (ret = bucket_parts(x)) ||
 	    (ret = check_memory(x, &max_slots)))
 		return ret;
-	x->coords = rl_mallocarray((size_t)max_slots + 1, sizeof(*x->coords));
+	x->coords = cm_mallocarray((size_t)max_slots + 1, sizeof(*x->coords));
 	if (!x->coords)
-		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+		return cm_err_set(x->err, -ENOMEM, "plan: out of memory");
 	if ((ret = pl_slot_cache_alloc(x, max_slots)) || (ret = plan_tables(x)))
 		return ret;
 	if ((x->opts->read_once || spec->avail) &&
@@ -926,7 +926,7 @@ static int build_steps(struct ctx *x, const struct pl_spec *spec)
 
 int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		  const struct pl_align *align, const struct pl_opts *o,
-		  struct pl_plan **out, struct rl_err *e)
+		  struct pl_plan **out, struct cm_err *e)
 {
 	struct pl_plan *p;
 	struct ctx x = { .ck = ck, .align = align, .opts = o, .err = e };
@@ -935,8 +935,8 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 	*out = NULL;
 	if ((ret = check_opts(ck, spec, align, o, e)))
 		return ret;
-	if (!(p = rl_calloc(1, sizeof(*p))))
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	if (!(p = cm_calloc(1, sizeof(*p))))
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	x.plan = p;
 	p->process = o->process;
 	p->all_stats = o->all_stats;
@@ -946,12 +946,12 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 	}
 	ret = pl_items_build(ck, spec, &p->items, &p->nitems, &p->parts, &p->nparts, e);
 	if (!ret && !(p->spec = spec_copy(spec)))
-		ret = rl_err_set(e, -ENOMEM, "plan: out of memory");
+		ret = cm_err_set(e, -ENOMEM, "plan: out of memory");
 	x.spec = p->spec;
 	if (!ret)
 		ret = build_steps(&x, spec);
 	if (ret == -ENOMEM && !e->msg[0])
-		rl_err_set(e, ret, "plan: out of memory");
+		cm_err_set(e, ret, "plan: out of memory");
 	ctx_free(&x);
 	if (ret) {
 		pl_plan_free(p);

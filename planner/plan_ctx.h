@@ -3,8 +3,8 @@
  * (regions, dedupe, groups, coalescing, per-process driver) and scatter.c
  * (alignment, chunking and scatter lists). Private to planner/.
  */
-#ifndef RL_PLAN_CTX_H
-#define RL_PLAN_CTX_H
+#ifndef PLANNER_PLAN_CTX_H
+#define PLANNER_PLAN_CTX_H
 
 #include <errno.h>
 
@@ -59,7 +59,7 @@ struct aligned_block {
 /* A copy before copies are grouped by request. */
 struct req_copy {
 	uint32_t req;
-	struct rl_copy c;
+	struct cm_copy c;
 };
 
 /* One slot's shard of a plain tensor, memoized by (rule, bits, shape) for
@@ -88,7 +88,7 @@ struct ctx {
 	const struct pl_align *align;
 	const struct pl_opts *opts;
 	struct pl_plan *plan;
-	struct rl_err *err;
+	struct cm_err *err;
 	struct pl_ratio ratio, *ratiop;   /* ratiop NULL: automatic */
 	/* (item, part) pairs bucketed by file: file f's are
 	 * parts_by_file[file_first_part[f] .. file_first_part[f + 1]) */
@@ -113,9 +113,9 @@ struct ctx {
 	size_t ndirect_cuts, capdirect_cuts;
 	/* output of the current process */
 	int with_copies;        /* 0: statistics only (another process) */
-	struct rl_read *reads;
+	struct cm_read *reads;
 	size_t nreads, capreads;
-	struct rl_copy *copies;
+	struct cm_copy *copies;
 	size_t ncopies, capcopies;
 	struct req_copy *req_copies;     /* a block's copies, in emission order */
 	size_t nreq_copies, capreq_copies;
@@ -142,16 +142,16 @@ struct ctx {
 
 /*
  * Grows *arr to hold need elements (x1.5 steps). 0 or -ENOMEM (e set).
- * rl_grow_big grows by half: the largest arrays (copies) are near the
+ * cm_grow_big grows by half: the largest arrays (copies) are near the
  * memory budget, where doubling would overshoot it; from 1 MiB on they are
  * mappings that mremap grows without copying, so growth costs neither a
  * second copy on the peak nor page faults on fresh pages. Free them with
- * rl_free_big(). Plan arrays start at 64 elements.
+ * cm_free_big(). Plan arrays start at 64 elements.
  */
-static inline int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct rl_err *e)
+static inline int pl_grow(void **arr, size_t need, size_t *cap, size_t size, struct cm_err *e)
 {
-	if (rl_grow_big(arr, cap, *cap ? need : RL_MAX(need, (size_t)64), size))
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	if (cm_grow_big(arr, cap, *cap ? need : CM_MAX(need, (size_t)64), size))
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	return 0;
 }
 
@@ -191,7 +191,7 @@ const struct slot_shard *pl_slot_shards(struct ctx *x, const struct pl_item *it)
  * dst are offsets in their shard until pl_place_copies(). */
 int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab);
 /* Once the layout is done: copies to staging offsets, direct reads checked. */
-void pl_place_copies(const struct pl_plan *p, struct rl_copy *copies, size_t ncopies,
-		     struct rl_read *reads, size_t nreads, const struct pl_align *align);
+void pl_place_copies(const struct pl_plan *p, struct cm_copy *copies, size_t ncopies,
+		     struct cm_read *reads, size_t nreads, const struct pl_align *align);
 
-#endif /* RL_PLAN_CTX_H */
+#endif /* PLANNER_PLAN_CTX_H */

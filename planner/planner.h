@@ -1,18 +1,18 @@
 /*
  * planner.h - the planner layer: safetensors reading and validation,
  * multi-file checkpoints, sharding specs, and plans (read requests with
- * scatter lists, see common/rl_io.h). Uses libc and cJSON only; never
+ * scatter lists, see common/plan_io.h). Uses libc and cJSON only; never
  * includes engine/.
  */
-#ifndef RL_PLANNER_H
-#define RL_PLANNER_H
+#ifndef PLANNER_PLANNER_H
+#define PLANNER_PLANNER_H
 
 #include <stdint.h>
 #include <stddef.h>
 
-#include "rl_common.h"
-#include "rl_io.h"
-#include "rl_fileid.h"
+#include "common.h"
+#include "plan_io.h"
+#include "fileid.h"
 
 /* ---------------------------------------------------------------- */
 /* dtypes (planner/dtype.c)                                          */
@@ -33,7 +33,7 @@ struct pl_file {
 	char *path;
 	uint64_t size;       /* bytes, from fstat at open */
 	uint64_t data_start; /* 8 + header length: offset of the data buffer */
-	struct rl_file_id id; /* statx at open: a load compares (item 5 of issue 11) */
+	struct cm_file_id id; /* statx at open: a load compares (item 5 of issue 11) */
 };
 
 struct pl_tensor {
@@ -65,7 +65,7 @@ struct pl_ckpt {
  * Opens a file, directory or index (see rl_ckpt_open). Returns 0 and sets
  * *out, or a negative code with e set.
  */
-int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct rl_err *e);
+int pl_ckpt_open(const char *path, struct pl_ckpt **out, struct cm_err *e);
 void pl_ckpt_free(struct pl_ckpt *ck);
 /* A file given by its header bytes (read elsewhere): the n bytes after
  * the 8-byte length. */
@@ -78,7 +78,7 @@ struct pl_file_header {
 /* Builds a checkpoint from files[0..n)'s headers, validated as
  * pl_ckpt_open validates files; nothing is opened. */
 int pl_ckpt_from_headers(const struct pl_file_header *files, size_t n, struct pl_ckpt **out,
-			 struct rl_err *e);
+			 struct cm_err *e);
 /* Index of the tensor named name, or -1. */
 long pl_ckpt_find(const struct pl_ckpt *ck, const char *name);
 
@@ -100,7 +100,7 @@ struct pl_header {
 	size_t nmeta;
 };
 int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
-		    uint32_t file, struct pl_header *out, struct rl_err *e);
+		    uint32_t file, struct pl_header *out, struct cm_err *e);
 void pl_header_free(struct pl_header *h);
 
 /*
@@ -140,14 +140,14 @@ struct pl_spec; /* opaque to api/: built by spec.c */
 
 struct pl_spec *pl_spec_new(void);
 void pl_spec_free(struct pl_spec *s);
-int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err *e);
+int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct cm_err *e);
 int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,
-		     const uint32_t *process_of_device, struct rl_err *e);
+		     const uint32_t *process_of_device, struct cm_err *e);
 int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
-		     const rl_dim_spec *dims, struct rl_err *e);
+		     const rl_dim_spec *dims, struct cm_err *e);
 int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
-			    struct rl_err *e);
+			    struct cm_err *e);
 
 /* ---------------------------------------------------------------- */
 /* Plans (planner/plan.c and friends)                                */
@@ -198,7 +198,7 @@ struct pl_plan;             /* owned by planner/ */
  */
 int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		  const struct pl_align *align, const struct pl_opts *o,
-		  struct pl_plan **out, struct rl_err *e);
+		  struct pl_plan **out, struct cm_err *e);
 void pl_plan_free(struct pl_plan *p);
 
 /*
@@ -211,9 +211,9 @@ struct pl_exec {
 	const char *const *paths;
 	const uint64_t *file_sizes;
 	size_t nreads;
-	const struct rl_read *reads;
+	const struct cm_read *reads;
 	size_t ncopies;
-	const struct rl_copy *copies;
+	const struct cm_copy *copies;
 	unsigned ndevs;
 	const uint32_t *dev_ids;
 	const uint64_t *staging_bytes;
@@ -229,7 +229,7 @@ struct pl_exec {
 	const uint32_t *file_index;
 	/* Per file: its identity when the checkpoint was opened (NULL: not
 	 * recorded) and where its data starts (8 + header length). */
-	const struct rl_file_id *file_ids;
+	const struct cm_file_id *file_ids;
 	const uint64_t *data_starts;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
@@ -255,7 +255,7 @@ struct pl_xfer_info {
 	size_t nreceivers;
 	const int32_t *receivers;
 	size_t ncopies;
-	const struct rl_copy *copies; /* src: offset in the payload */
+	const struct cm_copy *copies; /* src: offset in the payload */
 };
 size_t pl_plan_nxfers(const struct pl_plan *p);
 void pl_plan_xfer(const struct pl_plan *p, size_t i, struct pl_xfer_info *out);
@@ -271,14 +271,14 @@ int pl_plan_xstats(const struct pl_plan *p, int proc, struct pl_xstats *out);
 /* The plan that reads the payloads of the transfers p's process roots in
  * batch (planner/transfer_batch.c). */
 int pl_plan_build_batch(const struct pl_plan *p, uint64_t batch, const struct pl_opts *o,
-			struct pl_plan **out, struct rl_err *e);
+			struct pl_plan **out, struct cm_err *e);
 /* Whether process may read file f (files_of_process of spec). */
 int pl_avail_may_read(const struct pl_spec *s, const struct pl_ckpt *ck, uint32_t process,
 		      uint32_t f);
 int pl_avail_set(struct pl_spec *s, uint32_t process, size_t n, const char *const *pat,
-		 struct rl_err *e);
+		 struct cm_err *e);
 /* Box [start, stop) of shard i (ndim entries each). */
 void pl_plan_shard_box(const struct pl_plan *p, size_t i, uint64_t *start,
 		       uint64_t *stop);
 
-#endif /* RL_PLANNER_H */
+#endif /* PLANNER_PLANNER_H */

@@ -42,7 +42,7 @@ struct pl_ro {
 	struct pl_plan *p;
 	const struct pl_ckpt *ck;
 	const struct pl_opts *o;
-	struct rl_err *e;
+	struct cm_err *e;
 	struct pl_xwork *w;
 	uint8_t *skip;
 	uint32_t (*coords)[PL_MAX_AXES]; /* of every mesh device */
@@ -76,7 +76,7 @@ static uint64_t set_hash(const uint32_t *v, uint32_t n)
 static int set_rehash(struct pl_sets *ss)
 {
 	size_t cap = ss->tcap ? ss->tcap * 2 : 64;
-	uint32_t *t = rl_calloc(cap, sizeof(*t));
+	uint32_t *t = cm_calloc(cap, sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
@@ -87,7 +87,7 @@ static int set_rehash(struct pl_sets *ss)
 			h = (h + 1) & (cap - 1);
 		t[h] = (uint32_t)i + 1;
 	}
-	rl_free(ss->table);
+	cm_free(ss->table);
 	ss->table = t;
 	ss->tcap = cap;
 	return 0;
@@ -108,8 +108,8 @@ uint32_t pl_set_intern(struct pl_sets *ss, const uint32_t *v, uint32_t n)
 			return ss->table[h] - 1;
 	}
 	if (ss->nent >= UINT32_MAX - 1 ||
-	    rl_grow((void **)&ss->ent, &ss->capent, ss->nent + 1, sizeof(*ss->ent)) ||
-	    rl_grow((void **)&ss->pool, &ss->cappool, ss->npool + n, sizeof(*ss->pool)))
+	    cm_grow((void **)&ss->ent, &ss->capent, ss->nent + 1, sizeof(*ss->ent)) ||
+	    cm_grow((void **)&ss->pool, &ss->cappool, ss->npool + n, sizeof(*ss->pool)))
 		return UINT32_MAX;
 	memcpy(ss->pool + ss->npool, v, n * sizeof(*v));
 	ss->ent[ss->nent] = (struct pl_set_ent){ hash, ss->npool, n };
@@ -120,9 +120,9 @@ uint32_t pl_set_intern(struct pl_sets *ss, const uint32_t *v, uint32_t n)
 
 void pl_sets_free(struct pl_sets *ss)
 {
-	rl_free(ss->pool);
-	rl_free(ss->ent);
-	rl_free(ss->table);
+	cm_free(ss->pool);
+	cm_free(ss->ent);
+	cm_free(ss->table);
 	memset(ss, 0, sizeof(*ss));
 }
 
@@ -170,11 +170,11 @@ static void rcache_free(struct rcache *c)
 	while (c) {
 		struct rcache *n = c->next;
 
-		rl_free(c->dev_box);
-		rl_free(c->box_first);
-		rl_free(c->devs);
-		rl_free(c->box_set);
-		rl_free(c);
+		cm_free(c->dev_box);
+		cm_free(c->box_first);
+		cm_free(c->devs);
+		cm_free(c->box_set);
+		cm_free(c);
 		c = n;
 	}
 }
@@ -230,33 +230,33 @@ static struct rcache *rule_cache(struct pl_ro *r, const struct pl_item *it)
 {
 	const struct pl_spec *s = r->p->spec;
 	const struct pl_rule *rule = it->rule >= 0 ? &s->rules[it->rule] : NULL;
-	uint32_t nd = rule ? RL_MIN(rule->ndims, it->ndim) : 0, *tmp;
+	uint32_t nd = rule ? CM_MIN(rule->ndims, it->ndim) : 0, *tmp;
 	struct rcache *c;
 
 	for (c = r->rc; c; c = c->next)
 		if (c->rule == it->rule && c->nd == nd)
 			return c;
-	if (!(c = rl_calloc(1, sizeof(*c))))
+	if (!(c = cm_calloc(1, sizeof(*c))))
 		return NULL;
 	c->rule = it->rule;
 	c->nd = nd;
 	c->next = r->rc;
 	r->rc = c;
-	c->dev_box = rl_mallocarray(s->ndev, sizeof(uint32_t));
-	c->devs = rl_mallocarray(s->ndev, sizeof(uint32_t));
-	tmp = rl_mallocarray(s->ndev + 1, sizeof(uint32_t));
+	c->dev_box = cm_mallocarray(s->ndev, sizeof(uint32_t));
+	c->devs = cm_mallocarray(s->ndev, sizeof(uint32_t));
+	tmp = cm_mallocarray(s->ndev + 1, sizeof(uint32_t));
 	if (!c->dev_box || !c->devs || !tmp)
 		goto oom;
 	for (uint32_t d = 0; d < s->ndev; d++)
 		c->dev_box[d] = box_id(s, rule, nd, r->coords[d], &c->nboxes);
-	c->box_first = rl_calloc((size_t)c->nboxes + 1, sizeof(uint32_t));
-	c->box_set = rl_mallocarray(c->nboxes, sizeof(uint32_t));
+	c->box_first = cm_calloc((size_t)c->nboxes + 1, sizeof(uint32_t));
+	c->box_set = cm_mallocarray(c->nboxes, sizeof(uint32_t));
 	if (!c->box_first || !c->box_set || rcache_sets(r, c, tmp))
 		goto oom;
-	rl_free(tmp);
+	cm_free(tmp);
 	return c;
 oom:
-	rl_free(tmp);
+	cm_free(tmp);
 	return NULL;
 }
 
@@ -300,7 +300,7 @@ static int item_classes(struct pl_ro *r, long nb)
 	size_t nsets = r->w->sets.nent;
 
 	if (nsets > r->capslot) {
-		uint32_t *ns = rl_reallocarray(r->slot, nsets, sizeof(*ns));
+		uint32_t *ns = cm_reallocarray(r->slot, nsets, sizeof(*ns));
 
 		if (!ns)
 			return -ENOMEM;
@@ -317,8 +317,8 @@ static int item_classes(struct pl_ro *r, long nb)
 			c = r->slot[b->set] = (uint32_t)r->ncls++;
 			r->cls[c] = (struct iclass){ b->lo, b->hi, 0, b->set, 0 };
 		}
-		r->cls[c].lo = RL_MIN(r->cls[c].lo, b->lo);
-		r->cls[c].hi = RL_MAX(r->cls[c].hi, b->hi);
+		r->cls[c].lo = CM_MIN(r->cls[c].lo, b->lo);
+		r->cls[c].hi = CM_MAX(r->cls[c].hi, b->hi);
 		r->cls[c].bytes += b->bytes;
 	}
 	for (size_t c = 0; c < r->ncls; c++)
@@ -402,7 +402,7 @@ static int piece_readers(struct pl_ro *r, const struct pl_item *it, uint32_t set
 
 		n = readable(r, r->all_set, f, r->tmp);
 		if (!n)
-			return rl_err_set(r->e, RL_E_FILE_UNAVAILABLE,
+			return cm_err_set(r->e, RL_E_FILE_UNAVAILABLE,
 					  "file %s: tensor \"%s\" needed by process %u is in it, but no process may read it (files_of_process)",
 					  r->ck->files[f].path, it->name, need[0]);
 	}
@@ -419,7 +419,7 @@ static int push_piece(struct pl_ro *r, const struct pl_item *it, size_t i, uint6
 
 	if (ret)
 		return ret;
-	if (rl_grow((void **)&w->pc, &w->cappc, w->npc + 1, sizeof(*w->pc)))
+	if (cm_grow((void **)&w->pc, &w->cappc, w->npc + 1, sizeof(*w->pc)))
 		return -ENOMEM;
 	w->pc[w->npc++] = (struct pl_piece){ off, len, f, (uint32_t)i, needers, readers,
 					     (uint8_t)whole };
@@ -510,7 +510,7 @@ static int check_target(struct pl_ro *r, const struct pl_item *it)
 
 		for (uint32_t q = 0; q < r->p->spec->nprocs; q++) {
 			if (r->w->avail && !pl_bit(r->w->avail, (size_t)q * r->ck->nfiles + f))
-				return rl_err_set(r->e, RL_E_FILE_UNAVAILABLE,
+				return cm_err_set(r->e, RL_E_FILE_UNAVAILABLE,
 						  "file %s: target \"%s\" needs it on process %u, which may not read it (files_of_process; targets are read by each process)",
 						  r->ck->files[f].path, it->name, q);
 			mark_own_file(r, q, f);
@@ -549,14 +549,14 @@ void pl_ro_free(struct pl_ro *r)
 	if (!r)
 		return;
 	rcache_free(r->rc);
-	rl_free(r->coords);
-	rl_free(r->dev_slot);
-	rl_free(r->ib);
-	rl_free(r->cls);
-	rl_free(r->slot);
-	rl_free(r->tmp);
-	rl_free(r->mark);
-	rl_free(r);
+	cm_free(r->coords);
+	cm_free(r->dev_slot);
+	cm_free(r->ib);
+	cm_free(r->cls);
+	cm_free(r->slot);
+	cm_free(r->tmp);
+	cm_free(r->mark);
+	cm_free(r);
 }
 
 static int ro_alloc(struct pl_ro *r)
@@ -564,12 +564,12 @@ static int ro_alloc(struct pl_ro *r)
 	const struct pl_spec *s = r->p->spec;
 	uint32_t *all;
 
-	r->coords = rl_mallocarray(s->ndev, sizeof(*r->coords));
-	r->dev_slot = rl_mallocarray(s->ndev, sizeof(*r->dev_slot));
-	r->ib = rl_mallocarray(s->ndev, sizeof(*r->ib));
-	r->cls = rl_mallocarray(s->ndev, sizeof(*r->cls));
-	r->tmp = rl_mallocarray((size_t)s->nprocs + s->ndev, sizeof(*r->tmp));
-	r->mark = rl_calloc(s->nprocs, sizeof(*r->mark));
+	r->coords = cm_mallocarray(s->ndev, sizeof(*r->coords));
+	r->dev_slot = cm_mallocarray(s->ndev, sizeof(*r->dev_slot));
+	r->ib = cm_mallocarray(s->ndev, sizeof(*r->ib));
+	r->cls = cm_mallocarray(s->ndev, sizeof(*r->cls));
+	r->tmp = cm_mallocarray((size_t)s->nprocs + s->ndev, sizeof(*r->tmp));
+	r->mark = cm_calloc(s->nprocs, sizeof(*r->mark));
 	if (!r->coords || !r->dev_slot || !r->ib || !r->cls || !r->tmp || !r->mark)
 		return -ENOMEM;
 	r->stamp = 1;
@@ -588,14 +588,14 @@ static int ro_alloc(struct pl_ro *r)
 }
 
 int pl_ro_analyze(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_opts *o,
-		  struct pl_xwork *w, uint8_t *skip, struct pl_ro **out, struct rl_err *e)
+		  struct pl_xwork *w, uint8_t *skip, struct pl_ro **out, struct cm_err *e)
 {
-	struct pl_ro *r = rl_calloc(1, sizeof(*r));
+	struct pl_ro *r = cm_calloc(1, sizeof(*r));
 	int ret = -ENOMEM;
 
 	*out = r;
 	if (!r)
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	*r = (struct pl_ro){ .p = p, .ck = ck, .o = o, .e = e, .w = w, .skip = skip };
 	if (!ro_alloc(r)) {
 		ret = 0;
@@ -603,7 +603,7 @@ int pl_ro_analyze(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_o
 			ret = analyze_item(r, i);
 	}
 	if (ret == -ENOMEM)
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	return ret;
 }
 

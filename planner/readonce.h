@@ -5,8 +5,8 @@
  * and loads and the transfers (transfers.c) then cut among readers. Private to
  * planner/; it needs nothing of the transfers, which build on it.
  */
-#ifndef RL_READONCE_H
-#define RL_READONCE_H
+#ifndef PLANNER_READONCE_H
+#define PLANNER_READONCE_H
 
 #include "pl_private.h"
 
@@ -81,10 +81,10 @@ struct pl_ro;
  * (free with pl_ro_free, also on failure).
  */
 int pl_ro_analyze(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_opts *o,
-		  struct pl_xwork *w, uint8_t *skip, struct pl_ro **out, struct rl_err *e);
+		  struct pl_xwork *w, uint8_t *skip, struct pl_ro **out, struct cm_err *e);
 /* The processes that need some byte of [a, b) of whole-tensor piece pc. */
 int pl_ro_range_needers(struct pl_ro *r, const struct pl_piece *pc, uint64_t a, uint64_t b,
 			uint32_t *set);
 void pl_ro_free(struct pl_ro *r);
 
-#endif /* RL_READONCE_H */
+#endif /* PLANNER_READONCE_H */

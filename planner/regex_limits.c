@@ -97,7 +97,7 @@ static void note(struct rx *x, uint64_t peak, uint64_t atoms)
 {
 	x->last_peak = peak;
 	x->last_atoms = atoms;
-	x->peak[x->depth] = RL_MAX(x->peak[x->depth], peak);
+	x->peak[x->depth] = CM_MAX(x->peak[x->depth], peak);
 	x->atoms[x->depth] += atoms;
 }
 
@@ -133,7 +133,7 @@ static int repetition(struct rx *x, uint64_t times)
 	x->atoms[x->depth] += x->last_atoms * (times - 1);
 	x->last_atoms *= times;
 	x->last_peak *= times;
-	x->peak[x->depth] = RL_MAX(x->peak[x->depth], x->last_peak);
+	x->peak[x->depth] = CM_MAX(x->peak[x->depth], x->last_peak);
 	return too_many_atoms(x);
 }
 
@@ -178,7 +178,7 @@ static int token(struct rx *x)
 		uint64_t peak = x->peak[x->depth], atoms = x->atoms[x->depth];
 
 		x->depth--;
-		note(x, RL_MAX(peak, 1), RL_MAX(atoms, 1));
+		note(x, CM_MAX(peak, 1), CM_MAX(atoms, 1));
 		x->p++;
 		return 0;
 	}
@@ -195,19 +195,19 @@ static int token(struct rx *x)
 	return 0;
 }
 
-int pl_regex_check(const char *re, size_t idx, struct rl_err *e)
+int pl_regex_check(const char *re, size_t idx, struct cm_err *e)
 {
 	struct rx x = { .p = re, .end = re + strlen(re) };
 	char q[128];
 
 	pl_quote(q, sizeof(q), re, (size_t)(x.end - re));
 	if (x.end - re > PL_MAX_RULE_BYTES)
-		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu (\"%s\"): pattern of %zu bytes "
+		return cm_err_set(e, RL_E_SPEC_REGEX, "rule %zu (\"%s\"): pattern of %zu bytes "
 				  "(at most %u)", idx, q, (size_t)(x.end - re), PL_MAX_RULE_BYTES);
 	while (x.p < x.end && !token(&x))
 		;
 	if (x.why || too_many_atoms(&x))
-		return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu (\"%s\"): ringload refuses "
+		return cm_err_set(e, RL_E_SPEC_REGEX, "rule %zu (\"%s\"): ringload refuses "
 				  "%s: a deliberate limit of POSIX extended regex "
 				  "(docs/sharding-spec.md)", idx, q, x.why);
 	return 0;
@@ -311,7 +311,7 @@ size_t pl_regex_prefix(const char *re, char *out, size_t cap)
 
 		p = bar + 1;
 		bar = alt_end(p, end);
-		m = alt_prefix(p, bar, alt, RL_MIN(cap, sizeof(alt)));
+		m = alt_prefix(p, bar, alt, CM_MIN(cap, sizeof(alt)));
 		for (i = 0; i < n && i < m && alt[i] == out[i]; i++)
 			;
 		n = i;
@@ -352,7 +352,7 @@ size_t pl_regex_must(const char *re, char *out, size_t cap)
 		if (n && (c == '*' || c == '?' || c == '{'))
 			n--;
 		if (n > best) {
-			best = RL_MIN(n, cap - 1);
+			best = CM_MIN(n, cap - 1);
 			memcpy(out, run, best);
 		}
 		n = 0;

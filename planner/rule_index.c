@@ -82,7 +82,7 @@ static void chain(struct pl_spec *s, uint32_t idx)
 	*t = (struct pl_prefix_slot){ h, idx, idx, 1 };
 }
 
-int pl_rule_index_add(struct pl_spec *s, struct rl_err *e)
+int pl_rule_index_add(struct pl_spec *s, struct cm_err *e)
 {
 	uint32_t idx = (uint32_t)s->nrules - 1;
 	struct pl_rule *r = &s->rules[idx];
@@ -95,17 +95,17 @@ int pl_rule_index_add(struct pl_spec *s, struct rl_err *e)
 		char q[128];
 
 		pl_quote(q, sizeof(q), r->pattern, strlen(r->pattern));
-		return rl_err_set(e, RL_E_TOO_LARGE, "rule %u (\"%s\"): over the limit of %u "
+		return cm_err_set(e, RL_E_TOO_LARGE, "rule %u (\"%s\"): over the limit of %u "
 				  "rules without literal text (docs/sharding-spec.md)", idx, q,
 				  PL_MAX_PLAIN_RULES);
 	}
 	if (2 * s->nrules > s->pcap) {
 		size_t cap = s->pcap ? 4 * s->pcap : 64;
-		struct pl_prefix_slot *t = rl_calloc(cap, sizeof(*t));
+		struct pl_prefix_slot *t = cm_calloc(cap, sizeof(*t));
 
 		if (!t)
-			return rl_err_set(e, -ENOMEM, "rule %u: out of memory", idx);
-		rl_free(s->ptab);
+			return cm_err_set(e, -ENOMEM, "rule %u: out of memory", idx);
+		cm_free(s->ptab);
 		s->ptab = t;
 		s->pcap = cap;
 		for (uint32_t i = 0; i < idx; i++)

@@ -63,10 +63,10 @@ struct jp {
 	int seen_meta;
 };
 
-/* Copies n bytes that may contain NULs (rl_strndup stops at one). */
+/* Copies n bytes that may contain NULs (cm_strndup stops at one). */
 static char *memdup0(const char *s, size_t n)
 {
-	char *p = rl_malloc(n + 1);
+	char *p = cm_malloc(n + 1);
 
 	if (p) {
 		memcpy(p, s, n);
@@ -75,9 +75,9 @@ static char *memdup0(const char *s, size_t n)
 	return p;
 }
 
-static int oom(struct rl_err *e)
+static int oom(struct cm_err *e)
 {
-	return rl_err_set(e, -ENOMEM, "out of memory reading header");
+	return cm_err_set(e, -ENOMEM, "out of memory reading header");
 }
 
 /* ------------------------------------------------------------------ */
@@ -143,11 +143,11 @@ static int shape_value(struct sj *j, struct st_ent *t)
 
 		if ((r = sj_u64_value(j, &d, "shape")))
 			return r;
-		if (rl_grow((void **)&t->shape, &t->shape_cap, t->rank + 1, sizeof(*t->shape)))
+		if (cm_grow((void **)&t->shape, &t->shape_cap, t->rank + 1, sizeof(*t->shape)))
 			return oom(j->e);
 		t->shape[t->rank++] = d;
 		/* try_fold(1, checked_mul): the first overflow sticks. */
-		if (!t->elem_overflow && rl_mul64(t->nelem, d, &t->nelem))
+		if (!t->elem_overflow && cm_mul64(t->nelem, d, &t->nelem))
 			t->elem_overflow = 1;
 		if ((r = sj_next(j, ']', "',' or ']' in shape")) <= 0)
 			return r;
@@ -270,7 +270,7 @@ static int meta_member(struct sj *j, void *arg)
 	struct st_kv *kv;
 	int r;
 
-	if (rl_grow((void **)&P->kvs, &P->kvs_cap, P->nkvs + 1, sizeof(*P->kvs)))
+	if (cm_grow((void **)&P->kvs, &P->kvs_cap, P->nkvs + 1, sizeof(*P->kvs)))
 		return oom(j->e);
 	kv = &P->kvs[P->nkvs];
 	memset(kv, 0, sizeof(*kv));
@@ -315,7 +315,7 @@ static int header_member(struct sj *j, void *arg)
 
 	if (j->sb_len == 12 && !memcmp(j->sb, "__metadata__", 12))
 		return metadata_value(P);
-	if (rl_grow((void **)&P->ents, &P->ents_cap, P->nents + 1, sizeof(*P->ents)))
+	if (cm_grow((void **)&P->ents, &P->ents_cap, P->nents + 1, sizeof(*P->ents)))
 		return oom(j->e);
 	t = &P->ents[P->nents];
 	memset(t, 0, sizeof(*t));
@@ -353,7 +353,7 @@ static int cmp_name_seq(const void *a, const void *b)
 {
 	const struct st_ent *x = *(const struct st_ent *const *)a;
 	const struct st_ent *y = *(const struct st_ent *const *)b;
-	int c = memcmp(x->name, y->name, RL_MIN(x->name_len, y->name_len));
+	int c = memcmp(x->name, y->name, CM_MIN(x->name_len, y->name_len));
 
 	if (c)
 		return c;
@@ -378,7 +378,7 @@ static int cmp_offsets(const void *a, const void *b)
 static int cmp_kv(const void *a, const void *b)
 {
 	const struct st_kv *x = a, *y = b;
-	int c = memcmp(x->key, y->key, RL_MIN(x->key_len, y->key_len));
+	int c = memcmp(x->key, y->key, CM_MIN(x->key_len, y->key_len));
 
 	if (c)
 		return c;
@@ -389,8 +389,8 @@ static int cmp_kv(const void *a, const void *b)
 
 static void ent_free(struct st_ent *t)
 {
-	rl_free(t->name);
-	rl_free(t->shape);
+	cm_free(t->name);
+	cm_free(t->shape);
 	t->name = NULL;
 	t->shape = NULL;
 }
@@ -406,11 +406,11 @@ static int sort_ents(struct jp *j, int (*cmp)(const void *, const void *))
 
 	if (j->nents < 2)
 		return 0;
-	ord = rl_mallocarray(j->nents, sizeof(*ord));
-	sorted = rl_mallocarray(j->nents, sizeof(*sorted));
+	ord = cm_mallocarray(j->nents, sizeof(*ord));
+	sorted = cm_mallocarray(j->nents, sizeof(*sorted));
 	if (!ord || !sorted) {
-		rl_free(ord);
-		rl_free(sorted);
+		cm_free(ord);
+		cm_free(sorted);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < j->nents; i++)
@@ -418,8 +418,8 @@ static int sort_ents(struct jp *j, int (*cmp)(const void *, const void *))
 	qsort(ord, j->nents, sizeof(*ord), cmp);
 	for (size_t i = 0; i < j->nents; i++)
 		sorted[i] = *ord[i];
-	rl_free(ord);
-	rl_free(j->ents);
+	cm_free(ord);
+	cm_free(j->ents);
 	j->ents = sorted;
 	j->ents_cap = j->nents;
 	return 0;
@@ -448,8 +448,8 @@ static int dedupe(struct jp *j)
 	for (size_t i = 0; i < j->nkvs; i++) {
 		if (i + 1 < j->nkvs && j->kvs[i].key_len == j->kvs[i + 1].key_len &&
 		    !memcmp(j->kvs[i].key, j->kvs[i + 1].key, j->kvs[i].key_len)) {
-			rl_free(j->kvs[i].key);
-			rl_free(j->kvs[i].val);
+			cm_free(j->kvs[i].key);
+			cm_free(j->kvs[i].val);
 			continue;
 		}
 		j->kvs[o++] = j->kvs[i];
@@ -465,7 +465,7 @@ static const char *qname(char *q, const struct st_ent *t)
 	return q;
 }
 
-static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err *e)
+static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct cm_err *e)
 {
 	uint64_t start = 0, total;
 	char q[128];
@@ -480,38 +480,38 @@ static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err
 		uint64_t nbits;
 
 		if (t->start != start || t->end < t->start)
-			return rl_err_set(e, RL_E_INVALID_OFFSET,
+			return cm_err_set(e, RL_E_INVALID_OFFSET,
 					  "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
 					  "] do not start at %" PRIu64
 					  " (offsets must be contiguous from 0)",
 					  qname(q, t), t->start, t->end, start);
 		start = t->end;
 		if (t->elem_overflow)
-			return rl_err_set(e, RL_E_OVERFLOW,
+			return cm_err_set(e, RL_E_OVERFLOW,
 					  "tensor '%s': element count overflows 64 bits", qname(q, t));
-		if (rl_mul64(t->nelem, bits, &nbits))
-			return rl_err_set(e, RL_E_OVERFLOW,
+		if (cm_mul64(t->nelem, bits, &nbits))
+			return cm_err_set(e, RL_E_OVERFLOW,
 					  "tensor '%s': bit count overflows 64 bits", qname(q, t));
 		if (nbits % 8)
-			return rl_err_set(e, RL_E_MISALIGNED,
+			return cm_err_set(e, RL_E_MISALIGNED,
 					  "tensor '%s': %" PRIu64 " elements of %s (%u bits) "
 					  "do not fill whole bytes",
 					  qname(q, t), t->nelem, pl_dtype_name(t->dtype), bits);
 		if (t->end - t->start != nbits / 8)
-			return rl_err_set(e, RL_E_SIZE_MISMATCH,
+			return cm_err_set(e, RL_E_SIZE_MISMATCH,
 					  "tensor '%s': data_offsets span %" PRIu64
 					  " bytes, shape and %s need %" PRIu64,
 					  qname(q, t), t->end - t->start, pl_dtype_name(t->dtype),
 					  nbits / 8);
 	}
-	if (rl_add64(start, 8 + (uint64_t)hlen, &total) || total > file_size)
-		return rl_err_set(e, RL_E_TRUNCATED,
+	if (cm_add64(start, 8 + (uint64_t)hlen, &total) || total > file_size)
+		return cm_err_set(e, RL_E_TRUNCATED,
 				  "file truncated: header declares %" PRIu64
 				  " data bytes after %zu header bytes, file has %" PRIu64
 				  " bytes in all",
 				  start, hlen + 8, file_size);
 	if (total < file_size)
-		return rl_err_set(e, RL_E_INCOMPLETE,
+		return cm_err_set(e, RL_E_INCOMPLETE,
 				  "%" PRIu64 " bytes after the last tensor's data "
 				  "(data ends at %" PRIu64 ", file has %" PRIu64 ")",
 				  file_size - total, total, file_size);
@@ -521,11 +521,11 @@ static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err
 		struct st_ent *t = &j->ents[i];
 
 		if (memchr(t->name, '\0', t->name_len))
-			return rl_err_set(e, RL_E_HEADER_JSON,
+			return cm_err_set(e, RL_E_HEADER_JSON,
 					  "tensor '%s': name contains U+0000, which ringload "
 					  "cannot represent", qname(q, t));
 		if (t->rank > UINT8_MAX)
-			return rl_err_set(e, RL_E_TOO_LARGE,
+			return cm_err_set(e, RL_E_TOO_LARGE,
 					  "tensor '%s': rank %zu above ringload's limit of 255",
 					  qname(q, t), t->rank);
 	}
@@ -533,7 +533,7 @@ static int validate(struct jp *j, size_t hlen, uint64_t file_size, struct rl_err
 		if (memchr(j->kvs[i].key, '\0', j->kvs[i].key_len) ||
 		    memchr(j->kvs[i].val, '\0', j->kvs[i].val_len)) {
 			pl_quote(q, sizeof(q), j->kvs[i].key, j->kvs[i].key_len);
-			return rl_err_set(e, RL_E_HEADER_JSON,
+			return cm_err_set(e, RL_E_HEADER_JSON,
 					  "__metadata__ '%s' contains U+0000, which ringload "
 					  "cannot represent", q);
 		}
@@ -546,12 +546,12 @@ static void jp_free(struct jp *j)
 	for (size_t i = 0; i < j->nents; i++)
 		ent_free(&j->ents[i]);
 	for (size_t i = 0; i < j->nkvs; i++) {
-		rl_free(j->kvs[i].key);
-		rl_free(j->kvs[i].val);
+		cm_free(j->kvs[i].key);
+		cm_free(j->kvs[i].val);
 	}
-	rl_free(j->ents);
-	rl_free(j->kvs);
-	rl_free(j->s.sb);
+	cm_free(j->ents);
+	cm_free(j->kvs);
+	cm_free(j->s.sb);
 }
 
 void pl_header_free(struct pl_header *h)
@@ -559,20 +559,20 @@ void pl_header_free(struct pl_header *h)
 	if (!h)
 		return;
 	for (size_t i = 0; i < h->ntensors; i++) {
-		rl_free(h->tensors[i].name);
-		rl_free(h->tensors[i].shape);
+		cm_free(h->tensors[i].name);
+		cm_free(h->tensors[i].shape);
 	}
 	for (size_t i = 0; i < h->nmeta; i++) {
-		rl_free(h->meta[i].key);
-		rl_free(h->meta[i].value);
+		cm_free(h->meta[i].key);
+		cm_free(h->meta[i].value);
 	}
-	rl_free(h->tensors);
-	rl_free(h->meta);
+	cm_free(h->tensors);
+	cm_free(h->meta);
 	memset(h, 0, sizeof(*h));
 }
 
 int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
-		    uint32_t file, struct pl_header *out, struct rl_err *e)
+		    uint32_t file, struct pl_header *out, struct cm_err *e)
 {
 	struct jp j = { .s = { .buf = buf, .p = buf, .end = buf + hlen, .e = e } };
 	size_t bad;
@@ -581,7 +581,7 @@ int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 	memset(out, 0, sizeof(*out));
 	bad = sj_utf8_check((const unsigned char *)buf, hlen);
 	if (bad != hlen)
-		return rl_err_set(e, RL_E_HEADER_UTF8,
+		return cm_err_set(e, RL_E_HEADER_UTF8,
 				  "header is not valid UTF-8 (byte %zu of the header)", bad);
 	if ((r = document(&j)))
 		goto out;
@@ -590,8 +590,8 @@ int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 	if ((r = validate(&j, hlen, file_size, e)))
 		goto out;
 
-	out->tensors = rl_calloc(j.nents ? j.nents : 1, sizeof(*out->tensors));
-	out->meta = rl_calloc(j.nkvs ? j.nkvs : 1, sizeof(*out->meta));
+	out->tensors = cm_calloc(j.nents ? j.nents : 1, sizeof(*out->tensors));
+	out->meta = cm_calloc(j.nkvs ? j.nkvs : 1, sizeof(*out->meta));
 	if (!out->tensors || !out->meta) {
 		r = oom(e);
 		goto out;
@@ -603,7 +603,7 @@ int pl_header_parse(const char *buf, size_t hlen, uint64_t file_size,
 		o->name = t->name;
 		o->shape = t->rank ? t->shape : NULL;
 		if (!t->rank)
-			rl_free(t->shape);
+			cm_free(t->shape);
 		o->ndim = (uint8_t)t->rank;
 		o->dtype = (uint8_t)t->dtype;
 		o->offset = 8 + (uint64_t)hlen + t->start;

@@ -139,12 +139,12 @@ static int push_read(struct ctx *x, uint32_t file, uint64_t off, uint64_t len,
 	uint64_t size = x->ck->files[file].size;
 
 	x->stats.requests++;
-	x->stats.read_bytes += off < size ? RL_MIN(len, size - off) : 0;
+	x->stats.read_bytes += off < size ? CM_MIN(len, size - off) : 0;
 	if (!x->with_copies)
 		return 0;
 	if (GROW(x, x->reads, x->nreads, x->capreads, 1))
 		return -ENOMEM;
-	x->reads[x->nreads++] = (struct rl_read){ .off = off, .len = (uint32_t)len,
+	x->reads[x->nreads++] = (struct cm_read){ .off = off, .len = (uint32_t)len,
 		.min_len = (uint32_t)min_len, .file = file, .flags = flags };
 	if (len > x->plan->max_read)
 		x->plan->max_read = len;
@@ -170,8 +170,8 @@ static int collect_cuts(struct ctx *x, const struct aligned_block *ab, uint64_t 
 			r = unique_region(x, g->u0);
 			if (g->nu != 1 || !r->direct || x->unique[g->u0 + 1] - x->unique[g->u0] != 1)
 				continue;
-			lo = rl_align_up(c->start, A);
-			hi = rl_align_down(c->end, A);
+			lo = cm_align_up(c->start, A);
+			hi = cm_align_down(c->end, A);
 			if (hi <= lo || hi - lo < PL_DIRECT_MIN)
 				continue;
 			if (GROW(x, x->direct_cuts, x->ndirect_cuts, x->capdirect_cuts, 2))
@@ -188,7 +188,7 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 {
 	const struct pl_align *al = &x->align[f];
 	uint64_t A = al->offset_align > al->mem_align ? al->offset_align : al->mem_align;
-	uint64_t chunk = rl_align_down(RL_MIN(x->opts->chunk, (uint64_t)UINT32_MAX), al->offset_align);
+	uint64_t chunk = cm_align_down(CM_MIN(x->opts->chunk, (uint64_t)UINT32_MAX), al->offset_align);
 	uint64_t pos = ab->start;
 	size_t q0 = x->nreads, j = 0;
 	int ret;
@@ -198,20 +198,20 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 	if ((ret = collect_cuts(x, ab, A)))
 		return ret;
 	while (pos < ab->end) {
-		uint64_t end = RL_MIN(pos + chunk, ab->end);
+		uint64_t end = CM_MIN(pos + chunk, ab->end);
 		uint32_t flags = 0;
 
 		while (j < x->ndirect_cuts && x->direct_cuts[j + 1] <= pos)
 			j += 2;
 		if (j < x->ndirect_cuts) {
 			if (pos < x->direct_cuts[j]) {
-				end = RL_MIN(end, x->direct_cuts[j]);
+				end = CM_MIN(end, x->direct_cuts[j]);
 			} else {
-				end = RL_MIN(end, x->direct_cuts[j + 1]);
-				flags = RL_READ_DIRECT;
+				end = CM_MIN(end, x->direct_cuts[j + 1]);
+				flags = CM_READ_DIRECT;
 			}
 		}
-		if ((ret = push_read(x, f, pos, end - pos, RL_MIN(end, ab->last) - pos, flags)))
+		if ((ret = push_read(x, f, pos, end - pos, CM_MIN(end, ab->last) - pos, flags)))
 			return ret;
 		pos = end;
 	}
@@ -231,7 +231,7 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 	for (size_t i = 0; i < x->nreq_copies; i++)
 		x->req_counts[x->req_copies[i].req - q0 + 1]++;
 	for (size_t q = q0; q < x->nreads; q++) {
-		struct rl_read *rd = &x->reads[q];
+		struct cm_read *rd = &x->reads[q];
 		size_t k = q - q0;
 
 		rd->ncopies = (uint32_t)x->req_counts[k + 1];
@@ -244,22 +244,22 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 	return 0;
 }
 
-void pl_place_copies(const struct pl_plan *p, struct rl_copy *copies, size_t ncopies,
-		     struct rl_read *reads, size_t nreads, const struct pl_align *align)
+void pl_place_copies(const struct pl_plan *p, struct cm_copy *copies, size_t ncopies,
+		     struct cm_read *reads, size_t nreads, const struct pl_align *align)
 {
 	for (size_t i = 0; i < ncopies; i++)
 		copies[i].dst += p->shards[copies[i].shard].offset;
 	/* A direct read has exactly its one copy, covering it whole, at a
 	 * staging offset aligned like the file offset. */
 	for (size_t q = 0; q < nreads; q++) {
-		struct rl_read *rd = &reads[q];
-		const struct rl_copy *c = &copies[rd->first_copy];
+		struct cm_read *rd = &reads[q];
+		const struct cm_copy *c = &copies[rd->first_copy];
 		const struct pl_align *al = &align[rd->file];
-		uint64_t A = RL_MAX(al->offset_align, al->mem_align);
+		uint64_t A = CM_MAX(al->offset_align, al->mem_align);
 
-		if ((rd->flags & RL_READ_DIRECT) &&
+		if ((rd->flags & CM_READ_DIRECT) &&
 		    (rd->ncopies != 1 || c->src || c->count != 1 || c->len != rd->len ||
 		     rd->min_len != rd->len || c->dst % A))
-			rd->flags &= ~RL_READ_DIRECT;
+			rd->flags &= ~CM_READ_DIRECT;
 	}
 }

@@ -50,14 +50,14 @@ int sj_jerr(struct sj *j, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return rl_err_set(j->e, j->code ? j->code : RL_E_HEADER_JSON, "%s: %s at byte %zu",
+	return cm_err_set(j->e, j->code ? j->code : RL_E_HEADER_JSON, "%s: %s at byte %zu",
 			  j->lead ? j->lead : "invalid header JSON", what,
 			  (size_t)(j->p - j->buf));
 }
 
-static int oom(struct rl_err *e)
+static int oom(struct cm_err *e)
 {
-	return rl_err_set(e, -ENOMEM, "out of memory reading header");
+	return cm_err_set(e, -ENOMEM, "out of memory reading header");
 }
 
 void sj_ws(struct sj *j)
@@ -125,7 +125,7 @@ static int sb_put(struct sj *j, const char *s, size_t n)
 
 		while (cap < j->sb_len + n + 1)
 			cap *= 2;
-		nb = rl_realloc(j->sb, cap);
+		nb = cm_realloc(j->sb, cap);
 		if (!nb)
 			return oom(j->e);
 		j->sb = nb;
@@ -418,7 +418,7 @@ int sj_skip_value(struct sj *j)
 		return sj_jerr(j, "unexpected end, expected a value");
 	if (j->max_values && ++j->nvalues > j->max_values) {
 		j->limit = 1;
-		return rl_err_set(j->e, RL_E_TOO_LARGE, "%s: more than %llu JSON values, the "
+		return cm_err_set(j->e, RL_E_TOO_LARGE, "%s: more than %llu JSON values, the "
 				  "limit (at byte %zu)", j->what ? j->what : "JSON",
 				  (unsigned long long)j->max_values, (size_t)(j->p - j->buf));
 	}
@@ -479,11 +479,11 @@ int sj_u64_value(struct sj *j, uint64_t *out, const char *field)
 		return r;
 	if (n.neg || n.frac || n.exp)
 		return sj_jerr(j, "%s: expected a non-negative integer, got %.*s", field,
-			    (int)RL_MIN(n.len, 40), n.s);
+			    (int)CM_MIN(n.len, 40), n.s);
 	for (size_t i = 0; i < n.len; i++)
-		if (rl_mul64(v, 10, &v) || rl_add64(v, (uint64_t)(n.s[i] - '0'), &v))
+		if (cm_mul64(v, 10, &v) || cm_add64(v, (uint64_t)(n.s[i] - '0'), &v))
 			return sj_jerr(j, "%s: integer %.*s%s does not fit in 64 bits", field,
-				    (int)RL_MIN(n.len, 40), n.s, n.len > 40 ? "..." : "");
+				    (int)CM_MIN(n.len, 40), n.s, n.len > 40 ? "..." : "");
 	*out = v;
 	return 0;
 }

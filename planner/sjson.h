@@ -3,8 +3,8 @@
  * pieces planner/safetensors.c builds the reference's types from. Internal
  * to planner/.
  */
-#ifndef RL_SJSON_H
-#define RL_SJSON_H
+#ifndef PLANNER_SJSON_H
+#define PLANNER_SJSON_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -26,7 +26,7 @@
 struct sj {
 	const char *buf, *p, *end;
 	int depth;            /* containers open */
-	struct rl_err *e;
+	struct cm_err *e;
 	int code;             /* error code (0: RL_E_HEADER_JSON) */
 	const char *lead;     /* message lead (NULL: "invalid header JSON") */
 	int max_depth;        /* nesting limit (0: JSON_MAX_DEPTH) */
@@ -94,4 +94,4 @@ int sj_u64_value(struct sj *j, uint64_t *out, const char *field);
 /* Offset of the first byte that is not valid UTF-8, or len. */
 size_t sj_utf8_check(const unsigned char *s, size_t len);
 
-#endif /* RL_SJSON_H */
+#endif /* PLANNER_SJSON_H */

@@ -37,10 +37,10 @@ int pl_slot_cache_alloc(struct ctx *x, uint32_t max_slots)
 	x->cache_slots = max_slots;
 	if (!x->ncache)
 		return 0;
-	x->ckeys = rl_calloc(x->ncache, sizeof(*x->ckeys));
-	x->cshards = rl_mallocarray(x->ncache * (size_t)max_slots, sizeof(*x->cshards));
+	x->ckeys = cm_calloc(x->ncache, sizeof(*x->ckeys));
+	x->cshards = cm_mallocarray(x->ncache * (size_t)max_slots, sizeof(*x->cshards));
 	if (!x->ckeys || !x->cshards)
-		return rl_err_set(x->err, -ENOMEM, "plan: out of memory");
+		return cm_err_set(x->err, -ENOMEM, "plan: out of memory");
 	return 0;
 }
 
@@ -52,8 +52,8 @@ void pl_slot_cache_reset(struct ctx *x)
 
 void pl_slot_cache_free(struct ctx *x)
 {
-	rl_free(x->ckeys);
-	rl_free(x->cshards);
+	cm_free(x->ckeys);
+	cm_free(x->cshards);
 }
 
 /* FNV-1a over the key's fields. */
@@ -88,9 +88,9 @@ static void fill_slot(struct ctx *x, const struct pl_item *it, unsigned s, struc
 	pl_item_box_at(x->spec, it, x->coords[s], &b);
 	e->ok = 0;
 	for (unsigned d = 0; d < it->ndim; d++)
-		if (rl_mul64(elems, b.stop[d] - b.start[d], &elems))
+		if (cm_mul64(elems, b.stop[d] - b.start[d], &elems))
 			return;
-	if (rl_mul64(elems, it->bits, &bits) || bits % 8)
+	if (cm_mul64(elems, it->bits, &bits) || bits % 8)
 		return;
 	e->nbytes = bits / 8;
 	e->ok = !pl_box_runs(it->ndim, it->shape, it->bits, 0, &b, &e->r);

@@ -21,20 +21,20 @@
 
 static void rule_clear(struct pl_rule *r)
 {
-	rl_free(r->pattern);
+	cm_free(r->pattern);
 	regfree(&r->re);
 	for (unsigned i = 0; i < r->nnames; i++)
-		rl_free(r->names[i]);
-	rl_free(r->names);
+		cm_free(r->names[i]);
+	cm_free(r->names);
 }
 
 /* Frees t's mesh (axes, ids, processes). */
 static void mesh_clear(struct pl_spec *t)
 {
 	for (unsigned i = 0; i < t->ndim; i++)
-		rl_free(t->axes[i]);
-	rl_free(t->devices);
-	rl_free(t->proc);
+		cm_free(t->axes[i]);
+	cm_free(t->devices);
+	cm_free(t->proc);
 }
 
 static void spec_clear(struct pl_spec *s)
@@ -42,14 +42,14 @@ static void spec_clear(struct pl_spec *s)
 	mesh_clear(s);
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_clear(&s->rules[i]);
-	rl_free(s->rules);
-	rl_free(s->ptab);
+	cm_free(s->rules);
+	cm_free(s->ptab);
 	for (size_t i = 0; i < s->ntargets; i++)
 		pl_target_clear(&s->targets[i]);
-	rl_free(s->targets);
+	cm_free(s->targets);
 	for (size_t i = 0; i < s->ntensors; i++)
-		rl_free(s->tensors[i]);
-	rl_free(s->tensors);
+		cm_free(s->tensors[i]);
+	cm_free(s->tensors);
 	pl_avail_free(s->avail);
 	memset(s, 0, sizeof(*s));
 }
@@ -58,11 +58,11 @@ static void spec_clear(struct pl_spec *s)
 static int spec_init(struct pl_spec *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->devices = rl_calloc(1, sizeof(uint32_t));
-	s->proc = rl_calloc(1, sizeof(uint32_t));
+	s->devices = cm_calloc(1, sizeof(uint32_t));
+	s->proc = cm_calloc(1, sizeof(uint32_t));
 	if (!s->devices || !s->proc) {
-		rl_free(s->devices);
-		rl_free(s->proc);
+		cm_free(s->devices);
+		cm_free(s->proc);
 		return -ENOMEM;
 	}
 	s->ndev = 1;
@@ -72,10 +72,10 @@ static int spec_init(struct pl_spec *s)
 
 struct pl_spec *pl_spec_new(void)
 {
-	struct pl_spec *s = rl_malloc(sizeof(*s));
+	struct pl_spec *s = cm_malloc(sizeof(*s));
 
 	if (s && spec_init(s)) {
-		rl_free(s);
+		cm_free(s);
 		return NULL;
 	}
 	return s;
@@ -86,7 +86,7 @@ void pl_spec_free(struct pl_spec *s)
 	if (!s)
 		return;
 	spec_clear(s);
-	rl_free(s);
+	cm_free(s);
 }
 
 static int axis_index(const struct pl_spec *s, const char *name)
@@ -99,7 +99,7 @@ static int axis_index(const struct pl_spec *s, const char *name)
 
 /* Resolves a rule's axis names against the mesh. */
 static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
-			struct rl_err *e)
+			struct cm_err *e)
 {
 	unsigned n = 0;
 	uint32_t used = 0;
@@ -109,11 +109,11 @@ static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
 			int ax = axis_index(s, r->names[n]);
 
 			if (ax < 0)
-				return rl_err_set(e, RL_E_SPEC_AXIS,
+				return cm_err_set(e, RL_E_SPEC_AXIS,
 						  "rule %zu (\"%s\"): unknown axis \"%s\" in dimension %u",
 						  idx, r->pattern, r->names[n], d);
 			if (used & (1u << ax))
-				return rl_err_set(e, RL_E_SPEC_AXIS,
+				return cm_err_set(e, RL_E_SPEC_AXIS,
 						  "rule %zu (\"%s\"): axis \"%s\" used twice",
 						  idx, r->pattern, r->names[n]);
 			used |= 1u << ax;
@@ -126,25 +126,25 @@ static int rule_resolve(const struct pl_spec *s, struct pl_rule *r, size_t idx,
 /* Axis sizes and names: positive, named, distinct, at most
  * pl_limit(PL_LIMIT_DEVICES) devices in all (*ndev). */
 static int check_axes(unsigned ndim, const uint32_t *shape, const char *const *axes,
-		      uint64_t *ndev, struct rl_err *e)
+		      uint64_t *ndev, struct cm_err *e)
 {
 	if (ndim > PL_MAX_AXES)
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: %u axes (at most %d)",
+		return cm_err_set(e, RL_E_SPEC_MESH, "mesh: %u axes (at most %d)",
 				  ndim, PL_MAX_AXES);
 	if (ndim && (!shape || !axes))
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape and axes are required");
+		return cm_err_set(e, RL_E_SPEC_MESH, "mesh: shape and axes are required");
 	*ndev = 1;
 	for (unsigned i = 0; i < ndim; i++) {
 		if (!shape[i])
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
-		if (rl_mul64(*ndev, shape[i], ndev) || *ndev > pl_limit(PL_LIMIT_DEVICES))
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
+			return cm_err_set(e, RL_E_SPEC_MESH, "mesh: axis %u has size 0", i);
+		if (cm_mul64(*ndev, shape[i], ndev) || *ndev > pl_limit(PL_LIMIT_DEVICES))
+			return cm_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
 					  pl_limit(PL_LIMIT_DEVICES));
 		if (!axes[i] || !axes[i][0])
-			return rl_err_set(e, RL_E_SPEC_AXIS, "mesh: axis %u has no name", i);
+			return cm_err_set(e, RL_E_SPEC_AXIS, "mesh: axis %u has no name", i);
 		for (unsigned j = 0; j < i; j++)
 			if (!strcmp(axes[i], axes[j]))
-				return rl_err_set(e, RL_E_SPEC_AXIS,
+				return cm_err_set(e, RL_E_SPEC_AXIS,
 						  "mesh: axis \"%s\" named twice", axes[i]);
 	}
 	return 0;
@@ -158,19 +158,19 @@ static int fill_mesh(struct pl_spec *t, unsigned ndim, const uint32_t *shape,
 {
 	t->ndim = ndim;
 	t->ndev = ndev;
-	t->devices = rl_mallocarray(ndev, sizeof(uint32_t));
-	t->proc = rl_mallocarray(ndev, sizeof(uint32_t));
+	t->devices = cm_mallocarray(ndev, sizeof(uint32_t));
+	t->proc = cm_mallocarray(ndev, sizeof(uint32_t));
 	if (!t->devices || !t->proc)
 		return -ENOMEM;
 	for (unsigned i = 0; i < ndim; i++) {
 		t->shape[i] = shape[i];
-		if (!(t->axes[i] = rl_strdup(axes[i])))
+		if (!(t->axes[i] = cm_strdup(axes[i])))
 			return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < ndev; i++) {
 		t->devices[i] = devices ? devices[i] : i;
 		t->proc[i] = process_of_device ? process_of_device[i] : 0;
-		*maxp = RL_MAX(*maxp, t->proc[i]);
+		*maxp = CM_MAX(*maxp, t->proc[i]);
 	}
 	return 0;
 }
@@ -180,10 +180,10 @@ static int fill_mesh(struct pl_spec *t, unsigned ndim, const uint32_t *shape,
  * per-process tables by P, which must not grow with an id's value. With N
  * devices, some id in 0..min(max, N) is missing unless dense.
  */
-static int check_processes(const struct pl_spec *t, uint32_t maxp, struct rl_err *e)
+static int check_processes(const struct pl_spec *t, uint32_t maxp, struct cm_err *e)
 {
 	uint32_t n = maxp < t->ndev ? maxp + 1 : t->ndev + 1, miss = 0;
-	uint8_t *seen = rl_calloc(n, 1);
+	uint8_t *seen = cm_calloc(n, 1);
 
 	if (!seen)
 		return -ENOMEM;
@@ -192,9 +192,9 @@ static int check_processes(const struct pl_spec *t, uint32_t maxp, struct rl_err
 			seen[t->proc[i]] = 1;
 	while (miss < n && seen[miss])
 		miss++;
-	rl_free(seen);
+	cm_free(seen);
 	if (miss < n)
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: process %u owns no device (process "
+		return cm_err_set(e, RL_E_SPEC_MESH, "mesh: process %u owns no device (process "
 				  "ids must be 0..P-1 with no gap; highest is %u)", miss, maxp);
 	return 0;
 }
@@ -208,7 +208,7 @@ static int cmp_u32(const void *a, const void *b)
 
 /* No device id twice: ids in ascending order (the default, and what specs
  * usually list) are checked as they are, others on a sorted copy. */
-static int check_device_ids(const struct pl_spec *t, struct rl_err *e)
+static int check_device_ids(const struct pl_spec *t, struct cm_err *e)
 {
 	uint32_t *ids, dup = 0;
 	int found = 0;
@@ -218,7 +218,7 @@ static int check_device_ids(const struct pl_spec *t, struct rl_err *e)
 			return 0;
 	if (t->ndev < 2)
 		return 0;
-	ids = rl_mallocarray(t->ndev, sizeof(uint32_t));
+	ids = cm_mallocarray(t->ndev, sizeof(uint32_t));
 	if (!ids)
 		return -ENOMEM;
 	memcpy(ids, t->devices, t->ndev * sizeof(uint32_t));
@@ -226,15 +226,15 @@ static int check_device_ids(const struct pl_spec *t, struct rl_err *e)
 	for (uint32_t i = 1; i < t->ndev && !found; i++)
 		if (ids[i] == ids[i - 1])
 			found = 1, dup = ids[i];
-	rl_free(ids);
+	cm_free(ids);
 	if (found)
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: device id %u listed twice", dup);
+		return cm_err_set(e, RL_E_SPEC_MESH, "mesh: device id %u listed twice", dup);
 	return 0;
 }
 
 int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 		     const char *const *axes, const uint32_t *devices,
-		     const uint32_t *process_of_device, struct rl_err *e)
+		     const uint32_t *process_of_device, struct cm_err *e)
 {
 	struct pl_spec t;
 	uint64_t ndev = 1;
@@ -266,7 +266,7 @@ int pl_spec_set_mesh(struct pl_spec *s, unsigned ndim, const uint32_t *shape,
 	return 0;
 fail:
 	if (ret == -ENOMEM)
-		rl_err_set(e, ret, "mesh: out of memory");
+		cm_err_set(e, ret, "mesh: out of memory");
 	/* Rules resolved against t before the failure go back to s's mesh. */
 	for (size_t i = 0; i < s->nrules; i++)
 		rule_resolve(s, &s->rules[i], i, NULL);
@@ -277,16 +277,16 @@ fail:
 /* The partition spec's shape: at most RL_MAX_DIMS dimensions of at most
  * PL_MAX_AXES axes each; *nnames gets the axis names in all. */
 static int check_dims(const char *regex, unsigned ndims, const rl_dim_spec *dims,
-		      size_t idx, unsigned *nnames, struct rl_err *e)
+		      size_t idx, unsigned *nnames, struct cm_err *e)
 {
 	if (ndims > RL_MAX_DIMS)
-		return rl_err_set(e, RL_E_SPEC_RANK,
+		return cm_err_set(e, RL_E_SPEC_RANK,
 				  "rule %zu (\"%s\"): spec of %u dimensions (at most %d)",
 				  idx, regex, ndims, RL_MAX_DIMS);
 	*nnames = 0;
 	for (unsigned d = 0; d < ndims; d++) {
 		if (dims[d].naxes > PL_MAX_AXES || (dims[d].naxes && !dims[d].axes))
-			return rl_err_set(e, RL_E_SPEC_AXIS,
+			return cm_err_set(e, RL_E_SPEC_AXIS,
 					  "rule %zu (\"%s\"): dimension %u names %u axes",
 					  idx, regex, d, dims[d].naxes);
 		*nnames += dims[d].naxes;
@@ -300,14 +300,14 @@ static int check_dims(const char *regex, unsigned ndims, const rl_dim_spec *dims
  * unbalanced one such as "a)|(b" would compile into "^(a)|(b)$", which
  * matches any name that starts with "a".
  */
-static int rule_compile(regex_t *re, const char *regex, size_t idx, struct rl_err *e)
+static int rule_compile(regex_t *re, const char *regex, size_t idx, struct cm_err *e)
 {
 	size_t plen = strlen(regex);
-	char *full = rl_malloc(plen + 5), why[128];
+	char *full = cm_malloc(plen + 5), why[128];
 	int rc;
 
 	if (!full)
-		return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
+		return cm_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
 	memcpy(full, "^(", 2);
 	memcpy(full + 2, regex, plen);
 	memcpy(full + 2 + plen, ")$", 3);
@@ -316,11 +316,11 @@ static int rule_compile(regex_t *re, const char *regex, size_t idx, struct rl_er
 		regfree(re);
 		rc = regcomp(re, full, REG_EXTENDED | REG_NOSUB);
 	}
-	rl_free(full);
+	cm_free(full);
 	if (!rc)
 		return 0;
 	regerror(rc, re, why, sizeof(why));
-	return rl_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s", idx, regex,
+	return cm_err_set(e, RL_E_SPEC_REGEX, "rule %zu: bad regex \"%s\": %s", idx, regex,
 			  why);
 }
 
@@ -330,8 +330,8 @@ static int rule_names(struct pl_rule *r, const char *regex, unsigned ndims,
 {
 	unsigned n = 0;
 
-	r->pattern = rl_strdup(regex);
-	r->names = rl_calloc(nnames ? nnames : 1, sizeof(char *));
+	r->pattern = cm_strdup(regex);
+	r->names = cm_calloc(nnames ? nnames : 1, sizeof(char *));
 	if (!r->pattern || !r->names)
 		return -ENOMEM;
 	r->nnames = nnames;
@@ -340,7 +340,7 @@ static int rule_names(struct pl_rule *r, const char *regex, unsigned ndims,
 		for (unsigned a = 0; a < dims[d].naxes; a++) {
 			const char *name = dims[d].axes[a];
 
-			if (!(r->names[n++] = rl_strdup(name ? name : "")))
+			if (!(r->names[n++] = cm_strdup(name ? name : "")))
 				return -ENOMEM;
 		}
 	}
@@ -348,7 +348,7 @@ static int rule_names(struct pl_rule *r, const char *regex, unsigned ndims,
 }
 
 int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
-		     const rl_dim_spec *dims, struct rl_err *e)
+		     const rl_dim_spec *dims, struct cm_err *e)
 {
 	size_t idx = s->nrules;
 	struct pl_rule r, *nr;
@@ -356,9 +356,9 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 	int rc;
 
 	if (!regex)
-		return rl_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
+		return cm_err_set(e, RL_E_SPEC, "rule %zu: no pattern", idx);
 	if (idx >= PL_MAX_RULES)
-		return rl_err_set(e, RL_E_TOO_LARGE, "rule %zu: over the limit of %u rules", idx,
+		return cm_err_set(e, RL_E_TOO_LARGE, "rule %zu: over the limit of %u rules", idx,
 				  PL_MAX_RULES);
 	if ((rc = check_dims(regex, ndims, dims, idx, &nnames, e)) ||
 	    (rc = pl_regex_check(regex, idx, e)))
@@ -373,7 +373,7 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 		rule_clear(&r);
 		return rc;
 	}
-	nr = rl_reallocarray(s->rules, idx + 1, sizeof(*nr));
+	nr = cm_reallocarray(s->rules, idx + 1, sizeof(*nr));
 	if (!nr)
 		goto oom;
 	s->rules = nr;
@@ -383,7 +383,7 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 	return rc;
 oom:
 	rule_clear(&r);
-	return rl_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
+	return cm_err_set(e, -ENOMEM, "rule %zu: out of memory", idx);
 }
 
 /* ---------------------------------------------------------------- */
@@ -405,22 +405,22 @@ static int json_uint(const cJSON *j, uint64_t max, uint64_t *out)
 }
 
 static int parse_u32_list(const cJSON *arr, const char *what, uint32_t *out,
-			  size_t n, struct rl_err *e)
+			  size_t n, struct cm_err *e)
 {
 	size_t i = 0;
 	const cJSON *v;
 
 	if (!cJSON_IsArray(arr))
-		return rl_err_set(e, RL_E_SPEC, "mesh: \"%s\" is not a list", what);
+		return cm_err_set(e, RL_E_SPEC, "mesh: \"%s\" is not a list", what);
 	if ((size_t)cJSON_GetArraySize(arr) != n)
-		return rl_err_set(e, RL_E_SPEC_MESH,
+		return cm_err_set(e, RL_E_SPEC_MESH,
 				  "mesh: \"%s\" has %d entries, the mesh has %zu devices",
 				  what, cJSON_GetArraySize(arr), n);
 	cJSON_ArrayForEach(v, arr) {
 		uint64_t x;
 
 		if (json_uint(v, UINT32_MAX, &x))
-			return rl_err_set(e, RL_E_SPEC,
+			return cm_err_set(e, RL_E_SPEC,
 					  "mesh: \"%s\"[%zu] is not a non-negative integer",
 					  what, i);
 		out[i++] = (uint32_t)x;
@@ -428,7 +428,7 @@ static int parse_u32_list(const cJSON *arr, const char *what, uint32_t *out,
 	return 0;
 }
 
-static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
+static int parse_mesh(struct pl_spec *s, const cJSON *m, struct cm_err *e)
 {
 	const cJSON *shape, *axes, *devs, *procs, *v;
 	uint32_t sh[PL_MAX_AXES];
@@ -440,60 +440,60 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	int ret;
 
 	if (!cJSON_IsObject(m))
-		return rl_err_set(e, RL_E_SPEC, "spec: \"mesh\" is not an object");
+		return cm_err_set(e, RL_E_SPEC, "spec: \"mesh\" is not an object");
 	cJSON_ArrayForEach(v, m) {
 		if (strcmp(v->string, "shape") && strcmp(v->string, "axes") &&
 		    strcmp(v->string, "devices") && strcmp(v->string, "process_of_device"))
-			return rl_err_set(e, RL_E_SPEC, "mesh: unknown field \"%s\"",
+			return cm_err_set(e, RL_E_SPEC, "mesh: unknown field \"%s\"",
 					  v->string);
 	}
 	shape = cJSON_GetObjectItemCaseSensitive(m, "shape");
 	axes = cJSON_GetObjectItemCaseSensitive(m, "axes");
 	if (!cJSON_IsArray(shape) || !cJSON_IsArray(axes))
-		return rl_err_set(e, RL_E_SPEC, "mesh: \"shape\" and \"axes\" must be lists");
+		return cm_err_set(e, RL_E_SPEC, "mesh: \"shape\" and \"axes\" must be lists");
 	if (cJSON_GetArraySize(shape) != cJSON_GetArraySize(axes))
-		return rl_err_set(e, RL_E_SPEC_MESH,
+		return cm_err_set(e, RL_E_SPEC_MESH,
 				  "mesh: %d sizes in \"shape\" but %d names in \"axes\"",
 				  cJSON_GetArraySize(shape), cJSON_GetArraySize(axes));
 	if (cJSON_GetArraySize(shape) > PL_MAX_AXES)
-		return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %d axes", PL_MAX_AXES);
+		return cm_err_set(e, RL_E_SPEC_MESH, "mesh: more than %d axes", PL_MAX_AXES);
 	cJSON_ArrayForEach(v, shape) {
 		uint64_t x;
 
 		if (json_uint(v, max, &x) && cJSON_IsNumber(v) && v->valuedouble > max &&
 		    v->valuedouble == floor(v->valuedouble))
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: shape[%u] = %.15g is too large "
+			return cm_err_set(e, RL_E_SPEC_MESH, "mesh: shape[%u] = %.15g is too large "
 					  "(a mesh has at most %" PRIu64 " devices)", ndim,
 					  v->valuedouble, max);
 		if (json_uint(v, max, &x) || !x)
-			return rl_err_set(e, RL_E_SPEC_MESH,
+			return cm_err_set(e, RL_E_SPEC_MESH,
 					  "mesh: shape[%u] is not a positive integer", ndim);
 		sh[ndim++] = (uint32_t)x;
-		if (rl_mul64(ndev, x, &ndev) || ndev > max)
-			return rl_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
+		if (cm_mul64(ndev, x, &ndev) || ndev > max)
+			return cm_err_set(e, RL_E_SPEC_MESH, "mesh: more than %" PRIu64 " devices",
 					  max);
 	}
 	ndim = 0;
 	cJSON_ArrayForEach(v, axes) {
 		if (!cJSON_IsString(v))
-			return rl_err_set(e, RL_E_SPEC, "mesh: axes[%u] is not a string", ndim);
+			return cm_err_set(e, RL_E_SPEC, "mesh: axes[%u] is not a string", ndim);
 		names[ndim++] = v->valuestring;
 	}
 	devs = cJSON_GetObjectItemCaseSensitive(m, "devices");
 	procs = cJSON_GetObjectItemCaseSensitive(m, "process_of_device");
 	if (devs && !cJSON_IsNull(devs)) {
-		dv = rl_mallocarray(ndev, sizeof(uint32_t));
+		dv = cm_mallocarray(ndev, sizeof(uint32_t));
 		if (!dv)
-			return rl_err_set(e, -ENOMEM, "mesh: out of memory");
+			return cm_err_set(e, -ENOMEM, "mesh: out of memory");
 		ret = parse_u32_list(devs, "devices", dv, ndev, e);
 		if (ret)
 			goto out;
 	}
 	if (procs && !cJSON_IsNull(procs)) {
-		pr = rl_mallocarray(ndev, sizeof(uint32_t));
+		pr = cm_mallocarray(ndev, sizeof(uint32_t));
 		ret = -ENOMEM;
 		if (!pr) {
-			rl_err_set(e, ret, "mesh: out of memory");
+			cm_err_set(e, ret, "mesh: out of memory");
 			goto out;
 		}
 		ret = parse_u32_list(procs, "process_of_device", pr, ndev, e);
@@ -502,12 +502,12 @@ static int parse_mesh(struct pl_spec *s, const cJSON *m, struct rl_err *e)
 	}
 	ret = pl_spec_set_mesh(s, ndim, sh, names, dv, pr, e);
 out:
-	rl_free(dv);
-	rl_free(pr);
+	cm_free(dv);
+	cm_free(pr);
 	return ret;
 }
 
-static int parse_rule(struct pl_spec *s, const cJSON *r, size_t idx, struct rl_err *e)
+static int parse_rule(struct pl_spec *s, const cJSON *r, size_t idx, struct cm_err *e)
 {
 	const cJSON *match, *spec, *v;
 	rl_dim_spec dims[RL_MAX_DIMS];
@@ -515,21 +515,21 @@ static int parse_rule(struct pl_spec *s, const cJSON *r, size_t idx, struct rl_e
 	unsigned nd = 0;
 
 	if (!cJSON_IsObject(r))
-		return rl_err_set(e, RL_E_SPEC, "rule %zu: not an object", idx);
+		return cm_err_set(e, RL_E_SPEC, "rule %zu: not an object", idx);
 	cJSON_ArrayForEach(v, r) {
 		if (strcmp(v->string, "match") && strcmp(v->string, "spec"))
-			return rl_err_set(e, RL_E_SPEC, "rule %zu: unknown field \"%s\"",
+			return cm_err_set(e, RL_E_SPEC, "rule %zu: unknown field \"%s\"",
 					  idx, v->string);
 	}
 	match = cJSON_GetObjectItemCaseSensitive(r, "match");
 	spec = cJSON_GetObjectItemCaseSensitive(r, "spec");
 	if (!cJSON_IsString(match))
-		return rl_err_set(e, RL_E_SPEC, "rule %zu: \"match\" must be a string", idx);
+		return cm_err_set(e, RL_E_SPEC, "rule %zu: \"match\" must be a string", idx);
 	if (spec && !cJSON_IsNull(spec) && !cJSON_IsArray(spec))
-		return rl_err_set(e, RL_E_SPEC, "rule %zu (\"%s\"): \"spec\" must be a list",
+		return cm_err_set(e, RL_E_SPEC, "rule %zu (\"%s\"): \"spec\" must be a list",
 				  idx, match->valuestring);
 	if (cJSON_GetArraySize(spec) > RL_MAX_DIMS)
-		return rl_err_set(e, RL_E_SPEC_RANK,
+		return cm_err_set(e, RL_E_SPEC_RANK,
 				  "rule %zu (\"%s\"): spec of %d dimensions (at most %d)",
 				  idx, match->valuestring, cJSON_GetArraySize(spec), RL_MAX_DIMS);
 	if (!cJSON_IsArray(spec))
@@ -545,17 +545,17 @@ static int parse_rule(struct pl_spec *s, const cJSON *r, size_t idx, struct rl_e
 		} else if (cJSON_IsArray(v)) {
 			cJSON_ArrayForEach(a, v) {
 				if (!cJSON_IsString(a))
-					return rl_err_set(e, RL_E_SPEC,
+					return cm_err_set(e, RL_E_SPEC,
 							  "rule %zu (\"%s\"): dimension %u: axis names must be strings",
 							  idx, match->valuestring, nd);
 				if (na == PL_MAX_AXES)
-					return rl_err_set(e, RL_E_SPEC_AXIS,
+					return cm_err_set(e, RL_E_SPEC_AXIS,
 							  "rule %zu (\"%s\"): dimension %u names too many axes",
 							  idx, match->valuestring, nd);
 				names[nd][na++] = a->valuestring;
 			}
 		} else {
-			return rl_err_set(e, RL_E_SPEC,
+			return cm_err_set(e, RL_E_SPEC,
 					  "rule %zu (\"%s\"): dimension %u must be null, an axis name or a list of them",
 					  idx, match->valuestring, nd);
 		}
@@ -581,7 +581,7 @@ static const char *find_dup(const char *const *names, size_t n)
 
 	if (n < 2)
 		return NULL;
-	v = rl_mallocarray(n, sizeof(*v));
+	v = cm_mallocarray(n, sizeof(*v));
 	if (!v)
 		return (const char *)names;
 	memcpy(v, names, n * sizeof(*v));
@@ -589,7 +589,7 @@ static const char *find_dup(const char *const *names, size_t n)
 	for (size_t i = 1; i < n && !dup; i++)
 		if (!strcmp(v[i - 1], v[i]))
 			dup = v[i];
-	rl_free(v);
+	cm_free(v);
 	return dup;
 }
 
@@ -597,7 +597,7 @@ static const char *find_dup(const char *const *names, size_t n)
  * Refuses a key given twice in any object of j: cJSON keeps both and
  * lookups silently take the first, a trap in a hand-written spec.
  */
-static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_err *e)
+static int check_dup_keys(const cJSON *j, const char *what, int code, struct cm_err *e)
 {
 	const cJSON *v;
 	const char **names, *dup;
@@ -613,23 +613,23 @@ static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_
 	}
 	if (!cJSON_IsObject(j) || n < 2)
 		return 0;
-	names = rl_mallocarray(n, sizeof(*names));
+	names = cm_mallocarray(n, sizeof(*names));
 	if (!names)
-		return rl_err_set(e, -ENOMEM, "%s: out of memory", what);
+		return cm_err_set(e, -ENOMEM, "%s: out of memory", what);
 	n = 0;
 	cJSON_ArrayForEach(v, j)
 		names[n++] = v->string;
 	dup = find_dup(names, n);
 	if (dup == (const char *)names)
-		ret = rl_err_set(e, -ENOMEM, "%s: out of memory", what);
+		ret = cm_err_set(e, -ENOMEM, "%s: out of memory", what);
 	else if (dup && j->string)
-		ret = rl_err_set(e, code, "%s: key \"%s\" given twice in \"%s\"", what,
+		ret = cm_err_set(e, code, "%s: key \"%s\" given twice in \"%s\"", what,
 				 dup, j->string);
 	else if (dup)
-		ret = rl_err_set(e, code, "%s: key \"%s\" given twice", what, dup);
+		ret = cm_err_set(e, code, "%s: key \"%s\" given twice", what, dup);
 	else
 		ret = 0;
-	rl_free(names);
+	cm_free(names);
 	return ret;
 }
 
@@ -642,7 +642,7 @@ static int check_dup_keys(const cJSON *j, const char *what, int code, struct rl_
  * tiny values.
  */
 static int check_strict(const char *json, size_t len, const char *what, int code,
-			struct rl_err *e)
+			struct cm_err *e)
 {
 	char lead[64];
 	struct sj j = { .buf = json, .p = json, .end = json + len, .e = e, .code = code,
@@ -652,7 +652,7 @@ static int check_strict(const char *json, size_t len, const char *what, int code
 
 	snprintf(lead, sizeof(lead), "%s: invalid JSON", what);
 	ret = sj_check_document(&j);
-	rl_free(j.sb);
+	cm_free(j.sb);
 	return ret;
 }
 
@@ -665,7 +665,7 @@ static int check_strict(const char *json, size_t len, const char *what, int code
  * text the bounds were not checked on.
  */
 static int parse_json(const char *json, size_t len, const char *what, int code,
-		      cJSON **out, struct rl_err *e)
+		      cJSON **out, struct cm_err *e)
 {
 	const char *end = json;
 	cJSON *root;
@@ -677,12 +677,12 @@ static int parse_json(const char *json, size_t len, const char *what, int code,
 	if (!root) {
 		size_t at = end && end >= json && end <= json + len ? (size_t)(end - json) : 0;
 
-		return rl_err_set(e, code, "%s: not valid JSON (near byte %zu)", what, at);
+		return cm_err_set(e, code, "%s: not valid JSON (near byte %zu)", what, at);
 	}
 	for (; end < json + len; end++)
 		if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r') {
 			cJSON_Delete(root);
-			return rl_err_set(e, code, "%s: text after the JSON value (byte %zu)",
+			return cm_err_set(e, code, "%s: text after the JSON value (byte %zu)",
 					  what, (size_t)(end - json));
 		}
 	if ((ret = check_dup_keys(root, what, code, e))) {
@@ -693,35 +693,35 @@ static int parse_json(const char *json, size_t len, const char *what, int code,
 	return 0;
 }
 
-static int parse_tensors(struct pl_spec *s, const cJSON *t, struct rl_err *e)
+static int parse_tensors(struct pl_spec *s, const cJSON *t, struct cm_err *e)
 {
 	const cJSON *v;
 	const char *dup;
 	size_t n = 0;
 
 	if (!cJSON_IsArray(t))
-		return rl_err_set(e, RL_E_SPEC, "spec: \"tensors\" is not a list");
-	s->tensors = rl_calloc((size_t)cJSON_GetArraySize(t) + 1, sizeof(char *));
+		return cm_err_set(e, RL_E_SPEC, "spec: \"tensors\" is not a list");
+	s->tensors = cm_calloc((size_t)cJSON_GetArraySize(t) + 1, sizeof(char *));
 	if (!s->tensors)
-		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	s->has_tensors = 1;
 	cJSON_ArrayForEach(v, t) {
 		if (!cJSON_IsString(v))
-			return rl_err_set(e, RL_E_SPEC, "spec: tensors[%zu] is not a string", n);
-		s->tensors[n] = rl_strdup(v->valuestring);
+			return cm_err_set(e, RL_E_SPEC, "spec: tensors[%zu] is not a string", n);
+		s->tensors[n] = cm_strdup(v->valuestring);
 		if (!s->tensors[n])
-			return rl_err_set(e, -ENOMEM, "spec: out of memory");
+			return cm_err_set(e, -ENOMEM, "spec: out of memory");
 		s->ntensors = ++n;
 	}
 	dup = find_dup((const char *const *)s->tensors, n);
 	if (dup == (const char *)s->tensors)
-		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	if (dup)
-		return rl_err_set(e, RL_E_SPEC, "spec: \"%s\" listed twice in \"tensors\"", dup);
+		return cm_err_set(e, RL_E_SPEC, "spec: \"%s\" listed twice in \"tensors\"", dup);
 	return 0;
 }
 
-int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err *e)
+int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct cm_err *e)
 {
 	struct pl_spec t;
 	cJSON *root;
@@ -730,22 +730,22 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 	int ret;
 
 	if (!json)
-		return rl_err_set(e, RL_E_SPEC, "spec: no text");
+		return cm_err_set(e, RL_E_SPEC, "spec: no text");
 	if ((ret = parse_json(json, len, "spec", RL_E_SPEC, &root, e)))
 		return ret;
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
-		return rl_err_set(e, RL_E_SPEC, "spec: not a JSON object");
+		return cm_err_set(e, RL_E_SPEC, "spec: not a JSON object");
 	}
 	if (spec_init(&t)) {
 		cJSON_Delete(root);
-		return rl_err_set(e, -ENOMEM, "spec: out of memory");
+		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	}
 	cJSON_ArrayForEach(v, root) {
 		if (strcmp(v->string, "mesh") && strcmp(v->string, "rules") &&
 		    strcmp(v->string, "targets") && strcmp(v->string, "tensors") &&
 		    strcmp(v->string, "files_of_process")) {
-			ret = rl_err_set(e, RL_E_SPEC, "spec: unknown field \"%s\"", v->string);
+			ret = cm_err_set(e, RL_E_SPEC, "spec: unknown field \"%s\"", v->string);
 			goto out;
 		}
 	}
@@ -754,11 +754,11 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 		goto out;
 	v = cJSON_GetObjectItemCaseSensitive(root, "rules");
 	if (v && !cJSON_IsArray(v)) {
-		ret = rl_err_set(e, RL_E_SPEC, "spec: \"rules\" is not a list");
+		ret = cm_err_set(e, RL_E_SPEC, "spec: \"rules\" is not a list");
 		goto out;
 	}
 	if (v && (unsigned)cJSON_GetArraySize(v) > PL_MAX_RULES) {
-		ret = rl_err_set(e, RL_E_TOO_LARGE, "spec: %d rules, over the limit of %u",
+		ret = cm_err_set(e, RL_E_TOO_LARGE, "spec: %d rules, over the limit of %u",
 				 cJSON_GetArraySize(v), PL_MAX_RULES);
 		goto out;
 	}
@@ -773,7 +773,7 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct rl_err
 	}
 	v = cJSON_GetObjectItemCaseSensitive(root, "targets");
 	if (v && !cJSON_IsArray(v)) {
-		ret = rl_err_set(e, RL_E_SPEC_TARGET, "spec: \"targets\" is not a list");
+		ret = cm_err_set(e, RL_E_SPEC_TARGET, "spec: \"targets\" is not a list");
 		goto out;
 	}
 	i = 0;
@@ -802,14 +802,14 @@ out:
 }
 
 int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
-			    struct rl_err *e)
+			    struct cm_err *e)
 {
 	char what[32];
 	cJSON *root;
 	int ret;
 
 	if (!json)
-		return rl_err_set(e, RL_E_SPEC_TARGET, "target: no text");
+		return cm_err_set(e, RL_E_SPEC_TARGET, "target: no text");
 	snprintf(what, sizeof(what), "target %zu", s->ntargets);
 	if ((ret = parse_json(json, len, what, RL_E_SPEC_TARGET, &root, e)))
 		return ret;

@@ -45,8 +45,8 @@ static int make_items(struct bb *b)
 {
 	struct pl_plan *q = b->q;
 
-	q->items = rl_calloc(b->n + 1, sizeof(*q->items));
-	q->shards = rl_calloc(b->n + 1, sizeof(*q->shards));
+	q->items = cm_calloc(b->n + 1, sizeof(*q->items));
+	q->shards = cm_calloc(b->n + 1, sizeof(*q->shards));
 	if (!q->items || !q->shards)
 		return -ENOMEM;
 	q->nitems = q->nshards = b->n;
@@ -55,8 +55,8 @@ static int make_items(struct bb *b)
 		char name[40];
 
 		snprintf(name, sizeof(name), "transfer %llu", (unsigned long long)b->x[k]->gidx);
-		it->name = rl_strdup(name);
-		it->shape = rl_malloc(sizeof(uint64_t));
+		it->name = cm_strdup(name);
+		it->shape = cm_malloc(sizeof(uint64_t));
 		if (!it->name || !it->shape)
 			return -ENOMEM;
 		it->shape[0] = b->x[k]->len;
@@ -76,7 +76,7 @@ static void layout(struct bb *b)
 
 	for (size_t k = 0; k < b->n; k++) {
 		uint64_t want = b->x[k]->off % PL_CONGRUENT_ALIGN;
-		uint64_t off = rl_align_down(cur, PL_CONGRUENT_ALIGN) + want;
+		uint64_t off = cm_align_down(cur, PL_CONGRUENT_ALIGN) + want;
 
 		if (off < cur)
 			off += PL_CONGRUENT_ALIGN;
@@ -91,35 +91,35 @@ static int push_read(struct bb *b, const struct pl_xread *sp, uint64_t off, uint
 	struct pl_plan *q = b->q;
 	uint64_t size = q->file_sizes[sp->file];
 
-	if (rl_grow((void **)&q->reads, &b->capreads, q->nreads + 1, sizeof(*q->reads)))
+	if (cm_grow((void **)&q->reads, &b->capreads, q->nreads + 1, sizeof(*q->reads)))
 		return -ENOMEM;
-	q->reads[q->nreads++] = (struct rl_read){ .off = off, .len = (uint32_t)len,
-		.min_len = (uint32_t)(RL_MIN(off + len, sp->last) - off), .file = sp->file,
+	q->reads[q->nreads++] = (struct cm_read){ .off = off, .len = (uint32_t)len,
+		.min_len = (uint32_t)(CM_MIN(off + len, sp->last) - off), .file = sp->file,
 		.first_copy = q->ncopies };
-	q->max_read = RL_MAX(q->max_read, len);
+	q->max_read = CM_MAX(q->max_read, len);
 	q->stats[0].requests++;
-	q->stats[0].read_bytes += off < size ? RL_MIN(len, size - off) : 0;
+	q->stats[0].read_bytes += off < size ? CM_MIN(len, size - off) : 0;
 	return 0;
 }
 
 /* Copies of read rd out of payloads byoff[k0..k1). */
-static int read_copies(struct bb *b, struct rl_read *rd, size_t k0, size_t k1)
+static int read_copies(struct bb *b, struct cm_read *rd, size_t k0, size_t k1)
 {
 	struct pl_plan *q = b->q;
 	const struct pl_align *al = &b->main->xp->align[rd->file];
-	uint64_t A = RL_MAX(al->offset_align, al->mem_align);
+	uint64_t A = CM_MAX(al->offset_align, al->mem_align);
 
 	for (size_t k = k0; k < k1; k++) {
 		const struct pl_xfer *x = b->byoff[k];
 		size_t sh = b->shard[k];
-		uint64_t lo = RL_MAX(rd->off, x->off), hi = RL_MIN(rd->off + rd->min_len,
+		uint64_t lo = CM_MAX(rd->off, x->off), hi = CM_MIN(rd->off + rd->min_len,
 								   x->off + x->len);
 
 		if (lo >= hi)
 			continue;
-		if (rl_grow((void **)&q->copies, &b->capcopies, q->ncopies + 1, sizeof(*q->copies)))
+		if (cm_grow((void **)&q->copies, &b->capcopies, q->ncopies + 1, sizeof(*q->copies)))
 			return -ENOMEM;
-		q->copies[q->ncopies++] = (struct rl_copy){ .src = (uint32_t)(lo - rd->off),
+		q->copies[q->ncopies++] = (struct cm_copy){ .src = (uint32_t)(lo - rd->off),
 			.len = (uint32_t)(hi - lo), .count = 1, .src_stride = (uint32_t)(hi - lo),
 			.dst = q->shards[sh].offset + (lo - x->off), .dev = 0, .shard = (uint32_t)sh };
 		rd->ncopies++;
@@ -127,7 +127,7 @@ static int read_copies(struct bb *b, struct rl_read *rd, size_t k0, size_t k1)
 	/* Straight into the buffer: one payload holds the whole read. */
 	if (rd->ncopies == 1 && rd->min_len == rd->len && q->copies[rd->first_copy].len == rd->len &&
 	    al->offset_align > 1 && q->copies[rd->first_copy].dst % A == 0)
-		rd->flags |= RL_READ_DIRECT;
+		rd->flags |= CM_READ_DIRECT;
 	return 0;
 }
 
@@ -137,7 +137,7 @@ static int span_reads(struct bb *b, const struct pl_xread *sp, size_t k0, size_t
 	uint64_t c = pl_xread_request_max(&b->main->xp->align[sp->file], b->o->chunk);
 
 	for (uint64_t pos = sp->start; pos < sp->end;) {
-		uint64_t end = RL_MIN(pos + c, sp->end);
+		uint64_t end = CM_MIN(pos + c, sp->end);
 		int ret;
 
 		if ((ret = push_read(b, sp, pos, end - pos)) ||
@@ -150,14 +150,14 @@ static int span_reads(struct bb *b, const struct pl_xread *sp, size_t k0, size_t
 
 static int batch_reads(struct bb *b)
 {
-	struct pl_xread *sp = rl_mallocarray(b->n + 1, sizeof(*sp));
-	uint8_t *used = rl_calloc(b->main->nfiles + 1, 1);
+	struct pl_xread *sp = cm_mallocarray(b->n + 1, sizeof(*sp));
+	uint8_t *used = cm_calloc(b->main->nfiles + 1, 1);
 	size_t ns, k = 0;
 	int ret = 0;
 
 	if (!sp || !used) {
-		rl_free(sp);
-		rl_free(used);
+		cm_free(sp);
+		cm_free(used);
 		return -ENOMEM;
 	}
 	/* No transfers at all (xp NULL): no payloads, no reads. */
@@ -174,8 +174,8 @@ static int batch_reads(struct bb *b)
 		used[sp[s].file] = 1;
 		k = k1;
 	}
-	rl_free(sp);
-	rl_free(used);
+	cm_free(sp);
+	cm_free(used);
 	return ret;
 }
 
@@ -187,9 +187,9 @@ static int collect(struct bb *b, uint64_t batch)
 
 	for (size_t k = 0; xp && k < xp->nx; k++)
 		n += xp->x[k].root == b->main->process && xp->x[k].batch == batch;
-	b->x = rl_mallocarray(n + 1, sizeof(*b->x));
-	b->byoff = rl_mallocarray(n + 1, sizeof(*b->byoff));
-	b->shard = rl_mallocarray(n + 1, sizeof(*b->shard));
+	b->x = cm_mallocarray(n + 1, sizeof(*b->x));
+	b->byoff = cm_mallocarray(n + 1, sizeof(*b->byoff));
+	b->shard = cm_mallocarray(n + 1, sizeof(*b->shard));
 	if (!b->x || !b->byoff || !b->shard)
 		return -ENOMEM;
 	for (size_t k = 0; xp && k < xp->nx; k++)
@@ -219,20 +219,20 @@ static int skeleton(struct bb *b)
 
 	q->spec = pl_spec_new();
 	q->nslots = 1;
-	q->slot_dev = rl_calloc(1, sizeof(uint32_t));
-	q->dev_ids = rl_calloc(1, sizeof(uint32_t));
-	q->staging = rl_calloc(1, sizeof(uint64_t));
-	q->stats = rl_calloc(1, sizeof(*q->stats));
-	q->have_stats = rl_calloc(1, 1);
-	q->paths = rl_calloc(m->nfiles + 1, sizeof(char *));
-	q->file_sizes = rl_mallocarray(m->nfiles + 1, sizeof(uint64_t));
+	q->slot_dev = cm_calloc(1, sizeof(uint32_t));
+	q->dev_ids = cm_calloc(1, sizeof(uint32_t));
+	q->staging = cm_calloc(1, sizeof(uint64_t));
+	q->stats = cm_calloc(1, sizeof(*q->stats));
+	q->have_stats = cm_calloc(1, 1);
+	q->paths = cm_calloc(m->nfiles + 1, sizeof(char *));
+	q->file_sizes = cm_mallocarray(m->nfiles + 1, sizeof(uint64_t));
 	if (!q->spec || !q->slot_dev || !q->dev_ids || !q->staging || !q->stats ||
 	    !q->have_stats || !q->paths || !q->file_sizes)
 		return -ENOMEM;
 	q->nfiles = m->nfiles;
 	for (size_t f = 0; f < m->nfiles; f++) {
 		q->file_sizes[f] = m->file_sizes[f];
-		if (!(q->paths[f] = rl_strdup(m->paths[f])))
+		if (!(q->paths[f] = cm_strdup(m->paths[f])))
 			return -ENOMEM;
 	}
 	q->have_stats[0] = 1;
@@ -241,14 +241,14 @@ static int skeleton(struct bb *b)
 }
 
 int pl_plan_build_batch(const struct pl_plan *p, uint64_t batch, const struct pl_opts *o,
-			struct pl_plan **out, struct rl_err *e)
+			struct pl_plan **out, struct cm_err *e)
 {
 	struct bb b = { .main = p, .o = o };
 	int ret;
 
 	*out = NULL;
-	if (!(b.q = rl_calloc(1, sizeof(*b.q))))
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+	if (!(b.q = cm_calloc(1, sizeof(*b.q))))
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	ret = skeleton(&b);
 	if (!ret)
 		ret = collect(&b, batch);
@@ -264,12 +264,12 @@ int pl_plan_build_batch(const struct pl_plan *p, uint64_t batch, const struct pl
 		ret = pl_plan_exec_files(b.q, e) ? -ENOMEM : 0;
 	if (!ret)
 		b.q->total = b.q->stats[0];
-	rl_free(b.x);
-	rl_free(b.byoff);
-	rl_free(b.shard);
+	cm_free(b.x);
+	cm_free(b.byoff);
+	cm_free(b.shard);
 	if (ret) {
 		pl_plan_free(b.q);
-		return rl_err_set(e, ret, "plan: out of memory");
+		return cm_err_set(e, ret, "plan: out of memory");
 	}
 	*out = b.q;
 	return 0;

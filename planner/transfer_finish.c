@@ -29,9 +29,9 @@ static int push_copy(struct lc *l, uint64_t src, uint64_t len, uint64_t count,
 {
 	struct pl_xplan *xp = l->xp;
 
-	if (rl_grow((void **)&xp->copies, &l->capcopies, xp->ncopies + 1, sizeof(*xp->copies)))
+	if (cm_grow((void **)&xp->copies, &l->capcopies, xp->ncopies + 1, sizeof(*xp->copies)))
 		return -ENOMEM;
-	xp->copies[xp->ncopies++] = (struct rl_copy){
+	xp->copies[xp->ncopies++] = (struct cm_copy){
 		.src = (uint32_t)src, .len = (uint32_t)len, .count = (uint32_t)count,
 		.src_stride = (uint32_t)stride, .dst = dst,
 		.dev = (uint32_t)(shard / l->p->nitems),     /* shards are device-major */
@@ -52,7 +52,7 @@ static int range_copies(struct lc *l, const struct pl_runs *r, uint64_t a, uint6
 	int ret = 0;
 
 	for (uint64_t k = pl_runs_first_after(r, a); k < r->nruns && !ret;) {
-		uint64_t o = pl_run_off(r, k), lo = RL_MAX(o, a), hi = RL_MIN(o + r->len, b), m = 1;
+		uint64_t o = pl_run_off(r, k), lo = CM_MAX(o, a), hi = CM_MIN(o + r->len, b), m = 1;
 
 		if (o >= b)
 			break;
@@ -122,8 +122,8 @@ static int local_list(struct lc *l)
 			n++;
 			nr += w->x[k].nrecv;
 		}
-	xp->x = rl_mallocarray(n + 1, sizeof(*xp->x));
-	xp->recv = rl_mallocarray(nr + 1, sizeof(*xp->recv));
+	xp->x = cm_mallocarray(n + 1, sizeof(*xp->x));
+	xp->recv = cm_mallocarray(nr + 1, sizeof(*xp->recv));
 	if (!xp->x || !xp->recv)
 		return -ENOMEM;
 	for (size_t k = 0; k < w->nx; k++) {
@@ -166,13 +166,13 @@ static int by_root_batch(const void *pa, const void *pb)
 static int read_costs(struct lc *l, uint8_t *files)
 {
 	const struct pl_xwork *w = l->xp->w;
-	const struct pl_xfer **v = rl_mallocarray(w->nx + 1, sizeof(*v));
-	struct pl_xread *sp = rl_mallocarray(w->nx + 1, sizeof(*sp));
+	const struct pl_xfer **v = cm_mallocarray(w->nx + 1, sizeof(*v));
+	struct pl_xread *sp = cm_mallocarray(w->nx + 1, sizeof(*sp));
 	size_t nf = l->ck->nfiles;
 
 	if (!v || !sp) {
-		rl_free(v);
-		rl_free(sp);
+		cm_free(v);
+		cm_free(sp);
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < w->nx; k++)
@@ -198,8 +198,8 @@ static int read_costs(struct lc *l, uint8_t *files)
 				pl_set_bit(files, (size_t)v[a]->root * nf + sp[s].file);
 		}
 	}
-	rl_free(v);
-	rl_free(sp);
+	cm_free(v);
+	cm_free(sp);
 	return 0;
 }
 
@@ -251,8 +251,8 @@ static void add_to_plan_stats(struct lc *l)
 			p->total.read_bytes += x->read;
 			p->total.requests += x->requests;
 			p->total.blocks += x->spans;
-			xp->max_read = RL_MAX(xp->max_read, s->read_bytes);
-			xp->max_files = RL_MAX(xp->max_files, x->files);
+			xp->max_read = CM_MAX(xp->max_read, s->read_bytes);
+			xp->max_files = CM_MAX(xp->max_files, x->files);
 		}
 	}
 	if (p->all_stats)
@@ -266,13 +266,13 @@ static int xfer_stats(struct lc *l)
 	uint8_t *files = NULL;
 	int ret;
 
-	l->xp->st = rl_calloc(np, sizeof(*l->xp->st));
+	l->xp->st = cm_calloc(np, sizeof(*l->xp->st));
 	if (!l->xp->st)
 		return -ENOMEM;
 	if (w->own_files) {
 		size_t bytes = ((size_t)np * l->ck->nfiles) / 8 + 1;
 
-		if (!(files = rl_malloc(bytes)))
+		if (!(files = cm_malloc(bytes)))
 			return -ENOMEM;
 		memcpy(files, w->own_files, bytes);
 	}
@@ -292,11 +292,11 @@ static int xfer_stats(struct lc *l)
 		count_files(l, files);
 		add_to_plan_stats(l);
 	}
-	rl_free(files);
+	cm_free(files);
 	return ret;
 }
 
-int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct rl_err *e)
+int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct cm_err *e)
 {
 	struct lc l = { .p = p, .ck = ck, .xp = p->xp };
 	struct pl_xwork *w;
@@ -310,6 +310,6 @@ int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct rl_err *e
 	pl_xwork_free(w);
 	l.xp->w = NULL;
 	if (ret)
-		return rl_err_set(e, -ENOMEM, "plan: out of memory");
+		return cm_err_set(e, -ENOMEM, "plan: out of memory");
 	return 0;
 }

@@ -50,8 +50,8 @@ int pl_plan_xstats(const struct pl_plan *p, int proc, struct pl_xstats *out)
 		for (unsigned q = 0; proc < 0 && q < p->spec->nprocs; q++) {
 			if (!p->have_stats[q])
 				continue;
-			out->max_read = RL_MAX(out->max_read, p->stats[q].read_bytes);
-			out->max_files = RL_MAX(out->max_files, p->stats[q].files_opened);
+			out->max_read = CM_MAX(out->max_read, p->stats[q].read_bytes);
+			out->max_files = CM_MAX(out->max_files, p->stats[q].files_opened);
 		}
 		return 0;
 	}

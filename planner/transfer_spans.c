@@ -14,12 +14,12 @@ size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_
 
 	for (size_t k = 0; k < n; k++) {
 		uint64_t A = align[x[k]->file].offset_align;
-		uint64_t s = rl_align_down(x[k]->off, A), e = rl_align_up(x[k]->off + x[k]->len, A);
+		uint64_t s = cm_align_down(x[k]->off, A), e = cm_align_up(x[k]->off + x[k]->len, A);
 		struct pl_xread *prev = ns ? &out[ns - 1] : NULL;
 
 		if (prev && prev->file == x[k]->file && s <= prev->end) {
-			prev->end = RL_MAX(prev->end, e);
-			prev->last = RL_MAX(prev->last, x[k]->off + x[k]->len);
+			prev->end = CM_MAX(prev->end, e);
+			prev->last = CM_MAX(prev->last, x[k]->off + x[k]->len);
 			continue;
 		}
 		out[ns++] = (struct pl_xread){ x[k]->file, s, e, x[k]->off + x[k]->len };
@@ -30,7 +30,7 @@ size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_
 /* Largest request: chunk, on the file's alignment (as scatter.c cuts). */
 uint64_t pl_xread_request_max(const struct pl_align *a, uint64_t chunk)
 {
-	uint64_t c = rl_align_down(RL_MIN(chunk, (uint64_t)UINT32_MAX), a->offset_align);
+	uint64_t c = cm_align_down(CM_MIN(chunk, (uint64_t)UINT32_MAX), a->offset_align);
 
 	return c < a->offset_align ? a->offset_align : c;
 }
@@ -41,6 +41,6 @@ void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t 
 	uint64_t c = pl_xread_request_max(a, chunk);
 
 	*requests = (r->end - r->start + c - 1) / c;
-	*bytes = r->start < file_size ? RL_MIN(r->end, file_size) - r->start : 0;
+	*bytes = r->start < file_size ? CM_MIN(r->end, file_size) - r->start : 0;
 }
 

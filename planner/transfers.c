@@ -44,7 +44,7 @@ struct xb {                     /* one assignment being built */
 	const struct pl_ckpt *ck;
 	const struct pl_opts *o;
 	const struct pl_align *align;
-	struct rl_err *e;
+	struct cm_err *e;
 	struct pl_xwork *w;
 	struct pl_ro *ro;
 	uint32_t *stamp, cur;       /* per process: in the set being built */
@@ -60,7 +60,7 @@ static uint64_t cut_align(const struct xb *b, uint32_t f)
 
 static int oom(struct xb *b)
 {
-	return rl_err_set(b->e, -ENOMEM, "plan: out of memory");
+	return cm_err_set(b->e, -ENOMEM, "plan: out of memory");
 }
 
 /* ---------------------------------------------------------------- */
@@ -72,7 +72,7 @@ static int push_xfer(struct xb *b, uint32_t file, uint64_t off, uint64_t len, in
 {
 	struct pl_xwork *w = b->w;
 
-	if (rl_grow((void **)&w->x, &w->capx, w->nx + 1, sizeof(*w->x)))
+	if (cm_grow((void **)&w->x, &w->capx, w->nx + 1, sizeof(*w->x)))
 		return -ENOMEM;
 	w->x[w->nx++] = (struct pl_xfer){ .off = off, .len = len, .file = file, .root = root,
 					  .piece = piece };
@@ -85,15 +85,15 @@ static int emit_span(struct xb *b, uint32_t f, uint64_t a, uint64_t e, int32_t r
 		     uint32_t piece)
 {
 	uint64_t A = cut_align(b, f);
-	uint64_t max = RL_MIN(b->o->batch_bytes, PL_XFER_MAX);
+	uint64_t max = CM_MIN(b->o->batch_bytes, PL_XFER_MAX);
 
-	max = RL_MAX(rl_align_down(max, A), A);
+	max = CM_MAX(cm_align_down(max, A), A);
 	while (a < e) {
-		uint64_t end = a + max < e ? rl_align_down(a + max, A) : e;
+		uint64_t end = a + max < e ? cm_align_down(a + max, A) : e;
 		int ret;
 
 		if (end <= a)
-			end = RL_MIN(a + max, e);
+			end = CM_MIN(a + max, e);
 		if ((ret = push_xfer(b, f, a, end - a, root, piece)))
 			return ret;
 		a = end;
@@ -113,7 +113,7 @@ static int emit_share(struct xb *b, const uint32_t *idx, size_t n, uint64_t c0, 
 
 	for (size_t i = 0; i < n && pos < c1; pos += pc[idx[i]].len, i++) {
 		const struct pl_piece *a = &pc[idx[i]];
-		uint64_t lo = RL_MAX(c0, pos), hi = RL_MIN(c1, pos + a->len);
+		uint64_t lo = CM_MAX(c0, pos), hi = CM_MIN(c1, pos + a->len);
 
 		if (lo >= hi)
 			continue;
@@ -187,7 +187,7 @@ static int class_cmp(const void *pa, const void *pb, void *arg)
 static struct rclass *make_classes(struct xb *b, uint32_t *order, size_t *n)
 {
 	struct pl_xwork *w = b->w;
-	struct rclass *rc = rl_mallocarray(w->npc + 1, sizeof(*rc));
+	struct rclass *rc = cm_mallocarray(w->npc + 1, sizeof(*rc));
 	size_t nc = 0;
 
 	if (!rc)
@@ -218,8 +218,8 @@ static int cut_class(struct xb *b, const uint32_t *idx, size_t n)
 	const struct pl_piece *pc = b->w->pc;
 	uint32_t nr;
 	const uint32_t *rd = pl_set(&b->w->sets, pc[idx[0]].readers, &nr);
-	struct pl_seg *seg = rl_mallocarray(n, sizeof(*seg));
-	uint64_t *cut = rl_mallocarray(nr + 1, sizeof(*cut));
+	struct pl_seg *seg = cm_mallocarray(n, sizeof(*seg));
+	uint64_t *cut = cm_mallocarray(nr + 1, sizeof(*cut));
 	int ret = -ENOMEM;
 
 	if (seg && cut) {
@@ -231,8 +231,8 @@ static int cut_class(struct xb *b, const uint32_t *idx, size_t n)
 			if (cut[i + 1] > cut[i])
 				ret = emit_share(b, idx, n, cut[i], cut[i + 1], (int32_t)rd[i]);
 	}
-	rl_free(seg);
-	rl_free(cut);
+	cm_free(seg);
+	cm_free(cut);
 	return ret;
 }
 
@@ -244,7 +244,7 @@ static uint8_t *reads_map(struct xb *b)
 	size_t nf = b->ck->nfiles, n = (size_t)b->p->spec->nprocs * nf;
 	uint8_t *m;
 
-	if (!w->own_files || !(m = rl_calloc(n + 1, 1)))
+	if (!w->own_files || !(m = cm_calloc(n + 1, 1)))
 		return NULL;    /* no locality: still a valid, balanced choice */
 	for (size_t i = 0; i < n; i++)
 		m[i] = (uint8_t)pl_bit(w->own_files, i);
@@ -256,8 +256,8 @@ static uint8_t *reads_map(struct xb *b)
 /* Small classes: each of their pieces whole to one reader. */
 static int assign_small(struct xb *b, const uint32_t *idx, size_t n)
 {
-	struct pl_assign_item *ai = rl_mallocarray(n + 1, sizeof(*ai));
-	int32_t *owner = rl_mallocarray(n + 1, sizeof(*owner));
+	struct pl_assign_item *ai = cm_mallocarray(n + 1, sizeof(*ai));
+	int32_t *owner = cm_mallocarray(n + 1, sizeof(*owner));
 	uint8_t *reads = reads_map(b);
 	int ret = -ENOMEM;
 
@@ -274,9 +274,9 @@ static int assign_small(struct xb *b, const uint32_t *idx, size_t n)
 		for (size_t k = 0; k < n && !ret; k++)
 			ret = emit_share(b, idx + k, 1, 0, b->w->pc[idx[k]].len, owner[k]);
 	}
-	rl_free(ai);
-	rl_free(owner);
-	rl_free(reads);
+	cm_free(ai);
+	cm_free(owner);
+	cm_free(reads);
 	return ret;
 }
 
@@ -290,7 +290,7 @@ static int assign_class(struct xb *b, const struct rclass *c, const uint32_t *or
 	uint64_t A = 1;
 
 	for (size_t k = c->i0; k < c->i1; k++)
-		A = RL_MAX(A, cut_align(b, pc[order[k]].file));
+		A = CM_MAX(A, cut_align(b, pc[order[k]].file));
 	if (n == 1) {   /* forced: first, so that the others balance around it */
 		b->w->load[rd[0]] += c->bytes;
 		return emit_share(b, order + c->i0, c->i1 - c->i0, 0, c->bytes, (int32_t)rd[0]);
@@ -305,8 +305,8 @@ static int assign_class(struct xb *b, const struct rclass *c, const uint32_t *or
 static int assign_readers(struct xb *b)
 {
 	struct pl_xwork *w = b->w;
-	uint32_t *order = rl_mallocarray(w->npc + 1, sizeof(*order));
-	uint32_t *small = rl_mallocarray(w->npc + 1, sizeof(*small));
+	uint32_t *order = cm_mallocarray(w->npc + 1, sizeof(*order));
+	uint32_t *small = cm_mallocarray(w->npc + 1, sizeof(*small));
 	struct rclass *rc = NULL;
 	size_t nc = 0, nsmall = 0;
 	int ret = -ENOMEM;
@@ -320,9 +320,9 @@ static int assign_readers(struct xb *b)
 		if (!ret && nsmall)
 			ret = assign_small(b, small, nsmall);
 	}
-	rl_free(order);
-	rl_free(small);
-	rl_free(rc);
+	cm_free(order);
+	cm_free(small);
+	cm_free(rc);
 	return ret;
 }
 
@@ -357,14 +357,14 @@ static int receivers(struct xb *b, struct pl_xfer *x)
 
 		if (pc->off + pc->len <= x->off)
 			continue;
-		if (pc->whole && (ret = pl_ro_range_needers(b->ro, pc, RL_MAX(x->off, pc->off),
-							     RL_MIN(x->off + x->len,
+		if (pc->whole && (ret = pl_ro_range_needers(b->ro, pc, CM_MAX(x->off, pc->off),
+							     CM_MIN(x->off + x->len,
 								    pc->off + pc->len), &set)))
 			return ret;
 		collect(b, set, &n);
 	}
 	qsort(b->tmp, n, sizeof(*b->tmp), pl_u32_cmp);
-	if (rl_grow((void **)&w->rcv, &w->caprcv, w->nrcv + n, sizeof(*w->rcv)))
+	if (cm_grow((void **)&w->rcv, &w->caprcv, w->nrcv + n, sizeof(*w->rcv)))
 		return -ENOMEM;
 	x->first_recv = w->nrcv;
 	x->nrecv = 0;
@@ -413,13 +413,13 @@ static int order_and_batch(struct xb *b)
 {
 	struct pl_xwork *w = b->w;
 	struct pl_xplan *xp = b->p->xp;
-	uint64_t *sizes = rl_mallocarray(w->nx + 1, sizeof(*sizes));
-	uint32_t *batch = rl_mallocarray(w->nx + 1, sizeof(*batch));
+	uint64_t *sizes = cm_mallocarray(w->nx + 1, sizeof(*sizes));
+	uint32_t *batch = cm_mallocarray(w->nx + 1, sizeof(*batch));
 	uint64_t h = 0xcbf29ce484222325ull;
 
 	if (!sizes || !batch) {
-		rl_free(sizes);
-		rl_free(batch);
+		cm_free(sizes);
+		cm_free(batch);
 		return -ENOMEM;
 	}
 	if (w->nx) {    /* none: x may be NULL, which qsort must not get */
@@ -444,8 +444,8 @@ static int order_and_batch(struct xb *b)
 	}
 	xp->ntotal = w->nx;
 	xp->digest = mix(h, w->nx);
-	rl_free(sizes);
-	rl_free(batch);
+	cm_free(sizes);
+	cm_free(batch);
 	return 0;
 }
 
@@ -458,13 +458,13 @@ void pl_xwork_free(struct pl_xwork *w)
 	if (!w)
 		return;
 	pl_sets_free(&w->sets);
-	rl_free(w->avail);
-	rl_free(w->own_files);
-	rl_free(w->load);
-	rl_free(w->pc);
-	rl_free(w->x);
-	rl_free(w->rcv);
-	rl_free(w);
+	cm_free(w->avail);
+	cm_free(w->own_files);
+	cm_free(w->load);
+	cm_free(w->pc);
+	cm_free(w->x);
+	cm_free(w->rcv);
+	cm_free(w);
 }
 
 void pl_xplan_free(struct pl_xplan *xp)
@@ -472,32 +472,32 @@ void pl_xplan_free(struct pl_xplan *xp)
 	if (!xp)
 		return;
 	pl_xwork_free(xp->w);
-	rl_free(xp->x);
-	rl_free(xp->recv);
-	rl_free(xp->copies);
-	rl_free(xp->st);
-	rl_free(xp->have);
-	rl_free(xp->align);
-	rl_free(xp);
+	cm_free(xp->x);
+	cm_free(xp->recv);
+	cm_free(xp->copies);
+	cm_free(xp->st);
+	cm_free(xp->have);
+	cm_free(xp->align);
+	cm_free(xp);
 }
 
 static int xplan_alloc(struct xb *b, const struct pl_spec *s)
 {
 	struct pl_plan *p = b->p;
-	struct pl_xplan *xp = p->xp = rl_calloc(1, sizeof(*xp));
+	struct pl_xplan *xp = p->xp = cm_calloc(1, sizeof(*xp));
 	size_t fbits = (size_t)s->nprocs * b->ck->nfiles;
 	int ret;
 
-	if (!xp || !(xp->w = b->w = rl_calloc(1, sizeof(*b->w))))
+	if (!xp || !(xp->w = b->w = cm_calloc(1, sizeof(*b->w))))
 		return oom(b);
 	xp->chunk = b->o->chunk;
-	xp->align = rl_mallocarray(b->ck->nfiles + 1, sizeof(*xp->align));
-	b->w->load = rl_calloc(s->nprocs, sizeof(uint64_t));
-	b->stamp = rl_calloc(s->nprocs, sizeof(uint32_t));
-	b->tmp = rl_mallocarray(s->nprocs, sizeof(uint32_t));
+	xp->align = cm_mallocarray(b->ck->nfiles + 1, sizeof(*xp->align));
+	b->w->load = cm_calloc(s->nprocs, sizeof(uint64_t));
+	b->stamp = cm_calloc(s->nprocs, sizeof(uint32_t));
+	b->tmp = cm_mallocarray(s->nprocs, sizeof(uint32_t));
 	if (fbits <= FILE_MAP_MAX_BITS)
-		b->w->own_files = rl_calloc(fbits / 8 + 1, 1);
-	p->received = rl_calloc(p->nshards + 1, 1);
+		b->w->own_files = cm_calloc(fbits / 8 + 1, 1);
+	p->received = cm_calloc(p->nshards + 1, 1);
 	if (!xp->align || !b->w->load || !b->stamp || !b->tmp || !p->received ||
 	    (fbits <= FILE_MAP_MAX_BITS && !b->w->own_files))
 		return oom(b);
@@ -509,7 +509,7 @@ static int xplan_alloc(struct xb *b, const struct pl_spec *s)
 
 int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_spec *s,
 		 const struct pl_align *align, const struct pl_opts *o, uint8_t **skipp,
-		 struct rl_err *e)
+		 struct cm_err *e)
 {
 	struct xb b = { .p = p, .ck = ck, .o = o, .align = align, .e = e };
 	size_t bits;
@@ -519,10 +519,10 @@ int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_sp
 	if ((s->nprocs < 2 && !s->avail) || !p->nitems)
 		return 0;
 	if (p->nitems > SIZE_MAX / s->ndev || (bits = p->nitems * s->ndev) / 8 > SKIP_MAX_BYTES)
-		return rl_err_set(e, RL_E_TOO_LARGE,
+		return cm_err_set(e, RL_E_TOO_LARGE,
 				  "read once: %zu tensors x %u devices is too large a table",
 				  p->nitems, s->ndev);
-	if (!(*skipp = rl_calloc(bits / 8 + 1, 1)))
+	if (!(*skipp = cm_calloc(bits / 8 + 1, 1)))
 		return oom(&b);
 	if ((ret = xplan_alloc(&b, s)) ||
 	    (ret = pl_ro_analyze(p, ck, o, b.w, *skipp, &b.ro, e)))
@@ -536,7 +536,7 @@ int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_sp
 		ret = oom(&b);
 out:
 	pl_ro_free(b.ro);
-	rl_free(b.stamp);
-	rl_free(b.tmp);
+	cm_free(b.stamp);
+	cm_free(b.tmp);
 	return ret;
 }

@@ -11,8 +11,8 @@
  * scatter list. Shards that transfers fill get no bytes from the plan's
  * own reads (pl_plan.received).
  */
-#ifndef RL_TRANSFERS_H
-#define RL_TRANSFERS_H
+#ifndef PLANNER_TRANSFERS_H
+#define PLANNER_TRANSFERS_H
 
 #include "pl_private.h"
 
@@ -55,7 +55,7 @@ struct pl_xplan {
 	size_t nx;
 	int32_t *recv;
 	size_t nrecv;
-	struct rl_copy *copies; /* src: offset in the payload */
+	struct cm_copy *copies; /* src: offset in the payload */
 	size_t ncopies;
 	uint64_t ntotal;        /* transfers in the cluster */
 	uint64_t nbatches;
@@ -80,14 +80,14 @@ void pl_xplan_free(struct pl_xplan *xp);
  */
 int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_spec *s,
 		 const struct pl_align *align, const struct pl_opts *o, uint8_t **skip,
-		 struct rl_err *e);
+		 struct cm_err *e);
 
 /*
  * After the layout and the statistics: the transfers of the cluster (with
  * receivers and batches), the planned process's list and scatter lists,
  * and every process's transfer statistics added to p->stats.
  */
-int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct rl_err *e);
+int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct cm_err *e);
 
 /* ---------------------------------------------------------------- */
 /* Reading a batch of transfers (transfer_batch.c)                  */
@@ -120,4 +120,4 @@ void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t 
  * shards are those payloads, in p's order; o gives the chunk size.
  */
 
-#endif /* RL_TRANSFERS_H */
+#endif /* PLANNER_TRANSFERS_H */

@@ -66,18 +66,18 @@ struct cusink {
 	void *user;
 	void *pin_base;         /* cuMemHostRegister'ed, or NULL */
 	size_t pin_len;
-	struct rl_err err;      /* the first asynchronous error */
+	struct cm_err err;      /* the first asynchronous error */
 };
 
 /* ------------------------------------------------------------------ */
 /* Driver calls in a GPU's context */
 
-static int cu_fail(struct cusink *k, struct rl_err *e, int code, rlcu_result r, const char *what,
+static int cu_fail(struct cusink *k, struct cm_err *e, int code, rlcu_result r, const char *what,
 		   int ordinal)
 {
 	char name[96];
 
-	return rl_err_set(e, code, "CUDA device %d: %s failed: %s", ordinal, what,
+	return cm_err_set(e, code, "CUDA device %d: %s failed: %s", ordinal, what,
 			  rlcu_name(k->cu, r, name, sizeof(name)));
 }
 
@@ -103,7 +103,7 @@ static rlcu_result cu_event_get(struct cusink *k, unsigned g, rlcu_event *ev)
 		*ev = gp->free_ev[--gp->nfree];
 		return RLCU_SUCCESS;
 	}
-	if (rl_grow((void **)&gp->free_ev, &gp->cap_free, gp->nev + 1, sizeof(*gp->free_ev)) < 0)
+	if (cm_grow((void **)&gp->free_ev, &gp->cap_free, gp->nev + 1, sizeof(*gp->free_ev)) < 0)
 		return RLCU_ERROR_OUT_OF_MEMORY;
 	cu_push(k, g);
 	r = k->cu->EventCreate(ev, RLCU_EVENT_DISABLE_TIMING);
@@ -116,8 +116,8 @@ static rlcu_result cu_event_get(struct cusink *k, unsigned g, rlcu_event *ev)
 /* ------------------------------------------------------------------ */
 /* The ops */
 
-static int cu_copy(void *sink, unsigned worker, const struct rl_copy *c, const uint8_t *src,
-		   struct rl_err *e)
+static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const uint8_t *src,
+		   struct cm_err *e)
 {
 	struct cusink *k = sink;
 	const struct cu_slot *sl;
@@ -125,14 +125,14 @@ static int cu_copy(void *sink, unsigned worker, const struct rl_copy *c, const u
 	rlcu_result r;
 
 	if (c->dev >= k->nslots)
-		return rl_err_set(e, RL_E_CUDA_DEVICE, "CUDA sink: copy to slot %u of %u", c->dev,
+		return cm_err_set(e, RL_E_CUDA_DEVICE, "CUDA sink: copy to slot %u of %u", c->dev,
 				  k->nslots);
 	sl = k->slot + c->dev;
 	span = (uint64_t)c->len * (c->count ? c->count : 1);
 	if (!sl->base && sl->cap != UINT64_MAX)
-		return rl_err_set(e, RL_E_STATE, "CUDA sink: device %u has no destination", c->dev);
+		return cm_err_set(e, RL_E_STATE, "CUDA sink: device %u has no destination", c->dev);
 	if (sl->cap != UINT64_MAX && (c->dst > sl->cap || span > sl->cap - c->dst))
-		return rl_err_set(e, RL_E_CUDA_MEMORY,
+		return cm_err_set(e, RL_E_CUDA_MEMORY,
 				  "CUDA sink: copy of %llu bytes at %llu past device %u's %llu bytes",
 				  (unsigned long long)span, (unsigned long long)c->dst, c->dev,
 				  (unsigned long long)sl->cap);
@@ -172,7 +172,7 @@ static void cu_unpin(void *sink, void *base, size_t len)
 	k->pin_len = 0;
 }
 
-static int cu_pin(void *sink, void *base, size_t len, struct rl_err *e)
+static int cu_pin(void *sink, void *base, size_t len, struct cm_err *e)
 {
 	struct cusink *k = sink;
 	rlcu_result r;
@@ -195,7 +195,7 @@ static int cu_pin(void *sink, void *base, size_t len, struct rl_err *e)
 }
 
 /* The next fence of worker w, its events recorded. Under k->lock. */
-static int cu_record(struct cusink *k, struct cu_worker *w, struct cu_fence *f, struct rl_err *e)
+static int cu_record(struct cusink *k, struct cu_worker *w, struct cu_fence *f, struct cm_err *e)
 {
 	for (unsigned g = 0; g < k->ngpus; g++) {
 		rlcu_result r;
@@ -220,7 +220,7 @@ static int cu_record(struct cusink *k, struct cu_worker *w, struct cu_fence *f, 
 	return 0;
 }
 
-static int cu_fence(void *sink, unsigned worker, uint64_t *ticket, struct rl_err *e)
+static int cu_fence(void *sink, unsigned worker, uint64_t *ticket, struct cm_err *e)
 {
 	struct cusink *k = sink;
 	struct cu_worker *w = k->w + worker;
@@ -232,20 +232,20 @@ static int cu_fence(void *sink, unsigned worker, uint64_t *ticket, struct rl_err
 		memmove(w->q, w->q + w->head, w->n * sizeof(*w->q));
 		w->head = 0;
 	}
-	if (rl_grow((void **)&w->q, &w->cap, w->head + w->n + 1, sizeof(*w->q)) < 0) {
+	if (cm_grow((void **)&w->q, &w->cap, w->head + w->n + 1, sizeof(*w->q)) < 0) {
 		pthread_mutex_unlock(&k->lock);
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	}
 	f = w->q + w->head + w->n;
-	f->ev = rl_calloc(k->ngpus, sizeof(*f->ev));
-	ret = f->ev ? cu_record(k, w, f, e) : rl_err_set(e, -ENOMEM, "out of memory");
+	f->ev = cm_calloc(k->ngpus, sizeof(*f->ev));
+	ret = f->ev ? cu_record(k, w, f, e) : cm_err_set(e, -ENOMEM, "out of memory");
 	if (ret == 0) {
 		f->ticket = ++w->ticket;
 		f->seq = k->seq++;
 		w->n++;
 		*ticket = f->ticket;
 	} else {
-		rl_free(f->ev);
+		cm_free(f->ev);
 	}
 	pthread_mutex_unlock(&k->lock);
 	return ret;
@@ -258,7 +258,7 @@ static uint64_t cu_done_below(const struct cusink *k)
 
 	for (unsigned i = 0; i < k->nworkers; i++)
 		if (k->w[i].n)
-			d = RL_MIN(d, k->w[i].q[k->w[i].head].seq);
+			d = CM_MIN(d, k->w[i].q[k->w[i].head].seq);
 	return d;
 }
 
@@ -285,7 +285,7 @@ static void cu_report(struct cusink *k, int all)
 }
 
 /* Synchronizes and recycles the oldest fence of w; 0 or the error. */
-static int cu_sync_oldest(struct cusink *k, struct cu_worker *w, struct rl_err *e)
+static int cu_sync_oldest(struct cusink *k, struct cu_worker *w, struct cm_err *e)
 {
 	struct cu_fence f = w->q[w->head];
 	int ret = 0;
@@ -309,11 +309,11 @@ static int cu_sync_oldest(struct cusink *k, struct cu_worker *w, struct rl_err *
 	w->head++;
 	w->n--;
 	pthread_mutex_unlock(&k->lock);
-	rl_free(f.ev);
+	cm_free(f.ev);
 	return ret;
 }
 
-static int cu_wait(void *sink, unsigned worker, uint64_t ticket, struct rl_err *e)
+static int cu_wait(void *sink, unsigned worker, uint64_t ticket, struct cm_err *e)
 {
 	struct cusink *k = sink;
 	struct cu_worker *w = k->w + worker;
@@ -342,15 +342,15 @@ static void cu_shard_done(void *sink, size_t shard)
 	struct cusink *k = sink;
 
 	pthread_mutex_lock(&k->lock);
-	if (rl_grow((void **)&k->pending, &k->cap_pending, k->npending + 1, sizeof(*k->pending)) == 0)
+	if (cm_grow((void **)&k->pending, &k->cap_pending, k->npending + 1, sizeof(*k->pending)) == 0)
 		k->pending[k->npending++] = (struct cu_pending){ shard, k->seq };
 	else
-		rl_err_set(&k->err, -ENOMEM, "out of memory");
+		cm_err_set(&k->err, -ENOMEM, "out of memory");
 	pthread_mutex_unlock(&k->lock);
 }
 
 /* Every fence waited for, every stream drained; 0 or the first error. */
-static int cu_drain(struct cusink *k, struct rl_err *e)
+static int cu_drain(struct cusink *k, struct cm_err *e)
 {
 	int ret = 0;
 
@@ -376,7 +376,7 @@ static int cu_drain(struct cusink *k, struct rl_err *e)
 	return ret;
 }
 
-static int cu_finish(void *sink, int ok, struct rl_err *e)
+static int cu_finish(void *sink, int ok, struct cm_err *e)
 {
 	struct cusink *k = sink;
 	int ret = cu_drain(k, e);
@@ -389,7 +389,7 @@ static int cu_finish(void *sink, int ok, struct rl_err *e)
 		cu_report(k, 1);
 	pthread_mutex_lock(&k->lock);
 	k->npending = 0; /* a failed run reports no further shard */
-	rl_err_clear(&k->err);
+	cm_err_clear(&k->err);
 	pthread_mutex_unlock(&k->lock);
 	return ret;
 }
@@ -412,7 +412,7 @@ static const struct eng_sink_ops cusink_ops = {
 /* Set-up and tear-down */
 
 /* GPU index of ordinal, adding it (context and stream) when new. */
-static int cu_gpu_of(struct cusink *k, int ordinal, int count, struct rl_err *e)
+static int cu_gpu_of(struct cusink *k, int ordinal, int count, struct cm_err *e)
 {
 	struct cu_gpu *g;
 	rlcu_result r;
@@ -421,7 +421,7 @@ static int cu_gpu_of(struct cusink *k, int ordinal, int count, struct rl_err *e)
 		if (k->gpu[i].ordinal == ordinal)
 			return (int)i;
 	if (ordinal < 0 || ordinal >= count)
-		return rl_err_set(e, RL_E_CUDA_DEVICE, "no CUDA device %d (%d device%s)", ordinal,
+		return cm_err_set(e, RL_E_CUDA_DEVICE, "no CUDA device %d (%d device%s)", ordinal,
 				  count, count == 1 ? "" : "s");
 	g = k->gpu + k->ngpus;
 	memset(g, 0, sizeof(*g));
@@ -442,7 +442,7 @@ static int cu_gpu_of(struct cusink *k, int ordinal, int count, struct rl_err *e)
 }
 
 static int cu_setup(struct cusink *k, const int *ordinal, uint32_t nslots, unsigned workers,
-		    struct rl_err *e)
+		    struct cm_err *e)
 {
 	int count = 0, g;
 	rlcu_result r;
@@ -453,11 +453,11 @@ static int cu_setup(struct cusink *k, const int *ordinal, uint32_t nslots, unsig
 	r = k->cu->DeviceGetCount(&count);
 	if (r != RLCU_SUCCESS)
 		return cu_fail(k, e, RL_E_CUDA_DEVICE, r, "cuDeviceGetCount", -1);
-	k->gpu = rl_calloc(nslots, sizeof(*k->gpu));
-	k->slot = rl_calloc(nslots, sizeof(*k->slot));
-	k->w = rl_calloc(workers, sizeof(*k->w));
+	k->gpu = cm_calloc(nslots, sizeof(*k->gpu));
+	k->slot = cm_calloc(nslots, sizeof(*k->slot));
+	k->w = cm_calloc(workers, sizeof(*k->w));
 	if (!k->gpu || !k->slot || !k->w)
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	k->nworkers = workers;
 	k->nslots = nslots;
 	for (uint32_t i = 0; i < nslots; i++) {
@@ -467,23 +467,23 @@ static int cu_setup(struct cusink *k, const int *ordinal, uint32_t nslots, unsig
 		k->slot[i].gpu = (unsigned)g;
 	}
 	for (unsigned i = 0; i < workers; i++)
-		if (!(k->w[i].used = rl_calloc(k->ngpus, 1)))
-			return rl_err_set(e, -ENOMEM, "out of memory");
+		if (!(k->w[i].used = cm_calloc(k->ngpus, 1)))
+			return cm_err_set(e, -ENOMEM, "out of memory");
 	return 0;
 }
 
 int cusink_create(const int *ordinal, uint32_t nslots, unsigned workers, struct eng_sink *out,
-		  struct rl_err *e)
+		  struct cm_err *e)
 {
 	struct cusink *k;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (!nslots || !workers)
-		return rl_err_set(e, -EINVAL, "CUDA sink: no devices or no workers");
-	k = rl_calloc(1, sizeof(*k));
+		return cm_err_set(e, -EINVAL, "CUDA sink: no devices or no workers");
+	k = cm_calloc(1, sizeof(*k));
 	if (!k)
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	pthread_mutex_init(&k->lock, NULL);
 	out->ops = &cusink_ops;
 	out->state = k;
@@ -497,7 +497,7 @@ int cusink_create(const int *ordinal, uint32_t nslots, unsigned workers, struct 
 void cusink_destroy(struct eng_sink *s)
 {
 	struct cusink *k = s ? s->state : NULL;
-	struct rl_err e;
+	struct cm_err e;
 
 	if (!k)
 		return;
@@ -515,18 +515,18 @@ void cusink_destroy(struct eng_sink *s)
 			k->cu->StreamDestroy(k->gpu[g].stream);
 		cu_pop(k);
 		k->cu->DevicePrimaryCtxRelease(k->gpu[g].dev);
-		rl_free(k->gpu[g].free_ev);
+		cm_free(k->gpu[g].free_ev);
 	}
 	for (unsigned i = 0; k->w && i < k->nworkers; i++) {
-		rl_free(k->w[i].used);
-		rl_free(k->w[i].q);
+		cm_free(k->w[i].used);
+		cm_free(k->w[i].q);
 	}
-	rl_free(k->w);
-	rl_free(k->gpu);
-	rl_free(k->slot);
-	rl_free(k->pending);
+	cm_free(k->w);
+	cm_free(k->gpu);
+	cm_free(k->slot);
+	cm_free(k->pending);
 	pthread_mutex_destroy(&k->lock);
-	rl_free(k);
+	cm_free(k);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -540,14 +540,14 @@ void cusink_set_dest(struct eng_sink *s, uint32_t slot, uint64_t base, uint64_t 
 	}
 }
 
-int cusink_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct rl_err *e)
+int cusink_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct cm_err *e)
 {
 	struct cusink *k = s->state;
 	struct cu_slot *sl = k->slot + slot;
 	rlcu_result r;
 
 	if (slot >= k->nslots || sl->alloc)
-		return rl_err_set(e, RL_E_STATE, "CUDA sink: device %u allocated already", slot);
+		return cm_err_set(e, RL_E_STATE, "CUDA sink: device %u allocated already", slot);
 	cu_push(k, sl->gpu);
 	r = k->cu->MemAlloc(&sl->alloc, bytes ? bytes : 1);
 	cu_pop(k);
@@ -594,14 +594,14 @@ void cusink_on_shard(struct eng_sink *s, void (*fn)(void *user, size_t shard), v
 }
 
 int cusink_read_back(struct eng_sink *s, uint32_t slot, uint64_t off, void *dst, size_t len,
-		     struct rl_err *e)
+		     struct cm_err *e)
 {
 	struct cusink *k = s->state;
 	const struct cu_slot *sl = k->slot + slot;
 	rlcu_result r;
 
 	if (slot >= k->nslots || (sl->cap != UINT64_MAX && (off > sl->cap || len > sl->cap - off)))
-		return rl_err_set(e, -EINVAL, "CUDA sink: read back past device %u", slot);
+		return cm_err_set(e, -EINVAL, "CUDA sink: read back past device %u", slot);
 	cu_push(k, sl->gpu);
 	r = k->cu->StreamSynchronize(k->gpu[sl->gpu].stream);
 	if (r == RLCU_SUCCESS)

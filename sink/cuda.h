@@ -3,13 +3,13 @@
  * window's) to device memory through the driver API (cuda_drv.h), on
  * one stream per GPU, asynchronously; fences are events.
  *
- * Destination slots (rl_copy.dev) are the plan's devices; each maps to a
+ * Destination slots (cm_copy.dev) are the plan's devices; each maps to a
  * CUDA ordinal (several slots may share one GPU) and has a base device
  * address: a library allocation (cusink_alloc), or 0 when copies carry
- * absolute device addresses in rl_copy.dst (the caller's tensors).
+ * absolute device addresses in cm_copy.dst (the caller's tensors).
  */
-#ifndef RL_SINK_CUDA_H
-#define RL_SINK_CUDA_H
+#ifndef SINK_CUDA_H
+#define SINK_CUDA_H
 
 #include "../engine/sink.h"
 
@@ -21,7 +21,7 @@
  * RL_E_CUDA / -ENOMEM with e set and nothing held.
  */
 int cusink_create(const int *ordinal, uint32_t nslots, unsigned workers, struct eng_sink *out,
-		  struct rl_err *e);
+		  struct cm_err *e);
 /* Frees everything: waits for copies in flight, frees library
  * allocations, unpins, destroys streams and events, releases the
  * contexts. Accepts a sink never created (ops NULL). */
@@ -32,7 +32,7 @@ void cusink_destroy(struct eng_sink *s);
 void cusink_set_dest(struct eng_sink *s, uint32_t slot, uint64_t base, uint64_t cap);
 /* A library allocation of bytes on slot's GPU, made its destination;
  * RL_E_CUDA_MEMORY when the driver has no room. */
-int cusink_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct rl_err *e);
+int cusink_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct cm_err *e);
 /* The slot's destination base (0 when none). */
 uint64_t cusink_base(const struct eng_sink *s, uint32_t slot);
 /* Frees every library allocation (destinations back to none). */
@@ -44,6 +44,6 @@ void cusink_on_shard(struct eng_sink *s, void (*fn)(void *user, size_t shard), v
 /* Copies len bytes at device address base(slot) + off back to host dst
  * (synchronously, after the slot's stream drained): --verify. */
 int cusink_read_back(struct eng_sink *s, uint32_t slot, uint64_t off, void *dst, size_t len,
-		     struct rl_err *e);
+		     struct cm_err *e);
 
-#endif /* RL_SINK_CUDA_H */
+#endif /* SINK_CUDA_H */

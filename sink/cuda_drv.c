@@ -140,13 +140,13 @@ static struct rlcu_api api;
 static int loaded;
 
 /* Resolves every entry point of h into a; 0, or -1 naming the missing one. */
-static int resolve(void *h, struct rlcu_api *a, const char *file, struct rl_err *e)
+static int resolve(void *h, struct rlcu_api *a, const char *file, struct cm_err *e)
 {
-	for (size_t i = 0; i < RL_ARRAY_SIZE(entries); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(entries); i++) {
 		void *f = dlsym(h, entries[i].sym);
 
 		if (!f)
-			return rl_err_set(e, RL_E_CUDA_DRIVER,
+			return cm_err_set(e, RL_E_CUDA_DRIVER,
 					  "CUDA driver %s lacks %s (a driver older than CUDA 4.0?)",
 					  file, entries[i].sym);
 		memcpy((char *)a + entries[i].off, &f, sizeof(f));
@@ -154,7 +154,7 @@ static int resolve(void *h, struct rlcu_api *a, const char *file, struct rl_err 
 	return 0;
 }
 
-const struct rlcu_api *rlcu_load(struct rl_err *e)
+const struct rlcu_api *rlcu_load(struct cm_err *e)
 {
 	const char *file = getenv("RL_LIBCUDA");
 	struct rlcu_api a;
@@ -173,7 +173,7 @@ const struct rlcu_api *rlcu_load(struct rl_err *e)
 	if (!h) {
 		const char *why = dlerror();
 
-		rl_err_set(e, RL_E_CUDA_DRIVER, "no CUDA driver: cannot load %s: %s", file,
+		cm_err_set(e, RL_E_CUDA_DRIVER, "no CUDA driver: cannot load %s: %s", file,
 			   why ? why : "?");
 		pthread_mutex_unlock(&load_lock);
 		return NULL;
@@ -185,7 +185,7 @@ const struct rlcu_api *rlcu_load(struct rl_err *e)
 	}
 	r = a.Init(0);
 	if (r != RLCU_SUCCESS) {
-		rl_err_set(e, RL_E_CUDA_DRIVER, "CUDA driver %s: cuInit failed: %s", file,
+		cm_err_set(e, RL_E_CUDA_DRIVER, "CUDA driver %s: cuInit failed: %s", file,
 			   rlcu_name(&a, r, name, sizeof(name)));
 		pthread_mutex_unlock(&load_lock);
 		return NULL; /* kept loaded: the driver may hold state from cuInit */

@@ -8,12 +8,12 @@
  * against it and checks at compile time that every type, constant and
  * prototype here matches it.
  */
-#ifndef RL_SINK_CUDA_DRV_H
-#define RL_SINK_CUDA_DRV_H
+#ifndef SINK_CUDA_DRV_H
+#define SINK_CUDA_DRV_H
 
 #include <stddef.h>
 
-#include "rl_common.h"
+#include "common.h"
 
 /* cuda.h's handle types keep their struct tags, so pointers to them are
  * the same types in both declarations. */
@@ -91,9 +91,9 @@ struct rlcu_api {
  * another file to load (a test's fake driver). A failure is not
  * remembered: a later call tries again.
  */
-const struct rlcu_api *rlcu_load(struct rl_err *e);
+const struct rlcu_api *rlcu_load(struct cm_err *e);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY (2)": the driver's name for r, for messages. */
 const char *rlcu_name(const struct rlcu_api *cu, rlcu_result r, char *buf, size_t len);
 
-#endif /* RL_SINK_CUDA_DRV_H */
+#endif /* SINK_CUDA_DRV_H */

@@ -58,7 +58,7 @@ static void host_prepare_flush(void *state, unsigned worker)
 
 /* Adds the destination of c (bytes of it) to the worker's pending range,
  * or populates the pending one first. */
-static void host_prepare(void *state, unsigned worker, const struct rl_copy *c, uint64_t bytes)
+static void host_prepare(void *state, unsigned worker, const struct cm_copy *c, uint64_t bytes)
 {
 	struct sink_host *h = state;
 	struct sink_host_pf *pf;
@@ -73,7 +73,7 @@ static void host_prepare(void *state, unsigned worker, const struct rl_copy *c, 
 	b = (b + PF_PAGE - 1) & ~(uintptr_t)(PF_PAGE - 1);
 	/* Coalesce neighbours into one call of up to PF_BATCH. */
 	if (pf->hi && a <= pf->hi && a >= pf->lo && b - pf->lo <= PF_BATCH) {
-		pf->hi = RL_MAX(pf->hi, b);
+		pf->hi = CM_MAX(pf->hi, b);
 		return;
 	}
 	host_prepare_flush(state, worker);
@@ -89,8 +89,8 @@ static int memcpy_run(void *arg, uint64_t src, uint64_t dst, uint64_t len)
 	return 0;
 }
 
-static int host_copy(void *state, unsigned worker, const struct rl_copy *c, const uint8_t *src,
-		     struct rl_err *e)
+static int host_copy(void *state, unsigned worker, const struct cm_copy *c, const uint8_t *src,
+		     struct cm_err *e)
 {
 	struct sink_host *h = state;
 	const uint8_t *p[2] = { src + c->src, h->areas[c->dev] + c->dst };
@@ -99,7 +99,7 @@ static int host_copy(void *state, unsigned worker, const struct rl_copy *c, cons
 }
 
 /* Host memory the kernel may read into: a read lands where its copy goes. */
-static uint8_t *host_direct(void *state, const struct rl_copy *c, uint64_t len)
+static uint8_t *host_direct(void *state, const struct cm_copy *c, uint64_t len)
 {
 	struct sink_host *h = state;
 

@@ -5,8 +5,8 @@
  * pre-faulted by the workers, and reads may land straight in them.
  * Synchronous: no fence, no wait.
  */
-#ifndef RL_SINK_HOST_H
-#define RL_SINK_HOST_H
+#ifndef SINK_HOST_H
+#define SINK_HOST_H
 
 #include <stdatomic.h>
 
@@ -39,4 +39,4 @@ const struct eng_sink *sink_host_init(struct sink_host *h, unsigned ndevs,
  * notes). */
 void sink_host_note(const struct sink_host *h, struct eng_stats *st);
 
-#endif /* RL_SINK_HOST_H */
+#endif /* SINK_HOST_H */

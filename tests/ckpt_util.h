@@ -4,8 +4,8 @@
  * with their bytes kept, and an independent slicing of a tensor's bytes to
  * compare a shard with. Plus the file helpers they share.
  */
-#ifndef RL_CKPT_UTIL_H
-#define RL_CKPT_UTIL_H
+#ifndef TESTS_CKPT_UTIL_H
+#define TESTS_CKPT_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>

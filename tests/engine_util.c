@@ -56,16 +56,16 @@ void tu_add_item(struct tu_plan *p, uint32_t file, uint64_t off, uint32_t len,
 	it->count = count;
 	it->stride = count > 1 ? stride : len;
 	it->dev = dev;
-	it->dst = rl_align_up(p->staging_bytes[dev], 4096) + misalign;
+	it->dst = cm_align_up(p->staging_bytes[dev], 4096) + misalign;
 	p->staging_bytes[dev] = it->dst + (uint64_t)len * count + 4096;
 	if (dev + 1 > p->ndevs)
 		p->ndevs = dev + 1;
 }
 
-static struct rl_read *add_read(struct tu_plan *p, uint32_t file, uint64_t off, uint32_t len)
+static struct cm_read *add_read(struct tu_plan *p, uint32_t file, uint64_t off, uint32_t len)
 {
-	struct rl_read *r;
-	uint64_t end = RL_MIN(off + len, p->sizes[file]);
+	struct cm_read *r;
+	uint64_t end = CM_MIN(off + len, p->sizes[file]);
 
 	if (p->nreads == p->cap_reads) {
 		p->cap_reads = p->cap_reads ? 2 * p->cap_reads : 64;
@@ -81,10 +81,10 @@ static struct rl_read *add_read(struct tu_plan *p, uint32_t file, uint64_t off, 
 	return r;
 }
 
-static void add_copy(struct tu_plan *p, struct rl_read *r, uint32_t src, uint32_t len,
+static void add_copy(struct tu_plan *p, struct cm_read *r, uint32_t src, uint32_t len,
 		     uint32_t count, uint32_t stride, uint32_t dev, uint64_t dst, uint32_t shard)
 {
-	struct rl_copy *c;
+	struct cm_copy *c;
 
 	if (p->ncopies == p->cap_copies) {
 		p->cap_copies = p->cap_copies ? 2 * p->cap_copies : 64;
@@ -108,25 +108,25 @@ static void build_item(struct tu_plan *p, const struct tu_item *it, uint32_t sha
 {
 	uint64_t a = p->align;
 	uint64_t span_end = it->off + (uint64_t)(it->count - 1) * it->stride + it->len;
-	uint64_t lo = rl_align_down(it->off, a), hi = rl_align_up(span_end, a);
+	uint64_t lo = cm_align_down(it->off, a), hi = cm_align_up(span_end, a);
 
 	if (hi - lo <= p->chunk) {
-		struct rl_read *r = add_read(p, it->file, lo, (uint32_t)(hi - lo));
+		struct cm_read *r = add_read(p, it->file, lo, (uint32_t)(hi - lo));
 
 		add_copy(p, r, (uint32_t)(it->off - lo), it->len, it->count, it->stride,
 			 it->dev, it->dst, shard);
 		if (p->use_direct && it->count == 1 && lo == it->off && hi == span_end &&
 		    it->dst % a == 0)
-			r->flags |= RL_READ_DIRECT;
+			r->flags |= CM_READ_DIRECT;
 		return;
 	}
 	for (uint64_t c0 = lo; c0 < hi; c0 += p->chunk) {
-		uint64_t c1 = RL_MIN(c0 + p->chunk, hi);
-		struct rl_read *r = add_read(p, it->file, c0, (uint32_t)(c1 - c0));
+		uint64_t c1 = CM_MIN(c0 + p->chunk, hi);
+		struct cm_read *r = add_read(p, it->file, c0, (uint32_t)(c1 - c0));
 
 		for (uint32_t k = 0; k < it->count; k++) {
 			uint64_t s = it->off + (uint64_t)k * it->stride, e = s + it->len;
-			uint64_t from = RL_MAX(s, c0), to = RL_MIN(e, c1);
+			uint64_t from = CM_MAX(s, c0), to = CM_MIN(e, c1);
 
 			if (from >= to)
 				continue;
@@ -138,7 +138,7 @@ static void build_item(struct tu_plan *p, const struct tu_item *it, uint32_t sha
 		    p->copies[r->first_copy].src == 0 &&
 		    p->copies[r->first_copy].len == r->len &&
 		    p->copies[r->first_copy].dst % a == 0)
-			r->flags |= RL_READ_DIRECT;
+			r->flags |= CM_READ_DIRECT;
 		if (!r->ncopies)
 			p->nreads--;
 	}

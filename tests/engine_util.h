@@ -4,8 +4,8 @@
  * lists, and the expected staging bytes are computed independently by
  * slicing the file's bytes in memory.
  */
-#ifndef RL_ENGINE_UTIL_H
-#define RL_ENGINE_UTIL_H
+#ifndef TESTS_ENGINE_UTIL_H
+#define TESTS_ENGINE_UTIL_H
 
 #include <stdint.h>
 #include <stddef.h>
@@ -34,15 +34,15 @@ struct tu_plan {
 	uint8_t *content[TU_MAX_FILES];   /* the files' bytes, for expectations */
 	uint32_t align;                   /* read alignment (1: unaligned reads) */
 	uint32_t chunk;                   /* max read length, a multiple of align */
-	int use_direct;                   /* mark eligible reads RL_READ_DIRECT */
+	int use_direct;                   /* mark eligible reads CM_READ_DIRECT */
 
 	struct tu_item *items;
 	size_t nitems;
 
 	/* outputs */
-	struct rl_read *reads;
+	struct cm_read *reads;
 	size_t nreads, cap_reads;
-	struct rl_copy *copies;
+	struct cm_copy *copies;
 	size_t ncopies, cap_copies;
 	unsigned ndevs;
 	uint64_t staging_bytes[TU_MAX_DEVS];

@@ -14,11 +14,11 @@
 
 /* Weak: a test program that loads the library with dlopen links none of
  * it (tests/test_dlopen.c), and then has no leak counter to check. */
-extern long rl_alloc_live(void) __attribute__((weak));
+extern long cm_alloc_live(void) __attribute__((weak));
 
 static long live_blocks(void)
 {
-	return rl_alloc_live ? rl_alloc_live() : 0;
+	return cm_alloc_live ? cm_alloc_live() : 0;
 }
 
 static int n_pass, n_fail, n_skip;

@@ -6,8 +6,8 @@
  * fails a test that leaks blocks from the library's allocator. th_done()
  * prints "N passed, N failed, N skipped" and returns the exit status.
  */
-#ifndef RL_HARNESS_H
-#define RL_HARNESS_H
+#ifndef TESTS_HARNESS_H
+#define TESTS_HARNESS_H
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -126,4 +126,4 @@ char *th_slurp(const char *path, size_t *len);
 
 #define RUN(fn) th_run(#fn, fn)
 
-#endif /* RL_HARNESS_H */
+#endif /* TESTS_HARNESS_H */

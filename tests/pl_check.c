@@ -63,7 +63,7 @@ static int fail(struct exec *x, const char *fmt, ...)
 /* Read q: aligned, within its chunk and the file, after the previous one. */
 static int check_read(struct exec *x, size_t q, uint64_t chunk)
 {
-	const struct rl_read *r = &x->p->reads[q], *prev = q ? r - 1 : NULL;
+	const struct cm_read *r = &x->p->reads[q], *prev = q ? r - 1 : NULL;
 	uint64_t size = x->ck->files[r->file].size;
 	uint32_t a = x->align[r->file].offset_align;
 
@@ -79,9 +79,9 @@ static int check_read(struct exec *x, size_t q, uint64_t chunk)
 
 /* Copy j of read q: inside the read's bytes and its shard; a direct read's
  * one copy covers it whole at an aligned staging offset. */
-static int check_copy(struct exec *x, size_t q, uint64_t j, const struct rl_copy *c)
+static int check_copy(struct exec *x, size_t q, uint64_t j, const struct cm_copy *c)
 {
-	const struct rl_read *r = &x->p->reads[q];
+	const struct cm_read *r = &x->p->reads[q];
 	const struct pl_shard *sh = &x->p->shards[c->shard];
 	uint64_t span = (uint64_t)(c->count - 1) * c->src_stride + c->len;
 
@@ -89,7 +89,7 @@ static int check_copy(struct exec *x, size_t q, uint64_t j, const struct rl_copy
 	    (c->count > 1 && c->src_stride < c->len) || sh->dev != c->dev ||
 	    c->dst < sh->offset || c->dst + (uint64_t)c->count * c->len > sh->offset + sh->nbytes)
 		return fail(x, "read %zu copy %llu out of bounds", q, (unsigned long long)j);
-	if ((r->flags & RL_READ_DIRECT) &&
+	if ((r->flags & CM_READ_DIRECT) &&
 	    (r->ncopies != 1 || c->src || c->len != r->len ||
 	     c->dst % x->align[r->file].offset_align))
 		return fail(x, "read %zu: bad direct read", q);
@@ -100,7 +100,7 @@ static int check_copy(struct exec *x, size_t q, uint64_t j, const struct rl_copy
 static int run_reads(struct exec *x, uint64_t chunk)
 {
 	for (size_t q = 0; q < x->p->nreads; q++) {
-		const struct rl_read *r = &x->p->reads[q];
+		const struct cm_read *r = &x->p->reads[q];
 		uint64_t size = x->ck->files[r->file].size;
 		uint8_t *buf;
 		int ret = check_read(x, q, chunk);
@@ -111,7 +111,7 @@ static int run_reads(struct exec *x, uint64_t chunk)
 		for (uint32_t i = 0; i < r->len; i++)
 			buf[i] = r->off + i < size ? fk_byte(r->file, r->off + i) : 0;
 		for (uint64_t j = 0; j < r->ncopies && !ret; j++) {
-			const struct rl_copy *c = &x->p->copies[r->first_copy + j];
+			const struct cm_copy *c = &x->p->copies[r->first_copy + j];
 
 			if ((ret = check_copy(x, q, j, c)))
 				break;
@@ -140,7 +140,7 @@ static int check_shard(struct exec *x, size_t i, const uint8_t *recv)
 	struct pl_box b;
 
 	/* packed small shards: aligned to their element, to 16 from 16 bytes or empty */
-	if (sh->offset % RL_MAX(pl_dtype_bits(it->dtype) / 8, sh->nbytes >= 16 || !sh->nbytes ? 16u : 1u) &&
+	if (sh->offset % CM_MAX(pl_dtype_bits(it->dtype) / 8, sh->nbytes >= 16 || !sh->nbytes ? 16u : 1u) &&
 	    sh->nbytes < PL_DIRECT_MIN)
 		return fail(x, "shard %zu misaligned (offset %llu, %llu bytes, dtype %u)", i, (unsigned long long)sh->offset, (unsigned long long)sh->nbytes, it->dtype);
 	pl_item_box(x->p->spec, it, x->p->slot_dev[sh->dev], &b);

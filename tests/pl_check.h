@@ -2,10 +2,10 @@
  * pl_check.h - executes a plan against synthetic file bytes (fk_byte of
  * pl_fake.h) and compares every shard with an element-by-element reference,
  * checking on the way every read and copy against the contracts of
- * common/rl_io.h. Used by the planner tests and the planner fuzz target.
+ * common/plan_io.h. Used by the planner tests and the planner fuzz target.
  */
-#ifndef RL_PL_CHECK_H
-#define RL_PL_CHECK_H
+#ifndef TESTS_PL_CHECK_H
+#define TESTS_PL_CHECK_H
 
 #include <stdint.h>
 
@@ -20,4 +20,4 @@
 const char *pl_check_plan(const struct pl_plan *p, const struct pl_ckpt *ck,
 			  const struct pl_align *align, uint64_t chunk, const uint8_t *recv);
 
-#endif /* RL_PL_CHECK_H */
+#endif /* TESTS_PL_CHECK_H */

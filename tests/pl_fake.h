@@ -3,8 +3,8 @@
  * checker that executes a plan against synthetic file bytes and compares
  * every shard with an element-by-element reference.
  */
-#ifndef RL_PL_FAKE_H
-#define RL_PL_FAKE_H
+#ifndef TESTS_PL_FAKE_H
+#define TESTS_PL_FAKE_H
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,9 +91,9 @@ static inline uint8_t fk_byte(unsigned file, uint64_t off)
 static inline struct pl_spec *fk_spec(const char *json)
 {
 	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
+	struct cm_err e;
 
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	if (s && pl_spec_parse(s, json, strlen(json), &e)) {
 		fprintf(stderr, "spec: %s\n", e.msg);
 		pl_spec_free(s);
@@ -102,4 +102,4 @@ static inline struct pl_spec *fk_spec(const char *json)
 	return s;
 }
 
-#endif /* RL_PL_FAKE_H */
+#endif /* TESTS_PL_FAKE_H */

@@ -7,7 +7,7 @@
 #include "sink_async.h"
 
 struct ts_item {
-	struct rl_copy c;
+	struct cm_copy c;
 	const uint8_t *src;             /* the read's first byte */
 	unsigned worker;
 	uint64_t seq;                   /* all workers' copies, 1-based */
@@ -84,8 +84,8 @@ static int reused(const struct ts_async *a, const struct ts_item *n)
 	return 0;
 }
 
-static int as_copy(void *state, unsigned worker, const struct rl_copy *c, const uint8_t *src,
-		   struct rl_err *e)
+static int as_copy(void *state, unsigned worker, const struct cm_copy *c, const uint8_t *src,
+		   struct cm_err *e)
 {
 	struct ts_async *a = state;
 	struct ts_item *it;
@@ -96,10 +96,10 @@ static int as_copy(void *state, unsigned worker, const struct rl_copy *c, const 
 	seq = ++a->copies;
 	pthread_mutex_unlock(&a->lock);
 	if (seq == a->fail_copy_at)
-		return rl_err_set(e, -EIO, "copy %llu refused (test)", (unsigned long long)seq);
+		return cm_err_set(e, -EIO, "copy %llu refused (test)", (unsigned long long)seq);
 	it = calloc(1, sizeof(*it));
 	if (!it)
-		return rl_err_set(e, -ENOMEM, "out of memory");
+		return cm_err_set(e, -ENOMEM, "out of memory");
 	it->c = *c;
 	it->src = src;
 	it->worker = worker;
@@ -119,7 +119,7 @@ static int as_copy(void *state, unsigned worker, const struct rl_copy *c, const 
 	return 0;
 }
 
-static int as_fence(void *state, unsigned worker, uint64_t *ticket, struct rl_err *e)
+static int as_fence(void *state, unsigned worker, uint64_t *ticket, struct cm_err *e)
 {
 	struct ts_async *a = state;
 
@@ -153,7 +153,7 @@ static void poison(struct ts_async *a, unsigned worker, uint64_t upto)
 	}
 }
 
-static int as_wait(void *state, unsigned worker, uint64_t ticket, struct rl_err *e)
+static int as_wait(void *state, unsigned worker, uint64_t ticket, struct cm_err *e)
 {
 	struct ts_async *a = state;
 	int err;
@@ -171,7 +171,7 @@ static int as_wait(void *state, unsigned worker, uint64_t ticket, struct rl_err 
 	poison(a, worker, ticket);
 	pthread_mutex_unlock(&a->lock);
 	if (err)
-		return rl_err_set(e, err, "a copy failed on the copier (test)");
+		return cm_err_set(e, err, "a copy failed on the copier (test)");
 	return 0;
 }
 
@@ -184,7 +184,7 @@ static uint64_t as_capacity(void *state, uint32_t dev)
 	return a->bytes ? a->bytes[dev] : UINT64_MAX;
 }
 
-static int as_finish(void *state, int ok, struct rl_err *e)
+static int as_finish(void *state, int ok, struct cm_err *e)
 {
 	struct ts_async *a = state;
 	int err;
@@ -199,7 +199,7 @@ static int as_finish(void *state, int ok, struct rl_err *e)
 	err = a->err;
 	pthread_mutex_unlock(&a->lock);
 	if (ok && err)
-		return rl_err_set(e, err, "a copy failed on the copier (test)");
+		return cm_err_set(e, err, "a copy failed on the copier (test)");
 	return 0;
 }
 

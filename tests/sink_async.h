@@ -11,8 +11,8 @@
  * whose earlier read's copies have not run (the buffer was reused), a
  * wait for more than was handed over, ops called after finish.
  */
-#ifndef RL_TESTS_SINK_ASYNC_H
-#define RL_TESTS_SINK_ASYNC_H
+#ifndef TESTS_SINK_ASYNC_H
+#define TESTS_SINK_ASYNC_H
 
 #include <pthread.h>
 #include <stdatomic.h>

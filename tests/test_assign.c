@@ -264,9 +264,9 @@ static void waterfill_random_property(void)
 			uint64_t lo = UINT64_MAX, hi = 0;
 
 			for (uint32_t i = 0; i < nr; i++) {
-				lo = RL_MIN(lo, load[rd[i]]);
+				lo = CM_MIN(lo, load[rd[i]]);
 				if (cut[i + 1] > cut[i])
-					hi = RL_MAX(hi, load[rd[i]]);
+					hi = CM_MAX(hi, load[rd[i]]);
 			}
 			CHECKF(hi <= lo + 2 * align + 1, "iter %d: loads %llu..%llu, align %llu",
 			       iter, (unsigned long long)lo, (unsigned long long)hi,

@@ -80,10 +80,10 @@ static int sh(const char *fmt, ...)
 }
 
 /* build/ringload ARGS (a shell fragment), captured like sh(). */
-#define RL(...) rl_args_(__VA_ARGS__)
-static int rl_args_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define RL(...) ringload_args_(__VA_ARGS__)
+static int ringload_args_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static int rl_args_(const char *fmt, ...)
+static int ringload_args_(const char *fmt, ...)
 {
 	char args[8000];
 	va_list ap;

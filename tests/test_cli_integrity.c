@@ -19,7 +19,7 @@
 
 #include "ckpt_util.h"
 #include "harness.h"
-#include "rl_common.h"
+#include "common.h"
 
 static const char *const backends[] = { "io_uring", "libaio", "pread" };
 static const char *cur = "io_uring";
@@ -34,9 +34,9 @@ static const char *build(void)
 
 /* Runs `ringload load ARGS` on the current backend in the test's
  * directory; output (stdout and stderr) in out; returns the exit status. */
-static int rl_load(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ringload_load(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static int rl_load(const char *fmt, ...)
+static int ringload_load(const char *fmt, ...)
 {
 	char args[4096], cmd[8192], bin[1024];
 	va_list ap;
@@ -69,18 +69,18 @@ static void sha256_option(void)
 	int rc;
 
 	CHECK(ckpt(hex) == 0);
-	rc = rl_load("m.safetensors --sha256 m.safetensors=%s", hex);
+	rc = ringload_load("m.safetensors --sha256 m.safetensors=%s", hex);
 	skip_unavailable();
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	memcpy(bad, hex, sizeof(bad));
 	bad[63] = bad[63] == 'f' ? 'e' : 'f';
-	rc = rl_load("m.safetensors --sha256 m.safetensors=%s", bad);
+	rc = ringload_load("m.safetensors --sha256 m.safetensors=%s", bad);
 	CHECKF(rc == 1 && strstr(out, "ringload load: m.safetensors: SHA-256 mismatch: expected ") &&
 	       strstr(out, bad) && strstr(out, hex), "%d %s", rc, out);
-	rc = rl_load("m.safetensors --sha256 m.safetensors=%.63s", hex);
+	rc = ringload_load("m.safetensors --sha256 m.safetensors=%.63s", hex);
 	CHECKF(rc == 2 && strstr(out, "--sha256 'm.safetensors=") &&
 	       strstr(out, "expected FILE=HEX with 64 hex digits"), "%d %s", rc, out);
-	rc = rl_load("m.safetensors --sha256 other.safetensors=%s", hex);
+	rc = ringload_load("m.safetensors --sha256 other.safetensors=%s", hex);
 	CHECKF(rc == 1 && strstr(out, "--sha256 other.safetensors: not a file of the checkpoint"),
 	       "%d %s", rc, out);
 }
@@ -98,7 +98,7 @@ static int sha256_escaped_newline(void)
 	snprintf(line, sizeof(line), "\\%s  n\\nl.safetensors\n", hex);
 	if (write_bytes(tmp_path("esc/SUMS"), line, strlen(line)))
 		return -1;
-	rc = rl_load("esc --sha256-file esc/SUMS");
+	rc = ringload_load("esc --sha256-file esc/SUMS");
 	return rc == 0 && strstr(out, "sha256: 1 file matches") ? 0 : -1;
 }
 
@@ -112,12 +112,12 @@ static void sha256_file_parsing(void)
 	snprintf(line, sizeof(line), "# weights\n%s  config.json\n%s *./m.safetensors\n\n", hex,
 		 hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	skip_unavailable();
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	snprintf(line, sizeof(line), "%s  m.safetensors\n%.60s  x\n", hex, hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "SUMS:2: not '<64 hex digits>  <file name>'"), "%d %s", rc,
 	       out);
 	/* sha256sum escapes a name with a backslash, newline or CR (a leading
@@ -126,37 +126,37 @@ static void sha256_file_parsing(void)
 	snprintf(line, sizeof(line), "\\%s  m\\\\x.safetensors\n%s  m.safetensors\n", esc_hex,
 		 hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("'m\\x.safetensors' --sha256-file SUMS");
+	rc = ringload_load("'m\\x.safetensors' --sha256-file SUMS");
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	CHECKF(sha256_escaped_newline() == 0, "%s", out);
 	snprintf(line, sizeof(line), "\\%s  m\\x\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "SUMS:1: a bad escape in the name"), "%d %s", rc, out);
 	/* a NUL inside a line is an error naming it, in C and Python alike
 	 * (regression: C cut the name there); one CR goes, not two */
 	snprintf(line, sizeof(line), "%s  m.safetensors\n%s  m.safetensors", hex, hex);
 	line[strlen(line) - 5] = '\0';
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(hex) * 2 + 31) == 0);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "SUMS:2: a NUL byte in the line"), "%d %s", rc, out);
 	snprintf(line, sizeof(line), "%s  m.safetensors\r\r\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "--sha256-file SUMS names none"), "%d %s", rc, out);
 	snprintf(line, sizeof(line), "%s  other.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("m.safetensors --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "--sha256-file SUMS names none of the checkpoint's files"),
 	       "%d %s", rc, out);
 	/* a FIFO is refused at once, not waited on (the open would block) */
 	unlink(tmp_path("FIFO"));
 	CHECK(mkfifo(tmp_path("FIFO"), 0600) == 0);
-	rc = rl_load("m.safetensors --sha256-file FIFO");
+	rc = ringload_load("m.safetensors --sha256-file FIFO");
 	CHECKF(rc == 1 && strstr(out, "--sha256-file FIFO: not a regular file"), "%d %s", rc, out);
-	rc = rl_load("m.safetensors --sha256-file NOSUCH");
+	rc = ringload_load("m.safetensors --sha256-file NOSUCH");
 	CHECKF(rc == 1 && strstr(out, "--sha256-file NOSUCH: No such file"), "%d %s", rc, out);
 }
 
@@ -184,13 +184,13 @@ static void sha256_second_value(const char *hex)
 
 	memcpy(bad, hex, sizeof(bad));
 	bad[0] = bad[0] == '0' ? '1' : '0';
-	rc = rl_load("d --sha256 a.safetensors=%s --sha256-file d/SUMS", bad);
+	rc = ringload_load("d --sha256 a.safetensors=%s --sha256-file d/SUMS", bad);
 	CHECKF(rc == 1 && strstr(out, "d/SUMS:1: a.safetensors has another value from --sha256 "
 				 "a.safetensors"), "%d %s", rc, out);
-	rc = rl_load("d --sha256 a.safetensors=%s --sha256 ./d/a.safetensors=%s", hex, bad);
+	rc = ringload_load("d --sha256 a.safetensors=%s --sha256 ./d/a.safetensors=%s", hex, bad);
 	CHECKF(rc == 1 && strstr(out, "--sha256 ./d/a.safetensors has another value from "
 				 "--sha256 a.safetensors"), "%d %s", rc, out);
-	rc = rl_load("d --sha256 ./d/a.safetensors=%s --sha256-file d/SUMS", hex);
+	rc = ringload_load("d --sha256 ./d/a.safetensors=%s --sha256-file d/SUMS", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 }
 
@@ -214,7 +214,7 @@ static void sha256_file_exact_names(void)
 	CHECK(write_hashed_ckpt(tmp_path("ck/sub/a.safetensors"), 3, 4096, sub_hex) == 0);
 	snprintf(sums, sizeof(sums), "%s  sub/a.safetensors\n%s  a.safetensors\n", sub_hex, hex);
 	CHECK(write_bytes(tmp_path("ck/SUMS"), sums, strlen(sums)) == 0);
-	rc = rl_load("ck/sub/a.safetensors --sha256-file ck/SUMS");
+	rc = ringload_load("ck/sub/a.safetensors --sha256-file ck/SUMS");
 	skip_unavailable();
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches") &&
 	       strstr(out, "warning: ck/SUMS:2: a.safetensors is no file of the checkpoint"),
@@ -223,12 +223,12 @@ static void sha256_file_exact_names(void)
 	CHECK(ckpt(hex) == 0);
 	snprintf(sums, sizeof(sums), "%s  %s\n", hex, tmp_path("m.safetensors"));
 	CHECK(write_bytes(tmp_path("ck/SUMS"), sums, strlen(sums)) == 0);
-	rc = rl_load("./ck/../m.safetensors --sha256-file ck/SUMS");
+	rc = ringload_load("./ck/../m.safetensors --sha256-file ck/SUMS");
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	/* Two values for one file; a file with none. */
 	snprintf(sums, sizeof(sums), "%s  a.safetensors\n%s  ./a.safetensors\n", hex, sub_hex);
 	CHECK(write_bytes(tmp_path("ck/SUMS"), sums, strlen(sums)) == 0);
-	rc = rl_load("ck/a.safetensors --sha256-file ck/SUMS");
+	rc = ringload_load("ck/a.safetensors --sha256-file ck/SUMS");
 	CHECKF(rc == 1 && strstr(out, "ck/SUMS:2: ./a.safetensors has another value on line 1"),
 	       "%d %s", rc, out);
 	/* A file of the checkpoint with no line: a warning naming it. */
@@ -237,19 +237,19 @@ static void sha256_file_exact_names(void)
 	CHECK(write_hashed_ckpt(tmp_path("d/a.safetensors"), 2, 4096, hex) == 0);
 	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("d/SUMS"), sums, strlen(sums)) == 0);
-	rc = rl_load("d --sha256-file d/SUMS");
+	rc = ringload_load("d --sha256-file d/SUMS");
 	CHECKF(rc == 0 && strstr(out, "warning: d/b.safetensors: no line in d/SUMS: its "
 				 "SHA-256 is not checked") && strstr(out, "sha256: 1 file matches"),
 	       "%d %s", rc, out);
 	/* not of a file this process does not read (regression: of every file) */
 	CHECK(write_bytes(tmp_path("only_a.json"), ONLY_A, strlen(ONLY_A)) == 0);
-	rc = rl_load("d --sha256-file d/SUMS --sharding only_a.json");
+	rc = ringload_load("d --sha256-file d/SUMS --sharding only_a.json");
 	CHECKF(rc == 0 && !strstr(out, "b.safetensors") && strstr(out, "sha256: 1 file matches"),
 	       "%d %s", rc, out);
 	/* --sha256 FILE: a path, or a name relative to the checkpoint's directory */
-	rc = rl_load("d --sha256 a.safetensors=%s", hex);
+	rc = ringload_load("d --sha256 a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
-	rc = rl_load("d --sha256 ./d/a.safetensors=%s", hex);
+	rc = ringload_load("d --sha256 ./d/a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	sha256_second_value(hex);
 }
@@ -274,15 +274,15 @@ static void sha256_sums_symlinked_and_elsewhere(void)
 	snprintf(sums, sizeof(sums), "%s  a.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("e/ck/SUMS"), sums, strlen(sums)) == 0);
 	CHECK(write_bytes(tmp_path("e/other/SUMS"), sums, strlen(sums)) == 0);
-	rc = rl_load("e/link --sha256-file e/ck/SUMS");
+	rc = ringload_load("e/link --sha256-file e/ck/SUMS");
 	skip_unavailable();
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
-	rc = rl_load("e/link/a.safetensors --sha256 e/ck/a.safetensors=%s", hex);
+	rc = ringload_load("e/link/a.safetensors --sha256 e/ck/a.safetensors=%s", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
-	rc = rl_load("e/ck --sha256-file e/other/SUMS");
+	rc = ringload_load("e/ck --sha256-file e/other/SUMS");
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	CHECK(symlink("gone", tmp_path("e/other/a.safetensors")) == 0);
-	rc = rl_load("e/ck --sha256-file e/other/SUMS");
+	rc = ringload_load("e/ck --sha256-file e/other/SUMS");
 	CHECKF(rc == 1 && strstr(out, "warning: e/other/SUMS:1: a.safetensors is no file of the "
 				 "checkpoint") && strstr(out, "names none of the checkpoint's files"),
 	       "%d %s", rc, out);
@@ -296,7 +296,7 @@ static void sha256_partial_read(void)
 
 	CHECK(ckpt(hex) == 0);
 	CHECK(write_bytes(tmp_path("part.json"), spec, strlen(spec)) == 0);
-	rc = rl_load("m.safetensors --sharding part.json --sha256 m.safetensors=%s", hex);
+	rc = ringload_load("m.safetensors --sharding part.json --sha256 m.safetensors=%s", hex);
 	skip_unavailable();
 	CHECKF(rc == 1 && strstr(out, "m.safetensors: whole-file SHA-256 cannot be checked: "
 				 "this load reads only part of the file"), "%d %s", rc, out);
@@ -307,13 +307,13 @@ static void sha256_partial_read(void)
 		 "cp m.safetensors hf/blobs/%s && ln -s ../../blobs/%s hf/snapshots/r/m.safetensors",
 		 th_tmpdir(), wrong, wrong);
 	CHECK(system(out) == 0);
-	rc = rl_load("hf/snapshots/r/m.safetensors --sharding part.json");
+	rc = ringload_load("hf/snapshots/r/m.safetensors --sharding part.json");
 	CHECKF(rc == 0 && strstr(out, "warning: hf/snapshots/r/m.safetensors: expected SHA-256 "
 				 "(Hugging Face cache) not checked: this load reads only part "
 				 "of the file"), "%d %s", rc, out);
-	rc = rl_load("hf/snapshots/r/m.safetensors");
+	rc = ringload_load("hf/snapshots/r/m.safetensors");
 	CHECKF(rc == 1 && strstr(out, "SHA-256 mismatch") && strstr(out, wrong), "%d %s", rc, out);
-	rc = rl_load("hf/snapshots/r/m.safetensors --no-hf-sha256");
+	rc = ringload_load("hf/snapshots/r/m.safetensors --no-hf-sha256");
 	CHECKF(rc == 0, "%d %s", rc, out);
 }
 
@@ -334,11 +334,11 @@ static void sha256_hf_streaming_checks(void)
 		 "cp m.safetensors hf/blobs/%s && ln -s ../../blobs/%s hf/snapshots/r/m.safetensors",
 		 th_tmpdir(), wrong, wrong);
 	CHECK(system(out) == 0);
-	rc = rl_load("hf/snapshots/r/m.safetensors --staging-budget 64K");
+	rc = ringload_load("hf/snapshots/r/m.safetensors --staging-budget 64K");
 	skip_unavailable();
 	CHECKF(rc == 1 && strstr(out, "hf/snapshots/r/m.safetensors: SHA-256 mismatch") &&
 	       strstr(out, wrong) && strstr(out, hex), "%d %s", rc, out);
-	rc = rl_load("hf/snapshots/r/m.safetensors --staging-budget 64K --no-hf-sha256");
+	rc = ringload_load("hf/snapshots/r/m.safetensors --staging-budget 64K --no-hf-sha256");
 	CHECKF(rc == 0 && !strstr(out, "warning"), "%d %s", rc, out);
 }
 
@@ -358,16 +358,16 @@ static void sha256_streaming(void)
 	CHECK(ckpt(hex) == 0);
 	snprintf(line, sizeof(line), "%s  m.safetensors\n", hex);
 	CHECK(write_bytes(tmp_path("SUMS"), line, strlen(line)) == 0);
-	rc = rl_load("m.safetensors --staging-budget 64K --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --staging-budget 64K --sha256-file SUMS");
 	skip_unavailable();
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
-	rc = rl_load("m.safetensors --staging-budget 8M --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --staging-budget 8M --sha256-file SUMS");
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 	f = fopen(tmp_path("m.safetensors"), "r+b");
 	CHECK(f && fseek(f, 150000, SEEK_SET) == 0 && fread(&b, 1, 1, f) == 1);
 	b ^= 0x40;
 	CHECK(fseek(f, 150000, SEEK_SET) == 0 && fwrite(&b, 1, 1, f) == 1 && fclose(f) == 0);
-	rc = rl_load("m.safetensors --staging-budget 64K --sha256-file SUMS");
+	rc = ringload_load("m.safetensors --staging-budget 64K --sha256-file SUMS");
 	CHECKF(rc == 1 && strstr(out, "ringload load: m.safetensors: SHA-256 mismatch: expected ") &&
 	       strstr(out, hex), "%d %s", rc, out);
 }
@@ -389,7 +389,7 @@ static int load_while(const char *change)
 		 "wait $p; rc=$?; cat err; exit $rc", change);
 	setenv("RINGLOAD_TEST_HOLD", "read", 1);
 	setenv("RINGLOAD_TEST_RESUME", tmp_path("go"), 1);
-	return rl_load("%s", args);
+	return ringload_load("%s", args);
 }
 
 static void file_changed_during_load(void)
@@ -431,9 +431,9 @@ int main(void)
 	char name[128];
 
 	th_seed();
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+	for (size_t b = 0; b < CM_ARRAY_SIZE(backends); b++) {
 		cur = backends[b];
-		for (size_t t = 0; t < RL_ARRAY_SIZE(tests); t++) {
+		for (size_t t = 0; t < CM_ARRAY_SIZE(tests); t++) {
 			snprintf(name, sizeof(name), "%s/%s", cur, tests[t].name);
 			th_run(name, tests[t].fn);
 		}

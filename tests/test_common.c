@@ -4,41 +4,41 @@
 
 #include "harness.h"
 #include "ringload.h"
-#include "rl_common.h"
+#include "common.h"
 
 static void alloc_counts_live_blocks(void)
 {
-	long live = rl_alloc_live();
-	void *p = rl_malloc(10), *q = rl_calloc(3, 7);
+	long live = cm_alloc_live();
+	void *p = cm_malloc(10), *q = cm_calloc(3, 7);
 
 	CHECK(p && q);
-	CHECK_EQ(rl_alloc_live(), live + 2);
-	p = rl_realloc(p, 1 << 20);
+	CHECK_EQ(cm_alloc_live(), live + 2);
+	p = cm_realloc(p, 1 << 20);
 	CHECK(p);
-	CHECK_EQ(rl_alloc_live(), live + 2);
-	rl_free(p);
-	rl_free(q);
-	rl_free(NULL);
-	CHECK_EQ(rl_alloc_live(), live);
+	CHECK_EQ(cm_alloc_live(), live + 2);
+	cm_free(p);
+	cm_free(q);
+	cm_free(NULL);
+	CHECK_EQ(cm_alloc_live(), live);
 }
 
 static void alloc_overflow_is_refused(void)
 {
-	CHECK(rl_calloc(SIZE_MAX / 2, 3) == NULL);
-	CHECK(rl_mallocarray(SIZE_MAX / 4, 8) == NULL);
+	CHECK(cm_calloc(SIZE_MAX / 2, 3) == NULL);
+	CHECK(cm_mallocarray(SIZE_MAX / 4, 8) == NULL);
 }
 
 static void alloc_fault_injection(void)
 {
 	void *a, *b;
 
-	rl_alloc_fail_after(1);
-	a = rl_malloc(8);
-	b = rl_malloc(8);
-	rl_alloc_fail_after(-1);
+	cm_alloc_fail_after(1);
+	a = cm_malloc(8);
+	b = cm_malloc(8);
+	cm_alloc_fail_after(-1);
 	CHECK(a != NULL);
 	CHECK(b == NULL);
-	rl_free(a);
+	cm_free(a);
 }
 
 static void grow_amortizes_and_refuses_overflow(void)
@@ -47,56 +47,56 @@ static void grow_amortizes_and_refuses_overflow(void)
 	size_t cap = 0, reallocs = 0, last = 0;
 
 	for (size_t i = 0; i < 100000; i++) {
-		CHECK(rl_grow((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
+		CHECK(cm_grow((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
 		CHECK(cap > i);
 		if (cap != last)
 			reallocs++, last = cap;
 		a[i] = i;
 	}
 	CHECK(reallocs < 40);                  /* geometric, not one per append */
-	CHECK(rl_grow((void **)&a, &cap, 10, sizeof(*a)) == 0); /* never shrinks */
+	CHECK(cm_grow((void **)&a, &cap, 10, sizeof(*a)) == 0); /* never shrinks */
 	CHECK(cap >= 100000 && a[99999] == 99999);
-	CHECK(rl_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof(*a)) == -ENOMEM);
+	CHECK(cm_grow((void **)&a, &cap, SIZE_MAX / 2, sizeof(*a)) == -ENOMEM);
 	CHECK(cap >= 100000 && a[12345] == 12345); /* unchanged on failure */
-	rl_alloc_fail_after(0);
-	CHECK(rl_grow((void **)&a, &cap, cap + 1, sizeof(*a)) == -ENOMEM);
-	rl_alloc_fail_after(-1);
-	rl_free(a);
+	cm_alloc_fail_after(0);
+	CHECK(cm_grow((void **)&a, &cap, cap + 1, sizeof(*a)) == -ENOMEM);
+	cm_alloc_fail_after(-1);
+	cm_free(a);
 }
 
 /*
- * rl_grow_big: contents kept across the move from the heap into a mapping
+ * cm_grow_big: contents kept across the move from the heap into a mapping
  * (at 1 MiB) and across mremap growth, one live block throughout, a failed
- * growth leaves the array as it was, and rl_free_big gives it all back.
+ * growth leaves the array as it was, and cm_free_big gives it all back.
  */
 static void grow_big_keeps_contents_and_counts(void)
 {
-	long live = rl_alloc_live(), bytes = rl_alloc_live_bytes();
+	long live = cm_alloc_live(), bytes = cm_alloc_live_bytes();
 	uint64_t *a = NULL;
 	size_t cap = 0, n = 3u << 20 >> 3;      /* 3 MiB of elements: two steps mapped */
 
 	/* elements past a page would leave the mapping's length unknown */
-	CHECK_EQ(rl_grow_big((void **)&a, &cap, 1000, 8192), -EINVAL);
-	CHECK_EQ(rl_grow_big((void **)&a, &cap, 1000, 0), -EINVAL);
+	CHECK_EQ(cm_grow_big((void **)&a, &cap, 1000, 8192), -EINVAL);
+	CHECK_EQ(cm_grow_big((void **)&a, &cap, 1000, 0), -EINVAL);
 	CHECK(!a && !cap);
 	for (size_t i = 0; i < n; i++) {
-		CHECK(rl_grow_big((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
+		CHECK(cm_grow_big((void **)&a, &cap, i + 1, sizeof(*a)) == 0);
 		CHECK(cap > i);
 		a[i] = i * 7;
 	}
-	CHECK_EQ(rl_alloc_live(), live + 1);
-	CHECK(rl_alloc_live_bytes() - bytes >= (long)(n * sizeof(*a)));
-	rl_alloc_fail_after(0);
-	CHECK(rl_grow_big((void **)&a, &cap, cap + 1, sizeof(*a)) == -ENOMEM);
-	rl_alloc_fail_after(-1);
-	CHECK(rl_grow_big((void **)&a, &cap, SIZE_MAX / 4, sizeof(*a)) == -ENOMEM);
+	CHECK_EQ(cm_alloc_live(), live + 1);
+	CHECK(cm_alloc_live_bytes() - bytes >= (long)(n * sizeof(*a)));
+	cm_alloc_fail_after(0);
+	CHECK(cm_grow_big((void **)&a, &cap, cap + 1, sizeof(*a)) == -ENOMEM);
+	cm_alloc_fail_after(-1);
+	CHECK(cm_grow_big((void **)&a, &cap, SIZE_MAX / 4, sizeof(*a)) == -ENOMEM);
 	for (size_t i = 0; i < n; i += 4099)
 		CHECK_EQ(a[i], i * 7);
 	CHECK_EQ(a[n - 1], (n - 1) * 7);
-	rl_free_big(a, cap, sizeof(*a));
-	rl_free_big(NULL, 0, sizeof(*a));
-	CHECK_EQ(rl_alloc_live(), live);
-	CHECK_EQ(rl_alloc_live_bytes(), bytes);
+	cm_free_big(a, cap, sizeof(*a));
+	cm_free_big(NULL, 0, sizeof(*a));
+	CHECK_EQ(cm_alloc_live(), live);
+	CHECK_EQ(cm_alloc_live_bytes(), bytes);
 }
 
 static void strerror_never_null(void)
@@ -109,10 +109,10 @@ static void strerror_never_null(void)
 
 static void err_is_one_line(void)
 {
-	struct rl_err e;
+	struct cm_err e;
 
-	rl_err_clear(&e);
-	CHECK_EQ(rl_err_set(&e, RL_E_SPEC, "rule %d:\nbad", 3), RL_E_SPEC);
+	cm_err_clear(&e);
+	CHECK_EQ(cm_err_set(&e, RL_E_SPEC, "rule %d:\nbad", 3), RL_E_SPEC);
 	CHECK_STR(e.msg, "rule 3: bad");
 }
 
@@ -120,16 +120,16 @@ static void err_is_one_line(void)
  * before); one past the record's size ends with "..." where it was cut. */
 static void err_keeps_long_paths(void)
 {
-	static struct rl_err e;
-	static char path[3001], huge[RL_ERRMSG_MAX + 100];
+	static struct cm_err e;
+	static char path[3001], huge[CM_ERRMSG_MAX + 100];
 	size_t n;
 
 	memset(path, 'p', sizeof(path) - 1);
-	rl_err_set(&e, RL_E_SPEC, "%s: no such file", path);
+	cm_err_set(&e, RL_E_SPEC, "%s: no such file", path);
 	n = strlen(e.msg);
 	CHECK_EQ(n, 3000 + strlen(": no such file"));
 	memset(huge, 'h', sizeof(huge) - 1);
-	rl_err_set(&e, RL_E_SPEC, "%s", huge);
+	cm_err_set(&e, RL_E_SPEC, "%s", huge);
 	n = strlen(e.msg);
 	CHECK_EQ(n, sizeof(e.msg) - 1);
 	CHECK_STR(e.msg + n - 3, "...");
@@ -138,7 +138,7 @@ static void err_keeps_long_paths(void)
 	for (size_t at = sizeof(e.msg) - 7; at < sizeof(e.msg) - 1; at++) {
 		memset(huge, 'h', sizeof(huge) - 1);
 		memcpy(huge + at, "\xe2\x82\xac", 3);
-		rl_err_set(&e, RL_E_SPEC, "%s", huge);
+		cm_err_set(&e, RL_E_SPEC, "%s", huge);
 		n = strlen(e.msg);
 		CHECKF(n > 3 && !strcmp(e.msg + n - 3, "...") &&
 		       ((unsigned char)e.msg[n - 4] < 0x80 ||

@@ -23,7 +23,7 @@
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
 #include "harness.h"
-#include "rl_common.h"
+#include "common.h"
 #include "ringload.h"
 
 static rl_backend cur = RL_BACKEND_IO_URING;
@@ -444,7 +444,7 @@ static void failing_copy(void)
 	static const char *const at[] = { "1", "7", "40" };
 
 	CHECKF(ret == 0, "fixture: %d", ret);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(at); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(at); i++) {
 		fake_env("2", "", at[i], "", "20");
 		CHECKF(load_expect(&f, RL_E_CUDA, "CUDA_ERROR_LAUNCH_FAILED", NULL, 0) == 0,
 		       "copy %s", at[i]);
@@ -518,9 +518,9 @@ static void strided_box_2d(void)
 {
 	static const int ord[] = { 1 };
 	struct eng_sink s;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint8_t src[4096], *dev;
-	struct rl_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct cm_copy c = { 16, 100, 7, 300, 64, 0, 0 };
 	struct fakecuda_stats st;
 	uint64_t t;
 	char why[160];
@@ -692,7 +692,7 @@ static void cli_arguments(void)
 	};
 	char out[4096];
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(bad); i++) {
 		int ret = cli("", bad[i].args, out, sizeof(out));
 
 		CHECKF(ret == 2 && strstr(out, bad[i].line), "%s: %d: %s", bad[i].args, ret, out);
@@ -719,7 +719,7 @@ int main(void)
 	}
 	th_run("no_driver", no_driver); /* first: nothing loaded the driver yet */
 	setenv("RL_LIBCUDA", fake_path, 1);
-	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), workers, RL_ARRAY_SIZE(workers),
+	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), workers, CM_ARRAY_SIZE(workers),
 			     select_backend);
 	cur = RL_BACKEND_IO_URING;
 	cur_workers = 1;

@@ -60,7 +60,7 @@ static void opts_cur(struct eng_opts *o)
 
 /* Runs job with o and hooks h (may be NULL); returns eng_run's code. */
 static int run_with(const struct eng_opts *o, const struct hooks *h,
-		    const struct eng_job *job, struct eng_stats *st, struct rl_err *e)
+		    const struct eng_job *job, struct eng_stats *st, struct cm_err *e)
 {
 	struct eng *eng;
 	int ret = eng_create(o, &eng, e);
@@ -84,7 +84,7 @@ static int run_with(const struct eng_opts *o, const struct hooks *h,
 
 /* Runs p (or jobx) with o (NULL: opts_cur). */
 static int run_plan(struct tu_plan *p, struct eng_opts *o, struct eng_stats *st,
-		    struct rl_err *e, struct eng_job *jobx)
+		    struct cm_err *e, struct eng_job *jobx)
 {
 	struct eng_opts def;
 	struct eng_job job;
@@ -138,7 +138,7 @@ static void whole_file_direct(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint64_t size = (1 << 20) + 12345;
 	int ret;
 
@@ -165,7 +165,7 @@ struct sess {
 	struct eng *eng;
 	struct eng_session *s;
 	struct eng_job job;
-	struct rl_err e;
+	struct cm_err e;
 };
 
 /* Begins t's session on file name (size bytes, seed) with the engine's
@@ -187,8 +187,8 @@ static int sess_begin(struct sess *t, const char *name, uint64_t size, uint64_t 
 	tu_job(&t->p, &t->job);
 	for (size_t i = 0; i < t->p.nreads; i++) {
 		n.all_bytes += t->p.reads[i].len;
-		n.max_read = RL_MAX(n.max_read, t->p.reads[i].len);
-		n.bounce += !(t->p.reads[i].flags & RL_READ_DIRECT);
+		n.max_read = CM_MAX(n.max_read, t->p.reads[i].len);
+		n.bounce += !(t->p.reads[i].flags & CM_READ_DIRECT);
 	}
 	n.nreads = t->p.nreads;
 	n.bounce_bytes = n.bounce * n.max_read;
@@ -283,7 +283,7 @@ static void large_direct(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "large.bin"), (24 << 20) + 4097, 14);
@@ -309,7 +309,7 @@ static void strided_and_unaligned(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 16 << 10, .use_direct = 1 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "s1.bin"), 300000, 2);
@@ -336,7 +336,7 @@ static void stride_equals_len(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 0 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "stride.bin"), 50000, 22);
@@ -359,7 +359,7 @@ static void buffered_unaligned(void)
 	struct tu_plan p = { .align = 1, .chunk = 10000, .use_direct = 1 };
 	struct eng_opts o;
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	opts_cur(&o);
@@ -380,7 +380,7 @@ static void tmpfs_files(void)
 {
 	char dir[] = "/dev/shm/ringload-test-XXXXXX";
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret = 0;
 
 	if (!mkdtemp(dir))
@@ -419,7 +419,7 @@ static void random_plan(unsigned workers, int round)
 	struct tu_plan p = { 0 };
 	struct eng_opts o;
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint64_t size = 1 + th_rand() % (3 << 20);
 	unsigned nitems = 1 + th_rand() % 12;
 	int ret;
@@ -438,16 +438,16 @@ static void random_plan(unsigned workers, int round)
 	o.register_files = (int)(th_rand() % 2);
 	tu_add_file(&p, tu_path(th_tmpdir(), "r.bin"), size, th_rand());
 	for (unsigned i = 0; i < nitems; i++) {
-		/* RL_MIN evaluates its arguments twice: no th_rand() in it */
+		/* CM_MIN evaluates its arguments twice: no th_rand() in it */
 		uint64_t off = th_rand() % size, r = th_rand();
-		uint32_t len = 1 + (uint32_t)(r % RL_MIN(size - off, 100000));
+		uint32_t len = 1 + (uint32_t)(r % CM_MIN(size - off, 100000));
 		uint32_t count = 1, stride = len, most;
 
 		if (th_rand() % 2 && len < 2000) {
 			stride = len + (uint32_t)(th_rand() % 3000);
 			count = 1 + (uint32_t)((size - off - len) / stride);
 			most = 1 + (uint32_t)(th_rand() % 200);
-			count = RL_MIN(count, most);
+			count = CM_MIN(count, most);
 		}
 		tu_add_item(&p, 0, off, len, count, stride, (uint32_t)(th_rand() % 3),
 			    (uint32_t)(th_rand() % 2 ? 0 : th_rand() % 4096));
@@ -506,13 +506,13 @@ static void limiter_bound(void)
 {
 	static const uint64_t bounds[] = { 9, 5, 4096, 3 * 4096 };
 
-	for (size_t b = 0; b < RL_ARRAY_SIZE(bounds); b++) {
+	for (size_t b = 0; b < CM_ARRAY_SIZE(bounds); b++) {
 		struct tu_plan p = { .align = 1, .chunk = 4 };
 		struct slow sl = { .p = &p };
 		struct eng_opts o;
 		struct eng_stats st;
 		struct eng_job job;
-		struct rl_err e = { 0 };
+		struct cm_err e = { 0 };
 		uint64_t expect;
 		int ret;
 
@@ -580,7 +580,7 @@ static void fault_plan(struct tu_plan *p)
 
 /* Runs p with hooks h and a shard watch; returns eng_run's code. */
 static int run_watched(struct tu_plan *p, struct eng_opts *o, const struct hooks *h,
-		       struct watch *w, struct eng_stats *st, struct rl_err *e)
+		       struct watch *w, struct eng_stats *st, struct cm_err *e)
 {
 	struct eng_job job;
 
@@ -608,7 +608,7 @@ static void faults_nth_read(void)
 	};
 	struct tu_plan p = { 0 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint64_t nreads;
 	int ret;
 
@@ -618,7 +618,7 @@ static void faults_nth_read(void)
 	CHECK_RUN_SAME(&p, ret, &e);
 	nreads = st.reads;
 	CHECK(nreads >= 4);
-	for (size_t k = 0; k < RL_ARRAY_SIZE(faults); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(faults); k++) {
 		for (uint64_t n = 0; n <= nreads; n++) {
 			struct hooks h = { .fault_kind = faults[k].kind, .nth = n,
 					   .fault_errno = faults[k].err };
@@ -626,7 +626,7 @@ static void faults_nth_read(void)
 			struct eng_opts o;
 
 			opts_cur(&o);
-			o.queue_depth = RL_MAX(1 + (unsigned)(n % 4), cur_workers);
+			o.queue_depth = CM_MAX(1 + (unsigned)(n % 4), cur_workers);
 			ret = run_watched(&p, &o, &h, &w, &st, &e);
 			CHECKF(!atomic_load(&w.bad), "kind %d n %llu: a shard reported incomplete or twice",
 			       faults[k].kind, (unsigned long long)n);
@@ -661,7 +661,7 @@ static void fault_in_one_worker(void)
 	static const int kinds[] = { ENG_FAULT_EIO, ENG_FAULT_HARD };
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "one.bin"), 4 << 20, 23);
@@ -669,7 +669,7 @@ static void fault_in_one_worker(void)
 		tu_add_item(&p, 0, (uint64_t)i << 17, i % 2 ? 100000 : 1 << 17, 1, 0, i % 3,
 			    i % 2 ? 7 : 0);
 	CHECK(tu_build(&p) == 0);
-	for (size_t k = 0; k < RL_ARRAY_SIZE(kinds); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(kinds); k++) {
 		for (uint64_t n = 3; n < p.nreads; n += 17) {
 			struct hooks h = { .fault_kind = kinds[k], .nth = n };
 			struct watch w;
@@ -703,7 +703,7 @@ static void fault_in_one_worker(void)
 static void hard_submit_error(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct eng_stats st;
 	uint64_t nreads;
 	int ret;
@@ -744,12 +744,12 @@ static void uring_submit_eagain(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	whole_item(&p, "sub_eagain.bin", 200000, 24);
 	CHECK(tu_build(&p) == 0);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(worker_counts); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(worker_counts); i++) {
 		opts_cur(&o);
 		o.backend = ENG_IO_URING;
 		o.workers = worker_counts[i];
@@ -769,7 +769,7 @@ struct data_seen {
 	atomic_int bad;
 };
 
-static void on_data_check(void *user, const struct rl_read *r, const uint8_t *bytes)
+static void on_data_check(void *user, const struct cm_read *r, const uint8_t *bytes)
 {
 	struct data_seen *d = user;
 
@@ -784,7 +784,7 @@ static void on_data_hook(void)
 	struct data_seen d = { .p = &p };
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "data.bin"), 300001, 25);
@@ -865,7 +865,7 @@ static void truncated_file(void)
 {
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	whole_item(&p, "tr.bin", 100000, 8);
@@ -889,7 +889,7 @@ static void bad_jobs(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	char *saved;
 	int ret;
 
@@ -932,7 +932,7 @@ static void eagain_backs_off(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint64_t t0, ns;
 	int ret;
 
@@ -941,9 +941,9 @@ static void eagain_backs_off(void)
 	tu_job(&p, &job);
 	eng_opts_default(&o);
 	o.backend = ENG_PREAD;
-	t0 = rl_now_ns();
+	t0 = cm_now_ns();
 	ret = run_with(&o, &h, &job, &st, &e);
-	ns = rl_now_ns() - t0;
+	ns = cm_now_ns() - t0;
 	tu_free(&p);
 	CHECKF(ret == -EIO && strstr(e.msg, "EAGAIN"), "%d %s", ret, e.msg);
 	CHECKF(ns > 100000000ull, "1000 EAGAIN retries took only %llu us",
@@ -960,7 +960,7 @@ static void short_odd_counts_once(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	whole_item(&p, "odd.bin", 256 << 10, 19);
@@ -992,7 +992,7 @@ static void empty_job(void)
 	struct eng_job job;
 	struct eng_opts o;
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	memset(&job, 0, sizeof(job));
@@ -1044,7 +1044,7 @@ static void progress_cancels(void)
 	struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	CHECK(progress_job(&p, "pc.bin", 10, stop_at_half, NULL, &job) == 0);
@@ -1083,7 +1083,7 @@ static void progress_in_order(void)
 	struct prog pg = { 0, 0, 0 };
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	CHECK(progress_job(&p, "po.bin", 26, count_progress, &pg, &job) == 0);
@@ -1164,7 +1164,7 @@ static void progress_every_read(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "pe.bin"), (8 << 20) + 4096, 27);
@@ -1195,7 +1195,7 @@ struct gen {
 	unsigned nread;
 };
 
-static int gen_next(void *user, struct rl_read *out)
+static int gen_next(void *user, struct cm_read *out)
 {
 	struct gen *g = user;
 
@@ -1208,7 +1208,7 @@ static int gen_next(void *user, struct rl_read *out)
 	return 1;
 }
 
-static void on_read_count(void *user, const struct rl_read *r, uint64_t s, uint64_t c)
+static void on_read_count(void *user, const struct cm_read *r, uint64_t s, uint64_t c)
 {
 	struct gen *g = user;
 
@@ -1225,7 +1225,7 @@ static void generator_no_copies(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	tu_add_file(&p, tu_path(th_tmpdir(), "g.bin"), 4 << 20, 11);
@@ -1265,7 +1265,7 @@ static void setup_refused_falls_back(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	whole_item(&p, "fb.bin", 70000, 12);
@@ -1298,7 +1298,7 @@ static void uring_enomem_falls_back(void)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct utsname u;
 	int ret;
 
@@ -1343,10 +1343,10 @@ static int seccomp_child(struct tu_plan *p, int err)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { RL_ARRAY_SIZE(f), f };
+	struct sock_fprog prog = { CM_ARRAY_SIZE(f), f };
 	struct eng_opts o;
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	char want[128];
 	uint64_t at;
 	int ret;
@@ -1378,7 +1378,7 @@ static void seccomp_falls_back(void)
 	tu_add_item(&p, 0, 0, 90000, 1, 0, 0, 0);
 	tu_add_item(&p, 0, 100, 30, 50, 1000, 1, 0);
 	CHECK(tu_build(&p) == 0);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(errs); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(errs); i++) {
 		int status = 0;
 		pid_t pid;
 
@@ -1414,8 +1414,8 @@ struct hand {
 };
 
 static void hand_job(struct hand *h, const char *name, uint64_t fsize,
-		     const struct rl_read *reads, size_t nreads,
-		     const struct rl_copy *copies, size_t ncopies,
+		     const struct cm_read *reads, size_t nreads,
+		     const struct cm_copy *copies, size_t ncopies,
 		     const uint64_t *shard_bytes, size_t nshards)
 {
 	uint8_t *content;
@@ -1440,7 +1440,7 @@ static void hand_job(struct hand *h, const char *name, uint64_t fsize,
 }
 
 static int hand_run(struct hand *h, int backend, uint64_t bound, struct eng_stats *st,
-		    struct rl_err *e)
+		    struct cm_err *e)
 {
 	struct eng_opts o;
 	struct eng *eng;
@@ -1462,11 +1462,11 @@ static int hand_run(struct hand *h, int backend, uint64_t bound, struct eng_stat
  * (a one-page buffer the kernel would read 4 GiB into); refused. */
 static void huge_bounce_read(void)
 {
-	struct rl_read r = { .off = 0, .len = 0xFFFFF001u, .min_len = 1 };
-	struct rl_copy c = { .src = 0, .len = 1, .count = 1 };
+	struct cm_read r = { .off = 0, .len = 0xFFFFF001u, .min_len = 1 };
+	struct cm_copy c = { .src = 0, .len = 1, .count = 1 };
 	struct eng_stats st;
 	struct eng_pool pool;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct hand h;
 	int ret;
 
@@ -1487,14 +1487,14 @@ static void huge_bounce_read(void)
  * out of range is refused before the completion thread indexes it. */
 static void empty_copy_bounds(void)
 {
-	struct rl_read r = { .off = 0, .len = 4096, .min_len = 4096, .ncopies = 2 };
-	struct rl_copy c[2] = {
+	struct cm_read r = { .off = 0, .len = 4096, .min_len = 4096, .ncopies = 2 };
+	struct cm_copy c[2] = {
 		{ .src = 0, .len = 4096, .count = 1, .dst = 0, .dev = 0, .shard = 0 },
 		{ .src = 0, .len = 16, .count = 0, .dst = 8192, .dev = 0, .shard = 0 },
 	};
 	uint64_t shard_bytes[1] = { 4096 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct hand h;
 	int ret;
 
@@ -1533,11 +1533,11 @@ static void count_shard_calls(void *user, size_t shard)
 
 static void shard_reported_once(void)
 {
-	struct rl_read r[2] = {
+	struct cm_read r[2] = {
 		{ .off = 0, .len = 4096, .min_len = 4096, .first_copy = 0, .ncopies = 4 },
 		{ .off = 0, .len = 4096, .min_len = 4096, .first_copy = 0, .ncopies = 1 },
 	};
-	struct rl_copy c[4] = {
+	struct cm_copy c[4] = {
 		{ .src = 0, .len = 4096, .count = 1, .dst = 0, .shard = 0 },
 		{ .src = 0, .len = 0, .count = 1, .dst = 4096, .shard = 1 },
 		{ .src = 0, .len = 16, .count = 0, .dst = 4096, .shard = 0 },
@@ -1545,11 +1545,11 @@ static void shard_reported_once(void)
 	};
 	uint64_t shard_bytes[3] = { 4096, 0, 0 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct hand h;
 	int ret;
 
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+	for (size_t b = 0; b < CM_ARRAY_SIZE(backends); b++) {
 		hand_job(&h, "once.bin", 8192, r, 1, c, 4, shard_bytes, 3);
 		h.job.on_shard = count_shard_calls;
 		memset(shard_calls, 0, sizeof(shard_calls));
@@ -1584,7 +1584,7 @@ static int aio_refuse_child(struct tu_plan *p, uint32_t n, unsigned workers)
 	struct eng_opts o;
 	struct eng_stats st;
 	struct eng_job job;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint64_t at;
 	int ret;
 
@@ -1616,7 +1616,7 @@ static void aio_submit_refused(void)
 	tu_add_file(&p, tu_path(th_tmpdir(), "refuse.bin"), 70000, 16);
 	tu_add_item(&p, 0, 0, 70000, 1, 0, 0, 0);
 	CHECK(tu_build(&p) == 0);
-	for (size_t i = 0; i < 2 * RL_ARRAY_SIZE(refusals); i++) {
+	for (size_t i = 0; i < 2 * CM_ARRAY_SIZE(refusals); i++) {
 		int status = 0;
 		pid_t pid;
 
@@ -1641,11 +1641,11 @@ static void aio_submit_refused(void)
  * land stale bytes; refused. */
 static void copies_within_min_len(void)
 {
-	struct rl_read r = { .off = 0, .len = 8192, .min_len = 4096, .ncopies = 1 };
-	struct rl_copy c = { .src = 0, .len = 4096, .count = 1 };
+	struct cm_read r = { .off = 0, .len = 8192, .min_len = 4096, .ncopies = 1 };
+	struct cm_copy c = { .src = 0, .len = 4096, .count = 1 };
 	uint64_t shard_bytes[1] = { 4096 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct hand h;
 	int ret;
 
@@ -1661,7 +1661,7 @@ static void copies_within_min_len(void)
 	c.src = 0;
 	c.len = 8192;
 	shard_bytes[0] = 8192;
-	r.flags = RL_READ_DIRECT;
+	r.flags = CM_READ_DIRECT;
 	ret = hand_run(&h, ENG_PREAD, 0, &st, &e);
 	free(h.staging[0]);
 	CHECKF(ret == RL_E_INVALID_ARG, "%d %s", ret, e.msg);
@@ -1706,7 +1706,7 @@ static void unprivileged_memlock(void)
 		struct rlimit rl = { 8 << 20, 8 << 20 };
 		struct eng_opts o;
 		struct eng_stats st;
-		struct rl_err e = { 0 };
+		struct cm_err e = { 0 };
 		uint64_t at;
 		int ret;
 
@@ -1758,7 +1758,7 @@ static int session_memlock_child(struct tu_plan *p)
 	struct eng_session *s = NULL;
 	struct eng *eng = NULL;
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct eng_opts o;
 	struct eng_job job;
 	char why[64] = "";
@@ -1819,7 +1819,7 @@ static void alloc_failures(void)
 {
 	struct tu_plan p = { 0 };
 	struct eng_stats st;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret = -ENOMEM;
 	long n;
 
@@ -1832,11 +1832,11 @@ static void alloc_failures(void)
 
 		opts_cur(&o);
 		tu_job(&p, &job);
-		rl_alloc_fail_after(n);
+		cm_alloc_fail_after(n);
 		ret = eng_create(&o, &eng, &e);
 		if (ret == 0)
 			ret = eng_run(eng, &job, &st, &e);
-		rl_alloc_fail_after(-1);
+		cm_alloc_fail_after(-1);
 		eng_destroy(eng);
 		if (ret == RL_E_BACKEND)
 			break;
@@ -1918,25 +1918,25 @@ int main(void)
 	char name[128];
 
 	th_seed();
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+	for (size_t b = 0; b < CM_ARRAY_SIZE(backends); b++) {
 		cur_backend = backends[b];
-		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
+		for (size_t w = 0; w < CM_ARRAY_SIZE(worker_counts); w++) {
 			cur_workers = worker_counts[w];
-			for (size_t t = 0; t < RL_ARRAY_SIZE(each); t++) {
+			for (size_t t = 0; t < CM_ARRAY_SIZE(each); t++) {
 				snprintf(name, sizeof(name), "%s/%uw/%s",
 					 eng_backend_name(cur_backend), cur_workers, each[t].name);
 				th_run(name, each[t].fn);
 			}
 		}
 		cur_workers = 1;
-		for (size_t t = 0; t < RL_ARRAY_SIZE(per_backend); t++) {
+		for (size_t t = 0; t < CM_ARRAY_SIZE(per_backend); t++) {
 			snprintf(name, sizeof(name), "%s/%s", eng_backend_name(cur_backend),
 				 per_backend[t].name);
 			th_run(name, per_backend[t].fn);
 		}
 	}
 	cur_backend = ENG_IO_URING;
-	for (size_t t = 0; t < RL_ARRAY_SIZE(once); t++)
+	for (size_t t = 0; t < CM_ARRAY_SIZE(once); t++)
 		th_run(once[t].name, once[t].fn);
 	return th_done();
 }

@@ -31,7 +31,7 @@
 #include "ckpt_util.h"
 #include "harness.h"
 #include "ringload.h"
-#include "rl_common.h"
+#include "common.h"
 
 static const unsigned worker_counts[] = { 1, 3 };
 static rl_backend cur = RL_BACKEND_IO_URING;
@@ -601,7 +601,7 @@ static void sha256_file_matches_openssl(void)
 	CHECKF(!memcmp(got, want, 32), "rl_sha256_file differs on %zu bytes", len);
 	for (size_t off = 0, k; off < len; off += k) {
 		k = 1 + (size_t)(th_rand() % (1 << 20));
-		k = RL_MIN(len - off, k);
+		k = CM_MIN(len - off, k);
 		CHECK_EQ(rl_sha256_update(h, buf + off, k), 0);
 	}
 	CHECK_EQ(rl_sha256_final(h, got), 0);
@@ -641,7 +641,7 @@ static void sums_file_lines(void)
 	CHECK_STR(en.name, "a\\b\nc\r");
 	CHECK_EQ(rl_sums_find(s, "m.safetensors"), 3); /* the last line naming it */
 	rl_sums_destroy(s);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(bad); i++) {
 		s = rl_sums_create();
 		len = (size_t)snprintf(text, sizeof(text), bad[i].text, a, a);
 		if (strstr(bad[i].err, "NUL"))
@@ -683,7 +683,7 @@ int main(void)
 	th_seed();
 	RUN(sha256_file_matches_openssl);
 	RUN(sums_file_lines);
-	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), worker_counts,
-			     RL_ARRAY_SIZE(worker_counts), select_backend);
+	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), worker_counts,
+			     CM_ARRAY_SIZE(worker_counts), select_backend);
 	return th_done();
 }

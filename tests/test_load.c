@@ -311,7 +311,7 @@ static uint8_t *write_tiny_ckpt(const char *path, struct rt *t, uint64_t *data_s
 		return NULL;
 	hdr[0] = '{';
 	for (unsigned i = 0; i < TINY_N; i++) {
-		unsigned k = i % RL_ARRAY_SIZE(kinds);
+		unsigned k = i % CM_ARRAY_SIZE(kinds);
 		uint64_t count = i == TINY_N / 2 ? 70000 : kinds[k].count;
 
 		snprintf(t[i].name, sizeof(t[i].name), "t%u", i);
@@ -984,7 +984,7 @@ static void hot_cache_choice(void)
 	force_rank = 0;
 	CHECK(file && ck);
 	CHECK(rl_ckpt_open(ck, path) == 0);
-	for (size_t c = 0; c < RL_ARRAY_SIZE(cases) && !th_failed(); c++) {
+	for (size_t c = 0; c < CM_ARRAY_SIZE(cases) && !th_failed(); c++) {
 		long drops = th_cache_drops();
 		rl_file_stats fs;
 		rl_load_stats x;
@@ -1245,8 +1245,8 @@ int main(void)
 	};
 
 	th_seed();
-	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), worker_counts,
-			     RL_ARRAY_SIZE(worker_counts), select_backend);
+	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), worker_counts,
+			     CM_ARRAY_SIZE(worker_counts), select_backend);
 	cur = RL_BACKEND_IO_URING;
 	cur_workers = 1;
 	RUN(request_bytes_auto);

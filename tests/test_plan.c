@@ -52,7 +52,7 @@ static int runs_of(unsigned ndim, const uint64_t *shape, const uint64_t *start,
 #define CHECK_RUNS(got, n, ...) \
 	do { \
 		struct run want_[] = { __VA_ARGS__ }; \
-		CHECK_EQ(n, RL_ARRAY_SIZE(want_)); \
+		CHECK_EQ(n, CM_ARRAY_SIZE(want_)); \
 		for (size_t i_ = 0; i_ < n; i_++) { \
 			CHECK_EQ(got[i_].off, want_[i_].off); \
 			CHECK_EQ(got[i_].len, want_[i_].len); \
@@ -325,12 +325,12 @@ static void automatic_ratio_past_1024_blocks(void)
 /* ---------------------------------------------------------------- */
 
 static int build(struct fake *f, const char *json, struct pl_opts *o, struct pl_plan **p,
-		 struct rl_err *e)
+		 struct cm_err *e)
 {
 	struct pl_spec *s = json ? fk_spec(json) : pl_spec_new();
 	int ret;
 
-	rl_err_clear(e);
+	cm_err_clear(e);
 	if (!s)
 		return -EINVAL;
 	ret = pl_plan_build(&f->ck, s, f->align, o, p, e);
@@ -347,7 +347,7 @@ static void empty_shards_take_no_room(void)
 	static struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 
 	fk_init(&f, 1, 64);
@@ -376,7 +376,7 @@ static void whole_file_is_one_block(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_init(&f, 1, 88);
 	for (int i = 0; i < 20; i++) {
@@ -400,7 +400,7 @@ static void blocks_cut_into_chunks(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 
 	/* Five dense 16 B tensors, chunk 64 -> one block, 64 + 16. */
@@ -455,7 +455,7 @@ static void blocks_widened_to_the_alignment(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 
 	fk_init(&f, 1, 100);
@@ -482,7 +482,7 @@ static void congruent_shards_read_directly(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 	uint64_t direct = 0;
 
@@ -497,7 +497,7 @@ static void congruent_shards_read_directly(void)
 		       "\"process_of_device\":[0,0]},"
 		       "\"rules\":[{\"match\":\"big\",\"spec\":[\"d\"]}]}", &o, &p, &e), 0);
 	for (size_t q = 0; q < p->nreads; q++)
-		if (p->reads[q].flags & RL_READ_DIRECT)
+		if (p->reads[q].flags & CM_READ_DIRECT)
 			direct += p->reads[q].len;
 	CHECK(direct >= 500 << 10);
 	CHECK_EQ(p->stats[0].blocks, 1);
@@ -510,7 +510,7 @@ static void congruent_shards_read_directly(void)
 	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
 		       "\"rules\":[{\"match\":\"big\",\"spec\":[\"d\"]}]}", &o, &p, &e), 0);
 	for (size_t q = 0; q < p->nreads; q++)
-		CHECK(!(p->reads[q].flags & RL_READ_DIRECT));
+		CHECK(!(p->reads[q].flags & CM_READ_DIRECT));
 	for (size_t i = 0; i < p->nshards; i++)
 		CHECK_EQ(p->shards[i].offset % (p->shards[i].nbytes >= 4096 ? 4096 : 16), 0);
 	pl_plan_free(p);
@@ -528,7 +528,7 @@ static void processes_read_their_own_boxes(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const uint64_t base = 64;
 
 	fk_init(&f, 1, base);
@@ -600,7 +600,7 @@ static void empty_shards_and_subbyte_errors(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_init(&f, 1, 0);
 	fk_add(&f, 0, "v", RL_DTYPE_F32, 1, (uint64_t[]){ 4 });
@@ -674,7 +674,7 @@ static void targets_stack_slice_and_alias(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 
 	fk_init(&f, 2, 40);
@@ -779,7 +779,7 @@ static void random_plans(void)
 		struct fake f;
 		struct pl_opts o;
 		struct pl_plan *p;
-		struct rl_err e;
+		struct cm_err e;
 		char json[4096];
 		int len, nt = 1 + (int)(th_rand() % 12), nf = 1 + (int)(th_rand() % 2);
 		unsigned A = (th_rand() % 3) ? 1u << (th_rand() % 13) : 1;
@@ -813,7 +813,7 @@ static void random_plans(void)
 			len += snprintf(json + len, sizeof(json) - len,
 					"%s{\"match\":\"t%d\",\"spec\":[", i ? "," : "", i);
 			for (unsigned d = 0; d < nd; d++) {
-				int k = (int)(th_rand() % RL_ARRAY_SIZE(specs));
+				int k = (int)(th_rand() % CM_ARRAY_SIZE(specs));
 				uint32_t need = k == 1 ? 1 : k == 2 ? 2 : k >= 3 && k <= 4 ? 3 : k == 5 ? 4 : 0;
 
 				if (used & need)
@@ -829,11 +829,11 @@ static void random_plans(void)
 		o.process = (int)(th_rand() % nproc);
 		o.min_gap = th_rand() % 2 ? 4096 : th_rand() % 64;
 		o.ratio = th_rand() % 3 ? 0 : 1 + (double)(th_rand() % 40) / 10;
-		o.chunk = th_rand() % 2 ? 4u << 20 : RL_MAX(A, 64u << (th_rand() % 10));
+		o.chunk = th_rand() % 2 ? 4u << 20 : CM_MAX(A, 64u << (th_rand() % 10));
 		o.congruent = (int)(th_rand() % 2);
 		ret = build(&f, json, &o, &p, &e);
 		CHECKF(!ret, "iter %d: %s (%s)", iter, e.msg, json);
-		bad = pl_check_plan(p, &f.ck, f.align, RL_MAX(o.chunk, A), NULL);
+		bad = pl_check_plan(p, &f.ck, f.align, CM_MAX(o.chunk, A), NULL);
 		CHECKF(!bad, "iter %d: %s; spec %s", iter, bad, json);
 		/* Every process's stats match what it computes for itself. */
 		for (uint32_t q = 0; q < nproc; q++) {
@@ -887,7 +887,7 @@ static void memo_plans_like_the_long_way(void)
 		struct fake f;
 		struct pl_opts o;
 		struct pl_plan *p = NULL, *q = NULL;
-		struct rl_err e, e2;
+		struct cm_err e, e2;
 		char json[2048];
 		int len, nt = 1 + (int)(th_rand() % 40), r1, r2;
 		uint32_t ma = 1 + th_rand() % 3, mb = 1 + th_rand() % 4, mc = 1 + th_rand() % 2;
@@ -896,18 +896,18 @@ static void memo_plans_like_the_long_way(void)
 		fk_init(&f, 2, 8 + th_rand() % 64);
 		for (int i = 0; i < nt; i++) {
 			char name[16];
-			unsigned k = (unsigned)(th_rand() % RL_ARRAY_SIZE(shapes));
+			unsigned k = (unsigned)(th_rand() % CM_ARRAY_SIZE(shapes));
 
 			snprintf(name, sizeof(name), "%c%d", "xyz"[th_rand() % 3], i);
-			fk_add(&f, (unsigned)(i % 2), name, dts[th_rand() % RL_ARRAY_SIZE(dts)],
+			fk_add(&f, (unsigned)(i % 2), name, dts[th_rand() % CM_ARRAY_SIZE(dts)],
 			       1 + (unsigned)(th_rand() % 2), shapes[k]);
 		}
 		len = mesh_json(json, sizeof(json), ma, mb, mc, nproc);
 		snprintf(json + len, sizeof(json) - len,
 			 "]},\"rules\":[{\"match\":\"x.*\",\"spec\":%s},"
 			 "{\"match\":\"y.*\",\"spec\":%s}]}",
-			 specs[th_rand() % RL_ARRAY_SIZE(specs)],
-			 specs[th_rand() % RL_ARRAY_SIZE(specs)]);
+			 specs[th_rand() % CM_ARRAY_SIZE(specs)],
+			 specs[th_rand() % CM_ARRAY_SIZE(specs)]);
 		pl_opts_default(&o);
 		o.process = (int)(th_rand() % nproc);
 		o.read_once = (int)(th_rand() % 2);
@@ -937,7 +937,7 @@ static void dedupe_key_holds_run_length(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 
 	fk_init(&f, 1, 64);
@@ -959,7 +959,7 @@ static void broadcast_batch_filled_to_its_bound(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	uint32_t batch[3];
 
 	CHECK_EQ(pl_batches((uint64_t[]){ 4, 4, 1 }, 3, 8, batch), 2);
@@ -991,7 +991,7 @@ static void aligned_blocks_that_touch_stay_apart(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 
 	fk_init(&f, 1, 0);
@@ -1027,7 +1027,7 @@ static long copies_of(uint64_t cols, const char *spec)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 	long n;
 
@@ -1075,7 +1075,7 @@ static void shard_of_the_direct_minimum_read_directly(void)
 		struct fake f;
 		struct pl_opts o;
 		struct pl_plan *p;
-		struct rl_err e;
+		struct cm_err e;
 		const char *bad;
 		uint64_t direct = 0;
 
@@ -1086,7 +1086,7 @@ static void shard_of_the_direct_minimum_read_directly(void)
 		pl_opts_default(&o);
 		CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
 		for (size_t q = 0; q < p->nreads; q++)
-			if (p->reads[q].flags & RL_READ_DIRECT)
+			if (p->reads[q].flags & CM_READ_DIRECT)
 				direct += p->reads[q].len;
 		CHECKF(less ? direct == 0 : direct >= PL_DIRECT_MIN, "%d byte(s) less: %llu direct",
 		       less, (unsigned long long)direct);
@@ -1103,7 +1103,7 @@ static void item_count_limit(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 	int ret;
 
 	fk_init(&f, 1, 0);
@@ -1157,10 +1157,10 @@ static void memory_limit_at_the_estimate(void)
 	struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_llama21(&f);
-	for (size_t k = 0; k < RL_ARRAY_SIZE(specs); k++)
+	for (size_t k = 0; k < CM_ARRAY_SIZE(specs); k++)
 		for (int ro = 0; ro < 2; ro++) {
 			uint64_t need;
 
@@ -1204,19 +1204,19 @@ static void memory_estimate_close_to_the_peak(void)
 	static struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_llama21(&f);
-	for (size_t k = 0; k < RL_ARRAY_SIZE(specs); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(specs); k++) {
 		long base;
 		double ratio;
 
 		pl_opts_default(&o);
 		o.all_stats = 0;
-		rl_alloc_peak_reset();
-		base = rl_alloc_live_bytes();
+		cm_alloc_peak_reset();
+		base = cm_alloc_live_bytes();
 		CHECKF(!build(&f, specs[k], &o, &p, &e), "%s", e.msg);
-		ratio = (double)p->memory_estimate / (double)(rl_alloc_peak_bytes() - base);
+		ratio = (double)p->memory_estimate / (double)(cm_alloc_peak_bytes() - base);
 		pl_plan_free(p);
 		CHECKF(ratio >= 0.7 && ratio <= 1.4, "spec %zu: estimate / peak = %.2f", k, ratio);
 	}
@@ -1227,7 +1227,7 @@ static int plan_huge_mesh(void *json, char *msg, size_t cap)
 	struct fake *f = malloc(sizeof(*f));
 	struct pl_opts o;
 	struct pl_plan *p = NULL;
-	struct rl_err e;
+	struct cm_err e;
 	int ret;
 
 	fk_llama21(f);
@@ -1253,7 +1253,7 @@ static void huge_meshes_refused_at_once(void)
 		"\"rules\":[{\"match\":\".*\",\"spec\":[\"a\"]}]}",
 	};
 
-	for (size_t k = 0; k < RL_ARRAY_SIZE(specs); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(specs); k++) {
 		struct timespec t0, t1;
 		char msg[1024];
 		double sec;
@@ -1275,7 +1275,7 @@ static void alloc_failures(void)
 {
 	struct fake f;
 	struct pl_opts o;
-	struct rl_err e;
+	struct cm_err e;
 	const char *json = "{\"mesh\":{\"shape\":[2,2],\"axes\":[\"a\",\"b\"],"
 			   "\"process_of_device\":[0,0,1,1]},"
 			   "\"rules\":[{\"match\":\"w\",\"spec\":[null,\"b\"]}],"
@@ -1290,18 +1290,18 @@ static void alloc_failures(void)
 	pl_opts_default(&o);
 	o.chunk = 4096;
 	for (long n = 0; !done && n < 100000; n++) {
-		long live = rl_alloc_live();
+		long live = cm_alloc_live();
 		struct pl_spec *s;
 		struct pl_plan *p = NULL;
 		int ret;
 
-		rl_alloc_fail_after(n);
+		cm_alloc_fail_after(n);
 		s = pl_spec_new();
-		rl_err_clear(&e);
+		cm_err_clear(&e);
 		ret = s ? pl_spec_parse(s, json, strlen(json), &e) : -ENOMEM;
 		if (!ret)
 			ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
-		rl_alloc_fail_after(-1);
+		cm_alloc_fail_after(-1);
 		if (!ret) {
 			const char *bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
 
@@ -1313,7 +1313,7 @@ static void alloc_failures(void)
 		}
 		pl_plan_free(p);
 		pl_spec_free(s);
-		CHECKF(rl_alloc_live() == live, "n %ld: leak", n);
+		CHECKF(cm_alloc_live() == live, "n %ld: leak", n);
 	}
 	CHECK(done);
 }

@@ -176,7 +176,7 @@ static void numa_node_choice(void)
 		CHECK(put(two, "devices/system/node/node0/cpulist", la) == 0);
 		CHECK(put(two, "devices/system/node/node1/cpulist", lb) == 0);
 		CHECK(put(two, "devices/system/node/online", "0-1\n") == 0);
-		snprintf(la, sizeof(la), "%d-%d\n", RL_MIN(a, b), RL_MAX(a, b));
+		snprintf(la, sizeof(la), "%d-%d\n", CM_MIN(a, b), CM_MAX(a, b));
 		CHECK(put(one, "devices/system/node/node0/cpulist", la) == 0);
 	}
 	CHECK_EQ(eng_numa_node(two), -1);     /* spans both */
@@ -255,7 +255,7 @@ static void engine_choice(const char *path, const char *read_path, int mincore_o
 		struct eng_opts o;
 		struct eng_stats st;
 		struct eng_job job;
-		struct rl_err e = { 0 };
+		struct cm_err e = { 0 };
 		struct eng *eng;
 		uint64_t at;
 		long drops;

@@ -16,7 +16,7 @@
 
 #include "harness.h"
 #include "ringload.h"
-#include "rl_common.h"
+#include "common.h"
 #include "../planner/planner.h"
 
 /* ------------------------------------------------------------------ */
@@ -353,7 +353,7 @@ static int expected_code(const char *variant, const char *name)
 
 	if (!strcmp(variant, "MetadataIncompleteBuffer"))
 		return strstr(name, "short") ? RL_E_TRUNCATED : RL_E_INCOMPLETE;
-	for (size_t i = 0; i < RL_ARRAY_SIZE(map); i++)
+	for (size_t i = 0; i < CM_ARRAY_SIZE(map); i++)
 		if (!strcmp(variant, map[i].variant))
 			return map[i].code;
 	return 1;
@@ -361,7 +361,7 @@ static int expected_code(const char *variant, const char *name)
 
 static void headers_expected_in(const char *dir)
 {
-	char path[4096], msg[RL_ERRMSG_MAX];
+	char path[4096], msg[CM_ERRMSG_MAX];
 	int cases = 0;
 	cJSON *m, *c;
 
@@ -409,7 +409,7 @@ static void headers_expected(void)
 
 static void header_length_limit(void)
 {
-	char *p = tpath("limit.safetensors"), msg[RL_ERRMSG_MAX];
+	char *p = tpath("limit.safetensors"), msg[CM_ERRMSG_MAX];
 	const size_t limit = 100000000;
 	char *hdr = malloc(limit);
 	rl_ckpt *ck = NULL;
@@ -446,7 +446,7 @@ static void header_length_limit(void)
 
 static void shape_overflow_order(void)
 {
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 
 	/* try_fold(1, checked_mul): an overflow before a 0 still overflows. */
 	CHECK_EQ(hdr_code("{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296,0],"
@@ -516,7 +516,7 @@ static void names_and_strings(void)
 {
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 	char *p = tpath("names.safetensors");
 
 	/* Escaped control characters, '/' (plain and escaped), a surrogate pair. */
@@ -564,7 +564,7 @@ static void names_and_strings(void)
 
 static void exact_integers(void)
 {
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
 	char *p = tpath("big.safetensors");
@@ -692,7 +692,7 @@ static void rank_limits(void)
 static void header_parse_metadata_only(void)
 {
 	static const char h[] = "{\"__metadata__\":{\"x\":\"1\",\"mat\":\"a\",\"x\":\"2\",\"b\":\"\"}}";
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct pl_header ph;
 
 	CHECK_EQ(pl_header_parse(h, sizeof(h) - 1, 8 + sizeof(h) - 1, 0, &ph, &e), 0);
@@ -784,7 +784,7 @@ static void write_text(const char *dir, const char *name, const char *text)
 static void empty_checkpoints(void)
 {
 	const char *d = mkdir_t("empty");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 
 	CHECK_EQ(open_ck(d, NULL, msg, sizeof(msg)), -ENOENT);
@@ -808,7 +808,7 @@ static void empty_checkpoints(void)
 static void special_files(void)
 {
 	char *f = tpath("fifo.safetensors"), *j = tpath("fifo.json");
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 
 	CHECK_EQ(mkfifo(f, 0600), 0);
 	CHECK_EQ(mkfifo(j, 0600), 0);
@@ -829,7 +829,7 @@ static void special_files(void)
 static void directory_special_entries(void)
 {
 	const char *d = mkdir_t("dirspecial");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 
 	write_in(d, "a.safetensors", "{" T1("x", 0, 2) "}", 2);
@@ -858,7 +858,7 @@ static void directory_special_entries(void)
 static void duplicates_across_files(void)
 {
 	const char *d = mkdir_t("dup");
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 
 	write_in(d, "a.safetensors", "{" T1("x", 0, 2) "," T1("y", 2, 4) "}", 4);
 	write_in(d, "b.safetensors", "{" T1("z", 0, 2) "," T1("y", 2, 4) "}", 4);
@@ -895,7 +895,7 @@ static void metadata_merge(void)
 static void index_cases(void)
 {
 	const char *d = mkdir_t("idx");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
 
@@ -956,7 +956,7 @@ static void index_cases(void)
 static void index_trailing(void)
 {
 	const char *d = mkdir_t("idxtail");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 
 	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
@@ -1004,12 +1004,12 @@ static void index_strict_refusal_builds_no_tree(void)
 		  "number out of range" },
 	};
 	const char *d = mkdir_t("idxstrict");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 	cJSON_Hooks h = { index_cjson_malloc, free };
 
 	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
 	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(bad); i++) {
 		write_text(d, "model.safetensors.index.json", bad[i][0]);
 		index_cjson_blocks = 0;
 		cJSON_InitHooks(&h);
@@ -1025,7 +1025,7 @@ static void index_strict_refusal_builds_no_tree(void)
 static void index_embedded_nul(void)
 {
 	const char *d = mkdir_t("idxnul");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 
 	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
@@ -1058,7 +1058,7 @@ static void index_file_names(void)
 	static const char *const bad[] = { "/etc/passwd", "../idxpath/a.safetensors", "..",
 					   "sub/../a.safetensors", "sub/..", "./../a.safetensors" };
 	const char *d = mkdir_t("idxpath");
-	char p[4096], text[512], msg[RL_ERRMSG_MAX];
+	char p[4096], text[512], msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
 
@@ -1066,7 +1066,7 @@ static void index_file_names(void)
 	mkdir_t("idxpath/sub");
 	write_in(d, "a.safetensors", "{" T1("t1", 0, 2) "}", 2);
 	write_in(d, "sub/b.safetensors", "{" T1("t2", 0, 2) "}", 2);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(bad); i++) {
 		snprintf(text, sizeof(text), "{\"weight_map\":{\"t1\":\"a.safetensors\","
 			 "\"t9\":\"%s\"}}", bad[i]);
 		write_text(d, "model.safetensors.index.json", text);
@@ -1121,10 +1121,10 @@ static void index_nul_bytes_refused_at_once(void)
 	};
 #undef NUL_CASE
 	const char *d = mkdir_t("idxnulbytes");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 
 	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(cases); i++) {
 		write_bytes(d, "model.safetensors.index.json", cases[i].text, cases[i].len);
 		CHECKF(open_ck_within(p, 5, msg, sizeof(msg)) == RL_E_BAD_INDEX,
 		       "case %zu: %s", i, msg);
@@ -1158,7 +1158,7 @@ static void index_nul_bytes_refused_at_once(void)
 static void directory_resolves_like_transformers(void)
 {
 	const char *d = mkdir_t("resolve");
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 	rl_ckpt *ck = NULL;
 	rl_tensor_info t;
 
@@ -1193,7 +1193,7 @@ static void directory_resolves_like_transformers(void)
 static void text_file_is_not_safetensors(void)
 {
 	const char *d = mkdir_t("text");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 
 	write_text(d, "notes.safetensors", "This is a text file, not a checkpoint.\n");
 	snprintf(p, sizeof(p), "%s/notes.safetensors", d);
@@ -1204,7 +1204,7 @@ static void text_file_is_not_safetensors(void)
 
 		for (const char *c = msg; *c; c++) {
 			digits = *c >= '0' && *c <= '9' ? digits + 1 : 0;
-			longest = RL_MAX(longest, digits);
+			longest = CM_MAX(longest, digits);
 		}
 		CHECKF(longest < 10, "a long number in: %s", msg);
 	}
@@ -1214,7 +1214,7 @@ static void text_file_is_not_safetensors(void)
 static void count_limits(void)
 {
 	const char *d = mkdir_t("limits");
-	char msg[RL_ERRMSG_MAX];
+	char msg[CM_ERRMSG_MAX];
 
 	write_in(d, "a.safetensors", "{" T1("a", 0, 2) "," T1("b", 2, 4) "}", 4);
 	write_in(d, "b.safetensors", "{" T1("c", 0, 2) "}", 2);
@@ -1244,7 +1244,7 @@ static void index_bounds(void)
 {
 	const char *d = mkdir_t("idxbounds");
 	size_t cap = 2 * 65537 + 128, len;
-	char p[4096], msg[RL_ERRMSG_MAX], *text = malloc(cap);
+	char p[4096], msg[CM_ERRMSG_MAX], *text = malloc(cap);
 	rl_ckpt *ck = NULL;
 
 	CHECK(text);
@@ -1283,7 +1283,7 @@ static void index_bounds(void)
 static void index_size_limit(void)
 {
 	const char *d = mkdir_t("idxsize");
-	char p[4096], msg[RL_ERRMSG_MAX];
+	char p[4096], msg[CM_ERRMSG_MAX];
 
 	snprintf(p, sizeof(p), "%s/model.safetensors.index.json", d);
 	write_text(d, "model.safetensors.index.json", "{\"weight_map\":{}}");
@@ -1316,14 +1316,14 @@ static int copy_truncated(const char *src, const char *dst, size_t cut)
 static void truncated_files(void)
 {
 	const char *d = mkdir_t("trunc");
-	char src[4096], dst[4096], msg[RL_ERRMSG_MAX];
+	char src[4096], dst[4096], msg[CM_ERRMSG_MAX];
 	static const char *const names[3] = { "model-00001-of-00003.safetensors",
 		"model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors" };
 	static const size_t cuts[] = { 1, 8, 4096 };
 	const char *sample = sample_dir();
 
 	CHECKF(sample, "build/mkckpt failed");
-	for (size_t c = 0; c < RL_ARRAY_SIZE(cuts); c++) {
+	for (size_t c = 0; c < CM_ARRAY_SIZE(cuts); c++) {
 		for (int i = 0; i < 3; i++) {
 			snprintf(src, sizeof(src), "%s/%s", sample, names[i]);
 			snprintf(dst, sizeof(dst), "%s/%s", d, names[i]);
@@ -1378,19 +1378,19 @@ static void allocation_failures(void)
 	char p[4096];
 
 	CHECKF(sample, "build/mkckpt failed");
-	for (size_t k = 0; k < RL_ARRAY_SIZE(paths); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(paths); k++) {
 		int r = -ENOMEM, n;
 
 		snprintf(p, sizeof(p), "%s/%s", sample, paths[k]);
 		for (n = 0; n < 100000 && r == -ENOMEM; n++) {
-			long live = rl_alloc_live();
+			long live = cm_alloc_live();
 			rl_ckpt *ck = NULL;
 
-			rl_alloc_fail_after(n);
+			cm_alloc_fail_after(n);
 			r = open_ck(p, &ck, NULL, 0);
-			rl_alloc_fail_after(-1);
+			cm_alloc_fail_after(-1);
 			rl_ckpt_destroy(ck);
-			CHECKF(rl_alloc_live() == live, "%s: leak after failing allocation %d",
+			CHECKF(cm_alloc_live() == live, "%s: leak after failing allocation %d",
 			       paths[k], n);
 			CHECKF(r == 0 || r == -ENOMEM, "%s: allocation %d: code %d", paths[k], n, r);
 		}
@@ -1615,7 +1615,7 @@ static void mkckpt_arguments(void)
 	char args[8192], dir[4096];
 
 	snprintf(dir, sizeof(dir), "%s", mkdir_t("mkargs"));
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(bad); i++) {
 		int rc;
 
 		snprintf(args, sizeof(args), "%s/x.safetensors --size 1M %s", dir, bad[i]);

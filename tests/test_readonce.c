@@ -35,7 +35,7 @@ static void fake_bytes(const struct fake *f, uint32_t file, uint64_t off, uint64
 
 /* Applies copy c of a buffer of avail bytes; 0, or -1 with m->why set. */
 static int apply_copy(struct sim *m, const struct pl_plan *p, const uint8_t *buf,
-		      uint64_t avail, const struct rl_copy *c)
+		      uint64_t avail, const struct cm_copy *c)
 {
 	const struct pl_shard *sh = &p->shards[c->shard];
 	uint64_t span = (uint64_t)(c->count - 1) * c->src_stride + c->len;
@@ -66,7 +66,7 @@ static int run_plan(struct sim *m, const struct pl_plan *p, const struct fake *f
 		m->cnt[s] = calloc(p->staging[s] + 1, 1);
 	}
 	for (size_t q = 0; q < p->nreads && !ret; q++) {
-		const struct rl_read *r = &p->reads[q];
+		const struct cm_read *r = &p->reads[q];
 		uint8_t *buf = malloc(r->len);
 
 		fake_bytes(f, r->file, r->off, r->len, buf);
@@ -168,7 +168,7 @@ static void cluster_free(struct cluster *c)
 
 /* Every process's plan of spec s: 0, or the first error (e set). */
 static int plan_all(struct fake *f, const struct pl_spec *s, struct pl_opts *o,
-		    struct cluster *c, struct rl_err *e)
+		    struct cluster *c, struct cm_err *e)
 {
 	memset(c, 0, sizeof(*c));
 	c->np = s->nprocs;
@@ -176,7 +176,7 @@ static int plan_all(struct fake *f, const struct pl_spec *s, struct pl_opts *o,
 		int ret;
 
 		o->process = (int)q;
-		rl_err_clear(e);
+		cm_err_clear(e);
 		if ((ret = pl_plan_build(&f->ck, s, f->align, o, &c->p[q], e)))
 			return ret;
 		c->read += c->p[q]->stats[q].read_bytes;
@@ -286,7 +286,7 @@ static struct pl_opts ro_opts(void)
 static int cluster_of(struct fake *f, const char *json, struct pl_opts *o, struct cluster *c)
 {
 	struct pl_spec *s = fk_spec(json);
-	struct rl_err e;
+	struct cm_err e;
 	const char *bad;
 	int ret;
 
@@ -467,7 +467,7 @@ static void r4_file_nobody_may_read_fails(void)
 	struct pl_opts o = ro_opts();
 	struct pl_spec *s;
 	struct pl_plan *p = NULL;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_init(&f, 2, 64);
 	fk_add(&f, 0, "a", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
@@ -477,7 +477,7 @@ static void r4_file_nobody_may_read_fails(void)
 	CHECK(s);
 	for (int once = 0; once < 2; once++) {
 		o.read_once = once;
-		rl_err_clear(&e);
+		cm_err_clear(&e);
 		CHECK_EQ(pl_plan_build(&f.ck, s, f.align, &o, &p, &e), RL_E_FILE_UNAVAILABLE);
 		CHECK(p == NULL);
 		CHECKF(strstr(e.msg, "fake1.safetensors") && strstr(e.msg, "\"b\""), "%s", e.msg);
@@ -580,7 +580,7 @@ static void read_once_random_exact_once(void)
 		struct cluster c;
 		char json[2048];
 		uint32_t ma = 1 + th_rand() % 4, mb = 1 + th_rand() % 3, ndev = ma * mb;
-		uint32_t np = 1 + (uint32_t)(th_rand() % RL_MIN(ndev, MAXP));
+		uint32_t np = 1 + (uint32_t)(th_rand() % CM_MIN(ndev, MAXP));
 		int len, nt = 1 + (int)(th_rand() % 8), aligned = iter % 3 == 2;
 		uint64_t blocks = 0;
 
@@ -643,7 +643,7 @@ static const char *check_batch(const struct pl_plan *bq, const struct pl_plan *p
 	m.stg[0] = calloc(bq->staging[0] + 1, 1);
 	m.cnt[0] = calloc(bq->staging[0] + 1, 1);
 	for (size_t q = 0; q < bq->nreads && !bad; q++) {
-		const struct rl_read *r = &bq->reads[q];
+		const struct cm_read *r = &bq->reads[q];
 		uint8_t *buf = malloc(r->len);
 
 		fake_bytes(f, r->file, r->off, r->len, buf);
@@ -704,7 +704,7 @@ static void batch_plans_read_the_payloads(void)
 			for (uint64_t b = 0; b < c.p[q]->xp->nbatches; b++) {
 				struct pl_plan *bq;
 				struct pl_exec ex;
-				struct rl_err e;
+				struct cm_err e;
 				const char *bad;
 
 				CHECK_EQ(pl_plan_build_batch(c.p[q], b, &o, &bq, &e), 0);
@@ -741,14 +741,14 @@ static void files_of_process_spec_errors(void)
 		{ "[]", 0 },
 	};
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(cases); i++) {
 		char json[256];
 		struct pl_spec *s = pl_spec_new();
-		struct rl_err e;
+		struct cm_err e;
 
 		snprintf(json, sizeof(json), "{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],"
 			 "\"process_of_device\":[0,1]},\"files_of_process\":%s}", cases[i].fop);
-		rl_err_clear(&e);
+		cm_err_clear(&e);
 		CHECKF(pl_spec_parse(s, json, strlen(json), &e) == cases[i].code, "%s: %s",
 		       cases[i].fop, e.msg);
 		if (cases[i].code)
@@ -764,14 +764,14 @@ static void files_of_process_more_entries_than_processes(void)
 	struct pl_opts o = ro_opts();
 	struct pl_spec *s;
 	struct pl_plan *p = NULL;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_init(&f, 1, 64);
 	fk_add(&f, 0, "a", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
 	s = fk_spec("{\"mesh\":{\"shape\":[2],\"axes\":[\"x\"],\"process_of_device\":[0,1]},"
 		    "\"files_of_process\":[null,null,null]}");
 	CHECK(s);
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	CHECK_EQ(pl_plan_build(&f.ck, s, f.align, &o, &p, &e), RL_E_SPEC_MESH);
 	CHECKF(strstr(e.msg, "files_of_process"), "%s", e.msg);
 	pl_spec_free(s);
@@ -786,7 +786,7 @@ static void engine_given_only_files_read(void)
 	struct pl_spec *s;
 	struct pl_plan *p;
 	struct pl_exec ex;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_init(&f, 3, 64);
 	fk_add(&f, 0, "a", RL_DTYPE_F32, 1, (uint64_t[]){ 8 });
@@ -826,7 +826,7 @@ static void transfer_statistics_add_up(void)
 		sent += x.sent;
 		received += x.received;
 		payload += x.payload;
-		maxread = RL_MAX(maxread, c.p[0]->stats[q].read_bytes);
+		maxread = CM_MAX(maxread, c.p[0]->stats[q].read_bytes);
 		CHECK_EQ(x.files, c.p[0]->stats[q].files_opened);
 		CHECK_EQ(x.received, c.unique - x.payload);     /* all of it, but its own */
 	}
@@ -898,17 +898,17 @@ static void read_once_alloc_failures(void)
 	CHECK(s);
 	o.process = 1;
 	for (long n = 0; !done && n < 100000; n++, tries++) {
-		long live = rl_alloc_live();
+		long live = cm_alloc_live();
 		struct pl_plan *p = NULL, *bq = NULL;
-		struct rl_err e;
+		struct cm_err e;
 		int ret;
 
-		rl_err_clear(&e);
-		rl_alloc_fail_after(n);
+		cm_err_clear(&e);
+		cm_alloc_fail_after(n);
 		ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
 		if (!ret)
 			ret = pl_plan_build_batch(p, 0, &o, &bq, &e);
-		rl_alloc_fail_after(-1);
+		cm_alloc_fail_after(-1);
 		if (!ret) {
 			const char *bad = simulate(p, &f);
 
@@ -919,7 +919,7 @@ static void read_once_alloc_failures(void)
 		}
 		pl_plan_free(bq);
 		pl_plan_free(p);
-		CHECKF(rl_alloc_live() == live, "n %ld: leak", n);
+		CHECKF(cm_alloc_live() == live, "n %ld: leak", n);
 	}
 	pl_spec_free(s);
 	CHECK(done);

@@ -1189,7 +1189,7 @@ struct fake_counts {
 };
 
 static int fake_check(const struct eng_raw_job *job, const struct eng_raw_opts *o,
-		      const struct rl_read *r, struct fake_counts *fc)
+		      const struct cm_read *r, struct fake_counts *fc)
 {
 	if (r->len != o->bs || r->min_len != r->len || r->ncopies ||
 	    r->file >= job->nfiles || r->file >= 4 ||
@@ -1252,12 +1252,12 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 {
 	unsigned qd = o->iodepth, head = 0, n = 0;
 	struct {
-		struct rl_read r;
+		struct cm_read r;
 		uint64_t t;
 	} *q = calloc(qd, sizeof(*q));
 	struct fake_counts fc = { { NULL }, { 0 } };
 	uint64_t reads = 0, bad = 0;
-	struct rl_read r;
+	struct cm_read r;
 	int more = 1, rc = q ? 0 : -ENOMEM;
 
 	for (size_t i = 0; i < job->nfiles && i < 4 && !rc; i++) {

@@ -64,7 +64,7 @@ static void make_plan(struct tu_plan *p, unsigned nitems, uint32_t chunk)
 /* Runs p's job on the asynchronous sink a (delay_us per copy) with few
  * bounce buffers, so that each is reused many times. */
 static int run_async(struct tu_plan *p, struct ts_async *a, struct shards *sh,
-		     unsigned buffers, struct rl_err *e)
+		     unsigned buffers, struct cm_err *e)
 {
 	struct eng_opts o;
 	struct eng_stats st;
@@ -146,7 +146,7 @@ static int fixture_start(struct fixture *f, unsigned nitems, uint32_t chunk, uns
 static void async_bytes_exact(void)
 {
 	struct fixture *f = &fx;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	CHECK(fixture_start(f, 24, 16384, 200) == 0);
@@ -173,7 +173,7 @@ static void async_bytes_exact(void)
 static void async_shards_after_copies(void)
 {
 	struct fixture *f = &fx;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	int ret;
 
 	CHECK(fixture_start(f, 40, 4096, 500) == 0);
@@ -195,7 +195,7 @@ static void async_copy_errors(void)
 {
 	for (int kind = 0; kind < 2 && !th_failed(); kind++) {
 		struct fixture *f = &fx;
-		struct rl_err e = { 0 };
+		struct cm_err e = { 0 };
 		int ret;
 
 		CHECK(fixture_start(f, 24, 16384, 100) == 0);
@@ -229,7 +229,7 @@ static void async_session_batches(void)
 	struct eng_stats st;
 	struct eng_job job;
 	struct eng *eng = NULL;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	uint64_t at = 0;
 	int ret, d = 0;
 
@@ -282,11 +282,11 @@ int main(void)
 	char name[128];
 
 	th_seed();
-	for (size_t b = 0; b < RL_ARRAY_SIZE(backends); b++) {
+	for (size_t b = 0; b < CM_ARRAY_SIZE(backends); b++) {
 		cur_backend = backends[b];
-		for (size_t w = 0; w < RL_ARRAY_SIZE(worker_counts); w++) {
+		for (size_t w = 0; w < CM_ARRAY_SIZE(worker_counts); w++) {
 			cur_workers = worker_counts[w];
-			for (size_t t = 0; t < RL_ARRAY_SIZE(each); t++) {
+			for (size_t t = 0; t < CM_ARRAY_SIZE(each); t++) {
 				snprintf(name, sizeof(name), "%s/%uw/%s",
 					 eng_backend_name(cur_backend), cur_workers, each[t].name);
 				th_run(name, each[t].fn);

@@ -20,12 +20,12 @@
 #include "ringload.h"
 #include "pl_fake.h"
 
-static int parse(const char *json, struct rl_err *e)
+static int parse(const char *json, struct cm_err *e)
 {
 	struct pl_spec *s = pl_spec_new();
 	int ret;
 
-	rl_err_clear(e);
+	cm_err_clear(e);
 	ret = pl_spec_parse(s, json, strlen(json), e);
 	pl_spec_free(s);
 	return ret;
@@ -33,17 +33,17 @@ static int parse(const char *json, struct rl_err *e)
 
 #define CHECK_ERR(json, code, ...) \
 	do { \
-		struct rl_err e_; \
+		struct cm_err e_; \
 		const char *want_[] = { __VA_ARGS__ }; \
 		CHECK_EQ(parse(json, &e_), code); \
-		for (size_t i_ = 0; i_ < RL_ARRAY_SIZE(want_); i_++) \
+		for (size_t i_ = 0; i_ < CM_ARRAY_SIZE(want_); i_++) \
 			CHECKF(strstr(e_.msg, want_[i_]), "\"%s\" not in \"%s\"", want_[i_], \
 			       e_.msg); \
 	} while (0)
 
 static void spec_errors(void)
 {
-	struct rl_err e;
+	struct cm_err e;
 
 	CHECK_ERR("", RL_E_SPEC, "invalid JSON", "at byte 0");
 	CHECK_ERR("[1]", RL_E_SPEC, "not a JSON object");
@@ -165,15 +165,15 @@ static void rule_regex_limits(void)
 	};
 	struct pl_spec *s = pl_spec_new();
 	char re[2048];
-	struct rl_err e;
+	struct cm_err e;
 
 	CHECK(s);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(refused); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(refused); i++) {
 		CHECK_EQ(pl_spec_add_rule(s, refused[i].re, 0, NULL, &e), RL_E_SPEC_REGEX);
 		CHECKF(strstr(e.msg, "rule 0") && strstr(e.msg, refused[i].why) &&
 		       strstr(e.msg, "deliberate limit"), "%s: %s", refused[i].re, e.msg);
 	}
-	for (size_t i = 0; i < RL_ARRAY_SIZE(fine); i++)
+	for (size_t i = 0; i < CM_ARRAY_SIZE(fine); i++)
 		CHECKF(!pl_spec_add_rule(s, fine[i], 0, NULL, &e), "%s: %s", fine[i], e.msg);
 	/* At most 4096 atoms once counts are expanded: 4 x 1000 + 96. */
 	snprintf(re, sizeof(re), "a{1000}a{1000}a{1000}a{1000}%096d", 0);
@@ -189,13 +189,13 @@ static void rule_regex_limits(void)
 	re[1025] = '\0';
 	CHECK_EQ(pl_spec_add_rule(s, re, 0, NULL, &e), RL_E_SPEC_REGEX);
 	CHECKF(strstr(e.msg, "pattern of 1025 bytes (at most 1024)"), "%s", e.msg);
-	CHECK_EQ(s->nrules, RL_ARRAY_SIZE(fine) + 2);
+	CHECK_EQ(s->nrules, CM_ARRAY_SIZE(fine) + 2);
 	pl_spec_free(s);
 }
 
 static int parse_in_child(void *json, char *msg, size_t cap)
 {
-	struct rl_err e;
+	struct cm_err e;
 	int ret = parse(json, &e);
 
 	snprintf(msg, cap, "%s", e.msg);
@@ -211,7 +211,7 @@ static void stacked_stars_refused_at_once(void)
 {
 	static const int stars[] = { 109, 200, 400 };
 
-	for (size_t k = 0; k < RL_ARRAY_SIZE(stars); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(stars); k++) {
 		char json[1024], msg[1024];
 		struct timespec t0, t1;
 		int n, ret;
@@ -249,11 +249,11 @@ static void spec_json_strict(void)
 		SPEC_CASE("{\"rules\":[{\"match\":\"a\\u0000.*\",\"spec\":[]}]}", "U+0000"),
 	};
 #undef SPEC_CASE
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(cases); i++) {
 		struct pl_spec *s = pl_spec_new();
-		struct rl_err e;
+		struct cm_err e;
 
-		rl_err_clear(&e);
+		cm_err_clear(&e);
 		CHECKF(pl_spec_parse(s, cases[i].json, cases[i].len, &e) == RL_E_SPEC,
 		       "case %zu: %s", i, e.msg);
 		pl_spec_free(s);
@@ -265,7 +265,7 @@ static void spec_json_strict(void)
 /* The device limit, at and just past it; a huge axis says what the limit is. */
 static void mesh_device_limit(void)
 {
-	struct rl_err e;
+	struct cm_err e;
 
 	CHECK_EQ(parse("{\"mesh\":{\"shape\":[16777216],\"axes\":[\"x\"]}}", &e), 0);
 	CHECK_EQ(parse("{\"mesh\":{\"shape\":[4096,4096],\"axes\":[\"x\",\"y\"]}}", &e), 0);
@@ -303,11 +303,11 @@ static int mesh_262k(void *arg, char *msg, size_t cap)
 	uint32_t *ids = malloc(N * sizeof(*ids)), shape[] = { N };
 	const char *axes[] = { "x" };
 	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
+	struct cm_err e;
 	int ret;
 
 	(void)arg;
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	for (uint32_t i = 0; i < N; i++)
 		ids[i] = (i * 2654435761u) % N;         /* a permutation, not sorted */
 	ret = pl_spec_set_mesh(s, 1, shape, axes, ids, NULL, &e);
@@ -358,7 +358,7 @@ static void mesh_of_262k_devices_is_fast(void)
 static void spec_c_api(void)
 {
 	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
+	struct cm_err e;
 	const char *tj;
 	const char *axes[] = { "data", "model" };
 	const char *m[] = { "model" }, *dm[] = { "data", "model" }, *bad[] = { "pipe" };
@@ -366,7 +366,7 @@ static void spec_c_api(void)
 	uint32_t shape[] = { 2, 2 }, dev[] = { 10, 11, 12, 13 }, proc[] = { 0, 0, 1, 1 };
 	struct pl_box b;
 
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	CHECK(s);
 	/* No mesh yet: one device, so any axis is unknown. */
 	CHECK_EQ(pl_spec_add_rule(s, "x", 1, d1, &e), RL_E_SPEC_AXIS);
@@ -406,8 +406,8 @@ static void spec_c_api(void)
 	/* Boxes: dim 10 over (data, model) = 6 ways: chunks of 2, last empty. */
 	for (uint32_t di = 0; di < 6; di++) {
 		pl_box_of(s, &s->rules[1], 1, (uint64_t[]){ 10 }, di, &b);
-		CHECK_EQ(b.start[0], RL_MIN(2 * di, 10));
-		CHECK_EQ(b.stop[0], RL_MIN(2 * di + 2, 10));
+		CHECK_EQ(b.start[0], CM_MIN(2 * di, 10));
+		CHECK_EQ(b.stop[0], CM_MIN(2 * di + 2, 10));
 	}
 	/* dim 7 over model (3): chunks of 3: [0,3) [3,6) [6,7); data replicates. */
 	pl_box_of(s, &s->rules[0], 2, (uint64_t[]){ 7, 5 }, 5, &b);
@@ -614,7 +614,7 @@ static void strict_refusal_builds_no_tree(void)
 		{ "{\"mesh\":{\"shape\":[1e999],\"axes\":[\"x\"]}}", "number out of range" },
 	};
 	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
+	struct cm_err e;
 
 	CHECK(s);
 	/* the hook sees cJSON's blocks where it does build a tree */
@@ -622,7 +622,7 @@ static void strict_refusal_builds_no_tree(void)
 	CHECK_EQ(parse("{\"x\":[0]}", &e), RL_E_SPEC);
 	cjson_count(0);
 	CHECKF(cjson_allocs > 0, "%ld", cjson_allocs);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(bad); i++) {
 		cjson_count(1);
 		CHECK_ERR(bad[i].json, RL_E_SPEC, "spec: invalid JSON", bad[i].what);
 		cjson_count(0);
@@ -668,7 +668,7 @@ static void spec_bounds(void)
 	FILE *f;
 	struct pl_spec *s = pl_spec_new();
 	rl_spec *pub = rl_spec_create();
-	struct rl_err e;
+	struct cm_err e;
 
 	CHECK(ok && over && vals && s && pub);
 	CHECKF(parse(ok, &e) == 0, "%s", e.msg);
@@ -702,9 +702,9 @@ static void spec_bounds(void)
 	for (long k = 0; ; k++) {
 		int ret;
 
-		rl_alloc_fail_after(k);
+		cm_alloc_fail_after(k);
 		ret = pl_spec_add_rule(s, ".*[0-9]", 0, NULL, &e);
-		rl_alloc_fail_after(-1);
+		cm_alloc_fail_after(-1);
 		if (!ret)
 			break;
 		CHECK_EQ(ret, -ENOMEM);
@@ -759,7 +759,7 @@ static void spec_bounds(void)
 static void alternation_rules_are_indexed(void)
 {
 	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
+	struct cm_err e;
 	char re[160], name[64];
 
 	CHECK(s);
@@ -788,13 +788,13 @@ static void rule_index_utf8_locale(void)
 		{ "a\xc3\xa9*b", "ab" }, { ".*x\xc3\xa9?y", "xy" }, { "\xc3\xa9{0,1}z", "z" },
 		{ "a\xc3\xa9+b", "a\xc3\xa9\xc3\xa9" "b" },
 	};
-	struct rl_err e;
+	struct cm_err e;
 
 	if (!setlocale(LC_CTYPE, "C.UTF-8")) {
 		th_skip("no C.UTF-8 locale");
 		return;
 	}
-	for (size_t i = 0; i < RL_ARRAY_SIZE(cases) && !th_failed(); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(cases) && !th_failed(); i++) {
 		struct pl_spec *s = pl_spec_new();
 
 		CHECK(s);
@@ -818,7 +818,7 @@ static void rule_matching_attempts_bounded(void)
 {
 	static struct fake f;
 	struct pl_opts o;
-	struct rl_err e;
+	struct cm_err e;
 
 	fk_init(&f, 1, 64);
 	for (unsigned i = 0; i < FK_MAX_T; i++) {
@@ -872,7 +872,7 @@ static void rule_index_matches_every_rule_in_order(void)
 					     "x\\.a", "[|(]", "\xc3\xa9", "\xc3\xa9*", "ab\\.x",
 					     "\xc3\xa9?" };
 	struct pl_spec *s = NULL;
-	struct rl_err e;
+	struct cm_err e;
 	char out[PL_RULE_PREFIX];
 
 	static const struct { const char *re, *must; } must[] = {
@@ -882,13 +882,13 @@ static void rule_index_matches_every_rule_in_order(void)
 		{ "ab\\.x|ab\\.y", "" },
 	};
 
-	for (size_t i = 0; i < RL_ARRAY_SIZE(pre); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(pre); i++) {
 		size_t n = pl_regex_prefix(pre[i].re, out, sizeof(out));
 
 		CHECKF(n == strlen(pre[i].prefix) && !memcmp(out, pre[i].prefix, n),
 		       "%s: \"%.*s\"", pre[i].re, (int)n, out);
 	}
-	for (size_t i = 0; i < RL_ARRAY_SIZE(must); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(must); i++) {
 		size_t n = pl_regex_must(must[i].re, out, sizeof(out));
 
 		CHECKF(n == strlen(must[i].must) && !memcmp(out, must[i].must, n),
@@ -905,7 +905,7 @@ static void rule_index_matches_every_rule_in_order(void)
 			char re[96] = "";
 
 			for (unsigned k = 1 + (unsigned)(th_rand() % 8); k; k--)
-				strcat(re, piece[th_rand() % RL_ARRAY_SIZE(piece)]);
+				strcat(re, piece[th_rand() % CM_ARRAY_SIZE(piece)]);
 			if (pl_spec_add_rule(s, re, 0, NULL, &e))   /* "|" alone, "a*b?" ... */
 				continue;
 		}
@@ -915,7 +915,7 @@ static void rule_index_matches_every_rule_in_order(void)
 			long want = -1;
 
 			for (unsigned k = (unsigned)(th_rand() % 16); k; k--)
-				strcat(name, sym[th_rand() % RL_ARRAY_SIZE(sym)]);
+				strcat(name, sym[th_rand() % CM_ARRAY_SIZE(sym)]);
 			for (size_t r = 0; r < s->nrules && want < 0; r++)
 				if (!regexec(&s->rules[r].re, name, 0, NULL, 0))
 					want = (long)r;
@@ -1025,7 +1025,7 @@ static void huge_dim_boxes(void)
 		 "\"data_offsets\":[0,0]}}", 0, 0, path, sizeof(path));
 	CHECK(path[0]);
 	CHECKF(rl_ckpt_open(ck, path) == 0, "%s", rl_ckpt_errmsg(ck));
-	for (size_t k = 0; k < RL_ARRAY_SIZE(n); k++) {
+	for (size_t k = 0; k < CM_ARRAY_SIZE(n); k++) {
 		uint64_t next = 0;
 
 		CHECK_EQ(rl_spec_set_mesh(spec, 1, &n[k], axes, NULL, NULL), 0);

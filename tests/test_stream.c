@@ -24,7 +24,7 @@
 #include <openssl/evp.h>
 
 #include "ckpt_util.h"
-#include "rl_common.h"
+#include "common.h"
 #include "harness.h"
 #include "ringload.h"
 
@@ -275,10 +275,10 @@ static int limits_held(const rl_loader *ld, const struct fixture *f, uint64_t bu
 		rl_request_info r;
 
 		rl_plan_request(f->plan, i, &r);
-		max_read = RL_MAX(max_read, r.length);
+		max_read = CM_MAX(max_read, r.length);
 	}
 	if (rl_loader_get_stats(ld, &st) < 0 || st.bytes_read < st.bytes_needed ||
-	    st.peak_inflight > RL_MAX(budget / 4, max_read)) {
+	    st.peak_inflight > CM_MAX(budget / 4, max_read)) {
 		printf("    peak in flight %llu, budget %llu, largest read %llu\n",
 		       (unsigned long long)st.peak_inflight, (unsigned long long)budget,
 		       (unsigned long long)max_read);
@@ -319,7 +319,7 @@ static void random_budgets(void)
 
 	for (int round = 0; round < 6 && !th_failed(); round++) {
 		uint64_t chunk = 4096ull << (th_rand() % 6); /* 4 KiB .. 128 KiB */
-		uint64_t budgets[3] = { MIN_BUDGET, RL_MAX(chunk, MIN_BUDGET),
+		uint64_t budgets[3] = { MIN_BUDGET, CM_MAX(chunk, MIN_BUDGET),
 					MIN_BUDGET + (th_rand() % (8u << 20)) };
 		struct fixture f;
 		int ret = fixture_random(&f, chunk);
@@ -996,7 +996,7 @@ int main(void)
 	static const unsigned workers[] = { 1, 3 };
 
 	th_seed();
-	run_on_every_backend(tests, RL_ARRAY_SIZE(tests), workers, RL_ARRAY_SIZE(workers),
+	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), workers, CM_ARRAY_SIZE(workers),
 			     select_backend);
 	cur = RL_BACKEND_IO_URING;
 	cur_workers = 1;

@@ -1,6 +1,6 @@
 /* cli.h - the ringload command's subcommands; each is a thin client of ringload.h. */
-#ifndef RL_CLI_H
-#define RL_CLI_H
+#ifndef TOOLS_CLI_H
+#define TOOLS_CLI_H
 
 #include <stdint.h>
 

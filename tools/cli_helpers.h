@@ -2,8 +2,8 @@
  * cli_helpers.h - small helpers the ringload tools share (ringload's subcommands
  * and mkckpt). Needs nothing of the library.
  */
-#ifndef RL_TOOLS_UTIL_H
-#define RL_TOOLS_UTIL_H
+#ifndef TOOLS_UTIL_H
+#define TOOLS_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>

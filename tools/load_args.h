@@ -2,8 +2,8 @@
  * load_args.h - `ringload load`'s options, shared by the command
  * (cmd_load.c) and the MPI rank program --mpi runs (mpi/load_mpi.c).
  */
-#ifndef RL_TOOLS_LOAD_ARGS_H
-#define RL_TOOLS_LOAD_ARGS_H
+#ifndef TOOLS_LOAD_ARGS_H
+#define TOOLS_LOAD_ARGS_H
 
 #include <stdint.h>
 

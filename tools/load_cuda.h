@@ -2,8 +2,8 @@
  * load_cuda.h - `ringload load --device cuda[:N]` (load_cuda.c): the
  * option rules, the set-up and --verify of a load into GPU memory.
  */
-#ifndef RL_TOOLS_LOAD_CUDA_H
-#define RL_TOOLS_LOAD_CUDA_H
+#ifndef TOOLS_LOAD_CUDA_H
+#define TOOLS_LOAD_CUDA_H
 
 #include <stdint.h>
 

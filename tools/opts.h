@@ -8,8 +8,8 @@
  * nowhere else. Needs nothing of the library (mkckpt links it alone); the
  * ranges of library parameters come in through a bounds function.
  */
-#ifndef RL_OPTS_H
-#define RL_OPTS_H
+#ifndef TOOLS_OPTS_H
+#define TOOLS_OPTS_H
 
 #include <stddef.h>
 #include <stdint.h>

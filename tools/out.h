@@ -24,8 +24,8 @@
  * be a file or a DIR that may not be replaced), with one line naming the
  * path in o->err. Not thread-safe: one thread at a time per out_dir.
  */
-#ifndef RL_TOOLS_OUT_H
-#define RL_TOOLS_OUT_H
+#ifndef TOOLS_OUT_H
+#define TOOLS_OUT_H
 
 #include <limits.h>
 #include <stdatomic.h>

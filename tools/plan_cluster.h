@@ -1,6 +1,6 @@
 /* plan_cluster.h - `ringload plan`'s cluster summary (transfers, read shares, files). */
-#ifndef RL_PLAN_CLUSTER_H
-#define RL_PLAN_CLUSTER_H
+#ifndef TOOLS_PLAN_CLUSTER_H
+#define TOOLS_PLAN_CLUSTER_H
 
 #include "ringload.h"
 

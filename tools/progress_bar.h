@@ -4,8 +4,8 @@
  * status text for phases without a byte count (planning). Shown only on a
  * terminal and without --quiet; otherwise every call does nothing.
  */
-#ifndef RL_TOOLS_PROGRESS_H
-#define RL_TOOLS_PROGRESS_H
+#ifndef TOOLS_PROGRESS_H
+#define TOOLS_PROGRESS_H
 
 #include <stdint.h>
 

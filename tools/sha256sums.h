@@ -3,8 +3,8 @@
  * FILE=HEX (repeatable) and --sha256-file SUMS (sha256sum's format), given
  * to the loader (rl_loader_expect_sha256), and what the load found.
  */
-#ifndef RL_TOOLS_SHA256SUMS_H
-#define RL_TOOLS_SHA256SUMS_H
+#ifndef TOOLS_SHA256SUMS_H
+#define TOOLS_SHA256SUMS_H
 
 #include "opts.h"
 #include "ringload.h"

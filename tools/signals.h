@@ -13,8 +13,8 @@
  * says why and exits 128 + the signal itself. While the main thread is
  * writing (cli_sig_guard(1)) it is never cut short: the writer polls.
  */
-#ifndef RL_TOOLS_SIGNALS_H
-#define RL_TOOLS_SIGNALS_H
+#ifndef TOOLS_SIGNALS_H
+#define TOOLS_SIGNALS_H
 
 /* Blocks SIGINT and SIGTERM and starts the signal thread. Call before the
  * library starts any thread. Returns 0 or -errno. */

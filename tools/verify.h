@@ -3,8 +3,8 @@
  * pread of its tensor's bytes in the file, sliced to the shard's box (an
  * independent path: no plan, no engine).
  */
-#ifndef RL_TOOLS_VERIFY_H
-#define RL_TOOLS_VERIFY_H
+#ifndef TOOLS_VERIFY_H
+#define TOOLS_VERIFY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -63,8 +63,8 @@ RAW_READ_HEADERS = {"raw.h"}
 RAW_READ_SOURCE = "engine/raw.c"
 # The public headers: the core library's and the MPI executor's.
 PUBLIC_HEADERS = {"ringload.h", "ringload_types.h", "ringload_mpi.h"}
-LIBRARY_HEADERS = {"engine.h", "eng_int.h", "sink.h", "host.h", "planner.h", "pl_private.h", "rl_common.h",
-                   "rl_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
+LIBRARY_HEADERS = {"engine.h", "eng_int.h", "sink.h", "host.h", "planner.h", "pl_private.h", "common.h",
+                   "plan_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
 
 results = []
 
@@ -371,12 +371,12 @@ def report():
 CLEAN_TREE = {
     "api/ringload.h": '#include "../common/ringload_types.h"\n',
     "common/ringload_types.h": "",
-    "common/rl_common.h": '#include "ringload_types.h"\n',
-    "planner/a.h": '#include "rl_common.h"\n',
+    "common/common.h": '#include "ringload_types.h"\n',
+    "planner/a.h": '#include "common.h"\n',
     "planner/a.c": '#include "a.h"\n',
     "planner/b.h": "",
     "planner/b.c": '#include "b.h"\n#include "a.h"\n',
-    "engine/sink.h": '#include "rl_common.h"\n',
+    "engine/sink.h": '#include "common.h"\n',
     "sink/host.h": '#include "../engine/sink.h"\n',
     "sink/host.c": '#include "host.h"\n',
     "exec/pass.c": '#include "../planner/a.h"\n#include "../engine/sink.h"\n',
@@ -384,7 +384,7 @@ CLEAN_TREE = {
 }
 PLANTED = {
     "planner/a.c": '#include "a.h"\n#include "b.h"\n',
-    "common/rl_common.h": '#include "ringload_types.h"\n#include "../api/ringload.h"\n',
+    "common/common.h": '#include "ringload_types.h"\n#include "../api/ringload.h"\n',
     "engine/worker.c": '#include "sink.h"\n#include "../sink/host.h"\n',
 }
 
@@ -409,7 +409,7 @@ def self_test():
     got = [" <-> ".join(c) for c in circles]
     check("self_test_finds_a_planted_circle",
           [] if got == want else [f"found {got or 'no circle'}, planted {want}"])
-    want = ["common/rl_common.h:2 includes api/ringload.h (common/ may use nothing)",
+    want = ["common/common.h:2 includes api/ringload.h (common/ may use nothing)",
             "engine/worker.c:2 includes sink/host.h (engine/ may use common)"]
     check("self_test_finds_planted_up_floor_includes",
           [] if ups == want else [f"found {ups or 'nothing'}, planted {want}"])

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ringload.h"
-#include "rl_common.h"
+#include "common.h"
 #include "../../planner/planner.h"
 
 const char *fuzz_target_name = "header";
@@ -32,9 +32,9 @@ static void check_accepted(const struct pl_header *h, size_t hlen, uint64_t size
 		if (t->offset != at || t->dtype >= RL_DTYPE_COUNT || !t->name)
 			__builtin_trap();
 		for (unsigned d = 0; d < t->ndim; d++)
-			if (rl_mul64(n, t->shape[d], &n))
+			if (cm_mul64(n, t->shape[d], &n))
 				n = 0, d = t->ndim; /* only possible when a later dim is 0 */
-		if (rl_mul64(n, pl_dtype_bits(t->dtype), &bits) || bits % 8 || bits / 8 != t->nbytes)
+		if (cm_mul64(n, pl_dtype_bits(t->dtype), &bits) || bits % 8 || bits / 8 != t->nbytes)
 			if (!(n == 0 && t->nbytes == 0))
 				__builtin_trap();
 		at += t->nbytes;
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	struct pl_header h;
 	uint64_t n = 0;
 	int direct = 1, r, fd;

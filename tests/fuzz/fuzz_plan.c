@@ -22,7 +22,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "rl_common.h"
+#include "common.h"
 #include "pl_check.h"
 
 const char *fuzz_target_name = "plan";
@@ -90,7 +90,7 @@ static int name_cmp(const void *a, const void *b, void *arg)
  * Returns 0, or -1 when a header is refused or a name repeats. */
 static int make_ckpt(const struct input *in, struct ckpt *c)
 {
-	struct rl_err e;
+	struct cm_err e;
 	size_t n = 0;
 
 	memset(c, 0, sizeof(*c));
@@ -161,7 +161,7 @@ static void options(const struct input *in, const struct pl_spec *s, struct pl_o
 		uint32_t a = aligns[pick(&h, 3)];
 
 		al[f] = (struct pl_align){ a, a };
-		*chunk_max = RL_MAX(*chunk_max, a);
+		*chunk_max = CM_MAX(*chunk_max, a);
 	}
 }
 
@@ -185,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pl_plan *p = NULL;
 	struct pl_align al[MAX_FILES];
 	struct pl_opts o;
-	struct rl_err e;
+	struct cm_err e;
 	struct input in;
 	struct ckpt c;
 	uint64_t chunk_max;
@@ -195,7 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	pl_limit_set_for_tests(PL_LIMIT_DEVICES, 1u << 16);
 	split(data, size, &in);
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	if ((ret = pl_spec_parse(s, (const char *)in.part[0], in.len[0], &e))) {
 		if (ret >= 0 || !e.msg[0])
 			__builtin_trap();

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "rl_common.h"
+#include "common.h"
 #include "pl_fake.h"
 
 const char *fuzz_target_name = "spec";
@@ -48,12 +48,12 @@ static void check_spec(const struct pl_spec *s)
 static void check_plan(const struct pl_plan *p, const struct pl_ckpt *ck)
 {
 	for (size_t q = 0; q < p->nreads; q++) {
-		const struct rl_read *r = &p->reads[q];
+		const struct cm_read *r = &p->reads[q];
 
 		if (r->min_len > r->len || r->off + r->min_len > ck->files[r->file].size)
 			__builtin_trap();
 		for (uint32_t j = 0; j < r->ncopies; j++) {
-			const struct rl_copy *c = &p->copies[r->first_copy + j];
+			const struct cm_copy *c = &p->copies[r->first_copy + j];
 			const struct pl_shard *sh = &p->shards[c->shard];
 
 			if (c->src + (uint64_t)(c->count - 1) * c->src_stride + c->len > r->min_len ||
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct pl_spec *s = pl_spec_new();
-	struct rl_err e;
+	struct cm_err e;
 	static struct fake f;
 	struct pl_opts o;
 	struct pl_plan *p = NULL;
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Meshes up to 65,536 devices (the library's limit lowered: larger
 	 * ones cost seconds each and are refused by the same comparison). */
 	pl_limit_set_for_tests(PL_LIMIT_DEVICES, 1u << 16);
-	rl_err_clear(&e);
+	cm_err_clear(&e);
 	ret = pl_spec_parse(s, (const char *)data, size, &e);
 	if (ret) {
 		if (ret >= 0 || !e.msg[0])

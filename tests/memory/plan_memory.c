@@ -196,14 +196,14 @@ static void run(const struct scenario *sc)
 	struct pl_spec *s = pl_spec_new();
 	struct pl_plan *p = NULL;
 	struct pl_opts o;
-	struct rl_err e = { 0 };
+	struct cm_err e = { 0 };
 	char *json = spec_text(sc);
 	long base, peak, lib0, lib;
 	struct timespec t0, t1;
 	int ret;
 
 	sc->make(&ck, sc->n);
-	for (size_t f = 0; f < RL_ARRAY_SIZE(al); f++)
+	for (size_t f = 0; f < CM_ARRAY_SIZE(al); f++)
 		al[f] = (struct pl_align){ 4096, 4096 };
 	if (pl_spec_parse(s, json, strlen(json), &e)) {
 		printf("%-10s spec: %s\n", sc->name, e.msg);
@@ -216,13 +216,13 @@ static void run(const struct scenario *sc)
 	base = rss_kib();
 	if (maxrss_kib() > base)
 		base = maxrss_kib();   /* the high-water mark so far bounds the baseline */
-	rl_alloc_peak_reset();
-	lib0 = rl_alloc_live_bytes();
+	cm_alloc_peak_reset();
+	lib0 = cm_alloc_live_bytes();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = pl_plan_build(&ck, s, al, &o, &p, &e);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	peak = maxrss_kib();
-	lib = rl_alloc_peak_bytes() - lib0;
+	lib = cm_alloc_peak_bytes() - lib0;
 	if (ret) {
 		printf("%-10s build: %s\n", sc->name, e.msg);
 		exit(1);
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 	printf("%-10s %9s %9s %8s %8s %5s %8s %5s %7s  %s\n", "scenario", "shards", "copies",
 	       "est_MiB", "rss_MiB", "ratio", "lib_MiB", "ratio", "time", "what");
 	fflush(stdout);
-	for (size_t i = 0; i < RL_ARRAY_SIZE(scenarios); i++) {
+	for (size_t i = 0; i < CM_ARRAY_SIZE(scenarios); i++) {
 		int wanted = argc < 2, st;
 		pid_t pid;
 

@@ -3,8 +3,8 @@
  * of a plan as DIR/<device id>/<tensor, '/' as %2F>.bin, so that the
  * dumps of an MPI load and of single-process loads compare with diff -r.
  */
-#ifndef RL_TEST_DUMP_H
-#define RL_TEST_DUMP_H
+#ifndef TESTS_MPI_DUMP_H
+#define TESTS_MPI_DUMP_H
 
 #include <stdio.h>
 #include <sys/stat.h>

@@ -1,15 +1,15 @@
 /*
- * rl_fileid.h - a file's identity and change times, as statx reports
+ * fileid.h - a file's identity and change times, as statx reports
  * them on an open descriptor: the planner records it when a checkpoint is
  * opened, the engine when it opens the file for a load and again after the
  * last read (issue 11, item 5: a file changed during a load).
  */
-#ifndef RL_FILEID_H
-#define RL_FILEID_H
+#ifndef COMMON_FILEID_H
+#define COMMON_FILEID_H
 
 #include <stdint.h>
 
-struct rl_file_id {
+struct cm_file_id {
 	uint64_t dev, ino;      /* the file itself (a rename swaps these) */
 	uint64_t size;
 	int64_t mtime_ns;       /* last write of the contents */
@@ -18,11 +18,11 @@ struct rl_file_id {
 };
 
 /* Records fd's identity; 0 or -errno (out->valid is 0 then). */
-int rl_file_id_get(int fd, struct rl_file_id *out);
+int cm_file_id_get(int fd, struct cm_file_id *out);
 
 /* What differs between a and b, as a short phrase ("inode", "size",
  * "modification time", "change time"), or NULL when they agree or either
  * is not recorded. */
-const char *rl_file_id_diff(const struct rl_file_id *a, const struct rl_file_id *b);
+const char *cm_file_id_diff(const struct cm_file_id *a, const struct cm_file_id *b);
 
-#endif /* RL_FILEID_H */
+#endif /* COMMON_FILEID_H */

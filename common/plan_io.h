@@ -1,11 +1,11 @@
 /*
- * rl_io.h - the plan as plain data: read requests with scatter lists.
+ * plan_io.h - the plan as plain data: read requests with scatter lists.
  *
  * The planner writes these; the engine executes them without knowing what a
  * tensor is. This header is the only thing the two layers share.
  */
-#ifndef RL_IO_H
-#define RL_IO_H
+#ifndef COMMON_PLAN_IO_H
+#define COMMON_PLAN_IO_H
 
 #include <stdint.h>
 #include <stddef.h>
@@ -16,7 +16,7 @@
  * staging area of device slot dev (contiguous: shards are C order), and
  * count towards shard (a process-local shard index) being complete.
  */
-struct rl_copy {
+struct cm_copy {
 	uint32_t src;
 	uint32_t len;
 	uint32_t count;
@@ -52,7 +52,7 @@ static inline int io_copy_runs(uint64_t len, uint64_t count, uint64_t src_stride
 
 /* The read goes straight into staging: exactly one copy, src 0, count 1,
  * len == the read's len, and dst aligned like the file offset. */
-#define RL_READ_DIRECT 0x1u
+#define CM_READ_DIRECT 0x1u
 
 /*
  * One read request: len bytes at file offset off (both aligned to the
@@ -60,7 +60,7 @@ static inline int io_copy_runs(uint64_t len, uint64_t count, uint64_t src_stride
  * min_len bytes must arrive; the rest may lie past end of file. Its copies
  * are copies[first_copy .. first_copy + ncopies) of the plan's copy array.
  */
-struct rl_read {
+struct cm_read {
 	uint64_t off;
 	uint64_t first_copy;
 	uint32_t len;
@@ -71,4 +71,4 @@ struct rl_read {
 	uint32_t pad_;
 };
 
-#endif /* RL_IO_H */
+#endif /* COMMON_PLAN_IO_H */
