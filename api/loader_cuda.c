@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../sink/cuda.h"
@@ -61,7 +62,7 @@ int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *o)
 
 	if (!ld)
 		return -EINVAL;
-	if (o && (o->size < sizeof(rl_cuda_opts) || (o->ndevs && !o->device_map)))
+	if (o && (o->size < offsetof(rl_cuda_opts, reserved) || (o->ndevs && !o->device_map)))
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "rl_loader_set_cuda: size %u, ndevs %u: a device map needs its entries",
 				  o->size, o->ndevs);

@@ -1096,6 +1096,7 @@ typedef struct rl_cuda_opts {
 	uint32_t ndevs;             /* entries of device_map; 0: identity */
 	const int32_t *device_map;  /* spec device id -> CUDA ordinal (copied);
 				     * several ids may share one GPU */
+	uint64_t reserved[4];       /* room to grow: zero */
 } rl_cuda_opts;
 
 /*
@@ -1103,7 +1104,8 @@ typedef struct rl_cuda_opts {
  * d goes to CUDA device device_map[d] (identity without a map); a plan
  * device the map does not cover fails the load with RL_E_CUDA_DEVICE.
  * Nothing touches the driver until a load. Returns 0, -EINVAL (ld NULL),
- * RL_E_INVALID_ARG (size too small, a map without entries) or
+ * RL_E_INVALID_ARG (size smaller than the first version's, a map without
+ * entries) or
  * RL_E_CUDA_DEVICE (a negative ordinal). Not during a load. Removing it
  * frees the device memory of the last load and unpins the pool.
  */

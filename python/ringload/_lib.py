@@ -213,7 +213,8 @@ class Piece(Structure):
 
 class CudaOpts(Structure):
     """rl_cuda_opts: delivery to CUDA devices (spec device id -> ordinal)"""
-    _fields_ = [("size", c_uint32), ("ndevs", c_uint32), ("device_map", POINTER(c_int32))]
+    _fields_ = [("size", c_uint32), ("ndevs", c_uint32), ("device_map", POINTER(c_int32)),
+                ("reserved", c_uint64 * 4)]
 
 
 class SumsEntry(Structure):

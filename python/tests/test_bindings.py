@@ -45,12 +45,15 @@ def test_every_structure_matches_c_offsetof_and_sizeof():
 
 def _header_structs():
     """{name: [member, ...]} of every `typedef struct rl_x { ... } rl_x;` of
-    api/ringload.h, read from the header itself: a member added there
+    api/ringload.h and the ringload_types.h it re-exports, read from the
+    headers themselves: a member added there
     fails the test below until py_layout (python/tests/struct_layout.c) prints it
     and the ctypes mirror has it."""
     import re
-    with open(os.path.join(ROOT, "api", "ringload.h")) as f:
-        src = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    src = ""
+    for path in (("api", "ringload.h"), ("common", "ringload_types.h")):
+        with open(os.path.join(ROOT, *path)) as f:
+            src += re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
     out = {}
     for m in re.finditer(r"typedef struct (rl_\w+) \{(.*?)\} \1;", src, flags=re.S):
         members = []
