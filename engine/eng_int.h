@@ -21,7 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "engine_types.h"
 
 /* One open file: a buffered descriptor always, an O_DIRECT one where the
  * file system allows and the page cache does not already hold the file;
