@@ -5,6 +5,11 @@
  * the job's sink (sink.h) on the worker that reaped them, and bounds the
  * bytes in flight of all workers together. Knows nothing of tensors nor
  * of where the bytes go; never includes planner/ nor a sink.
+ *
+ * What the layers above include: the engine's types (engine_types.h), the
+ * headers of the files that define the rest of its functions, and here
+ * the entry points of engine.c. The engine's own files include
+ * eng_int.h and those headers, not this one (docs/engine.md).
  */
 #ifndef ENGINE_ENGINE_H
 #define ENGINE_ENGINE_H

@@ -5,9 +5,10 @@
  * (eng_stats, eng_file_stat, the fallback flags), a file's alignment and
  * device queue (eng_align, eng_devq) and a session's inputs. Types only:
  * the functions live in the header of the file that defines them, and
- * engine.h (the engine's entry points) includes them all. No engine file
- * but engine.c includes engine.h, so that engine.c, which calls the
- * workers, is not included by them (tests/check/layers.py: no circles).
+ * engine.h (the engine's entry points) includes them all. Of the engine's
+ * files only engine.c and raw.c (which nothing in the engine calls)
+ * include engine.h: engine.c calls the workers, so a worker including it
+ * would close a circle (tests/check/layers.py).
  */
 #ifndef ENGINE_ENGINE_TYPES_H
 #define ENGINE_ENGINE_TYPES_H
