@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "eng_int.h"
+#include "hooks.h"
 
 struct fault {
 	int hard;                 /* ENG_FAULT_HARD armed: commit and reap fail */

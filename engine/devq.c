@@ -17,7 +17,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "devq.h"
 
 #define DEVQ_DEPTH 8 /* stacked devices followed at most (a loop guard) */
 

@@ -21,7 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "engine.h"
+#include "engine_types.h"
 
 /* One open file: a buffered descriptor always, an O_DIRECT one where the
  * file system allows and the page cache does not already hold the file;
@@ -103,7 +103,7 @@ extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops;
 /* ---- hooks.c: test hooks, in -DRL_TEST_HOOKS builds only ---------------- */
 
 #ifdef RL_TEST_HOOKS
-/* What eng_set_* asked for (engine.h). */
+/* What eng_set_* asked for (hooks.h). */
 struct eng_hooks {
 	int fault_kind, fault_backend, fault_errno;
 	uint64_t fault_nth;

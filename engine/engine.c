@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "eng_int.h"
+#include "engine.h"
 
 #define DEFAULT_INFLIGHT (128ull << 20) /* as the loader: api/load.c */
 #define DEFAULT_QD 16

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "eng_int.h"
+#include "hooks.h"
 
 void eng_set_fault(struct eng *eng, int backend, int kind, uint64_t nth)
 {

@@ -23,7 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "numa.h"
 
 #define NUMA_MAX_NODES 1024
 

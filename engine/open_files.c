@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devq.h"
 #include "eng_int.h"
+#include "probe.h"
 
 #define HOT_PERMILLE 900        /* resident share from which a file is read buffered */
 #define PROBE_RANGES_MAX 4096   /* exact ranges per file; past that, one span */

@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 
 #include "eng_int.h"
+#include "numa.h"
+#include "pool.h"
 
 #define PAGE 4096u
 #define HUGE (2u << 20)

@@ -6,7 +6,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "probe.h"
 
 /* Logical block size of the device holding st, from sysfs; 512 if unknown. */
 static uint32_t logical_block_size(const struct stat *st)

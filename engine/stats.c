@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eng_int.h"
+#include "stats.h"
 
 /* Appends each "; "-separated note of from that to (size bytes) lacks. */
 static void merge_notes(char *to, size_t size, const char *from)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "eng_int.h"
+#include "util.h"
 
 void eng_backoff(uint32_t attempt)
 {

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "eng_int.h"
+#include "util.h"
 
 #define MAX_RETRIES 1000
 #define REAP_BATCH 64

@@ -44,15 +44,6 @@ MAY_USE = {
 # The folders the compiler searches for a quoted include after the
 # including file's own (the Makefile's -Iapi -Icommon).
 INCLUDE_PATH = ("api", "common")
-# Circles known and being removed by other parts of issue 21: printed as
-# notes, not failed; delete an entry once its fix is merged.
-KNOWN_CIRCLES = ()
-# - engine/engine.h, the vocabulary of the whole folder (job, requests,
-#   statistics), pairs with engine.c, its top (eng_run calls the workers,
-#   which include engine.h through eng_int.h): circles that go away when
-#   engine.h is a unit of its own are notes, until those types have a
-#   header of their own (the engine objects part).
-KNOWN_UNPAIRED = {"engine/engine.h"}
 # Code that must use the public API only. rlperf reads through the
 # engine's narrow raw-read interface, engine/raw.h, and no other part of
 # the engine (DESIGN.md); bench_engine measures the engine itself.
@@ -63,8 +54,9 @@ RAW_READ_HEADERS = {"raw.h"}
 RAW_READ_SOURCE = "engine/raw.c"
 # The public headers: the core library's and the MPI executor's.
 PUBLIC_HEADERS = {"ringload.h", "ringload_types.h", "ringload_mpi.h"}
-LIBRARY_HEADERS = {"engine.h", "eng_int.h", "sink.h", "host.h", "planner.h", "pl_private.h", "common.h",
-                   "plan_io.h", "plan_internal.h", "ckpt_internal.h", "spec_internal.h"}
+LIBRARY_HEADERS = {"engine.h", "engine_types.h", "eng_int.h", "sink.h", "host.h", "planner.h",
+                   "pl_private.h", "common.h", "plan_io.h", "plan_internal.h", "ckpt_internal.h",
+                   "spec_internal.h"}
 
 results = []
 
@@ -203,21 +195,21 @@ def include_layer_problems(incs):
     return bad
 
 
-def unit(path, unpaired=()):
+def unit(path):
     """A file and its header are one unit: planner/transfers.c, planner/transfers.h
-    -> planner/xfer (but the headers named in unpaired)."""
-    if path in unpaired or not path.endswith((".c", ".h")):
+    -> planner/transfers."""
+    if not path.endswith((".c", ".h")):
         return path
     return os.path.splitext(path)[0]
 
 
-def unit_graph(incs, calls, unpaired=()):
+def unit_graph(incs, calls):
     """Units, each with the units it includes or calls."""
     edges = {}
     for src, lst in incs.items():
-        edges.setdefault(unit(src, unpaired), set()).update(unit(d, unpaired) for _, d in lst)
+        edges.setdefault(unit(src), set()).update(unit(d) for _, d in lst)
     for src, dsts in calls.items():
-        edges.setdefault(unit(src, unpaired), set()).update(unit(d, unpaired) for d in dsts)
+        edges.setdefault(unit(src), set()).update(unit(d) for d in dsts)
     for u, dsts in list(edges.items()):
         dsts.discard(u)
         for d in dsts:
@@ -226,20 +218,8 @@ def unit_graph(incs, calls, unpaired=()):
 
 
 def circle_problems(incs, calls):
-    """Circles of units, but the known ones (printed as notes)."""
-    bad = []
-    lenient = strongly_connected(unit_graph(incs, calls, KNOWN_UNPAIRED))
-    for comp in strongly_connected(unit_graph(incs, calls)):
-        if comp not in lenient:
-            print(f"note: known circle through {', '.join(sorted(KNOWN_UNPAIRED))}: "
-                  + " <-> ".join(comp))
-    for comp in lenient:
-        line = " <-> ".join(comp)
-        if all(any(k.match(u) for k in KNOWN_CIRCLES) for u in comp):
-            print(f"note: known circle, being removed: {line}")
-        else:
-            bad.append(line)
-    return bad
+    """Circles of units: every one fails."""
+    return [" <-> ".join(comp) for comp in strongly_connected(unit_graph(incs, calls))]
 
 
 def strongly_connected(edges):
