@@ -178,7 +178,7 @@ static void on_shard(void *user, size_t shard)
 
 static rl_loader *cuda_loader(uint64_t budget, const int32_t *map, uint32_t nmap)
 {
-	rl_cuda_opts o = { sizeof(o), nmap, map };
+	rl_cuda_opts o = { .size = sizeof(o), .ndevs = nmap, .device_map = map };
 	rl_loader *ld = rl_loader_create();
 
 	if (!ld)
@@ -577,7 +577,7 @@ static void no_driver(void)
 static void arguments(void)
 {
 	rl_loader *ld = rl_loader_create();
-	rl_cuda_opts o = { sizeof(o), 0, NULL };
+	rl_cuda_opts o = { .size = sizeof(o) };
 	static const int32_t neg[] = { 0, -1 };
 	uint64_t p, b;
 	uint8_t x;

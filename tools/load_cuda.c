@@ -95,7 +95,7 @@ int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *
 		    const char *prog)
 {
 	int32_t map[MAX_ORDINAL + 1];
-	rl_cuda_opts o = { sizeof(o), 0, map };
+	rl_cuda_opts o = { .size = sizeof(o), .device_map = map };
 	int one = device_ordinal(a->device);
 
 	if (a->device_map) {
