@@ -313,6 +313,9 @@ _PROTOTYPES = {
     "rl_loader_finish": (c_int, [_V]),
     "rl_loader_default_budget": (c_int64, []),
     "rl_loader_expect_sha256": (c_int, [_V, c_char_p, c_char_p]),
+
+    # the page-cache probe (load_file maps a file it says is resident)
+    "rl_file_cached_bytes": (c_int64, [c_char_p, c_uint64, c_uint64]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).
