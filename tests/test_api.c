@@ -42,7 +42,7 @@ static const char *const covered[] = {
 	"rl_staging_free", "rl_loader_expect_sha256",
 	"rl_loader_set_piece_callback", "rl_loader_set_window_pool", "rl_loader_release",
 	"rl_loader_start", "rl_loader_next_piece", "rl_loader_finish",
-	"rl_loader_default_budget",
+	"rl_loader_default_budget", "rl_file_cached_bytes",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -106,6 +106,22 @@ static void library_wide_functions(void)
 	CHECK_EQ(rl_dtype_from_name("f32"), -1);
 	CHECK_EQ(rl_dtype_from_name("F32"), RL_DTYPE_F32);
 	CHECK_STR(rl_backend_name((rl_backend)9), "?");
+}
+
+/* The page-cache probe: a file just written is in the cache. */
+static void cache_probe_function(void)
+{
+	const char *path = checkpoint();
+	char missing[4096];
+
+	CHECK(path);
+	snprintf(missing, sizeof(missing), "%s/none.safetensors", th_tmpdir());
+	CHECK_EQ(rl_file_cached_bytes(NULL, 0, 1), -EINVAL);
+	CHECK_EQ(rl_file_cached_bytes(path, 2, UINT64_MAX), -EINVAL);
+	CHECK_EQ(rl_file_cached_bytes(missing, 0, 1), -ENOENT);
+	CHECK_EQ(rl_file_cached_bytes(path, 0, 0), 0);
+	/* whole pages are counted, but never more than the range */
+	CHECK_EQ(rl_file_cached_bytes(path, 8, 5), 5);
 }
 
 static void checkpoint_functions(void)
@@ -526,6 +542,7 @@ int main(void)
 {
 	RUN(every_public_function_is_covered);
 	RUN(library_wide_functions);
+	RUN(cache_probe_function);
 	RUN(checkpoint_functions);
 	RUN(spec_functions);
 	RUN(plan_functions);
