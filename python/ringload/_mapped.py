@@ -23,15 +23,6 @@ import numpy as np
 from . import _dtypes, _handles, _lib
 
 
-def _itemsize(dtype):
-    """Bytes per element of a safetensors dtype (1 for the packed F4/F6):
-    the alignment numpy and torch want of a view."""
-    if dtype in _dtypes.SUBBYTE_BITS:
-        return 1
-    npdt = _dtypes._NUMPY.get(dtype) or _dtypes._NUMPY_ML[dtype][1]
-    return np.dtype(npdt).itemsize
-
-
 def _extent(tensors):
     """[first, end) of the bytes tensors take in their file."""
     used = [t for t in tensors if t.nbytes]
@@ -63,7 +54,7 @@ def _plan(ckpt):
     holds a misaligned tensor."""
     by_file = {}
     for t in ckpt.tensors:
-        if t.nbytes and t.offset % _itemsize(t.dtype):
+        if t.nbytes and t.offset % _dtypes.element_bytes(t.dtype):
             return None
         by_file.setdefault(t.file, []).append(t)
     paths = ckpt.files()
