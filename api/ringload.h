@@ -925,6 +925,15 @@ size_t rl_loader_num_files(const rl_loader *ld);
 int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *out);
 
 /*
+ * Bytes of [off, off + len) of the file at path that the page cache holds
+ * now: the probe RL_DIRECT_AUTO makes (cachestat(2), else mincore(2); no
+ * byte is read), in whole pages, at most len. Returns that count, -EINVAL
+ * (path NULL, range overflows), -errno of open(2), or -ENOSYS when the
+ * kernel can tell nothing.
+ */
+int64_t rl_file_cached_bytes(const char *path, uint64_t off, uint64_t len);
+
+/*
  * Memory for caller staging (RL_STAGING_CALLER), as the loader wants it:
  * page-aligned (2 MiB-aligned from 2 MiB on), backed by transparent huge
  * pages where the kernel has them (a read into 4 KiB pages is split into

@@ -50,6 +50,7 @@ static const char *const covered[] = {
 	"rl_sha256_file", "rl_sha256_from_hex", "rl_sums_create", "rl_sums_open",
 	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",
 	"rl_sums_find",
+	"rl_file_cached_bytes",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -200,6 +201,22 @@ static void sums_functions(void)
 	CHECK_EQ(rl_sums_find(s, "a.safetensors"), 0);
 	rl_sums_destroy(s);
 	rl_sums_destroy(NULL);
+}
+
+/* The page-cache probe: a file just written is in the cache. */
+static void cache_probe_function(void)
+{
+	const char *path = checkpoint();
+	char missing[4096];
+
+	CHECK(path);
+	snprintf(missing, sizeof(missing), "%s/none.safetensors", th_tmpdir());
+	CHECK_EQ(rl_file_cached_bytes(NULL, 0, 1), -EINVAL);
+	CHECK_EQ(rl_file_cached_bytes(path, 2, UINT64_MAX), -EINVAL);
+	CHECK_EQ(rl_file_cached_bytes(missing, 0, 1), -ENOENT);
+	CHECK_EQ(rl_file_cached_bytes(path, 0, 0), 0);
+	/* whole pages are counted, but never more than the range */
+	CHECK_EQ(rl_file_cached_bytes(path, 8, 5), 5);
 }
 
 static void checkpoint_functions(void)
@@ -703,6 +720,7 @@ int main(void)
 	RUN(library_wide_functions);
 	RUN(sha256_functions);
 	RUN(sums_functions);
+	RUN(cache_probe_function);
 	RUN(checkpoint_functions);
 	RUN(spec_functions);
 	RUN(plan_functions);

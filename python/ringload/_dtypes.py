@@ -158,6 +158,15 @@ def torch_check(torch, name, dtype, shape):
     torch_shape(name, dtype, shape)
 
 
+def element_bytes(dtype):
+    """Bytes per element of safetensors dtype (1 for the packed F4 and F6,
+    whose arrays are bytes): the alignment a view of it needs."""
+    if dtype in SUBBYTE_BITS:
+        return 1
+    npdt = _NUMPY.get(dtype) or _NUMPY_ML[dtype][1]
+    return np.dtype(npdt).itemsize
+
+
 def _aligned(raw, itemsize):
     """raw (uint8 bytes) itself when its address suits itemsize, else a
     copy: numpy and torch expect aligned elements."""

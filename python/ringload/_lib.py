@@ -360,6 +360,8 @@ _PROTOTYPES = {
     "rl_sums_count": (c_size_t, [_V]),
     "rl_sums_get": (c_int, [_V, c_size_t, POINTER(SumsEntry)]),
     "rl_sums_find": (c_long, [_V, c_char_p]),
+    # the page-cache probe (load_file maps a file it says is resident)
+    "rl_file_cached_bytes": (c_int64, [c_char_p, c_uint64, c_uint64]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).
