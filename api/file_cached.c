@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "ringload.h"
 #include "../engine/eng_int.h"
 
 int64_t rl_file_cached_bytes(const char *path, uint64_t off, uint64_t len)
