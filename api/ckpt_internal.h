@@ -1,6 +1,6 @@
 /*
  * ckpt_internal.h - what api/ keeps behind an rl_ckpt handle, for the glue
- * that plans and loads (api/plan_handle.c, api/loader.c).
+ * that plans and loads (api/plan_handle.c, api/load.c).
  */
 #ifndef API_CKPT_INTERNAL_H
 #define API_CKPT_INTERNAL_H

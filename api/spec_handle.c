@@ -1,4 +1,4 @@
-/* spec.c - rl_spec_* of ringload.h, over planner/spec.c. */
+/* spec_handle.c - rl_spec_* of ringload.h, over planner/spec.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

@@ -7,11 +7,12 @@
  * builds the fault-injecting wrapper).
  *
  * Who calls whom (no file calls back into one that calls it):
- *   engine.c (eng_run) -> setup.c, worker.c, files.c, pool.c, integrity.c, util.c
- *   worker.c -> check.c, scatter.c, limit.c, integrity.c, backends, util.c
- *   integrity.c -> util.c
- *   backends -> pool.c, util.c;  setup.c -> check.c, files.c, limit.c, util.c
- *   test builds only: engine.c, worker.c, files.c, backends -> hooks.c;
+ *   engine.c (eng_run) -> setup.c, worker.c, open_files.c, pool.c, file_checks.c,
+ *   stats.c, util.c
+ *   worker.c -> check.c, deliver.c (the job's sink), limit.c, backends, util.c
+ *   file_checks.c -> util.c
+ *   backends -> pool.c, util.c;  setup.c -> check.c, open_files.c, limit.c, util.c
+ *   test builds only: engine.c, worker.c, open_files.c, backends -> hooks.c;
  *   be_fault.c (the injector) -> its wrapped backend
  */
 #ifndef ENGINE_ENG_INT_H
@@ -218,7 +219,7 @@ struct eng_worker {
 /*
  * What an engine session holds across its batches: the files, the workers
  * (each with its ring, buffers and registrations) and how they were sized.
- * Set up once (engine.c, setup.c, files.c); read-only while a batch runs,
+ * Set up once (engine.c, setup.c, open_files.c); read-only while a batch runs,
  * but for each worker's own state.
  */
 struct eng_ctx {
@@ -233,7 +234,7 @@ struct eng_ctx {
 	struct eng_worker *workers;
 	uint32_t buf_bytes;       /* bounce buffer size */
 	uint64_t memlock_share;   /* RLIMIT_MEMLOCK bytes each worker may lock/register (UINT64_MAX: no limit) */
-	struct eng_integ *integ;  /* file identities (integrity.c) */
+	struct eng_integ *integ;  /* file identities (file_checks.c) */
 
 	/* Memory the jobs' staging lies in (a session's windows), each
 	 * region at most 1 GiB: io_uring registers them as fixed buffers
@@ -309,7 +310,7 @@ struct eng_run {
 	struct eng_batch b;
 };
 
-/* ---- integrity.c: file identity --------------------------------------- */
+/* ---- file_checks.c: file identity ------------------------------------- */
 
 /* After the files are opened: records their identity (compared with
  * job->file_ids). */
@@ -366,7 +367,7 @@ int eng_plan_shards(struct eng_run *rc, const struct cm_read *r);
 /* Where a direct read lands, or NULL when it needs a bounce buffer. */
 uint8_t *eng_direct_dst(const struct eng_run *rc, const struct cm_read *r);
 
-/* ---- files.c: opening, page-cache and device probes -------------------- */
+/* ---- open_files.c: opening, page-cache and device probes -------------------- */
 
 /* Opens every file of the job (buffered, and O_DIRECT where it is used),
  * measures what the page cache holds of the bytes the reads take (direct
@@ -415,7 +416,7 @@ void eng_progress_report(struct eng_batch *b, int final);
  * reporting progress as they signal it. */
 void eng_progress_wait(struct eng_batch *b);
 
-/* ---- scatter.c: the job's sink ------------------------------------------ */
+/* ---- deliver.c: the job's sink ------------------------------------------ */
 
 /* Has the sink prepare read r's destinations (sink ops prepare). */
 void eng_prepare(struct eng_worker *w, const struct cm_read *r);

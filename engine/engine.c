@@ -14,9 +14,9 @@
  * SINGLE_ISSUER and DEFER_TASKRUN stay legal. Workers claim reads from one
  * shared cursor in the job's order (file, then offset), a few ahead of
  * what they have in flight, so that all stay busy to the end and each
- * has the job's sink prepare what it is about to fill (scatter.c; the host
+ * has the job's sink prepare what it is about to fill (deliver.c; the host
  * sink pre-faults it). The worker that reaps a read hands its copies to
- * the sink (scatter.c) and fires on_shard for the shards
+ * the sink (deliver.c) and fires on_shard for the shards
  * it completes, under one lock so that the runtime sees one call at a
  * time. One byte limiter (limit.c, an atomic counter) bounds the bytes in
  * flight of all workers together; a worker that cannot take bytes sleeps

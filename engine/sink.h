@@ -5,9 +5,10 @@
  * calls it (never a particular sink); each sink is its own module above
  * the engine (sink/host.c: host staging, today's scatter and pre-fault;
  * sink/cuda.c: device memory through the CUDA driver). The same table is
- * driven by the execution layer for bytes that are already in host memory
- * (a streaming window's pieces on their way to a GPU, an MPI receive), so
- * a piece is copied by exactly one rule wherever it comes from.
+ * driven by the loader for bytes that are already in host memory (a
+ * streaming window's pieces on their way to a GPU: api/loader_cuda.c).
+ * Every host copy follows one rule, io_copy_runs (common/plan_io.h),
+ * which MPI receives reach through the public rl_copy_runs.
  *
  * In the spirit of fio's ioengine ops and SQLite's VFS: a version and the
  * size the sink was built with come first, every op after `copy` may be

@@ -46,7 +46,7 @@ MAY_USE = {
 INCLUDE_PATH = ("api", "common")
 # Code that must use the public API only. rlperf reads through the
 # engine's narrow raw-read interface, engine/raw.h, and no other part of
-# the engine (DESIGN.md); bench_engine measures the engine itself.
+# the engine (docs/architecture.md); bench_engine measures the engine itself.
 CLIENTS = ("tools", "perf", "examples", "python", "mpi")
 RAW_IO = re.compile(r"^perf/bench_engine\.[ch]$")
 RAW_READ = re.compile(r"^perf/rlperf[^/]*\.[ch]$")
