@@ -259,14 +259,24 @@ int ld_cuda_piece(rl_loader *ld, const struct pl_exec *ex, const rl_piece *p)
 {
 	struct ld_cuda *c = ld->cuda;
 	const struct pl_shard *sh = ex->shards + p->shard;
-	struct cm_copy cp = { 0, (uint32_t)p->length, 1, 0, 0, sh->dev, (uint32_t)p->shard };
-	int ret;
+	uint64_t dst = (p->shard < c->ndest && c->dest[p->shard].ptr ? c->dest[p->shard].ptr
+								   : sh->offset) + p->offset;
+	uint64_t done = 0;
 
-	cp.dst = (p->shard < c->ndest && c->dest[p->shard].ptr ? c->dest[p->shard].ptr
-							       : sh->offset) + p->offset;
-	ret = c->sink.ops->copy(c->sink.state, 0, &cp, p->data, &ld->err);
-	if (ret < 0)
-		return ret;
+	/* A piece may be as long as a window (budgets past 8 GiB: over 4 GiB);
+	 * a copy's length is 32 bits: copies of at most 1 GiB (one, of no
+	 * bytes, for an empty shard). */
+	do {
+		uint64_t n = CM_MIN(p->length - done, 1ull << 30);
+		struct cm_copy cp = { 0, (uint32_t)n, 1, 0, dst + done, sh->dev,
+				      (uint32_t)p->shard };
+		int ret = c->sink.ops->copy(c->sink.state, 0, &cp,
+					    (const uint8_t *)p->data + done, &ld->err);
+
+		if (ret < 0)
+			return ret;
+		done += n;
+	} while (done < p->length);
 	c->copied += p->length;
 	c->left[p->shard] -= p->length;
 	/* Reported once the fence that follows this window completes. */

@@ -614,10 +614,13 @@ static int st_cuda_reclaim(struct st_run *sr, int all)
 	int k = -1, ret = 0;
 
 	for (unsigned i = 0; i < s->nslots; i++) {
-		if (all && s->slot[i].busy)
-			st_unhold(s, i, 0);
-		else if (!s->slot[i].busy)
+		if (!s->slot[i].busy) {
+			if (all) /* a failed load leaves gaps: free every busy one */
+				continue;
 			return 0;
+		}
+		if (all)
+			st_unhold(s, i, 0);
 		else if (k < 0 || s->slot[i].ticket < s->slot[k].ticket)
 			k = (int)i;
 	}
@@ -729,6 +732,8 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 	ret = st_setup(&sr);
 	if (ret == 0)
 		ret = st_ranges(&sr);
+	else if (sr.cuda) /* st_ranges ends a CUDA load; one that never ran ends here */
+		ld_cuda_end(ld, 0);
 	eng_session_end(sr.sess);
 	cm_free(sr.fixed);
 	eng_destroy(sr.eng);

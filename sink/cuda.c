@@ -210,8 +210,11 @@ static int cu_record(struct cusink *k, struct cu_worker *w, struct cu_fence *f, 
 			cu_pop(k);
 		}
 		if (r != RLCU_SUCCESS) {
-			if (f->ev[g])
-				k->gpu[g].free_ev[k->gpu[g].nfree++] = f->ev[g];
+			/* this GPU's event and those recorded before it go back
+			 * to their pools (room for every event made) */
+			for (unsigned i = 0; i <= g; i++)
+				if (f->ev[i])
+					k->gpu[i].free_ev[k->gpu[i].nfree++] = f->ev[i];
 			f->ev[g] = NULL;
 			return cu_fail(k, e, RL_E_CUDA, r, "cuEventRecord", k->gpu[g].ordinal);
 		}
