@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine_util.h"
+#include "harness.h"
 
 uint8_t *tu_write_file(const char *path, uint64_t size, uint64_t seed)
 {
@@ -266,4 +267,19 @@ int tu_warm(const char *path)
 		;
 	close(fd);
 	return n < 0 ? -1 : 0;
+}
+
+void tu_run_workers(const struct tu_test *each, size_t n, int backend, unsigned *workers)
+{
+	static const unsigned counts[] = { 1, 3 };
+	char name[128];
+
+	for (size_t w = 0; w < CM_ARRAY_SIZE(counts); w++) {
+		*workers = counts[w];
+		for (size_t t = 0; t < n; t++) {
+			snprintf(name, sizeof(name), "%s/%uw/%s", eng_backend_name(backend),
+				 *workers, each[t].name);
+			th_run(name, each[t].fn);
+		}
+	}
 }

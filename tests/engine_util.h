@@ -91,4 +91,13 @@ char *tu_path(const char *dir, const char *name);
 int tu_evict(const char *path);
 int tu_warm(const char *path);
 
+/* A named test, and each of them run with one and with three workers on
+ * backend (*workers set before each; names "BACKEND/Nw/NAME"). */
+struct tu_test {
+	const char *name;
+	void (*fn)(void);
+};
+#define TU_TEST(fn) { #fn, fn }
+void tu_run_workers(const struct tu_test *each, size_t n, int backend, unsigned *workers);
+
 #endif

@@ -1852,12 +1852,7 @@ static void alloc_failures(void)
 	tu_free(&p);
 }
 
-struct test {
-	const char *name;
-	th_fn fn;
-};
-
-#define T(fn) { #fn, fn }
+#define T(fn) TU_TEST(fn)
 
 /* eng_stats_merge's rules: counts add up either way; resources add up
  * over workers (at once) and are the greatest over batches (one after
@@ -1895,7 +1890,7 @@ static void stats_merge_rules(void)
 int main(void)
 {
 	/* every backend, with one worker and with several */
-	static const struct test each[] = {
+	static const struct tu_test each[] = {
 		T(whole_file_direct), T(strided_and_unaligned), T(stride_equals_len),
 		T(large_direct), T(buffered_unaligned), T(tmpfs_files), T(random_plans),
 		T(limiter_bound), T(faults_nth_read), T(hard_submit_error), T(truncated_file),
@@ -1905,10 +1900,10 @@ int main(void)
 		T(session_over_memlock_unregistered),
 	};
 	/* every backend, worker counts chosen inside */
-	static const struct test per_backend[] = {
+	static const struct tu_test per_backend[] = {
 		T(worker_counts_1_to_8), T(fault_in_one_worker),
 	};
-	static const struct test once[] = {
+	static const struct tu_test once[] = {
 		T(bad_jobs), T(huge_bounce_read), T(empty_copy_bounds), T(shard_reported_once),
 		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
 		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
@@ -1920,14 +1915,7 @@ int main(void)
 	th_seed();
 	for (size_t b = 0; b < CM_ARRAY_SIZE(backends); b++) {
 		cur_backend = backends[b];
-		for (size_t w = 0; w < CM_ARRAY_SIZE(worker_counts); w++) {
-			cur_workers = worker_counts[w];
-			for (size_t t = 0; t < CM_ARRAY_SIZE(each); t++) {
-				snprintf(name, sizeof(name), "%s/%uw/%s",
-					 eng_backend_name(cur_backend), cur_workers, each[t].name);
-				th_run(name, each[t].fn);
-			}
-		}
+		tu_run_workers(each, CM_ARRAY_SIZE(each), cur_backend, &cur_workers);
 		cur_workers = 1;
 		for (size_t t = 0; t < CM_ARRAY_SIZE(per_backend); t++) {
 			snprintf(name, sizeof(name), "%s/%s", eng_backend_name(cur_backend),

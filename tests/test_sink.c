@@ -17,7 +17,6 @@
 #include "sink_async.h"
 
 static const int backends[] = { ENG_IO_URING, ENG_LIBAIO, ENG_PREAD };
-static const unsigned worker_counts[] = { 1, 3 };
 static int cur_backend = ENG_IO_URING;
 static unsigned cur_workers = 1;
 
@@ -266,32 +265,19 @@ static void async_session_batches(void)
 	CHECKF(d == 0, "device %d differs at byte %llu", d - 1, (unsigned long long)at);
 }
 
-struct test {
-	const char *name;
-	th_fn fn;
-};
-
-#define T(fn) { #fn, fn }
+#define T(fn) TU_TEST(fn)
 
 int main(void)
 {
-	static const struct test each[] = {
+	static const struct tu_test each[] = {
 		T(async_bytes_exact), T(async_shards_after_copies), T(async_copy_errors),
 		T(async_session_batches),
 	};
-	char name[128];
 
 	th_seed();
 	for (size_t b = 0; b < CM_ARRAY_SIZE(backends); b++) {
 		cur_backend = backends[b];
-		for (size_t w = 0; w < CM_ARRAY_SIZE(worker_counts); w++) {
-			cur_workers = worker_counts[w];
-			for (size_t t = 0; t < CM_ARRAY_SIZE(each); t++) {
-				snprintf(name, sizeof(name), "%s/%uw/%s",
-					 eng_backend_name(cur_backend), cur_workers, each[t].name);
-				th_run(name, each[t].fn);
-			}
-		}
+		tu_run_workers(each, CM_ARRAY_SIZE(each), cur_backend, &cur_workers);
 	}
 	fixture_end(&fx);
 	return th_done();
