@@ -2,12 +2,13 @@
  * xfer.c - rl_plan_* of ringload.h for transfers (read once,
  * files_of_process): the ones the planned process takes part in and its
  * scatter lists, the cluster's summary and statistics, and the plans that
- * read a batch of payloads.
+ * read a batch of payloads (the transfers pass, exec/transfers.c).
  */
 #include <errno.h>
 #include <string.h>
 
 #include "plan_internal.h"
+#include "../exec/transfers.h"
 
 size_t rl_plan_num_transfers(const rl_plan *plan)
 {
@@ -138,7 +139,7 @@ int rl_plan_build_batch(rl_plan *plan, const rl_plan *from, size_t batch)
 		return cm_err_set(&plan->err, -EINVAL, "the plan to read from is NULL");
 	if (!from->pl)
 		return cm_err_set(&plan->err, RL_E_STATE, "the plan to read from is not built");
-	return pl_plan_build_batch(from->pl, batch, &plan->o, &plan->pl, &plan->err);
+	return ex_xfer_batch_plan(from->pl, batch, plan->o.chunk, &plan->pl, &plan->err);
 }
 
 size_t rl_plan_num_broadcasts(const rl_plan *plan)

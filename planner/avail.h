@@ -1,7 +1,7 @@
 /*
  * avail.h - which files each process may read ("files_of_process",
  * avail.c), private to planner/: spec.c parses the spec's list, the
- * transfers (transfers.c) resolve it against a checkpoint. A leaf: it
+ * transfers (transfer_assign.c) resolve it against a checkpoint. A leaf: it
  * needs nothing of the read-once or transfer code.
  */
 #ifndef PLANNER_AVAIL_H

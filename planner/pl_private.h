@@ -279,7 +279,7 @@ struct pl_plan {
 	uint8_t *have_stats;
 	struct pl_stats total;
 	int all_stats;
-	/* read once, files_of_process: transfers (transfers.h) */
+	/* read once, files_of_process: transfers (transfer_assign.h) */
 	struct pl_xplan *xp;
 	uint8_t *received;          /* per shard: filled by transfers, or NULL */
 	struct pl_exec_files *fx;   /* what the engine executes (exec_files.c) */
@@ -303,7 +303,7 @@ int pl_plan_exec_files(struct pl_plan *p, struct cm_err *e);
 void pl_exec_files_free(struct pl_exec_files *fx);
 
 /* Whether bit (item, dev) of a read-once skip map is set: that device's
- * box arrives by transfer (transfers.h). */
+ * box arrives by transfer (transfer_assign.h). */
 static inline int pl_skip_bit(const uint8_t *skip, size_t ndev, size_t item, uint32_t dev)
 {
 	size_t b = item * ndev + dev;
@@ -360,7 +360,6 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c);
 /* Shards at least this long (beyond the alignment) get congruent
  * placement and direct middles. */
 #define PL_DIRECT_MIN (64u << 10)
-#define PL_CONGRUENT_ALIGN 4096u
 
 /* Whether a run of len bytes gets congruent placement in a file aligned so
  * (inline: asked once per region). */

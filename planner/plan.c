@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "plan_ctx.h"
-#include "transfers.h"
+#include "transfer_assign.h"
 
 void pl_opts_default(struct pl_opts *o)
 {

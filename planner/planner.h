@@ -178,6 +178,10 @@ struct pl_align {
 	uint32_t mem_align;     /* O_DIRECT memory alignment */
 };
 
+/* Shards placed congruently with their file offset are so modulo this
+ * (layout.c; the payloads of a batch of transfers, exec/transfers.c). */
+#define PL_CONGRUENT_ALIGN 4096u
+
 struct pl_shard {
 	uint32_t tensor;        /* index into plan->names / tensor table */
 	uint32_t dev;           /* process-local device slot */
@@ -268,10 +272,64 @@ struct pl_xstats {
 /* Transfer statistics of process proc, or of all (proc < 0; max_* only
  * there). Returns 0, -EINVAL or RL_E_STATE. */
 int pl_plan_xstats(const struct pl_plan *p, int proc, struct pl_xstats *out);
-/* The plan that reads the payloads of the transfers p's process roots in
- * batch (planner/transfer_batch.c). */
-int pl_plan_build_batch(const struct pl_plan *p, uint64_t batch, const struct pl_opts *o,
-			struct pl_plan **out, struct cm_err *e);
+/* The planned process (pl_opts.process). */
+int pl_plan_process(const struct pl_plan *p);
+/* What reading transfers needs, per file of the checkpoint (nfiles): its
+ * size, and the alignment the transfers were cut and are read with (align
+ * NULL in a plan without transfers). */
+struct pl_xfiles {
+	size_t nfiles;
+	const uint64_t *sizes;
+	const struct pl_align *align;
+};
+void pl_plan_xfiles(const struct pl_plan *p, struct pl_xfiles *out);
+
+/*
+ * How a root reads its payloads of one batch (planner/transfer_spans.c):
+ * spans of a file that touch after alignment merge, each cut into
+ * requests of at most chunk bytes (as scatter.c cuts). The planner's
+ * statistics count so and exec/transfers.c reads so: one rule, so that
+ * predicted and actual bytes read agree.
+ */
+struct pl_xread {
+	uint32_t file;
+	uint64_t start, end;    /* aligned */
+	uint64_t last;          /* end of the last payload byte */
+};
+/* Adds payload [off, off + len) of file (payloads in file and offset
+ * order) to the spans out[0 .. *ns): merged into the last, or a new one. */
+void pl_xread_add(struct pl_xread *out, size_t *ns, uint32_t file, uint64_t off, uint64_t len,
+		  const struct pl_align *align);
+/* The largest request for a file aligned so: chunk, on the alignment. */
+uint64_t pl_xread_request_max(const struct pl_align *a, uint64_t chunk);
+/* Bytes (and requests, chunked) that reading span r of a file aligned so costs. */
+void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t file_size,
+		   uint64_t chunk, uint64_t *bytes, uint64_t *requests);
+
+/*
+ * A plan of one process and one device assembled from parts computed
+ * elsewhere (planner/plan_parts.c; exec/transfers.c builds the plan of a
+ * batch of transfers so): the files of `files_of`; shard k a 1-D U8
+ * tensor named names[k] of nbytes[k] bytes at offset[k] of the device's
+ * staging (staging bytes in all); the reads (in file and offset order)
+ * and their copies, which the plan takes over (plain cm_malloc blocks,
+ * freed by pl_plan_free, also on failure); stats, the process's.
+ * Returns 0 and *out, or -ENOMEM with e set.
+ */
+struct pl_parts {
+	size_t nshards;
+	const char *const *names;
+	const uint64_t *nbytes, *offset;
+	uint64_t staging;
+	struct cm_read *reads;
+	size_t nreads;
+	struct cm_copy *copies;
+	size_t ncopies;
+	uint64_t max_read;
+	struct pl_stats stats;
+};
+int pl_plan_from_parts(const struct pl_plan *files_of, struct pl_parts *parts,
+		       struct pl_plan **out, struct cm_err *e);
 /* Whether process may read file f (files_of_process of spec). */
 int pl_avail_may_read(const struct pl_spec *s, const struct pl_ckpt *ck, uint32_t process,
 		      uint32_t f);

@@ -5,7 +5,7 @@
  */
 #include <errno.h>
 
-#include "transfers.h"
+#include "transfer_assign.h"
 
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 {

@@ -13,7 +13,7 @@
  * classes interleave) the whole tensor is one piece, so that it is read
  * by contiguous ranges rather than box by box (which reads the gaps).
  * With read once, strided own classes of several processes travel too,
- * for the same reason. transfers.c then cuts the pieces among their readers.
+ * for the same reason. transfer_assign.c then cuts the pieces among their readers.
  *
  * Targets (tensors assembled from several sources) never travel: each
  * process reads its own, and every source file must be readable by the

@@ -2,7 +2,7 @@
  * readonce.h - which bytes travel by transfer (readonce.c): interned sets
  * of processes, the pieces that travel, and the state of one read-once
  * assignment while a plan is built, which readonce.c fills with pieces
- * and loads and the transfers (transfers.c) then cut among readers. Private to
+ * and loads and the transfers (transfer_assign.c) then cut among readers. Private to
  * planner/; it needs nothing of the transfers, which build on it.
  */
 #ifndef PLANNER_READONCE_H
@@ -64,7 +64,7 @@ struct pl_xwork {
 	uint64_t *load;             /* per process: bytes it reads */
 	struct pl_piece *pc;        /* what travels, file and offset order */
 	size_t npc, cappc;
-	struct pl_xfer *x;          /* the cluster's transfers (transfers.c) */
+	struct pl_xfer *x;          /* the cluster's transfers (transfer_assign.c) */
 	size_t nx, capx;
 	uint32_t *rcv;              /* their receivers */
 	size_t nrcv, caprcv;

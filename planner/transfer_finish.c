@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "readonce.h"
-#include "transfers.h"
+#include "transfer_assign.h"
 
 /* ---------------------------------------------------------------- */
 /* Scatter lists                                                     */
@@ -162,7 +162,7 @@ static int by_root_batch(const void *pa, const void *pb)
 }
 
 /* Reads of each root's transfers, batch by batch, as its batch plans
- * will read them (pl_plan_build_batch). */
+ * will read them (exec/transfers.c). */
 static int read_costs(struct lc *l, uint8_t *files)
 {
 	const struct pl_xwork *w = l->xp->w;
@@ -180,12 +180,10 @@ static int read_costs(struct lc *l, uint8_t *files)
 	qsort(v, w->nx, sizeof(*v), by_root_batch);
 	for (size_t a = 0, b; a < w->nx; a = b) {
 		struct pl_xstat *st = &l->xp->st[v[a]->root];
-		size_t ns;
+		size_t ns = 0;
 
-		for (b = a + 1; b < w->nx && v[b]->root == v[a]->root && v[b]->batch == v[a]->batch;
-		     b++)
-			;
-		ns = pl_xread_spans(v + a, b - a, l->xp->align, sp);
+		for (b = a; b < w->nx && v[b]->root == v[a]->root && v[b]->batch == v[a]->batch; b++)
+			pl_xread_add(sp, &ns, v[b]->file, v[b]->off, v[b]->len, l->xp->align);
 		for (size_t s = 0; s < ns; s++) {
 			uint64_t bytes, reqs;
 

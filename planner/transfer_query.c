@@ -1,11 +1,24 @@
 /*
  * transfer_query.c - what a built plan tells api/ about its transfers: the ones
- * the planned process takes part in, the cluster's summary, and the
- * transfer statistics of each process.
+ * the planned process takes part in, the cluster's summary, the
+ * transfer statistics of each process, and what exec/transfers.c needs
+ * to read a batch of them (the process, the files' alignment).
  */
 #include <errno.h>
 
-#include "transfers.h"
+#include "transfer_assign.h"
+
+int pl_plan_process(const struct pl_plan *p)
+{
+	return p->process;
+}
+
+void pl_plan_xfiles(const struct pl_plan *p, struct pl_xfiles *out)
+{
+	out->nfiles = p->nfiles;
+	out->sizes = p->file_sizes;
+	out->align = p->xp ? p->xp->align : NULL;
+}
 
 size_t pl_plan_nxfers(const struct pl_plan *p)
 {

@@ -1,30 +1,26 @@
 /*
- * transfer_spans.c - how a root reads its payloads of one batch: spans of a file
- * that touch after alignment merge, each cut into requests of at most
- * chunk bytes (as scatter.c cuts). The batch plans read so (transfer_batch.c) and
- * the statistics of every process count so (transfer_finish.c): one rule, so that
- * predicted and actual bytes read agree.
+ * transfer_spans.c - how a root reads its payloads of one batch (planner.h,
+ * struct pl_xread): spans of a file that touch after alignment merge, each
+ * cut into requests of at most chunk bytes (as scatter.c cuts). The
+ * statistics of every process count so (transfer_finish.c) and the batch
+ * plans read so (exec/transfers.c): one rule, so that predicted and actual
+ * bytes read agree.
  */
-#include "transfers.h"
+#include "planner.h"
 
-size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_align *align,
-		      struct pl_xread *out)
+void pl_xread_add(struct pl_xread *out, size_t *ns, uint32_t file, uint64_t off, uint64_t len,
+		  const struct pl_align *align)
 {
-	size_t ns = 0;
+	uint64_t A = align[file].offset_align;
+	uint64_t s = cm_align_down(off, A), e = cm_align_up(off + len, A);
+	struct pl_xread *prev = *ns ? &out[*ns - 1] : NULL;
 
-	for (size_t k = 0; k < n; k++) {
-		uint64_t A = align[x[k]->file].offset_align;
-		uint64_t s = cm_align_down(x[k]->off, A), e = cm_align_up(x[k]->off + x[k]->len, A);
-		struct pl_xread *prev = ns ? &out[ns - 1] : NULL;
-
-		if (prev && prev->file == x[k]->file && s <= prev->end) {
-			prev->end = CM_MAX(prev->end, e);
-			prev->last = CM_MAX(prev->last, x[k]->off + x[k]->len);
-			continue;
-		}
-		out[ns++] = (struct pl_xread){ x[k]->file, s, e, x[k]->off + x[k]->len };
+	if (prev && prev->file == file && s <= prev->end) {
+		prev->end = CM_MAX(prev->end, e);
+		prev->last = CM_MAX(prev->last, off + len);
+		return;
 	}
-	return ns;
+	out[(*ns)++] = (struct pl_xread){ file, s, e, off + len };
 }
 
 /* Largest request: chunk, on the file's alignment (as scatter.c cuts). */
@@ -43,4 +39,3 @@ void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t 
 	*requests = (r->end - r->start + c - 1) / c;
 	*bytes = r->start < file_size ? CM_MIN(r->end, file_size) - r->start : 0;
 }
-

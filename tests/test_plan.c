@@ -12,7 +12,7 @@
 #include "harness.h"
 #include "pl_check.h"
 #include "pl_fake.h"
-#include "../planner/transfers.h"
+#include "../planner/transfer_assign.h"
 
 /* ---------------------------------------------------------------- */
 /* Boxes -> byte runs                                                */

@@ -13,7 +13,8 @@
 
 #include "harness.h"
 #include "pl_fake.h"
-#include "../planner/transfers.h"
+#include "../planner/transfer_assign.h"
+#include "../exec/transfers.h"
 
 #define MAXP 8
 
@@ -707,7 +708,7 @@ static void batch_plans_read_the_payloads(void)
 				struct cm_err e;
 				const char *bad;
 
-				CHECK_EQ(pl_plan_build_batch(c.p[q], b, &o, &bq, &e), 0);
+				CHECK_EQ(ex_xfer_batch_plan(c.p[q], b, o.chunk, &bq, &e), 0);
 				bad = check_batch(bq, c.p[q], b, &f);
 				read += bq->stats[0].read_bytes;
 				pl_plan_exec(bq, &ex);
@@ -907,7 +908,7 @@ static void read_once_alloc_failures(void)
 		cm_alloc_fail_after(n);
 		ret = pl_plan_build(&f.ck, s, f.align, &o, &p, &e);
 		if (!ret)
-			ret = pl_plan_build_batch(p, 0, &o, &bq, &e);
+			ret = ex_xfer_batch_plan(p, 0, o.chunk, &bq, &e);
 		cm_alloc_fail_after(-1);
 		if (!ret) {
 			const char *bad = simulate(p, &f);

@@ -196,8 +196,8 @@ def include_layer_problems(incs):
 
 
 def unit(path):
-    """A file and its header are one unit: planner/transfers.c, planner/transfers.h
-    -> planner/transfers."""
+    """A file and its header are one unit: planner/transfer_assign.c, planner/transfer_assign.h
+    -> planner/transfer_assign."""
     if not path.endswith((".c", ".h")):
         return path
     return os.path.splitext(path)[0]

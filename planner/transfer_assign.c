@@ -1,5 +1,5 @@
 /*
- * transfers.c - the cluster's transfers (RL_PLAN_READ_ONCE, files_of_process).
+ * transfer_assign.c - the cluster's transfers (RL_PLAN_READ_ONCE, files_of_process).
  *
  *   pieces     readonce.c says which bytes travel and who may read them;
  *   classes    the pieces one set of processes may read, in file order
@@ -32,7 +32,7 @@
 
 #include "avail.h"
 #include "readonce.h"
-#include "transfers.h"
+#include "transfer_assign.h"
 
 /* Bitmaps beyond this are refused rather than allocated. */
 #define SKIP_MAX_BYTES (256u << 20)

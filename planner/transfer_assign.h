@@ -1,9 +1,10 @@
 /*
- * transfers.h - transfers between processes, private to planner/: who reads
- * what once in the cluster (transfers.c, on readonce.h's pieces, avail.h's
- * files_of_process and assign.c's cuts), the transfers and their scatter
- * lists, and the plans that read a batch of transfers (transfer_batch.c). It sits
- * above readonce.h and avail.h, which know nothing of it.
+ * transfer_assign.h - transfers between processes, private to planner/: who reads
+ * what once in the cluster (transfer_assign.c, on readonce.h's pieces, avail.h's
+ * files_of_process and assign.c's cuts), the transfers, their batches and
+ * their scatter lists (transfer_finish.c). It sits above readonce.h and
+ * avail.h, which know nothing of it. Reading a batch is execution: the
+ * transfers pass, exec/transfers.c, over planner.h's queries.
  *
  * A transfer moves the file bytes [off, off + len) of one file: its root
  * reads them and sends them to its receivers; every process that needs
@@ -11,13 +12,13 @@
  * scatter list. Shards that transfers fill get no bytes from the plan's
  * own reads (pl_plan.received).
  */
-#ifndef PLANNER_TRANSFERS_H
-#define PLANNER_TRANSFERS_H
+#ifndef PLANNER_TRANSFER_ASSIGN_H
+#define PLANNER_TRANSFER_ASSIGN_H
 
 #include "pl_private.h"
 
 /* ---------------------------------------------------------------- */
-/* Transfers (transfers.c)                                          */
+/* Transfers (transfer_assign.c)                                    */
 /* ---------------------------------------------------------------- */
 
 /* The largest payload of one transfer: sends start per transfer, so that
@@ -89,35 +90,4 @@ int pl_read_once(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_sp
  */
 int pl_xfer_finish(struct pl_plan *p, const struct pl_ckpt *ck, struct cm_err *e);
 
-/* ---------------------------------------------------------------- */
-/* Reading a batch of transfers (transfer_batch.c)                  */
-/* ---------------------------------------------------------------- */
-
-/* One contiguous span a root reads for transfers of one batch. */
-struct pl_xread {
-	uint32_t file;
-	uint64_t start, end;    /* aligned */
-	uint64_t last;          /* end of the last payload byte */
-};
-
-/*
- * The aligned spans covering payloads [a, b) of one root and batch
- * (sorted by file and offset): adjacent or overlapping spans merge.
- * Returns their count (at most n), written to out.
- */
-size_t pl_xread_spans(const struct pl_xfer *const *x, size_t n, const struct pl_align *align,
-		      struct pl_xread *out);
-
-/* The largest request for a file aligned so: chunk, on the alignment. */
-uint64_t pl_xread_request_max(const struct pl_align *a, uint64_t chunk);
-/* Bytes (and requests, chunked) that reading span r of a file aligned so costs. */
-void pl_xread_cost(const struct pl_xread *r, const struct pl_align *a, uint64_t file_size,
-		   uint64_t chunk, uint64_t *bytes, uint64_t *requests);
-
-/*
- * pl_plan_build_batch() (planner.h): the plan that reads the payloads of
- * the transfers p's process roots in batch b, into one device whose
- * shards are those payloads, in p's order; o gives the chunk size.
- */
-
-#endif /* PLANNER_TRANSFERS_H */
+#endif /* PLANNER_TRANSFER_ASSIGN_H */
