@@ -102,7 +102,8 @@ def _layout(ckpt, shardings):
 
 
 @_core.frees_on_error
-def load(filename, shardings, *, sha256=None, options=None, backend="auto"):
+def load(filename, shardings, *, sha256=None, options=None, backend="auto",
+         stats=None):
     """Loads tensors of filename (a .safetensors file, a directory of them or
     a model.safetensors.index.json) as jax.Arrays sharded as given.
 
@@ -111,16 +112,19 @@ def load(filename, shardings, *, sha256=None, options=None, backend="auto"):
     numpy/ml_dtypes dtype). Each addressable device receives exactly its
     box, read from the file and nothing more. sha256: as ringload.load
     (a whole-file value needs the whole file read by this process).
-    options, backend: the loader's, as ringload.load. Returns {name:
-    jax.Array} in sorted name order.
+    options, backend: the loader's, as ringload.load. stats: a dict to
+    fill with the load's statistics (bytes_needed: the bytes of this
+    process's distinct boxes; untouched when nothing is read). Returns
+    {name: jax.Array} in sorted name order.
     """
+    _core.check_stats(stats)
     ckpt = _handles.Checkpoint(filename)
     try:
         layout = _layout(ckpt, shardings)
         expected = _sha256.resolve(ckpt, sha256)
         boxes = list(dict.fromkeys(b for _, _, m in layout
                                    for b in m.values()))
-        arrays, _ = _boxes.read(ckpt, boxes, (backend, options, expected))
+        arrays, st = _boxes.read(ckpt, boxes, (backend, options, expected))
     finally:
         ckpt.close()
     out = {}
@@ -128,6 +132,8 @@ def load(filename, shardings, *, sha256=None, options=None, backend="auto"):
         singles = [jax.device_put(arrays[b], d) for d, b in boxes_of.items()]
         out[meta.name] = jax.make_array_from_single_device_arrays(
             meta.shape, s, singles)
+    if stats is not None and st is not None:
+        stats.update(st)
     return {name: out[name] for name in sorted(out)}
 
 

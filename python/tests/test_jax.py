@@ -126,6 +126,17 @@ def test_named_sharding_reads_each_box_once(ckpt, stats, backend, workers,
     assert [st["bytes_needed"] for st in stats] == [_distinct_bytes(out)]
 
 
+def test_stats_of_the_load(ckpt):
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+    shardings = {n: NamedSharding(mesh, p) for n, p in SPECS.items()}
+    st = {"kept": 1}
+    out = rj.load(ckpt, shardings, stats=st)
+    assert st["bytes_needed"] == _distinct_bytes(out) and st["kept"] == 1
+    assert st["bytes_read"] >= st["bytes_needed"]
+    with pytest.raises(ringload.ArgumentTypeError, match="stats: a dict"):
+        rj.load(ckpt, shardings, stats="yes")
+
+
 def test_callable_and_dict_select(ckpt):
     mesh = jax.make_mesh((2, 4), ("data", "model"))
     calls = []
