@@ -95,6 +95,7 @@ static const struct opt_def opt_table[] = {
 	{ "minimal", NULL, RP_O_MINIMAL, K_ACTION, 1, 0, 0, 0, NULL, "the same as --output-format=terse" },
 	{ "terse-version", "terse_version", RP_O_TERSE_VER, K_STR, 1, 0, 0, 0, "3", "terse output version: rlperf writes fio's version 3" },
 	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "status line while jobs run: auto (stdout a terminal), always, never" },
+	{ "status-interval", "status_interval", RP_O_STATUS, K_TIME, 1, 0, 0, 0, "TIME", "print the whole report so far every TIME (at least 1ms), as fio" },
 	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
 	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
 	{ "sharding", NULL, RP_O_SHARDING, K_STR, 1, 0, 0, 0, "SPEC", "checkpoint mode: sharding spec (JSON file)" },
@@ -593,6 +594,7 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_SQPOLL: j->sqthread_poll = (int)v; break;
 	case RP_O_KB_BASE: j->kb_base = (unsigned)v; break;
 	case RP_O_PROCESS: pa->c->process = (int)v; break;
+	case RP_O_STATUS: pa->c->status_interval_ns = v; break;
 	default: break;
 	}
 }
@@ -629,6 +631,9 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 			  spelled, val);
 	else if (d->kind != K_TIME)
 		rc = parse_number(pa, d, spelled, val, &v, &pct);
+	if (!rc && d->id == RP_O_STATUS && v < 1000000)
+		rc = fail(pa, "failed parsing %s=%s: status interval too small (at least 1ms, "
+			  "as fio)", spelled, val);
 	if (rc)
 		return rc;
 	if (d->kind != K_STR && d->kind != K_OPTSTR)

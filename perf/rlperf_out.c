@@ -326,3 +326,13 @@ void rp_print_normal(FILE *f, const struct rp_report *rep)
 		print_group(f, rep, 0);
 	print_disks(f, rep->disks);
 }
+
+void rp_print_report(FILE *f, const struct rp_report *rep)
+{
+	if (rep->conf->format == RP_FMT_TERSE)
+		rp_print_terse(f, rep);
+	else if (rep->conf->format != RP_FMT_NORMAL)
+		rp_print_json(f, rep);
+	else
+		rp_print_normal(f, rep);
+}

@@ -86,9 +86,163 @@ struct worker {
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
 
+	/* status_interval: a copy of res asked for by rp_snapshot and made on
+	 * the owner thread; all under prog_lock but the relaxed snap_want */
+	int snap_want;          /* a copy is asked for */
+	int running;            /* job_main writes res: only it may copy */
+	struct rp_task_res snap;
+
 	char err[RP_ERRMSG_MAX];  /* why it failed, for r->errmsg */
 	pthread_t tid;
 };
+
+/* ---------------------------------------------------------------- */
+/* Progress, for the ETA line and status_interval's reports         */
+/* ---------------------------------------------------------------- */
+
+/* The run under way: published by rp_run, read by rp_progress and
+ * rp_snapshot from other threads; the lock keeps the workers alive while
+ * they are read (taken once a second, never on the per-read path but for
+ * a copy rp_snapshot asks for). */
+static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t snap_cond = PTHREAD_COND_INITIALIZER;   /* a copy made */
+static struct worker *prog_w;
+static size_t prog_n;
+static uint64_t prog_t0, prog_unix_ms;
+static struct rusage prog_ru0;
+
+static void progress_publish(struct worker *w, size_t n, uint64_t unix_ms)
+{
+	pthread_mutex_lock(&prog_lock);
+	prog_w = w;
+	prog_n = n;
+	prog_t0 = perf_now_ns();
+	prog_unix_ms = unix_ms;
+	getrusage(RUSAGE_SELF, &prog_ru0);
+	pthread_mutex_unlock(&prog_lock);
+}
+
+/* Under prog_lock: w's results as they are now into w->snap. */
+static void snap_copy(struct worker *w)
+{
+	struct rp_hist *h = w->snap.clat;
+
+	w->snap = *w->res;
+	w->snap.clat = h;
+	w->snap.ss = NULL;      /* steady state is judged at the end only */
+	if (h)
+		memcpy(h, w->res->clat, sizeof(*h));
+}
+
+static void snap_take(struct worker *w)
+{
+	pthread_mutex_lock(&prog_lock);
+	snap_copy(w);
+	__atomic_store_n(&w->snap_want, 0, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&snap_cond);
+	pthread_mutex_unlock(&prog_lock);
+}
+
+/* job_main starts (1) or ends (0) writing w->res: from then on only it
+ * may copy them, until then (and after) rp_snapshot does. */
+static void snap_running(struct worker *w, int on)
+{
+	pthread_mutex_lock(&prog_lock);
+	w->running = on;
+	pthread_cond_broadcast(&snap_cond);
+	pthread_mutex_unlock(&prog_lock);
+}
+
+/* Under prog_lock: whether a running clone still owes its copy. */
+static int snap_owed(void)
+{
+	for (size_t i = 0; i < prog_n; i++)
+		if (prog_w[i].running && __atomic_load_n(&prog_w[i].snap_want, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* Under prog_lock: asks every running clone for a copy and waits up to a
+ * second for them (a clone blocked in a slow read keeps its last copy). */
+static int snap_gather(void)
+{
+	struct timespec ts;
+
+	for (size_t i = 0; i < prog_n; i++) {
+		struct worker *w = &prog_w[i];
+
+		if (!w->snap.clat && !(w->snap.clat = malloc(sizeof(*w->snap.clat))))
+			return -ENOMEM;
+		if (w->running)
+			__atomic_store_n(&w->snap_want, 1, __ATOMIC_RELAXED);
+		else
+			snap_copy(w);
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec++;
+	while (snap_owed())
+		if (pthread_cond_timedwait(&snap_cond, &prog_lock, &ts) == ETIMEDOUT)
+			break;
+	return 0;
+}
+
+static void usage_delta(struct rp_result *r, const struct rusage *a, const struct rusage *b);
+
+int rp_snapshot(struct rp_result *out)
+{
+	struct rusage ru;
+	int rc = -EAGAIN;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&prog_lock);
+	if (prog_w)
+		rc = snap_gather();
+	if (!rc && !(out->task = calloc(prog_n ? prog_n : 1, sizeof(*out->task))))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < prog_n; i++) {
+		out->task[i] = prog_w[i].snap;
+		out->ntasks = i + 1;
+		if (!(out->task[i].clat = malloc(sizeof(*out->task[i].clat))))
+			rc = -ENOMEM;
+		else
+			memcpy(out->task[i].clat, prog_w[i].snap.clat, sizeof(*out->task[i].clat));
+	}
+	if (!rc) {
+		getrusage(RUSAGE_SELF, &ru);
+		usage_delta(out, &prog_ru0, &ru);
+		out->elapsed_s = (double)(perf_now_ns() - prog_t0) / 1e9;
+		out->start_unix_ms = prog_unix_ms;
+	}
+	pthread_mutex_unlock(&prog_lock);
+	if (rc)
+		rp_result_free(out);
+	return rc;
+}
+
+size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
+{
+	size_t n;
+
+	pthread_mutex_lock(&prog_lock);
+	n = prog_n < max ? prog_n : max;
+	*t0_ns = prog_t0;
+	for (size_t i = 0; i < n; i++) {
+		const struct worker *w = &prog_w[i];
+		const struct rp_job *j = w->t->job;
+
+		out[i] = (struct rp_progress){
+			.rw = j->rw,
+			.finished = __atomic_load_n(&w->finished, __ATOMIC_RELAXED),
+			.nfiles = w->t->nfiles,
+			.bytes = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED),
+			.ios = __atomic_load_n(&w->completed, __ATOMIC_RELAXED),
+			.planned = j->time_based ? 0 : w->planned,
+			.until_ns = j->runtime_ns ? j->ramp_ns + j->runtime_ns : 0,
+		};
+	}
+	pthread_mutex_unlock(&prog_lock);
+	return n;
+}
 
 /* ---------------------------------------------------------------- */
 /* The per-read path                                                 */
@@ -140,6 +294,14 @@ static unsigned depth_bin(uint64_t d)
 
 static void sleep_ns(uint64_t ns);
 
+/* A copy of the results asked for (status_interval): made here, on the
+ * thread that writes them; a relaxed load per read while none is. */
+static inline void snap_check(struct worker *w)
+{
+	if (__atomic_load_n(&w->snap_want, __ATOMIC_RELAXED))
+		snap_take(w);
+}
+
 /* Sleeps until the clock reaches t, in slices that notice a stop. */
 static void sleep_until(struct worker *w, uint64_t t)
 {
@@ -147,6 +309,7 @@ static void sleep_until(struct worker *w, uint64_t t)
 
 	while (now < t && !stop_requested()) {
 		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
+		snap_check(w);
 		now = perf_now_ns();
 	}
 	if (now > w->seen_ns)
@@ -292,6 +455,7 @@ static void job_on_read(void *user, const struct cm_read *rd, uint64_t submit_ns
 	struct worker *w = user;
 	struct rp_task_res *r = w->res;
 
+	snap_check(w);
 	w->seen_ns = complete_ns;
 	if (w->t->job->ratemin)
 		check_ratemin(w, w->t->job, complete_ns);
@@ -350,6 +514,7 @@ static void *job_main(void *arg)
 
 	if (j->startdelay_ns)
 		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
+	snap_running(w, 1);
 	r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
 	if (w->logging) {
 		int lrc = rp_logs_close(&w->logs);
@@ -376,54 +541,9 @@ static void *job_main(void *arg)
 	 * group would wait forever for it to catch up (fio's would) */
 	if (w->flow)
 		__atomic_sub_fetch(&w->flow->weight, j->flow, __ATOMIC_RELAXED);
+	snap_running(w, 0);
 	__atomic_store_n(&w->finished, 1, __ATOMIC_RELAXED);
 	return NULL;
-}
-
-/* ---------------------------------------------------------------- */
-/* Progress, for the ETA line                                        */
-/* ---------------------------------------------------------------- */
-
-/* The run under way: published by rp_run, read by rp_progress from
- * another thread; the lock keeps the workers alive while they are read
- * (taken once a second, never on the per-read path). */
-static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
-static const struct worker *prog_w;
-static size_t prog_n;
-static uint64_t prog_t0;
-
-static void progress_publish(const struct worker *w, size_t n)
-{
-	pthread_mutex_lock(&prog_lock);
-	prog_w = w;
-	prog_n = n;
-	prog_t0 = perf_now_ns();
-	pthread_mutex_unlock(&prog_lock);
-}
-
-size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
-{
-	size_t n;
-
-	pthread_mutex_lock(&prog_lock);
-	n = prog_n < max ? prog_n : max;
-	*t0_ns = prog_t0;
-	for (size_t i = 0; i < n; i++) {
-		const struct worker *w = &prog_w[i];
-		const struct rp_job *j = w->t->job;
-
-		out[i] = (struct rp_progress){
-			.rw = j->rw,
-			.finished = __atomic_load_n(&w->finished, __ATOMIC_RELAXED),
-			.nfiles = w->t->nfiles,
-			.bytes = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED),
-			.ios = __atomic_load_n(&w->completed, __ATOMIC_RELAXED),
-			.planned = j->time_based ? 0 : w->planned,
-			.until_ns = j->runtime_ns ? j->ramp_ns + j->runtime_ns : 0,
-		};
-	}
-	pthread_mutex_unlock(&prog_lock);
-	return n;
 }
 
 /* ---------------------------------------------------------------- */
@@ -678,6 +798,7 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 
 static void worker_free(struct worker *w)
 {
+	free(w->snap.clat);
 	if (w->logging)
 		(void)rp_logs_close(&w->logs);  /* a run that never started */
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
@@ -823,11 +944,11 @@ int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 		flows = flows_setup(w, n);
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
-		progress_publish(w, n);
+		progress_publish(w, n, r->start_unix_ms);
 		ss = ss_start(w, n, r);
 		first_error(r, p, run_threads(w, n, r));
 		ss_stop(ss);
-		progress_publish(NULL, 0);
+		progress_publish(NULL, 0, 0);
 	}
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);

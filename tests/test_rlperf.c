@@ -2766,6 +2766,68 @@ static void binary_prints_an_eta_line(void)
 	CHECKF(!strstr(out, "Jobs:"), "%s", out);
 }
 
+/* Splits a stream of JSON reports and checks each is fio's shape and the
+ * run so far: io_bytes never decreases (argv: file, reports at least). */
+static const char status_check[] =
+	"import json,sys\n"
+	"s=open(sys.argv[1]).read(); d=json.JSONDecoder(); i=0; reps=[]\n"
+	"while s[i:].strip():\n"
+	"    while s[i].isspace(): i+=1\n"
+	"    o,i=d.raw_decode(s,i); reps.append(o)\n"
+	"assert len(reps)>=int(sys.argv[2]), len(reps)\n"
+	"b=[r['jobs'][0]['read']['io_bytes'] for r in reps]\n"
+	"assert b==sorted(b) and b[-1]>0, b\n"
+	"assert all(r['fio version'].startswith('rlperf-') for r in reps)\n";
+
+/* fio's --status-interval: the whole report so far every interval (fio
+ * 3.33 prints 3 reports in normal output for a 2 s run at 1 s, 4 JSON
+ * objects for 3 s), on every backend; too small or a job option: refused. */
+static void binary_prints_status_interval_reports(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("status", 1 << 20), *job;
+	char cmd[4096], out[65536], json[512], script[512];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	CHECK(!write_script("status.py", status_check, script, sizeof(script)));
+	snprintf(json, sizeof(json), "%s/status.json", th_tmpdir());
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		const char *p = out;
+		int reports = 0;
+
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=2500ms "
+			 "--time_based --rate=8m --status-interval=1 2>&1", rlperf_exe(), path,
+			 engines[i]);
+		if (run_cmd(cmd, out, sizeof(out)) == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		while ((p = strstr(p, "Run status group 0")))
+			reports++, p++;
+		CHECKF(reports >= 3, "%s: %d reports: %.400s", engines[i], reports, out);
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=2500ms "
+			 "--time_based --rate=8m --status-interval=1 --output-format=json > %s "
+			 "&& python3 %s %s 3 2>&1", rlperf_exe(), path, engines[i], json, script,
+			 json);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --status-interval=0 2>&1", rlperf_exe(),
+		 path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "status-interval=0: status interval too small"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --status-interval=soon 2>&1",
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "failed parsing status-interval=soon"), "%s", out);
+	job = write_text("status.fio", "[j]\nstatus-interval=1\n");
+	CHECK(job);
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", rlperf_exe(), job);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "status-interval is a command-line option"), "%s", out);
+}
+
 /* Checks the logs of a run (argv: dir, prefix, reads, with offsets, file
  * size): fio's file names and line format, a line per read. */
 static const char log_check[] =
@@ -3333,6 +3395,7 @@ int main(void)
 	RUN(binary_runs_fios_read_examples);
 	RUN(eta_line_reads_as_fios);
 	RUN(binary_prints_an_eta_line);
+	RUN(binary_prints_status_interval_reports);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
