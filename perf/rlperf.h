@@ -119,6 +119,7 @@ enum rp_opt_id {
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
 	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP, RP_O_SS, RP_O_SS_DUR, RP_O_SS_RAMP,
+	RP_O_LAT_TARGET, RP_O_LAT_WINDOW, RP_O_LAT_PCT, RP_O_LAT_RUN,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_STATUS, RP_O_READONLY,
 	RP_O_CHECKPOINT,
@@ -204,6 +205,10 @@ struct rp_job {
 	double ss_limit;              /* steadystate's N (percent with RP_SS_PCT) */
 	uint64_t ss_dur_ns;           /* steadystate_duration: 0 off */
 	uint64_t ss_ramp_ns;          /* steadystate_ramp_time */
+	uint64_t lat_target_ns;       /* latency_target: 0 off */
+	uint64_t lat_window_ns;       /* latency_window */
+	double lat_pct;               /* latency_percentile (default 100) */
+	int lat_run;                  /* latency_run */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -517,6 +522,7 @@ struct rp_task_res {
 	int error;                       /* 0 or a negative code */
 	char errmsg[RP_ERRMSG_MAX];
 	struct rp_ss *ss;                /* steadystate: on its group's last clone */
+	unsigned lat_depth;              /* the depth latency_target ended at (else iodepth) */
 };
 
 struct rp_result {
@@ -586,6 +592,7 @@ struct rp_unit {
 	int error;
 	const char *errmsg;
 	const struct rp_ss *ss;          /* steadystate: its last clone's, or NULL */
+	unsigned lat_depth;              /* its last clone's (fio's latency_depth) */
 };
 
 /*

@@ -145,7 +145,8 @@ static void json_depths(FILE *f, const struct rp_unit *u)
 	json_bins(f, "iodepth_complete", batch_keys, NULL, RP_NDEPTH, ",");
 }
 
-static void json_latency(FILE *f, const struct rp_unit *u, unsigned iodepth)
+/* fio's latency_target keys: the target in ns, the window in us */
+static void json_latency(FILE *f, const struct rp_unit *u, const struct rp_job *j)
 {
 	double ns[RP_NLAT], us[RP_NLAT], ms[RP_NLAT_MS];
 
@@ -153,9 +154,10 @@ static void json_latency(FILE *f, const struct rp_unit *u, unsigned iodepth)
 	json_bins(f, "latency_ns", rp_lat_keys, ns, RP_NLAT, ",");
 	json_bins(f, "latency_us", rp_lat_keys, us, RP_NLAT, ",");
 	json_bins(f, "latency_ms", rp_lat_keys, ms, RP_NLAT_MS, ",");
-	fprintf(f, "      \"latency_depth\" : %u,\n      \"latency_target\" : 0,\n"
-		"      \"latency_percentile\" : 100.000000,\n      \"latency_window\" : 0,\n",
-		iodepth);
+	fprintf(f, "      \"latency_depth\" : %u,\n      \"latency_target\" : %llu,\n"
+		"      \"latency_percentile\" : %f,\n      \"latency_window\" : %llu,\n",
+		u->lat_depth ? u->lat_depth : j->iodepth, (unsigned long long)j->lat_target_ns,
+		j->lat_pct, (unsigned long long)(j->lat_window_ns / 1000));
 }
 
 /* fio's "steadystate" object: the criterion, whether it held, the last
@@ -229,7 +231,7 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 		jrt * 1e3, jrt > 0 ? 100.0 * u->usr_s / jrt : 0.0,
 		jrt > 0 ? 100.0 * u->sys_s / jrt : 0.0, u->ctx, u->majf, u->minf);
 	json_depths(f, u);
-	json_latency(f, u, j->iodepth);
+	json_latency(f, u, last);
 	if (u->ss)
 		json_ss(f, u->ss);
 	json_rlperf(f, u);

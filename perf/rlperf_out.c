@@ -146,7 +146,9 @@ static double cpu_pct(double s, double runtime)
 	return runtime > 0 ? 100.0 * s / runtime : 0.0;
 }
 
-static void print_depths(FILE *f, const struct rp_unit *u)
+/* fio's IO depths, issued and latency_target lines (the last with the
+ * depth the search ended at, or iodepth) */
+static void print_depths(FILE *f, const struct rp_unit *u, const struct rp_job *j)
 {
 	uint64_t all = 0;
 
@@ -159,6 +161,9 @@ static void print_depths(FILE *f, const struct rp_unit *u)
 			i + 1 < RP_NDEPTH ? "," : "\n");
 	fprintf(f, "     issued rwts: total=%" PRIu64 ",0,0,0 short=0,0,0,0 "
 		"dropped=0,0,0,0\n", u->ios);
+	fprintf(f, "     latency   : target=%llu, window=%llu, percentile=%.2f%%, depth=%u\n",
+		(unsigned long long)j->lat_target_ns, (unsigned long long)(j->lat_window_ns / 1000),
+		j->lat_pct, u->lat_depth ? u->lat_depth : j->iodepth);
 }
 
 /* fio's show_ss_normal: whether the steady state was reached, the
@@ -220,7 +225,7 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	fprintf(f, "  cpu          : usr=%.2f%%, sys=%.2f%%, ctx=%" PRIu64 ", majf=%" PRIu64
 		", minf=%" PRIu64 "\n", cpu_pct(u->usr_s, u->job_runtime_s),
 		cpu_pct(u->sys_s, u->job_runtime_s), u->ctx, u->majf, u->minf);
-	print_depths(f, u);
+	print_depths(f, u, rep->plan->tasks[u->first + u->n - 1].job);
 	if (u->ss)
 		print_ss(f, rep->plan->tasks[u->first].job, u->ss);
 	print_engine(f, u);

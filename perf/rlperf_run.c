@@ -83,6 +83,13 @@ struct worker {
 	int ss_stop;            /* steady state reached: the checker sets it */
 	uint64_t ss_bytes, ss_ios;   /* the checker's last look at the counts */
 
+	/* latency_target: fio's queue-depth search (its latency_qd, _low,
+	 * _high, _stable_count, _end_run, the cycle's start, reads, misses) */
+	unsigned lat_qd, lat_low, lat_high, lat_stable;
+	int lat_end, lat_done, lat_quiesce;
+	uint64_t lat_ts, lat_ios, lat_failed;
+	uint64_t lat_fatal;     /* a read over the target at depth 1: its ns + 1 */
+
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
 
@@ -245,6 +252,120 @@ size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
 }
 
 /* ---------------------------------------------------------------- */
+/* latency_target: fio's search for the deepest queue that meets it  */
+/* ---------------------------------------------------------------- */
+
+/* The engine asks before each read: none while the queue is as deep as
+ * the search allows, or while it drains after a step down (fio's
+ * io_u_quiesce). */
+static int job_hold(void *user)
+{
+	struct worker *w = user;
+	uint64_t inflight = w->submitted - w->completed;
+
+	return w->lat_quiesce ? inflight > 0 : inflight >= w->lat_qd;
+}
+
+/* A new cycle: the window, its reads and misses count from now. */
+static void lat_cycle(struct worker *w, uint64_t now)
+{
+	w->lat_ts = now;
+	w->lat_ios = w->completed;
+	w->lat_failed = 0;
+}
+
+/* fio's reset_all_stats before the final run at the depth found: the
+ * report holds that depth's reads only, its runtime from now. */
+static void lat_reset(struct worker *w, uint64_t now)
+{
+	struct rp_task_res *r = w->res;
+	const struct rp_job *j = w->t->job;
+
+	r->bytes = r->ios = 0;
+	rp_hist_init(r->clat);
+	memset(&r->bw, 0, sizeof(r->bw));
+	memset(&r->iops, 0, sizeof(r->iops));
+	memset(r->depth, 0, sizeof(r->depth));
+	r->meas_ns = r->last_ns = w->win_ns = now;
+	w->win_bytes = w->win_ios = 0;
+	if (j->runtime_ns)
+		w->deadline_ns = now + j->runtime_ns;
+}
+
+/* fio's __lat_target_failed: halfway down to the last depth that held;
+ * 1 at depth 1, where there is nowhere to go. */
+static int lat_down(struct worker *w)
+{
+	if (w->lat_qd == 1)
+		return 1;
+	w->lat_high = w->lat_qd;
+	if (w->lat_qd == w->lat_low)
+		w->lat_low--;
+	w->lat_qd = (w->lat_qd + w->lat_low) / 2;
+	w->lat_stable = 0;
+	w->lat_quiesce = 1;   /* the new cycle starts once the queue is empty */
+	return 0;
+}
+
+/* fio's lat_target_success: double (or halfway up to the depth that
+ * failed); the same depth twice is the answer: one more window there,
+ * measured afresh, and the job ends (unless latency_run). */
+static void lat_up(struct worker *w, const struct rp_job *j, uint64_t now)
+{
+	unsigned qd = w->lat_qd;
+
+	w->lat_low = qd;
+	if (qd + 1 == w->lat_high && ++w->lat_stable >= 3) {
+		w->lat_high++;   /* fio's nudge out of a stable depth */
+		w->lat_stable = 0;
+	}
+	w->lat_qd = w->lat_high != j->iodepth ? (qd + w->lat_high) / 2 : qd * 2;
+	if (w->lat_qd > j->iodepth)
+		w->lat_qd = j->iodepth;
+	if (!j->lat_run && w->lat_qd == qd) {
+		if (w->lat_end) {
+			w->lat_done = 1;
+		} else {
+			w->lat_end = 1;
+			lat_reset(w, now);
+		}
+	}
+	lat_cycle(w, now);
+}
+
+/* Each measured read: fio's lat_target_failed for one over the target
+ * (at latency_percentile=100 it steps down at once), then its
+ * lat_target_check once a window has passed. */
+static void lat_read(struct worker *w, const struct rp_job *j, uint64_t lat, uint64_t now)
+{
+	uint64_t ios;
+
+	if (w->lat_done)
+		return;  /* the reads still in flight at the end change nothing */
+	if (w->lat_quiesce) {
+		if (w->completed != w->submitted)
+			return;
+		w->lat_quiesce = 0;
+		lat_cycle(w, now);
+	}
+	if (lat > j->lat_target_ns) {
+		if (j->lat_pct < 100.0)
+			w->lat_failed++;
+		else if (lat_down(w) && !w->lat_fatal)
+			w->lat_fatal = lat + 1;
+		if (w->lat_quiesce)
+			return;
+	}
+	if (now < w->lat_ts || now - w->lat_ts < j->lat_window_ns)
+		return;  /* completion times may come out of order */
+	ios = w->completed - w->lat_ios;
+	if (100.0 * (double)(ios - w->lat_failed) / (double)ios >= j->lat_pct)
+		lat_up(w, j, now);
+	else
+		(void)lat_down(w);  /* a new cycle after the quiesce; at depth 1 none */
+}
+
+/* ---------------------------------------------------------------- */
 /* The per-read path                                                 */
 /* ---------------------------------------------------------------- */
 
@@ -395,7 +516,8 @@ static int job_next(void *user, struct cm_read *out)
 
 	/* relaxed: a flag the steady-state checker raises once; a read more
 	 * or less after it does not matter */
-	if (stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED))
+	if (stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED) ||
+	    w->lat_done || w->lat_fatal)
 		return 0;
 	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
 		pace(w, j);
@@ -404,7 +526,7 @@ static int job_next(void *user, struct cm_read *out)
 	if (!w->start_ns) {
 		/* the clock starts at the first submission: engine set-up
 		 * (rings, buffer registration) is not the drive's time */
-		w->start_ns = w->seen_ns = w->due_ns = w->rate_ns = perf_now_ns();
+		w->start_ns = w->seen_ns = w->due_ns = w->rate_ns = w->lat_ts = perf_now_ns();
 		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
 		if (j->runtime_ns)
 			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
@@ -465,6 +587,9 @@ static void job_on_read(void *user, const struct cm_read *rd, uint64_t submit_ns
 	__atomic_store_n(&w->completed, w->completed + 1, __ATOMIC_RELAXED);
 	if (complete_ns < r->meas_ns)
 		return;  /* ramp_time: not measured */
+	if (w->t->job->lat_target_ns)
+		lat_read(w, w->t->job, complete_ns > submit_ns ? complete_ns - submit_ns : 0,
+			 complete_ns);
 	/* gtod_reduce: fio's disable_lat, _clat, _slat and _bw: neither
 	 * latencies nor bandwidth samples */
 	if (!w->t->job->gtod_reduce)
@@ -509,6 +634,7 @@ static void *job_main(void *arg)
 	struct eng_raw_job ej = {
 		.nfiles = w->t->nfiles, .paths = w->paths, .sizes = w->sizes,
 		.next = job_next, .on_read = job_on_read, .user = w,
+		.hold = j->lat_target_ns ? job_hold : NULL,
 		.total_bytes = j->time_based ? 0 : w->planned,
 	};
 
@@ -523,6 +649,12 @@ static void *job_main(void *arg)
 			r->error = werr(w, lrc, "writing its logs: %s",
 					      strerror(-lrc));
 	}
+	r->lat_depth = w->lat_qd;
+	if (r->error >= 0 && w->lat_fatal)
+		r->error = werr(w, -ETIMEDOUT, "a read took %llu ns at depth 1, over "
+				"latency_target %llu ns (fio: max latency exceeded)",
+				(unsigned long long)(w->lat_fatal - 1),
+				(unsigned long long)j->lat_target_ns);
 	if (r->error >= 0 && w->too_slow)
 		r->error = werr(w, -EIO, "min rate %llu B/s not met, got %llu "
 				      "B/s over %llu ms (ratemin)", (unsigned long long)j->ratemin,
@@ -768,6 +900,10 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
+	/* fio's lat_target_init: the search starts at depth 1 */
+	w->lat_qd = j->lat_target_ns ? 1 : j->iodepth;
+	w->lat_low = 1;
+	w->lat_high = j->iodepth;
 	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
 	if (j->lat_log || j->bw_log || j->iops_log) {
 		int rc = rp_logs_open(&w->logs, j, number, w->err, sizeof(w->err));

@@ -1180,6 +1180,9 @@ static struct {
 	int record;             /* keep the first offsets read, in order */
 	size_t nrec;
 	uint64_t rec[64];
+	uint64_t lat_per_read;  /* a slow disk: a read takes this (ns) per read in
+				 * flight, on a virtual clock; 0: the real one */
+	uint64_t slow_next;     /* lat_per_read of the next fake_args run only */
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Reads of each block of each file (at most 4 files). */
@@ -1256,7 +1259,7 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 		uint64_t t;
 	} *q = calloc(qd, sizeof(*q));
 	struct fake_counts fc = { { NULL }, { 0 } };
-	uint64_t reads = 0, bad = 0;
+	uint64_t reads = 0, bad = 0, vt = 0, done;
 	struct cm_read r;
 	int more = 1, rc = q ? 0 : -ENOMEM;
 
@@ -1266,14 +1269,17 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 		rc = fc.c[i] ? 0 : -ENOMEM;
 	}
 	while (!rc && (more || n)) {
-		if (more && n < qd && (more = job->next(job->user, &r))) {
+		if (more && n < qd && !(job->hold && job->hold(job->user)) &&
+		    (more = job->next(job->user, &r))) {
 			bad += !fake_check(job, o, &r, &fc);
 			pthread_mutex_lock(&fake.lock);
 			if (fake.record && fake.nrec < RP_ARRAY_SIZE(fake.rec))
 				fake.rec[fake.nrec++] = r.off;
 			pthread_mutex_unlock(&fake.lock);
+			if (!vt)
+				vt = perf_now_ns();
 			q[(head + n) % qd].r = r;
-			q[(head + n) % qd].t = perf_now_ns();
+			q[(head + n) % qd].t = fake.lat_per_read ? vt : perf_now_ns();
 			n++;
 			continue;
 		}
@@ -1285,8 +1291,13 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 				 q[head].r.len, (unsigned long long)q[head].r.off);
 			break;
 		}
+		done = perf_now_ns();
+		if (fake.lat_per_read) {
+			done = q[head].t + n * fake.lat_per_read;
+			vt = done > vt ? done : vt;
+		}
 		if (!(fake.drop_last && !more && n == 1))
-			job->on_read(job->user, &q[head].r, q[head].t, perf_now_ns());
+			job->on_read(job->user, &q[head].r, q[head].t, done);
 		head = (head + 1) % qd;
 		n--;
 		reads++;
@@ -1311,6 +1322,8 @@ static void fake_reset(void)
 	memset(fake.per_file, 0, sizeof(fake.per_file));
 	fake.runs = 0;
 	fake.nrec = 0;  /* record stays as the test set it */
+	fake.lat_per_read = fake.slow_next;
+	fake.slow_next = 0;
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -1496,6 +1509,53 @@ static void random_distributions_follow_fio(void)
 	       fabs((double)zone[2] / draws - 0.2) < 0.01, "zones %llu %llu %llu (seed %llu)",
 	       (unsigned long long)zone[0], (unsigned long long)zone[1],
 	       (unsigned long long)zone[2], (unsigned long long)seed);
+}
+
+/* latency_target on a fake disk where a read takes 100 us per read in
+ * flight: fio's search (1, 2, 4, 8 fails, 6, 5, 4 holds twice) ends at
+ * depth 4, the deepest whose reads all stay under 450 us, and reports only
+ * the reads of its final window at that depth; at 50 us not even depth 1
+ * holds, which fails the job as fio's "max latency exceeded"; with
+ * latency_percentile=50 a miss only counts, and the depth stays at 1. */
+static void runner_searches_the_latency_target_depth(void)
+{
+	static const struct {
+		const char *target, *pct;
+		int rc;
+		unsigned depth;
+	} cases[] = {
+		{ "--latency_target=450", "--latency_percentile=100", 0, 4 },
+		{ "--latency_target=50us", "--latency_percentile=100", -ETIMEDOUT, 1 },
+		{ "--latency_target=50", "--latency_percentile=50", 0, 1 },
+	};
+	const char *path = make_file("lat_target", 8 << 20);
+	char fn[600], err[600];
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+
+	CHECK(path);
+	snprintf(fn, sizeof(fn), "--filename=%s", path);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
+		int rc;
+
+		fake.slow_next = 100000;
+		rc = fake_args(&c, &p, &r, err, sizeof(err), fn, "--iodepth=16", cases[i].target,
+			       cases[i].pct, "--latency_window=10ms", "--invalidate=0",
+			       "--time_based", "--runtime=2s", NULL);
+		CHECKF(rc == cases[i].rc, "%s: rc %d: %s %s", cases[i].target, rc, err, r.errmsg);
+		CHECKF(r.task[0].lat_depth == cases[i].depth, "%s: depth %u", cases[i].target,
+		       r.task[0].lat_depth);
+		if (i == 0)  /* the final window's reads only, all under the target */
+			CHECKF(r.task[0].ios > 50 && r.task[0].ios < fake.reads / 2 &&
+			       r.task[0].clat->max <= 450000, "%llu of %llu reads, max %llu ns",
+			       (unsigned long long)r.task[0].ios, (unsigned long long)fake.reads,
+			       (unsigned long long)r.task[0].clat->max);
+		if (i == 1)
+			CHECKF(strstr(r.errmsg, "over latency_target 50000 ns (fio: max latency "
+				      "exceeded)"), "%s", r.errmsg);
+		fake_done(&c, &p, &r);
+	}
 }
 
 static void runner_reads_every_block_once_per_clone(void)
@@ -2970,8 +3030,7 @@ static void binary_paces_reads_as_fio(void)
 
 /* The read-only job files of fio 3.33's examples/ folder that rlperf
  * runs, their option lines as fio ships them (comments left out).
- * cmdprio-percentage.fio (prioclass, cmdprio_*) and latency-profile.fio
- * (latency_target) are still refused. */
+ * cmdprio-percentage.fio (prioclass, cmdprio_*) is still refused. */
 static const struct {
 	const char *name, *text;
 } fio_examples[] = {
@@ -3133,6 +3192,20 @@ static const struct {
 	  "io_submit_mode=offload\n"
 	  "rate_iops=50\n"
 	  "rate_process=poisson\n"
+	},
+	{ "latency-profile.fio",
+	  "[global]\n"
+	  "bs=4k\n"
+	  "rw=randread\n"
+	  "random_generator=lfsr\n"
+	  "direct=1\n"
+	  "ioengine=libaio\n"
+	  "iodepth=128\n"
+	  "latency_target=500000\n"
+	  "latency_window=5000000\n"
+	  "latency_percentile=99.9\n"
+	  "[device]\n"
+	  "filename=/dev/sda\n"
 	},
 	{ "rand-zones.fio",
 	  "[zones]\n"
@@ -3362,6 +3435,7 @@ int main(void)
 	RUN(norandommap_offsets_repeat_blocks);
 	RUN(seq_postfix_offsets_follow_fio);
 	RUN(random_distributions_follow_fio);
+	RUN(runner_searches_the_latency_target_depth);
 	RUN(runner_reads_every_block_once_per_clone);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
