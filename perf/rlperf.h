@@ -190,6 +190,7 @@ struct rp_job {
 	int log_offset;
 	uint64_t rate, rate_iops;     /* bytes/s, reads/s at most (0: no cap) */
 	int poisson;                  /* rate_process=poisson */
+	int offload;                  /* io_submit_mode=offload */
 	uint64_t ratemin;             /* bytes/s at least, over ratecycle_ns */
 	uint64_t ratecycle_ns;
 	uint64_t startdelay_ns;
@@ -523,6 +524,8 @@ struct rp_task_res {
 	char errmsg[RP_ERRMSG_MAX];
 	struct rp_ss *ss;                /* steadystate: on its group's last clone */
 	unsigned lat_depth;              /* the depth latency_target ended at (else iodepth) */
+	uint64_t offloaded;              /* reads its offload thread queued */
+	unsigned submit_threads;         /* offload threads it ran (0 or 1) */
 };
 
 struct rp_result {
@@ -593,6 +596,8 @@ struct rp_unit {
 	const char *errmsg;
 	const struct rp_ss *ss;          /* steadystate: its last clone's, or NULL */
 	unsigned lat_depth;              /* its last clone's (fio's latency_depth) */
+	uint64_t offloaded;              /* io_submit_mode=offload: reads queued */
+	unsigned submit_threads;         /* and the threads that queued them */
 };
 
 /*

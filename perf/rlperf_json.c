@@ -192,11 +192,13 @@ static void json_rlperf(FILE *f, const struct rp_unit *u)
 		"        \"registered_buffers\" : %u,\n        \"registered_files\" : %d,\n"
 		"        \"queue_depth\" : %u,\n        \"peak_inflight\" : %" PRIu64 ",\n"
 		"        \"retries\" : %" PRIu64 ",\n        \"cpu_s_per_gb\" : %.6f,\n"
-		"        \"voluntary_ctx\" : %" PRIu64 ",\n        \"fallbacks\" : ",
+		"        \"voluntary_ctx\" : %" PRIu64 ",\n        \"submit_threads\" : %u,\n"
+		"        \"offloaded_reads\" : %" PRIu64 ",\n        \"fallbacks\" : ",
 		rl_backend_name((rl_backend)u->eng.backend), u->eng.direct_io,
 		u->eng.buffers, u->eng.registered_buffers, u->eng.registered_files,
 		u->eng.queue_depth, u->eng.peak_inflight, u->eng.retries,
-		u->bytes ? (u->usr_s + u->sys_s) / ((double)u->bytes / 1e9) : 0.0, u->vctx);
+		u->bytes ? (u->usr_s + u->sys_s) / ((double)u->bytes / 1e9) : 0.0, u->vctx,
+		u->submit_threads, u->offloaded);
 	rp_json_str(f, u->eng.fallbacks);
 	fprintf(f, ",\n        \"error\" : ");
 	rp_json_str(f, u->errmsg ? u->errmsg : "");

@@ -74,7 +74,7 @@ static const struct opt_def opt_table[] = {
 	{ "rate_process", NULL, RP_O_RATE_PROC, K_STR, 0, 1, 0, 0, "linear|poisson", "rate_iops spacing: even (default) or exponential gaps" },
 	{ "ratemin", NULL, RP_O_RATEMIN, K_SIZE, 0, 1, 1, 0, "SIZE", "fail the job below SIZE bytes/s over a ratecycle" },
 	{ "ratecycle", NULL, RP_O_RATECYCLE, K_SIZE, 0, 1, 1, 86400000, "MS", "ratemin's window in ms (default 1000)" },
-	{ "io_submit_mode", NULL, RP_O_SUBMIT_MODE, K_STR, 0, 1, 0, 0, "inline|offload", "accepted: rlperf submits and paces on each clone's ring thread" },
+	{ "io_submit_mode", NULL, RP_O_SUBMIT_MODE, K_STR, 0, 1, 0, 0, "inline|offload", "inline (default): the ring's thread paces; offload: a thread per clone generates and paces the reads" },
 	{ "startdelay", NULL, RP_O_STARTDELAY, K_TIME, 0, 1, 0, 0, "TIME", "start the job this long after the run" },
 	{ "thinktime", NULL, RP_O_THINKTIME, K_USEC, 0, 1, 0, 0, "TIME", "pause this long (plain numbers: us) every thinktime_blocks reads" },
 	{ "thinktime_blocks", NULL, RP_O_THINK_BLOCKS, K_SIZE, 0, 1, 1, 1u << 30, "N", "reads between thinktime pauses (default 1)" },
@@ -513,6 +513,7 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 		if (strcmp(val, "inline") && strcmp(val, "offload"))
 			return fail(pa, "failed parsing io_submit_mode=%s: expected inline or "
 				    "offload", val);
+		j->offload = val[0] == 'o';
 		return 0;
 	case RP_O_BWLOG: j->bw_log = val; return 0;
 	case RP_O_IOPSLOG: j->iops_log = val; return 0;

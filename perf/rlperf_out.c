@@ -194,6 +194,9 @@ static void print_engine(FILE *f, const struct rp_unit *u)
 		u->eng.direct_io ? "O_DIRECT" : "buffered", u->eng.buffers,
 		u->eng.registered_buffers, u->eng.registered_files ? "registered" :
 		"not registered", u->eng.queue_depth, u->eng.peak_inflight);
+	if (u->submit_threads)
+		fprintf(f, "  offload      : %u submit thread%s queued %" PRIu64 " reads\n",
+			u->submit_threads, u->submit_threads > 1 ? "s" : "", u->offloaded);
 	if (u->eng.fallbacks[0])
 		fprintf(f, "  fallbacks    : %s\n", u->eng.fallbacks);
 }

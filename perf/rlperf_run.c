@@ -45,6 +45,18 @@ void rp_stop(void)
 	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
 }
 
+/* io_submit_mode=offload: a thread of the clone generates and paces the
+ * reads into this queue, the ring's thread takes them (the engine holds
+ * while it is empty), so that a pause never delays a completion. */
+struct offload {
+	struct cm_read *q;
+	uint64_t cap;
+	uint64_t head, tail;    /* atomics: reads taken (ring's thread), queued */
+	int done;               /* atomic: the thread queues no more */
+	int stop;               /* atomic: the ring's thread takes no more */
+	pthread_t tid;
+};
+
 struct worker;
 static int werr(struct worker *w, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -74,6 +86,8 @@ struct worker {
 	int finished;           /* job_main returned: the ETA thread reads it */
 	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
 
+	/* generation: the clone's thread, or its offload thread, owns these */
+	uint64_t gen_start, gen_sent;   /* pacing: its first read, reads made */
 	uint64_t due_ns;        /* rate_process=poisson: when the next read goes */
 	uint64_t prng;          /* its exponential gaps */
 	uint64_t rate_ns, rate_bytes;   /* ratemin: the cycle in progress */
@@ -89,6 +103,7 @@ struct worker {
 	int lat_end, lat_done, lat_quiesce;
 	uint64_t lat_ts, lat_ios, lat_failed;
 	uint64_t lat_fatal;     /* a read over the target at depth 1: its ns + 1 */
+	struct offload *off;    /* io_submit_mode=offload, else NULL */
 
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
@@ -148,6 +163,14 @@ static void snap_take(struct worker *w)
 	__atomic_store_n(&w->snap_want, 0, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&snap_cond);
 	pthread_mutex_unlock(&prog_lock);
+}
+
+/* A copy of the results asked for (status_interval): made here, on the
+ * thread that writes them; a relaxed load per read while none is. */
+static inline void snap_check(struct worker *w)
+{
+	if (__atomic_load_n(&w->snap_want, __ATOMIC_RELAXED))
+		snap_take(w);
 }
 
 /* job_main starts (1) or ends (0) writing w->res: from then on only it
@@ -251,18 +274,35 @@ size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
 	return n;
 }
 
+/* A reason to hand out no more reads (the deadline aside). */
+static int stopping(struct worker *w)
+{
+	/* relaxed: a flag the steady-state checker raises once; a read more
+	 * or less after it does not matter */
+	return stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED) ||
+	       w->lat_done || w->lat_fatal;
+}
+
 /* ---------------------------------------------------------------- */
 /* latency_target: fio's search for the deepest queue that meets it  */
 /* ---------------------------------------------------------------- */
 
-/* The engine asks before each read: none while the queue is as deep as
- * the search allows, or while it drains after a step down (fio's
- * io_u_quiesce). */
+/* The engine asks before each read: latency_target holds while the queue
+ * is as deep as the search allows, or while it drains after a step down
+ * (fio's io_u_quiesce); offload while its queue is empty. */
 static int job_hold(void *user)
 {
 	struct worker *w = user;
 	uint64_t inflight = w->submitted - w->completed;
+	struct offload *o = w->off;
 
+	snap_check(w);   /* the ring's thread may wait here a while */
+	if (o && o->head == __atomic_load_n(&o->tail, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE) && !stopping(w) &&
+	    !(w->deadline_ns && perf_now_ns() >= w->deadline_ns))
+		return 1;   /* offload: nothing queued yet (but more to come) */
+	if (!w->t->job->lat_target_ns)
+		return 0;
 	return w->lat_quiesce ? inflight > 0 : inflight >= w->lat_qd;
 }
 
@@ -385,12 +425,13 @@ static int file_next(struct worker *w, size_t i, uint64_t *off)
 	return rp_gen_next(&f->gen, off);
 }
 
-static int pick(struct worker *w, uint32_t *file, uint64_t *off)
+/* The next read after made reads, round robin over the files. */
+static int pick(struct worker *w, uint64_t made, uint32_t *file, uint64_t *off)
 {
 	size_t n = w->t->nfiles;
 
 	/* fio stops a job once it has issued size bytes */
-	if (!w->t->job->time_based && w->submitted == w->t->max_ios)
+	if (!w->t->job->time_based && made == w->t->max_ios)
 		return 0;
 	for (size_t k = 0, i = w->cur < n ? w->cur : 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
 		if (w->fs[i].done)
@@ -415,34 +456,36 @@ static unsigned depth_bin(uint64_t d)
 
 static void sleep_ns(uint64_t ns);
 
-/* A copy of the results asked for (status_interval): made here, on the
- * thread that writes them; a relaxed load per read while none is. */
-static inline void snap_check(struct worker *w)
+/* A stop for the generator: the run's, or (offload) the clone's end. */
+static int gen_stopped(const struct worker *w)
 {
-	if (__atomic_load_n(&w->snap_want, __ATOMIC_RELAXED))
-		snap_take(w);
+	return stop_requested() || (w->off && __atomic_load_n(&w->off->stop, __ATOMIC_RELAXED));
 }
 
-/* Sleeps until the clock reaches t, in slices that notice a stop. */
+/* Sleeps until the clock reaches t, in slices that notice a stop (on
+ * the ring's thread also a copy asked for, and the time for the deadline
+ * check; an offload thread touches neither). */
 static void sleep_until(struct worker *w, uint64_t t)
 {
 	uint64_t now = perf_now_ns();
 
-	while (now < t && !stop_requested()) {
+	while (now < t && !gen_stopped(w)) {
 		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
-		snap_check(w);
+		if (!w->off)
+			snap_check(w);
 		now = perf_now_ns();
 	}
-	if (now > w->seen_ns)
+	if (!w->off && now > w->seen_ns)
 		w->seen_ns = now;  /* the deadline check reads the time from here */
 }
 
 /*
  * fio's rate, rate_iops and rate_process (its usec_for_io): the next read
  * goes no sooner than its bytes and its number allow since the start, or
- * after an exponential gap (poisson). rlperf paces where it submits, as
- * fio's io_submit_mode=inline: a read in flight meanwhile is reaped after
- * the pause, so its latency counts it.
+ * after an exponential gap (poisson). Inline (fio's io_submit_mode=inline)
+ * rlperf paces where it submits, and a read in flight meanwhile is reaped
+ * after the pause, so its latency counts it; offload paces on the
+ * offload thread.
  */
 static void pace(struct worker *w, const struct rp_job *j)
 {
@@ -458,15 +501,15 @@ static void pace(struct worker *w, const struct rp_job *j)
 		w->due_ns += (uint64_t)(-log(u) / (double)j->rate_iops * 1e9);
 		due = w->due_ns;
 	} else if (j->rate_iops) {
-		due = w->start_ns + (uint64_t)((double)w->submitted * 1e9 / (double)j->rate_iops);
+		due = w->gen_start + (uint64_t)((double)w->gen_sent * 1e9 / (double)j->rate_iops);
 	}
 	if (j->rate) {
-		uint64_t by = w->start_ns + (uint64_t)((double)w->submitted * (double)j->bs * 1e9 /
-						       (double)j->rate);
+		uint64_t by = w->gen_start + (uint64_t)((double)w->gen_sent * (double)j->bs * 1e9 /
+							(double)j->rate);
 
 		due = by > due ? by : due;
 	}
-	if (j->thinktime_ns && w->submitted && w->submitted % j->thinktime_blocks == 0) {
+	if (j->thinktime_ns && w->gen_sent && w->gen_sent % j->thinktime_blocks == 0) {
 		uint64_t think = perf_now_ns() + j->thinktime_ns;
 
 		due = think > due ? think : due;
@@ -480,7 +523,7 @@ static void flow_wait(struct worker *w, const struct rp_job *j)
 {
 	struct flow *f = w->flow;
 
-	while (!stop_requested()) {
+	while (!gen_stopped(w)) {
 		uint64_t all = __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
 		uint64_t weight = __atomic_load_n(&f->weight, __ATOMIC_RELAXED);
 
@@ -507,43 +550,101 @@ static void check_ratemin(struct worker *w, const struct rp_job *j, uint64_t now
 	w->rate_bytes = w->all_bytes;
 }
 
-static int job_next(void *user, struct cm_read *out)
+/* The pause before the next read (fio's rate, thinktime, flow). On the
+ * ring's thread (inline), or the offload thread. */
+static void gen_wait(struct worker *w)
 {
-	struct worker *w = user;
+	const struct rp_job *j = w->t->job;
+
+	if (w->gen_start && (j->rate || j->rate_iops || j->thinktime_ns))
+		pace(w, j);
+	if (w->flow)
+		flow_wait(w, j);
+}
+
+/* The next read: fills out, or 0 when there is none. */
+static int generate(struct worker *w, struct cm_read *out)
+{
 	const struct rp_job *j = w->t->job;
 	uint64_t off;
 	uint32_t file;
 
-	/* relaxed: a flag the steady-state checker raises once; a read more
-	 * or less after it does not matter */
-	if (stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED) ||
-	    w->lat_done || w->lat_fatal)
+	if (!w->gen_start)
+		w->gen_start = w->due_ns = perf_now_ns();
+	if (!pick(w, w->gen_sent, &file, &off))
 		return 0;
-	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
-		pace(w, j);
-	if (w->flow)
-		flow_wait(w, j);
-	if (!w->start_ns) {
-		/* the clock starts at the first submission: engine set-up
-		 * (rings, buffer registration) is not the drive's time */
-		w->start_ns = w->seen_ns = w->due_ns = w->rate_ns = w->lat_ts = perf_now_ns();
-		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
-		if (j->runtime_ns)
-			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
-	} else if (w->deadline_ns && w->seen_ns >= w->deadline_ns) {
-		/* the engine's completion times tell the time for free: a
-		 * clock read per read costs more than the rest of this path */
-		return 0;
-	}
-	if (!pick(w, &file, &off))
-		return 0;
-	w->submitted++;
-	if (w->seen_ns >= w->res->meas_ns)
-		w->res->depth[depth_bin(w->submitted - w->completed)]++;
+	w->gen_sent++;
 	memset(out, 0, sizeof(*out));
 	out->off = off;
 	out->file = file;
 	out->len = out->min_len = (uint32_t)j->bs;
+	return 1;
+}
+
+/* The offload thread: generates into the queue while there is room. */
+static void *offload_main(void *arg)
+{
+	struct worker *w = arg;
+	struct offload *o = w->off;
+
+	while (!__atomic_load_n(&o->stop, __ATOMIC_RELAXED) && !stop_requested()) {
+		uint64_t tail = o->tail;   /* this thread is its only writer */
+
+		if (tail - __atomic_load_n(&o->head, __ATOMIC_ACQUIRE) == o->cap) {
+			sleep_ns(20000);   /* iodepth reads wait: the ring is behind */
+			continue;
+		}
+		gen_wait(w);
+		if (!generate(w, &o->q[tail % o->cap]))
+			break;
+		__atomic_store_n(&o->tail, tail + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A queued read for the ring's thread, or 0 when the offload thread has
+ * ended with none left (job_hold waits while it may queue more). */
+static int offload_take(struct worker *w, struct cm_read *out)
+{
+	struct offload *o = w->off;
+	uint64_t head = o->head;   /* this thread is its only writer */
+
+	if (head == __atomic_load_n(&o->tail, __ATOMIC_ACQUIRE))
+		return 0;
+	*out = o->q[head % o->cap];
+	__atomic_store_n(&o->head, head + 1, __ATOMIC_RELEASE);
+	w->res->offloaded++;
+	return 1;
+}
+
+static int job_next(void *user, struct cm_read *out)
+{
+	struct worker *w = user;
+	const struct rp_job *j = w->t->job;
+
+	if (stopping(w))
+		return 0;
+	if (!w->off)
+		gen_wait(w);
+	if (!w->start_ns) {
+		/* the clock starts at the first submission: engine set-up
+		 * (rings, buffer registration) is not the drive's time */
+		w->start_ns = w->seen_ns = w->rate_ns = w->lat_ts = perf_now_ns();
+		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
+		if (j->runtime_ns)
+			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
+	} else if (w->deadline_ns && (w->off ? perf_now_ns() : w->seen_ns) >= w->deadline_ns) {
+		/* inline, the engine's completion times tell the time for
+		 * free: a clock read per read costs more than the rest;
+		 * offload, reads the thread paces need not wait for any */
+		return 0;
+	}
+	if (!(w->off ? offload_take(w, out) : generate(w, out)))
+		return 0;
+	w->submitted++;
+	if (w->seen_ns >= w->res->meas_ns)
+		w->res->depth[depth_bin(w->submitted - w->completed)]++;
 	return 1;
 }
 
@@ -634,14 +735,24 @@ static void *job_main(void *arg)
 	struct eng_raw_job ej = {
 		.nfiles = w->t->nfiles, .paths = w->paths, .sizes = w->sizes,
 		.next = job_next, .on_read = job_on_read, .user = w,
-		.hold = j->lat_target_ns ? job_hold : NULL,
+		.hold = j->lat_target_ns || w->off ? job_hold : NULL,
 		.total_bytes = j->time_based ? 0 : w->planned,
 	};
 
 	if (j->startdelay_ns)
 		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
 	snap_running(w, 1);
+	if (w->off && pthread_create(&w->off->tid, NULL, offload_main, w)) {
+		free(w->off->q);   /* no thread: generate inline, as fio's inline */
+		free(w->off);
+		w->off = NULL;
+	}
 	r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
+	if (w->off) {
+		__atomic_store_n(&w->off->stop, 1, __ATOMIC_RELAXED);
+		pthread_join(w->off->tid, NULL);
+		r->submit_threads = 1;
+	}
 	if (w->logging) {
 		int lrc = rp_logs_close(&w->logs);
 
@@ -900,6 +1011,12 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
+	if (j->offload) {
+		w->off = calloc(1, sizeof(*w->off));
+		if (!w->off || !(w->off->q = calloc(j->iodepth, sizeof(*w->off->q))))
+			return -ENOMEM;
+		w->off->cap = j->iodepth;
+	}
 	/* fio's lat_target_init: the search starts at depth 1 */
 	w->lat_qd = j->lat_target_ns ? 1 : j->iodepth;
 	w->lat_low = 1;
@@ -935,6 +1052,9 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 static void worker_free(struct worker *w)
 {
 	free(w->snap.clat);
+	if (w->off)
+		free(w->off->q);
+	free(w->off);
 	if (w->logging)
 		(void)rp_logs_close(&w->logs);  /* a run that never started */
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)

@@ -2826,6 +2826,90 @@ static void binary_prints_an_eta_line(void)
 	CHECKF(!strstr(out, "Jobs:"), "%s", out);
 }
 
+/* latency_target on a real file, every backend: a target no read misses
+ * doubles the depth to iodepth, measures one more window there and ends,
+ * with fio's line and JSON keys (fio 3.33 on the same options: depth=8,
+ * a 101 ms final window); a bad percentile names the option. */
+static void binary_latency_target_reports_the_depth(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("lat_target_bin", 1 << 20);
+	char cmd[4096], out[65536];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --rw=randread "
+			 "--iodepth=8 --latency_target=1s --latency_window=100ms --time_based "
+			 "--runtime=20s 2>&1 && %s --filename=%s --ioengine=%s --iodepth=8 "
+			 "--latency_target=1s --latency_window=100ms --time_based --runtime=20s "
+			 "--output-format=json 2>&1", rlperf_exe(), path, engines[i], rlperf_exe(),
+			 path, engines[i]);
+		if (run_cmd(cmd, out, sizeof(out)) == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(strstr(out, "     latency   : target=1000000000, window=100000, "
+			      "percentile=100.00%, depth=8\n") &&
+		       strstr(out, "\"latency_depth\" : 8,\n      \"latency_target\" : 1000000000,"
+			      "\n      \"latency_percentile\" : 100.000000,\n      "
+			      "\"latency_window\" : 100000,"), "%s: %.3000s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --latency_target=1ms "
+		 "--latency_percentile=101 2>&1", rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "failed parsing latency_percentile=101: a percentage"), "%s", out);
+}
+
+/* io_submit_mode=offload on every backend: a submit thread per clone
+ * queues every read, and the bytes and reads are inline's (a 1 MiB file
+ * of 4 KiB blocks, twice over with time_based and a rate, and paced
+ * numjobs=2 with group_reporting). */
+static void binary_offload_submits_from_its_own_thread(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	static const char check[] =
+		"import json,sys\n"
+		"m={}\n"
+		"for f in sys.argv[1:]:\n"
+		"    u=json.load(open(f))['jobs'][0]\n"
+		"    m[f]=(u['read']['io_bytes'],u['read']['total_ios'],u['rlperf']['submit_threads'],\n"
+		"          u['rlperf']['offloaded_reads'])\n"
+		"a,b,c=sys.argv[1:]\n"
+		"assert m[a]==(1<<20,256,0,0), m[a]\n"
+		"assert m[b]==(1<<20,256,1,256), m[b]\n"
+		"assert m[c][2]==2 and m[c][3]==m[c][1] and m[c][0]==m[c][1]*4096 and m[c][1]>=8, m[c]\n";
+	const char *path = make_file("offload", 1 << 20);
+	char cmd[8192], out[16384], script[512], j[3][512];
+	int rc;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	CHECK(!write_script("offload.py", check, script, sizeof(script)));
+	for (int k = 0; k < 3; k++)
+		snprintf(j[k], sizeof(j[k]), "%s/offload%d.json", th_tmpdir(), k);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --iodepth=8 "
+			 "--output-format=json --output=%s 2>&1 && %s --filename=%s --ioengine=%s "
+			 "--iodepth=8 --io_submit_mode=offload --output-format=json --output=%s 2>&1 "
+			 "&& %s --filename=%s --ioengine=%s --iodepth=4 --io_submit_mode=offload "
+			 "--rate_iops=40 --numjobs=2 --group_reporting --runtime=500ms --time_based "
+			 "--output-format=json --output=%s 2>&1 && python3 %s %s %s %s 2>&1",
+			 rlperf_exe(), path, engines[i], j[0], rlperf_exe(), path, engines[i], j[1],
+			 rlperf_exe(), path, engines[i], j[2], script, j[0], j[1], j[2]);
+		rc = run_cmd(cmd, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --io_submit_mode=offload --size=64k 2>&1",
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 0);
+	CHECKF(strstr(out, "  offload      : 1 submit thread queued 16 reads\n"), "%s", out);
+}
+
 /* Splits a stream of JSON reports and checks each is fio's shape and the
  * run so far: io_bytes never decreases (argv: file, reports at least). */
 static const char status_check[] =
@@ -3470,6 +3554,8 @@ int main(void)
 	RUN(eta_line_reads_as_fios);
 	RUN(binary_prints_an_eta_line);
 	RUN(binary_prints_status_interval_reports);
+	RUN(binary_offload_submits_from_its_own_thread);
+	RUN(binary_latency_target_reports_the_depth);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
