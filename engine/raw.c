@@ -58,6 +58,7 @@ int eng_raw_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 	ej.file_sizes = job->sizes;
 	ej.next = job->next;
 	ej.on_read = job->on_read;
+	ej.on_data_full = job->hold;   /* the engine's claim pause */
 	ej.user = job->user;
 	ej.total_bytes = job->total_bytes;
 	memset(&es, 0, sizeof(es));

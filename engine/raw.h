@@ -36,6 +36,10 @@ struct eng_raw_job {
 	 * (CLOCK_MONOTONIC ns). */
 	void (*on_read)(void *user, const struct cm_read *r, uint64_t submit_ns,
 			uint64_t complete_ns);
+	/* 1: hand out no read now; the engine reaps what is in flight (or,
+	 * with nothing in flight, sleeps a millisecond) and asks again. On the
+	 * same thread as next. NULL: never. */
+	int (*hold)(void *user);
 	void *user;
 	uint64_t total_bytes;   /* the generator's bytes, if known (0: unknown) */
 };

@@ -5,7 +5,8 @@
  *
  *   rlperf_main.c   main: parse, then the checkpoint mode or set-up, run, report
  *   rlperf_ckpt.c   checkpoint mode (public API only)
- *   rlperf_eta.c    the status line while jobs run (fio's ETA)
+ *   rlperf_eta.c    while jobs run: the status line (fio's ETA), and the
+ *                   reports of --status-interval
  *   rlperf_out.c    normal report       } all build on rlperf_unit.c:
  *   rlperf_json.c   fio-shaped JSON     } jobs merged as fio reports them
  *   rlperf_terse.c  fio's terse (v3)    }
@@ -118,8 +119,10 @@ enum rp_opt_id {
 	RP_O_SUBMIT_MODE, RP_O_STARTDELAY, RP_O_THINKTIME, RP_O_THINK_BLOCKS, RP_O_RANDREPEAT,
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
 	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP, RP_O_SS, RP_O_SS_DUR, RP_O_SS_RAMP,
+	RP_O_LAT_TARGET, RP_O_LAT_WINDOW, RP_O_LAT_PCT, RP_O_LAT_RUN,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
-	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_READONLY, RP_O_CHECKPOINT,
+	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_STATUS, RP_O_READONLY,
+	RP_O_CHECKPOINT,
 	RP_O_SHARDING, RP_O_PROCESS, RP_O_HELP, RP_O_VERSION,
 };
 
@@ -187,6 +190,7 @@ struct rp_job {
 	int log_offset;
 	uint64_t rate, rate_iops;     /* bytes/s, reads/s at most (0: no cap) */
 	int poisson;                  /* rate_process=poisson */
+	int offload;                  /* io_submit_mode=offload */
 	uint64_t ratemin;             /* bytes/s at least, over ratecycle_ns */
 	uint64_t ratecycle_ns;
 	uint64_t startdelay_ns;
@@ -202,6 +206,10 @@ struct rp_job {
 	double ss_limit;              /* steadystate's N (percent with RP_SS_PCT) */
 	uint64_t ss_dur_ns;           /* steadystate_duration: 0 off */
 	uint64_t ss_ramp_ns;          /* steadystate_ramp_time */
+	uint64_t lat_target_ns;       /* latency_target: 0 off */
+	uint64_t lat_window_ns;       /* latency_window */
+	double lat_pct;               /* latency_percentile (default 100) */
+	int lat_run;                  /* latency_run */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -216,6 +224,7 @@ struct rp_conf {
 	const char *output;      /* --output: the report goes there */
 	int format;              /* enum rp_format */
 	int eta;                 /* enum rp_eta_when */
+	uint64_t status_interval_ns;  /* --status-interval: 0 none */
 	const char *checkpoint, *sharding;
 	int process;
 	char **strs;             /* strings this conf owns (from job files) */
@@ -514,6 +523,9 @@ struct rp_task_res {
 	int error;                       /* 0 or a negative code */
 	char errmsg[RP_ERRMSG_MAX];
 	struct rp_ss *ss;                /* steadystate: on its group's last clone */
+	unsigned lat_depth;              /* the depth latency_target ended at (else iodepth) */
+	uint64_t offloaded;              /* reads its offload thread queued */
+	unsigned submit_threads;         /* offload threads it ran (0 or 1) */
 };
 
 struct rp_result {
@@ -551,6 +563,13 @@ struct rp_progress {
  * any thread) and its start time; returns the clones copied (0: none). */
 size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns);
 
+/* A copy of what every clone of the run under way has measured so far
+ * (fio's status_interval reports), from any thread: each running clone
+ * copies its own results at its next read or pause, waited for up to a
+ * second (one still blocked keeps its last copy). Returns 0 (free out with
+ * rp_result_free), -EAGAIN when no run is under way, or -ENOMEM. */
+int rp_snapshot(struct rp_result *out);
+
 /* Asks running jobs to stop (async-signal-safe): SIGINT ends a run early. */
 void rp_stop(void);
 
@@ -576,6 +595,9 @@ struct rp_unit {
 	int error;
 	const char *errmsg;
 	const struct rp_ss *ss;          /* steadystate: its last clone's, or NULL */
+	unsigned lat_depth;              /* its last clone's (fio's latency_depth) */
+	uint64_t offloaded;              /* io_submit_mode=offload: reads queued */
+	unsigned submit_threads;         /* and the threads that queued them */
 };
 
 /*
@@ -663,6 +685,8 @@ struct rp_report {
 };
 
 void rp_print_normal(FILE *f, const struct rp_report *rep);
+/* The report in the conf's --output-format (normal, json, json+, terse). */
+void rp_print_report(FILE *f, const struct rp_report *rep);
 void rp_print_json(FILE *f, const struct rp_report *rep);
 /* fio's terse output, version 3: a line of ';'-separated fields per unit */
 void rp_print_terse(FILE *f, const struct rp_report *rep);
@@ -693,6 +717,11 @@ void rp_eta_line(char *buf, size_t len, const struct rp_progress *p, size_t n,
 struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns);
 /* Stops it, prints the final line and ends it with a newline. NULL: no-op. */
 void rp_eta_stop(struct rp_eta *e);
+
+/* fio's --status-interval: a thread printing the whole report so far
+ * (rp_snapshot) to f every c->status_interval_ns while rp_run runs; NULL
+ * when it cannot (the run goes on). Stop it with rp_eta_stop. */
+struct rp_eta *rp_status_start(FILE *f, const struct rp_conf *c, const struct rp_plan *p);
 
 /* ---------------------------------------------------------------- */
 /* Checkpoint mode (rlperf_ckpt.c): the public API only              */

@@ -18,6 +18,9 @@
 
 struct rp_eta {
 	FILE *f;
+	void (*tick)(struct rp_eta *e, int last);   /* eta_print or status_print */
+	const struct rp_conf *conf;   /* status_print's */
+	const struct rp_plan *plan;
 	uint64_t interval_ns;
 	pthread_t tid;
 	pthread_mutex_t lock;
@@ -173,13 +176,36 @@ static void *eta_main(void *arg)
 		while (!e->stop && pthread_cond_timedwait(&e->cond, &e->lock, &ts) != ETIMEDOUT)
 			;
 		if (!e->stop)
-			eta_print(e, 0);
+			e->tick(e, 0);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
 }
 
-struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
+/* fio's status_interval: the whole report of the run so far, in the
+ * report's format (fio's __show_running_run_stats); none at the end, where
+ * main prints the final one. */
+static void status_print(struct rp_eta *e, int last)
+{
+	struct rp_unit *units = NULL;
+	struct rp_result res;
+	struct rp_report rep;
+	long n;
+
+	if (last || rp_snapshot(&res))
+		return;
+	n = rp_units(e->plan, &res, &units);
+	if (n > 0) {
+		rep = (struct rp_report){ e->conf, e->plan, &res, units, (size_t)n, NULL };
+		rp_print_report(e->f, &rep);
+		fflush(e->f);
+	}
+	rp_units_free(units, n > 0 ? (size_t)n : 0);
+	rp_result_free(&res);
+}
+
+static struct rp_eta *ticker_start(FILE *f, size_t clones, uint64_t interval_ns,
+				   void (*tick)(struct rp_eta *e, int last))
 {
 	struct rp_eta *e = calloc(1, sizeof(*e));
 	pthread_condattr_t ca;
@@ -187,6 +213,7 @@ struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
 	if (!e)
 		return NULL;
 	e->f = f;
+	e->tick = tick;
 	e->interval_ns = interval_ns;
 	e->cap = clones;
 	e->p = calloc(clones ? clones : 1, sizeof(*e->p));
@@ -206,6 +233,25 @@ struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
 	return e;
 }
 
+struct rp_eta *rp_eta_start(FILE *f, size_t clones, uint64_t interval_ns)
+{
+	return ticker_start(f, clones, interval_ns, eta_print);
+}
+
+struct rp_eta *rp_status_start(FILE *f, const struct rp_conf *c, const struct rp_plan *p)
+{
+	struct rp_eta *e = ticker_start(f, 0, c->status_interval_ns, status_print);
+
+	if (e) {
+		/* read by its thread, which waits on e->lock first */
+		pthread_mutex_lock(&e->lock);
+		e->conf = c;
+		e->plan = p;
+		pthread_mutex_unlock(&e->lock);
+	}
+	return e;
+}
+
 void rp_eta_stop(struct rp_eta *e)
 {
 	if (!e)
@@ -216,7 +262,7 @@ void rp_eta_stop(struct rp_eta *e)
 	pthread_mutex_unlock(&e->lock);
 	pthread_join(e->tid, NULL);
 	if (e->n)
-		eta_print(e, 1);
+		e->tick(e, 1);
 	pthread_cond_destroy(&e->cond);
 	pthread_mutex_destroy(&e->lock);
 	free(e->p);

@@ -145,7 +145,8 @@ static void json_depths(FILE *f, const struct rp_unit *u)
 	json_bins(f, "iodepth_complete", batch_keys, NULL, RP_NDEPTH, ",");
 }
 
-static void json_latency(FILE *f, const struct rp_unit *u, unsigned iodepth)
+/* fio's latency_target keys: the target in ns, the window in us */
+static void json_latency(FILE *f, const struct rp_unit *u, const struct rp_job *j)
 {
 	double ns[RP_NLAT], us[RP_NLAT], ms[RP_NLAT_MS];
 
@@ -153,9 +154,10 @@ static void json_latency(FILE *f, const struct rp_unit *u, unsigned iodepth)
 	json_bins(f, "latency_ns", rp_lat_keys, ns, RP_NLAT, ",");
 	json_bins(f, "latency_us", rp_lat_keys, us, RP_NLAT, ",");
 	json_bins(f, "latency_ms", rp_lat_keys, ms, RP_NLAT_MS, ",");
-	fprintf(f, "      \"latency_depth\" : %u,\n      \"latency_target\" : 0,\n"
-		"      \"latency_percentile\" : 100.000000,\n      \"latency_window\" : 0,\n",
-		iodepth);
+	fprintf(f, "      \"latency_depth\" : %u,\n      \"latency_target\" : %llu,\n"
+		"      \"latency_percentile\" : %f,\n      \"latency_window\" : %llu,\n",
+		u->lat_depth ? u->lat_depth : j->iodepth, (unsigned long long)j->lat_target_ns,
+		j->lat_pct, (unsigned long long)(j->lat_window_ns / 1000));
 }
 
 /* fio's "steadystate" object: the criterion, whether it held, the last
@@ -190,11 +192,13 @@ static void json_rlperf(FILE *f, const struct rp_unit *u)
 		"        \"registered_buffers\" : %u,\n        \"registered_files\" : %d,\n"
 		"        \"queue_depth\" : %u,\n        \"peak_inflight\" : %" PRIu64 ",\n"
 		"        \"retries\" : %" PRIu64 ",\n        \"cpu_s_per_gb\" : %.6f,\n"
-		"        \"voluntary_ctx\" : %" PRIu64 ",\n        \"fallbacks\" : ",
+		"        \"voluntary_ctx\" : %" PRIu64 ",\n        \"submit_threads\" : %u,\n"
+		"        \"offloaded_reads\" : %" PRIu64 ",\n        \"fallbacks\" : ",
 		rl_backend_name((rl_backend)u->eng.backend), u->eng.direct_io,
 		u->eng.buffers, u->eng.registered_buffers, u->eng.registered_files,
 		u->eng.queue_depth, u->eng.peak_inflight, u->eng.retries,
-		u->bytes ? (u->usr_s + u->sys_s) / ((double)u->bytes / 1e9) : 0.0, u->vctx);
+		u->bytes ? (u->usr_s + u->sys_s) / ((double)u->bytes / 1e9) : 0.0, u->vctx,
+		u->submit_threads, u->offloaded);
 	rp_json_str(f, u->eng.fallbacks);
 	fprintf(f, ",\n        \"error\" : ");
 	rp_json_str(f, u->errmsg ? u->errmsg : "");
@@ -229,7 +233,7 @@ static void json_unit(FILE *f, const struct rp_report *rep, const struct rp_unit
 		jrt * 1e3, jrt > 0 ? 100.0 * u->usr_s / jrt : 0.0,
 		jrt > 0 ? 100.0 * u->sys_s / jrt : 0.0, u->ctx, u->majf, u->minf);
 	json_depths(f, u);
-	json_latency(f, u, j->iodepth);
+	json_latency(f, u, last);
 	if (u->ss)
 		json_ss(f, u->ss);
 	json_rlperf(f, u);

@@ -47,7 +47,7 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 	struct rp_unit *units = NULL;
 	struct rp_report rep;
 	struct rp_disks disks;
-	struct rp_eta *eta;
+	struct rp_eta *eta, *status;
 	char err[RP_ERRMSG_MAX];
 	long n;
 	int rc;
@@ -60,7 +60,9 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 		fprintf(stderr, "%s\n", plan.notes);
 	rp_disks_start(&plan, &disks);
 	eta = eta_file(c) ? rp_eta_start(eta_file(c), plan.ntasks, RP_ETA_NS) : NULL;
+	status = c->status_interval_ns ? rp_status_start(out, c, &plan) : NULL;
 	rc = rp_run(&plan, eng_raw_run, &res);
+	rp_eta_stop(status);
 	rp_eta_stop(eta);
 	rp_disks_stop(&disks);
 	if (res.notes[0])
@@ -73,12 +75,7 @@ static int run_jobs(const struct rp_conf *c, FILE *out)
 	} else if (rc == 0 || res.elapsed_s > 0) {
 		/* a run that failed part way still reports what it measured */
 		rep = (struct rp_report){ c, &plan, &res, units, (size_t)n, &disks };
-		if (c->format == RP_FMT_TERSE)
-			rp_print_terse(out, &rep);
-		else if (c->format != RP_FMT_NORMAL)
-			rp_print_json(out, &rep);
-		else
-			rp_print_normal(out, &rep);
+		rp_print_report(out, &rep);
 	}
 	rp_units_free(units, n > 0 ? (size_t)n : 0);
 	rp_disks_free(&disks);

@@ -20,6 +20,7 @@ enum opt_kind {
 	K_SIZE,    /* fio's int: bytes with k/m/g/t/p suffixes */
 	K_AMOUNT,  /* K_SIZE or N% of the file's size */
 	K_TIME,    /* seconds, or with a time suffix */
+	K_USEC,    /* a time: plain numbers are microseconds (fio's is_time) */
 	K_BOOL,    /* 0 or 1, value required (fio's FIO_OPT_BOOL) */
 	K_SET,     /* a flag: bare, or =N (fio's FIO_OPT_STR_SET) */
 	K_OPTSTR,  /* a string that may be left out: bare, or =STR */
@@ -73,9 +74,9 @@ static const struct opt_def opt_table[] = {
 	{ "rate_process", NULL, RP_O_RATE_PROC, K_STR, 0, 1, 0, 0, "linear|poisson", "rate_iops spacing: even (default) or exponential gaps" },
 	{ "ratemin", NULL, RP_O_RATEMIN, K_SIZE, 0, 1, 1, 0, "SIZE", "fail the job below SIZE bytes/s over a ratecycle" },
 	{ "ratecycle", NULL, RP_O_RATECYCLE, K_SIZE, 0, 1, 1, 86400000, "MS", "ratemin's window in ms (default 1000)" },
-	{ "io_submit_mode", NULL, RP_O_SUBMIT_MODE, K_STR, 0, 1, 0, 0, "inline|offload", "accepted: rlperf submits and paces on each clone's ring thread" },
+	{ "io_submit_mode", NULL, RP_O_SUBMIT_MODE, K_STR, 0, 1, 0, 0, "inline|offload", "inline (default): the ring's thread paces; offload: a thread per clone generates and paces the reads" },
 	{ "startdelay", NULL, RP_O_STARTDELAY, K_TIME, 0, 1, 0, 0, "TIME", "start the job this long after the run" },
-	{ "thinktime", NULL, RP_O_THINKTIME, K_TIME, 0, 1, 0, 0, "TIME", "pause this long (plain numbers: us) every thinktime_blocks reads" },
+	{ "thinktime", NULL, RP_O_THINKTIME, K_USEC, 0, 1, 0, 0, "TIME", "pause this long (plain numbers: us) every thinktime_blocks reads" },
 	{ "thinktime_blocks", NULL, RP_O_THINK_BLOCKS, K_SIZE, 0, 1, 1, 1u << 30, "N", "reads between thinktime pauses (default 1)" },
 	{ "randrepeat", NULL, RP_O_RANDREPEAT, K_BOOL, 0, 1, 0, 0, "0|1", "1 (default): the same random offsets every run; 0: new ones" },
 	{ "flow", NULL, RP_O_FLOW, K_SIZE, 0, 1, 0, 1000000, "W", "weight: jobs of one flow_id read in proportion to their weights" },
@@ -89,12 +90,17 @@ static const struct opt_def opt_table[] = {
 	{ "steadystate", "ss", RP_O_SS, K_STR, 0, 1, 0, 0, "iops|bw[_slope]:N[%]", "the steady-state criterion (default iops_slope:0.01%)" },
 	{ "steadystate_duration", "ss_dur", RP_O_SS_DUR, K_TIME, 0, 1, 0, 0, "TIME", "stop once the criterion holds over this window of 1 s samples (whole seconds; 0: off)" },
 	{ "steadystate_ramp_time", "ss_ramp", RP_O_SS_RAMP, K_TIME, 0, 1, 0, 0, "TIME", "collect steady-state samples from this long after the job starts" },
+	{ "latency_target", NULL, RP_O_LAT_TARGET, K_USEC, 0, 1, 0, 0, "TIME", "find the deepest queue whose reads meet this latency (plain numbers: us)" },
+	{ "latency_window", NULL, RP_O_LAT_WINDOW, K_USEC, 0, 1, 0, 0, "TIME", "latency_target: judge each depth over this long (plain numbers: us)" },
+	{ "latency_percentile", NULL, RP_O_LAT_PCT, K_STR, 0, 1, 0, 0, "P", "latency_target: this percent of the reads must meet it (default 100)" },
+	{ "latency_run", NULL, RP_O_LAT_RUN, K_BOOL, 0, 1, 0, 0, "0|1", "latency_target: keep adjusting the depth instead of stopping once found" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
 	{ "minimal", NULL, RP_O_MINIMAL, K_ACTION, 1, 0, 0, 0, NULL, "the same as --output-format=terse" },
 	{ "terse-version", "terse_version", RP_O_TERSE_VER, K_STR, 1, 0, 0, 0, "3", "terse output version: rlperf writes fio's version 3" },
 	{ "eta", NULL, RP_O_ETA, K_STR, 1, 0, 0, 0, "WHEN", "status line while jobs run: auto (stdout a terminal), always, never" },
+	{ "status-interval", "status_interval", RP_O_STATUS, K_TIME, 1, 0, 0, 0, "TIME", "print the whole report so far every TIME (at least 1ms), as fio" },
 	{ "readonly", NULL, RP_O_READONLY, K_ACTION, 1, 0, 0, 0, NULL, "accepted: rlperf never writes" },
 	{ "checkpoint", NULL, RP_O_CHECKPOINT, K_STR, 1, 0, 0, 0, "PATH", "load a checkpoint through the library" },
 	{ "sharding", NULL, RP_O_SHARDING, K_STR, 1, 0, 0, 0, "SPEC", "checkpoint mode: sharding spec (JSON file)" },
@@ -159,6 +165,7 @@ void rp_job_default(struct rp_job *j)
 	j->thinktime_blocks = 1;
 	j->ss_state = RP_SS_IOPS | RP_SS_SLOPE | RP_SS_PCT;   /* fio's iops_slope:0.01% */
 	j->ss_limit = 0.01;
+	j->lat_pct = 100.0;     /* fio's latency_percentile */
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
@@ -506,10 +513,16 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 		if (strcmp(val, "inline") && strcmp(val, "offload"))
 			return fail(pa, "failed parsing io_submit_mode=%s: expected inline or "
 				    "offload", val);
+		j->offload = val[0] == 'o';
 		return 0;
 	case RP_O_BWLOG: j->bw_log = val; return 0;
 	case RP_O_IOPSLOG: j->iops_log = val; return 0;
 	case RP_O_RANDDIST: return set_dist(pa, j, val);
+	case RP_O_LAT_PCT:
+		if (parse_float(val, 0.0, 100.0, 0, &j->lat_pct))
+			return fail(pa, "failed parsing latency_percentile=%s: a percentage from 0 "
+				    "to 100", val);
+		return 0;
 	case RP_O_SS:
 		if (rp_parse_ss(val, &j->ss_state, &j->ss_limit))
 			return fail(pa, "failed parsing steadystate=%s: expected iops, iops_slope, "
@@ -567,6 +580,9 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_RATECYCLE: j->ratecycle_ns = v * 1000000ull; break;
 	case RP_O_STARTDELAY: j->startdelay_ns = v; break;
 	case RP_O_THINKTIME: j->thinktime_ns = v; break;
+	case RP_O_LAT_TARGET: j->lat_target_ns = v; break;
+	case RP_O_LAT_WINDOW: j->lat_window_ns = v; break;
+	case RP_O_LAT_RUN: j->lat_run = (int)v; break;
 	case RP_O_SS_DUR: j->ss_dur_ns = v; break;
 	case RP_O_SS_RAMP: j->ss_ramp_ns = v; break;
 	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
@@ -593,6 +609,7 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_SQPOLL: j->sqthread_poll = (int)v; break;
 	case RP_O_KB_BASE: j->kb_base = (unsigned)v; break;
 	case RP_O_PROCESS: pa->c->process = (int)v; break;
+	case RP_O_STATUS: pa->c->status_interval_ns = v; break;
 	default: break;
 	}
 }
@@ -621,14 +638,17 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 			    spelled);
 	if (d->kind == K_STR || d->kind == K_OPTSTR)
 		rc = set_string(pa, d, val ? val : "");
-	else if (d->id == RP_O_THINKTIME && val[strspn(val, "0123456789")] == '\0' &&
+	else if (d->kind == K_USEC && val[strspn(val, "0123456789")] == '\0' &&
 		 !rp_parse_size(val, 1000, &v, NULL) && v <= UINT64_MAX / 1000)
-		v *= 1000;  /* fio's thinktime: plain numbers are microseconds */
-	else if (d->kind == K_TIME && rp_parse_time(val, &v))
-		rc = fail(pa, "failed parsing %s=%s: not a time (examples: 30, 500ms, 2m)",
-			  spelled, val);
-	else if (d->kind != K_TIME)
+		v *= 1000;  /* fio's is_time options: plain numbers are microseconds */
+	else if ((d->kind == K_TIME || d->kind == K_USEC) && rp_parse_time(val, &v))
+		rc = fail(pa, "failed parsing %s=%s: not a time (examples: %s, 500ms, 2m)",
+			  spelled, val, d->kind == K_USEC ? "500 (microseconds)" : "30");
+	else if (d->kind != K_TIME && d->kind != K_USEC)
 		rc = parse_number(pa, d, spelled, val, &v, &pct);
+	if (!rc && d->id == RP_O_STATUS && v < 1000000)
+		rc = fail(pa, "failed parsing %s=%s: status interval too small (at least 1ms, "
+			  "as fio)", spelled, val);
 	if (rc)
 		return rc;
 	if (d->kind != K_STR && d->kind != K_OPTSTR)

@@ -146,7 +146,9 @@ static double cpu_pct(double s, double runtime)
 	return runtime > 0 ? 100.0 * s / runtime : 0.0;
 }
 
-static void print_depths(FILE *f, const struct rp_unit *u)
+/* fio's IO depths, issued and latency_target lines (the last with the
+ * depth the search ended at, or iodepth) */
+static void print_depths(FILE *f, const struct rp_unit *u, const struct rp_job *j)
 {
 	uint64_t all = 0;
 
@@ -159,6 +161,9 @@ static void print_depths(FILE *f, const struct rp_unit *u)
 			i + 1 < RP_NDEPTH ? "," : "\n");
 	fprintf(f, "     issued rwts: total=%" PRIu64 ",0,0,0 short=0,0,0,0 "
 		"dropped=0,0,0,0\n", u->ios);
+	fprintf(f, "     latency   : target=%llu, window=%llu, percentile=%.2f%%, depth=%u\n",
+		(unsigned long long)j->lat_target_ns, (unsigned long long)(j->lat_window_ns / 1000),
+		j->lat_pct, u->lat_depth ? u->lat_depth : j->iodepth);
 }
 
 /* fio's show_ss_normal: whether the steady state was reached, the
@@ -189,6 +194,9 @@ static void print_engine(FILE *f, const struct rp_unit *u)
 		u->eng.direct_io ? "O_DIRECT" : "buffered", u->eng.buffers,
 		u->eng.registered_buffers, u->eng.registered_files ? "registered" :
 		"not registered", u->eng.queue_depth, u->eng.peak_inflight);
+	if (u->submit_threads)
+		fprintf(f, "  offload      : %u submit thread%s queued %" PRIu64 " reads\n",
+			u->submit_threads, u->submit_threads > 1 ? "s" : "", u->offloaded);
 	if (u->eng.fallbacks[0])
 		fprintf(f, "  fallbacks    : %s\n", u->eng.fallbacks);
 }
@@ -220,7 +228,7 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	fprintf(f, "  cpu          : usr=%.2f%%, sys=%.2f%%, ctx=%" PRIu64 ", majf=%" PRIu64
 		", minf=%" PRIu64 "\n", cpu_pct(u->usr_s, u->job_runtime_s),
 		cpu_pct(u->sys_s, u->job_runtime_s), u->ctx, u->majf, u->minf);
-	print_depths(f, u);
+	print_depths(f, u, rep->plan->tasks[u->first + u->n - 1].job);
 	if (u->ss)
 		print_ss(f, rep->plan->tasks[u->first].job, u->ss);
 	print_engine(f, u);
@@ -325,4 +333,14 @@ void rp_print_normal(FILE *f, const struct rp_report *rep)
 	if (!rep->nunits)
 		print_group(f, rep, 0);
 	print_disks(f, rep->disks);
+}
+
+void rp_print_report(FILE *f, const struct rp_report *rep)
+{
+	if (rep->conf->format == RP_FMT_TERSE)
+		rp_print_terse(f, rep);
+	else if (rep->conf->format != RP_FMT_NORMAL)
+		rp_print_json(f, rep);
+	else
+		rp_print_normal(f, rep);
 }

@@ -45,6 +45,18 @@ void rp_stop(void)
 	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
 }
 
+/* io_submit_mode=offload: a thread of the clone generates and paces the
+ * reads into this queue, the ring's thread takes them (the engine holds
+ * while it is empty), so that a pause never delays a completion. */
+struct offload {
+	struct cm_read *q;
+	uint64_t cap;
+	uint64_t head, tail;    /* atomics: reads taken (ring's thread), queued */
+	int done;               /* atomic: the thread queues no more */
+	int stop;               /* atomic: the ring's thread takes no more */
+	pthread_t tid;
+};
+
 struct worker;
 static int werr(struct worker *w, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -74,6 +86,8 @@ struct worker {
 	int finished;           /* job_main returned: the ETA thread reads it */
 	uint64_t win_ns, win_bytes, win_ios;   /* the sample in progress */
 
+	/* generation: the clone's thread, or its offload thread, owns these */
+	uint64_t gen_start, gen_sent;   /* pacing: its first read, reads made */
 	uint64_t due_ns;        /* rate_process=poisson: when the next read goes */
 	uint64_t prng;          /* its exponential gaps */
 	uint64_t rate_ns, rate_bytes;   /* ratemin: the cycle in progress */
@@ -83,12 +97,313 @@ struct worker {
 	int ss_stop;            /* steady state reached: the checker sets it */
 	uint64_t ss_bytes, ss_ios;   /* the checker's last look at the counts */
 
+	/* latency_target: fio's queue-depth search (its latency_qd, _low,
+	 * _high, _stable_count, _end_run, the cycle's start, reads, misses) */
+	unsigned lat_qd, lat_low, lat_high, lat_stable;
+	int lat_end, lat_done, lat_quiesce;
+	uint64_t lat_ts, lat_ios, lat_failed;
+	uint64_t lat_fatal;     /* a read over the target at depth 1: its ns + 1 */
+	struct offload *off;    /* io_submit_mode=offload, else NULL */
+
 	struct rp_logs logs;    /* write_*_log, written on the owner thread */
 	int logging;
+
+	/* status_interval: a copy of res asked for by rp_snapshot and made on
+	 * the owner thread; all under prog_lock but the relaxed snap_want */
+	int snap_want;          /* a copy is asked for */
+	int running;            /* job_main writes res: only it may copy */
+	struct rp_task_res snap;
 
 	char err[RP_ERRMSG_MAX];  /* why it failed, for r->errmsg */
 	pthread_t tid;
 };
+
+/* ---------------------------------------------------------------- */
+/* Progress, for the ETA line and status_interval's reports         */
+/* ---------------------------------------------------------------- */
+
+/* The run under way: published by rp_run, read by rp_progress and
+ * rp_snapshot from other threads; the lock keeps the workers alive while
+ * they are read (taken once a second, never on the per-read path but for
+ * a copy rp_snapshot asks for). */
+static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t snap_cond = PTHREAD_COND_INITIALIZER;   /* a copy made */
+static struct worker *prog_w;
+static size_t prog_n;
+static uint64_t prog_t0, prog_unix_ms;
+static struct rusage prog_ru0;
+
+static void progress_publish(struct worker *w, size_t n, uint64_t unix_ms)
+{
+	pthread_mutex_lock(&prog_lock);
+	prog_w = w;
+	prog_n = n;
+	prog_t0 = perf_now_ns();
+	prog_unix_ms = unix_ms;
+	getrusage(RUSAGE_SELF, &prog_ru0);
+	pthread_mutex_unlock(&prog_lock);
+}
+
+/* Under prog_lock: w's results as they are now into w->snap. */
+static void snap_copy(struct worker *w)
+{
+	struct rp_hist *h = w->snap.clat;
+
+	w->snap = *w->res;
+	w->snap.clat = h;
+	w->snap.ss = NULL;      /* steady state is judged at the end only */
+	if (h)
+		memcpy(h, w->res->clat, sizeof(*h));
+}
+
+static void snap_take(struct worker *w)
+{
+	pthread_mutex_lock(&prog_lock);
+	snap_copy(w);
+	__atomic_store_n(&w->snap_want, 0, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&snap_cond);
+	pthread_mutex_unlock(&prog_lock);
+}
+
+/* A copy of the results asked for (status_interval): made here, on the
+ * thread that writes them; a relaxed load per read while none is. */
+static inline void snap_check(struct worker *w)
+{
+	if (__atomic_load_n(&w->snap_want, __ATOMIC_RELAXED))
+		snap_take(w);
+}
+
+/* job_main starts (1) or ends (0) writing w->res: from then on only it
+ * may copy them, until then (and after) rp_snapshot does. */
+static void snap_running(struct worker *w, int on)
+{
+	pthread_mutex_lock(&prog_lock);
+	w->running = on;
+	pthread_cond_broadcast(&snap_cond);
+	pthread_mutex_unlock(&prog_lock);
+}
+
+/* Under prog_lock: whether a running clone still owes its copy. */
+static int snap_owed(void)
+{
+	for (size_t i = 0; i < prog_n; i++)
+		if (prog_w[i].running && __atomic_load_n(&prog_w[i].snap_want, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
+/* Under prog_lock: asks every running clone for a copy and waits up to a
+ * second for them (a clone blocked in a slow read keeps its last copy). */
+static int snap_gather(void)
+{
+	struct timespec ts;
+
+	for (size_t i = 0; i < prog_n; i++) {
+		struct worker *w = &prog_w[i];
+
+		if (!w->snap.clat && !(w->snap.clat = malloc(sizeof(*w->snap.clat))))
+			return -ENOMEM;
+		if (w->running)
+			__atomic_store_n(&w->snap_want, 1, __ATOMIC_RELAXED);
+		else
+			snap_copy(w);
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec++;
+	while (snap_owed())
+		if (pthread_cond_timedwait(&snap_cond, &prog_lock, &ts) == ETIMEDOUT)
+			break;
+	return 0;
+}
+
+static void usage_delta(struct rp_result *r, const struct rusage *a, const struct rusage *b);
+
+int rp_snapshot(struct rp_result *out)
+{
+	struct rusage ru;
+	int rc = -EAGAIN;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&prog_lock);
+	if (prog_w)
+		rc = snap_gather();
+	if (!rc && !(out->task = calloc(prog_n ? prog_n : 1, sizeof(*out->task))))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < prog_n; i++) {
+		out->task[i] = prog_w[i].snap;
+		out->ntasks = i + 1;
+		if (!(out->task[i].clat = malloc(sizeof(*out->task[i].clat))))
+			rc = -ENOMEM;
+		else
+			memcpy(out->task[i].clat, prog_w[i].snap.clat, sizeof(*out->task[i].clat));
+	}
+	if (!rc) {
+		getrusage(RUSAGE_SELF, &ru);
+		usage_delta(out, &prog_ru0, &ru);
+		out->elapsed_s = (double)(perf_now_ns() - prog_t0) / 1e9;
+		out->start_unix_ms = prog_unix_ms;
+	}
+	pthread_mutex_unlock(&prog_lock);
+	if (rc)
+		rp_result_free(out);
+	return rc;
+}
+
+size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
+{
+	size_t n;
+
+	pthread_mutex_lock(&prog_lock);
+	n = prog_n < max ? prog_n : max;
+	*t0_ns = prog_t0;
+	for (size_t i = 0; i < n; i++) {
+		const struct worker *w = &prog_w[i];
+		const struct rp_job *j = w->t->job;
+
+		out[i] = (struct rp_progress){
+			.rw = j->rw,
+			.finished = __atomic_load_n(&w->finished, __ATOMIC_RELAXED),
+			.nfiles = w->t->nfiles,
+			.bytes = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED),
+			.ios = __atomic_load_n(&w->completed, __ATOMIC_RELAXED),
+			.planned = j->time_based ? 0 : w->planned,
+			.until_ns = j->runtime_ns ? j->ramp_ns + j->runtime_ns : 0,
+		};
+	}
+	pthread_mutex_unlock(&prog_lock);
+	return n;
+}
+
+/* A reason to hand out no more reads (the deadline aside). */
+static int stopping(struct worker *w)
+{
+	/* relaxed: a flag the steady-state checker raises once; a read more
+	 * or less after it does not matter */
+	return stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED) ||
+	       w->lat_done || w->lat_fatal;
+}
+
+/* ---------------------------------------------------------------- */
+/* latency_target: fio's search for the deepest queue that meets it  */
+/* ---------------------------------------------------------------- */
+
+/* The engine asks before each read: latency_target holds while the queue
+ * is as deep as the search allows, or while it drains after a step down
+ * (fio's io_u_quiesce); offload while its queue is empty. */
+static int job_hold(void *user)
+{
+	struct worker *w = user;
+	uint64_t inflight = w->submitted - w->completed;
+	struct offload *o = w->off;
+
+	snap_check(w);   /* the ring's thread may wait here a while */
+	if (o && o->head == __atomic_load_n(&o->tail, __ATOMIC_ACQUIRE) &&
+	    !__atomic_load_n(&o->done, __ATOMIC_ACQUIRE) && !stopping(w) &&
+	    !(w->deadline_ns && perf_now_ns() >= w->deadline_ns))
+		return 1;   /* offload: nothing queued yet (but more to come) */
+	if (!w->t->job->lat_target_ns)
+		return 0;
+	return w->lat_quiesce ? inflight > 0 : inflight >= w->lat_qd;
+}
+
+/* A new cycle: the window, its reads and misses count from now. */
+static void lat_cycle(struct worker *w, uint64_t now)
+{
+	w->lat_ts = now;
+	w->lat_ios = w->completed;
+	w->lat_failed = 0;
+}
+
+/* fio's reset_all_stats before the final run at the depth found: the
+ * report holds that depth's reads only, its runtime from now. */
+static void lat_reset(struct worker *w, uint64_t now)
+{
+	struct rp_task_res *r = w->res;
+	const struct rp_job *j = w->t->job;
+
+	r->bytes = r->ios = 0;
+	rp_hist_init(r->clat);
+	memset(&r->bw, 0, sizeof(r->bw));
+	memset(&r->iops, 0, sizeof(r->iops));
+	memset(r->depth, 0, sizeof(r->depth));
+	r->meas_ns = r->last_ns = w->win_ns = now;
+	w->win_bytes = w->win_ios = 0;
+	if (j->runtime_ns)
+		w->deadline_ns = now + j->runtime_ns;
+}
+
+/* fio's __lat_target_failed: halfway down to the last depth that held;
+ * 1 at depth 1, where there is nowhere to go. */
+static int lat_down(struct worker *w)
+{
+	if (w->lat_qd == 1)
+		return 1;
+	w->lat_high = w->lat_qd;
+	if (w->lat_qd == w->lat_low)
+		w->lat_low--;
+	w->lat_qd = (w->lat_qd + w->lat_low) / 2;
+	w->lat_stable = 0;
+	w->lat_quiesce = 1;   /* the new cycle starts once the queue is empty */
+	return 0;
+}
+
+/* fio's lat_target_success: double (or halfway up to the depth that
+ * failed); the same depth twice is the answer: one more window there,
+ * measured afresh, and the job ends (unless latency_run). */
+static void lat_up(struct worker *w, const struct rp_job *j, uint64_t now)
+{
+	unsigned qd = w->lat_qd;
+
+	w->lat_low = qd;
+	if (qd + 1 == w->lat_high && ++w->lat_stable >= 3) {
+		w->lat_high++;   /* fio's nudge out of a stable depth */
+		w->lat_stable = 0;
+	}
+	w->lat_qd = w->lat_high != j->iodepth ? (qd + w->lat_high) / 2 : qd * 2;
+	if (w->lat_qd > j->iodepth)
+		w->lat_qd = j->iodepth;
+	if (!j->lat_run && w->lat_qd == qd) {
+		if (w->lat_end) {
+			w->lat_done = 1;
+		} else {
+			w->lat_end = 1;
+			lat_reset(w, now);
+		}
+	}
+	lat_cycle(w, now);
+}
+
+/* Each measured read: fio's lat_target_failed for one over the target
+ * (at latency_percentile=100 it steps down at once), then its
+ * lat_target_check once a window has passed. */
+static void lat_read(struct worker *w, const struct rp_job *j, uint64_t lat, uint64_t now)
+{
+	uint64_t ios;
+
+	if (w->lat_done)
+		return;  /* the reads still in flight at the end change nothing */
+	if (w->lat_quiesce) {
+		if (w->completed != w->submitted)
+			return;
+		w->lat_quiesce = 0;
+		lat_cycle(w, now);
+	}
+	if (lat > j->lat_target_ns) {
+		if (j->lat_pct < 100.0)
+			w->lat_failed++;
+		else if (lat_down(w) && !w->lat_fatal)
+			w->lat_fatal = lat + 1;
+		if (w->lat_quiesce)
+			return;
+	}
+	if (now < w->lat_ts || now - w->lat_ts < j->lat_window_ns)
+		return;  /* completion times may come out of order */
+	ios = w->completed - w->lat_ios;
+	if (100.0 * (double)(ios - w->lat_failed) / (double)ios >= j->lat_pct)
+		lat_up(w, j, now);
+	else
+		(void)lat_down(w);  /* a new cycle after the quiesce; at depth 1 none */
+}
 
 /* ---------------------------------------------------------------- */
 /* The per-read path                                                 */
@@ -110,12 +425,13 @@ static int file_next(struct worker *w, size_t i, uint64_t *off)
 	return rp_gen_next(&f->gen, off);
 }
 
-static int pick(struct worker *w, uint32_t *file, uint64_t *off)
+/* The next read after made reads, round robin over the files. */
+static int pick(struct worker *w, uint64_t made, uint32_t *file, uint64_t *off)
 {
 	size_t n = w->t->nfiles;
 
 	/* fio stops a job once it has issued size bytes */
-	if (!w->t->job->time_based && w->submitted == w->t->max_ios)
+	if (!w->t->job->time_based && made == w->t->max_ios)
 		return 0;
 	for (size_t k = 0, i = w->cur < n ? w->cur : 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
 		if (w->fs[i].done)
@@ -140,25 +456,36 @@ static unsigned depth_bin(uint64_t d)
 
 static void sleep_ns(uint64_t ns);
 
-/* Sleeps until the clock reaches t, in slices that notice a stop. */
+/* A stop for the generator: the run's, or (offload) the clone's end. */
+static int gen_stopped(const struct worker *w)
+{
+	return stop_requested() || (w->off && __atomic_load_n(&w->off->stop, __ATOMIC_RELAXED));
+}
+
+/* Sleeps until the clock reaches t, in slices that notice a stop (on
+ * the ring's thread also a copy asked for, and the time for the deadline
+ * check; an offload thread touches neither). */
 static void sleep_until(struct worker *w, uint64_t t)
 {
 	uint64_t now = perf_now_ns();
 
-	while (now < t && !stop_requested()) {
+	while (now < t && !gen_stopped(w)) {
 		sleep_ns(t - now < 100000000ull ? t - now : 100000000ull);
+		if (!w->off)
+			snap_check(w);
 		now = perf_now_ns();
 	}
-	if (now > w->seen_ns)
+	if (!w->off && now > w->seen_ns)
 		w->seen_ns = now;  /* the deadline check reads the time from here */
 }
 
 /*
  * fio's rate, rate_iops and rate_process (its usec_for_io): the next read
  * goes no sooner than its bytes and its number allow since the start, or
- * after an exponential gap (poisson). rlperf paces where it submits, as
- * fio's io_submit_mode=inline: a read in flight meanwhile is reaped after
- * the pause, so its latency counts it.
+ * after an exponential gap (poisson). Inline (fio's io_submit_mode=inline)
+ * rlperf paces where it submits, and a read in flight meanwhile is reaped
+ * after the pause, so its latency counts it; offload paces on the
+ * offload thread.
  */
 static void pace(struct worker *w, const struct rp_job *j)
 {
@@ -174,15 +501,15 @@ static void pace(struct worker *w, const struct rp_job *j)
 		w->due_ns += (uint64_t)(-log(u) / (double)j->rate_iops * 1e9);
 		due = w->due_ns;
 	} else if (j->rate_iops) {
-		due = w->start_ns + (uint64_t)((double)w->submitted * 1e9 / (double)j->rate_iops);
+		due = w->gen_start + (uint64_t)((double)w->gen_sent * 1e9 / (double)j->rate_iops);
 	}
 	if (j->rate) {
-		uint64_t by = w->start_ns + (uint64_t)((double)w->submitted * (double)j->bs * 1e9 /
-						       (double)j->rate);
+		uint64_t by = w->gen_start + (uint64_t)((double)w->gen_sent * (double)j->bs * 1e9 /
+							(double)j->rate);
 
 		due = by > due ? by : due;
 	}
-	if (j->thinktime_ns && w->submitted && w->submitted % j->thinktime_blocks == 0) {
+	if (j->thinktime_ns && w->gen_sent && w->gen_sent % j->thinktime_blocks == 0) {
 		uint64_t think = perf_now_ns() + j->thinktime_ns;
 
 		due = think > due ? think : due;
@@ -196,7 +523,7 @@ static void flow_wait(struct worker *w, const struct rp_job *j)
 {
 	struct flow *f = w->flow;
 
-	while (!stop_requested()) {
+	while (!gen_stopped(w)) {
 		uint64_t all = __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
 		uint64_t weight = __atomic_load_n(&f->weight, __ATOMIC_RELAXED);
 
@@ -223,42 +550,101 @@ static void check_ratemin(struct worker *w, const struct rp_job *j, uint64_t now
 	w->rate_bytes = w->all_bytes;
 }
 
-static int job_next(void *user, struct cm_read *out)
+/* The pause before the next read (fio's rate, thinktime, flow). On the
+ * ring's thread (inline), or the offload thread. */
+static void gen_wait(struct worker *w)
 {
-	struct worker *w = user;
+	const struct rp_job *j = w->t->job;
+
+	if (w->gen_start && (j->rate || j->rate_iops || j->thinktime_ns))
+		pace(w, j);
+	if (w->flow)
+		flow_wait(w, j);
+}
+
+/* The next read: fills out, or 0 when there is none. */
+static int generate(struct worker *w, struct cm_read *out)
+{
 	const struct rp_job *j = w->t->job;
 	uint64_t off;
 	uint32_t file;
 
-	/* relaxed: a flag the steady-state checker raises once; a read more
-	 * or less after it does not matter */
-	if (stop_requested() || w->too_slow || __atomic_load_n(&w->ss_stop, __ATOMIC_RELAXED))
+	if (!w->gen_start)
+		w->gen_start = w->due_ns = perf_now_ns();
+	if (!pick(w, w->gen_sent, &file, &off))
 		return 0;
-	if (w->start_ns && (j->rate || j->rate_iops || j->thinktime_ns))
-		pace(w, j);
-	if (w->flow)
-		flow_wait(w, j);
-	if (!w->start_ns) {
-		/* the clock starts at the first submission: engine set-up
-		 * (rings, buffer registration) is not the drive's time */
-		w->start_ns = w->seen_ns = w->due_ns = w->rate_ns = perf_now_ns();
-		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
-		if (j->runtime_ns)
-			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
-	} else if (w->deadline_ns && w->seen_ns >= w->deadline_ns) {
-		/* the engine's completion times tell the time for free: a
-		 * clock read per read costs more than the rest of this path */
-		return 0;
-	}
-	if (!pick(w, &file, &off))
-		return 0;
-	w->submitted++;
-	if (w->seen_ns >= w->res->meas_ns)
-		w->res->depth[depth_bin(w->submitted - w->completed)]++;
+	w->gen_sent++;
 	memset(out, 0, sizeof(*out));
 	out->off = off;
 	out->file = file;
 	out->len = out->min_len = (uint32_t)j->bs;
+	return 1;
+}
+
+/* The offload thread: generates into the queue while there is room. */
+static void *offload_main(void *arg)
+{
+	struct worker *w = arg;
+	struct offload *o = w->off;
+
+	while (!__atomic_load_n(&o->stop, __ATOMIC_RELAXED) && !stop_requested()) {
+		uint64_t tail = o->tail;   /* this thread is its only writer */
+
+		if (tail - __atomic_load_n(&o->head, __ATOMIC_ACQUIRE) == o->cap) {
+			sleep_ns(20000);   /* iodepth reads wait: the ring is behind */
+			continue;
+		}
+		gen_wait(w);
+		if (!generate(w, &o->q[tail % o->cap]))
+			break;
+		__atomic_store_n(&o->tail, tail + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A queued read for the ring's thread, or 0 when the offload thread has
+ * ended with none left (job_hold waits while it may queue more). */
+static int offload_take(struct worker *w, struct cm_read *out)
+{
+	struct offload *o = w->off;
+	uint64_t head = o->head;   /* this thread is its only writer */
+
+	if (head == __atomic_load_n(&o->tail, __ATOMIC_ACQUIRE))
+		return 0;
+	*out = o->q[head % o->cap];
+	__atomic_store_n(&o->head, head + 1, __ATOMIC_RELEASE);
+	w->res->offloaded++;
+	return 1;
+}
+
+static int job_next(void *user, struct cm_read *out)
+{
+	struct worker *w = user;
+	const struct rp_job *j = w->t->job;
+
+	if (stopping(w))
+		return 0;
+	if (!w->off)
+		gen_wait(w);
+	if (!w->start_ns) {
+		/* the clock starts at the first submission: engine set-up
+		 * (rings, buffer registration) is not the drive's time */
+		w->start_ns = w->seen_ns = w->rate_ns = w->lat_ts = perf_now_ns();
+		w->res->meas_ns = w->win_ns = w->start_ns + j->ramp_ns;
+		if (j->runtime_ns)
+			w->deadline_ns = w->res->meas_ns + j->runtime_ns;
+	} else if (w->deadline_ns && (w->off ? perf_now_ns() : w->seen_ns) >= w->deadline_ns) {
+		/* inline, the engine's completion times tell the time for
+		 * free: a clock read per read costs more than the rest;
+		 * offload, reads the thread paces need not wait for any */
+		return 0;
+	}
+	if (!(w->off ? offload_take(w, out) : generate(w, out)))
+		return 0;
+	w->submitted++;
+	if (w->seen_ns >= w->res->meas_ns)
+		w->res->depth[depth_bin(w->submitted - w->completed)]++;
 	return 1;
 }
 
@@ -292,6 +678,7 @@ static void job_on_read(void *user, const struct cm_read *rd, uint64_t submit_ns
 	struct worker *w = user;
 	struct rp_task_res *r = w->res;
 
+	snap_check(w);
 	w->seen_ns = complete_ns;
 	if (w->t->job->ratemin)
 		check_ratemin(w, w->t->job, complete_ns);
@@ -301,6 +688,9 @@ static void job_on_read(void *user, const struct cm_read *rd, uint64_t submit_ns
 	__atomic_store_n(&w->completed, w->completed + 1, __ATOMIC_RELAXED);
 	if (complete_ns < r->meas_ns)
 		return;  /* ramp_time: not measured */
+	if (w->t->job->lat_target_ns)
+		lat_read(w, w->t->job, complete_ns > submit_ns ? complete_ns - submit_ns : 0,
+			 complete_ns);
 	/* gtod_reduce: fio's disable_lat, _clat, _slat and _bw: neither
 	 * latencies nor bandwidth samples */
 	if (!w->t->job->gtod_reduce)
@@ -345,12 +735,24 @@ static void *job_main(void *arg)
 	struct eng_raw_job ej = {
 		.nfiles = w->t->nfiles, .paths = w->paths, .sizes = w->sizes,
 		.next = job_next, .on_read = job_on_read, .user = w,
+		.hold = j->lat_target_ns || w->off ? job_hold : NULL,
 		.total_bytes = j->time_based ? 0 : w->planned,
 	};
 
 	if (j->startdelay_ns)
 		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
+	snap_running(w, 1);
+	if (w->off && pthread_create(&w->off->tid, NULL, offload_main, w)) {
+		free(w->off->q);   /* no thread: generate inline, as fio's inline */
+		free(w->off);
+		w->off = NULL;
+	}
 	r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
+	if (w->off) {
+		__atomic_store_n(&w->off->stop, 1, __ATOMIC_RELAXED);
+		pthread_join(w->off->tid, NULL);
+		r->submit_threads = 1;
+	}
 	if (w->logging) {
 		int lrc = rp_logs_close(&w->logs);
 
@@ -358,6 +760,12 @@ static void *job_main(void *arg)
 			r->error = werr(w, lrc, "writing its logs: %s",
 					      strerror(-lrc));
 	}
+	r->lat_depth = w->lat_qd;
+	if (r->error >= 0 && w->lat_fatal)
+		r->error = werr(w, -ETIMEDOUT, "a read took %llu ns at depth 1, over "
+				"latency_target %llu ns (fio: max latency exceeded)",
+				(unsigned long long)(w->lat_fatal - 1),
+				(unsigned long long)j->lat_target_ns);
 	if (r->error >= 0 && w->too_slow)
 		r->error = werr(w, -EIO, "min rate %llu B/s not met, got %llu "
 				      "B/s over %llu ms (ratemin)", (unsigned long long)j->ratemin,
@@ -376,54 +784,9 @@ static void *job_main(void *arg)
 	 * group would wait forever for it to catch up (fio's would) */
 	if (w->flow)
 		__atomic_sub_fetch(&w->flow->weight, j->flow, __ATOMIC_RELAXED);
+	snap_running(w, 0);
 	__atomic_store_n(&w->finished, 1, __ATOMIC_RELAXED);
 	return NULL;
-}
-
-/* ---------------------------------------------------------------- */
-/* Progress, for the ETA line                                        */
-/* ---------------------------------------------------------------- */
-
-/* The run under way: published by rp_run, read by rp_progress from
- * another thread; the lock keeps the workers alive while they are read
- * (taken once a second, never on the per-read path). */
-static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
-static const struct worker *prog_w;
-static size_t prog_n;
-static uint64_t prog_t0;
-
-static void progress_publish(const struct worker *w, size_t n)
-{
-	pthread_mutex_lock(&prog_lock);
-	prog_w = w;
-	prog_n = n;
-	prog_t0 = perf_now_ns();
-	pthread_mutex_unlock(&prog_lock);
-}
-
-size_t rp_progress(struct rp_progress *out, size_t max, uint64_t *t0_ns)
-{
-	size_t n;
-
-	pthread_mutex_lock(&prog_lock);
-	n = prog_n < max ? prog_n : max;
-	*t0_ns = prog_t0;
-	for (size_t i = 0; i < n; i++) {
-		const struct worker *w = &prog_w[i];
-		const struct rp_job *j = w->t->job;
-
-		out[i] = (struct rp_progress){
-			.rw = j->rw,
-			.finished = __atomic_load_n(&w->finished, __ATOMIC_RELAXED),
-			.nfiles = w->t->nfiles,
-			.bytes = __atomic_load_n(&w->all_bytes, __ATOMIC_RELAXED),
-			.ios = __atomic_load_n(&w->completed, __ATOMIC_RELAXED),
-			.planned = j->time_based ? 0 : w->planned,
-			.until_ns = j->runtime_ns ? j->ramp_ns + j->runtime_ns : 0,
-		};
-	}
-	pthread_mutex_unlock(&prog_lock);
-	return n;
 }
 
 /* ---------------------------------------------------------------- */
@@ -648,6 +1011,16 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		return -ENOMEM;
 	rp_hist_init(res->clat);
 	w->planned = t->max_ios * j->bs;
+	if (j->offload) {
+		w->off = calloc(1, sizeof(*w->off));
+		if (!w->off || !(w->off->q = calloc(j->iodepth, sizeof(*w->off->q))))
+			return -ENOMEM;
+		w->off->cap = j->iodepth;
+	}
+	/* fio's lat_target_init: the search starts at depth 1 */
+	w->lat_qd = j->lat_target_ns ? 1 : j->iodepth;
+	w->lat_low = 1;
+	w->lat_high = j->iodepth;
 	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
 	if (j->lat_log || j->bw_log || j->iops_log) {
 		int rc = rp_logs_open(&w->logs, j, number, w->err, sizeof(w->err));
@@ -678,6 +1051,10 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 
 static void worker_free(struct worker *w)
 {
+	free(w->snap.clat);
+	if (w->off)
+		free(w->off->q);
+	free(w->off);
 	if (w->logging)
 		(void)rp_logs_close(&w->logs);  /* a run that never started */
 	for (size_t i = 0; w->fs && i < w->t->nfiles; i++)
@@ -823,11 +1200,11 @@ int rp_run(const struct rp_plan *p, rp_engine_fn engine, struct rp_result *r)
 		flows = flows_setup(w, n);
 		gettimeofday(&tv, NULL);
 		r->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
-		progress_publish(w, n);
+		progress_publish(w, n, r->start_unix_ms);
 		ss = ss_start(w, n, r);
 		first_error(r, p, run_threads(w, n, r));
 		ss_stop(ss);
-		progress_publish(NULL, 0);
+		progress_publish(NULL, 0, 0);
 	}
 	for (i = 0; w && i < n; i++)
 		worker_free(&w[i]);

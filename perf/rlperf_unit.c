@@ -60,6 +60,9 @@ static void unit_add(struct rp_unit *u, const struct rp_task_res *t)
 	}
 	if (t->ss)
 		u->ss = t->ss;  /* the group's window sits on its last clone */
+	u->lat_depth = t->lat_depth;   /* fio's: the last clone's */
+	u->offloaded += t->offloaded;
+	u->submit_threads += t->submit_threads;
 	if (t->eng.peak_inflight > u->eng.peak_inflight)
 		u->eng.peak_inflight = t->eng.peak_inflight;
 	if (u->n > 1)  /* the first clone's are in u->eng already */

@@ -1180,6 +1180,9 @@ static struct {
 	int record;             /* keep the first offsets read, in order */
 	size_t nrec;
 	uint64_t rec[64];
+	uint64_t lat_per_read;  /* a slow disk: a read takes this (ns) per read in
+				 * flight, on a virtual clock; 0: the real one */
+	uint64_t slow_next;     /* lat_per_read of the next fake_args run only */
 } fake = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Reads of each block of each file (at most 4 files). */
@@ -1256,7 +1259,7 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 		uint64_t t;
 	} *q = calloc(qd, sizeof(*q));
 	struct fake_counts fc = { { NULL }, { 0 } };
-	uint64_t reads = 0, bad = 0;
+	uint64_t reads = 0, bad = 0, vt = 0, done;
 	struct cm_read r;
 	int more = 1, rc = q ? 0 : -ENOMEM;
 
@@ -1266,14 +1269,17 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 		rc = fc.c[i] ? 0 : -ENOMEM;
 	}
 	while (!rc && (more || n)) {
-		if (more && n < qd && (more = job->next(job->user, &r))) {
+		if (more && n < qd && !(job->hold && job->hold(job->user)) &&
+		    (more = job->next(job->user, &r))) {
 			bad += !fake_check(job, o, &r, &fc);
 			pthread_mutex_lock(&fake.lock);
 			if (fake.record && fake.nrec < RP_ARRAY_SIZE(fake.rec))
 				fake.rec[fake.nrec++] = r.off;
 			pthread_mutex_unlock(&fake.lock);
+			if (!vt)
+				vt = perf_now_ns();
 			q[(head + n) % qd].r = r;
-			q[(head + n) % qd].t = perf_now_ns();
+			q[(head + n) % qd].t = fake.lat_per_read ? vt : perf_now_ns();
 			n++;
 			continue;
 		}
@@ -1285,8 +1291,13 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 				 q[head].r.len, (unsigned long long)q[head].r.off);
 			break;
 		}
+		done = perf_now_ns();
+		if (fake.lat_per_read) {
+			done = q[head].t + n * fake.lat_per_read;
+			vt = done > vt ? done : vt;
+		}
 		if (!(fake.drop_last && !more && n == 1))
-			job->on_read(job->user, &q[head].r, q[head].t, perf_now_ns());
+			job->on_read(job->user, &q[head].r, q[head].t, done);
 		head = (head + 1) % qd;
 		n--;
 		reads++;
@@ -1311,6 +1322,8 @@ static void fake_reset(void)
 	memset(fake.per_file, 0, sizeof(fake.per_file));
 	fake.runs = 0;
 	fake.nrec = 0;  /* record stays as the test set it */
+	fake.lat_per_read = fake.slow_next;
+	fake.slow_next = 0;
 	pthread_mutex_unlock(&fake.lock);
 }
 
@@ -1496,6 +1509,53 @@ static void random_distributions_follow_fio(void)
 	       fabs((double)zone[2] / draws - 0.2) < 0.01, "zones %llu %llu %llu (seed %llu)",
 	       (unsigned long long)zone[0], (unsigned long long)zone[1],
 	       (unsigned long long)zone[2], (unsigned long long)seed);
+}
+
+/* latency_target on a fake disk where a read takes 100 us per read in
+ * flight: fio's search (1, 2, 4, 8 fails, 6, 5, 4 holds twice) ends at
+ * depth 4, the deepest whose reads all stay under 450 us, and reports only
+ * the reads of its final window at that depth; at 50 us not even depth 1
+ * holds, which fails the job as fio's "max latency exceeded"; with
+ * latency_percentile=50 a miss only counts, and the depth stays at 1. */
+static void runner_searches_the_latency_target_depth(void)
+{
+	static const struct {
+		const char *target, *pct;
+		int rc;
+		unsigned depth;
+	} cases[] = {
+		{ "--latency_target=450", "--latency_percentile=100", 0, 4 },
+		{ "--latency_target=50us", "--latency_percentile=100", -ETIMEDOUT, 1 },
+		{ "--latency_target=50", "--latency_percentile=50", 0, 1 },
+	};
+	const char *path = make_file("lat_target", 8 << 20);
+	char fn[600], err[600];
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+
+	CHECK(path);
+	snprintf(fn, sizeof(fn), "--filename=%s", path);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(cases); i++) {
+		int rc;
+
+		fake.slow_next = 100000;
+		rc = fake_args(&c, &p, &r, err, sizeof(err), fn, "--iodepth=16", cases[i].target,
+			       cases[i].pct, "--latency_window=10ms", "--invalidate=0",
+			       "--time_based", "--runtime=2s", NULL);
+		CHECKF(rc == cases[i].rc, "%s: rc %d: %s %s", cases[i].target, rc, err, r.errmsg);
+		CHECKF(r.task[0].lat_depth == cases[i].depth, "%s: depth %u", cases[i].target,
+		       r.task[0].lat_depth);
+		if (i == 0)  /* the final window's reads only, all under the target */
+			CHECKF(r.task[0].ios > 50 && r.task[0].ios < fake.reads / 2 &&
+			       r.task[0].clat->max <= 450000, "%llu of %llu reads, max %llu ns",
+			       (unsigned long long)r.task[0].ios, (unsigned long long)fake.reads,
+			       (unsigned long long)r.task[0].clat->max);
+		if (i == 1)
+			CHECKF(strstr(r.errmsg, "over latency_target 50000 ns (fio: max latency "
+				      "exceeded)"), "%s", r.errmsg);
+		fake_done(&c, &p, &r);
+	}
 }
 
 static void runner_reads_every_block_once_per_clone(void)
@@ -2766,6 +2826,152 @@ static void binary_prints_an_eta_line(void)
 	CHECKF(!strstr(out, "Jobs:"), "%s", out);
 }
 
+/* latency_target on a real file, every backend: a target no read misses
+ * doubles the depth to iodepth, measures one more window there and ends,
+ * with fio's line and JSON keys (fio 3.33 on the same options: depth=8,
+ * a 101 ms final window); a bad percentile names the option. */
+static void binary_latency_target_reports_the_depth(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("lat_target_bin", 1 << 20);
+	char cmd[4096], out[65536];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	CHECK(path);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --rw=randread "
+			 "--iodepth=8 --latency_target=1s --latency_window=100ms --time_based "
+			 "--runtime=20s 2>&1 && %s --filename=%s --ioengine=%s --iodepth=8 "
+			 "--latency_target=1s --latency_window=100ms --time_based --runtime=20s "
+			 "--output-format=json 2>&1", rlperf_exe(), path, engines[i], rlperf_exe(),
+			 path, engines[i]);
+		if (run_cmd(cmd, out, sizeof(out)) == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(strstr(out, "     latency   : target=1000000000, window=100000, "
+			      "percentile=100.00%, depth=8\n") &&
+		       strstr(out, "\"latency_depth\" : 8,\n      \"latency_target\" : 1000000000,"
+			      "\n      \"latency_percentile\" : 100.000000,\n      "
+			      "\"latency_window\" : 100000,"), "%s: %.3000s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --latency_target=1ms "
+		 "--latency_percentile=101 2>&1", rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "failed parsing latency_percentile=101: a percentage"), "%s", out);
+}
+
+/* io_submit_mode=offload on every backend: a submit thread per clone
+ * queues every read, and the bytes and reads are inline's (a 1 MiB file
+ * of 4 KiB blocks, twice over with time_based and a rate, and paced
+ * numjobs=2 with group_reporting). */
+static void binary_offload_submits_from_its_own_thread(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	static const char check[] =
+		"import json,sys\n"
+		"m={}\n"
+		"for f in sys.argv[1:]:\n"
+		"    u=json.load(open(f))['jobs'][0]\n"
+		"    m[f]=(u['read']['io_bytes'],u['read']['total_ios'],u['rlperf']['submit_threads'],\n"
+		"          u['rlperf']['offloaded_reads'])\n"
+		"a,b,c=sys.argv[1:]\n"
+		"assert m[a]==(1<<20,256,0,0), m[a]\n"
+		"assert m[b]==(1<<20,256,1,256), m[b]\n"
+		"assert m[c][2]==2 and m[c][3]==m[c][1] and m[c][0]==m[c][1]*4096 and m[c][1]>=8, m[c]\n";
+	const char *path = make_file("offload", 1 << 20);
+	char cmd[8192], out[16384], script[512], j[3][512];
+	int rc;
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	CHECK(!write_script("offload.py", check, script, sizeof(script)));
+	for (int k = 0; k < 3; k++)
+		snprintf(j[k], sizeof(j[k]), "%s/offload%d.json", th_tmpdir(), k);
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --iodepth=8 "
+			 "--output-format=json --output=%s 2>&1 && %s --filename=%s --ioengine=%s "
+			 "--iodepth=8 --io_submit_mode=offload --output-format=json --output=%s 2>&1 "
+			 "&& %s --filename=%s --ioengine=%s --iodepth=4 --io_submit_mode=offload "
+			 "--rate_iops=40 --numjobs=2 --group_reporting --runtime=500ms --time_based "
+			 "--output-format=json --output=%s 2>&1 && python3 %s %s %s %s 2>&1",
+			 rlperf_exe(), path, engines[i], j[0], rlperf_exe(), path, engines[i], j[1],
+			 rlperf_exe(), path, engines[i], j[2], script, j[0], j[1], j[2]);
+		rc = run_cmd(cmd, out, sizeof(out));
+		if (rc == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --io_submit_mode=offload --size=64k 2>&1",
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 0);
+	CHECKF(strstr(out, "  offload      : 1 submit thread queued 16 reads\n"), "%s", out);
+}
+
+/* Splits a stream of JSON reports and checks each is fio's shape and the
+ * run so far: io_bytes never decreases (argv: file, reports at least). */
+static const char status_check[] =
+	"import json,sys\n"
+	"s=open(sys.argv[1]).read(); d=json.JSONDecoder(); i=0; reps=[]\n"
+	"while s[i:].strip():\n"
+	"    while s[i].isspace(): i+=1\n"
+	"    o,i=d.raw_decode(s,i); reps.append(o)\n"
+	"assert len(reps)>=int(sys.argv[2]), len(reps)\n"
+	"b=[r['jobs'][0]['read']['io_bytes'] for r in reps]\n"
+	"assert b==sorted(b) and b[-1]>0, b\n"
+	"assert all(r['fio version'].startswith('rlperf-') for r in reps)\n";
+
+/* fio's --status-interval: the whole report so far every interval (fio
+ * 3.33 prints 3 reports in normal output for a 2 s run at 1 s, 4 JSON
+ * objects for 3 s), on every backend; too small or a job option: refused. */
+static void binary_prints_status_interval_reports(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio", "psync" };
+	const char *path = make_file("status", 1 << 20), *job;
+	char cmd[4096], out[65536], json[512], script[512];
+
+	if (!rlperf_exe())
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path);
+	CHECK(!write_script("status.py", status_check, script, sizeof(script)));
+	snprintf(json, sizeof(json), "%s/status.json", th_tmpdir());
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		const char *p = out;
+		int reports = 0;
+
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=2500ms "
+			 "--time_based --rate=8m --status-interval=1 2>&1", rlperf_exe(), path,
+			 engines[i]);
+		if (run_cmd(cmd, out, sizeof(out)) == 1 && i < 2 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		while ((p = strstr(p, "Run status group 0")))
+			reports++, p++;
+		CHECKF(reports >= 3, "%s: %d reports: %.400s", engines[i], reports, out);
+		snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=%s --runtime=2500ms "
+			 "--time_based --rate=8m --status-interval=1 --output-format=json > %s "
+			 "&& python3 %s %s 3 2>&1", rlperf_exe(), path, engines[i], json, script,
+			 json);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --status-interval=0 2>&1", rlperf_exe(),
+		 path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "status-interval=0: status interval too small"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --status-interval=soon 2>&1",
+		 rlperf_exe(), path);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "failed parsing status-interval=soon"), "%s", out);
+	job = write_text("status.fio", "[j]\nstatus-interval=1\n");
+	CHECK(job);
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", rlperf_exe(), job);
+	CHECK_EQ(run_cmd(cmd, out, sizeof(out)), 1);
+	CHECKF(strstr(out, "status-interval is a command-line option"), "%s", out);
+}
+
 /* Checks the logs of a run (argv: dir, prefix, reads, with offsets, file
  * size): fio's file names and line format, a line per read. */
 static const char log_check[] =
@@ -2908,8 +3114,7 @@ static void binary_paces_reads_as_fio(void)
 
 /* The read-only job files of fio 3.33's examples/ folder that rlperf
  * runs, their option lines as fio ships them (comments left out).
- * cmdprio-percentage.fio (prioclass, cmdprio_*) and latency-profile.fio
- * (latency_target) are still refused. */
+ * cmdprio-percentage.fio (prioclass, cmdprio_*) is still refused. */
 static const struct {
 	const char *name, *text;
 } fio_examples[] = {
@@ -3071,6 +3276,20 @@ static const struct {
 	  "io_submit_mode=offload\n"
 	  "rate_iops=50\n"
 	  "rate_process=poisson\n"
+	},
+	{ "latency-profile.fio",
+	  "[global]\n"
+	  "bs=4k\n"
+	  "rw=randread\n"
+	  "random_generator=lfsr\n"
+	  "direct=1\n"
+	  "ioengine=libaio\n"
+	  "iodepth=128\n"
+	  "latency_target=500000\n"
+	  "latency_window=5000000\n"
+	  "latency_percentile=99.9\n"
+	  "[device]\n"
+	  "filename=/dev/sda\n"
 	},
 	{ "rand-zones.fio",
 	  "[zones]\n"
@@ -3300,6 +3519,7 @@ int main(void)
 	RUN(norandommap_offsets_repeat_blocks);
 	RUN(seq_postfix_offsets_follow_fio);
 	RUN(random_distributions_follow_fio);
+	RUN(runner_searches_the_latency_target_depth);
 	RUN(runner_reads_every_block_once_per_clone);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
@@ -3333,6 +3553,9 @@ int main(void)
 	RUN(binary_runs_fios_read_examples);
 	RUN(eta_line_reads_as_fios);
 	RUN(binary_prints_an_eta_line);
+	RUN(binary_prints_status_interval_reports);
+	RUN(binary_offload_submits_from_its_own_thread);
+	RUN(binary_latency_target_reports_the_depth);
 	RUN(binary_loads_a_checkpoint);
 	return th_done();
 }
