@@ -310,6 +310,32 @@ static void whole_load_is_one_batch(void)
 	free_plan(&p);
 }
 
+/* A plan without a byte of staging but with a file to hash: no window,
+ * one batch of fillers reading the file whole; nothing hashed: no batch. */
+static void fillers_alone_without_staging(void)
+{
+	struct rplan p;
+	struct ex_program pg;
+	uint8_t hash[MAX_FILES] = { 1 };
+	struct ex_program_opts o = { 2 * PG, PG, hash, PG };
+
+	make_plan(&p, 1, 2 * PG);
+	for (size_t s = 0; s < p.ex.nshards; s++)
+		p.shards[s].nbytes = 0;
+	p.ex.nreads = 0;
+	CHECK_EQ(ex_program_build(&pg, &p.ex, &o), 0);
+	CHECK(pg.win.n == 0 && pg.win.nzero == p.ex.nshards && pg.nbatches == 1);
+	CHECK(pg.batches[0].window == EX_NO_WINDOW && pg.batches[0].ncopies == 0);
+	CHECK_EQ(pg.batches[0].read_bytes, p.sizes[0]);
+	check_cover(&p, &pg, hash);
+	ex_program_free(&pg);
+	o.hash = NULL;
+	CHECK_EQ(ex_program_build(&pg, &p.ex, &o), 0);
+	CHECK_EQ(pg.nbatches, 0);
+	ex_program_free(&pg);
+	free_plan(&p);
+}
+
 /* Every allocation of a build failing in turn: -ENOMEM, nothing leaks
  * (the harness counts blocks), until the build succeeds. */
 static void allocation_failures(void)
@@ -339,6 +365,7 @@ int main(void)
 	RUN(windows_cover_and_bytes);
 	RUN(program_is_deterministic);
 	RUN(whole_load_is_one_batch);
+	RUN(fillers_alone_without_staging);
 	RUN(allocation_failures);
 	return th_done();
 }
