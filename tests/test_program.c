@@ -177,10 +177,11 @@ static void check_bytes(const struct rplan *p, const struct ex_program *pg)
 	}
 	for (size_t i = 0; i < pg->nbatches; i++) {
 		const struct ex_batch *b = pg->batches + i;
-		const struct ex_window *w = pg->win.w + b->window;
+		const struct ex_window *w;
 
 		if (b->window == EX_NO_WINDOW)
 			continue;
+		w = pg->win.w + b->window;
 		for (size_t j = 0; j < b->nreads; j++) {
 			const struct cm_read *r = b->reads + j;
 
