@@ -1,15 +1,15 @@
 /*
- * load.c - rl_loader: runs a plan on the engine, through the execution
- * layer (exec/run.h: the job, the checksum pass); this file only owns the
- * loader's options, the staging areas (library-allocated THP memory or the
- * caller's), the callbacks and the statistics.
+ * load.c - rl_loader: a whole load is a program of one batch
+ * (exec/program.h) run by the executor (exec/execute.h); this file only
+ * owns the loader's options, the staging areas (library-allocated THP
+ * memory or the caller's), the callbacks and the statistics.
  */
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
 
 #include "../engine/engine.h"
-#include "../exec/run.h"
+#include "../exec/execute.h"
 #include "../planner/planner.h"
 #include "../sink/host.h"
 #include "integrity.h"
@@ -244,23 +244,6 @@ static int cb_progress(void *user, uint64_t done, uint64_t total)
 	return ld->on_progress(ld->user, done, total);
 }
 
-/* Staging pointers and shard sizes of ex for the engine's job. */
-static int job_arrays(rl_loader *ld, const struct pl_exec *ex, uint8_t ***staging,
-		      uint64_t **shard_bytes)
-{
-	*staging = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(**staging));
-	*shard_bytes = cm_calloc(ex->nshards ? ex->nshards : 1, sizeof(**shard_bytes));
-	if (!*staging || !*shard_bytes)
-		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	for (unsigned d = 0; d < ex->ndevs; d++)
-		(*staging)[d] = ld->areas[d].ptr;
-	/* Read once: a shard a broadcast fills expects nothing from the
-	 * reads (the planner gives it no copies). */
-	for (size_t s = 0; s < ex->nshards; s++)
-		(*shard_bytes)[s] = ex->received && ex->received[s] ? 0 : ex->shards[s].nbytes;
-	return 0;
-}
-
 /* Reads added to complete hashed files (their headers): as large as the
  * plan's, at least 1 MiB, never past the in-flight bound. */
 static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
@@ -269,78 +252,48 @@ static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
 				CM_MIN(ld->eo.inflight_bytes, 1u << 30));
 }
 
-/* The reads of the one batch: the plan's, with the checksum cover's
- * fillers when a file is hashed (then a copy, in *own). */
-static int batch_reads(rl_loader *ld, struct ex_run *r, const struct pl_exec *ex,
-		       struct ex_batch *b, struct cm_read **own)
+/* The load of ex as a program of one batch: staging, the expected
+ * digests, the program, then the executor over a host sink of the
+ * staging areas. */
+static int run_whole(rl_loader *ld, const struct pl_exec *ex, struct eng_stats *es)
 {
-	size_t n = ex->nreads, cap = ex->nreads + 1;
-
-	b->reads = ex->reads;
-	b->nreads = ex->nreads;
-	if (!r->hash)
-		return 0;
-	*own = cm_mallocarray(cap, sizeof(**own));
-	if (!*own)
-		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	if (n)
-		memcpy(*own, ex->reads, n * sizeof(**own));
-	if (ex_run_cover(r, own, &n, &cap, 1) < 0)
-		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	b->reads = *own;
-	b->nreads = n;
-	return 0;
-}
-
-/* The load of ex as one batch: staging, the checksum pass, the engine. */
-static int run_batch(rl_loader *ld, const struct pl_exec *ex, struct ex_run *r,
-		     struct eng_stats *es)
-{
-	struct eng_opts eo = ld->eo;
-	struct ex_batch b = { 0 };
-	struct eng_job job;
-	struct eng *eng = NULL;
+	struct ex_exec x = { .ex = ex, .eo = ld->eo, .file_stats = ld->files, .user = ld,
+			     .on_shard = ld->on_shard ? cb_shard : NULL,
+			     .on_progress = ld->on_progress ? cb_progress : NULL };
+	struct ex_program prog = { 0 };
+	struct ex_program_opts o = { 0 };
 	struct sink_host host;
-	struct cm_read *own = NULL;
 	uint8_t **staging = NULL;
-	uint64_t *shard_bytes = NULL;
 	int ret = setup_areas(ld, ex);
 
 	if (ret == 0)
-		ret = job_arrays(ld, ex, &staging, &shard_bytes);
-	if (ret == 0)
 		ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex,
 				      &ld->err);
-	if (ret == 0)
-		ret = ex_run_sums(r, ex, ld->hash.hash, filler_bytes(ld, ex), eo.inflight_bytes,
-				  &ld->err);
-	if (ret == 0)
-		ret = batch_reads(ld, r, ex, &b, &own);
+	o.hash = ld->hash.hash;
+	o.chunk = filler_bytes(ld, ex);
+	if (ret == 0 && (ex_program_build(&prog, ex, &o) < 0 ||
+			 !(staging = cm_calloc(ex->ndevs + 1, sizeof(*staging)))))
+		ret = cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	if (ret == 0) {
-		b = (struct ex_batch){ b.reads, b.nreads, ex->copies, ex->ncopies,
-				       sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes),
-				       ex->nshards, shard_bytes };
-		ex_run_job(r, &job, ex, &b, ld->files);
+		for (unsigned d = 0; d < ex->ndevs; d++)
+			staging[d] = ld->areas[d].ptr;
+		x.prog = &prog;
+		x.digests = ld->hash.got; /* ld_hash_prepare made them */
+		x.sink = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
 		ld->received = ex->received;
-		/* Bounce buffers as large as the largest read of this plan. */
-		eo.buffer_bytes = (uint32_t)CM_MIN(CM_MAX(ex->max_read, r->cover.max_fill), 1u << 30);
-		ret = eng_create(&eo, &eng, &ld->err);
-		if (ret == 0)
-			ret = eng_run(eng, &job, es, &ld->err);
-		sink_host_note(&host, es);
-		eng_destroy(eng);
+		ret = ex_execute(&x, &ld->err);
+		sink_host_note(&host, &x.stats);
 		ld->received = NULL;
+		*es = x.stats;
 	}
-	cm_free(own);
+	ex_program_free(&prog);
 	cm_free(staging);
-	cm_free(shard_bytes);
 	return ret;
 }
 
 static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const char *why)
 {
 	double t0 = cm_now_s();
-	struct ex_run r = { 0 };
 	struct eng_stats es;
 	int ret;
 
@@ -349,18 +302,11 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	ld_free_areas(ld);
 	ld_hashrun_free(&ld->hash);
 	memset(&es, 0, sizeof(es));
-	r.on_shard = ld->on_shard ? cb_shard : NULL;
-	r.on_progress = ld->on_progress ? cb_progress : NULL;
-	r.user = ld;
 	ret = ld_reset_files(ld, ex) < 0 ? cm_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
 	if (ret == 0)
-		ret = run_batch(ld, ex, &r, &es);
-	if (ret == 0)
-		ret = ex_run_end(&r, ex, ld->hash.got, &ld->err);
+		ret = run_whole(ld, ex, &es);
 	if (ret == 0)
 		ret = ld_hash_check(&ld->hash, ex, &ld->err);
-	ex_run_stats(&r, &es);
-	ex_run_free(&r);
 	ld_fill_stats(ld, ex, &es, plan_s, cm_now_s() - t0 + plan_s);
 	ld_fill_stats_ex(ld, &es, why);
 	/* Never hand out a partial result; but the areas stay mapped until

@@ -1,11 +1,11 @@
 /*
  * loader_cuda.c - streaming loads delivered to CUDA devices (rl_loader_set_cuda):
- * the loader's half of the CUDA sink (sink/cuda.c). api/stream.c reads
- * each window's range as for any streaming load; instead of handing the
- * pieces to a runtime, it gives them here: each piece becomes one async
- * copy to its shard's device memory, the window is fenced (an event per
- * GPU), and stream.c reclaims a window only after its fence completed,
- * while the next window is read.
+ * the loader's half of the CUDA sink (sink/cuda.c): the sink, its
+ * destinations and the pinned window pool. The executor (exec/execute.c)
+ * reads each window's range as for any streaming load; instead of handing
+ * the pieces to a runtime, it copies each to its shard's place in the
+ * sink (async), fences the window (an event per GPU) and reclaims it only
+ * after its fence completed, while the next window is read.
  *
  * Destinations: the caller's device pointers per shard
  * (rl_loader_set_cuda_dest: torch or JAX tensors, no extra copy), or one
@@ -29,9 +29,8 @@ struct ld_cuda {
 	struct eng_sink sink;   /* made at the first load, kept while its devices fit */
 	int *ordinal;           /* the sink's slots' ordinals */
 	uint32_t nslots;
-	uint64_t *left;         /* by shard: bytes not yet copied in this load */
-	size_t nleft;
-	uint64_t copied;        /* bytes copied this load */
+	uint64_t *dst;          /* by shard: its first byte's place in the sink (this load) */
+	size_t ndst;
 };
 
 static void cuda_free_sink(struct ld_cuda *c)
@@ -51,7 +50,7 @@ void ld_cuda_free(rl_loader *ld)
 	cuda_free_sink(c);
 	cm_free(c->map);
 	cm_free(c->dest);
-	cm_free(c->left);
+	cm_free(c->dst);
 	cm_free(c);
 	ld->cuda = NULL;
 }
@@ -236,11 +235,11 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 		ret = cuda_dests(ld, c, ex);
 	if (ret == 0)
 		ret = c->sink.ops->pin(c->sink.state, pool, pool_len, &ld->err);
-	if (ret == 0 && c->nleft < ex->nshards) {
-		cm_free(c->left);
-		c->left = cm_calloc(ex->nshards, sizeof(*c->left));
-		c->nleft = c->left ? ex->nshards : 0;
-		if (!c->left)
+	if (ret == 0 && c->ndst < ex->nshards) {
+		cm_free(c->dst);
+		c->dst = cm_calloc(ex->nshards, sizeof(*c->dst));
+		c->ndst = c->dst ? ex->nshards : 0;
+		if (!c->dst)
 			ret = cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	}
 	if (ret < 0) {
@@ -249,71 +248,23 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 		return ret;
 	}
 	for (size_t i = 0; i < ex->nshards; i++)
-		c->left[i] = ex->shards[i].nbytes;
-	c->copied = 0;
+		c->dst[i] = i < c->ndest && c->dest[i].ptr ? c->dest[i].ptr : ex->shards[i].offset;
 	cusink_on_shard(&c->sink, cuda_on_shard, ld);
 	return 0;
 }
 
-int ld_cuda_piece(rl_loader *ld, const struct pl_exec *ex, const rl_piece *p)
+void ld_cuda_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst)
 {
-	struct ld_cuda *c = ld->cuda;
-	const struct pl_shard *sh = ex->shards + p->shard;
-	uint64_t dst = (p->shard < c->ndest && c->dest[p->shard].ptr ? c->dest[p->shard].ptr
-								   : sh->offset) + p->offset;
-	uint64_t done = 0;
-
-	/* A piece may be as long as a window (budgets past 8 GiB: over 4 GiB);
-	 * a copy's length is 32 bits: copies of at most 1 GiB (one, of no
-	 * bytes, for an empty shard). */
-	do {
-		uint64_t n = CM_MIN(p->length - done, 1ull << 30);
-		struct cm_copy cp = { 0, (uint32_t)n, 1, 0, dst + done, sh->dev,
-				      (uint32_t)p->shard };
-		int ret = c->sink.ops->copy(c->sink.state, 0, &cp,
-					    (const uint8_t *)p->data + done, &ld->err);
-
-		if (ret < 0)
-			return ret;
-		done += n;
-	} while (done < p->length);
-	c->copied += p->length;
-	c->left[p->shard] -= p->length;
-	/* Reported once the fence that follows this window completes. */
-	if (!c->left[p->shard])
-		c->sink.ops->shard_done(c->sink.state, p->shard);
-	return 0;
+	*sink = &ld->cuda->sink;
+	*dst = ld->cuda->dst;
 }
 
-int ld_cuda_fence(rl_loader *ld, uint64_t *ticket)
+void ld_cuda_done(rl_loader *ld, int ok)
 {
 	struct ld_cuda *c = ld->cuda;
 
-	return c->sink.ops->fence(c->sink.state, 0, ticket, &ld->err);
-}
-
-int ld_cuda_wait(rl_loader *ld, uint64_t ticket)
-{
-	struct ld_cuda *c = ld->cuda;
-
-	return c->sink.ops->wait(c->sink.state, 0, ticket, &ld->err);
-}
-
-int ld_cuda_end(rl_loader *ld, int ok)
-{
-	struct ld_cuda *c = ld->cuda;
-	struct cm_err e;
-	int ret;
-
-	if (!c->sink.ops)
-		return 0;
-	cm_err_clear(&e);
-	ret = c->sink.ops->finish(c->sink.state, ok, &e);
-	if (ret < 0 && ok)
-		cm_err_set(&ld->err, ret, "%s", e.msg);
-	if (!ok || ret < 0)
+	if (!ok && c->sink.ops)
 		cusink_free_allocs(&c->sink); /* a failed load leaves nothing */
-	return ok ? ret : 0;
 }
 
 void ld_cuda_unpin(rl_loader *ld)

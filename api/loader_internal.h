@@ -83,16 +83,13 @@ uint64_t ld_stream_request_cap(const rl_loader *ld);
 void ld_stream_free(rl_loader *ld);
 
 /* cuda.c: a streaming load delivered to CUDA devices (ld->cuda set).
- * begin: the sink, destinations and the pinned pool for ex; piece: one
- * async copy of a piece; fence/wait: a ticket covering the copies so
- * far, and waiting for it (a window is reused only after); end: drains
- * every copy (ok 0: frees the load's device memory), returns 0 or the
- * first error; unpin: before the window pool is freed or replaced. */
+ * begin: the sink, destinations and the pinned pool for ex; device: the
+ * sink and each shard's place in it, for the executor; done: after the
+ * executor (ok 0: the load failed, its device memory freed); unpin:
+ * before the window pool is freed or replaced. */
 int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len);
-int ld_cuda_piece(rl_loader *ld, const struct pl_exec *ex, const rl_piece *p);
-int ld_cuda_fence(rl_loader *ld, uint64_t *ticket);
-int ld_cuda_wait(rl_loader *ld, uint64_t ticket);
-int ld_cuda_end(rl_loader *ld, int ok);
+void ld_cuda_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst);
+void ld_cuda_done(rl_loader *ld, int ok);
 void ld_cuda_unpin(rl_loader *ld);
 /* cuda.c: frees the CUDA state (destroy). */
 void ld_cuda_free(rl_loader *ld);

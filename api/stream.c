@@ -1,11 +1,11 @@
 /*
- * stream.c - streaming staging (RL_STAGING_STREAM): a loader that never
- * holds more than its budget of staging. The budget is one pool cut into
- * one or two windows; every device's staging space is cut into ranges of
- * at most a window (in device, then offset order); each range is one
- * engine run of the plan clipped to it (exec/window.c), into a free
- * window; when it arrived, the shards' bytes in it are handed out as
- * pieces, and the window is free again once every piece is released.
+ * stream.c - streaming staging (RL_STAGING_STREAM): the public glue of a
+ * loader that never holds more than its budget of staging. The budget is
+ * one pool cut into one or two windows (exec/window_pool.h); the program
+ * of the load (exec/program.h) has one batch per range of at most a
+ * window; the executor (exec/execute.c) runs them and hands each window's
+ * pieces here, to the piece callback or the queue a consumer pulls; a
+ * window is free again once every piece is released.
  *
  * Why ranges of staging, not of the file: a piece must be contiguous
  * bytes of a shard (what a runtime copies to its device as they are), and
@@ -15,17 +15,16 @@
  * a window makes progress; with two windows the runtime copies one while
  * the other is read.
  *
- * Threads. rl_loader_run(): the ranges run on the calling thread, pieces
- * go to the callback there. rl_loader_start(): the same loop on a library
+ * Threads. rl_loader_run(): the executor runs on the calling thread,
+ * pieces go to the callback there. rl_loader_start(): on a library
  * thread; pieces go to a queue the consumer pulls (rl_loader_next_piece).
- * rl_loader_release() comes from any thread. One mutex guards the
- * windows, the queue and the end of the load; `freed` wakes the loop
- * waiting for a window, `ready` the consumer waiting for a piece.
+ * rl_loader_release() comes from any thread (the pool has its own lock).
+ * `lock` guards the queue and the end of the load; `ready` wakes the
+ * consumer waiting for a piece.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../exec/run.h"
-#include "../exec/window.h"
+#include "../exec/execute.h"
 #include "../sink/host.h"
 #include "loader_internal.h"
 #include "plan_internal.h"
@@ -43,36 +41,20 @@
 #define ST_MAX_DEFAULT (1ull << 30)
 #define ST_TWO_WINDOWS (2ull << 20) /* from here on: two windows */
 #define ST_PAGE 4096ull
-#define ST_MAX_SLOTS 2
-
-/* One window of the pool. */
-struct st_slot {
-	uint8_t *ptr;
-	uint32_t gen;           /* fills so far: stale tokens do not match */
-	int busy;               /* being filled, or pieces of it held */
-	size_t npieces, held;   /* pieces of the fill; of which not released */
-	uint8_t *out;           /* per piece: 1 while held */
-	size_t cap;
-	uint64_t ticket;        /* CUDA loads: the fence of its copies */
-};
 
 struct ld_stream {
-	pthread_mutex_t lock;   /* slots, queue, ended/result/pulling */
-	pthread_cond_t freed;   /* a window came free, or cancel */
+	pthread_mutex_t lock;   /* queue, ended/result/pulling */
 	pthread_cond_t ready;   /* a piece queued, or the load ended */
 
 	uint8_t *pool;          /* the library's pool (pool_len bytes) */
 	size_t pool_len;
 	void *user_pool;        /* rl_loader_set_window_pool() */
 	size_t user_len;
-	struct st_slot slot[ST_MAX_SLOTS];
-	unsigned nslots;
-	uint64_t slot_bytes;
+	struct ex_wpool wp;     /* the pool's windows */
 
-	/* The load: its plan and its windows (exec/window.h). */
+	/* The load: its plan and its program (exec/program.h). */
 	struct pl_exec ex;
-	struct ex_windows win;
-	uint64_t total, base;   /* progress: plan bytes, windows done */
+	struct ex_program prog;
 	double t0;
 
 	/* Pull mode: every piece of the load in delivery order. */
@@ -80,10 +62,6 @@ struct ld_stream {
 	size_t qhead, qtail;
 	int pulling, ended, result;
 	pthread_t tid;
-	/* Set by finish (the consumer stopped early); read by the loop's
-	 * progress callback. Relaxed: a request to stop; what it stops is
-	 * synchronized by the join. */
-	atomic_int cancel;
 };
 
 /* ------------------------------------------------------------------ */
@@ -167,7 +145,7 @@ uint64_t ld_stream_request_cap(const rl_loader *ld)
 }
 
 /* ------------------------------------------------------------------ */
-/* State, pool and windows */
+/* State and pool */
 
 static struct ld_stream *st_get(rl_loader *ld)
 {
@@ -182,10 +160,9 @@ static struct ld_stream *st_get(rl_loader *ld)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->freed, &ca);
 	pthread_cond_init(&s->ready, &ca);
 	pthread_condattr_destroy(&ca);
-	atomic_init(&s->cancel, 0);
+	ex_wpool_init(&s->wp);
 	ld->stream = s;
 	return s;
 }
@@ -193,7 +170,7 @@ static struct ld_stream *st_get(rl_loader *ld)
 /* The load's plan-derived arrays. */
 static void st_clear_load(struct ld_stream *s)
 {
-	ex_windows_free(&s->win);
+	ex_program_free(&s->prog);
 	cm_free(s->queue);
 	s->queue = NULL;
 	s->qhead = s->qtail = 0;
@@ -218,10 +195,8 @@ void ld_stream_free(rl_loader *ld)
 		rl_loader_finish(ld);
 	st_clear_load(s);
 	st_free_pool(ld, s);
-	for (unsigned i = 0; i < ST_MAX_SLOTS; i++)
-		cm_free(s->slot[i].out);
+	ex_wpool_destroy(&s->wp);
 	pthread_cond_destroy(&s->ready);
-	pthread_cond_destroy(&s->freed);
 	pthread_mutex_destroy(&s->lock);
 	cm_free(s);
 	ld->stream = NULL;
@@ -230,16 +205,15 @@ void ld_stream_free(rl_loader *ld)
 int ld_stream_idle(rl_loader *ld)
 {
 	struct ld_stream *s = ld->stream;
-	size_t held = 0;
+	size_t held;
 	int pulling;
 
 	if (!s)
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	pulling = s->pulling;
-	for (unsigned i = 0; i < s->nslots; i++)
-		held += s->slot[i].held;
 	pthread_mutex_unlock(&s->lock);
+	held = ex_wpool_held(&s->wp);
 	if (pulling)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "a streaming load is running (rl_loader_finish() first)");
@@ -276,476 +250,135 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 		base = s->pool;
 		len = s->pool_len;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->nslots = len >= ST_TWO_WINDOWS ? 2 : 1;
-	s->slot_bytes = cm_align_down(len / s->nslots, ST_PAGE);
-	pthread_mutex_unlock(&s->lock);
-	if (s->slot_bytes < 2 * ST_PAGE)
+	if (ex_wpool_cut(&s->wp, base, len, ST_TWO_WINDOWS, ST_PAGE) < 0)
 		return cm_err_set(&ld->err, RL_E_STAGING,
 				  "streaming: window pool of %" PRIu64 " usable bytes: at least %llu needed",
 				  len, ST_MIN_BUDGET);
-	/* Under the lock: a stale release from another thread reads them. */
-	pthread_mutex_lock(&s->lock);
-	for (unsigned i = 0; i < s->nslots; i++) {
-		s->slot[i].ptr = base + i * s->slot_bytes;
-		s->slot[i].busy = 0;
-		s->slot[i].held = s->slot[i].npieces = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* The windows of a plan */
-
-/* The windows (ranges, pieces, zero-byte shards) of ex, and the queue. */
+/* The program of ex (a batch per window, the checksum cover's fillers:
+ * as large as the plan's reads), and the queue. */
 static int st_plan(rl_loader *ld, struct ld_stream *s)
 {
 	const struct pl_exec *ex = &s->ex;
-	int ret = ex_windows_cut(&s->win, ex, s->slot_bytes, ST_PAGE);
+	struct ex_program_opts o = { s->wp.slot_bytes, ST_PAGE, ld->hash.hash,
+				     (uint32_t)CM_MIN(CM_MAX(ex->max_read, 4096u), 1u << 30) };
+	int ret = ex_program_build(&s->prog, ex, &o);
 
-	s->queue = ret ? NULL : cm_calloc(s->win.npieces + s->win.nzero + 1, sizeof(*s->queue));
+	s->queue = ret ? NULL : cm_calloc(s->prog.win.npieces + s->prog.win.nzero + 1,
+					   sizeof(*s->queue));
 	if (ret < 0 || !s->queue)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	s->total = 0;
-	for (size_t i = 0; i < ex->nreads; i++)
-		s->total += ex->reads[i].len;
 	return 0;
 }
 
 /* ------------------------------------------------------------------ */
-/* Windows: taken by the loop, given back by releases */
-
-static void deadline_after(struct timespec *ts, uint32_t ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-/* A free window (marked busy), waiting for releases up to the release
- * timeout; -1 with the error in ld->err when canceled or timed out. */
-static int st_acquire(rl_loader *ld, struct ld_stream *s, int *err)
-{
-	struct timespec until;
-	int k = -1, timed_out = 0;
-
-	deadline_after(&until, ld->release_timeout_ms);
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		for (unsigned i = 0; i < s->nslots && k < 0; i++)
-			if (!s->slot[i].busy)
-				k = (int)i;
-		/* Relaxed: see struct ld_stream.cancel. */
-		if (k >= 0 || timed_out || atomic_load_explicit(&s->cancel, memory_order_relaxed))
-			break;
-		if (!ld->release_timeout_ms)
-			pthread_cond_wait(&s->freed, &s->lock);
-		else if (pthread_cond_timedwait(&s->freed, &s->lock, &until) == ETIMEDOUT)
-			timed_out = 1;
-	}
-	if (k >= 0)
-		s->slot[k].busy = 1;
-	pthread_mutex_unlock(&s->lock);
-	if (k >= 0)
-		return k;
-	if (!timed_out)
-		*err = cm_err_set(&ld->err, RL_E_CANCELED,
-				  "streaming: canceled (rl_loader_finish() before the last piece)");
-	else
-		*err = cm_err_set(&ld->err, RL_E_RELEASE_TIMEOUT,
-				  "streaming: all %u windows (%" PRIu64 " bytes each) hold pieces not released for %u ms (RL_OPT_RELEASE_TIMEOUT_MS): release pieces with rl_loader_release()",
-				  s->nslots, s->slot_bytes, ld->release_timeout_ms);
-	return -1;
-}
-
-/* Marks piece idx of window k given back; the window is free once every
- * piece is. Under s->lock. Returns 0 or RL_E_PIECE. */
-static int st_give(struct ld_stream *s, unsigned k, uint32_t gen, size_t idx)
-{
-	struct st_slot *w = s->slot + k;
-
-	if (k >= s->nslots || !w->busy || w->gen != gen || idx >= w->npieces || !w->out[idx])
-		return RL_E_PIECE;
-	w->out[idx] = 0;
-	if (--w->held == 0) {
-		w->busy = 0;
-		pthread_cond_broadcast(&s->freed);
-	}
-	return 0;
-}
+/* Pieces: handed out by the executor, given back by releases */
 
 static uint64_t st_token(unsigned k, uint32_t gen, size_t idx)
 {
 	return ((uint64_t)(k + 1) << 56) | ((uint64_t)(gen & 0xffffffu) << 32) | (uint32_t)idx;
 }
 
+/* Gives back the piece of token t (not 0). */
+static int st_give(struct ld_stream *s, uint64_t t)
+{
+	if ((t >> 56) == 0)
+		return RL_E_PIECE;
+	return ex_wpool_give(&s->wp, (unsigned)(t >> 56) - 1, (uint32_t)(t >> 32) & 0xffffffu,
+			     (size_t)(t & 0xffffffffu));
+}
+
 int rl_loader_release(rl_loader *ld, const rl_piece *piece)
 {
-	struct ld_stream *s;
-	uint64_t t;
-	int ret;
-
 	if (!ld || !piece)
 		return -EINVAL;
-	t = piece->token;
-	if (t == 0)
+	if (piece->token == 0)
 		return 0; /* a zero-byte piece: nothing held */
-	s = ld->stream;
-	if (!s || (t >> 56) == 0)
+	if (!ld->stream)
 		return RL_E_PIECE;
-	pthread_mutex_lock(&s->lock);
-	ret = st_give(s, (unsigned)(t >> 56) - 1, (uint32_t)(t >> 32) & 0xffffffu,
-		      (size_t)(t & 0xffffffffu));
-	pthread_mutex_unlock(&s->lock);
-	return ret;
+	return st_give(ld->stream, piece->token);
 }
 
-/* Window k filled with range ri: its pieces are held from now on. */
-static int st_hold(struct ld_stream *s, unsigned k, const struct ex_window *rg)
+/* The executor's on_piece: to the queue (pull) or the callback. */
+static int st_piece(void *user, const struct ex_piece *sp, uint8_t *data, unsigned k,
+		    uint32_t gen, size_t idx, struct cm_err *e)
 {
-	struct st_slot *w = s->slot + k;
-	int ret = 0;
+	rl_loader *ld = user;
+	struct ld_stream *s = ld->stream;
+	rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, data,
+		       idx == SIZE_MAX ? 0 : st_token(k, gen, idx) };
 
-	pthread_mutex_lock(&s->lock);
-	if (rg->n > w->cap) {
-		uint8_t *o = cm_realloc(w->out, rg->n);
-
-		if (o) {
-			w->out = o;
-			w->cap = rg->n;
-		}
-	}
-	if (rg->n > w->cap) {
-		ret = -ENOMEM;
-		w->busy = 0;
-	} else {
-		w->gen = (w->gen + 1) & 0xffffffu;
-		w->npieces = w->held = rg->n;
-		memset(w->out, 1, rg->n);
-		if (!rg->n)
-			w->busy = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return ret;
-}
-
-/* Gives back, unseen, pieces [from, n) of window k's fill (cancel). */
-static void st_unhold(struct ld_stream *s, unsigned k, size_t from)
-{
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = from; i < s->slot[k].npieces; i++)
-		if (s->slot[k].busy && s->slot[k].out[i])
-			st_give(s, k, s->slot[k].gen, i);
-	pthread_mutex_unlock(&s->lock);
-}
-
-/* ------------------------------------------------------------------ */
-/* The loop */
-
-/* Fixed regions of a window pool: windows of at most ST_FIXED_MAX bytes
- * each (io_uring's limit for one registered buffer). */
-#define ST_FIXED_MAX (1ull << 30)
-
-struct st_run {
-	rl_loader *ld;
-	struct ld_stream *s;
-	struct eng *eng;
-	struct eng_session *sess;
-	struct eng_fixed *fixed;
-	unsigned nfixed;
-	struct ex_wjob wj;
-	struct ex_run run;      /* the job builder and the checksum pass */
-	struct eng_stats sum;
-	int pull;
-	unsigned runs;          /* engine set-ups (sessions) of this load */
-	int registered;         /* the windows are io_uring fixed buffers */
-	char why[64];           /* else why not */
-	int cuda;               /* pieces go to GPUs (api/loader_cuda.c), not to the runtime */
-};
-
-static int st_progress(void *user, uint64_t done, uint64_t total)
-{
-	struct st_run *sr = user;
-	struct ld_stream *s = sr->s;
-	rl_loader *ld = sr->ld;
-
-	(void)total;
-	/* Relaxed: see struct ld_stream.cancel. */
-	if (atomic_load_explicit(&s->cancel, memory_order_relaxed))
-		return 1;
-	if (!ld->on_progress)
-		return 0;
-	return ld->on_progress(ld->user, CM_MIN(s->base + done, s->total), s->total);
-}
-
-/* Reads range rg into window k; rg NULL: no range, only what the
- * checksum cover adds (a plan without a byte of staging). last: no range
- * follows, so hashed files are read to their ends. */
-static int st_fill(struct st_run *sr, const struct ex_window *rg, unsigned k, int last)
-{
-	struct ld_stream *s = sr->s;
-	const struct pl_exec *ex = &s->ex;
-	uint8_t *staging[1] = { rg ? s->slot[k].ptr : NULL };
-	uint64_t bytes[1] = { rg ? s->slot_bytes : 0 };
-	struct sink_host host;
-	struct eng_stats es;
-	struct eng_job job;
-	struct ex_batch b;
-	int ret;
-
-	sr->wj.nreads = sr->wj.ncopies = 0;
-	if (rg && ex_window_job(ex->reads, ex->nreads, ex->copies, &rg->r, &sr->wj) < 0)
-		return cm_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	if (ex_run_cover(&sr->run, &sr->wj.reads, &sr->wj.nreads, &sr->wj.cap_reads, last) < 0)
-		return cm_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	b = (struct ex_batch){ sr->wj.reads, sr->wj.nreads, sr->wj.copies, sr->wj.ncopies,
-			       sink_host_init(&host, 1, staging, bytes), 0, NULL };
-	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
-	ret = eng_session_run(sr->sess, &job, &es, &sr->ld->err);
-	sink_host_note(&host, &es);
-	eng_stats_merge(&sr->sum, &es, ENG_MERGE_BATCHES);
-	s->base += job.total_bytes;
-	return ret;
-}
-
-/* Hands one piece out: to the queue (pull) or the callback. */
-static int st_deliver(struct st_run *sr, const rl_piece *p)
-{
-	struct ld_stream *s = sr->s;
-	rl_loader *ld = sr->ld;
-
-	if (sr->pull) {
+	if (s->pulling) {
 		pthread_mutex_lock(&s->lock);
-		s->queue[s->qtail++] = *p;
+		s->queue[s->qtail++] = p;
 		pthread_cond_broadcast(&s->ready);
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (ld->on_piece(ld->piece_user, p) != 0)
-		return cm_err_set(&ld->err, RL_E_CANCELED, "streaming: the piece callback canceled the load");
+	if (ld->on_piece(ld->piece_user, &p) != 0)
+		return cm_err_set(e, RL_E_CANCELED, "streaming: the piece callback canceled the load");
 	return 0;
 }
 
-/* The pieces of range rg, now in window k. */
-static int st_hand_out(struct st_run *sr, const struct ex_window *rg, unsigned k)
-{
-	struct ld_stream *s = sr->s;
-	int ret = st_hold(s, k, rg);
-
-	if (ret < 0)
-		return cm_err_set(&sr->ld->err, ret, "out of memory");
-	for (size_t i = 0; i < rg->n; i++) {
-		const struct ex_piece *sp = s->win.pieces + rg->first + i;
-		rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, s->slot[k].ptr + sp->pos,
-			       st_token(k, s->slot[k].gen, i) };
-
-		if (sr->cuda) { /* to the GPU: the window stays held until its fence */
-			ret = ld_cuda_piece(sr->ld, &s->ex, &p);
-			if (ret == 0 && i + 1 == rg->n)
-				ret = ld_cuda_fence(sr->ld, &s->slot[k].ticket);
-			if (ret < 0)
-				return ret; /* ld_cuda_end drains, then st_cuda_reclaim frees */
-			continue;
-		}
-		ret = st_deliver(sr, &p);
-		if (ret < 0) { /* the callback saw piece i: it holds it */
-			st_unhold(s, k, i + 1);
-			return ret;
-		}
-	}
-	return 0;
-}
-
-/* The windows cut into regions io_uring can register. */
-static int st_fixed(struct st_run *sr)
-{
-	struct ld_stream *s = sr->s;
-	uint64_t per = (s->slot_bytes + ST_FIXED_MAX - 1) / ST_FIXED_MAX;
-
-	sr->fixed = cm_calloc((size_t)(per * s->nslots), sizeof(*sr->fixed));
-	if (!sr->fixed)
-		return -ENOMEM;
-	for (unsigned k = 0; k < s->nslots; k++)
-		for (uint64_t off = 0; off < s->slot_bytes; off += ST_FIXED_MAX) {
-			struct eng_fixed *f = sr->fixed + sr->nfixed++;
-
-			f->base = s->slot[k].ptr + off;
-			f->len = (size_t)CM_MIN(ST_FIXED_MAX, s->slot_bytes - off);
-		}
-	return 0;
-}
-
-/* One engine session for every range: files, workers, rings and the
- * windows' registration, set up once. */
-static int st_begin(struct st_run *sr)
-{
-	struct ld_stream *s = sr->s;
-	const struct pl_exec *ex = &s->ex;
-	/* what the page-cache probe measures */
-	struct ex_batch b = { .reads = ex->reads, .nreads = ex->nreads };
-	struct eng_session_needs n;
-	struct eng_stats es;
-	struct eng_job job;
-	int ret;
-
-	if (st_fixed(sr) < 0)
-		return cm_err_set(&sr->ld->err, -ENOMEM, "out of memory");
-	ex_windows_needs(&s->win, ex, sr->run.hash ? &sr->run.cover : NULL, &n);
-	ex_run_job(&sr->run, &job, ex, &b, sr->ld->files);
-	ret = eng_session_begin(sr->eng, &job, &n, sr->fixed, sr->nfixed, &es, &sr->sess,
-				&sr->ld->err);
-	sr->runs = 1;
-	eng_stats_merge(&sr->sum, &es, ENG_MERGE_BATCHES); /* set-up time, notes */
-	if (ret == 0)
-		sr->registered = eng_session_fixed(sr->sess, sr->why, sizeof(sr->why));
-	return ret;
-}
-
-/* CUDA loads: when every window holds copies, waits for the oldest
- * window's fence and frees it (all: every window, after ld_cuda_end). */
-static int st_cuda_reclaim(struct st_run *sr, int all)
-{
-	struct ld_stream *s = sr->s;
-	int k = -1, ret = 0;
-
-	for (unsigned i = 0; i < s->nslots; i++) {
-		if (!s->slot[i].busy) {
-			if (all) /* a failed load leaves gaps: free every busy one */
-				continue;
-			return 0;
-		}
-		if (all)
-			st_unhold(s, i, 0);
-		else if (k < 0 || s->slot[i].ticket < s->slot[k].ticket)
-			k = (int)i;
-	}
-	if (k < 0)
-		return 0;
-	ret = ld_cuda_wait(sr->ld, s->slot[k].ticket);
-	st_unhold(s, (unsigned)k, 0);
-	return ret;
-}
-
-/* Every range in turn, then the zero-byte shards. */
-static int st_ranges(struct st_run *sr)
-{
-	struct ld_stream *s = sr->s;
-	int ret = 0;
-
-	for (size_t i = 0; i < s->win.n && ret == 0; i++) {
-		int k = sr->cuda && (ret = st_cuda_reclaim(sr, 0)) < 0 ? -1
-								  : st_acquire(sr->ld, s, &ret);
-
-		if (k < 0)
-			break;
-		ret = st_fill(sr, s->win.w + i, (unsigned)k, i + 1 == s->win.n);
-		if (ret < 0) {
-			pthread_mutex_lock(&s->lock);
-			s->slot[k].busy = 0;
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
-		ret = st_hand_out(sr, s->win.w + i, (unsigned)k);
-	}
-	if (ret == 0 && !s->win.n && sr->run.hash) /* files without tensor bytes */
-		ret = st_fill(sr, NULL, 0, 1);
-	for (size_t i = 0; i < s->win.nzero && ret == 0; i++) {
-		size_t z = s->win.zero[i];
-		rl_piece p = { z, s->ex.shards[z].dev, 0, 0, NULL, 0 };
-
-		ret = sr->cuda ? ld_cuda_piece(sr->ld, &s->ex, &p) : st_deliver(sr, &p);
-	}
-	if (sr->cuda) { /* every copy finished (or abandoned) before a window is free */
-		int end = ld_cuda_end(sr->ld, ret == 0);
-
-		st_cuda_reclaim(sr, 1);
-		ret = ret < 0 ? ret : end;
-	}
-	return ret;
-}
+/* ------------------------------------------------------------------ */
+/* A load */
 
 /* The statistics of a streaming load: how the windows were read, as
  * fields and in the shape text. */
-static void st_fill_stats_ex(rl_loader *ld, const struct st_run *sr, const char *why)
+static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char *why)
 {
-	const struct ld_stream *s = sr->s;
+	const struct ld_stream *s = ld->stream;
 	char text[sizeof(((rl_load_stats *)0)->shape)]; /* why + the windows */
 
 	snprintf(text, sizeof(text),
 		 "%s%sstreaming: %u windows of %llu bytes, %sregistered with io_uring%s%s%s; "
-		 "%zu ranges, %u engine set-up%s", why, why[0] ? "; " : "", s->nslots,
-		 (unsigned long long)s->slot_bytes, sr->registered ? "" : "not ",
-		 sr->registered ? "" : " (", sr->registered ? "" : sr->why,
-		 sr->registered ? "" : ")", s->win.n, sr->runs, sr->runs == 1 ? "" : "s");
-	ld_fill_stats_ex(ld, &sr->sum, text);
-	ld->stats.stream_windows = s->nslots;
-	ld->stats.stream_window_bytes = s->slot_bytes;
-	ld->stats.stream_registered = sr->registered;
-	ld->stats.stream_ranges = s->win.n;
-	ld->stats.engine_runs = sr->runs;
+		 "%zu ranges, %u engine set-up%s", why, why[0] ? "; " : "", s->wp.nslots,
+		 (unsigned long long)s->wp.slot_bytes, x->registered ? "" : "not ",
+		 x->registered ? "" : " (", x->registered ? "" : x->why,
+		 x->registered ? "" : ")", s->prog.win.n, x->runs, x->runs == 1 ? "" : "s");
+	ld_fill_stats_ex(ld, &x->stats, text);
+	ld->stats.stream_windows = s->wp.nslots;
+	ld->stats.stream_window_bytes = s->wp.slot_bytes;
+	ld->stats.stream_registered = x->registered;
+	ld->stats.stream_ranges = s->prog.win.n;
+	ld->stats.engine_runs = x->runs;
 }
 
-/* The engine and the checksum pass of a load: bounce buffers hold whole
- * reads; the bound keeps them, the only memory beyond the budget, to a
- * quarter of it (or one read). Fillers are as large as the plan's reads. */
-static int st_setup(struct st_run *sr)
+static int st_progress(void *user, uint64_t done, uint64_t total)
 {
-	rl_loader *ld = sr->ld;
-	struct ld_stream *s = sr->s;
-	struct eng_opts eo = ld->eo;
-	uint32_t chunk = (uint32_t)CM_MIN(CM_MAX(s->ex.max_read, 4096u), 1u << 30);
-	int ret;
+	rl_loader *ld = user;
 
-	eo.inflight_bytes = CM_MAX(s->ex.max_read, CM_MIN(eo.inflight_bytes, s->slot_bytes * s->nslots / 4));
-	eo.buffer_bytes = (uint32_t)CM_MIN(s->ex.max_read, 1u << 30);
-	ret = ex_run_sums(&sr->run, &s->ex, ld->hash.hash, chunk, eo.inflight_bytes, &ld->err);
-	if (ret == 0 && sr->run.hash)
-		eo.buffer_bytes = CM_MAX(eo.buffer_bytes, sr->run.cover.chunk);
-	if (ret == 0)
-		ret = eng_create(&eo, &sr->eng, &ld->err);
-	if (ret == 0 && (s->win.n || sr->run.hash))
-		ret = st_begin(sr);
-	return ret;
+	return ld->on_progress(ld->user, done, total);
 }
 
 /* The whole load of s->ex (on the calling or the library thread). */
-static int st_load(rl_loader *ld, int pull, const char *why)
+static int st_load(rl_loader *ld, const char *why)
 {
 	struct ld_stream *s = ld->stream;
-	struct st_run sr;
+	struct ex_exec x = { .ex = &s->ex, .prog = &s->prog, .eo = ld->eo,
+			     .file_stats = ld->files, .digests = ld->hash.got,
+			     .on_progress = ld->on_progress ? st_progress : NULL,
+			     .on_piece = st_piece, .user = ld, .pool = &s->wp,
+			     .release_timeout_ms = ld->release_timeout_ms };
+	struct sink_host host[EX_WPOOL_MAX];
 	int ret;
 
-	memset(&sr, 0, sizeof(sr));
-	sr.ld = ld;
-	sr.s = s;
-	sr.pull = pull;
-	sr.run.on_progress = st_progress;
-	sr.run.user = &sr;
-	sr.cuda = ld->cuda != NULL; /* rl_loader_start refuses CUDA loads */
-	s->base = 0;
-	snprintf(sr.why, sizeof(sr.why), "nothing to read");
-	ret = st_setup(&sr);
-	if (ret == 0)
-		ret = st_ranges(&sr);
-	else if (sr.cuda) /* st_ranges ends a CUDA load; one that never ran ends here */
-		ld_cuda_end(ld, 0);
-	eng_session_end(sr.sess);
-	cm_free(sr.fixed);
-	eng_destroy(sr.eng);
-	ex_wjob_free(&sr.wj);
-	if (ret == 0)
-		ret = ex_run_end(&sr.run, &s->ex, ld->hash.got, &ld->err);
+	for (unsigned k = 0; k < s->wp.nslots; k++)
+		x.windows[k] = sink_host_init(host + k, 1, &s->wp.slot[k].ptr, &s->wp.slot_bytes);
+	if (ld->cuda)
+		ld_cuda_device(ld, &x.device, &x.device_dst);
+	ret = ex_execute(&x, &ld->err);
+	for (unsigned k = 0; k < s->wp.nslots; k++) /* a refusal: noted once */
+		if (!(x.stats.fallback_flags & ENG_FALLBACK_NOT_PREFAULTED))
+			sink_host_note(host + k, &x.stats);
+	if (ld->cuda)
+		ld_cuda_done(ld, ret == 0);
 	if (ret == 0)
 		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
-	ex_run_stats(&sr.run, &sr.sum);
-	ex_run_free(&sr.run);
-	ld_fill_stats(ld, &s->ex, &sr.sum, 0, cm_now_s() - s->t0);
-	st_fill_stats_ex(ld, &sr, why);
+	ld_fill_stats(ld, &s->ex, &x.stats, 0, cm_now_s() - s->t0);
+	st_fill_stats_ex(ld, &x, why);
 	ld->failed = ret < 0;
 	if (ret == 0)
 		cm_err_clear(&ld->err);
@@ -755,7 +388,8 @@ static int st_load(rl_loader *ld, int pull, const char *why)
 /* ------------------------------------------------------------------ */
 /* Starting and ending a load */
 
-/* Everything a streaming load of ex needs before its first read. */
+/* Everything a streaming load of ex needs before its first read: the
+ * expected digests, the pool's windows, the program, a CUDA load's sink. */
 static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 {
 	struct ld_stream *s;
@@ -774,12 +408,13 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	st_clear_load(s);
 	s->ex = *ex;
 	s->t0 = cm_now_s();
-	atomic_store_explicit(&s->cancel, 0, memory_order_relaxed);
+	ex_wpool_uncancel(&s->wp);
 	ret = st_setup_pool(ld, s);
 	if (ret == 0)
 		ret = st_plan(ld, s);
 	if (ret == 0 && ld->cuda) /* the windows: one region from slot 0 on */
-		ret = ld_cuda_begin(ld, ex, s->slot[0].ptr, (size_t)(s->nslots * s->slot_bytes));
+		ret = ld_cuda_begin(ld, ex, s->wp.slot[0].ptr,
+				    (size_t)(s->wp.nslots * s->wp.slot_bytes));
 	return ret;
 }
 
@@ -792,7 +427,7 @@ int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const
 				  "streaming: rl_loader_run() needs a piece callback (rl_loader_set_piece_callback), or use rl_loader_start()");
 	ret = st_prepare(ld, ex);
 	if (ret == 0)
-		ret = st_load(ld, 0, why);
+		ret = st_load(ld, why);
 	ld->stats.plan_seconds = plan_s;
 	ld->stats.total_seconds += plan_s;
 	return ret;
@@ -802,7 +437,7 @@ static void *st_thread(void *arg)
 {
 	rl_loader *ld = arg;
 	struct ld_stream *s = ld->stream;
-	int ret = st_load(ld, 1, "");
+	int ret = st_load(ld, "");
 
 	pthread_mutex_lock(&s->lock);
 	s->ended = 1;
@@ -859,7 +494,7 @@ int rl_loader_next_piece(rl_loader *ld, rl_piece *piece, int timeout_ms)
 	if (!s || !s->pulling)
 		return RL_E_STATE;
 	if (timeout_ms > 0)
-		deadline_after(&until, (uint32_t)timeout_ms);
+		cm_deadline_ms(&until, (uint32_t)timeout_ms);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		if (s->ended && s->result < 0) {
@@ -889,7 +524,7 @@ int rl_loader_next_piece(rl_loader *ld, rl_piece *piece, int timeout_ms)
 int rl_loader_finish(rl_loader *ld)
 {
 	struct ld_stream *s;
-	int ret;
+	int ret, stop;
 
 	if (!ld)
 		return -EINVAL;
@@ -897,27 +532,20 @@ int rl_loader_finish(rl_loader *ld)
 	if (!s || !s->pulling)
 		return cm_err_set(&ld->err, RL_E_STATE, "no streaming load started");
 	pthread_mutex_lock(&s->lock);
-	if (!s->ended || s->qhead < s->qtail) {
-		/* Relaxed: see struct ld_stream.cancel; the broadcast under the
-		 * lock wakes a loop waiting for a window. */
-		atomic_store_explicit(&s->cancel, 1, memory_order_relaxed);
-		pthread_cond_broadcast(&s->freed);
-	}
+	stop = !s->ended || s->qhead < s->qtail;
 	pthread_mutex_unlock(&s->lock);
+	if (stop)
+		ex_wpool_cancel(&s->wp);
 	pthread_join(s->tid, NULL);
 	/* Pieces queued but never handed out go back unseen. */
 	pthread_mutex_lock(&s->lock);
-	for (; s->qhead < s->qtail; s->qhead++) {
-		uint64_t t = s->queue[s->qhead].token;
-
-		if (t)
-			st_give(s, (unsigned)(t >> 56) - 1, (uint32_t)(t >> 32) & 0xffffffu,
-				(size_t)(t & 0xffffffffu));
-	}
+	for (; s->qhead < s->qtail; s->qhead++)
+		if (s->queue[s->qhead].token)
+			st_give(s, s->queue[s->qhead].token);
 	s->pulling = 0;
 	ret = s->result;
 	pthread_mutex_unlock(&s->lock);
-	if (ret == 0 && atomic_load_explicit(&s->cancel, memory_order_relaxed))
+	if (ret == 0 && ex_wpool_canceled(&s->wp))
 		ret = cm_err_set(&ld->err, RL_E_CANCELED,
 				 "streaming: canceled (rl_loader_finish() before the last piece)");
 	return ret;

@@ -15,3 +15,14 @@ double cm_now_s(void)
 {
 	return (double)cm_now_ns() / 1e9;
 }
+
+void cm_deadline_ms(struct timespec *ts, uint32_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}

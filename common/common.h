@@ -128,6 +128,10 @@ void cm_err_clear(struct cm_err *e);
  * clock for durations. */
 uint64_t cm_now_ns(void);
 double cm_now_s(void);
+/* ts: ms milliseconds from now on CLOCK_MONOTONIC (a condition variable
+ * set to that clock waits until it). */
+struct timespec;
+void cm_deadline_ms(struct timespec *ts, uint32_t ms);
 
 #define CM_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define CM_MIN(a, b) ((a) < (b) ? (a) : (b))

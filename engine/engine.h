@@ -29,7 +29,7 @@ void eng_opts_default(struct eng_opts *o);
  * A session: the set-up of a run (files opened and probed, workers sized,
  * started and given their rings, buffers and registrations) done once for
  * several jobs over the same files, run one after another on the same
- * workers: streaming's window ranges (api/stream.c).
+ * workers: streaming's window ranges (exec/execute.c).
  *
  * files_job gives the files (nfiles, paths, file_sizes, file_ids,
  * file_stats) and, in reads, every read any batch will make (the

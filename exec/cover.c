@@ -155,7 +155,8 @@ int ex_cover_batch(struct ex_cover *c, struct cm_read **rd, size_t *n, size_t *c
 
 	if (!reads_hashed(c, *rd, nplan) && !last)
 		return 0;
-	qsort(*rd, nplan, sizeof(**rd), read_order);
+	if (nplan > 1) /* rd may be NULL when empty */
+		qsort(*rd, nplan, sizeof(**rd), read_order);
 	for (size_t i = 0; i < nplan; i++) {
 		struct cm_read r = (*rd)[i]; /* a copy: fillers may move the array */
 		uint64_t *at = c->at + r.file;

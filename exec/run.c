@@ -1,5 +1,5 @@
 /*
- * run.c - a load's batches on the engine (run.h). The engine job is
+ * run.c - a program's batches on the engine (run.h). The engine job is
  * filled here and nowhere else; the job's callbacks come back here and go
  * on to the caller's (shards, progress) and to the checksum pass (data).
  */
@@ -36,27 +36,17 @@ static int run_data_full(void *user)
 	return ex_hash_full(r->hash);
 }
 
-int ex_run_sums(struct ex_run *r, const struct pl_exec *ex, const uint8_t *which, uint32_t chunk,
+int ex_run_hash(struct ex_run *r, const struct pl_exec *ex, const uint8_t *hashed,
 		uint64_t held_max, struct cm_err *e)
 {
-	size_t n = 0;
-
-	for (size_t f = 0; which && f < ex->nfiles; f++)
-		n += which[f] != 0;
-	if (!n)
+	if (!hashed)
 		return 0;
-	if (ex_cover_init(&r->cover, ex->nfiles, ex->file_sizes, which, chunk) < 0)
-		return cm_err_set(e, -ENOMEM, "out of memory");
-	return ex_hash_new(ex->nfiles, ex->file_sizes, which, held_max, &r->hash, e);
-}
-
-int ex_run_cover(struct ex_run *r, struct cm_read **rd, size_t *n, size_t *cap, int last)
-{
-	return r->hash ? ex_cover_batch(&r->cover, rd, n, cap, last) : 0;
+	return ex_hash_new(ex->nfiles, ex->file_sizes, hashed, held_max, &r->hash, e);
 }
 
 void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
-		const struct ex_batch *b, struct eng_file_stat *file_stats)
+		const struct ex_batch *b, const struct eng_sink *sink, size_t nshards,
+		const uint64_t *shard_bytes, struct eng_file_stat *file_stats)
 {
 	memset(job, 0, sizeof(*job));
 	job->nfiles = ex->nfiles;
@@ -68,11 +58,10 @@ void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
 	job->nreads = b->nreads;
 	job->copies = b->copies;
 	job->ncopies = b->ncopies;
-	job->sink = b->sink;
-	job->nshards = b->nshards;
-	job->shard_bytes = b->shard_bytes;
-	for (size_t i = 0; i < b->nreads; i++)
-		job->total_bytes += b->reads[i].len;
+	job->sink = sink;
+	job->nshards = nshards;
+	job->shard_bytes = shard_bytes;
+	job->total_bytes = b->read_bytes;
 	job->user = r;
 	job->on_shard = r->on_shard ? run_shard : NULL;
 	job->on_progress = r->on_progress ? run_progress : NULL;
@@ -95,6 +84,5 @@ void ex_run_stats(const struct ex_run *r, struct eng_stats *st)
 void ex_run_free(struct ex_run *r)
 {
 	ex_hash_free(r->hash);
-	ex_cover_free(&r->cover);
 	r->hash = NULL;
 }

@@ -201,6 +201,8 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 		struct cm_copy out[3];
 		unsigned n = clip_copy(copies + r->first_copy + i, w, out);
 
+		if (!n) /* the copy lands outside the range (copies may still be NULL) */
+			continue;
 		if (cm_grow((void **)&j->copies, &j->cap_copies, j->ncopies + n, sizeof(*out)))
 			return -ENOMEM;
 		memcpy(j->copies + j->ncopies, out, n * sizeof(*out));

@@ -4,8 +4,8 @@
  * the pieces of shards it holds, in the order they are read (the
  * program of a streaming load: one batch per range); and the batch of one
  * range: the reads and copies of the plan that land in it, rebased into
- * the window. The loader (api/stream.c) runs one batch per window; the
- * engine never sees a window.
+ * the window. The program builder (exec/program.c) makes one batch per
+ * window; the engine never sees a window.
  */
 #ifndef EXEC_WINDOW_H
 #define EXEC_WINDOW_H
