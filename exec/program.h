@@ -56,9 +56,6 @@ struct ex_program {
 	uint64_t total_bytes;           /* what every batch reads, together */
 	/* Streaming: what the batches need of one engine session. */
 	struct eng_session_needs needs;
-	/* Reserved for the transfers pass (read once and send; exec/
-	 * transfers.c, to come): NULL. */
-	const void *transfers;
 
 	/* Owned storage the pointers above point into. */
 	struct ex_batch *own_batches;
