@@ -23,6 +23,7 @@
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
 #include "harness.h"
+#include "plan_fixture.h"
 #include "common.h"
 #include "ringload.h"
 
@@ -71,93 +72,22 @@ static void fake_env(const char *devices, const char *oom_at, const char *fail_c
 	fake_reset();
 }
 
-/* A checkpoint, its plan and a whole-staging load of it (the oracle). */
-struct fixture {
-	rl_ckpt *ck;
-	rl_spec *spec;
-	rl_plan *plan;
-	uint8_t **ref;
-	unsigned ndev;
-	size_t nshards;
-};
-
-static int fixture_ref(struct fixture *f)
-{
-	rl_loader *ld = rl_loader_create();
-	int ret = ld ? rl_loader_run(ld, f->plan) : -ENOMEM;
-
-	f->ndev = rl_plan_num_devices(f->plan);
-	f->nshards = rl_plan_num_shards(f->plan);
-	f->ref = calloc(f->ndev + 1, sizeof(*f->ref));
-	for (unsigned d = 0; ret == 0 && d < f->ndev; d++) {
-		size_t len = 0;
-		void *p = rl_loader_staging(ld, d, &len);
-
-		f->ref[d] = malloc(len + 1);
-		if (len)
-			memcpy(f->ref[d], p, len);
-	}
-	rl_loader_destroy(ld);
-	return ret;
-}
-
-static int fixture_build(struct fixture *f, const char *path, const char *spec, uint64_t chunk)
-{
-	int ret;
-
-	memset(f, 0, sizeof(*f));
-	f->ck = rl_ckpt_create();
-	f->spec = rl_spec_create();
-	f->plan = rl_plan_create();
-	if (!f->ck || !f->spec || !f->plan)
-		return -ENOMEM;
-	ret = rl_ckpt_open(f->ck, path);
-	if (ret == 0)
-		ret = rl_spec_parse(f->spec, spec, strlen(spec));
-	if (ret == 0)
-		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
-	if (ret == 0)
-		ret = rl_plan_build(f->plan, f->ck, f->spec);
-	return ret == 0 ? fixture_ref(f) : ret;
-}
-
 /* A random checkpoint under a random spec over a mesh up to 3x3. */
 static int fixture_random(struct fixture *f)
 {
-	struct rt t[12];
-	uint64_t data_start, fsize;
-	unsigned n = 1 + (unsigned)(th_rand() % 12);
-	char *path = tmp_path("c.safetensors"), json[16384];
-	uint8_t *file = write_random_ckpt(path, t, n, &data_start, &fsize);
-	unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
-
-	if (!file)
-		return -ENOMEM;
-	free(file);
-	random_spec(t, n, mx, my, 1, json, sizeof(json));
-	return fixture_build(f, path, json, 64 << 10);
+	return fixture_random_ckpt(f, "c.safetensors", 0, NULL, 64 << 10);
 }
 
 /* 16 tensors of 256 KiB split over 2 devices: many windows at 256 KiB. */
 static int fixture_big(struct fixture *f)
 {
+	static const char spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+				   "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
 	char *path = tmp_path("big.safetensors"), hex[65];
 
 	if (write_hashed_ckpt(path, 16, 256 << 10, hex) < 0)
 		return -EIO;
-	return fixture_build(f, path,
-			     "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
-			     "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}", 64 << 10);
-}
-
-static void fixture_free(struct fixture *f)
-{
-	for (unsigned d = 0; f->ref && d < f->ndev; d++)
-		free(f->ref[d]);
-	free(f->ref);
-	rl_plan_destroy(f->plan);
-	rl_spec_destroy(f->spec);
-	rl_ckpt_destroy(f->ck);
+	return fixture_build(f, path, spec, strlen(spec), 64 << 10);
 }
 
 /* ------------------------------------------------------------------ */
