@@ -13,10 +13,12 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../sink/cuda.h"
@@ -593,6 +595,70 @@ static void cli_device(void)
 	       ret, out);
 }
 
+/* What the fake driver says the CLI left at exit (FAKECUDA_REPORT). */
+static int cli_left_nothing(const char *report)
+{
+	size_t n;
+	char *text = slurp(report, &n);
+	int ok = text && !strcmp(text, "allocs 0 streams 0 events 0 ctx 0 pinned 0 inflight 0\n");
+
+	if (!ok)
+		printf("    left at exit: %s", text ? text : "(no report)\n");
+	free(text);
+	unlink(report);
+	return ok;
+}
+
+/*
+ * --device with --sha256 / --sha256-file: each file is hashed as it is
+ * read, whatever the sink. Good values exit 0; one flipped byte exits 1
+ * naming the file, and the process left nothing on the device.
+ */
+static void cli_device_sha256(void)
+{
+	const char *path = tmp_path("big.safetensors");
+	char hex[65], out[8192], env[2 * PATH_MAX + 96], args[PATH_MAX + 160];
+	char report[PATH_MAX], sums[PATH_MAX];
+	struct stat sb;
+	uint8_t b;
+	FILE *fp;
+	int fd, ret;
+
+	CHECK(write_hashed_ckpt(path, 16, 256 << 10, hex) == 0);
+	snprintf(report, sizeof(report), "%s", tmp_path("fakecuda.report"));
+	snprintf(sums, sizeof(sums), "%s", tmp_path("SHA256SUMS"));
+	fp = fopen(sums, "w");
+	CHECK(fp);
+	fprintf(fp, "%s  big.safetensors\n", hex);
+	fclose(fp);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20 "
+		 "FAKECUDA_REPORT=%s", fake_path, report);
+	for (int flipped = 0; flipped < 2; flipped++) {
+		if (flipped) { /* one byte of the last tensor */
+			CHECK(stat(path, &sb) == 0);
+			fd = open(path, O_RDWR);
+			CHECK(fd >= 0 && pread(fd, &b, 1, sb.st_size - 100) == 1);
+			b ^= 0x5a;
+			CHECK(pwrite(fd, &b, 1, sb.st_size - 100) == 1);
+			close(fd);
+		}
+		snprintf(args, sizeof(args), "--device cuda:1 --staging-budget 1M --sha256 "
+			 "big.safetensors=%s", hex);
+		ret = cli(env, args, out, sizeof(out));
+		CHECKF(flipped ? ret == 1 && strstr(out, "big.safetensors: SHA-256 mismatch") :
+		       ret == 0 && strstr(out, "sha256: 1 file"), "--sha256, flipped %d: %d: %s",
+		       flipped, ret, out);
+		CHECK(cli_left_nothing(report));
+		snprintf(args, sizeof(args), "--device cuda --sha256-file %s --verify", sums);
+		ret = cli(env, args, out, sizeof(out));
+		CHECKF(flipped ? ret == 1 && strstr(out, "big.safetensors: SHA-256 mismatch") :
+		       ret == 0 && strstr(out, "sha256: 1 file") &&
+		       strstr(out, "verify: 16 shards match"), "--sha256-file, flipped %d: %d: %s",
+		       flipped, ret, out);
+		CHECK(cli_left_nothing(report));
+	}
+}
+
 /* No libcuda.so.1 to load, or a driver without devices: one line, exit 1. */
 static void cli_no_driver(void)
 {
@@ -659,6 +725,7 @@ int main(void)
 	th_run("start_refused", start_refused);
 	th_run("arguments", arguments);
 	th_run("cli_device", cli_device);
+	th_run("cli_device_sha256", cli_device_sha256);
 	th_run("cli_no_driver", cli_no_driver);
 	th_run("cli_arguments", cli_arguments);
 	return th_done();

@@ -9,6 +9,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -112,6 +113,19 @@ EXPORT void *fakecuda_host(unsigned long long p)
 __attribute__((constructor)) static void fake_init(void)
 {
 	fakecuda_reset();
+}
+
+/* FAKECUDA_REPORT: what the process left behind, once it exits. */
+__attribute__((destructor)) static void fake_report(void)
+{
+	const char *path = getenv("FAKECUDA_REPORT");
+	FILE *f = path && *path ? fopen(path, "w") : NULL;
+
+	if (!f)
+		return;
+	fprintf(f, "allocs %ld streams %ld events %ld ctx %ld pinned %ld inflight %ld\n",
+		st.allocs, st.streams, st.events, st.ctx_refs, st.registered, st.inflight);
+	fclose(f);
 }
 
 /* ------------------------------------------------------------------ */

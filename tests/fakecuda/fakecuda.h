@@ -12,6 +12,8 @@
  *                           CUDA_ERROR_LAUNCH_FAILED, as a real fault does
  *   FAKECUDA_DELAY_US=N     each copy waits N us on its stream's thread
  *                           before it reads its source (default 300)
+ *   FAKECUDA_REPORT=PATH    at exit, the stats as "allocs N events N ..."
+ *                           in PATH (what a process such as the CLI left)
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
