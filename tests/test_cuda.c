@@ -18,9 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../api/loader_internal.h"
 #include "../sink/cuda.h"
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
@@ -71,6 +74,15 @@ static void fake_env(const char *devices, const char *oom_at, const char *fail_c
 	setenv("FAKECUDA_FAIL_COPY_AT", fail_copy_at, 1);
 	setenv("FAKECUDA_CTX_FAIL", ctx_fail, 1);
 	setenv("FAKECUDA_DELAY_US", delay_us, 1);
+	unsetenv("FAKECUDA_FAIL_RECORD_AT");
+	unsetenv("FAKECUDA_NO_DATA");
+	fake_reset();
+}
+
+/* One more fault of the fake driver (after fake_env): name=value. */
+static void fake_also(const char *name, const char *value)
+{
+	setenv(name, value, 1);
 	fake_reset();
 }
 
@@ -444,6 +456,161 @@ static void cancel(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* The review fixes of 2ece2ad, each with the fault it fixed */
+
+struct cancel_at {
+	uint64_t at;            /* cancel once done reaches it */
+};
+
+static int cancel_past(void *user, uint64_t done, uint64_t total)
+{
+	const struct cancel_at *c = user;
+
+	return done >= c->at && done < total;
+}
+
+/*
+ * A load canceled in any window, then the same loader loads again. With
+ * two windows (budgets from 2 MiB), a failure while window 0 was read
+ * again, window 1 still holding the last range's copies, left window 1
+ * held for good: every later load was refused ("pieces of the last
+ * streaming load not released").
+ */
+static void loads_after_a_failed_one(void)
+{
+	struct fixture f;
+	struct cancel_at c;
+	rl_loader *ld;
+	char why[160];
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "100");
+	ld = cuda_loader(2 << 20, NULL, 0); /* two windows of 1 MiB, four ranges */
+	CHECK(ld);
+	for (unsigned j = 1; j < 16 && !th_failed(); j++) {
+		c.at = (4ull << 20) * j / 16;
+		rl_loader_set_callbacks(ld, NULL, cancel_past, &c);
+		ret = rl_loader_run(ld, f.plan);
+		if (ret != RL_E_CANCELED) {
+			th_fail(__FILE__, __LINE__, "cancel at %llu: %d %s",
+				(unsigned long long)c.at, ret, rl_loader_errmsg(ld));
+			break;
+		}
+		rl_loader_set_callbacks(ld, NULL, NULL, NULL);
+		ret = rl_loader_run(ld, f.plan);
+		if (ret != 0 || first_wrong(&f, ld, NULL))
+			th_fail(__FILE__, __LINE__, "after a cancel at %llu: %d %s",
+				(unsigned long long)c.at, ret, rl_loader_errmsg(ld));
+	}
+	rl_loader_destroy(ld); /* failed or not: the later tests count what is alive */
+	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/*
+ * A load whose set-up fails after its device memory was allocated (here
+ * the file changed since the checkpoint was opened: the engine's session
+ * refuses it) frees that memory at once, not at the next load.
+ */
+static void setup_failure_frees_device_memory(void)
+{
+	struct fixture f;
+	struct timespec ts[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	CHECK(utimensat(AT_FDCWD, tmp_path("big.safetensors"), ts, 0) == 0);
+	CHECK(load_expect(&f, RL_E_FILE_CHANGED, "file changed since the checkpoint was opened",
+			  NULL, 0) == 0);
+	fixture_free(&f);
+}
+
+/*
+ * cuEventRecord failing on the second GPU of a fence (the sink on its
+ * own: a load's windows each hold one device's range, so its fences
+ * record on one GPU): the event already recorded on the first goes back
+ * to its pool and is destroyed with the sink. It leaked (1 event alive
+ * after destroy).
+ */
+static void failed_record_keeps_no_event(void)
+{
+	static const int ord[] = { 0, 1 };
+	struct cm_copy c0 = { 0, 100, 1, 0, 0, 0, 0 }, c1 = { 0, 100, 1, 0, 8, 1, 1 };
+	struct eng_sink s;
+	struct cm_err e = { 0 };
+	uint8_t src[4096] = { 7 };
+	uint64_t t = 0;
+	char why[160];
+	int ret;
+
+	fake_env("2", "", "", "", "100");
+	fake_also("FAKECUDA_FAIL_RECORD_AT", "2");
+	ret = cusink_create(ord, 2, 1, &s, &e);
+	if (ret == 0)
+		ret = cusink_alloc(&s, 0, 4096, &e);
+	if (ret == 0)
+		ret = cusink_alloc(&s, 1, 4096, &e);
+	if (ret == 0)
+		ret = s.ops->pin(s.state, src, sizeof(src), &e);
+	if (ret == 0)
+		ret = s.ops->copy(s.state, 0, &c0, src, &e);
+	if (ret == 0)
+		ret = s.ops->copy(s.state, 0, &c1, src, &e);
+	if (ret == 0)
+		ret = s.ops->fence(s.state, 0, &t, &e);
+	unsetenv("FAKECUDA_FAIL_RECORD_AT"); /* the CLI's tests inherit the environment */
+	CHECKF(ret == RL_E_CUDA && strstr(e.msg, "cuEventRecord failed"), "%d %s", ret, e.msg);
+	s.ops->finish(s.state, 0, &e);
+	cusink_destroy(&s);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/*
+ * A piece longer than 4 GiB (a window of a budget past 8 GiB) reaches
+ * the GPU whole: every byte of it is copied, in copies of at most 1 GiB.
+ * Its length was cut to 32 bits (4 KiB of 5 GiB + 4 KiB copied, and the
+ * shard reported whole). The fake driver reserves the device memory and
+ * counts the bytes without moving them; the window is never touched.
+ */
+static void piece_over_4gib(void)
+{
+	const uint64_t len = (5ull << 30) + 4096;
+	const uint32_t id = 0;
+	struct pl_shard sh = { 0, 0, 0, len };
+	struct pl_exec ex = { .ndevs = 1, .dev_ids = &id, .staging_bytes = &len, .nshards = 1,
+			      .shards = &sh };
+	void *pool = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	rl_loader *ld = cuda_loader(256 << 10, NULL, 0);
+	struct fakecuda_stats st;
+	uint64_t t = 0;
+	char why[160];
+	int ret;
+
+	CHECK(pool != MAP_FAILED && ld);
+	fake_env("1", "", "", "", "0");
+	fake_also("FAKECUDA_NO_DATA", "1");
+	ret = ld_cuda_begin(ld, &ex, pool, len);
+	if (ret == 0)
+		ret = ld_cuda_piece(ld, &ex, &(rl_piece){ 0, 0, 0, len, pool, 0 });
+	if (ret == 0)
+		ret = ld_cuda_fence(ld, &t);
+	if (ret == 0)
+		ret = ld_cuda_wait(ld, t);
+	ret = ld_cuda_end(ld, ret == 0) ? -1 : ret;
+	fake_stats(&st);
+	unsetenv("FAKECUDA_NO_DATA"); /* the CLI's tests inherit the environment */
+	rl_loader_destroy(ld);
+	munmap(pool, len);
+	CHECKF(ret == 0, "%d", ret);
+	CHECKF(st.bytes_copied == len && st.copies == 6 && !st.out_of_bounds,
+	       "%llu of %llu bytes copied, %ld copies, %ld out of bounds", st.bytes_copied,
+	       (unsigned long long)len, st.copies, st.out_of_bounds);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* ------------------------------------------------------------------ */
 /* The sink on its own: a strided box is one cuMemcpy2DAsync */
 
 static void strided_box_2d(void)
@@ -705,6 +872,7 @@ int main(void)
 		{ "out_of_memory_at_n", out_of_memory_at_n },
 		{ "failing_copy", failing_copy },
 		{ "cancel", cancel },
+		{ "loads_after_a_failed_one", loads_after_a_failed_one },
 	};
 	static const unsigned workers[] = { 1, 3 };
 
@@ -723,6 +891,9 @@ int main(void)
 	th_run("no_such_device", no_such_device);
 	th_run("strided_box_2d", strided_box_2d);
 	th_run("start_refused", start_refused);
+	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
+	th_run("piece_over_4gib", piece_over_4gib);
+	th_run("failed_record_keeps_no_event", failed_record_keeps_no_event);
 	th_run("arguments", arguments);
 	th_run("cli_device", cli_device);
 	th_run("cli_device_sha256", cli_device_sha256);
