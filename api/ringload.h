@@ -682,8 +682,10 @@ typedef enum rl_loader_param {
 #define RL_DIRECT_ON 1    /* O_DIRECT wherever the file system allows it */
 #define RL_DIRECT_AUTO 2  /* O_DIRECT, except files whose needed bytes are >= 90%
 			   * in the page cache already (cachestat(2); mincore before
-			   * Linux 6.5 and on overlayfs, where cachestat sees 0):
-			   * those are read buffered, at memory speed */
+			   * Linux 6.5 and on overlayfs, where cachestat sees 0;
+			   * ranges past 64 MiB measured at 64 samples): those are
+			   * read buffered, at memory speed. tmpfs files, always
+			   * resident, are not measured: O_DIRECT where allowed */
 
 /* Returns a loader with default parameters, or NULL. */
 rl_loader *rl_loader_create(void);
@@ -901,7 +903,9 @@ typedef struct rl_file_stats {
 	int mode;                  /* RL_FILE_* */
 	uint64_t bytes_needed;     /* bytes of the file the reads take */
 	uint64_t bytes_resident;   /* of which in the page cache before the load
-				    * (measured under RL_DIRECT_AUTO only) */
+				    * (measured under RL_DIRECT_AUTO only, not on
+				    * tmpfs; an estimate from samples for ranges
+				    * past 64 MiB) */
 	char device[64];           /* the block devices under the file, "vda1 -> vda",
 				    * "loop0 -> (no block device)"; "" when none (tmpfs) */
 	uint32_t max_request_bytes;/* largest request its device takes unsplit (0: unknown) */

@@ -29,6 +29,7 @@
 #define CACHE_PAGE 4096u
 #define MINCORE_WINDOW (1ull << 30) /* bytes mapped at a time */
 #define OVERLAYFS_MAGIC 0x794c7630    /* linux/magic.h's OVERLAYFS_SUPER_MAGIC */
+#define TMPFS_MAGIC 0x01021994        /* linux/magic.h's TMPFS_MAGIC */
 
 struct eng_cachestat_range {
 	uint64_t off;
@@ -92,6 +93,16 @@ static int cache_elsewhere(int fd)
 	struct statfs sf;
 
 	return fstatfs(fd, &sf) == 0 && sf.f_type == OVERLAYFS_MAGIC;
+}
+
+/* The page cache is this file's medium (tmpfs): every page the probe asks
+ * about is resident, and a buffered read is a page lookup per page where
+ * O_DIRECT (Linux 6.6) copies out of the same pages without it. */
+int eng_cache_is_medium(int fd)
+{
+	struct statfs sf;
+
+	return fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
 }
 
 /*

@@ -379,6 +379,9 @@ void eng_close_files(struct eng_run *rc);
  * pages; *mincore set when mincore answered. -errno when nothing can tell. */
 int64_t eng_cached_bytes(int fd, uint64_t off, uint64_t len, int mincore_only,
 			 int *mincore);
+/* cache.c: 1 when fd's file system keeps its files in the page cache
+ * (tmpfs), where resident says nothing about how to read it. */
+int eng_cache_is_medium(int fd);
 
 /* ---- limit.c: the byte limiter shared by all workers ------------------- */
 

@@ -109,6 +109,8 @@ struct eng_file_stat {
 	uint64_t needed;        /* bytes the reads take from the file (their spans) */
 	uint64_t resident;      /* of which in the page cache before the run */
 	int probed;             /* resident was measured (direct AUTO only) */
+	uint64_t probed_bytes;  /* of needed, the bytes the probe asked about
+				 * (long ranges: samples; resident scales them) */
 	int probe_mincore;      /* measured with mincore (no cachestat, or overlayfs) */
 	struct eng_devq q;      /* the device under the file */
 };

@@ -3,6 +3,17 @@
  * O_DIRECT one where the file system allows it and the file is read from
  * its device, what the page cache holds of the bytes the reads take, and
  * the device queue under each file (devq.c).
+ *
+ * The page-cache probe is cheap by construction: a range longer than
+ * PROBE_SAMPLED is measured at PROBE_SAMPLES evenly spaced pieces of
+ * PROBE_PIECE bytes (16 MiB of a 4 GiB file), whose share scales to the
+ * range. cachestat over a whole hot 4 GiB file walked a million page-cache
+ * entries per load (3.5% of a streaming load's CPU on tmpfs). tmpfs is not
+ * probed: its pages are its medium, always resident, so the probe cannot
+ * tell a hot file from a cold one. It is read with O_DIRECT where the
+ * kernel allows it (Linux 6.6), as fio reads it; shmem's read path looks
+ * each page up either way, and both modes measured alike (8.5-9.4 against
+ * 8.7-9.6 GB/s, 4 GiB, 2 CPUs).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,15 +27,45 @@
 
 #define HOT_PERMILLE 900        /* resident share from which a file is read buffered */
 #define PROBE_RANGES_MAX 4096   /* exact ranges per file; past that, one span */
+#define PROBE_SAMPLES 64u       /* pieces measured of a long range */
+#define PROBE_PIECE (256u << 10) /* bytes of each piece */
+#define PROBE_SAMPLED (4ull * PROBE_SAMPLES * PROBE_PIECE) /* ranges past this: sampled */
 
 /* The ranges of one file being measured: [lo, hi) pending, what was
  * measured so far. */
 struct probe {
 	uint64_t lo, hi;
-	uint64_t needed, resident;
+	uint64_t needed, resident, asked;
 	unsigned ranges;
+	int blind;              /* the page cache is the medium: not measured */
 	int err;
 };
+
+/* Resident bytes of [lo, hi) of f, measured whole or, past PROBE_SAMPLED,
+ * at PROBE_SAMPLES pieces and scaled; adds the bytes asked to *asked. */
+static int64_t probe_range(struct eng_run *rc, struct eng_file *f, uint64_t lo, uint64_t hi,
+			   uint64_t *asked)
+{
+	uint64_t len = hi - lo, step = len / PROBE_SAMPLES, seen = 0, got = 0;
+	int mincore_only = eng_hook_mincore_only(rc);
+	int64_t n;
+
+	if (len <= PROBE_SAMPLED) {
+		*asked += len;
+		return eng_cached_bytes(f->fd, lo, len, mincore_only, &f->st.probe_mincore);
+	}
+	for (unsigned i = 0; i < PROBE_SAMPLES; i++) {
+		n = eng_cached_bytes(f->fd, lo + i * step, PROBE_PIECE, mincore_only,
+				     &f->st.probe_mincore);
+		if (n < 0)
+			return n;
+		got += CM_MIN((uint64_t)n, PROBE_PIECE);
+		seen += PROBE_PIECE;
+	}
+	*asked += seen;
+	/* got <= seen = 16 MiB: got * (len / seen) cannot overflow */
+	return (int64_t)(got * (len / seen) + got * (len % seen) / seen);
+}
 
 static void probe_flush(struct eng_run *rc, struct eng_file *f, struct probe *p)
 {
@@ -33,9 +74,8 @@ static void probe_flush(struct eng_run *rc, struct eng_file *f, struct probe *p)
 	if (p->hi <= p->lo)
 		return;
 	p->needed += p->hi - p->lo;
-	if (!p->err && rc->cx.o->direct == ENG_DIRECT_AUTO) {
-		got = eng_cached_bytes(f->fd, p->lo, p->hi - p->lo,
-				       eng_hook_mincore_only(rc), &f->st.probe_mincore);
+	if (!p->err && !p->blind && rc->cx.o->direct == ENG_DIRECT_AUTO) {
+		got = probe_range(rc, f, p->lo, p->hi, &p->asked);
 		if (got < 0)
 			p->err = (int)got;
 		else
@@ -77,6 +117,8 @@ static int measure(struct eng_run *rc)
 
 	if (!ps)
 		return cm_err_set(rc->b.e, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < rc->cx.nfiles; i++)
+		ps[i].blind = eng_cache_is_medium(rc->cx.files[i].fd);
 	for (size_t i = 0; job->reads && i < job->nreads; i++)
 		probe_add(rc, ps, job->reads + i);
 	for (size_t i = 0; i < rc->cx.nfiles; i++) {
@@ -85,7 +127,9 @@ static int measure(struct eng_run *rc)
 		probe_flush(rc, f, ps + i);
 		f->st.needed = ps[i].needed;
 		f->st.resident = ps[i].resident;
-		f->st.probed = rc->cx.o->direct == ENG_DIRECT_AUTO && !ps[i].err && job->reads;
+		f->st.probed_bytes = ps[i].asked;
+		f->st.probed = rc->cx.o->direct == ENG_DIRECT_AUTO && !ps[i].err &&
+			       !ps[i].blind && job->reads;
 	}
 	cm_free(ps);
 	return 0;

@@ -13,16 +13,22 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "../api/loader_internal.h"
 #include "../sink/cuda.h"
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
 #include "harness.h"
+#include "plan_fixture.h"
 #include "common.h"
 #include "ringload.h"
 
@@ -68,96 +74,34 @@ static void fake_env(const char *devices, const char *oom_at, const char *fail_c
 	setenv("FAKECUDA_FAIL_COPY_AT", fail_copy_at, 1);
 	setenv("FAKECUDA_CTX_FAIL", ctx_fail, 1);
 	setenv("FAKECUDA_DELAY_US", delay_us, 1);
+	unsetenv("FAKECUDA_FAIL_RECORD_AT");
+	unsetenv("FAKECUDA_NO_DATA");
 	fake_reset();
 }
 
-/* A checkpoint, its plan and a whole-staging load of it (the oracle). */
-struct fixture {
-	rl_ckpt *ck;
-	rl_spec *spec;
-	rl_plan *plan;
-	uint8_t **ref;
-	unsigned ndev;
-	size_t nshards;
-};
-
-static int fixture_ref(struct fixture *f)
+/* One more fault of the fake driver (after fake_env): name=value. */
+static void fake_also(const char *name, const char *value)
 {
-	rl_loader *ld = rl_loader_create();
-	int ret = ld ? rl_loader_run(ld, f->plan) : -ENOMEM;
-
-	f->ndev = rl_plan_num_devices(f->plan);
-	f->nshards = rl_plan_num_shards(f->plan);
-	f->ref = calloc(f->ndev + 1, sizeof(*f->ref));
-	for (unsigned d = 0; ret == 0 && d < f->ndev; d++) {
-		size_t len = 0;
-		void *p = rl_loader_staging(ld, d, &len);
-
-		f->ref[d] = malloc(len + 1);
-		if (len)
-			memcpy(f->ref[d], p, len);
-	}
-	rl_loader_destroy(ld);
-	return ret;
-}
-
-static int fixture_build(struct fixture *f, const char *path, const char *spec, uint64_t chunk)
-{
-	int ret;
-
-	memset(f, 0, sizeof(*f));
-	f->ck = rl_ckpt_create();
-	f->spec = rl_spec_create();
-	f->plan = rl_plan_create();
-	if (!f->ck || !f->spec || !f->plan)
-		return -ENOMEM;
-	ret = rl_ckpt_open(f->ck, path);
-	if (ret == 0)
-		ret = rl_spec_parse(f->spec, spec, strlen(spec));
-	if (ret == 0)
-		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
-	if (ret == 0)
-		ret = rl_plan_build(f->plan, f->ck, f->spec);
-	return ret == 0 ? fixture_ref(f) : ret;
+	setenv(name, value, 1);
+	fake_reset();
 }
 
 /* A random checkpoint under a random spec over a mesh up to 3x3. */
 static int fixture_random(struct fixture *f)
 {
-	struct rt t[12];
-	uint64_t data_start, fsize;
-	unsigned n = 1 + (unsigned)(th_rand() % 12);
-	char *path = tmp_path("c.safetensors"), json[16384];
-	uint8_t *file = write_random_ckpt(path, t, n, &data_start, &fsize);
-	unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
-
-	if (!file)
-		return -ENOMEM;
-	free(file);
-	random_spec(t, n, mx, my, 1, json, sizeof(json));
-	return fixture_build(f, path, json, 64 << 10);
+	return fixture_random_ckpt(f, "c.safetensors", 0, NULL, 64 << 10);
 }
 
 /* 16 tensors of 256 KiB split over 2 devices: many windows at 256 KiB. */
 static int fixture_big(struct fixture *f)
 {
+	static const char spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+				   "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
 	char *path = tmp_path("big.safetensors"), hex[65];
 
 	if (write_hashed_ckpt(path, 16, 256 << 10, hex) < 0)
 		return -EIO;
-	return fixture_build(f, path,
-			     "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
-			     "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}", 64 << 10);
-}
-
-static void fixture_free(struct fixture *f)
-{
-	for (unsigned d = 0; f->ref && d < f->ndev; d++)
-		free(f->ref[d]);
-	free(f->ref);
-	rl_plan_destroy(f->plan);
-	rl_spec_destroy(f->spec);
-	rl_ckpt_destroy(f->ck);
+	return fixture_build(f, path, spec, strlen(spec), 64 << 10);
 }
 
 /* ------------------------------------------------------------------ */
@@ -512,6 +456,161 @@ static void cancel(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* The review fixes of 2ece2ad, each with the fault it fixed */
+
+struct cancel_at {
+	uint64_t at;            /* cancel once done reaches it */
+};
+
+static int cancel_past(void *user, uint64_t done, uint64_t total)
+{
+	const struct cancel_at *c = user;
+
+	return done >= c->at && done < total;
+}
+
+/*
+ * A load canceled in any window, then the same loader loads again. With
+ * two windows (budgets from 2 MiB), a failure while window 0 was read
+ * again, window 1 still holding the last range's copies, left window 1
+ * held for good: every later load was refused ("pieces of the last
+ * streaming load not released").
+ */
+static void loads_after_a_failed_one(void)
+{
+	struct fixture f;
+	struct cancel_at c;
+	rl_loader *ld;
+	char why[160];
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "100");
+	ld = cuda_loader(2 << 20, NULL, 0); /* two windows of 1 MiB, four ranges */
+	CHECK(ld);
+	for (unsigned j = 1; j < 16 && !th_failed(); j++) {
+		c.at = (4ull << 20) * j / 16;
+		rl_loader_set_callbacks(ld, NULL, cancel_past, &c);
+		ret = rl_loader_run(ld, f.plan);
+		if (ret != RL_E_CANCELED) {
+			th_fail(__FILE__, __LINE__, "cancel at %llu: %d %s",
+				(unsigned long long)c.at, ret, rl_loader_errmsg(ld));
+			break;
+		}
+		rl_loader_set_callbacks(ld, NULL, NULL, NULL);
+		ret = rl_loader_run(ld, f.plan);
+		if (ret != 0 || first_wrong(&f, ld, NULL))
+			th_fail(__FILE__, __LINE__, "after a cancel at %llu: %d %s",
+				(unsigned long long)c.at, ret, rl_loader_errmsg(ld));
+	}
+	rl_loader_destroy(ld); /* failed or not: the later tests count what is alive */
+	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/*
+ * A load whose set-up fails after its device memory was allocated (here
+ * the file changed since the checkpoint was opened: the engine's session
+ * refuses it) frees that memory at once, not at the next load.
+ */
+static void setup_failure_frees_device_memory(void)
+{
+	struct fixture f;
+	struct timespec ts[2] = { { 1000000000, 0 }, { 1000000000, 0 } };
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	CHECK(utimensat(AT_FDCWD, tmp_path("big.safetensors"), ts, 0) == 0);
+	CHECK(load_expect(&f, RL_E_FILE_CHANGED, "file changed since the checkpoint was opened",
+			  NULL, 0) == 0);
+	fixture_free(&f);
+}
+
+/*
+ * cuEventRecord failing on the second GPU of a fence (the sink on its
+ * own: a load's windows each hold one device's range, so its fences
+ * record on one GPU): the event already recorded on the first goes back
+ * to its pool and is destroyed with the sink. It leaked (1 event alive
+ * after destroy).
+ */
+static void failed_record_keeps_no_event(void)
+{
+	static const int ord[] = { 0, 1 };
+	struct cm_copy c0 = { 0, 100, 1, 0, 0, 0, 0 }, c1 = { 0, 100, 1, 0, 8, 1, 1 };
+	struct eng_sink s;
+	struct cm_err e = { 0 };
+	uint8_t src[4096] = { 7 };
+	uint64_t t = 0;
+	char why[160];
+	int ret;
+
+	fake_env("2", "", "", "", "100");
+	fake_also("FAKECUDA_FAIL_RECORD_AT", "2");
+	ret = cusink_create(ord, 2, 1, &s, &e);
+	if (ret == 0)
+		ret = cusink_alloc(&s, 0, 4096, &e);
+	if (ret == 0)
+		ret = cusink_alloc(&s, 1, 4096, &e);
+	if (ret == 0)
+		ret = s.ops->pin(s.state, src, sizeof(src), &e);
+	if (ret == 0)
+		ret = s.ops->copy(s.state, 0, &c0, src, &e);
+	if (ret == 0)
+		ret = s.ops->copy(s.state, 0, &c1, src, &e);
+	if (ret == 0)
+		ret = s.ops->fence(s.state, 0, &t, &e);
+	unsetenv("FAKECUDA_FAIL_RECORD_AT"); /* the CLI's tests inherit the environment */
+	CHECKF(ret == RL_E_CUDA && strstr(e.msg, "cuEventRecord failed"), "%d %s", ret, e.msg);
+	s.ops->finish(s.state, 0, &e);
+	cusink_destroy(&s);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/*
+ * A piece longer than 4 GiB (a window of a budget past 8 GiB) reaches
+ * the GPU whole: every byte of it is copied, in copies of at most 1 GiB.
+ * Its length was cut to 32 bits (4 KiB of 5 GiB + 4 KiB copied, and the
+ * shard reported whole). The fake driver reserves the device memory and
+ * counts the bytes without moving them; the window is never touched.
+ */
+static void piece_over_4gib(void)
+{
+	const uint64_t len = (5ull << 30) + 4096;
+	const uint32_t id = 0;
+	struct pl_shard sh = { 0, 0, 0, len };
+	struct pl_exec ex = { .ndevs = 1, .dev_ids = &id, .staging_bytes = &len, .nshards = 1,
+			      .shards = &sh };
+	void *pool = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	rl_loader *ld = cuda_loader(256 << 10, NULL, 0);
+	struct fakecuda_stats st;
+	uint64_t t = 0;
+	char why[160];
+	int ret;
+
+	CHECK(pool != MAP_FAILED && ld);
+	fake_env("1", "", "", "", "0");
+	fake_also("FAKECUDA_NO_DATA", "1");
+	ret = ld_cuda_begin(ld, &ex, pool, len);
+	if (ret == 0)
+		ret = ld_cuda_piece(ld, &ex, &(rl_piece){ 0, 0, 0, len, pool, 0 });
+	if (ret == 0)
+		ret = ld_cuda_fence(ld, &t);
+	if (ret == 0)
+		ret = ld_cuda_wait(ld, t);
+	ret = ld_cuda_end(ld, ret == 0) ? -1 : ret;
+	fake_stats(&st);
+	unsetenv("FAKECUDA_NO_DATA"); /* the CLI's tests inherit the environment */
+	rl_loader_destroy(ld);
+	munmap(pool, len);
+	CHECKF(ret == 0, "%d", ret);
+	CHECKF(st.bytes_copied == len && st.copies == 6 && !st.out_of_bounds,
+	       "%llu of %llu bytes copied, %ld copies, %ld out of bounds", st.bytes_copied,
+	       (unsigned long long)len, st.copies, st.out_of_bounds);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* ------------------------------------------------------------------ */
 /* The sink on its own: a strided box is one cuMemcpy2DAsync */
 
 static void strided_box_2d(void)
@@ -663,6 +762,70 @@ static void cli_device(void)
 	       ret, out);
 }
 
+/* What the fake driver says the CLI left at exit (FAKECUDA_REPORT). */
+static int cli_left_nothing(const char *report)
+{
+	size_t n;
+	char *text = slurp(report, &n);
+	int ok = text && !strcmp(text, "allocs 0 streams 0 events 0 ctx 0 pinned 0 inflight 0\n");
+
+	if (!ok)
+		printf("    left at exit: %s", text ? text : "(no report)\n");
+	free(text);
+	unlink(report);
+	return ok;
+}
+
+/*
+ * --device with --sha256 / --sha256-file: each file is hashed as it is
+ * read, whatever the sink. Good values exit 0; one flipped byte exits 1
+ * naming the file, and the process left nothing on the device.
+ */
+static void cli_device_sha256(void)
+{
+	const char *path = tmp_path("big.safetensors");
+	char hex[65], out[8192], env[2 * PATH_MAX + 96], args[PATH_MAX + 160];
+	char report[PATH_MAX], sums[PATH_MAX];
+	struct stat sb;
+	uint8_t b;
+	FILE *fp;
+	int fd, ret;
+
+	CHECK(write_hashed_ckpt(path, 16, 256 << 10, hex) == 0);
+	snprintf(report, sizeof(report), "%s", tmp_path("fakecuda.report"));
+	snprintf(sums, sizeof(sums), "%s", tmp_path("SHA256SUMS"));
+	fp = fopen(sums, "w");
+	CHECK(fp);
+	fprintf(fp, "%s  big.safetensors\n", hex);
+	fclose(fp);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20 "
+		 "FAKECUDA_REPORT=%s", fake_path, report);
+	for (int flipped = 0; flipped < 2; flipped++) {
+		if (flipped) { /* one byte of the last tensor */
+			CHECK(stat(path, &sb) == 0);
+			fd = open(path, O_RDWR);
+			CHECK(fd >= 0 && pread(fd, &b, 1, sb.st_size - 100) == 1);
+			b ^= 0x5a;
+			CHECK(pwrite(fd, &b, 1, sb.st_size - 100) == 1);
+			close(fd);
+		}
+		snprintf(args, sizeof(args), "--device cuda:1 --staging-budget 1M --sha256 "
+			 "big.safetensors=%s", hex);
+		ret = cli(env, args, out, sizeof(out));
+		CHECKF(flipped ? ret == 1 && strstr(out, "big.safetensors: SHA-256 mismatch") :
+		       ret == 0 && strstr(out, "sha256: 1 file"), "--sha256, flipped %d: %d: %s",
+		       flipped, ret, out);
+		CHECK(cli_left_nothing(report));
+		snprintf(args, sizeof(args), "--device cuda --sha256-file %s --verify", sums);
+		ret = cli(env, args, out, sizeof(out));
+		CHECKF(flipped ? ret == 1 && strstr(out, "big.safetensors: SHA-256 mismatch") :
+		       ret == 0 && strstr(out, "sha256: 1 file") &&
+		       strstr(out, "verify: 16 shards match"), "--sha256-file, flipped %d: %d: %s",
+		       flipped, ret, out);
+		CHECK(cli_left_nothing(report));
+	}
+}
+
 /* No libcuda.so.1 to load, or a driver without devices: one line, exit 1. */
 static void cli_no_driver(void)
 {
@@ -709,6 +872,7 @@ int main(void)
 		{ "out_of_memory_at_n", out_of_memory_at_n },
 		{ "failing_copy", failing_copy },
 		{ "cancel", cancel },
+		{ "loads_after_a_failed_one", loads_after_a_failed_one },
 	};
 	static const unsigned workers[] = { 1, 3 };
 
@@ -727,8 +891,12 @@ int main(void)
 	th_run("no_such_device", no_such_device);
 	th_run("strided_box_2d", strided_box_2d);
 	th_run("start_refused", start_refused);
+	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
+	th_run("piece_over_4gib", piece_over_4gib);
+	th_run("failed_record_keeps_no_event", failed_record_keeps_no_event);
 	th_run("arguments", arguments);
 	th_run("cli_device", cli_device);
+	th_run("cli_device_sha256", cli_device_sha256);
 	th_run("cli_no_driver", cli_no_driver);
 	th_run("cli_arguments", cli_arguments);
 	return th_done();

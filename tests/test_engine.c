@@ -8,6 +8,7 @@
  * and an unprivileged user under an 8 MiB RLIMIT_MEMLOCK.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,6 +411,116 @@ static void tmpfs_files(void)
 	if (backend_missing(ret))
 		SKIP(e.msg);
 	CHECKF(ret == 0, "%d %s", ret, e.msg);
+}
+
+/* Runs p under RL_DIRECT_AUTO on the current backend; *fst: how its one
+ * file was read. */
+static int run_auto(struct tu_plan *p, struct eng_file_stat *fst, struct eng_stats *st,
+		    struct cm_err *e)
+{
+	struct eng_opts o;
+	struct eng_job job;
+
+	opts_cur(&o);
+	o.direct = ENG_DIRECT_AUTO;
+	tu_job(p, &job);
+	job.file_stats = fst;
+	return run_plan(p, &o, st, e, &job);
+}
+
+/*
+ * RL_DIRECT_AUTO's choice: a tmpfs file (its pages are its medium, always
+ * resident) is not probed and is read with O_DIRECT where tmpfs allows it;
+ * a disk file the page cache holds is read buffered, an evicted one with
+ * O_DIRECT.
+ */
+static void auto_choice(void)
+{
+	static const char *const what[] = { "tmpfs", "disk, hot", "disk, cold" };
+	char dir[] = "/dev/shm/ringload-test-XXXXXX";
+	int ret = 0;
+
+	if (!mkdtemp(dir))
+		SKIP("no /dev/shm");
+	for (int c = 0; c < 3 && !th_failed(); c++) {
+		struct tu_plan p = { .align = 4096, .chunk = 64 << 10, .use_direct = 1 };
+		struct eng_file_stat fst;
+		struct eng_stats st;
+		struct eng_align al;
+		struct cm_err e = { 0 };
+		long drops = th_cache_drops();
+		int want;
+
+		tu_add_file(&p, tu_path(c ? th_tmpdir() : dir, "auto.bin"), (1 << 20) + 5, 6);
+		tu_add_item(&p, 0, 0, (1 << 20) + 5, 1, 0, 0, 0);
+		CHECK(tu_build(&p) == 0);
+		CHECK(c == 2 ? tu_evict(p.paths[0]) == 0 : tu_warm(p.paths[0]) == 0);
+		CHECK(eng_probe_align(p.paths[0], &al) == 0);
+		want = c == 1 ? ENG_FILE_CACHED : al.direct ? ENG_FILE_DIRECT : ENG_FILE_BUFFERED;
+		ret = run_auto(&p, &fst, &st, &e);
+		unlink(p.paths[0]);
+		if (ret == 0)
+			CHECK_SAME(&p);
+		tu_free(&p);
+		if (backend_missing(ret))
+			break;
+		CHECKF(ret == 0, "%s: %d %s", what[c], ret, e.msg);
+		if (c == 1 && fst.mode != want && th_cache_dropped_since(drops)) {
+			rmdir(dir);
+			SKIP(TH_CACHE_DROPPED);
+		}
+		CHECKF(fst.mode == want && fst.probed == (c > 0), "%s: mode %d (want %d), "
+		       "probed %d, %llu of %llu resident", what[c], fst.mode, want, fst.probed,
+		       (unsigned long long)fst.resident, (unsigned long long)fst.needed);
+		CHECK_EQ(st.direct_io, want == ENG_FILE_DIRECT);
+	}
+	rmdir(dir);
+	if (backend_missing(ret))
+		SKIP("backend missing");
+}
+
+/*
+ * The probe of a long range asks about samples, not every page: a 96 MiB
+ * file whose first half the page cache holds (and what readahead added)
+ * is measured at 16 MiB of pieces, and the resident bytes they scale to
+ * are within 4 MiB of what a whole-file measure finds.
+ */
+static void probe_samples_long_ranges(void)
+{
+	struct tu_plan p = { .align = 4096, .chunk = 1 << 20, .use_direct = 1 };
+	uint64_t size = 96ull << 20;
+	int64_t whole;
+	struct eng_file_stat fst;
+	struct eng_stats st;
+	struct cm_err e = { 0 };
+	long drops = th_cache_drops();
+	char buf[65536];
+	int fd, ret, used_mincore = 0;
+
+	tu_add_file(&p, tu_path(th_tmpdir(), "sampled.bin"), size, 8);
+	tu_add_item(&p, 0, 0, size, 1, 0, 0, 0);
+	CHECK(tu_build(&p) == 0);
+	CHECK(tu_evict(p.paths[0]) == 0);
+	fd = open(p.paths[0], O_RDONLY);
+	CHECK(fd >= 0);
+	for (uint64_t at = 0; at < size / 2; at += sizeof(buf))
+		CHECK(pread(fd, buf, sizeof(buf), (off_t)at) == (ssize_t)sizeof(buf));
+	whole = eng_cached_bytes(fd, 0, size, 0, &used_mincore);
+	close(fd);
+	ret = run_auto(&p, &fst, &st, &e);
+	unlink(p.paths[0]);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
+	CHECK_SAME(&p);
+	tu_free(&p);
+	if (th_cache_dropped_since(drops))
+		SKIP(TH_CACHE_DROPPED);
+	CHECKF(fst.probed && fst.probed_bytes == 16 << 20 && fst.needed == size,
+	       "probed %d: %llu bytes asked of %llu", fst.probed,
+	       (unsigned long long)fst.probed_bytes, (unsigned long long)fst.needed);
+	CHECKF(whole >= (int64_t)size / 2 && fst.resident + (4 << 20) >= (uint64_t)whole &&
+	       fst.resident <= (uint64_t)whole + (4 << 20), "%llu resident by samples, %lld whole",
+	       (unsigned long long)fst.resident, (long long)whole);
+	CHECK_EQ(fst.mode, ENG_FILE_DIRECT);
 }
 
 /* One random plan: random files, items (contiguous and strided), chunk,
@@ -1892,7 +2003,7 @@ int main(void)
 	/* every backend, with one worker and with several */
 	static const struct tu_test each[] = {
 		T(whole_file_direct), T(strided_and_unaligned), T(stride_equals_len),
-		T(large_direct), T(buffered_unaligned), T(tmpfs_files), T(random_plans),
+		T(large_direct), T(buffered_unaligned), T(tmpfs_files), T(auto_choice), T(random_plans),
 		T(limiter_bound), T(faults_nth_read), T(hard_submit_error), T(truncated_file),
 		T(short_odd_counts_once), T(empty_job), T(progress_cancels), T(progress_in_order),
 		T(generator_no_copies), T(on_data_hook), T(unprivileged_memlock),
@@ -1908,7 +2019,7 @@ int main(void)
 		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
 		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
 		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
-		T(limiter_give_wakes_every_waiter), T(stats_merge_rules),
+		T(limiter_give_wakes_every_waiter), T(stats_merge_rules), T(probe_samples_long_ranges),
 	};
 	char name[128];
 

@@ -26,6 +26,7 @@
 #include "ckpt_util.h"
 #include "common.h"
 #include "harness.h"
+#include "plan_fixture.h"
 #include "ringload.h"
 
 static rl_backend cur = RL_BACKEND_IO_URING;
@@ -39,89 +40,11 @@ static void select_backend(rl_backend b, unsigned workers)
 	cur_workers = workers;
 }
 
-/* A random checkpoint, opened; its path in this program's tmpdir. */
-struct fixture {
-	rl_ckpt *ck;
-	rl_spec *spec;
-	rl_plan *plan;
-	uint8_t **ref;          /* whole staging of each device (the oracle) */
-	size_t *ref_len;
-	unsigned ndev;
-};
-
-/* The expected staging: the same plan loaded whole (library staging). */
-static int load_reference(struct fixture *f)
-{
-	rl_loader *ld = rl_loader_create();
-	int ret = ld ? rl_loader_run(ld, f->plan) : -ENOMEM;
-
-	f->ndev = rl_plan_num_devices(f->plan);
-	f->ref = calloc(f->ndev + 1, sizeof(*f->ref));
-	f->ref_len = calloc(f->ndev + 1, sizeof(*f->ref_len));
-	for (unsigned d = 0; ret == 0 && d < f->ndev; d++) {
-		size_t len = 0;
-		void *p = rl_loader_staging(ld, d, &len);
-
-		f->ref[d] = malloc(len + 1);
-		f->ref_len[d] = len;
-		if (len)
-			memcpy(f->ref[d], p, len);
-	}
-	rl_loader_destroy(ld);
-	return ret;
-}
-
-/* The checkpoint at path under spec_json (sj bytes), planned with requests
- * of chunk bytes, and its whole-staging load. */
-static int fixture_build(struct fixture *f, const char *path, const char *spec_json, size_t sj,
-			 uint64_t chunk)
-{
-	int ret;
-
-	f->ck = rl_ckpt_create();
-	f->spec = rl_spec_create();
-	f->plan = rl_plan_create();
-	if (!f->ck || !f->spec || !f->plan)
-		return -ENOMEM;
-	ret = rl_ckpt_open(f->ck, path);
-	if (ret == 0)
-		ret = rl_spec_parse(f->spec, spec_json, sj);
-	if (ret == 0)
-		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
-	if (ret == 0)
-		ret = rl_plan_build(f->plan, f->ck, f->spec);
-	if (ret == 0)
-		ret = load_reference(f);
-	if (ret < 0)
-		printf("    fixture: %d %s | %s\n", ret, rl_ckpt_errmsg(f->ck), rl_plan_errmsg(f->plan));
-	return ret;
-}
-
 /* A random checkpoint of n tensors (0: random count) under spec_json
- * (NULL: a random spec over a mesh up to 3x3, one process). */
+ * (NULL: a random spec), as s.safetensors. */
 static int fixture_new(struct fixture *f, unsigned n, const char *spec_json, uint64_t chunk)
 {
-	struct rt t[12];
-	uint64_t data_start, fsize;
-	char *path = tmp_path("s.safetensors"), json[16384];
-	uint8_t *file;
-	size_t sj;
-
-	memset(f, 0, sizeof(*f));
-	n = n ? n : 1 + (unsigned)(th_rand() % 12);
-	file = write_random_ckpt(path, t, n, &data_start, &fsize);
-	if (!file)
-		return -ENOMEM;
-	free(file);
-	if (spec_json) {
-		sj = strlen(spec_json);
-	} else {
-		unsigned mx = 1 + (unsigned)(th_rand() % 3), my = 1 + (unsigned)(th_rand() % 3);
-
-		sj = random_spec(t, n, mx, my, 1, json, sizeof(json));
-		spec_json = json;
-	}
-	return fixture_build(f, path, spec_json, sj, chunk);
+	return fixture_random_ckpt(f, "s.safetensors", n, spec_json, chunk);
 }
 
 static int fixture_random(struct fixture *f, uint64_t chunk)
@@ -129,16 +52,6 @@ static int fixture_random(struct fixture *f, uint64_t chunk)
 	return fixture_new(f, 0, NULL, chunk);
 }
 
-static void fixture_free(struct fixture *f)
-{
-	for (unsigned d = 0; f->ref && d < f->ndev; d++)
-		free(f->ref[d]);
-	free(f->ref);
-	free(f->ref_len);
-	rl_plan_destroy(f->plan);
-	rl_spec_destroy(f->spec);
-	rl_ckpt_destroy(f->ck);
-}
 
 /* What a consumer assembled: each shard's bytes and how many arrived. */
 struct assembly {

@@ -9,8 +9,10 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,15 +66,16 @@ struct CUstream_st {
 	int stop, err;
 };
 
-struct region { uintptr_t base; size_t len; int dev; };
+struct region { uintptr_t base; size_t len; int dev, mapped; };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* everything below */
 static pthread_cond_t moved = PTHREAD_COND_INITIALIZER;  /* an op ran or was queued */
 static struct region *allocs, *pins;
 static size_t nallocs, npins, cap_allocs, cap_pins;
 static struct fakecuda_stats st;
-static long alloc_calls, copy_calls, oom_at, fail_copy_at, delay_us = 300;
-static int ndevices = 2, no_device, ctx_fail, initialized;
+static long alloc_calls, copy_calls, record_calls, oom_at, fail_copy_at, fail_record_at;
+static long delay_us = 300;
+static int ndevices = 2, no_device, ctx_fail, no_data, initialized;
 static long ctx_refs[64];
 static __thread int current = -1; /* this thread's context: a device, or -1 */
 
@@ -92,8 +95,11 @@ EXPORT void fakecuda_reset(void)
 	oom_at = env_long("FAKECUDA_OOM_AT", 0);
 	fail_copy_at = env_long("FAKECUDA_FAIL_COPY_AT", 0);
 	delay_us = env_long("FAKECUDA_DELAY_US", 300);
-	alloc_calls = copy_calls = 0;
+	fail_record_at = env_long("FAKECUDA_FAIL_RECORD_AT", 0);
+	no_data = (int)env_long("FAKECUDA_NO_DATA", 0);
+	alloc_calls = copy_calls = record_calls = 0;
 	st.copies = st.copies_2d = st.out_of_bounds = st.unpinned = st.no_context = 0;
+	st.bytes_copied = 0;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -112,6 +118,19 @@ EXPORT void *fakecuda_host(unsigned long long p)
 __attribute__((constructor)) static void fake_init(void)
 {
 	fakecuda_reset();
+}
+
+/* FAKECUDA_REPORT: what the process left behind, once it exits. */
+__attribute__((destructor)) static void fake_report(void)
+{
+	const char *path = getenv("FAKECUDA_REPORT");
+	FILE *f = path && *path ? fopen(path, "w") : NULL;
+
+	if (!f)
+		return;
+	fprintf(f, "allocs %ld streams %ld events %ld ctx %ld pinned %ld inflight %ld\n",
+		st.allocs, st.streams, st.events, st.ctx_refs, st.registered, st.inflight);
+	fclose(f);
 }
 
 /* ------------------------------------------------------------------ */
@@ -239,6 +258,27 @@ EXPORT int cuCtxPopCurrent_v2(void **ctx)
 /* ------------------------------------------------------------------ */
 /* Memory */
 
+/* Device memory: host memory, or (no_data) an untouched reservation,
+ * freed as it was made (mapped). */
+static void *dev_alloc(size_t bytes)
+{
+	void *m;
+
+	if (!no_data)
+		return malloc(bytes);
+	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+static void dev_free(void *m, size_t bytes, int mapped)
+{
+	if (mapped)
+		munmap(m, bytes);
+	else
+		free(m);
+}
+
 EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 {
 	void *m;
@@ -249,14 +289,15 @@ EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 		r = E_INVALID_CONTEXT;
 	else if (!bytes)
 		r = E_INVALID_VALUE;
-	else if (++alloc_calls == oom_at || !(m = malloc(bytes)))
+	else if (++alloc_calls == oom_at || !(m = dev_alloc(bytes)))
 		r = E_OOM;
 	else if (push_region(&allocs, &nallocs, &cap_allocs,
-			     (struct region){ (uintptr_t)m, bytes, current }) < 0) {
-		free(m);
+			     (struct region){ (uintptr_t)m, bytes, current, no_data }) < 0) {
+		dev_free(m, bytes, no_data);
 		r = E_OOM;
 	} else {
-		memset(m, 0xdb, bytes); /* never what a checkpoint holds by chance */
+		if (!no_data) /* never what a checkpoint holds by chance */
+			memset(m, 0xdb, bytes);
 		st.allocs++;
 		*p = (uintptr_t)m;
 	}
@@ -272,7 +313,7 @@ EXPORT int cuMemFree_v2(unsigned long long p)
 	for (i = 0; i < (long)nallocs && allocs[i].base != p; i++)
 		;
 	if (i < (long)nallocs) {
-		free((void *)(uintptr_t)p);
+		dev_free((void *)(uintptr_t)p, allocs[i].len, allocs[i].mapped);
 		drop_region(allocs, &nallocs, (size_t)i);
 		st.allocs--;
 	}
@@ -292,7 +333,7 @@ EXPORT int cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 	else if (find_region(pins, npins, (uintptr_t)p, 1) >= 0 ||
 		 find_region(pins, npins, (uintptr_t)p + bytes - 1, 1) >= 0)
 		r = E_ALREADY_REGISTERED;
-	else if (push_region(&pins, &npins, &cap_pins, (struct region){ (uintptr_t)p, bytes, 0 }) < 0)
+	else if (push_region(&pins, &npins, &cap_pins, (struct region){ (uintptr_t)p, bytes, 0, 0 }) < 0)
 		r = E_OOM;
 	else
 		st.registered++;
@@ -449,6 +490,9 @@ static int queue_copy(struct CUstream_st *s, struct op *o)
 		st.unpinned++;
 	o->fail = ++copy_calls == fail_copy_at;
 	st.copies++;
+	st.bytes_copied += (unsigned long long)o->width * o->height;
+	if (no_data) /* counted, moves nothing */
+		o->height = 0;
 	return enqueue(s, o);
 }
 
@@ -566,6 +610,11 @@ EXPORT int cuEventRecord(struct CUevent_st *e, struct CUstream_st *s)
 		return E_INVALID_HANDLE;
 	}
 	pthread_mutex_lock(&lock);
+	if (++record_calls == fail_record_at) {
+		pthread_mutex_unlock(&lock);
+		free(o);
+		return E_INVALID_HANDLE;
+	}
 	o->ev = e;
 	o->gen = ++e->want;
 	r = enqueue(s, o);
@@ -606,6 +655,7 @@ EXPORT int cuGetErrorName(int r, const char **name)
 		{ E_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE" },
 		{ E_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT" },
 		{ E_NOT_READY, "CUDA_ERROR_NOT_READY" },
+		{ E_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE" },
 		{ E_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED" },
 	};
 

@@ -12,6 +12,13 @@
  *                           CUDA_ERROR_LAUNCH_FAILED, as a real fault does
  *   FAKECUDA_DELAY_US=N     each copy waits N us on its stream's thread
  *                           before it reads its source (default 300)
+ *   FAKECUDA_FAIL_RECORD_AT=N the Nth cuEventRecord fails with
+ *                           CUDA_ERROR_INVALID_HANDLE (nothing queued)
+ *   FAKECUDA_NO_DATA=1      device memory is reserved, never touched, and
+ *                           copies are checked and counted but move no
+ *                           byte: lengths past 4 GiB without the memory
+ *   FAKECUDA_REPORT=PATH    at exit, the stats as "allocs N events N ..."
+ *                           in PATH (what a process such as the CLI left)
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -29,6 +36,7 @@ struct fakecuda_stats {
 	long out_of_bounds;   /* copies outside their allocation (refused) */
 	long unpinned;        /* async copies from host memory not registered */
 	long no_context;      /* calls made without a current context */
+	unsigned long long bytes_copied; /* by the copies queued */
 };
 
 typedef void (*fakecuda_reset_fn)(void);
