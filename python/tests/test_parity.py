@@ -401,6 +401,45 @@ def test_bad_backend_as_safetensors(pt_file):
     assert ringload._handles.live_handles() == {}
 
 
+def test_arguments_of_other_types_as_safetensors(pt_file):
+    """device=None is the CPU; a tensor name or framework that is not a str
+    is safetensors' TypeError, word for word."""
+    for device in (None, "cpu", 0):
+        a = _outcome(lambda: rpt.load_file(pt_file, device=device))
+        b = _outcome(lambda: stt.load_file(pt_file, device=device))
+        assert a[0] == b[0], (device, a, b)
+        a = _outcome(lambda: ringload.safe_open(pt_file, "pt", device).get_tensor("int8.1d"))
+        b = _outcome(lambda: st.safe_open(pt_file, "pt", device).get_tensor("int8.1d"))
+        assert a[0] == b[0], (device, a, b)
+        if b[0] == "ok":
+            _same_tensor(a[1], b[1], device)
+    calls = (lambda m, bad: m.safe_open(pt_file, bad),
+             lambda m, bad: m.safe_open(pt_file, "pt").get_tensor(bad),
+             lambda m, bad: m.safe_open(pt_file, "np").get_slice(bad))
+    for bad in (1, None, b"int8.1d", 1.5):
+        for call in calls:
+            a = _outcome(lambda: call(ringload, bad))
+            b = _outcome(lambda: call(st, bad))
+            assert type(a[1]) is type(b[1]) is TypeError, (bad, a, b)
+            assert str(a[1]) == str(b[1])
+
+
+@pytest.mark.parametrize("metadata", [{}, None, {"k": "v"}, "null"])
+def test_metadata_as_safetensors(tmp_path, metadata):
+    """metadata() is {} for an empty __metadata__ (safetensors' writer
+    writes one for metadata={}), None for none or a null one."""
+    path = str(tmp_path / "m.safetensors")
+    if metadata == "null":
+        with open(path, "wb") as f:
+            f.write(_header({"__metadata__": None, "a": _f32((0, 4))}, 4))
+    else:
+        stt.save_file({"a": torch.zeros(1)}, path, metadata=metadata)
+    expect = st.safe_open(path, "pt").metadata()
+    for framework in ("pt", "np"):
+        got = ringload.safe_open(path, framework).metadata()
+        assert got == expect and type(got) is type(expect), (metadata, got, expect)
+
+
 def test_errors_as_safetensors(pt_file, tmp_path):
     absent = str(tmp_path / "absent.safetensors")
     for ours, theirs in ((lambda: ringload.safe_open(absent, "pt"),
