@@ -4,8 +4,9 @@
   given as bytes, as safetensors.numpy.load / safetensors.torch.load take
   it. The bytes go into an anonymous memory file (memfd_create), which the
   library opens by its /proc/self/fd path like any file (O_DIRECT does not
-  apply there: it reads buffered). The results own their memory (the
-  library's staging), not the memory file, which is closed on return.
+  apply there: it reads buffered); an error names it "load(bytes)". The
+  results own their memory (the library's staging), not the memory file,
+  which is closed on return.
 - backend=, as safetensors 0.8's load_file and safe_open take it.
 - metadata() of safe_open: {} for an empty __metadata__ object, as
   safetensors, which the library cannot tell from none (has_metadata).
@@ -52,11 +53,16 @@ def load_bytes(fw, data):
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise type_error("bytes", data, "bytes")
     fd = os.memfd_create("ringload-bytes", os.MFD_CLOEXEC)
+    path = f"/proc/self/fd/{fd}"
     try:
         view = memoryview(data).cast("B")
         while view:
             view = view[os.write(fd, view):]
-        return _core.load_whole(fw, f"/proc/self/fd/{fd}", None, None)
+        return _core.load_whole(fw, path, None, None)
+    except _errors.Error as e:  # named as the caller knows it
+        e.message = e.message.replace(path, "load(bytes)")
+        e.args = (e.message,)
+        raise
     finally:
         os.close(fd)
 

@@ -232,6 +232,8 @@ def test_load_bytes_refuses_what_safetensors_refuses(load, np_file):
         assert (a[0], b[0]) == ("err", "err"), what
         _same_failure(a[1], b[1], what, message=False)
         assert isinstance(a[1], ringload.HeaderError), what
+        # named as the caller knows it, not by its memory file's path
+        assert str(a[1]).startswith("load(bytes): ") and "/proc/" not in str(a[1]), what
     # ringload.torch.load also takes a file name (its sharded form), so a
     # str is a path there, not safetensors' TypeError
     for data in (None, 3) if load is rpt.load else ("text", None, 3):
@@ -328,6 +330,11 @@ def test_get_slice_with_numpy_as_safetensors(np_file, index):
     else:
         assert a[0] == "err", b[1]
         _same_failure(a[1], b[1], key, message=False)
+        if isinstance(b[1], TypeError):  # Python's own, worded otherwise
+            return
+        # safetensors' words, less "Error during slicing [i] with shape [s]: "
+        words = re.sub(r"^Error during slicing .*?: ", "", str(b[1]))
+        assert f"[safetensors: {words}]" in str(a[1]), (key, str(b[1]), str(a[1]))
 
 
 def _header(obj, data_bytes):
