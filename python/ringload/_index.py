@@ -12,8 +12,11 @@ import operator
 from . import _errors, _lib
 
 
-def _slice_error(msg):
-    return _errors.SliceError(_lib.RL_E_INVALID_ARG, f"get_slice: {msg}")
+def _slice_error(msg, words):
+    """The SliceError for msg, followed by safetensors' words for the same
+    fault (its numpy path's: a user may match on them)."""
+    return _errors.SliceError(_lib.RL_E_INVALID_ARG,
+                              f"get_slice: {msg} [safetensors: {words}]")
 
 
 class _SliceTypeError(_errors.SliceError, TypeError):
@@ -46,18 +49,23 @@ def _expand(key, ndim):
     covered."""
     if not isinstance(key, tuple):
         key = (key,)
-    for k in key:
+    for at, k in enumerate(key):
         if not (k is None or k is Ellipsis or isinstance(k, slice) or
                 _as_int(k) is not None):
-            raise _slice_error(f"index {k!r} of type {type(k).__name__} is not "
-                               "supported (integers, slices with positive "
-                               "steps, ... and None)")
+            raise _slice_error(
+                f"index {k!r} of type {type(k).__name__} is not supported "
+                "(integers, slices with positive steps, ... and None)",
+                "Non empty lists are not implemented" if len(key) == 1 and
+                isinstance(k, list) else f"Unsupported slice index at "
+                f"position {at}: expected slice, int, or ellipsis")
     if sum(k is Ellipsis for k in key) > 1:
-        raise _slice_error("an index can only have a single ellipsis ('...')")
+        raise _slice_error("an index can only have a single ellipsis ('...')",
+                           "Only one ellipsis (...) is allowed in slice index")
     used = sum(k is not None and k is not Ellipsis for k in key)
     if used > ndim:
         raise _slice_error(f"too many indices: {used} for a tensor of "
-                           f"{ndim} dimensions")
+                           f"{ndim} dimensions", "more slicing indexes than "
+                           "dimensions in tensor")
     fill = (slice(None),) * (ndim - used)
     at = [i for i, k in enumerate(key) if k is Ellipsis]
     if at:
@@ -70,7 +78,8 @@ def _one(k, dim, size):
     if isinstance(k, slice):
         if k.step is not None and _as_int(k.step) is not None and k.step <= 0:
             raise _slice_error(f"step {k.step} in dimension {dim}: steps must "
-                               "be positive")
+                               "be positive", "Slice step must be a positive "
+                               f"integer, got {k.step}")
         start, stop, step = k.indices(size)
         n = len(range(start, stop, step))
         if n == 0:
@@ -80,7 +89,10 @@ def _one(k, dim, size):
     j = i + size if i < 0 else i
     if not 0 <= j < size:
         raise _slice_error(f"index {i} is out of bounds for dimension {dim} "
-                           f"with size {size}")
+                           f"with size {size}", f"index {i} out of bounds for "
+                           f"tensor dimension #{dim} of size {size}" if i >= 0
+                           else f"Invalid index {i} for dimension {dim} of "
+                           f"size {size}")
     return (j, j + 1), 0
 
 

@@ -27,9 +27,10 @@ class safe_open:  # noqa: N801 - safetensors' name
     device="cpu"), as safetensors.safe_open.
 
     framework: "pt", "torch", "pytorch" (torch tensors) or "np", "numpy"
-    (numpy arrays); anything else raises FrameworkError. device: "cpu",
-    "cuda", "cuda:N", an int N or a torch.device (torch only; numpy takes
-    "cpu"). filename may also be a directory of .safetensors files or a
+    (numpy arrays); another str raises FrameworkError, a non-str
+    safetensors' TypeError. device: "cpu" (or None), "cuda", "cuda:N", an
+    int N or a torch.device (torch only; numpy takes "cpu"). filename may
+    also be a directory of .safetensors files or a
     model.safetensors.index.json. Use it as a context manager; after the
     with block (or close()) the methods raise StateError. backend (keyword
     only): safetensors' "mmap" (ringload reads: its "auto") or "pread", or
@@ -54,7 +55,7 @@ class safe_open:  # noqa: N801 - safetensors' name
 
     def __init__(self, filename, framework, device="cpu", *, backend="mmap",
                  sha256=None):
-        fw = _core.framework(framework)
+        fw = _core.framework(_dropin.str_arg("framework", framework))
         self._fw = getattr(fw, "drop_in", fw)  # numpy: safetensors' dtypes
         self._device = self._fw.device(device)
         self._backend = _dropin.backend(backend)
@@ -74,7 +75,7 @@ class safe_open:  # noqa: N801 - safetensors' name
         """Tensor name's metadata, its file hashed first if it has an
         expected value not yet checked."""
         ckpt = self._open()
-        meta = ckpt.tensor(name)
+        meta = ckpt.tensor(_dropin.str_arg("name", name))
         want = self._to_hash.get(meta.file)
         if want is not None:
             _sha256.verify_file(ckpt.files()[meta.file], want)
@@ -103,9 +104,11 @@ class safe_open:  # noqa: N801 - safetensors' name
         return [t.name for t in self._open().tensors]
 
     def metadata(self):
-        """Returns the __metadata__ dict, or None when there is none (or
-        it is empty)."""
-        return self._open().metadata() or None
+        """Returns the __metadata__ dict ({} when it is empty), or None when
+        there is none, as safetensors."""
+        ckpt = self._open()
+        meta = ckpt.metadata()
+        return meta if meta or _dropin.has_metadata(ckpt.files()) else None
 
     @_core.frees_on_error
     def get_tensor(self, name):

@@ -156,7 +156,10 @@ class _Torch:
         return _dtypes.to_torch(torch, raw, name, dtype, shape)
 
     def device(self, device):
-        """Parses a device argument (parse_device); None for the CPU."""
+        """Parses a device argument (parse_device); None for the CPU, which
+        None also means (as in safetensors)."""
+        if device is None:
+            return None
         dev = parse_device(device)
         return None if dev.type == "cpu" else dev
 

@@ -29,7 +29,8 @@ def pytest_configure(config):
 
 # Modules of tests marked "venv" as a whole, which import what only the venv
 # has: the system run (-m "not venv") does not even collect them.
-VENV_MODULES = {"test_compat.py", "test_packaging.py", "test_parity.py"}
+VENV_MODULES = {"test_compat.py", "test_dist.py", "test_jax.py", "test_jax_procs.py",
+                "test_packaging.py", "test_parity.py"}
 
 
 def pytest_ignore_collect(collection_path, config):

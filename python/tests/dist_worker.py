@@ -78,10 +78,28 @@ def case_load(ckpt, args):
     return out
 
 
-def _check_load(out, full, spec):
+def case_subgroup(ckpt, args):
+    """Two groups of two ranks, [0, 1] and [2, 3], each loading the spec of
+    two processes on its own: the spec's process is the rank in the group
+    (global rank 2 gets process 0's boxes), and read once exchanges within
+    the group. The statistics by "read_once", and each group's first rank."""
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    group = groups[dist.get_rank() // 2]
+    full, out = _full(ckpt), {"group_rank": dist.get_rank(group)}
+    for read_once in (True, False):
+        stats = {}
+        got = rt.load(ckpt, args["spec"], process_group=group,
+                      read_once=read_once, stats=stats)
+        _check_load(got, full, args["spec"], dist.get_rank(group))
+        out[str(read_once)] = stats
+    return out
+
+
+def _check_load(out, full, spec, process=None):
     mesh = spec["mesh"]
+    process = dist.get_rank() if process is None else process
     mine = [d for d, p in zip(mesh["devices"], mesh["process_of_device"])
-            if p == dist.get_rank()]
+            if p == process]
     assert sorted(out) == mine, (sorted(out), mine)
     import oracle
     for dev in mine:

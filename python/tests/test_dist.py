@@ -5,8 +5,8 @@ with read once the ranks together read exactly the distinct boxes' bytes
 and send what they do not read; load(sharding, read_once) gives each rank
 its spec process's boxes; a failure on one rank (missing file, SHA-256
 mismatch) raises that error on every rank, and a rank that never comes
-ends the others at the group's timeout (RL_E_PEER), not a hang. Skipped
-where torch.distributed's DTensor is not importable (Debian's torch)."""
+ends the others at the group's timeout (RL_E_PEER), not a hang. Run by
+the venv of make pydeps alone (Debian's torch 1.13 has no DTensor)."""
 import json
 import os
 import subprocess
@@ -18,6 +18,7 @@ import pytest
 
 import stfile
 
+pytestmark = pytest.mark.venv  # torch >= 2.4, safetensors: the venv of make pydeps
 torch = pytest.importorskip("torch", reason="needs torch")
 pytest.importorskip("torch.distributed.tensor", reason="needs torch >= 2.4 "
                     "with torch.distributed (the venv of make pydeps)")
@@ -131,6 +132,18 @@ def test_load_spec_read_once(tmp_path, ckpt):
     assert st[0]["unique_bytes"] == total
     assert sum(s["bytes_needed"] for s in st) == total
     assert sum(s["sent_bytes"] for s in st) > 0
+
+
+def test_load_on_a_subgroup_takes_the_rank_in_the_group(tmp_path, ckpt):
+    spec = dict(SPEC, mesh=dict(SPEC["mesh"], process_of_device=[0] * 4 + [1] * 4))
+    res = run(tmp_path, "subgroup", ckpt, {"spec": spec})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    assert [r["stats"]["group_rank"] for r in res] == [0, 1, 0, 1]
+    total = sum(_nbytes(n, [(0, d) for d in TENSORS[n][1]]) for n in TENSORS)
+    for pair in (res[:2], res[2:]):  # each group read the file once
+        st = [r["stats"]["True"] for r in pair]
+        assert sum(s["bytes_needed"] for s in st) == st[0]["unique_bytes"] == total
+        assert sum(s["sent_bytes"] for s in st) == sum(s["received_bytes"] for s in st) > 0
 
 
 FAILURES = {"missing": ("FileNotFoundSysError", -2),

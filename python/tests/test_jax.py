@@ -4,7 +4,7 @@ F8 through ml_dtypes); load with NamedShardings on 2x4 and 8x1 meshes gives
 every device exactly its box, reads each distinct box once (the loader's
 bytes_needed is the distinct boxes' bytes: nothing more) on every backend
 with one and two workers; random shapes and partition specs; errors name
-the tensor. Skipped where jax is not importable (Debian's Python)."""
+the tensor. Run by the venv of make pydeps alone (Debian has no jax)."""
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 import stfile  # noqa: E402
 from conftest import BACKENDS  # noqa: E402
 
+pytestmark = pytest.mark.venv  # jax: the venv of make pydeps
 jax = pytest.importorskip("jax", reason="needs jax (the venv of make pydeps)")
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="needs ml_dtypes")
 

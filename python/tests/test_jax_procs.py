@@ -18,6 +18,7 @@ import sys
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.venv  # jax: the venv of make pydeps
 pytest.importorskip("jax", reason="needs jax (the venv of make pydeps)")
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="needs ml_dtypes")
 st_numpy = pytest.importorskip("safetensors.numpy", reason="needs "

@@ -217,6 +217,16 @@ def test_numpy_load_file_and_load_bytes(np_file):
     with open(np_file, "rb") as f:
         data = f.read()
     _same_dicts(rnp.load(data), stn.load(data))
+    # safetensors.numpy.load(bytes) itself fails with KeyError 'BF16' and
+    # 'F8_*' (its table lacks them, load_file has BF16): ringload's loads
+    # them as load_file does (an extension, docs/python.md)
+    import ml_dtypes
+    for dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
+        buf = stn.save({"x": np.arange(6).astype(dtype).reshape(2, 3)})
+        with pytest.raises(KeyError):
+            stn.load(buf)
+        got = rnp.load(buf)["x"]
+        assert got.dtype == dtype and np.array_equal(got, np.arange(6).reshape(2, 3))
 
 
 @pytest.mark.parametrize("load", [rpt.load, rnp.load], ids=["torch", "numpy"])
@@ -232,6 +242,8 @@ def test_load_bytes_refuses_what_safetensors_refuses(load, np_file):
         assert (a[0], b[0]) == ("err", "err"), what
         _same_failure(a[1], b[1], what, message=False)
         assert isinstance(a[1], ringload.HeaderError), what
+        # named as the caller knows it, not by its memory file's path
+        assert str(a[1]).startswith("load(bytes): ") and "/proc/" not in str(a[1]), what
     # ringload.torch.load also takes a file name (its sharded form), so a
     # str is a path there, not safetensors' TypeError
     for data in (None, 3) if load is rpt.load else ("text", None, 3):
@@ -328,6 +340,11 @@ def test_get_slice_with_numpy_as_safetensors(np_file, index):
     else:
         assert a[0] == "err", b[1]
         _same_failure(a[1], b[1], key, message=False)
+        if isinstance(b[1], TypeError):  # Python's own, worded otherwise
+            return
+        # safetensors' words, less "Error during slicing [i] with shape [s]: "
+        words = re.sub(r"^Error during slicing .*?: ", "", str(b[1]))
+        assert f"[safetensors: {words}]" in str(a[1]), (key, str(b[1]), str(a[1]))
 
 
 def _header(obj, data_bytes):
@@ -399,6 +416,45 @@ def test_bad_backend_as_safetensors(pt_file):
             a, b = _outcome(lambda: call(ringload, bad)), _outcome(lambda: call(st, bad))
             assert type(a[1]) is type(b[1]) is TypeError and str(a[1]) == str(b[1])
     assert ringload._handles.live_handles() == {}
+
+
+def test_arguments_of_other_types_as_safetensors(pt_file):
+    """device=None is the CPU; a tensor name or framework that is not a str
+    is safetensors' TypeError, word for word."""
+    for device in (None, "cpu", 0):
+        a = _outcome(lambda: rpt.load_file(pt_file, device=device))
+        b = _outcome(lambda: stt.load_file(pt_file, device=device))
+        assert a[0] == b[0], (device, a, b)
+        a = _outcome(lambda: ringload.safe_open(pt_file, "pt", device).get_tensor("int8.1d"))
+        b = _outcome(lambda: st.safe_open(pt_file, "pt", device).get_tensor("int8.1d"))
+        assert a[0] == b[0], (device, a, b)
+        if b[0] == "ok":
+            _same_tensor(a[1], b[1], device)
+    calls = (lambda m, bad: m.safe_open(pt_file, bad),
+             lambda m, bad: m.safe_open(pt_file, "pt").get_tensor(bad),
+             lambda m, bad: m.safe_open(pt_file, "np").get_slice(bad))
+    for bad in (1, None, b"int8.1d", 1.5):
+        for call in calls:
+            a = _outcome(lambda: call(ringload, bad))
+            b = _outcome(lambda: call(st, bad))
+            assert type(a[1]) is type(b[1]) is TypeError, (bad, a, b)
+            assert str(a[1]) == str(b[1])
+
+
+@pytest.mark.parametrize("metadata", [{}, None, {"k": "v"}, "null"])
+def test_metadata_as_safetensors(tmp_path, metadata):
+    """metadata() is {} for an empty __metadata__ (safetensors' writer
+    writes one for metadata={}), None for none or a null one."""
+    path = str(tmp_path / "m.safetensors")
+    if metadata == "null":
+        with open(path, "wb") as f:
+            f.write(_header({"__metadata__": None, "a": _f32((0, 4))}, 4))
+    else:
+        stt.save_file({"a": torch.zeros(1)}, path, metadata=metadata)
+    expect = st.safe_open(path, "pt").metadata()
+    for framework in ("pt", "np"):
+        got = ringload.safe_open(path, framework).metadata()
+        assert got == expect and type(got) is type(expect), (metadata, got, expect)
 
 
 def test_errors_as_safetensors(pt_file, tmp_path):
