@@ -82,13 +82,24 @@ static int hf_expected(const char *path, uint8_t sha[32])
 	return ld_parse_sha256(base + 1, sha) == 0;
 }
 
+/* 1 when name is the path of a file of the run: it names that file alone. */
+static int run_path(const struct pl_exec *ex, const char *name)
+{
+	for (size_t f = 0; f < ex->nfiles; f++)
+		if (!strcmp(ex->paths[f], name))
+			return 1;
+	return 0;
+}
+
 /*
  * The value given for path: its own path's, else the one of a name it ends
- * with (the last given for a name wins: a later call replaces). Two names
- * that both end it are ambiguous (a.safetensors and sub/a.safetensors for
- * sub/a.safetensors: which one the caller meant is not ours to guess), and
- * so is a name that ends two files of the run: RL_E_INVALID_ARG with e
- * set. Else 0, *out NULL when nothing was given for path.
+ * with (the last given for a name wins: a later call replaces) that is not
+ * another file's path (ck/m.safetensors is that file's, not also
+ * ck/sub/ck/m.safetensors'). Two names that both end it are ambiguous
+ * (a.safetensors and sub/a.safetensors for sub/a.safetensors: which one the
+ * caller meant is not ours to guess), and so is a name that ends two files
+ * of the run: RL_E_INVALID_ARG with e set. Else 0, *out NULL when nothing
+ * was given for path.
  */
 static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_exec *ex,
 		     const char *path, const struct ld_expect **out, struct cm_err *e)
@@ -104,6 +115,8 @@ static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_e
 	for (size_t i = nexp; i-- > 0;) {
 		int how = names(path, exp[i].name);
 
+		if (how == 1 && run_path(ex, exp[i].name))
+			continue;
 		if (how == 1 && !end)
 			end = exp + i;
 		else if (how == 1 && strcmp(end->name, exp[i].name))

@@ -764,7 +764,9 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * hex digits, either case) in the next runs. file is a path as
  * rl_ckpt_file_path() gives it, or its end after a '/' (a name relative to
  * the checkpoint's directory); a later call for the same name replaces the
- * value, and a file's own path wins over its ends. A name that ends two
+ * value, and a file's own path wins over its ends: it names that file
+ * alone, not also another whose path ends with it (ck/m.safetensors and
+ * ck/sub/ck/m.safetensors). A name that ends two
  * files of a run, or two names that end one file (a.safetensors and
  * sub/a.safetensors), make the run fail with RL_E_INVALID_ARG naming both
  * before reading: give paths. A run that reads such a file whole

@@ -51,11 +51,6 @@ def _arg_error(msg):
     return _errors.ArgumentError(_lib.RL_E_INVALID_ARG, f"sha256: {msg}")
 
 
-def _names(path, name):
-    """name names path: equal, or its end after a '/' (the library's rule)."""
-    return path == name or (len(path) > len(name) and path.endswith("/" + name))
-
-
 def _path_in(base, name):
     """name relative to base (None: the working directory), as the file
     system resolves it (symlinked directories and ".." as sha256sum -c)."""
@@ -248,8 +243,9 @@ def to_hash(ckpt, expected):
     the Hugging Face cache layout."""
     out = {}
     for i, path in enumerate(ckpt.files()):
-        # the library's rule: the last value given for a name of the file
-        want = next((v for n, v in reversed(expected) if _names(path, n)), None)
+        # the last value given for the file: resolve() names files by their
+        # paths (ck/m.safetensors is not the end of ck/sub/ck/m.safetensors)
+        want = next((v for n, v in reversed(expected) if n == path), None)
         if want is None:
             want = hf_expected(path)
         if want is not None:

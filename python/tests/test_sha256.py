@@ -337,6 +337,28 @@ def test_a_name_that_is_the_tail_of_another_without_a_slash_names_nothing(tmp_pa
             call()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_files_path_names_it_alone_not_a_file_it_ends(tmp_path, monkeypatch, backend):
+    """ck/m.safetensors, given by name and matched to its file, does not
+    also name ck/sub/ck/m.safetensors, whose path ends with it (the library
+    called it ambiguous, "give the path", a value Python had matched to
+    exactly one file); a wrong value for it still fails its file only."""
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("ck/sub/ck")
+    stfile.write("ck/m.safetensors", {"a": ("U8", (3,), b"abc")})
+    stfile.write("ck/sub/ck/m.safetensors", {"b": ("U8", (3,), b"xyz")})
+    with open("ck/model.safetensors.index.json", "w") as f:
+        f.write('{"weight_map": {"a": "m.safetensors", "b": "sub/ck/m.safetensors"}}')
+    good = hashlib.sha256(open("ck/m.safetensors", "rb").read()).hexdigest()
+    out = ringload.load("ck", backend=backend, sha256={"m.safetensors": good})[0]
+    assert bytes(out["a"]) == b"abc" and bytes(out["b"]) == b"xyz"
+    with ringload.safe_open("ck", "np", sha256={"m.safetensors": good}) as f:
+        assert bytes(f.get_tensor("b")) == b"xyz"
+    with pytest.raises(ringload.IntegrityError) as ei:
+        ringload.load("ck", backend=backend, sha256={"m.safetensors": WRONG})
+    _checksum_error(ei, "ck/m.safetensors", WRONG)
+
+
 def test_expected_value_wrong_in_its_last_byte_raises(ckpt):
     """A comparison that stops short of the last byte would pass it."""
     path, sha = ckpt

@@ -83,10 +83,11 @@ while IFS=$'\x1f' read -r idx file search repl tests reason; do
 		verdict=STILLBORN
 	else
 		for t in $tests; do
-			# Redirected as a whole, so that a crash's notice goes to the log.
+			# Redirected as a whole, so that a crash's notice goes to the log;
+			# stdin is not the list's (mpirun reads it: the run ended there).
 			if ! (cd "$tree" && RL_TESTDATA="$testdata" RL_BUILD=build RL_SRCDIR="$tree" \
 				timeout --foreground -k 5 "$timeout_s" $(test_cmd "$t")) \
-				>"$scratch/test.log" 2>&1; then
+				</dev/null >"$scratch/test.log" 2>&1; then
 				verdict=KILLED by=" by $t"
 				break
 			fi
