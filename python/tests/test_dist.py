@@ -102,9 +102,12 @@ def test_dtensors_read_once(tmp_path, ckpt, mesh):
     res = run(tmp_path, "dtensors", ckpt, {
         "mesh": shape, "placements": placements, "batch_bytes": 64})
     assert all(r["ok"] for r in res), [r["error"] for r in res]
+    # the ranks' distinct boxes tile every tensor: unique is the file's data
+    total = sum(_nbytes(n, [(0, d) for d in TENSORS[n][1]]) for n in TENSORS)
     for combo in res[0]["stats"]:
         st = [r["stats"][combo] for r in res]
         unique = st[0]["unique_bytes"]
+        assert all(s["unique_bytes"] == total for s in st), combo
         needed = sum(s["bytes_needed"] for s in st)
         sent = sum(s["sent_bytes"] for s in st)
         assert sent == sum(s["received_bytes"] for s in st), combo
