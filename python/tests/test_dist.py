@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import stfile
+from procs import communicate_all
 
 pytestmark = pytest.mark.venv  # torch >= 2.4, safetensors: the venv of make pydeps
 torch = pytest.importorskip("torch", reason="needs torch")
@@ -68,15 +69,7 @@ def run(tmp_path, case, ckpt, args, timeout=240):
              str(rank), str(WORLD), str(init), ckpt, str(out),
              json.dumps(args)], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=timeout)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    logs = communicate_all(procs, timeout)
     results = []
     for rank, out in enumerate(outs):
         assert out.exists() or (case == "dead" and rank == 3), \

@@ -18,6 +18,8 @@ import sys
 import numpy as np
 import pytest
 
+from procs import communicate_all
+
 pytestmark = pytest.mark.venv  # jax: the venv of make pydeps
 pytest.importorskip("jax", reason="needs jax (the venv of make pydeps)")
 ml_dtypes = pytest.importorskip("ml_dtypes", reason="needs ml_dtypes")
@@ -78,15 +80,7 @@ def run(tmp_path, ckpt, timeout=300):
             [sys.executable, os.path.join(HERE, "jax_worker.py"), str(i),
              str(PROCESSES), str(port), ckpt, str(outs[i]), args], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=timeout)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    logs = communicate_all(procs, timeout)
     res = []
     for i, out in enumerate(outs):
         assert out.exists(), f"process {i} wrote nothing:\n{logs[i][-4000:]}"
