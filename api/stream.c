@@ -373,10 +373,10 @@ static int st_load(rl_loader *ld, const char *why)
 	for (unsigned k = 0; k < s->wp.nslots; k++) /* a refusal: noted once */
 		if (!(x.stats.fallback_flags & ENG_FALLBACK_NOT_PREFAULTED))
 			sink_host_note(host + k, &x.stats);
-	if (ld->cuda)
-		ld_cuda_done(ld, ret == 0);
 	if (ret == 0)
 		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
+	if (ld->cuda) /* after the check: a mismatch keeps no device memory */
+		ld_cuda_done(ld, ret == 0);
 	ld_fill_stats(ld, &s->ex, &x.stats, 0, cm_now_s() - s->t0);
 	st_fill_stats_ex(ld, &x, why);
 	ld->failed = ret < 0;

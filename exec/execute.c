@@ -177,18 +177,16 @@ static int fill(struct xrun *xr, const struct ex_batch *b, unsigned k)
 /* ------------------------------------------------------------------ */
 /* A streaming load: where a window's pieces go */
 
-/* Piece pc (at data) copied to the device sink, in copies of at most
- * EX_DEVICE_COPY bytes (one, of no bytes, for an empty shard). */
-static int device_piece(struct xrun *xr, const struct ex_piece *pc, const uint8_t *data)
+int ex_device_copy(const struct eng_sink *d, const struct pl_exec *ex, const uint64_t *dst_of,
+		   const struct ex_piece *pc, const uint8_t *data, struct cm_err *e)
 {
-	const struct eng_sink *d = xr->x->device;
-	uint64_t dst = xr->x->device_dst[pc->shard] + pc->offset, done = 0;
+	uint64_t dst = dst_of[pc->shard] + pc->offset, done = 0;
 
 	do {
 		uint64_t n = CM_MIN(pc->len - done, EX_DEVICE_COPY);
-		struct cm_copy cp = { 0, (uint32_t)n, 1, 0, dst + done,
-				      xr->x->ex->shards[pc->shard].dev, (uint32_t)pc->shard };
-		int ret = d->ops->copy(d->state, 0, &cp, data + done, xr->e);
+		struct cm_copy cp = { 0, (uint32_t)n, 1, 0, dst + done, ex->shards[pc->shard].dev,
+				      (uint32_t)pc->shard };
+		int ret = d->ops->copy(d->state, 0, &cp, data + done, e);
 
 		if (ret < 0)
 			return ret;
@@ -214,7 +212,7 @@ static int hand_out(struct xrun *xr, const struct ex_batch *b, unsigned k)
 		uint8_t *data = x->pool->slot[k].ptr + pc->pos;
 
 		if (d) {
-			ret = device_piece(xr, pc, data);
+			ret = ex_device_copy(d, x->ex, x->device_dst, pc, data, xr->e);
 			continue;
 		}
 		ret = x->on_piece(x->user, pc, data, k, (uint32_t)gen, i, xr->e);
@@ -269,7 +267,7 @@ static int hand_out_zero(struct xrun *xr)
 			ret = x->on_piece(x->user, &pc, NULL, 0, 0, SIZE_MAX, xr->e);
 			continue;
 		}
-		ret = device_piece(xr, &pc, NULL);
+		ret = ex_device_copy(x->device, x->ex, x->device_dst, &pc, NULL, xr->e);
 		if (ret == 0)
 			x->device->ops->shard_done(x->device->state, z);
 	}

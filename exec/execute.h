@@ -65,4 +65,11 @@ struct ex_exec {
  * set up, either way; for a device sink, nothing is in flight after. */
 int ex_execute(struct ex_exec *x, struct cm_err *e);
 
+/* Piece pc of ex (its bytes at data) copied to device sink d, at
+ * dst_of[pc->shard] + pc->offset, in copies of at most 1 GiB (a copy's
+ * length is 32 bits; one copy of no bytes for an empty shard): a piece
+ * may be as long as a window. Returns 0 or the sink's error (in e). */
+int ex_device_copy(const struct eng_sink *d, const struct pl_exec *ex, const uint64_t *dst_of,
+		   const struct ex_piece *pc, const uint8_t *data, struct cm_err *e);
+
 #endif /* EXEC_EXECUTE_H */

@@ -122,9 +122,12 @@ int64_t ex_wpool_hold(struct ex_wpool *p, unsigned k, size_t n)
 /* ex_wpool_give under p->lock. */
 static int give(struct ex_wpool *p, unsigned k, uint32_t gen, size_t idx)
 {
-	struct ex_wslot *w = p->slot + k;
+	struct ex_wslot *w;
 
-	if (k >= p->nslots || !w->busy || w->gen != gen || idx >= w->npieces || !w->out[idx])
+	if (k >= p->nslots) /* a forged token: no pointer past the slots */
+		return RL_E_PIECE;
+	w = &p->slot[k];
+	if (!w->busy || w->gen != gen || idx >= w->npieces || !w->out[idx])
 		return RL_E_PIECE;
 	w->out[idx] = 0;
 	if (--w->held == 0) {

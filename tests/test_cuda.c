@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../api/loader_internal.h"
+#include "../exec/execute.h"
 #include "../sink/cuda.h"
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
@@ -335,8 +336,8 @@ static void caller_pointers(void)
 
 /* Loads f once expecting code (0: success); then checks the loader
  * holds no device memory and nothing is in flight, and destroys it. */
-static int load_expect(struct fixture *f, int code, const char *msg_part, const int32_t *map,
-		       uint32_t nmap)
+static int load_expect_sha(struct fixture *f, int code, const char *msg_part,
+			   const int32_t *map, uint32_t nmap, const char *file, const char *hex)
 {
 	rl_loader *ld = cuda_loader(256 << 10, map, nmap);
 	struct fakecuda_stats st;
@@ -345,6 +346,11 @@ static int load_expect(struct fixture *f, int code, const char *msg_part, const 
 
 	if (!ld)
 		return -1;
+	if (hex && rl_loader_expect_sha256(ld, file, hex) < 0) {
+		printf("    rl_loader_expect_sha256: %s\n", rl_loader_errmsg(ld));
+		rl_loader_destroy(ld);
+		return -1;
+	}
 	ret = rl_loader_run(ld, f->plan);
 	fake_stats(&st);
 	if (ret != code || (msg_part && !strstr(rl_loader_errmsg(ld), msg_part)) ||
@@ -360,6 +366,12 @@ static int load_expect(struct fixture *f, int code, const char *msg_part, const 
 		return -1;
 	}
 	return 0;
+}
+
+static int load_expect(struct fixture *f, int code, const char *msg_part, const int32_t *map,
+		       uint32_t nmap)
+{
+	return load_expect_sha(f, code, msg_part, map, nmap, NULL, NULL);
 }
 
 /* Out of memory at the 1st, 2nd, ... allocation until the load fits. */
@@ -528,6 +540,31 @@ static void setup_failure_frees_device_memory(void)
 }
 
 /*
+ * A streaming load to the GPU whose file's SHA-256 differs (an expected
+ * value wrong in its last digit) fails with RL_E_CHECKSUM and keeps no
+ * device memory: the check comes before the load's allocations are kept
+ * (they were, until the loader was destroyed).
+ */
+static void sha256_mismatch_frees_device_memory(void)
+{
+	struct fixture f;
+	const char *path = tmp_path("big.safetensors");
+	uint8_t d[32];
+	char hex[65];
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	CHECK(rl_sha256_file(path, d) == 0);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	fake_env("2", "", "", "", "0");
+	CHECK(load_expect_sha(&f, 0, NULL, NULL, 0, path, hex) == 0);
+	hex[63] = hex[63] == '0' ? '1' : '0';
+	CHECK(load_expect_sha(&f, RL_E_CHECKSUM, "SHA-256", NULL, 0, path, hex) == 0);
+	fixture_free(&f);
+}
+
+/*
  * cuEventRecord failing on the second GPU of a fence (the sink on its
  * own: a load's windows each hold one device's range, so its fences
  * record on one GPU): the event already recorded on the first goes back
@@ -576,34 +613,42 @@ static void failed_record_keeps_no_event(void)
  */
 static void piece_over_4gib(void)
 {
-	const uint64_t len = (5ull << 30) + 4096;
-	const uint32_t id = 0;
+	static const int ord[] = { 0 };
+	const uint64_t len = (5ull << 30) + 4096, dst = 0;
 	struct pl_shard sh = { 0, 0, 0, len };
-	struct pl_exec ex = { .ndevs = 1, .dev_ids = &id, .staging_bytes = &len, .nshards = 1,
-			      .shards = &sh };
+	struct pl_exec ex = { .nshards = 1, .shards = &sh };
+	struct ex_piece pc = { 0, 0, 0, len, 0 };
 	void *pool = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	rl_loader *ld = cuda_loader(256 << 10, NULL, 0);
 	struct fakecuda_stats st;
+	struct eng_sink s;
+	struct cm_err e = { 0 };
 	uint64_t t = 0;
 	char why[160];
 	int ret;
 
-	CHECK(pool != MAP_FAILED && ld);
+	CHECK(pool != MAP_FAILED);
 	fake_env("1", "", "", "", "0");
 	fake_also("FAKECUDA_NO_DATA", "1");
-	ret = ld_cuda_begin(ld, &ex, pool, len);
+	ret = cusink_create(ord, 1, 1, &s, &e);
 	if (ret == 0)
-		ret = ld_cuda_piece(ld, &ex, &(rl_piece){ 0, 0, 0, len, pool, 0 });
+		ret = cusink_alloc(&s, 0, len, &e);
 	if (ret == 0)
-		ret = ld_cuda_fence(ld, &t);
+		ret = s.ops->pin(s.state, pool, len, &e);
 	if (ret == 0)
-		ret = ld_cuda_wait(ld, t);
-	ret = ld_cuda_end(ld, ret == 0) ? -1 : ret;
-	fake_stats(&st);
+		ret = ex_device_copy(&s, &ex, &dst, &pc, pool, &e);
+	if (ret == 0)
+		ret = s.ops->fence(s.state, 0, &t, &e);
+	if (ret == 0)
+		ret = s.ops->wait(s.state, 0, t, &e);
+	if (s.ops) {
+		s.ops->finish(s.state, ret == 0, &e);
+		fake_stats(&st);
+		s.ops->unpin(s.state, NULL, 0);
+		cusink_destroy(&s);
+	}
 	unsetenv("FAKECUDA_NO_DATA"); /* the CLI's tests inherit the environment */
-	rl_loader_destroy(ld);
 	munmap(pool, len);
-	CHECKF(ret == 0, "%d", ret);
+	CHECKF(ret == 0, "%d %s", ret, e.msg);
 	CHECKF(st.bytes_copied == len && st.copies == 6 && !st.out_of_bounds,
 	       "%llu of %llu bytes copied, %ld copies, %ld out of bounds", st.bytes_copied,
 	       (unsigned long long)len, st.copies, st.out_of_bounds);
@@ -892,6 +937,7 @@ int main(void)
 	th_run("strided_box_2d", strided_box_2d);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
+	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);
 	th_run("piece_over_4gib", piece_over_4gib);
 	th_run("failed_record_keeps_no_event", failed_record_keeps_no_event);
 	th_run("arguments", arguments);
