@@ -14,6 +14,9 @@ import sys
 import traceback
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+# CPU devices only: a GPU plugin the venv's jax brings (jax-cuda12) fails
+# jax.distributed's start where there is no GPU driver ("-2 vs 0")
+os.environ["JAX_PLATFORMS"] = "cpu"
 
 import numpy as np  # noqa: E402
 import jax  # noqa: E402
