@@ -59,6 +59,8 @@ static inline int io_copy_runs(uint64_t len, uint64_t count, uint64_t src_stride
  * file's O_DIRECT alignment unless the file is read buffered). At least
  * min_len bytes must arrive; the rest may lie past end of file. Its copies
  * are copies[first_copy .. first_copy + ncopies) of the plan's copy array.
+ * ioprio: the read's I/O priority (ioprio_set(2)'s value: class << 13 |
+ * level); 0, as the planner leaves it, reads at the thread's priority.
  */
 struct cm_read {
 	uint64_t off;
@@ -68,7 +70,7 @@ struct cm_read {
 	uint32_t file;
 	uint32_t ncopies;
 	uint32_t flags;
-	uint32_t pad_;
+	uint32_t ioprio;
 };
 
 #endif /* COMMON_PLAN_IO_H */

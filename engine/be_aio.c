@@ -94,6 +94,10 @@ static int aio_queue(struct be *be, struct eng_req *q)
 	io_prep_pread(cb, eng_req_fd(q, f), q->dst + q->io_pos, q->io_len,
 		      (long long)(q->r.off + q->io_pos));
 	io_set_eventfd(cb, a->efd); /* after prep, which clears the iocb */
+	if (q->r.ioprio) {
+		cb->u.c.flags |= 1u << 1;   /* IOCB_FLAG_IOPRIO (linux/aio_abi.h) */
+		cb->aio_reqprio = (short)q->r.ioprio;
+	}
 	cb->data = q;
 	a->pending[a->npending++] = cb;
 	return 0;

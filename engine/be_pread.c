@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "eng_int.h"
@@ -25,11 +26,25 @@ struct pr {
 	pthread_t *threads;
 };
 
+/* A read's own priority (r.ioprio) for this reader thread, as ioprio_set
+ * (IOPRIO_WHO_PROCESS of the calling thread) sets it: 0, or -errno. *cur
+ * is the thread's priority now (0: as it started, nothing to change). */
+static int reader_prio(uint32_t want, uint32_t *cur)
+{
+	if (want == *cur)
+		return 0;
+	if (syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0, (int)want) < 0)
+		return -errno;
+	*cur = want;
+	return 0;
+}
+
 static void *reader(void *arg)
 {
 	struct be *be = arg;
 	struct pr *p = be->priv;
 	const struct eng_file *files = be->run->cx.files;
+	uint32_t prio = 0;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -46,11 +61,14 @@ static void *reader(void *arg)
 			p->todo_tail = NULL;
 		pthread_mutex_unlock(&p->lock);
 
+		q->res = reader_prio(q->r.ioprio, &prio);
 		do
-			n = pread(eng_req_fd(q, files + q->r.file), q->dst + q->io_pos,
-				  q->io_len, (off_t)(q->r.off + q->io_pos));
+			n = q->res < 0 ? 0 : pread(eng_req_fd(q, files + q->r.file),
+						   q->dst + q->io_pos, q->io_len,
+						   (off_t)(q->r.off + q->io_pos));
 		while (n < 0 && errno == EINTR);
-		q->res = n < 0 ? -errno : (int)n;
+		if (q->res >= 0)
+			q->res = n < 0 ? -errno : (int)n;
 
 		pthread_mutex_lock(&p->lock);
 		q->next = p->fin;

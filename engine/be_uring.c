@@ -395,6 +395,7 @@ static int ur_queue(struct be *be, struct eng_req *q)
 	}
 	if (u->reg_files)
 		sqe->flags |= IOSQE_FIXED_FILE;
+	sqe->ioprio = (uint16_t)q->r.ioprio;
 	io_uring_sqe_set_data(sqe, q);
 	u->queued++;
 	return 0;

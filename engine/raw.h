@@ -29,7 +29,8 @@ struct eng_raw_job {
 	size_t nfiles;
 	const char *const *paths;
 	const uint64_t *sizes;  /* each file's size: reads stay below it */
-	/* The next read (off, len, min_len == len, file; the rest 0): fills
+	/* The next read (off, len, min_len == len, file, and ioprio:
+	 * ioprio_set(2)'s value, 0 for the thread's own; the rest 0): fills
 	 * *out and returns 1, or returns 0 when there is none. */
 	int (*next)(void *user, struct cm_read *out);
 	/* Every finished read with its submit and completion times

@@ -120,6 +120,7 @@ enum rp_opt_id {
 	RP_O_FLOW, RP_O_FLOW_ID, RP_O_FLOW_SLEEP, RP_O_HIPRI, RP_O_SQPOLL,
 	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP, RP_O_SS, RP_O_SS_DUR, RP_O_SS_RAMP,
 	RP_O_LAT_TARGET, RP_O_LAT_WINDOW, RP_O_LAT_PCT, RP_O_LAT_RUN,
+	RP_O_PRIOCLASS, RP_O_PRIO, RP_O_CMDPRIO_PCT, RP_O_CMDPRIO_CLASS, RP_O_CMDPRIO,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_STATUS, RP_O_READONLY,
 	RP_O_CHECKPOINT,
@@ -210,6 +211,10 @@ struct rp_job {
 	uint64_t lat_window_ns;       /* latency_window */
 	double lat_pct;               /* latency_percentile (default 100) */
 	int lat_run;                  /* latency_run */
+	unsigned prioclass, prio;     /* the job's I/O priority (fio's ioprio_class, ioprio) */
+	unsigned cmdprio_pct;         /* cmdprio_percentage: reads at cmdprio_class/cmdprio */
+	unsigned cmdprio_class, cmdprio;
+	int log_prio;                 /* logs: the priority's value, not 1 for RT */
 	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
@@ -330,6 +335,26 @@ double rp_hist_stddev(const struct rp_hist *h);
 void rp_hist_percentiles(const struct rp_hist *h, const double *pct, size_t n,
 			 uint64_t *out);
 
+/* ioprio_set(2)'s value of class and level; class 0 is best effort, as
+ * fio's ioprio_value */
+#define RP_IOPRIO_CLASS_SHIFT 13
+#define RP_IOPRIO_RT 1u
+static inline uint32_t rp_ioprio(unsigned cls, unsigned level)
+{
+	return (cls ? cls : 2u) << RP_IOPRIO_CLASS_SHIFT | level;
+}
+
+/* The priority of a job's reads: high for its cmdprio_percentage share,
+ * else low; 0 when the job sets no priority (the thread's own). */
+uint32_t rp_job_ioprio(const struct rp_job *j, int high);
+
+/* Completion latencies of one I/O priority (fio's clat_prio). */
+#define RP_NPRIO 4
+struct rp_prio_clat {
+	uint32_t ioprio;
+	struct rp_hist *h;       /* NULL: the slot is unused */
+};
+
 /* ---------------------------------------------------------------- */
 /* Offsets (rlperf_gen.c)                                            */
 /* ---------------------------------------------------------------- */
@@ -448,6 +473,7 @@ struct rp_logs {
 	FILE *f[RP_NLOGS];       /* NULL: not asked for */
 	uint64_t avg_ns;         /* log_avg_msec in ns; 0: a line per read */
 	int offset;              /* log_offset */
+	int prio_value;          /* log_prio: the priority column is its value */
 	uint64_t t0, last_ns, win_ns;
 	uint64_t w_lat, w_n, w_bytes;   /* the window in progress */
 };
@@ -456,9 +482,11 @@ struct rp_logs {
  * Returns 0 or -errno with a message naming the file in err. */
 int rp_logs_open(struct rp_logs *l, const struct rp_job *j, size_t number, char *err,
 		 size_t errlen);
-/* One read: the clone's start, the read's completion and latency. */
+/* One read: the clone's start, the read's completion and latency, and
+ * its I/O priority (fio's column: 1 for the real-time class, or with
+ * log_prio the value, as 0x%04x). */
 void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64_t lat_ns,
-		  uint64_t off, uint64_t bs);
+		  uint64_t off, uint64_t bs, uint32_t ioprio);
 /* Writes the last window and closes; 0 or -errno (a write failed). */
 int rp_logs_close(struct rp_logs *l);
 
@@ -526,6 +554,8 @@ struct rp_task_res {
 	unsigned lat_depth;              /* the depth latency_target ended at (else iodepth) */
 	uint64_t offloaded;              /* reads its offload thread queued */
 	unsigned submit_threads;         /* offload threads it ran (0 or 1) */
+	struct rp_prio_clat prio[2];     /* cmdprio_percentage: low, high */
+	uint64_t high_ios;               /* reads submitted at the high priority */
 };
 
 struct rp_result {
@@ -598,7 +628,11 @@ struct rp_unit {
 	unsigned lat_depth;              /* its last clone's (fio's latency_depth) */
 	uint64_t offloaded;              /* io_submit_mode=offload: reads queued */
 	unsigned submit_threads;         /* and the threads that queued them */
+	struct rp_prio_clat prio[RP_NPRIO];  /* by priority, as its clones had them */
 };
+
+/* The priorities of u with samples, fio prints them only from 2 on. */
+unsigned rp_unit_nprio(const struct rp_unit *u);
 
 /*
  * Groups the tasks as fio's group_reporting does (a clone whose job has

@@ -42,7 +42,8 @@ static void json_kv(FILE *f, const char *indent, const struct rp_kvlist *l)
 
 /* pct: 0 none, 1 the percentiles, 2 also fio's json+ "bins" (each
  * non-empty histogram bucket's middle value and its count) */
-static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
+static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct,
+		     const char *end)
 {
 	fprintf(f, "        \"%s\" : {\n", key);
 	fprintf(f, "          \"min\" : %" PRIu64 ",\n          \"max\" : %" PRIu64 ",\n"
@@ -71,7 +72,30 @@ static void json_lat(FILE *f, const char *key, const struct rp_hist *h, int pct)
 			}
 		fprintf(f, "\n          }\n");
 	}
-	fprintf(f, "        },\n");
+	fprintf(f, "        }%s\n", end);
+}
+
+/* fio's "prios" where 2 priorities or more have reads: each one's class,
+ * level and completion latencies */
+static void json_prios(FILE *f, const struct rp_unit *u, int plus)
+{
+	const char *sep = "";
+
+	if (!u || rp_unit_nprio(u) < 2)
+		return;
+	fprintf(f, "        \"prios\" : [");
+	for (unsigned i = 0; i < RP_NPRIO && u->prio[i].h; i++) {
+		if (!u->prio[i].h->n)
+			continue;
+		fprintf(f, "%s\n        {\n          \"prioclass\" : %u,\n"
+			"          \"prio\" : %u,\n", sep,
+			u->prio[i].ioprio >> RP_IOPRIO_CLASS_SHIFT,
+			u->prio[i].ioprio & ((1u << RP_IOPRIO_CLASS_SHIFT) - 1));
+		json_lat(f, "clat_ns", u->prio[i].h, plus ? 2 : 1, "");
+		fprintf(f, "        }");
+		sep = ",";
+	}
+	fprintf(f, "\n        ],\n");
 }
 
 /* fio's bw_* and iops_* from the 500 ms samples; bw_agg is this report's
@@ -112,8 +136,9 @@ static void json_dir(FILE *f, const char *dir, const struct rp_unit *u, double g
 	fprintf(f, "        \"slat_ns\" : {\n          \"min\" : 0,\n          \"max\" : 0,\n"
 		"          \"mean\" : 0.000000,\n          \"stddev\" : 0.000000,\n"
 		"          \"N\" : 0\n        },\n");
-	json_lat(f, "clat_ns", h, plus ? 2 : 1);
-	json_lat(f, "lat_ns", h, 0);
+	json_lat(f, "clat_ns", h, plus ? 2 : 1, ",");
+	json_lat(f, "lat_ns", h, 0, ",");
+	json_prios(f, u, plus);
 	json_samples(f, u, group_bps);
 	fprintf(f, "      },\n");
 }

@@ -46,6 +46,7 @@ int rp_logs_open(struct rp_logs *l, const struct rp_job *j, size_t number, char 
 	memset(l, 0, sizeof(*l));
 	l->avg_ns = j->log_avg_ms * 1000000ull;
 	l->offset = j->log_offset;
+	l->prio_value = j->log_prio;
 	/* a bare option (no file name) logs under the job's name, as fio */
 	for (int k = 0; k < RP_NLOGS && !rc; k++) {
 		const char *name = k < 3 ? lat : k == 3 ? bw : iops;
@@ -58,16 +59,32 @@ int rp_logs_open(struct rp_logs *l, const struct rp_job *j, size_t number, char 
 	return rc;
 }
 
-static void line(FILE *f, uint64_t t_ms, uint64_t v, uint64_t bs, int with_off, uint64_t off)
+/* fio's priority column: 0x%04x of the value with log_prio, else 1 for
+ * the real-time class and 0 for any other */
+static void prio_str(char *buf, size_t len, const struct rp_logs *l, uint32_t ioprio)
 {
+	if (l->prio_value)
+		snprintf(buf, len, "0x%04x", (unsigned)ioprio);
+	else
+		snprintf(buf, len, "%u", ioprio >> RP_IOPRIO_CLASS_SHIFT == RP_IOPRIO_RT);
+}
+
+static void line(const struct rp_logs *l, int k, uint64_t t_ms, uint64_t v, uint64_t bs,
+		 uint64_t off, uint32_t ioprio)
+{
+	FILE *f = l->f[k];
+	char prio[16];
+
 	if (!f)
 		return;
-	if (with_off)
-		fprintf(f, "%llu, %llu, 0, %llu, %llu, 0\n", (unsigned long long)t_ms,
-			(unsigned long long)v, (unsigned long long)bs, (unsigned long long)off);
+	prio_str(prio, sizeof(prio), l, ioprio);
+	if (l->offset)
+		fprintf(f, "%llu, %llu, 0, %llu, %llu, %s\n", (unsigned long long)t_ms,
+			(unsigned long long)v, (unsigned long long)bs, (unsigned long long)off,
+			prio);
 	else
-		fprintf(f, "%llu, %llu, 0, %llu, 0\n", (unsigned long long)t_ms,
-			(unsigned long long)v, (unsigned long long)bs);
+		fprintf(f, "%llu, %llu, 0, %llu, %s\n", (unsigned long long)t_ms,
+			(unsigned long long)v, (unsigned long long)bs, prio);
 }
 
 /* One windowed line of every log, for the window ending at end_ns. */
@@ -77,17 +94,17 @@ static void window_flush(struct rp_logs *l, uint64_t end_ns)
 
 	if (!l->w_n || !ns)
 		return;
+	/* fio's window means carry priority 0 */
 	for (int k = 0; k < 3; k++)
-		line(l->f[k], t, k == 2 ? 0 : l->w_lat / l->w_n, 0, l->offset, 0);
-	line(l->f[3], t, (uint64_t)((double)l->w_bytes / 1024.0 / ((double)ns / 1e9)), 0,
-	     l->offset, 0);
-	line(l->f[4], t, (uint64_t)((double)l->w_n / ((double)ns / 1e9) + 0.5), 0, l->offset, 0);
+		line(l, k, t, k == 2 ? 0 : l->w_lat / l->w_n, 0, 0, 0);
+	line(l, 3, t, (uint64_t)((double)l->w_bytes / 1024.0 / ((double)ns / 1e9)), 0, 0, 0);
+	line(l, 4, t, (uint64_t)((double)l->w_n / ((double)ns / 1e9) + 0.5), 0, 0, 0);
 	l->w_lat = l->w_n = l->w_bytes = 0;
 	l->win_ns = end_ns;
 }
 
 void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64_t lat_ns,
-		  uint64_t off, uint64_t bs)
+		  uint64_t off, uint64_t bs, uint32_t ioprio)
 {
 	uint64_t t, since;
 
@@ -103,14 +120,13 @@ void rp_logs_read(struct rp_logs *l, uint64_t start_ns, uint64_t done_ns, uint64
 	}
 	t = (done_ns - l->t0) / 1000000;
 	since = done_ns > l->last_ns ? done_ns - l->last_ns : 1;
-	line(l->f[0], t, lat_ns, bs, l->offset, off);
-	line(l->f[1], t, lat_ns, bs, l->offset, off);
-	line(l->f[2], t, 0, bs, l->offset, off);
+	line(l, 0, t, lat_ns, bs, off, ioprio);
+	line(l, 1, t, lat_ns, bs, off, ioprio);
+	line(l, 2, t, 0, bs, off, ioprio);
 	/* fio's per-read samples: this read's bytes over the time since the
 	 * last one, and one read */
-	line(l->f[3], t, (uint64_t)((double)bs / 1024.0 / ((double)since / 1e9)), bs,
-	     l->offset, off);
-	line(l->f[4], t, 1, bs, l->offset, off);
+	line(l, 3, t, (uint64_t)((double)bs / 1024.0 / ((double)since / 1e9)), bs, off, ioprio);
+	line(l, 4, t, 1, bs, off, ioprio);
 	l->last_ns = done_ns;
 }
 

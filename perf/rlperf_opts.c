@@ -68,7 +68,7 @@ static const struct opt_def opt_table[] = {
 	{ "write_iops_log", NULL, RP_O_IOPSLOG, K_OPTSTR, 0, 1, 0, 0, "NAME", "log IOPS to NAME_iops.N.log" },
 	{ "log_avg_msec", NULL, RP_O_LOGAVG, K_SIZE, 0, 1, 0, 86400000, "MS", "logs: a line per MS ms (window means) instead of per read" },
 	{ "log_offset", NULL, RP_O_LOGOFF, K_BOOL, 0, 1, 0, 0, "0|1", "logs: add each read's offset" },
-	{ "log_prio", NULL, RP_O_LOGPRIO, K_BOOL, 0, 1, 0, 0, "0|1", "accepted: the priority column is always 0 (no cmdprio)" },
+	{ "log_prio", NULL, RP_O_LOGPRIO, K_BOOL, 0, 1, 0, 0, "0|1", "logs: each read's I/O priority value (0x%04x) instead of 1 for real-time, 0 else" },
 	{ "rate", NULL, RP_O_RATE, K_SIZE, 0, 1, 1, 0, "SIZE", "at most SIZE bytes/s (fio's rate for reads)" },
 	{ "rate_iops", NULL, RP_O_RATE_IOPS, K_SIZE, 0, 1, 1, 100000000, "N", "at most N reads/s" },
 	{ "rate_process", NULL, RP_O_RATE_PROC, K_STR, 0, 1, 0, 0, "linear|poisson", "rate_iops spacing: even (default) or exponential gaps" },
@@ -94,6 +94,11 @@ static const struct opt_def opt_table[] = {
 	{ "latency_window", NULL, RP_O_LAT_WINDOW, K_USEC, 0, 1, 0, 0, "TIME", "latency_target: judge each depth over this long (plain numbers: us)" },
 	{ "latency_percentile", NULL, RP_O_LAT_PCT, K_STR, 0, 1, 0, 0, "P", "latency_target: this percent of the reads must meet it (default 100)" },
 	{ "latency_run", NULL, RP_O_LAT_RUN, K_BOOL, 0, 1, 0, 0, "0|1", "latency_target: keep adjusting the depth instead of stopping once found" },
+	{ "prioclass", NULL, RP_O_PRIOCLASS, K_SIZE, 0, 1, 0, 3, "0..3", "the job's I/O priority class: 1 real-time, 2 best effort, 3 idle (0: best effort)" },
+	{ "prio", NULL, RP_O_PRIO, K_SIZE, 0, 1, 0, 7, "0..7", "the job's I/O priority level in its class (0 highest)" },
+	{ "cmdprio_percentage", NULL, RP_O_CMDPRIO_PCT, K_SIZE, 0, 1, 0, 100, "0..100", "io_uring, libaio: this percent of the reads at cmdprio_class/cmdprio" },
+	{ "cmdprio_class", NULL, RP_O_CMDPRIO_CLASS, K_SIZE, 0, 1, 1, 3, "1..3", "io_uring, libaio: the class of those reads (default 1, real-time)" },
+	{ "cmdprio", NULL, RP_O_CMDPRIO, K_SIZE, 0, 1, 0, 7, "0..7", "io_uring, libaio: the level of those reads (default 0)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
@@ -583,6 +588,11 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_LAT_TARGET: j->lat_target_ns = v; break;
 	case RP_O_LAT_WINDOW: j->lat_window_ns = v; break;
 	case RP_O_LAT_RUN: j->lat_run = (int)v; break;
+	case RP_O_PRIOCLASS: j->prioclass = (unsigned)v; break;
+	case RP_O_PRIO: j->prio = (unsigned)v; break;
+	case RP_O_CMDPRIO_PCT: j->cmdprio_pct = (unsigned)v; break;
+	case RP_O_CMDPRIO_CLASS: j->cmdprio_class = (unsigned)v; break;
+	case RP_O_CMDPRIO: j->cmdprio = (unsigned)v; break;
 	case RP_O_SS_DUR: j->ss_dur_ns = v; break;
 	case RP_O_SS_RAMP: j->ss_ramp_ns = v; break;
 	case RP_O_THINK_BLOCKS: j->thinktime_blocks = (unsigned)v; break;
@@ -595,6 +605,7 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 			j->seed = perf_now_ns() ^ ((uint64_t)getpid() << 32);
 		break;
 	case RP_O_LOGOFF: j->log_offset = (int)v; break;
+	case RP_O_LOGPRIO: j->log_prio = (int)v; break;
 	case RP_O_FIXEDBUFS: j->fixedbufs = (int)v; break;
 	case RP_O_REGFILES: j->registerfiles = (int)v; break;
 	case RP_O_GROUP: j->group_reporting = (int)v; break;
@@ -818,6 +829,15 @@ static int check_checkpoint(struct parser *pa)
 	return 0;
 }
 
+uint32_t rp_job_ioprio(const struct rp_job *j, int high)
+{
+	if (high)
+		return rp_ioprio(j->cmdprio_class ? j->cmdprio_class : RP_IOPRIO_RT, j->cmdprio);
+	if (j->set & (1ull << RP_O_PRIOCLASS | 1ull << RP_O_PRIO))
+		return rp_ioprio(j->prioclass, j->prio);
+	return 0;
+}
+
 static int check_job(struct parser *pa, const struct rp_job *j)
 {
 	char who[300] = "";
@@ -835,6 +855,11 @@ static int check_job(struct parser *pa, const struct rp_job *j)
 	if (j->engine != RL_BACKEND_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
 		return fail(pa, "%s--hipri needs --ioengine=io_uring or pvsync2",
 			    who);
+	/* fio's cmdprio_* are options of its libaio and io_uring engines */
+	if (j->engine != RL_BACKEND_IO_URING && j->engine != RL_BACKEND_LIBAIO &&
+	    (j->set & (7ull << RP_O_CMDPRIO_PCT)))
+		return fail(pa, "%s--cmdprio_percentage, --cmdprio_class and --cmdprio need "
+			    "--ioengine=io_uring or libaio (per-read priorities)", who);
 	/* fio counts the window in whole seconds of one sample each */
 	if (j->ss_dur_ns && (j->ss_dur_ns < 1000000000ull ||
 			     j->ss_dur_ns / 1000000000ull > RP_SS_MAX_DUR))

@@ -58,7 +58,7 @@ void rp_fmt_bs(char *buf, size_t len, uint64_t v)
  * fio's display_lat: nsec, or usec / msec when min, max and stdev are all
  * large enough that the smaller unit would only show long numbers.
  */
-static void print_clat_line(FILE *f, const struct rp_hist *h)
+static void print_clat_line(FILE *f, const char *name, const struct rp_hist *h)
 {
 	uint64_t min = h->n ? h->min : 0, max = h->max;
 	double mean = rp_hist_mean(h), dev = rp_hist_stddev(h), div = 1.0;
@@ -74,8 +74,8 @@ static void print_clat_line(FILE *f, const struct rp_hist *h)
 	}
 	rp_num2str(a, sizeof(a), (uint64_t)(min / div), 6, 0, RP_N2S_NONE);
 	rp_num2str(b, sizeof(b), (uint64_t)(max / div), 6, 0, RP_N2S_NONE);
-	fprintf(f, "    clat (%s): min=%s, max=%s, avg=%5.02f, stdev=%5.02f\n", unit, a, b,
-		mean / div, dev / div);
+	fprintf(f, "    %s (%s): min=%s, max=%s, avg=%5.02f, stdev=%5.02f\n", name, unit, a,
+		b, mean / div, dev / div);
 }
 
 /*
@@ -83,7 +83,7 @@ static void print_clat_line(FILE *f, const struct rp_hist *h)
  * percentile (so that none reads [0]), each value rounded up into it, as
  * wide as the largest needs, as many to a line as fit in 80 columns.
  */
-static void print_percentiles(FILE *f, const struct rp_hist *h)
+static void print_percentiles(FILE *f, const char *name, const struct rp_hist *h)
 {
 	uint64_t v[RP_NPCT], lo, hi, div = 1;
 	unsigned scale = 0, width = 5, per_line;
@@ -104,7 +104,7 @@ static void print_percentiles(FILE *f, const struct rp_hist *h)
 	for (uint64_t x = hi / div; x >= 100000; x /= 10)
 		width++;
 	per_line = (80 - 7) / (2 + 10 + width);
-	fprintf(f, "    clat percentiles (%s):\n     |", unit);
+	fprintf(f, "    %s percentiles (%s):\n     |", name, unit);
 	for (unsigned i = 0; i < RP_NPCT; i++) {
 		uint64_t x = v[i];
 
@@ -201,6 +201,31 @@ static void print_engine(FILE *f, const struct rp_unit *u)
 		fprintf(f, "  fallbacks    : %s\n", u->eng.fallbacks);
 }
 
+/* fio's clat_prio lines, where 2 priorities or more have reads: each
+ * one's latencies (pct 0), or its percentiles and share (pct 1) */
+static void print_prios(FILE *f, const struct rp_unit *u, int pct)
+{
+	if (rp_unit_nprio(u) < 2)
+		return;
+	for (unsigned i = 0; i < RP_NPRIO && u->prio[i].h; i++) {
+		const struct rp_hist *h = u->prio[i].h;
+		char name[64];
+		int n = snprintf(name, sizeof(name), "clat prio %u/%u",
+				 u->prio[i].ioprio >> RP_IOPRIO_CLASS_SHIFT,
+				 u->prio[i].ioprio & ((1u << RP_IOPRIO_CLASS_SHIFT) - 1));
+
+		if (!h->n)
+			continue;
+		if (!pct) {
+			print_clat_line(f, name, h);
+			continue;
+		}
+		snprintf(name + n, sizeof(name) - (size_t)n, " (%.2f%% of IOs)",
+			 100.0 * (double)h->n / (double)u->clat->n);
+		print_percentiles(f, name, h);
+	}
+}
+
 static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_unit *u)
 {
 	const struct rp_job *j = rep->plan->tasks[u->first].job;
@@ -218,8 +243,10 @@ static void print_unit(FILE *f, const struct rp_report *rep, const struct rp_uni
 	rp_num2str(io, sizeof(io), u->bytes, 4, 1, RP_N2S_BYTE);
 	fprintf(f, "  read: IOPS=%s, BW=%s (%s)(%s/%.0fmsec)\n", iops, bw, bws, io, rt * 1e3);
 	if (u->clat->n) {  /* none with gtod_reduce: fio prints no lines then */
-		print_clat_line(f, u->clat);
-		print_percentiles(f, u->clat);
+		print_clat_line(f, "clat", u->clat);
+		print_prios(f, u, 0);
+		print_percentiles(f, "clat", u->clat);
+		print_prios(f, u, 1);
 		rp_lat_bins(u->clat, lat_ns, lat_us, lat_ms);
 		print_lat_bins(f, lat_ns, RP_NLAT, "nsec");
 		print_lat_bins(f, lat_us, RP_NLAT, "usec");

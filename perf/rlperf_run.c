@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -90,6 +91,7 @@ struct worker {
 	uint64_t gen_start, gen_sent;   /* pacing: its first read, reads made */
 	uint64_t due_ns;        /* rate_process=poisson: when the next read goes */
 	uint64_t prng;          /* its exponential gaps */
+	uint64_t prio_rng;      /* cmdprio_percentage: which reads go high */
 	uint64_t rate_ns, rate_bytes;   /* ratemin: the cycle in progress */
 	uint64_t too_slow;      /* ratemin missed: the rate seen, + 1 */
 	struct flow *flow;      /* fio's flow group, or NULL */
@@ -152,6 +154,7 @@ static void snap_copy(struct worker *w)
 	w->snap = *w->res;
 	w->snap.clat = h;
 	w->snap.ss = NULL;      /* steady state is judged at the end only */
+	memset(w->snap.prio, 0, sizeof(w->snap.prio));   /* so are priorities */
 	if (h)
 		memcpy(h, w->res->clat, sizeof(*h));
 }
@@ -487,17 +490,23 @@ static void sleep_until(struct worker *w, uint64_t t)
  * after the pause, so its latency counts it; offload paces on the
  * offload thread.
  */
+/* splitmix64: the next of a stream of 64 random bits */
+static uint64_t splitmix(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 static void pace(struct worker *w, const struct rp_job *j)
 {
 	uint64_t due = 0;
 
 	if (j->poisson && j->rate_iops) {
-		uint64_t z = (w->prng += 0x9e3779b97f4a7c15ull);
-		double u;
+		double u = ((double)(splitmix(&w->prng) >> 11) + 1.0) / 9007199254740992.0;
 
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		u = ((double)((z ^ (z >> 31)) >> 11) + 1.0) / 9007199254740992.0;
 		w->due_ns += (uint64_t)(-log(u) / (double)j->rate_iops * 1e9);
 		due = w->due_ns;
 	} else if (j->rate_iops) {
@@ -568,6 +577,7 @@ static int generate(struct worker *w, struct cm_read *out)
 	const struct rp_job *j = w->t->job;
 	uint64_t off;
 	uint32_t file;
+	int high;
 
 	if (!w->gen_start)
 		w->gen_start = w->due_ns = perf_now_ns();
@@ -578,6 +588,10 @@ static int generate(struct worker *w, struct cm_read *out)
 	out->off = off;
 	out->file = file;
 	out->len = out->min_len = (uint32_t)j->bs;
+	/* fio's cmdprio_percentage: each read high with that chance */
+	high = j->cmdprio_pct && splitmix(&w->prio_rng) % 100 < j->cmdprio_pct;
+	out->ioprio = rp_job_ioprio(j, high);
+	w->res->high_ios += (uint64_t)high;
 	return 1;
 }
 
@@ -693,11 +707,16 @@ static void job_on_read(void *user, const struct cm_read *rd, uint64_t submit_ns
 			 complete_ns);
 	/* gtod_reduce: fio's disable_lat, _clat, _slat and _bw: neither
 	 * latencies nor bandwidth samples */
-	if (!w->t->job->gtod_reduce)
-		rp_hist_add(r->clat, complete_ns > submit_ns ? complete_ns - submit_ns : 0);
+	if (!w->t->job->gtod_reduce) {
+		uint64_t ns = complete_ns > submit_ns ? complete_ns - submit_ns : 0;
+
+		rp_hist_add(r->clat, ns);
+		if (r->prio[0].h)
+			rp_hist_add(r->prio[rd->ioprio != r->prio[0].ioprio].h, ns);
+	}
 	if (w->logging)
 		rp_logs_read(&w->logs, w->start_ns, complete_ns, complete_ns > submit_ns ?
-			     complete_ns - submit_ns : 0, rd->off, rd->len);
+			     complete_ns - submit_ns : 0, rd->off, rd->len, rd->ioprio);
 	r->bytes += rd->len;
 	r->ios++;
 	if (complete_ns > r->last_ns)
@@ -742,12 +761,18 @@ static void *job_main(void *arg)
 	if (j->startdelay_ns)
 		sleep_ns(j->startdelay_ns);  /* fio's startdelay; a stop ends it */
 	snap_running(w, 1);
+	/* fio's prioclass and prio: the thread's own (psync's reads) */
+	if (rp_job_ioprio(j, 0) && syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0,
+					    (int)rp_job_ioprio(j, 0)) < 0)
+		r->error = werr(w, -errno, "ioprio_set of prioclass %u, prio %u: %s",
+				j->prioclass, j->prio, strerror(errno));
 	if (w->off && pthread_create(&w->off->tid, NULL, offload_main, w)) {
 		free(w->off->q);   /* no thread: generate inline, as fio's inline */
 		free(w->off);
 		w->off = NULL;
 	}
-	r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
+	if (r->error >= 0)
+		r->error = w->engine(&eo, &ej, &r->eng, w->err, sizeof(w->err));
 	if (w->off) {
 		__atomic_store_n(&w->off->stop, 1, __ATOMIC_RELAXED);
 		pthread_join(w->off->tid, NULL);
@@ -992,6 +1017,18 @@ static int open_file(struct worker *w, size_t i, struct rp_result *r)
 	return 0;
 }
 
+/* cmdprio_percentage: latencies by priority, low [0] and high [1] */
+static int prio_init(struct rp_task_res *res, const struct rp_job *j)
+{
+	for (int k = 0; k < 2; k++) {
+		res->prio[k].ioprio = rp_job_ioprio(j, k);
+		if (!(res->prio[k].h = malloc(sizeof(*res->prio[k].h))))
+			return -1;
+		rp_hist_init(res->prio[k].h);
+	}
+	return 0;
+}
+
 static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 		       rp_engine_fn engine, struct rp_task_res *res,
 		       struct rp_result *r)
@@ -1010,6 +1047,8 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 	if (!res->clat || !w->paths || !w->sizes || !w->fs)
 		return -ENOMEM;
 	rp_hist_init(res->clat);
+	if (j->cmdprio_pct && prio_init(res, j) < 0)
+		return -ENOMEM;
 	w->planned = t->max_ios * j->bs;
 	if (j->offload) {
 		w->off = calloc(1, sizeof(*w->off));
@@ -1022,6 +1061,7 @@ static int worker_init(struct worker *w, const struct rp_task *t, size_t number,
 	w->lat_low = 1;
 	w->lat_high = j->iodepth;
 	w->prng = j->seed ^ (number * 0x9e3779b97f4a7c15ull);
+	w->prio_rng = ~w->prng;
 	if (j->lat_log || j->bw_log || j->iops_log) {
 		int rc = rp_logs_open(&w->logs, j, number, w->err, sizeof(w->err));
 
@@ -1217,6 +1257,8 @@ void rp_result_free(struct rp_result *r)
 {
 	for (size_t i = 0; r->task && i < r->ntasks; i++) {
 		free(r->task[i].clat);
+		free(r->task[i].prio[0].h);
+		free(r->task[i].prio[1].h);
 		if (r->task[i].ss) {
 			free(r->task[i].ss->iops);
 			free(r->task[i].ss->bw);

@@ -39,6 +39,38 @@ static void samples_merge(struct rp_samples *d, const struct rp_samples *s)
 	d->sumsq += s->sumsq;
 }
 
+/* t's latencies by priority into u's slot of the same priority (a new
+ * slot for a new one; past RP_NPRIO priorities the rest are left out).
+ * 0, or -ENOMEM. */
+static int prio_add(struct rp_unit *u, const struct rp_task_res *t)
+{
+	for (int k = 0; k < 2 && t->prio[k].h; k++) {
+		unsigned i = 0;
+
+		while (i < RP_NPRIO && u->prio[i].h && u->prio[i].ioprio != t->prio[k].ioprio)
+			i++;
+		if (i == RP_NPRIO)
+			continue;
+		if (!u->prio[i].h) {
+			if (!(u->prio[i].h = malloc(sizeof(*u->prio[i].h))))
+				return -ENOMEM;
+			rp_hist_init(u->prio[i].h);
+			u->prio[i].ioprio = t->prio[k].ioprio;
+		}
+		rp_hist_merge(u->prio[i].h, t->prio[k].h);
+	}
+	return 0;
+}
+
+unsigned rp_unit_nprio(const struct rp_unit *u)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < RP_NPRIO && u->prio[i].h; i++)
+		n += u->prio[i].h->n > 0;
+	return n;
+}
+
 static void unit_add(struct rp_unit *u, const struct rp_task_res *t)
 {
 	double rt = t->ios && t->last_ns > t->meas_ns ?
@@ -117,6 +149,10 @@ long rp_units(const struct rp_plan *p, const struct rp_result *r, struct rp_unit
 		}
 		cur->n++;
 		unit_add(cur, &r->task[i]);
+		if (prio_add(cur, &r->task[i]) < 0) {
+			rp_units_free(u, n);
+			return -ENOMEM;
+		}
 	}
 	share_cpu(u, n, r);
 	*out = u;
@@ -125,8 +161,11 @@ long rp_units(const struct rp_plan *p, const struct rp_result *r, struct rp_unit
 
 void rp_units_free(struct rp_unit *u, size_t n)
 {
-	for (size_t i = 0; u && i < n; i++)
+	for (size_t i = 0; u && i < n; i++) {
 		free(u[i].clat);
+		for (unsigned k = 0; k < RP_NPRIO; k++)
+			free(u[i].prio[k].h);
+	}
 	free(u);
 }
 

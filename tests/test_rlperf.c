@@ -582,6 +582,15 @@ static void bad_options_name_the_option(void)
 		{ "--random_distribution=lumpy", NULL, "rlperf: failed parsing random_distribution=lumpy: expected random, zipf:T, pareto:H, normal:S, zoned:A/S:.. or zoned_abs:A/SIZE:.." },
 		{ "--random_generator=mt", NULL, "rlperf: failed parsing random_generator=mt: expected tausworthe, lfsr or tausworthe64" },
 		{ "--buffered=2", NULL, "rlperf: failed parsing buffered=2: expected 0 or 1" },
+		{ "--prioclass=4", NULL, "rlperf: failed parsing prioclass=4: out of range [0, 3]" },
+		{ "--prio=8", NULL, "rlperf: failed parsing prio=8: out of range [0, 7]" },
+		{ "--cmdprio_percentage=101", "--ioengine=libaio", "rlperf: failed parsing cmdprio_percentage=101: out of range [0, 100]" },
+		{ "--cmdprio_class=0", "--ioengine=io_uring", "rlperf: failed parsing cmdprio_class=0: out of range [1, 3]" },
+		{ "--cmdprio_class=4", "--ioengine=io_uring", "rlperf: failed parsing cmdprio_class=4: out of range [1, 3]" },
+		{ "--cmdprio=8", "--ioengine=io_uring", "rlperf: failed parsing cmdprio=8: out of range [0, 7]" },
+		/* fio: "unrecognized option" (libaio's and io_uring's options) */
+		{ "--cmdprio_percentage=20", "--ioengine=psync", "rlperf: --cmdprio_percentage, --cmdprio_class and --cmdprio need --ioengine=io_uring or libaio (per-read priorities)" },
+		{ "--cmdprio_class=1", "--ioengine=sync", "rlperf: --cmdprio_percentage, --cmdprio_class and --cmdprio need --ioengine=io_uring or libaio (per-read priorities)" },
 	};
 	struct rp_conf c;
 	char err[512];
@@ -1584,6 +1593,104 @@ static void runner_reads_every_block_once_per_clone(void)
 	CHECK(ios == 3 * 256 && bytes == 3 << 20);
 	CHECK(fake.reads == 3 * 256 && !fake.bad && !fake.block_counts_bad);
 	CHECK(fake.runs == 3 && fake.max_inflight == 8);
+}
+
+/* cmdprio_percentage: that share of each clone's reads (seeded, binomial
+ * bounds of 6 deviations) go at cmdprio_class/cmdprio, the rest at the
+ * job's prioclass/prio, and their latencies split by priority. */
+static void runner_gives_cmdprio_its_share(void)
+{
+	static const unsigned pcts[] = { 0, 20, 100 };
+	const char *path = make_file("cmdprio", 1 << 20);
+	char fn[600], seed[64], pct[64], err[600];
+	struct rp_conf c;
+	struct rp_plan p;
+	struct rp_result r;
+
+	CHECK(path);
+	snprintf(fn, sizeof(fn), "--filename=%s", path);
+	snprintf(seed, sizeof(seed), "--randseed=%llu", (unsigned long long)th_seed());
+	for (size_t i = 0; i < RP_ARRAY_SIZE(pcts); i++) {
+		double want = 4096.0 * pcts[i] / 100.0, dev = 6 * sqrt(want * (1 - pcts[i] / 100.0));
+		int rc;
+
+		snprintf(pct, sizeof(pct), "--cmdprio_percentage=%u", pcts[i]);
+		rc = fake_args(&c, &p, &r, err, sizeof(err), fn, seed, pct, "--bs=256",
+			       "--ioengine=libaio", "--prioclass=3", "--cmdprio=2", "--numjobs=2",
+			       "--invalidate=0", NULL);
+		CHECKF(rc == 0, "rc %d: %s %s", rc, err, r.errmsg);
+		for (size_t t = 0; t < r.ntasks; t++) {
+			const struct rp_task_res *k = &r.task[t];
+
+			CHECKF(k->ios == 4096 && fabs((double)k->high_ios - want) <= dev,
+			       "%u%%: %llu of %llu reads high", pcts[i],
+			       (unsigned long long)k->high_ios, (unsigned long long)k->ios);
+			if (!pcts[i]) {
+				CHECK(!k->prio[0].h && !k->prio[1].h);
+				continue;
+			}
+			CHECK(k->prio[0].ioprio == (3u << 13) && k->prio[1].ioprio == (1u << 13 | 2));
+			CHECK(k->prio[1].h->n == k->high_ios);
+			CHECK(k->prio[0].h->n + k->prio[1].h->n == k->ios);
+		}
+		fake_done(&c, &p, &r);
+	}
+}
+
+/* A generator of 64 reads of 4 KiB, each at one I/O priority. */
+struct prio_gen {
+	uint32_t ioprio;
+	unsigned sent, done;
+};
+
+static int prio_next(void *user, struct cm_read *out)
+{
+	struct prio_gen *g = user;
+
+	if (g->sent == 64)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	out->off = 4096ull * g->sent++;
+	out->len = out->min_len = 4096;
+	out->ioprio = g->ioprio;
+	return 1;
+}
+
+static void prio_read(void *user, const struct cm_read *r, uint64_t s, uint64_t d)
+{
+	(void)r, (void)s, (void)d;
+	((struct prio_gen *)user)->done++;
+}
+
+/* Each read's ioprio reaches the kernel on every backend (sqe->ioprio,
+ * IOCB_FLAG_IOPRIO, the pread thread's ioprio_set): a valid one reads,
+ * an invalid class (7) is refused with EINVAL. */
+static void engine_passes_each_reads_ioprio(void)
+{
+	static const int backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO, RL_BACKEND_PREAD };
+	const char *path = make_file("ioprio", 1 << 20);
+	uint64_t size = 1 << 20;
+
+	CHECK(path);
+	for (size_t i = 0; path && i < RP_ARRAY_SIZE(backends); i++) {
+		struct eng_raw_opts o = { .backend = backends[i], .iodepth = 4, .bs = 4096 };
+		struct prio_gen g = { .ioprio = 3u << 13 };
+		struct eng_raw_job job = {
+			.nfiles = 1, .paths = &path, .sizes = &size, .next = prio_next,
+			.on_read = prio_read, .user = &g,
+		};
+		struct eng_raw_stats st;
+		char err[512];
+		int rc = eng_raw_run(&o, &job, &st, err, sizeof(err));
+
+		if (rc < 0 && strstr(err, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0 && g.done == 64 && st.backend == backends[i], "backend %d: %d %s",
+		       backends[i], rc, err);
+		g = (struct prio_gen){ .ioprio = 7u << 13 };
+		rc = eng_raw_run(&o, &job, &st, err, sizeof(err));
+		CHECKF(rc == -EINVAL, "backend %d: class 7 gave %d %s", backends[i], rc, err);
+	}
 }
 
 static void runner_round_robins_over_files(void)
@@ -2922,6 +3029,68 @@ static void binary_offload_submits_from_its_own_thread(void)
 	CHECKF(strstr(out, "  offload      : 1 submit thread queued 16 reads\n"), "%s", out);
 }
 
+/* fio's prios: two, idle and real-time, their reads adding up; and the
+ * latency logs' priority column (argv: json, clat log with log_prio=1,
+ * clat log without it, reads asked for high) */
+static const char prio_check[] =
+	"import json,sys\n"
+	"rd=json.load(open(sys.argv[1]))['jobs'][0]['read']; p=rd['prios']\n"
+	"assert [(x['prioclass'],x['prio']) for x in p]==[(3,0),(1,0)], p\n"
+	"n=[x['clat_ns']['N'] for x in p]\n"
+	"assert sum(n)==rd['total_ios']==rd['clat_ns']['N']==1024, n\n"
+	"v=[l.split(', ')[4].strip() for l in open(sys.argv[2])]\n"
+	"assert v.count('0x2000')==n[1] and v.count('0x6000')==n[0], v\n"
+	"w=[l.split(', ')[4].strip() for l in open(sys.argv[3])]\n"
+	"assert w.count('1')==int(sys.argv[4]) and w.count('0')==1024-w.count('1'), w\n";
+
+/* prioclass, prio and cmdprio_percentage on a real run of io_uring and
+ * libaio, reported as fio 3.33 reports them (normal, JSON, logs); psync
+ * runs at the job's priority, one latency line as fio's. */
+static void binary_reports_priorities_as_fio(void)
+{
+	static const char *const engines[] = { "io_uring", "libaio" };
+	const char *path = make_file("prio", 4 << 20);
+	const char *d = th_tmpdir();
+	char cmd[16384], out[16384], script[512], exe[PATH_MAX];
+	unsigned long long seed = (unsigned long long)th_seed();
+
+	if (!rlperf_exe() || !realpath(rlperf_exe(), exe))
+		SKIP("build/rlperf not built");
+	if (!have("python3 -c ''"))
+		SKIP("python3 not installed");
+	CHECK(path && !write_script("prio.py", prio_check, script, sizeof(script)));
+	for (size_t i = 0; i < RP_ARRAY_SIZE(engines); i++) {
+		char *high, *n1;
+		int rc;
+
+		/* the second run's seed and reads are the first's: the same
+		 * reads go high, so its 1s count the first run's 0x2000 */
+		snprintf(cmd, sizeof(cmd), "cd %s && %s --name=pr --filename=%s --ioengine=%s "
+			 "--rw=randread --iodepth=8 --prioclass=3 --cmdprio_percentage=30 "
+			 "--cmdprio_class=1 --randseed=%llu --write_lat_log=pa --log_prio=1 "
+			 "--output-format=json --output=prio.json 2>&1 && %s --name=pr "
+			 "--filename=%s --ioengine=%s --rw=randread --iodepth=8 --prioclass=3 "
+			 "--cmdprio_percentage=30 --randseed=%llu --write_lat_log=pb 2>&1",
+			 d, exe, path, engines[i], seed, exe, path, engines[i], seed);
+		rc = run_cmd(cmd, out, sizeof(out));
+		if (rc == 1 && strstr(out, "unavailable"))
+			continue;  /* a backend this machine lacks */
+		CHECKF(rc == 0, "%s: %s", engines[i], out);
+		high = strstr(out, "    clat prio 1/0 (");
+		n1 = high ? strstr(high + 1, "    clat prio 1/0 (") : NULL;
+		CHECKF(strstr(out, "    clat prio 3/0 (") && high &&
+		       strstr(out, "    clat prio 3/0 (") < high && n1 &&
+		       strstr(n1, "% of IOs) percentiles ("), "%s: %s", engines[i], out);
+		snprintf(cmd, sizeof(cmd), "cd %s && python3 %s prio.json pa_clat.1.log "
+			 "pb_clat.1.log $(grep -c 0x2000 pa_clat.1.log) 2>&1", d, script);
+		CHECKF(run_cmd(cmd, out, sizeof(out)) == 0, "%s: %s", engines[i], out);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --filename=%s --ioengine=psync --prioclass=3 --prio=7 "
+		 "--size=64k 2>&1", rlperf_exe(), path);
+	CHECKF(run_cmd(cmd, out, sizeof(out)) == 0 && strstr(out, "    clat (") &&
+	       !strstr(out, "clat prio"), "%s", out);
+}
+
 /* Splits a stream of JSON reports and checks each is fio's shape and the
  * run so far: io_bytes never decreases (argv: file, reports at least). */
 static const char status_check[] =
@@ -3124,12 +3293,26 @@ static void binary_paces_reads_as_fio(void)
 	       "%s", out);
 }
 
-/* The read-only job files of fio 3.33's examples/ folder that rlperf
- * runs, their option lines as fio ships them (comments left out).
- * cmdprio-percentage.fio (prioclass, cmdprio_*) is still refused. */
+/* The read-only job files of fio 3.33's examples/ folder, all 11 of
+ * them, their option lines as fio ships them (comments left out). */
 static const struct {
 	const char *name, *text;
 } fio_examples[] = {
+	{ "cmdprio-percentage.fio",
+	  "[global]\n"
+	  "filename=/dev/sda\n"
+	  "direct=1\n"
+	  "write_lat_log=prio-run.log\n"
+	  "log_prio=1\n"
+	  "[randread]\n"
+	  "rw=randread\n"
+	  "bs=128k\n"
+	  "ioengine=libaio\n"
+	  "iodepth=8\n"
+	  "prioclass=3\n"
+	  "cmdprio_percentage=20\n"
+	  "cmdprio_class=1\n"
+	},
 	{ "butterfly.fio",
 	  "[global]\n"
 	  "filename=/tmp/testfile\n"
@@ -3533,6 +3716,9 @@ int main(void)
 	RUN(random_distributions_follow_fio);
 	RUN(runner_searches_the_latency_target_depth);
 	RUN(runner_reads_every_block_once_per_clone);
+	RUN(runner_gives_cmdprio_its_share);
+	RUN(engine_passes_each_reads_ioprio);
+	RUN(binary_reports_priorities_as_fio);
 	RUN(runner_round_robins_over_files);
 	RUN(runner_loops_on_time_and_skips_ramp);
 	RUN(gtod_reduce_drops_latencies);
