@@ -14,12 +14,17 @@ import sys
 import traceback
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-# CPU devices only: a GPU plugin the venv's jax brings (jax-cuda12) fails
-# jax.distributed's start where there is no GPU driver ("-2 vs 0")
+# CPU devices only: the job needs no GPU plugin the venv's jax may bring
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import numpy as np  # noqa: E402
 import jax  # noqa: E402
+
+# No cross-process collectives: loading places each process's own shards
+# and computes nothing across processes. Gloo's (the default) resolves
+# the machine's host name, which a fresh container's /etc/hosts may not
+# know (gloo tcp/device.cc: "rv == 0. -2 vs 0", EAI_NONAME).
+jax.config.update("jax_cpu_collectives_implementation", None)
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import ringload.jax as rj  # noqa: E402
