@@ -17,6 +17,12 @@
 
 #include "eng_int.h"
 
+/* linux/aio_abi.h, which cannot be included beside libaio.h (both
+ * define struct iocb) */
+#ifndef IOCB_FLAG_IOPRIO
+#define IOCB_FLAG_IOPRIO (1u << 1)
+#endif
+
 struct aio {
 	io_context_t ctx;
 	int ctx_ok;
@@ -95,7 +101,7 @@ static int aio_queue(struct be *be, struct eng_req *q)
 		      (long long)(q->r.off + q->io_pos));
 	io_set_eventfd(cb, a->efd); /* after prep, which clears the iocb */
 	if (q->r.ioprio) {
-		cb->u.c.flags |= 1u << 1;   /* IOCB_FLAG_IOPRIO (linux/aio_abi.h) */
+		cb->u.c.flags |= IOCB_FLAG_IOPRIO;
 		cb->aio_reqprio = (short)q->r.ioprio;
 	}
 	cb->data = q;

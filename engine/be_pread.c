@@ -62,13 +62,13 @@ static void *reader(void *arg)
 		pthread_mutex_unlock(&p->lock);
 
 		q->res = reader_prio(q->r.ioprio, &prio);
-		do
-			n = q->res < 0 ? 0 : pread(eng_req_fd(q, files + q->r.file),
-						   q->dst + q->io_pos, q->io_len,
-						   (off_t)(q->r.off + q->io_pos));
-		while (n < 0 && errno == EINTR);
-		if (q->res >= 0)
+		if (q->res == 0) {
+			do
+				n = pread(eng_req_fd(q, files + q->r.file), q->dst + q->io_pos,
+					  q->io_len, (off_t)(q->r.off + q->io_pos));
+			while (n < 0 && errno == EINTR);
 			q->res = n < 0 ? -errno : (int)n;
+		}
 
 		pthread_mutex_lock(&p->lock);
 		q->next = p->fin;
