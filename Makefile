@@ -285,7 +285,12 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)$(if $(MPI_LIB),,if m=$$(command -v mpicc) && \
 		[ "$(origin MPICC)" != "command line" ]; then \
 		$(MAKE) --no-print-directory all MPICC=$$m; fi)
-	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
+	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS) \
+		$(FIO_SAME_IO)
+
+# rlperf against fio on the same jobs, at the device (not under a
+# sanitizer, whose slower submission is not fio's).
+FIO_SAME_IO := $(if $(SAN),,tests/fio_same_io.py)
 
 # Structure checks (tests/check/): link-time calls per object file, the
 # #include graph of the sources, and repeated blocks of source.

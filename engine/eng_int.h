@@ -188,7 +188,8 @@ struct eng_worker {
 	struct eng_req *free_reqs;
 	int *free_bufs;
 	unsigned nfree_bufs;
-	unsigned in_kernel;
+	unsigned in_kernel;       /* queued or in the kernel */
+	unsigned uncommitted;     /* of those, queued since the last commit */
 	struct eng_req *retry;
 
 	/* Reads claimed from the shared cursor (pre-faulted), in order. */
@@ -444,7 +445,7 @@ int eng_sink_finish(struct eng_run *rc, int ret);
 /* Maps nbuf buffers of bytes (rounded to pages), populated; locks them when
  * lock is set. Returns 0 or -errno (-EINVAL: size out of range). p->locked
  * says whether mlock succeeded. */
-int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock);
+int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock, int small);
 void eng_pool_destroy(struct eng_pool *p);
 static inline uint8_t *eng_pool_buf(const struct eng_pool *p, int i)
 {

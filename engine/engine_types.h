@@ -68,6 +68,9 @@ struct eng_opts {
 	unsigned buffers;       /* bounce buffers in total, split over the workers
 				 * (0: derived from the bound and the plan) */
 	uint32_t buffer_bytes;  /* size of each bounce buffer (>= largest read) */
+	int buffer_small_pages; /* bounce buffers in 4 KiB pages, no THP (fio's
+				 * iomem=malloc: the segments, so the device
+				 * requests, fio's reads make) */
 	int register_buffers;   /* io_uring: register the pool */
 	int register_files;     /* io_uring: register the files */
 	int direct;             /* enum eng_direct */
@@ -82,6 +85,15 @@ struct eng_opts {
 				 * COOP_TASKRUN|SUBMIT_ALL, 1: without
 				 * DEFER_TASKRUN, 2: COOP_TASKRUN|SUBMIT_ALL,
 				 * 3: none); benchmarks compare them */
+	/* fio's submission and completion batching, for rlperf's jobs (the
+	 * same I/O at the device as fio's: one read per submission call
+	 * under fio's defaults, where the engine's own batches let the
+	 * block layer merge neighbours). 0 keeps the engine's own way:
+	 * every read the slots allow in one commit, reaping what is there. */
+	unsigned submit_batch;  /* commit after this many queued reads */
+	unsigned reap_min;      /* queue full: wait for this many completions */
+	unsigned reap_max;      /* reap at most this many at once */
+	unsigned depth_low;     /* queue full: reap until the depth is this */
 };
 
 /* What the engine decided about one file (eng_job.file_stats). */
@@ -146,6 +158,10 @@ struct eng_job {
 	 * workers: concurrently): rlperf's latency */
 	void (*on_read)(void *user, const struct cm_read *r, uint64_t submit_ns,
 			uint64_t complete_ns);
+	/* each commit of nr reads that leaves depth in the kernel, and each
+	 * reap of nr completions, on the worker: rlperf's fio depth maps */
+	void (*on_commit)(void *user, unsigned nr, unsigned depth);
+	void (*on_reap)(void *user, unsigned nr);
 	/* every read whose bytes all arrived, on the worker that reaped it,
 	 * before its buffer is reused and before its copies count towards
 	 * their shards: bytes points at the read's first byte (bounce buffer

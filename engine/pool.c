@@ -14,7 +14,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock)
+int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock, int small)
 {
 	uint64_t len, rounded;
 
@@ -38,6 +38,10 @@ int eng_pool_create(struct eng_pool *p, unsigned nbuf, uint32_t bytes, int lock)
 	p->base = eng_staging_alloc(len);
 	if (!p->base)
 		return -ENOMEM;
+#ifdef MADV_NOHUGEPAGE
+	if (small)
+		madvise(p->base, len, MADV_NOHUGEPAGE); /* advisory, as fio's malloc */
+#endif
 	if (madvise(p->base, len, MADV_POPULATE_WRITE) < 0)
 		memset(p->base, 0, len);
 	p->map_len = len;

@@ -18,6 +18,7 @@ static void raw_opts(const struct eng_raw_opts *o, struct eng_opts *eo)
 	 * so each buffer is free again the moment its read is reaped */
 	eo->buffers = o->iodepth;
 	eo->buffer_bytes = o->bs;
+	eo->buffer_small_pages = !o->huge_buffers;
 	eo->inflight_bytes = (uint64_t)o->iodepth * o->bs;
 	eo->register_buffers = o->fixedbufs;
 	eo->register_files = o->registerfiles;
@@ -25,6 +26,14 @@ static void raw_opts(const struct eng_raw_opts *o, struct eng_opts *eo)
 	eo->threads = o->iodepth;  /* pread: a pool as deep as the queue */
 	eo->uring_iopoll = o->hipri;
 	eo->uring_sqpoll = o->sqthread_poll;
+	/* fio's defaults (its options.c and fixup_options): one read per
+	 * submission, a full queue waits for one completion and reaps at
+	 * most the minimum, down to iodepth_low (iodepth) */
+	eo->submit_batch = o->batch_submit ? CM_MIN(o->batch_submit, o->iodepth) : 1;
+	eo->reap_min = o->batch_complete_min ? o->batch_complete_min : 1;
+	eo->reap_max = CM_MAX(o->batch_complete_max, eo->reap_min);
+	eo->depth_low = o->iodepth_low && o->iodepth_low <= o->iodepth ? o->iodepth_low :
+			o->iodepth;
 }
 
 static void raw_stats(const struct eng_stats *s, struct eng_raw_stats *st)
@@ -59,6 +68,8 @@ int eng_raw_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 	ej.next = job->next;
 	ej.on_read = job->on_read;
 	ej.on_data_full = job->hold;   /* the engine's claim pause */
+	ej.on_commit = job->on_commit;
+	ej.on_reap = job->on_reap;
 	ej.user = job->user;
 	ej.total_bytes = job->total_bytes;
 	memset(&es, 0, sizeof(es));

@@ -23,6 +23,15 @@ struct eng_raw_opts {
 	int registerfiles;      /* io_uring: registered files */
 	int hipri;              /* io_uring: polled completions (IORING_SETUP_IOPOLL) */
 	int sqthread_poll;      /* io_uring: a kernel thread submits (IORING_SETUP_SQPOLL) */
+	int huge_buffers;       /* buffers in huge pages (fio's iomem=mmaphuge);
+				 * 0: 4 KiB pages, as fio's default malloc */
+	/* fio's batching, with fio's meanings; 0 takes fio's default */
+	unsigned batch_submit;  /* iodepth_batch_submit: reads per submission (1) */
+	unsigned batch_complete_min; /* iodepth_batch_complete_min: a full queue
+				 * waits for this many completions (1) */
+	unsigned batch_complete_max; /* iodepth_batch_complete_max: reaped at
+				 * most at once (iodepth_batch_complete_min) */
+	unsigned iodepth_low;   /* a full queue is reaped down to this (iodepth) */
 };
 
 struct eng_raw_job {
@@ -41,6 +50,11 @@ struct eng_raw_job {
 	 * with nothing in flight, sleeps a millisecond) and asks again. On the
 	 * same thread as next. NULL: never. */
 	int (*hold)(void *user);
+	/* Each submission of nr reads, leaving depth in flight (fio's
+	 * io_u_mark_depth and io_u_mark_submit), and each reap of nr
+	 * completions (io_u_mark_complete). On the same thread. May be NULL. */
+	void (*on_commit)(void *user, unsigned nr, unsigned depth);
+	void (*on_reap)(void *user, unsigned nr);
 	void *user;
 	uint64_t total_bytes;   /* the generator's bytes, if known (0: unknown) */
 };

@@ -123,7 +123,8 @@ static int setup_slots(struct eng_worker *w, struct cm_err *e)
 	uint64_t pool_len = (uint64_t)w->nbuf_want * cm_align_up(rc->cx.buf_bytes, 4096);
 	int lock = pool_len <= rc->cx.memlock_share, ret;
 
-	ret = eng_pool_create(&w->pool, w->nbuf_want, rc->cx.buf_bytes, lock);
+	ret = eng_pool_create(&w->pool, w->nbuf_want, rc->cx.buf_bytes, lock,
+			      rc->cx.o->buffer_small_pages);
 	if (ret < 0)
 		return cm_err_set(e, ret, "%u buffers of %u bytes: %s", w->nbuf_want,
 				  rc->cx.buf_bytes, strerror(-ret));
@@ -500,6 +501,8 @@ static void count_progress(struct eng_worker *w, uint64_t len)
 /* ------------------------------------------------------------------ */
 /* The loop */
 
+static void commit(struct eng_worker *w);
+
 /* Submits what slots, buffers and bytes allow; returns the count queued
  * and sets *why when the next read must wait. */
 static unsigned submit_some(struct eng_worker *w, int *why)
@@ -532,16 +535,25 @@ static unsigned submit_some(struct eng_worker *w, int *why)
 			break;
 		}
 		queued++;
+		if (++w->uncommitted == w->run->cx.o->submit_batch)
+			commit(w);   /* fio's iodepth_batch_submit */
 	}
 	return queued;
 }
 
+/* Hands the queued reads to the kernel (fio's td_io_commit). */
 static void commit(struct eng_worker *w)
 {
+	const struct eng_job *job = w->run->b.job;
 	int ret;
 
+	if (!w->uncommitted)
+		return;
 	if (!w->t_first)
 		w->t_first = cm_now_ns();
+	if (job->on_commit)
+		job->on_commit(job->user, w->uncommitted, w->in_kernel);
+	w->uncommitted = 0;
 	ret = w->be->ops->commit(w->be);
 	if (ret < 0)
 		eng_fail(&w->run->b, ret, "%s: submitting reads: %s", w->be->ops->name,
@@ -549,11 +561,13 @@ static void commit(struct eng_worker *w)
 			 strerror(-ret));
 }
 
-/* Reaps (blocking when told) and completes a batch; -1 on a reap error. */
+/* Reaps (blocking when told) and completes a batch; returns the reads
+ * reaped, or -1 on a reap error. */
 static int reap(struct eng_worker *w, int wait, int why)
 {
 	struct eng_req *done[REAP_BATCH];
 	struct eng_run *rc = w->run;
+	unsigned max = rc->cx.o->reap_max ? CM_MIN(rc->cx.o->reap_max, REAP_BATCH) : REAP_BATCH;
 	int n, parked = 0;
 
 	/* Blocked on bytes other workers hold: sleep in the kernel, where a
@@ -564,7 +578,7 @@ static int reap(struct eng_worker *w, int wait, int why)
 		else
 			parked = 1;
 	}
-	n = w->be->ops->reap(w->be, done, REAP_BATCH, wait);
+	n = w->be->ops->reap(w->be, done, max, wait);
 	if (parked)
 		eng_lim_unpark(w);
 	if (n < 0) {
@@ -577,11 +591,33 @@ static int reap(struct eng_worker *w, int wait, int why)
 	}
 	if (n > 0)
 		w->t_last = cm_now_ns();
+	if (n > 0 && rc->b.job->on_reap)
+		rc->b.job->on_reap(rc->b.job->user, (unsigned)n);
 	for (int i = 0; i < n; i++)
 		complete(w, done[i]);
 	/* Relaxed: a hint; the marks themselves are taken under the lock. */
 	if (w->id == 0 && atomic_load_explicit(&rc->b.progress_due, memory_order_relaxed))
 		eng_progress_report(&rc->b, 0);
+	return n;
+}
+
+/* A full queue under fio's batching (eng_opts.reap_min, depth_low): wait
+ * for reap_min completions, then on until the depth is down to
+ * depth_low, as fio's wait_for_completions. */
+static int reap_full(struct eng_worker *w, int why)
+{
+	const struct eng_opts *o = w->run->cx.o;
+	unsigned want = CM_MIN(CM_MAX(o->reap_min, 1u), w->in_kernel);
+	unsigned low = o->depth_low && o->depth_low < w->qd ? o->depth_low : w->qd - 1;
+	unsigned got = 0;
+	int n;
+
+	do {
+		n = reap(w, 1, why);
+		if (n < 0)
+			return -1;
+		got += (unsigned)n;
+	} while (w->in_kernel && !eng_failed(&w->run->b) && (got < want || w->in_kernel > low));
 	return 0;
 }
 
@@ -613,6 +649,11 @@ void eng_worker_run(struct eng_worker *w)
 		}
 		/* Block in the kernel only when nothing else can go now (and
 		 * nothing is left to fault in ahead). */
+		if (rc->cx.o->reap_min && !failed && w->in_kernel >= w->qd) {
+			if (reap_full(w, why) < 0)
+				break;
+			continue;
+		}
 		wait = !ahead && (failed || why != NOT_BLOCKED || w->in_kernel >= w->qd ||
 				  ((w->exhausted || backlog(rc)) && !w->count && !w->retry));
 		if (reap(w, wait, why) < 0)

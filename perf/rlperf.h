@@ -106,7 +106,11 @@ enum rp_rw { RP_READ = 0, RP_RANDREAD = 1 };
 enum rp_format { RP_FMT_NORMAL = 0, RP_FMT_JSON = 1, RP_FMT_JSONPLUS = 2, RP_FMT_TERSE = 3 };
 enum rp_eta_when { RP_ETA_AUTO = 0, RP_ETA_ALWAYS = 1, RP_ETA_NEVER = 2 };
 
-/* Every option, job options first (the bits of struct rp_job.set). */
+/* Every option, job options first (the bits of struct rp_job.set, more
+ * than 64). */
+typedef unsigned __int128 rp_optset;
+#define RP_OPT_BIT(id) ((rp_optset)1 << (id))
+
 enum rp_opt_id {
 	/* job options: fio's fio_options[] */
 	RP_O_NAME, RP_O_FILENAME, RP_O_DIRECTORY, RP_O_RW, RP_O_BS, RP_O_SIZE,
@@ -121,6 +125,7 @@ enum rp_opt_id {
 	RP_O_GTOD_REDUCE, RP_O_STONEWALL, RP_O_NEW_GROUP, RP_O_SS, RP_O_SS_DUR, RP_O_SS_RAMP,
 	RP_O_LAT_TARGET, RP_O_LAT_WINDOW, RP_O_LAT_PCT, RP_O_LAT_RUN,
 	RP_O_PRIOCLASS, RP_O_PRIO, RP_O_CMDPRIO_PCT, RP_O_CMDPRIO_CLASS, RP_O_CMDPRIO,
+	RP_O_BATCH_SUBMIT, RP_O_BATCH_CMIN, RP_O_BATCH_CMAX, RP_O_IODEPTH_LOW, RP_O_IOMEM,
 	/* command-line options: fio's l_opts[], and rlperf's checkpoint mode */
 	RP_O_OUTPUT, RP_O_FORMAT, RP_O_MINIMAL, RP_O_TERSE_VER, RP_O_ETA, RP_O_STATUS, RP_O_READONLY,
 	RP_O_CHECKPOINT,
@@ -215,7 +220,11 @@ struct rp_job {
 	unsigned cmdprio_pct;         /* cmdprio_percentage: reads at cmdprio_class/cmdprio */
 	unsigned cmdprio_class, cmdprio;
 	int log_prio;                 /* logs: the priority's value, not 1 for RT */
-	uint64_t set;            /* 1 << enum rp_opt_id of every option given */
+	/* fio's batching (iodepth_batch_submit, _complete_min, _complete_max,
+	 * iodepth_low), fixed up as fio's fixup_options does */
+	unsigned batch_submit, batch_cmin, batch_cmax, iodepth_low;
+	int huge_buffers;             /* iomem=mmaphuge|shmhuge (default malloc) */
+	rp_optset set;           /* 1 << enum rp_opt_id of every option given */
 	struct rp_kvlist given;  /* this section's options, in order */
 };
 
@@ -343,6 +352,11 @@ static inline uint32_t rp_ioprio(unsigned cls, unsigned level)
 {
 	return (cls ? cls : 2u) << RP_IOPRIO_CLASS_SHIFT | level;
 }
+
+/* The reads a clone keeps in flight: iodepth, but 1 on fio's synchronous
+ * engines (psync, sync, pvsync, pvsync2, vsync: the pread pool) unless
+ * io_submit_mode=offload, as fio caps them. */
+unsigned rp_job_depth(const struct rp_job *j);
 
 /* The priority of a job's reads: high for its cmdprio_percentage share,
  * else low; 0 when the job sets no priority (the thread's own). */
@@ -537,7 +551,9 @@ struct rp_samples {
 /* fio's sampling period for bandwidth and IOPS (bwavgtime, iopsavgtime) */
 #define RP_SAMPLE_NS 500000000ull
 
-/* reads in flight at each submission: 1, 2-3, 4-7, ... 32-63, >= 64 */
+/* fio's maps: reads in flight at each submission (1, 2-3, 4-7, ... 32-63,
+ * >= 64, counted per read), and the reads of each submission and of each
+ * reap (0, 1-4, 5-8, 9-16, 17-32, 33-64, > 64, counted per call) */
 #define RP_NDEPTH 7
 
 /* What one job clone measured. */
@@ -546,7 +562,7 @@ struct rp_task_res {
 	uint64_t meas_ns, last_ns;       /* measurement start, last completion */
 	struct rp_hist *clat;
 	struct rp_samples bw, iops;      /* KiB/s and IO/s per sample */
-	uint64_t depth[RP_NDEPTH];
+	uint64_t depth[RP_NDEPTH], submit[RP_NDEPTH], complete[RP_NDEPTH];
 	struct eng_raw_stats eng;
 	int error;                       /* 0 or a negative code */
 	char errmsg[RP_ERRMSG_MAX];
@@ -618,7 +634,7 @@ struct rp_unit {
 	double job_runtime_s;            /* the clones' measured times added */
 	struct rp_hist *clat;
 	struct rp_samples bw, iops;
-	uint64_t depth[RP_NDEPTH];
+	uint64_t depth[RP_NDEPTH], submit[RP_NDEPTH], complete[RP_NDEPTH];
 	double usr_s, sys_s;             /* the process's, shared out by time */
 	uint64_t ctx, vctx, majf, minf;
 	struct eng_raw_stats eng;            /* the first clone's; peak and retries of all */
@@ -648,6 +664,7 @@ void rp_lat_bins(const struct rp_hist *h, double ns[RP_NLAT], double us[RP_NLAT]
 		 double ms[RP_NLAT_MS]);
 extern const char *const rp_lat_keys[RP_NLAT_MS];
 extern const char *const rp_depth_keys[RP_NDEPTH];
+extern const char *const rp_batch_keys[RP_NDEPTH];
 
 /* bytes per second of the unit, and of a reporting group (its units' bytes
  * over their longest runtime: fio's group bandwidth) */

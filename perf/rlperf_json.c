@@ -4,8 +4,7 @@
  * the same job file), so that tools written for fio's JSON read rlperf's
  * unchanged; rlperf adds one key per job, "rlperf", with what the engine
  * did. Values rlperf does not measure are zeros: slat (submission is not
- * timed, so lat equals clat), iodepth_submit and iodepth_complete (the
- * engine's batches), the sync and write/trim blocks.
+ * timed, so lat equals clat), the sync and write/trim blocks.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -153,21 +152,23 @@ static void json_bins(FILE *f, const char *key, const char *const *keys,
 	fprintf(f, "      }%s\n", end);
 }
 
-static void json_depths(FILE *f, const struct rp_unit *u)
+static void json_map(FILE *f, const char *name, const char *const *keys, const uint64_t *v)
 {
-	static const char *const batch_keys[RP_NDEPTH] = {
-		"0", "4", "8", "16", "32", "64", ">=64",
-	};
 	double pct[RP_NDEPTH];
 	uint64_t all = 0;
 
 	for (unsigned i = 0; i < RP_NDEPTH; i++)
-		all += u->depth[i];
+		all += v[i];
 	for (unsigned i = 0; i < RP_NDEPTH; i++)
-		pct[i] = all ? 100.0 * (double)u->depth[i] / (double)all : 0.0;
-	json_bins(f, "iodepth_level", rp_depth_keys, pct, RP_NDEPTH, ",");
-	json_bins(f, "iodepth_submit", batch_keys, NULL, RP_NDEPTH, ",");
-	json_bins(f, "iodepth_complete", batch_keys, NULL, RP_NDEPTH, ",");
+		pct[i] = all ? 100.0 * (double)v[i] / (double)all : 0.0;
+	json_bins(f, name, keys, pct, RP_NDEPTH, ",");
+}
+
+static void json_depths(FILE *f, const struct rp_unit *u)
+{
+	json_map(f, "iodepth_level", rp_depth_keys, u->depth);
+	json_map(f, "iodepth_submit", rp_batch_keys, u->submit);
+	json_map(f, "iodepth_complete", rp_batch_keys, u->complete);
 }
 
 /* fio's latency_target keys: the target in ns, the window in us */

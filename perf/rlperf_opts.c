@@ -99,6 +99,11 @@ static const struct opt_def opt_table[] = {
 	{ "cmdprio_percentage", NULL, RP_O_CMDPRIO_PCT, K_SIZE, 0, 1, 0, 100, "0..100", "io_uring, libaio: this percent of the reads at cmdprio_class/cmdprio" },
 	{ "cmdprio_class", NULL, RP_O_CMDPRIO_CLASS, K_SIZE, 0, 1, 1, 3, "1..3", "io_uring, libaio: the class of those reads (default 1, real-time)" },
 	{ "cmdprio", NULL, RP_O_CMDPRIO, K_SIZE, 0, 1, 0, 7, "0..7", "io_uring, libaio: the level of those reads (default 0)" },
+	{ "iodepth_batch_submit", "iodepth_batch", RP_O_BATCH_SUBMIT, K_SIZE, 0, 1, 0, RP_MAX_IODEPTH, "N", "reads per submission call (default 1; 0: iodepth)" },
+	{ "iodepth_batch_complete_min", "iodepth_batch_complete", RP_O_BATCH_CMIN, K_SIZE, 0, 1, 0, RP_MAX_IODEPTH, "N", "a full queue waits for this many completions (default 1)" },
+	{ "iodepth_batch_complete_max", NULL, RP_O_BATCH_CMAX, K_SIZE, 0, 1, 0, RP_MAX_IODEPTH, "N", "completions reaped at most at once (default: iodepth_batch_complete_min)" },
+	{ "iomem", "mem", RP_O_IOMEM, K_STR, 0, 1, 0, 0, "malloc|mmap|shm|mmaphuge|shmhuge", "the read buffers: 4 KiB pages (default, as fio's malloc) or huge pages (THP), which make fewer, larger device requests" },
+	{ "iodepth_low", NULL, RP_O_IODEPTH_LOW, K_SIZE, 0, 1, 0, RP_MAX_IODEPTH, "N", "a full queue is reaped down to this depth before refilling (default iodepth)" },
 	{ "kb_base", NULL, RP_O_KB_BASE, K_SIZE, 0, 0, 0, 0, "1024|1000", "what k, m, g mean (KiB, MiB.. the other base)" },
 	{ "output", NULL, RP_O_OUTPUT, K_STR, 1, 0, 0, 0, "FILE", "write the report to FILE" },
 	{ "output-format", NULL, RP_O_FORMAT, K_STR, 1, 0, 0, 0, "normal|json|json+|terse", "report format (default normal; json+ adds the latency bins; terse: fio's version 3 lines)" },
@@ -171,6 +176,8 @@ void rp_job_default(struct rp_job *j)
 	j->ss_state = RP_SS_IOPS | RP_SS_SLOPE | RP_SS_PCT;   /* fio's iops_slope:0.01% */
 	j->ss_limit = 0.01;
 	j->lat_pct = 100.0;     /* fio's latency_percentile */
+	j->batch_submit = 1;    /* fio's iodepth_batch_submit and _complete_min */
+	j->batch_cmin = 1;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, const char **spelled)
@@ -349,6 +356,25 @@ static int set_engine(struct parser *pa, struct rp_job *j, const char *val)
 		}
 	return fail(pa, "failed parsing ioengine=%s: rlperf has io_uring, libaio, and "
 		    "psync, sync, pvsync, pvsync2, vsync (its pread pool)", val);
+}
+
+/* fio's iomem: what backs the buffers decides how many segments, so how
+ * many device requests, a read makes */
+static int set_iomem(struct parser *pa, struct rp_job *j, const char *val)
+{
+	static const char *const small[] = { "malloc", "mmap", "mmapshared", "shm" };
+
+	for (size_t i = 0; i < RP_ARRAY_SIZE(small); i++)
+		if (!strcmp(val, small[i])) {
+			j->huge_buffers = 0;
+			return 0;
+		}
+	if (!strncmp(val, "mmaphuge", 8) || !strcmp(val, "shmhuge")) {
+		j->huge_buffers = 1;   /* mmaphuge:FILE's hugetlbfs file: THP instead */
+		return 0;
+	}
+	return fail(pa, "failed parsing iomem=%s: rlperf has malloc, mmap, mmapshared, shm "
+		    "(4 KiB pages) and mmaphuge, shmhuge (huge pages)", val);
 }
 
 /* A float in [lo, hi] (ends excluded where open), all of s; 0 or -1. */
@@ -540,6 +566,7 @@ static int set_string(struct parser *pa, const struct opt_def *d, const char *va
 		return fail(pa, "failed parsing random_generator=%s: expected tausworthe, "
 			    "lfsr or tausworthe64", val);
 	case RP_O_IOENGINE: return set_engine(pa, j, val);
+	case RP_O_IOMEM: return set_iomem(pa, j, val);
 	case RP_O_OUTPUT: c->output = val; return 0;
 	case RP_O_CHECKPOINT: c->checkpoint = val; return 0;
 	case RP_O_SHARDING: c->sharding = val; return 0;
@@ -591,6 +618,10 @@ static void set_number(struct parser *pa, const struct opt_def *d, uint64_t v, i
 	case RP_O_PRIOCLASS: j->prioclass = (unsigned)v; break;
 	case RP_O_PRIO: j->prio = (unsigned)v; break;
 	case RP_O_CMDPRIO_PCT: j->cmdprio_pct = (unsigned)v; break;
+	case RP_O_BATCH_SUBMIT: j->batch_submit = (unsigned)v; break;
+	case RP_O_BATCH_CMIN: j->batch_cmin = (unsigned)v; break;
+	case RP_O_BATCH_CMAX: j->batch_cmax = (unsigned)v; break;
+	case RP_O_IODEPTH_LOW: j->iodepth_low = (unsigned)v; break;
 	case RP_O_CMDPRIO_CLASS: j->cmdprio_class = (unsigned)v; break;
 	case RP_O_CMDPRIO: j->cmdprio = (unsigned)v; break;
 	case RP_O_SS_DUR: j->ss_dur_ns = v; break;
@@ -666,7 +697,7 @@ static int apply(struct parser *pa, const struct opt_def *d, const char *spelled
 		set_number(pa, d, v, pct);
 	if (d->cmdline)
 		return 0;
-	target(pa)->set |= 1ull << d->id;
+	target(pa)->set |= RP_OPT_BIT(d->id);
 	if (pa->job < 0)
 		pa->c->have_global = 1;
 	/* fio's "job options" list options with a value only */
@@ -813,7 +844,7 @@ static int on_section(void *user, const char *section, unsigned line,
 static int check_checkpoint(struct parser *pa)
 {
 	struct rp_conf *c = pa->c;
-	uint64_t set = c->global.set;
+	rp_optset set = c->global.set;
 
 	if (c->jobfile || c->njobs)
 		return fail(pa, "--checkpoint runs no jobs: leave out job files and --name");
@@ -829,13 +860,31 @@ static int check_checkpoint(struct parser *pa)
 	return 0;
 }
 
+unsigned rp_job_depth(const struct rp_job *j)
+{
+	return j->engine == RL_BACKEND_PREAD && !j->offload ? 1 : j->iodepth;
+}
+
 uint32_t rp_job_ioprio(const struct rp_job *j, int high)
 {
 	if (high)
 		return rp_ioprio(j->cmdprio_class ? j->cmdprio_class : RP_IOPRIO_RT, j->cmdprio);
-	if (j->set & (1ull << RP_O_PRIOCLASS | 1ull << RP_O_PRIO))
+	if (j->set & (RP_OPT_BIT(RP_O_PRIOCLASS) | RP_OPT_BIT(RP_O_PRIO)))
 		return rp_ioprio(j->prioclass, j->prio);
 	return 0;
+}
+
+/* fio's fixup_options for its batching: a submit batch of 0 or over
+ * iodepth is iodepth, so is a low mark of 0 or over it; a completion
+ * maximum below the minimum is the minimum. */
+static void fixup_batching(struct rp_job *j)
+{
+	if (!j->batch_submit || j->batch_submit > j->iodepth)
+		j->batch_submit = j->iodepth;
+	if (!j->iodepth_low || j->iodepth_low > j->iodepth)
+		j->iodepth_low = j->iodepth;
+	if (j->batch_cmin > j->batch_cmax)
+		j->batch_cmax = j->batch_cmin;
 }
 
 static int check_job(struct parser *pa, const struct rp_job *j)
@@ -857,7 +906,7 @@ static int check_job(struct parser *pa, const struct rp_job *j)
 			    who);
 	/* fio's cmdprio_* are options of its libaio and io_uring engines */
 	if (j->engine != RL_BACKEND_IO_URING && j->engine != RL_BACKEND_LIBAIO &&
-	    (j->set & (7ull << RP_O_CMDPRIO_PCT)))
+	    (j->set & ((rp_optset)7 << RP_O_CMDPRIO_PCT)))
 		return fail(pa, "%s--cmdprio_percentage, --cmdprio_class and --cmdprio need "
 			    "--ioengine=io_uring or libaio (per-read priorities)", who);
 	/* fio counts the window in whole seconds of one sample each */
@@ -893,6 +942,7 @@ static int check_conf(struct parser *pa)
 		c->have_global = 0;
 	}
 	for (size_t i = 0; i < c->njobs; i++) {
+		fixup_batching(&c->jobs[i]);
 		rc = check_job(pa, &c->jobs[i]);
 		if (rc)
 			return rc;

@@ -148,17 +148,23 @@ static double cpu_pct(double s, double runtime)
 
 /* fio's IO depths, issued and latency_target lines (the last with the
  * depth the search ended at, or iodepth) */
-static void print_depths(FILE *f, const struct rp_unit *u, const struct rp_job *j)
+static void print_map(FILE *f, const char *label, const char *const *keys, const uint64_t *v)
 {
 	uint64_t all = 0;
 
 	for (unsigned i = 0; i < RP_NDEPTH; i++)
-		all += u->depth[i];
-	fprintf(f, "  IO depths    :");
+		all += v[i];
+	fprintf(f, "%s:", label);
 	for (unsigned i = 0; i < RP_NDEPTH; i++)
-		fprintf(f, " %s=%.1f%%%s", rp_depth_keys[i],
-			all ? 100.0 * (double)u->depth[i] / (double)all : 0.0,
+		fprintf(f, " %s=%.1f%%%s", keys[i], all ? 100.0 * (double)v[i] / (double)all : 0.0,
 			i + 1 < RP_NDEPTH ? "," : "\n");
+}
+
+static void print_depths(FILE *f, const struct rp_unit *u, const struct rp_job *j)
+{
+	print_map(f, "  IO depths    ", rp_depth_keys, u->depth);
+	print_map(f, "     submit    ", rp_batch_keys, u->submit);
+	print_map(f, "     complete  ", rp_batch_keys, u->complete);
 	fprintf(f, "     issued rwts: total=%" PRIu64 ",0,0,0 short=0,0,0,0 "
 		"dropped=0,0,0,0\n", u->ios);
 	fprintf(f, "     latency   : target=%llu, window=%llu, percentile=%.2f%%, depth=%u\n",

@@ -657,9 +657,38 @@ static int job_next(void *user, struct cm_read *out)
 	if (!(w->off ? offload_take(w, out) : generate(w, out)))
 		return 0;
 	w->submitted++;
-	if (w->seen_ns >= w->res->meas_ns)
-		w->res->depth[depth_bin(w->submitted - w->completed)]++;
 	return 1;
+}
+
+/* fio's __io_u_mark_map: 0, 1-4, 5-8, 9-16, 17-32, 33-64, > 64 */
+static unsigned batch_bin(unsigned nr)
+{
+	unsigned b;
+
+	if (nr <= 4)
+		return nr > 0;
+	b = 63 - (unsigned)__builtin_clzll(nr - 1);   /* 5-8: 2, 9-16: 3 ... */
+	return b < RP_NDEPTH - 1 ? b : RP_NDEPTH - 1;
+}
+
+/* fio's io_u_mark_depth and io_u_mark_submit at each commit (its
+ * td_io_commit), measured after ramp_time as fio resets them */
+static void job_on_commit(void *user, unsigned nr, unsigned depth)
+{
+	struct worker *w = user;
+
+	if (w->seen_ns < w->res->meas_ns)
+		return;
+	w->res->depth[depth_bin(depth)] += nr;
+	w->res->submit[batch_bin(nr)]++;
+}
+
+static void job_on_reap(void *user, unsigned nr)
+{
+	struct worker *w = user;
+
+	if (w->seen_ns >= w->res->meas_ns)
+		w->res->complete[batch_bin(nr)]++;
 }
 
 static void sample_add(struct rp_samples *s, double x)
@@ -746,14 +775,17 @@ static void *job_main(void *arg)
 	const struct rp_job *j = w->t->job;
 	struct rp_task_res *r = w->res;
 	struct eng_raw_opts eo = {
-		.backend = j->engine, .iodepth = j->iodepth, .bs = (uint32_t)j->bs,
+		.backend = j->engine, .iodepth = rp_job_depth(j), .bs = (uint32_t)j->bs,
 		.direct = j->direct, .fixedbufs = j->fixedbufs,
 		.registerfiles = j->registerfiles, .hipri = w->t->hipri,
-		.sqthread_poll = j->sqthread_poll,
+		.sqthread_poll = j->sqthread_poll, .huge_buffers = j->huge_buffers,
+		.batch_submit = j->batch_submit, .batch_complete_min = j->batch_cmin,
+		.batch_complete_max = j->batch_cmax, .iodepth_low = j->iodepth_low,
 	};
 	struct eng_raw_job ej = {
 		.nfiles = w->t->nfiles, .paths = w->paths, .sizes = w->sizes,
 		.next = job_next, .on_read = job_on_read, .user = w,
+		.on_commit = job_on_commit, .on_reap = job_on_reap,
 		.hold = j->lat_target_ns || w->off ? job_hold : NULL,
 		.total_bytes = j->time_based ? 0 : w->planned,
 	};

@@ -326,6 +326,18 @@ static int check_ss(const struct rp_plan *p, const struct rp_job *j, int group, 
 	return 0;
 }
 
+/* fio's note when a synchronous engine is given a depth it cannot keep
+ * (rp_job_depth): once, after any other note. */
+static void check_sync_depth(struct rp_plan *p, const struct rp_job *j)
+{
+	size_t n = strlen(p->notes);
+
+	if (rp_job_depth(j) >= j->iodepth || strstr(p->notes, "capped at 1"))
+		return;
+	snprintf(p->notes + n, sizeof(p->notes) - n, "%snote: both iodepth >= 1 and synchronous "
+		 "I/O engine are selected, queue depth will be capped at 1", n ? "\n" : "");
+}
+
 int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errlen)
 {
 	size_t n = 0;
@@ -347,6 +359,7 @@ int rp_setup(const struct rp_conf *c, struct rp_plan *p, char *err, size_t errle
 		if (i && (j->stonewall || j->new_group))
 			group++;
 		rc = check_ss(p, j, (int)group, err, errlen);
+		check_sync_depth(p, j);
 		for (unsigned k = 0; k < j->numjobs && !rc; k++) {
 			struct rp_task *t = &p->tasks[p->ntasks++];
 

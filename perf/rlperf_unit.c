@@ -25,6 +25,7 @@ const char *const rp_lat_keys[RP_NLAT_MS] = {
 };
 
 const char *const rp_depth_keys[RP_NDEPTH] = { "1", "2", "4", "8", "16", "32", ">=64" };
+const char *const rp_batch_keys[RP_NDEPTH] = { "0", "4", "8", "16", "32", "64", ">=64" };
 
 static void samples_merge(struct rp_samples *d, const struct rp_samples *s)
 {
@@ -84,8 +85,11 @@ static void unit_add(struct rp_unit *u, const struct rp_task_res *t)
 	rp_hist_merge(u->clat, t->clat);
 	samples_merge(&u->bw, &t->bw);
 	samples_merge(&u->iops, &t->iops);
-	for (unsigned i = 0; i < RP_NDEPTH; i++)
+	for (unsigned i = 0; i < RP_NDEPTH; i++) {
 		u->depth[i] += t->depth[i];
+		u->submit[i] += t->submit[i];
+		u->complete[i] += t->complete[i];
+	}
 	if (t->error < 0 && !u->error) {
 		u->error = t->error;
 		u->errmsg = t->errmsg;

@@ -1588,7 +1588,7 @@ static void huge_bounce_read(void)
 	CHECKF(ret == RL_E_INVALID_ARG && strstr(e.msg, "bounce buffer"), "%d %s", ret, e.msg);
 	CHECK_EQ(st.reads, 0);
 
-	ret = eng_pool_create(&pool, 1, 0xFFFFF001u, 0);
+	ret = eng_pool_create(&pool, 1, 0xFFFFF001u, 0, 0);
 	if (ret == 0)
 		eng_pool_destroy(&pool);
 	CHECKF(ret < 0, "pool of 0xFFFFF001 bytes: %d", ret);

@@ -1291,6 +1291,8 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 			q[(head + n) % qd].r = r;
 			q[(head + n) % qd].t = fake.lat_per_read ? vt : perf_now_ns();
 			n++;
+			if (job->on_commit)   /* fio's default: one read a submission */
+				job->on_commit(job->user, 1, n);
 			continue;
 		}
 		if (!n)
@@ -1306,6 +1308,8 @@ static int fake_run(const struct eng_raw_opts *o, const struct eng_raw_job *job,
 			done = q[head].t + n * fake.lat_per_read;
 			vt = done > vt ? done : vt;
 		}
+		if (job->on_reap)
+			job->on_reap(job->user, 1);
 		if (!(fake.drop_last && !more && n == 1))
 			job->on_read(job->user, &q[head].r, q[head].t, done);
 		head = (head + 1) % qd;
