@@ -41,13 +41,24 @@ _Static_assert(ENG_FALLBACK_BACKEND == RL_FALLBACK_BACKEND &&
 _Static_assert(ENG_FILE_DIRECT == RL_FILE_DIRECT && ENG_FILE_CACHED == RL_FILE_CACHED &&
 	       ENG_FILE_BUFFERED == RL_FILE_BUFFERED && ENG_FILE_UNUSED == RL_FILE_UNUSED,
 	       "file modes: one set of values");
+_Static_assert((int)ENG_AUTO == (int)RL_BACKEND_AUTO &&
+	       (int)ENG_IO_URING == (int)RL_BACKEND_IO_URING &&
+	       (int)ENG_LIBAIO == (int)RL_BACKEND_LIBAIO && (int)ENG_PREAD == (int)RL_BACKEND_PREAD,
+	       "backend ids: one set of values");
+_Static_assert((int)ENG_CAP_FIXED_BUFFERS == (int)RL_BACKEND_CAP_FIXED_BUFFERS &&
+	       (int)ENG_CAP_FIXED_FILES == (int)RL_BACKEND_CAP_FIXED_FILES &&
+	       (int)ENG_CAP_POLL == (int)RL_BACKEND_CAP_POLL &&
+	       (int)ENG_CAP_SQ_THREAD == (int)RL_BACKEND_CAP_SQ_THREAD &&
+	       (int)ENG_CAP_IOPRIO == (int)RL_BACKEND_CAP_IOPRIO &&
+	       (int)ENG_CAP_KERNEL_QUEUE == (int)RL_BACKEND_CAP_KERNEL_QUEUE,
+	       "backend capabilities: one set of values");
 _Static_assert(ENG_DIRECT_AUTO == RL_DIRECT_AUTO && ENG_DIRECT_ON == RL_DIRECT_ON,
 	       "direct modes: one set of values");
 
 static const struct {
 	int64_t lo, hi;
 } bounds[] = {
-	[RL_OPT_BACKEND] = { RL_BACKEND_AUTO, RL_BACKEND_PREAD },
+	[RL_OPT_BACKEND] = { RL_BACKEND_AUTO, 0 },   /* hi: the table's (below) */
 	[RL_OPT_QUEUE_DEPTH] = { 1, 4096 },
 	[RL_OPT_REQUEST_BYTES] = { 4096, 1 << 30 },
 	[RL_OPT_INFLIGHT_BYTES] = { 4096, 1ll << 40 },
@@ -65,6 +76,24 @@ static const struct {
 const char *rl_backend_name(rl_backend b)
 {
 	return eng_backend_name((int)b);
+}
+
+int rl_backend_at(size_t i)
+{
+	return eng_backend_id_at(i);
+}
+
+int rl_backend_by_name(const char *name)
+{
+	for (size_t i = 0; name && eng_backend_id_at(i) >= 0; i++)
+		if (!strcmp(name, eng_backend_name(eng_backend_id_at(i))))
+			return eng_backend_id_at(i);
+	return name && !strcmp(name, "auto") ? RL_BACKEND_AUTO : RL_E_INVALID_ARG;
+}
+
+unsigned rl_backend_caps(rl_backend b)
+{
+	return eng_backend_caps((int)b);
 }
 
 rl_loader *rl_loader_create(void)
@@ -89,7 +118,7 @@ int rl_loader_param_bounds(rl_loader_param param, int64_t *lo, int64_t *hi)
 	if (lo)
 		*lo = bounds[param].lo;
 	if (hi)
-		*hi = bounds[param].hi;
+		*hi = param == RL_OPT_BACKEND ? eng_backend_max_id() : bounds[param].hi;
 	return 0;
 }
 
@@ -106,6 +135,9 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "loader parameter %d: %lld not in [%lld, %lld]", (int)param,
 				  (long long)value, (long long)lo, (long long)hi);
+	if (param == RL_OPT_BACKEND && !strcmp(rl_backend_name((rl_backend)value), "?"))
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "backend %lld: no such backend",
+				  (long long)value);
 	switch (param) {
 	case RL_OPT_BACKEND: ld->eo.backend = (int)value; break;
 	case RL_OPT_QUEUE_DEPTH: ld->eo.queue_depth = (unsigned)value; break;

@@ -624,15 +624,40 @@ int rl_plan_broadcast(const rl_plan *plan, size_t i, rl_broadcast_info *out);
 /* Loading                                                             */
 /* ------------------------------------------------------------------ */
 
+/* The backends' ids, fixed forever; the library's table (rl_backend_at)
+ * says which it has, in what order RL_BACKEND_AUTO tries them, their
+ * names and what each can do: ask it rather than list them again. */
 typedef enum rl_backend {
-	RL_BACKEND_AUTO = 0,     /* io_uring, then libaio, then pread */
+	RL_BACKEND_AUTO = 0,     /* each of rl_backend_at's, in its order */
 	RL_BACKEND_IO_URING = 1,
 	RL_BACKEND_LIBAIO = 2,
 	RL_BACKEND_PREAD = 3,
 } rl_backend;
 
-/* Returns "auto", "io_uring", "libaio" or "pread"; "?" if invalid. */
+/* What a backend can do (rl_backend_caps). */
+enum {
+	RL_BACKEND_CAP_FIXED_BUFFERS = 1u << 0,  /* reads into registered memory */
+	RL_BACKEND_CAP_FIXED_FILES = 1u << 1,    /* registered files */
+	RL_BACKEND_CAP_POLL = 1u << 2,           /* polled completions */
+	RL_BACKEND_CAP_SQ_THREAD = 1u << 3,      /* a kernel thread submits */
+	RL_BACKEND_CAP_IOPRIO = 1u << 4,         /* an I/O priority per read */
+	RL_BACKEND_CAP_KERNEL_QUEUE = 1u << 5,   /* the kernel queues the reads (no reader threads) */
+};
+
+/* Returns "auto" or the backend's name ("io_uring", "libaio", "pread");
+ * "?" for an id the library does not have. */
 const char *rl_backend_name(rl_backend b);
+
+/* The i-th backend in RL_BACKEND_AUTO's order (0: io_uring, 1: libaio,
+ * 2: pread in this release): its id, or -1 when i is past the last. */
+int rl_backend_at(size_t i);
+
+/* The id of the backend called name ("auto" included), or
+ * RL_E_INVALID_ARG when the library has none of that name. */
+int rl_backend_by_name(const char *name);
+
+/* RL_BACKEND_CAP_* bits of b; 0 for RL_BACKEND_AUTO or an unknown id. */
+unsigned rl_backend_caps(rl_backend b);
 
 typedef struct rl_loader rl_loader;
 

@@ -234,7 +234,10 @@ static void aio_wake(struct be *be)
 }
 
 const struct be_ops eng_aio_ops = {
+	.version = ENG_BE_OPS_VERSION,
+	.id = ENG_LIBAIO,
 	.name = "libaio",
+	.caps = ENG_CAP_IOPRIO | ENG_CAP_KERNEL_QUEUE,
 	.setup = aio_setup,
 	.queue = aio_queue,
 	.commit = aio_commit,

@@ -127,7 +127,8 @@ static void fault_teardown(struct be *be)
 }
 
 const struct be_ops eng_fault_ops = {
-	.name = "fault",
+	.version = ENG_BE_OPS_VERSION,
+	.name = "fault",   /* a wrapper: no id, never in the table */
 	.setup = fault_setup,
 	.queue = fault_queue,
 	.commit = fault_commit,

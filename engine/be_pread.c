@@ -195,7 +195,10 @@ static void pr_wake(struct be *be)
 }
 
 const struct be_ops eng_pread_ops = {
+	.version = ENG_BE_OPS_VERSION,
+	.id = ENG_PREAD,
 	.name = "pread",
+	.caps = ENG_CAP_IOPRIO,
 	.setup = pr_setup,
 	.queue = pr_queue,
 	.commit = pr_commit,

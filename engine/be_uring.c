@@ -482,7 +482,11 @@ static void ur_wake(struct be *be)
 }
 
 const struct be_ops eng_uring_ops = {
+	.version = ENG_BE_OPS_VERSION,
+	.id = ENG_IO_URING,
 	.name = "io_uring",
+	.caps = ENG_CAP_FIXED_BUFFERS | ENG_CAP_FIXED_FILES | ENG_CAP_POLL | ENG_CAP_SQ_THREAD |
+		ENG_CAP_IOPRIO | ENG_CAP_KERNEL_QUEUE,
 	.setup = ur_setup,
 	.queue = ur_queue,
 	.commit = ur_commit,

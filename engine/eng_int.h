@@ -89,8 +89,14 @@ struct be {
  *  teardown: nothing of ours is in the kernel when it returns (what could
  *            not be reaped is counted in w->abandoned).
  */
+#define ENG_BE_OPS_VERSION 1
+
 struct be_ops {
-	const char *name;
+	unsigned version;       /* ENG_BE_OPS_VERSION */
+	int id;                 /* its enum rl_backend value, fixed forever */
+	const char *name;       /* what the CLI, rlperf and Python call it */
+	unsigned caps;          /* ENG_CAP_* (the public RL_BACKEND_CAP_*) */
+	int auto_order;         /* 0: tried by ENG_AUTO, in table order; 1: only by id */
 	int (*setup)(struct be *be);
 	int (*queue)(struct be *be, struct eng_req *q);
 	int (*commit)(struct be *be);
@@ -100,6 +106,14 @@ struct be_ops {
 };
 
 extern const struct be_ops eng_uring_ops, eng_aio_ops, eng_pread_ops;
+#ifdef RL_TEST_HOOKS
+extern const struct be_ops eng_test_ops;
+#endif
+
+/* backends.c: the table. The ops of backend id (NULL: none); the i-th in
+ * fallback order (NULL past the end). */
+const struct be_ops *eng_backend_ops(int id);
+const struct be_ops *eng_backend_at(size_t i);
 
 /* ---- hooks.c: test hooks, in -DRL_TEST_HOOKS builds only ---------------- */
 

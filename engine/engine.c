@@ -63,8 +63,8 @@ int eng_create(const struct eng_opts *opts, struct eng **out, struct cm_err *e)
 	struct eng *eng;
 
 	*out = NULL;
-	if (opts->backend < ENG_AUTO || opts->backend > ENG_PREAD)
-		return cm_err_set(e, RL_E_INVALID_ARG, "backend %d: not 0..3", opts->backend);
+	if (opts->backend != ENG_AUTO && !eng_backend_ops(opts->backend))
+		return cm_err_set(e, RL_E_INVALID_ARG, "backend %d: no such backend", opts->backend);
 	if (opts->queue_depth > MAX_QD)
 		return cm_err_set(e, RL_E_INVALID_ARG, "queue depth %u: not 0..%u",
 				  opts->queue_depth, MAX_QD);
@@ -539,7 +539,7 @@ int eng_session_fixed(const struct eng_session *s, char *why, size_t len)
 		snprintf(why, len, "no memory to register");
 		return 0;
 	}
-	if (rc->cx.backend != ENG_IO_URING) {
+	if (!(eng_backend_caps(rc->cx.backend) & ENG_CAP_FIXED_BUFFERS)) {
 		snprintf(why, len, "backend %s", eng_backend_name(rc->cx.backend));
 		return 0;
 	}

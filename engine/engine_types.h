@@ -45,11 +45,27 @@ struct eng_devq {
 	char name[64];           /* "vda", "nvme0n1p2 -> nvme0n1", "loop0 -> tmpfs", "" (none) */
 };
 
+/* Backend ids: the public rl_backend values, fixed forever. Which the
+ * engine has, their order, names and capabilities are engine/backends.c's
+ * table alone. */
 enum eng_backend {
-	ENG_AUTO = 0,        /* same values as rl_backend */
+	ENG_AUTO = 0,
 	ENG_IO_URING = 1,
 	ENG_LIBAIO = 2,
 	ENG_PREAD = 3,
+	ENG_TEST = 90,       /* the test build's be_test.c */
+};
+
+/* What a backend can do (struct be_ops.caps; the same values as the
+ * public RL_BACKEND_CAP_*): the engine and its callers ask these, never
+ * a backend's name or id. */
+enum {
+	ENG_CAP_FIXED_BUFFERS = 1u << 0,  /* reads into registered memory */
+	ENG_CAP_FIXED_FILES = 1u << 1,    /* registered files */
+	ENG_CAP_POLL = 1u << 2,           /* polled completions (IOPOLL) */
+	ENG_CAP_SQ_THREAD = 1u << 3,      /* a kernel thread submits (SQPOLL) */
+	ENG_CAP_IOPRIO = 1u << 4,         /* a priority per read */
+	ENG_CAP_KERNEL_QUEUE = 1u << 5,   /* the kernel queues the reads (no threads of ours) */
 };
 
 /* eng_opts.direct */

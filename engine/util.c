@@ -89,13 +89,6 @@ const char *eng_ring_nomem_reason(const char *release)
 	return "the kernel could not allocate the ring's memory (memory cgroup limit?)";
 }
 
-const char *eng_backend_name(int backend)
-{
-	static const char *const names[] = { "auto", "io_uring", "libaio", "pread" };
-
-	return backend >= 0 && backend < 4 ? names[backend] : "?";
-}
-
 int eng_thread_start(pthread_t *t, size_t stack, void *(*fn)(void *), void *arg)
 {
 	pthread_attr_t attr;

@@ -26,15 +26,6 @@ enum { NOT_BLOCKED = 0, BLOCKED_LOCAL, BLOCKED_BYTES };
 /* ------------------------------------------------------------------ */
 /* Setup and teardown */
 
-static const struct be_ops *backend_ops(int b)
-{
-	switch (b) {
-	case ENG_IO_URING: return &eng_uring_ops;
-	case ENG_LIBAIO: return &eng_aio_ops;
-	default: return &eng_pread_ops;
-	}
-}
-
 static void be_free(struct be *be)
 {
 	if (!be)
@@ -59,7 +50,7 @@ static struct be *be_new(struct eng_worker *w, const struct be_ops *ops, struct 
 /* Sets up backend b (wrapped by the fault injector when asked). */
 static int be_start(struct eng_worker *w, int b, struct be **out)
 {
-	struct be *be = be_new(w, backend_ops(b), NULL), *outer;
+	struct be *be = be_new(w, eng_backend_ops(b), NULL), *outer;
 	const struct be_ops *wrap = eng_hook_fault_ops(w->run, b);
 	int ret;
 
@@ -86,15 +77,15 @@ static int be_start(struct eng_worker *w, int b, struct be **out)
  * each one before it failed. */
 static int choose_backend(struct eng_worker *w, struct cm_err *e)
 {
-	static const int order[] = { ENG_IO_URING, ENG_LIBAIO, ENG_PREAD };
 	struct eng_run *rc = w->run;
 	int want = rc->cx.o->backend, ret = 0;
+	const struct be_ops *ops;
 	struct utsname u;
 
-	for (size_t i = 0; i < CM_ARRAY_SIZE(order); i++) {
-		int b = order[i];
+	for (size_t i = 0; (ops = eng_backend_at(i)); i++) {
+		int b = ops->id;
 
-		if (want != ENG_AUTO && want != b)
+		if (want == ENG_AUTO ? ops->auto_order != 0 : want != b)
 			continue;
 		w->setup_kernel_nomem = 0;
 		ret = be_start(w, b, &w->be);

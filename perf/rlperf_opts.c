@@ -889,23 +889,25 @@ static void fixup_batching(struct rp_job *j)
 
 static int check_job(struct parser *pa, const struct rp_job *j)
 {
+	unsigned caps = rl_backend_caps((rl_backend)j->engine);
 	char who[300] = "";
 
 	if (pa->c->njobs > 1 || pa->c->jobfile)
 		snprintf(who, sizeof(who), "job %s: ", j->name);
 	if (j->time_based && !j->runtime_ns)
 		return fail(pa, "%s--time_based needs --runtime", who);
-	if (j->engine != RL_BACKEND_IO_URING && (j->fixedbufs || j->registerfiles))
+	if ((j->fixedbufs && !(caps & RL_BACKEND_CAP_FIXED_BUFFERS)) ||
+	    (j->registerfiles && !(caps & RL_BACKEND_CAP_FIXED_FILES)))
 		return fail(pa, "%s--fixedbufs and --registerfiles need --ioengine=io_uring",
 			    who);
 	/* fio knows sqthread_poll for io_uring only, hipri also for pvsync2 */
-	if (j->engine != RL_BACKEND_IO_URING && j->sqthread_poll)
+	if (!(caps & RL_BACKEND_CAP_SQ_THREAD) && j->sqthread_poll)
 		return fail(pa, "%s--sqthread_poll needs --ioengine=io_uring", who);
-	if (j->engine != RL_BACKEND_IO_URING && j->hipri && strcmp(j->ioengine, "pvsync2"))
+	if (!(caps & RL_BACKEND_CAP_POLL) && j->hipri && strcmp(j->ioengine, "pvsync2"))
 		return fail(pa, "%s--hipri needs --ioengine=io_uring or pvsync2",
 			    who);
 	/* fio's cmdprio_* are options of its libaio and io_uring engines */
-	if (j->engine != RL_BACKEND_IO_URING && j->engine != RL_BACKEND_LIBAIO &&
+	if (!(caps & RL_BACKEND_CAP_KERNEL_QUEUE && caps & RL_BACKEND_CAP_IOPRIO) &&
 	    (j->set & ((rp_optset)7 << RP_O_CMDPRIO_PCT)))
 		return fail(pa, "%s--cmdprio_percentage, --cmdprio_class and --cmdprio need "
 			    "--ioengine=io_uring or libaio (per-read priorities)", who);

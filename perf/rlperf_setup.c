@@ -290,7 +290,7 @@ static void check_hipri(struct rp_plan *p, const struct rp_job *j, struct rp_tas
 
 	if (!j->hipri)
 		return;
-	if (j->engine != RL_BACKEND_IO_URING)
+	if (!(rl_backend_caps((rl_backend)j->engine) & RL_BACKEND_CAP_POLL))
 		why = "the pread pool (pvsync2) reads with pread(2), without RWF_HIPRI";
 	else if (!j->direct)
 		why = "polled reads need direct=1";

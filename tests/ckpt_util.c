@@ -238,16 +238,17 @@ int write_hashed_ckpt_at(const char *path, unsigned nt, unsigned tbytes, unsigne
 void run_on_every_backend(const struct th_case *t, size_t n, const unsigned *w, size_t nw,
 			  void (*select)(rl_backend b, unsigned workers))
 {
-	static const rl_backend backends[] = { RL_BACKEND_IO_URING, RL_BACKEND_LIBAIO,
-					       RL_BACKEND_PREAD };
 	char name[160];
 
-	for (size_t b = 0; b < sizeof(backends) / sizeof(backends[0]); b++)
+	/* the library's table: in the test build also engine/be_test.c's */
+	for (size_t b = 0; rl_backend_at(b) >= 0; b++)
 		for (size_t k = 0; k < nw; k++)
 			for (size_t i = 0; i < n; i++) {
-				select(backends[b], w[k]);
-				snprintf(name, sizeof(name), "%s/%uw/%s",
-					 rl_backend_name(backends[b]), w[k], t[i].name);
+				rl_backend id = (rl_backend)rl_backend_at(b);
+
+				select(id, w[k]);
+				snprintf(name, sizeof(name), "%s/%uw/%s", rl_backend_name(id),
+					 w[k], t[i].name);
 				th_run(name, t[i].fn);
 			}
 }

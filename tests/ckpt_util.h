@@ -64,12 +64,8 @@ struct th_case {
 	void (*fn)(void);
 };
 
-/* Runs every case on io_uring, libaio and pread, each with 1 and 3
- * workers, as "backend/Nw/name", with *backend and *workers set for it;
- * leaves them at io_uring and 1. */
-void run_backend_matrix(const struct th_case *cases, size_t n, rl_backend *backend,
-			unsigned *workers);
-/* Runs every test of t[0..n) on io_uring, libaio and pread, with each of
+/* Runs every test of t[0..n) on every backend of the library (rl_backend_at:
+ * io_uring, libaio, pread, and in the test build engine/be_test.c), with each of
  * the worker counts w[0..nw), named "<backend>/<N>w/<test>"; select() sets
  * the backend and workers the tests use before each. */
 void run_on_every_backend(const struct th_case *t, size_t n, const unsigned *w, size_t nw,

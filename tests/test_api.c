@@ -19,7 +19,8 @@
 /* Every function called below. */
 static const char *const covered[] = {
 	"rl_version_number", "rl_version_string", "rl_strerror", "rl_dtype_name",
-	"rl_dtype_bits", "rl_dtype_from_name", "rl_backend_name",
+	"rl_dtype_bits", "rl_dtype_from_name", "rl_backend_name", "rl_backend_at",
+	"rl_backend_by_name", "rl_backend_caps",
 	"rl_ckpt_create", "rl_ckpt_open", "rl_ckpt_errmsg", "rl_ckpt_destroy",
 	"rl_ckpt_num_files", "rl_ckpt_file_path", "rl_ckpt_file_size",
 	"rl_ckpt_num_tensors", "rl_ckpt_tensor", "rl_ckpt_find", "rl_ckpt_num_metadata",

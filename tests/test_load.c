@@ -1220,6 +1220,38 @@ static void null_safety(void)
 	rl_loader_destroy(ld);
 }
 
+/* The library's one table of backends gives the order, names, ids, the
+ * bound of RL_OPT_BACKEND and the capabilities. */
+static void backend_table(void)
+{
+	static const char *const release[] = { "io_uring", "libaio", "pread" };
+	rl_loader *ld = rl_loader_create();
+	int64_t lo, hi;
+	size_t n = 0;
+
+	CHECK(ld && rl_loader_param_bounds(RL_OPT_BACKEND, &lo, &hi) == 0);
+	for (int id; (id = rl_backend_at(n)) >= 0; n++) {
+		CHECK_EQ(rl_backend_by_name(rl_backend_name((rl_backend)id)), id);
+		CHECK(id > lo && id <= hi);
+		if (n < CM_ARRAY_SIZE(release))
+			CHECK_STR(rl_backend_name((rl_backend)id), release[n]);
+	}
+	/* the release's three, then the test build's own (engine/be_test.c) */
+	CHECK_EQ(n, 4);
+	CHECK_STR(rl_backend_name((rl_backend)rl_backend_at(3)), "test");
+	CHECK_EQ(rl_backend_by_name("auto"), RL_BACKEND_AUTO);
+	CHECK_EQ(rl_backend_by_name("nvme"), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_backend_by_name(NULL), RL_E_INVALID_ARG);
+	CHECK(rl_backend_caps(RL_BACKEND_IO_URING) & RL_BACKEND_CAP_FIXED_BUFFERS);
+	CHECK(rl_backend_caps(RL_BACKEND_LIBAIO) & RL_BACKEND_CAP_KERNEL_QUEUE);
+	CHECK(!(rl_backend_caps(RL_BACKEND_PREAD) & RL_BACKEND_CAP_KERNEL_QUEUE));
+	CHECK_EQ(rl_backend_caps(RL_BACKEND_AUTO), 0);
+	/* within the bounds but no backend of that id */
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_BACKEND, 4), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_loader_errmsg(ld), "no such backend"));
+	rl_loader_destroy(ld);
+}
+
 static void select_backend(rl_backend b, unsigned workers)
 {
 	cur = b;
@@ -1251,6 +1283,7 @@ int main(void)
 	cur_workers = 1;
 	RUN(request_bytes_auto);
 	RUN(params_and_stats);
+	RUN(backend_table);
 	RUN(null_safety);
 	return th_done();
 }

@@ -73,10 +73,19 @@ static int rules(struct load_args *a)
 	return ret;
 }
 
+/* The library's backends, "auto" first: a choice's index, whose name
+ * gives the id after parsing. */
+static void backend_choices(const char **names)
+{
+	names[0] = rl_backend_name(RL_BACKEND_AUTO);
+	for (size_t i = 0; i < LOAD_MAX_BACKENDS && rl_backend_at(i) >= 0; i++)
+		names[i + 1] = rl_backend_name((rl_backend)rl_backend_at(i));
+}
+
 int load_parse_args(int argc, char **argv, struct load_args *a)
 {
 	static const char *const staging_names[] = { "library", "caller", NULL };
-	static const char *backend_names[RL_BACKEND_PREAD + 2];
+	static const char *backend_names[LOAD_MAX_BACKENDS + 2];
 	const struct opt opts[] = {
 		{ .name = "sharding", .kind = OPT_STRING, .dst = &a->sharding,
 		  .metavar = "SPEC",
@@ -85,7 +94,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		  .help = "the process of the mesh to load", .bounds = cli_plan_bounds,
 		  .param = RL_PLAN_PROCESS },
 		{ .name = "backend", .kind = OPT_CHOICE, .dst = &a->backend,
-		  .help = "I/O backend (auto: io_uring, else libaio, else pread)",
+		  .help = "I/O backend (auto: each of the others in turn)",
 		  .choices = backend_names },
 		{ .name = "out", .kind = OPT_STRING, .dst = &a->out, .metavar = "DIR",
 		  .help = "write DIR/<device>/<tensor>.bin and manifest.json, published atomically" },
@@ -144,16 +153,16 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &a->path };
 	int ret;
 
-	for (int b = 0; b <= RL_BACKEND_PREAD; b++)
-		backend_names[b] = rl_backend_name((rl_backend)b);
+	backend_choices(backend_names);
 	memset(a, 0, sizeof(*a));
 	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
-	a->staging_budget = -1;
-	a->backend = a->staging = -1;
+	a->staging_budget = a->backend = a->staging = -1;
 	a->process = -1;
 	ret = opts_parse(&cmd, argc, argv);
 	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
 		a->process = 0;
+	if (a->backend > 0)   /* the choice's index: the name's id */
+		a->backend = rl_backend_by_name(backend_names[a->backend]);
 	return ret;
 }
 

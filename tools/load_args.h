@@ -10,11 +10,15 @@
 #include "opts.h"
 #include "ringload.h"
 
+/* Backends the CLI lists at most (the library's table has 3 today). */
+#define LOAD_MAX_BACKENDS 16
+
 struct load_args {
 	const char *path, *sharding, *out;
 	int64_t process, queue_depth, request_bytes, inflight_bytes, workers;
 	int64_t staging_budget; /* --staging-budget (streaming); -1: whole staging */
-	int backend, staging;  /* index in the choices, -1 when not given */
+	int backend, staging;  /* backend: its id; staging: index in the choices;
+				* -1 when not given */
 	int verify, quiet, json, buffered, force;
 	int mpi, read_once;    /* --mpi, --read-once */
 	const char *local_files;

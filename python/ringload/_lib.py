@@ -77,7 +77,6 @@ LOADER_PARAMS = {
 }
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
 
-BACKENDS = {"auto": 0, "io_uring": 1, "libaio": 2, "pread": 3}
 RL_STAGING_LIBRARY = 0
 RL_STAGING_CALLER = 1
 RL_STAGING_STREAM = 2
@@ -310,6 +309,9 @@ _PROTOTYPES = {
     "rl_plan_build_batch": (c_int, [_V, _V, c_size_t]),
 
     "rl_backend_name": (c_char_p, [c_int]),
+    "rl_backend_at": (c_int, [c_size_t]),
+    "rl_backend_by_name": (c_int, [c_char_p]),
+    "rl_backend_caps": (c_uint, [c_int]),
     "rl_loader_create": (_V, []),
     "rl_loader_set": (c_int, [_V, c_int, c_int64]),
     "rl_loader_get": (c_int, [_V, c_int, POINTER(c_int64)]),
@@ -402,6 +404,22 @@ def _bind(cdll):
 
 CDLL, PATH = _open()
 _bind(CDLL)
+
+
+def _backends():
+    """The library's backends by name, "auto" first, then its fallback
+    order (rl_backend_at): the library's table is the one list."""
+    names = {CDLL.rl_backend_name(0).decode(): 0}
+    i = 0
+    while CDLL.rl_backend_at(i) >= 0:
+        b = CDLL.rl_backend_at(i)
+        names[CDLL.rl_backend_name(b).decode()] = b
+        i += 1
+    return names
+
+
+BACKENDS = _backends()
+"""rl_backend ids by name, from the library: "auto", then the order it tries."""
 BOUND = sorted(_PROTOTYPES) + sorted(_OPTIONAL)
 """Names of every function this module binds."""
 

@@ -126,7 +126,10 @@ def torch():
                                "(make deps installs it)")
 
 
-BACKENDS = ("io_uring", "libaio", "pread")
+from ringload import _lib  # noqa: E402
+
+# every backend the library has (its table, without "auto")
+BACKENDS = tuple(b for b in _lib.BACKENDS if b != "auto")
 
 
 @pytest.fixture(autouse=True)

@@ -28,8 +28,9 @@ jax.config.update("jax_cpu_collectives_implementation", None)
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import ringload.jax as rj  # noqa: E402
+from ringload import _lib  # noqa: E402
 
-BACKENDS = ("io_uring", "libaio", "pread")
+BACKENDS = tuple(b for b in _lib.BACKENDS if b != "auto")
 
 
 def _mesh(shape):

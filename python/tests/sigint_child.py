@@ -25,7 +25,7 @@ import time
 import ringload
 from ringload import _errors, _handles, _lib
 
-BACKENDS = ("io_uring", "libaio", "pread")
+BACKENDS = tuple(b for b in _lib.BACKENDS if b != "auto")
 SLOW = {"queue_depth": 1, "request_bytes": 4096, "direct": 0}
 TENSOR = "w"
 TRIES = 3

@@ -10,7 +10,7 @@ import stfile
 import ringload
 from ringload import _handles
 
-BACKENDS = ("io_uring", "libaio", "pread")
+from conftest import BACKENDS  # noqa: E402
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -15,7 +15,7 @@ import ringload
 import ringload.numpy as rnp
 from ringload import _handles
 
-BACKENDS = ("io_uring", "libaio", "pread")
+from conftest import BACKENDS  # noqa: E402
 SMALL = np.arange(512, dtype="<f4")  # 2 KiB
 
 

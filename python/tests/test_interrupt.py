@@ -69,7 +69,7 @@ def test_ctrl_c_propagates_unchanged_cancels_and_frees(interrupted, entry):
 # In this process: SIGINT raised by a progress callable, on the main thread
 # (pytest's), where Python runs the handler inside the callable.
 
-BACKENDS = ("io_uring", "libaio", "pread")
+from conftest import BACKENDS  # noqa: E402
 
 
 @pytest.fixture

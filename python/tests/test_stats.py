@@ -13,7 +13,7 @@ import stfile
 import ringload
 import ringload.numpy as rnp
 
-BACKENDS = ("io_uring", "libaio", "pread")
+from conftest import BACKENDS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
