@@ -15,6 +15,8 @@
 #   make demo       generate a sample checkpoint and load it (README's main job)
 #   make install    library, header, ringload.pc, ringload, rlperf, man pages and the
 #                   Python package under PREFIX (its dist-packages: PYDIR)
+#   make pycheck    pip install ., -e ., python -m build on Python 3.9 .. 3.13 (pyenv),
+#                   and the manylinux wheel where the system libraries are hidden
 #   make pydeps     the venv of PyPI packages the Python tests and benchmarks use
 #                   (python/requirements-test.txt), outside the clone; make test
 #                   runs the Python tests with it and with Debian's python3
@@ -415,6 +417,12 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1 \
 		$(DESTDIR)$(LIBDIR)/libringload_mpi.so* $(DESTDIR)$(INCDIR)/ringload_mpi.h \
 		$(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so
+
+# The install forms on every Python the package declares (CI; PyPI or pip's
+# cache): python/tests/python-versions.sh.
+.PHONY: pycheck
+pycheck: all
+	$(Q)tests/run.sh python/tests/python-versions.sh
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \
