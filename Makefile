@@ -287,7 +287,8 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)$(if $(MPI_LIB),,if m=$$(command -v mpicc) && \
 		[ "$(origin MPICC)" != "command line" ]; then \
 		$(MAKE) --no-print-directory all MPICC=$$m; fi)
-	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS)
+	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS) \
+		tests/install.sh
 
 # Structure checks (tests/check/): link-time calls per object file, the
 # #include graph of the sources, and repeated blocks of source.
@@ -382,6 +383,18 @@ bench: all
 demo: check-deps all
 	$(Q)tools/demo.sh $(BUILD)
 
+# A LIBDIR the dynamic loader searches (ld.so.conf's folders, /lib, /usr/lib:
+# what ldconfig -v lists) needs its cache refreshed before a program linked
+# with -lringload (the README's pkg-config line) finds libringload.so.0
+# there; a staged install (DESTDIR) is left to the package's own scripts.
+LDCONFIG ?= $(or $(shell command -v ldconfig 2>/dev/null),/sbin/ldconfig)
+define ldconfig_if_in_path
+	$(Q)if [ -z "$(DESTDIR)" ] && $(LDCONFIG) -vNX 2>/dev/null | \
+		sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p' | xargs -r realpath -mq | \
+		grep -qxF "$$(realpath -m $(LIBDIR))"; then \
+		echo "  LDCONFIG $(LIBDIR) is in the loader's path"; $(LDCONFIG); fi
+endef
+
 # ringload finds the library through its rpath $ORIGIN/../lib, so BINDIR
 # and LIBDIR must stay siblings for a prefix outside the loader's path
 # (else LD_LIBRARY_PATH=LIBDIR); rlperf links the library statically.
@@ -408,6 +421,7 @@ install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' \
 		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
+	$(call ldconfig_if_in_path)
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
@@ -417,6 +431,7 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1 \
 		$(DESTDIR)$(LIBDIR)/libringload_mpi.so* $(DESTDIR)$(INCDIR)/ringload_mpi.h \
 		$(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so
+	$(call ldconfig_if_in_path)
 
 # The install forms on every Python the package declares (CI; PyPI or pip's
 # cache): python/tests/python-versions.sh.
