@@ -15,6 +15,8 @@
 #   make demo       generate a sample checkpoint and load it (README's main job)
 #   make install    library, header, ringload.pc, ringload, rlperf, man pages and the
 #                   Python package under PREFIX (its dist-packages: PYDIR)
+#   make pycheck    pip install ., -e ., python -m build on Python 3.9 .. 3.13 (pyenv),
+#                   and the manylinux wheel where the system libraries are hidden
 #   make pydeps     the venv of PyPI packages the Python tests and benchmarks use
 #                   (python/requirements-test.txt), outside the clone; make test
 #                   runs the Python tests with it and with Debian's python3
@@ -286,7 +288,7 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 		[ "$(origin MPICC)" != "command line" ]; then \
 		$(MAKE) --no-print-directory all MPICC=$$m; fi)
 	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS) \
-		$(FIO_SAME_IO)
+		tests/install.sh $(FIO_SAME_IO)
 
 # rlperf against fio on the same jobs, at the device (not under a
 # sanitizer, whose slower submission is not fio's).
@@ -385,6 +387,18 @@ bench: all
 demo: check-deps all
 	$(Q)tools/demo.sh $(BUILD)
 
+# A LIBDIR the dynamic loader searches (ld.so.conf's folders, /lib, /usr/lib:
+# what ldconfig -v lists) needs its cache refreshed before a program linked
+# with -lringload (the README's pkg-config line) finds libringload.so.0
+# there; a staged install (DESTDIR) is left to the package's own scripts.
+LDCONFIG ?= $(or $(shell command -v ldconfig 2>/dev/null),/sbin/ldconfig)
+define ldconfig_if_in_path
+	$(Q)if [ -z "$(DESTDIR)" ] && $(LDCONFIG) -vNX 2>/dev/null | \
+		sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p' | xargs -r realpath -mq | \
+		grep -qxF "$$(realpath -m $(LIBDIR))"; then \
+		echo "  LDCONFIG $(LIBDIR) is in the loader's path"; $(LDCONFIG); fi
+endef
+
 # ringload finds the library through its rpath $ORIGIN/../lib, so BINDIR
 # and LIBDIR must stay siblings for a prefix outside the loader's path
 # (else LD_LIBRARY_PATH=LIBDIR); rlperf links the library statically.
@@ -411,6 +425,7 @@ install: $(STATIC) $(SHARED) $(TOOLS) $(MPI_LIB) $(MPI_PLUGIN)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 		-e 's|@VERSION@|$(VERSION)|' \
 		ringload.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/ringload.pc
+	$(call ldconfig_if_in_path)
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libringload.a $(DESTDIR)$(LIBDIR)/libringload.so* \
@@ -420,6 +435,13 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man1/ringload.1 $(DESTDIR)$(MANDIR)/man1/rlperf.1 \
 		$(DESTDIR)$(LIBDIR)/libringload_mpi.so* $(DESTDIR)$(INCDIR)/ringload_mpi.h \
 		$(DESTDIR)$(LIBDIR)/ringload/ringload-mpi.so
+	$(call ldconfig_if_in_path)
+
+# The install forms on every Python the package declares (CI; PyPI or pip's
+# cache): python/tests/python-versions.sh.
+.PHONY: pycheck
+pycheck: all
+	$(Q)tests/run.sh python/tests/python-versions.sh
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := liburing-dev libaio-dev libjemalloc-dev libcjson-dev libssl-dev clang \

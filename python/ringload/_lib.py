@@ -17,6 +17,7 @@ The library is found, in this order, through
 """
 import ctypes
 import os
+import re
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double,
                     c_int, c_int32, c_int64, c_long, c_size_t, c_uint, c_uint32,
                     c_uint64, c_void_p)
@@ -378,12 +379,36 @@ def _candidates():
     return [here, SONAME] if os.path.exists(here) else [SONAME]
 
 
+# Debian's packages of the libraries libringload.so.0 links (make deps),
+# for the message that names a missing one.
+_PROVIDERS = {"liburing.so.2": "liburing2", "libaio.so.1": "libaio1",
+              "libcjson.so.1": "libcjson1", "libcrypto.so.3": "libssl3"}
+
+
+def _missing_dependency(path, error):
+    """The message for a library that path needs and the loader cannot
+    load (dlerror names it: "liburing.so.2: cannot open shared object
+    file..."), or None when the error is about path itself."""
+    m = re.match(r"^(.+?\.so[.\d]*): (.+)$", str(error))
+    if not m or os.path.basename(m.group(1)) == os.path.basename(path):
+        return None
+    soname = os.path.basename(m.group(1))
+    debian = _PROVIDERS.get(re.sub(r"(\.so\.\d+).*", r"\1", soname))
+    return (f"ringload: {path} needs {soname}, which the dynamic loader cannot "
+            f"load ({m.group(2)}): install it" +
+            (f" (Debian: apt-get install {debian})" if debian else "") +
+            ", or install ringload's manylinux wheel, which carries it")
+
+
 def _open():
     errors = []
     for path in _candidates():
         try:
             return ctypes.CDLL(path), path
         except OSError as e:
+            missing = _missing_dependency(path, e)
+            if missing:
+                raise ImportError(missing) from e
             errors.append(f"{path}: {e}")
     raise ImportError("ringload: cannot load libringload.so (set RINGLOAD_LIB "
                       "to its path, or run make / make install): " +
