@@ -139,6 +139,19 @@ def test_streaming_to_cuda_equals_the_written_bytes(ckpt, torch):
             torch.cuda.synchronize()
 
 
+def test_a_small_cuda_load_pins_its_own_size(ckpt, torch):
+    """The default budget (up to 1 GiB) bounds the pinned window pool; a
+    checkpoint of about 600 KB pins about its own size."""
+    moe, _, written = ckpt
+    staging = sum(len(data) for _, _, data in (written[n] for n in MOE))
+    stats = {}
+    got = ringload.load(moe, sharding=MOE_SPEC, process=0, framework="pt",
+                        device_map={7: "cuda:0", 5: "cuda:0"}, stats=stats)
+    _check_shards(got, written, [7, 5], lambda dev: True)
+    pool = stats["stream_windows"] * stats["stream_window_bytes"]
+    assert 0 < pool <= staging + (64 << 10), (pool, staging)
+
+
 def test_results_survive_torch_work_on_the_same_device(ckpt, torch):
     """The tensors handed back are complete for kernels on torch's current
     stream: a reduction right after the load sees every byte."""
