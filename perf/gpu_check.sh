@@ -126,6 +126,15 @@ step() {
 	if [ "$RC" = 0 ]; then verdict pass "$name (${SECS}s)"; else verdict FAIL "$name" "$(why "$name")"; fi
 }
 
+# late WHAT: past DEADLINE seconds (270: the check must end within 5
+# minutes), WHAT is skipped, saying so; returns 0 then.
+late() {
+	local t=$(( $(date +%s) - t_begin ))
+	[ "$t" -lt "${DEADLINE:-270}" ] && return 1
+	verdict skip "$1" "out of time: ${t}s gone of the ${DEADLINE:-270}s this check may take"
+	return 0
+}
+
 cleanup() {
 	rm -f "$OUT"/*.safetensors "$OUT/SUMS"*
 	[ -n "$shmdir" ] && rm -rf "$shmdir"
@@ -299,6 +308,11 @@ bench_readers() { # medium file cold
 	fi
 	for r in $(seq 1 "$ROUNDS"); do
 		for who in "${readers[@]}"; do
+			[ "${failed[$who]:-}" = late ] && continue
+			if late "bench-$m-$who"; then
+				failed[$who]=late
+				continue
+			fi
 			reader "$who" "$f"
 			[ "$cold" = 1 ] && evict "$f"
 			timed "bench-$m-$who-$r" "${ARGV[@]}"
@@ -311,7 +325,8 @@ bench_readers() { # medium file cold
 	done
 	for who in "${readers[@]}"; do
 		bad=${failed[$who]:-}
-		if [ -n "$bad" ]; then verdict FAIL "bench-$m-$who" "$bad"
+		if [ "$bad" = late ]; then continue # said by late()
+		elif [ -n "$bad" ]; then verdict FAIL "bench-$m-$who" "$bad"
 		else verdict pass "bench-$m-$who ($ROUNDS rounds)"; fi
 	done
 	[ "$TORCH_CUDA" = 1 ] || verdict skip "bench-$m-torch-readers" "$TORCH_WHY"
@@ -330,6 +345,10 @@ fio_best() { # medium file cold
 	bytes=$(stat -c %s "$f")
 	[ "$m" = tmpfs ] && direct=0 # tmpfs has no O_DIRECT
 	for j in 1 8; do for qd in 16 64; do
+		if [ $(( $(date +%s) - t_begin )) -ge "${DEADLINE:-270}" ]; then
+			note "$m: fio's grid cut short: out of time"
+			break 2
+		fi
 		per=$(( bytes / j / 4194304 * 4194304 ))
 		[ "$cold" = 1 ] && evict "$f"
 		fio_run "fio-$m-$j-$qd" "$f" "$direct" "$qd" "$j" "$per"
@@ -344,27 +363,29 @@ fio_best() { # medium file cold
 	done; done
 	if [ -n "$best" ]; then
 		printf '%s\tfio\t1\t%s\t0\n' "$m" "$best" >>"$results"
-	else
+	elif [ -n "$(ls "$logs/fio-$m-"* 2>/dev/null)" ]; then
 		note "$m: every fio run failed (logs/fio-$m-*.log): no fio column"
 	fi
 }
 
-# A tmpfs directory with room for SIZE: SHM, /dev/shm, /run/shm, or (root)
-# one mounted here.
+# Sets TMPFS_DIR to a tmpfs directory with room for SIZE: SHM, /dev/shm,
+# /run/shm, /tmp, or (root) one mounted here.
 find_tmpfs() { # bytes
 	local d need=$(( $1 + (64 << 20) ))
 	for d in ${SHM:-} /dev/shm /run/shm /tmp; do
-		[ -d "$d" ] && [ "$(stat -f -c %T "$d" 2>/dev/null)" = tmpfs ] &&
-			[ "$(df --output=avail -B1 "$d" | tail -n 1)" -gt "$need" ] &&
-			{ echo "$d"; return 0; }
+		if [ -d "$d" ] && [ "$(stat -f -c %T "$d" 2>/dev/null)" = tmpfs ] &&
+			[ "$(df --output=avail -B1 "$d" | tail -n 1)" -gt "$need" ]; then
+			TMPFS_DIR=$d
+			return 0
+		fi
 	done
 	[ "$(id -u)" = 0 ] || return 1
-	shm_mnt=$PWD/$OUT/tmpfs
-	mkdir -p "$shm_mnt" && mount -t tmpfs -o size="$need" tmpfs "$shm_mnt" && echo "$shm_mnt"
+	mkdir -p "$OUT/tmpfs" && mount -t tmpfs -o size="$need" tmpfs "$OUT/tmpfs" || return 1
+	shm_mnt=$OUT/tmpfs TMPFS_DIR=$OUT/tmpfs
 }
 
 check_bench() {
-	local f=$OUT/ckpt-$SIZE.safetensors d bytes
+	local f=$OUT/ckpt-$SIZE.safetensors bytes
 	run bench-fixture "$BUILD/mkckpt" "$f" --size "$SIZE" --seed 1
 	[ "$RC" = 0 ] || { verdict FAIL bench-fixture "$(why bench-fixture)"; return; }
 	bytes=$(stat -c %s "$f")
@@ -372,8 +393,10 @@ check_bench() {
 	note "disk: $(df --output=source,fstype "$f" | tail -n 1 | tr -s ' '), $(cold_how)"
 	fio_best disk "$f" 1
 	bench_readers disk "$f" 1
-	if d=$(find_tmpfs "$bytes"); then
-		shmdir=$(mktemp -d "$d/rl-gpu-check.XXXXXX") && cp "$f" "$shmdir/" &&
+	if late bench-tmpfs; then
+		return
+	elif find_tmpfs "$bytes"; then
+		shmdir=$(mktemp -d "$TMPFS_DIR/rl-gpu-check.XXXXXX") && cp "$f" "$shmdir/" &&
 			rm -f "$f" && f=$shmdir/$(basename "$f")
 		note "tmpfs: $shmdir"
 		fio_best tmpfs "$f" 0
@@ -411,6 +434,9 @@ PY
 }
 
 echo "# $me --quick: $(uname -n), $(nproc) cores, $(date -u +%FT%TZ), driver ${RL_LIBCUDA:-libcuda.so.1}"
+if command -v nvidia-smi >/dev/null; then
+	note "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
+fi
 if check_build; then
 	probe_torch
 	check_cli
@@ -420,7 +446,7 @@ if check_build; then
 		echo
 		echo "$SIZE checkpoint ($bench_bytes bytes) to cuda:0, $ROUNDS rounds, whole processes:"
 		table | tee "$OUT/table.md"
-		printf '%s\n' "${notes[@]}" | sed 's/^/- /' >>"$OUT/table.md"
+		printf -- '- %s\n' ${notes[@]+"${notes[@]}"} >>"$OUT/table.md"
 		echo
 	fi
 fi
