@@ -80,6 +80,7 @@ BUDGET=${BUDGET:-256M}
 PY=${RL_PYTHON:-python3}
 STEP_TIMEOUT=${STEP_TIMEOUT:-150}
 export RL_BUILD=$BUILD
+bdir=$(realpath -m "$BUILD") # for the Python steps, which run elsewhere too
 if [ -n "${RL_LIBCUDA:-}" ]; then
 	RL_LIBCUDA=$(realpath -m "$RL_LIBCUDA")
 	export RL_LIBCUDA
@@ -144,15 +145,29 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- build
+# The carried libraries (--pack) of those the machine lacks, alone on
+# LD_LIBRARY_PATH: the machine's own (libstdc++ for torch) stay first.
+use_syslib() {
+	local l lib=$OUT/lib missing
+	missing=$(ldd "$BUILD/ringload" "$BUILD/libringload.so.0" 2>/dev/null |
+		awk '/not found/ { print $1 }' | sort -u)
+	rm -rf "$lib" && mkdir -p "$lib" || return
+	for l in $missing; do
+		[ -e "$bdir/syslib/$l" ] && ln -s "$bdir/syslib/$l" "$lib/$l"
+	done
+	lib=$(realpath "$lib")
+	export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	note "the machine lacks $(echo "$missing" | tr '\n' ' ')of the build: taken from $BUILD/syslib"
+}
+
 check_build() {
 	local b have=1
 	for b in ringload mkckpt libringload.so.0; do [ -e "$BUILD/$b" ] || have=0; done
 	if [ $have = 1 ]; then
 		run build "$BUILD/ringload" --help
-		if [ "$RC" != 0 ] && [ -d "$BUILD/syslib" ]; then # carried libraries (--pack)
-			export LD_LIBRARY_PATH=$PWD/$BUILD/syslib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+		if [ "$RC" != 0 ] && [ -d "$BUILD/syslib" ]; then
+			use_syslib
 			run build "$BUILD/ringload" --help
-			[ "$RC" = 0 ] && note "the machine lacks libraries of the build: $BUILD/syslib used"
 		fi
 		[ "$RC" = 0 ] && verdict pass "build: carried $BUILD ($(du -sh "$BUILD" | cut -f1))" && return 0
 		verdict FAIL build "carried $BUILD/ringload does not run: $(why build)"
@@ -228,8 +243,8 @@ check_torch() {
 	fi
 	# As python-tests.sh runs them; pytest from BUILD/pylib (--pack) where
 	# the machine has none.
-	RL_NO_SKIP=1 RL_PY_LABEL=gpu RINGLOAD_LIB=$PWD/$BUILD/libringload.so.0 \
-		PYTHONPATH=$PWD/python:$PWD/$BUILD/pylib PYTHONDONTWRITEBYTECODE=1 \
+	RL_NO_SKIP=1 RL_PY_LABEL=gpu RINGLOAD_LIB=$bdir/libringload.so.0 \
+		PYTHONPATH=$PWD/python:$bdir/pylib PYTHONDONTWRITEBYTECODE=1 \
 		run torch-tests "$PY" python/tests/runner.py -m "not venv" python/tests/test_gpu.py
 	sum=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$logs/torch-tests.log" | tail -n 1)
 	read -r p _ f _ s _ <<<"$(echo "${sum:-0 passed, 1 failed, 0 skipped}" | tr -d ,)"
@@ -287,7 +302,7 @@ reader() {
 	case $1 in
 	ringload) ARGV=("$BUILD/ringload" load "$2" --device cuda:0 --staging-budget "$BUDGET"
 		--quiet --json) ;;
-	rl-torch) ARGV=(env PYTHONPATH="$PWD/python" RINGLOAD_LIB="$PWD/$BUILD/libringload.so.0"
+	rl-torch) ARGV=(env PYTHONPATH="$PWD/python" RINGLOAD_LIB="$bdir/libringload.so.0"
 		"$PY" -c "$py_rl" "$2") ;;
 	st) ARGV=("$PY" -c "$py_st" "$2") ;;
 	esac
