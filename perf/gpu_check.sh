@@ -27,7 +27,9 @@
 # Environment: BUILD (build), OUT (BUILD/gpu-check: logs, table, files),
 # SIZE (2G), ROUNDS (2), BUDGET (256M), RL_PYTHON (python3), SHM (a tmpfs
 # directory, default /dev/shm), RL_GPU_DROP (1: drop the page cache when
-# root; 0: evict the file only), STEP_TIMEOUT (150 s per process).
+# root; 0: evict the file only), STEP_TIMEOUT (150 s per process),
+# DEADLINE (270 s: later bench runs are skipped, saying so).
+# --pack (before carrying build/): see pack() below.
 set -u
 me=gpu_check.sh
 here=$(cd "$(dirname "$0")" && pwd)
@@ -229,7 +231,7 @@ probe_torch() {
 assert torch.cuda.is_available(), f"torch {torch.__version__}: torch.cuda.is_available() is False"
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")' 2>&1); then
 		TORCH_CUDA=1
-		note "$PY: $TORCH_WHY"
+		note "$PY: $(echo "$TORCH_WHY" | tail -n 1)"
 	else
 		TORCH_WHY="needs torch's CUDA: $(echo "$TORCH_WHY" | tail -n 1)"
 	fi

@@ -22,7 +22,7 @@ if "ringload" not in sys.modules:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA device (skipped when "
-        "torch.cuda.is_available() is false)")
+        "torch.cuda.is_available() is false; failed under RL_NO_SKIP=1)")
     config.addinivalue_line(
         "markers", "venv: needs the PyPI packages of make pydeps (run only "
         "by python-venv-tests.sh)")
