@@ -247,6 +247,11 @@ $(FAKECUDA): tests/fakecuda/fakecuda.c tests/fakecuda/fakecuda.h
 		-o $@ $<
 $(BUILD)/tests/test_cuda: $(FAKECUDA) tests/fakecuda/fakecuda.h
 
+# perf/gpu_check.sh --quick against the fake driver (tests/gpu_check_fake.sh
+# judges it: only torch's CUDA steps may skip there).
+GPU_CHECK_TEST := tests/gpu_check_fake.sh
+test: $(FAKECUDA)
+
 # test_cli compiles the option parser in (tests/test_cli.c includes it).
 $(BUILD)/tests/test_cli: tools/opts.c tools/opts.h
 
@@ -287,8 +292,8 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 	$(Q)$(if $(MPI_LIB),,if m=$$(command -v mpicc) && \
 		[ "$(origin MPICC)" != "command line" ]; then \
 		$(MAKE) --no-print-directory all MPICC=$$m; fi)
-	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(PY_TESTS) \
-		tests/install.sh $(FIO_SAME_IO)
+	$(Q)RL_TESTDATA=$(TESTDATA) RL_BUILD=$(BUILD) tests/run.sh $(TEST_BIN) $(REPLAY_BIN) $(GPU_CHECK_TEST) \
+		$(PY_TESTS) tests/install.sh $(FIO_SAME_IO)
 
 # rlperf against fio on the same jobs, at the device (not under a
 # sanitizer, whose slower submission is not fio's).

@@ -691,8 +691,10 @@ typedef enum rl_loader_param {
 	RL_OPT_STAGING_BUDGET = 12, /* RL_STAGING_STREAM: bytes of the window pool the
 				    * library allocates (rounded down to pages, raised
 				    * to 64 KiB; 0, default: rl_loader_default_budget());
-				    * a pool from rl_loader_set_window_pool() is the
-				    * budget instead */
+				    * at most: a load whose staging (every device's,
+				    * rounded up to pages) is smaller gets a pool of
+				    * that size (what a CUDA load pins); a pool from
+				    * rl_loader_set_window_pool() is the budget instead */
 	RL_OPT_RELEASE_TIMEOUT_MS = 13, /* RL_STAGING_STREAM: how long the load waits for
 				    * a release while every window is held before it fails
 				    * with RL_E_RELEASE_TIMEOUT (default 60000; 0: forever) */
@@ -994,9 +996,11 @@ void rl_loader_destroy(rl_loader *ld);
 /*
  * With RL_OPT_STAGING = RL_STAGING_STREAM the loader never holds a whole
  * staging area: it keeps a pool of windows (the budget, RL_OPT_STAGING_BUDGET,
- * allocated once per loader: page-aligned, transparent huge pages; or the
- * caller's memory, rl_loader_set_window_pool()), cut into two windows
- * (one when the budget is under 2 MiB). The staging space of every device
+ * allocated once per loader and kept for the next load of the same size:
+ * page-aligned, transparent huge pages; or the caller's memory,
+ * rl_loader_set_window_pool()), never more than the load's staging (every
+ * device's, rounded up to pages, at least 64 KiB), cut into two windows
+ * (one under 2 MiB). The staging space of every device
  * is read in ranges of at most one window, in device then offset order;
  * when a range has arrived, every shard's bytes in it are handed to the
  * runtime as pieces. A window is filled again only after every piece from
@@ -1111,9 +1115,10 @@ int64_t rl_loader_default_budget(void);
 /*
  * Delivering to CUDA devices (docs/cuda.md). A loader with CUDA set runs
  * every load as a streaming load (RL_OPT_STAGING becomes
- * RL_STAGING_STREAM; the budget is the window pool's size) whose pieces
- * go to GPU memory instead of to a piece callback: the pool is
- * page-locked once (cuMemHostRegister; the caller's pool of
+ * RL_STAGING_STREAM; the budget bounds the window pool's size, which is
+ * at most the load's staging) whose pieces go to GPU memory instead of to
+ * a piece callback: the pool is page-locked once (cuMemHostRegister: a
+ * load pins at most its own staging, not the budget; the caller's pool of
  * rl_loader_set_window_pool may be pinned already), each piece is one
  * cuMemcpyHtoDAsync on one stream per GPU, and a window is read again
  * only after the event recorded behind its copies completed, while the

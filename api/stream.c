@@ -223,11 +223,26 @@ int ld_stream_idle(rl_loader *ld)
 	return 0;
 }
 
-/* The pool (the caller's, or ours, allocated once for this budget) cut
- * into windows: page-aligned, two from ST_TWO_WINDOWS on. */
+/* What the windows of a load of ex cover at most: every device's staging
+ * rounded up to a page (a window never holds more), at least the smallest
+ * pool. A 1 MB file pins 1 MB, not the budget (a CUDA load pins the pool). */
+static uint64_t st_pool_need(const struct pl_exec *ex)
+{
+	uint64_t need = 0;
+
+	for (unsigned d = 0; d < ex->ndevs; d++)
+		if (cm_add64(need, cm_align_up(ex->staging_bytes[d], ST_PAGE), &need) < 0)
+			return UINT64_MAX;
+	return CM_MAX(need, ST_MIN_BUDGET);
+}
+
+/* The pool (the caller's, or ours, allocated for this budget or, when the
+ * load needs less, for the load) cut into windows: page-aligned, two from
+ * ST_TWO_WINDOWS on; never more than the load's staging. */
 static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 {
 	uint64_t budget = ld->budget ? ld->budget : (uint64_t)rl_loader_default_budget();
+	uint64_t need = st_pool_need(&s->ex);
 	uint8_t *base;
 	uint64_t len;
 
@@ -235,9 +250,10 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 		uintptr_t p = (uintptr_t)s->user_pool, a = cm_align_up(p, ST_PAGE);
 
 		base = (uint8_t *)a;
-		len = s->user_len > a - p ? s->user_len - (a - p) : 0;
+		len = s->user_len > a - p ? CM_MIN(s->user_len - (a - p), need) : 0;
 	} else {
 		budget = CM_MAX(cm_align_down(budget, ST_PAGE), ST_MIN_BUDGET);
+		budget = CM_MIN(budget, need);
 		if (s->pool_len != budget) {
 			st_free_pool(ld, s);
 			s->pool = eng_staging_alloc((size_t)budget);

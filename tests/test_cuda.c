@@ -204,6 +204,64 @@ static void load_and_check(struct fixture *f, uint64_t budget, const int32_t *ma
 	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
 }
 
+/* One load of f by ld (budget: its budget, 0 the default): at most want
+ * bytes pinned, as the stats' windows say. */
+static void pinned_at_most(struct fixture *f, rl_loader *ld, uint64_t budget, uint64_t want)
+{
+	struct fakecuda_stats st;
+	rl_load_stats ls = { .size = sizeof(ls) };
+	int ret = ld ? rl_loader_run(ld, f->plan) : -ENOMEM;
+	size_t bad = ret == 0 ? first_wrong(f, ld, NULL) : 0;
+
+	CHECKF(ret == 0, "budget %" PRIu64 ": %d %s", budget, ret, rl_loader_errmsg(ld));
+	CHECKF(!bad, "budget %" PRIu64 ": shard %zu differs", budget, bad - 1);
+	fake_stats(&st);
+	CHECK_EQ(st.registered, 1);
+	CHECKF(st.pinned_bytes > 0 && st.pinned_bytes <= want,
+	       "budget %" PRIu64 ": %llu bytes pinned, at most %" PRIu64 " wanted", budget,
+	       st.pinned_bytes, want);
+	CHECK(rl_loader_get_stats(ld, &ls) == 0);
+	CHECK_EQ(ls.stream_windows * ls.stream_window_bytes, st.pinned_bytes);
+}
+
+/* Loads f with the default budget (up to 1 GiB) and with a budget below
+ * the plan: the pool pinned is at most the plan's staging rounded up to
+ * pages (at least the 64 KiB of the smallest pool), or the budget. Before,
+ * every load pinned its whole budget. */
+static void pins_at_most_the_plan_of(struct fixture *f)
+{
+	uint64_t plan = 0;
+
+	for (unsigned d = 0; d < f->ndev; d++)
+		plan += cm_align_up(f->ref_len[d], 4096);
+	plan = CM_MAX(plan, 64u << 10);
+	for (int small = 0; small < 2 && !th_failed(); small++) {
+		uint64_t budget = small ? CM_MAX(cm_align_down(plan / 2, 4096), 64u << 10) : 0;
+		rl_loader *ld = cuda_loader(budget, NULL, 0);
+
+		pinned_at_most(f, ld, budget, small ? budget : plan);
+		rl_loader_destroy(ld);
+	}
+}
+
+static void pins_at_most_the_plan(void)
+{
+	struct fixture f;
+	int ret;
+
+	fake_env("9", "", "", "", "50");
+	for (int it = 0; it < 3 && !th_failed(); it++) {
+		ret = fixture_random(&f);
+		CHECKF(ret == 0, "fixture: %d", ret);
+		pins_at_most_the_plan_of(&f);
+		fixture_free(&f);
+	}
+	ret = fixture_big(&f); /* 4 MiB: two windows */
+	CHECKF(ret == 0, "fixture: %d", ret);
+	pins_at_most_the_plan_of(&f);
+	fixture_free(&f);
+}
+
 static void random_plans(void)
 {
 	for (int it = 0; it < 4; it++) {
@@ -918,6 +976,7 @@ int main(void)
 		{ "failing_copy", failing_copy },
 		{ "cancel", cancel },
 		{ "loads_after_a_failed_one", loads_after_a_failed_one },
+		{ "pins_at_most_the_plan", pins_at_most_the_plan },
 	};
 	static const unsigned workers[] = { 1, 3 };
 

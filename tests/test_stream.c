@@ -889,6 +889,47 @@ static void caller_pool(void)
 	fixture_free(&f);
 }
 
+/* A small load with a large budget (the default, up to 1 GiB, and 64 MiB)
+ * or a larger caller pool: its windows cover at most its staging rounded
+ * up to pages (at least the smallest pool), as the stats say. Before, the
+ * pool was the whole budget, pinned whole by a CUDA load. */
+static void pool_sized_to_the_load(void)
+{
+	static const uint64_t budgets[] = { 0, 64u << 20, 0 };
+	struct fixture f;
+	uint64_t plan = 0;
+	size_t len = 8u << 20;
+	uint8_t *mem = malloc(len);
+	int ret = fixture_random(&f, 16384);
+
+	CHECKF(ret == 0 && mem, "fixture %d", ret);
+	for (unsigned d = 0; d < f.ndev; d++)
+		plan += cm_align_up(f.ref_len[d], 4096);
+	plan = CM_MAX(plan, MIN_BUDGET);
+	for (size_t i = 0; i < CM_ARRAY_SIZE(budgets) && !th_failed(); i++) {
+		rl_loader *ld = stream_loader(budgets[i]);
+		rl_load_stats x = { .size = sizeof(x) };
+		struct assembly a;
+
+		ret = ld && i == 2 ? rl_loader_set_window_pool(ld, mem, len) : 0; /* the caller's */
+		assembly_init(&a, &f, ld);
+		ret = ret == 0 && ld ? pull_all(&a) : -ENOMEM;
+		if (ret == 0 && (!assembly_matches(&a) || rl_loader_get_stats(ld, &x) < 0))
+			th_fail(__FILE__, __LINE__, "case %zu: wrong bytes or no stats", i);
+		else if (ret < 0 && ret != RL_E_BACKEND) /* as random_budgets */
+			th_fail(__FILE__, __LINE__, "case %zu: %d %s", i, ret, rl_loader_errmsg(ld));
+		else if (x.stream_windows * x.stream_window_bytes > plan)
+			th_fail(__FILE__, __LINE__,
+				"case %zu: %u windows of %llu bytes for %llu bytes of staging", i,
+				x.stream_windows, (unsigned long long)x.stream_window_bytes,
+				(unsigned long long)plan);
+		assembly_free(&a);
+		rl_loader_destroy(ld);
+	}
+	free(mem);
+	fixture_free(&f);
+}
+
 int main(void)
 {
 	static const struct th_case tests[] = {
@@ -904,6 +945,7 @@ int main(void)
 		{ "sha256_random_budgets", sha256_random_budgets },
 		{ "sha256_flipped_byte_streaming", sha256_flipped_byte_streaming },
 		{ "stream_reports_every_stat", stream_reports_every_stat },
+		{ "pool_sized_to_the_load", pool_sized_to_the_load },
 	};
 
 	static const unsigned workers[] = { 1, 3 };

@@ -310,6 +310,33 @@ static void sigint_while_streaming(void)
 	}
 }
 
+/* --json of a 1 MiB checkpoint under a 1 GiB budget: its windows (the
+ * pool a CUDA load pins) hold the load, not the budget. */
+static void json_pool_of_a_small_file(void)
+{
+	const char *dir = th_tmpdir();
+	char path[512], text[8192];
+	unsigned nwin = 0;
+	unsigned long long wbytes = 0;
+	const char *at;
+	FILE *f;
+	size_t n;
+
+	CHECK(make_ckpt(dir, "1M") == 0);
+	CHECK(sh("%s/ringload load %s/c.safetensors --staging-budget 1G --json --quiet >%s/j.json",
+		 build(), dir, dir) == 0);
+	snprintf(path, sizeof(path), "%s/j.json", dir);
+	f = fopen(path, "r");
+	CHECK(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	at = strstr(text, "\"stream\":{");
+	CHECKF(at && sscanf(at, "\"stream\":{\"windows\":%u,\"window_bytes\":%llu", &nwin,
+			    &wbytes) == 2, "%s", text);
+	CHECKF(nwin >= 1 && nwin * wbytes <= 4u << 20, "%u windows of %llu bytes", nwin, wbytes);
+}
+
 int main(void)
 {
 	th_seed();
@@ -317,5 +344,6 @@ int main(void)
 	RUN(usage_errors);
 	RUN(sigint_while_streaming);
 	RUN(rss_bounded);
+	RUN(json_pool_of_a_small_file);
 	return th_done();
 }

@@ -96,7 +96,8 @@ def _deliver_streaming(job, devices, cuda):
     window pool, one async copy per piece, a window reused only after its
     copies' event), else the pieces are copied into CPU tensors here; host
     memory stays within the budget (loader option staging_budget, else the
-    library's default)."""
+    library's default), and the library sizes the window pool (what a CUDA
+    load pins) to the load's staging when that is smaller."""
     opts = job.options or {}
     budget = (_handles.loader_option("staging_budget", opts["staging_budget"])
               if "staging_budget" in opts else 0)

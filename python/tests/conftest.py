@@ -1,7 +1,8 @@
 """Shared fixtures of the Python tests: the package from this tree, the
 fixture sets (generated and shared test data; a test taking testdata runs
 on each), a seeded random generator that prints its seed, and the "gpu"
-marker (GPU tests are skipped when torch.cuda.is_available() is false)."""
+marker (GPU tests are skipped when torch.cuda.is_available() is false;
+RL_NO_SKIP=1 makes every skip a failure)."""
 import gc
 import json
 import os
@@ -21,7 +22,7 @@ if "ringload" not in sys.modules:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA device (skipped when "
-        "torch.cuda.is_available() is false)")
+        "torch.cuda.is_available() is false; failed under RL_NO_SKIP=1)")
     config.addinivalue_line(
         "markers", "venv: needs the PyPI packages of make pydeps (run only "
         "by python-venv-tests.sh)")
@@ -38,6 +39,19 @@ def pytest_ignore_collect(collection_path, config):
     if config.getoption("markexpr") == "not venv":
         return collection_path.name in VENV_MODULES or None
     return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """RL_NO_SKIP=1 (perf/gpu_check.sh on a lent GPU machine): a skip is a
+    failure, naming why it would have skipped; pytest passes a run whose
+    every test skipped, which there would hide a machine without CUDA."""
+    outcome = yield
+    rep = outcome.get_result()
+    if os.environ.get("RL_NO_SKIP") == "1" and rep.skipped and not hasattr(rep, "wasxfail"):
+        why = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"RL_NO_SKIP=1: this run allows no skip: {why}"
 
 
 def build_dir():

@@ -1,16 +1,46 @@
 """CUDA devices (marked gpu; skipped when torch.cuda.is_available() is
-false): load_file and load stream to cuda:N (pinned windows, copy stream,
-release on the copy's event), safe_open copies with .to(); bytes equal to
-the CPU results."""
+false, failed instead under RL_NO_SKIP=1, as perf/gpu_check.sh runs them):
+load_file and load stream to cuda:N (pinned windows, copy stream, release
+on the copy's event), safe_open copies with .to(); bytes equal to the
+written ones and to the CPU results. The checkpoints are written here
+(stfile, no safetensors needed), so that the tests run on a machine with
+only torch and a copy of the tree."""
+import json
 import os
 
+import numpy as np
 import pytest
 
 import oracle
+import stfile
 
 import ringload
 
 pytestmark = pytest.mark.gpu
+
+# Names as in a Mixtral-like checkpoint, so that MOE_SPEC's rules apply.
+MOE = {  # name: (dtype, shape, file)
+    "model.embed_tokens.weight": ("F32", (16, 8), 1),
+    "model.layers.0.self_attn.o_proj.weight": ("BF16", (8, 8), 1),
+    "model.layers.0.mlp.experts.0.gate_proj.weight": ("F16", (6, 8), 1),
+    "model.layers.0.mlp.experts.0.down_proj.weight": ("F32", (8, 6), 2),
+    "model.layers.1.mlp.experts.1.up_proj.weight": ("I32", (5, 3), 2),
+    "model.layers.1.self_attn.o_proj.weight": ("F32", (256, 512), 2),
+    "model.norm.weight": ("F32", (8,), 2),
+}
+MOE_SPEC = {
+    "mesh": {"shape": [2, 2], "axes": ["data", "model"], "devices": [7, 5, 3, 1],
+             "process_of_device": [0, 0, 1, 1]},
+    "rules": [
+        {"match": r"model\.layers\.[0-9]+\.mlp\.experts\.[0-9]+\.(gate|up)_proj\.weight",
+         "spec": ["model", None]},
+        {"match": r"model\.layers\.[0-9]+\.mlp\.experts\.[0-9]+\.down_proj\.weight",
+         "spec": [None, ["data", "model"]]},
+        {"match": r"model\.embed_tokens\.weight", "spec": [["model", "data"]]},
+        {"match": r"model\.layers\.[0-9]+\.self_attn\.o_proj\.weight",
+         "spec": ["data", "model"]},
+    ],
+}
 
 
 @pytest.fixture(autouse=True)
@@ -19,63 +49,115 @@ def cuda(torch):
         pytest.skip("needs CUDA: torch.cuda.is_available() is False")
 
 
-def _ref(testdata, rel):
-    return os.path.join(testdata, "reference", rel)
+@pytest.fixture(scope="session")
+def ckpt(tmp_path_factory):
+    """(directory of a two-file checkpoint with its index, a one-file
+    checkpoint "shapes", {name: (dtype, shape, bytes)} of both)."""
+    rng = np.random.default_rng(31)
+    d = tmp_path_factory.mktemp("gpu")
+    moe = d / "moe"
+    moe.mkdir()
+    tensors, files = {}, {1: {}, 2: {}}
+    for name, (dtype, shape, k) in MOE.items():
+        n = int(np.prod(shape)) * stfile.DTYPES[dtype][0] // 8
+        tensors[name] = files[k][name] = (dtype, shape, rng.bytes(n))
+    weight_map = {}
+    for k, part in files.items():
+        fname = f"model-{k:05d}-of-00002.safetensors"
+        stfile.write(moe / fname, part, metadata={"format": "pt"})
+        weight_map.update({name: fname for name in part})
+    (moe / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    shapes = {"cube": ("F32", (4, 6, 8), rng.bytes(4 * 6 * 8 * 4)),
+              "row": ("I16", (7,), rng.bytes(14)),
+              "empty": ("F32", (0, 3), b"")}
+    stfile.write(d / "shapes.safetensors", shapes, metadata={"format": "pt"})
+    tensors.update(shapes)
+    return str(moe), str(d / "shapes.safetensors"), tensors
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:0", 0])
-def test_load_file_to_cuda_equals_the_cpu_load(testdata, torch, device):
-    path = _ref(testdata, "tiny-moe")
-    cpu = ringload.torch.load_file(path)
-    gpu = ringload.torch.load_file(path, device=device)
-    assert list(gpu) == list(cpu)
+def test_load_file_to_cuda_equals_the_written_bytes(ckpt, torch, device):
+    moe, _, written = ckpt
+    cpu = ringload.torch.load_file(moe)
+    gpu = ringload.torch.load_file(moe, device=device)
+    assert list(gpu) == list(cpu) and sorted(gpu) == sorted(MOE)
     for name, t in gpu.items():
         assert t.device == torch.device("cuda", 0)
-        assert t.dtype == cpu[name].dtype and t.shape == cpu[name].shape
-        assert oracle.as_bytes(t) == oracle.as_bytes(cpu[name]), name
+        assert t.dtype == cpu[name].dtype and tuple(t.shape) == written[name][1]
+        assert oracle.as_bytes(t) == written[name][2], name
 
 
-def test_safe_open_on_cuda(testdata, torch):
-    path = _ref(testdata, "shapes.safetensors")
+def test_safe_open_on_cuda(ckpt, torch):
+    _, path, written = ckpt
     with ringload.safe_open(path, "pt", device=torch.device("cuda:0")) as f, \
             ringload.safe_open(path, "pt") as c:
+        assert sorted(f.keys()) == ["cube", "empty", "row"]
         for name in f.keys():
             t = f.get_tensor(name)
-            assert t.is_cuda and oracle.as_bytes(t) == oracle.as_bytes(c.get_tensor(name))
+            assert t.is_cuda and oracle.as_bytes(t) == written[name][2], name
         s = f.get_slice("cube")[1:3, ::2]
         assert s.is_cuda and oracle.as_bytes(s) == oracle.as_bytes(c.get_slice("cube")[1:3, ::2])
 
 
-def test_sharded_load_to_cuda_and_cpu(testdata, torch):
-    from test_reference import MOE_SPEC
-    path = _ref(testdata, "tiny-moe")
-    cpu = ringload.load(path, sharding=MOE_SPEC, process=0, framework="pt")
-    got = ringload.load(path, sharding=MOE_SPEC, process=0, framework="pt",
-                        device_map={7: "cuda:0", 5: "cpu"})
+def _check_shards(got, written, devices, want_cuda):
+    """Every device's shards hold the oracle's boxes of the written bytes."""
+    assert sorted(got) == sorted(devices)
     for dev, tensors in got.items():
+        assert sorted(tensors) == sorted(MOE)
         for name, t in tensors.items():
-            assert t.is_cuda == (dev == 7)
-            assert oracle.as_bytes(t) == oracle.as_bytes(cpu[dev][name])
+            dtype, shape, data = written[name]
+            box = oracle.boxes(MOE_SPEC, name, shape)[dev]
+            assert t.is_cuda == want_cuda(dev), (dev, name)
+            assert tuple(t.shape) == tuple(b - a for a, b in box), (dev, name)
+            assert oracle.as_bytes(t) == stfile.box_bytes(dtype, shape, data, box), (dev, name)
 
 
-def test_absent_cuda_device_is_a_device_error(testdata, torch):
+def test_sharded_load_to_cuda_and_cpu(ckpt, torch):
+    moe, _, written = ckpt
+    got = ringload.load(moe, sharding=MOE_SPEC, process=0, framework="pt",
+                        device_map={7: "cuda:0", 5: "cpu"})
+    _check_shards(got, written, [7, 5], lambda dev: dev == 7)
+
+
+def test_absent_cuda_device_is_a_device_error(ckpt, torch):
     n = torch.cuda.device_count()
     with pytest.raises(ringload.DeviceError, match=f"{n} CUDA devices"):
-        ringload.torch.load_file(_ref(testdata, "shapes.safetensors"), device=n)
+        ringload.torch.load_file(ckpt[1], device=n)
 
 
-def test_streaming_to_cuda_equals_the_cpu_load(testdata, torch):
-    """GPU only: pinned windows from torch, copies on a copy stream, each
-    piece released on its copy's event; a 64 KiB budget recycles the
-    windows many times."""
-    from test_reference import MOE_SPEC
-    path = _ref(testdata, "tiny-moe")
-    cpu = ringload.load(path, sharding=MOE_SPEC, process=0, framework="pt")
-    for budget in (64 << 10, 1 << 20):
-        got = ringload.load(path, sharding=MOE_SPEC, process=0, framework="pt",
-                            device_map={7: "cuda:0", 5: "cuda:0"},
-                            options={"staging_budget": budget})
-        for dev, tensors in got.items():
-            for name, t in tensors.items():
-                assert t.is_cuda
-                assert oracle.as_bytes(t) == oracle.as_bytes(cpu[dev][name])
+def test_streaming_to_cuda_equals_the_written_bytes(ckpt, torch):
+    """Pinned windows, copies on a copy stream, each piece released on its
+    copy's event; a 64 KiB budget recycles the windows many times (the
+    512 KiB tensor alone fills eight), 1 MiB a few."""
+    moe, _, written = ckpt
+    for process, devices in ((0, [7, 5]), (1, [3, 1])):
+        for budget in (64 << 10, 1 << 20):
+            got = ringload.load(moe, sharding=MOE_SPEC, process=process, framework="pt",
+                                device_map={d: "cuda:0" for d in devices},
+                                options={"staging_budget": budget})
+            _check_shards(got, written, devices, lambda dev: True)
+            torch.cuda.synchronize()
+
+
+def test_a_small_cuda_load_pins_its_own_size(ckpt, torch):
+    """The default budget (up to 1 GiB) bounds the pinned window pool; a
+    checkpoint of about 600 KB pins about its own size."""
+    moe, _, written = ckpt
+    staging = sum(len(data) for _, _, data in (written[n] for n in MOE))
+    stats = {}
+    got = ringload.load(moe, sharding=MOE_SPEC, process=0, framework="pt",
+                        device_map={7: "cuda:0", 5: "cuda:0"}, stats=stats)
+    _check_shards(got, written, [7, 5], lambda dev: True)
+    pool = stats["stream_windows"] * stats["stream_window_bytes"]
+    assert 0 < pool <= staging + (64 << 10), (pool, staging)
+
+
+def test_results_survive_torch_work_on_the_same_device(ckpt, torch):
+    """The tensors handed back are complete for kernels on torch's current
+    stream: a reduction right after the load sees every byte."""
+    moe, _, written = ckpt
+    name = "model.layers.1.self_attn.o_proj.weight"
+    want = int(np.frombuffer(written[name][2], "<i4").astype(np.int64).sum())
+    for _ in range(3):
+        t = ringload.torch.load_file(moe, device="cuda:0")[name]
+        assert int(t.view(torch.int32).sum().item()) == want

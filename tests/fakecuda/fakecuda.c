@@ -335,8 +335,10 @@ EXPORT int cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 		r = E_ALREADY_REGISTERED;
 	else if (push_region(&pins, &npins, &cap_pins, (struct region){ (uintptr_t)p, bytes, 0, 0 }) < 0)
 		r = E_OOM;
-	else
+	else {
 		st.registered++;
+		st.pinned_bytes += bytes;
+	}
 	pthread_mutex_unlock(&lock);
 	return r;
 }
@@ -349,6 +351,7 @@ EXPORT int cuMemHostUnregister(void *p)
 	for (i = 0; i < (long)npins && pins[i].base != (uintptr_t)p; i++)
 		;
 	if (i < (long)npins) {
+		st.pinned_bytes -= pins[i].len;
 		drop_region(pins, &npins, (size_t)i);
 		st.registered--;
 	}

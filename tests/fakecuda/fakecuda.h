@@ -37,6 +37,7 @@ struct fakecuda_stats {
 	long unpinned;        /* async copies from host memory not registered */
 	long no_context;      /* calls made without a current context */
 	unsigned long long bytes_copied; /* by the copies queued */
+	unsigned long long pinned_bytes; /* of the host regions registered */
 };
 
 typedef void (*fakecuda_reset_fn)(void);
