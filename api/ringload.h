@@ -980,7 +980,11 @@ void rl_loader_destroy(rl_loader *ld);
  * needs one free window). The byte limiter (RL_OPT_INFLIGHT_BYTES, capped
  * at a quarter of the budget or the largest read) still bounds reads in
  * flight; bounce buffers are the only memory beyond the budget. Reads at
- * the edge of a range are read once for each range they reach. A plan
+ * the edge of a range are read once for each range they reach: plan a
+ * streaming load with rl_loader_request_bytes() as RL_PLAN_CHUNK_BYTES
+ * (rl_loader_load() and the CLI do), since a plan whose reads are larger
+ * than a window reads each of them once per window it reaches (a 64 MiB
+ * request under a 64 KiB budget: the file hundreds of times over). A plan
  * with transfers (read once) streams the process's own reads: shards that
  * transfers fill get no pieces here (libringload_mpi hands their pieces
  * out as they are received). Loaders with expected SHA-256 values
