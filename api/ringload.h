@@ -1046,7 +1046,8 @@ int rl_loader_set_window_pool(rl_loader *ld, void *ptr, size_t len);
  * with the load and with other releases (the Python binding releases
  * from a CUDA event's callback thread, or after a copy). Pieces of length
  * 0 (token 0) need no release. Returns 0, -EINVAL (NULL) or RL_E_PIECE
- * (not held: released twice, or from an earlier load).
+ * (not held: released twice, or from an earlier load; rl_loader_errmsg()
+ * names the piece, its window, shard, offset and length).
  */
 int rl_loader_release(rl_loader *ld, const rl_piece *piece);
 

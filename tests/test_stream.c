@@ -567,6 +567,7 @@ static void release_never(void)
 	struct assembly a;
 	rl_loader *ld;
 	int ret, match, tries = 0;
+	char want[96];
 
 	do { /* a checkpoint of more than one window, all on one device */
 		ret = fixture_new(&f, 12, "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},"
@@ -593,6 +594,11 @@ static void release_never(void)
 		 * refused, and the window stays theirs. */
 		CHECK(rl_loader_release(ld, &a.held[0]) == 0);
 		CHECK(rl_loader_release(ld, &a.held[0]) == RL_E_PIECE);
+		/* issue 32: the message names the piece and its window */
+		snprintf(want, sizeof(want), "piece %u of window %d (load ",
+			 (unsigned)(uint32_t)a.held[0].token, (int)(a.held[0].token >> 56) - 1);
+		CHECKF(strstr(rl_loader_errmsg(ld), want) &&
+		       strstr(rl_loader_errmsg(ld), "released twice"), "%s", rl_loader_errmsg(ld));
 		for (size_t i = 0; i < a.nheld; i++) { /* what it had is intact */
 			rl_shard_info si;
 
@@ -719,6 +725,8 @@ static void arguments(void)
 	CHECK(rl_loader_release(ld, &p) == 0); /* token 0: a zero-byte piece */
 	p.token = ~0ull;
 	CHECK(rl_loader_release(ld, &p) == RL_E_PIECE);
+	CHECKF(strstr(rl_loader_errmsg(ld), "rl_loader_release: piece 4294967295 of window 254"),
+	       "%s", rl_loader_errmsg(ld));
 	CHECK(rl_loader_set_window_pool(ld, &p, sizeof(p)) == RL_E_STAGING);
 	CHECK(rl_loader_set_window_pool(NULL, NULL, 0) == -EINVAL);
 	CHECK(rl_loader_set_piece_callback(NULL, NULL, NULL) == -EINVAL);

@@ -83,14 +83,15 @@ static void phase_end(struct load_run *r, enum phase ph)
  * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
  * (read, verify, write: polling for a signal as those phases do; remove:
  * --force removing the old dump; stuck: a library call that calls nothing
- * back) so that a test can interrupt each phase without racing it; with
+ * back; start: before the signal thread starts) so that a test can interrupt each phase without racing it; with
  * RINGLOAD_TEST_RESUME=FILE it goes on once FILE exists (a test changes
  * the checkpoint mid-load meanwhile).
  */
 static void test_hold(struct load_run *r, const char *phase)
 {
 	const char *resume = getenv("RINGLOAD_TEST_RESUME");
-	int stuck = !strcmp(phase, "stuck");
+	/* start: no signal thread yet; stuck: nothing polls */
+	int stuck = !strcmp(phase, "stuck") || !strcmp(phase, "start");
 
 	if (!r->hold || strcmp(r->hold, phase))
 		return;
@@ -644,6 +645,7 @@ int cmd_load(int argc, char **argv)
 	r.doing = "starting";
 	r.hold = getenv("RINGLOAD_TEST_HOLD");
 	progress_init(&r.bar, !a.quiet && isatty(STDERR_FILENO));
+	test_hold(&r, "start");
 	if (cli_sig_start(PROG) < 0) {
 		fprintf(stderr, "%s: cannot set up signal handling\n", PROG);
 		return 1;
