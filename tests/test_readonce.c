@@ -760,8 +760,20 @@ static void batch_plans_read_the_payloads(void)
 				bad = check_batch(bq, c.p[q], b, &f);
 				read += bq->stats[0].read_bytes;
 				pl_plan_exec(bq, &ex);
-				for (size_t r = 0; r < ex.nreads; r++)
-					CHECK(ex.reads[r].file < ex.nfiles && ex.reads[r].len <= o.chunk);
+				/* min_len: what must arrive, up to the last payload
+				 * byte and never past the end of the file (an aligned
+				 * read may ask for more; the engine stops at EOF) */
+				for (size_t r = 0; r < ex.nreads; r++) {
+					const struct cm_read *rd = &ex.reads[r];
+
+					CHECK(rd->file < ex.nfiles && rd->len <= o.chunk);
+					CHECKF(rd->min_len && rd->min_len <= rd->len &&
+					       rd->off + rd->min_len <= ex.file_sizes[rd->file],
+					       "iter %d process %u batch %llu read %zu: %llu + %u (%u) "
+					       "in a file of %llu", iter, q, (unsigned long long)b, r,
+					       (unsigned long long)rd->off, rd->min_len, rd->len,
+					       (unsigned long long)ex.file_sizes[rd->file]);
+				}
 				pl_plan_free(bq);
 				CHECKF(!bad, "iter %d process %u batch %llu: %s", iter, q,
 				       (unsigned long long)b, bad);
