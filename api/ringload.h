@@ -984,7 +984,9 @@ void rl_loader_destroy(rl_loader *ld);
  * streaming load with rl_loader_request_bytes() as RL_PLAN_CHUNK_BYTES
  * (rl_loader_load() and the CLI do), since a plan whose reads are larger
  * than a window reads each of them once per window it reaches (a 64 MiB
- * request under a 64 KiB budget: the file hundreds of times over). A plan
+ * request under a 64 KiB budget: the file hundreds of times over; the
+ * shape text of rl_load_stats then says "reads up to N over
+ * rl_loader_request_bytes() M: read per window"). A plan
  * with transfers (read once) streams the process's own reads: shards that
  * transfers fill get no pieces here (libringload_mpi hands their pieces
  * out as they are received). Loaders with expected SHA-256 values

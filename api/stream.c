@@ -347,6 +347,13 @@ static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char 
 		 (unsigned long long)s->wp.slot_bytes, x->registered ? "" : "not ",
 		 x->registered ? "" : " (", x->registered ? "" : x->why,
 		 x->registered ? "" : ")", s->prog.win.n, x->runs, x->runs == 1 ? "" : "s");
+	if (s->ex.max_read > ld_stream_request_cap(ld)) { /* a caller's plan: say what it costs */
+		size_t n = strlen(text);
+
+		snprintf(text + n, sizeof(text) - n, "; reads up to %" PRIu64 " over "
+			 "rl_loader_request_bytes() %" PRIu64 ": read per window",
+			 (uint64_t)s->ex.max_read, ld_stream_request_cap(ld));
+	}
 	ld_fill_stats_ex(ld, &x->stats, text);
 	ld->stats.stream_windows = s->wp.nslots;
 	ld->stats.stream_window_bytes = s->wp.slot_bytes;
