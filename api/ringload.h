@@ -1009,7 +1009,13 @@ void rl_loader_destroy(rl_loader *ld);
  * needs one free window). The byte limiter (RL_OPT_INFLIGHT_BYTES, capped
  * at a quarter of the budget or the largest read) still bounds reads in
  * flight; bounce buffers are the only memory beyond the budget. Reads at
- * the edge of a range are read once for each range they reach. A plan
+ * the edge of a range are read once for each range they reach: plan a
+ * streaming load with rl_loader_request_bytes() as RL_PLAN_CHUNK_BYTES
+ * (rl_loader_load() and the CLI do), since a plan whose reads are larger
+ * than a window reads each of them once per window it reaches (a 64 MiB
+ * request under a 64 KiB budget: the file hundreds of times over; the
+ * shape text of rl_load_stats then says "reads up to N over
+ * rl_loader_request_bytes() M: read per window"). A plan
  * with transfers (read once) streams the process's own reads: shards that
  * transfers fill get no pieces here (libringload_mpi hands their pieces
  * out as they are received). Loaders with expected SHA-256 values
@@ -1071,7 +1077,8 @@ int rl_loader_set_window_pool(rl_loader *ld, void *ptr, size_t len);
  * with the load and with other releases (the Python binding releases
  * from a CUDA event's callback thread, or after a copy). Pieces of length
  * 0 (token 0) need no release. Returns 0, -EINVAL (NULL) or RL_E_PIECE
- * (not held: released twice, or from an earlier load).
+ * (not held: released twice, or from an earlier load; rl_loader_errmsg()
+ * names the piece, its window, shard, offset and length).
  */
 int rl_loader_release(rl_loader *ld, const rl_piece *piece);
 

@@ -308,13 +308,22 @@ static int st_give(struct ld_stream *s, uint64_t t)
 
 int rl_loader_release(rl_loader *ld, const rl_piece *piece)
 {
+	uint64_t t;
+
 	if (!ld || !piece)
 		return -EINVAL;
-	if (piece->token == 0)
+	t = piece->token;
+	if (t == 0)
 		return 0; /* a zero-byte piece: nothing held */
-	if (!ld->stream)
-		return RL_E_PIECE;
-	return st_give(ld->stream, piece->token);
+	if (ld->stream && st_give(ld->stream, t) == 0)
+		return 0;
+	/* The caller's bug, named so it can be found: which piece and window. */
+	return cm_err_set(&ld->err, RL_E_PIECE,
+			  "rl_loader_release: piece %u of window %d (load %u; shard %zu, offset %"
+			  PRIu64 ", %" PRIu64 " bytes) is not held: released twice, from an "
+			  "earlier load or not from this loader", (uint32_t)t,
+			  (int)(t >> 56) - 1, (unsigned)(t >> 32) & 0xffffffu, piece->shard,
+			  piece->offset, piece->length);
 }
 
 /* The executor's on_piece: to the queue (pull) or the callback. */
@@ -354,6 +363,13 @@ static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char 
 		 (unsigned long long)s->wp.slot_bytes, x->registered ? "" : "not ",
 		 x->registered ? "" : " (", x->registered ? "" : x->why,
 		 x->registered ? "" : ")", s->prog.win.n, x->runs, x->runs == 1 ? "" : "s");
+	if (s->ex.max_read > ld_stream_request_cap(ld)) { /* a caller's plan: say what it costs */
+		size_t n = strlen(text);
+
+		snprintf(text + n, sizeof(text) - n, "; reads up to %" PRIu64 " over "
+			 "rl_loader_request_bytes() %" PRIu64 ": read per window",
+			 (uint64_t)s->ex.max_read, ld_stream_request_cap(ld));
+	}
 	ld_fill_stats_ex(ld, &x->stats, text);
 	ld->stats.stream_windows = s->wp.nslots;
 	ld->stats.stream_window_bytes = s->wp.slot_bytes;

@@ -205,6 +205,7 @@ struct eng_worker {
 	unsigned in_kernel;       /* queued or in the kernel */
 	unsigned uncommitted;     /* of those, queued since the last commit */
 	struct eng_req *retry;
+	uint64_t lim_held;          /* limiter bytes its reads took, not given back */
 
 	/* Reads claimed from the shared cursor (pre-faulted), in order. */
 	struct cm_read *claimed;
@@ -403,7 +404,7 @@ int eng_cache_is_medium(int fd);
 /* Takes len bytes if the bound allows; 1 when taken. */
 int eng_lim_try(struct eng_run *rc, uint32_t len);
 /* Gives len bytes back, waking workers that wait for them. */
-void eng_lim_give(struct eng_run *rc, uint32_t len);
+void eng_lim_give(struct eng_run *rc, uint64_t len);
 /* Sleeps until len bytes could be taken or the run failed. */
 void eng_lim_wait(struct eng_run *rc, uint32_t len);
 /* Worker w is about to sleep in its backend while blocked on bytes:

@@ -264,6 +264,8 @@ static void merge_stats(struct eng_run *rc)
 	if (t_first && t_last > t_first)
 		st->read_seconds = (t_last - t_first) / 1e9;
 	st->peak_inflight = atomic_load_explicit(&rc->b.peak, memory_order_relaxed);
+	/* Relaxed: the workers of the batch were joined (run_batch). */
+	st->limiter_left = atomic_load_explicit(&rc->b.inflight, memory_order_relaxed);
 	st->backend = rc->cx.backend;
 }
 

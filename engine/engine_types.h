@@ -227,6 +227,9 @@ struct eng_stats {
 	uint64_t hashed_bytes, hash_held_peak;
 	double hash_seconds;
 	uint64_t reads_fixed;   /* reads straight into registered fixed regions */
+	/* bytes the byte limiter still held when the batch ended: 0, since
+	 * every read gives back what it took (the tests check it) */
+	uint64_t limiter_left;
 };
 
 /* How eng_stats_merge adds one part into a sum. */

@@ -31,7 +31,7 @@ int eng_lim_try(struct eng_run *rc, uint32_t len)
 	return 1;
 }
 
-void eng_lim_give(struct eng_run *rc, uint32_t len)
+void eng_lim_give(struct eng_run *rc, uint64_t len)
 {
 	/* seq_cst pairs with the waiter's increment of `waiters` and load of
 	 * `inflight`: either we see the waiter, or it sees our bytes. */

@@ -31,6 +31,7 @@ void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum e
 	sum->reads_fixed += part->reads_fixed;
 	sum->retries += part->retries;
 	sum->abandoned += part->abandoned;
+	sum->limiter_left += part->limiter_left;
 	sum->hashed_bytes += part->hashed_bytes;
 	sum->scatter_seconds += part->scatter_seconds;
 	sum->prepare_seconds += part->prepare_seconds;

@@ -313,6 +313,7 @@ static struct eng_req *take(struct eng_worker *w, const struct cm_read *r, uint8
 		*why = BLOCKED_BYTES;
 		return NULL;
 	}
+	w->lim_held += r->len;
 	w->free_reqs = q->next;
 	if (!dst)
 		buf = w->free_bufs[--w->nfree_bufs];
@@ -333,6 +334,7 @@ static void drop(struct eng_worker *w, struct eng_req *q)
 	if (q->buf >= 0)
 		w->free_bufs[w->nfree_bufs++] = q->buf;
 	eng_lim_give(w->run, q->r.len);
+	w->lim_held -= q->r.len;
 	q->next = w->free_reqs;
 	w->free_reqs = q;
 }
@@ -650,6 +652,19 @@ void eng_worker_run(struct eng_worker *w)
 		if (reap(w, wait, why) < 0)
 			break;
 	}
+	/* A failed run leaves reads waiting for their retry, and after a reap
+	 * error reads in the kernel, which the backend's teardown drains;
+	 * nothing submits again in this batch, so their bytes go back now
+	 * and the limiter ends every batch at 0. */
+	while (w->retry) {
+		struct eng_req *q = w->retry;
+
+		w->retry = q->next;
+		drop(w, q);
+	}
+	if (w->lim_held)
+		eng_lim_give(rc, w->lim_held);
+	w->lim_held = 0;
 	/* What an asynchronous sink still copies: waited for, and landed
 	 * (after a failure only given back: the sink's finish waits). */
 	eng_release(w, 1);

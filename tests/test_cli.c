@@ -1250,6 +1250,76 @@ static void interrupt_removal(unsigned nfiles, int piped)
 	CHECKF(nothing_named(gone, found, sizeof(found)), "%s left behind", found);
 }
 
+/* ringload load held before its signal thread starts (RINGLOAD_TEST_HOLD
+ * start), SIGINT ignored in the child when ign (a background job's
+ * disposition); goes on once resume exists. */
+static pid_t spawn_held_at_start(const char *ckpt, const char *dir, const char *errf,
+				 const char *resume, int ign)
+{
+	char bin[1024];
+	pid_t pid;
+
+	snprintf(bin, sizeof(bin), "%s/ringload", build());
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0 || dup2(fd, 2) < 0 || !freopen("/dev/null", "w", stdout))
+			_exit(127);
+		signal(SIGINT, ign ? SIG_IGN : SIG_DFL);
+		setenv("RINGLOAD_TEST_HOLD", "start", 1);
+		setenv("RINGLOAD_TEST_RESUME", resume, 1);
+		execl(bin, bin, "load", ckpt, "--out", dir, "--verify", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * Issue 32: a SIGINT that arrives before the signal thread starts cancels
+ * the load like a later one (exit 130, no dump), whether the command
+ * inherited SIGINT ignored (a background job: the signal was discarded and
+ * the load ran to its end, exit 0) or at its default (it died of it).
+ */
+static void sigint_before_signal_thread(void)
+{
+	char errf[512], dir[512], resume[512], found[256], *err;
+	const char *p;
+	size_t n;
+
+	NEED_SAMPLE(p);
+	snprintf(errf, sizeof(errf), "%s", tmp_path("early.err"));
+	snprintf(dir, sizeof(dir), "%s", tmp_path("earlydump"));
+	snprintf(resume, sizeof(resume), "%s", tmp_path("early.resume"));
+	for (int ign = 0; ign < 2; ign++) {
+		pid_t pid;
+		int st, fd;
+
+		unlink(errf);
+		unlink(resume);
+		pid = spawn_held_at_start(p, dir, errf, resume, ign);
+		CHECK(pid > 0);
+		if (!wait_text(errf, "holding in start", pid)) {
+			err = slurp(errf, &n);
+			wait_exit(pid, 1);
+			CHECKF(0, "never held: %s", err ? err : "");
+		}
+		kill(pid, SIGINT);
+		usleep(50000); /* delivered (or discarded) before the thread starts */
+		fd = open(resume, O_WRONLY | O_CREAT, 0644);
+		CHECK(fd >= 0);
+		close(fd);
+		st = wait_exit(pid, 30);
+		err = slurp(errf, &n);
+		CHECKF(st == 130 && err && strstr(err, "interrupted by SIGINT"),
+		       "SIGINT %s: exit %d: %s", ign ? "ignored" : "default", st, err ? err : "");
+		free(err);
+		CHECKF(nothing_named("earlydump", found, sizeof(found)), "%s left behind", found);
+	}
+	unlink(resume);
+}
+
 static void sigint_while_removing_old_dump(void)
 {
 	interrupt_removal(40000, 0);
@@ -1486,6 +1556,7 @@ int main(void)
 	RUN(sigint_while_verifying);
 	RUN(sigterm_while_stuck);
 	RUN(sigint_while_removing_old_dump);
+	RUN(sigint_before_signal_thread);
 	RUN(removal_keeps_no_pipe_open);
 	RUN(removal_asks_each_entry);
 	RUN(unprivileged_user);

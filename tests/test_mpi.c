@@ -328,6 +328,32 @@ static void streaming_read_once_equals_single_process_loads(void)
 		}
 }
 
+/*
+ * Issue 32's mutant (a packed piece placed at i * src_stride instead of
+ * i * len): strided copies of more than one pack. With 8 MiB budgets the
+ * packing buffer is 1 MiB and transfers reach 8 MiB, so the column halves
+ * of the 8 MB embedding (sharding kind 1: columns split inside each
+ * process) are copies of several packs; every backend, 1 and 3 workers.
+ */
+static void streaming_strided_copies_of_several_packs(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *why;
+	char extra[512], name[64];
+
+	NEED_MPI();
+	for (int b = 0; b < 3; b++) {
+		uint64_t read = 0, unique = 0;
+
+		snprintf(name, sizeof(name), "sp%d", b);
+		snprintf(extra, sizeof(extra), "--read-once --backend %s --workers %d "
+			 "--budget 8388608 --timeout-ms 60000", backends[b], b % 2 ? 3 : 1);
+		why = load_and_compare(name, "24M", 1, 2, 1, extra, &read, &unique);
+		CHECKF(!why, "%s: %s: %s", backends[b], why, out);
+		CHECK(unique > (8u << 20));
+	}
+}
+
 /* Payloads over RL_MPI_MESSAGE_BYTES travel in pieces; many batches. */
 static void messages_split_in_pieces_many_batches(void)
 {
@@ -896,6 +922,7 @@ int main(void)
 	RUN(read_once_equals_single_process_loads);
 	RUN(plain_mpi_load_reads_per_process);
 	RUN(streaming_read_once_equals_single_process_loads);
+	RUN(streaming_strided_copies_of_several_packs);
 	RUN(messages_split_in_pieces_many_batches);
 	RUN(whole_tensors_received_as_plain_bytes);
 	RUN(groups_load_at_once_on_their_communicators);

@@ -476,6 +476,43 @@ static void blocks_widened_to_the_alignment(void)
 	pl_plan_free(p);
 }
 
+/* Issue 32's mutant: a chunk that is no multiple of the offset alignment
+ * is aligned down to it, so that every read starts aligned and none is
+ * longer than the chunk (O_DIRECT refuses misaligned reads). */
+static void chunk_not_a_multiple_of_the_alignment(void)
+{
+	static const unsigned aligns[] = { 512, 4096 };
+	static const uint64_t extra[] = { 1, 512 + 7, 2048 };
+
+	for (size_t i = 0; i < CM_ARRAY_SIZE(aligns); i++) {
+		for (size_t k = 0; k < CM_ARRAY_SIZE(extra); k++) {
+			unsigned A = aligns[i];
+			struct fake f;
+			struct pl_opts o;
+			struct pl_plan *p;
+			struct cm_err e;
+			const char *bad;
+
+			fk_init(&f, 1, 100);
+			fk_add(&f, 0, "a", RL_DTYPE_F32, 2, (uint64_t[]){ 300, 100 });
+			f.align[0] = (struct pl_align){ A, A };
+			pl_opts_default(&o);
+			o.chunk = 3 * (uint64_t)A + extra[k] % A;
+			o.congruent = 0; /* no direct cuts: chunks alone */
+			CHECK_EQ(build(&f, NULL, &o, &p, &e), 0);
+			CHECK(p->nreads > 3);
+			bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+			CHECKF(!bad, "align %u, chunk %llu: %s", A, (unsigned long long)o.chunk, bad);
+			for (size_t q = 0; q + 1 < p->nreads; q++)
+				CHECKF(p->reads[q].off % A == 0 && p->reads[q].len == 3 * A,
+				       "align %u, chunk %llu: read %zu at %llu, %u bytes", A,
+				       (unsigned long long)o.chunk, q,
+				       (unsigned long long)p->reads[q].off, p->reads[q].len);
+			pl_plan_free(p);
+		}
+	}
+}
+
 /* Congruent placement: a large shard's aligned middle is read directly. */
 static void congruent_shards_read_directly(void)
 {
@@ -1334,6 +1371,7 @@ int main(void)
 	RUN(empty_shards_take_no_room);
 	RUN(blocks_cut_into_chunks);
 	RUN(blocks_widened_to_the_alignment);
+	RUN(chunk_not_a_multiple_of_the_alignment);
 	RUN(congruent_shards_read_directly);
 	RUN(processes_read_their_own_boxes);
 	RUN(empty_shards_and_subbyte_errors);

@@ -517,6 +517,54 @@ static void f2_column_split_read_once_by_rows(void)
 	cluster_free(&c);
 }
 
+/*
+ * Issue 32's mutant: a transfer cut exactly where a replicated tensor
+ * ends and a column-split one begins. Process 0 alone reads the file
+ * (files_of_process), so one run of its share covers a (replicated:
+ * needed by both) and b (columns split: half of each 32-byte row for each
+ * process); 16-byte transfers cut b at half rows. A process that needs
+ * none of a transfer's bytes is no receiver of it: only 1, for b's second
+ * halves and for a.
+ */
+static void transfer_cut_at_a_split_tensor(void)
+{
+	struct fake f;
+	struct pl_opts o = ro_opts();
+	struct cluster c;
+	unsigned nb = 0;
+
+	fk_init(&f, 1, 64);
+	fk_add(&f, 0, "a", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 8 });
+	fk_add(&f, 0, "b", RL_DTYPE_F32, 2, (uint64_t[]){ 4, 8 });
+	o.batch_bytes = 16;
+	o.transfer_align = 16;
+	CHECK_EQ(cluster_of(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"tp\"],"
+			    "\"process_of_device\":[0,1]},"
+			    "\"files_of_process\":[[\"fake0.safetensors\"],[]],"
+			    "\"rules\":[{\"match\":\"b\",\"spec\":[null,\"tp\"]}]}", &o, &c), 0);
+	for (unsigned q = 0; q < 2; q++) {
+		const struct pl_xplan *xp = c.p[q]->xp;
+
+		for (size_t k = 0; xp && k < xp->nx; k++) {
+			const struct pl_xfer *x = &xp->x[k];
+			uint64_t b0 = f.t[1].offset;
+			int in_b = x->off >= b0, half = in_b ? (int)((x->off - b0) % 32 / 16) : 1;
+
+			CHECK_EQ(x->root, 0);
+			CHECKF(x->len == 16 && (x->off - 64) % 16 == 0, "transfer at %llu, %llu bytes",
+			       (unsigned long long)x->off, (unsigned long long)x->len);
+			CHECKF(x->nrecv == (uint32_t)half &&
+			       (!half || xp->recv[x->first_recv] == 1),
+			       "process %u: transfer at %llu (%s) has %u receivers, first %d", q,
+			       (unsigned long long)x->off, in_b ? "b" : "a", x->nrecv,
+			       x->nrecv ? xp->recv[x->first_recv] : -1);
+			nb += in_b && q == 1;
+		}
+	}
+	CHECK_EQ(nb, 4); /* b's halves that 1 needs, one a row */
+	cluster_free(&c);
+}
+
 /* Rows over processes, columns over local devices: partitioned, nothing
  * travels, each process reads its rows. Partly replicated (rows over
  * half the processes): each half's rows travel inside its half. */
@@ -712,8 +760,20 @@ static void batch_plans_read_the_payloads(void)
 				bad = check_batch(bq, c.p[q], b, &f);
 				read += bq->stats[0].read_bytes;
 				pl_plan_exec(bq, &ex);
-				for (size_t r = 0; r < ex.nreads; r++)
-					CHECK(ex.reads[r].file < ex.nfiles && ex.reads[r].len <= o.chunk);
+				/* min_len: what must arrive, up to the last payload
+				 * byte and never past the end of the file (an aligned
+				 * read may ask for more; the engine stops at EOF) */
+				for (size_t r = 0; r < ex.nreads; r++) {
+					const struct cm_read *rd = &ex.reads[r];
+
+					CHECK(rd->file < ex.nfiles && rd->len <= o.chunk);
+					CHECKF(rd->min_len && rd->min_len <= rd->len &&
+					       rd->off + rd->min_len <= ex.file_sizes[rd->file],
+					       "iter %d process %u batch %llu read %zu: %llu + %u (%u) "
+					       "in a file of %llu", iter, q, (unsigned long long)b, r,
+					       (unsigned long long)rd->off, rd->min_len, rd->len,
+					       (unsigned long long)ex.file_sizes[rd->file]);
+				}
 				pl_plan_free(bq);
 				CHECKF(!bad, "iter %d process %u batch %llu: %s", iter, q,
 				       (unsigned long long)b, bad);
@@ -937,6 +997,7 @@ int main(void)
 	RUN(r4_file_read_for_others);
 	RUN(r4_file_nobody_may_read_fails);
 	RUN(f2_column_split_read_once_by_rows);
+	RUN(transfer_cut_at_a_split_tensor);
 	RUN(partitioned_and_partly_replicated);
 	RUN(read_once_random_exact_once);
 	RUN(batch_plans_read_the_payloads);

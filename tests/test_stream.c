@@ -567,6 +567,7 @@ static void release_never(void)
 	struct assembly a;
 	rl_loader *ld;
 	int ret, match, tries = 0;
+	char want[96];
 
 	do { /* a checkpoint of more than one window, all on one device */
 		ret = fixture_new(&f, 12, "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},"
@@ -593,6 +594,11 @@ static void release_never(void)
 		 * refused, and the window stays theirs. */
 		CHECK(rl_loader_release(ld, &a.held[0]) == 0);
 		CHECK(rl_loader_release(ld, &a.held[0]) == RL_E_PIECE);
+		/* issue 32: the message names the piece and its window */
+		snprintf(want, sizeof(want), "piece %u of window %d (load ",
+			 (unsigned)(uint32_t)a.held[0].token, (int)(a.held[0].token >> 56) - 1);
+		CHECKF(strstr(rl_loader_errmsg(ld), want) &&
+		       strstr(rl_loader_errmsg(ld), "released twice"), "%s", rl_loader_errmsg(ld));
 		for (size_t i = 0; i < a.nheld; i++) { /* what it had is intact */
 			rl_shard_info si;
 
@@ -697,6 +703,38 @@ static void loader_load_streams(void)
 	fixture_free(&f);
 }
 
+/* Issue 32: a caller's plan with reads above rl_loader_request_bytes()
+ * (each read once per window it reaches) says so in the shape text; a
+ * plan at that size does not. */
+static void oversized_requests_noted(void)
+{
+	static const uint64_t chunks[] = { 64 << 10, 4096 };
+
+	for (size_t i = 0; i < CM_ARRAY_SIZE(chunks); i++) {
+		struct fixture f;
+		struct assembly a;
+		rl_loader *ld = stream_loader(MIN_BUDGET);
+		rl_load_stats x = { .size = sizeof(x) };
+		int ret = fixture_new(&f, 8, "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},"
+				      "\"rules\":[]}", chunks[i]);
+		const char *note;
+
+		CHECKF(ret == 0 && ld, "fixture %d", ret);
+		CHECK_EQ(rl_loader_request_bytes(ld, f.ck), 4096);
+		assembly_init(&a, &f, ld);
+		ret = pull_all(&a);
+		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(assembly_matches(&a));
+		CHECK(rl_loader_get_stats(ld, &x) == 0);
+		note = strstr(x.shape, " over rl_loader_request_bytes() 4096: read per window;");
+		CHECKF(i == 0 ? note != NULL : note == NULL, "chunk %llu: %s",
+		       (unsigned long long)chunks[i], x.shape);
+		assembly_free(&a);
+		rl_loader_destroy(ld);
+		fixture_free(&f);
+	}
+}
+
 /* ---- arguments and the caller's pool ------------------------------ */
 
 static void arguments(void)
@@ -719,6 +757,8 @@ static void arguments(void)
 	CHECK(rl_loader_release(ld, &p) == 0); /* token 0: a zero-byte piece */
 	p.token = ~0ull;
 	CHECK(rl_loader_release(ld, &p) == RL_E_PIECE);
+	CHECKF(strstr(rl_loader_errmsg(ld), "rl_loader_release: piece 4294967295 of window 254"),
+	       "%s", rl_loader_errmsg(ld));
 	CHECK(rl_loader_set_window_pool(ld, &p, sizeof(p)) == RL_E_STAGING);
 	CHECK(rl_loader_set_window_pool(NULL, NULL, 0) == -EINVAL);
 	CHECK(rl_loader_set_piece_callback(NULL, NULL, NULL) == -EINVAL);
@@ -942,6 +982,7 @@ int main(void)
 		{ "caller_pool", caller_pool },
 		{ "loader_load_streams", loader_load_streams },
 		{ "many_windows_stats", many_windows_stats },
+		{ "oversized_requests_noted", oversized_requests_noted },
 		{ "sha256_random_budgets", sha256_random_budgets },
 		{ "sha256_flipped_byte_streaming", sha256_flipped_byte_streaming },
 		{ "stream_reports_every_stat", stream_reports_every_stat },

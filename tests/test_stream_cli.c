@@ -337,11 +337,86 @@ static void json_pool_of_a_small_file(void)
 	CHECKF(nwin >= 1 && nwin * wbytes <= 4u << 20, "%u windows of %llu bytes", nwin, wbytes);
 }
 
+/* The number after "key": in text (-1: absent). */
+static long long json_num(const char *text, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(text, k);
+	return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+/* stdout of a shell command, at most n - 1 bytes (NULL: not run or failed). */
+static char *sh_out(char *buf, size_t n, const char *cmd)
+{
+	FILE *f = popen(cmd, "r");
+	size_t got;
+
+	if (!f)
+		return NULL;
+	got = fread(buf, 1, n - 1, f);
+	buf[got] = '\0';
+	return pclose(f) == 0 ? buf : NULL;
+}
+
+/*
+ * Issue 32's reproducers (--staging-budget 64K --request-bytes 64M read
+ * 424x the file, 1M/16M 10.4x): the request size is lowered to a 32nd of
+ * the budget, with one line saying so, so bytes read stay the plan's at
+ * that size plus a re-read of the reads at each window's edges, and bytes
+ * in flight within a quarter of the budget; every backend, 1 and 3 workers.
+ */
+static void request_bigger_than_window(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	static const struct { const char *budget, *req; long long b; } rep[] = {
+		{ "64K", "64M", 64 << 10 }, { "1M", "16M", 1 << 20 } };
+	const char *dir = th_tmpdir();
+	char out[8192], cmd[2048];
+
+	CHECK(make_ckpt(dir, "8M") == 0);
+	for (size_t i = 0; i < 2; i++) {
+		long long cap = rep[i].b / 32 < 4096 ? 4096 : rep[i].b / 32, plan, ranges;
+
+		snprintf(cmd, sizeof(cmd), "%s/ringload plan %s/c.safetensors --chunk %lld --json",
+			 build(), dir, cap);
+		CHECK(sh_out(out, sizeof(out), cmd) != NULL);
+		plan = json_num(out, "read_bytes");
+		for (int w = 1; w <= 3; w += 2) {
+			for (int b = 0; b < 3; b++) {
+				long long rd, fl, req;
+
+				snprintf(cmd, sizeof(cmd), "%s/ringload load %s/c.safetensors "
+					 "--staging-budget %s --request-bytes %s --backend %s "
+					 "--workers %d --json 2>%s/err", build(), dir, rep[i].budget,
+					 rep[i].req, backends[b], w, dir);
+				CHECKF(sh_out(out, sizeof(out), cmd) != NULL, "%s", cmd);
+				rd = json_num(out, "bytes_read");
+				fl = json_num(out, "peak_inflight");
+				req = json_num(out, "request_bytes");
+				ranges = json_num(out, "ranges");
+				printf("    %s/%s %s, %d workers: read %lld (plan %lld, %lld ranges),"
+				       " in flight %lld, requests %lld\n", rep[i].budget, rep[i].req,
+				       backends[b], w, rd, plan, ranges, fl, req);
+				CHECKF(plan > 0 && rd >= plan && rd <= plan + 2 * ranges * cap,
+				       "read %lld, plan %lld", rd, plan);
+				CHECKF(fl > 0 && fl <= rep[i].b / 4, "in flight %lld", fl);
+				CHECK(req == cap);
+				CHECK(sh("grep -q -- '--request-bytes .* lowered to %lld bytes, a 32nd "
+					 "of --staging-budget %lld$' %s/err", cap, rep[i].b, dir) == 0);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	th_seed();
 	RUN(same_dump);
 	RUN(usage_errors);
+	RUN(request_bigger_than_window);
 	RUN(sigint_while_streaming);
 	RUN(rss_bounded);
 	RUN(json_pool_of_a_small_file);

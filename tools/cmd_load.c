@@ -83,14 +83,15 @@ static void phase_end(struct load_run *r, enum phase ph)
  * RINGLOAD_TEST_HOLD=PHASE, for tests only: the command stops in PHASE
  * (read, verify, write: polling for a signal as those phases do; remove:
  * --force removing the old dump; stuck: a library call that calls nothing
- * back) so that a test can interrupt each phase without racing it; with
+ * back; start: before the signal thread starts) so that a test can interrupt each phase without racing it; with
  * RINGLOAD_TEST_RESUME=FILE it goes on once FILE exists (a test changes
  * the checkpoint mid-load meanwhile).
  */
 static void test_hold(struct load_run *r, const char *phase)
 {
 	const char *resume = getenv("RINGLOAD_TEST_RESUME");
-	int stuck = !strcmp(phase, "stuck");
+	/* start: no signal thread yet; stuck: nothing polls */
+	int stuck = !strcmp(phase, "stuck") || !strcmp(phase, "start");
 
 	if (!r->hold || strcmp(r->hold, phase))
 		return;
@@ -131,13 +132,36 @@ static int open_inputs(struct load_run *r)
 	return ret;
 }
 
+/* Says why --request-bytes was lowered to chunk: the in-flight bound, or
+ * a 32nd of the staging budget (streaming). */
+static void note_lowered(const struct load_args *a, int64_t chunk)
+{
+	int64_t budget = a->staging_budget > 0 ? a->staging_budget : rl_loader_default_budget();
+
+	if (a->inflight_bytes >= 0 && chunk == a->inflight_bytes)
+		fprintf(stderr, "%s: --request-bytes %" PRId64 " lowered to --inflight-bytes %"
+			PRId64 "\n", PROG, a->request_bytes, chunk);
+	else
+		fprintf(stderr, "%s: --request-bytes %" PRId64 " lowered to %" PRId64
+			" bytes, a 32nd of --staging-budget %" PRId64 "\n", PROG,
+			a->request_bytes, chunk, budget);
+}
+
 static int build_plan(struct load_run *r)
 {
 	const struct load_args *a = r->a;
-	/* --request-bytes, or the loader's size for the devices under ck */
-	int64_t chunk = a->request_bytes >= 0 ? load_chunk(a) :
-			rl_loader_request_bytes(r->ld, r->ck);
+	/* --request-bytes (else the size for the devices under ck), capped by
+	 * the loader: at --inflight-bytes, and streaming at a 32nd of the
+	 * budget, since a read larger than a window is read once per window. */
+	int64_t chunk = rl_loader_request_bytes(r->ld, r->ck);
 	int ret;
+
+	if (chunk < 0) {
+		fprintf(stderr, "%s: %s\n", PROG, rl_loader_errmsg(r->ld));
+		return -1;
+	}
+	if (a->request_bytes > chunk && !a->quiet)
+		note_lowered(a, chunk);
 
 	r->plan = rl_plan_create();
 	if (!r->plan) {
@@ -621,6 +645,7 @@ int cmd_load(int argc, char **argv)
 	r.doing = "starting";
 	r.hold = getenv("RINGLOAD_TEST_HOLD");
 	progress_init(&r.bar, !a.quiet && isatty(STDERR_FILENO));
+	test_hold(&r, "start");
 	if (cli_sig_start(PROG) < 0) {
 		fprintf(stderr, "%s: cannot set up signal handling\n", PROG);
 		return 1;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "signals.h"
 
 /*
  * jemalloc, linked into this command, reads its options from this symbol.
@@ -42,6 +43,11 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
+	}
+	/* Before anything else: a SIGINT from now on cancels the load. */
+	if (!strcmp(argv[1], "load") && cli_sig_block() < 0) {
+		fprintf(stderr, "ringload load: cannot set up signal handling\n");
+		return 1;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))

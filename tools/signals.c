@@ -84,22 +84,28 @@ static void *signal_thread(void *arg)
 	_exit(128 + sig);
 }
 
+static sigset_t sig_set;
+
+int cli_sig_block(void)
+{
+	sigemptyset(&sig_set);
+	sigaddset(&sig_set, SIGINT);
+	sigaddset(&sig_set, SIGTERM);
+	/* Threads created later (the library's) inherit the mask. */
+	return -pthread_sigmask(SIG_BLOCK, &sig_set, NULL);
+}
+
 int cli_sig_start(const char *prog)
 {
-	static sigset_t set;
 	pthread_condattr_t ca;
 	pthread_attr_t attr;
 	pthread_t t;
 	int r;
 
 	prog_name = prog;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	/* Threads created later (the library's) inherit the mask. */
-	r = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	r = cli_sig_block();
 	if (r)
-		return -r;
+		return r;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_destroy(&cv);
@@ -107,7 +113,7 @@ int cli_sig_start(const char *prog)
 	pthread_condattr_destroy(&ca);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&t, &attr, signal_thread, &set);
+	r = pthread_create(&t, &attr, signal_thread, &sig_set);
 	pthread_attr_destroy(&attr);
 	return -r;
 }

@@ -16,6 +16,12 @@
 #ifndef TOOLS_SIGNALS_H
 #define TOOLS_SIGNALS_H
 
+/* Blocks SIGINT and SIGTERM in the calling thread: main() does so first
+ * thing for `load`, so that a signal arriving before cli_sig_start() stays
+ * pending for the signal thread (with SIGINT ignored, as in a background
+ * job, it was discarded and the load ran to its end). Returns 0 or -errno. */
+int cli_sig_block(void);
+
 /* Blocks SIGINT and SIGTERM and starts the signal thread. Call before the
  * library starts any thread. Returns 0 or -errno. */
 int cli_sig_start(const char *prog);
