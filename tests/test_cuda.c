@@ -26,6 +26,7 @@
 #include "../api/loader_internal.h"
 #include "../exec/execute.h"
 #include "../sink/cuda.h"
+#include "../sink/cuda_drv.h"
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
 #include "harness.h"
@@ -39,6 +40,8 @@ static unsigned cur_workers = 1;
 static fakecuda_reset_fn fake_reset;
 static fakecuda_stats_fn fake_stats;
 static fakecuda_host_fn fake_host;
+static fakecuda_log_fn fake_log;
+static void *fake_h;
 static char fake_path[PATH_MAX];
 
 static void select_backend(rl_backend b, unsigned workers)
@@ -60,6 +63,8 @@ static int fake_open(void)
 	h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return -1;
+	fake_h = h;
+	fake_log = (fakecuda_log_fn)(uintptr_t)dlsym(h, "fakecuda_log");
 	fake_reset = (fakecuda_reset_fn)(uintptr_t)dlsym(h, "fakecuda_reset");
 	fake_stats = (fakecuda_stats_fn)(uintptr_t)dlsym(h, "fakecuda_stats");
 	fake_host = (fakecuda_host_fn)(uintptr_t)dlsym(h, "fakecuda_host");
@@ -75,8 +80,14 @@ static void fake_env(const char *devices, const char *oom_at, const char *fail_c
 	setenv("FAKECUDA_FAIL_COPY_AT", fail_copy_at, 1);
 	setenv("FAKECUDA_CTX_FAIL", ctx_fail, 1);
 	setenv("FAKECUDA_DELAY_US", delay_us, 1);
-	unsetenv("FAKECUDA_FAIL_RECORD_AT");
-	unsetenv("FAKECUDA_NO_DATA");
+	static const char *const more[] = {
+		"FAKECUDA_FAIL_RECORD_AT", "FAKECUDA_NO_DATA", "FAKECUDA_FAIL_COPY_ERR",
+		"FAKECUDA_PUSH_FAIL_AT", "FAKECUDA_MAX_PITCH", "FAKECUDA_REGISTER_FAIL",
+		"FAKECUDA_HOSTALLOC_FAIL", "FAKECUDA_MEM_FREE",
+	};
+
+	for (size_t i = 0; i < CM_ARRAY_SIZE(more); i++)
+		unsetenv(more[i]);
 	fake_reset();
 }
 
@@ -693,6 +704,134 @@ static void strided_box_2d(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* The fake driver itself: where the real one differs from a naive fake */
+
+/* The fake's entry point `name` (NULL when it has none). */
+static void *fake_fn(const char *name)
+{
+	return dlsym(fake_h, name);
+}
+
+typedef int (*fn_ctx)(void **);
+typedef int (*fn_push)(void *);
+typedef int (*fn_ctx_dev)(void **, int);
+
+/* Contexts: a stack per thread; a pop restores the one below (torch's);
+ * an unbalanced pop is refused and counted. The old fake cleared the
+ * context at every pop. */
+static void fake_context_stack(void)
+{
+	fn_ctx_dev retain = (fn_ctx_dev)(uintptr_t)fake_fn("cuDevicePrimaryCtxRetain");
+	fn_push push = (fn_push)(uintptr_t)fake_fn("cuCtxPushCurrent_v2");
+	fn_ctx pop = (fn_ctx)(uintptr_t)fake_fn("cuCtxPopCurrent_v2");
+	fn_ctx get = (fn_ctx)(uintptr_t)fake_fn("cuCtxGetCurrent");
+	int (*release)(int) = (int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2");
+	void *c0 = NULL, *c1 = NULL, *c = NULL;
+	struct fakecuda_stats st;
+
+	fake_env("2", "", "", "", "0");
+	CHECK(retain && push && pop && get && release);
+	CHECK(retain(&c0, 0) == 0 && retain(&c1, 1) == 0);
+	CHECK(push(c0) == 0 && push(c1) == 0);
+	CHECK(pop(&c) == 0 && c == c1);
+	CHECK(get(&c) == 0 && c == c0); /* the caller's again */
+	CHECK(pop(&c) == 0 && c == c0);
+	CHECK(get(&c) == 0 && c == NULL);
+	CHECK_EQ(pop(&c), 201); /* CUDA_ERROR_INVALID_CONTEXT */
+	fake_stats(&st);
+	CHECK_EQ(st.unbalanced, 1);
+	release(0);
+	release(1);
+}
+
+typedef int (*fn_alloc)(unsigned long long *, size_t);
+
+/* Pitches over CU_DEVICE_ATTRIBUTE_MAX_PITCH refused; registration and
+ * cuMemHostAlloc refused on request. */
+static void fake_refusals(void)
+{
+	fn_ctx_dev retain = (fn_ctx_dev)(uintptr_t)fake_fn("cuDevicePrimaryCtxRetain");
+	fn_push push = (fn_push)(uintptr_t)fake_fn("cuCtxPushCurrent_v2");
+	fn_ctx pop = (fn_ctx)(uintptr_t)fake_fn("cuCtxPopCurrent_v2");
+	int (*attr)(int *, int, int) = (int (*)(int *, int, int))(uintptr_t)
+		fake_fn("cuDeviceGetAttribute");
+	int (*cp2d)(const struct rlcu_memcpy2d *, void *) =
+		(int (*)(const struct rlcu_memcpy2d *, void *))(uintptr_t)fake_fn("cuMemcpy2DAsync_v2");
+	int (*reg)(void *, size_t, unsigned) = (int (*)(void *, size_t, unsigned))(uintptr_t)
+		fake_fn("cuMemHostRegister_v2");
+	int (*halloc)(void **, size_t, unsigned) = (int (*)(void **, size_t, unsigned))(uintptr_t)
+		fake_fn("cuMemHostAlloc");
+	int (*hfree)(void *) = (int (*)(void *))(uintptr_t)fake_fn("cuMemFreeHost");
+	fn_alloc alloc = (fn_alloc)(uintptr_t)fake_fn("cuMemAlloc_v2");
+	int (*mfree)(unsigned long long) = (int (*)(unsigned long long))(uintptr_t)
+		fake_fn("cuMemFree_v2");
+	static uint8_t src[4096];
+	unsigned long long d = 0;
+	void *c = NULL, *h = NULL;
+	int v = 0;
+
+	fake_env("2", "", "", "", "0");
+	fake_also("FAKECUDA_MAX_PITCH", "256");
+	fake_also("FAKECUDA_REGISTER_FAIL", "801");
+	fake_also("FAKECUDA_HOSTALLOC_FAIL", "1");
+	CHECK(attr && cp2d && reg && halloc && hfree && alloc && mfree);
+	CHECK(retain(&c, 0) == 0 && push(c) == 0);
+	CHECK(attr(&v, 11, 0) == 0 && v == 256);
+	CHECK(alloc(&d, 4096) == 0);
+	{
+		struct rlcu_memcpy2d m = { .srcMemoryType = RLCU_MEMORYTYPE_HOST, .srcHost = src,
+					   .srcPitch = 300, .dstMemoryType = RLCU_MEMORYTYPE_DEVICE,
+					   .dstDevice = d, .dstPitch = 100, .WidthInBytes = 100,
+					   .Height = 3 };
+
+		CHECK_EQ(cp2d(&m, NULL), RLCU_ERROR_INVALID_VALUE);
+	}
+	CHECK_EQ(reg(src, sizeof(src), 1), 801);
+	CHECK_EQ(halloc(&h, 4096, 1), RLCU_ERROR_OUT_OF_MEMORY);
+	fake_env("2", "", "", "", "0");
+	v = halloc(&h, 4096, 1);
+	CHECKF(v == 0 && h && hfree(h) == 0, "cuMemHostAlloc: %d", v);
+	mfree(d);
+	pop(&c);
+	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(0);
+}
+
+/* A failed copy is sticky for its device's context: every later call
+ * there reports it (a process must restart); the other device works. */
+static void fake_sticky_error(void)
+{
+	fn_ctx_dev retain = (fn_ctx_dev)(uintptr_t)fake_fn("cuDevicePrimaryCtxRetain");
+	fn_push push = (fn_push)(uintptr_t)fake_fn("cuCtxPushCurrent_v2");
+	fn_ctx pop = (fn_ctx)(uintptr_t)fake_fn("cuCtxPopCurrent_v2");
+	fn_alloc alloc = (fn_alloc)(uintptr_t)fake_fn("cuMemAlloc_v2");
+	int (*mfree)(unsigned long long) = (int (*)(unsigned long long))(uintptr_t)
+		fake_fn("cuMemFree_v2");
+	int (*sync)(void) = (int (*)(void))(uintptr_t)fake_fn("cuCtxSynchronize");
+	int (*cp)(unsigned long long, const void *, size_t, void *) =
+		(int (*)(unsigned long long, const void *, size_t, void *))(uintptr_t)
+		fake_fn("cuMemcpyHtoDAsync_v2");
+	static uint8_t src[64];
+	unsigned long long d = 0, d2 = 0;
+	void *c0 = NULL, *c1 = NULL, *c;
+
+	fake_env("2", "", "1", "", "0");
+	fake_also("FAKECUDA_FAIL_COPY_ERR", "700");
+	CHECK(sync && retain(&c0, 0) == 0 && retain(&c1, 1) == 0 && push(c0) == 0);
+	CHECK(alloc(&d, 64) == 0);
+	CHECK(cp(d, src, sizeof(src), NULL) == 0);
+	CHECK_EQ(sync(), 700);            /* CUDA_ERROR_ILLEGAL_ADDRESS */
+	CHECK_EQ(alloc(&d2, 64), 700);    /* and everything after it */
+	CHECK_EQ(cp(d, src, sizeof(src), NULL), 700);
+	CHECK(push(c1) == 0 && alloc(&d2, 64) == 0 && mfree(d2) == 0); /* device 1 works */
+	pop(&c);
+	mfree(d);
+	pop(&c);
+	fake_env("2", "", "", "", "0"); /* a new process, for the tests after */
+	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(0);
+	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(1);
+}
+
+/* ------------------------------------------------------------------ */
 /* No driver; arguments */
 
 static void no_driver(void)
@@ -927,6 +1066,9 @@ int main(void)
 		return 1;
 	}
 	th_run("no_driver", no_driver); /* first: nothing loaded the driver yet */
+	th_run("fake_context_stack", fake_context_stack);
+	th_run("fake_refusals", fake_refusals);
+	th_run("fake_sticky_error", fake_sticky_error);
 	setenv("RL_LIBCUDA", fake_path, 1);
 	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), workers, CM_ARRAY_SIZE(workers),
 			     select_backend);
