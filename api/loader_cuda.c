@@ -31,6 +31,9 @@ struct ld_cuda {
 	uint32_t nslots;
 	uint64_t *dst;          /* by shard: its first byte's place in the sink (this load) */
 	size_t ndst;
+	int *s_ord;             /* the caller's streams: s_stream[i] on GPU s_ord[i] */
+	void **s_stream;
+	size_t nstreams;
 };
 
 static void cuda_free_sink(struct ld_cuda *c)
@@ -51,6 +54,8 @@ void ld_cuda_free(rl_loader *ld)
 	cm_free(c->map);
 	cm_free(c->dest);
 	cm_free(c->dst);
+	cm_free(c->s_ord);
+	cm_free(c->s_stream);
 	cm_free(c);
 	ld->cuda = NULL;
 }
@@ -107,6 +112,54 @@ int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, ui
 		c->ndest = n;
 	}
 	c->dest[shard] = (struct ld_dest){ device_ptr, device_ptr ? bytes : 0 };
+	return 0;
+}
+
+/* Index of ordinal's stream in c, or c->nstreams. */
+static size_t cuda_stream_index(const struct ld_cuda *c, int ordinal)
+{
+	size_t i;
+
+	for (i = 0; i < c->nstreams && c->s_ord[i] != ordinal; i++)
+		;
+	return i;
+}
+
+int rl_loader_set_cuda_stream(rl_loader *ld, int32_t ordinal, uint64_t stream)
+{
+	struct ld_cuda *c;
+	size_t i;
+
+	if (!ld)
+		return -EINVAL;
+	c = ld->cuda;
+	if (!c)
+		return cm_err_set(&ld->err, RL_E_STATE,
+				  "rl_loader_set_cuda_stream: call rl_loader_set_cuda first");
+	if (ordinal < 0)
+		return cm_err_set(&ld->err, RL_E_CUDA_DEVICE,
+				  "rl_loader_set_cuda_stream: CUDA device %d", ordinal);
+	i = cuda_stream_index(c, ordinal);
+	if (stream == RL_CUDA_NO_STREAM) {
+		if (i < c->nstreams) { /* the last one takes its place */
+			c->s_ord[i] = c->s_ord[--c->nstreams];
+			c->s_stream[i] = c->s_stream[c->nstreams];
+		}
+		return 0;
+	}
+	if (i == c->nstreams) {
+		int *o = cm_reallocarray(c->s_ord, i + 1, sizeof(*o));
+		void **st = o ? cm_reallocarray(c->s_stream, i + 1, sizeof(*st)) : NULL;
+
+		if (o)
+			c->s_ord = o;
+		if (!st)
+			return cm_err_set(&ld->err, -ENOMEM, "out of memory");
+		c->s_stream = st;
+		c->s_ord[i] = ordinal;
+		c->nstreams++;
+	}
+	c->s_stream[i] = (void *)(uintptr_t)stream;
 	return 0;
 }
 
@@ -235,6 +288,10 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 		ret = cuda_dests(ld, c, ex);
 	if (ret == 0)
 		ret = c->sink.ops->pin(c->sink.state, pool, pool_len, &ld->err);
+	if (ret == 0) { /* before any copy: after the caller's queued work */
+		cusink_caller_streams(&c->sink, c->s_ord, c->s_stream, c->nstreams);
+		ret = cusink_begin(&c->sink, &ld->err);
+	}
 	if (ret == 0 && c->ndst < ex->nshards) {
 		cm_free(c->dst);
 		c->dst = cm_calloc(ex->nshards, sizeof(*c->dst));

@@ -1140,6 +1140,23 @@ int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *opts);
 int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes);
 
 /*
+ * The caller's stream on CUDA device `ordinal` (a CUstream value, such as
+ * torch.cuda.current_stream(dev).cuda_stream; 0 is the legacy default
+ * stream) in the next loads: the library's copies to that GPU start only
+ * after the work queued on it before rl_loader_run() (an event recorded
+ * there, waited for by the library's stream with cuStreamWaitEvent: a
+ * caching allocator's block may still be in use by kernels), and work
+ * queued on it after rl_loader_run() returns runs after the copies (an
+ * event recorded behind them, waited for on the caller's stream), after
+ * a failed load too. The stream must live until rl_loader_run()
+ * returns. RL_CUDA_NO_STREAM removes it; rl_loader_set_cuda() removes
+ * all. Returns 0, -EINVAL, -ENOMEM, RL_E_STATE (no rl_loader_set_cuda)
+ * or RL_E_CUDA_DEVICE (a negative ordinal).
+ */
+#define RL_CUDA_NO_STREAM UINT64_MAX
+int rl_loader_set_cuda_stream(rl_loader *ld, int32_t ordinal, uint64_t stream);
+
+/*
  * After a CUDA load into library memory: plan device `device`'s area,
  * holding each shard at its staging offset (rl_shard_info.offset). The
  * loader owns it until its next load, rl_loader_set_cuda or destroy.

@@ -24,6 +24,8 @@ struct cu_gpu {
 	rlcu_device dev;
 	rlcu_ctx ctx;           /* primary context, retained */
 	rlcu_stream stream;
+	rlcu_stream caller;     /* the caller's stream (torch's), if has_caller */
+	int has_caller;
 	rlcu_event *free_ev;    /* event pool: room for every event made */
 	size_t nfree, cap_free, nev;
 };
@@ -379,10 +381,88 @@ static int cu_drain(struct cusink *k, struct cm_err *e)
 	return ret;
 }
 
+/* Makes stream `waiter` of GPU g wait for what is queued on `on` now:
+ * an event recorded on `on`, waited for by `waiter` (cuStreamWaitEvent
+ * takes the record as of the call, so the event goes back to the pool
+ * at once). */
+static int cu_order(struct cusink *k, unsigned g, rlcu_stream waiter, rlcu_stream on,
+		    struct cm_err *e)
+{
+	rlcu_event ev = NULL;
+	rlcu_result r;
+
+	pthread_mutex_lock(&k->lock);
+	r = cu_event_get(k, g, &ev);
+	pthread_mutex_unlock(&k->lock);
+	if (r != RLCU_SUCCESS)
+		return cu_fail(k, e, RL_E_CUDA, r, "cuEventCreate", k->gpu[g].ordinal);
+	cu_push(k, g);
+	r = k->cu->EventRecord(ev, on);
+	if (r == RLCU_SUCCESS)
+		r = k->cu->StreamWaitEvent(waiter, ev, 0);
+	cu_pop(k);
+	pthread_mutex_lock(&k->lock);
+	k->gpu[g].free_ev[k->gpu[g].nfree++] = ev; /* room: it came from there */
+	pthread_mutex_unlock(&k->lock);
+	if (r != RLCU_SUCCESS)
+		return cu_fail(k, e, RL_E_CUDA, r, "ordering with the caller's stream",
+			       k->gpu[g].ordinal);
+	return 0;
+}
+
+int cusink_begin(struct eng_sink *s, struct cm_err *e)
+{
+	struct cusink *k = s->state;
+
+	for (unsigned g = 0; g < k->ngpus; g++) {
+		int ret = k->gpu[g].has_caller ?
+			  cu_order(k, g, k->gpu[g].stream, k->gpu[g].caller, e) : 0;
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+void cusink_caller_streams(struct eng_sink *s, const int *ordinal, void *const *stream, size_t n)
+{
+	struct cusink *k = s->state;
+
+	for (unsigned g = 0; g < k->ngpus; g++) {
+		k->gpu[g].has_caller = 0;
+		for (size_t i = 0; i < n; i++)
+			if (ordinal[i] == k->gpu[g].ordinal) {
+				k->gpu[g].caller = stream[i];
+				k->gpu[g].has_caller = 1;
+			}
+	}
+}
+
+/* The caller's streams wait for every copy of the load (after a failed
+ * one too: its tensors may still be in use). */
+static int cu_caller_waits(struct cusink *k, struct cm_err *e)
+{
+	int ret = 0;
+
+	for (unsigned g = 0; g < k->ngpus; g++) {
+		int r = k->gpu[g].has_caller ?
+			cu_order(k, g, k->gpu[g].caller, k->gpu[g].stream, e) : 0;
+
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
 static int cu_finish(void *sink, int ok, struct cm_err *e)
 {
 	struct cusink *k = sink;
 	int ret = cu_drain(k, e);
+	struct cm_err e2 = { 0 };
+	int r2 = cu_caller_waits(k, ret < 0 ? &e2 : e);
+
+	if (ret == 0)
+		ret = r2;
 
 	if (ret == 0 && k->err.code) {
 		ret = k->err.code;

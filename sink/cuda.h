@@ -38,6 +38,17 @@ uint64_t cusink_base(const struct eng_sink *s, uint32_t slot);
 /* Frees every library allocation (destinations back to none). */
 void cusink_free_allocs(struct eng_sink *s);
 
+/*
+ * The caller's streams (CUstream values; NULL is the legacy default
+ * stream), stream[i] on CUDA device ordinal[i]; every other GPU has
+ * none. At cusink_begin each GPU's stream waits for what its caller's
+ * stream has queued; at finish the caller's stream waits for the copies.
+ */
+void cusink_caller_streams(struct eng_sink *s, const int *ordinal, void *const *stream, size_t n);
+/* Before a load's first copy: each GPU's stream waits for its caller's
+ * stream (an event recorded there, cuStreamWaitEvent). 0 or RL_E_CUDA. */
+int cusink_begin(struct eng_sink *s, struct cm_err *e);
+
 /* fn(user, shard) once each shard's copies have finished. */
 void cusink_on_shard(struct eng_sink *s, void (*fn)(void *user, size_t shard), void *user);
 

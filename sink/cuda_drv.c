@@ -39,7 +39,9 @@ _Static_assert(CU_MEMORYTYPE_HOST == RLCU_MEMORYTYPE_HOST &&
 	       CU_MEMORYTYPE_DEVICE == RLCU_MEMORYTYPE_DEVICE &&
 	       CU_STREAM_NON_BLOCKING == RLCU_STREAM_NON_BLOCKING &&
 	       CU_EVENT_DISABLE_TIMING == RLCU_EVENT_DISABLE_TIMING &&
-	       CU_MEMHOSTREGISTER_PORTABLE == RLCU_MEMHOSTREGISTER_PORTABLE, "flag values");
+	       CU_MEMHOSTREGISTER_PORTABLE == RLCU_MEMHOSTREGISTER_PORTABLE &&
+	       CU_MEMHOSTALLOC_PORTABLE == RLCU_MEMHOSTALLOC_PORTABLE &&
+	       CU_DEVICE_ATTRIBUTE_MAX_PITCH == RLCU_DEVICE_ATTRIBUTE_MAX_PITCH, "flag values");
 _Static_assert(sizeof(CUDA_MEMCPY2D) == sizeof(struct rlcu_memcpy2d), "CUDA_MEMCPY2D");
 SAME_FIELD(srcXInBytes); SAME_FIELD(srcY); SAME_FIELD(srcMemoryType); SAME_FIELD(srcHost);
 SAME_FIELD(srcDevice); SAME_FIELD(srcArray); SAME_FIELD(srcPitch); SAME_FIELD(dstXInBytes);
@@ -74,6 +76,11 @@ SAME_FIELD(dstArray); SAME_FIELD(dstPitch); SAME_FIELD(WidthInBytes); SAME_FIELD
 #define RLCU_PARAMS_MemHostUnregister void *
 #define RLCU_PARAMS_MemcpyHtoDAsync CUdeviceptr, const void *, size_t, CUstream
 #define RLCU_PARAMS_MemcpyDtoH void *, CUdeviceptr, size_t
+#define RLCU_PARAMS_StreamWaitEvent CUstream, CUevent, unsigned int
+#define RLCU_PARAMS_CtxSynchronize void
+#define RLCU_PARAMS_MemHostAlloc void **, size_t, unsigned int
+#define RLCU_PARAMS_MemFreeHost void *
+#define RLCU_PARAMS_MemGetInfo size_t *, size_t *
 SAME_PROTO(Init, cuInit);
 SAME_PROTO(DeviceGetCount, cuDeviceGetCount);
 SAME_PROTO(DeviceGet, cuDeviceGet);
@@ -100,6 +107,18 @@ _Static_assert(SAME_TYPE(__typeof__(&cuMemcpy2DAsync_v2), CUresult (*)(const CUD
 			 rlcu_result (*)(const struct rlcu_memcpy2d *, rlcu_stream)),
 	       "prototype of cuMemcpy2DAsync_v2");
 SAME_PROTO(MemcpyDtoH, cuMemcpyDtoH_v2);
+SAME_PROTO(StreamWaitEvent, cuStreamWaitEvent);
+SAME_PROTO(CtxSynchronize, cuCtxSynchronize);
+SAME_PROTO(MemHostAlloc, cuMemHostAlloc);
+SAME_PROTO(MemFreeHost, cuMemFreeHost);
+SAME_PROTO(MemGetInfo, cuMemGetInfo_v2);
+/* CUdevice_attribute is an enum in cuda.h, an int here (same size). */
+_Static_assert(sizeof(CUdevice_attribute) == sizeof(int) &&
+	       SAME_TYPE(__typeof__(((struct rlcu_api *)0)->DeviceGetAttribute),
+			 rlcu_result (*)(int *, int, rlcu_device)) &&
+	       SAME_TYPE(__typeof__(&cuDeviceGetAttribute),
+			 CUresult (*)(int *, CUdevice_attribute, CUdevice)),
+	       "prototype of cuDeviceGetAttribute");
 _Static_assert(SAME_TYPE(__typeof__(&cuGetErrorName), CUresult (*)(CUresult, const char **)) &&
 	       SAME_TYPE(__typeof__(((struct rlcu_api *)0)->GetErrorName),
 			 rlcu_result (*)(rlcu_result, const char **)),
@@ -133,6 +152,12 @@ static const struct { size_t off; const char *sym; } entries[] = {
 	ENTRY(Memcpy2DAsync, "cuMemcpy2DAsync_v2"),
 	ENTRY(MemcpyDtoH, "cuMemcpyDtoH_v2"),
 	ENTRY(GetErrorName, "cuGetErrorName"),
+	ENTRY(StreamWaitEvent, "cuStreamWaitEvent"),
+	ENTRY(CtxSynchronize, "cuCtxSynchronize"),
+	ENTRY(MemHostAlloc, "cuMemHostAlloc"),
+	ENTRY(MemFreeHost, "cuMemFreeHost"),
+	ENTRY(MemGetInfo, "cuMemGetInfo_v2"),
+	ENTRY(DeviceGetAttribute, "cuDeviceGetAttribute"),
 };
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER; /* api, loaded */

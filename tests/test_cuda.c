@@ -703,6 +703,113 @@ static void strided_box_2d(void)
 	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
 }
 
+/*
+ * Checks the fake's call log: the caller's stream `cs` gets an event
+ * recorded that the library's stream waits for before its first copy,
+ * and after its last copy the library's stream gets an event recorded
+ * that cs waits for. NULL when so, else what is wrong.
+ */
+static const char *stream_order(char *log, const char *cs)
+{
+	char ours[32] = "", ev[32] = "", ev2[32] = "", a[32], b[32], c[32];
+	int waited = 0, copied = 0, after = 0;
+
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+		int n = sscanf(line, "%31s %31s %31s", a, b, c);
+
+		if (n == 3 && !strcmp(a, "record") && !strcmp(c, cs) && !*ours)
+			snprintf(ev, sizeof(ev), "%s", b);
+		else if (n == 3 && !strcmp(a, "wait") && strcmp(b, cs) && *ev && !strcmp(c, ev) &&
+			 !*ours) {
+			snprintf(ours, sizeof(ours), "%s", b);
+			waited = 1;
+		} else if (n == 2 && !strcmp(a, "copy") && strcmp(b, cs)) {
+			if (!waited || strcmp(b, ours))
+				return "a copy before the library's stream waited for the caller's";
+			copied = 1;
+			after = 0;
+		} else if (n == 3 && !strcmp(a, "record") && copied && !strcmp(c, ours)) {
+			snprintf(ev2, sizeof(ev2), "%s", b);
+		} else if (n == 3 && !strcmp(a, "wait") && !strcmp(b, cs) && *ev2 && !strcmp(c, ev2)) {
+			after = 1;
+		}
+	}
+	if (!copied)
+		return "no copy";
+	return after ? NULL : "the caller's stream does not wait for the last copies";
+}
+
+/*
+ * The caller's stream (torch's current one): copies into its tensors
+ * start after the work it queued (here: slow writes of junk to shard
+ * 0's tensor, which would land over the loaded bytes) and it waits for
+ * the copies. Both orders are checked in the fake's call log, for a
+ * stream and for the NULL (legacy default) stream; the caller's context
+ * stays current.
+ */
+static void caller_stream_order(void)
+{
+	typedef int (*stream_fn)(void **, unsigned);
+	typedef int (*copy_fn)(unsigned long long, const void *, size_t, void *);
+	stream_fn screate = (stream_fn)(uintptr_t)dlsym(fake_h, "cuStreamCreate");
+	int (*sdestroy)(void *) = (int (*)(void *))(uintptr_t)dlsym(fake_h, "cuStreamDestroy_v2");
+	copy_fn hcopy = (copy_fn)(uintptr_t)dlsym(fake_h, "cuMemcpyHtoDAsync_v2");
+	int (*getctx)(void **) = (int (*)(void **))(uintptr_t)dlsym(fake_h, "cuCtxGetCurrent");
+	static uint8_t junk[256 << 10];
+	static char log[1 << 16];
+	struct fixture f;
+	struct runtime rt;
+	unsigned long long p[32];
+	void *ctx = NULL, *cur_ctx = NULL, *cs = NULL;
+	rl_loader *ld;
+	char csn[32];
+	const char *why;
+	int ret = fixture_big(&f);
+	size_t bad;
+
+	fake_env("1", "", "", "", "3000");
+	CHECKF(ret == 0 && f.nshards <= 32, "fixture: %d, %zu shards", ret, f.nshards);
+	CHECK(screate && sdestroy && hcopy && getctx && fake_log);
+	CHECK(runtime_get(&rt) == 0 && rt.retain(&ctx, 0) == 0 && rt.push(ctx) == 0);
+	CHECK(screate(&cs, 0) == 0);
+	memset(junk, 0xee, sizeof(junk));
+	ld = cuda_loader(512 << 10, (const int32_t[]){ 0, 0 }, 2);
+	CHECK(ld);
+	for (size_t i = 0; i < f.nshards; i++) {
+		rl_shard_info si;
+
+		rl_plan_shard(f.plan, i, &si);
+		CHECK(si.nbytes <= sizeof(junk) && rt.alloc(&p[i], si.nbytes) == 0);
+		rl_loader_set_cuda_dest(ld, i, p[i], si.nbytes);
+	}
+	for (int round = 0; round < 2; round++) {
+		void *use = round ? NULL : cs; /* then the legacy default stream */
+
+		fake_reset();
+		for (int k = 0; k < 5; k++) /* the caller's work, still queued */
+			CHECK(hcopy(p[0], junk, 128 << 10, use) == 0);
+		CHECK_EQ(rl_loader_set_cuda_stream(ld, 0, (uint64_t)(uintptr_t)use), 0);
+		ret = rl_loader_run(ld, f.plan);
+		CHECKF(ret == 0, "round %d: %d %s", round, ret, rl_loader_errmsg(ld));
+		bad = first_wrong(&f, ld, p);
+		CHECKF(!bad, "round %d: shard %zu differs on the device", round, bad - 1);
+		fake_log(log, sizeof(log));
+		snprintf(csn, sizeof(csn), "%p", use);
+		why = stream_order(log, csn);
+		CHECKF(!why, "round %d: %s", round, why);
+		CHECK(getctx(&cur_ctx) == 0 && cur_ctx == ctx); /* the caller's, still */
+	}
+	CHECK_EQ(rl_loader_set_cuda_stream(ld, -1, 0), RL_E_CUDA_DEVICE);
+	CHECK_EQ(rl_loader_set_cuda_stream(ld, 0, RL_CUDA_NO_STREAM), 0);
+	rl_loader_destroy(ld);
+	for (size_t i = 0; i < f.nshards; i++)
+		rt.free(p[i]);
+	sdestroy(cs);
+	rt.pop(&cur_ctx);
+	rt.release(0);
+	fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* The fake driver itself: where the real one differs from a naive fake */
 
@@ -1077,6 +1184,7 @@ int main(void)
 	th_run("context_error", context_error);
 	th_run("no_such_device", no_such_device);
 	th_run("strided_box_2d", strided_box_2d);
+	th_run("caller_stream_order", caller_stream_order);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);

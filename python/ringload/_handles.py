@@ -488,6 +488,13 @@ class Loader(_Handle, kind="loader"):
         (a tensor's data_ptr(), nbytes long)."""
         self.check(_lib.rl_loader_set_cuda_dest(self.ptr, shard, ptr, nbytes))
 
+    def set_cuda_stream(self, ordinal, stream):
+        """rl_loader_set_cuda_stream: the next loads' copies to GPU ordinal
+        wait for the work queued on stream (a CUstream value: torch's
+        current_stream(dev).cuda_stream; 0 the legacy default stream), which
+        waits for the copies."""
+        self.check(_lib.rl_loader_set_cuda_stream(self.ptr, ordinal, stream))
+
     def start(self, plan):
         """rl_loader_start: a streaming load of plan on a library thread."""
         self.check(_lib.rl_loader_start(self.ptr, plan.ptr))

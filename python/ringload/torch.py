@@ -113,7 +113,12 @@ def _deliver_streaming(job, devices, cuda):
             dmap = [0] * (max(ids) + 1 if ids else 0)
             for i in ids:
                 dmap[i] = _cuda_ordinal(devices[i])
-            load.run_cuda(dmap, [(t.data_ptr(), t.numel()) for t in dst])
+            # torch.empty's blocks may still be used by kernels queued on
+            # torch's current stream: the copies wait for it, it for them
+            streams = {o: torch.cuda.current_stream(o).cuda_stream
+                       for o in set(dmap[i] for i in ids)}
+            load.run_cuda(dmap, [(t.data_ptr(), t.numel()) for t in dst],
+                          streams)
         else:  # CPU targets (a mix: the GPU shards moved after, by torch)
             _release_each(load, load.pieces(), dst)
             dst = [t.to(devices[s.device_id]) if s.device_id in devices

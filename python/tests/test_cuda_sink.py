@@ -81,3 +81,58 @@ def test_run_cuda_errors_name_the_cause(testdata, fake, monkeypatch):
     finally:
         job.ckpt.close()
         job.spec.close()
+
+
+def _order_ok(log, cs):
+    """The library's stream waits for an event recorded on cs before its
+    first copy, and cs waits for one recorded after its last copy."""
+    ours = ev = ev2 = None
+    copied = after = False
+    for line in log.splitlines():
+        op, *args = line.split()
+        if op == "record" and args[1] == cs and ours is None:
+            ev = args[0]
+        elif op == "wait" and args[0] != cs and args[1] == ev and ours is None:
+            ours = args[0]
+        elif op == "copy" and args[0] != cs:
+            assert ours == args[0], f"a copy before waiting for {cs}: {log}"
+            copied, after = True, False
+        elif op == "record" and copied and args[1] == ours:
+            ev2 = args[0]
+        elif op == "wait" and args[0] == cs and args[1] == ev2:
+            after = True
+    return copied and after
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_run_cuda_orders_with_the_callers_stream(testdata, fake, legacy):
+    """torch's path passes torch.cuda.current_stream(dev).cuda_stream:
+    the copies wait for it and it waits for them (the fake's call log)."""
+    path = os.path.join(testdata, "reference", "tiny-moe")
+    job = _job(path, MOE_SPEC)
+    stream = ctypes.c_void_p()
+    if not legacy:
+        assert fake.cuStreamCreate(ctypes.byref(stream), 0) == 0
+    ptrs = []
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            for s in load.shards:
+                p = ctypes.c_ulonglong()
+                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+                ptrs.append(p.value)
+            ids = [i for i, _ in load.devices]
+            fake.fakecuda_reset()
+            load.run_cuda([0] * (max(ids) + 1),
+                          [(p, s.nbytes) for p, s in zip(ptrs, load.shards)],
+                          {0: stream.value or 0})
+        buf = ctypes.create_string_buffer(1 << 16)
+        fake.fakecuda_log(buf, len(buf))
+        cs = "(nil)" if legacy else hex(stream.value)
+        assert _order_ok(buf.value.decode(), cs), buf.value.decode()
+    finally:
+        for p in ptrs:
+            fake.cuMemFree_v2(ctypes.c_ulonglong(p))
+        if stream.value:
+            fake.cuStreamDestroy_v2(stream)
+        job.ckpt.close()
+        job.spec.close()
