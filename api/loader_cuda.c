@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../sink/cuda.h"
@@ -316,10 +317,27 @@ void ld_cuda_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t 
 	*dst = ld->cuda->dst;
 }
 
-void ld_cuda_done(rl_loader *ld, int ok)
+/* The sink's fallback, if any, in the run's statistics (the one warning
+ * a caller sees: rl_load_stats.fallbacks, the CLI's summary). */
+static void cuda_note(const struct ld_cuda *c, struct eng_stats *st)
+{
+	const char *why;
+	int fb = c->sink.ops ? cusink_fallback(&c->sink, &why) : CUSINK_FALLBACK_NONE;
+	size_t n = strlen(st->fallbacks);
+
+	if (fb == CUSINK_FALLBACK_NONE)
+		return;
+	st->fallback_flags |= fb == CUSINK_FALLBACK_HOST_ALLOC ? RL_FALLBACK_CUDA_HOST_ALLOC :
+			      RL_FALLBACK_CUDA_PAGEABLE;
+	if (n + 1 < sizeof(st->fallbacks))
+		snprintf(st->fallbacks + n, sizeof(st->fallbacks) - n, "%s%s", n ? "; " : "", why);
+}
+
+void ld_cuda_done(rl_loader *ld, int ok, struct eng_stats *st)
 {
 	struct ld_cuda *c = ld->cuda;
 
+	cuda_note(c, st);
 	if (!ok && c->sink.ops)
 		cusink_free_allocs(&c->sink); /* a failed load leaves nothing */
 }

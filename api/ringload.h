@@ -886,6 +886,10 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
 						 * over the worker's RLIMIT_MEMLOCK share) */
 #define RL_FALLBACK_NOT_PREFAULTED (1u << 5) /* staging not pre-faulted */
 #define RL_FALLBACK_FEWER_WORKERS (1u << 6) /* a worker did not start: fewer ran */
+#define RL_FALLBACK_CUDA_HOST_ALLOC (1u << 7) /* CUDA: cuMemHostRegister refused the pool:
+					       * copies through cuMemHostAlloc memory */
+#define RL_FALLBACK_CUDA_PAGEABLE (1u << 8) /* CUDA: cuMemHostAlloc refused too: synchronous
+					     * copies from pageable memory */
 
 /* How one file was read (rl_file_stats.mode). */
 #define RL_FILE_UNUSED 0    /* no reads */

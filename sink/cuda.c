@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda.h"
@@ -68,6 +69,14 @@ struct cusink {
 	void *user;
 	void *pin_base;         /* cuMemHostRegister'ed, or NULL */
 	size_t pin_len;
+	/* Registration refused: copies from the pool go through bounce (the
+	 * driver's page-locked memory, pool_len bytes) or, without it, are
+	 * synchronous from pageable memory; note says so. */
+	const uint8_t *pool_base;
+	size_t pool_len;
+	uint8_t *bounce;
+	int fallback;           /* CUSINK_FALLBACK_* */
+	char note[200];
 	struct cm_err err;      /* the first asynchronous error */
 };
 
@@ -118,6 +127,24 @@ static rlcu_result cu_event_get(struct cusink *k, unsigned g, rlcu_event *ev)
 /* ------------------------------------------------------------------ */
 /* The ops */
 
+/* Where a copy of the pool's bytes at p (span bytes from p) reads from:
+ * p, or its twin in the bounce memory, filled now. The twin of a window
+ * is free when the window is: the window is refilled only after the
+ * fence behind its copies completed. */
+static const uint8_t *cu_source(struct cusink *k, const struct cm_copy *c, const uint8_t *p,
+				uint64_t span)
+{
+	size_t off;
+
+	if (!k->bounce || p < k->pool_base || (size_t)(p - k->pool_base) >= k->pool_len)
+		return p;
+	off = (size_t)(p - k->pool_base);
+	if (c->count > 1) /* the rows and the gaps between them */
+		span = (uint64_t)(c->count - 1) * c->src_stride + c->len;
+	memcpy(k->bounce + off, p, (size_t)CM_MIN(span, k->pool_len - off));
+	return k->bounce + off;
+}
+
 static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const uint8_t *src,
 		   struct cm_err *e)
 {
@@ -140,19 +167,21 @@ static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const u
 				  (unsigned long long)sl->cap);
 	if (!c->len)
 		return 0;
+	src = cu_source(k, c, src + c->src, span);
 	cu_push(k, sl->gpu);
 	if (c->count <= 1) {
-		r = k->cu->MemcpyHtoDAsync(sl->base + c->dst, src + c->src, c->len,
-					   k->gpu[sl->gpu].stream);
+		r = k->cu->MemcpyHtoDAsync(sl->base + c->dst, src, c->len, k->gpu[sl->gpu].stream);
 	} else {
 		struct rlcu_memcpy2d m = { .srcMemoryType = RLCU_MEMORYTYPE_HOST,
-					   .srcHost = src + c->src, .srcPitch = c->src_stride,
+					   .srcHost = src, .srcPitch = c->src_stride,
 					   .dstMemoryType = RLCU_MEMORYTYPE_DEVICE,
 					   .dstDevice = sl->base + c->dst, .dstPitch = c->len,
 					   .WidthInBytes = c->len, .Height = c->count };
 
 		r = k->cu->Memcpy2DAsync(&m, k->gpu[sl->gpu].stream);
 	}
+	if (r == RLCU_SUCCESS && k->fallback == CUSINK_FALLBACK_PAGEABLE) /* the source is */
+		r = k->cu->StreamSynchronize(k->gpu[sl->gpu].stream);  /* reused at return */
 	cu_pop(k);
 	if (r != RLCU_SUCCESS)
 		return cu_fail(k, e, RL_E_CUDA, r, "an asynchronous copy to the device",
@@ -165,6 +194,18 @@ static void cu_unpin(void *sink, void *base, size_t len)
 {
 	struct cusink *k = sink;
 
+	if (k->pool_base && (!base || (const uint8_t *)base == k->pool_base)) {
+		if (k->bounce) {
+			cu_push(k, 0);
+			k->cu->MemFreeHost(k->bounce);
+			cu_pop(k);
+		}
+		k->bounce = NULL;
+		k->pool_base = NULL;
+		k->pool_len = 0;
+		k->fallback = CUSINK_FALLBACK_NONE;
+		k->note[0] = '\0';
+	}
 	if (!k->pin_base || (base && k->pin_base != base))
 		return; /* base NULL: whatever is pinned */
 	cu_push(k, 0);
@@ -174,23 +215,56 @@ static void cu_unpin(void *sink, void *base, size_t len)
 	k->pin_len = 0;
 }
 
+/*
+ * Registration refused (some virtualised and confidential-computing GPUs
+ * refuse it): copies go through the driver's page-locked memory, one
+ * more host copy each; when that is refused too, they are synchronous
+ * from pageable memory. Either way the load goes on, and says why.
+ */
+static void cu_pin_fallback(struct cusink *k, void *base, size_t len, rlcu_result why)
+{
+	char n1[96], n2[96];
+	void *b = NULL;
+	rlcu_result r;
+
+	cu_push(k, 0);
+	r = k->cu->MemHostAlloc(&b, len, RLCU_MEMHOSTALLOC_PORTABLE);
+	cu_pop(k);
+	k->pool_base = base;
+	k->pool_len = len;
+	rlcu_name(k->cu, why, n1, sizeof(n1));
+	if (r == RLCU_SUCCESS) {
+		k->bounce = b;
+		k->fallback = CUSINK_FALLBACK_HOST_ALLOC;
+		snprintf(k->note, sizeof(k->note), "CUDA: cuMemHostRegister refused (%s): "
+			 "copies through cuMemHostAlloc memory", n1);
+		return;
+	}
+	k->fallback = CUSINK_FALLBACK_PAGEABLE;
+	snprintf(k->note, sizeof(k->note), "CUDA: cuMemHostRegister refused (%s), cuMemHostAlloc "
+		 "too (%s): synchronous copies from pageable memory", n1,
+		 rlcu_name(k->cu, r, n2, sizeof(n2)));
+}
+
 static int cu_pin(void *sink, void *base, size_t len, struct cm_err *e)
 {
 	struct cusink *k = sink;
 	rlcu_result r;
 
-	if (k->pin_base == base && k->pin_len == len)
+	if ((k->pin_base == base && k->pin_len == len) ||
+	    (k->pool_base == base && k->pool_len == len))
 		return 0; /* once per pool: a long-lived loader reuses it */
-	if (k->pin_base) /* another pool now: the loader unpins before freeing */
-		cu_unpin(k, k->pin_base, k->pin_len);
+	cu_unpin(k, NULL, 0); /* another pool now: the loader unpins before freeing */
 	cu_push(k, 0);
 	r = k->cu->MemHostRegister(base, len, RLCU_MEMHOSTREGISTER_PORTABLE);
 	cu_pop(k);
 	if (r == RLCU_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
 		return 0; /* the caller's pinned pool (torch's): theirs to unpin */
-	if (r != RLCU_SUCCESS)
-		return cu_fail(k, e, RL_E_CUDA, r, "cuMemHostRegister of the window pool",
-			       k->gpu[0].ordinal);
+	if (r != RLCU_SUCCESS) {
+		cu_pin_fallback(k, base, len, r);
+		return 0;
+	}
+	(void)e;
 	k->pin_base = base;
 	k->pin_len = len;
 	return 0;
@@ -587,8 +661,7 @@ void cusink_destroy(struct eng_sink *s)
 	if (k->cu && k->ngpus) {
 		cu_drain(k, &e);
 		cusink_free_allocs(s);
-		if (k->pin_base)
-			cu_unpin(k, k->pin_base, k->pin_len);
+		cu_unpin(k, NULL, 0);
 	}
 	for (unsigned g = 0; g < k->ngpus; g++) {
 		cu_push(k, g);
@@ -666,6 +739,14 @@ void cusink_free_allocs(struct eng_sink *s)
 		sl->alloc = sl->base = 0;
 		sl->cap = 0;
 	}
+}
+
+int cusink_fallback(const struct eng_sink *s, const char **why)
+{
+	const struct cusink *k = s->state;
+
+	*why = k->note;
+	return k->fallback;
 }
 
 void cusink_on_shard(struct eng_sink *s, void (*fn)(void *user, size_t shard), void *user)

@@ -49,6 +49,13 @@ void cusink_caller_streams(struct eng_sink *s, const int *ordinal, void *const *
  * stream (an event recorded there, cuStreamWaitEvent). 0 or RL_E_CUDA. */
 int cusink_begin(struct eng_sink *s, struct cm_err *e);
 
+/* What the sink does when cuMemHostRegister refuses the pool (cu_pin):
+ * copies through cuMemHostAlloc memory, or synchronous from pageable. */
+enum { CUSINK_FALLBACK_NONE, CUSINK_FALLBACK_HOST_ALLOC, CUSINK_FALLBACK_PAGEABLE };
+/* CUSINK_FALLBACK_* of the pool pinned now, *why its one line ("" when
+ * none). */
+int cusink_fallback(const struct eng_sink *s, const char **why);
+
 /* fn(user, shard) once each shard's copies have finished. */
 void cusink_on_shard(struct eng_sink *s, void (*fn)(void *user, size_t shard), void *user);
 

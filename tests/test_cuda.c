@@ -176,10 +176,11 @@ static int fake_clean(char *why, size_t cap)
 	struct fakecuda_stats st;
 
 	fake_stats(&st);
-	snprintf(why, cap, "allocs %ld streams %ld events %ld ctx %ld pinned %ld inflight %ld",
-		 st.allocs, st.streams, st.events, st.ctx_refs, st.registered, st.inflight);
+	snprintf(why, cap, "allocs %ld streams %ld events %ld ctx %ld pinned %ld host %ld "
+		 "inflight %ld", st.allocs, st.streams, st.events, st.ctx_refs, st.registered,
+		 st.host_allocs, st.inflight);
 	return !st.allocs && !st.streams && !st.events && !st.ctx_refs && !st.registered &&
-	       !st.inflight;
+	       !st.host_allocs && !st.inflight;
 }
 
 /* Loads f to the fake GPUs twice on one loader, checks bytes, shard
@@ -241,6 +242,73 @@ static void windows_wait_for_copies(void)
 	fake_env("2", "", "", "", "2000");
 	CHECKF(ret == 0, "fixture: %d", ret);
 	load_and_check(&f, 256 << 10, NULL, 0);
+	fixture_free(&f);
+}
+
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * cuMemHostRegister refused (CUDA_ERROR_NOT_SUPPORTED, as on some
+ * virtualised GPUs): copies go through cuMemHostAlloc memory; with that
+ * refused too, synchronous copies from pageable memory. Each step loads
+ * every byte right twice (slow copies through small windows), says why
+ * in the statistics once, and leaves nothing after destroy. The load
+ * failed with "cuMemHostRegister of the window pool failed" before.
+ */
+static void registration_refused(void)
+{
+	static const char *const says[] = {
+		"CUDA: cuMemHostRegister refused (CUDA_ERROR_NOT_SUPPORTED (801)): copies through "
+		"cuMemHostAlloc memory",
+		"CUDA: cuMemHostRegister refused (CUDA_ERROR_NOT_SUPPORTED (801)), cuMemHostAlloc "
+		"too (CUDA_ERROR_OUT_OF_MEMORY (2)): synchronous copies from pageable memory",
+	};
+	struct fixture f;
+	int ret = fixture_big(&f);
+	char why[200];
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	for (int step = 0; step < 2; step++) {
+		rl_load_stats st = { .size = sizeof(st) };
+		struct fakecuda_stats fs;
+		rl_loader *ld;
+
+		fake_env("2", "", "", "", "1000");
+		fake_also("FAKECUDA_REGISTER_FAIL", "801");
+		if (step)
+			fake_also("FAKECUDA_HOSTALLOC_FAIL", "1");
+		ld = cuda_loader(256 << 10, NULL, 0);
+		CHECK(ld);
+		for (int round = 0; round < 2; round++) {
+			size_t bad;
+
+			ret = rl_loader_run(ld, f.plan);
+			CHECKF(ret == 0, "step %d: %d %s", step, ret, rl_loader_errmsg(ld));
+			bad = first_wrong(&f, ld, NULL);
+			CHECKF(!bad, "step %d: shard %zu differs on the device", step, bad - 1);
+			CHECK(rl_loader_get_stats(ld, &st) == 0);
+			CHECKF(st.fallback_flags & (step ? RL_FALLBACK_CUDA_PAGEABLE :
+						    RL_FALLBACK_CUDA_HOST_ALLOC), "flags %#x",
+			       st.fallback_flags);
+			CHECKF(strstr(st.fallbacks, says[step]) && count_of(st.fallbacks, "CUDA:") == 1,
+			       "%s", st.fallbacks);
+			fake_stats(&fs);
+			CHECK_EQ(fs.registered, 0);
+			CHECK_EQ(fs.host_allocs, step ? 0 : 1);
+			CHECKF(step ? fs.unpinned > 0 : fs.unpinned == 0, "step %d: %ld unpinned copies",
+			       step, fs.unpinned);
+		}
+		rl_loader_destroy(ld);
+		CHECKF(fake_clean(why, sizeof(why)), "step %d, after destroy: %s", step, why);
+	}
 	fixture_free(&f);
 }
 
@@ -938,6 +1006,21 @@ static void fake_sticky_error(void)
 	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(1);
 }
 
+/* Names of codes the driver's cuGetErrorName does not know (the fake
+ * names few): from cuda.h's table; "CUDA error (N)" before. */
+static void error_names(void)
+{
+	struct cm_err e = { 0 };
+	const struct rlcu_api *cu = rlcu_load(&e);
+	char buf[96];
+
+	CHECKF(cu, "%s", e.msg);
+	CHECK(!strcmp(rlcu_name(cu, 801, buf, sizeof(buf)), "CUDA_ERROR_NOT_SUPPORTED (801)"));
+	CHECK(!strcmp(rlcu_name(cu, 34, buf, sizeof(buf)), "CUDA_ERROR_STUB_LIBRARY (34)"));
+	CHECK(!strcmp(rlcu_name(cu, 999, buf, sizeof(buf)), "CUDA_ERROR_UNKNOWN (999)"));
+	CHECK(!strcmp(rlcu_name(cu, 12345, buf, sizeof(buf)), "CUDA error (12345)"));
+}
+
 /* ------------------------------------------------------------------ */
 /* No driver; arguments */
 
@@ -1164,6 +1247,7 @@ int main(void)
 		{ "failing_copy", failing_copy },
 		{ "cancel", cancel },
 		{ "loads_after_a_failed_one", loads_after_a_failed_one },
+		{ "registration_refused", registration_refused },
 	};
 	static const unsigned workers[] = { 1, 3 };
 
@@ -1185,6 +1269,7 @@ int main(void)
 	th_run("no_such_device", no_such_device);
 	th_run("strided_box_2d", strided_box_2d);
 	th_run("caller_stream_order", caller_stream_order);
+	th_run("error_names", error_names);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);

@@ -60,6 +60,7 @@ FALLBACKS = {
     "backend": 1 << 0, "uring_flags": 1 << 1, "files_unregistered": 1 << 2,
     "buffers_unregistered": 1 << 3, "buffers_unlocked": 1 << 4,
     "not_prefaulted": 1 << 5, "fewer_workers": 1 << 6,
+    "cuda_host_alloc": 1 << 7, "cuda_pageable": 1 << 8,
 }
 """RL_FALLBACK_<NAME> flags of rl_load_stats.fallback_flags by lower-case name."""
 
