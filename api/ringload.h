@@ -1108,7 +1108,11 @@ int64_t rl_loader_default_budget(void);
  * exist: RL_E_CUDA_DEVICE; out of device memory: RL_E_CUDA_MEMORY; a failed
  * copy or driver call: RL_E_CUDA) fails the whole load with a one-line
  * message (rl_loader_errmsg), frees the load's library device memory and
- * returns only when no copy is in flight.
+ * returns only when no copy is in flight. A sticky error (a launch
+ * failure, an illegal address: the driver's context, shared with the
+ * framework, is unusable until the process exits) is RL_E_CUDA_STICKY,
+ * for that load and every later one on that GPU: the process must
+ * restart.
  */
 typedef struct rl_cuda_opts {
 	uint32_t size;              /* sizeof(rl_cuda_opts): later versions append */

@@ -25,6 +25,7 @@ struct cu_gpu {
 	rlcu_device dev;
 	rlcu_ctx ctx;           /* primary context, retained */
 	rlcu_stream stream;
+	uint32_t max_pitch;     /* CU_DEVICE_ATTRIBUTE_MAX_PITCH (0: unknown) */
 	rlcu_stream caller;     /* the caller's stream (torch's), if has_caller */
 	int has_caller;
 	rlcu_event *free_ev;    /* event pool: room for every event made */
@@ -83,18 +84,31 @@ struct cusink {
 /* ------------------------------------------------------------------ */
 /* Driver calls in a GPU's context */
 
+/* Codes after which a context is unusable: cuda.h says of each "the
+ * process must be terminated and relaunched". */
+static int cu_sticky(rlcu_result r)
+{
+	return r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719);
+}
+
 static int cu_fail(struct cusink *k, struct cm_err *e, int code, rlcu_result r, const char *what,
 		   int ordinal)
 {
 	char name[96];
 
-	return cm_err_set(e, code, "CUDA device %d: %s failed: %s", ordinal, what,
-			  rlcu_name(k->cu, r, name, sizeof(name)));
+	rlcu_name(k->cu, r, name, sizeof(name));
+	if (cu_sticky(r))
+		return cm_err_set(e, RL_E_CUDA_STICKY, "CUDA device %d: %s failed: %s, a sticky "
+				  "error: the GPU's context is unusable; the process must restart",
+				  ordinal, what, name);
+	return cm_err_set(e, code, "CUDA device %d: %s failed: %s", ordinal, what, name);
 }
 
-static void cu_push(struct cusink *k, unsigned g)
+/* Pushes GPU g's context. When the push fails nothing is to be popped:
+ * a pop would take the caller's context (torch's) off its thread. */
+static rlcu_result cu_push(struct cusink *k, unsigned g)
 {
-	k->cu->CtxPushCurrent(k->gpu[g].ctx);
+	return k->cu->CtxPushCurrent(k->gpu[g].ctx);
 }
 
 static void cu_pop(struct cusink *k)
@@ -116,13 +130,43 @@ static rlcu_result cu_event_get(struct cusink *k, unsigned g, rlcu_event *ev)
 	}
 	if (cm_grow((void **)&gp->free_ev, &gp->cap_free, gp->nev + 1, sizeof(*gp->free_ev)) < 0)
 		return RLCU_ERROR_OUT_OF_MEMORY;
-	cu_push(k, g);
+	r = cu_push(k, g);
+	if (r != RLCU_SUCCESS)
+		return r;
 	r = k->cu->EventCreate(ev, RLCU_EVENT_DISABLE_TIMING);
 	cu_pop(k);
 	if (r == RLCU_SUCCESS)
 		gp->nev++;
 	return r;
 }
+
+/* A failure of GPU g's queued work: a sticky one when the context says
+ * so (cuCtxSynchronize), whatever code the stream or event reported. */
+static int cu_fail_work(struct cusink *k, struct cm_err *e, rlcu_result r, const char *what,
+			unsigned g)
+{
+	rlcu_result rs = r;
+
+	if (!cu_sticky(r) && cu_push(k, g) == RLCU_SUCCESS) {
+		rs = k->cu->CtxSynchronize();
+		cu_pop(k);
+	}
+	return cu_fail(k, e, RL_E_CUDA, cu_sticky(rs) ? rs : r, what, k->gpu[g].ordinal);
+}
+
+/* A strided box as rows, one copy each: its pitch is over the GPU's
+ * CU_DEVICE_ATTRIBUTE_MAX_PITCH, which cuMemcpy2DAsync refuses. */
+static rlcu_result cu_copy_rows(struct cusink *k, const struct cm_copy *c, rlcu_dptr dst,
+				const uint8_t *src, rlcu_stream s)
+{
+	rlcu_result r = RLCU_SUCCESS;
+
+	for (uint32_t i = 0; i < c->count && r == RLCU_SUCCESS; i++)
+		r = k->cu->MemcpyHtoDAsync(dst + (uint64_t)i * c->len,
+					   src + (size_t)i * c->src_stride, c->len, s);
+	return r;
+}
+
 
 /* ------------------------------------------------------------------ */
 /* The ops */
@@ -168,7 +212,9 @@ static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const u
 	if (!c->len)
 		return 0;
 	src = cu_source(k, c, src + c->src, span);
-	cu_push(k, sl->gpu);
+	r = cu_push(k, sl->gpu);
+	if (r != RLCU_SUCCESS)
+		return cu_fail(k, e, RL_E_CUDA, r, "cuCtxPushCurrent", k->gpu[sl->gpu].ordinal);
 	if (c->count <= 1) {
 		r = k->cu->MemcpyHtoDAsync(sl->base + c->dst, src, c->len, k->gpu[sl->gpu].stream);
 	} else {
@@ -178,14 +224,16 @@ static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const u
 					   .dstDevice = sl->base + c->dst, .dstPitch = c->len,
 					   .WidthInBytes = c->len, .Height = c->count };
 
-		r = k->cu->Memcpy2DAsync(&m, k->gpu[sl->gpu].stream);
+		if (c->src_stride > k->gpu[sl->gpu].max_pitch)
+			r = cu_copy_rows(k, c, m.dstDevice, src, k->gpu[sl->gpu].stream);
+		else
+			r = k->cu->Memcpy2DAsync(&m, k->gpu[sl->gpu].stream);
 	}
 	if (r == RLCU_SUCCESS && k->fallback == CUSINK_FALLBACK_PAGEABLE) /* the source is */
 		r = k->cu->StreamSynchronize(k->gpu[sl->gpu].stream);  /* reused at return */
 	cu_pop(k);
 	if (r != RLCU_SUCCESS)
-		return cu_fail(k, e, RL_E_CUDA, r, "an asynchronous copy to the device",
-			       k->gpu[sl->gpu].ordinal);
+		return cu_fail_work(k, e, r, "an asynchronous copy to the device", sl->gpu);
 	k->w[worker].used[sl->gpu] = 1;
 	return 0;
 }
@@ -195,8 +243,7 @@ static void cu_unpin(void *sink, void *base, size_t len)
 	struct cusink *k = sink;
 
 	if (k->pool_base && (!base || (const uint8_t *)base == k->pool_base)) {
-		if (k->bounce) {
-			cu_push(k, 0);
+		if (k->bounce && cu_push(k, 0) == RLCU_SUCCESS) {
 			k->cu->MemFreeHost(k->bounce);
 			cu_pop(k);
 		}
@@ -208,9 +255,10 @@ static void cu_unpin(void *sink, void *base, size_t len)
 	}
 	if (!k->pin_base || (base && k->pin_base != base))
 		return; /* base NULL: whatever is pinned */
-	cu_push(k, 0);
-	k->cu->MemHostUnregister(k->pin_base);
-	cu_pop(k);
+	if (cu_push(k, 0) == RLCU_SUCCESS) {
+		k->cu->MemHostUnregister(k->pin_base);
+		cu_pop(k);
+	}
 	k->pin_base = NULL;
 	k->pin_len = 0;
 }
@@ -225,11 +273,12 @@ static void cu_pin_fallback(struct cusink *k, void *base, size_t len, rlcu_resul
 {
 	char n1[96], n2[96];
 	void *b = NULL;
-	rlcu_result r;
+	rlcu_result r = cu_push(k, 0);
 
-	cu_push(k, 0);
-	r = k->cu->MemHostAlloc(&b, len, RLCU_MEMHOSTALLOC_PORTABLE);
-	cu_pop(k);
+	if (r == RLCU_SUCCESS) {
+		r = k->cu->MemHostAlloc(&b, len, RLCU_MEMHOSTALLOC_PORTABLE);
+		cu_pop(k);
+	}
 	k->pool_base = base;
 	k->pool_len = len;
 	rlcu_name(k->cu, why, n1, sizeof(n1));
@@ -255,7 +304,9 @@ static int cu_pin(void *sink, void *base, size_t len, struct cm_err *e)
 	    (k->pool_base == base && k->pool_len == len))
 		return 0; /* once per pool: a long-lived loader reuses it */
 	cu_unpin(k, NULL, 0); /* another pool now: the loader unpins before freeing */
-	cu_push(k, 0);
+	r = cu_push(k, 0);
+	if (r != RLCU_SUCCESS)
+		return cu_fail(k, e, RL_E_CUDA, r, "cuCtxPushCurrent", k->gpu[0].ordinal);
 	r = k->cu->MemHostRegister(base, len, RLCU_MEMHOSTREGISTER_PORTABLE);
 	cu_pop(k);
 	if (r == RLCU_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
@@ -264,7 +315,6 @@ static int cu_pin(void *sink, void *base, size_t len, struct cm_err *e)
 		cu_pin_fallback(k, base, len, r);
 		return 0;
 	}
-	(void)e;
 	k->pin_base = base;
 	k->pin_len = len;
 	return 0;
@@ -280,8 +330,7 @@ static int cu_record(struct cusink *k, struct cu_worker *w, struct cu_fence *f, 
 		if (!w->used[g])
 			continue;
 		r = cu_event_get(k, g, &f->ev[g]);
-		if (r == RLCU_SUCCESS) {
-			cu_push(k, g);
+		if (r == RLCU_SUCCESS && (r = cu_push(k, g)) == RLCU_SUCCESS) {
 			r = k->cu->EventRecord(f->ev[g], k->gpu[g].stream);
 			cu_pop(k);
 		}
@@ -374,12 +423,13 @@ static int cu_sync_oldest(struct cusink *k, struct cu_worker *w, struct cm_err *
 
 		if (!f.ev[g])
 			continue;
-		cu_push(k, g);
-		r = k->cu->EventSynchronize(f.ev[g]);
-		cu_pop(k);
+		r = cu_push(k, g);
+		if (r == RLCU_SUCCESS) {
+			r = k->cu->EventSynchronize(f.ev[g]);
+			cu_pop(k);
+		}
 		if (r != RLCU_SUCCESS && ret == 0)
-			ret = cu_fail(k, e, RL_E_CUDA, r, "a copy to the device",
-				      k->gpu[g].ordinal);
+			ret = cu_fail_work(k, e, r, "a copy to the device", g);
 	}
 	pthread_mutex_lock(&k->lock);
 	for (unsigned g = 0; g < k->ngpus; g++)
@@ -446,11 +496,15 @@ static int cu_drain(struct cusink *k, struct cm_err *e)
 	for (unsigned g = 0; g < k->ngpus; g++) {
 		rlcu_result r;
 
-		cu_push(k, g);
-		r = k->cu->StreamSynchronize(k->gpu[g].stream);
-		cu_pop(k);
+		if (!k->gpu[g].stream) /* a set-up failed at its cuStreamCreate */
+			continue;
+		r = cu_push(k, g);
+		if (r == RLCU_SUCCESS) {
+			r = k->cu->StreamSynchronize(k->gpu[g].stream);
+			cu_pop(k);
+		}
 		if (r != RLCU_SUCCESS && ret == 0)
-			ret = cu_fail(k, e, RL_E_CUDA, r, "a copy to the device", k->gpu[g].ordinal);
+			ret = cu_fail_work(k, e, r, "a copy to the device", g);
 	}
 	return ret;
 }
@@ -470,11 +524,13 @@ static int cu_order(struct cusink *k, unsigned g, rlcu_stream waiter, rlcu_strea
 	pthread_mutex_unlock(&k->lock);
 	if (r != RLCU_SUCCESS)
 		return cu_fail(k, e, RL_E_CUDA, r, "cuEventCreate", k->gpu[g].ordinal);
-	cu_push(k, g);
-	r = k->cu->EventRecord(ev, on);
-	if (r == RLCU_SUCCESS)
-		r = k->cu->StreamWaitEvent(waiter, ev, 0);
-	cu_pop(k);
+	r = cu_push(k, g);
+	if (r == RLCU_SUCCESS) {
+		r = k->cu->EventRecord(ev, on);
+		if (r == RLCU_SUCCESS)
+			r = k->cu->StreamWaitEvent(waiter, ev, 0);
+		cu_pop(k);
+	}
 	pthread_mutex_lock(&k->lock);
 	k->gpu[g].free_ev[k->gpu[g].nfree++] = ev; /* room: it came from there */
 	pthread_mutex_unlock(&k->lock);
@@ -573,6 +629,7 @@ static int cu_gpu_of(struct cusink *k, int ordinal, int count, struct cm_err *e)
 {
 	struct cu_gpu *g;
 	rlcu_result r;
+	int pitch = 0;
 
 	for (unsigned i = 0; i < k->ngpus; i++)
 		if (k->gpu[i].ordinal == ordinal)
@@ -590,7 +647,13 @@ static int cu_gpu_of(struct cusink *k, int ordinal, int count, struct cm_err *e)
 	if (r != RLCU_SUCCESS)
 		return cu_fail(k, e, RL_E_CUDA, r, "cuDevicePrimaryCtxRetain", ordinal);
 	k->ngpus++; /* from here on destroy releases it */
-	k->cu->CtxPushCurrent(g->ctx);
+	if (k->cu->DeviceGetAttribute(&pitch, RLCU_DEVICE_ATTRIBUTE_MAX_PITCH, g->dev) !=
+	    RLCU_SUCCESS || pitch < 0)
+		pitch = 0; /* unknown: strided boxes as rows */
+	g->max_pitch = (uint32_t)pitch;
+	r = cu_push(k, k->ngpus - 1);
+	if (r != RLCU_SUCCESS)
+		return cu_fail(k, e, RL_E_CUDA, r, "cuCtxPushCurrent", ordinal);
 	r = k->cu->StreamCreate(&g->stream, RLCU_STREAM_NON_BLOCKING);
 	cu_pop(k);
 	if (r != RLCU_SUCCESS)
@@ -664,12 +727,13 @@ void cusink_destroy(struct eng_sink *s)
 		cu_unpin(k, NULL, 0);
 	}
 	for (unsigned g = 0; g < k->ngpus; g++) {
-		cu_push(k, g);
-		for (size_t i = 0; i < k->gpu[g].nfree; i++)
-			k->cu->EventDestroy(k->gpu[g].free_ev[i]);
-		if (k->gpu[g].stream)
-			k->cu->StreamDestroy(k->gpu[g].stream);
-		cu_pop(k);
+		if (cu_push(k, g) == RLCU_SUCCESS) {
+			for (size_t i = 0; i < k->gpu[g].nfree; i++)
+				k->cu->EventDestroy(k->gpu[g].free_ev[i]);
+			if (k->gpu[g].stream)
+				k->cu->StreamDestroy(k->gpu[g].stream);
+			cu_pop(k);
+		}
 		k->cu->DevicePrimaryCtxRelease(k->gpu[g].dev);
 		cm_free(k->gpu[g].free_ev);
 	}
@@ -700,17 +764,29 @@ int cusink_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct cm_er
 {
 	struct cusink *k = s->state;
 	struct cu_slot *sl = k->slot + slot;
+	size_t fr = 0, total = 0;
+	char what[64];
 	rlcu_result r;
 
 	if (slot >= k->nslots || sl->alloc)
 		return cm_err_set(e, RL_E_STATE, "CUDA sink: device %u allocated already", slot);
-	cu_push(k, sl->gpu);
+	r = cu_push(k, sl->gpu);
+	if (r != RLCU_SUCCESS)
+		return cu_fail(k, e, RL_E_CUDA, r, "cuCtxPushCurrent", k->gpu[sl->gpu].ordinal);
+	/* the free memory first: a clear message rather than the driver's */
+	if (k->cu->MemGetInfo(&fr, &total) == RLCU_SUCCESS && bytes > fr) {
+		cu_pop(k);
+		return cm_err_set(e, RL_E_CUDA_MEMORY, "CUDA device %d: out of memory: the load "
+				  "needs %llu bytes there, %zu of %zu are free",
+				  k->gpu[sl->gpu].ordinal, (unsigned long long)bytes, fr, total);
+	}
 	r = k->cu->MemAlloc(&sl->alloc, bytes ? bytes : 1);
 	cu_pop(k);
 	if (r != RLCU_SUCCESS) {
 		sl->alloc = 0;
+		snprintf(what, sizeof(what), "cuMemAlloc of %llu bytes", (unsigned long long)bytes);
 		return cu_fail(k, e, r == RLCU_ERROR_OUT_OF_MEMORY ? RL_E_CUDA_MEMORY : RL_E_CUDA, r,
-			       "cuMemAlloc", k->gpu[sl->gpu].ordinal);
+			       what, k->gpu[sl->gpu].ordinal);
 	}
 	sl->base = sl->alloc;
 	sl->cap = bytes;
@@ -733,9 +809,10 @@ void cusink_free_allocs(struct eng_sink *s)
 
 		if (!sl->alloc)
 			continue;
-		cu_push(k, sl->gpu);
-		k->cu->MemFree(sl->alloc);
-		cu_pop(k);
+		if (cu_push(k, sl->gpu) == RLCU_SUCCESS) {
+			k->cu->MemFree(sl->alloc);
+			cu_pop(k);
+		}
 		sl->alloc = sl->base = 0;
 		sl->cap = 0;
 	}
@@ -766,11 +843,13 @@ int cusink_read_back(struct eng_sink *s, uint32_t slot, uint64_t off, void *dst,
 
 	if (slot >= k->nslots || (sl->cap != UINT64_MAX && (off > sl->cap || len > sl->cap - off)))
 		return cm_err_set(e, -EINVAL, "CUDA sink: read back past device %u", slot);
-	cu_push(k, sl->gpu);
-	r = k->cu->StreamSynchronize(k->gpu[sl->gpu].stream);
-	if (r == RLCU_SUCCESS)
-		r = k->cu->MemcpyDtoH(dst, sl->base + off, len);
-	cu_pop(k);
+	r = cu_push(k, sl->gpu);
+	if (r == RLCU_SUCCESS) {
+		r = k->cu->StreamSynchronize(k->gpu[sl->gpu].stream);
+		if (r == RLCU_SUCCESS)
+			r = k->cu->MemcpyDtoH(dst, sl->base + off, len);
+		cu_pop(k);
+	}
 	if (r != RLCU_SUCCESS)
 		return cu_fail(k, e, RL_E_CUDA, r, "cuMemcpyDtoH", k->gpu[sl->gpu].ordinal);
 	return 0;

@@ -471,19 +471,29 @@ static void out_of_memory_at_n(void)
 	fixture_free(&f);
 }
 
-/* The Nth copy fails on its stream: its window's event reports it. */
+/*
+ * The Nth copy fails on its stream: its window's event reports it. A
+ * launch failure is sticky, as on a real driver: the load says the
+ * process must restart (RL_E_CUDA_STICKY), and so does the next load,
+ * rather than a plain driver error (RL_E_CUDA before).
+ */
 static void failing_copy(void)
 {
+	static const char restart[] = "CUDA_ERROR_LAUNCH_FAILED (719), a sticky error: the GPU's "
+				      "context is unusable; the process must restart";
+	static const char *const at[] = { "1", "7", "40" };
 	struct fixture f;
 	int ret = fixture_big(&f);
-	static const char *const at[] = { "1", "7", "40" };
 
 	CHECKF(ret == 0, "fixture: %d", ret);
 	for (size_t i = 0; i < CM_ARRAY_SIZE(at); i++) {
 		fake_env("2", "", at[i], "", "20");
-		CHECKF(load_expect(&f, RL_E_CUDA, "CUDA_ERROR_LAUNCH_FAILED", NULL, 0) == 0,
-		       "copy %s", at[i]);
+		CHECKF(load_expect(&f, RL_E_CUDA_STICKY, restart, NULL, 0) == 0, "copy %s", at[i]);
+		CHECKF(load_expect(&f, RL_E_CUDA_STICKY, restart, NULL, 0) == 0,
+		       "after copy %s: the next load", at[i]);
 	}
+	fake_env("2", "", "", "", "0"); /* a new process */
+	CHECK(load_expect(&f, 0, NULL, NULL, 0) == 0);
 	fixture_free(&f);
 }
 
@@ -1021,6 +1031,106 @@ static void error_names(void)
 	CHECK(!strcmp(rlcu_name(cu, 12345, buf, sizeof(buf)), "CUDA error (12345)"));
 }
 
+/*
+ * The Nth cuCtxPushCurrent fails, for every N of a load: the load fails
+ * (or not, where the push was not needed) and the caller's context
+ * stays current, with no unbalanced pop. The sink popped after a failed
+ * push, taking the caller's context (torch's) off the thread.
+ */
+static void push_failure_keeps_callers_context(void)
+{
+	int (*getctx)(void **) = (int (*)(void **))(uintptr_t)dlsym(fake_h, "cuCtxGetCurrent");
+	struct fixture f;
+	struct runtime rt;
+	void *ctx = NULL, *cur_ctx = NULL;
+	int ret = fixture_big(&f), failed = 0;
+	char n[16];
+
+	fake_env("1", "", "", "", "0");
+	CHECKF(ret == 0, "fixture: %d", ret);
+	CHECK(getctx && runtime_get(&rt) == 0 && rt.retain(&ctx, 0) == 0 && rt.push(ctx) == 0);
+	for (int i = 1; i <= 40; i++) {
+		struct fakecuda_stats st;
+		rl_loader *ld = cuda_loader(256 << 10, (const int32_t[]){ 0, 0 }, 2);
+
+		snprintf(n, sizeof(n), "%d", i);
+		fake_also("FAKECUDA_PUSH_FAIL_AT", n);
+		CHECK(ld);
+		ret = rl_loader_run(ld, f.plan);
+		CHECKF(ret == 0 || (ret == RL_E_CUDA && strstr(rl_loader_errmsg(ld), "failed: "
+				     "CUDA_ERROR_INVALID_CONTEXT (201)")), "push %d: %d %s", i, ret,
+		       rl_loader_errmsg(ld));
+		failed += ret < 0;
+		rl_loader_destroy(ld);
+		fake_stats(&st);
+		CHECKF(getctx(&cur_ctx) == 0 && cur_ctx == ctx, "push %d: the caller's context is "
+		       "no longer current", i);
+		CHECKF(st.unbalanced == 0, "push %d: %ld unbalanced pops", i, st.unbalanced);
+	}
+	CHECKF(failed > 5, "%d loads failed", failed);
+	unsetenv("FAKECUDA_PUSH_FAIL_AT");
+	rt.pop(&cur_ctx);
+	rt.release(0);
+	fixture_free(&f);
+}
+
+/* A strided box whose pitch is over CU_DEVICE_ATTRIBUTE_MAX_PITCH goes
+ * as rows (cuMemcpy2DAsync refuses it: the load failed). */
+static void strided_box_over_max_pitch(void)
+{
+	static const int ord[] = { 0 };
+	struct eng_sink s;
+	struct cm_err e = { 0 };
+	uint8_t src[4096], *dev;
+	struct cm_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct fakecuda_stats st;
+	uint64_t t;
+	char why[160];
+
+	fake_env("1", "", "", "", "100");
+	fake_also("FAKECUDA_MAX_PITCH", "256");
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 29 + 3);
+	CHECKF(cusink_create(ord, 1, 1, &s, &e) == 0, "%s", e.msg);
+	CHECKF(cusink_alloc(&s, 0, 1024, &e) == 0, "%s", e.msg);
+	CHECK(s.ops->pin(s.state, src, sizeof(src), &e) == 0);
+	CHECKF(s.ops->copy(s.state, 0, &c, src, &e) == 0, "%s", e.msg);
+	CHECK(s.ops->fence(s.state, 0, &t, &e) == 0);
+	CHECK(s.ops->wait(s.state, 0, t, &e) == 0);
+	dev = fake_host(cusink_base(&s, 0));
+	for (unsigned k = 0; k < 7; k++)
+		CHECKF(!memcmp(dev + 64 + k * 100, src + 16 + k * 300, 100), "row %u", k);
+	fake_stats(&st);
+	CHECKF(st.copies == 7 && st.copies_2d == 0, "%ld copies, %ld 2D", st.copies, st.copies_2d);
+	CHECK(s.ops->finish(s.state, 1, &e) == 0);
+	cusink_destroy(&s);
+	unsetenv("FAKECUDA_MAX_PITCH");
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* Library device memory: the free memory is checked first, and both
+ * messages give the size (cuMemAlloc's named no size). */
+static void device_memory_sizes(void)
+{
+	struct fixture f;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	fake_also("FAKECUDA_MEM_FREE", "1048576");
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, "CUDA device 0: out of memory: the load needs ",
+			  NULL, 0) == 0);
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, " bytes there, 1048576 of 1048576 are free", NULL,
+			  0) == 0);
+	fake_env("2", "1", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, "cuMemAlloc of ", NULL, 0) == 0);
+	fake_env("2", "1", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, " bytes failed: CUDA_ERROR_OUT_OF_MEMORY (2)", NULL,
+			  0) == 0);
+	fake_env("2", "", "", "", "0");
+	fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* No driver; arguments */
 
@@ -1270,6 +1380,9 @@ int main(void)
 	th_run("strided_box_2d", strided_box_2d);
 	th_run("caller_stream_order", caller_stream_order);
 	th_run("error_names", error_names);
+	th_run("push_failure_keeps_callers_context", push_failure_keeps_callers_context);
+	th_run("strided_box_over_max_pitch", strided_box_over_max_pitch);
+	th_run("device_memory_sizes", device_memory_sizes);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);
