@@ -283,7 +283,11 @@ static void cuda_on_shard(void *user, size_t shard)
 int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len)
 {
 	struct ld_cuda *c = ld->cuda;
-	int ret = cuda_sink_for(ld, c, ex);
+	int ret = cusink_forked(&ld->err);
+
+	if (ret < 0) /* before the kept sink's driver calls */
+		return ret;
+	ret = cuda_sink_for(ld, c, ex);
 
 	if (ret == 0)
 		ret = cuda_dests(ld, c, ex);

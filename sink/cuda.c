@@ -241,6 +241,10 @@ static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const u
 static void cu_unpin(void *sink, void *base, size_t len)
 {
 	struct cusink *k = sink;
+	struct cm_err e;
+
+	if (rlcu_forked(&e) < 0) /* a forked child: the parent's to unpin */
+		return;
 
 	if (k->pool_base && (!base || (const uint8_t *)base == k->pool_base)) {
 		if (k->bounce && cu_push(k, 0) == RLCU_SUCCESS) {
@@ -714,6 +718,11 @@ int cusink_create(const int *ordinal, uint32_t nslots, unsigned workers, struct 
 	return ret;
 }
 
+int cusink_forked(struct cm_err *e)
+{
+	return rlcu_forked(e);
+}
+
 void cusink_destroy(struct eng_sink *s)
 {
 	struct cusink *k = s ? s->state : NULL;
@@ -721,6 +730,8 @@ void cusink_destroy(struct eng_sink *s)
 
 	if (!k)
 		return;
+	if (rlcu_forked(&e) < 0) /* the parent's driver state: not ours to touch */
+		k->ngpus = 0;
 	if (k->cu && k->ngpus) {
 		cu_drain(k, &e);
 		cusink_free_allocs(s);
@@ -803,6 +814,10 @@ uint64_t cusink_base(const struct eng_sink *s, uint32_t slot)
 void cusink_free_allocs(struct eng_sink *s)
 {
 	struct cusink *k = s->state;
+	struct cm_err e;
+
+	if (rlcu_forked(&e) < 0) /* a forked child: the parent's memory */
+		return;
 
 	for (uint32_t i = 0; i < k->nslots; i++) {
 		struct cu_slot *sl = k->slot + i;

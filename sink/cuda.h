@@ -22,6 +22,9 @@
  */
 int cusink_create(const int *ordinal, uint32_t nslots, unsigned workers, struct eng_sink *out,
 		  struct cm_err *e);
+/* RL_E_CUDA_DRIVER with e set in a child forked after the driver was
+ * initialized (nothing there may call it), else 0. */
+int cusink_forked(struct cm_err *e);
 /* Frees everything: waits for copies in flight, frees library
  * allocations, unpins, destroys streams and events, releases the
  * contexts. Accepts a sink never created (ops NULL). */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_drv.h"
 
@@ -163,6 +164,21 @@ static const struct { size_t off; const char *sym; } entries[] = {
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER; /* api, loaded */
 static struct rlcu_api api;
 static int loaded;
+static pid_t loaded_by;         /* the process that ran cuInit */
+
+int rlcu_forked(struct cm_err *e)
+{
+	pid_t me = getpid(), by;
+
+	pthread_mutex_lock(&load_lock);
+	by = loaded ? loaded_by : me;
+	pthread_mutex_unlock(&load_lock);
+	if (by == me)
+		return 0;
+	return cm_err_set(e, RL_E_CUDA_DRIVER, "CUDA in a forked child (pid %d): the driver was "
+			  "initialized by process %d before fork(), and a child cannot use it; "
+			  "start CUDA work in a spawned process", (int)me, (int)by);
+}
 
 /* Resolves every entry point of h into a; 0, or -1 naming the missing one. */
 static int resolve(void *h, struct rlcu_api *a, const char *file, struct cm_err *e)
@@ -189,6 +205,8 @@ const struct rlcu_api *rlcu_load(struct cm_err *e)
 
 	if (!file || !*file)
 		file = "libcuda.so.1";
+	if (rlcu_forked(e) < 0)
+		return NULL;
 	pthread_mutex_lock(&load_lock);
 	if (loaded) {
 		pthread_mutex_unlock(&load_lock);
@@ -217,6 +235,7 @@ const struct rlcu_api *rlcu_load(struct cm_err *e)
 	}
 	api = a;
 	loaded = 1;
+	loaded_by = getpid();
 	pthread_mutex_unlock(&load_lock);
 	return &api;
 }

@@ -101,6 +101,11 @@ struct rlcu_api {
  */
 const struct rlcu_api *rlcu_load(struct cm_err *e);
 
+/* RL_E_CUDA_DRIVER with e set when this process is a child forked after
+ * the driver was initialized (the driver's state does not survive
+ * fork()), else 0. */
+int rlcu_forked(struct cm_err *e);
+
 /* "CUDA_ERROR_OUT_OF_MEMORY (2)": the driver's name for r, for messages. */
 const char *rlcu_name(const struct rlcu_api *cu, rlcu_result r, char *buf, size_t len);
 

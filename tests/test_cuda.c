@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1131,6 +1132,55 @@ static void device_memory_sizes(void)
 	fixture_free(&f);
 }
 
+/*
+ * After fork(), a child's CUDA load fails with one line naming the fork,
+ * with a new loader and with one the parent loaded with (its sink kept:
+ * the parent's streams have no thread in the child, so its copies never
+ * ran: a hang), and destroying the parent's loader calls no driver. The
+ * child reports by its exit status (alarm: a hang fails).
+ */
+static void forked_child(void)
+{
+	struct fixture f;
+	rl_loader *kept;
+	int ret = fixture_big(&f), st = 0;
+	pid_t pid;
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	kept = cuda_loader(256 << 10, NULL, 0);
+	CHECK(kept && rl_loader_run(kept, f.plan) == 0);
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		rl_loader *ld = cuda_loader(256 << 10, NULL, 0);
+		int bad = 0;
+
+		alarm(20);
+		for (int i = 0; i < 2; i++) {
+			rl_loader *l = i ? kept : ld;
+
+			ret = l ? rl_loader_run(l, f.plan) : -1;
+			if (ret != RL_E_CUDA_DRIVER || !strstr(rl_loader_errmsg(l),
+			    "CUDA in a forked child (pid ") || strchr(rl_loader_errmsg(l), '\n')) {
+				printf("    child, %s loader: %d %s\n", i ? "the parent's" : "a new",
+				       ret, l ? rl_loader_errmsg(l) : "");
+				bad = 1;
+			}
+		}
+		rl_loader_destroy(ld);
+		rl_loader_destroy(kept);
+		fflush(stdout);
+		_exit(bad);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	CHECK(rl_loader_run(kept, f.plan) == 0); /* the parent's driver works on */
+	rl_loader_destroy(kept);
+	fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* No driver; arguments */
 
@@ -1383,6 +1433,7 @@ int main(void)
 	th_run("push_failure_keeps_callers_context", push_failure_keeps_callers_context);
 	th_run("strided_box_over_max_pitch", strided_box_over_max_pitch);
 	th_run("device_memory_sizes", device_memory_sizes);
+	th_run("forked_child", forked_child);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);
