@@ -25,6 +25,7 @@ struct ld_dest { uint64_t ptr, bytes; };
 struct ld_cuda {
 	int32_t *map;           /* spec device id -> CUDA ordinal; NULL: identity */
 	uint32_t nmap;
+	int32_t one_gpu;        /* every spec device here (RL_CUDA_ONE_GPU), or -1 */
 	struct ld_dest *dest;   /* by shard: the caller's pointers (ptr 0: none) */
 	size_t ndest;
 	struct eng_sink sink;   /* made at the first load, kept while its devices fit */
@@ -61,16 +62,37 @@ void ld_cuda_free(rl_loader *ld)
 	ld->cuda = NULL;
 }
 
+/* The first version of rl_cuda_opts ended at `flags`. */
+#define CUDA_OPTS_V1 offsetof(rl_cuda_opts, flags)
+
+/* RL_CUDA_ONE_GPU's ordinal in o, -1 when not set; -2 when the flags
+ * are wrong. */
+static int32_t cuda_one_gpu(const rl_cuda_opts *o)
+{
+	if (o->size < offsetof(rl_cuda_opts, reserved) || !o->flags)
+		return -1;
+	if ((o->flags & ~RL_CUDA_ONE_GPU) || o->ndevs)
+		return -2;
+	return o->gpu < 0 ? -3 : o->gpu;
+}
+
 int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *o)
 {
 	struct ld_cuda *c;
+	int32_t one = -1;
 
 	if (!ld)
 		return -EINVAL;
-	if (o && (o->size < offsetof(rl_cuda_opts, reserved) || (o->ndevs && !o->device_map)))
+	if (o && (o->size < CUDA_OPTS_V1 || (o->ndevs && !o->device_map)))
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "rl_loader_set_cuda: size %u, ndevs %u: a device map needs its entries",
 				  o->size, o->ndevs);
+	if (o && (one = cuda_one_gpu(o)) < -1)
+		return one == -3 ? cm_err_set(&ld->err, RL_E_CUDA_DEVICE,
+					      "rl_loader_set_cuda: CUDA device %d", o->gpu) :
+		       cm_err_set(&ld->err, RL_E_INVALID_ARG, "rl_loader_set_cuda: flags %#x "
+				  "with %u map entries (RL_CUDA_ONE_GPU takes no map)",
+				  o->flags, o->ndevs);
 	for (uint32_t i = 0; o && i < o->ndevs; i++)
 		if (o->device_map[i] < 0)
 			return cm_err_set(&ld->err, RL_E_CUDA_DEVICE,
@@ -87,6 +109,7 @@ int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *o)
 	if (o->ndevs)
 		memcpy(c->map, o->device_map, o->ndevs * sizeof(*c->map));
 	c->nmap = o->ndevs;
+	c->one_gpu = one;
 	ld->cuda = c;
 	ld->staging_mode = RL_STAGING_STREAM;
 	cm_err_clear(&ld->err);
@@ -198,6 +221,12 @@ static int cuda_ordinal(const struct ld_cuda *c, const struct pl_exec *ex, unsig
 {
 	uint32_t id = ex->dev_ids ? ex->dev_ids[i] : i;
 
+	if (c->one_gpu >= 0)
+		return c->one_gpu;
+	if (!c->map && id > INT32_MAX) /* not a code: an error */
+		return cm_err_set(e, RL_E_CUDA_DEVICE, "no CUDA device %" PRIu32 " (spec device %"
+				  PRIu32 " under the identity map: CUDA ordinals are below 2^31; "
+				  "map it)", id, id);
 	if (!c->map)
 		return (int)id;
 	if (id >= c->nmap)

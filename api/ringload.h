@@ -1119,17 +1119,25 @@ typedef struct rl_cuda_opts {
 	uint32_t ndevs;             /* entries of device_map; 0: identity */
 	const int32_t *device_map;  /* spec device id -> CUDA ordinal (copied);
 				     * several ids may share one GPU */
-	uint64_t reserved[4];       /* room to grow: zero */
+	uint32_t flags;             /* RL_CUDA_ONE_GPU, or 0 */
+	int32_t gpu;                /* RL_CUDA_ONE_GPU: the CUDA ordinal */
+	uint64_t reserved[3];       /* room to grow: zero */
 } rl_cuda_opts;
+
+/* rl_cuda_opts.flags: every spec device, whatever its id (0 .. 2^32-1),
+ * on CUDA device `gpu` (`ringload load --device cuda:N`); no device map. */
+#define RL_CUDA_ONE_GPU (1u << 0)
 
 /*
  * Sets (opts) or removes (NULL) delivery to CUDA devices. Spec device id
- * d goes to CUDA device device_map[d] (identity without a map); a plan
- * device the map does not cover fails the load with RL_E_CUDA_DEVICE.
- * Nothing touches the driver until a load. Returns 0, -EINVAL (ld NULL),
- * RL_E_INVALID_ARG (size smaller than the first version's, a map without
- * entries) or
- * RL_E_CUDA_DEVICE (a negative ordinal). Not during a load. Removing it
+ * d goes to CUDA device device_map[d] (identity without a map: an id
+ * that is no CUDA ordinal, such as 2^31 and above, fails the load with
+ * RL_E_CUDA_DEVICE naming it), or every one to `gpu` (RL_CUDA_ONE_GPU);
+ * a plan device the map does not cover fails the load with
+ * RL_E_CUDA_DEVICE. Nothing touches the driver until a load. Returns 0,
+ * -EINVAL (ld NULL), RL_E_INVALID_ARG (size smaller than the first
+ * version's, a map without entries, a map with RL_CUDA_ONE_GPU, unknown
+ * flags) or RL_E_CUDA_DEVICE (a negative ordinal). Not during a load. Removing it
  * frees the device memory of the last load and unpins the pool.
  */
 int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *opts);

@@ -1181,6 +1181,53 @@ static void forked_child(void)
 	fixture_free(&f);
 }
 
+/* big.safetensors over two spec devices of large ids (2^32-1, 2^31). */
+static const char ids_spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"],"
+			       "\"devices\":[4294967295,2147483648]},"
+			       "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
+
+/*
+ * Spec device ids up to 2^32-1: under the identity map they fail with
+ * RL_E_CUDA_DEVICE naming the device (ids of 2^31 and above came back as
+ * negative "error codes": -1 is -EPERM); RL_CUDA_ONE_GPU puts them all
+ * on one GPU; a short map names the device.
+ */
+static void large_device_ids(void)
+{
+	rl_cuda_opts o = { .size = sizeof(o), .flags = RL_CUDA_ONE_GPU, .gpu = 1 };
+	struct fixture f;
+	rl_loader *ld;
+	int ret = fixture_big(&f);
+	size_t bad;
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fixture_free(&f);
+	ret = fixture_build(&f, tmp_path("big.safetensors"), ids_spec, strlen(ids_spec), 64 << 10);
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_DEVICE, "no CUDA device 4294967295 (spec device 4294967295 "
+			  "under the identity map", NULL, 0) == 0);
+	CHECK(load_expect(&f, RL_E_CUDA_DEVICE, "spec device 4294967295 has no CUDA device (1 "
+			  "mapped)", (const int32_t[]){ 0 }, 1) == 0);
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld && rl_loader_set_cuda(ld, &o) == 0);
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	bad = first_wrong(&f, ld, NULL);
+	CHECKF(!bad, "shard %zu differs on the device", bad - 1);
+	o.ndevs = 1;
+	o.device_map = (const int32_t[]){ 0 };
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_INVALID_ARG); /* a map and one GPU */
+	o.ndevs = 0;
+	o.flags = 2;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_INVALID_ARG);
+	o.flags = RL_CUDA_ONE_GPU;
+	o.gpu = -1;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_CUDA_DEVICE);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* No driver; arguments */
 
@@ -1294,6 +1341,31 @@ static void cli_device(void)
 	ret = cli(env, "--device cuda:7", out, sizeof(out));
 	CHECKF(ret == 1 && !strcmp(out, "ringload load: no CUDA device 7 (2 devices)\n"), "%d: %s",
 	       ret, out);
+}
+
+/* --device cuda:N puts every spec device on GPU N whatever its id
+ * (ids above 1023 were left out: "no CUDA device 5000"); under the
+ * identity map an id of 2^31 or more is one line naming it (the line
+ * was empty). */
+static void cli_device_ids(void)
+{
+	char out[8192], env[PATH_MAX + 64], args[PATH_MAX + 96];
+	FILE *spec = fopen(tmp_path("ids.json"), "w");
+	int ret;
+
+	CHECK(spec);
+	fputs(ids_spec, spec);
+	fclose(spec);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20", fake_path);
+	snprintf(args, sizeof(args), "--sharding %s --device cuda:1 --verify", tmp_path("ids.json"));
+	ret = cli(env, args, out, sizeof(out));
+	CHECKF(ret == 0 && strstr(out, "verify: 32 shards match the file, 0 differ"), "%d: %s", ret,
+	       out);
+	snprintf(args, sizeof(args), "--sharding %s --device cuda", tmp_path("ids.json"));
+	ret = cli(env, args, out, sizeof(out));
+	CHECKF(ret == 1 && strstr(out, "ringload load: no CUDA device 4294967295 (spec device "
+				  "4294967295") && strchr(out, '\n') == out + strlen(out) - 1,
+	       "%d: %s", ret, out);
 }
 
 /* What the fake driver says the CLI left at exit (FAKECUDA_REPORT). */
@@ -1434,6 +1506,7 @@ int main(void)
 	th_run("strided_box_over_max_pitch", strided_box_over_max_pitch);
 	th_run("device_memory_sizes", device_memory_sizes);
 	th_run("forked_child", forked_child);
+	th_run("large_device_ids", large_device_ids);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);
@@ -1442,6 +1515,7 @@ int main(void)
 	th_run("arguments", arguments);
 	th_run("cli_device", cli_device);
 	th_run("cli_device_sha256", cli_device_sha256);
+	th_run("cli_device_ids", cli_device_ids);
 	th_run("cli_no_driver", cli_no_driver);
 	th_run("cli_arguments", cli_arguments);
 	return th_done();

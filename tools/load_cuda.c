@@ -98,18 +98,13 @@ int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *
 	rl_cuda_opts o = { .size = sizeof(o), .device_map = map };
 	int one = device_ordinal(a->device);
 
+	(void)plan;
 	if (a->device_map) {
 		o.ndevs = (uint32_t)parse_map(a->device_map, map, MAX_ORDINAL + 1);
-	} else if (one >= 0) { /* every spec device of the plan on GPU `one` */
-		for (unsigned d = 0; d < rl_plan_num_devices(plan); d++) {
-			rl_device_info di;
-
-			if (rl_plan_device(plan, d, &di) == 0 && di.id <= MAX_ORDINAL &&
-			    di.id >= o.ndevs)
-				o.ndevs = di.id + 1;
-		}
-		for (uint32_t i = 0; i < o.ndevs; i++)
-			map[i] = one;
+	} else if (one >= 0) { /* every spec device, whatever its id, on GPU `one` */
+		o.device_map = NULL;
+		o.flags = RL_CUDA_ONE_GPU;
+		o.gpu = one;
 	} else {
 		o.device_map = NULL; /* identity */
 	}

@@ -212,10 +212,14 @@ class Piece(Structure):
                 ("length", c_uint64), ("data", c_void_p), ("token", c_uint64)]
 
 
+RL_CUDA_ONE_GPU = 1
+"""rl_cuda_opts.flags: every spec device on CUDA device `gpu`."""
+
+
 class CudaOpts(Structure):
     """rl_cuda_opts: delivery to CUDA devices (spec device id -> ordinal)"""
     _fields_ = [("size", c_uint32), ("ndevs", c_uint32), ("device_map", POINTER(c_int32)),
-                ("reserved", c_uint64 * 4)]
+                ("flags", c_uint32), ("gpu", c_int32), ("reserved", c_uint64 * 3)]
 
 
 class SumsEntry(Structure):

@@ -49,7 +49,7 @@ static void structs_new(void)
 	FIELD(rl_piece, length); FIELD(rl_piece, data); FIELD(rl_piece, token);
 	STRUCT(rl_cuda_opts);
 	FIELD(rl_cuda_opts, size); FIELD(rl_cuda_opts, ndevs); FIELD(rl_cuda_opts, device_map);
-	FIELD(rl_cuda_opts, reserved);
+	FIELD(rl_cuda_opts, flags); FIELD(rl_cuda_opts, gpu); FIELD(rl_cuda_opts, reserved);
 }
 
 static void structs(void)

@@ -136,3 +136,39 @@ def test_run_cuda_orders_with_the_callers_stream(testdata, fake, legacy):
             fake.cuStreamDestroy_v2(stream)
         job.ckpt.close()
         job.spec.close()
+
+
+BIG_IDS = dict(MOE_SPEC, mesh=dict(MOE_SPEC["mesh"],
+                                   devices=[4294967295, 2147483648, 5000, 3],
+                                   process_of_device=[0, 0, 0, 0]))
+
+
+def test_run_cuda_large_device_ids(testdata, fake):
+    """Spec ids up to 2^32-1: under the identity map one names the device
+    (RL_E_CUDA_DEVICE; it was EPERM: the id came back as error -1); with
+    one_gpu every device lands on that GPU, whatever its id."""
+    path = os.path.join(testdata, "reference", "tiny-moe")
+    whole = ringload.load(path, sharding=BIG_IDS, process=0, framework="np")
+    job = _job(path, BIG_IDS)
+    ptrs = []
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            with pytest.raises(ringload.LoadError,
+                               match="no CUDA device 4294967295") as e:
+                load.run_cuda(None, [])
+            assert e.value.code_name == "RL_E_CUDA_DEVICE"
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            for s in load.shards:
+                p = ctypes.c_ulonglong()
+                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+                ptrs.append(p.value)
+            load.run_cuda(None, [(p, s.nbytes) for p, s in zip(ptrs, load.shards)],
+                          one_gpu=0)
+            for s, p in zip(load.shards, ptrs):
+                got = ctypes.string_at(fake.fakecuda_host(p), s.nbytes)
+                assert got == oracle.as_bytes(whole[s.device_id][s.name]), s.name
+    finally:
+        for p in ptrs:
+            fake.cuMemFree_v2(ctypes.c_ulonglong(p))
+        job.ckpt.close()
+        job.spec.close()
