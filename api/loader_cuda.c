@@ -32,7 +32,9 @@ struct ld_cuda {
 	int *ordinal;           /* the sink's slots' ordinals */
 	uint32_t nslots;
 	uint64_t *dst;          /* by shard: its first byte's place in the sink (this load) */
-	size_t ndst;
+	size_t ndst, nshards;   /* room in dst; the shards of the last load */
+	uint64_t *area;         /* by plan device: its library area's bytes (this load) */
+	uint32_t *dev_of;       /* by shard: its plan device (this load) */
 	int *s_ord;             /* the caller's streams: s_stream[i] on GPU s_ord[i] */
 	void **s_stream;
 	size_t nstreams;
@@ -56,6 +58,8 @@ void ld_cuda_free(rl_loader *ld)
 	cm_free(c->map);
 	cm_free(c->dest);
 	cm_free(c->dst);
+	cm_free(c->area);
+	cm_free(c->dev_of);
 	cm_free(c->s_ord);
 	cm_free(c->s_stream);
 	cm_free(c);
@@ -203,6 +207,21 @@ int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, ui
 	return 0;
 }
 
+int rl_loader_cuda_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr)
+{
+	struct ld_cuda *c;
+	uint64_t base;
+
+	if (!ld || !device_ptr)
+		return -EINVAL;
+	c = ld->cuda;
+	if (!c || !c->sink.ops || shard >= c->nshards)
+		return cm_err_set(&ld->err, RL_E_STATE, "no CUDA load with a shard %zu", shard);
+	base = cusink_base(&c->sink, c->dev_of[shard]);
+	*device_ptr = base + c->dst[shard]; /* base 0: the caller's pointer */
+	return 0;
+}
+
 int rl_loader_cuda_read_back(rl_loader *ld, uint32_t device, uint64_t offset, void *dst, size_t len)
 {
 	if (!ld || !dst)
@@ -267,6 +286,52 @@ static int cuda_sink_for(rl_loader *ld, struct ld_cuda *c, const struct pl_exec 
 	return 0;
 }
 
+/*
+ * Where each shard goes in its device's library area: in shard order,
+ * each at a multiple of CUDA_ALIGN (cuMemAlloc's own alignment is 256,
+ * and kernels and libraries expect as much of every tensor), rather than
+ * at its host staging offset (8-aligned where placed congruent to its
+ * file offset for direct reads). c->dst, c->dev_of, c->area are sized.
+ */
+#define CUDA_ALIGN 256
+static int cuda_layout(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex)
+{
+	memset(c->area, 0, ex->ndevs * sizeof(*c->area));
+	for (size_t i = 0; i < ex->nshards; i++) {
+		const struct pl_shard *sh = ex->shards + i;
+		uint64_t *cur = c->area + sh->dev;
+		uint64_t off = cm_align_up(*cur, CUDA_ALIGN);
+
+		if (off < *cur || (sh->nbytes && cm_add64(off, sh->nbytes, cur)))
+			return cm_err_set(&ld->err, RL_E_TOO_LARGE, "CUDA load: device %u's area "
+					  "overflows", ex->dev_ids ? ex->dev_ids[sh->dev] : sh->dev);
+		/* an empty shard: an aligned place within the area, no room */
+		c->dst[i] = sh->nbytes ? off : cm_align_down(*cur, CUDA_ALIGN);
+		c->dev_of[i] = sh->dev;
+	}
+	return 0;
+}
+
+/* Room for ex's shards and devices in c's per-load arrays. */
+static int cuda_room(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex)
+{
+	if (c->ndst < ex->nshards || !c->dst) {
+		cm_free(c->dst);
+		cm_free(c->dev_of);
+		c->dst = cm_calloc(ex->nshards ? ex->nshards : 1, sizeof(*c->dst));
+		c->dev_of = cm_calloc(ex->nshards ? ex->nshards : 1, sizeof(*c->dev_of));
+		c->ndst = c->dst && c->dev_of ? ex->nshards : 0;
+		if (!c->dst || !c->dev_of)
+			return cm_err_set(&ld->err, -ENOMEM, "out of memory");
+	}
+	cm_free(c->area);
+	c->area = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*c->area));
+	if (!c->area)
+		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
+	c->nshards = ex->nshards;
+	return 0;
+}
+
 /* Destinations: the caller's pointer of every shard, or library memory. */
 static int cuda_dests(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex)
 {
@@ -281,7 +346,7 @@ static int cuda_dests(rl_loader *ld, struct ld_cuda *c, const struct pl_exec *ex
 			cusink_set_dest(&c->sink, d, 0, UINT64_MAX);
 			continue;
 		}
-		ret = cusink_alloc(&c->sink, d, ex->staging_bytes[d], &ld->err);
+		ret = cusink_alloc(&c->sink, d, c->area[d], &ld->err);
 		if (ret < 0)
 			return ret;
 	}
@@ -317,7 +382,10 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 	if (ret < 0) /* before the kept sink's driver calls */
 		return ret;
 	ret = cuda_sink_for(ld, c, ex);
-
+	if (ret == 0)
+		ret = cuda_room(ld, c, ex);
+	if (ret == 0)
+		ret = cuda_layout(ld, c, ex);
 	if (ret == 0)
 		ret = cuda_dests(ld, c, ex);
 	if (ret == 0)
@@ -326,20 +394,15 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 		cusink_caller_streams(&c->sink, c->s_ord, c->s_stream, c->nstreams);
 		ret = cusink_begin(&c->sink, &ld->err);
 	}
-	if (ret == 0 && c->ndst < ex->nshards) {
-		cm_free(c->dst);
-		c->dst = cm_calloc(ex->nshards, sizeof(*c->dst));
-		c->ndst = c->dst ? ex->nshards : 0;
-		if (!c->dst)
-			ret = cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	}
 	if (ret < 0) {
+		c->nshards = 0;
 		if (c->sink.ops)
 			cusink_free_allocs(&c->sink);
 		return ret;
 	}
 	for (size_t i = 0; i < ex->nshards; i++)
-		c->dst[i] = i < c->ndest && c->dest[i].ptr ? c->dest[i].ptr : ex->shards[i].offset;
+		if (i < c->ndest && c->dest[i].ptr)
+			c->dst[i] = c->dest[i].ptr;
 	cusink_on_shard(&c->sink, cuda_on_shard, ld);
 	return 0;
 }

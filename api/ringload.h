@@ -1174,11 +1174,20 @@ int rl_loader_set_cuda_stream(rl_loader *ld, int32_t ordinal, uint64_t stream);
 
 /*
  * After a CUDA load into library memory: plan device `device`'s area,
- * holding each shard at its staging offset (rl_shard_info.offset). The
- * loader owns it until its next load, rl_loader_set_cuda or destroy.
- * Returns 0, -EINVAL or RL_E_STATE (no such area).
+ * holding its shards in shard order, each at a multiple of 256 bytes
+ * (rl_loader_cuda_shard gives each one's address; not its staging
+ * offset). The loader owns it until its next load, rl_loader_set_cuda or
+ * destroy. Returns 0, -EINVAL or RL_E_STATE (no such area).
  */
 int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, uint64_t *bytes);
+
+/*
+ * After a CUDA load: the device address of shard `shard` (rl_plan_shard's
+ * index): in its device's library area, 256-byte aligned, or the
+ * caller's pointer (rl_loader_set_cuda_dest). Returns 0, -EINVAL or
+ * RL_E_STATE (no CUDA load, or no such shard in it).
+ */
+int rl_loader_cuda_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr);
 
 /*
  * Copies len bytes of plan device `device`'s destination back to host

@@ -162,8 +162,9 @@ static size_t first_wrong(const struct fixture *f, rl_loader *ld, const unsigned
 			return i + 1;
 		if (dest)
 			ptr = dest[i];
-		else if (rl_loader_cuda_area(ld, si.device, &ptr, &bytes) == 0)
-			ptr += si.offset;
+		else if (rl_loader_cuda_area(ld, si.device, &ptr, &bytes) < 0 ||
+			 rl_loader_cuda_shard(ld, i, &ptr) < 0 || (si.nbytes && ptr % 256))
+			return i + 1; /* each in the area, 256-byte aligned */
 		if (si.nbytes && (!ptr || memcmp(fake_host(ptr), f->ref[si.device] + si.offset,
 						  si.nbytes)))
 			return i + 1;
@@ -1276,6 +1277,8 @@ static void arguments(void)
 	CHECK_EQ(rl_loader_cuda_area(ld, 0, &p, &b), RL_E_STATE);
 	CHECK_EQ(rl_loader_cuda_read_back(ld, 0, 0, &x, 1), RL_E_STATE);
 	CHECK_EQ(rl_loader_cuda_area(ld, 0, NULL, &b), -EINVAL);
+	CHECK_EQ(rl_loader_cuda_shard(ld, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_cuda_shard(ld, 0, &p), RL_E_STATE);
 	o.ndevs = 0;
 	CHECK_EQ(rl_loader_set_cuda(ld, &o), 0);
 	CHECK_EQ(rl_loader_set_cuda_dest(ld, 5, 4096, 1), 0);

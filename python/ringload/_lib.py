@@ -350,6 +350,7 @@ _PROTOTYPES = {
     "rl_loader_set_cuda_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
     "rl_loader_set_cuda_stream": (c_int, [_V, c_int32, c_uint64]),
     "rl_loader_cuda_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
+    "rl_loader_cuda_shard": (c_int, [_V, c_size_t, POINTER(c_uint64)]),
     "rl_loader_cuda_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),
     # checksums: the library's SHA-256 and SHA256SUMS parser
     "rl_sha256_create": (_V, []),

@@ -379,8 +379,8 @@ static void *dev_alloc(size_t bytes)
 {
 	void *m;
 
-	if (!no_data)
-		return malloc(bytes);
+	if (!no_data) /* aligned as the driver's (at least 256 bytes) */
+		return posix_memalign(&m, 512, bytes) ? NULL : m;
 	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		 -1, 0);
 	return m == MAP_FAILED ? NULL : m;
