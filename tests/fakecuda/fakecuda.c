@@ -99,6 +99,8 @@ static struct CUstream_st *legacy;     /* the NULL stream's, made at first use *
 static __thread int ctx_stack[CTX_STACK];
 static __thread int ctx_depth;
 #define current (ctx_depth ? ctx_stack[ctx_depth - 1] : -1)
+/* The current device as an index, once a context is known to be current. */
+#define CUR ((unsigned)current % MAX_DEVS)
 
 static long env_long(const char *name, long dflt)
 {
@@ -236,7 +238,7 @@ static int ctx_check(void)
 {
 	if (no_ctx())
 		return E_INVALID_CONTEXT;
-	return sticky[current];
+	return sticky[CUR];
 }
 
 /* ------------------------------------------------------------------ */
@@ -351,9 +353,9 @@ EXPORT int cuCtxSynchronize(void)
 		pthread_mutex_unlock(&lock);
 		return E_INVALID_CONTEXT;
 	}
-	while (inflight_dev[current])
+	while (inflight_dev[CUR])
 		pthread_cond_wait(&moved, &lock);
-	r = sticky[current];
+	r = sticky[CUR];
 	pthread_mutex_unlock(&lock);
 	return r;
 }
@@ -404,7 +406,7 @@ EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 		;
 	else if (!bytes)
 		r = E_INVALID_VALUE;
-	else if (++alloc_calls == oom_at || bytes > (uint64_t)mem_free - used_dev[current] ||
+	else if (++alloc_calls == oom_at || bytes > (uint64_t)mem_free - used_dev[CUR] ||
 		 !(m = dev_alloc(bytes)))
 		r = E_OOM;
 	else if (push_region(&allocs, &nallocs, &cap_allocs,
@@ -415,7 +417,7 @@ EXPORT int cuMemAlloc_v2(unsigned long long *p, size_t bytes)
 		if (!no_data) /* never what a checkpoint holds by chance */
 			memset(m, 0xdb, bytes);
 		st.allocs++;
-		used_dev[current] += bytes;
+		used_dev[CUR] += bytes;
 		*p = (uintptr_t)m;
 	}
 	pthread_mutex_unlock(&lock);
@@ -450,7 +452,7 @@ EXPORT int cuMemGetInfo_v2(size_t *free_b, size_t *total)
 	pthread_mutex_lock(&lock);
 	r = ctx_check();
 	if (r == OK) {
-		*free_b = (size_t)mem_free - used_dev[current];
+		*free_b = (size_t)mem_free - used_dev[CUR];
 		*total = (size_t)mem_free;
 	}
 	pthread_mutex_unlock(&lock);
