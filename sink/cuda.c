@@ -5,7 +5,10 @@
  * every stream the worker copied on since its last fence, and wait
  * synchronizes those events, after which the source memory may be
  * reused. The caller's primary context is used (cuDevicePrimaryCtxRetain),
- * so device pointers of PyTorch or JAX are valid destinations.
+ * so device pointers of PyTorch or JAX are valid destinations; a load
+ * is ordered after the caller's stream and before its later work
+ * (cusink_begin, finish). A pool the driver refuses to register is
+ * copied through cuMemHostAlloc memory, or synchronously (cu_pin).
  *
  * Threads. copy/fence/wait of one worker touch its own state and the
  * driver (thread-safe); the fence queue's sequence numbers, the event
@@ -84,11 +87,18 @@ struct cusink {
 /* ------------------------------------------------------------------ */
 /* Driver calls in a GPU's context */
 
-/* Codes after which a context is unusable: cuda.h says of each "the
- * process must be terminated and relaunched". */
+/* Codes after which a context is unusable: cuda.h says of each that the
+ * process must be terminated and relaunched (ASSERT: the context must be
+ * destroyed, which for a primary context shared with torch is the same):
+ * CONTAINED (226), ILLEGAL_ADDRESS (700), LAUNCH_TIMEOUT (702), ASSERT
+ * (710), HARDWARE_STACK_ERROR (714), ILLEGAL_INSTRUCTION,
+ * MISALIGNED_ADDRESS, INVALID_ADDRESS_SPACE, INVALID_PC, LAUNCH_FAILED
+ * (719), TENSOR_MEMORY_LEAK (721), MPS_CLIENT_TERMINATED (810),
+ * EXTERNAL_DEVICE (911). */
 static int cu_sticky(rlcu_result r)
 {
-	return r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719);
+	return r == 226 || r == 700 || r == 702 || r == 710 || (r >= 714 && r <= 719) ||
+	       r == 721 || r == 810 || r == 911;
 }
 
 static int cu_fail(struct cusink *k, struct cm_err *e, int code, rlcu_result r, const char *what,
@@ -166,7 +176,6 @@ static rlcu_result cu_copy_rows(struct cusink *k, const struct cm_copy *c, rlcu_
 					   src + (size_t)i * c->src_stride, c->len, s);
 	return r;
 }
-
 
 /* ------------------------------------------------------------------ */
 /* The ops */
