@@ -50,6 +50,7 @@ static const struct {
 	{ RL_E_CUDA_DRIVER, "no usable CUDA driver" },
 	{ RL_E_CUDA_DEVICE, "no such CUDA device" },
 	{ RL_E_CUDA_MEMORY, "out of device memory" },
+	{ RL_E_CUDA_STICKY, "sticky CUDA error: the process must restart" },
 };
 
 const char *rl_strerror(int code)

@@ -89,7 +89,7 @@ void ld_stream_free(rl_loader *ld);
  * before the window pool is freed or replaced. */
 int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len);
 void ld_cuda_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst);
-void ld_cuda_done(rl_loader *ld, int ok);
+void ld_cuda_done(rl_loader *ld, int ok, struct eng_stats *st);
 void ld_cuda_unpin(rl_loader *ld);
 /* cuda.c: frees the CUDA state (destroy). */
 void ld_cuda_free(rl_loader *ld);

@@ -913,6 +913,10 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
 						 * over the worker's RLIMIT_MEMLOCK share) */
 #define RL_FALLBACK_NOT_PREFAULTED (1u << 5) /* staging not pre-faulted */
 #define RL_FALLBACK_FEWER_WORKERS (1u << 6) /* a worker did not start: fewer ran */
+#define RL_FALLBACK_CUDA_HOST_ALLOC (1u << 7) /* CUDA: cuMemHostRegister refused the pool:
+					       * copies through cuMemHostAlloc memory */
+#define RL_FALLBACK_CUDA_PAGEABLE (1u << 8) /* CUDA: cuMemHostAlloc refused too: synchronous
+					     * copies from pageable memory */
 
 /* How one file was read (rl_file_stats.mode). */
 #define RL_FILE_UNUSED 0    /* no reads */
@@ -1141,24 +1145,36 @@ int64_t rl_loader_default_budget(void);
  * exist: RL_E_CUDA_DEVICE; out of device memory: RL_E_CUDA_MEMORY; a failed
  * copy or driver call: RL_E_CUDA) fails the whole load with a one-line
  * message (rl_loader_errmsg), frees the load's library device memory and
- * returns only when no copy is in flight.
+ * returns only when no copy is in flight. A sticky error (a launch
+ * failure, an illegal address: the driver's context, shared with the
+ * framework, is unusable until the process exits) is RL_E_CUDA_STICKY,
+ * for that load and every later one on that GPU: the process must
+ * restart.
  */
 typedef struct rl_cuda_opts {
 	uint32_t size;              /* sizeof(rl_cuda_opts): later versions append */
 	uint32_t ndevs;             /* entries of device_map; 0: identity */
 	const int32_t *device_map;  /* spec device id -> CUDA ordinal (copied);
 				     * several ids may share one GPU */
-	uint64_t reserved[4];       /* room to grow: zero */
+	uint32_t flags;             /* RL_CUDA_ONE_GPU, or 0 */
+	int32_t gpu;                /* RL_CUDA_ONE_GPU: the CUDA ordinal */
+	uint64_t reserved[3];       /* room to grow: zero */
 } rl_cuda_opts;
+
+/* rl_cuda_opts.flags: every spec device, whatever its id (0 .. 2^32-1),
+ * on CUDA device `gpu` (`ringload load --device cuda:N`); no device map. */
+#define RL_CUDA_ONE_GPU (1u << 0)
 
 /*
  * Sets (opts) or removes (NULL) delivery to CUDA devices. Spec device id
- * d goes to CUDA device device_map[d] (identity without a map); a plan
- * device the map does not cover fails the load with RL_E_CUDA_DEVICE.
- * Nothing touches the driver until a load. Returns 0, -EINVAL (ld NULL),
- * RL_E_INVALID_ARG (size smaller than the first version's, a map without
- * entries) or
- * RL_E_CUDA_DEVICE (a negative ordinal). Not during a load. Removing it
+ * d goes to CUDA device device_map[d] (identity without a map: an id
+ * that is no CUDA ordinal, such as 2^31 and above, fails the load with
+ * RL_E_CUDA_DEVICE naming it), or every one to `gpu` (RL_CUDA_ONE_GPU);
+ * a plan device the map does not cover fails the load with
+ * RL_E_CUDA_DEVICE. Nothing touches the driver until a load. Returns 0,
+ * -EINVAL (ld NULL), RL_E_INVALID_ARG (size smaller than the first
+ * version's, a map without entries, a map with RL_CUDA_ONE_GPU, unknown
+ * flags) or RL_E_CUDA_DEVICE (a negative ordinal). Not during a load. Removing it
  * frees the device memory of the last load and unpins the pool.
  */
 int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *opts);
@@ -1177,12 +1193,38 @@ int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *opts);
 int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes);
 
 /*
+ * The caller's stream on CUDA device `ordinal` (a CUstream value, such as
+ * torch.cuda.current_stream(dev).cuda_stream; 0 is the legacy default
+ * stream) in the next loads: the library's copies to that GPU start only
+ * after the work queued on it before rl_loader_run() (an event recorded
+ * there, waited for by the library's stream with cuStreamWaitEvent: a
+ * caching allocator's block may still be in use by kernels), and work
+ * queued on it after rl_loader_run() returns runs after the copies (an
+ * event recorded behind them, waited for on the caller's stream), after
+ * a failed load too. The stream must live until rl_loader_run()
+ * returns. RL_CUDA_NO_STREAM removes it; rl_loader_set_cuda() removes
+ * all. Returns 0, -EINVAL, -ENOMEM, RL_E_STATE (no rl_loader_set_cuda)
+ * or RL_E_CUDA_DEVICE (a negative ordinal).
+ */
+#define RL_CUDA_NO_STREAM UINT64_MAX
+int rl_loader_set_cuda_stream(rl_loader *ld, int32_t ordinal, uint64_t stream);
+
+/*
  * After a CUDA load into library memory: plan device `device`'s area,
- * holding each shard at its staging offset (rl_shard_info.offset). The
- * loader owns it until its next load, rl_loader_set_cuda or destroy.
- * Returns 0, -EINVAL or RL_E_STATE (no such area).
+ * holding its shards in shard order, each at a multiple of 256 bytes
+ * (rl_loader_cuda_shard gives each one's address; not its staging
+ * offset). The loader owns it until its next load, rl_loader_set_cuda or
+ * destroy. Returns 0, -EINVAL or RL_E_STATE (no such area).
  */
 int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, uint64_t *bytes);
+
+/*
+ * After a CUDA load: the device address of shard `shard` (rl_plan_shard's
+ * index): in its device's library area, 256-byte aligned, or the
+ * caller's pointer (rl_loader_set_cuda_dest). Returns 0, -EINVAL or
+ * RL_E_STATE (no CUDA load, or no such shard in it).
+ */
+int rl_loader_cuda_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr);
 
 /*
  * Copies len bytes of plan device `device`'s destination back to host

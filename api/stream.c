@@ -408,7 +408,7 @@ static int st_load(rl_loader *ld, const char *why)
 	if (ret == 0)
 		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
 	if (ld->cuda) /* after the check: a mismatch keeps no device memory */
-		ld_cuda_done(ld, ret == 0);
+		ld_cuda_done(ld, ret == 0, &x.stats);
 	ld_fill_stats(ld, &s->ex, &x.stats, 0, cm_now_s() - s->t0);
 	st_fill_stats_ex(ld, &x, why);
 	ld->failed = ret < 0;

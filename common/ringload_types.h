@@ -82,6 +82,9 @@ enum rl_error {
 	RL_E_CUDA_DRIVER = -5101,       /* no usable CUDA driver: libcuda.so.1 missing or cuInit failed */
 	RL_E_CUDA_DEVICE = -5102,       /* no such CUDA device, or the device map names none */
 	RL_E_CUDA_MEMORY = -5103,       /* out of device memory, or a destination too small */
+	RL_E_CUDA_STICKY = -5104,       /* a sticky CUDA error (a launch failure, an illegal
+					 * address): the GPU's context is unusable until the
+					 * process restarts */
 };
 
 /* ------------------------------------------------------------------ */

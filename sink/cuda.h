@@ -22,6 +22,9 @@
  */
 int cusink_create(const int *ordinal, uint32_t nslots, unsigned workers, struct eng_sink *out,
 		  struct cm_err *e);
+/* RL_E_CUDA_DRIVER with e set in a child forked after the driver was
+ * initialized (nothing there may call it), else 0. */
+int cusink_forked(struct cm_err *e);
 /* Frees everything: waits for copies in flight, frees library
  * allocations, unpins, destroys streams and events, releases the
  * contexts. Accepts a sink never created (ops NULL). */
@@ -37,6 +40,24 @@ int cusink_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct cm_er
 uint64_t cusink_base(const struct eng_sink *s, uint32_t slot);
 /* Frees every library allocation (destinations back to none). */
 void cusink_free_allocs(struct eng_sink *s);
+
+/*
+ * The caller's streams (CUstream values; NULL is the legacy default
+ * stream), stream[i] on CUDA device ordinal[i]; every other GPU has
+ * none. At cusink_begin each GPU's stream waits for what its caller's
+ * stream has queued; at finish the caller's stream waits for the copies.
+ */
+void cusink_caller_streams(struct eng_sink *s, const int *ordinal, void *const *stream, size_t n);
+/* Before a load's first copy: each GPU's stream waits for its caller's
+ * stream (an event recorded there, cuStreamWaitEvent). 0 or RL_E_CUDA. */
+int cusink_begin(struct eng_sink *s, struct cm_err *e);
+
+/* What the sink does when cuMemHostRegister refuses the pool (cu_pin):
+ * copies through cuMemHostAlloc memory, or synchronous from pageable. */
+enum { CUSINK_FALLBACK_NONE, CUSINK_FALLBACK_HOST_ALLOC, CUSINK_FALLBACK_PAGEABLE };
+/* CUSINK_FALLBACK_* of the pool pinned now, *why its one line ("" when
+ * none). */
+int cusink_fallback(const struct eng_sink *s, const char **why);
 
 /* fn(user, shard) once each shard's copies have finished. */
 void cusink_on_shard(struct eng_sink *s, void (*fn)(void *user, size_t shard), void *user);

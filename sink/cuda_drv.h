@@ -31,6 +31,8 @@ typedef struct CUevent_st *rlcu_event;    /* CUevent */
 #define RLCU_ERROR_INVALID_DEVICE 101
 #define RLCU_ERROR_NOT_READY 600
 #define RLCU_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
+#define RLCU_DEVICE_ATTRIBUTE_MAX_PITCH 11
+#define RLCU_MEMHOSTALLOC_PORTABLE 1
 #define RLCU_MEMORYTYPE_HOST 1
 #define RLCU_MEMORYTYPE_DEVICE 2
 #define RLCU_STREAM_NON_BLOCKING 1
@@ -81,6 +83,12 @@ struct rlcu_api {
 	rlcu_result (*Memcpy2DAsync)(const struct rlcu_memcpy2d *c, rlcu_stream s);
 	rlcu_result (*MemcpyDtoH)(void *dst, rlcu_dptr src, size_t bytes);
 	rlcu_result (*GetErrorName)(rlcu_result r, const char **name);
+	rlcu_result (*StreamWaitEvent)(rlcu_stream s, rlcu_event e, unsigned flags);
+	rlcu_result (*CtxSynchronize)(void);
+	rlcu_result (*MemHostAlloc)(void **p, size_t bytes, unsigned flags);
+	rlcu_result (*MemFreeHost)(void *p);
+	rlcu_result (*MemGetInfo)(size_t *free, size_t *total);
+	rlcu_result (*DeviceGetAttribute)(int *v, int attr, rlcu_device dev);
 };
 
 /*
@@ -92,6 +100,11 @@ struct rlcu_api {
  * remembered: a later call tries again.
  */
 const struct rlcu_api *rlcu_load(struct cm_err *e);
+
+/* RL_E_CUDA_DRIVER with e set when this process is a child forked after
+ * the driver was initialized (the driver's state does not survive
+ * fork()), else 0. */
+int rlcu_forked(struct cm_err *e);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY (2)": the driver's name for r, for messages. */
 const char *rlcu_name(const struct rlcu_api *cu, rlcu_result r, char *buf, size_t len);

@@ -46,7 +46,7 @@ static const char *const covered[] = {
 	"rl_loader_default_budget", "rl_copy_runs", "rl_loader_get",
 	/* tests/test_cuda.c, with the fake driver */
 	"rl_loader_set_cuda", "rl_loader_set_cuda_dest", "rl_loader_cuda_area",
-	"rl_loader_cuda_read_back",
+	"rl_loader_cuda_read_back", "rl_loader_set_cuda_stream", "rl_loader_cuda_shard",
 	"rl_sha256_create", "rl_sha256_update", "rl_sha256_final", "rl_sha256_destroy",
 	"rl_sha256_file", "rl_sha256_from_hex", "rl_sums_create", "rl_sums_open",
 	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",

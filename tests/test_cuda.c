@@ -20,12 +20,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../api/loader_internal.h"
 #include "../exec/execute.h"
 #include "../sink/cuda.h"
+#include "../sink/cuda_drv.h"
 #include "ckpt_util.h"
 #include "fakecuda/fakecuda.h"
 #include "harness.h"
@@ -39,6 +41,8 @@ static unsigned cur_workers = 1;
 static fakecuda_reset_fn fake_reset;
 static fakecuda_stats_fn fake_stats;
 static fakecuda_host_fn fake_host;
+static fakecuda_log_fn fake_log;
+static void *fake_h;
 static char fake_path[PATH_MAX];
 
 static void select_backend(rl_backend b, unsigned workers)
@@ -60,6 +64,8 @@ static int fake_open(void)
 	h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return -1;
+	fake_h = h;
+	fake_log = (fakecuda_log_fn)(uintptr_t)dlsym(h, "fakecuda_log");
 	fake_reset = (fakecuda_reset_fn)(uintptr_t)dlsym(h, "fakecuda_reset");
 	fake_stats = (fakecuda_stats_fn)(uintptr_t)dlsym(h, "fakecuda_stats");
 	fake_host = (fakecuda_host_fn)(uintptr_t)dlsym(h, "fakecuda_host");
@@ -75,8 +81,14 @@ static void fake_env(const char *devices, const char *oom_at, const char *fail_c
 	setenv("FAKECUDA_FAIL_COPY_AT", fail_copy_at, 1);
 	setenv("FAKECUDA_CTX_FAIL", ctx_fail, 1);
 	setenv("FAKECUDA_DELAY_US", delay_us, 1);
-	unsetenv("FAKECUDA_FAIL_RECORD_AT");
-	unsetenv("FAKECUDA_NO_DATA");
+	static const char *const more[] = {
+		"FAKECUDA_FAIL_RECORD_AT", "FAKECUDA_NO_DATA", "FAKECUDA_FAIL_COPY_ERR",
+		"FAKECUDA_PUSH_FAIL_AT", "FAKECUDA_MAX_PITCH", "FAKECUDA_REGISTER_FAIL",
+		"FAKECUDA_HOSTALLOC_FAIL", "FAKECUDA_MEM_FREE",
+	};
+
+	for (size_t i = 0; i < CM_ARRAY_SIZE(more); i++)
+		unsetenv(more[i]);
 	fake_reset();
 }
 
@@ -150,8 +162,9 @@ static size_t first_wrong(const struct fixture *f, rl_loader *ld, const unsigned
 			return i + 1;
 		if (dest)
 			ptr = dest[i];
-		else if (rl_loader_cuda_area(ld, si.device, &ptr, &bytes) == 0)
-			ptr += si.offset;
+		else if (rl_loader_cuda_area(ld, si.device, &ptr, &bytes) < 0 ||
+			 rl_loader_cuda_shard(ld, i, &ptr) < 0 || (si.nbytes && ptr % 256))
+			return i + 1; /* each in the area, 256-byte aligned */
 		if (si.nbytes && (!ptr || memcmp(fake_host(ptr), f->ref[si.device] + si.offset,
 						  si.nbytes)))
 			return i + 1;
@@ -165,10 +178,11 @@ static int fake_clean(char *why, size_t cap)
 	struct fakecuda_stats st;
 
 	fake_stats(&st);
-	snprintf(why, cap, "allocs %ld streams %ld events %ld ctx %ld pinned %ld inflight %ld",
-		 st.allocs, st.streams, st.events, st.ctx_refs, st.registered, st.inflight);
+	snprintf(why, cap, "allocs %ld streams %ld events %ld ctx %ld pinned %ld host %ld "
+		 "inflight %ld", st.allocs, st.streams, st.events, st.ctx_refs, st.registered,
+		 st.host_allocs, st.inflight);
 	return !st.allocs && !st.streams && !st.events && !st.ctx_refs && !st.registered &&
-	       !st.inflight;
+	       !st.host_allocs && !st.inflight;
 }
 
 /* Loads f to the fake GPUs twice on one loader, checks bytes, shard
@@ -288,6 +302,73 @@ static void windows_wait_for_copies(void)
 	fake_env("2", "", "", "", "2000");
 	CHECKF(ret == 0, "fixture: %d", ret);
 	load_and_check(&f, 256 << 10, NULL, 0);
+	fixture_free(&f);
+}
+
+/* Occurrences of needle in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * cuMemHostRegister refused (CUDA_ERROR_NOT_SUPPORTED, as on some
+ * virtualised GPUs): copies go through cuMemHostAlloc memory; with that
+ * refused too, synchronous copies from pageable memory. Each step loads
+ * every byte right twice (slow copies through small windows), says why
+ * in the statistics once, and leaves nothing after destroy. The load
+ * failed with "cuMemHostRegister of the window pool failed" before.
+ */
+static void registration_refused(void)
+{
+	static const char *const says[] = {
+		"CUDA: cuMemHostRegister refused (CUDA_ERROR_NOT_SUPPORTED (801)): copies through "
+		"cuMemHostAlloc memory",
+		"CUDA: cuMemHostRegister refused (CUDA_ERROR_NOT_SUPPORTED (801)), cuMemHostAlloc "
+		"too (CUDA_ERROR_OUT_OF_MEMORY (2)): synchronous copies from pageable memory",
+	};
+	struct fixture f;
+	int ret = fixture_big(&f);
+	char why[200];
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	for (int step = 0; step < 2; step++) {
+		rl_load_stats st = { .size = sizeof(st) };
+		struct fakecuda_stats fs;
+		rl_loader *ld;
+
+		fake_env("2", "", "", "", "1000");
+		fake_also("FAKECUDA_REGISTER_FAIL", "801");
+		if (step)
+			fake_also("FAKECUDA_HOSTALLOC_FAIL", "1");
+		ld = cuda_loader(256 << 10, NULL, 0);
+		CHECK(ld);
+		for (int round = 0; round < 2; round++) {
+			size_t bad;
+
+			ret = rl_loader_run(ld, f.plan);
+			CHECKF(ret == 0, "step %d: %d %s", step, ret, rl_loader_errmsg(ld));
+			bad = first_wrong(&f, ld, NULL);
+			CHECKF(!bad, "step %d: shard %zu differs on the device", step, bad - 1);
+			CHECK(rl_loader_get_stats(ld, &st) == 0);
+			CHECKF(st.fallback_flags & (step ? RL_FALLBACK_CUDA_PAGEABLE :
+						    RL_FALLBACK_CUDA_HOST_ALLOC), "flags %#x",
+			       st.fallback_flags);
+			CHECKF(strstr(st.fallbacks, says[step]) && count_of(st.fallbacks, "CUDA:") == 1,
+			       "%s", st.fallbacks);
+			fake_stats(&fs);
+			CHECK_EQ(fs.registered, 0);
+			CHECK_EQ(fs.host_allocs, step ? 0 : 1);
+			CHECKF(step ? fs.unpinned > 0 : fs.unpinned == 0, "step %d: %ld unpinned copies",
+			       step, fs.unpinned);
+		}
+		rl_loader_destroy(ld);
+		CHECKF(fake_clean(why, sizeof(why)), "step %d, after destroy: %s", step, why);
+	}
 	fixture_free(&f);
 }
 
@@ -527,19 +608,29 @@ static void out_of_memory_at_n(void)
 	fixture_free(&f);
 }
 
-/* The Nth copy fails on its stream: its window's event reports it. */
+/*
+ * The Nth copy fails on its stream: its window's event reports it. A
+ * launch failure is sticky, as on a real driver: the load says the
+ * process must restart (RL_E_CUDA_STICKY), and so does the next load,
+ * rather than a plain driver error (RL_E_CUDA before).
+ */
 static void failing_copy(void)
 {
+	static const char restart[] = "CUDA_ERROR_LAUNCH_FAILED (719), a sticky error: the GPU's "
+				      "context is unusable; the process must restart";
+	static const char *const at[] = { "1", "7", "40" };
 	struct fixture f;
 	int ret = fixture_big(&f);
-	static const char *const at[] = { "1", "7", "40" };
 
 	CHECKF(ret == 0, "fixture: %d", ret);
 	for (size_t i = 0; i < CM_ARRAY_SIZE(at); i++) {
 		fake_env("2", "", at[i], "", "20");
-		CHECKF(load_expect(&f, RL_E_CUDA, "CUDA_ERROR_LAUNCH_FAILED", NULL, 0) == 0,
-		       "copy %s", at[i]);
+		CHECKF(load_expect(&f, RL_E_CUDA_STICKY, restart, NULL, 0) == 0, "copy %s", at[i]);
+		CHECKF(load_expect(&f, RL_E_CUDA_STICKY, restart, NULL, 0) == 0,
+		       "after copy %s: the next load", at[i]);
 	}
+	fake_env("2", "", "", "", "0"); /* a new process */
+	CHECK(load_expect(&f, 0, NULL, NULL, 0) == 0);
 	fixture_free(&f);
 }
 
@@ -827,6 +918,452 @@ static void strided_box_2d(void)
 	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
 }
 
+/*
+ * Checks the fake's call log: the caller's stream `cs` gets an event
+ * recorded that the library's stream waits for before its first copy,
+ * and after its last copy the library's stream gets an event recorded
+ * that cs waits for. NULL when so, else what is wrong.
+ */
+static const char *stream_order(char *log, const char *cs)
+{
+	char ours[32] = "", ev[32] = "", ev2[32] = "", a[32], b[32], c[32];
+	int waited = 0, copied = 0, after = 0;
+
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+		int n = sscanf(line, "%31s %31s %31s", a, b, c);
+
+		if (n == 3 && !strcmp(a, "record") && !strcmp(c, cs) && !*ours)
+			snprintf(ev, sizeof(ev), "%s", b);
+		else if (n == 3 && !strcmp(a, "wait") && strcmp(b, cs) && *ev && !strcmp(c, ev) &&
+			 !*ours) {
+			snprintf(ours, sizeof(ours), "%s", b);
+			waited = 1;
+		} else if (n == 2 && !strcmp(a, "copy") && strcmp(b, cs)) {
+			if (!waited || strcmp(b, ours))
+				return "a copy before the library's stream waited for the caller's";
+			copied = 1;
+			after = 0;
+		} else if (n == 3 && !strcmp(a, "record") && copied && !strcmp(c, ours)) {
+			snprintf(ev2, sizeof(ev2), "%s", b);
+		} else if (n == 3 && !strcmp(a, "wait") && !strcmp(b, cs) && *ev2 && !strcmp(c, ev2)) {
+			after = 1;
+		}
+	}
+	if (!copied)
+		return "no copy";
+	return after ? NULL : "the caller's stream does not wait for the last copies";
+}
+
+/*
+ * The caller's stream (torch's current one): copies into its tensors
+ * start after the work it queued (here: slow writes of junk to shard
+ * 0's tensor, which would land over the loaded bytes) and it waits for
+ * the copies. Both orders are checked in the fake's call log, for a
+ * stream and for the NULL (legacy default) stream; the caller's context
+ * stays current.
+ */
+static void caller_stream_order(void)
+{
+	typedef int (*stream_fn)(void **, unsigned);
+	typedef int (*copy_fn)(unsigned long long, const void *, size_t, void *);
+	stream_fn screate = (stream_fn)(uintptr_t)dlsym(fake_h, "cuStreamCreate");
+	int (*sdestroy)(void *) = (int (*)(void *))(uintptr_t)dlsym(fake_h, "cuStreamDestroy_v2");
+	copy_fn hcopy = (copy_fn)(uintptr_t)dlsym(fake_h, "cuMemcpyHtoDAsync_v2");
+	int (*getctx)(void **) = (int (*)(void **))(uintptr_t)dlsym(fake_h, "cuCtxGetCurrent");
+	static uint8_t junk[256 << 10];
+	static char log[1 << 16];
+	struct fixture f;
+	struct runtime rt;
+	unsigned long long p[32];
+	void *ctx = NULL, *cur_ctx = NULL, *cs = NULL;
+	rl_loader *ld;
+	char csn[32];
+	const char *why;
+	int ret = fixture_big(&f);
+	size_t bad;
+
+	fake_env("1", "", "", "", "3000");
+	CHECKF(ret == 0 && f.nshards <= 32, "fixture: %d, %zu shards", ret, f.nshards);
+	CHECK(screate && sdestroy && hcopy && getctx && fake_log);
+	CHECK(runtime_get(&rt) == 0 && rt.retain(&ctx, 0) == 0 && rt.push(ctx) == 0);
+	CHECK(screate(&cs, 0) == 0);
+	memset(junk, 0xee, sizeof(junk));
+	ld = cuda_loader(512 << 10, (const int32_t[]){ 0, 0 }, 2);
+	CHECK(ld);
+	for (size_t i = 0; i < f.nshards; i++) {
+		rl_shard_info si;
+
+		rl_plan_shard(f.plan, i, &si);
+		CHECK(si.nbytes <= sizeof(junk) && rt.alloc(&p[i], si.nbytes) == 0);
+		rl_loader_set_cuda_dest(ld, i, p[i], si.nbytes);
+	}
+	for (int round = 0; round < 2; round++) {
+		void *use = round ? NULL : cs; /* then the legacy default stream */
+
+		fake_reset();
+		for (int k = 0; k < 5; k++) /* the caller's work, still queued */
+			CHECK(hcopy(p[0], junk, 128 << 10, use) == 0);
+		CHECK_EQ(rl_loader_set_cuda_stream(ld, 0, (uint64_t)(uintptr_t)use), 0);
+		ret = rl_loader_run(ld, f.plan);
+		CHECKF(ret == 0, "round %d: %d %s", round, ret, rl_loader_errmsg(ld));
+		bad = first_wrong(&f, ld, p);
+		CHECKF(!bad, "round %d: shard %zu differs on the device", round, bad - 1);
+		fake_log(log, sizeof(log));
+		snprintf(csn, sizeof(csn), "%p", use);
+		why = stream_order(log, csn);
+		CHECKF(!why, "round %d: %s", round, why);
+		CHECK(getctx(&cur_ctx) == 0 && cur_ctx == ctx); /* the caller's, still */
+	}
+	CHECK_EQ(rl_loader_set_cuda_stream(ld, -1, 0), RL_E_CUDA_DEVICE);
+	CHECK_EQ(rl_loader_set_cuda_stream(ld, 0, RL_CUDA_NO_STREAM), 0);
+	rl_loader_destroy(ld);
+	for (size_t i = 0; i < f.nshards; i++)
+		rt.free(p[i]);
+	sdestroy(cs);
+	rt.pop(&cur_ctx);
+	rt.release(0);
+	fixture_free(&f);
+}
+
+/* ------------------------------------------------------------------ */
+/* The fake driver itself: where the real one differs from a naive fake */
+
+/* The fake's entry point `name` (NULL when it has none). */
+static void *fake_fn(const char *name)
+{
+	return dlsym(fake_h, name);
+}
+
+typedef int (*fn_ctx)(void **);
+typedef int (*fn_push)(void *);
+typedef int (*fn_ctx_dev)(void **, int);
+
+/* Contexts: a stack per thread; a pop restores the one below (torch's);
+ * an unbalanced pop is refused and counted. The old fake cleared the
+ * context at every pop. */
+static void fake_context_stack(void)
+{
+	fn_ctx_dev retain = (fn_ctx_dev)(uintptr_t)fake_fn("cuDevicePrimaryCtxRetain");
+	fn_push push = (fn_push)(uintptr_t)fake_fn("cuCtxPushCurrent_v2");
+	fn_ctx pop = (fn_ctx)(uintptr_t)fake_fn("cuCtxPopCurrent_v2");
+	fn_ctx get = (fn_ctx)(uintptr_t)fake_fn("cuCtxGetCurrent");
+	int (*release)(int) = (int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2");
+	void *c0 = NULL, *c1 = NULL, *c = NULL;
+	struct fakecuda_stats st;
+
+	fake_env("2", "", "", "", "0");
+	CHECK(retain && push && pop && get && release);
+	CHECK(retain(&c0, 0) == 0 && retain(&c1, 1) == 0);
+	CHECK(push(c0) == 0 && push(c1) == 0);
+	CHECK(pop(&c) == 0 && c == c1);
+	CHECK(get(&c) == 0 && c == c0); /* the caller's again */
+	CHECK(pop(&c) == 0 && c == c0);
+	CHECK(get(&c) == 0 && c == NULL);
+	CHECK_EQ(pop(&c), 201); /* CUDA_ERROR_INVALID_CONTEXT */
+	fake_stats(&st);
+	CHECK_EQ(st.unbalanced, 1);
+	release(0);
+	release(1);
+}
+
+typedef int (*fn_alloc)(unsigned long long *, size_t);
+
+/* Pitches over CU_DEVICE_ATTRIBUTE_MAX_PITCH refused; registration and
+ * cuMemHostAlloc refused on request. */
+static void fake_refusals(void)
+{
+	fn_ctx_dev retain = (fn_ctx_dev)(uintptr_t)fake_fn("cuDevicePrimaryCtxRetain");
+	fn_push push = (fn_push)(uintptr_t)fake_fn("cuCtxPushCurrent_v2");
+	fn_ctx pop = (fn_ctx)(uintptr_t)fake_fn("cuCtxPopCurrent_v2");
+	int (*attr)(int *, int, int) = (int (*)(int *, int, int))(uintptr_t)
+		fake_fn("cuDeviceGetAttribute");
+	int (*cp2d)(const struct rlcu_memcpy2d *, void *) =
+		(int (*)(const struct rlcu_memcpy2d *, void *))(uintptr_t)fake_fn("cuMemcpy2DAsync_v2");
+	int (*reg)(void *, size_t, unsigned) = (int (*)(void *, size_t, unsigned))(uintptr_t)
+		fake_fn("cuMemHostRegister_v2");
+	int (*halloc)(void **, size_t, unsigned) = (int (*)(void **, size_t, unsigned))(uintptr_t)
+		fake_fn("cuMemHostAlloc");
+	int (*hfree)(void *) = (int (*)(void *))(uintptr_t)fake_fn("cuMemFreeHost");
+	fn_alloc alloc = (fn_alloc)(uintptr_t)fake_fn("cuMemAlloc_v2");
+	int (*mfree)(unsigned long long) = (int (*)(unsigned long long))(uintptr_t)
+		fake_fn("cuMemFree_v2");
+	static uint8_t src[4096];
+	unsigned long long d = 0;
+	void *c = NULL, *h = NULL;
+	int v = 0;
+
+	fake_env("2", "", "", "", "0");
+	fake_also("FAKECUDA_MAX_PITCH", "256");
+	fake_also("FAKECUDA_REGISTER_FAIL", "801");
+	fake_also("FAKECUDA_HOSTALLOC_FAIL", "1");
+	CHECK(attr && cp2d && reg && halloc && hfree && alloc && mfree);
+	CHECK(retain(&c, 0) == 0 && push(c) == 0);
+	CHECK(attr(&v, 11, 0) == 0 && v == 256);
+	CHECK(alloc(&d, 4096) == 0);
+	{
+		struct rlcu_memcpy2d m = { .srcMemoryType = RLCU_MEMORYTYPE_HOST, .srcHost = src,
+					   .srcPitch = 300, .dstMemoryType = RLCU_MEMORYTYPE_DEVICE,
+					   .dstDevice = d, .dstPitch = 100, .WidthInBytes = 100,
+					   .Height = 3 };
+
+		CHECK_EQ(cp2d(&m, NULL), RLCU_ERROR_INVALID_VALUE);
+	}
+	CHECK_EQ(reg(src, sizeof(src), 1), 801);
+	CHECK_EQ(halloc(&h, 4096, 1), RLCU_ERROR_OUT_OF_MEMORY);
+	fake_env("2", "", "", "", "0");
+	v = halloc(&h, 4096, 1);
+	CHECKF(v == 0 && h && hfree(h) == 0, "cuMemHostAlloc: %d", v);
+	mfree(d);
+	pop(&c);
+	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(0);
+}
+
+/* A failed copy is sticky for its device's context: every later call
+ * there reports it (a process must restart); the other device works. */
+static void fake_sticky_error(void)
+{
+	fn_ctx_dev retain = (fn_ctx_dev)(uintptr_t)fake_fn("cuDevicePrimaryCtxRetain");
+	fn_push push = (fn_push)(uintptr_t)fake_fn("cuCtxPushCurrent_v2");
+	fn_ctx pop = (fn_ctx)(uintptr_t)fake_fn("cuCtxPopCurrent_v2");
+	fn_alloc alloc = (fn_alloc)(uintptr_t)fake_fn("cuMemAlloc_v2");
+	int (*mfree)(unsigned long long) = (int (*)(unsigned long long))(uintptr_t)
+		fake_fn("cuMemFree_v2");
+	int (*sync)(void) = (int (*)(void))(uintptr_t)fake_fn("cuCtxSynchronize");
+	int (*cp)(unsigned long long, const void *, size_t, void *) =
+		(int (*)(unsigned long long, const void *, size_t, void *))(uintptr_t)
+		fake_fn("cuMemcpyHtoDAsync_v2");
+	static uint8_t src[64];
+	unsigned long long d = 0, d2 = 0;
+	void *c0 = NULL, *c1 = NULL, *c;
+
+	fake_env("2", "", "1", "", "0");
+	fake_also("FAKECUDA_FAIL_COPY_ERR", "700");
+	CHECK(sync && retain(&c0, 0) == 0 && retain(&c1, 1) == 0 && push(c0) == 0);
+	CHECK(alloc(&d, 64) == 0);
+	CHECK(cp(d, src, sizeof(src), NULL) == 0);
+	CHECK_EQ(sync(), 700);            /* CUDA_ERROR_ILLEGAL_ADDRESS */
+	CHECK_EQ(alloc(&d2, 64), 700);    /* and everything after it */
+	CHECK_EQ(cp(d, src, sizeof(src), NULL), 700);
+	CHECK(push(c1) == 0 && alloc(&d2, 64) == 0 && mfree(d2) == 0); /* device 1 works */
+	pop(&c);
+	mfree(d);
+	pop(&c);
+	fake_env("2", "", "", "", "0"); /* a new process, for the tests after */
+	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(0);
+	((int (*)(int))(uintptr_t)fake_fn("cuDevicePrimaryCtxRelease_v2"))(1);
+}
+
+/* Names of codes the driver's cuGetErrorName does not know (the fake
+ * names few): from cuda.h's table; "CUDA error (N)" before. */
+static void error_names(void)
+{
+	struct cm_err e = { 0 };
+	const struct rlcu_api *cu = rlcu_load(&e);
+	char buf[96];
+
+	CHECKF(cu, "%s", e.msg);
+	CHECK(!strcmp(rlcu_name(cu, 801, buf, sizeof(buf)), "CUDA_ERROR_NOT_SUPPORTED (801)"));
+	CHECK(!strcmp(rlcu_name(cu, 34, buf, sizeof(buf)), "CUDA_ERROR_STUB_LIBRARY (34)"));
+	CHECK(!strcmp(rlcu_name(cu, 999, buf, sizeof(buf)), "CUDA_ERROR_UNKNOWN (999)"));
+	CHECK(!strcmp(rlcu_name(cu, 12345, buf, sizeof(buf)), "CUDA error (12345)"));
+}
+
+/*
+ * The Nth cuCtxPushCurrent fails, for every N of a load: the load fails
+ * (or not, where the push was not needed) and the caller's context
+ * stays current, with no unbalanced pop. The sink popped after a failed
+ * push, taking the caller's context (torch's) off the thread.
+ */
+static void push_failure_keeps_callers_context(void)
+{
+	int (*getctx)(void **) = (int (*)(void **))(uintptr_t)dlsym(fake_h, "cuCtxGetCurrent");
+	struct fixture f;
+	struct runtime rt;
+	void *ctx = NULL, *cur_ctx = NULL;
+	int ret = fixture_big(&f), failed = 0;
+	char n[16];
+
+	fake_env("1", "", "", "", "0");
+	CHECKF(ret == 0, "fixture: %d", ret);
+	CHECK(getctx && runtime_get(&rt) == 0 && rt.retain(&ctx, 0) == 0 && rt.push(ctx) == 0);
+	for (int i = 1; i <= 40; i++) {
+		struct fakecuda_stats st;
+		rl_loader *ld = cuda_loader(256 << 10, (const int32_t[]){ 0, 0 }, 2);
+
+		snprintf(n, sizeof(n), "%d", i);
+		fake_also("FAKECUDA_PUSH_FAIL_AT", n);
+		CHECK(ld);
+		ret = rl_loader_run(ld, f.plan);
+		CHECKF(ret == 0 || (ret == RL_E_CUDA && strstr(rl_loader_errmsg(ld), "failed: "
+				     "CUDA_ERROR_INVALID_CONTEXT (201)")), "push %d: %d %s", i, ret,
+		       rl_loader_errmsg(ld));
+		failed += ret < 0;
+		rl_loader_destroy(ld);
+		fake_stats(&st);
+		CHECKF(getctx(&cur_ctx) == 0 && cur_ctx == ctx, "push %d: the caller's context is "
+		       "no longer current", i);
+		CHECKF(st.unbalanced == 0, "push %d: %ld unbalanced pops", i, st.unbalanced);
+	}
+	CHECKF(failed > 5, "%d loads failed", failed);
+	unsetenv("FAKECUDA_PUSH_FAIL_AT");
+	rt.pop(&cur_ctx);
+	rt.release(0);
+	fixture_free(&f);
+}
+
+/* A strided box whose pitch is over CU_DEVICE_ATTRIBUTE_MAX_PITCH goes
+ * as rows (cuMemcpy2DAsync refuses it: the load failed). */
+static void strided_box_over_max_pitch(void)
+{
+	static const int ord[] = { 0 };
+	struct eng_sink s;
+	struct cm_err e = { 0 };
+	uint8_t src[4096], *dev;
+	struct cm_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct fakecuda_stats st;
+	uint64_t t;
+	char why[160];
+
+	fake_env("1", "", "", "", "100");
+	fake_also("FAKECUDA_MAX_PITCH", "256");
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 29 + 3);
+	CHECKF(cusink_create(ord, 1, 1, &s, &e) == 0, "%s", e.msg);
+	CHECKF(cusink_alloc(&s, 0, 1024, &e) == 0, "%s", e.msg);
+	CHECK(s.ops->pin(s.state, src, sizeof(src), &e) == 0);
+	CHECKF(s.ops->copy(s.state, 0, &c, src, &e) == 0, "%s", e.msg);
+	CHECK(s.ops->fence(s.state, 0, &t, &e) == 0);
+	CHECK(s.ops->wait(s.state, 0, t, &e) == 0);
+	dev = fake_host(cusink_base(&s, 0));
+	for (unsigned k = 0; k < 7; k++)
+		CHECKF(!memcmp(dev + 64 + k * 100, src + 16 + k * 300, 100), "row %u", k);
+	fake_stats(&st);
+	CHECKF(st.copies == 7 && st.copies_2d == 0, "%ld copies, %ld 2D", st.copies, st.copies_2d);
+	CHECK(s.ops->finish(s.state, 1, &e) == 0);
+	cusink_destroy(&s);
+	unsetenv("FAKECUDA_MAX_PITCH");
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* Library device memory: the free memory is checked first, and both
+ * messages give the size (cuMemAlloc's named no size). */
+static void device_memory_sizes(void)
+{
+	struct fixture f;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	fake_also("FAKECUDA_MEM_FREE", "1048576");
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, "CUDA device 0: out of memory: the load needs ",
+			  NULL, 0) == 0);
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, " bytes there, 1048576 of 1048576 are free", NULL,
+			  0) == 0);
+	fake_env("2", "1", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, "cuMemAlloc of ", NULL, 0) == 0);
+	fake_env("2", "1", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_MEMORY, " bytes failed: CUDA_ERROR_OUT_OF_MEMORY (2)", NULL,
+			  0) == 0);
+	fake_env("2", "", "", "", "0");
+	fixture_free(&f);
+}
+
+/*
+ * After fork(), a child's CUDA load fails with one line naming the fork,
+ * with a new loader and with one the parent loaded with (its sink kept:
+ * the parent's streams have no thread in the child, so its copies never
+ * ran: a hang), and destroying the parent's loader calls no driver. The
+ * child reports by its exit status (alarm: a hang fails).
+ */
+static void forked_child(void)
+{
+	struct fixture f;
+	rl_loader *kept;
+	int ret = fixture_big(&f), st = 0;
+	pid_t pid;
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	kept = cuda_loader(256 << 10, NULL, 0);
+	CHECK(kept && rl_loader_run(kept, f.plan) == 0);
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		rl_loader *ld = cuda_loader(256 << 10, NULL, 0);
+		int bad = 0;
+
+		alarm(20);
+		for (int i = 0; i < 2; i++) {
+			rl_loader *l = i ? kept : ld;
+
+			ret = l ? rl_loader_run(l, f.plan) : -1;
+			if (ret != RL_E_CUDA_DRIVER || !strstr(rl_loader_errmsg(l),
+			    "CUDA in a forked child (pid ") || strchr(rl_loader_errmsg(l), '\n')) {
+				printf("    child, %s loader: %d %s\n", i ? "the parent's" : "a new",
+				       ret, l ? rl_loader_errmsg(l) : "");
+				bad = 1;
+			}
+		}
+		rl_loader_destroy(ld);
+		rl_loader_destroy(kept);
+		fflush(stdout);
+		_exit(bad);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	CHECK(rl_loader_run(kept, f.plan) == 0); /* the parent's driver works on */
+	rl_loader_destroy(kept);
+	fixture_free(&f);
+}
+
+/* big.safetensors over two spec devices of large ids (2^32-1, 2^31). */
+static const char ids_spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"],"
+			       "\"devices\":[4294967295,2147483648]},"
+			       "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
+
+/*
+ * Spec device ids up to 2^32-1: under the identity map they fail with
+ * RL_E_CUDA_DEVICE naming the device (ids of 2^31 and above came back as
+ * negative "error codes": -1 is -EPERM); RL_CUDA_ONE_GPU puts them all
+ * on one GPU; a short map names the device.
+ */
+static void large_device_ids(void)
+{
+	rl_cuda_opts o = { .size = sizeof(o), .flags = RL_CUDA_ONE_GPU, .gpu = 1 };
+	struct fixture f;
+	rl_loader *ld;
+	int ret = fixture_big(&f);
+	size_t bad;
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fixture_free(&f);
+	ret = fixture_build(&f, tmp_path("big.safetensors"), ids_spec, strlen(ids_spec), 64 << 10);
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "0");
+	CHECK(load_expect(&f, RL_E_CUDA_DEVICE, "no CUDA device 4294967295 (spec device 4294967295 "
+			  "under the identity map", NULL, 0) == 0);
+	CHECK(load_expect(&f, RL_E_CUDA_DEVICE, "spec device 4294967295 has no CUDA device (1 "
+			  "mapped)", (const int32_t[]){ 0 }, 1) == 0);
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld && rl_loader_set_cuda(ld, &o) == 0);
+	ret = rl_loader_run(ld, f.plan);
+	CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	bad = first_wrong(&f, ld, NULL);
+	CHECKF(!bad, "shard %zu differs on the device", bad - 1);
+	o.ndevs = 1;
+	o.device_map = (const int32_t[]){ 0 };
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_INVALID_ARG); /* a map and one GPU */
+	o.ndevs = 0;
+	o.flags = 2;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_INVALID_ARG);
+	o.flags = RL_CUDA_ONE_GPU;
+	o.gpu = -1;
+	CHECK_EQ(rl_loader_set_cuda(ld, &o), RL_E_CUDA_DEVICE);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* No driver; arguments */
 
@@ -875,6 +1412,8 @@ static void arguments(void)
 	CHECK_EQ(rl_loader_cuda_area(ld, 0, &p, &b), RL_E_STATE);
 	CHECK_EQ(rl_loader_cuda_read_back(ld, 0, 0, &x, 1), RL_E_STATE);
 	CHECK_EQ(rl_loader_cuda_area(ld, 0, NULL, &b), -EINVAL);
+	CHECK_EQ(rl_loader_cuda_shard(ld, 0, NULL), -EINVAL);
+	CHECK_EQ(rl_loader_cuda_shard(ld, 0, &p), RL_E_STATE);
 	o.ndevs = 0;
 	CHECK_EQ(rl_loader_set_cuda(ld, &o), 0);
 	CHECK_EQ(rl_loader_set_cuda_dest(ld, 5, 4096, 1), 0);
@@ -940,6 +1479,31 @@ static void cli_device(void)
 	ret = cli(env, "--device cuda:7", out, sizeof(out));
 	CHECKF(ret == 1 && !strcmp(out, "ringload load: no CUDA device 7 (2 devices)\n"), "%d: %s",
 	       ret, out);
+}
+
+/* --device cuda:N puts every spec device on GPU N whatever its id
+ * (ids above 1023 were left out: "no CUDA device 5000"); under the
+ * identity map an id of 2^31 or more is one line naming it (the line
+ * was empty). */
+static void cli_device_ids(void)
+{
+	char out[8192], env[PATH_MAX + 64], args[PATH_MAX + 96];
+	FILE *spec = fopen(tmp_path("ids.json"), "w");
+	int ret;
+
+	CHECK(spec);
+	fputs(ids_spec, spec);
+	fclose(spec);
+	snprintf(env, sizeof(env), "RL_LIBCUDA=%s FAKECUDA_DEVICES=2 FAKECUDA_DELAY_US=20", fake_path);
+	snprintf(args, sizeof(args), "--sharding %s --device cuda:1 --verify", tmp_path("ids.json"));
+	ret = cli(env, args, out, sizeof(out));
+	CHECKF(ret == 0 && strstr(out, "verify: 32 shards match the file, 0 differ"), "%d: %s", ret,
+	       out);
+	snprintf(args, sizeof(args), "--sharding %s --device cuda", tmp_path("ids.json"));
+	ret = cli(env, args, out, sizeof(out));
+	CHECKF(ret == 1 && strstr(out, "ringload load: no CUDA device 4294967295 (spec device "
+				  "4294967295") && strchr(out, '\n') == out + strlen(out) - 1,
+	       "%d: %s", ret, out);
 }
 
 /* What the fake driver says the CLI left at exit (FAKECUDA_REPORT). */
@@ -1055,6 +1619,7 @@ int main(void)
 		{ "cancel", cancel },
 		{ "loads_after_a_failed_one", loads_after_a_failed_one },
 		{ "pins_at_most_the_plan", pins_at_most_the_plan },
+		{ "registration_refused", registration_refused },
 	};
 	static const unsigned workers[] = { 1, 3 };
 
@@ -1064,6 +1629,9 @@ int main(void)
 		return 1;
 	}
 	th_run("no_driver", no_driver); /* first: nothing loaded the driver yet */
+	th_run("fake_context_stack", fake_context_stack);
+	th_run("fake_refusals", fake_refusals);
+	th_run("fake_sticky_error", fake_sticky_error);
 	setenv("RL_LIBCUDA", fake_path, 1);
 	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), workers, CM_ARRAY_SIZE(workers),
 			     select_backend);
@@ -1072,6 +1640,13 @@ int main(void)
 	th_run("context_error", context_error);
 	th_run("no_such_device", no_such_device);
 	th_run("strided_box_2d", strided_box_2d);
+	th_run("caller_stream_order", caller_stream_order);
+	th_run("error_names", error_names);
+	th_run("push_failure_keeps_callers_context", push_failure_keeps_callers_context);
+	th_run("strided_box_over_max_pitch", strided_box_over_max_pitch);
+	th_run("device_memory_sizes", device_memory_sizes);
+	th_run("forked_child", forked_child);
+	th_run("large_device_ids", large_device_ids);
 	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);
@@ -1080,6 +1655,7 @@ int main(void)
 	th_run("arguments", arguments);
 	th_run("cli_device", cli_device);
 	th_run("cli_device_sha256", cli_device_sha256);
+	th_run("cli_device_ids", cli_device_ids);
 	th_run("cli_no_driver", cli_no_driver);
 	th_run("cli_arguments", cli_arguments);
 	return th_done();

@@ -507,7 +507,8 @@ static void print_json_fallbacks(unsigned flags)
 {
 	static const char *const names[] = { "backend", "uring_flags", "files_unregistered",
 					     "buffers_unregistered", "buffers_unlocked",
-					     "not_prefaulted", "fewer_workers" };
+					     "not_prefaulted", "fewer_workers", "cuda_host_alloc",
+					     "cuda_pageable" };
 	const char *sep = "";
 
 	printf(",\"fallback_flags\":[");

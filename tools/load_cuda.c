@@ -98,18 +98,13 @@ int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *
 	rl_cuda_opts o = { .size = sizeof(o), .device_map = map };
 	int one = device_ordinal(a->device);
 
+	(void)plan;
 	if (a->device_map) {
 		o.ndevs = (uint32_t)parse_map(a->device_map, map, MAX_ORDINAL + 1);
-	} else if (one >= 0) { /* every spec device of the plan on GPU `one` */
-		for (unsigned d = 0; d < rl_plan_num_devices(plan); d++) {
-			rl_device_info di;
-
-			if (rl_plan_device(plan, d, &di) == 0 && di.id <= MAX_ORDINAL &&
-			    di.id >= o.ndevs)
-				o.ndevs = di.id + 1;
-		}
-		for (uint32_t i = 0; i < o.ndevs; i++)
-			map[i] = one;
+	} else if (one >= 0) { /* every spec device, whatever its id, on GPU `one` */
+		o.device_map = NULL;
+		o.flags = RL_CUDA_ONE_GPU;
+		o.gpu = one;
 	} else {
 		o.device_map = NULL; /* identity */
 	}
@@ -120,26 +115,49 @@ int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *
 	return 0;
 }
 
-/* verify_areas' view of the GPUs: device d's area, read back (one held). */
+/* verify_areas' view of the GPUs: device d's shards, read back (one
+ * device held) and laid out at their staging offsets, as verify_areas
+ * reads them (on the GPU each is at its own 256-aligned place). */
 struct readback {
 	rl_loader *ld;
+	const rl_plan *plan;
 	uint8_t *buf;
 	unsigned dev;
 	int err;
 };
 
+static int read_shards(struct readback *rb, unsigned dev, uint64_t area)
+{
+	for (size_t s = 0; s < rl_plan_num_shards(rb->plan); s++) {
+		rl_shard_info si;
+		uint64_t ptr;
+
+		if (rl_plan_shard(rb->plan, s, &si) < 0)
+			return -1;
+		if (si.device != dev || !si.nbytes)
+			continue;
+		if (rl_loader_cuda_shard(rb->ld, s, &ptr) < 0 ||
+		    rl_loader_cuda_read_back(rb->ld, dev, ptr - area, rb->buf + si.offset,
+					     (size_t)si.nbytes) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static const uint8_t *gpu_area(void *user, unsigned dev)
 {
 	struct readback *rb = user;
-	uint64_t ptr, bytes;
+	rl_device_info di;
+	uint64_t area, bytes;
 
 	if (rb->buf && rb->dev == dev)
 		return rb->buf;
 	free(rb->buf);
 	rb->buf = NULL;
-	if (rl_loader_cuda_area(rb->ld, dev, &ptr, &bytes) < 0 ||
-	    !(rb->buf = malloc(bytes ? bytes : 1)) ||
-	    rl_loader_cuda_read_back(rb->ld, dev, 0, rb->buf, bytes) < 0) {
+	if (rl_plan_device(rb->plan, dev, &di) < 0 ||
+	    rl_loader_cuda_area(rb->ld, dev, &area, &bytes) < 0 ||
+	    !(rb->buf = malloc(di.staging_bytes ? di.staging_bytes : 1)) ||
+	    read_shards(rb, dev, area) < 0) {
 		rb->err = 1;
 		return NULL;
 	}
@@ -151,7 +169,7 @@ int load_cuda_verify(const rl_ckpt *ck, const rl_plan *plan, rl_loader *ld,
 		     struct verify_counts *c, int (*fn)(void *user, uint64_t done, uint64_t total),
 		     void *user, const char *prog)
 {
-	struct readback rb = { ld, NULL, 0, 0 };
+	struct readback rb = { ld, plan, NULL, 0, 0 };
 	int ret = verify_areas(ck, plan, gpu_area, &rb, c, fn, user);
 
 	free(rb.buf);

@@ -469,10 +469,12 @@ class Loader(_Handle, kind="loader"):
         memory (ptr None: the library's); it must outlive the load."""
         self.check(_lib.rl_loader_set_window_pool(self.ptr, ptr, length))
 
-    def set_cuda(self, device_map=None):
+    def set_cuda(self, device_map=None, one_gpu=None):
         """rl_loader_set_cuda: loads go to GPU memory through the library's
         CUDA sink; device_map [ordinal per spec device id] (None:
-        identity). Validated here, the driver touched only by a load."""
+        identity), or one_gpu: every spec device, whatever its id, on that
+        ordinal (RL_CUDA_ONE_GPU). Validated here, the driver touched only
+        by a load."""
         dm = list(device_map or [])
         if any(not isinstance(o, int) or isinstance(o, bool) for o in dm):
             raise _errors.error(_lib.RL_E_INVALID_ARG,
@@ -481,12 +483,21 @@ class Loader(_Handle, kind="loader"):
         arr = (ctypes.c_int32 * max(len(dm), 1))(*dm)
         opts = _lib.CudaOpts(ctypes.sizeof(_lib.CudaOpts), len(dm),
                              arr if dm else None)
+        if one_gpu is not None:
+            opts.flags, opts.gpu = _lib.RL_CUDA_ONE_GPU, one_gpu
         self.check(_lib.rl_loader_set_cuda(self.ptr, ctypes.byref(opts)))
 
     def set_cuda_dest(self, shard, ptr, nbytes):
         """rl_loader_set_cuda_dest: shard's bytes go to device address ptr
         (a tensor's data_ptr(), nbytes long)."""
         self.check(_lib.rl_loader_set_cuda_dest(self.ptr, shard, ptr, nbytes))
+
+    def set_cuda_stream(self, ordinal, stream):
+        """rl_loader_set_cuda_stream: the next loads' copies to GPU ordinal
+        wait for the work queued on stream (a CUstream value: torch's
+        current_stream(dev).cuda_stream; 0 the legacy default stream), which
+        waits for the copies."""
+        self.check(_lib.rl_loader_set_cuda_stream(self.ptr, ordinal, stream))
 
     def start(self, plan):
         """rl_loader_start: a streaming load of plan on a library thread."""

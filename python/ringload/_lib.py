@@ -48,7 +48,7 @@ ERROR_CODES = {
     "RL_E_CLUSTER_MISMATCH": -5093,
     "RL_E_FILE_CHANGED": -5065, "RL_E_CHECKSUM": -5066,
     "RL_E_CUDA": -5100, "RL_E_CUDA_DRIVER": -5101, "RL_E_CUDA_DEVICE": -5102,
-    "RL_E_CUDA_MEMORY": -5103,
+    "RL_E_CUDA_MEMORY": -5103, "RL_E_CUDA_STICKY": -5104,
 }
 globals().update(ERROR_CODES)
 
@@ -61,6 +61,7 @@ FALLBACKS = {
     "backend": 1 << 0, "uring_flags": 1 << 1, "files_unregistered": 1 << 2,
     "buffers_unregistered": 1 << 3, "buffers_unlocked": 1 << 4,
     "not_prefaulted": 1 << 5, "fewer_workers": 1 << 6,
+    "cuda_host_alloc": 1 << 7, "cuda_pageable": 1 << 8,
 }
 """RL_FALLBACK_<NAME> flags of rl_load_stats.fallback_flags by lower-case name."""
 
@@ -211,10 +212,14 @@ class Piece(Structure):
                 ("length", c_uint64), ("data", c_void_p), ("token", c_uint64)]
 
 
+RL_CUDA_ONE_GPU = 1
+"""rl_cuda_opts.flags: every spec device on CUDA device `gpu`."""
+
+
 class CudaOpts(Structure):
     """rl_cuda_opts: delivery to CUDA devices (spec device id -> ordinal)"""
     _fields_ = [("size", c_uint32), ("ndevs", c_uint32), ("device_map", POINTER(c_int32)),
-                ("reserved", c_uint64 * 4)]
+                ("flags", c_uint32), ("gpu", c_int32), ("reserved", c_uint64 * 3)]
 
 
 class SumsEntry(Structure):
@@ -346,7 +351,9 @@ _PROTOTYPES = {
     # CUDA devices (docs/cuda.md): the C sink copies to device memory
     "rl_loader_set_cuda": (c_int, [_V, POINTER(CudaOpts)]),
     "rl_loader_set_cuda_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
+    "rl_loader_set_cuda_stream": (c_int, [_V, c_int32, c_uint64]),
     "rl_loader_cuda_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
+    "rl_loader_cuda_shard": (c_int, [_V, c_size_t, POINTER(c_uint64)]),
     "rl_loader_cuda_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),
     # checksums: the library's SHA-256 and SHA256SUMS parser
     "rl_sha256_create": (_V, []),

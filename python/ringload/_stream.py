@@ -82,13 +82,18 @@ class StreamingLoad:
             if piece is not False:
                 yield piece
 
-    def run_cuda(self, device_map, dests):
+    def run_cuda(self, device_map, dests, streams=None, one_gpu=None):
         """Runs the whole load into GPU memory through the library's CUDA
         sink (docs/cuda.md), in C: device_map [CUDA ordinal per spec device
         id]; dests [(device address, nbytes)] per shard in plan order (the
-        caller's tensors). No piece reaches Python; returns when every
-        copy finished, or raises the load's error (nothing in flight)."""
-        self.loader.set_cuda(device_map)
+        caller's tensors); streams {ordinal: CUstream value} the copies
+        wait for and that wait for them (torch's current streams); one_gpu:
+        every spec device on that ordinal instead of device_map. No
+        piece reaches Python; returns when every copy finished, or raises
+        the load's error (nothing in flight)."""
+        self.loader.set_cuda(device_map, one_gpu)
+        for ordinal, stream in (streams or {}).items():
+            self.loader.set_cuda_stream(ordinal, stream)
         for i, (ptr, nbytes) in enumerate(dests):
             if nbytes:
                 self.loader.set_cuda_dest(i, ptr, nbytes)

@@ -111,10 +111,20 @@ def _deliver_streaming(job, devices, cuda):
                            device=devices[s.device_id] if gpu else "cpu")
                for s in load.shards]
         if gpu:  # GPU only, to the else
-            dmap = [0] * (max(ids) + 1 if ids else 0)
-            for i in ids:
-                dmap[i] = _cuda_ordinal(devices[i])
-            load.run_cuda(dmap, [(t.data_ptr(), t.numel()) for t in dst])
+            ords = {i: _cuda_ordinal(devices[i]) for i in ids}
+            one = set(ords.values())
+            one = one.pop() if len(one) == 1 else None  # any ids: no map
+            dmap = None
+            if one is None:
+                dmap = [0] * (max(ids) + 1 if ids else 0)
+                for i in ids:
+                    dmap[i] = ords[i]
+            # torch.empty's blocks may still be used by kernels queued on
+            # torch's current stream: the copies wait for it, it for them
+            streams = {o: torch.cuda.current_stream(o).cuda_stream
+                       for o in set(ords.values())}
+            load.run_cuda(dmap, [(t.data_ptr(), t.numel()) for t in dst],
+                          streams, one)
         else:  # CPU targets (a mix: the GPU shards moved after, by torch)
             _release_each(load, load.pieces(), dst)
             dst = [t.to(devices[s.device_id]) if s.device_id in devices

@@ -49,7 +49,7 @@ static void structs_new(void)
 	FIELD(rl_piece, length); FIELD(rl_piece, data); FIELD(rl_piece, token);
 	STRUCT(rl_cuda_opts);
 	FIELD(rl_cuda_opts, size); FIELD(rl_cuda_opts, ndevs); FIELD(rl_cuda_opts, device_map);
-	FIELD(rl_cuda_opts, reserved);
+	FIELD(rl_cuda_opts, flags); FIELD(rl_cuda_opts, gpu); FIELD(rl_cuda_opts, reserved);
 }
 
 static void structs(void)
@@ -130,6 +130,7 @@ static void errors(void)
 	CONST(RL_E_CLUSTER_MISMATCH);
 	CONST(RL_E_FILE_CHANGED); CONST(RL_E_CHECKSUM);
 	CONST(RL_E_CUDA); CONST(RL_E_CUDA_DRIVER); CONST(RL_E_CUDA_DEVICE); CONST(RL_E_CUDA_MEMORY);
+	CONST(RL_E_CUDA_STICKY);
 }
 
 static void params(void)
@@ -149,7 +150,8 @@ static void params(void)
 	CONST(RL_FALLBACK_BACKEND); CONST(RL_FALLBACK_URING_FLAGS);
 	CONST(RL_FALLBACK_FILES_UNREGISTERED); CONST(RL_FALLBACK_BUFFERS_UNREGISTERED);
 	CONST(RL_FALLBACK_BUFFERS_UNLOCKED); CONST(RL_FALLBACK_NOT_PREFAULTED);
-	CONST(RL_FALLBACK_FEWER_WORKERS);
+	CONST(RL_FALLBACK_FEWER_WORKERS); CONST(RL_FALLBACK_CUDA_HOST_ALLOC);
+	CONST(RL_FALLBACK_CUDA_PAGEABLE);
 	CONST(RL_MAX_DIMS); CONST(RL_TOTAL);
 	printf("const sizeof_enum %zu\n", sizeof(rl_dtype));
 }

@@ -81,3 +81,94 @@ def test_run_cuda_errors_name_the_cause(testdata, fake, monkeypatch):
     finally:
         job.ckpt.close()
         job.spec.close()
+
+
+def _order_ok(log, cs):
+    """The library's stream waits for an event recorded on cs before its
+    first copy, and cs waits for one recorded after its last copy."""
+    ours = ev = ev2 = None
+    copied = after = False
+    for line in log.splitlines():
+        op, *args = line.split()
+        if op == "record" and args[1] == cs and ours is None:
+            ev = args[0]
+        elif op == "wait" and args[0] != cs and args[1] == ev and ours is None:
+            ours = args[0]
+        elif op == "copy" and args[0] != cs:
+            assert ours == args[0], f"a copy before waiting for {cs}: {log}"
+            copied, after = True, False
+        elif op == "record" and copied and args[1] == ours:
+            ev2 = args[0]
+        elif op == "wait" and args[0] == cs and args[1] == ev2:
+            after = True
+    return copied and after
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_run_cuda_orders_with_the_callers_stream(testdata, fake, legacy):
+    """torch's path passes torch.cuda.current_stream(dev).cuda_stream:
+    the copies wait for it and it waits for them (the fake's call log)."""
+    path = os.path.join(testdata, "reference", "tiny-moe")
+    job = _job(path, MOE_SPEC)
+    stream = ctypes.c_void_p()
+    if not legacy:
+        assert fake.cuStreamCreate(ctypes.byref(stream), 0) == 0
+    ptrs = []
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            for s in load.shards:
+                p = ctypes.c_ulonglong()
+                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+                ptrs.append(p.value)
+            ids = [i for i, _ in load.devices]
+            fake.fakecuda_reset()
+            load.run_cuda([0] * (max(ids) + 1),
+                          [(p, s.nbytes) for p, s in zip(ptrs, load.shards)],
+                          {0: stream.value or 0})
+        buf = ctypes.create_string_buffer(1 << 16)
+        fake.fakecuda_log(buf, len(buf))
+        cs = "(nil)" if legacy else hex(stream.value)
+        assert _order_ok(buf.value.decode(), cs), buf.value.decode()
+    finally:
+        for p in ptrs:
+            fake.cuMemFree_v2(ctypes.c_ulonglong(p))
+        if stream.value:
+            fake.cuStreamDestroy_v2(stream)
+        job.ckpt.close()
+        job.spec.close()
+
+
+BIG_IDS = dict(MOE_SPEC, mesh=dict(MOE_SPEC["mesh"],
+                                   devices=[4294967295, 2147483648, 5000, 3],
+                                   process_of_device=[0, 0, 0, 0]))
+
+
+def test_run_cuda_large_device_ids(testdata, fake):
+    """Spec ids up to 2^32-1: under the identity map one names the device
+    (RL_E_CUDA_DEVICE; it was EPERM: the id came back as error -1); with
+    one_gpu every device lands on that GPU, whatever its id."""
+    path = os.path.join(testdata, "reference", "tiny-moe")
+    whole = ringload.load(path, sharding=BIG_IDS, process=0, framework="np")
+    job = _job(path, BIG_IDS)
+    ptrs = []
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            with pytest.raises(ringload.LoadError,
+                               match="no CUDA device 4294967295") as e:
+                load.run_cuda(None, [])
+            assert e.value.code_name == "RL_E_CUDA_DEVICE"
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            for s in load.shards:
+                p = ctypes.c_ulonglong()
+                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+                ptrs.append(p.value)
+            load.run_cuda(None, [(p, s.nbytes) for p, s in zip(ptrs, load.shards)],
+                          one_gpu=0)
+            for s, p in zip(load.shards, ptrs):
+                got = ctypes.string_at(fake.fakecuda_host(p), s.nbytes)
+                assert got == oracle.as_bytes(whole[s.device_id][s.name]), s.name
+    finally:
+        for p in ptrs:
+            fake.cuMemFree_v2(ctypes.c_ulonglong(p))
+        job.ckpt.close()
+        job.spec.close()

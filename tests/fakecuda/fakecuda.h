@@ -17,8 +17,28 @@
  *   FAKECUDA_NO_DATA=1      device memory is reserved, never touched, and
  *                           copies are checked and counted but move no
  *                           byte: lengths past 4 GiB without the memory
+ *   FAKECUDA_FAIL_COPY_ERR=CODE the failing copy's error (default 719,
+ *                           CUDA_ERROR_LAUNCH_FAILED; 700 ILLEGAL_ADDRESS):
+ *                           sticky, as the driver's: every later call in
+ *                           that device's context returns it (until reset)
+ *   FAKECUDA_PUSH_FAIL_AT=N the Nth cuCtxPushCurrent fails
+ *                           (CUDA_ERROR_INVALID_CONTEXT), the stack kept
+ *   FAKECUDA_MAX_PITCH=N    CU_DEVICE_ATTRIBUTE_MAX_PITCH (default 2^31-1);
+ *                           cuMemcpy2DAsync refuses larger pitches
+ *   FAKECUDA_REGISTER_FAIL=CODE cuMemHostRegister fails with CODE (801:
+ *                           CUDA_ERROR_NOT_SUPPORTED)
+ *   FAKECUDA_HOSTALLOC_FAIL=1 cuMemHostAlloc fails (out of memory)
+ *   FAKECUDA_MEM_FREE=N     bytes of each device (default 64 GiB):
+ *                           cuMemGetInfo's free is N less what is allocated,
+ *                           and cuMemAlloc fails past it
  *   FAKECUDA_REPORT=PATH    at exit, the stats as "allocs N events N ..."
- *                           in PATH (what a process such as the CLI left)
+ *                           in PATH (what a process such as the CLI left;
+ *                           pinned counts cuMemHostAlloc memory too)
+ *
+ * Contexts are a stack per thread, as the driver's: a pop makes the
+ * context below current again; a pop of an empty stack is refused and
+ * counted (unbalanced). The NULL stream is one legacy stream. The stream
+ * calls (copy, record, wait, sync) are logged: fakecuda_log.
  */
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
@@ -38,11 +58,18 @@ struct fakecuda_stats {
 	long no_context;      /* calls made without a current context */
 	unsigned long long bytes_copied; /* by the copies queued */
 	unsigned long long pinned_bytes; /* of the host regions registered */
+	long unbalanced;      /* cuCtxPopCurrent on an empty stack */
+	long host_allocs;     /* cuMemHostAlloc memory alive */
 };
 
 typedef void (*fakecuda_reset_fn)(void);
 typedef void (*fakecuda_stats_fn)(struct fakecuda_stats *st);
 /* The host address of device memory p (device memory is host memory). */
 typedef void *(*fakecuda_host_fn)(unsigned long long p);
+/* The call log since the last reset, one call a line: "copy S",
+ * "record E S", "wait S E" (cuStreamWaitEvent), "sync S", handles as %p
+ * (the NULL stream "(nil)"); copied into buf (cap bytes), its length
+ * returned. */
+typedef size_t (*fakecuda_log_fn)(char *buf, size_t cap);
 
 #endif /* FAKECUDA_H */
