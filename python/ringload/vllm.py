@@ -174,14 +174,23 @@ def weights(folder, files, opts, device=None, group=None, skip=None,
             stats=None):
     """Yields (name, tensor) of files (paths in folder) for load_weights;
     a ringload error becomes vLLM's RuntimeError naming the file. skip(name)
-    true: not read. stats: a dict given the load's statistics."""
-    try:
+    true: not read. group: read once over it (every rank calls this; an
+    open that fails on one rank fails on all). stats: a dict given the
+    load's statistics."""
+    def open_():
         src = _weights.open_source(folder, files)
+        if skip is not None:
+            src.names = [n for n in src.names if not skip(n)]
+        return src
+    try:
+        if group is None:
+            src = open_()
+        else:
+            from . import _dist
+            src = _dist.agree(group, open_)
     except _errors.Error as e:
         raise RuntimeError(f"ringload: {e}") from e
     try:
-        if skip is not None:
-            src.names = [n for n in src.names if not skip(n)]
         yield from _weights.iterate(src, opts, device, group, stats)
     except _errors.Error as e:
         raise RuntimeError(f"ringload: {e}") from e
