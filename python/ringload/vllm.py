@@ -32,6 +32,12 @@ LOAD_FORMAT = "ringload"
 _KEYS = ("staging_budget", "backend", "sha256", "sha256_hf", "workers",
          "read_once")
 _DEFAULT_KEYS = ("enable_weights_track",)
+# The staging budget when none is given: two 64 MiB windows, so that
+# vLLM's weight loaders copy one window's tensors while the other is read.
+# A window the size of a small model reads it all before the first tensor
+# is handed out: on a 238 MiB Llama (4 shards, cold, 2 busy cores) 512M
+# took 2.4 s, 32M-128M 1.0-1.1 s (safetensors' safe_open + clone 1.1-1.3 s).
+DEFAULT_BUDGET = 128 << 20
 _SIZE = re.compile(r"(\d+)\s*([KMGT]?)i?B?", re.IGNORECASE)
 
 
@@ -65,7 +71,7 @@ def parse_extra_config(extra, folder=None):
         raise ValueError(f"ringload: unknown model_loader_extra_config keys "
                          f"{unknown} (ringload's: {', '.join(_KEYS)}; and "
                          f"{', '.join(_DEFAULT_KEYS)})")
-    opts = _weights.Options()
+    opts = _weights.Options(staging_budget=DEFAULT_BUDGET)
     if extra.get("staging_budget") is not None:
         opts.staging_budget = _size(extra["staging_budget"])
     opts.backend = extra.get("backend", "auto")
