@@ -20,6 +20,8 @@
 #   make pydeps     the venv of PyPI packages the Python tests and benchmarks use
 #                   (python/requirements-test.txt), outside the clone; make test
 #                   runs the Python tests with it and with Debian's python3
+#   make pydeps-vllm  the venv of vLLM and transformers (python/requirements-vllm.txt):
+#                   their tests and perf/vllm_load.py
 #   make deps       install missing Debian packages with apt-get
 #
 # Quiet by default; V=1 shows full commands.
@@ -537,3 +539,19 @@ uninstall-python:
 
 # The Python examples (examples/*.py) run on the venv too.
 PY_TESTS += python/tests/python-examples.sh
+
+# The venv of vLLM and transformers (python/requirements-vllm.txt; vllm
+# 0.33 pins torch 2.14, so it cannot share the venv above), keyed and
+# built the same way; make test runs the tests marked "vllm" with it
+# (python-vllm-tests.sh), or one skip line saying why it is missing.
+PY_VLLM_REQS := python/requirements-vllm.txt
+RL_VLLM_VENV ?= $(RL_CACHE)/venv-vllm-$(shell sha256sum $(PY_VLLM_REQS) | cut -c1-12)
+VLLM_PYTHON := $(RL_VLLM_VENV)/bin/python
+.PHONY: pydeps-vllm print-vllm-python
+pydeps-vllm:
+	$(Q)python/pydeps.sh $(PY_VLLM_REQS) $(RL_VLLM_VENV)
+print-vllm-python:
+	@echo $(VLLM_PYTHON)
+test: pydeps-vllm
+test: export RL_VLLM_PYTHON := $(VLLM_PYTHON)
+PY_TESTS += python/tests/python-vllm-tests.sh

@@ -26,6 +26,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "venv: needs the PyPI packages of make pydeps (run only "
         "by python-venv-tests.sh)")
+    config.addinivalue_line(
+        "markers", "vllm: needs vllm and transformers, the venv of make "
+        "pydeps-vllm (run only by python-vllm-tests.sh)")
 
 
 # Modules of tests marked "venv" as a whole, which import what only the venv
@@ -34,9 +37,18 @@ VENV_MODULES = {"test_compat.py", "test_dist.py", "test_jax.py", "test_jax_procs
                 "test_packaging.py", "test_parity.py"}
 
 
+# Modules of tests marked "vllm": only python-vllm-tests.sh (-m vllm), whose
+# venv has vllm and transformers, collects them.
+VLLM_MODULES = {"test_vllm.py", "test_vllm_tp.py", "test_transformers.py"}
+
+
 def pytest_ignore_collect(collection_path, config):
-    """Leaves VENV_MODULES out of a run that deselects "venv"."""
-    if config.getoption("markexpr") == "not venv":
+    """Leaves VENV_MODULES out of a run that deselects "venv", and
+    VLLM_MODULES out of every run but the "vllm" one."""
+    markexpr = config.getoption("markexpr")
+    if markexpr != "vllm" and collection_path.name in VLLM_MODULES:
+        return True
+    if markexpr == "not venv":
         return collection_path.name in VENV_MODULES or None
     return None
 
