@@ -221,8 +221,9 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
 
     A checkpoint the page cache holds whole is mapped, not read (_mapped,
     as safetensors does): for CPU results with the default backend, no
-    SHA-256 to check (those are read and verified), no stats and no
-    copy."""
+    stats, no copy and no file with an expected SHA-256 from any source,
+    given or named by the Hugging Face cache layout (those are read and
+    verified, never mapped unchecked)."""
     check_stats(stats)
     check_copy(copy)
     ckpt = _handles.Checkpoint(filename)
@@ -232,8 +233,8 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         hot = None
-        if (device is None and not expected and stats is None and not copy
-                and backend == "auto"):
+        if (device is None and stats is None and not copy
+                and backend == "auto" and not _sha256.to_hash(ckpt, expected)):
             hot = _mapped.mapped(ckpt)
         if hot is not None:
             out = materialize(fw, Loaded(hot[0], [0], hot[1]), {})

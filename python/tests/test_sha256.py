@@ -501,3 +501,81 @@ def test_safe_open_hashes_with_the_librarys_sha256(ckpt, monkeypatch):
     assert bytes(out).hex() == sha
     with pytest.raises(FileNotFoundError, match="absent: No such file"):
         ringload._sha256.verify_file(path + ".absent", sha)
+
+
+def _flipped_blob(tmp_path):
+    """A Hugging Face cache whose blob is named for its bytes but holds one
+    flipped byte in a tensor, fully in the page cache (as right after a
+    download): (snapshot file, snapshot directory, blob's path)."""
+    path = tmp_path / "orig.safetensors"
+    stfile.write(path, {
+        "a": ("F32", (1024,), np.arange(1024, dtype="<f4").tobytes()),
+        "b": ("I16", (7, 3), np.arange(21, dtype="<i2").tobytes()),
+    })
+    data = bytearray(path.read_bytes())
+    sha = hashlib.sha256(data).hexdigest()
+    data[-5] ^= 0x10
+    (tmp_path / "hf" / "blobs").mkdir(parents=True)
+    (tmp_path / "hf" / "snapshots" / "r").mkdir(parents=True)
+    blob = tmp_path / "hf" / "blobs" / sha
+    blob.write_bytes(bytes(data))
+    snap = tmp_path / "hf" / "snapshots" / "r" / "model.safetensors"
+    snap.symlink_to(f"../../blobs/{sha}")
+    n = len(data)
+    assert _lib.rl_file_cached_bytes(os.fsencode(blob), 0, n) == n, "not cached"
+    return str(snap), os.path.dirname(snap), str(blob)
+
+
+def _hf_readers(torch_mod):
+    """(id, reader(path)) of every Python reader and its backend and copy
+    forms; reader reads every tensor."""
+    def whole_np(**kw):
+        return lambda p: rnp.load_file(p, **kw)
+
+    def dropin(fw):
+        def read(p):
+            with ringload.safe_open(p, fw) as f:
+                return {k: f.get_tensor(k) for k in f.keys()}
+        return read
+
+    out = [(f"numpy.load_file({kw})", whole_np(**kw)) for kw in
+           ({}, {"backend": "mmap"}, {"backend": "auto"}, {"backend": "pread"},
+            {"copy": True}, {"stats": {}})]
+    out += [(f"load({fw})", lambda p, fw=fw: ringload.load(p, framework=fw))
+            for fw in ("np", "pt")]
+    out += [(f"load({fw}, copy)", lambda p, fw=fw: ringload.load(p, framework=fw, copy=True))
+            for fw in ("np", "pt")]
+    out += [(f"safe_open({fw})", dropin(fw)) for fw in ("np", "pt")]
+    if torch_mod is not None:
+        import ringload.torch as rt
+        out += [(f"torch.load_file({kw})", lambda p, kw=kw: rt.load_file(p, **kw))
+                for kw in ({}, {"backend": "mmap"}, {"backend": "auto"},
+                           {"backend": "pread"}, {"copy": True}, {"stats": {}},
+                           {"device": "cpu"})]
+    return [(i, r) for i, r in out if torch_mod is not None or "pt" not in i]
+
+
+def test_a_cached_hugging_face_blob_with_a_flipped_byte_is_refused_by_every_reader(
+        tmp_path):
+    """Regression (issue 32 item 1): a blob named for other bytes, wholly
+    in the page cache, loaded without a word through load_file's mapped
+    path; every reader, on the snapshot file and on its directory, must
+    refuse it naming the snapshot file."""
+    try:
+        import torch as torch_mod
+    except ImportError:
+        torch_mod = None
+    snap, snapdir, blob = _flipped_blob(tmp_path)
+    want = os.path.basename(blob)
+    loaded = []
+    for name, read in _hf_readers(torch_mod):
+        for form in (snap, snapdir):
+            _lib.rl_file_cached_bytes(os.fsencode(blob), 0, os.path.getsize(blob))
+            try:
+                read(form)
+                loaded.append(f"{name} on {form}")
+            except ringload.IntegrityError as e:
+                assert e.code == _lib.RL_E_CHECKSUM, (name, form, str(e))
+                assert str(e).startswith(f"{snap}: SHA-256 mismatch: expected {want}"), \
+                    (name, form, str(e))
+    assert not loaded, "loaded a blob with a flipped byte: " + "; ".join(loaded)
