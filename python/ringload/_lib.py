@@ -360,6 +360,15 @@ _PROTOTYPES = {
     "rl_sums_count": (c_size_t, [_V]),
     "rl_sums_get": (c_int, [_V, c_size_t, POINTER(SumsEntry)]),
     "rl_sums_find": (c_long, [_V, c_char_p]),
+    # which file an expected value names, and Hugging Face blob names
+    "rl_expect_create": (_V, [_V, c_char_p]),
+    "rl_expect_given": (c_int, [_V, c_char_p, c_char_p]),
+    "rl_expect_sums": (c_int, [_V, c_char_p, _V]),
+    "rl_expect_errmsg": (c_char_p, [_V]),
+    "rl_expect_warnings": (c_char_p, [_V]),
+    "rl_expect_get": (c_int, [_V, c_size_t, c_char_p]),
+    "rl_expect_destroy": (None, [_V]),
+    "rl_hf_blob_sha256": (c_int, [c_char_p, POINTER(ctypes.c_uint8 * 32)]),
     # the page-cache probe (load_file maps a file it says is resident)
     "rl_file_cached_bytes": (c_int64, [c_char_p, c_uint64, c_uint64]),
 }

@@ -96,7 +96,7 @@ def test_sha256_value_not_64_hex_digits_is_argument_error_naming_it(ckpt, bad):
 
 def test_sha256_of_a_file_not_in_the_checkpoint_is_argument_error(ckpt):
     path, sha = ckpt
-    with pytest.raises(ringload.ArgumentError, match=r"'other.safetensors' is not a "
+    with pytest.raises(ringload.ArgumentError, match=r"sha256: other.safetensors: not a "
                        r"file of the checkpoint \(its files: .*model.safetensors\)"):
         rnp.load_file(path, sha256={"other.safetensors": sha})
     with pytest.raises(ringload.ArgumentError, match="not list"):
@@ -109,8 +109,8 @@ def test_two_values_for_one_file_in_a_dict_are_argument_error(ckpt):
     twice is no conflict."""
     path, sha = ckpt
     spelled = os.path.join(os.path.dirname(path), ".", "model.safetensors")
-    with pytest.raises(ringload.ArgumentError, match=f"sha256: '{re.escape(spelled)}' has "
-                       "another value from 'model.safetensors'"):
+    with pytest.raises(ringload.ArgumentError, match=f"sha256: {re.escape(spelled)} has "
+                       "another value from the one given for model.safetensors"):
         rnp.load_file(path, sha256={"model.safetensors": WRONG, spelled: sha})
     assert sorted(rnp.load_file(path, sha256={"model.safetensors": sha, spelled: sha})) == \
         ["a", "b"]
@@ -332,7 +332,7 @@ def test_a_name_that_is_the_tail_of_another_without_a_slash_names_nothing(tmp_pa
     for call in (lambda: ringload.load(str(path), sha256={"model.safetensors": WRONG}),
                  lambda: ringload.safe_open(str(path), "np",
                                             sha256={"model.safetensors": WRONG})):
-        with pytest.raises(ringload.ArgumentError, match="'model.safetensors' is not a file "
+        with pytest.raises(ringload.ArgumentError, match="sha256: model.safetensors: not a file "
                            "of the checkpoint"):
             call()
 
@@ -456,17 +456,18 @@ def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, to
 ])
 def test_sums_files_are_parsed_by_the_library_as_the_cli_parses_them(
         two_files, tmp_path, text, monkeypatch):
-    """One SHA256SUMS parser: Python reads sums files through rl_sums_open,
-    and a bad line gets the CLI's own message, word for word."""
+    """One SHA256SUMS parser and one set of rules: Python resolves sums
+    files through the library (rl_expect_sums, as the CLI), and a bad line
+    gets the CLI's own message, word for word."""
     import subprocess
     from conftest import build_dir
     d, _ = two_files
     f = tmp_path / "SUMS"
     f.write_bytes(text.encode())
     opened = []
-    sums_open = _lib.rl_sums_open
-    monkeypatch.setattr(_lib, "rl_sums_open", lambda h, p: (opened.append(p),
-                                                           sums_open(h, p))[1])
+    sums_open = _lib.rl_expect_sums
+    monkeypatch.setattr(_lib, "rl_expect_sums", lambda h, p, plan: (opened.append(p),
+                                                                   sums_open(h, p, plan))[1])
     with pytest.raises(ringload.ArgumentError) as ei:
         rnp.load_file(d, sha256=f)
     assert opened == [os.fsencode(f)]
