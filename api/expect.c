@@ -3,8 +3,8 @@
  * (rl_expect, api/ringload.h): the one set of rules the CLI's --sha256
  * and --sha256-file and Python's sha256= follow. Names are compared by
  * identity (device and inode of the path the file system resolves), so
- * "./", ".." and symlinked directories spell the same file; and the
- * Hugging Face cache's blob names (rl_hf_blob_sha256).
+ * "./", ".." and symlinked directories spell the same file. The Hugging
+ * Face blob rule is integrity.c's (rl_hf_blob_sha256).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "../common/common.h"
 #include "integrity.h"
@@ -364,29 +363,4 @@ int rl_loader_expect(rl_loader *ld, const rl_expect *x)
 			return r;
 	}
 	return 0;
-}
-
-/*
- * The Hugging Face cache: snapshots/<rev>/<file> is a symlink to
- * ../../blobs/<etag>, and the etag of a file stored with git LFS (every
- * safetensors file on the Hub) is the SHA-256 of its contents. A small
- * file kept in git proper has its git blob SHA-1 (40 hex digits) there
- * instead: no SHA-256 to compare, so nothing is expected of it.
- */
-int rl_hf_blob_sha256(const char *path, uint8_t out[32])
-{
-	char link[4096], *base;
-	ssize_t n;
-
-	if (!path || !out)
-		return -EINVAL;
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0)
-		return 0;
-	link[n] = '\0';
-	base = strrchr(link, '/');
-	if (!base || base - link < 5 || strncmp(base - 5, "blobs", 5) != 0 ||
-	    (base - link > 5 && base[-6] != '/'))
-		return 0;
-	return rl_sha256_from_hex(base + 1, out) == 0;
 }

@@ -60,6 +60,31 @@ static int names(const char *path, const char *name)
 	return lp > ln && path[lp - ln - 1] == '/' && strcmp(path + lp - ln, name) == 0;
 }
 
+/*
+ * The Hugging Face cache: snapshots/<rev>/<file> is a symlink to
+ * ../../blobs/<etag>, and the etag of a file stored with git LFS (every
+ * safetensors file on the Hub) is the SHA-256 of its contents. A small
+ * file kept in git proper has its git blob SHA-1 (40 hex digits) there
+ * instead: no SHA-256 to compare, so nothing is expected of it.
+ */
+int rl_hf_blob_sha256(const char *path, uint8_t out[32])
+{
+	char link[4096], *base;
+	ssize_t n;
+
+	if (!path || !out)
+		return -EINVAL;
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	base = strrchr(link, '/');
+	if (!base || base - link < 5 || strncmp(base - 5, "blobs", 5) != 0 ||
+	    (base - link > 5 && base[-6] != '/'))
+		return 0;
+	return ld_parse_sha256(base + 1, out) == 0;
+}
+
 /* 1 when name is the path of a file of the run: it names that file alone. */
 static int run_path(const struct pl_exec *ex, const char *name)
 {
