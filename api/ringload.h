@@ -665,7 +665,7 @@ typedef enum rl_loader_param {
 				    * given with rl_loader_expect_sha256() */
 	RL_OPT_STAGING_BUDGET = 12, /* RL_STAGING_STREAM: bytes of the window pool the
 				    * library allocates (rounded down to pages, raised
-				    * to 64 KiB; 0, default: rl_loader_default_budget());
+				    * to 64 KiB; 0, default: rl_loader_budget());
 				    * a pool from rl_loader_set_window_pool() is the
 				    * budget instead */
 	RL_OPT_RELEASE_TIMEOUT_MS = 13, /* RL_STAGING_STREAM: how long the load waits for
@@ -1140,6 +1140,15 @@ int rl_loader_finish(rl_loader *ld);
  * thread.
  */
 int64_t rl_loader_default_budget(void);
+
+/*
+ * The budget ld's streaming load uses: RL_OPT_STAGING_BUDGET when set,
+ * else rl_loader_default_budget(), at most 256 MiB for a loader with CUDA
+ * set (two windows of 128 MiB keep the copies and the reads overlapped;
+ * more only costs pinned host memory). The one default: the CLI, MPI and
+ * Python ask it. Returns the bytes, or -EINVAL (ld NULL).
+ */
+int64_t rl_loader_budget(const rl_loader *ld);
 
 /*
  * Delivering to CUDA devices (docs/cuda.md). A loader with CUDA set runs

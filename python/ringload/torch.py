@@ -96,12 +96,8 @@ def _deliver_streaming(job, devices, cuda):
     window pool, one async copy per piece, a window reused only after its
     copies' event), else the pieces are copied into CPU tensors here; host
     memory stays within the budget (loader option staging_budget, else the
-    library's default)."""
-    opts = job.options or {}
-    budget = (_handles.loader_option("staging_budget", opts["staging_budget"])
-              if "staging_budget" in opts else 0)
-    budget = budget or int(_lib.rl_loader_default_budget())
-    with _stream.StreamingLoad(job, budget) as load:
+    library's default: rl_loader_budget)."""
+    with _stream.StreamingLoad(job) as load:
         for s in load.shards:
             _dtypes.torch_check(torch, s.name, s.dtype, s.box)
         ids = [i for i, _ in load.devices]
