@@ -77,6 +77,20 @@ const char *rl_version_string(void);
  */
 const char *rl_strerror(int code);
 
+/*
+ * The public constants of this header by name, for bindings that must not
+ * keep a second list: error codes (RL_E_*, RL_OK), RL_PLAN_*, RL_OPT_*,
+ * RL_STAGING_*, RL_DIRECT_*, RL_EXPECT_*, RL_FALLBACK_*, RL_FILE_*,
+ * RL_SHA256_*, RL_MAX_DIMS, RL_TOTAL, RL_DTYPE_COUNT (dtype names:
+ * rl_dtype_name; backends: the backend table). rl_name_get() sets the
+ * i-th name and value and returns 1; 0 past the last; -EINVAL (NULL).
+ * rl_error_name() returns "RL_E_CHECKSUM" for an RL_E_* code ("RL_OK"
+ * for 0), NULL for anything else (a -errno: its errno name is the C
+ * library's).
+ */
+int rl_name_get(size_t i, const char **name, int64_t *value);
+const char *rl_error_name(int code);
+
 /* ------------------------------------------------------------------ */
 /* Checksums: SHA-256 and SHA256SUMS files                             */
 /* ------------------------------------------------------------------ */
