@@ -79,8 +79,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     _core.check_stats(stats)
     _core.check_copy(copy)
     fw = _core.framework(framework)
-    devices = {_handles.integer("device_map key", k, 0, _MAX_DEVICE_ID):
-               fw.device(v) for k, v in (device_map or {}).items()}
+    devices = _handles.device_map(fw, device_map, _MAX_DEVICE_ID)
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:

@@ -94,6 +94,10 @@ def _c_name(name):
 
 def _from_dict(x, given):
     for name, value in given.items():
+        if not isinstance(name, (str, bytes, os.PathLike)):
+            raise _errors.ArgumentTypeError(
+                _lib.RL_E_INVALID_ARG, f"sha256: key {name!r}: a file name (str, "
+                f"bytes or os.PathLike), not {type(name).__name__}")
         name = os.fsdecode(name)
         x.check(_lib.rl_expect_given(x.ptr, _c_name(name), _hex(name, value).encode()))
 

@@ -41,7 +41,10 @@ def parse_device(device):
     elif isinstance(device, int) and not isinstance(device, bool):
         if device < 0:
             raise _device_error(device, "is invalid (negative index)")
-        dev = torch.device("cuda", device)
+        try:
+            dev = torch.device("cuda", device)
+        except (RuntimeError, ValueError, OverflowError) as e:  # 2**70
+            raise _device_error(device, f"is invalid ({e})") from None
     elif isinstance(device, str):
         try:
             dev = torch.device(device)

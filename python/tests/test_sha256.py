@@ -580,3 +580,17 @@ def test_a_cached_hugging_face_blob_with_a_flipped_byte_is_refused_by_every_read
                 assert str(e).startswith(f"{snap}: SHA-256 mismatch: expected {want}"), \
                     (name, form, str(e))
     assert not loaded, "loaded a blob with a flipped byte: " + "; ".join(loaded)
+
+
+@pytest.mark.parametrize("key", [0, None, 1.5, ("model.safetensors",)])
+def test_a_sha256_key_that_is_no_file_name_is_a_type_error_naming_it(ckpt, key):
+    """Regression (issue 32 item 5): an int or None key raised a bare
+    TypeError from os.fsdecode, naming nothing."""
+    path, sha = ckpt
+    for call in (lambda: rnp.load_file(path, sha256={key: sha}),
+                 lambda: ringload.safe_open(path, "np", sha256={key: sha})):
+        with pytest.raises(ringload.ArgumentTypeError) as e:
+            call()
+        assert isinstance(e.value, TypeError)
+        assert str(e.value) == (f"sha256: key {key!r}: a file name (str, bytes or "
+                                f"os.PathLike), not {type(key).__name__}")
