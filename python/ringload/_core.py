@@ -16,6 +16,7 @@ import ctypes
 import functools
 import importlib
 import os
+import re
 
 import numpy as np
 
@@ -210,6 +211,23 @@ def run(fw, job, devices):
     return out
 
 
+_NOT_FOUND = re.compile(r"(.*): cannot open: No such file or directory")
+
+
+def open_dropin(filename):
+    """The Checkpoint of a drop-in's filename (load_file, safe_open); a
+    file that does not exist is FileNotFoundError in safetensors' words,
+    "No such file or directory: NAME" (its own test compares them)."""
+    try:
+        return _handles.Checkpoint(filename)
+    except _errors.FileNotFoundSysError as e:
+        m = _NOT_FOUND.fullmatch(e.message)
+        if m:
+            e.message = f"No such file or directory: {m[1]}"
+            e.args, e.filename = (e.errno, e.message), m[1]
+        raise
+
+
 def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
                backend="auto"):
     """Every tensor of filename, whole, with framework fw on device (the
@@ -226,7 +244,7 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
     verified, never mapped unchecked)."""
     check_stats(stats)
     check_copy(copy)
-    ckpt = _handles.Checkpoint(filename)
+    ckpt = open_dropin(filename)
     spec = None
     try:
         for t in ckpt.tensors:
