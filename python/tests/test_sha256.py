@@ -594,3 +594,46 @@ def test_a_sha256_key_that_is_no_file_name_is_a_type_error_naming_it(ckpt, key):
         assert isinstance(e.value, TypeError)
         assert str(e.value) == (f"sha256: key {key!r}: a file name (str, bytes or "
                                 f"os.PathLike), not {type(key).__name__}")
+
+
+def test_a_64_hex_name_outside_blobs_names_no_expected_value(ckpt, tmp_path):
+    """Only a link into a directory named blobs is a Hugging Face blob: a
+    snapshot-like symlink to other/<64 hex> or xblobs/<64 hex> (not the
+    file's SHA-256) loads through every reader, unchecked (a mutant
+    dropping the blobs/ test refused it, and no test saw that)."""
+    path, _ = ckpt
+    for parent in ("other", "xblobs"):
+        d = tmp_path / parent
+        (d / "store" / parent).mkdir(parents=True)
+        (d / "snap").mkdir()
+        (d / "store" / parent / WRONG).write_bytes(open(path, "rb").read())
+        link = d / "snap" / "model.safetensors"
+        link.symlink_to(f"../store/{parent}/{WRONG}")
+        readers = [lambda p: rnp.load_file(p), lambda p: rnp.load_file(p, backend="pread"),
+                   lambda p: ringload.load(p),
+                   lambda p: ringload.safe_open(p, "np").get_tensor("b")]
+        for read in readers:
+            for form in (str(link), str(d / "snap")):
+                read(form)
+        blob = tmp_path / "real" / "blobs"
+        blob.mkdir(parents=True, exist_ok=True)
+        (blob / WRONG).write_bytes(open(path, "rb").read())
+        link2 = tmp_path / "real" / f"snap-{parent}.safetensors"
+        link2.symlink_to(f"blobs/{WRONG}")
+        with pytest.raises(ringload.IntegrityError):
+            rnp.load_file(str(link2))
+
+
+def test_safe_open_get_tensors_checks_every_files_value(two_files):
+    """get_tensors hashes each file with an expected value, not only the
+    first: a wrong value for the second file of two is IntegrityError
+    naming it (a mutant hashing only the first file survived)."""
+    d, sums = two_files
+    for wrong in ("part0.safetensors", "part1.safetensors"):
+        given = dict(sums, **{wrong: WRONG})
+        with ringload.safe_open(d, "np", sha256=given) as f:
+            with pytest.raises(ringload.IntegrityError) as ei:
+                f.get_tensors()
+        _checksum_error(ei, os.path.join(d, wrong), WRONG)
+    with ringload.safe_open(d, "np", sha256=sums) as f:
+        assert sorted(f.get_tensors()) == ["t0", "t1"]
