@@ -212,8 +212,7 @@ def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
     sha256 (keyword only, not in safetensors): {file: hex}, 64 hex digits
     (one-file checkpoints) or a SHA256SUMS path, as ringload.load; checked
     by the library as it reads (IntegrityError, RL_E_CHECKSUM, on a
-    mismatch). Not with a CUDA device: streaming loads do not hash
-    (StateError).
+    mismatch), CUDA devices (streaming loads) too.
 
     stats (keyword only): a dict, filled with the load's statistics, as
     ringload.load fills it. copy (keyword only): True gives CPU tensors
