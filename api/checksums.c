@@ -1,8 +1,9 @@
 /*
- * checksums.c - the public SHA-256 (the digest loads compute on the read
- * path, OpenSSL's) and the one SHA256SUMS parser: the CLI's --sha256-file
- * and Python's sha256= read sums files through it, so a line means the
- * same to both, and the same message names its file and line.
+ * checksums.c - the public SHA-256 (common/sha256.c, the digest loads
+ * compute on the read path) and the one SHA256SUMS parser: the CLI's
+ * --sha256-file and Python's sha256= read sums files through it, so a
+ * line means the same to both, and the same message names its file and
+ * line.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "../common/common.h"
+#include "../common/sha256.h"
 #include "integrity.h"
 
 #define SUMS_MAX_BYTES (16 << 20) /* a sums file past this is not one */
@@ -22,15 +22,15 @@
 /* SHA-256                                                             */
 
 struct rl_sha256 {
-	EVP_MD_CTX *md;
+	struct cm_sha256 *c;    /* the library's one SHA-256 (common/sha256.c) */
 };
 
 rl_sha256 *rl_sha256_create(void)
 {
 	rl_sha256 *h = cm_calloc(1, sizeof(*h));
 
-	if (h && (!(h->md = EVP_MD_CTX_new()) || !EVP_DigestInit_ex(h->md, EVP_sha256(), NULL))) {
-		rl_sha256_destroy(h);
+	if (h && !(h->c = cm_sha256_create())) {
+		cm_free(h);
 		h = NULL;
 	}
 	return h;
@@ -40,26 +40,21 @@ int rl_sha256_update(rl_sha256 *h, const void *data, size_t len)
 {
 	if (!h || (!data && len))
 		return -EINVAL;
-	return len && !EVP_DigestUpdate(h->md, data, len) ? -ENOMEM : 0;
+	return cm_sha256_update(h->c, data, len);
 }
 
 int rl_sha256_final(rl_sha256 *h, uint8_t out[32])
 {
-	unsigned n = 0;
-
 	if (!h || !out)
 		return -EINVAL;
-	if (!EVP_DigestFinal_ex(h->md, out, &n) || n != 32 ||
-	    !EVP_DigestInit_ex(h->md, EVP_sha256(), NULL))
-		return -ENOMEM;
-	return 0;
+	return cm_sha256_final(h->c, out);
 }
 
 void rl_sha256_destroy(rl_sha256 *h)
 {
 	if (!h)
 		return;
-	EVP_MD_CTX_free(h->md);
+	cm_sha256_destroy(h->c);
 	cm_free(h);
 }
 

@@ -67,11 +67,14 @@ static int names(const char *path, const char *name)
  * file kept in git proper has its git blob SHA-1 (40 hex digits) there
  * instead: no SHA-256 to compare, so nothing is expected of it.
  */
-static int hf_expected(const char *path, uint8_t sha[32])
+int rl_hf_blob_sha256(const char *path, uint8_t out[32])
 {
 	char link[4096], *base;
-	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	ssize_t n;
 
+	if (!path || !out)
+		return -EINVAL;
+	n = readlink(path, link, sizeof(link) - 1);
 	if (n <= 0)
 		return 0;
 	link[n] = '\0';
@@ -79,7 +82,7 @@ static int hf_expected(const char *path, uint8_t sha[32])
 	if (!base || base - link < 5 || strncmp(base - 5, "blobs", 5) != 0 ||
 	    (base - link > 5 && base[-6] != '/'))
 		return 0;
-	return ld_parse_sha256(base + 1, sha) == 0;
+	return ld_parse_sha256(base + 1, out) == 0;
 }
 
 /* 1 when name is the path of a file of the run: it names that file alone. */
@@ -147,7 +150,7 @@ static int expected(const struct ld_expect *exp, size_t nexp, int hf, const stru
 		memcpy(sha, x->sha, 32);
 		return 2;
 	}
-	return hf && hf_expected(ex->paths[f], sha) ? 1 : 0;
+	return hf && rl_hf_blob_sha256(ex->paths[f], sha) == 1 ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------ */

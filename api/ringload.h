@@ -77,6 +77,20 @@ const char *rl_version_string(void);
  */
 const char *rl_strerror(int code);
 
+/*
+ * The public constants of this header by name, for bindings that must not
+ * keep a second list: error codes (RL_E_*, RL_OK), RL_PLAN_*, RL_OPT_*,
+ * RL_STAGING_*, RL_DIRECT_*, RL_EXPECT_*, RL_FALLBACK_*, RL_FILE_*,
+ * RL_SHA256_*, RL_MAX_DIMS, RL_TOTAL, RL_DTYPE_COUNT (dtype names:
+ * rl_dtype_name; backends: the backend table). rl_name_get() sets the
+ * i-th name and value and returns 1; 0 past the last; -EINVAL (NULL).
+ * rl_error_name() returns "RL_E_CHECKSUM" for an RL_E_* code ("RL_OK"
+ * for 0), NULL for anything else (a -errno: its errno name is the C
+ * library's).
+ */
+int rl_name_get(size_t i, const char **name, int64_t *value);
+const char *rl_error_name(int code);
+
 /* ------------------------------------------------------------------ */
 /* Checksums: SHA-256 and SHA256SUMS files                             */
 /* ------------------------------------------------------------------ */
@@ -690,7 +704,7 @@ typedef enum rl_loader_param {
 				    * given with rl_loader_expect_sha256() */
 	RL_OPT_STAGING_BUDGET = 12, /* RL_STAGING_STREAM: bytes of the window pool the
 				    * library allocates (rounded down to pages, raised
-				    * to 64 KiB; 0, default: rl_loader_default_budget());
+				    * to 64 KiB; 0, default: rl_loader_budget());
 				    * at most: a load whose staging (every device's,
 				    * rounded up to pages) is smaller gets a pool of
 				    * that size (what a CUDA load pins); a pool from
@@ -808,6 +822,64 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * while a run of ld is in progress.
  */
 int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex);
+
+/*
+ * Which file of a checkpoint an expected SHA-256 names: the one set of
+ * rules the CLI's --sha256 / --sha256-file and Python's sha256= follow.
+ * Names are compared by identity (device and inode of the path the file
+ * system resolves), so "./", ".." and symlinked directories spell the
+ * same file.
+ *
+ * rl_expect_create(ck, ck_path) starts an empty set for the open ck
+ * (which must outlive it), ck_path the path it was opened with (a file,
+ * a directory or an index: names are also relative to its directory);
+ * NULL when out of memory or an argument is NULL.
+ * rl_expect_given(x, name, hex): name is a path of one of ck's files or
+ * a name relative to the checkpoint's directory; one naming two files
+ * that way, or no file of ck, is RL_E_INVALID_ARG.
+ * rl_expect_sums(x, path, plan) reads the SHA256SUMS file at path
+ * (rl_sums_open): each name is relative to path's directory, as
+ * sha256sum -c reads it, or, when it is nothing there (not even a
+ * dangling symlink), to the checkpoint's; lines naming no file of ck are
+ * skipped (a warning line for a *.safetensors name); a file plan reads
+ * (NULL: every file of ck) that no line names gets a warning line. It
+ * returns the number of lines naming a file of ck (> 0), or
+ * RL_E_INVALID_ARG (none; a malformed file: rl_sums_open's codes).
+ * In both, a second, different value for a file, however spelled, is
+ * RL_E_INVALID_ARG naming both; the same value again is kept once.
+ * Errors: -EINVAL (NULL), -ENOMEM, with the detail in rl_expect_errmsg()
+ * (no prefix: callers add the option's name). A failed call may have
+ * set values of its earlier lines.
+ * rl_expect_warnings(): the warning lines of every call so far, each
+ * ending in '\n' ("" none; never NULL).
+ * rl_expect_get(x, file, hex) writes file's value ("" none) and returns
+ * its source: RL_EXPECT_NONE, _GIVEN or _SUMS; -EINVAL (bad file).
+ * rl_loader_expect(ld, x) gives ld every value under its file's path
+ * (rl_loader_expect_sha256). rl_expect_destroy(NULL) is a no-op.
+ */
+typedef struct rl_expect rl_expect;
+
+#define RL_EXPECT_NONE 0
+#define RL_EXPECT_GIVEN 1
+#define RL_EXPECT_SUMS 2
+
+rl_expect *rl_expect_create(const rl_ckpt *ck, const char *ck_path);
+int rl_expect_given(rl_expect *x, const char *name, const char *hex);
+int rl_expect_sums(rl_expect *x, const char *path, const rl_plan *plan);
+const char *rl_expect_errmsg(const rl_expect *x);
+const char *rl_expect_warnings(const rl_expect *x);
+int rl_expect_get(const rl_expect *x, size_t file, char hex[65]);
+int rl_loader_expect(rl_loader *ld, const rl_expect *x);
+void rl_expect_destroy(rl_expect *x);
+
+/*
+ * The SHA-256 the Hugging Face cache layout names for path: a snapshot
+ * file that is a symlink to .../blobs/<64 hex digits> (the etag of a
+ * git LFS file is the SHA-256 of its contents; a 40-digit git SHA-1
+ * names nothing). Returns 1 with out set, 0 (none), -EINVAL (NULL). The
+ * loader expects it of each file it reads (RL_OPT_SHA256_HF).
+ */
+int rl_hf_blob_sha256(const char *path, uint8_t out[32]);
 
 /*
  * Convenience: builds the plan of ck under spec (NULL: whole tensors on one
@@ -1122,6 +1194,15 @@ int rl_loader_finish(rl_loader *ld);
  * thread.
  */
 int64_t rl_loader_default_budget(void);
+
+/*
+ * The budget ld's streaming load uses: RL_OPT_STAGING_BUDGET when set,
+ * else rl_loader_default_budget(), at most 256 MiB for a loader with CUDA
+ * set (two windows of 128 MiB keep the copies and the reads overlapped;
+ * more only costs pinned host memory). The one default: the CLI, MPI and
+ * Python ask it. Returns the bytes, or -EINVAL (ld NULL).
+ */
+int64_t rl_loader_budget(const rl_loader *ld);
 
 /*
  * Delivering to CUDA devices (docs/cuda.md). A loader with CUDA set runs

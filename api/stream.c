@@ -40,6 +40,9 @@
 #define ST_MIN_BUDGET (64ull << 10)
 #define ST_MAX_DEFAULT (1ull << 30)
 #define ST_TWO_WINDOWS (2ull << 20) /* from here on: two windows */
+/* A CUDA loader's default: two windows of 128 MiB keep a GPU's copies and
+ * the reads overlapped; more only costs pinned host memory. */
+#define ST_CUDA_DEFAULT (256ull << 20)
 #define ST_PAGE 4096ull
 
 struct ld_stream {
@@ -136,10 +139,22 @@ int64_t rl_loader_default_budget(void)
 	return (int64_t)cm_align_down(lim, ST_PAGE);
 }
 
+int64_t rl_loader_budget(const rl_loader *ld)
+{
+	int64_t d;
+
+	if (!ld)
+		return -EINVAL;
+	if (ld->budget)
+		return (int64_t)ld->budget;
+	d = rl_loader_default_budget();
+	return ld->cuda ? CM_MIN(d, (int64_t)ST_CUDA_DEFAULT) : d;
+}
+
 uint64_t ld_stream_request_cap(const rl_loader *ld)
 {
 	uint64_t budget = ld->stream && ld->stream->user_pool ? ld->stream->user_len :
-			  ld->budget ? ld->budget : (uint64_t)rl_loader_default_budget();
+			  (uint64_t)rl_loader_budget(ld);
 
 	return CM_MAX(cm_align_down(budget / 32, ST_PAGE), ST_PAGE);
 }
@@ -241,7 +256,7 @@ static uint64_t st_pool_need(const struct pl_exec *ex)
  * ST_TWO_WINDOWS on; never more than the load's staging. */
 static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 {
-	uint64_t budget = ld->budget ? ld->budget : (uint64_t)rl_loader_default_budget();
+	uint64_t budget = (uint64_t)rl_loader_budget(ld);
 	uint64_t need = st_pool_need(&s->ex);
 	uint8_t *base;
 	uint64_t len;

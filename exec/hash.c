@@ -21,8 +21,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
+#include "../common/sha256.h"
 #include "hash.h"
 
 /* A chunk that arrived ahead of its file's cursor. */
@@ -35,7 +34,7 @@ struct held {
 
 struct hfile {
 	pthread_mutex_t lock;     /* next, busy, held */
-	EVP_MD_CTX *md;           /* NULL: not hashed */
+	struct cm_sha256 *md;     /* NULL: not hashed */
 	uint64_t size;
 	uint64_t next;            /* bytes [0, next) hashed */
 	int busy;                 /* one worker hashes at a time */
@@ -79,8 +78,8 @@ int ex_hash_new(size_t nfiles, const uint64_t *sizes, const uint8_t *which, uint
 	for (size_t f = 0; f < nfiles; f++) {
 		if (!which[f])
 			continue;
-		h->hf[f].md = EVP_MD_CTX_new();
-		if (!h->hf[f].md || !EVP_DigestInit_ex(h->hf[f].md, EVP_sha256(), NULL)) {
+		h->hf[f].md = cm_sha256_create();
+		if (!h->hf[f].md) {
 			ex_hash_free(h);
 			return cm_err_set(e, -ENOMEM, "SHA-256 context: out of memory");
 		}
@@ -110,7 +109,7 @@ static void update(struct ex_hash *h, struct hfile *f, uint64_t *next, uint64_t 
 	skip = *next - off;
 	n = len - skip;
 	t0 = cm_now_ns();
-	if (!EVP_DigestUpdate(f->md, p + skip, n))
+	if (cm_sha256_update(f->md, p + skip, n) < 0)
 		fail(h, -ENOMEM, "SHA-256 update failed");
 	*next += n;
 	atomic_fetch_add_explicit(&h->hashed, n, memory_order_relaxed);
@@ -227,15 +226,13 @@ int ex_hash_end(struct ex_hash *h, const char *const *paths, uint8_t (*digests)[
 		return cm_err_set(e, h->err.code, "%s", h->err.msg);
 	for (size_t i = 0; i < h->nfiles; i++) {
 		struct hfile *f = h->hf + i;
-		unsigned n = 0;
-
 		if (!f->md)
 			continue;
 		if (f->next != f->size)
 			return cm_err_set(e, -EIO, "%s: SHA-256 stopped at byte %llu of %llu",
 					  paths[i], (unsigned long long)f->next,
 					  (unsigned long long)f->size);
-		if (!EVP_DigestFinal_ex(f->md, digests[i], &n) || n != 32)
+		if (cm_sha256_final(f->md, digests[i]) < 0)
 			return cm_err_set(e, -ENOMEM, "SHA-256 final failed");
 	}
 	return 0;
@@ -262,7 +259,7 @@ void ex_hash_free(struct ex_hash *h)
 			f->held = c->next;
 			cm_free(c);
 		}
-		EVP_MD_CTX_free(f->md);
+		cm_sha256_destroy(f->md);
 		pthread_mutex_destroy(&f->lock);
 	}
 	pthread_mutex_destroy(&h->err_lock);

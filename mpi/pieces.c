@@ -42,15 +42,14 @@
 /* This rank's budget when ld streams, else UINT64_MAX. */
 static uint64_t own_budget(struct mx *x, rl_loader *ld)
 {
-	int64_t mode = 0, budget = 0;
+	int64_t mode = 0;
 
 	if (rl_loader_get(ld, RL_OPT_STAGING, &mode) || mode != RL_STAGING_STREAM)
 		return UINT64_MAX;
 	if (!x->m->on_piece)
 		mx_fail(x, RL_E_STATE, "a streaming loader (RL_STAGING_STREAM) needs "
 			"rl_mpi_set_piece_callback()");
-	rl_loader_get(ld, RL_OPT_STAGING_BUDGET, &budget);
-	return budget > 0 ? (uint64_t)budget : (uint64_t)rl_loader_default_budget();
+	return (uint64_t)rl_loader_budget(ld);
 }
 
 /* Lowers plan parameter param to v when it is above. */

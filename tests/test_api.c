@@ -52,6 +52,10 @@ static const char *const covered[] = {
 	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",
 	"rl_sums_find",
 	"rl_file_cached_bytes",
+	/* tests/test_integrity.c */
+	"rl_expect_create", "rl_expect_given", "rl_expect_sums", "rl_expect_errmsg",
+	"rl_expect_warnings", "rl_expect_get", "rl_loader_expect", "rl_expect_destroy",
+	"rl_hf_blob_sha256", "rl_loader_budget", "rl_name_get", "rl_error_name",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */
@@ -660,6 +664,17 @@ static void streaming_functions(void)
 	CHECK_EQ(rl_loader_finish(NULL), -EINVAL);
 	CHECK_EQ(rl_loader_finish(ld), RL_E_STATE);
 	CHECK(rl_loader_default_budget() >= (64 << 10));
+	CHECK_EQ(rl_loader_budget(NULL), -EINVAL);
+	{
+		const char *name = NULL;
+		int64_t v = 0;
+
+		CHECK_EQ(rl_name_get(0, NULL, &v), -EINVAL);
+		CHECK_EQ(rl_name_get(100000, &name, &v), 0);
+		CHECK_EQ(rl_name_get(0, &name, &v), 1);
+		CHECK_STR(rl_error_name(RL_E_CHECKSUM), "RL_E_CHECKSUM");
+		CHECK(!rl_error_name(-ENOENT) && !rl_error_name(RL_PLAN_PROCESS));
+	}
 	rl_plan_destroy(plan);
 	rl_loader_destroy(ld);
 }

@@ -185,11 +185,11 @@ static void sha256_second_value(const char *hex)
 	memcpy(bad, hex, sizeof(bad));
 	bad[0] = bad[0] == '0' ? '1' : '0';
 	rc = ringload_load("d --sha256 a.safetensors=%s --sha256-file d/SUMS", bad);
-	CHECKF(rc == 1 && strstr(out, "d/SUMS:1: a.safetensors has another value from --sha256 "
-				 "a.safetensors"), "%d %s", rc, out);
+	CHECKF(rc == 1 && strstr(out, "--sha256-file d/SUMS:1: a.safetensors has another value "
+				 "from the one given for a.safetensors"), "%d %s", rc, out);
 	rc = ringload_load("d --sha256 a.safetensors=%s --sha256 ./d/a.safetensors=%s", hex, bad);
 	CHECKF(rc == 1 && strstr(out, "--sha256 ./d/a.safetensors has another value from "
-				 "--sha256 a.safetensors"), "%d %s", rc, out);
+				 "the one given for a.safetensors"), "%d %s", rc, out);
 	rc = ringload_load("d --sha256 ./d/a.safetensors=%s --sha256-file d/SUMS", hex);
 	CHECKF(rc == 0 && strstr(out, "sha256: 1 file matches"), "%d %s", rc, out);
 }

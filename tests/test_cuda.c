@@ -1414,8 +1414,15 @@ static void arguments(void)
 	CHECK_EQ(rl_loader_cuda_area(ld, 0, NULL, &b), -EINVAL);
 	CHECK_EQ(rl_loader_cuda_shard(ld, 0, NULL), -EINVAL);
 	CHECK_EQ(rl_loader_cuda_shard(ld, 0, &p), RL_E_STATE);
+	CHECK_EQ(rl_loader_budget(ld), rl_loader_default_budget());
 	o.ndevs = 0;
 	CHECK_EQ(rl_loader_set_cuda(ld, &o), 0);
+	/* The one default budget: a CUDA loader's is at most 256 MiB (the
+	 * CLI's --device asks it, not a number of its own), a set one wins. */
+	CHECK_EQ(rl_loader_budget(ld), CM_MIN(rl_loader_default_budget(), 256ll << 20));
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_STAGING_BUDGET, 1 << 20), 0);
+	CHECK_EQ(rl_loader_budget(ld), 1 << 20);
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_STAGING_BUDGET, 0), 0);
 	CHECK_EQ(rl_loader_set_cuda_dest(ld, 5, 4096, 1), 0);
 	CHECK_EQ(rl_loader_cuda_area(ld, 0, &p, &b), RL_E_STATE); /* no load yet */
 	CHECK_EQ(rl_loader_set_cuda(ld, NULL), 0);

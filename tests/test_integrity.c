@@ -653,6 +653,126 @@ static void sums_file_lines(void)
 	}
 }
 
+/* A file at path holding text. */
+static int put(const char *path, const char *text)
+{
+	return write_bytes(path, text, strlen(text));
+}
+
+/* A one-tensor file ("z", U8 [4]) at path, its SHA-256 into hex. */
+static int write_b(const char *path, char hex[65])
+{
+	static const char h[] = "{\"z\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}";
+	uint8_t buf[8 + sizeof(h) - 1 + 4] = { sizeof(h) - 1 }, sha[32];
+
+	memcpy(buf + 8, h, sizeof(h) - 1);
+	if (write_bytes(path, buf, sizeof(buf)) < 0 || rl_sha256_file(path, sha) < 0)
+		return -1;
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+	return 0;
+}
+
+/*
+ * Which file a name or a SUMS line means is the library's (rl_expect; the
+ * CLI and Python call it): by identity relative to the checkpoint's
+ * directory, a SUMS line relative to its own directory first, a second
+ * value for a file however spelled refused naming both, warnings as lines.
+ */
+static void expect_names_resolved_once(void)
+{
+	char d[256], a[1200], b[1200], txt[1200], ha[65], hb[65], got[65];
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_expect *x;
+
+	snprintf(d, sizeof(d), "%s", tmp_path("xn"));
+	snprintf(txt, sizeof(txt), "rm -rf %s && mkdir -p %s/ck %s/other", d, d, d);
+	CHECK(system(txt) == 0);
+	snprintf(a, sizeof(a), "%s/ck/a.safetensors", d);
+	snprintf(b, sizeof(b), "%s/ck/b.safetensors", d);
+	CHECK(write_hashed_ckpt(a, 1, 4096, ha) == 0 && write_b(b, hb) == 0);
+	snprintf(txt, sizeof(txt), "%s/ck", d);
+	CHECK_EQ(rl_ckpt_open(ck, txt), 0);
+	x = rl_expect_create(ck, txt);
+	CHECK(x && !rl_expect_create(NULL, txt));
+	CHECK_EQ(rl_expect_given(x, "a.safetensors", ha), 0);
+	snprintf(txt, sizeof(txt), "%s/ck/../ck/./a.safetensors", d);
+	CHECK_EQ(rl_expect_given(x, txt, ha), 0); /* the same value again */
+	CHECK_EQ(rl_expect_given(x, txt, hb), RL_E_INVALID_ARG);
+	CHECKF(strstr(rl_expect_errmsg(x), "a.safetensors has another value from the one given "
+		      "for a.safetensors"), "%s", rl_expect_errmsg(x));
+	CHECK_EQ(rl_expect_given(x, "c.safetensors", ha), RL_E_INVALID_ARG);
+	CHECKF(strstr(rl_expect_errmsg(x), "c.safetensors: not a file of the checkpoint (its "
+		      "files: "), "%s", rl_expect_errmsg(x));
+	CHECK_EQ(rl_expect_given(x, "a.safetensors", "12"), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_expect_get(x, 0, got), RL_EXPECT_GIVEN);
+	CHECK_STR(got, ha);
+	CHECK_EQ(rl_expect_get(x, 1, got), RL_EXPECT_NONE);
+	CHECK_STR(got, "");
+	CHECK_EQ(rl_expect_get(x, 2, got), -EINVAL);
+	/* A SUMS elsewhere: b named relative to the checkpoint (nothing of that
+	 * name beside the SUMS), a misspelled *.safetensors line warned of. */
+	snprintf(txt, sizeof(txt), "%s  b.safetensors\n%s  bb.safetensors\n%s  config.json\n",
+		 hb, hb, hb);
+	snprintf(a, sizeof(a), "%s/other/SUMS", d);
+	CHECK_EQ(put(a, txt), 0);
+	CHECK_EQ(rl_expect_sums(x, a, NULL), 1);
+	CHECK_EQ(rl_expect_get(x, 1, got), RL_EXPECT_SUMS);
+	CHECK_STR(got, hb);
+	CHECKF(strstr(rl_expect_warnings(x), "SUMS:2: bb.safetensors is no file of the "
+		      "checkpoint: skipped\n") &&
+	       strstr(rl_expect_warnings(x), "a.safetensors: no line in ") &&
+	       !strstr(rl_expect_warnings(x), "config.json"), "%s", rl_expect_warnings(x));
+	/* Two lines, two values for one file; a SUMS naming nothing. */
+	rl_expect_destroy(x);
+	snprintf(txt, sizeof(txt), "%s/ck", d);
+	x = rl_expect_create(ck, txt);
+	CHECK(x);
+	snprintf(txt, sizeof(txt), "%s  b.safetensors\n%s  ./b.safetensors\n", hb, ha);
+	CHECK_EQ(put(a, txt), 0);
+	CHECK_EQ(rl_expect_sums(x, a, NULL), RL_E_INVALID_ARG);
+	CHECKF(strstr(rl_expect_errmsg(x), "SUMS:2: ./b.safetensors has another value on "
+		      "line 1"), "%s", rl_expect_errmsg(x));
+	snprintf(txt, sizeof(txt), "%s  config.json\n", hb);
+	CHECK_EQ(put(a, txt), 0);
+	CHECK_EQ(rl_expect_sums(x, a, NULL), RL_E_INVALID_ARG);
+	CHECKF(strstr(rl_expect_errmsg(x), "names none of the checkpoint's files"), "%s",
+	       rl_expect_errmsg(x));
+	CHECK_EQ(rl_expect_sums(x, "/nonexistent/SUMS", NULL), -ENOENT);
+	rl_expect_destroy(x);
+	rl_expect_destroy(NULL);
+	rl_ckpt_destroy(ck);
+}
+
+/* The Hugging Face rule: a symlink to blobs/<64 hex> (any directory
+ * above), not to xblobs/ or a 40-digit git SHA-1, nor a plain file. */
+static void hf_blob_names(void)
+{
+	static const char h[] = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	static const struct { const char *target; int want; } cases[] = {
+		{ "../../blobs/%s", 1 }, { "blobs/%s", 1 }, { "/x/blobs/%s", 1 },
+		{ "../../xblobs/%s", 0 }, { "../../blob/%s", 0 }, { "%s", 0 },
+		{ "../../blobs/%.40s", 0 }, { "../../blobs/%s.tmp", 0 },
+	};
+	char link[600], target[600];
+	uint8_t out[32];
+
+	snprintf(link, sizeof(link), "%s", tmp_path("hflink"));
+	for (size_t i = 0; i < CM_ARRAY_SIZE(cases); i++) {
+		unlink(link);
+		snprintf(target, sizeof(target), cases[i].target, h);
+		CHECK_EQ(symlink(target, link), 0);
+		memset(out, 0, sizeof(out));
+		CHECKF(rl_hf_blob_sha256(link, out) == cases[i].want, "%s", target);
+		CHECK(!cases[i].want || (out[0] == 0xba && out[31] == 0xad));
+	}
+	unlink(link);
+	CHECK_EQ(put(link, "x"), 0);
+	CHECK_EQ(rl_hf_blob_sha256(link, out), 0);
+	CHECK_EQ(rl_hf_blob_sha256(NULL, out), -EINVAL);
+	unlink(link);
+}
+
 static void select_backend(rl_backend b, unsigned workers)
 {
 	cur = b;
@@ -683,6 +803,8 @@ int main(void)
 	th_seed();
 	RUN(sha256_file_matches_openssl);
 	RUN(sums_file_lines);
+	RUN(expect_names_resolved_once);
+	RUN(hf_blob_names);
 	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), worker_counts,
 			     CM_ARRAY_SIZE(worker_counts), select_backend);
 	return th_done();

@@ -15,7 +15,6 @@
 #include "opts.h"
 
 #define MAX_ORDINAL 1023
-#define DEFAULT_BUDGET (256ll << 20)
 
 /* N of "cuda:N", -1 for "cuda", -2 when neither. */
 static int device_ordinal(const char *dev)
@@ -84,10 +83,10 @@ int load_cuda_rules(struct load_args *a, const char *prog)
 		fprintf(stderr, "%s: --device loads into GPU memory: not with %s\n", prog, with);
 		return OPTS_USAGE;
 	}
-	/* Two windows of 128 MiB keep a GPU's copies and the reads overlapped
-	 * (the default budget, up to 1 GiB, only costs host memory here). */
+	/* Streaming: the library's budget for a CUDA loader unless given
+	 * (rl_loader_budget). */
 	if (a->staging_budget < 0)
-		a->staging_budget = DEFAULT_BUDGET;
+		a->staging_budget = 0;
 	return OPTS_OK;
 }
 

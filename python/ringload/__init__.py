@@ -61,8 +61,8 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     SHA256SUMS path), checked by the library as it reads: a mismatch
     raises IntegrityError (RL_E_CHECKSUM), as does a value for a file this
     process reads only in part (a whole-file hash cannot be checked);
-    streaming loads (a CUDA device, options staging_budget) refuse them
-    (StateError). stats: a dict, filled after a successful load with its
+    streaming loads (a CUDA device, options staging_budget) check them
+    too. stats: a dict, filled after a successful load with its
     statistics (rl_load_stats and "files", one dict per
     file read; docs/python.md). copy: True gives CPU results that own
     their memory (a copy each; the staging is freed before load returns).
@@ -79,8 +79,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     _core.check_stats(stats)
     _core.check_copy(copy)
     fw = _core.framework(framework)
-    devices = {_handles.integer("device_map key", k, 0, _MAX_DEVICE_ID):
-               fw.device(v) for k, v in (device_map or {}).items()}
+    devices = _handles.device_map(fw, device_map, _MAX_DEVICE_ID)
     ckpt = _handles.Checkpoint(filename)
     spec = None
     try:

@@ -16,6 +16,7 @@ import ctypes
 import functools
 import importlib
 import os
+import re
 
 import numpy as np
 
@@ -210,6 +211,23 @@ def run(fw, job, devices):
     return out
 
 
+_NOT_FOUND = re.compile(r"(.*): cannot open: No such file or directory")
+
+
+def open_dropin(filename):
+    """The Checkpoint of a drop-in's filename (load_file, safe_open); a
+    file that does not exist is FileNotFoundError in safetensors' words,
+    "No such file or directory: NAME" (its own test compares them)."""
+    try:
+        return _handles.Checkpoint(filename)
+    except _errors.FileNotFoundSysError as e:
+        m = _NOT_FOUND.fullmatch(e.message)
+        if m:
+            e.message = f"No such file or directory: {m[1]}"
+            e.args, e.filename = (e.errno, e.message), m[1]
+        raise
+
+
 def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
                backend="auto"):
     """Every tensor of filename, whole, with framework fw on device (the
@@ -221,19 +239,20 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
 
     A checkpoint the page cache holds whole is mapped, not read (_mapped,
     as safetensors does): for CPU results with the default backend, no
-    SHA-256 to check (those are read and verified), no stats and no
-    copy."""
+    stats, no copy and no file with an expected SHA-256 from any source,
+    given or named by the Hugging Face cache layout (those are read and
+    verified, never mapped unchecked)."""
     check_stats(stats)
     check_copy(copy)
-    ckpt = _handles.Checkpoint(filename)
+    ckpt = open_dropin(filename)
     spec = None
     try:
         for t in ckpt.tensors:
             fw.check(t.name, t.dtype, t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         hot = None
-        if (device is None and not expected and stats is None and not copy
-                and backend == "auto"):
+        if (device is None and stats is None and not copy
+                and backend == "auto" and not _sha256.to_hash(ckpt, expected)):
             hot = _mapped.mapped(ckpt)
         if hot is not None:
             out = materialize(fw, Loaded(hot[0], [0], hot[1]), {})

@@ -168,13 +168,12 @@ _BY_RANGE = (
     (-5109, -5100, LoadError),        # CUDA devices
 )
 
-_NAMES = {v: k for k, v in _lib.ERROR_CODES.items()}
-
-
 def code_name(code):
-    """Returns "RL_E_HEADER_JSON", "ENOENT", ... for an error code."""
-    if code in _NAMES:
-        return _NAMES[code]
+    """Returns "RL_E_HEADER_JSON" (the library's name, rl_error_name),
+    "ENOENT", ... for an error code."""
+    name = _lib.rl_error_name(code) if -2**31 <= code < 2**31 else None
+    if name is not None:
+        return name.decode("ascii")
     if -4096 < code < 0:
         return _errno.errorcode.get(-code, f"errno {-code}")
     return f"error {code}"

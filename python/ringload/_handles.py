@@ -5,6 +5,7 @@ live_handles() counts the handles created and not yet destroyed (the tests
 use it to check that a failed load frees everything).
 """
 import collections
+import collections.abc
 import contextlib
 import ctypes
 import json
@@ -115,6 +116,20 @@ def integer(what, value, lo, hi):
         raise _errors.ArgumentError(_lib.RL_E_INVALID_ARG,
                                     f"{what}: {value} not in [{lo}, {hi}]")
     return value
+
+
+def device_map(fw, given, max_id):
+    """{device_id: device} of the device_map argument (None: {}): a mapping
+    of integer ids to devices fw accepts; ArgumentTypeError naming the
+    argument for anything else (a list has no ids)."""
+    if given is None:
+        return {}
+    if not isinstance(given, collections.abc.Mapping):
+        raise _errors.ArgumentTypeError(
+            _lib.RL_E_INVALID_ARG, "device_map: a dict {device_id: device}, "
+            f"not {type(given).__name__} {given!r}")
+    return {integer("device_map key", k, 0, max_id): fw.device(v)
+            for k, v in given.items()}
 
 
 def _bounded(what, value, bounds_fn, param):

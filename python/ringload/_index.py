@@ -47,7 +47,8 @@ def _as_int(k):
 def _expand(key, ndim):
     """The index as a tuple with the Ellipsis expanded and every dimension
     covered."""
-    if not isinstance(key, tuple):
+    bare = not isinstance(key, tuple)  # safetensors words a bare list apart
+    if bare:
         key = (key,)
     for at, k in enumerate(key):
         if not (k is None or k is Ellipsis or isinstance(k, slice) or
@@ -55,7 +56,7 @@ def _expand(key, ndim):
             raise _slice_error(
                 f"index {k!r} of type {type(k).__name__} is not supported "
                 "(integers, slices with positive steps, ... and None)",
-                "Non empty lists are not implemented" if len(key) == 1 and
+                "Non empty lists are not implemented" if bare and
                 isinstance(k, list) else f"Unsupported slice index at "
                 f"position {at}: expected slice, int, or ellipsis")
     if sum(k is Ellipsis for k in key) > 1:
@@ -99,6 +100,8 @@ def _one(k, dim, size):
 def normalize(key, shape):
     """Returns (box, post): box [(start, stop)] per dimension of shape, and
     post, the tuple index the box (an array of the box's shape) takes."""
+    if isinstance(key, list) and not key:
+        key = slice(0, 0)  # safetensors 0.8: [] selects nothing of dimension 0
     try:
         key = _expand(key, len(shape))
         box, post, dim = [], [], 0

@@ -24,71 +24,94 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double,
 
 SONAME = "libringload.so.0"
 
-# --- enum values (api/ringload.h; checked against C by the layout test) ---
 
-RL_OK = 0
-ERROR_CODES = {
-    "RL_E_HEADER_TOO_SMALL": -5001, "RL_E_HEADER_TOO_LARGE": -5002,
-    "RL_E_HEADER_LENGTH": -5003, "RL_E_HEADER_UTF8": -5004,
-    "RL_E_HEADER_JSON": -5005, "RL_E_INVALID_OFFSET": -5006,
-    "RL_E_OVERFLOW": -5007, "RL_E_MISALIGNED": -5008,
-    "RL_E_SIZE_MISMATCH": -5009, "RL_E_INCOMPLETE": -5010,
-    "RL_E_TRUNCATED": -5011,
-    "RL_E_BAD_INDEX": -5020, "RL_E_DUPLICATE_TENSOR": -5021,
-    "RL_E_MISSING_TENSOR": -5022,
-    "RL_E_SPEC": -5030, "RL_E_SPEC_MESH": -5031, "RL_E_SPEC_AXIS": -5032,
-    "RL_E_SPEC_RANK": -5033, "RL_E_SPEC_REGEX": -5034,
-    "RL_E_SPEC_TARGET": -5035, "RL_E_SHAPE_MISMATCH": -5036,
-    "RL_E_SUBBYTE_SPLIT": -5037,
-    "RL_E_INVALID_ARG": -5040, "RL_E_STATE": -5041, "RL_E_TOO_LARGE": -5042,
-    "RL_E_BACKEND": -5050, "RL_E_CANCELED": -5051, "RL_E_STAGING": -5052,
-    "RL_E_RELEASE_TIMEOUT": -5080, "RL_E_PIECE": -5081,
-    "RL_E_PIECE_TIMEOUT": -5082,
-    "RL_E_FILE_UNAVAILABLE": -5090, "RL_E_MPI": -5091, "RL_E_PEER": -5092,
-    "RL_E_CLUSTER_MISMATCH": -5093,
-    "RL_E_FILE_CHANGED": -5065, "RL_E_CHECKSUM": -5066,
-    "RL_E_CUDA": -5100, "RL_E_CUDA_DRIVER": -5101, "RL_E_CUDA_DEVICE": -5102,
-    "RL_E_CUDA_MEMORY": -5103, "RL_E_CUDA_STICKY": -5104,
-}
-globals().update(ERROR_CODES)
+def _candidates():
+    env = os.environ.get("RINGLOAD_LIB")
+    if env:
+        return [env]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), SONAME)
+    return [here, SONAME] if os.path.exists(here) else [SONAME]
 
-DTYPES = ("BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "I16", "U16",
-          "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64", "F4",
-          "F6_E2M3", "F6_E3M2", "C64", "F8_E4M3FNUZ", "F8_E5M2FNUZ")
+
+# Debian's packages of the libraries libringload.so.0 links (make deps),
+# for the message that names a missing one.
+_PROVIDERS = {"liburing.so.2": "liburing2", "libaio.so.1": "libaio1",
+              "libcjson.so.1": "libcjson1", "libcrypto.so.3": "libssl3"}
+
+
+def _missing_dependency(path, error):
+    """The message for a library that path needs and the loader cannot
+    load (dlerror names it: "liburing.so.2: cannot open shared object
+    file..."), or None when the error is about path itself."""
+    m = re.match(r"^(.+?\.so[.\d]*): (.+)$", str(error))
+    if not m or os.path.basename(m.group(1)) == os.path.basename(path):
+        return None
+    soname = os.path.basename(m.group(1))
+    debian = _PROVIDERS.get(re.sub(r"(\.so\.\d+).*", r"\1", soname))
+    return (f"ringload: {path} needs {soname}, which the dynamic loader cannot "
+            f"load ({m.group(2)}): install it" +
+            (f" (Debian: apt-get install {debian})" if debian else "") +
+            ", or install ringload's manylinux wheel, which carries it")
+
+
+def _open():
+    errors = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            missing = _missing_dependency(path, e)
+            if missing:
+                raise ImportError(missing) from e
+            errors.append(f"{path}: {e}")
+    raise ImportError("ringload: cannot load libringload.so (set RINGLOAD_LIB "
+                      "to its path, or run make / make install): " +
+                      "; ".join(errors))
+
+
+CDLL, PATH = _open()
+
+
+# --- constants: the library's own table (rl_name_get), no second list ---
+
+def _names():
+    """{NAME: value} of every public constant (rl_name_get)."""
+    get = CDLL.rl_name_get
+    get.restype, get.argtypes = c_int, [c_size_t, POINTER(c_char_p), POINTER(c_int64)]
+    out, name, value = {}, c_char_p(), c_int64()
+    while get(len(out), ctypes.byref(name), ctypes.byref(value)) == 1:
+        out[name.value.decode("ascii")] = value.value
+    return out
+
+
+def _by_lower_name(prefix):
+    return {k[len(prefix):].lower(): v for k, v in NAMES.items() if k.startswith(prefix)}
+
+
+NAMES = _names()
+"""Every public constant of api/ringload.h by name, from the library."""
+globals().update(NAMES)
+ERROR_CODES = {k: v for k, v in NAMES.items() if k.startswith("RL_E_")}
+"""RL_E_* codes by name."""
+
+
+def _dtype_names():
+    fn = CDLL.rl_dtype_name
+    fn.restype, fn.argtypes = c_char_p, [c_int]
+    return tuple(fn(i).decode("ascii") for i in range(NAMES["RL_DTYPE_COUNT"]))
+
+
+DTYPES = _dtype_names()
 """Safetensors dtype names by rl_dtype value (RL_DTYPE_<name> = index)."""
-
-FALLBACKS = {
-    "backend": 1 << 0, "uring_flags": 1 << 1, "files_unregistered": 1 << 2,
-    "buffers_unregistered": 1 << 3, "buffers_unlocked": 1 << 4,
-    "not_prefaulted": 1 << 5, "fewer_workers": 1 << 6,
-    "cuda_host_alloc": 1 << 7, "cuda_pageable": 1 << 8,
-}
+FALLBACKS = _by_lower_name("RL_FALLBACK_")
 """RL_FALLBACK_<NAME> flags of rl_load_stats.fallback_flags by lower-case name."""
-
-PLAN_PARAMS = {
-    "process": 1, "min_gap": 2, "ratio_milli": 3, "chunk_bytes": 4,
-    "shard_align": 5, "congruent": 6, "all_stats": 7, "read_once": 8,
-    "batch_bytes": 9, "transfer_align": 10, "max_memory": 11,
-}
+PLAN_PARAMS = _by_lower_name("RL_PLAN_")
 """rl_plan_param values by lower-case name (RL_PLAN_<NAME>)."""
-
-LOADER_PARAMS = {
-    "backend": 1, "queue_depth": 2, "request_bytes": 3, "inflight_bytes": 4,
-    "buffers": 5, "register": 6, "direct": 7, "staging": 8, "threads": 9,
-    "workers": 10, "sha256_hf": 11, "staging_budget": 12, "release_timeout_ms": 13,
-}
+LOADER_PARAMS = _by_lower_name("RL_OPT_")
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
-
-RL_STAGING_LIBRARY = 0
-RL_STAGING_CALLER = 1
-RL_STAGING_STREAM = 2
-RL_SHA256_PARTIAL = 2   # rl_file_stats.sha256_state of files a run did not check
-RL_SHA256_STREAMED = 4
-RL_DIRECT_OFF, RL_DIRECT_ON, RL_DIRECT_AUTO = 0, 1, 2
-FILE_MODES = {"unused": 0, "direct": 1, "cached": 2, "buffered": 3}
+FILE_MODES = _by_lower_name("RL_FILE_")
 """rl_file_stats.mode values by lower-case name (RL_FILE_<NAME>)."""
-RL_MAX_DIMS = 16
-RL_TOTAL = -1
+
 
 # --- structures ---
 
@@ -346,6 +369,7 @@ _PROTOTYPES = {
     "rl_loader_next_piece": (c_int, [_V, POINTER(Piece), c_int]),
     "rl_loader_finish": (c_int, [_V]),
     "rl_loader_default_budget": (c_int64, []),
+    "rl_loader_budget": (c_int64, [_V]),
     "rl_loader_expect_sha256": (c_int, [_V, c_char_p, c_char_p]),
 
     # CUDA devices (docs/cuda.md): the C sink copies to device memory
@@ -370,56 +394,25 @@ _PROTOTYPES = {
     "rl_sums_count": (c_size_t, [_V]),
     "rl_sums_get": (c_int, [_V, c_size_t, POINTER(SumsEntry)]),
     "rl_sums_find": (c_long, [_V, c_char_p]),
+    # which file an expected value names, and Hugging Face blob names
+    "rl_expect_create": (_V, [_V, c_char_p]),
+    "rl_expect_given": (c_int, [_V, c_char_p, c_char_p]),
+    "rl_expect_sums": (c_int, [_V, c_char_p, _V]),
+    "rl_expect_errmsg": (c_char_p, [_V]),
+    "rl_expect_warnings": (c_char_p, [_V]),
+    "rl_expect_get": (c_int, [_V, c_size_t, c_char_p]),
+    "rl_expect_destroy": (None, [_V]),
+    "rl_loader_expect": (c_int, [_V, _V]),
+    "rl_hf_blob_sha256": (c_int, [c_char_p, POINTER(ctypes.c_uint8 * 32)]),
     # the page-cache probe (load_file maps a file it says is resident)
     "rl_file_cached_bytes": (c_int64, [c_char_p, c_uint64, c_uint64]),
+    # the public constants by name
+    "rl_name_get": (c_int, [c_size_t, POINTER(c_char_p), POINTER(c_int64)]),
+    "rl_error_name": (c_char_p, [c_int]),
 }
 
 # Functions of newer libraries, bound when present (None otherwise).
 _OPTIONAL = {}
-
-
-def _candidates():
-    env = os.environ.get("RINGLOAD_LIB")
-    if env:
-        return [env]
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), SONAME)
-    return [here, SONAME] if os.path.exists(here) else [SONAME]
-
-
-# Debian's packages of the libraries libringload.so.0 links (make deps),
-# for the message that names a missing one.
-_PROVIDERS = {"liburing.so.2": "liburing2", "libaio.so.1": "libaio1",
-              "libcjson.so.1": "libcjson1", "libcrypto.so.3": "libssl3"}
-
-
-def _missing_dependency(path, error):
-    """The message for a library that path needs and the loader cannot
-    load (dlerror names it: "liburing.so.2: cannot open shared object
-    file..."), or None when the error is about path itself."""
-    m = re.match(r"^(.+?\.so[.\d]*): (.+)$", str(error))
-    if not m or os.path.basename(m.group(1)) == os.path.basename(path):
-        return None
-    soname = os.path.basename(m.group(1))
-    debian = _PROVIDERS.get(re.sub(r"(\.so\.\d+).*", r"\1", soname))
-    return (f"ringload: {path} needs {soname}, which the dynamic loader cannot "
-            f"load ({m.group(2)}): install it" +
-            (f" (Debian: apt-get install {debian})" if debian else "") +
-            ", or install ringload's manylinux wheel, which carries it")
-
-
-def _open():
-    errors = []
-    for path in _candidates():
-        try:
-            return ctypes.CDLL(path), path
-        except OSError as e:
-            missing = _missing_dependency(path, e)
-            if missing:
-                raise ImportError(missing) from e
-            errors.append(f"{path}: {e}")
-    raise ImportError("ringload: cannot load libringload.so (set RINGLOAD_LIB "
-                      "to its path, or run make / make install): " +
-                      "; ".join(errors))
 
 
 def _bind(cdll):
@@ -434,7 +427,6 @@ def _bind(cdll):
         globals()[name] = fn
 
 
-CDLL, PATH = _open()
 _bind(CDLL)
 
 

@@ -59,7 +59,7 @@ class safe_open:  # noqa: N801 - safetensors' name
         self._fw = getattr(fw, "drop_in", fw)  # numpy: safetensors' dtypes
         self._device = self._fw.device(device)
         self._backend = _dropin.backend(backend)
-        self._ckpt = _handles.Checkpoint(filename)
+        self._ckpt = _core.open_dropin(filename)
         try:
             self._to_hash = _sha256.to_hash(self._ckpt, _sha256.resolve(self._ckpt, sha256))
         except BaseException:

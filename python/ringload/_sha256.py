@@ -3,28 +3,22 @@ as the CLI's --sha256 FILE=HEX and --sha256-file SUMS give them.
 
 resolve(ckpt, sha256) turns the argument into [(file, hex)] for
 rl_loader_expect_sha256, which the library checks on the I/O path
-(RL_E_CHECKSUM: "<file>: SHA-256 mismatch: expected X, got Y"):
+(RL_E_CHECKSUM: "<file>: SHA-256 mismatch: expected X, got Y"). Which
+file a name means is the library's rule (rl_expect, the CLI's too):
 
 - a dict {file: hex}: file is a path of the checkpoint or its name
-  relative to the checkpoint's directory; a file that is not one of the
-  checkpoint's, or one naming two of them, is ArgumentError;
+  relative to the checkpoint's directory (rl_expect_given);
 - 64 hex digits (a str): the value of a one-file checkpoint's file;
-- any other str, bytes or path: a SHA256SUMS file in sha256sum's format
-  ("<64 hex>  <name>" or "<64 hex> *<name>"; read by the library's parser,
-  rl_sums_open, as the CLI reads it), names relative to the sums
-  file's directory, or to the checkpoint's when nothing of that name is
-  there; an escaped line (a leading backslash, as sha256sum writes a name
-  with a backslash, newline or CR) has its name unescaped; lines naming no
-  file of the checkpoint (config.json, ...) are skipped (a warning for a
-  *.safetensors name), a file with no line is warned of, two values for
-  one file and a malformed line (naming SUMS:LINE) are ArgumentError.
+- any other str, bytes or path: a SHA256SUMS file in sha256sum's format,
+  read and resolved by the library (rl_expect_sums): its warning lines
+  (a *.safetensors line naming no file, a file with no line) become
+  UserWarnings; its errors (no file named, two values for one file, a
+  malformed line naming SUMS:LINE) ArgumentError.
 
 Values that are not 64 hex digits are ArgumentError before anything is
-read. Names and files are compared by identity (device and inode, the
-path resolved by the file system: "./", ".." and a symlinked directory
-spell the same file), as the CLI compares them, and each value goes to the
-library under its file's own path, so what resolve accepts the library
-checks for exactly that file.
+read. Each value goes to the library under its file's own path, so what
+resolve accepts the library checks for exactly that file; a Hugging Face
+cache file's expected value is its blob's name (rl_hf_blob_sha256).
 """
 import ctypes
 import os
@@ -51,127 +45,77 @@ def _arg_error(msg):
     return _errors.ArgumentError(_lib.RL_E_INVALID_ARG, f"sha256: {msg}")
 
 
-def _path_in(base, name):
-    """name relative to base (None: the working directory), as the file
-    system resolves it (symlinked directories and ".." as sha256sum -c)."""
-    return os.path.join(base, name) if base else name
-
-
-def _ckpt_dir(ckpt):
-    """The checkpoint's directory: its path when that is one, else the
-    directory of its file or index."""
-    path = os.fsdecode(ckpt.path)  # a bytes path too, as every name here is str
-    return path if os.path.isdir(path) else os.path.dirname(path)
-
-
-def _stat(path):
-    try:
-        return os.stat(path)
-    except (OSError, ValueError):  # ValueError: a NUL in the name
-        return None
-
-
-def _file_of(paths, base, name):
-    """The checkpoint path that name, relative to base, is: the same file
-    (device and inode) however the path spells it; or None."""
-    want = _stat(_path_in(base, name))
-    return next((p for p in paths if want and (st := _stat(p))
-                 and os.path.samestat(st, want)), None)
-
-
 def _hex(name, value):
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise _arg_error(f"{name}: expected SHA-256 {value!r} is not 64 hex digits")
     return value
 
 
-def _from_dict(paths, ckdir, given):
-    """[(checkpoint path, hex)]: each name a path, or a name relative to the
-    checkpoint's directory; one that is both, of two files, is ambiguous,
-    and so is a second, different value for a file however spelled."""
-    got = {}
-    for name, value in given.items():
-        name = os.fsdecode(name)
-        found = {f for f in (_file_of(paths, None, name), _file_of(paths, ckdir, name)) if f}
-        if not found:
-            raise _arg_error(f"'{name}' is not a file of the checkpoint (its files: "
-                             + ", ".join(paths) + ")")
-        if len(found) > 1:
-            raise _arg_error(f"'{name}' names both " + " and ".join(sorted(found))
-                             + ": give its path")
-        path, value = found.pop(), _hex(name, value)
-        if path in got and got[path][1].lower() != value.lower():
-            raise _arg_error(f"'{name}' has another value from '{got[path][0]}'")
-        got.setdefault(path, (name, value))
-    return [(p, v) for p, (_, v) in got.items()]
+class _Expect:
+    """The library's resolver (rl_expect): which file of ckpt each value
+    names, by its rules (the CLI's too)."""
 
+    def __init__(self, ckpt):
+        self.ptr = _lib.rl_expect_create(ckpt.ptr, os.fsencode(ckpt.path))
+        if not self.ptr:
+            raise MemoryError("sha256: out of memory")
+        self.n = len(ckpt.files())
+        self.paths = ckpt.files()
 
-def _parse_sums(sums):
-    """[(line, name, hex)] of the sums file, parsed by the library's one
-    SHA256SUMS parser (rl_sums_open: the CLI's too, with its messages)."""
-    sums = os.fsdecode(os.fspath(sums))
-    if "\0" in sums:
-        raise _arg_error(f"embedded null byte in {sums!r}")
-    handle = _lib.rl_sums_create()
-    if not handle:
-        raise MemoryError("sha256: out of memory")
-    try:
-        rc = _lib.rl_sums_open(handle, os.fsencode(sums))
+    def check(self, rc):
         if rc < 0:
-            raise _errors.error(rc, "sha256: " + _lib.text(_lib.rl_sums_errmsg(handle)))
+            raise _errors.error(rc, "sha256: " + _lib.text(_lib.rl_expect_errmsg(self.ptr)))
+        return rc
+
+    def warn(self):
+        for line in _lib.text(_lib.rl_expect_warnings(self.ptr)).splitlines():
+            _warn(f"sha256: {line}")
+
+    def values(self):
+        """[(checkpoint path, hex)] of the files with a value."""
         out = []
-        for i in range(_lib.rl_sums_count(handle)):
-            e = _lib.SumsEntry(size=ctypes.sizeof(_lib.SumsEntry))
-            _errors.check(_lib.rl_sums_get(handle, i, ctypes.byref(e)))
-            out.append((e.line, _lib.text(e.name), e.hex.decode("ascii")))
+        for i in range(self.n):
+            hexbuf = ctypes.create_string_buffer(65)
+            if self.check(_lib.rl_expect_get(self.ptr, i, hexbuf)):
+                out.append((self.paths[i], hexbuf.value.decode("ascii")))
         return out
-    finally:
-        _lib.rl_sums_destroy(handle)
+
+    def close(self):
+        _lib.rl_expect_destroy(self.ptr)
 
 
-def _sums_file_of(paths, base, ckdir, name):
-    """The checkpoint path a sums name is: relative to the sums file's
-    directory base (as sha256sum -c reads it there), or, when it is no file
-    there, to the checkpoint's (a sums file kept elsewhere)."""
-    path = _file_of(paths, base, name)
-    if path is None and _absent(_path_in(base, name)):
-        path = _file_of(paths, ckdir, name)
-    return path
+def _c_name(name):
+    """name as a C string: a NUL cannot be in a path."""
+    name = os.fsencode(name)
+    if b"\0" in name:
+        raise _arg_error(f"embedded null byte in {os.fsdecode(name)!r}")
+    return name
 
 
-def _absent(path):
-    """path is nothing at all (as the CLI: lstat fails with ENOENT; a
-    dangling symlink is something, and so is what cannot be looked at)."""
+def _from_dict(x, given):
+    for name, value in given.items():
+        if not isinstance(name, (str, bytes, os.PathLike)):
+            raise _errors.ArgumentTypeError(
+                _lib.RL_E_INVALID_ARG, f"sha256: key {name!r}: a file name (str, "
+                f"bytes or os.PathLike), not {type(name).__name__}")
+        name = os.fsdecode(name)
+        x.check(_lib.rl_expect_given(x.ptr, _c_name(name), _hex(name, value).encode()))
+
+
+def _from_sums(x, sums):
     try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        pass
-    return False
+        x.check(_lib.rl_expect_sums(x.ptr, _c_name(os.fspath(sums)), None))
+    finally:
+        x.warn()
 
 
-def _from_sums(paths, ckdir, sums):
-    """[(checkpoint path, hex)] of the lines naming a file of the checkpoint:
-    exact, so one file never gets another's value."""
-    sums = os.fsdecode(os.fspath(sums))
-    base, got = os.path.dirname(sums), {}
-    for i, name, value in _parse_sums(sums):
-        path = _sums_file_of(paths, base, ckdir, name)
-        if path is None:
-            if name.endswith(".safetensors"):
-                _warn(f"sha256: {sums}:{i}: {name} is no file of the checkpoint: skipped")
-        elif path in got and got[path][1].lower() != value.lower():
-            raise _arg_error(f"{sums}:{i}: {name} has another value on line {got[path][0]}")
-        else:
-            got[path] = (i, value)
-    if not got:
-        raise _arg_error(f"{sums} names none of the checkpoint's files ("
-                         + ", ".join(paths) + ")")
-    for p in paths:
-        if p not in got:
-            _warn(f"sha256: {p}: no line in {sums}: its SHA-256 is not checked")
-    return [(p, v) for p, (_, v) in got.items()]
+def _resolve(ckpt, how, arg):
+    x = _Expect(ckpt)
+    try:
+        how(x, arg)
+        return x.values()
+    finally:
+        x.close()
 
 
 def resolve(ckpt, sha256):
@@ -183,7 +127,7 @@ def resolve(ckpt, sha256):
         if not sha256:
             raise _arg_error("an empty dict expects nothing: give {file: hex} "
                              "or leave sha256 out")
-        return _from_dict(paths, _ckpt_dir(ckpt), sha256)
+        return _resolve(ckpt, _from_dict, sha256)
     if isinstance(sha256, (str, bytes)) and not sha256.strip():
         raise _arg_error("empty: give {file: hex}, 64 hex digits or a "
                          "SHA256SUMS path (None: nothing to check)")
@@ -196,7 +140,7 @@ def resolve(ckpt, sha256):
                              "give {file: hex} or a SHA256SUMS file")
         return [(paths[0], sha256)]
     if isinstance(sha256, (str, bytes, os.PathLike)):
-        return _from_sums(paths, _ckpt_dir(ckpt), sha256)
+        return _resolve(ckpt, _from_sums, sha256)
     raise _arg_error("give {file: hex}, 64 hex digits or a SHA256SUMS path, "
                      f"not {type(sha256).__name__}")
 
@@ -223,17 +167,12 @@ def warn_unchecked(loader, ckpt):
 
 
 def hf_expected(path):
-    """The SHA-256 the Hugging Face cache layout names for path, or None:
-    a snapshot file that is a symlink to .../blobs/<64 hex digits> (the
-    library's rule, RL_OPT_SHA256_HF; a 40-digit git SHA-1 names nothing)."""
-    try:
-        link = os.readlink(path)
-    except OSError:
+    """The SHA-256 the Hugging Face cache layout names for path, or None
+    (the library's rule, rl_hf_blob_sha256, as RL_OPT_SHA256_HF)."""
+    digest = (ctypes.c_uint8 * 32)()
+    if _lib.rl_hf_blob_sha256(os.fsencode(path), digest) != 1:
         return None
-    parent, base = os.path.split(link)
-    if os.path.basename(parent) != "blobs" or not _HEX64.fullmatch(base):
-        return None
-    return base
+    return bytes(digest).hex()
 
 
 def to_hash(ckpt, expected):

@@ -41,7 +41,10 @@ def parse_device(device):
     elif isinstance(device, int) and not isinstance(device, bool):
         if device < 0:
             raise _device_error(device, "is invalid (negative index)")
-        dev = torch.device("cuda", device)
+        try:
+            dev = torch.device("cuda", device)
+        except (RuntimeError, ValueError, OverflowError) as e:  # 2**70
+            raise _device_error(device, f"is invalid ({e})") from None
     elif isinstance(device, str):
         try:
             dev = torch.device(device)
@@ -96,13 +99,9 @@ def _deliver_streaming(job, devices, cuda):
     window pool, one async copy per piece, a window reused only after its
     copies' event), else the pieces are copied into CPU tensors here; host
     memory stays within the budget (loader option staging_budget, else the
-    library's default), and the library sizes the window pool (what a CUDA
-    load pins) to the load's staging when that is smaller."""
-    opts = job.options or {}
-    budget = (_handles.loader_option("staging_budget", opts["staging_budget"])
-              if "staging_budget" in opts else 0)
-    budget = budget or int(_lib.rl_loader_default_budget())
-    with _stream.StreamingLoad(job, budget) as load:
+    library's default: rl_loader_budget), and the library sizes the window
+    pool (what a CUDA load pins) to the load's staging when that is smaller."""
+    with _stream.StreamingLoad(job) as load:
         for s in load.shards:
             _dtypes.torch_check(torch, s.name, s.dtype, s.box)
         ids = [i for i, _ in load.devices]
@@ -224,8 +223,7 @@ def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
     sha256 (keyword only, not in safetensors): {file: hex}, 64 hex digits
     (one-file checkpoints) or a SHA256SUMS path, as ringload.load; checked
     by the library as it reads (IntegrityError, RL_E_CHECKSUM, on a
-    mismatch). Not with a CUDA device: streaming loads do not hash
-    (StateError).
+    mismatch), CUDA devices (streaming loads) too.
 
     stats (keyword only): a dict, filled with the load's statistics, as
     ringload.load fills it. copy (keyword only): True gives CPU tensors

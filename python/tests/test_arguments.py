@@ -129,6 +129,30 @@ def test_device_map_keys_must_be_device_ids(small_ckpt, key):
     assert ringload.load(small_ckpt, device_map={np.uint8(0): "cpu"})[0]["vec"].size == 13
 
 
+@pytest.mark.parametrize("given", [["cpu"], [(0, "cpu")], "cpu", 0])
+def test_device_map_that_is_no_dict_is_a_type_error_naming_it(small_ckpt, given):
+    """Regression (issue 32 item 5): a list raised AttributeError."""
+    with pytest.raises(ringload.ArgumentTypeError) as e:
+        ringload.load(small_ckpt, device_map=given)
+    assert isinstance(e.value, TypeError)
+    assert str(e.value) == ("device_map: a dict {device_id: device}, not "
+                            f"{type(given).__name__} {given!r}")
+
+
+@pytest.mark.parametrize("device", [2**70, 2**63, 2**64 + 1])
+def test_a_device_index_too_large_is_invalid_naming_it(small_ckpt, torch, device):
+    """Regression (issue 32 item 5): 2**70 raised a plain ValueError
+    "Overflow when unpacking long long"; safetensors says "device ... is
+    invalid"."""
+    import ringload.torch as rt
+    for call in (lambda: rt.load_file(small_ckpt, device=device),
+                 lambda: ringload.load(small_ckpt, framework="pt",
+                                       device_map={0: device})):
+        with pytest.raises(ringload.DeviceError) as e:
+            call()
+        assert str(e.value).startswith(f"device {device} is invalid"), str(e.value)
+
+
 def test_arguments_are_checked_before_anything_is_opened(tmp_path, torch):
     import ringload.numpy as rnp
     import ringload.torch as rt

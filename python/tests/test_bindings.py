@@ -187,6 +187,31 @@ def test_error_codes_and_params_are_every_one_of_the_header():
                                        for k, v in _lib.LOADER_PARAMS.items()}
 
 
+def test_the_librarys_name_table_holds_every_constant_of_the_header():
+    """Python's constants come from the library (rl_name_get): the table
+    must hold every RL_ constant of the headers (enumerators and #defines,
+    but backends: their own table, and dtypes: rl_dtype_name) with the
+    header's value, and rl_error_name every RL_E_ code."""
+    import re
+    src = ""
+    for path in (("api", "ringload.h"), ("common", "ringload_types.h")):
+        with open(os.path.join(ROOT, *path)) as f:
+            src += f.read()
+    want = _header_enum("RL_")
+    for m in re.finditer(r"^#define (RL_\w+)\s+\(?(-?\d+)u?( << \d+)?\)?\s*(/\*.*)?$",
+                         src, re.M):
+        want[m.group(1)] = int(m.group(2)) << int((m.group(3) or "<< 0")[3:])
+    want = {k: v for k, v in want.items()
+            if not k.startswith(("RL_BACKEND_", "RL_DTYPE_")) or k == "RL_DTYPE_COUNT"}
+    want["RL_DTYPE_COUNT"] = len(_lib.DTYPES)
+    assert {k: v for k, v in _lib.NAMES.items()} == want
+    for name, code in _lib.ERROR_CODES.items():
+        assert _lib.rl_error_name(code) == name.encode()
+    assert _lib.rl_error_name(0) == b"RL_OK"
+    assert _lib.rl_error_name(-2) is None and _lib.rl_error_name(5) is None
+    assert ringload.Error(-2).code_name == "ENOENT"
+
+
 def _public_callables():
     import ringload.numpy
     import ringload.torch

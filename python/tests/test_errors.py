@@ -97,6 +97,10 @@ def test_missing_file_is_a_file_not_found_error_naming_it(tmp_path):
         assert e.value.code_name == "ENOENT"
         assert path in str(e.value)
         assert e.value.strerror == os.strerror(errno.ENOENT)
+        # the drop-ins in safetensors' words (its test_file_not_found)
+        assert str(e.value) == f"No such file or directory: {path}"
+    with pytest.raises(FileNotFoundError) as e:
+        ringload.load(path)
     assert _cli("inspect", path) == f"ringload inspect: {e.value.message}"
 
 

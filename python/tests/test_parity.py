@@ -263,6 +263,7 @@ INDEXES = [
     slice(2, 1), (0, slice(-1, None)), (slice(None), [True, False, True]),
     (0, [0, 2]), (Ellipsis, None), (slice(None), slice(1, 3), slice(None, None, 3)),
     (1, slice(0, 3, 2), -1), (slice(0.5, 2),), np.bool_(True), np.int8(-1),
+    [], ([],), (0, []),  # safetensors 0.8 takes an empty list alone
 ]
 SCALAR_INDEXES = [(), Ellipsis, 0, slice(None), None, (None, Ellipsis)]
 # torch tensors as indexes (a 0-d bool one is a mask, not the integer 1)
@@ -288,6 +289,22 @@ def _both_slices(path, framework, name, index):
             st.safe_open(path, framework) as theirs:
         return (_outcome(lambda: ours.get_slice(name)[index]),
                 _outcome(lambda: theirs.get_slice(name)[their_index]))
+
+
+@pytest.mark.parametrize("open_", [
+    lambda p: rnp.load_file(p), lambda p: rpt.load_file(p),
+    lambda p: ringload.safe_open(p, "pt"), lambda p: ringload.safe_open(p, "np")])
+def test_a_missing_file_is_file_not_found_in_safetensors_words(tmp_path, open_, monkeypatch):
+    """safetensors' own test_file_not_found: FileNotFoundError, str()
+    "No such file or directory: notafile" (regression: ringload said
+    "notafile: cannot open: ...")."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as theirs:
+        st.safe_open("notafile", "pt")
+    with pytest.raises(FileNotFoundError) as ours:
+        open_("notafile")
+    assert str(ours.value) == str(theirs.value) == "No such file or directory: notafile"
+    assert ours.value.errno == 2 and ours.value.filename == "notafile"
 
 
 @pytest.mark.parametrize("index", INDEXES + TORCH_INDEXES, ids=_index_ids)

@@ -96,7 +96,7 @@ def test_sha256_value_not_64_hex_digits_is_argument_error_naming_it(ckpt, bad):
 
 def test_sha256_of_a_file_not_in_the_checkpoint_is_argument_error(ckpt):
     path, sha = ckpt
-    with pytest.raises(ringload.ArgumentError, match=r"'other.safetensors' is not a "
+    with pytest.raises(ringload.ArgumentError, match=r"sha256: other.safetensors: not a "
                        r"file of the checkpoint \(its files: .*model.safetensors\)"):
         rnp.load_file(path, sha256={"other.safetensors": sha})
     with pytest.raises(ringload.ArgumentError, match="not list"):
@@ -109,8 +109,8 @@ def test_two_values_for_one_file_in_a_dict_are_argument_error(ckpt):
     twice is no conflict."""
     path, sha = ckpt
     spelled = os.path.join(os.path.dirname(path), ".", "model.safetensors")
-    with pytest.raises(ringload.ArgumentError, match=f"sha256: '{re.escape(spelled)}' has "
-                       "another value from 'model.safetensors'"):
+    with pytest.raises(ringload.ArgumentError, match=f"sha256: {re.escape(spelled)} has "
+                       "another value from the one given for model.safetensors"):
         rnp.load_file(path, sha256={"model.safetensors": WRONG, spelled: sha})
     assert sorted(rnp.load_file(path, sha256={"model.safetensors": sha, spelled: sha})) == \
         ["a", "b"]
@@ -332,7 +332,7 @@ def test_a_name_that_is_the_tail_of_another_without_a_slash_names_nothing(tmp_pa
     for call in (lambda: ringload.load(str(path), sha256={"model.safetensors": WRONG}),
                  lambda: ringload.safe_open(str(path), "np",
                                             sha256={"model.safetensors": WRONG})):
-        with pytest.raises(ringload.ArgumentError, match="'model.safetensors' is not a file "
+        with pytest.raises(ringload.ArgumentError, match="sha256: model.safetensors: not a file "
                            "of the checkpoint"):
             call()
 
@@ -456,17 +456,18 @@ def test_a_hugging_face_blob_a_load_cannot_check_is_warned_of(ckpt, tmp_path, to
 ])
 def test_sums_files_are_parsed_by_the_library_as_the_cli_parses_them(
         two_files, tmp_path, text, monkeypatch):
-    """One SHA256SUMS parser: Python reads sums files through rl_sums_open,
-    and a bad line gets the CLI's own message, word for word."""
+    """One SHA256SUMS parser and one set of rules: Python resolves sums
+    files through the library (rl_expect_sums, as the CLI), and a bad line
+    gets the CLI's own message, word for word."""
     import subprocess
     from conftest import build_dir
     d, _ = two_files
     f = tmp_path / "SUMS"
     f.write_bytes(text.encode())
     opened = []
-    sums_open = _lib.rl_sums_open
-    monkeypatch.setattr(_lib, "rl_sums_open", lambda h, p: (opened.append(p),
-                                                           sums_open(h, p))[1])
+    sums_open = _lib.rl_expect_sums
+    monkeypatch.setattr(_lib, "rl_expect_sums", lambda h, p, plan: (opened.append(p),
+                                                                   sums_open(h, p, plan))[1])
     with pytest.raises(ringload.ArgumentError) as ei:
         rnp.load_file(d, sha256=f)
     assert opened == [os.fsencode(f)]
@@ -501,3 +502,138 @@ def test_safe_open_hashes_with_the_librarys_sha256(ckpt, monkeypatch):
     assert bytes(out).hex() == sha
     with pytest.raises(FileNotFoundError, match="absent: No such file"):
         ringload._sha256.verify_file(path + ".absent", sha)
+
+
+def _flipped_blob(tmp_path):
+    """A Hugging Face cache whose blob is named for its bytes but holds one
+    flipped byte in a tensor, fully in the page cache (as right after a
+    download): (snapshot file, snapshot directory, blob's path)."""
+    path = tmp_path / "orig.safetensors"
+    stfile.write(path, {
+        "a": ("F32", (1024,), np.arange(1024, dtype="<f4").tobytes()),
+        "b": ("I16", (7, 3), np.arange(21, dtype="<i2").tobytes()),
+    })
+    data = bytearray(path.read_bytes())
+    sha = hashlib.sha256(data).hexdigest()
+    data[-5] ^= 0x10
+    (tmp_path / "hf" / "blobs").mkdir(parents=True)
+    (tmp_path / "hf" / "snapshots" / "r").mkdir(parents=True)
+    blob = tmp_path / "hf" / "blobs" / sha
+    blob.write_bytes(bytes(data))
+    snap = tmp_path / "hf" / "snapshots" / "r" / "model.safetensors"
+    snap.symlink_to(f"../../blobs/{sha}")
+    n = len(data)
+    assert _lib.rl_file_cached_bytes(os.fsencode(blob), 0, n) == n, "not cached"
+    return str(snap), os.path.dirname(snap), str(blob)
+
+
+def _hf_readers(torch_mod):
+    """(id, reader(path)) of every Python reader and its backend and copy
+    forms; reader reads every tensor."""
+    def whole_np(**kw):
+        return lambda p: rnp.load_file(p, **kw)
+
+    def dropin(fw):
+        def read(p):
+            with ringload.safe_open(p, fw) as f:
+                return {k: f.get_tensor(k) for k in f.keys()}
+        return read
+
+    out = [(f"numpy.load_file({kw})", whole_np(**kw)) for kw in
+           ({}, {"backend": "mmap"}, {"backend": "auto"}, {"backend": "pread"},
+            {"copy": True}, {"stats": {}})]
+    out += [(f"load({fw})", lambda p, fw=fw: ringload.load(p, framework=fw))
+            for fw in ("np", "pt")]
+    out += [(f"load({fw}, copy)", lambda p, fw=fw: ringload.load(p, framework=fw, copy=True))
+            for fw in ("np", "pt")]
+    out += [(f"safe_open({fw})", dropin(fw)) for fw in ("np", "pt")]
+    if torch_mod is not None:
+        import ringload.torch as rt
+        out += [(f"torch.load_file({kw})", lambda p, kw=kw: rt.load_file(p, **kw))
+                for kw in ({}, {"backend": "mmap"}, {"backend": "auto"},
+                           {"backend": "pread"}, {"copy": True}, {"stats": {}},
+                           {"device": "cpu"})]
+    return [(i, r) for i, r in out if torch_mod is not None or "pt" not in i]
+
+
+def test_a_cached_hugging_face_blob_with_a_flipped_byte_is_refused_by_every_reader(
+        tmp_path):
+    """Regression (issue 32 item 1): a blob named for other bytes, wholly
+    in the page cache, loaded without a word through load_file's mapped
+    path; every reader, on the snapshot file and on its directory, must
+    refuse it naming the snapshot file."""
+    try:
+        import torch as torch_mod
+    except ImportError:
+        torch_mod = None
+    snap, snapdir, blob = _flipped_blob(tmp_path)
+    want = os.path.basename(blob)
+    loaded = []
+    for name, read in _hf_readers(torch_mod):
+        for form in (snap, snapdir):
+            _lib.rl_file_cached_bytes(os.fsencode(blob), 0, os.path.getsize(blob))
+            try:
+                read(form)
+                loaded.append(f"{name} on {form}")
+            except ringload.IntegrityError as e:
+                assert e.code == _lib.RL_E_CHECKSUM, (name, form, str(e))
+                assert str(e).startswith(f"{snap}: SHA-256 mismatch: expected {want}"), \
+                    (name, form, str(e))
+    assert not loaded, "loaded a blob with a flipped byte: " + "; ".join(loaded)
+
+
+@pytest.mark.parametrize("key", [0, None, 1.5, ("model.safetensors",)])
+def test_a_sha256_key_that_is_no_file_name_is_a_type_error_naming_it(ckpt, key):
+    """Regression (issue 32 item 5): an int or None key raised a bare
+    TypeError from os.fsdecode, naming nothing."""
+    path, sha = ckpt
+    for call in (lambda: rnp.load_file(path, sha256={key: sha}),
+                 lambda: ringload.safe_open(path, "np", sha256={key: sha})):
+        with pytest.raises(ringload.ArgumentTypeError) as e:
+            call()
+        assert isinstance(e.value, TypeError)
+        assert str(e.value) == (f"sha256: key {key!r}: a file name (str, bytes or "
+                                f"os.PathLike), not {type(key).__name__}")
+
+
+def test_a_64_hex_name_outside_blobs_names_no_expected_value(ckpt, tmp_path):
+    """Only a link into a directory named blobs is a Hugging Face blob: a
+    snapshot-like symlink to other/<64 hex> or xblobs/<64 hex> (not the
+    file's SHA-256) loads through every reader, unchecked (a mutant
+    dropping the blobs/ test refused it, and no test saw that)."""
+    path, _ = ckpt
+    for parent in ("other", "xblobs"):
+        d = tmp_path / parent
+        (d / "store" / parent).mkdir(parents=True)
+        (d / "snap").mkdir()
+        (d / "store" / parent / WRONG).write_bytes(open(path, "rb").read())
+        link = d / "snap" / "model.safetensors"
+        link.symlink_to(f"../store/{parent}/{WRONG}")
+        readers = [lambda p: rnp.load_file(p), lambda p: rnp.load_file(p, backend="pread"),
+                   lambda p: ringload.load(p),
+                   lambda p: ringload.safe_open(p, "np").get_tensor("b")]
+        for read in readers:
+            for form in (str(link), str(d / "snap")):
+                read(form)
+        blob = tmp_path / "real" / "blobs"
+        blob.mkdir(parents=True, exist_ok=True)
+        (blob / WRONG).write_bytes(open(path, "rb").read())
+        link2 = tmp_path / "real" / f"snap-{parent}.safetensors"
+        link2.symlink_to(f"blobs/{WRONG}")
+        with pytest.raises(ringload.IntegrityError):
+            rnp.load_file(str(link2))
+
+
+def test_safe_open_get_tensors_checks_every_files_value(two_files):
+    """get_tensors hashes each file with an expected value, not only the
+    first: a wrong value for the second file of two is IntegrityError
+    naming it (a mutant hashing only the first file survived)."""
+    d, sums = two_files
+    for wrong in ("part0.safetensors", "part1.safetensors"):
+        given = dict(sums, **{wrong: WRONG})
+        with ringload.safe_open(d, "np", sha256=given) as f:
+            with pytest.raises(ringload.IntegrityError) as ei:
+                f.get_tensors()
+        _checksum_error(ei, os.path.join(d, wrong), WRONG)
+    with ringload.safe_open(d, "np", sha256=sums) as f:
+        assert sorted(f.get_tensors()) == ["t0", "t1"]
