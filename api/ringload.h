@@ -379,6 +379,21 @@ typedef enum rl_plan_param {
 				   * before it is built: over it, rl_plan_build()
 				   * returns RL_E_TOO_LARGE at once (default 4 GiB;
 				   * 0: no limit; docs/validation.md) */
+	RL_PLAN_DTYPE = 12,       /* dtype conversion on load: -1 (default) loads every
+				   * tensor as stored; RL_DTYPE_F32, _F16 or _BF16 converts
+				   * every floating tensor to it (integers and BOOL as
+				   * stored): sources F32, F16, BF16, F8_E4M3, F8_E5M2,
+				   * rounded to nearest even exactly as torch's .to() on
+				   * the CPU (NaN, infinities, subnormals, signs;
+				   * docs/architecture.md, "Transforms"). Shards are sized,
+				   * laid out and reported (rl_plan_shard's dtype and
+				   * nbytes) in the destination dtype; every load of the
+				   * plan (whole, streaming, CUDA) converts as bytes leave
+				   * the read buffer. Another floating source (F64, F8_E8M0,
+				   * F4, F6, the FNUZ kinds, C64), data not on a whole
+				   * element of the file, or read once and
+				   * files_of_process fail rl_plan_build() with RL_E_DTYPE;
+				   * another destination fails rl_plan_set() so */
 } rl_plan_param;
 
 /* Returns an empty plan with default parameters, or NULL. */

@@ -10,11 +10,24 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "ringload_types.h"
+
+/* The operation a copy carries (struct cm_copy.op). */
+enum cm_op {
+	CM_OP_PLAIN = 0,        /* the bytes as read */
+	CM_OP_CONVERT = 1,      /* elements of dtype from become elements of dtype to */
+};
+
 /*
  * One copy out of a finished read: count runs of len bytes, the k-th at
- * src + k*src_stride in the read's buffer, land at dst + k*len in the
+ * src + k*src_stride in the read's buffer, land at dst + k*out in the
  * staging area of device slot dev (contiguous: shards are C order), and
- * count towards shard (a process-local shard index) being complete.
+ * count towards shard (a process-local shard index) being complete. out
+ * is len for a plain copy; a conversion (op CM_OP_CONVERT, set by the
+ * transform pass, exec/transform.c) turns each run's len / isize
+ * elements of dtype from (rl_dtype) into as many of dtype to, out =
+ * len / isize * osize bytes (cm_copy_out). Runs of a conversion hold
+ * whole elements.
  */
 struct cm_copy {
 	uint32_t src;
@@ -24,7 +37,42 @@ struct cm_copy {
 	uint64_t dst;
 	uint32_t dev;
 	uint32_t shard;
+	uint8_t op;             /* enum cm_op */
+	uint8_t from, to;       /* CM_OP_CONVERT: the source's and destination's dtype */
+	uint8_t isize, osize;   /* CM_OP_CONVERT: their bytes per element */
 };
+
+/*
+ * Whether elements of dtype from (rl_dtype) convert to dtype to: the one
+ * list (the planner checks a plan's conversions by it, sink/convert.c
+ * converts exactly these). Sources F32, F16, BF16, F8_E4M3, F8_E5M2;
+ * destinations F32, F16, BF16; from != to.
+ */
+static inline int cm_convert_ok(int from, int to)
+{
+	return from != to &&
+	       (from == RL_DTYPE_F32 || from == RL_DTYPE_F16 || from == RL_DTYPE_BF16 ||
+		from == RL_DTYPE_F8_E4M3 || from == RL_DTYPE_F8_E5M2) &&
+	       (to == RL_DTYPE_F32 || to == RL_DTYPE_F16 || to == RL_DTYPE_BF16);
+}
+
+/* The destination bytes of in source bytes of copy c (whole elements). */
+static inline uint64_t cm_copy_out(const struct cm_copy *c, uint64_t in)
+{
+	return c->op == CM_OP_CONVERT ? in / c->isize * c->osize : in;
+}
+
+/* The source bytes that fill out destination bytes of copy c. */
+static inline uint64_t cm_copy_in(const struct cm_copy *c, uint64_t out)
+{
+	return c->op == CM_OP_CONVERT ? out / c->osize * c->isize : out;
+}
+
+/* Every destination byte of copy c: count runs of cm_copy_out(c, len). */
+static inline uint64_t cm_copy_bytes(const struct cm_copy *c)
+{
+	return cm_copy_out(c, c->len) * c->count;
+}
 
 /*
  * The strided-copy rule, in this one place (the host sink's copy, the MPI

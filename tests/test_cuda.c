@@ -574,7 +574,8 @@ static void sha256_mismatch_frees_device_memory(void)
 static void failed_record_keeps_no_event(void)
 {
 	static const int ord[] = { 0, 1 };
-	struct cm_copy c0 = { 0, 100, 1, 0, 0, 0, 0 }, c1 = { 0, 100, 1, 0, 8, 1, 1 };
+	struct cm_copy c0 = { .len = 100, .count = 1 },
+		       c1 = { .len = 100, .count = 1, .dst = 8, .dev = 1, .shard = 1 };
 	struct eng_sink s;
 	struct cm_err e = { 0 };
 	uint8_t src[4096] = { 7 };
@@ -664,7 +665,7 @@ static void strided_box_2d(void)
 	struct eng_sink s;
 	struct cm_err e = { 0 };
 	uint8_t src[4096], *dev;
-	struct cm_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct cm_copy c = { .src = 16, .len = 100, .count = 7, .src_stride = 300, .dst = 64 };
 	struct fakecuda_stats st;
 	uint64_t t;
 	char why[160];

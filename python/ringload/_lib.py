@@ -38,7 +38,7 @@ ERROR_CODES = {
     "RL_E_SPEC": -5030, "RL_E_SPEC_MESH": -5031, "RL_E_SPEC_AXIS": -5032,
     "RL_E_SPEC_RANK": -5033, "RL_E_SPEC_REGEX": -5034,
     "RL_E_SPEC_TARGET": -5035, "RL_E_SHAPE_MISMATCH": -5036,
-    "RL_E_SUBBYTE_SPLIT": -5037,
+    "RL_E_SUBBYTE_SPLIT": -5037, "RL_E_DTYPE": -5038,
     "RL_E_INVALID_ARG": -5040, "RL_E_STATE": -5041, "RL_E_TOO_LARGE": -5042,
     "RL_E_BACKEND": -5050, "RL_E_CANCELED": -5051, "RL_E_STAGING": -5052,
     "RL_E_RELEASE_TIMEOUT": -5080, "RL_E_PIECE": -5081,
@@ -66,7 +66,7 @@ FALLBACKS = {
 PLAN_PARAMS = {
     "process": 1, "min_gap": 2, "ratio_milli": 3, "chunk_bytes": 4,
     "shard_align": 5, "congruent": 6, "all_stats": 7, "read_once": 8,
-    "batch_bytes": 9, "transfer_align": 10, "max_memory": 11,
+    "batch_bytes": 9, "transfer_align": 10, "max_memory": 11, "dtype": 12,
 }
 """rl_plan_param values by lower-case name (RL_PLAN_<NAME>)."""
 
