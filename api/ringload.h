@@ -169,6 +169,14 @@ const char *rl_dtype_name(rl_dtype dt);
 unsigned rl_dtype_bits(rl_dtype dt);
 /* Returns the dtype for an exact (case-sensitive) name, or -1 (also for NULL). */
 int rl_dtype_from_name(const char *name);
+/*
+ * Converts n elements of dtype from at src into dtype to at dst, the rule
+ * RL_PLAN_DTYPE loads by (torch's .to() on the CPU, bit for bit; from F32,
+ * F16, BF16, F8_E4M3, F8_E5M2 to F32, F16, BF16; from != to). src and dst
+ * may be unaligned and must not overlap. Returns 0, RL_E_DTYPE (no such
+ * conversion; n 0 asks only that) or -EINVAL (dst or src NULL, n > 0).
+ */
+int rl_dtype_convert(rl_dtype from, rl_dtype to, void *dst, const void *src, size_t n);
 
 /* ------------------------------------------------------------------ */
 /* Checkpoints                                                         */
@@ -323,6 +331,15 @@ int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
  * -EINVAL (spec or json NULL) or RL_E_SPEC_TARGET.
  */
 int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
+
+/*
+ * Every plan built under spec converts its floating tensors to dtype
+ * (RL_DTYPE_F32, _F16 or _BF16; -1, the default: as stored), as
+ * RL_PLAN_DTYPE does (which, when set on a plan, wins): also the plans
+ * rl_loader_load() makes. Returns 0, -EINVAL (spec NULL) or RL_E_DTYPE
+ * (another dtype, named in rl_spec_errmsg()).
+ */
+int rl_spec_set_dtype(rl_spec *spec, int dtype);
 
 /*
  * Says which files process may read (files_of_process in the JSON; for

@@ -27,6 +27,16 @@ static int floating(int dt)
 	}
 }
 
+int pl_spec_set_dtype(struct pl_spec *s, int dtype, struct cm_err *e)
+{
+	if (dtype >= 0 && !cm_convert_ok(RL_DTYPE_F32, dtype) &&
+	    !cm_convert_ok(RL_DTYPE_F16, dtype))
+		return cm_err_set(e, RL_E_DTYPE, "spec: dtype %s: conversions go to F32, F16 or "
+				  "BF16", pl_dtype_name(dtype) ? pl_dtype_name(dtype) : "?");
+	s->convert = dtype < 0 ? 0 : dtype + 1;
+	return 0;
+}
+
 int pl_convert_check(const struct pl_opts *o, const struct pl_spec *s, struct cm_err *e)
 {
 	int to = o->convert - 1;

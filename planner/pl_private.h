@@ -76,6 +76,8 @@ struct pl_spec {
 	size_t ntensors;
 	int has_tensors;
 	struct pl_avail *avail;     /* files_of_process (avail.h), or NULL */
+	int convert;                /* as pl_opts.convert (rl_spec_set_dtype); the
+				     * plan's own, when set, wins */
 };
 
 /*

@@ -933,10 +933,14 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		  struct pl_plan **out, struct cm_err *e)
 {
 	struct pl_plan *p;
-	struct ctx x = { .ck = ck, .align = align, .opts = o, .err = e };
+	struct pl_opts oc = *o;
+	struct ctx x = { .ck = ck, .align = align, .opts = &oc, .err = e };
 	int ret;
 
 	*out = NULL;
+	if (!oc.convert)        /* the spec's dtype, unless the plan set one */
+		oc.convert = spec->convert;
+	o = &oc;
 	if ((ret = check_opts(ck, spec, align, o, e)) || (ret = pl_convert_check(o, spec, e)))
 		return ret;
 	if (!(p = cm_calloc(1, sizeof(*p))))

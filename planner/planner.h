@@ -148,6 +148,9 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 		     const rl_dim_spec *dims, struct cm_err *e);
 int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
 			    struct cm_err *e);
+/* Every plan of s converts floating tensors to dtype (rl_dtype; -1: as
+ * stored): RL_E_DTYPE unless F32, F16 or BF16 (planner/convert.c). */
+int pl_spec_set_dtype(struct pl_spec *s, int dtype, struct cm_err *e);
 
 /* ---------------------------------------------------------------- */
 /* Plans (planner/plan.c and friends)                                */

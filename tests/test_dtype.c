@@ -389,6 +389,43 @@ static void refused(void)
 	CHECK(strstr(msg, "read once") != NULL);
 }
 
+/* rl_spec_set_dtype: the plans rl_loader_load makes convert; a plan's
+ * own RL_PLAN_DTYPE wins over the spec's. */
+static void spec_dtype(void)
+{
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_loader *ld = new_loader();
+	rl_plan *plan = NULL, *own = rl_plan_create();
+	rl_shard_info si;
+	int ok = 1;
+
+	CHECK(rl_ckpt_open(ck, ckpt_path) == 0);
+	CHECK(rl_spec_set_dtype(spec, RL_DTYPE_I8) == RL_E_DTYPE);
+	CHECK(strstr(rl_spec_errmsg(spec), "I8") != NULL);
+	CHECK(rl_spec_set_dtype(spec, RL_DTYPE_BF16) == 0);
+	CHECK(rl_loader_load(ld, ck, spec, 0, &plan) == 0);
+	for (size_t i = 0; ok && i < rl_plan_num_shards(plan); i++) {
+		CHECK(rl_plan_shard(plan, i, &si) == 0);
+		ok = shard_ok(plan, i, (uint8_t *)rl_loader_staging(ld, si.device, NULL) + si.offset,
+			      RL_DTYPE_BF16);
+	}
+	CHECK(rl_plan_set(own, RL_PLAN_DTYPE, RL_DTYPE_F32) == 0);
+	CHECK(rl_plan_build(own, ck, spec) == 0);
+	CHECK(rl_plan_shard(own, 0, &si) == 0);
+	CHECK(si.dtype == RL_DTYPE_F32 && !strcmp(si.name, "a.f32"));
+	for (size_t i = 0; i < rl_plan_num_shards(own); i++) {
+		CHECK(rl_plan_shard(own, i, &si) == 0);
+		CHECK((int)si.dtype == after(find(si.name)->dtype, RL_DTYPE_F32));
+	}
+	CHECK(rl_spec_set_dtype(spec, -1) == 0);
+	rl_plan_destroy(plan);
+	rl_plan_destroy(own);
+	rl_loader_destroy(ld);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
 static void select_backend(rl_backend b, unsigned workers)
 {
 	cur = b;
@@ -412,6 +449,7 @@ int main(void)
 			     select_backend);
 	RUN(sizes);
 	RUN(refused);
+	RUN(spec_dtype);
 	free(file_data);
 	return th_done();
 }
