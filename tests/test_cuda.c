@@ -233,6 +233,48 @@ static void windows_wait_for_copies(void)
 	fixture_free(&f);
 }
 
+/* F32 and F16 tensors of random bits (NaNs among them) converted to
+ * BF16 (RL_PLAN_DTYPE) on their way to two fake GPUs: the host sink
+ * converts into the pinned windows, whose pieces are copied as they
+ * are. The device bytes equal a whole host load of the plan, which
+ * equals the file's elements through rl_dtype_convert. */
+static void converted_dtype(void)
+{
+	static const char spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+				   "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
+	static const char hdr[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[256,300],"
+				  "\"data_offsets\":[0,307200]},\"b\":{\"dtype\":\"F16\","
+				  "\"shape\":[130,250],\"data_offsets\":[307200,372200]}}";
+	size_t hl = (sizeof(hdr) - 1 + 7) / 8 * 8, n = 8 + hl + 372200;
+	uint8_t *file = calloc(1, n), *conv = malloc(153600);
+	char *path = tmp_path("dtype.safetensors");
+	struct fixture f;
+	rl_shard_info si;
+	int ret;
+
+	memcpy(file, &(uint64_t){ hl }, 8);
+	memset(file + 8, ' ', hl);
+	memcpy(file + 8, hdr, sizeof(hdr) - 1);
+	for (size_t i = 8 + hl; i < n; i++)
+		file[i] = (uint8_t)th_rand();
+	CHECK(write_bytes(path, file, n) == 0);
+	fixture_dtype = RL_DTYPE_BF16;
+	ret = fixture_build(&f, path, spec, strlen(spec), 64 << 10);
+	fixture_dtype = -1;
+	CHECKF(ret == 0, "fixture: %d", ret);
+	/* shard 0: rows 0-127 of "a", the first 153600 bytes of the file's
+	 * data, on device 0 as 76800 BF16 */
+	CHECK(rl_plan_shard(f.plan, 0, &si) == 0);
+	CHECK(si.dtype == RL_DTYPE_BF16 && si.nbytes == 76800 && !strcmp(si.name, "a"));
+	CHECK(rl_dtype_convert(RL_DTYPE_F32, RL_DTYPE_BF16, conv, file + 8 + hl, 38400) == 0);
+	CHECK(!memcmp(f.ref[si.device] + si.offset, conv, si.nbytes));
+	fake_env("2", "", "", "", "50");
+	load_and_check(&f, 64 << 10, NULL, 0);
+	fixture_free(&f);
+	free(file);
+	free(conv);
+}
+
 /* Both spec devices on GPU 0 (one stream, one context). */
 static void shared_gpu(void)
 {
@@ -913,6 +955,7 @@ int main(void)
 	static const struct th_case tests[] = {
 		{ "random_plans", random_plans },
 		{ "windows_wait_for_copies", windows_wait_for_copies },
+		{ "converted_dtype", converted_dtype },
 		{ "shared_gpu", shared_gpu },
 		{ "caller_pointers", caller_pointers },
 		{ "out_of_memory_at_n", out_of_memory_at_n },
