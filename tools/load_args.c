@@ -80,6 +80,16 @@ static int rules(struct load_args *a)
 	return ret;
 }
 
+/* Every option not given: -1 where 0 is a value. */
+static void defaults(struct load_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
+	a->staging_budget = -1;
+	a->backend = a->staging = a->dtype = -1;
+	a->process = -1;
+}
+
 int load_parse_args(int argc, char **argv, struct load_args *a)
 {
 	static const char *const staging_names[] = { "library", "caller", NULL };
@@ -156,11 +166,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 
 	for (int b = 0; b <= RL_BACKEND_PREAD; b++)
 		backend_names[b] = rl_backend_name((rl_backend)b);
-	memset(a, 0, sizeof(*a));
-	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
-	a->staging_budget = -1;
-	a->backend = a->staging = a->dtype = -1;
-	a->process = -1;
+	defaults(a);
 	ret = opts_parse(&cmd, argc, argv);
 	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
 		a->process = 0;
