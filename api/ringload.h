@@ -336,7 +336,8 @@ int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
  * Every plan built under spec converts its floating tensors to dtype
  * (RL_DTYPE_F32, _F16 or _BF16; -1, the default: as stored), as
  * RL_PLAN_DTYPE does (which, when set on a plan, wins): also the plans
- * rl_loader_load() makes. Returns 0, -EINVAL (spec NULL) or RL_E_DTYPE
+ * rl_loader_load() makes. The spec text's "dtype" field sets the same
+ * (docs/sharding-spec.md); a text without it keeps this call's value. Returns 0, -EINVAL (spec NULL) or RL_E_DTYPE
  * (another dtype, named in rl_spec_errmsg()).
  */
 int rl_spec_set_dtype(rl_spec *spec, int dtype);

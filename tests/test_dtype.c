@@ -389,6 +389,38 @@ static void refused(void)
 	CHECK(strstr(msg, "read once") != NULL);
 }
 
+/* The dtype of shard "a.f32" in a plan of ck under spec text json, or a
+ * negative code. */
+static int a_dtype(rl_ckpt *ck, rl_spec *spec, const char *json)
+{
+	rl_plan *plan = rl_plan_create();
+	rl_shard_info si;
+	int ret = json ? rl_spec_parse(spec, json, strlen(json)) : 0;
+
+	if (ret == 0)
+		ret = rl_plan_build(plan, ck, spec);
+	if (ret == 0)
+		ret = rl_plan_shard(plan, 0, &si);
+	rl_plan_destroy(plan);
+	return ret ? ret : (int)si.dtype;
+}
+
+/* The spec's "dtype" field; without one, rl_spec_set_dtype's stays. */
+static void spec_json(rl_ckpt *ck)
+{
+	rl_spec *spec = rl_spec_create();
+
+	CHECK_EQ(a_dtype(ck, spec, "{\"dtype\":\"F16\"}"), RL_DTYPE_F16);
+	CHECK_EQ(a_dtype(ck, spec, "{\"dtype\":null}"), RL_DTYPE_F32);
+	CHECK_EQ(a_dtype(ck, spec, "{\"dtype\":\"F64\"}"), RL_E_DTYPE);
+	CHECK(strstr(rl_spec_errmsg(spec), "F64") != NULL);
+	CHECK_EQ(a_dtype(ck, spec, "{\"dtype\":\"f16\"}"), RL_E_DTYPE);
+	CHECK_EQ(a_dtype(ck, spec, "{\"dtype\":16}"), RL_E_SPEC);
+	CHECK_EQ(rl_spec_set_dtype(spec, RL_DTYPE_BF16), 0);
+	CHECK_EQ(a_dtype(ck, spec, "{\"rules\":[]}"), RL_DTYPE_BF16);
+	rl_spec_destroy(spec);
+}
+
 /* rl_spec_set_dtype: the plans rl_loader_load makes convert; a plan's
  * own RL_PLAN_DTYPE wins over the spec's. */
 static void spec_dtype(void)
@@ -420,6 +452,8 @@ static void spec_dtype(void)
 	}
 	CHECK(rl_spec_set_dtype(spec, -1) == 0);
 	rl_plan_destroy(plan);
+	plan = NULL;
+	spec_json(ck);
 	rl_plan_destroy(own);
 	rl_loader_destroy(ld);
 	rl_spec_destroy(spec);
