@@ -519,7 +519,12 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out);
 /*
  * Copy j of request req: count runs of len bytes, the k-th starting at
  * src + k*src_stride in the request's bytes, land contiguously at
- * dst + k*len in device's staging area and belong to shard.
+ * dst + k*len in device's staging area and belong to shard. A shard of
+ * a plan with RL_PLAN_DTYPE whose dtype differs from its tensor's in
+ * the file (rl_ckpt_tensor) converts: a run's len file bytes hold
+ * len / (file element size) elements, landing as that many elements of
+ * the shard's dtype at dst + k * (converted run's bytes); dst counts
+ * staging bytes. rl_copy_runs moves bytes as they are.
  */
 typedef struct rl_copy_info {
 	uint64_t src;

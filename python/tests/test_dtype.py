@@ -174,3 +174,49 @@ def test_refused(src, tmp_path):
         rpt.load_file(str(f64), dtype=torch.float16)
     assert e.value.code_name == "RL_E_DTYPE"
     assert rpt.load_file(str(f64))["w"].dtype == torch.float64
+
+
+def test_cuda_sink_gets_converted_bytes(src, monkeypatch):
+    """The CUDA path (StreamingLoad.run_cuda, the library's CUDA sink) on
+    the fake driver of tests/fakecuda, whose device memory is host memory:
+    each shard's device bytes are torch's .to(torch.bfloat16)."""
+    import ctypes
+
+    from conftest import build_dir
+    from ringload import _core, _handles, _stream
+    fake_path = os.path.join(build_dir(), "tests", "fakecuda", "libcuda.so.1")
+    if not os.path.exists(fake_path):
+        pytest.skip(f"needs {fake_path} (make builds it with the tests)")
+    monkeypatch.setenv("RL_LIBCUDA", fake_path)
+    monkeypatch.setenv("FAKECUDA_DEVICES", "1")
+    fake = ctypes.CDLL(fake_path)
+    fake.fakecuda_reset()
+    fake.fakecuda_host.restype = ctypes.c_void_p
+    fake.fakecuda_host.argtypes = [ctypes.c_ulonglong]
+    ctx = ctypes.c_void_p()
+    assert fake.cuInit(0) == 0
+    assert fake.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert fake.cuCtxPushCurrent_v2(ctx) == 0
+    path, tensors = src
+    spec = _handles.Spec()
+    spec.set_dtype("BF16")
+    job = _core.Job(_handles.Checkpoint(path), spec, 0, "auto", None, None)
+    ptrs = []
+    try:
+        with _stream.StreamingLoad(job, budget=64 << 10) as load:
+            for s in load.shards:
+                p = ctypes.c_ulonglong()
+                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+                ptrs.append(p.value)
+            load.run_cuda([0], [(p, s.nbytes) for p, s in zip(ptrs, load.shards)])
+            for p, s in zip(ptrs, load.shards):
+                want = _bits(_want(tensors[s.name], torch.bfloat16)).numpy().tobytes()
+                assert s.dtype == ("BF16" if tensors[s.name].is_floating_point() else s.dtype)
+                assert ctypes.string_at(fake.fakecuda_host(p), s.nbytes) == want, s.name
+    finally:
+        for p in ptrs:
+            fake.cuMemFree_v2(ctypes.c_ulonglong(p))
+        job.ckpt.close()
+        spec.close()
+        fake.cuCtxPopCurrent_v2(ctypes.byref(ctx))
+        fake.cuDevicePrimaryCtxRelease_v2(0)
