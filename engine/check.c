@@ -54,8 +54,8 @@ int eng_check_read(struct eng_run *rc, const struct cm_read *r)
 				  cm_add64(span, (uint64_t)c->src + c->len, &span) ||
 				  span > r->len)) ||
 		    (c->count > 1 && c->src_stride < c->len) ||
-		    (c->op != CM_OP_PLAIN && (c->op != CM_OP_CONVERT || !c->isize ||
-					      !c->osize || c->len % c->isize)) ||
+		    (c->op != CM_OP_PLAIN && (!cm_op_ok(c->op) ||
+					      c->len % cm_op_isize(c->op))) ||
 		    cm_mul64(cm_copy_out(c, c->len), c->count, &bytes) ||
 		    cm_add64(c->dst, bytes, &dend) ||
 		    dend > capacity(job->sink, c->dev) ||

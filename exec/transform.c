@@ -10,13 +10,6 @@
 #include "common.h"
 #include "transform.h"
 
-/* The sizes of dtype dt's elements, in bytes (the converted dtypes
- * have whole bytes). */
-static uint8_t elem_bytes(int dt)
-{
-	return (uint8_t)(pl_dtype_bits(dt) / 8);
-}
-
 int ex_transform_copies(const struct pl_exec *ex, struct cm_copy **out, struct cm_err *e)
 {
 	struct cm_copy *c;
@@ -30,16 +23,13 @@ int ex_transform_copies(const struct pl_exec *ex, struct cm_copy **out, struct c
 	memcpy(c, ex->copies, ex->ncopies * sizeof(*c));
 	for (size_t i = 0; i < ex->ncopies; i++) {
 		const struct pl_convert *cv = ex->convert + c[i].shard;
+		unsigned isize;
 
 		if (cv->from == cv->to)
 			continue;
-		c[i].op = CM_OP_CONVERT;
-		c[i].from = cv->from;
-		c[i].to = cv->to;
-		c[i].isize = elem_bytes(cv->from);
-		c[i].osize = elem_bytes(cv->to);
-		if (!cm_convert_ok(cv->from, cv->to) || c[i].len % c[i].isize ||
-		    (c[i].count > 1 && c[i].src_stride % c[i].isize)) {
+		c[i].op = cm_op_convert(cv->from, cv->to) & 0xffu;
+		isize = c[i].op ? cm_op_isize(c[i].op) : 1;
+		if (!c[i].op || c[i].len % isize || (c[i].count > 1 && c[i].src_stride % isize)) {
 			cm_free(c);
 			return cm_err_set(e, RL_E_DTYPE, "shard %u: a copy of %u bytes is not whole %s "
 					  "elements", c[i].shard, c[i].len, pl_dtype_name(cv->from));

@@ -4,7 +4,7 @@
  * first operation is dtype conversion on load: the planner sized and
  * laid out a converted shard in its destination dtype and lists, per
  * shard, the file's dtype and staging's (pl_exec.convert); every copy
- * into such a shard becomes CM_OP_CONVERT. It runs first, over the whole
+ * into such a shard gets that conversion (cm_op_convert). It runs first, over the whole
  * plan, so that the windows pass clips copies that know their sizes.
  */
 #ifndef EXEC_TRANSFORM_H

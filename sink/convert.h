@@ -1,6 +1,6 @@
 /*
  * convert.h - dtype conversion of elements (sink/convert.c), the
- * operation a copy carries (CM_OP_CONVERT, common/plan_io.h) wherever
+ * operation a copy carries (cm_op_convert, common/plan_io.h) wherever
  * bytes are copied from a read's buffer: the host sink's copies into
  * staging and windows (and so the pinned windows a CUDA load copies from).
  *
