@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ckpt_internal.h"
+#include "../sink/convert.h"
 
 const char *rl_dtype_name(rl_dtype dt)
 {
@@ -17,6 +18,16 @@ unsigned rl_dtype_bits(rl_dtype dt)
 int rl_dtype_from_name(const char *name)
 {
 	return name ? pl_dtype_lookup(name, strlen(name)) : -1;
+}
+
+int rl_dtype_convert(rl_dtype from, rl_dtype to, void *dst, const void *src, size_t n)
+{
+	if (!sk_convert_ok((int)from, (int)to))
+		return RL_E_DTYPE;
+	if (n && (!dst || !src))
+		return -EINVAL;
+	sk_convert((int)from, (int)to, dst, src, n);
+	return 0;
 }
 
 rl_ckpt *rl_ckpt_create(void)

@@ -31,6 +31,7 @@ static const struct {
 	{ RL_E_SPEC_TARGET, "invalid target definition" },
 	{ RL_E_SHAPE_MISMATCH, "shape mismatch" },
 	{ RL_E_SUBBYTE_SPLIT, "shard of a sub-byte tensor does not fall on whole bytes" },
+	{ RL_E_DTYPE, "dtype conversion not supported" },
 	{ RL_E_INVALID_ARG, "invalid argument" },
 	{ RL_E_STATE, "call not valid in this state" },
 	{ RL_E_TOO_LARGE, "size limit exceeded" },

@@ -23,9 +23,10 @@ static const struct cm_bounds bounds[] = {
 	[RL_PLAN_BATCH_BYTES] = { 1, 1ll << 50 },
 	[RL_PLAN_TRANSFER_ALIGN] = { 0, 1ll << 20 },
 	[RL_PLAN_MAX_MEMORY] = { 0, 1ll << 62 },
+	[RL_PLAN_DTYPE] = { -1, RL_DTYPE_COUNT - 1 },
 };
 
-#define LAST_PARAM RL_PLAN_MAX_MEMORY
+#define LAST_PARAM RL_PLAN_DTYPE
 
 rl_plan *rl_plan_create(void)
 {
@@ -113,6 +114,14 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 	case RL_PLAN_MAX_MEMORY:
 		plan->o.max_memory = (uint64_t)v;
 		break;
+	case RL_PLAN_DTYPE:
+		if (v >= 0 && !cm_convert_ok(RL_DTYPE_F32, (int)v) &&
+		    !cm_convert_ok(RL_DTYPE_F16, (int)v))
+			return cm_err_set(&plan->err, RL_E_DTYPE,
+					  "plan: dtype %s: conversions go to F32, F16 or BF16",
+					  pl_dtype_name((int)v));
+		plan->o.convert = (int)v + 1;
+		break;
 	}
 	return 0;
 }
@@ -135,6 +144,7 @@ int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value)
 	case RL_PLAN_BATCH_BYTES: *value = (int64_t)o->batch_bytes; break;
 	case RL_PLAN_TRANSFER_ALIGN: *value = (int64_t)o->transfer_align; break;
 	case RL_PLAN_MAX_MEMORY: *value = (int64_t)o->max_memory; break;
+	case RL_PLAN_DTYPE: *value = o->convert - 1; break;
 	}
 	return 0;
 }

@@ -183,6 +183,14 @@ const char *rl_dtype_name(rl_dtype dt);
 unsigned rl_dtype_bits(rl_dtype dt);
 /* Returns the dtype for an exact (case-sensitive) name, or -1 (also for NULL). */
 int rl_dtype_from_name(const char *name);
+/*
+ * Converts n elements of dtype from at src into dtype to at dst, the rule
+ * RL_PLAN_DTYPE loads by (torch's .to() on the CPU, bit for bit; from F32,
+ * F16, BF16, F8_E4M3, F8_E5M2 to F32, F16, BF16; from != to). src and dst
+ * may be unaligned and must not overlap. Returns 0, RL_E_DTYPE (no such
+ * conversion; n 0 asks only that) or -EINVAL (dst or src NULL, n > 0).
+ */
+int rl_dtype_convert(rl_dtype from, rl_dtype to, void *dst, const void *src, size_t n);
 
 /* ------------------------------------------------------------------ */
 /* Checkpoints                                                         */
@@ -339,6 +347,16 @@ int rl_spec_add_rule(rl_spec *spec, const char *regex, unsigned ndims,
 int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len);
 
 /*
+ * Every plan built under spec converts its floating tensors to dtype
+ * (RL_DTYPE_F32, _F16 or _BF16; -1, the default: as stored), as
+ * RL_PLAN_DTYPE does (which, when set on a plan, wins): also the plans
+ * rl_loader_load() makes. The spec text's "dtype" field sets the same
+ * (docs/sharding-spec.md); a text without it keeps this call's value. Returns 0, -EINVAL (spec NULL) or RL_E_DTYPE
+ * (another dtype, named in rl_spec_errmsg()).
+ */
+int rl_spec_set_dtype(rl_spec *spec, int dtype);
+
+/*
  * Says which files process may read (files_of_process in the JSON; for
  * checkpoints on node-local drives): files[0..n) are file names or
  * fnmatch(3) patterns, matched against each file's name (its whole path
@@ -393,6 +411,21 @@ typedef enum rl_plan_param {
 				   * before it is built: over it, rl_plan_build()
 				   * returns RL_E_TOO_LARGE at once (default 4 GiB;
 				   * 0: no limit; docs/validation.md) */
+	RL_PLAN_DTYPE = 12,       /* dtype conversion on load: -1 (default) loads every
+				   * tensor as stored; RL_DTYPE_F32, _F16 or _BF16 converts
+				   * every floating tensor to it (integers and BOOL as
+				   * stored): sources F32, F16, BF16, F8_E4M3, F8_E5M2,
+				   * rounded to nearest even exactly as torch's .to() on
+				   * the CPU (NaN, infinities, subnormals, signs;
+				   * docs/architecture.md, "Transforms"). Shards are sized,
+				   * laid out and reported (rl_plan_shard's dtype and
+				   * nbytes) in the destination dtype; every load of the
+				   * plan (whole, streaming, CUDA) converts as bytes leave
+				   * the read buffer. Another floating source (F64, F8_E8M0,
+				   * F4, F6, the FNUZ kinds, C64), data not on a whole
+				   * element of the file, or read once and
+				   * files_of_process fail rl_plan_build() with RL_E_DTYPE;
+				   * another destination fails rl_plan_set() so */
 } rl_plan_param;
 
 /* Returns an empty plan with default parameters, or NULL. */
@@ -500,7 +533,12 @@ int rl_plan_request(const rl_plan *plan, size_t req, rl_request_info *out);
 /*
  * Copy j of request req: count runs of len bytes, the k-th starting at
  * src + k*src_stride in the request's bytes, land contiguously at
- * dst + k*len in device's staging area and belong to shard.
+ * dst + k*len in device's staging area and belong to shard. A shard of
+ * a plan with RL_PLAN_DTYPE whose dtype differs from its tensor's in
+ * the file (rl_ckpt_tensor) converts: a run's len file bytes hold
+ * len / (file element size) elements, landing as that many elements of
+ * the shard's dtype at dst + k * (converted run's bytes); dst counts
+ * staging bytes. rl_copy_runs moves bytes as they are.
  */
 typedef struct rl_copy_info {
 	uint64_t src;

@@ -201,6 +201,14 @@ int rl_spec_add_target_json(rl_spec *spec, const char *json, size_t len)
 	return pl_spec_add_target_json(spec->pl, json, len, &spec->err);
 }
 
+int rl_spec_set_dtype(rl_spec *spec, int dtype)
+{
+	if (!spec)
+		return -EINVAL;
+	cm_err_clear(&spec->err);
+	return pl_spec_set_dtype(spec->pl, dtype, &spec->err);
+}
+
 int rl_spec_set_files_of_process(rl_spec *spec, unsigned process, size_t n,
 				 const char *const *files)
 {

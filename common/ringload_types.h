@@ -51,6 +51,7 @@ enum rl_error {
 	RL_E_SPEC_TARGET = -5035,       /* a target definition is invalid */
 	RL_E_SHAPE_MISMATCH = -5036,    /* declared target shape/dtype != sources */
 	RL_E_SUBBYTE_SPLIT = -5037,     /* shard of F4/F6 not on whole bytes */
+	RL_E_DTYPE = -5038,             /* a dtype conversion ringload does not make */
 
 	/* arguments and state */
 	RL_E_INVALID_ARG = -5040,       /* a parameter value out of bounds */

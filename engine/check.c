@@ -54,7 +54,10 @@ int eng_check_read(struct eng_run *rc, const struct cm_read *r)
 				  cm_add64(span, (uint64_t)c->src + c->len, &span) ||
 				  span > r->len)) ||
 		    (c->count > 1 && c->src_stride < c->len) ||
-		    cm_mul64(c->len, c->count, &bytes) || cm_add64(c->dst, bytes, &dend) ||
+		    (c->op != CM_OP_PLAIN && (!cm_op_ok(c->op) ||
+					      c->len % cm_op_isize(c->op))) ||
+		    cm_mul64(cm_copy_out(c, c->len), c->count, &bytes) ||
+		    cm_add64(c->dst, bytes, &dend) ||
 		    dend > capacity(job->sink, c->dev) ||
 		    (job->shard_bytes && c->shard >= job->nshards))
 			return cm_err_set(rc->b.e, RL_E_INVALID_ARG,
@@ -70,6 +73,7 @@ int eng_check_read(struct eng_run *rc, const struct cm_read *r)
 	}
 	if ((r->flags & CM_READ_DIRECT) &&
 	    (r->ncopies != 1 || r->min_len != r->len || job->copies[r->first_copy].src != 0 ||
+	     job->copies[r->first_copy].op != CM_OP_PLAIN ||
 	     job->copies[r->first_copy].count != 1 ||
 	     job->copies[r->first_copy].len != r->len))
 		return cm_err_set(rc->b.e, RL_E_INVALID_ARG,
@@ -91,7 +95,7 @@ int eng_plan_shards(struct eng_run *rc, const struct cm_read *r)
 		const struct cm_copy *c = job->copies + r->first_copy + i;
 		uint64_t *n = rc->b.shard_planned + c->shard;
 
-		*n += (uint64_t)c->len * c->count; /* checked: no overflow */
+		*n += cm_copy_bytes(c); /* checked: no overflow */
 		if (*n > job->shard_bytes[c->shard])
 			return cm_err_set(rc->b.e, RL_E_INVALID_ARG,
 					  "%s: read at offset %llu: copy %u brings shard %u to %llu of %llu bytes (bytes covered twice)",

@@ -20,7 +20,7 @@ void eng_prepare(struct eng_worker *w, const struct cm_read *r)
 	uint64_t t0 = cm_now_ns();
 
 	for (uint32_t k = 0; k < r->ncopies; k++, c++) {
-		uint64_t n = (r->flags & CM_READ_DIRECT) ? r->len : (uint64_t)c->len * c->count;
+		uint64_t n = (r->flags & CM_READ_DIRECT) ? r->len : cm_copy_bytes(c);
 
 		if (n)
 			sink->ops->prepare(sink->state, w->id, c, n);
@@ -77,7 +77,7 @@ static void land_read(struct eng_worker *w, const struct cm_read *r)
 	const struct cm_copy *c = w->run->b.job->copies + r->first_copy;
 
 	for (uint32_t i = 0; i < r->ncopies; i++, c++)
-		land(w, c, (uint64_t)c->len * c->count);
+		land(w, c, cm_copy_bytes(c));
 }
 
 /* Hands a bounce read's copies to the sink; 0, or the sink's error

@@ -184,8 +184,9 @@ int ex_device_copy(const struct eng_sink *d, const struct pl_exec *ex, const uin
 
 	do {
 		uint64_t n = CM_MIN(pc->len - done, EX_DEVICE_COPY);
-		struct cm_copy cp = { 0, (uint32_t)n, 1, 0, dst + done, ex->shards[pc->shard].dev,
-				      (uint32_t)pc->shard };
+		struct cm_copy cp = { .len = (uint32_t)n, .count = 1, .dst = dst + done,
+				      .dev = ex->shards[pc->shard].dev,
+				      .shard = (uint32_t)pc->shard };
 		int ret = d->ops->copy(d->state, 0, &cp, data + done, e);
 
 		if (ret < 0)

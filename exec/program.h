@@ -1,14 +1,15 @@
 /*
  * program.h - the program of a load (exec/program.c): the passes run in
- * order over the whole plan before the first read (windows under the
- * staging budget, exec/window.c; then the checksum cover over every
- * batch, exec/cover.c), giving one immutable list of batches. The
+ * order over the whole plan before the first read (the transform,
+ * exec/transform.c: the copies' operations; windows under the staging
+ * budget, exec/window.c; then the checksum cover over every batch,
+ * exec/cover.c), giving one immutable list of batches. The
  * executor (exec/execute.c) runs the batches in order; nothing in a
  * program changes once it is built.
  *
  * A whole load is a program of one batch: the plan's reads (with the
  * cover's fillers when a file is hashed) and the plan's copies, not
- * duplicated. A streaming load has one batch per window range, its
+ * duplicated unless the transform pass gave them operations. A streaming load has one batch per window range, its
  * reads and copies clipped to the range and rebased into a window
  * (stored once, in the program), and after the last range, when the
  * plan has no byte of staging but files to hash, one batch of fillers.
@@ -63,6 +64,8 @@ struct ex_program {
 	struct cm_copy *own_copies;     /* streaming (cm_grow_big, of cap_copies) */
 	size_t cap_reads, cap_copies;
 	struct cm_read *own_fill_reads; /* a whole load's reads with fillers */
+	size_t nfill_reads;
+	struct cm_copy *own_op_copies;  /* the plan's copies with operations (transform) */
 	size_t *own_done;
 	uint64_t *own_shard_bytes;
 	uint8_t *own_hashed;
@@ -78,8 +81,10 @@ struct ex_program_opts {
 
 /*
  * Builds the program of ex: every pass, every batch. p refers to ex's
- * arrays (they must outlive it) and copies o->hash. Returns 0 or
- * -ENOMEM (p freed either way on failure: ex_program_free is safe).
+ * arrays (they must outlive it) and copies o->hash. Returns 0, -ENOMEM,
+ * or RL_E_DTYPE (a converted shard's copy not of whole elements: the
+ * planner makes none); p freed either way on failure
+ * (ex_program_free is safe).
  */
 int ex_program_build(struct ex_program *p, const struct pl_exec *ex,
 		     const struct ex_program_opts *o);

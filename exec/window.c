@@ -155,11 +155,13 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 /* The batch of one range */
 
 /* Copy c clipped to [lo, hi) of its device, rebased to base: up to three
- * copies in out; returns how many. */
+ * copies in out; returns how many. Positions are the destination's (a
+ * converting copy's runs are out = cm_copy_out(c, len) bytes there, its
+ * elements osize each: ranges and shards start on whole elements). */
 static unsigned clip_copy(const struct cm_copy *c, const struct ex_range *w,
 			  struct cm_copy out[3])
 {
-	uint64_t total = (uint64_t)c->len * c->count, a, b;
+	uint64_t run = cm_copy_out(c, c->len), total = run * c->count, a, b;
 	unsigned n = 0;
 
 	if (!total || c->dev != w->dev)
@@ -171,21 +173,21 @@ static unsigned clip_copy(const struct cm_copy *c, const struct ex_range *w,
 	a -= c->dst; /* positions in the copy's contiguous output */
 	b -= c->dst;
 	while (a < b && n < 3) {
-		uint64_t k = a / c->len, in = a % c->len;
+		uint64_t k = a / run, in = a % run;
 		struct cm_copy *o = out + n++;
 
 		*o = *c;
 		o->dev = 0;
-		o->src = (uint32_t)(c->src + k * c->src_stride + in);
+		o->src = (uint32_t)(c->src + k * c->src_stride + cm_copy_in(c, in));
 		o->dst = c->dst + a - w->base;
-		if (in || b - a < c->len) { /* a partial run */
-			o->len = (uint32_t)CM_MIN(c->len - in, b - a);
+		if (in || b - a < run) { /* a partial run */
+			o->len = (uint32_t)cm_copy_in(c, CM_MIN(run - in, b - a));
 			o->count = 1;
 			o->src_stride = o->len;
 		} else {
-			o->count = (uint32_t)((b - a) / c->len);
+			o->count = (uint32_t)((b - a) / run);
 		}
-		a += (uint64_t)o->len * o->count;
+		a += cm_copy_out(o, o->len) * o->count;
 	}
 	return n;
 }
@@ -217,7 +219,8 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 	nr->first_copy = first;
 	nr->ncopies = (uint32_t)(j->ncopies - first);
 	/* Direct only when the one copy is still the whole read. */
-	if (nr->ncopies != 1 || j->copies[first].len != r->len || j->copies[first].count != 1)
+	if (nr->ncopies != 1 || j->copies[first].len != r->len || j->copies[first].count != 1 ||
+	    j->copies[first].op != CM_OP_PLAIN)
 		nr->flags &= ~CM_READ_DIRECT;
 	j->read_bytes += r->len;
 	return 0;

@@ -76,6 +76,8 @@ struct pl_spec {
 	size_t ntensors;
 	int has_tensors;
 	struct pl_avail *avail;     /* files_of_process (avail.h), or NULL */
+	int convert;                /* as pl_opts.convert (rl_spec_set_dtype); the
+				     * plan's own, when set, wins */
 };
 
 /*
@@ -230,6 +232,8 @@ struct pl_item {
 	uint8_t ndim;
 	uint8_t dtype;
 	uint16_t bits;
+	uint8_t to;                 /* the dtype in staging (convert.c): dtype unless converted */
+	uint16_t to_bits;           /* its bits */
 	int32_t rule;               /* -1: replicated */
 	uint32_t src;               /* plain: source tensor */
 	uint32_t first_part, nparts; /* targets: parts (nparts 0: plain) */
@@ -284,7 +288,17 @@ struct pl_plan {
 	uint8_t *received;          /* per shard: filled by transfers, or NULL */
 	struct pl_exec_files *fx;   /* what the engine executes (exec_files.c) */
 	uint64_t memory_estimate;   /* bytes the build was estimated to need */
+	int converts;               /* some item converts (convert.c) */
+	struct pl_convert *convert; /* per shard when it does, else NULL */
 };
+
+/* dtype conversion on load (convert.c): the options' check, which items
+ * convert (their to and to_bits; every item's set), and the per-shard
+ * table pl_exec.convert gives (after the layout). */
+int pl_convert_check(const struct pl_opts *o, const struct pl_spec *s, struct cm_err *e);
+int pl_convert_items(struct pl_plan *p, const struct pl_ckpt *ck, const struct pl_opts *o,
+		     struct cm_err *e);
+int pl_convert_shards(struct pl_plan *p);
 
 /*
  * The files the plan's reads open, and the reads naming them by their

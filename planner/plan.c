@@ -151,8 +151,11 @@ static int push_region(struct ctx *x, const struct part_at *pa, unsigned s,
 	g->slot = s;
 	g->lev = (uint32_t)x->nlevels;
 	g->nlev = (uint8_t)r->nlev;
-	g->direct = pa->single && r->nruns == 1 &&
+	/* A converting region is never read straight into staging. */
+	g->direct = pa->single && r->nruns == 1 && pa->it->to == pa->it->dtype &&
 		    pl_congruent_ok(x->opts, &x->align[pa->file], r->len);
+	g->isize = (uint8_t)(pa->it->bits / 8);
+	g->osize = (uint8_t)(pa->it->to_bits / 8);
 	for (unsigned i = 0; i < r->nlev; i++)
 		x->levels[x->nlevels++] = (struct level){ r->count[i], r->stride[i] };
 	/* One contiguous run of one source: the layout places the shard
@@ -182,7 +185,7 @@ static int slot_region(struct ctx *x, const struct part_at *pa, unsigned s)
 			if (cm_mul64(elems, b.stop[d] - b.start[d], &elems))
 				return cm_err_set(x->err, RL_E_TOO_LARGE,
 						  "tensor \"%s\": shard too large", it->name);
-		if (cm_mul64(elems, it->bits, &bits))
+		if (cm_mul64(elems, it->to_bits, &bits))
 			return cm_err_set(x->err, RL_E_TOO_LARGE,
 					  "tensor \"%s\": shard too large", it->name);
 		if (bits % 8)
@@ -606,6 +609,7 @@ void pl_plan_free(struct pl_plan *p)
 	pl_xplan_free(p->xp);
 	pl_exec_files_free(p->fx);
 	cm_free(p->received);
+	cm_free(p->convert);
 	cm_free(p);
 }
 
@@ -873,7 +877,7 @@ static int plan_own(struct ctx *x)
 	p->capcopies = x->capcopies;
 	x->reads = NULL;
 	x->copies = NULL;
-	return 0;
+	return pl_convert_shards(p);
 }
 
 /* Statistics of every other process (the same code, without copies). */
@@ -929,11 +933,15 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		  struct pl_plan **out, struct cm_err *e)
 {
 	struct pl_plan *p;
-	struct ctx x = { .ck = ck, .align = align, .opts = o, .err = e };
+	struct pl_opts oc = *o;
+	struct ctx x = { .ck = ck, .align = align, .opts = &oc, .err = e };
 	int ret;
 
 	*out = NULL;
-	if ((ret = check_opts(ck, spec, align, o, e)))
+	if (!oc.convert)        /* the spec's dtype, unless the plan set one */
+		oc.convert = spec->convert;
+	o = &oc;
+	if ((ret = check_opts(ck, spec, align, o, e)) || (ret = pl_convert_check(o, spec, e)))
 		return ret;
 	if (!(p = cm_calloc(1, sizeof(*p))))
 		return cm_err_set(e, -ENOMEM, "plan: out of memory");
@@ -945,6 +953,8 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 		x.ratiop = &x.ratio;
 	}
 	ret = pl_items_build(ck, spec, &p->items, &p->nitems, &p->parts, &p->nparts, e);
+	if (!ret)
+		ret = pl_convert_items(p, ck, o, e);
 	if (!ret && !(p->spec = spec_copy(spec)))
 		ret = cm_err_set(e, -ENOMEM, "plan: out of memory");
 	x.spec = p->spec;

@@ -21,6 +21,8 @@ struct region {
 	uint32_t lev;           /* first level in ctx.levels */
 	uint8_t nlev;
 	uint8_t direct;         /* single run of a congruently placed shard */
+	uint8_t isize, osize;   /* element bytes in the file and in staging (differ:
+				 * converted; within counts the file's) */
 };
 
 struct level {
@@ -73,6 +75,7 @@ struct slot_shard {
 struct slot_key {
 	int32_t rule;
 	uint16_t bits;
+	uint16_t to_bits;
 	uint8_t ndim;
 	uint8_t valid;
 	uint64_t shape[RL_MAX_DIMS];

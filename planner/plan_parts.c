@@ -54,6 +54,8 @@ static int shards(struct pl_plan *q, const struct pl_parts *in)
 		it->ndim = 1;
 		it->dtype = RL_DTYPE_U8;
 		it->bits = 8;
+		it->to = it->dtype;
+		it->to_bits = 8;
 		it->rule = -1;
 		q->shards[k] = (struct pl_shard){ (uint32_t)k, 0, in->offset[k], in->nbytes[k] };
 	}

@@ -148,6 +148,9 @@ int pl_spec_add_rule(struct pl_spec *s, const char *regex, unsigned ndims,
 		     const rl_dim_spec *dims, struct cm_err *e);
 int pl_spec_add_target_json(struct pl_spec *s, const char *json, size_t len,
 			    struct cm_err *e);
+/* Every plan of s converts floating tensors to dtype (rl_dtype; -1: as
+ * stored): RL_E_DTYPE unless F32, F16 or BF16 (planner/convert.c). */
+int pl_spec_set_dtype(struct pl_spec *s, int dtype, struct cm_err *e);
 
 /* ---------------------------------------------------------------- */
 /* Plans (planner/plan.c and friends)                                */
@@ -168,6 +171,8 @@ struct pl_opts {
 	uint64_t transfer_align; /* cut transfers here; 0: the file's alignment */
 	uint64_t max_memory;    /* default 4 GiB; 0: no limit */
 	int no_memo;            /* 1: every slot's shard the long way (tests); default 0 */
+	int convert;            /* 0: dtypes as stored (default); else 1 + the rl_dtype
+				 * every floating tensor is converted to */
 };
 
 void pl_opts_default(struct pl_opts *o);
@@ -235,6 +240,15 @@ struct pl_exec {
 	 * recorded) and where its data starts (8 + header length). */
 	const struct cm_file_id *file_ids;
 	const uint64_t *data_starts;
+	/* Per shard: its elements' dtype in the file and in staging (rl_dtype;
+	 * equal: as stored). The plan's copies of a converted shard take
+	 * whole elements, len in the file's bytes and dst in staging's; the
+	 * transform pass (exec/transform.c) gives them their operation.
+	 * NULL when no shard converts. */
+	const struct pl_convert *convert;
+};
+struct pl_convert {
+	uint8_t from, to;
 };
 void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out);
 

@@ -29,6 +29,7 @@ void pl_plan_exec(const struct pl_plan *p, struct pl_exec *out)
 	out->needed_bytes = p->stats[p->process].needed_bytes -
 			    (p->xp && p->xp->st ? p->xp->st[p->process].needed : 0);
 	out->received = p->received;
+	out->convert = p->convert;
 }
 
 unsigned pl_plan_nprocs(const struct pl_plan *p)
@@ -61,7 +62,7 @@ void pl_plan_tensor(const struct pl_plan *p, size_t it, const char **name,
 		    int *dtype, unsigned *ndim, const uint64_t **shape)
 {
 	*name = p->items[it].name;
-	*dtype = p->items[it].dtype;
+	*dtype = p->items[it].to;
 	*ndim = p->items[it].ndim;
 	*shape = p->items[it].shape;
 }

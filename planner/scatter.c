@@ -11,10 +11,14 @@
 
 #include "plan_ctx.h"
 
+/* dst_in_shard counts the file's bytes (runs from within); a converted
+ * region's staging holds its elements in osize bytes each. */
 static int push_copy(struct ctx *x, uint32_t req, const struct region *r,
 		     uint64_t src, uint64_t len, uint64_t count, uint64_t stride,
 		     uint64_t dst_in_shard)
 {
+	if (r->osize != r->isize)
+		dst_in_shard = dst_in_shard / r->isize * r->osize;
 	if (GROW(x, x->req_copies, x->nreq_copies, x->capreq_copies, 1))
 		return -ENOMEM;
 	x->req_copies[x->nreq_copies++] = (struct req_copy){ req, {
@@ -201,6 +205,11 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 		uint64_t end = CM_MIN(pos + chunk, ab->end);
 		uint32_t flags = 0;
 
+		/* A conversion takes whole elements of at most 4 bytes, on
+		 * their own size in the file (convert.c): requests end on
+		 * multiples of 4 (O_DIRECT ones do anyway). */
+		if (x->plan->converts && end < ab->end && cm_align_down(end, 4) > pos)
+			end = cm_align_down(end, 4);
 		while (j < x->ndirect_cuts && x->direct_cuts[j + 1] <= pos)
 			j += 2;
 		if (j < x->ndirect_cuts) {

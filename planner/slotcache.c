@@ -71,7 +71,8 @@ static size_t key_hash(const struct slot_key *k)
 
 static int key_eq(const struct slot_key *a, const struct slot_key *b)
 {
-	if (!a->valid || a->rule != b->rule || a->ndim != b->ndim || a->bits != b->bits)
+	if (!a->valid || a->rule != b->rule || a->ndim != b->ndim || a->bits != b->bits ||
+	    a->to_bits != b->to_bits)
 		return 0;
 	for (unsigned d = 0; d < a->ndim; d++)
 		if (a->shape[d] != b->shape[d])
@@ -90,7 +91,7 @@ static void fill_slot(struct ctx *x, const struct pl_item *it, unsigned s, struc
 	for (unsigned d = 0; d < it->ndim; d++)
 		if (cm_mul64(elems, b.stop[d] - b.start[d], &elems))
 			return;
-	if (cm_mul64(elems, it->bits, &bits) || bits % 8)
+	if (cm_mul64(elems, it->to_bits, &bits) || bits % 8)
 		return;
 	e->nbytes = bits / 8;
 	e->ok = !pl_box_runs(it->ndim, it->shape, it->bits, 0, &b, &e->r);
@@ -99,7 +100,8 @@ static void fill_slot(struct ctx *x, const struct pl_item *it, unsigned s, struc
 const struct slot_shard *pl_slot_shards(struct ctx *x, const struct pl_item *it)
 {
 	const struct pl_tensor *t = &x->ck->tensors[it->src];
-	struct slot_key k = { .rule = it->rule, .ndim = it->ndim, .bits = it->bits, .valid = 1 };
+	struct slot_key k = { .rule = it->rule, .ndim = it->ndim, .bits = it->bits,
+			      .to_bits = it->to_bits, .valid = 1 };
 	struct slot_shard *sh;
 	size_t i;
 

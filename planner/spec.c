@@ -721,6 +721,41 @@ static int parse_tensors(struct pl_spec *s, const cJSON *t, struct cm_err *e)
 	return 0;
 }
 
+/* Every field of a spec's object is one it knows. */
+static int known_fields(const cJSON *root, struct cm_err *e)
+{
+	static const char *const names[] = { "mesh", "rules", "targets", "tensors",
+					     "files_of_process", "dtype" };
+	const cJSON *v;
+
+	cJSON_ArrayForEach(v, root) {
+		size_t i = 0;
+
+		while (i < CM_ARRAY_SIZE(names) && strcmp(v->string, names[i]))
+			i++;
+		if (i == CM_ARRAY_SIZE(names))
+			return cm_err_set(e, RL_E_SPEC, "spec: unknown field \"%s\"", v->string);
+	}
+	return 0;
+}
+
+/* "dtype": "F32" | "F16" | "BF16": every floating tensor converted to it
+ * (rl_spec_set_dtype); null: as stored. */
+static int parse_dtype(struct pl_spec *t, const cJSON *v, struct cm_err *e)
+{
+	int dt;
+
+	if (cJSON_IsNull(v))
+		return pl_spec_set_dtype(t, -1, e);
+	if (!cJSON_IsString(v))
+		return cm_err_set(e, RL_E_SPEC, "spec: \"dtype\" is not a string");
+	dt = pl_dtype_lookup(v->valuestring, strlen(v->valuestring));
+	if (dt < 0)
+		return cm_err_set(e, RL_E_DTYPE, "spec: \"dtype\": unknown dtype \"%s\"",
+				  v->valuestring);
+	return pl_spec_set_dtype(t, dt, e);
+}
+
 int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct cm_err *e)
 {
 	struct pl_spec t;
@@ -741,14 +776,11 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct cm_err
 		cJSON_Delete(root);
 		return cm_err_set(e, -ENOMEM, "spec: out of memory");
 	}
-	cJSON_ArrayForEach(v, root) {
-		if (strcmp(v->string, "mesh") && strcmp(v->string, "rules") &&
-		    strcmp(v->string, "targets") && strcmp(v->string, "tensors") &&
-		    strcmp(v->string, "files_of_process")) {
-			ret = cm_err_set(e, RL_E_SPEC, "spec: unknown field \"%s\"", v->string);
-			goto out;
-		}
-	}
+	if ((ret = known_fields(root, e)))
+		goto out;
+	v = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+	if (v && (ret = parse_dtype(&t, v, e)))
+		goto out;
 	v = cJSON_GetObjectItemCaseSensitive(root, "mesh");
 	if (v && (ret = parse_mesh(&t, v, e)))
 		goto out;
@@ -791,6 +823,8 @@ int pl_spec_parse(struct pl_spec *s, const char *json, size_t len, struct cm_err
 	v = cJSON_GetObjectItemCaseSensitive(root, "files_of_process");
 	if (v && (ret = pl_avail_parse(&t, v, e)))
 		goto out;
+	if (!cJSON_GetObjectItemCaseSensitive(root, "dtype"))
+		t.convert = s->convert; /* rl_spec_set_dtype's, before the text */
 	spec_clear(s);
 	*s = t;
 	cJSON_Delete(root);

@@ -209,6 +209,9 @@ static int cu_copy(void *sink, unsigned worker, const struct cm_copy *c, const u
 	if (c->dev >= k->nslots)
 		return cm_err_set(e, RL_E_CUDA_DEVICE, "CUDA sink: copy to slot %u of %u", c->dev,
 				  k->nslots);
+	if (c->op != CM_OP_PLAIN) /* converted in the host window before the copy */
+		return cm_err_set(e, RL_E_DTYPE, "CUDA sink: a copy with an operation (op %u): "
+				  "only plain copies go to the device", c->op);
 	sl = k->slot + c->dev;
 	span = (uint64_t)c->len * (c->count ? c->count : 1);
 	if (!sl->base && sl->cap != UINT64_MAX)

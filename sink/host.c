@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "convert.h"
 #include "host.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -89,20 +90,45 @@ static int memcpy_run(void *arg, uint64_t src, uint64_t dst, uint64_t len)
 	return 0;
 }
 
+/* A converting copy: run k's len / isize elements land converted at
+ * k * out of the destination. Contiguous runs convert as one. */
+static int convert_runs(const struct cm_copy *c, const uint8_t *src, uint8_t *dst)
+{
+	int from = cm_op_from(c->op), to = cm_op_to(c->op);
+	uint64_t n = c->len / cm_op_isize(c->op), out = cm_copy_out(c, c->len);
+
+	if (c->count == 1 || c->src_stride == c->len) {
+		sk_convert(from, to, dst, src, n * c->count);
+		return 0;
+	}
+	for (uint64_t k = 0; k < c->count; k++)
+		sk_convert(from, to, dst + k * out, src + k * c->src_stride, n);
+	return 0;
+}
+
 static int host_copy(void *state, unsigned worker, const struct cm_copy *c, const uint8_t *src,
 		     struct cm_err *e)
 {
 	struct sink_host *h = state;
 	const uint8_t *p[2] = { src + c->src, h->areas[c->dev] + c->dst };
 
+	if (c->op != CM_OP_PLAIN) {
+		if (!cm_op_ok(c->op) || c->len % cm_op_isize(c->op))
+			return cm_err_set(e, RL_E_DTYPE, "host sink: no operation %u of %u-byte runs",
+					  c->op, c->len);
+		return convert_runs(c, p[0], h->areas[c->dev] + c->dst);
+	}
 	return io_copy_runs(c->len, c->count, c->src_stride, memcpy_run, p);
 }
 
-/* Host memory the kernel may read into: a read lands where its copy goes. */
+/* Host memory the kernel may read into: a read lands where its copy goes
+ * (never one that converts: its bytes are not the read's). */
 static uint8_t *host_direct(void *state, const struct cm_copy *c, uint64_t len)
 {
 	struct sink_host *h = state;
 
+	if (c->op != CM_OP_PLAIN)
+		return NULL;
 	return h->areas[c->dev] + c->dst;
 }
 

@@ -92,13 +92,8 @@ static void add_copy(struct tu_plan *p, struct cm_read *r, uint32_t src, uint32_
 		p->copies = realloc(p->copies, p->cap_copies * sizeof(*p->copies));
 	}
 	c = p->copies + p->ncopies++;
-	c->src = src;
-	c->len = len;
-	c->count = count;
-	c->src_stride = stride;
-	c->dev = dev;
-	c->dst = dst;
-	c->shard = shard;
+	*c = (struct cm_copy){ .src = src, .len = len, .count = count, .src_stride = stride,
+			       .dev = dev, .dst = dst, .shard = shard };
 	r->ncopies++;
 }
 

@@ -35,6 +35,8 @@ static int load_reference(struct fixture *f)
 	return ret;
 }
 
+int fixture_dtype = -1;
+
 int fixture_build(struct fixture *f, const char *path, const char *spec_json, size_t sj,
 		  uint64_t chunk)
 {
@@ -51,6 +53,8 @@ int fixture_build(struct fixture *f, const char *path, const char *spec_json, si
 		ret = rl_spec_parse(f->spec, spec_json, sj);
 	if (ret == 0)
 		ret = rl_plan_set(f->plan, RL_PLAN_CHUNK_BYTES, (int64_t)chunk);
+	if (ret == 0)
+		ret = rl_plan_set(f->plan, RL_PLAN_DTYPE, fixture_dtype);
 	if (ret == 0)
 		ret = rl_plan_build(f->plan, f->ck, f->spec);
 	if (ret == 0)

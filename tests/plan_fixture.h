@@ -32,5 +32,8 @@ int fixture_build(struct fixture *f, const char *path, const char *spec_json, si
 int fixture_random_ckpt(struct fixture *f, const char *name, unsigned n, const char *spec_json,
 			uint64_t chunk);
 void fixture_free(struct fixture *f);
+/* fixture_build's plans convert to this dtype (RL_PLAN_DTYPE; -1, the
+ * default: as stored). */
+extern int fixture_dtype;
 
 #endif

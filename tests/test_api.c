@@ -33,6 +33,7 @@ static const char *const covered[] = {
 	"rl_plan_num_requests", "rl_plan_request", "rl_plan_copy",
 	"rl_plan_num_broadcasts", "rl_plan_broadcast",
 	"rl_ckpt_open_headers", "rl_spec_set_files_of_process", "rl_plan_get",
+	"rl_dtype_convert", "rl_spec_set_dtype",
 	"rl_plan_num_transfers", "rl_plan_transfer", "rl_plan_transfer_copy",
 	"rl_plan_transfer_summary", "rl_plan_build_batch", "rl_plan_get_xstats",
 	"rl_loader_create", "rl_loader_set", "rl_loader_param_bounds",
@@ -118,6 +119,11 @@ static void library_wide_functions(void)
 	CHECK_EQ(rl_dtype_from_name(NULL), -1);
 	CHECK_EQ(rl_dtype_from_name("f32"), -1);
 	CHECK_EQ(rl_dtype_from_name("F32"), RL_DTYPE_F32);
+	CHECK_EQ(rl_dtype_convert(RL_DTYPE_F32, RL_DTYPE_F16, NULL, NULL, 0), 0);
+	CHECK_EQ(rl_dtype_convert(RL_DTYPE_F32, RL_DTYPE_F16, NULL, NULL, 1), -EINVAL);
+	CHECK_EQ(rl_dtype_convert(RL_DTYPE_F64, RL_DTYPE_F16, NULL, NULL, 0), RL_E_DTYPE);
+	CHECK_EQ(rl_dtype_convert(RL_DTYPE_F16, RL_DTYPE_F16, NULL, NULL, 0), RL_E_DTYPE);
+	CHECK_EQ(rl_dtype_convert((rl_dtype)-1, RL_DTYPE_F16, NULL, NULL, 0), RL_E_DTYPE);
 	CHECK_STR(rl_backend_name((rl_backend)9), "?");
 }
 
@@ -373,11 +379,13 @@ static void plan_functions(void)
 	rl_plan_destroy(NULL);
 	/* Parameters. */
 	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)0, &lo, &hi), -EINVAL);
-	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)12, &lo, &hi), -EINVAL);
+	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)13, &lo, &hi), -EINVAL);
+	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_DTYPE, &lo, &hi), 0);
+	CHECK(lo == -1 && hi == RL_DTYPE_COUNT - 1);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_MAX_MEMORY, NULL, NULL), 0);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_MAX_MEMORY, &lo, &hi), 0);
 	CHECK_EQ(lo, 0);
-	CHECK_EQ(rl_plan_set(plan, (rl_plan_param)12, 0), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, (rl_plan_param)13, 0), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 0), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_MAX_MEMORY, -1), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CONGRUENT, 2), RL_E_INVALID_ARG);
@@ -449,7 +457,8 @@ static void cluster_functions(void)
 	CHECK_EQ(rl_spec_set_files_of_process(spec, 0, 0, NULL), 0);
 	CHECK_EQ(rl_plan_get(NULL, RL_PLAN_PROCESS, &v), -EINVAL);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_PROCESS, NULL), -EINVAL);
-	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)12, &v), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)13, &v), -EINVAL);
+	CHECK_EQ(rl_spec_set_dtype(NULL, RL_DTYPE_F16), -EINVAL);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_MAX_MEMORY, &v), 0);
 	CHECK_EQ(v, 4ll << 30);
 	/* Not built. */

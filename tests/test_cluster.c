@@ -274,7 +274,9 @@ static void plan_parameters_read_back(void)
 	CHECK_EQ(v, 1500);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_CHUNK_BYTES, &v), 0);
 	CHECK_EQ(v, 4 << 20);
-	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)12, &v), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, RL_PLAN_DTYPE, &v), 0);
+	CHECK_EQ(v, -1);
+	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)13, &v), -EINVAL);
 	CHECK_EQ(rl_plan_get(NULL, RL_PLAN_PROCESS, &v), -EINVAL);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_PROCESS, NULL), -EINVAL);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_TRANSFER_ALIGN, &lo, &hi), 0);

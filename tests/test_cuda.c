@@ -372,6 +372,48 @@ static void registration_refused(void)
 	fixture_free(&f);
 }
 
+/* F32 and F16 tensors of random bits (NaNs among them) converted to
+ * BF16 (RL_PLAN_DTYPE) on their way to two fake GPUs: the host sink
+ * converts into the pinned windows, whose pieces are copied as they
+ * are. The device bytes equal a whole host load of the plan, which
+ * equals the file's elements through rl_dtype_convert. */
+static void converted_dtype(void)
+{
+	static const char spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+				   "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
+	static const char hdr[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[256,300],"
+				  "\"data_offsets\":[0,307200]},\"b\":{\"dtype\":\"F16\","
+				  "\"shape\":[130,250],\"data_offsets\":[307200,372200]}}";
+	size_t hl = (sizeof(hdr) - 1 + 7) / 8 * 8, n = 8 + hl + 372200;
+	uint8_t *file = calloc(1, n), *conv = malloc(153600);
+	char *path = tmp_path("dtype.safetensors");
+	struct fixture f;
+	rl_shard_info si;
+	int ret;
+
+	memcpy(file, &(uint64_t){ hl }, 8);
+	memset(file + 8, ' ', hl);
+	memcpy(file + 8, hdr, sizeof(hdr) - 1);
+	for (size_t i = 8 + hl; i < n; i++)
+		file[i] = (uint8_t)th_rand();
+	CHECK(write_bytes(path, file, n) == 0);
+	fixture_dtype = RL_DTYPE_BF16;
+	ret = fixture_build(&f, path, spec, strlen(spec), 64 << 10);
+	fixture_dtype = -1;
+	CHECKF(ret == 0, "fixture: %d", ret);
+	/* shard 0: rows 0-127 of "a", the first 153600 bytes of the file's
+	 * data, on device 0 as 76800 BF16 */
+	CHECK(rl_plan_shard(f.plan, 0, &si) == 0);
+	CHECK(si.dtype == RL_DTYPE_BF16 && si.nbytes == 76800 && !strcmp(si.name, "a"));
+	CHECK(rl_dtype_convert(RL_DTYPE_F32, RL_DTYPE_BF16, conv, file + 8 + hl, 38400) == 0);
+	CHECK(!memcmp(f.ref[si.device] + si.offset, conv, si.nbytes));
+	fake_env("2", "", "", "", "50");
+	load_and_check(&f, 64 << 10, NULL, 0);
+	fixture_free(&f);
+	free(file);
+	free(conv);
+}
+
 /* Both spec devices on GPU 0 (one stream, one context). */
 static void shared_gpu(void)
 {
@@ -800,7 +842,8 @@ static void sha256_mismatch_frees_device_memory(void)
 static void failed_record_keeps_no_event(void)
 {
 	static const int ord[] = { 0, 1 };
-	struct cm_copy c0 = { 0, 100, 1, 0, 0, 0, 0 }, c1 = { 0, 100, 1, 0, 8, 1, 1 };
+	struct cm_copy c0 = { .len = 100, .count = 1 },
+		       c1 = { .len = 100, .count = 1, .dst = 8, .dev = 1, .shard = 1 };
 	struct eng_sink s;
 	struct cm_err e = { 0 };
 	uint8_t src[4096] = { 7 };
@@ -890,7 +933,7 @@ static void strided_box_2d(void)
 	struct eng_sink s;
 	struct cm_err e = { 0 };
 	uint8_t src[4096], *dev;
-	struct cm_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct cm_copy c = { .src = 16, .len = 100, .count = 7, .src_stride = 300, .dst = 64 };
 	struct fakecuda_stats st;
 	uint64_t t;
 	char why[160];
@@ -1618,6 +1661,7 @@ int main(void)
 	static const struct th_case tests[] = {
 		{ "random_plans", random_plans },
 		{ "windows_wait_for_copies", windows_wait_for_copies },
+		{ "converted_dtype", converted_dtype },
 		{ "shared_gpu", shared_gpu },
 		{ "caller_pointers", caller_pointers },
 		{ "shard_reported_after_its_bytes", shard_reported_after_its_bytes },

@@ -370,6 +370,50 @@ static void empty_shards_take_no_room(void)
 	pl_plan_free(p);
 }
 
+/*
+ * dtype conversion: buffered files (alignment 1) are cut into requests
+ * from a block's first byte; a block starting at an odd offset (U8 "v"
+ * at 69, loaded with F32 "w" at 72 and not "u") would split elements of
+ * "w" across requests, so requests end on multiples of 4. Every copy
+ * into the converted shard takes whole elements, together all of them,
+ * and lands in F16 bytes (staging offsets and sizes).
+ */
+static void converted_requests_end_on_elements(void)
+{
+	static struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct pl_exec ex;
+	struct cm_err e;
+	uint64_t got = 0, out_end = 0;
+
+	fk_init(&f, 1, 64);
+	fk_add(&f, 0, "u", RL_DTYPE_U8, 1, (uint64_t[]){ 5 });
+	fk_add(&f, 0, "v", RL_DTYPE_U8, 1, (uint64_t[]){ 3 });
+	fk_add(&f, 0, "w", RL_DTYPE_F32, 1, (uint64_t[]){ 6000 });
+	pl_opts_default(&o);
+	o.convert = RL_DTYPE_F16 + 1;
+	o.chunk = 8192;
+	CHECKF(build(&f, "{\"tensors\":[\"v\",\"w\"]}", &o, &p, &e) == 0, "%s", e.msg);
+	pl_plan_exec(p, &ex);
+	CHECK(ex.convert && ex.nshards == 2 && ex.shards[1].nbytes == 12000);
+	CHECK(ex.convert[1].from == RL_DTYPE_F32 && ex.convert[1].to == RL_DTYPE_F16);
+	CHECK(ex.convert[0].from == ex.convert[0].to);
+	for (size_t i = 0; i < ex.ncopies; i++) {
+		const struct cm_copy *c = ex.copies + i;
+
+		if (c->shard != 1)
+			continue;
+		CHECKF(c->len % 4 == 0, "copy %zu: %u bytes: not whole F32 elements", i, c->len);
+		got += (uint64_t)c->len * c->count;
+		out_end = CM_MAX(out_end, c->dst + (uint64_t)c->len / 2 * c->count);
+	}
+	CHECK_EQ(got, 24000);
+	CHECK_EQ(out_end, ex.shards[1].offset + 12000);
+	CHECK(ex.nreads > 1);
+	pl_plan_free(p);
+}
+
 /* A whole-file load of densely packed tensors: one block, exact. */
 static void whole_file_is_one_block(void)
 {
@@ -1383,6 +1427,7 @@ int main(void)
 	RUN(aligned_blocks_that_touch_stay_apart);
 	RUN(gap_of_exactly_min_gap_is_solid);
 	RUN(shard_of_the_direct_minimum_read_directly);
+	RUN(converted_requests_end_on_elements);
 	RUN(item_count_limit);
 	RUN(memory_limit_at_the_estimate);
 	RUN(memory_estimate_close_to_the_peak);

@@ -58,9 +58,10 @@ static void add_read(struct rplan *p, uint32_t f, uint64_t off, uint32_t len)
 		if (cm_grow((void **)&p->copies, &p->cap_copies, p->ncopies + 1, sizeof(*c)) < 0)
 			abort();
 		c = p->copies + p->ncopies++;
-		*c = (struct cm_copy){ (uint32_t)(a - off), (uint32_t)(b - a), 1, (uint32_t)(b - a),
-				       p->shards[s].offset + (a - p->toff[s]), p->shards[s].dev,
-				       (uint32_t)s };
+		*c = (struct cm_copy){ .src = (uint32_t)(a - off), .len = (uint32_t)(b - a),
+				       .count = 1, .src_stride = (uint32_t)(b - a),
+				       .dst = p->shards[s].offset + (a - p->toff[s]),
+				       .dev = p->shards[s].dev, .shard = (uint32_t)s };
 		r->ncopies++;
 	}
 }

@@ -174,6 +174,9 @@ static int build_plan(struct load_run *r)
 	/* Only this process's statistics: the others are not needed here. */
 	if (!ret)
 		ret = rl_plan_set(r->plan, RL_PLAN_ALL_STATS, 0);
+	if (!ret && a->dtype >= 0)
+		ret = rl_plan_set(r->plan, RL_PLAN_DTYPE,
+				  rl_dtype_from_name(load_dtype_names[a->dtype]));
 	if (!ret)
 		ret = rl_plan_build(r->plan, r->ck, r->spec);
 	if (ret < 0) {

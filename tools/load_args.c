@@ -13,6 +13,8 @@
 
 #define PROG "ringload load"
 
+const char *const load_dtype_names[] = { "F32", "F16", "BF16", NULL };
+
 /* Options that only mean something with --mpi (or --out), or not with it. */
 static int mpi_rules(const struct load_args *a)
 {
@@ -40,6 +42,11 @@ static int mpi_rules(const struct load_args *a)
 	if (a->staging_budget >= 0 && !a->device && (a->verify || a->staging >= 0)) {
 		fprintf(stderr, "%s: --staging-budget streams the shards through windows: not with "
 			"%s\n", PROG, a->verify ? "--verify" : "--staging");
+		return OPTS_USAGE;
+	}
+	if (a->mpi && a->dtype >= 0) {
+		fprintf(stderr, "%s: --dtype: not with --mpi yet (read once moves the file's bytes)\n",
+			PROG);
 		return OPTS_USAGE;
 	}
 	if (a->mpi && (a->sha256.n || a->sha256_file)) {
@@ -80,6 +87,16 @@ static void backend_choices(const char **names)
 	names[0] = rl_backend_name(RL_BACKEND_AUTO);
 	for (size_t i = 0; i < LOAD_MAX_BACKENDS && rl_backend_at(i) >= 0; i++)
 		names[i + 1] = rl_backend_name((rl_backend)rl_backend_at(i));
+}
+
+/* Every option not given: -1 where 0 is a value. */
+static void defaults(struct load_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
+	a->staging_budget = -1;
+	a->backend = a->staging = a->dtype = -1;
+	a->process = -1;
 }
 
 int load_parse_args(int argc, char **argv, struct load_args *a)
@@ -129,6 +146,9 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		  "into GPU memory (streamed); cuda:N: every device on GPU N (docs/cuda.md)" },
 		{ .name = "device-map", .kind = OPT_STRING, .dst = &a->device_map, .metavar = "MAP",
 		  .help = "with --device: the GPU of each spec device, e.g. 0,0,1,1" },
+		{ .name = "dtype", .kind = OPT_CHOICE, .dst = &a->dtype,
+		  .help = "convert every floating tensor to this dtype as it loads (integers and "
+			  "BOOL as stored; docs/cli.md)", .choices = load_dtype_names },
 		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
 		  .help = "buffered reads (no O_DIRECT)" },
 		{ .name = "sha256", .kind = OPT_LIST, .dst = &a->sha256, .metavar = "FILE=HEX",
@@ -154,10 +174,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 	int ret;
 
 	backend_choices(backend_names);
-	memset(a, 0, sizeof(*a));
-	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
-	a->staging_budget = a->backend = a->staging = -1;
-	a->process = -1;
+	defaults(a);
 	ret = opts_parse(&cmd, argc, argv);
 	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
 		a->process = 0;

@@ -28,7 +28,11 @@ struct load_args {
 	int no_hf_sha256;        /* --no-hf-sha256 */
 	const char *device;      /* --device cuda[:N] (load_cuda.c); NULL: host memory */
 	const char *device_map;  /* --device-map ORD,ORD,...: spec device id -> CUDA ordinal */
+	int dtype;               /* --dtype: index in load_dtype_names, -1: as stored */
 };
+
+/* --dtype's choices, safetensors dtype names (NULL-terminated). */
+extern const char *const load_dtype_names[];
 
 /* Parses argv (argv[0]: "load"). Returns an opts.h status (OPTS_OK, or
  * what opts_exit_status() turns into the exit status). */

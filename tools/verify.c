@@ -23,20 +23,36 @@ static int pread_all(int fd, uint8_t *p, uint64_t n, uint64_t off)
 	return 0;
 }
 
-/* 1 if the shard equals the file's bytes, 0 if not, -1 if not checkable. */
+/* Row r of the file's elements (len bytes at buf) is row r of the shard
+ * (out bytes at got): equal, or equal once converted to the shard's dtype
+ * (--dtype) into cbuf. */
+static int row_equal(const rl_tensor_info *ti, const rl_shard_info *si, const uint8_t *buf,
+		     uint64_t len, uint8_t *cbuf, const uint8_t *got, uint64_t out)
+{
+	if (ti->dtype == si->dtype)
+		return !memcmp(buf, got, len);
+	return rl_dtype_convert(ti->dtype, si->dtype, cbuf, buf,
+				len / (rl_dtype_bits(ti->dtype) / 8)) == 0 &&
+	       !memcmp(cbuf, got, out);
+}
+
+/* 1 if the shard equals the file's bytes (converted to its dtype when
+ * the load converted), 0 if not, -1 if not checkable. */
 static int verify_shard(const rl_ckpt *ck, const rl_shard_info *si, const uint8_t *got)
 {
 	rl_tensor_info ti;
 	long t = rl_ckpt_find(ck, si->name);
-	unsigned bits = rl_dtype_bits(si->dtype);
-	uint64_t rows = 1, row_bits, row_bytes, span_lo, span_hi, pos = 0;
+	unsigned bits, obits = rl_dtype_bits(si->dtype);
+	uint64_t rows = 1, row_bits, row_bytes, out_bytes, span_lo, span_hi, pos = 0;
 	uint64_t idx[RL_MAX_DIMS] = { 0 };
-	uint8_t *buf;
+	uint8_t *buf, *cbuf;
 	int fd, ok = 1;
 	unsigned nd = si->ndim;
 
-	if (t < 0 || rl_ckpt_tensor(ck, (size_t)t, &ti) < 0 || ti.ndim != nd || ti.dtype != si->dtype)
+	if (t < 0 || rl_ckpt_tensor(ck, (size_t)t, &ti) < 0 || ti.ndim != nd ||
+	    (ti.dtype != si->dtype && rl_dtype_convert(ti.dtype, si->dtype, NULL, NULL, 0)))
 		return -1;
+	bits = rl_dtype_bits(ti.dtype);
 	for (unsigned i = 0; i < nd; i++)
 		if (ti.shape[i] != si->shape[i])
 			return -1;
@@ -47,14 +63,17 @@ static int verify_shard(const rl_ckpt *ck, const rl_shard_info *si, const uint8_
 	if (row_bits % 8)
 		return -1;
 	row_bytes = row_bits / 8;
+	out_bytes = row_bits / bits * obits / 8; /* elements x the shard's bits */
 	for (unsigned i = 0; i + 1 < nd; i++)
 		rows *= si->stop[i] - si->start[i];
 	span_lo = ti.offset;
 	span_hi = ti.offset + ti.nbytes;
 	buf = malloc(row_bytes ? row_bytes : 1);
+	cbuf = malloc(out_bytes ? out_bytes : 1);
 	fd = open(rl_ckpt_file_path(ck, ti.file), O_RDONLY | O_CLOEXEC);
-	if (!buf || fd < 0) {
+	if (!buf || !cbuf || fd < 0) {
 		free(buf);
+		free(cbuf);
 		if (fd >= 0)
 			close(fd);
 		return 0;
@@ -70,9 +89,9 @@ static int verify_shard(const rl_ckpt *ck, const rl_shard_info *si, const uint8_
 		off_bits = lin * bits;
 		if (off_bits % 8 || span_lo + off_bits / 8 + row_bytes > span_hi ||
 		    pread_all(fd, buf, row_bytes, span_lo + off_bits / 8) < 0 ||
-		    memcmp(buf, got + pos, row_bytes))
+		    !row_equal(&ti, si, buf, row_bytes, cbuf, got + pos, out_bytes))
 			ok = 0;
-		pos += row_bytes;
+		pos += out_bytes;
 		/* next index of the outer dimensions, row-major */
 		for (int i = (int)nd - 2; i >= 0; i--) {
 			if (++idx[i] < si->stop[i])
@@ -82,6 +101,7 @@ static int verify_shard(const rl_ckpt *ck, const rl_shard_info *si, const uint8_
 	}
 	close(fd);
 	free(buf);
+	free(cbuf);
 	return ok && pos == si->nbytes;
 }
 

@@ -14,7 +14,7 @@ guide.
 import importlib
 import os
 
-from . import _core, _handles, _lib, _sha256
+from . import _core, _dtypes, _handles, _lib, _sha256
 from ._errors import (ArgumentError, CanceledError, CheckpointError,
                       DeviceError, DtypeError, Error, FrameworkError,
                       HeaderError, IntegrityError, LoadError, SliceError,
@@ -42,7 +42,7 @@ __all__ = [
 @_core.frees_on_error
 def load(filename, sharding=None, process=0, framework="np", device_map=None,
          *, backend="auto", options=None, progress=None, sha256=None,
-         stats=None, copy=False):
+         stats=None, copy=False, dtype=None):
     """Loads the shards that process P's devices need.
 
     filename: a .safetensors file, a directory of them or a
@@ -66,6 +66,10 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     statistics (rl_load_stats and "files", one dict per
     file read; docs/python.md). copy: True gives CPU results that own
     their memory (a copy each; the staging is freed before load returns).
+    dtype: "F32", "F16" or "BF16" (or a torch, numpy or ml_dtypes dtype):
+    every floating tensor converted to it as it loads, bit for bit as
+    torch's .to() on the CPU (api/ringload.h, RL_PLAN_DTYPE); shards then
+    have that dtype; None: as stored.
 
     Returns {device_id: {name: tensor}} with every device of the process
     (shards of the device's box, C order). CPU results are zero-copy views
@@ -75,6 +79,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     allocated is freed.
     """
     process = _handles.plan_param("process", process)
+    to = _dtypes.convert_to(dtype)
     _handles.loader_options(backend, options)
     _core.check_stats(stats)
     _core.check_copy(copy)
@@ -85,6 +90,7 @@ def load(filename, sharding=None, process=0, framework="np", device_map=None,
     try:
         expected = _sha256.resolve(ckpt, sha256)
         spec = _handles.Spec(sharding)
+        spec.set_dtype(to)
         return _core.run(fw, _core.Job(ckpt, spec, process, backend, options,
                                        progress, expected, stats, copy),
                          devices)

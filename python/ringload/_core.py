@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from . import _errors, _handles, _lib, _mapped, _sha256
+from . import _dtypes, _errors, _handles, _lib, _mapped, _sha256
 
 Job = collections.namedtuple(
     "Job", "ckpt spec process backend options progress sha256 stats copy",
@@ -229,13 +229,14 @@ def open_dropin(filename):
 
 
 def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
-               backend="auto"):
+               backend="auto", dtype=None):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
     Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
     read; the library checks the files' SHA-256 as it reads them. stats:
     a dict to fill with the load's statistics (check_stats); copy: CPU
-    results own their memory (Job).
+    results own their memory (Job); dtype: every floating tensor
+    converted to it as it loads (_dtypes.convert_to; None: as stored).
 
     A checkpoint the page cache holds whole is mapped, not read (_mapped,
     as safetensors does): for CPU results with the default backend, no
@@ -244,20 +245,22 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
     verified, never mapped unchecked)."""
     check_stats(stats)
     check_copy(copy)
+    to = _dtypes.convert_to(dtype)
     ckpt = open_dropin(filename)
     spec = None
     try:
         for t in ckpt.tensors:
-            fw.check(t.name, t.dtype, t.shape)
+            fw.check(t.name, _dtypes.loaded(t.dtype, to), t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         hot = None
-        if (device is None and stats is None and not copy
-                and backend == "auto" and not _sha256.to_hash(ckpt, expected)):
+        if (device is None and stats is None and not copy and backend == "auto"
+                and to is None and not _sha256.to_hash(ckpt, expected)):
             hot = _mapped.mapped(ckpt)
         if hot is not None:
             out = materialize(fw, Loaded(hot[0], [0], hot[1]), {})
         else:
             spec = _handles.Spec()
+            spec.set_dtype(to)
             out = run(fw, Job(ckpt, spec, 0, backend, None, None, expected,
                               stats, copy), {0: device})
     finally:

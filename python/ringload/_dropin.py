@@ -46,10 +46,11 @@ def backend(name):
     return _BACKENDS[name]
 
 
-def load_bytes(fw, data):
+def load_bytes(fw, data, dtype=None):
     """Loads every tensor of data (bytes, bytearray or memoryview: a whole
-    safetensors file) with framework fw on the CPU; {name: tensor}.
-    TypeError, as safetensors', for anything else."""
+    safetensors file) with framework fw on the CPU; {name: tensor}
+    (floating ones converted to dtype, _core.load_whole). TypeError, as
+    safetensors', for anything else."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise type_error("bytes", data, "bytes")
     fd = os.memfd_create("ringload-bytes", os.MFD_CLOEXEC)
@@ -58,7 +59,7 @@ def load_bytes(fw, data):
         view = memoryview(data).cast("B")
         while view:
             view = view[os.write(fd, view):]
-        return _core.load_whole(fw, path, None, None)
+        return _core.load_whole(fw, path, None, None, dtype=dtype)
     except _errors.Error as e:  # named as the caller knows it
         e.message = e.message.replace(path, "load(bytes)")
         e.args = (e.message,)

@@ -200,3 +200,50 @@ def to_torch(torch, raw, name, dtype, shape):
     npdt = numpy_dtype(dtype)
     t = torch.from_numpy(_aligned(raw, npdt.itemsize if npdt else 1))
     return t.view(tdt).reshape(shape)
+
+
+# ---- dtype= of the loads: conversion on load (RL_PLAN_DTYPE) ----
+
+_CONVERT_NAMES = {"f32": "F32", "float32": "F32", "float": "F32",
+                  "f16": "F16", "float16": "F16", "half": "F16",
+                  "bf16": "BF16", "bfloat16": "BF16"}
+
+
+def convert_to(dtype):
+    """The safetensors name ("F32", "F16", "BF16") a dtype= argument asks
+    every floating tensor to be converted to, or None (as stored). Takes
+    torch dtypes, numpy and ml_dtypes dtypes (and their types) and the
+    names ("F16", "float16", "bfloat16", ...); ArgumentError otherwise."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        key = dtype
+    elif type(dtype).__module__ == "torch":  # torch.float16 -> "torch.float16"
+        key = str(dtype)
+    else:
+        try:
+            key = np.dtype(dtype).name
+        except TypeError:
+            key = repr(dtype)
+    key = key.lower()
+    key = key[len("torch."):] if key.startswith("torch.") else key
+    if key in _CONVERT_NAMES:
+        return _CONVERT_NAMES[key]
+    raise _errors.ArgumentError(
+        _lib.RL_E_INVALID_ARG, f"dtype={dtype!r}: ringload converts floating "
+        "tensors to F32, F16 or BF16 (torch.float32/float16/bfloat16, numpy "
+        "float32/float16, ml_dtypes.bfloat16, or those names)")
+
+
+def loaded(dtype, to):
+    """The dtype a tensor of safetensors dtype has once loaded with
+    dtype=to: to where the library converts it, else its own (the
+    library's rule, rl_dtype_convert; other floating types fail the plan
+    with RL_E_DTYPE)."""
+    if to is None or dtype == to:
+        return dtype
+    code = _lib.DTYPES.index
+    if _lib.rl_dtype_convert(code(dtype), code(to), None, None, 0) == 0:
+        return to
+    return dtype
+

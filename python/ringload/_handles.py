@@ -233,6 +233,12 @@ class Spec(_Handle, kind="spec"):
         with _closed_on_error(self):
             self._parse(sharding)
 
+    def set_dtype(self, name):
+        """rl_spec_set_dtype: every plan under this spec converts its
+        floating tensors to dtype name ("F16"; None: as stored)."""
+        self.check(_lib.rl_spec_set_dtype(
+            self._ptr, -1 if name is None else _lib.DTYPES.index(name)))
+
     def _parse(self, sharding):
         if sharding is None:
             return

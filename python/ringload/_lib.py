@@ -278,6 +278,8 @@ _PROTOTYPES = {
     "rl_dtype_name": (c_char_p, [c_int]),
     "rl_dtype_bits": (c_uint, [c_int]),
     "rl_dtype_from_name": (c_int, [c_char_p]),
+    "rl_dtype_convert": (c_int, [c_int, c_int, c_void_p, c_void_p, c_size_t]),
+    "rl_spec_set_dtype": (c_int, [_V, c_int]),
 
     "rl_ckpt_create": (_V, []),
     "rl_ckpt_open": (c_int, [_V, c_char_p]),

@@ -68,7 +68,7 @@ FRAMEWORK = _Numpy(raw=True)
 
 @_core.frees_on_error
 def load_file(filename, *, backend="mmap", sha256=None, stats=None,
-              copy=False):
+              copy=False, dtype=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -89,14 +89,20 @@ def load_file(filename, *, backend="mmap", sha256=None, stats=None,
     stats (keyword only): a dict, filled with the load's statistics, as
     ringload.load fills it. copy (keyword only): True gives arrays that own
     their memory (the staging is freed before load_file returns).
+
+    dtype (keyword only): numpy.float32, numpy.float16, ml_dtypes.bfloat16
+    (or "F32", "F16", "BF16", torch's dtypes): every floating tensor is
+    converted to it as it loads, bit for bit as torch's .to() (integers
+    and bool as stored; ringload.load's dtype).
     """
     return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256,
-                            stats, copy, _dropin.backend(backend))
+                            stats, copy, _dropin.backend(backend), dtype)
 
 
 @_core.frees_on_error
-def load(data):
+def load(data, *, dtype=None):
     """Loads every tensor of a safetensors file given as bytes (bytearray
     and memoryview too) as numpy arrays, as safetensors.numpy.load:
-    {name: numpy.ndarray} in sorted name order, the errors of load_file."""
-    return _dropin.load_bytes(FRAMEWORK.drop_in, data)
+    {name: numpy.ndarray} in sorted name order, the errors of load_file;
+    dtype as load_file's."""
+    return _dropin.load_bytes(FRAMEWORK.drop_in, data, dtype)

@@ -206,7 +206,7 @@ FRAMEWORK = _Torch()
 
 @_core.frees_on_error
 def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
-              stats=None, copy=False):
+              stats=None, copy=False, dtype=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -228,9 +228,17 @@ def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
     stats (keyword only): a dict, filled with the load's statistics, as
     ringload.load fills it. copy (keyword only): True gives CPU tensors
     that own their memory (the staging is freed before load_file returns).
+
+    dtype (keyword only): torch.float32, torch.float16 or torch.bfloat16
+    (numpy's and the names "F32", "F16", "BF16" too): every floating
+    tensor (F32, F16, BF16, F8_E4M3, F8_E5M2) is converted to it as it
+    loads, bit for bit as its .to(dtype) on the CPU; on a CUDA device in
+    the pinned window before the copy. Integers and bool stay as stored;
+    F64 and the other floating types raise SpecError (RL_E_DTYPE).
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
-                            sha256, stats, copy, _dropin.backend(backend))
+                            sha256, stats, copy, _dropin.backend(backend),
+                            dtype)
 
 
 # ---- Loads across the ranks of a torch.distributed group (_dist) ----
@@ -439,32 +447,34 @@ def _load_read_once(filename, sharding, group, job_args, batch_bytes):
 
 
 def load(data, sharding=None, **kwargs):
-    """Two forms. load(data), data a whole safetensors file as bytes
-    (bytearray and memoryview too), is safetensors.torch.load: {name: CPU
-    tensor} in sorted name order, the errors of load_file. load(filename,
+    """Two forms. load(data, *, dtype=None), data a whole safetensors file
+    as bytes (bytearray and memoryview too), is safetensors.torch.load:
+    {name: CPU tensor} in sorted name order, the errors and dtype of
+    load_file. load(filename,
     sharding=None, *, process_group=None, read_once=False, ...) is the
     sharded load of a torch.distributed group (_load_group). Anything else
     (None, a number) is safetensors' TypeError."""
     if isinstance(data, (bytes, bytearray, memoryview)):
-        if sharding is not None or kwargs:
+        if sharding is not None or set(kwargs) - {"dtype"}:
             raise _errors.ArgumentError(
-                _lib.RL_E_INVALID_ARG, "load(bytes) takes no other argument")
-        return _load_bytes(data)
+                _lib.RL_E_INVALID_ARG, "load(bytes) takes no other argument "
+                "than dtype")
+        return _load_bytes(data, kwargs.get("dtype"))
     if data is None or isinstance(data, (int, float)):
         return _dropin.load_bytes(FRAMEWORK, data)  # safetensors' TypeError
     return _load_group(data, sharding, **kwargs)
 
 
 @_core.frees_on_error
-def _load_bytes(data):
-    return _dropin.load_bytes(FRAMEWORK, data)
+def _load_bytes(data, dtype=None):
+    return _dropin.load_bytes(FRAMEWORK, data, dtype)
 
 
 @_core.frees_on_error
 def _load_group(filename, sharding=None, *, process_group=None,
                 read_once=False, device_map=None, backend="auto",
                 options=None, progress=None, sha256=None,
-                batch_bytes=256 << 20, stats=None):
+                batch_bytes=256 << 20, stats=None, dtype=None):
     """ringload.load(framework="pt") for the ranks of a torch.distributed
     group: the spec's process is the rank in process_group (None: the
     default group; without torch.distributed set up, process 0).
@@ -489,8 +499,12 @@ def _load_group(filename, sharding=None, *, process_group=None,
                                      "initialized")
         return ringload.load(filename, sharding, 0, "pt", device_map,
                              backend=backend, options=options,
-                             progress=progress, sha256=sha256)
+                             progress=progress, sha256=sha256, dtype=dtype)
     from . import _dist
+    if read_once and dtype is not None:
+        raise _errors.SpecError(_lib.RL_E_DTYPE, "dtype with read_once: not "
+                                "supported (the transfers move the file's "
+                                "bytes)")
     if read_once:
         out, st = _load_read_once(filename, sharding, process_group,
                                   (backend, options, sha256), batch_bytes)
@@ -503,4 +517,4 @@ def _load_group(filename, sharding=None, *, process_group=None,
     rank = dist.get_rank(process_group)
     return _dist.agree(process_group, lambda: ringload.load(
         filename, sharding, rank, "pt", device_map, backend=backend,
-        options=options, progress=progress, sha256=sha256))
+        options=options, progress=progress, sha256=sha256, dtype=dtype))

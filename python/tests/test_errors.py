@@ -162,7 +162,7 @@ def test_every_code_maps_to_its_group_class():
               "RL_E_DUPLICATE_TENSOR": ringload.CheckpointError,
               "RL_E_MISSING_TENSOR": ringload.TensorNotFoundError,
               "RL_E_SPEC": ringload.SpecError, "RL_E_SHAPE_MISMATCH": ringload.SpecError,
-              "RL_E_SUBBYTE_SPLIT": ringload.SpecError,
+              "RL_E_SUBBYTE_SPLIT": ringload.SpecError, "RL_E_DTYPE": ringload.SpecError,
               "RL_E_INVALID_ARG": ringload.ArgumentError, "RL_E_TOO_LARGE": ringload.ArgumentError,
               "RL_E_STATE": ringload.StateError, "RL_E_BACKEND": ringload.LoadError,
               "RL_E_CANCELED": ringload.CanceledError, "RL_E_STAGING": ringload.LoadError,
