@@ -1262,7 +1262,7 @@ static void strided_box_over_max_pitch(void)
 	struct eng_sink s;
 	struct cm_err e = { 0 };
 	uint8_t src[4096], *dev;
-	struct cm_copy c = { 16, 100, 7, 300, 64, 0, 0 };
+	struct cm_copy c = { .src = 16, .len = 100, .count = 7, .src_stride = 300, .dst = 64 };
 	struct fakecuda_stats st;
 	uint64_t t;
 	char why[160];
