@@ -11,12 +11,24 @@ straight into their result tensors, in batches of at most batch_bytes in
 flight. The owner needs the box itself, so read once costs no memory
 beyond the results.
 
+Agreement: before any byte moves the ranks exchange what they are about
+to do (same_plan): each file's name, size, header and identity (machine,
+device, inode, mtime), a sample of its bytes where identities differ, and
+a digest of the sharding or placements; any difference ends every rank
+with the same ArgumentError naming it, before a collective whose sizes it
+could change (all_gather_object agrees on sizes first).
+
 Failures: after the read every rank tells the others its status
 (all_gather_object); when any failed, every rank raises that rank's
 error (same class and code; the message starts with "rank N: "). A
 rank that dies or hangs makes the others' collectives fail at the group's
 timeout: they raise RL_E_PEER (LoadError) naming the collective.
 """
+import hashlib
+import os
+import socket
+import struct
+
 import torch
 import torch.distributed as dist
 
@@ -79,6 +91,149 @@ def agree(group, fn):
             raise err
         raise _rebuild(status, rank) from None
     return result
+
+
+def _machine():
+    """What tells two machines apart: the boot id (one per running kernel),
+    else the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+# A content check where identities differ reads SAMPLES blocks of
+# SAMPLE_BYTES, evenly spaced over the file: 1 MiB, next to nothing
+# against a checkpoint, and any tensor larger than 1/255 of the file
+# holds a block. A difference no block covers is not seen: give sha256.
+SAMPLES = 256
+SAMPLE_BYTES = 4096
+
+
+def _file_view(path):
+    """What the ranks compare about one file of the checkpoint: its name,
+    size, a digest of its header, and its identity."""
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        head = f.read(8)  # the library validated the header already
+        header = f.read(struct.unpack("<Q", head)[0]) if len(head) == 8 \
+            else b""
+    return {"name": os.path.basename(path), "size": st.st_size,
+            "header": hashlib.sha256(head + header).hexdigest(),
+            "id": (_machine(), st.st_dev, st.st_ino, st.st_size,
+                   st.st_mtime_ns)}
+
+
+def _sample(path, size):
+    """A digest of SAMPLES blocks evenly spaced over the file (all of a
+    file no larger than them)."""
+    h = hashlib.sha256()
+    span = SAMPLES * SAMPLE_BYTES
+    with open(path, "rb", buffering=0) as f:
+        if size <= span:
+            h.update(f.read())
+            return h.hexdigest()
+        for i in range(SAMPLES):
+            h.update(os.pread(f.fileno(), SAMPLE_BYTES,
+                              (size - SAMPLE_BYTES) * i // (SAMPLES - 1)))
+    return h.hexdigest()
+
+
+def _gather(group, what, mine):
+    """Every rank's mine, in rank order (all_gather_object: sizes agreed
+    first, so views of any size never abort the collective library)."""
+    views = [None] * dist.get_world_size(group)
+    collective(what, dist.all_gather_object, views, mine, group=group)
+    return views
+
+
+def view(ckpt, plan):
+    """This rank's view of a load, for same_plan: its files (_file_view)
+    and plan, {name: value} of what must be the same on every rank (the
+    name is what an error reports: "sharding", "placements", ...)."""
+    return {"files": [_file_view(p) for p in ckpt.files()],
+            "plan": {k: _digest(v) for k, v in plan.items()}}
+
+
+def _digest(value):
+    return hashlib.sha256(repr(value).encode()).hexdigest()
+
+
+def _file_error(views, f):
+    """The message of file f's first difference between ranks, or None."""
+    files = [v["files"][f] for v in views]
+    for key, what in (("name", "another file"), ("size", "another size"),
+                      ("header", "another header")):
+        r = next((r for r, x in enumerate(files) if x[key] != files[0][key]),
+                 None)
+        if r is not None:
+            return (f"read_once: the ranks' checkpoints differ: rank {r}'s "
+                    f"file {f} ({files[r]['name']}) has {what} than rank "
+                    f"0's ({files[0]['name']})")
+    return None
+
+
+def _plan_error(views, keys):
+    """The message of the first of keys whose value differs between ranks,
+    or None."""
+    for key in keys:
+        r = next((r for r, v in enumerate(views)
+                  if v["plan"].get(key) != views[0]["plan"].get(key)), None)
+        if r is not None:
+            return (f"the ranks disagree on the {key}: rank {r}'s is not "
+                    f"rank 0's")
+    return None
+
+
+def same_plan(group, ckpt, mine):
+    """Checks that every rank of group is about to do what this one is
+    (mine: view()): the same plan values, and with read once the same
+    files (name, size, header; where identities differ, a sample of their
+    bytes). Any difference raises the same ArgumentError on every rank,
+    naming the value or the file."""
+    views = _gather(group, "plan exchange", mine)
+    msg = _plan_error(views, ["read_once"])
+    if msg:
+        raise arg_error(msg)
+    if not mine["plan"].get("read_once") == _digest(True):
+        return
+    if len({len(v["files"]) for v in views}) > 1:
+        r = next(r for r, v in enumerate(views)
+                 if len(v["files"]) != len(views[0]["files"]))
+        raise arg_error(f"read_once: the ranks' checkpoints differ: rank {r} "
+                        f"has {len(views[r]['files'])} files, rank 0 "
+                        f"{len(views[0]['files'])}")
+    for f in range(len(views[0]["files"])):
+        msg = _file_error(views, f)
+        if msg:
+            raise arg_error(msg)
+    msg = _plan_error(views, sorted(mine["plan"]))
+    if msg:
+        raise arg_error("read_once: " + msg)
+    _same_bytes(group, ckpt, views)
+
+
+def _same_bytes(group, ckpt, views):
+    """Files whose identity differs between ranks (node-local copies, or a
+    stale one) are compared by a sample of their bytes (_sample)."""
+    paths = ckpt.files()
+    check = [f for f in range(len(paths))
+             if len({v["files"][f]["id"] for v in views}) > 1]
+    if not check:
+        return
+    samples = _gather(group, "sample exchange", {"samples": agree(
+        group, lambda: [_sample(paths[f], views[0]["files"][f]["size"])
+                        for f in check])})
+    for i, f in enumerate(check):
+        r = next((r for r, s in enumerate(samples)
+                  if s["samples"][i] != samples[0]["samples"][i]), None)
+        if r is not None:
+            name = views[0]["files"][f]["name"]
+            raise arg_error(f"read_once: the ranks' checkpoints differ: rank "
+                            f"{r}'s copy of file {f} ({name}) holds other "
+                            f"bytes than rank 0's (same header: a stale "
+                            f"copy?)")
 
 
 def owners(ckpt, needs, read_once):

@@ -336,9 +336,16 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
     def prepare():
         ckpt = _handles.Checkpoint(filename)
         layout, needs = _dtensor_layout(ckpt, device_mesh, placements)
-        return ckpt, layout, needs, _sha256.resolve(ckpt, sha256)
-    ckpt, layout, needs, expected = _dist.agree(None, prepare)
+        mine = _dist.view(ckpt, {
+            "read_once": bool(read_once), "batch_bytes": batch_bytes,
+            "device_mesh": (tuple(device_mesh.mesh.shape),
+                            device_mesh.mesh.flatten().tolist()),
+            "placements": [(m.name, tuple(map(repr, pl)))
+                           for m, pl, _ in layout]})
+        return ckpt, layout, needs, _sha256.resolve(ckpt, sha256), mine
+    ckpt, layout, needs, expected, mine = _dist.agree(None, prepare)
     try:
+        _dist.same_plan(None, ckpt, mine)
         tensors, st = _dist.run(ckpt, needs, None, read_once,
                                 (backend, options, expected), batch_bytes)
     finally:
@@ -370,6 +377,12 @@ def _spec_json(sharding):
             return json.load(f)
     except (OSError, TypeError, ValueError):
         return {}
+
+
+def _canonical(sharding):
+    """The spec as the ranks compare it: its JSON with sorted keys."""
+    import json
+    return json.dumps(_spec_json(sharding), sort_keys=True)
 
 
 def _spec_needs(ckpt, spec, nproc, me):
@@ -418,9 +431,13 @@ def _load_read_once(filename, sharding, group, job_args, batch_bytes):
             mine, needs = _spec_needs(ckpt, spec, nproc, me)
         finally:
             spec.close()
-        return ckpt, mine, needs, _sha256.resolve(ckpt, job_args[2])
-    ckpt, mine, needs, expected = _dist.agree(group, prepare)
+        view = _dist.view(ckpt, {
+            "read_once": True, "batch_bytes": batch_bytes,
+            "sharding": (_canonical(sharding), list(needs.items()))})
+        return ckpt, mine, needs, _sha256.resolve(ckpt, job_args[2]), view
+    ckpt, mine, needs, expected, view = _dist.agree(group, prepare)
     try:
+        _dist.same_plan(group, ckpt, view)
         tensors, stats = _dist.run(ckpt, needs, group, True,
                                    job_args[:2] + (expected,), batch_bytes)
     finally:

@@ -134,6 +134,45 @@ def case_fail(ckpt, args):
     return out
 
 
+def _error_of(fn):
+    """[class, code, message] of the ringload.Error fn raises, or None."""
+    try:
+        fn()
+    except ringload.Error as e:
+        return [type(e).__name__, e.code, e.message]
+    return None
+
+
+def case_mismatch(ckpt, args):
+    """Rank args["rank"] differs by args["how"]: "stale" or "copy" (it
+    loads args["path"], a copy of the file with other bytes or the same),
+    "sharding", "placements" or "batch_bytes". Each read-once load's error
+    by "dtensors"/"load" (None: it loaded, and the values are checked);
+    then a load that works on the same group."""
+    odd = dist.get_rank() == args["rank"]
+    how = args["how"]
+    path = args["path"] if odd and how in ("stale", "copy") else ckpt
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    pl = {"w": [Shard(1 if odd and how == "placements" else 0)]}
+    spec = json.loads(json.dumps(SPEC2))
+    if odd and how == "sharding":
+        spec["rules"][0]["spec"] = ["model", None]
+    batch = 4096 if odd and how == "batch_bytes" else 1 << 20
+    full = _full(ckpt)
+    out = {"dtensors": _error_of(lambda: _check_dtensors(rt.load_dtensors(
+        path, mesh, pl, batch_bytes=batch), full, mesh)),
+        "load": _error_of(lambda: _check_load(rt.load(
+            path, spec, read_once=True, batch_bytes=batch), full, spec))}
+    _check_dtensors(rt.load_dtensors(ckpt, mesh, {"w": [Shard(0)]}), full,
+                    mesh)
+    return out
+
+
+SPEC2 = {"mesh": {"shape": [2], "axes": ["model"], "devices": [0, 1],
+                  "process_of_device": [0, 1]},
+         "rules": [{"match": "w", "spec": [None, "model"]}]}
+
+
 def case_dead(ckpt, args):
     """Rank 3 leaves without loading: the others must fail, not hang."""
     if dist.get_rank() == 3:

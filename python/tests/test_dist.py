@@ -56,21 +56,24 @@ def _nbytes(name, box):
     return int(np.prod([b - a0 for a0, b in box])) * a.itemsize
 
 
-def run(tmp_path, case, ckpt, args, timeout=240):
-    """Runs case on WORLD ranks; returns each rank's result."""
+def run(tmp_path, case, ckpt, args, timeout=240, world=WORLD):
+    """Runs case on world ranks; returns each rank's result."""
     init = tmp_path / "init"
     procs, outs = [], []
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    for rank in range(WORLD):
+    for rank in range(world):
         out = tmp_path / f"rank{rank}.json"
         outs.append(out)
         procs.append(subprocess.Popen(
             [sys.executable, os.path.join(HERE, "dist_worker.py"), case,
-             str(rank), str(WORLD), str(init), ckpt, str(out),
+             str(rank), str(world), str(init), ckpt, str(out),
              json.dumps(args)], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     logs = communicate_all(procs, timeout)
     results = []
+    for rank, p in enumerate(procs):  # a SIGABRT in gloo is a failure
+        assert p.returncode == 0 or case == "dead", \
+            f"rank {rank} exit status {p.returncode}:\n{logs[rank]}"
     for rank, out in enumerate(outs):
         assert out.exists() or (case == "dead" and rank == 3), \
             f"rank {rank} wrote nothing:\n{logs[rank]}"
@@ -140,6 +143,43 @@ def test_load_on_a_subgroup_takes_the_rank_in_the_group(tmp_path, ckpt):
         st = [r["stats"]["True"] for r in pair]
         assert sum(s["bytes_needed"] for s in st) == st[0]["unique_bytes"] == total
         assert sum(s["sent_bytes"] for s in st) == sum(s["received_bytes"] for s in st) > 0
+
+
+MISMATCHES = {
+    "stale": "rank 1's copy of file 0 (m.safetensors) holds other bytes",
+    "copy": None,
+    "sharding": "disagree on the sharding: rank 1's",
+    "placements": "disagree on the placements: rank 1's",
+    "batch_bytes": "disagree on the batch_bytes: rank 1's"}
+
+
+@pytest.mark.parametrize("how", sorted(MISMATCHES))
+def test_ranks_that_disagree_all_raise(tmp_path, ckpt, how):
+    """Read once where rank 1 differs (a stale copy of the file: same
+    header, other bytes, inode and mtime; another sharding, placements or
+    batch size): every rank raises the same ArgumentError naming what
+    differs, before any byte moves, and no rank dies in gloo. An exact
+    copy elsewhere loads."""
+    copy = tmp_path / "copy" / "m.safetensors"
+    copy.parent.mkdir()
+    data = bytearray(open(ckpt, "rb").read())
+    if how == "stale":
+        n = int.from_bytes(data[:8], "little") + 8
+        data[n:] = bytes(b ^ 0x5a for b in data[n:])
+    copy.write_bytes(bytes(data))
+    res = run(tmp_path, "mismatch", ckpt,
+              {"rank": 1, "how": how, "path": str(copy)}, world=2)
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    want = MISMATCHES[how]
+    for which in ("dtensors", "load"):
+        errs = [r["stats"][which] for r in res]
+        if how in ("sharding",) and which == "dtensors" or \
+                how == "placements" and which == "load" or want is None:
+            assert errs == [None, None], (which, errs)
+            continue
+        assert errs[0] == errs[1], (which, errs)
+        assert errs[0][:2] == ["ArgumentError", _lib.RL_E_INVALID_ARG], errs
+        assert want in errs[0][2], (which, errs[0])
 
 
 FAILURES = {"missing": ("FileNotFoundSysError", -2),
