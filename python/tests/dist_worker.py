@@ -66,7 +66,8 @@ def _check_dtensors(out, full, mesh):
 
 
 def case_load(ckpt, args):
-    """ringload.torch.load on every backend, with and without read once."""
+    """ringload.torch.load on every backend, with and without read once;
+    then read once with targets and files_of_process (by "targets")."""
     full, out = _full(ckpt), {}
     for backend, workers, read_once in COMBOS:
         stats = {}
@@ -75,6 +76,26 @@ def case_load(ckpt, args):
                       stats=stats)
         _check_load(got, full, args["spec"])
         out[f"{backend}/{workers}/{read_once}"] = stats
+    fop = dict(args["spec"], files_of_process=[["m.safetensors"], [],
+                                               ["m.*"], []])
+    spec = dict(args["spec"], targets=[
+        {"name": "w2", "source": "w"},
+        {"name": "wtop", "source": "w", "slice": [[4, 12], None]}])
+    spec["rules"] = spec["rules"] + [{"match": "w2", "spec": ["data"]},
+                                     {"match": "wtop", "spec": [None,
+                                                                "model"]}]
+    want = dict(full, w2=full["w"], wtop=full["w"][4:12])
+    del want["w"]  # a source is not loaded under its own name
+    for backend in ("io_uring", "pread"):
+        stats = {}
+        _check_load(rt.load(ckpt, fop, read_once=True, backend=backend,
+                            stats=stats), full, fop)
+        out[f"files_of_process/{backend}"] = stats
+        stats = {}
+        got = rt.load(ckpt, spec, read_once=True, backend=backend,
+                      stats=stats)
+        _check_load(got, want, spec)
+        out[f"targets/{backend}"] = stats
     return out
 
 
