@@ -92,12 +92,9 @@ def sectors(dev):
 
 def drop(path):
     """Drops path's pages from the page cache (clean pages: no root)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())  # dirty pages would stay
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def job(path, case, tmp):
