@@ -322,3 +322,31 @@ def test_read_once_reads_the_file_once(tmp_path, big_ckpt, case):
           f"{[r['read_bytes'] for r in per_rank]}")
     assert len(per_rank) == WORLD
     assert ratio <= 1.10, (ratio, per_rank)
+
+
+def test_rules_of_placements_give_each_tensor_its_spec(tmp_path):
+    """load_dtensors' spec: a rule per name pattern (digits as [0-9]+)
+    where the pattern's tensors agree, else a rule per tensor (regex
+    characters escaped); the library's boxes are each tensor's own."""
+    import ringload
+    import ringload.torch as rt
+    names = {"l0.w": ["x"], "l1.w": ["x"], "l10.w": ["x"],  # one rule
+             "l0.v": ["x"], "l1.v": [], "l2.v": [None, "x"],  # per tensor
+             "a+b(1)": ["x"], "a+b(2)": ["x"], "q": []}
+    rules = rt._rules(list(names.items()))
+    assert {r["match"] for r in rules} == {
+        r"l[0-9]+\.w", r"l0\.v", r"l2\.v", r"a\+b\([0-9]+\)"}, rules
+    path = tmp_path / "n.safetensors"
+    stfile.write(path, {n: ("F32", (4, 4), np.arange(16, dtype="<f4")
+                            .tobytes()) for n in names})
+    spec = {"mesh": {"shape": [2], "axes": ["x"]}, "rules": rules}
+    out = ringload.load(str(path), spec)
+    full = np.arange(16, dtype="<f4").reshape(4, 4)
+    for dev in (0, 1):
+        for n, entries in names.items():
+            want = full
+            if entries and entries[0] == "x":
+                want = full[2 * dev:2 * dev + 2]
+            elif len(entries) > 1:
+                want = full[:, 2 * dev:2 * dev + 2]
+            np.testing.assert_array_equal(out[dev][n], want, err_msg=n)
