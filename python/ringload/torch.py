@@ -428,7 +428,11 @@ def _run_group(filename, sharding, group, job, batch_bytes, read_once,
         _prepare_group(filename, sharding, group, job, batch_bytes,
                        read_once, plan_values)))
     try:
-        _dist.same_plan(group, ckpt, view)
+        try:
+            _dist.same_plan(group, ckpt, view)
+        except BaseException:
+            loader.close()  # no staging made yet: nothing refers to it
+            raise
         shards, ids, staging, st = _dist.run(ckpt, p, group, loader, job,
                                               expected)
         extra = after(ckpt, expected) if after else None
@@ -439,8 +443,8 @@ def _run_group(filename, sharding, group, job, batch_bytes, read_once,
 
 
 def _own_boxes(ckpt, layout, own, job):
-    """{name: CPU tensor of this rank's box} of the tensors in own, read by
-    this rank itself (_boxes.read); statistics merged into st."""
+    """({Box: CPU tensor of this rank's box}, loader statistics or None)
+    of the tensors in own, read by this rank itself (_boxes.read)."""
     boxes = [_boxes.Box(m.name, b) for m, _, b in layout if m.name in own]
     return _boxes.read(ckpt, boxes, job, _to_torch_raw)
 
