@@ -9,9 +9,11 @@ when they start, join the group and build the mesh without loading
 
     perf/dist_bytes.py [--mb 512] [--rounds 3] [--dir DIR] [CASE ...]
 
-Also the bytes the ranks themselves read (/proc/self/io read_bytes, less
-a launch's): the device counts every process of the machine, so on a
-busy one only the ranks' count is exact.
+Also the bytes the ranks themselves read during the load call
+(/proc/self/io read_bytes, from just before it: not the imports, which a
+cache another process drops would read again), less a launch's: the
+device counts every process of the machine, so on a busy one only the
+ranks' count is exact.
 
 CASE: dtensors (load_dtensors on a 2x2 mesh, the issue's placements),
 load (ringload.torch.load, a 2x2 spec of 4 processes), subgroup (two
@@ -162,6 +164,11 @@ def worker(case, rank, init, path):
     mesh = init_device_mesh("cpu", (2, 2))
     read_once = not case.endswith("-all")
     case, stats = case.split("-")[0], {}
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    dist.barrier()
+    # the load's reads alone: not the imports, which a cache dropped by
+    # another process of the machine would read again
+    start = _read_bytes()
     if case == "dtensors":
         pl = {}
         for i in range(6):
@@ -172,12 +179,11 @@ def worker(case, rank, init, path):
         rt.load(path, _spec([0, 1, 2, 3]), read_once=read_once,
                 stats=stats)
     elif case == "subgroup":
-        groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
         rt.load(path, _spec([0, 0, 1, 1]), process_group=groups[rank // 2],
                 read_once=read_once, stats=stats)
     dist.barrier()
-    print("io " + json.dumps({"read_bytes": _read_bytes(), "stats": stats}),
-          flush=True)
+    print("io " + json.dumps({"read_bytes": _read_bytes() - start,
+                              "stats": stats}), flush=True)
     os._exit(0)
 
 

@@ -308,8 +308,9 @@ def big_ckpt(tmp_path_factory):
 def test_read_once_reads_the_file_once(tmp_path, big_ckpt, case):
     """Issue 33 item 2: 4 gloo ranks, a 2x2 mesh (the issue's placements)
     or two subgroups, from a cold file: the ranks' reads from storage
-    (/proc/self/io read_bytes, the bios each submits; less a launch
-    without a load) are at most 1.10x the file (per group). The device's
+    during the load call (/proc/self/io read_bytes, the bios each
+    submits; less a launch without a load) are at most 1.10x the file
+    (per group). The device's
     own count (/proc/diskstats) is printed, not checked: on a shared
     machine it counts every process's reads."""
     mod, path = big_ckpt
