@@ -5,8 +5,12 @@ with read once the ranks together read exactly the distinct boxes' bytes
 and send what they do not read; load(sharding, read_once) gives each rank
 its spec process's boxes; a failure on one rank (missing file, SHA-256
 mismatch) raises that error on every rank, and a rank that never comes
-ends the others at the group's timeout (RL_E_PEER), not a hang. Run by
-the venv of make pydeps alone (Debian's torch 1.13 has no DTensor)."""
+ends the others at the group's timeout (RL_E_PEER), not a hang. Ranks
+that disagree (a stale copy, another sharding, placements or batch size)
+all raise ArgumentError naming it; read once with targets and
+files_of_process is byte-exact; the ranks read each byte of the file once
+from storage (perf/dist_bytes.py). Run by the venv of make pydeps alone
+(Debian's torch 1.13 has no DTensor)."""
 import json
 import os
 import subprocess
