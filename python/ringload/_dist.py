@@ -1,15 +1,25 @@
 """Loads across the ranks of a torch.distributed process group: the engine
 of ringload.torch's load_dtensors and load(process_group=...).
 
-Every rank computes, from the checkpoint's header alone, the same table of
-boxes: each distinct box of a tensor and the ranks that need it. Without
-read once every rank reads the boxes it needs. With read once each box
-has one owner, the needing rank with the fewest bytes so far (boxes taken
-in table order: all ranks agree), which reads it; the other needing ranks
-receive it from the owner by point-to-point send/recv (gloo or NCCL),
-straight into their result tensors, in batches of at most batch_bytes in
-flight. The owner needs the box itself, so read once costs no memory
-beyond the results.
+The library plans: each rank builds the plan of its process (its rank in
+the group) for the same spec (load_dtensors makes one from the mesh and
+placements), with read once (RL_PLAN_READ_ONCE) its transfers too: every
+byte several ranks need is read by one of them, in contiguous file
+ranges balanced by bytes, and sent whole to the others, which copy what
+they need by their own scatter lists (rl_plan_transfer,
+rl_plan_transfer_copy). This module keeps only the collective calls: each
+rank reads its own part into its staging (rl_loader_run), then, batch by
+batch, reads the payloads it roots (rl_plan_build_batch), sends them to
+their receivers and receives its own (one batch_isend_irecv over the
+group: gloo or NCCL), and copies them into its staging. Memory in transit:
+a batch's payloads, at most batch_bytes (RL_PLAN_BATCH_BYTES).
+
+Agreement: before any byte moves the ranks exchange what they are about
+to do (same_plan): each file's name, size, header and identity (machine,
+device, inode, mtime), a sample of its bytes where identities differ, and
+a digest of the sharding or placements; any difference ends every rank
+with the same ArgumentError naming it, before a collective whose sizes it
+could change (all_gather_object agrees on sizes first).
 
 Failures: after the read every rank tells the others its status
 (all_gather_object); when any failed, every rank raises that rank's
@@ -17,10 +27,19 @@ error (same class and code; the message starts with "rank N: "). A
 rank that dies or hangs makes the others' collectives fail at the group's
 timeout: they raise RL_E_PEER (LoadError) naming the collective.
 """
+import collections
+import ctypes
+import hashlib
+import os
+import socket
+import struct
+
+import numpy as np
 import torch
 import torch.distributed as dist
 
-from . import _boxes, _dtypes, _errors, _lib
+from . import _errors, _handles, _lib, _sha256
+
 
 def arg_error(msg):
     """The ArgumentError (RL_E_INVALID_ARG) of msg."""
@@ -81,103 +100,354 @@ def agree(group, fn):
     return result
 
 
-def owners(ckpt, needs, read_once):
-    """{Box: rank that reads it}, or None for a box every needing rank
-    reads itself (all boxes without read once; empty boxes, which nothing
-    reads). needs: {Box: sorted needing ranks}, in table order."""
-    load, out = {}, {}
-    for b, ranks in needs.items():
-        n = _boxes.box_nbytes(ckpt.tensor(b.name), b.box)
-        if not (read_once and n):
-            out[b] = None
-            continue
-        owner = min(ranks, key=lambda r: (load.get(r, 0), r))
-        load[owner] = load.get(owner, 0) + n
-        out[b] = owner
+def _machine():
+    """What tells two machines apart: the boot id (one per running kernel),
+    else the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+# A content check where identities differ reads SAMPLES blocks of
+# SAMPLE_BYTES, evenly spaced over the file: 1 MiB, next to nothing
+# against a checkpoint, and any tensor larger than 1/255 of the file
+# holds a block. A difference no block covers is not seen: give sha256.
+SAMPLES = 256
+SAMPLE_BYTES = 4096
+
+
+def _file_view(path):
+    """What the ranks compare about one file of the checkpoint: its name,
+    size, a digest of its header, and its identity."""
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        head = f.read(8)  # the library validated the header already
+        header = f.read(struct.unpack("<Q", head)[0]) if len(head) == 8 \
+            else b""
+    return {"name": os.path.basename(path), "size": st.st_size,
+            "header": hashlib.sha256(head + header).hexdigest(),
+            "id": (_machine(), st.st_dev, st.st_ino, st.st_size,
+                   st.st_mtime_ns)}
+
+
+def _sample(path, size):
+    """A digest of SAMPLES blocks evenly spaced over the file (all of a
+    file no larger than them)."""
+    h = hashlib.sha256()
+    span = SAMPLES * SAMPLE_BYTES
+    with open(path, "rb", buffering=0) as f:
+        if size <= span:
+            h.update(f.read())
+            return h.hexdigest()
+        for i in range(SAMPLES):
+            h.update(os.pread(f.fileno(), SAMPLE_BYTES,
+                              (size - SAMPLE_BYTES) * i // (SAMPLES - 1)))
+    return h.hexdigest()
+
+
+def _gather(group, what, mine):
+    """Every rank's mine, in rank order (all_gather_object: sizes agreed
+    first, so views of any size never abort the collective library)."""
+    views = [None] * dist.get_world_size(group)
+    collective(what, dist.all_gather_object, views, mine, group=group)
+    return views
+
+
+def view(ckpt, plan):
+    """This rank's view of a load, for same_plan: its files (_file_view)
+    and plan, {name: value} of what must be the same on every rank (the
+    name is what an error reports: "sharding", "placements", ...)."""
+    return {"files": [_file_view(p) for p in ckpt.files()],
+            "plan": {k: _digest(v) for k, v in plan.items()}}
+
+
+def _digest(value):
+    return hashlib.sha256(repr(value).encode()).hexdigest()
+
+
+def _file_error(views, f):
+    """The message of file f's first difference between ranks, or None."""
+    files = [v["files"][f] for v in views]
+    for key, what in (("name", "another file"), ("size", "another size"),
+                      ("header", "another header")):
+        r = next((r for r, x in enumerate(files) if x[key] != files[0][key]),
+                 None)
+        if r is not None:
+            return (f"read_once: the ranks' checkpoints differ: rank {r}'s "
+                    f"file {f} ({files[r]['name']}) has {what} than rank "
+                    f"0's ({files[0]['name']})")
+    return None
+
+
+def _plan_error(views, keys):
+    """The message of the first of keys whose value differs between ranks,
+    or None."""
+    for key in keys:
+        r = next((r for r, v in enumerate(views)
+                  if v["plan"].get(key) != views[0]["plan"].get(key)), None)
+        if r is not None:
+            return (f"the ranks disagree on the {key}: rank {r}'s is not "
+                    f"rank 0's")
+    return None
+
+
+def same_plan(group, ckpt, mine):
+    """Checks that every rank of group is about to do what this one is
+    (mine: view()): the same plan values, and with read once the same
+    files (name, size, header; where identities differ, a sample of their
+    bytes). Any difference raises the same ArgumentError on every rank,
+    naming the value or the file."""
+    views = _gather(group, "plan exchange", mine)
+    msg = _plan_error(views, ["read_once"])
+    if msg:
+        raise arg_error(msg)
+    if not mine["plan"].get("read_once") == _digest(True):
+        return
+    if len({len(v["files"]) for v in views}) > 1:
+        r = next(r for r, v in enumerate(views)
+                 if len(v["files"]) != len(views[0]["files"]))
+        raise arg_error(f"read_once: the ranks' checkpoints differ: rank {r} "
+                        f"has {len(views[r]['files'])} files, rank 0 "
+                        f"{len(views[0]['files'])}")
+    for f in range(len(views[0]["files"])):
+        msg = _file_error(views, f)
+        if msg:
+            raise arg_error(msg)
+    msg = _plan_error(views, sorted(mine["plan"]))
+    if msg:
+        raise arg_error("read_once: " + msg)
+    _same_bytes(group, ckpt, views)
+
+
+def _same_bytes(group, ckpt, views):
+    """Files whose identity differs between ranks (node-local copies, or a
+    stale one) are compared by a sample of their bytes (_sample)."""
+    paths = ckpt.files()
+    check = [f for f in range(len(paths))
+             if len({v["files"][f]["id"] for v in views}) > 1]
+    if not check:
+        return
+    samples = _gather(group, "sample exchange", {"samples": agree(
+        group, lambda: [_sample(paths[f], views[0]["files"][f]["size"])
+                        for f in check])})
+    for i, f in enumerate(check):
+        r = next((r for r, s in enumerate(samples)
+                  if s["samples"][i] != samples[0]["samples"][i]), None)
+        if r is not None:
+            name = views[0]["files"][f]["name"]
+            raise arg_error(f"read_once: the ranks' checkpoints differ: rank "
+                            f"{r}'s copy of file {f} ({name}) holds other "
+                            f"bytes than rank 0's (same header: a stale "
+                            f"copy?)")
+
+
+def plan(ckpt, spec, group, batch_bytes, read_once, chunk_bytes):
+    """This rank's plan of spec (its process: the rank in group), with
+    read_once its transfers cut and batched alike on every rank (transfer
+    alignment 4096, as rl_mpi_load sets, whatever each rank's file
+    system). The mesh must have one process per rank of the group."""
+    world = dist.get_world_size(group)
+    p = _handles.Plan()
+    try:
+        p.set(process=dist.get_rank(group), read_once=int(read_once),
+              transfer_align=4096, batch_bytes=batch_bytes,
+              chunk_bytes=chunk_bytes)
+        p.build(ckpt, spec)
+        n = _lib.rl_plan_num_processes(p.ptr)
+        if n != world:
+            raise arg_error(f"the sharding's mesh has {n} processes but the "
+                            f"group {world} ranks (process = rank in the "
+                            "group)")
+        if read_once:
+            p.unique_bytes = _needed(p)
+        else:  # what read once would read: the group's distinct bytes
+            q = plan(ckpt, spec, group, batch_bytes, True, chunk_bytes)
+            p.unique_bytes = q.unique_bytes
+            q.close()
+    except BaseException:
+        p.close()
+        raise
+    return p
+
+
+def _needed(p):
+    """The bytes every process of p needs, together (rl_plan_get_stats)."""
+    total = _lib.PlanStats()
+    p.check(_lib.rl_plan_get_stats(p.ptr, _lib.RL_TOTAL, ctypes.byref(total)))
+    return total.needed_bytes
+
+
+def summary(p):
+    """(transfers, batches, digest) of the cluster's transfers: equal on
+    ranks that built the same plan (rl_plan_transfer_summary)."""
+    t, b, d = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+    p.check(_lib.rl_plan_transfer_summary(p.ptr, ctypes.byref(t),
+                                          ctypes.byref(b), ctypes.byref(d)))
+    return t.value, b.value, d.value
+
+
+Transfer = collections.namedtuple(
+    "Transfer", "i nbytes root receivers batch copies")
+Transfer.__doc__ = """Transfer i of a plan (rl_plan_transfer): payload
+bytes, root, receiving processes, batch, this process's copies."""
+
+
+def _transfers(p):
+    """Every transfer of the planned process, in the cluster's order."""
+    out = []
+    ti, c = _lib.TransferInfo(), _lib.CopyInfo()
+    for i in range(_lib.rl_plan_num_transfers(p.ptr)):
+        p.check(_lib.rl_plan_transfer(p.ptr, i, ctypes.byref(ti)))
+        copies = []
+        for j in range(ti.ncopies):
+            p.check(_lib.rl_plan_transfer_copy(p.ptr, i, j, ctypes.byref(c)))
+            copies.append((c.src, c.len, c.count, c.src_stride, c.device,
+                           c.dst))
+        out.append(Transfer(i, ti.nbytes, ti.root,
+                            tuple(ti.receivers[k] for k in
+                                  range(ti.nreceivers)), ti.batch, copies))
     return out
 
 
-def _to_torch(raw, name, dtype, shape):
-    return _dtypes.to_torch(torch, raw, name, dtype, shape)
+def _area(loader, dev):
+    """Device dev's library staging as a uint8 array that keeps loader
+    (and so the staging) alive."""
+    ptr, n = loader.staging(dev)
+    if not ptr:
+        return np.empty(0, np.uint8)
+    buf = (ctypes.c_uint8 * n).from_address(ptr)
+    buf.ringload_loader = loader
+    return np.frombuffer(buf, np.uint8)
 
 
-def _pieces(t, batch_bytes):
-    """Contiguous row ranges of t (a C-order box) of at most batch_bytes
-    each (at least one row), as flat uint8 views."""
-    flat = t.reshape(-1).view(torch.uint8) if t.dim() else \
-        t.reshape(1).view(torch.uint8)
-    if t.dim() == 0 or not t.numel():
-        return [flat]
-    row = flat.numel() // t.shape[0]
-    rows = max(1, batch_bytes // max(row, 1))
-    return [flat[i * row:min(i + rows, t.shape[0]) * row]
-            for i in range(0, t.shape[0], rows)]
+def _copy(copy, payload, staging):
+    """One copy of a transfer (rl_copy_info: count runs of len bytes, the
+    k-th at src + k * src_stride in the payload, land contiguously at dst
+    in the device's staging), as one strided numpy copy."""
+    src, n, count, stride, device, dst = copy
+    area = staging[device]
+    if count and (src + (count - 1) * stride + n > payload.size or
+                  dst + count * n > area.size):
+        raise _errors.error(_lib.RL_E_STATE, f"a transfer's copy runs past "
+                            f"its payload or staging ({copy})")
+    runs = np.lib.stride_tricks.as_strided(payload[src:], (count, n),
+                                           (stride, 1), writeable=False)
+    area[dst:dst + count * n].reshape(count, n)[...] = runs
 
 
-def _sends(needs, owner):
-    """[(box, owner, [other needing ranks])] of every box that travels, in
-    table order (the same on every rank)."""
-    return [(b, owner[b], [r for r in ranks if r != owner[b]])
-            for b, ranks in needs.items()
-            if owner[b] is not None and len(ranks) > 1]
+def _read_batch(p, b, rooted, job, counts):
+    """Reads the payloads this rank roots in batch b (rl_plan_build_batch);
+    returns {transfer index: uint8 array of its payload}."""
+    if not rooted:
+        return {}
+    backend, options = job[:2]
+    bp = _handles.Plan()
+    try:
+        bp.set(chunk_bytes=_plan_get(p, "chunk_bytes"))
+        bp.check(_lib.rl_plan_build_batch(bp.ptr, p.ptr, b))
+        loader = _handles.Loader(backend, options)
+        try:
+            loader.run(bp)
+            st = loader.stats()
+        except BaseException:
+            loader.close()
+            raise
+        area = _area(loader, 0)
+        shards = bp.shards()
+    finally:
+        bp.close()
+    counts["bytes_read"] += st["bytes_read"]
+    counts["bytes_needed"] += st["bytes_needed"]
+    return {x.i: area[s.offset:s.offset + s.nbytes]
+            for x, s in zip(rooted, shards)}
 
 
-def _exchange(group, sends, tensors, batch_bytes, counts):
-    """Sends each shared box from its owner to the other ranks that need
-    it, piece by piece, batch_bytes in flight at most per batch."""
+def _plan_get(p, key):
+    v = ctypes.c_int64()
+    p.check(_lib.rl_plan_get(p.ptr, _lib.PLAN_PARAMS[key], ctypes.byref(v)))
+    return v.value
+
+
+def _batch(group, p, b, xs, staging, job, counts):
+    """Batch b: the payloads this rank roots are read, every payload goes
+    from its root to its receivers (one batch_isend_irecv), and each rank
+    copies what it needs into its staging."""
     me = dist.get_rank(group)
-    batch, in_batch = [], 0
-    for b, src, dsts in sends:
-        if me != src and me not in dsts:
-            continue
-        for piece in _pieces(tensors[b], batch_bytes):
-            for dst in dsts:
-                if me not in (src, dst):
-                    continue
-                if in_batch and in_batch + piece.numel() > batch_bytes:
-                    _run(group, batch)
-                    batch, in_batch = [], 0
-                peer = dst if me == src else src
-                batch.append((me == src, piece, peer))
-                in_batch += piece.numel()
-                counts["sent_bytes" if me == src else "received_bytes"] += \
-                    piece.numel()
-    _run(group, batch)
+    payloads = agree(group, lambda: _read_batch(
+        p, b, [x for x in xs if x.root == me], job, counts))
+    ops = []
+    for x in xs:
+        if x.root == me:
+            t = torch.from_numpy(payloads[x.i])
+            ops += [(True, t, r) for r in x.receivers]
+            counts["sent_bytes"] += x.nbytes * len(x.receivers)
+        else:
+            payloads[x.i] = np.empty(x.nbytes, np.uint8)
+            ops.append((False, torch.from_numpy(payloads[x.i]), x.root))
+            counts["received_bytes"] += x.nbytes
+    _run(group, ops)
+    for x in xs:
+        for c in x.copies:
+            _copy(c, payloads[x.i], staging)
 
 
 def _run(group, batch):
     """Posts one batch of sends and receives and waits for all of them."""
     if not batch:
         return
-    ops = [dist.P2POp(dist.isend if send else dist.irecv, piece,
+    ops = [dist.P2POp(dist.isend if send else dist.irecv, t,
                       dist.get_global_rank(group, peer) if group else peer,
-                      group) for send, piece, peer in batch]
+                      group) for send, t, peer in batch]
     for work in collective("send/recv", dist.batch_isend_irecv, ops):
         collective("send/recv", work.wait)
 
 
-def run(ckpt, needs, group, read_once, job_args, batch_bytes):
-    """Reads and exchanges the boxes of needs ({Box: sorted ranks}, in the
-    same order on every rank) that this rank needs; returns ({Box: CPU
-    tensor of the box}, statistics).
+def _check_whole(loader, ckpt, expected):
+    """Hashes each file with an expected SHA-256 ([(file, hex)]) that this
+    rank's reads did not check (read once reads parts of files, or none):
+    whole, with rl_sha256_file; IntegrityError naming it on a mismatch."""
+    matched = {f["path"] for f in loader.stats(ckpt)["files"]
+               if f["sha256_state"] == "matched"}
+    for path in ckpt.files():
+        want = [h for name, h in expected if name == path or
+                os.path.basename(name) == os.path.basename(path)]
+        if not want or path in matched:
+            continue
+        got = (ctypes.c_uint8 * 32)()
+        rc = _lib.rl_sha256_file(os.fsencode(path), ctypes.byref(got))
+        if rc < 0:
+            raise _errors.error(rc, f"{path}: cannot hash it")
+        if bytes(got).hex() != want[0].lower():
+            raise _errors.error(_lib.RL_E_CHECKSUM, f"{path}: SHA-256 "
+                                f"mismatch: expected {want[0].lower()}, "
+                                f"got {bytes(got).hex()}")
 
-    job_args: (backend, options, expected sha256) of this rank's read.
-    """
-    me = dist.get_rank(group)
-    owner = owners(ckpt, needs, read_once)
-    mine = [b for b, ranks in needs.items()
-            if me in ranks and owner[b] in (None, me)]
-    tensors, stats = agree(group, lambda: _boxes.read(ckpt, mine, job_args,
-                                                      _to_torch))
-    counts = {"sent_bytes": 0, "received_bytes": 0}
-    sends = _sends(needs, owner)
-    for b, _, dsts in sends:
-        if me in dsts:
-            meta = ckpt.tensor(b.name)
-            tensors[b] = torch.empty(_boxes.box_shape(b.box), dtype=
-                                     _dtypes.torch_dtype(torch, b.name,
-                                                         meta.dtype))
-    _exchange(group, sends, tensors, batch_bytes, counts)
-    unique = sum(_boxes.box_nbytes(ckpt.tensor(b.name), b.box) for b in needs)
-    return tensors, dict(stats or {"bytes_needed": 0, "bytes_read": 0},
-                         unique_bytes=unique, **counts)
+
+def run(ckpt, p, group, loader, job, expected=()):
+    """Runs plan p (plan()) on this rank: its own reads with loader (its
+    expected SHA-256 values set: [(file, hex)], each file its reads did
+    not check then hashed whole), then the transfers batch by batch, each
+    batch's payloads read by a loader of job's (backend, options);
+    returns (shards, device ids, staging arrays of the devices (views
+    that keep loader), statistics)."""
+    try:
+        agree(group, lambda: (loader.run(p), _check_whole(loader, ckpt,
+                                                          expected)))
+        _sha256.warn_unchecked(loader, ckpt)
+        st = loader.stats()
+        devices = p.devices()
+        staging = [_area(loader, d) for d in range(len(devices))]
+    except BaseException:
+        loader.close()
+        raise
+    counts = {"bytes_needed": st["bytes_needed"],
+              "bytes_read": st["bytes_read"], "sent_bytes": 0,
+              "received_bytes": 0}
+    xs = _transfers(p)
+    for b in range(summary(p)[1]):
+        _batch(group, p, b, [x for x in xs if x.batch == b], staging, job,
+               counts)
+    counts["unique_bytes"] = p.unique_bytes
+    return p.shards(), [i for i, _ in devices], staging, counts

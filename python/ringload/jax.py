@@ -92,10 +92,18 @@ def _layout(ckpt, shardings):
         meta = ckpt.tensor(name)
         _dtype(meta)
         s = _sharding(shardings, meta)
+        spec = getattr(s, "spec", None)
+        if isinstance(s, jax.sharding.NamedSharding) and \
+                len(spec) > len(meta.shape):
+            raise _arg_error(f"tensor '{name}' of shape {list(meta.shape)}: "
+                             f"the sharding's {spec} has {len(spec)} "
+                             f"entries, more than its {len(meta.shape)} "
+                             "dimensions")
         try:
             index = s.addressable_devices_indices_map(meta.shape)
-        except ValueError as e:  # jax's IndivisibleError among them
-            raise _arg_error(f"tensor '{name}': {e}") from None
+        except (ValueError, IndexError) as e:  # IndivisibleError among them
+            raise _arg_error(f"tensor '{name}' of shape {list(meta.shape)}: "
+                             f"{type(e).__name__}: {e}") from None
         out.append((meta, s, {d: _boxes.Box(name, _box(meta, i))
                               for d, i in index.items()}))
     return out
@@ -129,7 +137,11 @@ def load(filename, shardings, *, sha256=None, options=None, backend="auto",
         ckpt.close()
     out = {}
     for meta, s, boxes_of in layout:
-        singles = [jax.device_put(arrays[b], d) for d, b in boxes_of.items()]
+        # each single in the sharding's memory (pinned_host, ...): the
+        # assembled array's memory kind must be its pieces'
+        kind = getattr(s, "memory_kind", None)
+        singles = [jax.device_put(arrays[b], jax.sharding.SingleDeviceSharding(
+            d, memory_kind=kind)) for d, b in boxes_of.items()]
         out[meta.name] = jax.make_array_from_single_device_arrays(
             meta.shape, s, singles)
     if stats is not None and st is not None:

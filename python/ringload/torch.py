@@ -291,7 +291,7 @@ def _placements(placements, meta, ndim):
 
 
 def _dtensor_layout(ckpt, device_mesh, placements):
-    """[(meta, placements, my Box)] and {Box: sorted ranks needing it}."""
+    """[(meta, placements, this rank's box)] of every tensor."""
     import itertools
     from . import _dist
     if not callable(placements) and not isinstance(placements, dict):
@@ -300,19 +300,98 @@ def _dtensor_layout(ckpt, device_mesh, placements):
     for name in () if callable(placements) else placements:
         ckpt.tensor(name)  # TensorNotFoundError naming it
     shape = tuple(device_mesh.mesh.shape)
-    ranks = {c: int(device_mesh.mesh[c]) for c in
-             itertools.product(*map(range, shape))}
     me = _dist.dist.get_rank()
-    layout, needs = [], {}
+    coord = next(c for c in itertools.product(*map(range, shape))
+                 if int(device_mesh.mesh[c]) == me)
+    layout = []
     for meta in ckpt.tensors:
         _dtypes.torch_check(torch, meta.name, meta.dtype, meta.shape)
         pl = _placements(placements, meta, len(shape))
-        for coord, rank in ranks.items():
-            b = _boxes.Box(meta.name, _placement_box(meta, shape, pl, coord))
-            needs.setdefault(b, set()).add(rank)
-            if rank == me:
-                layout.append((meta, pl, b))
-    return layout, {b: sorted(r) for b, r in needs.items()}
+        layout.append((meta, pl, _placement_box(meta, shape, pl, coord)))
+    return layout
+
+
+def _cuts_as_torch(meta, shape, pl, d):
+    """Whether the spec's boxes of dimension d (chunks of ceil(size/n) over
+    the mesh dimensions sharding it, row-major) are DTensor's (nested:
+    each mesh dimension cuts the previous one's chunk). They differ only
+    where several mesh dimensions cut d unevenly."""
+    import itertools
+    dims = [m for m, q in enumerate(pl) if q.is_shard() and q.dim == d]
+    if len(dims) < 2:
+        return True
+    size, n = meta.shape[d], 1
+    for m in dims:
+        n *= shape[m]
+    chunk = -(-size // n)
+    for idx, sub in enumerate(itertools.product(*(range(shape[m])
+                                                  for m in dims))):
+        coord = [0] * len(shape)
+        for m, i in zip(dims, sub):
+            coord[m] = i
+        want = (min(idx * chunk, size), min((idx + 1) * chunk, size))
+        if _placement_box(meta, shape, pl, coord)[d] != want:
+            return False
+    return True
+
+
+def _escape(text):
+    """text as a POSIX ERE matching it literally."""
+    return "".join("\\" + ch if ch in ".[]()*+?{}|^$\\" else ch
+                   for ch in text)
+
+
+def _rules(items):
+    """Rules giving each (name, spec entries) of items its entries
+    (None: not loaded, no rule): one rule per name pattern (each run of
+    digits as [0-9]+: a layer's tensors share one) when every tensor of
+    the pattern has the same entries, else one rule per tensor.
+    Replicated tensors ([]) need no rule."""
+    import re
+    groups = {}
+    for name, entries in items:
+        pattern = "".join("[0-9]+" if k % 2 else _escape(part) for k, part
+                          in enumerate(re.split(r"([0-9]+)", name)))
+        groups.setdefault(pattern, []).append((name, entries))
+    rules = []
+    for pattern, members in groups.items():
+        if len({repr(e) for _, e in members}) == 1:
+            if members[0][1]:
+                rules.append({"match": pattern, "spec": members[0][1]})
+            continue
+        rules += [{"match": _escape(name), "spec": e}
+                  for name, e in members if e]
+    return rules
+
+
+def _dtensor_spec(device_mesh, layout):
+    """The sharding spec of layout's placements on device_mesh (device id
+    and process: the rank), and the tensors it cannot express (several
+    mesh dimensions cutting one dimension unevenly), which each rank then
+    reads itself (_own_boxes)."""
+    shape = tuple(device_mesh.mesh.shape)
+    ranks = device_mesh.mesh.flatten().tolist()
+    axes = [f"mesh{m}" for m in range(len(shape))]
+    items, own = [], []
+    for meta, pl, _ in layout:
+        if not all(_cuts_as_torch(meta, shape, pl, d)
+                   for d in range(len(meta.shape))):
+            own.append(meta.name)
+            items.append((meta.name, None))
+            continue
+        entries = [[axes[m] for m, q in enumerate(pl)
+                    if q.is_shard() and q.dim == d]
+                   for d in range(len(meta.shape))]
+        while entries and not entries[-1]:
+            entries.pop()
+        items.append((meta.name, [e[0] if len(e) == 1 else (e or None)
+                                  for e in entries]))
+    spec = {"mesh": {"shape": list(shape), "axes": axes, "devices": ranks,
+                     "process_of_device": ranks},
+            "rules": _rules(items)}
+    if own:
+        spec["tensors"] = [n for n, e in items if e is not None]
+    return spec, own
 
 
 def _mesh_device(device_mesh):
@@ -324,6 +403,73 @@ def _mesh_device(device_mesh):
     return torch.device(device_mesh.device_type, mod.current_device())
 
 
+def _prepare_group(filename, sharding, group, job, batch_bytes, read_once,
+                   plan_values):
+    """Opens the checkpoint, plans this rank's process of sharding (a
+    spec dict, JSON or file; None: every tensor whole on device 0) with
+    _dist.plan; returns
+    (ckpt, plan, loader, expected, view). plan_values(plan): the values
+    the ranks must agree on (_dist.view)."""
+    from . import _dist
+    backend, options, sha256 = job
+    ckpt = _handles.Checkpoint(filename)
+    spec = loader = p = None
+    try:
+        for t in ckpt.tensors:
+            _dtypes.torch_check(torch, t.name, t.dtype, t.shape)
+        expected = _sha256.resolve(ckpt, sha256)
+        loader = _handles.Loader(backend, options, expected)
+        spec = _handles.Spec(sharding)
+        p = _dist.plan(ckpt, spec, group, batch_bytes, read_once,
+                       loader.request_bytes(ckpt))
+        view = _dist.view(ckpt, dict(plan_values(p), read_once=read_once,
+                                     batch_bytes=batch_bytes))
+    except BaseException:
+        for h in (p, loader, ckpt):
+            if h is not None:
+                h.close()
+        raise
+    finally:
+        if spec is not None:
+            spec.close()
+    return ckpt, p, loader, expected, view
+
+
+def _run_group(filename, sharding, group, job, batch_bytes, read_once,
+               plan_values, after=None):
+    """Prepares (_prepare_group) on every rank, checks that the ranks
+    agree (_dist.same_plan), runs the plan (_dist.run); returns
+    (core.Loaded, statistics, after(ckpt, expected) or None)."""
+    from . import _dist
+    ckpt, p, loader, expected, view = _dist.agree(group, lambda: (
+        _prepare_group(filename, sharding, group, job, batch_bytes,
+                       read_once, plan_values)))
+    try:
+        try:
+            _dist.same_plan(group, ckpt, view)
+        except BaseException:
+            loader.close()  # no staging made yet: nothing refers to it
+            raise
+        shards, ids, staging, st = _dist.run(ckpt, p, group, loader, job,
+                                              expected)
+        extra = after(ckpt, expected) if after else None
+    finally:
+        p.close()
+        ckpt.close()
+    return _core.Loaded(shards, ids, staging), st, extra
+
+
+def _own_boxes(ckpt, layout, own, job):
+    """({Box: CPU tensor of this rank's box}, loader statistics or None)
+    of the tensors in own, read by this rank itself (_boxes.read)."""
+    boxes = [_boxes.Box(m.name, b) for m, _, b in layout if m.name in own]
+    return _boxes.read(ckpt, boxes, job, _to_torch_raw)
+
+
+def _to_torch_raw(raw, name, dtype, shape):
+    return _dtypes.to_torch(torch, raw, name, dtype, shape)
+
+
 @_core.frees_on_error
 def load_dtensors(filename, device_mesh, placements, *, read_once=True,
                   sha256=None, backend="auto", options=None,
@@ -333,14 +479,18 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
 
     placements: {name: [Placement]} (unnamed tensors are Replicate) or a
     callable (name, shape, torch dtype) -> [Placement], one Replicate() or
-    Shard(dim) per mesh dimension. read_once: each distinct box is read by
-    one rank that needs it and sent to the others that do (_dist), in
-    batches of at most batch_bytes in flight; False: each rank reads its
-    own boxes. sha256, backend, options: as ringload.load, for each rank's
-    read. stats: a dict to fill with this rank's bytes_needed, bytes_read,
-    sent_bytes, received_bytes and the group's unique_bytes. A failure on
-    any rank raises its error on every rank. Returns {name: DTensor} in
-    sorted name order.
+    Shard(dim) per mesh dimension. The placements become a sharding spec
+    (one process and device per rank) that the library plans: read_once,
+    each byte that several ranks need is read by one of them and sent to
+    the others (the plan's transfers, _dist), in batches of at most
+    batch_bytes; False: each rank reads its own boxes. A tensor dimension
+    that several mesh dimensions cut unevenly (DTensor's nested chunks are
+    not the spec's) is read by each rank itself. sha256, backend,
+    options: as ringload.load, for each rank's reads. stats: a dict to
+    fill with this rank's bytes_needed, bytes_read, sent_bytes,
+    received_bytes and the group's unique_bytes. Ranks that disagree (on
+    the placements, the files) or a failure on any rank raise on every
+    rank. Returns {name: DTensor} in sorted name order.
     """
     from torch.distributed.tensor import DTensor
     from . import _dist
@@ -349,27 +499,44 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
         raise _dist.arg_error(f"device_mesh has {device_mesh.mesh.numel()} "
                               f"ranks: it must span the default group "
                               f"({dist.get_world_size()} ranks)")
+    meta = {}
 
-    def prepare():
+    def spec_of():
         ckpt = _handles.Checkpoint(filename)
-        layout, needs = _dtensor_layout(ckpt, device_mesh, placements)
-        return ckpt, layout, needs, _sha256.resolve(ckpt, sha256)
-    ckpt, layout, needs, expected = _dist.agree(None, prepare)
-    try:
-        tensors, st = _dist.run(ckpt, needs, None, read_once,
-                                (backend, options, expected), batch_bytes)
-    finally:
-        ckpt.close()
+        try:
+            meta["layout"] = _dtensor_layout(ckpt, device_mesh, placements)
+        finally:
+            ckpt.close()
+        meta["spec"], meta["own"] = _dtensor_spec(device_mesh,
+                                                  meta["layout"])
+        return meta["spec"]
+    _dist.agree(None, spec_of)
+    job = (backend, options, sha256)
+    loaded, st, own = _run_group(
+        filename, meta["spec"], None, job, batch_bytes, bool(read_once),
+        lambda p: {"device_mesh": meta["spec"]["mesh"], "placements": (
+            meta["spec"]["rules"], meta["own"], _dist.summary(p))},
+        lambda ckpt, expected: _dist.agree(None, lambda: _own_boxes(
+            ckpt, meta["layout"], meta["own"],
+            (backend, options, expected))) if meta["own"] else ({}, None))
+    for key in ("bytes_needed", "bytes_read"):  # of the tensors read here
+        st[key] += (own[1] or {}).get(key, 0)
+    st["unique_bytes"] += sum(m.nbytes for m, _, _ in meta["layout"]
+                              if m.name in meta["own"])
     if stats is not None:
         stats.update(st)
+    tensors = {s.name: _to_torch_raw(loaded.raw(s), s.name, s.dtype, s.box)
+               for s in loaded.shards}
+    tensors.update({b.name: t for b, t in own[0].items()})
     device = _mesh_device(device_mesh)
     out = {}
-    for meta, pl, b in layout:
-        local = tensors[b] if device is None else tensors[b].to(device)
-        out[meta.name] = DTensor.from_local(
+    for m, pl, _ in meta["layout"]:
+        local = tensors[m.name] if device is None else \
+            tensors[m.name].to(device)
+        out[m.name] = DTensor.from_local(
             local, device_mesh, pl, run_check=False,
-            shape=torch.Size(meta.shape),
-            stride=torch.empty(meta.shape, device="meta").stride())
+            shape=torch.Size(m.shape),
+            stride=torch.empty(m.shape, device="meta").stride())
     return {name: out[name] for name in sorted(out)}
 
 
@@ -389,61 +556,10 @@ def _spec_json(sharding):
         return {}
 
 
-def _spec_needs(ckpt, spec, nproc, me):
-    """Plans every process of spec; returns ({device_id: [(name, Box)]} of
-    process me, {Box: sorted processes needing it})."""
-    from . import _dist
-    mine, needs = {}, {}
-    for p in range(nproc):
-        plan = _handles.Plan()
-        try:
-            plan.set(process=p)
-            plan.build(ckpt, spec)
-            shards, devices = plan.shards(), plan.devices()
-        finally:
-            plan.close()
-        if p == me:
-            mine = {i: [] for i, _ in devices}
-        for s in shards:
-            if s.name not in ckpt.by_name:
-                raise _dist.arg_error(f"read_once: '{s.name}' is a target: "
-                                      "only checkpoint tensors can be read "
-                                      "once (give read_once=False)")
-            b = _boxes.Box(s.name, tuple(zip(s.start, s.stop)))
-            needs.setdefault(b, set()).add(p)
-            if p == me:
-                mine[s.device_id].append((s.name, b))
-    return mine, {b: sorted(r) for b, r in needs.items()}
-
-
-def _load_read_once(filename, sharding, group, job_args, batch_bytes):
-    """ringload.torch.load's read once: {device_id: {name: CPU tensor}}
-    and this rank's statistics."""
-    from . import _dist
-    dist = _dist.dist
-    me, nproc = dist.get_rank(group), dist.get_world_size(group)
-    if "files_of_process" in _spec_json(sharding):
-        raise _dist.arg_error("read_once: a spec with files_of_process is "
-                              "not supported (give read_once=False)")
-
-    def prepare():
-        ckpt = _handles.Checkpoint(filename)
-        spec = _handles.Spec(sharding)
-        try:
-            for t in ckpt.tensors:
-                _dtypes.torch_check(torch, t.name, t.dtype, t.shape)
-            mine, needs = _spec_needs(ckpt, spec, nproc, me)
-        finally:
-            spec.close()
-        return ckpt, mine, needs, _sha256.resolve(ckpt, job_args[2])
-    ckpt, mine, needs, expected = _dist.agree(group, prepare)
-    try:
-        tensors, stats = _dist.run(ckpt, needs, group, True,
-                                   job_args[:2] + (expected,), batch_bytes)
-    finally:
-        ckpt.close()
-    return {dev: {name: tensors[b] for name, b in shards}
-            for dev, shards in mine.items()}, stats
+def _canonical(sharding):
+    """The spec as the ranks compare it: its JSON with sorted keys."""
+    import json
+    return json.dumps(_spec_json(sharding), sort_keys=True)
 
 
 def load(data, sharding=None, **kwargs):
@@ -480,15 +596,16 @@ def _load_group(filename, sharding=None, *, process_group=None,
     default group; without torch.distributed set up, process 0).
     Collective: every rank of the group calls it.
 
-    read_once: each distinct box the spec's devices need is read by one
-    rank and sent to the other ranks needing it (_dist), at most
-    batch_bytes in flight per batch; the spec may not use targets or
-    files_of_process then, and progress is not called. A failure on any
-    rank raises its error on every rank. stats (read once): a dict to
-    fill with this rank's statistics, as load_dtensors'.
-    Returns {device_id: {name: tensor}} for this rank's devices, as
-    ringload.load; with read once, devices of one rank holding the same
-    box share one CPU tensor (device_map copies it to each device).
+    read_once: the library's read-once plan (rl_plan_transfer): each byte
+    several ranks need is read by one rank and sent to the others (_dist),
+    at most batch_bytes of payloads per batch; targets and
+    files_of_process work as in the plan (a target is read by each rank
+    that needs it; a rank reads no file files_of_process denies it, though
+    it opens every file's header); progress is not called. Ranks that
+    disagree (sharding, files) or a failure on any rank raise on every
+    rank. stats (read once): a dict to fill with this rank's statistics,
+    as load_dtensors'. Returns {device_id: {name: tensor}} for this rank's
+    devices, as ringload.load.
     """
     import ringload
     dist = getattr(torch, "distributed", None)
@@ -506,14 +623,15 @@ def _load_group(filename, sharding=None, *, process_group=None,
                                 "supported (the transfers move the file's "
                                 "bytes)")
     if read_once:
-        out, st = _load_read_once(filename, sharding, process_group,
-                                  (backend, options, sha256), batch_bytes)
-        if stats is not None:
-            stats.update(st)
         devices = {_handles.integer("device_map key", k, 0, 2**32 - 1):
                    FRAMEWORK.device(v) for k, v in (device_map or {}).items()}
-        return {dev: {n: FRAMEWORK.deliver(t, devices.get(dev))
-                      for n, t in ts.items()} for dev, ts in out.items()}
+        loaded, st, _ = _run_group(
+            filename, sharding, process_group, (backend, options, sha256),
+            batch_bytes, True, lambda p: {"sharding": (
+                _canonical(sharding), _dist.summary(p))})
+        if stats is not None:
+            stats.update(st)
+        return _core.materialize(FRAMEWORK, loaded, devices)
     rank = dist.get_rank(process_group)
     return _dist.agree(process_group, lambda: ringload.load(
         filename, sharding, rank, "pt", device_map, backend=backend,

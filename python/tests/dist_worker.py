@@ -66,7 +66,8 @@ def _check_dtensors(out, full, mesh):
 
 
 def case_load(ckpt, args):
-    """ringload.torch.load on every backend, with and without read once."""
+    """ringload.torch.load on every backend, with and without read once;
+    then read once with targets and files_of_process (by "targets")."""
     full, out = _full(ckpt), {}
     for backend, workers, read_once in COMBOS:
         stats = {}
@@ -75,6 +76,26 @@ def case_load(ckpt, args):
                       stats=stats)
         _check_load(got, full, args["spec"])
         out[f"{backend}/{workers}/{read_once}"] = stats
+    fop = dict(args["spec"], files_of_process=[["m.safetensors"], [],
+                                               ["m.*"], []])
+    spec = dict(args["spec"], targets=[
+        {"name": "w2", "source": "w"},
+        {"name": "wtop", "source": "w", "slice": [[4, 12], None]}])
+    spec["rules"] = spec["rules"] + [{"match": "w2", "spec": ["data"]},
+                                     {"match": "wtop", "spec": [None,
+                                                                "model"]}]
+    want = dict(full, w2=full["w"], wtop=full["w"][4:12])
+    del want["w"]  # a source is not loaded under its own name
+    for backend in ("io_uring", "pread"):
+        stats = {}
+        _check_load(rt.load(ckpt, fop, read_once=True, backend=backend,
+                            stats=stats), full, fop)
+        out[f"files_of_process/{backend}"] = stats
+        stats = {}
+        got = rt.load(ckpt, spec, read_once=True, backend=backend,
+                      stats=stats)
+        _check_load(got, want, spec)
+        out[f"targets/{backend}"] = stats
     return out
 
 
@@ -132,6 +153,45 @@ def case_fail(ckpt, args):
            for how in ("missing", "sha256") for ro in (True, False)}
     rt.load_dtensors(ckpt, init_device_mesh("cpu", (4,)), {})
     return out
+
+
+def _error_of(fn):
+    """[class, code, message] of the ringload.Error fn raises, or None."""
+    try:
+        fn()
+    except ringload.Error as e:
+        return [type(e).__name__, e.code, e.message]
+    return None
+
+
+def case_mismatch(ckpt, args):
+    """Rank args["rank"] differs by args["how"]: "stale" or "copy" (it
+    loads args["path"], a copy of the file with other bytes or the same),
+    "sharding", "placements" or "batch_bytes". Each read-once load's error
+    by "dtensors"/"load" (None: it loaded, and the values are checked);
+    then a load that works on the same group."""
+    odd = dist.get_rank() == args["rank"]
+    how = args["how"]
+    path = args["path"] if odd and how in ("stale", "copy") else ckpt
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    pl = {"w": [Shard(1 if odd and how == "placements" else 0)]}
+    spec = json.loads(json.dumps(SPEC2))
+    if odd and how == "sharding":
+        spec["rules"][0]["spec"] = ["model", None]
+    batch = 4096 if odd and how == "batch_bytes" else 1 << 20
+    full = _full(ckpt)
+    out = {"dtensors": _error_of(lambda: _check_dtensors(rt.load_dtensors(
+        path, mesh, pl, batch_bytes=batch), full, mesh)),
+        "load": _error_of(lambda: _check_load(rt.load(
+            path, spec, read_once=True, batch_bytes=batch), full, spec))}
+    _check_dtensors(rt.load_dtensors(ckpt, mesh, {"w": [Shard(0)]}), full,
+                    mesh)
+    return out
+
+
+SPEC2 = {"mesh": {"shape": [2], "axes": ["model"], "devices": [0, 1],
+                  "process_of_device": [0, 1]},
+         "rules": [{"match": "w", "spec": [None, "model"]}]}
 
 
 def case_dead(ckpt, args):

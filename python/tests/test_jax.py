@@ -192,10 +192,39 @@ def test_errors_name_the_tensor(ckpt, small_ckpt):
         rj.load(ckpt, {"bias": NamedSharding(mesh, P(("data", "model")))})
     with pytest.raises(ringload.ArgumentError, match="dict"):
         rj.load(ckpt, [("w", None)])
+    # a spec longer than the rank: JAX's own bare IndexError before
+    with pytest.raises(ringload.ArgumentError, match=r"tensor 'w' of shape "
+                       r"\[8, 12\]: .* has 3 entries, more than its 2"):
+        rj.load(ckpt, {"w": NamedSharding(mesh, P("data", None, "model"))})
+    with pytest.raises(ringload.ArgumentError, match="tensor 'bias'"):
+        rj.load(ckpt, {"bias": NamedSharding(mesh, P(None, "data"))})
     with pytest.raises(ringload.DtypeError, match="tensor 'f4': dtype F4"):
         rj.load_file(small_ckpt)
     with pytest.raises(ringload.DeviceError, match="jax.Device"):
         rj.load_file(ckpt, "cpu:0")
+
+
+@pytest.mark.parametrize("kind", ["pinned_host", "unpinned_host",
+                                  "device"])
+def test_memory_kinds_that_device_put_accepts(ckpt, kind):
+    """A sharding's memory kind, as jax.device_put takes it: each piece is
+    put in that memory ("Memory kind mismatch" before for host kinds)."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+    s = NamedSharding(mesh, P("data", "model"), memory_kind=kind)
+    try:
+        jax.device_put(_expect("w"), s)
+    except (ValueError, RuntimeError, NotImplementedError) as e:
+        pytest.skip(f"this jax refuses memory kind {kind}: {e}")
+    out = rj.load(ckpt, {"w": s, "emb": NamedSharding(
+        mesh, P("data"), memory_kind=kind)})
+    assert out["w"].sharding.memory_kind == kind
+    assert out["emb"].sharding.memory_kind == kind
+    np.testing.assert_array_equal(np.asarray(out["w"]), _expect("w"))
+    np.testing.assert_array_equal(np.asarray(out["emb"]), _expect("emb"))
+    for a, name in ((out["w"], "w"), (out["emb"], "emb")):
+        for sh in a.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(sh.data),
+                                          _expect(name)[sh.index])
 
 
 def test_64_bit_types_need_x64(ckpt):
