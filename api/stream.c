@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "../engine/devq.h"
+#include "../engine/sizing.h"
 #include "../exec/execute.h"
 #include "../sink/host.h"
 #include "loader_internal.h"

@@ -57,14 +57,6 @@ void eng_session_end(struct eng_session *s);
  * why (at most len bytes) saying why not. */
 int eng_session_fixed(const struct eng_session *s, char *why, size_t len);
 
-/* The automatic choices of a run (eng_opts workers and queue_depth 0),
- * for a caller that sizes memory by them before the run: workers for
- * all_bytes of reads (the CPUs this thread may use, one per 16 MiB);
- * queue depth of that many workers whose reads are at most max_read
- * bytes on the device queue q (NULL: none known). */
-unsigned eng_auto_workers(uint64_t all_bytes);
-unsigned eng_auto_depth(unsigned workers, uint32_t max_read, const struct eng_devq *q);
-
 /* Creates an engine with opts (the backend is chosen at eng_run). */
 int eng_create(const struct eng_opts *opts, struct eng **out, struct cm_err *e);
 void eng_destroy(struct eng *eng);

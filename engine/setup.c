@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "eng_int.h"
-#include "engine.h"
+#include "sizing.h"
 
 #define DEFAULT_BUFFER (4u << 20)
 #define MAX_BUFFER (1u << 30)
