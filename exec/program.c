@@ -105,7 +105,9 @@ static int build_windows(struct build *b, const struct ex_program_opts *o)
 	if (ret == 0)
 		ex_windows_needs(&p->win, ex, b->cover.hash ? &b->cover : NULL, &p->needs);
 	for (size_t i = 0; i < p->win.n && ret == 0; i++) {
-		ret = ex_window_job(ex->reads, ex->nreads, ex->copies, &p->win.w[i].r, &wj);
+		/* the cover hashes whole reads in file order: no clipping */
+		ret = ex_window_job(ex->reads, ex->nreads, ex->copies, &p->win.w[i].r,
+				    !b->cover.hash, &wj);
 		if (ret == 0 && b->cover.hash)
 			ret = ex_cover_batch(&b->cover, &wj.reads, &wj.nreads, &wj.cap_reads,
 					     i + 1 == p->win.n);
