@@ -994,7 +994,8 @@ void rl_loader_destroy(rl_loader *ld);
  * rl_loader_set_window_pool()), never more than the load's staging (every
  * device's, rounded up to pages, at least 64 KiB) nor than keeps the medium
  * busy (two windows of a few reads: at least 4, 2 per worker, and on a block
- * device the engine's queue depth of device requests; docs/streaming.md),
+ * device the engine's queue depth of device requests; at least 8 MiB each;
+ * docs/streaming.md),
  * cut into two windows (one under 2 MiB when the budget or the staging
  * sized it). The staging space of every device
  * is read in ranges of at most one window, in device then offset order;

@@ -33,7 +33,8 @@ uint64_t ex_wpool_size(const struct ex_wpool_want *w, struct ex_wpool_size *out)
 	memset(out, 0, sizeof(*out));
 	out->reads = (unsigned)CM_MIN(reads, (uint64_t)UINT32_MAX);
 	/* Saturates: a medium that wants more than 2^62 gets the budget. */
-	if (cm_mul64(reads, CM_MAX(w->request, w->page), &win) < 0 || win > (UINT64_MAX >> 2))
+	if (cm_mul64(reads, CM_MAX(w->request, w->page), &win) < 0 ||
+	    (win = CM_MAX(win, w->window_floor)) > (UINT64_MAX >> 2))
 		out->medium = UINT64_MAX;
 	else
 		out->medium = CM_MAX(2 * cm_align_up(win, w->page), w->min);

@@ -49,7 +49,9 @@ struct ex_wpool {
  * the budget and never more than the load's staging. A window holds a few
  * reads per worker (EX_WPOOL_READS at least, EX_WPOOL_READS_PER_WORKER
  * each) and, on a block device, as many reads as the engine's queue depth
- * of device-sized requests needs; two windows, so that one is read while
+ * of device-sized requests needs, and at least window_floor bytes (each
+ * window's fill is one engine run: tiny windows cost more in runs than
+ * they save); two windows, so that one is read while
  * the runtime drains the other. Pure: the loader gives what it knows
  * (nothing is timed).
  */
@@ -70,6 +72,7 @@ struct ex_wpool_want {
 	unsigned depth;         /* the engine's queue depth, all workers */
 	uint64_t dev_request;   /* the device's largest unsplit request (0: no device) */
 	uint64_t page, min;     /* window alignment; the smallest pool */
+	uint64_t window_floor;  /* the medium's windows hold at least this */
 };
 
 struct ex_wpool_size {

@@ -942,7 +942,8 @@ static int callback_all(struct assembly *a)
 /* ex_wpool_size: every branch. Each case: the inputs (budget, staging,
  * request, workers, depth, device request), then the pool, what sized it
  * and the medium's reads per window. */
-#define WANT(b, s, r, w, d, dev) { b, s, r, w, d, dev, 4096, MIN_BUDGET }
+#define WANTF(b, s, r, w, d, dev, floor) { b, s, r, w, d, dev, 4096, MIN_BUDGET, floor }
+#define WANT(b, s, r, w, d, dev) WANTF(b, s, r, w, d, dev, 0)
 static void pool_size_rules(void)
 {
 	static const struct {
@@ -973,6 +974,11 @@ static void pool_size_rules(void)
 		{ WANT(1ull << 30, 1ull << 30, 50000, 1, 16, 0), 2 * 200704, EX_WPOOL_BY_MEDIUM, 4 },
 		/* a medium past 2^62 bytes saturates: the budget */
 		{ WANT(1ull << 30, 1ull << 40, 1ull << 61, 1, 16, 0), 1ull << 30, EX_WPOOL_BY_BUDGET, 4 },
+		/* the window floor: 8 MiB windows of small reads, unless the budget is less */
+		{ WANTF(1ull << 30, 1ull << 30, 32 << 10, 1, 16, 0, 8 << 20), 16 << 20,
+		  EX_WPOOL_BY_MEDIUM, 4 },
+		{ WANTF(1 << 20, 1ull << 30, 32 << 10, 1, 16, 0, 8 << 20), 1 << 20,
+		  EX_WPOOL_BY_BUDGET, 4 },
 		/* a caller's pool under the smallest: as it is */
 		{ WANT(16 << 10, 1ull << 30, 8 << 20, 1, 16, 0), 16 << 10, EX_WPOOL_BY_BUDGET, 4 },
 	};
@@ -1005,55 +1011,56 @@ static int fixture_larger(struct fixture *f, uint64_t chunk)
 	return ret;
 }
 
-/* Small reads under the default budget (up to 1 GiB): the pool is what
- * keeps the medium busy (two windows of a few reads, or of the engine's
- * depth in device requests), never the budget, with the bytes intact;
- * the stats say so, and the depth and workers the sizing assumed are the
- * engine's. Before, the pool was the budget or the load's staging. */
+/* 64 KiB reads of a 32 MiB file under the default budget (up to 1 GiB):
+ * the pool is what keeps the medium busy (two windows of a few reads, of
+ * the engine's depth in device requests, or of the 8 MiB floor), never
+ * the budget nor the staging, with the bytes intact; the stats say so,
+ * and the depth and workers the sizing assumed are the engine's. Before,
+ * the pool was the load's staging. */
 static void pool_sized_to_the_medium(void)
 {
-	for (int round = 0; round < 3 && !th_failed(); round++) {
+	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+	char *path = tmp_path("medium.safetensors"), hex[65];
+	struct fixture f;
+	int ret = write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
+		  fixture_build(&f, path, one, strlen(one), 64u << 10);
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	for (int round = 0; ret == 0 && round < 2 && !th_failed(); round++) {
 		rl_loader *ld = stream_loader(0);
 		rl_load_stats x = { .size = sizeof(x) };
-		struct fixture f;
 		struct assembly a;
-		uint64_t staging = 0, bound;
-		int ret = fixture_larger(&f, 4096);
+		uint64_t bound;
 
-		CHECKF(ret == 0 && ld, "fixture %d", ret);
-		for (unsigned d = 0; d < f.ndev; d++)
-			staging += cm_align_up(f.ref_len[d], 4096);
 		assembly_init(&a, &f, ld);
-		ret = ret == 0 ? (round == 1 ? callback_all(&a) : pull_all(&a)) : ret;
-		if (ret == RL_E_BACKEND)
+		ret = ld ? (round ? callback_all(&a) : pull_all(&a)) : -ENOMEM;
+		if (ret == RL_E_BACKEND) {
+			ret = 0;
 			goto next;
+		}
 		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
 		CHECK(assembly_matches(&a));
 		CHECK(rl_loader_get_stats(ld, &x) == 0);
-		/* at most the engine's depth of reads, or a few per worker */
+		/* the engine's depth of reads, a few per worker, or 2 x 8 MiB */
 		bound = 2 * CM_MAX(CM_MAX(4u, 2 * x.workers), x.queue_depth) *
 			cm_align_up(x.request_bytes, 4096);
-		bound = CM_MAX(bound, MIN_BUDGET);
-		if (staging > bound)
-			CHECKF(x.stream_pool_limit == RL_POOL_BY_MEDIUM, "%u for %llu of staging",
-			       x.stream_pool_limit, (unsigned long long)staging);
-		CHECKF(x.stream_pool_bytes <= bound && x.stream_pool_bytes <= staging + MIN_BUDGET,
-		       "pool %llu, medium at most %llu, staging %llu",
-		       (unsigned long long)x.stream_pool_bytes, (unsigned long long)bound,
-		       (unsigned long long)staging);
+		bound = CM_MAX(bound, 16u << 20);
+		CHECKF(x.stream_pool_limit == RL_POOL_BY_MEDIUM && x.stream_pool_bytes <= bound &&
+		       x.stream_pool_bytes < x.bytes_needed,
+		       "pool %llu by %u, at most %llu, staging %llu",
+		       (unsigned long long)x.stream_pool_bytes, x.stream_pool_limit,
+		       (unsigned long long)bound, (unsigned long long)x.bytes_needed);
 		CHECK_EQ(x.stream_windows * x.stream_window_bytes, x.stream_pool_bytes);
-		if (x.stream_pool_limit == RL_POOL_BY_MEDIUM) {
-			CHECK_EQ(x.stream_windows, 2);
-			CHECK_EQ(x.stream_pool_medium, x.stream_pool_bytes);
-		}
+		CHECK_EQ(x.stream_windows, 2);
+		CHECK_EQ(x.stream_pool_medium, x.stream_pool_bytes);
 		CHECKF(x.stream_pool_depth == x.queue_depth && x.stream_pool_workers == x.workers,
 		       "sized for depth %u, %u workers; the engine ran %u, %u", x.stream_pool_depth,
 		       x.stream_pool_workers, x.queue_depth, x.workers);
 next:
 		assembly_free(&a);
 		rl_loader_destroy(ld);
-		fixture_free(&f);
 	}
+	fixture_free(&f);
 }
 
 /* Budgets of one window, and under one read (requests of 1 MiB in 64
