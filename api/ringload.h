@@ -744,8 +744,9 @@ typedef enum rl_loader_param {
 				    * library allocates (rounded down to pages, raised
 				    * to 64 KiB; 0, default: rl_loader_budget());
 				    * at most: a load whose staging (every device's,
-				    * rounded up to pages) is smaller gets a pool of
-				    * that size (what a CUDA load pins); a pool from
+				    * rounded up to pages) or whose medium needs less
+				    * gets a pool of that size (what a CUDA load pins;
+				    * rl_load_stats.stream_pool_*); a pool from
 				    * rl_loader_set_window_pool() is the budget instead */
 	RL_OPT_RELEASE_TIMEOUT_MS = 13, /* RL_STAGING_STREAM: how long the load waits for
 				    * a release while every window is held before it fails
@@ -1006,8 +1007,25 @@ typedef struct rl_load_stats {
 	char fallbacks[256];       /* every fallback and why ("" if none) */
 	char shape[384];           /* workers, queue depth, request size and the device
 				    * limits: what was chosen and why */
-	uint64_t reserved[16];     /* room to grow: zero */
+	/* RL_STAGING_STREAM: how the window pool was sized (0 otherwise) */
+	uint64_t stream_pool_bytes; /* mapped (a CUDA load pins them): the smallest
+				    * of the budget (or the caller's pool), the
+				    * load's staging and the medium's */
+	unsigned stream_pool_limit; /* RL_POOL_BY_*: which of the three it is */
+	unsigned stream_pool_reads; /* the medium's: reads a window holds (a few,
+				    * 2 per worker, and on a block device the
+				    * queue depth in device-sized requests) */
+	uint64_t stream_pool_medium; /* the medium's: 2 windows of stream_pool_reads
+				    * reads of request_bytes (at least 64 KiB) */
+	unsigned stream_pool_depth; /* the queue depth it assumed (the engine's) */
+	unsigned stream_pool_workers; /* the workers it assumed (the engine's) */
+	uint64_t reserved[12];     /* room to grow: zero */
 } rl_load_stats;
+
+/* rl_load_stats.stream_pool_limit: what sized a streaming load's pool. */
+#define RL_POOL_BY_BUDGET 1   /* RL_OPT_STAGING_BUDGET, or the caller's pool */
+#define RL_POOL_BY_STAGING 2  /* the load's staging (every device's, rounded up to pages) */
+#define RL_POOL_BY_MEDIUM 3   /* what keeps the medium busy (stream_pool_medium) */
 
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out);
 
@@ -1113,8 +1131,12 @@ void rl_loader_destroy(rl_loader *ld);
  * allocated once per loader and kept for the next load of the same size:
  * page-aligned, transparent huge pages; or the caller's memory,
  * rl_loader_set_window_pool()), never more than the load's staging (every
- * device's, rounded up to pages, at least 64 KiB), cut into two windows
- * (one under 2 MiB). The staging space of every device
+ * device's, rounded up to pages, at least 64 KiB) nor than keeps the medium
+ * busy (two windows of a few reads: at least 4, 2 per worker, and on a block
+ * device the engine's queue depth of device requests; at least 8 MiB each;
+ * docs/streaming.md),
+ * cut into two windows (one under 2 MiB when the budget or the staging
+ * sized it). The staging space of every device
  * is read in ranges of at most one window, in device then offset order;
  * when a range has arrived, every shard's bytes in it are handed to the
  * runtime as pieces. A window is filled again only after every piece from

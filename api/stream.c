@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../engine/devq.h"
+#include "../engine/sizing.h"
 #include "../exec/execute.h"
 #include "../sink/host.h"
 #include "loader_internal.h"
@@ -44,6 +46,10 @@
  * the reads overlapped; more only costs pinned host memory. */
 #define ST_CUDA_DEFAULT (256ull << 20)
 #define ST_PAGE 4096ull
+/* The smallest window the medium sizes: each window's fill is one engine
+ * run, and 1 MiB budgets on tmpfs (reads of 32 KiB) ran 0.4x with windows
+ * of 4 reads (128 KiB) against one 1 MiB window. */
+#define ST_WINDOW_FLOOR (8ull << 20)
 
 struct ld_stream {
 	pthread_mutex_t lock;   /* queue, ended/result/pulling */
@@ -54,6 +60,8 @@ struct ld_stream {
 	void *user_pool;        /* rl_loader_set_window_pool() */
 	size_t user_len;
 	struct ex_wpool wp;     /* the pool's windows */
+	struct ex_wpool_want want; /* the last load's: what sized the pool */
+	struct ex_wpool_size sized;
 
 	/* The load: its plan and its program (exec/program.h). */
 	struct pl_exec ex;
@@ -251,37 +259,74 @@ static uint64_t st_pool_need(const struct pl_exec *ex)
 	return CM_MAX(need, ST_MIN_BUDGET);
 }
 
-/* The pool (the caller's, or ours, allocated for this budget or, when the
- * load needs less, for the load) cut into windows: page-aligned, two from
- * ST_TWO_WINDOWS on; never more than the load's staging. */
+/* What the medium of ex needs, from what the engine will choose (nothing
+ * timed): its workers and queue depth (as set, else its automatic ones),
+ * the largest read, and the device queue under the first file with reads
+ * (its largest unsplit request; none on tmpfs). */
+static void st_medium(const rl_loader *ld, const struct pl_exec *ex, struct ex_wpool_want *w)
+{
+	struct eng_devq q = { 0 };
+	uint64_t bytes = 0;
+	int have_q = 0;
+
+	for (size_t i = 0; i < ex->nreads; i++) {
+		bytes += ex->reads[i].len;
+		if (!have_q)
+			have_q = eng_devq_probe_path(ex->paths[ex->reads[i].file], &q) > 0;
+	}
+	w->request = ex->max_read;
+	w->workers = ld->eo.workers ? ld->eo.workers : eng_auto_workers(bytes);
+	w->workers = (unsigned)CM_MIN((uint64_t)w->workers, CM_MAX(ex->nreads, (size_t)1));
+	w->depth = ld->eo.queue_depth ? ld->eo.queue_depth :
+		   eng_auto_depth(w->workers, (uint32_t)CM_MIN(ex->max_read, UINT32_MAX),
+				  have_q ? &q : NULL);
+	w->dev_request = have_q ? q.max_bytes : 0;
+}
+
+/* Our pool of len bytes (kept when it has that size already). */
+static int st_map_pool(rl_loader *ld, struct ld_stream *s, uint64_t len)
+{
+	if (s->pool_len == len)
+		return 0;
+	st_free_pool(ld, s);
+	s->pool = eng_staging_alloc((size_t)len);
+	if (!s->pool)
+		return cm_err_set(&ld->err, -ENOMEM,
+				  "streaming: cannot map a window pool of %" PRIu64 " bytes", len);
+	s->pool_len = (size_t)len;
+	return 0;
+}
+
+/* The pool (the caller's, or ours) cut into windows: page-aligned, as
+ * ex_wpool_size says (the budget, the load's staging, or what keeps the
+ * medium busy: the smallest); two from ST_TWO_WINDOWS on, and always two
+ * when the medium sized it (one is read while the runtime drains the
+ * other). */
 static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 {
+	struct ex_wpool_want w = { .staging = st_pool_need(&s->ex), .page = ST_PAGE,
+				   .min = ST_MIN_BUDGET, .window_floor = ST_WINDOW_FLOOR };
 	uint64_t budget = (uint64_t)rl_loader_budget(ld);
-	uint64_t need = st_pool_need(&s->ex);
 	uint8_t *base;
-	uint64_t len;
+	uint64_t len, two;
 
+	st_medium(ld, &s->ex, &w);
 	if (s->user_pool) {
 		uintptr_t p = (uintptr_t)s->user_pool, a = cm_align_up(p, ST_PAGE);
 
 		base = (uint8_t *)a;
-		len = s->user_len > a - p ? CM_MIN(s->user_len - (a - p), need) : 0;
+		w.budget = s->user_len > a - p ? s->user_len - (a - p) : 0;
+		len = ex_wpool_size(&w, &s->sized);
 	} else {
-		budget = CM_MAX(cm_align_down(budget, ST_PAGE), ST_MIN_BUDGET);
-		budget = CM_MIN(budget, need);
-		if (s->pool_len != budget) {
-			st_free_pool(ld, s);
-			s->pool = eng_staging_alloc((size_t)budget);
-			if (!s->pool)
-				return cm_err_set(&ld->err, -ENOMEM,
-						  "streaming: cannot map a window pool of %" PRIu64
-						  " bytes", budget);
-			s->pool_len = (size_t)budget;
-		}
+		w.budget = CM_MAX(cm_align_down(budget, ST_PAGE), ST_MIN_BUDGET);
+		len = ex_wpool_size(&w, &s->sized);
+		if (st_map_pool(ld, s, len) < 0)
+			return -ENOMEM;
 		base = s->pool;
-		len = s->pool_len;
 	}
-	if (ex_wpool_cut(&s->wp, base, len, ST_TWO_WINDOWS, ST_PAGE) < 0)
+	s->want = w;
+	two = s->sized.limit == EX_WPOOL_BY_MEDIUM ? CM_MIN(len, ST_TWO_WINDOWS) : ST_TWO_WINDOWS;
+	if (ex_wpool_cut(&s->wp, base, len, two, ST_PAGE) < 0)
 		return cm_err_set(&ld->err, RL_E_STAGING,
 				  "streaming: window pool of %" PRIu64 " usable bytes: at least %llu needed",
 				  len, ST_MIN_BUDGET);
@@ -365,19 +410,39 @@ static int st_piece(void *user, const struct ex_piece *sp, uint8_t *data, unsign
 /* ------------------------------------------------------------------ */
 /* A load */
 
+_Static_assert(EX_WPOOL_BY_BUDGET == RL_POOL_BY_BUDGET && EX_WPOOL_BY_STAGING == RL_POOL_BY_STAGING &&
+	       EX_WPOOL_BY_MEDIUM == RL_POOL_BY_MEDIUM, "ex_wpool_limit is RL_POOL_BY_*");
+
+/* Why the pool has its size, for the shape text. */
+static void st_pool_why(const struct ld_stream *s, char *out, size_t n)
+{
+	if (s->sized.limit == EX_WPOOL_BY_MEDIUM)
+		snprintf(out, n, "medium: 2 windows of %u reads of %llu KiB, %u workers, depth %u",
+			 s->sized.reads, (unsigned long long)(s->want.request >> 10),
+			 s->want.workers, s->want.depth);
+	else
+		snprintf(out, n, "%s; the medium's %llu KiB",
+			 s->sized.limit == EX_WPOOL_BY_STAGING ? "the load's staging" :
+			 s->user_pool ? "the caller's pool" : "the budget",
+			 (unsigned long long)(s->sized.medium >> 10));
+}
+
 /* The statistics of a streaming load: how the windows were read, as
  * fields and in the shape text. */
 static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char *why)
 {
 	const struct ld_stream *s = ld->stream;
 	char text[sizeof(((rl_load_stats *)0)->shape)]; /* why + the windows */
+	char pool[128];
 
+	st_pool_why(s, pool, sizeof(pool));
 	snprintf(text, sizeof(text),
 		 "%s%sstreaming: %u windows of %llu bytes, %sregistered with io_uring%s%s%s; "
-		 "%zu ranges, %u engine set-up%s", why, why[0] ? "; " : "", s->wp.nslots,
-		 (unsigned long long)s->wp.slot_bytes, x->registered ? "" : "not ",
+		 "%zu ranges, %u engine set-up%s; pool %llu KiB (%s)", why, why[0] ? "; " : "",
+		 s->wp.nslots, (unsigned long long)s->wp.slot_bytes, x->registered ? "" : "not ",
 		 x->registered ? "" : " (", x->registered ? "" : x->why,
-		 x->registered ? "" : ")", s->prog.win.n, x->runs, x->runs == 1 ? "" : "s");
+		 x->registered ? "" : ")", s->prog.win.n, x->runs, x->runs == 1 ? "" : "s",
+		 (unsigned long long)(s->wp.nslots * s->wp.slot_bytes >> 10), pool);
 	if (s->ex.max_read > ld_stream_request_cap(ld)) { /* a caller's plan: say what it costs */
 		size_t n = strlen(text);
 
@@ -390,6 +455,12 @@ static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char 
 	ld->stats.stream_window_bytes = s->wp.slot_bytes;
 	ld->stats.stream_registered = x->registered;
 	ld->stats.stream_ranges = s->prog.win.n;
+	ld->stats.stream_pool_bytes = s->wp.nslots * s->wp.slot_bytes; /* the windows' */
+	ld->stats.stream_pool_limit = s->sized.limit;
+	ld->stats.stream_pool_reads = s->sized.reads;
+	ld->stats.stream_pool_medium = s->sized.medium;
+	ld->stats.stream_pool_depth = s->want.depth;
+	ld->stats.stream_pool_workers = s->want.workers;
 	ld->stats.engine_runs = x->runs;
 }
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "eng_int.h"
+#include "sizing.h"
 
 #define DEFAULT_BUFFER (4u << 20)
 #define MAX_BUFFER (1u << 30)
@@ -86,9 +87,8 @@ static const struct eng_devq *first_queue(const struct eng_run *rc)
 /* Automatic queue depth: twice the workers, at least ENG_AUTO_QD; but
  * not more reads than the device queue holds once the block layer has cut
  * each into its unsplit pieces (more would only wait in the scheduler). */
-static unsigned auto_qd(const struct eng_run *rc, unsigned workers, uint32_t max_read)
+unsigned eng_auto_depth(unsigned workers, uint32_t max_read, const struct eng_devq *q)
 {
-	const struct eng_devq *q = first_queue(rc);
 	unsigned qd = CM_MAX(2 * workers, (unsigned)ENG_AUTO_QD), pieces, fit;
 
 	if (!q || !q->nr_requests || !q->max_bytes || !max_read)
@@ -96,6 +96,14 @@ static unsigned auto_qd(const struct eng_run *rc, unsigned workers, uint32_t max
 	pieces = (max_read + q->max_bytes - 1) / q->max_bytes;
 	fit = CM_MAX(q->nr_requests / pieces, workers);
 	return CM_MIN(qd, fit);
+}
+
+unsigned eng_auto_workers(uint64_t all_bytes)
+{
+	uint64_t by_bytes = CM_MAX(all_bytes / ENG_WORKER_MIN_BYTES, 1);
+
+	return (unsigned)CM_MIN(CM_MIN((uint64_t)cpus_allowed(), by_bytes),
+				(uint64_t)ENG_MAX_WORKERS);
 }
 
 /* Workers and total queue depth; why says how the count was chosen. */
@@ -110,9 +118,7 @@ static void size_workers(struct eng_run *rc, const struct eng_needs *n, int gene
 	} else if (w) {
 		snprintf(why, whylen, "as set");
 	} else {
-		uint64_t by_bytes = CM_MAX(n->all_bytes / ENG_WORKER_MIN_BYTES, 1);
-
-		w = (unsigned)CM_MIN((uint64_t)cpus, by_bytes);
+		w = eng_auto_workers(n->all_bytes);
 		snprintf(why, whylen, "auto: %u CPUs, %llu MiB of reads", cpus,
 			 (unsigned long long)(n->all_bytes >> 20));
 	}
@@ -121,7 +127,8 @@ static void size_workers(struct eng_run *rc, const struct eng_needs *n, int gene
 	if (n->bounce)
 		w = (unsigned)CM_MIN((uint64_t)w, CM_MAX(rc->b.bound / rc->cx.buf_bytes, 1));
 	w = CM_MIN(CM_MAX(w, 1u), (unsigned)ENG_MAX_WORKERS);
-	*qd = rc->cx.o->queue_depth ? rc->cx.o->queue_depth : auto_qd(rc, w, n->max_read);
+	*qd = rc->cx.o->queue_depth ? rc->cx.o->queue_depth :
+				      eng_auto_depth(w, n->max_read, first_queue(rc));
 	rc->cx.nworkers = CM_MIN(w, *qd);
 }
 

@@ -74,7 +74,9 @@ static int windows_batch(struct build *b, size_t i, size_t n)
 		b->wj.nreads = b->wj.ncopies = 0;
 		return 0;
 	}
-	return ex_window_job(b->ex->reads, b->ex->nreads, b->copies, &b->p->win.w[i].r, &b->wj);
+	/* the cover hashes whole reads in file order: no clipping */
+	return ex_window_job(b->ex->reads, b->ex->nreads, b->copies, &b->p->win.w[i].r,
+			     !b->cover.hash, &b->wj);
 }
 
 static void windows_end(struct build *b, int ok)

@@ -2,9 +2,8 @@
  * window.c - the windows pass (window.h): cutting staging into ranges
  * (it was api/stream.c's) and clipping a plan to one of them (it was
  * engine/stream.c's). Pure data: the plan in, ranges and smaller jobs
- * out. A read whose copies straddle two windows is read once for each
- * (only reads at window edges; the loader sizes windows so that they are
- * few).
+ * out. A read whose copies straddle two windows is read for each, only
+ * the part each takes unless a checksum cover needs whole reads.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -192,9 +191,39 @@ static unsigned clip_copy(const struct cm_copy *c, const struct ex_range *w,
 	return n;
 }
 
-/* Adds read r's clipped copies (if any) and r itself to j. */
+/* Read nr cut to what its copies c[0, n) take: from the unit below their
+ * first source byte to the unit above their last (unit: EX_CLIP_UNIT, or
+ * the largest power of two dividing the offset when smaller, so the read
+ * stays as aligned as it was), the copies rebased. */
+static void clip_read(struct cm_read *nr, struct cm_copy *c, size_t n)
+{
+	uint64_t lo = UINT64_MAX, hi = 0, unit = EX_CLIP_UNIT;
+
+	if (nr->off)
+		unit = CM_MIN(unit, nr->off & (~nr->off + 1));
+	for (size_t i = 0; i < n; i++) {
+		uint64_t span = (uint64_t)(c[i].count - 1) * c[i].src_stride + c[i].len;
+
+		lo = CM_MIN(lo, (uint64_t)c[i].src);
+		hi = CM_MAX(hi, c[i].src + span);
+	}
+	lo = cm_align_down(lo, unit);
+	hi = CM_MIN(cm_align_up(hi, unit), (uint64_t)nr->len);
+	if (lo == 0 && hi == nr->len)
+		return;
+	for (size_t i = 0; i < n; i++)
+		c[i].src -= (uint32_t)lo;
+	nr->off += lo;
+	nr->len = (uint32_t)(hi - lo);
+	/* bytes past min_len may lie past the end of the file */
+	nr->min_len = (uint32_t)(CM_MIN(CM_MAX((uint64_t)nr->min_len, lo), hi) - lo);
+	nr->flags &= ~CM_READ_DIRECT;
+}
+
+/* Adds read r's clipped copies (if any) and r itself (its part that
+ * they take, with clip) to j. */
 static int add_read(const struct cm_read *r, const struct cm_copy *copies,
-		    const struct ex_range *w, struct ex_wjob *j)
+		    const struct ex_range *w, int clip, struct ex_wjob *j)
 {
 	size_t first = j->ncopies;
 	struct cm_read *nr;
@@ -222,17 +251,21 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 	if (nr->ncopies != 1 || j->copies[first].len != r->len || j->copies[first].count != 1 ||
 	    j->copies[first].op != CM_OP_PLAIN)
 		nr->flags &= ~CM_READ_DIRECT;
-	j->read_bytes += r->len;
+	else
+		clip = 0;
+	if (clip)
+		clip_read(nr, j->copies + first, nr->ncopies);
+	j->read_bytes += nr->len;
 	return 0;
 }
 
 int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
-		   const struct ex_range *w, struct ex_wjob *j)
+		   const struct ex_range *w, int clip, struct ex_wjob *j)
 {
 	j->nreads = j->ncopies = 0;
 	j->read_bytes = 0;
 	for (size_t i = 0; i < nreads; i++)
-		if (add_read(reads + i, copies, w, j) < 0)
+		if (add_read(reads + i, copies, w, clip, j) < 0)
 			return -ENOMEM;
 	return 0;
 }

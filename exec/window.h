@@ -87,10 +87,17 @@ struct ex_wjob {
  * (a strided copy becomes at most three: a partial first run, the whole
  * runs, a partial last run) and rebased to base. A direct read stays
  * direct only when its whole copy lies in the range; others go through a
- * bounce buffer. Shard indices are kept. Returns 0 or -ENOMEM.
+ * bounce buffer. With clip, a read whose clipped copies use only part of
+ * it reads only that part (widened to EX_CLIP_UNIT, or less where its
+ * offset is less aligned, so O_DIRECT alignment holds): a read at a
+ * window's edge is read for each window, and so costs a part, not its
+ * whole length, each time. Without clip (a checksum cover hashes every
+ * read's bytes in file order), reads stay whole. Shard indices are kept.
+ * Returns 0 or -ENOMEM.
  */
+#define EX_CLIP_UNIT (64u << 10)
 int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
-		   const struct ex_range *w, struct ex_wjob *j);
+		   const struct ex_range *w, int clip, struct ex_wjob *j);
 void ex_wjob_free(struct ex_wjob *j);
 
 #endif /* EXEC_WINDOW_H */

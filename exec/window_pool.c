@@ -9,6 +9,49 @@
 
 #include "window_pool.h"
 
+/* Reads a window of the medium holds: a few, a few per worker, and on a
+ * block device the engine's depth in device-sized requests (a read is
+ * request / dev_request of them), so that one window's fill keeps the
+ * device's queue as full as the engine would. */
+static uint64_t medium_reads(const struct ex_wpool_want *w)
+{
+	uint64_t n = CM_MAX((uint64_t)EX_WPOOL_READS,
+			    (uint64_t)EX_WPOOL_READS_PER_WORKER * w->workers);
+
+	if (w->dev_request && w->request) {
+		uint64_t dev = CM_MIN(w->dev_request, w->request);
+
+		n = CM_MAX(n, ((uint64_t)w->depth * dev + w->request - 1) / w->request);
+	}
+	return n;
+}
+
+uint64_t ex_wpool_size(const struct ex_wpool_want *w, struct ex_wpool_size *out)
+{
+	uint64_t reads = medium_reads(w), win;
+
+	memset(out, 0, sizeof(*out));
+	out->reads = (unsigned)CM_MIN(reads, (uint64_t)UINT32_MAX);
+	/* Saturates: a medium that wants more than 2^62 gets the budget. */
+	if (cm_mul64(reads, CM_MAX(w->request, w->page), &win) < 0 ||
+	    (win = CM_MAX(win, w->window_floor)) > (UINT64_MAX >> 2))
+		out->medium = UINT64_MAX;
+	else
+		out->medium = CM_MAX(2 * cm_align_up(win, w->page), w->min);
+	/* The smallest; on a tie the first of budget, staging, medium. */
+	out->bytes = w->budget;
+	out->limit = EX_WPOOL_BY_BUDGET;
+	if (w->staging < out->bytes) {
+		out->bytes = w->staging;
+		out->limit = EX_WPOOL_BY_STAGING;
+	}
+	if (out->medium < out->bytes) {
+		out->bytes = out->medium;
+		out->limit = EX_WPOOL_BY_MEDIUM;
+	}
+	return out->bytes;
+}
+
 void ex_wpool_init(struct ex_wpool *p)
 {
 	pthread_condattr_t ca;

@@ -44,6 +44,47 @@ struct ex_wpool {
 	atomic_int cancel;
 };
 
+/*
+ * How large a streaming load's pool is: what keeps the medium busy, up to
+ * the budget and never more than the load's staging. A window holds a few
+ * reads per worker (EX_WPOOL_READS at least, EX_WPOOL_READS_PER_WORKER
+ * each) and, on a block device, as many reads as the engine's queue depth
+ * of device-sized requests needs, and at least window_floor bytes (each
+ * window's fill is one engine run: tiny windows cost more in runs than
+ * they save); two windows, so that one is read while
+ * the runtime drains the other. Pure: the loader gives what it knows
+ * (nothing is timed).
+ */
+#define EX_WPOOL_READS 4
+#define EX_WPOOL_READS_PER_WORKER 2
+
+enum ex_wpool_limit {
+	EX_WPOOL_BY_BUDGET = 1,  /* the budget (or the caller's pool) */
+	EX_WPOOL_BY_STAGING = 2, /* the load's staging */
+	EX_WPOOL_BY_MEDIUM = 3,  /* two windows of `reads` reads of `request` */
+};
+
+struct ex_wpool_want {
+	uint64_t budget;        /* at most (page multiple, >= min) */
+	uint64_t staging;       /* the load's staging, page-rounded */
+	uint64_t request;       /* the load's largest read (0: none) */
+	unsigned workers;       /* the engine's */
+	unsigned depth;         /* the engine's queue depth, all workers */
+	uint64_t dev_request;   /* the device's largest unsplit request (0: no device) */
+	uint64_t page, min;     /* window alignment; the smallest pool */
+	uint64_t window_floor;  /* the medium's windows hold at least this */
+};
+
+struct ex_wpool_size {
+	uint64_t bytes;         /* the pool */
+	uint64_t medium;        /* what the medium wants (2 windows) */
+	unsigned limit;         /* enum ex_wpool_limit: what bytes is */
+	unsigned reads;         /* reads a window of the medium holds */
+};
+
+/* Fills out for w; returns out->bytes (a page multiple, >= w->min). */
+uint64_t ex_wpool_size(const struct ex_wpool_want *w, struct ex_wpool_size *out);
+
 void ex_wpool_init(struct ex_wpool *p);
 void ex_wpool_destroy(struct ex_wpool *p);
 /* Cuts [base, base + len) into windows of a multiple of page: two from

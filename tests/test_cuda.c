@@ -276,6 +276,40 @@ static void pins_at_most_the_plan(void)
 	fixture_free(&f);
 }
 
+/* Reads of 64 KiB from 32 MiB under the default budget (up to 1 GiB):
+ * the pool pinned is what keeps the medium busy (two windows of the
+ * engine's depth of reads, a few per worker, or 8 MiB), as the stats say,
+ * not the 32 MiB of the load. Before, it was the load's staging. */
+static void pins_the_medium(void)
+{
+	static const char spec[] = "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+				   "\"rules\":[{\"match\":\".*\",\"spec\":[\"d\"]}]}";
+	char *path = tmp_path("medium.safetensors"), hex[65];
+	struct fixture f;
+	rl_load_stats ls = { .size = sizeof(ls) };
+	rl_loader *ld;
+	uint64_t bound;
+	int ret = write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
+		  fixture_build(&f, path, spec, strlen(spec), 64u << 10);
+
+	fake_env("9", "", "", "", "50");
+	CHECKF(ret == 0, "fixture: %d", ret);
+	ld = cuda_loader(0, NULL, 0);
+	pinned_at_most(&f, ld, 0, 32u << 20);
+	CHECK(ld && rl_loader_get_stats(ld, &ls) == 0);
+	bound = 2 * CM_MAX(CM_MAX(4u, 2 * ls.workers), ls.queue_depth) *
+		cm_align_up(ls.request_bytes, 4096);
+	bound = CM_MAX(bound, 16u << 20);
+	CHECKF(ls.stream_pool_limit == RL_POOL_BY_MEDIUM && ls.stream_windows == 2 &&
+	       ls.stream_pool_bytes == ls.stream_pool_medium && ls.stream_pool_bytes <= bound &&
+	       ls.stream_pool_bytes < (32u << 20),
+	       "pool %llu by %u, medium %llu, at most %llu: %s",
+	       (unsigned long long)ls.stream_pool_bytes, ls.stream_pool_limit,
+	       (unsigned long long)ls.stream_pool_medium, (unsigned long long)bound, ls.shape);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
 static void random_plans(void)
 {
 	for (int it = 0; it < 4; it++) {
@@ -1671,6 +1705,7 @@ int main(void)
 		{ "loads_after_a_failed_one", loads_after_a_failed_one },
 		{ "pins_at_most_the_plan", pins_at_most_the_plan },
 		{ "registration_refused", registration_refused },
+		{ "pins_the_medium", pins_the_medium },
 	};
 	static const unsigned workers[] = { 1, 3 };
 

@@ -28,6 +28,8 @@
 #include "harness.h"
 #include "plan_fixture.h"
 #include "ringload.h"
+#include "../exec/window.h"
+#include "../exec/window_pool.h"
 
 static rl_backend cur = RL_BACKEND_IO_URING;
 static unsigned cur_workers = 1;
@@ -970,6 +972,220 @@ static void pool_sized_to_the_load(void)
 	fixture_free(&f);
 }
 
+/* Every piece by the callback on this thread; returns run's result. */
+static int callback_all(struct assembly *a)
+{
+	rl_loader_set_piece_callback(a->ld, on_piece, a);
+	return rl_loader_run(a->ld, a->f->plan);
+}
+
+/* ex_wpool_size: every branch. Each case: the inputs (budget, staging,
+ * request, workers, depth, device request), then the pool, what sized it
+ * and the medium's reads per window. */
+#define WANTF(b, s, r, w, d, dev, floor) { b, s, r, w, d, dev, 4096, MIN_BUDGET, floor }
+#define WANT(b, s, r, w, d, dev) WANTF(b, s, r, w, d, dev, 0)
+static void pool_size_rules(void)
+{
+	static const struct {
+		struct ex_wpool_want w;
+		uint64_t bytes;
+		unsigned limit, reads;
+	} cases[] = {
+		/* tmpfs (no device), one worker: 2 windows of 4 reads */
+		{ WANT(256 << 20, 1ull << 30, 8 << 20, 1, 16, 0), 64 << 20, EX_WPOOL_BY_MEDIUM, 4 },
+		/* 3 workers: 2 reads each */
+		{ WANT(256 << 20, 1ull << 30, 8 << 20, 3, 16, 0), 96 << 20, EX_WPOOL_BY_MEDIUM, 6 },
+		/* a block device: depth 32 of 1.25 MiB requests is 5 reads of 8 MiB */
+		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 32, 1280 << 10), 80 << 20,
+		  EX_WPOOL_BY_MEDIUM, 5 },
+		/* a device request larger than the read: the read is the request */
+		{ WANT(1ull << 30, 1ull << 30, 1 << 20, 1, 16, 16 << 20), 32 << 20,
+		  EX_WPOOL_BY_MEDIUM, 16 },
+		/* the budget is the smallest; then the load's staging */
+		{ WANT(64 << 10, 1ull << 30, 8 << 20, 1, 16, 0), 64 << 10, EX_WPOOL_BY_BUDGET, 4 },
+		{ WANT(256 << 20, 128 << 10, 8 << 20, 1, 16, 0), 128 << 10, EX_WPOOL_BY_STAGING, 4 },
+		/* ties: budget before staging before medium */
+		{ WANT(64 << 20, 64 << 20, 8 << 20, 1, 16, 0), 64 << 20, EX_WPOOL_BY_BUDGET, 4 },
+		{ WANT(1ull << 30, 64 << 20, 8 << 20, 1, 16, 0), 64 << 20, EX_WPOOL_BY_STAGING, 4 },
+		/* no reads, and reads under a page: the smallest pool */
+		{ WANT(1ull << 30, 1ull << 30, 0, 1, 16, 0), 64 << 10, EX_WPOOL_BY_MEDIUM, 4 },
+		{ WANT(1ull << 30, 1ull << 30, 5000, 1, 16, 0), 64 << 10, EX_WPOOL_BY_MEDIUM, 4 },
+		/* reads not a page multiple: windows rounded up to pages */
+		{ WANT(1ull << 30, 1ull << 30, 50000, 1, 16, 0), 2 * 200704, EX_WPOOL_BY_MEDIUM, 4 },
+		/* a medium past 2^62 bytes saturates: the budget */
+		{ WANT(1ull << 30, 1ull << 40, 1ull << 61, 1, 16, 0), 1ull << 30, EX_WPOOL_BY_BUDGET, 4 },
+		/* the window floor: 8 MiB windows of small reads, unless the budget is less */
+		{ WANTF(1ull << 30, 1ull << 30, 32 << 10, 1, 16, 0, 8 << 20), 16 << 20,
+		  EX_WPOOL_BY_MEDIUM, 4 },
+		{ WANTF(1 << 20, 1ull << 30, 32 << 10, 1, 16, 0, 8 << 20), 1 << 20,
+		  EX_WPOOL_BY_BUDGET, 4 },
+		/* a caller's pool under the smallest: as it is */
+		{ WANT(16 << 10, 1ull << 30, 8 << 20, 1, 16, 0), 16 << 10, EX_WPOOL_BY_BUDGET, 4 },
+	};
+
+	for (size_t i = 0; i < CM_ARRAY_SIZE(cases); i++) {
+		struct ex_wpool_want w = cases[i].w;
+		struct ex_wpool_size out;
+		uint64_t got;
+
+		got = ex_wpool_size(&w, &out);
+		CHECKF(got == cases[i].bytes && out.bytes == got && out.limit == cases[i].limit &&
+		       out.reads == cases[i].reads,
+		       "case %zu: %llu bytes by %u (%u reads), want %llu by %u (%u reads)", i,
+		       (unsigned long long)got, out.limit, out.reads,
+		       (unsigned long long)cases[i].bytes, cases[i].limit, cases[i].reads);
+		CHECKF(out.medium == UINT64_MAX || (out.medium >= MIN_BUDGET && out.medium % 4096 == 0),
+		       "case %zu: medium %llu", i, (unsigned long long)out.medium);
+	}
+}
+
+/* A random checkpoint of 12 tensors of rank 3 (about 2-3 MB), planned
+ * with requests of chunk bytes. */
+static int fixture_larger(struct fixture *f, uint64_t chunk)
+{
+	int ret;
+
+	force_rank = 3;
+	ret = fixture_new(f, 12, NULL, chunk);
+	force_rank = 0;
+	return ret;
+}
+
+/* 64 KiB reads of a 32 MiB file under the default budget (up to 1 GiB):
+ * the pool is what keeps the medium busy (two windows of a few reads, of
+ * the engine's depth in device requests, or of the 8 MiB floor), never
+ * the budget nor the staging, with the bytes intact; the stats say so,
+ * and the depth and workers the sizing assumed are the engine's. Before,
+ * the pool was the load's staging. */
+static void pool_sized_to_the_medium(void)
+{
+	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+	char *path = tmp_path("medium.safetensors"), hex[65];
+	struct fixture f;
+	int ret = write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
+		  fixture_build(&f, path, one, strlen(one), 64u << 10);
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	for (int round = 0; ret == 0 && round < 2 && !th_failed(); round++) {
+		rl_loader *ld = stream_loader(0);
+		rl_load_stats x = { .size = sizeof(x) };
+		struct assembly a;
+		uint64_t bound;
+
+		assembly_init(&a, &f, ld);
+		ret = ld ? (round ? callback_all(&a) : pull_all(&a)) : -ENOMEM;
+		if (ret == RL_E_BACKEND) {
+			ret = 0;
+			goto next;
+		}
+		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(assembly_matches(&a));
+		CHECK(rl_loader_get_stats(ld, &x) == 0);
+		/* the engine's depth of reads, a few per worker, or 2 x 8 MiB */
+		bound = 2 * CM_MAX(CM_MAX(4u, 2 * x.workers), x.queue_depth) *
+			cm_align_up(x.request_bytes, 4096);
+		bound = CM_MAX(bound, 16u << 20);
+		CHECKF(x.stream_pool_limit == RL_POOL_BY_MEDIUM && x.stream_pool_bytes <= bound &&
+		       x.stream_pool_bytes < x.bytes_needed,
+		       "pool %llu by %u, at most %llu, staging %llu",
+		       (unsigned long long)x.stream_pool_bytes, x.stream_pool_limit,
+		       (unsigned long long)bound, (unsigned long long)x.bytes_needed);
+		CHECK_EQ(x.stream_windows * x.stream_window_bytes, x.stream_pool_bytes);
+		CHECK_EQ(x.stream_windows, 2);
+		CHECK_EQ(x.stream_pool_medium, x.stream_pool_bytes);
+		CHECKF(x.stream_pool_depth == x.queue_depth && x.stream_pool_workers == x.workers,
+		       "sized for depth %u, %u workers; the engine ran %u, %u", x.stream_pool_depth,
+		       x.stream_pool_workers, x.queue_depth, x.workers);
+next:
+		assembly_free(&a);
+		rl_loader_destroy(ld);
+	}
+	fixture_free(&f);
+}
+
+/* Budgets of one window, and under one read (requests of 1 MiB in 64
+ * KiB and 128 KiB), and a caller's pool of one window: every byte arrives
+ * once, by pull and by callback, and no load waits for a window (a
+ * release timeout of 20 s turns a wait into a failure). ACCEPTANCE S.2. */
+static void small_budgets_never_deadlock(void)
+{
+	static const uint64_t budgets[] = { 64u << 10, 128u << 10, 1u << 20, 0 };
+	uint8_t *mem = malloc(MIN_BUDGET + 4096);
+
+	CHECK(mem != NULL);
+	for (size_t i = 0; i < CM_ARRAY_SIZE(budgets) * 2 && !th_failed(); i++) {
+		rl_loader *ld = stream_loader(budgets[i / 2]);
+		rl_load_stats x = { .size = sizeof(x) };
+		struct fixture f;
+		struct assembly a;
+		int ret = fixture_larger(&f, 1u << 20);
+
+		CHECKF(ret == 0 && ld, "fixture %d", ret);
+		rl_loader_set(ld, RL_OPT_RELEASE_TIMEOUT_MS, 20000);
+		if (!budgets[i / 2]) /* the caller's smallest pool, misaligned */
+			CHECK(rl_loader_set_window_pool(ld, mem + 1, MIN_BUDGET + 4095) == 0);
+		assembly_init(&a, &f, ld);
+		ret = i % 2 ? callback_all(&a) : pull_all(&a);
+		if (ret != RL_E_BACKEND) {
+			CHECKF(ret == 0, "budget %llu: %d %s", (unsigned long long)budgets[i / 2],
+			       ret, rl_loader_errmsg(ld));
+			CHECK(assembly_matches(&a));
+			CHECK(rl_loader_get_stats(ld, &x) == 0);
+			CHECKF(x.stream_pool_bytes <= (budgets[i / 2] ? budgets[i / 2] : MIN_BUDGET),
+			       "pool %llu", (unsigned long long)x.stream_pool_bytes);
+		}
+		assembly_free(&a);
+		rl_loader_destroy(ld);
+		fixture_free(&f);
+	}
+	free(mem);
+}
+
+/* Reads of up to 1 MiB through windows of 64 KiB (a 128 KiB budget), one
+ * device: a read at a window's edge is read for each window, but only its
+ * part (in 64 KiB units, EX_CLIP_UNIT), so the load reads at most the
+ * plan's reads plus 4 units a range. Before, each range read its edge
+ * reads whole (about 1 MiB a range: 10-20x the plan). */
+static void edge_reads_read_their_part(void)
+{
+	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+
+	for (int round = 0; round < 2 && !th_failed(); round++) {
+		rl_loader *ld = stream_loader(128u << 10);
+		rl_load_stats x = { .size = sizeof(x) };
+		struct fixture f;
+		struct assembly a;
+		uint64_t plan = 0, bound;
+		int ret;
+
+		force_rank = 3;
+		ret = fixture_new(&f, 12, one, 1u << 20);
+		force_rank = 0;
+		CHECKF(ret == 0 && ld, "fixture %d", ret);
+		for (size_t i = 0; ret == 0 && i < rl_plan_num_requests(f.plan); i++) {
+			rl_request_info r;
+
+			rl_plan_request(f.plan, i, &r);
+			plan += r.length;
+		}
+		assembly_init(&a, &f, ld);
+		ret = ret == 0 ? (round ? callback_all(&a) : pull_all(&a)) : ret;
+		if (ret != RL_E_BACKEND) {
+			CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+			CHECK(assembly_matches(&a));
+			CHECK(rl_loader_get_stats(ld, &x) == 0);
+			bound = plan + x.stream_ranges * 4 * EX_CLIP_UNIT;
+			CHECKF(x.stream_ranges > 1 && x.bytes_read <= bound,
+			       "%llu bytes read, the plan's %llu, %llu ranges",
+			       (unsigned long long)x.bytes_read, (unsigned long long)plan,
+			       (unsigned long long)x.stream_ranges);
+		}
+		assembly_free(&a);
+		rl_loader_destroy(ld);
+		fixture_free(&f);
+	}
+}
+
 int main(void)
 {
 	static const struct th_case tests[] = {
@@ -987,6 +1203,9 @@ int main(void)
 		{ "sha256_flipped_byte_streaming", sha256_flipped_byte_streaming },
 		{ "stream_reports_every_stat", stream_reports_every_stat },
 		{ "pool_sized_to_the_load", pool_sized_to_the_load },
+		{ "pool_sized_to_the_medium", pool_sized_to_the_medium },
+		{ "small_budgets_never_deadlock", small_budgets_never_deadlock },
+		{ "edge_reads_read_their_part", edge_reads_read_their_part },
 	};
 
 	static const unsigned workers[] = { 1, 3 };
@@ -997,5 +1216,6 @@ int main(void)
 	cur = RL_BACKEND_IO_URING;
 	cur_workers = 1;
 	th_run("arguments", arguments);
+	th_run("pool_size_rules", pool_size_rules);
 	return th_done();
 }

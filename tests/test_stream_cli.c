@@ -411,6 +411,67 @@ static void request_bigger_than_window(void)
 	}
 }
 
+/* --json's "stream" of dir/c.safetensors under budget: the windows, the
+ * pool's bytes and what sized it (out: at least 64 bytes). 0 or -1. */
+static int json_pool(const char *dir, const char *budget, unsigned long long *wbytes,
+		     unsigned *nwin, unsigned long long *pool, char *by, unsigned long long *medium)
+{
+	char path[512], text[8192];
+	const char *at;
+	FILE *f;
+	size_t n;
+
+	if (sh("%s/ringload load %s/c.safetensors --staging-budget %s --json --quiet >%s/j.json",
+	       build(), dir, budget, dir) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/j.json", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	at = strstr(text, "\"stream\":{");
+	if (!at || sscanf(at, "\"stream\":{\"windows\":%u,\"window_bytes\":%llu", nwin, wbytes) != 2)
+		return -1;
+	at = strstr(at, "\"pool_bytes\":");
+	if (!at || sscanf(at, "\"pool_bytes\":%llu,\"pool_by\":\"%63[^\"]\",\"medium\":{\"bytes\":%llu",
+			  pool, by, medium) != 3) {
+		printf("    %s\n", text);
+		return -1;
+	}
+	return 0;
+}
+
+/* --json says how much the pool holds and why: a 256 MiB file under 256M
+ * is sized by the medium (two windows, less than the budget), under 1M
+ * by the budget (the medium is no smaller), and a 1 MiB file under 1G by
+ * its staging. */
+static void json_says_how_much_it_pinned(void)
+{
+	static const struct {
+		const char *size, *budget, *by;
+	} cases[] = {
+		{ "256M", "256M", "medium" }, { "256M", "1M", "budget" }, { "1M", "1G", "load's staging" },
+	};
+	const char *dir = th_tmpdir();
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !th_failed(); i++) {
+		unsigned long long wbytes = 0, pool = 0, medium = 0;
+		unsigned nwin = 0;
+		char by[64] = "";
+
+		CHECK(make_ckpt(dir, cases[i].size) == 0);
+		CHECKF(json_pool(dir, cases[i].budget, &wbytes, &nwin, &pool, by, &medium) == 0,
+		       "case %zu", i);
+		CHECKF(!strcmp(by, cases[i].by) && pool == nwin * wbytes && pool > 0,
+		       "case %zu: %u x %llu, pool %llu by %s (medium %llu)", i, nwin, wbytes, pool,
+		       by, medium);
+		if (i == 0)
+			CHECKF(nwin == 2 && pool == medium && pool < (256ull << 20), "pool %llu", pool);
+	}
+}
+
 int main(void)
 {
 	th_seed();
@@ -420,5 +481,6 @@ int main(void)
 	RUN(sigint_while_streaming);
 	RUN(rss_bounded);
 	RUN(json_pool_of_a_small_file);
+	RUN(json_says_how_much_it_pinned);
 	return th_done();
 }

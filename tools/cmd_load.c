@@ -480,6 +480,22 @@ static void print_text(const struct load_run *r)
 	fflush(stdout);
 }
 
+/* The "stream" object: the windows, and the pool's size and why (the
+ * smallest of the budget, the load's staging and the medium's). */
+static void print_json_stream(const rl_load_stats *st)
+{
+	static const char *const limits[] = { "", "budget", "load's staging", "medium" };
+	unsigned by = st->stream_pool_limit < 4 ? st->stream_pool_limit : 0;
+
+	printf("{\"windows\":%u,\"window_bytes\":%" PRIu64 ",\"registered\":%s"
+	       ",\"ranges\":%" PRIu64 ",\"pool_bytes\":%" PRIu64 ",\"pool_by\":\"%s\""
+	       ",\"medium\":{\"bytes\":%" PRIu64 ",\"why\":\"2 windows x %u reads x %" PRIu64
+	       " bytes (workers %u, depth %u)\"}}", st->stream_windows, st->stream_window_bytes,
+	       st->stream_registered ? "true" : "false", st->stream_ranges,
+	       st->stream_pool_bytes, limits[by], st->stream_pool_medium, st->stream_pool_reads,
+	       st->request_bytes, st->stream_pool_workers, st->stream_pool_depth);
+}
+
 static void print_json_stats(const rl_load_stats *st)
 {
 	printf("\"stats\":{\"bytes_needed\":%" PRIu64 ",\"bytes_read\":%" PRIu64
@@ -497,9 +513,7 @@ static void print_json_stats(const rl_load_stats *st)
 	       st->request_bytes, st->bytes_buffered, st->files_cached, st->setup_seconds,
 	       st->engine_runs);
 	if (st->stream_windows)
-		printf("{\"windows\":%u,\"window_bytes\":%" PRIu64 ",\"registered\":%s"
-		       ",\"ranges\":%" PRIu64 "}", st->stream_windows, st->stream_window_bytes,
-		       st->stream_registered ? "true" : "false", st->stream_ranges);
+		print_json_stream(st);
 	else
 		printf("null");
 	printf("}}");

@@ -193,7 +193,10 @@ class LoadStats(Structure):
                 ("engine_runs", c_uint), ("fallback_flags", c_uint),
                 ("reads_fixed", c_uint64),
                 ("fallbacks", c_char * 256), ("shape", c_char * 384),
-                ("reserved", c_uint64 * 16)]
+                ("stream_pool_bytes", c_uint64), ("stream_pool_limit", c_uint),
+                ("stream_pool_reads", c_uint), ("stream_pool_medium", c_uint64),
+                ("stream_pool_depth", c_uint), ("stream_pool_workers", c_uint),
+                ("reserved", c_uint64 * 12)]
 
 
 class FileStats(Structure):

@@ -109,6 +109,9 @@ static void structs(void)
 	FIELD(rl_load_stats, engine_runs); FIELD(rl_load_stats, fallback_flags);
 	FIELD(rl_load_stats, reads_fixed);
 	FIELD(rl_load_stats, fallbacks); FIELD(rl_load_stats, shape);
+	FIELD(rl_load_stats, stream_pool_bytes); FIELD(rl_load_stats, stream_pool_limit);
+	FIELD(rl_load_stats, stream_pool_reads); FIELD(rl_load_stats, stream_pool_medium);
+	FIELD(rl_load_stats, stream_pool_depth); FIELD(rl_load_stats, stream_pool_workers);
 	FIELD(rl_load_stats, reserved);
 	structs_new();
 }
