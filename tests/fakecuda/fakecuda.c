@@ -52,6 +52,7 @@ struct mem2d {
 
 struct CUevent_st {
 	uint64_t want, done;    /* records made; records run */
+	long queued;            /* ops queued that name it (records, waits) */
 	int err, dev;
 };
 
@@ -595,6 +596,8 @@ static void *stream_main(void *arg)
 			s->tail = NULL;
 		st.inflight--;
 		inflight_dev[s->dev]--;
+		if (o->ev)
+			o->ev->queued--;
 		free(o);
 		pthread_cond_broadcast(&moved);
 	}
@@ -685,6 +688,8 @@ static int enqueue(struct CUstream_st *s, struct op *o)
 	}
 	st.inflight++;
 	inflight_dev[s->dev]++;
+	if (o->ev)
+		o->ev->queued++;
 	if (s->tail)
 		s->tail->next = o;
 	else
@@ -815,9 +820,11 @@ EXPORT int cuEventDestroy_v2(struct CUevent_st *e)
 	if (!e)
 		return E_INVALID_HANDLE;
 	pthread_mutex_lock(&lock);
-	/* A record still queued runs later: wait for it rather than let it
-	 * write freed memory (the driver defers the release likewise). */
-	while (e->done < e->want)
+	/* A record or a wait still queued runs later: wait for it rather
+	 * than let it touch freed memory (the driver defers the release
+	 * likewise; a caller's stream may wait on the library's event after
+	 * the library destroyed it). */
+	while (e->done < e->want || e->queued)
 		pthread_cond_wait(&moved, &lock);
 	st.events--;
 	pthread_mutex_unlock(&lock);
