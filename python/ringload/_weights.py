@@ -319,17 +319,11 @@ def open_stream(src, names, opts, device=None):
     return _Stream(src, names, opts)
 
 
-def iterate(src, opts, device=None, group=None, stats=None):
-    """Yields (name, tensor) for every wanted tensor of src. group: a
-    torch.distributed group whose ranks all call this with the same
-    checkpoint (each reads a share; see module doc), or None: this process
-    reads everything. The tensors are on device when it is CUDA, else on
-    the CPU. stats: a dict, given this process's load statistics at the
-    end (bytes_read, ...; with a group also sent_bytes, received_bytes)."""
-    if group is not None:
-        from . import _tp
-        yield from _tp.iterate(src, opts, device, group, stats)
-        return
+def iterate(src, opts, device=None, stats=None):
+    """Yields (name, tensor) for every wanted tensor of src, this process
+    reading everything (_tp.iterate: the ranks of a group each a share).
+    The tensors are on device when it is CUDA, else on the CPU. stats: a
+    dict, given this process's load statistics at the end (bytes_read...)."""
     stream = open_stream(src, src.names, opts, device)
     try:
         for name in src.names:

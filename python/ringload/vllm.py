@@ -23,7 +23,7 @@ from vllm.model_executor.model_loader import (DefaultModelLoader,
                                               register_model_loader)
 from vllm.model_executor.model_loader import weight_utils
 
-from . import _errors, _lib, _weights
+from . import _errors, _lib, _tp, _weights
 
 LOAD_FORMAT = "ringload"
 
@@ -197,7 +197,10 @@ def weights(folder, files, opts, device=None, group=None, skip=None,
     except _errors.Error as e:
         raise RuntimeError(f"ringload: {e}") from e
     try:
-        yield from _weights.iterate(src, opts, device, group, stats)
+        if group is None:
+            yield from _weights.iterate(src, opts, device, stats)
+        else:  # each rank a share of the files, the rest by broadcast
+            yield from _tp.iterate(src, opts, device, group, stats)
     except _errors.Error as e:
         raise RuntimeError(f"ringload: {e}") from e
     finally:
