@@ -3,6 +3,7 @@ fixture sets (generated and shared test data; a test taking testdata runs
 on each), a seeded random generator that prints its seed, and the "gpu"
 marker (GPU tests are skipped when torch.cuda.is_available() is false;
 RL_NO_SKIP=1 makes every skip a failure)."""
+import ctypes
 import gc
 import json
 import os
@@ -171,3 +172,13 @@ def no_handle_outlives_its_test():
     gc.collect()
     after = _handles.live_handles()
     assert after == before, f"library handles left: {after} (before: {before})"
+
+
+def fake_device_areas(fake, shards, ptrs):
+    """Device memory of the tests' fake CUDA driver for each shard (at
+    least a byte), appended to ptrs as they are made (the caller frees
+    them, those made before a failure too)."""
+    for s in shards:
+        p = ctypes.c_ulonglong()
+        assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
+        ptrs.append(p.value)

@@ -10,7 +10,7 @@ import pytest
 
 import oracle
 import ringload
-from conftest import build_dir
+from conftest import build_dir, fake_device_areas
 from ringload import _core, _handles, _stream
 from test_reference import MOE_SPEC
 
@@ -51,10 +51,7 @@ def test_run_cuda_fills_the_given_device_memory(testdata, fake):
     ptrs = []
     try:
         with _stream.StreamingLoad(job, budget=64 << 10) as load:
-            for s in load.shards:
-                p = ctypes.c_ulonglong()
-                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
-                ptrs.append(p.value)
+            fake_device_areas(fake, load.shards, ptrs)
             ids = [i for i, _ in load.devices]
             load.run_cuda([0] * (max(ids) + 1),  # every spec device on GPU 0
                           [(p, s.nbytes) for p, s in zip(ptrs, load.shards)])
@@ -116,10 +113,7 @@ def test_run_cuda_orders_with_the_callers_stream(testdata, fake, legacy):
     ptrs = []
     try:
         with _stream.StreamingLoad(job, budget=64 << 10) as load:
-            for s in load.shards:
-                p = ctypes.c_ulonglong()
-                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
-                ptrs.append(p.value)
+            fake_device_areas(fake, load.shards, ptrs)
             ids = [i for i, _ in load.devices]
             fake.fakecuda_reset()
             load.run_cuda([0] * (max(ids) + 1),
@@ -158,10 +152,7 @@ def test_run_cuda_large_device_ids(testdata, fake):
                 load.run_cuda(None, [])
             assert e.value.code_name == "RL_E_CUDA_DEVICE"
         with _stream.StreamingLoad(job, budget=64 << 10) as load:
-            for s in load.shards:
-                p = ctypes.c_ulonglong()
-                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
-                ptrs.append(p.value)
+            fake_device_areas(fake, load.shards, ptrs)
             load.run_cuda(None, [(p, s.nbytes) for p, s in zip(ptrs, load.shards)],
                           one_gpu=0)
             for s, p in zip(load.shards, ptrs):

@@ -12,6 +12,8 @@ import subprocess
 import numpy as np
 import pytest
 
+from conftest import fake_device_areas
+
 import ringload
 import ringload.numpy as rnp
 
@@ -204,10 +206,7 @@ def test_cuda_sink_gets_converted_bytes(src, monkeypatch):
     ptrs = []
     try:
         with _stream.StreamingLoad(job, budget=64 << 10) as load:
-            for s in load.shards:
-                p = ctypes.c_ulonglong()
-                assert fake.cuMemAlloc_v2(ctypes.byref(p), max(s.nbytes, 1)) == 0
-                ptrs.append(p.value)
+            fake_device_areas(fake, load.shards, ptrs)
             load.run_cuda([0], [(p, s.nbytes) for p, s in zip(ptrs, load.shards)])
             for p, s in zip(ptrs, load.shards):
                 want = _bits(_want(tensors[s.name], torch.bfloat16)).numpy().tobytes()
