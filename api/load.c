@@ -303,8 +303,9 @@ static int run_whole(rl_loader *ld, const struct pl_exec *ex, struct eng_stats *
 				      &ld->err);
 	o.hash = ld->hash.hash;
 	o.chunk = filler_bytes(ld, ex);
-	if (ret == 0 && (ex_program_build(&prog, ex, &o) < 0 ||
-			 !(staging = cm_calloc(ex->ndevs + 1, sizeof(*staging)))))
+	if (ret == 0 && (ret = ex_program_build(&prog, ex, &o)) < 0) /* RL_E_DTYPE, or memory */
+		cm_err_set(&ld->err, ret, "building the load's program: %s", rl_strerror(ret));
+	if (ret == 0 && !(staging = cm_calloc(ex->ndevs + 1, sizeof(*staging))))
 		ret = cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	if (ret == 0) {
 		for (unsigned d = 0; d < ex->ndevs; d++)

@@ -342,9 +342,11 @@ static int st_plan(rl_loader *ld, struct ld_stream *s)
 				     (uint32_t)CM_MIN(CM_MAX(ex->max_read, 4096u), 1u << 30) };
 	int ret = ex_program_build(&s->prog, ex, &o);
 
-	s->queue = ret ? NULL : cm_calloc(s->prog.win.npieces + s->prog.win.nzero + 1,
-					   sizeof(*s->queue));
-	if (ret < 0 || !s->queue)
+	if (ret < 0) /* the transform's RL_E_DTYPE, else out of memory */
+		return cm_err_set(&ld->err, ret, "building the load's program: %s",
+				  rl_strerror(ret));
+	s->queue = cm_calloc(s->prog.win.npieces + s->prog.win.nzero + 1, sizeof(*s->queue));
+	if (!s->queue)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	return 0;
 }
