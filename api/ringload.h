@@ -1154,8 +1154,11 @@ void rl_loader_destroy(rl_loader *ld);
  * rl_loader_request_bytes() M: read per window"). A plan
  * with transfers (read once) streams the process's own reads: shards that
  * transfers fill get no pieces here (libringload_mpi hands their pieces
- * out as they are received). Loaders with expected SHA-256 values
- * (rl_loader_expect_sha256) are refused (RL_E_STATE); nothing is hashed. on_shard is not called
+ * out as they are received). Expected SHA-256 values
+ * (rl_loader_expect_sha256) are checked as in a whole load: each file the
+ * plan reads whole is hashed across windows, in offset order, and the load
+ * fails with RL_E_CHECKSUM (pieces already handed out stay valid until
+ * released, but the load is not reported as done). on_shard is not called
  * in this mode; on_progress is (done and total in the plan's read bytes).
  *
  * Two ways to receive the pieces:
