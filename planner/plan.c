@@ -702,6 +702,8 @@ static void ctx_free(struct ctx *x)
 	FREE_GROWN(x->copies, x->capcopies);
 	FREE_GROWN(x->req_copies, x->capreq_copies);
 	FREE_GROWN(x->req_counts, x->capreq_counts);
+	FREE_GROWN(x->pend, x->cappend);
+	FREE_GROWN(x->touched, x->captouched);
 	cm_free(x->by_proc);
 	cm_free(x->proc_first);
 	cm_free(x->coords);
