@@ -184,19 +184,23 @@ static int flush_ranges(struct ctx *x, size_t q0, size_t q1)
 
 /* Pending entries for every group and unique region of the file, all
  * inactive (a flush leaves them so; new ones are cleared here), and room
- * to list each once. */
-static int pend_room(struct ctx *x, size_t nitems)
+ * to list each once; none where items [i0, i1) are all whole groups. */
+static int pend_room(struct ctx *x, size_t i0, size_t i1)
 {
-	size_t n = x->ngroups + x->nunique;
+	size_t n = x->ngroups + x->nunique, i = i0;
 
+	x->ntouched = 0;
+	while (i < i1 && ITEM_KIND(&x->citems[i]) == ITEM_GROUP)
+		i++;
+	if (i == i1)
+		return 0;
 	if (GROW(x, x->pend, 0, x->cappend, n) ||
-	    GROW(x, x->touched, 0, x->captouched, CM_MIN(n, nitems)))
+	    GROW(x, x->touched, 0, x->captouched, CM_MIN(n, i1 - i0)))
 		return -ENOMEM;
 	if (x->npend < n) {
 		memset(x->pend + x->npend, 0, (n - x->npend) * sizeof(*x->pend));
 		x->npend = n;
 	}
-	x->ntouched = 0;
 	return 0;
 }
 
@@ -291,8 +295,8 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 		return 0;
 	/* Scatter lists: generated item by item, then grouped by request. */
 	x->nreq_copies = 0;
-	if ((ret = pend_room(x, x->blocks[ab->b0 + ab->nb - 1].first +
-				x->blocks[ab->b0 + ab->nb - 1].n - x->blocks[ab->b0].first)))
+	if ((ret = pend_room(x, x->blocks[ab->b0].first, x->blocks[ab->b0 + ab->nb - 1].first +
+			     x->blocks[ab->b0 + ab->nb - 1].n)))
 		return ret;
 	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++)
 		for (size_t i = x->blocks[b].first; i < x->blocks[b].first + x->blocks[b].n; i++)
