@@ -940,7 +940,7 @@ static void random_plans(void)
 	for (int iter = 0; iter < 100; iter++) {
 		struct fake f;
 		struct pl_opts o;
-		struct pl_plan *p;
+		struct pl_plan *p, *pq0;
 		struct cm_err e;
 		char json[4096];
 		int len, nt = 1 + (int)(th_rand() % 12), nf = 1 + (int)(th_rand() % 2);
@@ -1008,6 +1008,16 @@ static void random_plans(void)
 			CHECK_EQ(pq->stats[q].requests, pq->nreads);
 			pl_plan_free(pq);
 		}
+		/* Statistics only: the same numbers, nothing to load. */
+		o.process = (int)(th_rand() % nproc);
+		o.stats_only = 1;
+		CHECK_EQ(build(&f, json, &o, &pq0, &e), 0);
+		CHECK(pl_plan_stats_only(pq0) && !pq0->nreads && !pq0->ncopies && !pq0->nshards);
+		CHECKF(!memcmp(pq0->stats, p->stats, nproc * sizeof(*p->stats)) &&
+		       !memcmp(&pq0->total, &p->total, sizeof(p->total)),
+		       "iter %d: stats only differ", iter);
+		pl_plan_free(pq0);
+		o.stats_only = 0;
 		pl_plan_free(p);
 	}
 }
