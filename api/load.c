@@ -418,6 +418,9 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 	pp = plan->pl;
 	if (!pp)
 		return cm_err_set(&ld->err, RL_E_STATE, "plan not built");
+	if (pl_plan_stats_only(pp))
+		return cm_err_set(&ld->err, RL_E_STATE,
+				  "plan built for statistics only (RL_PLAN_STATS_ONLY)");
 	pl_plan_exec(pp, &ex);
 	return run_exec(ld, &ex, 0, "");
 }

@@ -24,9 +24,10 @@ static const struct cm_bounds bounds[] = {
 	[RL_PLAN_TRANSFER_ALIGN] = { 0, 1ll << 20 },
 	[RL_PLAN_MAX_MEMORY] = { 0, 1ll << 62 },
 	[RL_PLAN_DTYPE] = { -1, RL_DTYPE_COUNT - 1 },
+	[RL_PLAN_STATS_ONLY] = { 0, 1 },
 };
 
-#define LAST_PARAM RL_PLAN_DTYPE
+#define LAST_PARAM RL_PLAN_STATS_ONLY
 
 rl_plan *rl_plan_create(void)
 {
@@ -122,6 +123,9 @@ int rl_plan_set(rl_plan *plan, rl_plan_param param, int64_t v)
 					  pl_dtype_name((int)v));
 		plan->o.convert = (int)v + 1;
 		break;
+	case RL_PLAN_STATS_ONLY:
+		plan->o.stats_only = (int)v;
+		break;
 	}
 	return 0;
 }
@@ -145,6 +149,7 @@ int rl_plan_get(const rl_plan *plan, rl_plan_param param, int64_t *value)
 	case RL_PLAN_TRANSFER_ALIGN: *value = (int64_t)o->transfer_align; break;
 	case RL_PLAN_MAX_MEMORY: *value = (int64_t)o->max_memory; break;
 	case RL_PLAN_DTYPE: *value = o->convert - 1; break;
+	case RL_PLAN_STATS_ONLY: *value = o->stats_only; break;
 	}
 	return 0;
 }

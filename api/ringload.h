@@ -426,6 +426,16 @@ typedef enum rl_plan_param {
 				   * element of the file, or read once and
 				   * files_of_process fail rl_plan_build() with RL_E_DTYPE;
 				   * another destination fails rl_plan_set() so */
+	RL_PLAN_STATS_ONLY = 13,  /* 1: statistics only: rl_plan_get_stats() of the
+				   * planned process (and, with RL_PLAN_ALL_STATS, of
+				   * every other) as a full build gives them, without
+				   * its requests, copies, shards or staging layout, at
+				   * a fraction of the time and memory (how the CLI's
+				   * over-read warning replans). Such a plan cannot be
+				   * loaded: rl_loader_run() and rl_loader_start()
+				   * return RL_E_STATE. Ignored with RL_PLAN_READ_ONCE
+				   * or files_of_process, whose transfers need the
+				   * layout (default 0) */
 } rl_plan_param;
 
 /* Returns an empty plan with default parameters, or NULL. */

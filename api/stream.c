@@ -579,6 +579,9 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 		return cm_err_set(&ld->err, -EINVAL, "no plan");
 	if (!plan->pl)
 		return cm_err_set(&ld->err, RL_E_STATE, "plan not built");
+	if (pl_plan_stats_only(plan->pl))
+		return cm_err_set(&ld->err, RL_E_STATE,
+				  "plan built for statistics only (RL_PLAN_STATS_ONLY)");
 	if (ld->staging_mode != RL_STAGING_STREAM)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");

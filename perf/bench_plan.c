@@ -1,7 +1,7 @@
 /*
  * bench_plan.c - how fast and how small the planner is at scale.
  *
- *   build/perf/bench_plan [--dir DIR] [--only 100k|70b]
+ *   build/perf/bench_plan [--dir DIR] [--only 100k|100k-rows|70b]
  *
  * Writes header-only checkpoints (sparse files: the data is a hole made by
  * ftruncate, so nothing but the headers touches the disk) and plans them
@@ -12,6 +12,13 @@
  *         devices, replicated across processes. One process's plan. Also
  *         writes 100k-2d.json (rows split over both axes, ["data","model"];
  *         for perf/plan_cli.sh).
+ *   100k-rows  short strided rows (issue 33 item 5): 100,000 BF16 [64, 256]
+ *         tensors in 10 files on the same mesh, half split over both axes
+ *         (["data","model"]: 8 rows of 16 bytes per device), half over the
+ *         second (64 rows of 16 bytes). One process's plan. Also 10,000
+ *         BF16 [64, 8192] tensors ("wide-rows") with columns over both axes:
+ *         64 bytes per device of each 16 KiB row, 2 KiB per process, so
+ *         rows lie further apart than the gap that coalesces.
  *   70b   a 70B-parameter-like layout (80 layers x 7 BF16 matrices plus
  *         embeddings, ~140 GB, 30 files) on 1,024 processes x 8 devices:
  *         cluster totals for a sharding that partitions every tensor across
@@ -284,6 +291,61 @@ static void run_100k(const char *base)
 	scenario_100k(base);
 }
 
+static void run_100k_rows(const char *base)
+{
+	enum { N = 100000 };
+	struct tdef *t = calloc(N, sizeof(*t));
+	char dir[4096], spec[4096];
+
+	if (!t)
+		die(base, "out of memory");
+	snprintf(dir, sizeof(dir), "%s/100k-rows", base);
+	for (int i = 0; i < N; i++) {
+		snprintf(t[i].name, sizeof(t[i].name), "layers.%d.%s.weight", i / 2,
+			 i % 2 ? "col" : "both");
+		t[i].rows = 64;
+		t[i].cols = 256;
+	}
+	write_ckpt(dir, t, N, 10);
+	free(t);
+	snprintf(spec, sizeof(spec), "%s/100k-rows.json", base);
+	write_100k_spec(spec, "{\"match\":\".*both.*\",\"spec\":[\"data\",\"model\"]},"
+			"{\"match\":\".*col.*\",\"spec\":[null,\"model\"]}");
+	snprintf(dir, sizeof(dir), "%s/wide-rows", base);
+	t = calloc(N / 10, sizeof(*t));
+	if (!t)
+		die(base, "out of memory");
+	for (int i = 0; i < N / 10; i++) {
+		snprintf(t[i].name, sizeof(t[i].name), "layers.%d.weight", i);
+		t[i].rows = 64;
+		t[i].cols = 8192;
+	}
+	write_ckpt(dir, t, N / 10, 10);
+	free(t);
+	snprintf(spec, sizeof(spec), "%s/wide-rows.json", base);
+	write_100k_spec(spec, "{\"match\":\".*\",\"spec\":[null,[\"data\",\"model\"]]}");
+	printf("%-40s %8s %9s %7s %7s %7s %7s %7s\n", "scenario", "tensors", "shards", "open_s",
+	       "plan_s", "cpu_s", "rss0MiB", "peakMiB");
+}
+
+static void plan_100k_rows(const char *base)
+{
+	char dir[4096], spec[4096];
+
+	snprintf(dir, sizeof(dir), "%s/100k-rows", base);
+	snprintf(spec, sizeof(spec), "%s/100k-rows.json", base);
+	run_plan("100k short rows, 256 dev, process 3", dir, spec, 3, 0, 0);
+}
+
+static void plan_wide_rows(const char *base)
+{
+	char dir[4096], spec[4096];
+
+	snprintf(dir, sizeof(dir), "%s/wide-rows", base);
+	snprintf(spec, sizeof(spec), "%s/wide-rows.json", base);
+	run_plan("10k wide rows, 256 dev, process 3", dir, spec, 3, 0, 0);
+}
+
 static size_t layout_70b(struct tdef *t)
 {
 	static const struct {
@@ -359,7 +421,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
 			only = argv[++i];
 		else {
-			fprintf(stderr, "usage: bench_plan [--dir DIR] [--only 100k|70b]\n");
+			fprintf(stderr, "usage: bench_plan [--dir DIR] [--only 100k|100k-rows|70b]\n");
 			return 2;
 		}
 	}
@@ -369,6 +431,11 @@ int main(int argc, char **argv)
 		in_child(run_100k, dir);
 		in_child(plan_100k, dir);
 		in_child(plan_100k_all, dir);
+	}
+	if (!only || !strcmp(only, "100k-rows")) {
+		in_child(run_100k_rows, dir);
+		in_child(plan_100k_rows, dir);
+		in_child(plan_wide_rows, dir);
 	}
 	if (!only || !strcmp(only, "70b"))
 		in_child(run_70b, dir);

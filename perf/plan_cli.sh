@@ -7,7 +7,9 @@
 #   perf/plan_cli.sh [ROUNDS] [LAYOUT]   default 5 rounds; BUILD=build
 #
 # LAYOUT 1d (default): rows split over the 32 local devices, ["model"], columns [null,"model"];
-# 2d (issue 24's): rows over both axes, ["data","model"], columns [null,"model"]. The table is
+# 2d (issue 24's): rows over both axes, ["data","model"], columns [null,"model"]; rows (issue
+# 33's short rows): 100,000 BF16 [64, 256] tensors of bench_plan's 100k-rows checkpoint, half
+# split over both axes (8 rows of 16 bytes per device), half [null,"model"]. The table is
 # of the command with --json, without it (the table), and with --all-processes; CPU is user +
 # system seconds, which is what a loaded machine leaves comparable.
 #
@@ -22,18 +24,20 @@ BUILD=${BUILD:-$here/../build}
 DIR=${RL_BENCH_DIR:-/tmp/ringload-bench-plan}
 ROUNDS=${1:-5}
 LAYOUT=${2:-1d}
+CKPT=$DIR/100k ONLY=100k
 case $LAYOUT in
 1d) SPEC=$DIR/100k.json ;;
 2d) SPEC=$DIR/100k-2d.json ;;
-*) echo "plan_cli.sh: LAYOUT is 1d or 2d" >&2; exit 2 ;;
+rows) SPEC=$DIR/100k-rows.json CKPT=$DIR/100k-rows ONLY=100k-rows ;;
+*) echo "plan_cli.sh: LAYOUT is 1d, 2d or rows" >&2; exit 2 ;;
 esac
 
 die() { echo "plan_cli.sh: $*" >&2; exit 1; }
 [ -x "$BUILD/ringload" ] && [ -x "$BUILD/perf/bench_plan" ] || die "build first (make)"
 [ -x /usr/bin/time ] || die "needs /usr/bin/time (make deps installs the package time)"
-if [ ! -f "$SPEC" ] || [ ! -d "$DIR/100k" ]; then
-	echo "writing the 100k checkpoint under $DIR (bench_plan --only 100k)" >&2
-	"$BUILD/perf/bench_plan" --dir "$DIR" --only 100k >/dev/null
+if [ ! -f "$SPEC" ] || [ ! -d "$CKPT" ]; then
+	echo "writing the $ONLY checkpoint under $DIR (bench_plan --only $ONLY)" >&2
+	"$BUILD/perf/bench_plan" --dir "$DIR" --only "$ONLY" >/dev/null
 fi
 
 raw=$(mktemp -d)
@@ -43,7 +47,7 @@ trap 'rm -rf "$raw"' EXIT
 run() {
 	local mode=$1
 	shift
-	/usr/bin/time -v "$BUILD/ringload" plan "$DIR/100k" --sharding "$SPEC" \
+	/usr/bin/time -v "$BUILD/ringload" plan "$CKPT" --sharding "$SPEC" \
 		--process 3 "$@" >"$raw/out.json" 2>"$raw/time.txt" ||
 		die "ringload plan failed: $(tail -n 3 "$raw/time.txt")"
 	awk -F': ' '

@@ -21,7 +21,8 @@
  *     file) the region, its run level and unique index, and its copy
  *     before copies are grouped by request; per unique region
  *     (devices with the same box share one) its group, coalescing item,
- *     block and aligned block;
+ *     block and aligned block, and the pending run ranges of it and of its
+ *     group (scatter.c);
  *   - the memo of slot shards: at most PL_SLOT_CACHE_MAX bytes;
  *   - read once: per mesh device, the boxes compared across processes; per
  *     (tensor, device) a bit; per distinct box, its assignment and
@@ -74,7 +75,8 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c)
 	const u128 per_region = sizeof(struct region) + sizeof(struct level) + sizeof(uint32_t) +
 				sizeof(struct req_copy);
 	const u128 per_unique = sizeof(struct group) + sizeof(struct pl_citem) +
-				sizeof(struct pl_block) + sizeof(struct aligned_block);
+				sizeof(struct pl_block) + sizeof(struct aligned_block) +
+				2 * (sizeof(struct run_range) + sizeof(uint32_t));
 	/* Read once, per box shared by processes: its candidate, assignment,
 	 * order, owner, batch, size and broadcast (readonce.c, assign.c). */
 	const u128 ro_per_box = 192, ro_per_sharer = 2 * sizeof(uint32_t);

@@ -289,6 +289,7 @@ struct pl_plan {
 	struct pl_exec_files *fx;   /* what the engine executes (exec_files.c) */
 	uint64_t memory_estimate;   /* bytes the build was estimated to need */
 	int converts;               /* some item converts (convert.c) */
+	int stats_only;             /* statistics only: no shards, reads or copies */
 	struct pl_convert *convert; /* per shard when it does, else NULL */
 };
 

@@ -702,6 +702,8 @@ static void ctx_free(struct ctx *x)
 	FREE_GROWN(x->copies, x->capcopies);
 	FREE_GROWN(x->req_copies, x->capreq_copies);
 	FREE_GROWN(x->req_counts, x->capreq_counts);
+	FREE_GROWN(x->pend, x->cappend);
+	FREE_GROWN(x->touched, x->captouched);
 	cm_free(x->by_proc);
 	cm_free(x->proc_first);
 	cm_free(x->coords);
@@ -824,7 +826,7 @@ static int plan_tables(struct ctx *x)
 	const uint32_t *devs = x->by_proc + x->proc_first[x->opts->process];
 
 	p->nslots = proc_devices(x, (uint32_t)x->opts->process);
-	p->nshards = (size_t)p->nslots * p->nitems;   /* bounded by check_memory() */
+	p->nshards = p->stats_only ? 0 : (size_t)p->nslots * p->nitems; /* check_memory() */
 	if (p->nshards > UINT32_MAX)
 		return cm_err_set(x->err, RL_E_TOO_LARGE, "plan: %zu shards (at most %u)",
 				  p->nshards, UINT32_MAX);
@@ -863,6 +865,13 @@ static int plan_own(struct ctx *x)
 	struct pl_plan *p = x->plan;
 	int ret;
 
+	if (p->stats_only) {
+		if ((ret = plan_process(x, (unsigned)x->opts->process, 0)))
+			return ret;
+		p->stats[x->opts->process] = x->stats;
+		p->have_stats[x->opts->process] = 1;
+		return 0;
+	}
 	if ((ret = plan_process(x, (unsigned)x->opts->process, 1)) ||
 	    (ret = pl_layout(p, x->opts, x->err)))
 		return ret;
@@ -948,6 +957,8 @@ int pl_plan_build(const struct pl_ckpt *ck, const struct pl_spec *spec,
 	x.plan = p;
 	p->process = o->process;
 	p->all_stats = o->all_stats;
+	/* Read once places transfers in the layout: a full plan then. */
+	p->stats_only = o->stats_only && !o->read_once && !spec->avail;
 	if (o->ratio != 0) {
 		x.ratio = (struct pl_ratio){ (uint64_t)(o->ratio * 1e6 + 0.5), 1000000 };
 		x.ratiop = &x.ratio;

@@ -58,6 +58,11 @@ struct aligned_block {
 	size_t b0, nb;          /* coalesced blocks [b0, b0 + nb) */
 };
 
+/* Runs [k0, k1) of a group or unique region. */
+struct run_range {
+	uint64_t k0, k1;
+};
+
 /* A copy before copies are grouped by request. */
 struct req_copy {
 	uint32_t req;
@@ -125,6 +130,15 @@ struct ctx {
 	size_t last_req;        /* last request find_req() returned */
 	size_t *req_counts;     /* per request of a block: copies, then cursor */
 	size_t capreq_counts;
+	/* Runs of one group (or unique region) that a block's sparse items
+	 * bring one by one, gathered into one range so that they become one
+	 * strided copy per request and box, not one copy per run: pending
+	 * range per group, then per unique region (k1 0: none), and the
+	 * entries a block touched. */
+	struct run_range *pend;
+	size_t npend, cappend;  /* npend: entries initialised (inactive) */
+	uint32_t *touched;
+	size_t ntouched, captouched;
 	uint32_t *by_proc;      /* mesh devices bucketed by process, mesh order */
 	uint32_t *proc_first;   /* process q's: by_proc[proc_first[q] .. [q + 1]) */
 	const uint32_t *slots;  /* mesh index of each slot of the process (in by_proc) */

@@ -173,6 +173,9 @@ struct pl_opts {
 	int no_memo;            /* 1: every slot's shard the long way (tests); default 0 */
 	int convert;            /* 0: dtypes as stored (default); else 1 + the rl_dtype
 				 * every floating tensor is converted to */
+	int stats_only;         /* 1: the planned process's statistics without its
+				 * requests, copies and layout (none with read once or
+				 * files_of_process, which need them); default 0 */
 };
 
 void pl_opts_default(struct pl_opts *o);
@@ -288,6 +291,9 @@ struct pl_xstats {
 int pl_plan_xstats(const struct pl_plan *p, int proc, struct pl_xstats *out);
 /* The planned process (pl_opts.process). */
 int pl_plan_process(const struct pl_plan *p);
+/* 1 when p holds statistics only (pl_opts.stats_only took effect): nothing
+ * to load. */
+int pl_plan_stats_only(const struct pl_plan *p);
 /* What reading transfers needs, per file of the checkpoint (nfiles): its
  * size, and the alignment the transfers were cut and are read with (align
  * NULL in a plan without transfers). */

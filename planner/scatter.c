@@ -120,21 +120,88 @@ static int emit_unique(struct ctx *x, uint32_t u, uint64_t k0, uint64_t k1,
 	return 0;
 }
 
-static int emit_item(struct ctx *x, const struct pl_citem *c, size_t q0, size_t q1)
+/* Copies of runs [k0, k1) of pending entry e: a group (e < ngroups, every
+ * unique region of it) or unique region e - ngroups. */
+static int emit_range(struct ctx *x, size_t e, uint64_t k0, uint64_t k1, size_t q0, size_t q1)
 {
 	const struct group *g;
 	int ret = 0;
 
-	if (ITEM_KIND(c) == ITEM_UNIQUE_RUN)
-		return emit_unique(x, c->ref, c->k, c->k + 1, q0, q1);
-	g = &x->groups[c->ref];
-	for (uint32_t u = g->u0; u < g->u0 + g->nu && !ret; u++) {
-		if (ITEM_KIND(c) == ITEM_GROUP_RUN)
-			ret = emit_unique(x, u, c->k, c->k + 1, q0, q1);
-		else
-			ret = emit_unique(x, u, 0, g->nruns, q0, q1);
-	}
+	if (e >= x->ngroups)
+		return emit_unique(x, (uint32_t)(e - x->ngroups), k0, k1, q0, q1);
+	g = &x->groups[e];
+	for (uint32_t u = g->u0; u < g->u0 + g->nu && !ret; u++)
+		ret = emit_unique(x, u, k0, k1, q0, q1);
 	return ret;
+}
+
+/*
+ * Sparse items (one run each) extend their entry's pending range when they
+ * continue it; the runs of a range become one strided copy per request and
+ * destination (emit_runs), where one copy per run would cost 32 bytes per
+ * short row. A block's items of one entry are consecutive runs (items are
+ * sorted by offset), except where expand_overlaps() took some out.
+ */
+static int emit_item(struct ctx *x, const struct pl_citem *c, size_t q0, size_t q1)
+{
+	struct run_range *p;
+	size_t e;
+	int ret;
+
+	if (ITEM_KIND(c) == ITEM_GROUP)
+		return emit_range(x, c->ref, 0, x->groups[c->ref].nruns, q0, q1);
+	e = ITEM_KIND(c) == ITEM_GROUP_RUN ? c->ref : x->ngroups + c->ref;
+	p = &x->pend[e];
+	if (p->k1 && p->k1 == c->k) {
+		p->k1++;
+		return 0;
+	}
+	if (p->k1) {
+		if ((ret = emit_range(x, e, p->k0, p->k1, q0, q1)))
+			return ret;
+	} else {
+		x->touched[x->ntouched++] = (uint32_t)e;
+	}
+	*p = (struct run_range){ c->k, c->k + 1 };
+	return 0;
+}
+
+/* Emits and clears the pending ranges of a block's items. */
+static int flush_ranges(struct ctx *x, size_t q0, size_t q1)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < x->ntouched; i++) {
+		struct run_range *p = &x->pend[x->touched[i]];
+
+		if (!ret)
+			ret = emit_range(x, x->touched[i], p->k0, p->k1, q0, q1);
+		p->k1 = 0;
+	}
+	x->ntouched = 0;
+	return ret;
+}
+
+/* Pending entries for every group and unique region of the file, all
+ * inactive (a flush leaves them so; new ones are cleared here), and room
+ * to list each once; none where items [i0, i1) are all whole groups. */
+static int pend_room(struct ctx *x, size_t i0, size_t i1)
+{
+	size_t n = x->ngroups + x->nunique, i = i0;
+
+	x->ntouched = 0;
+	while (i < i1 && ITEM_KIND(&x->citems[i]) == ITEM_GROUP)
+		i++;
+	if (i == i1)
+		return 0;
+	if (GROW(x, x->pend, 0, x->cappend, n) ||
+	    GROW(x, x->touched, 0, x->captouched, CM_MIN(n, i1 - i0)))
+		return -ENOMEM;
+	if (x->npend < n) {
+		memset(x->pend + x->npend, 0, (n - x->npend) * sizeof(*x->pend));
+		x->npend = n;
+	}
+	return 0;
 }
 
 static int push_read(struct ctx *x, uint32_t file, uint64_t off, uint64_t len,
@@ -228,10 +295,15 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 		return 0;
 	/* Scatter lists: generated item by item, then grouped by request. */
 	x->nreq_copies = 0;
+	if ((ret = pend_room(x, x->blocks[ab->b0].first, x->blocks[ab->b0 + ab->nb - 1].first +
+			     x->blocks[ab->b0 + ab->nb - 1].n)))
+		return ret;
 	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++)
 		for (size_t i = x->blocks[b].first; i < x->blocks[b].first + x->blocks[b].n; i++)
 			if ((ret = emit_item(x, &x->citems[i], q0, x->nreads)))
 				return ret;
+	if ((ret = flush_ranges(x, q0, x->nreads)))
+		return ret;
 	if (GROW(x, x->copies, x->ncopies, x->capcopies, x->nreq_copies) ||
 	    GROW(x, x->req_counts, 0, x->capreq_counts, x->nreads - q0 + 1))
 		return -ENOMEM;

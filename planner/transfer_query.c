@@ -13,6 +13,11 @@ int pl_plan_process(const struct pl_plan *p)
 	return p->process;
 }
 
+int pl_plan_stats_only(const struct pl_plan *p)
+{
+	return p->stats_only;
+}
+
 void pl_plan_xfiles(const struct pl_plan *p, struct pl_xfiles *out)
 {
 	out->nfiles = p->nfiles;

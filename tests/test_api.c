@@ -379,13 +379,13 @@ static void plan_functions(void)
 	rl_plan_destroy(NULL);
 	/* Parameters. */
 	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)0, &lo, &hi), -EINVAL);
-	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)13, &lo, &hi), -EINVAL);
+	CHECK_EQ(rl_plan_param_bounds((rl_plan_param)14, &lo, &hi), -EINVAL);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_DTYPE, &lo, &hi), 0);
 	CHECK(lo == -1 && hi == RL_DTYPE_COUNT - 1);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_MAX_MEMORY, NULL, NULL), 0);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_MAX_MEMORY, &lo, &hi), 0);
 	CHECK_EQ(lo, 0);
-	CHECK_EQ(rl_plan_set(plan, (rl_plan_param)13, 0), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_set(plan, (rl_plan_param)14, 0), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CHUNK_BYTES, 0), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_MAX_MEMORY, -1), RL_E_INVALID_ARG);
 	CHECK_EQ(rl_plan_set(plan, RL_PLAN_CONGRUENT, 2), RL_E_INVALID_ARG);
@@ -435,6 +435,49 @@ static void plan_functions(void)
 	rl_ckpt_destroy(ck);
 }
 
+/* RL_PLAN_STATS_ONLY: the statistics of a full build, no requests or
+ * shards, and no load of it, whole or streaming. */
+static void stats_only_plans(void)
+{
+	static const char *const axes[] = { "x" }, *const x[] = { "x" };
+	const rl_dim_spec dims[] = { { 1, x } };
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_spec *spec = rl_spec_create();
+	rl_plan *full = rl_plan_create(), *so = rl_plan_create();
+	rl_loader *ld = rl_loader_create();
+	rl_plan_stats a, b;
+	int64_t v = -1;
+
+	CHECK(ck && spec && full && so && ld);
+	CHECK_EQ(rl_ckpt_open(ck, checkpoint()), 0);
+	CHECK_EQ(rl_spec_set_mesh(spec, 1, (uint32_t[]){ 2 }, axes, NULL, NULL), 0);
+	CHECK_EQ(rl_spec_add_rule(spec, "w", 1, dims), 0);
+	CHECK_EQ(rl_plan_set(so, RL_PLAN_STATS_ONLY, 2), RL_E_INVALID_ARG);
+	CHECK_EQ(rl_plan_get(so, RL_PLAN_STATS_ONLY, &v), 0);
+	CHECK_EQ(v, 0);
+	CHECK_EQ(rl_plan_set(so, RL_PLAN_STATS_ONLY, 1), 0);
+	CHECK_EQ(rl_plan_get(so, RL_PLAN_STATS_ONLY, &v), 0);
+	CHECK_EQ(v, 1);
+	CHECK_EQ(rl_plan_build(full, ck, spec), 0);
+	CHECK_EQ(rl_plan_build(so, ck, spec), 0);
+	CHECK_EQ(rl_plan_get_stats(full, 0, &a), 0);
+	CHECK_EQ(rl_plan_get_stats(so, 0, &b), 0);
+	CHECK(!memcmp(&a, &b, sizeof(a)) && a.requests > 0);
+	CHECK_EQ(rl_plan_num_requests(so), 0);
+	CHECK_EQ(rl_plan_num_shards(so), 0);
+	CHECK_EQ(rl_plan_num_devices(so), 2);
+	CHECK_EQ(rl_loader_run(ld, so), RL_E_STATE);
+	CHECK(strstr(rl_loader_errmsg(ld), "statistics only"));
+	CHECK_EQ(rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM), 0);
+	CHECK_EQ(rl_loader_start(ld, so), RL_E_STATE);
+	CHECK(strstr(rl_loader_errmsg(ld), "statistics only"));
+	rl_loader_destroy(ld);
+	rl_plan_destroy(so);
+	rl_plan_destroy(full);
+	rl_spec_destroy(spec);
+	rl_ckpt_destroy(ck);
+}
+
 /* Transfers, files_of_process, checkpoints from headers, plan getters. */
 static void cluster_functions(void)
 {
@@ -457,7 +500,7 @@ static void cluster_functions(void)
 	CHECK_EQ(rl_spec_set_files_of_process(spec, 0, 0, NULL), 0);
 	CHECK_EQ(rl_plan_get(NULL, RL_PLAN_PROCESS, &v), -EINVAL);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_PROCESS, NULL), -EINVAL);
-	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)13, &v), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)14, &v), -EINVAL);
 	CHECK_EQ(rl_spec_set_dtype(NULL, RL_DTYPE_F16), -EINVAL);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_MAX_MEMORY, &v), 0);
 	CHECK_EQ(v, 4ll << 30);
@@ -749,6 +792,7 @@ int main(void)
 	RUN(checkpoint_functions);
 	RUN(spec_functions);
 	RUN(plan_functions);
+	RUN(stats_only_plans);
 	RUN(cluster_functions);
 	RUN(loader_functions);
 	RUN(loader_get_returns_what_was_set);

@@ -276,7 +276,7 @@ static void plan_parameters_read_back(void)
 	CHECK_EQ(v, 4 << 20);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_DTYPE, &v), 0);
 	CHECK_EQ(v, -1);
-	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)13, &v), -EINVAL);
+	CHECK_EQ(rl_plan_get(plan, (rl_plan_param)14, &v), -EINVAL);
 	CHECK_EQ(rl_plan_get(NULL, RL_PLAN_PROCESS, &v), -EINVAL);
 	CHECK_EQ(rl_plan_get(plan, RL_PLAN_PROCESS, NULL), -EINVAL);
 	CHECK_EQ(rl_plan_param_bounds(RL_PLAN_TRANSFER_ALIGN, &lo, &hi), 0);

@@ -676,6 +676,87 @@ static void processes_read_their_own_boxes(void)
 	}
 }
 
+/* A 4x4 mesh, process q holding devices [4q, 4q + 4): a tensor's columns
+ * split over both axes give process q a quarter of each row. */
+#define MESH_4x4 "\"mesh\":{\"shape\":[4,4],\"axes\":[\"data\",\"model\"]," \
+	"\"process_of_device\":[0,0,0,0,1,1,1,1,2,2,2,2,3,3,3,3]}"
+#define ROWS_SPEC "{" MESH_4x4 ",\"rules\":[{\"match\":\".*\"," \
+	"\"spec\":[null,[\"data\",\"model\"]]}]}"
+
+/* Copies of p that hold a single run (count 1). */
+static size_t single_row_copies(const struct pl_plan *p)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->ncopies; i++)
+		n += p->copies[i].count == 1;
+	return n;
+}
+
+/*
+ * Short rows far apart (issue 33 item 5): BF16 [64, 4096] tensors whose
+ * columns are split over all 16 devices, so process 1 needs 2 KiB of every
+ * 8 KiB row, as 4 devices x 512 B; the 6 KiB gaps exceed min_gap, so each
+ * row is its own coalescing item. The rows a request holds are one strided
+ * copy per device (count 64, stride one row), not one copy per row and
+ * device (64 x 4 per tensor before); byte-exact by pl_check_plan.
+ */
+static void short_rows_one_copy_per_read_and_box(void)
+{
+	struct fake f;
+	struct pl_opts o;
+	struct pl_plan *p;
+	struct cm_err e;
+	const char *bad;
+
+	/* One tensor, gaps coalesced by an explicit ratio: one read. */
+	fk_init(&f, 1, 64);
+	fk_add(&f, 0, "w", RL_DTYPE_BF16, 2, (uint64_t[]){ 64, 4096 });
+	pl_opts_default(&o);
+	o.process = 1;
+	o.ratio = 4;
+	CHECK_EQ(build(&f, ROWS_SPEC, &o, &p, &e), 0);
+	CHECK_EQ(p->nreads, 1);
+	CHECK_EQ(p->ncopies, 4);
+	for (size_t i = 0; i < p->ncopies; i++) {
+		CHECK_EQ(p->copies[i].count, 64);
+		CHECK_EQ(p->copies[i].len, 512);
+		CHECK_EQ(p->copies[i].src_stride, 8192);
+	}
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* Requests of 8 rows each: one copy per request and device. */
+	o.chunk = 8 * 8192;
+	CHECK_EQ(build(&f, ROWS_SPEC, &o, &p, &e), 0);
+	CHECK_EQ(p->nreads, 8);
+	CHECK_EQ(p->ncopies, 8 * 4);
+	CHECK_EQ(single_row_copies(p), 0);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+	/* 20 such tensors under the defaults: more than 1,024 row blocks, so
+	 * the automatic ratio reads the span; copies per (request, tensor,
+	 * device) and the pieces of rows cut by a request's end. */
+	fk_init(&f, 1, 64);
+	for (int i = 0; i < 20; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "w%d", i);
+		fk_add(&f, 0, name, RL_DTYPE_BF16, 2, (uint64_t[]){ 64, 4096 });
+	}
+	f.align[0] = (struct pl_align){ 512, 512 };
+	pl_opts_default(&o);
+	o.process = 1;
+	CHECK_EQ(build(&f, ROWS_SPEC, &o, &p, &e), 0);
+	CHECKF(p->ncopies <= (20 + 2 * p->nreads) * 4, "%zu copies in %zu reads", p->ncopies,
+	       p->nreads);
+	CHECK_EQ(p->stats[1].needed_bytes, 20ull * 64 * 2048);
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
+}
+
 static void empty_shards_and_subbyte_errors(void)
 {
 	struct fake f;
@@ -859,7 +940,7 @@ static void random_plans(void)
 	for (int iter = 0; iter < 100; iter++) {
 		struct fake f;
 		struct pl_opts o;
-		struct pl_plan *p;
+		struct pl_plan *p, *pq0;
 		struct cm_err e;
 		char json[4096];
 		int len, nt = 1 + (int)(th_rand() % 12), nf = 1 + (int)(th_rand() % 2);
@@ -927,6 +1008,16 @@ static void random_plans(void)
 			CHECK_EQ(pq->stats[q].requests, pq->nreads);
 			pl_plan_free(pq);
 		}
+		/* Statistics only: the same numbers, nothing to load. */
+		o.process = (int)(th_rand() % nproc);
+		o.stats_only = 1;
+		CHECK_EQ(build(&f, json, &o, &pq0, &e), 0);
+		CHECK(pl_plan_stats_only(pq0) && !pq0->nreads && !pq0->ncopies && !pq0->nshards);
+		CHECKF(!memcmp(pq0->stats, p->stats, nproc * sizeof(*p->stats)) &&
+		       !memcmp(&pq0->total, &p->total, sizeof(p->total)),
+		       "iter %d: stats only differ", iter);
+		pl_plan_free(pq0);
+		o.stats_only = 0;
 		pl_plan_free(p);
 	}
 }
@@ -1418,6 +1509,7 @@ int main(void)
 	RUN(chunk_not_a_multiple_of_the_alignment);
 	RUN(congruent_shards_read_directly);
 	RUN(processes_read_their_own_boxes);
+	RUN(short_rows_one_copy_per_read_and_box);
 	RUN(empty_shards_and_subbyte_errors);
 	RUN(targets_stack_slice_and_alias);
 	RUN(random_plans);

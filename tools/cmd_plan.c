@@ -217,6 +217,7 @@ static int aligned_only_bytes(const rl_ckpt *ck, const rl_spec *spec, const stru
 	if (p && !rl_plan_set(p, RL_PLAN_PROCESS, a->process) &&
 	    !rl_plan_set(p, RL_PLAN_ALL_STATS, 0) &&
 	    !rl_plan_set(p, RL_PLAN_READ_ONCE, a->read_once) &&
+	    !rl_plan_set(p, RL_PLAN_STATS_ONLY, 1) &&
 	    !rl_plan_set(p, RL_PLAN_MIN_GAP, 0) && !rl_plan_set(p, RL_PLAN_RATIO_MILLI, 1000) &&
 	    !rl_plan_build(p, ck, spec) && !rl_plan_get_stats(p, (int)a->process, &st)) {
 		*out = st.read_bytes;
