@@ -1265,6 +1265,52 @@ int64_t rl_loader_default_budget(void);
 int64_t rl_loader_budget(const rl_loader *ld);
 
 /*
+ * Delivering to devices (docs/cuda.md, docs/architecture.md "A device").
+ * A device kind is a sink of the library's registry ("cuda"; a test build
+ * adds "testdev"), named by a string; rl_device_kind_at(i) lists them in
+ * registry order (i = 0, 1, ...; NULL past the last), which the CLI's
+ * --device and Python read. A loader with a device set runs every load
+ * as a streaming load whose pieces are copied to device memory; what
+ * follows for CUDA holds for every kind, with the kind's own codes.
+ */
+const char *rl_device_kind_at(size_t i);
+
+/* rl_loader_set_device flags: every spec device, whatever its id (0 ..
+ * 2^32-1), on ordinals[0] (n must be 1); no device map. The value of
+ * RL_CUDA_ONE_GPU. */
+#define RL_DEVICE_ONE (1u << 0)
+
+/*
+ * Sets delivery to devices of kind `kind` (NULL: removes it, freeing the
+ * device memory of the last load and unpinning the pool). Spec device id
+ * d goes to ordinal ordinals[d] (n entries, copied; n 0: the identity,
+ * where an id that is no ordinal, 2^31 and above, fails the load naming
+ * it), or every one to ordinals[0] (RL_DEVICE_ONE); a plan device the map
+ * does not cover fails the load. Nothing touches the device until a
+ * load. Returns 0, -EINVAL (ld NULL), RL_E_INVALID_ARG (no such kind: the
+ * message lists the library's; n without ordinals, unknown flags,
+ * RL_DEVICE_ONE with n != 1) or the kind's no-such-device code
+ * (RL_E_CUDA_DEVICE) for a negative ordinal. Not during a load.
+ * rl_loader_set_cuda(), rl_loader_set_cuda_dest(), ..._stream(),
+ * rl_loader_cuda_area(), _shard() and _read_back() are these functions
+ * for the kind "cuda".
+ */
+int rl_loader_set_device(rl_loader *ld, const char *kind, const int32_t *ordinals, uint32_t n,
+			 uint32_t flags);
+/* As rl_loader_set_cuda_dest, for any kind. */
+int rl_loader_set_device_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes);
+/* As rl_loader_set_cuda_stream, for any kind (a kind without queues
+ * ignores them). */
+#define RL_DEVICE_NO_STREAM UINT64_MAX
+int rl_loader_set_device_stream(rl_loader *ld, int32_t ordinal, uint64_t stream);
+/* As rl_loader_cuda_area, rl_loader_cuda_shard, rl_loader_cuda_read_back,
+ * for any kind. */
+int rl_loader_device_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, uint64_t *bytes);
+int rl_loader_device_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr);
+int rl_loader_device_read_back(rl_loader *ld, uint32_t device, uint64_t offset, void *dst,
+			       size_t len);
+
+/*
  * Delivering to CUDA devices (docs/cuda.md). A loader with CUDA set runs
  * every load as a streaming load (RL_OPT_STAGING becomes
  * RL_STAGING_STREAM; the budget bounds the window pool's size, which is
