@@ -22,6 +22,7 @@
 #include "dev.h"
 
 #define TD_DEVICES 4
+#define TD_ALIGN 256
 
 struct td_job {
 	const uint8_t *src;
@@ -317,10 +318,11 @@ static int td_alloc(struct eng_sink *s, uint32_t slot, uint64_t bytes, struct cm
 
 	if (slot >= t->nslots || t->slot[slot].alloc)
 		return cm_err_set(e, RL_E_STATE, "testdev: device %u allocated already", slot);
-	if (bytes > SIZE_MAX || !(p = cm_calloc(1, bytes ? (size_t)bytes : 1)))
+	/* 256-aligned as cuMemAlloc's, which the loader's layout assumes */
+	if (bytes > SIZE_MAX - TD_ALIGN || !(p = cm_calloc(1, (size_t)bytes + TD_ALIGN)))
 		return cm_err_set(e, RL_E_STAGING, "testdev: no %llu bytes",
 				  (unsigned long long)bytes);
-	t->slot[slot] = (struct td_slot){ (uint64_t)(uintptr_t)p, bytes, p };
+	t->slot[slot] = (struct td_slot){ cm_align_up((uint64_t)(uintptr_t)p, TD_ALIGN), bytes, p };
 	return 0;
 }
 
