@@ -397,6 +397,9 @@ static int st_piece(void *user, const struct ex_piece *sp, uint8_t *data, unsign
 	rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, data,
 		       idx == SIZE_MAX ? 0 : st_token(k, gen, idx) };
 
+	if (ld->dev) /* in device memory, copied: no window held */
+		p.data = (uint8_t *)(uintptr_t)ld_dev_piece_ptr(ld, sp->shard, sp->offset);
+
 	if (s->pulling) {
 		pthread_mutex_lock(&s->lock);
 		s->queue[s->qtail++] = p;
@@ -487,8 +490,10 @@ static int st_load(rl_loader *ld, const char *why)
 
 	for (unsigned k = 0; k < s->wp.nslots; k++)
 		x.windows[k] = sink_host_init(host + k, 1, &s->wp.slot[k].ptr, &s->wp.slot_bytes);
-	if (ld->dev)
+	if (ld->dev) /* pieces only to a started load's consumer */
 		ld_dev_device(ld, &x.device, &x.device_dst);
+	if (ld->dev && !s->pulling)
+		x.on_piece = NULL;
 	ret = ex_execute(&x, &ld->err);
 	for (unsigned k = 0; k < s->wp.nslots; k++) /* a refusal: noted once */
 		if (!(x.stats.fallback_flags & ENG_FALLBACK_NOT_PREFAULTED))
@@ -582,9 +587,6 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	if (ld->staging_mode != RL_STAGING_STREAM)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");
-	if (ld->dev)
-		return cm_err_set(&ld->err, RL_E_STATE,
-				  "rl_loader_start(): a CUDA load has no pieces to pull; use rl_loader_run()");
 	pl_plan_exec(plan->pl, &ex);
 	ret = st_prepare(ld, &ex);
 	if (ret < 0)
@@ -668,6 +670,8 @@ int rl_loader_finish(rl_loader *ld)
 	if (ret == 0 && ex_wpool_canceled(&s->wp))
 		ret = cm_err_set(&ld->err, RL_E_CANCELED,
 				 "streaming: canceled (rl_loader_finish() before the last piece)");
+	if (ret < 0 && ld->dev) /* canceled after its last copy: as a failed load */
+		ld_dev_done(ld, 0, NULL);
 	return ret;
 }
 

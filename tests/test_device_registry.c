@@ -283,6 +283,46 @@ static void failing_copy(void)
 	fixture_free(&f);
 }
 
+/* rl_loader_start onto testdev, over 2 ordinals: every piece pulled is
+ * in device memory (the shard's address + offset, no window held) with
+ * its bytes there on arrival (copies run only at the fence's wait: a
+ * piece handed out before would hold zeros); then the areas equal the
+ * oracle. The consumer stopping early (finish) cancels the load and
+ * keeps no device memory. */
+static void pulled(void)
+{
+	struct fixture f;
+	char hex[65];
+	int ret = fixture_big(&f, hex);
+	rl_loader *ld = dev_loader(256 << 10, two, 2);
+	uint64_t ptr, n;
+	rl_piece p;
+	size_t got = 0;
+
+	CHECKF(ret == 0 && ld, "fixture: %d", ret);
+	CHECK(rl_loader_start(ld, f.plan) == 0);
+	while ((ret = rl_loader_next_piece(ld, &p, -1)) == 1) {
+		rl_shard_info si;
+
+		CHECK(rl_plan_shard(f.plan, p.shard, &si) == 0 &&
+		      rl_loader_device_shard(ld, p.shard, &ptr) == 0);
+		CHECKF((uint64_t)(uintptr_t)p.data == ptr + p.offset && p.token == 0 &&
+		       !memcmp(p.data, f.ref[si.device] + si.offset + p.offset, p.length),
+		       "piece %zu: shard %zu at %llu not in place", got, p.shard,
+		       (unsigned long long)p.offset);
+		CHECK(rl_loader_release(ld, &p) == 0);
+		got++;
+	}
+	CHECKF(ret == 0 && rl_loader_finish(ld) == 0, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECKF(got >= f.nshards && !first_wrong(&f, ld, NULL), "%zu pieces", got);
+	CHECK(rl_loader_start(ld, f.plan) == 0 && rl_loader_next_piece(ld, &p, -1) == 1);
+	ret = rl_loader_finish(ld);
+	CHECKF(ret == RL_E_CANCELED, "%d %s", ret, rl_loader_errmsg(ld));
+	CHECK(rl_loader_device_area(ld, 0, &ptr, &n) == RL_E_STATE);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+}
+
 /* ------------------------------------------------------------------ */
 /* Once */
 
@@ -308,8 +348,12 @@ static void kinds(void)
 	CHECKF(strstr(rl_loader_errmsg(ld), "spec device 1 -> CUDA device -1"), "%s",
 	       rl_loader_errmsg(ld));
 	CHECK(rl_loader_set_device_dest(ld, 0, 1, 1) == RL_E_STATE);
+	CHECK(rl_loader_set_device_stream(ld, 0, 0) == RL_E_STATE);
 	CHECK(rl_loader_set_device(ld, "testdev", NULL, 0, 0) == 0);
 	CHECK(rl_loader_set_device_dest(ld, 0, 4096, 1) == 0);
+	CHECK(rl_loader_set_device_stream(ld, -1, 0) == RL_E_INVALID_ARG);
+	CHECK(rl_loader_set_device_stream(ld, 1, 0) == 0);  /* testdev has no queues */
+	CHECK(rl_loader_set_device_stream(ld, 1, RL_DEVICE_NO_STREAM) == 0);
 	CHECK(rl_loader_set_device(ld, NULL, NULL, 0, 0) == 0); /* removed */
 	CHECK(rl_loader_set_device_dest(ld, 0, 1, 1) == RL_E_STATE);
 	rl_loader_destroy(ld);
@@ -341,6 +385,7 @@ int main(void)
 		{ "sha256", sha256 },
 		{ "caller_pointers", caller_pointers },
 		{ "failing_copy", failing_copy },
+		{ "pulled", pulled },
 	};
 	static const unsigned workers[] = { 1, 3 };
 
