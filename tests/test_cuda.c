@@ -1778,9 +1778,11 @@ static void cli_no_driver(void)
 static void cli_arguments(void)
 {
 	static const struct { const char *args, *line; } bad[] = {
-		{ "--device gpu", "--device gpu: expected cuda or cuda:N" },
-		{ "--device cuda:x", "--device cuda:x: expected cuda or cuda:N" },
-		{ "--device-map 0,1", "--device-map needs --device cuda" },
+		{ "--device gpu", "--device gpu: expected KIND or KIND:N (N an ordinal; this "
+				  "library's kinds: cuda)" },
+		{ "--device cuda:x", "--device cuda:x: expected KIND or KIND:N" },
+		{ "--device cudax", "--device cudax: expected KIND or KIND:N" },
+		{ "--device-map 0,1", "--device-map needs --device KIND" },
 		{ "--device cuda --device-map 0,,1", "--device-map 0,,1: expected GPU ordinals" },
 		{ "--device cuda --device-map 0,", "--device-map 0,: expected GPU ordinals" },
 		{ "--device cuda:0 --device-map 0", "puts every device on one GPU: not with --device-map" },

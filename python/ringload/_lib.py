@@ -457,6 +457,21 @@ def _backends():
 
 BACKENDS = _backends()
 """rl_backend ids by name, from the library: "auto", then the order it tries."""
+
+
+def _device_kinds():
+    """The library's device kinds (rl_device_kind_at), in registry order:
+    what rl_loader_set_device accepts."""
+    kinds, i = [], 0
+    while CDLL.rl_device_kind_at(i) is not None:
+        kinds.append(CDLL.rl_device_kind_at(i).decode())
+        i += 1
+    return tuple(kinds)
+
+
+DEVICE_KINDS = _device_kinds()
+"""Device kinds by name, from the library's registry ("cuda"; the test
+build adds "testdev")."""
 BOUND = sorted(_PROTOTYPES) + sorted(_OPTIONAL)
 """Names of every function this module binds."""
 
