@@ -1220,7 +1220,14 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece);
 
 /*
  * Starts the streaming load of plan on a library thread (the
- * RL_OPT_STAGING must be RL_STAGING_STREAM). Returns 0, or what
+ * RL_OPT_STAGING must be RL_STAGING_STREAM). On a loader with a device
+ * (rl_loader_set_device, rl_loader_set_cuda) the pieces are in device
+ * memory: data is the device address (rl_loader_device_shard() +
+ * offset), each handed out once the copies of its window finished (its
+ * bytes are there), token 0 (no window held: releasing it is accepted
+ * and optional); the bytes stay the loader's until its next load,
+ * rl_loader_set_device or destroy, unless the load fails or is canceled
+ * (rl_loader_finish() before the last piece), which frees them. Returns 0, or what
  * rl_loader_run() returns for a plan it cannot start (-EINVAL, RL_E_STATE:
  * not streaming, plan not built, a load running, pieces
  * held; -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and
@@ -1257,8 +1264,8 @@ int64_t rl_loader_default_budget(void);
 
 /*
  * The budget ld's streaming load uses: RL_OPT_STAGING_BUDGET when set,
- * else rl_loader_default_budget(), at most 256 MiB for a loader with CUDA
- * set (two windows of 128 MiB keep the copies and the reads overlapped;
+ * else rl_loader_default_budget(), at most 256 MiB for a loader with a
+ * device (CUDA) set (two windows of 128 MiB keep the copies and the reads overlapped;
  * more only costs pinned host memory). The one default: the CLI, MPI and
  * Python ask it. Returns the bytes, or -EINVAL (ld NULL).
  */
@@ -1325,8 +1332,9 @@ int rl_loader_device_read_back(rl_loader *ld, uint32_t device, uint64_t offset, 
  * file); the caller's primary context of each GPU is used, so device
  * pointers of PyTorch or JAX are valid destinations. The shard callback
  * (rl_loader_set_callbacks) fires once a shard's copies finished, on the
- * thread running the load; pieces are not delivered (no piece callback
- * is needed; rl_loader_start() is refused).
+ * thread running the load. rl_loader_run() delivers no piece (no piece
+ * callback is needed); rl_loader_start() hands out pieces in device
+ * memory (see rl_loader_start).
  *
  * A failure anywhere (no driver: RL_E_CUDA_DRIVER; a device that does not
  * exist: RL_E_CUDA_DEVICE; out of device memory: RL_E_CUDA_MEMORY; a failed
