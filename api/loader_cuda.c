@@ -6,7 +6,15 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "../sink/dev.h"
 #include "loader_internal.h"
+
+/* A device sink's fallback flags (sink/dev.h) are CUDA's public ones;
+ * CUDA's one-GPU flag is the registry's RL_DEVICE_ONE. */
+_Static_assert(SINK_DEV_FALLBACK_HOST_ALLOC == RL_FALLBACK_CUDA_HOST_ALLOC &&
+	       SINK_DEV_FALLBACK_PAGEABLE == RL_FALLBACK_CUDA_PAGEABLE,
+	       "a device sink's fallbacks are RL_FALLBACK_*");
+_Static_assert(RL_DEVICE_ONE == RL_CUDA_ONE_GPU, "rl_cuda_opts.flags are RL_DEVICE_*");
 
 /* The first version of rl_cuda_opts ended at `flags`. */
 #define CUDA_OPTS_V1 offsetof(rl_cuda_opts, flags)

@@ -7,7 +7,7 @@
  * to its shard's place in the sink (async), fences the window and
  * reclaims it only after its fence completed, while the next window is
  * read. Nothing here knows a device kind: every device call is an op of
- * the kind's table (CUDA's names are only its wrappers, loader_cuda.c).
+ * the kind's table (the CUDA-named functions are wrappers: loader_cuda.c).
  *
  * Destinations: the caller's device pointers per shard
  * (rl_loader_set_device_dest: torch or JAX tensors, no extra copy), or
@@ -21,11 +21,6 @@
 
 #include "../sink/registry.h"
 #include "loader_internal.h"
-
-_Static_assert(SINK_DEV_FALLBACK_HOST_ALLOC == RL_FALLBACK_CUDA_HOST_ALLOC &&
-	       SINK_DEV_FALLBACK_PAGEABLE == RL_FALLBACK_CUDA_PAGEABLE,
-	       "a device sink's fallbacks are RL_FALLBACK_*");
-_Static_assert(RL_DEVICE_ONE == RL_CUDA_ONE_GPU, "rl_cuda_opts.flags are RL_DEVICE_*");
 
 struct ld_dest { uint64_t ptr, bytes; };
 

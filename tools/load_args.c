@@ -143,8 +143,7 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 			  "the process's limits) instead of staging the whole checkpoint",
 		  .bounds = cli_loader_bounds, .param = RL_OPT_STAGING_BUDGET },
 		{ .name = "device", .kind = OPT_STRING, .dst = &a->device, .metavar = "KIND[:N]", .help =
-		  "into device memory (streamed; KIND: the library's, e.g. cuda); KIND:N: every "
-		  "device on N (docs/cuda.md)" },
+		  "into device memory of KIND (cuda, ...; streamed); KIND:N: every device on N" },
 		{ .name = "device-map", .kind = OPT_STRING, .dst = &a->device_map, .metavar = "MAP",
 		  .help = "with --device: the GPU of each spec device, e.g. 0,0,1,1" },
 		{ .name = "dtype", .kind = OPT_CHOICE, .dst = &a->dtype,
