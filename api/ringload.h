@@ -1226,8 +1226,9 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece);
  * offset), each handed out once the copies of its window finished (its
  * bytes are there), token 0 (no window held: releasing it is accepted
  * and optional); the bytes stay the loader's until its next load,
- * rl_loader_set_device or destroy, unless the load fails or is canceled
- * (rl_loader_finish() before the last piece), which frees them. Returns 0, or what
+ * rl_loader_set_device or destroy; when the load failed or was canceled
+ * (rl_loader_finish() before the last piece), rl_loader_finish() frees
+ * them. Returns 0, or what
  * rl_loader_run() returns for a plan it cannot start (-EINVAL, RL_E_STATE:
  * not streaming, plan not built, a load running, pieces
  * held; -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and

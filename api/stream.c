@@ -500,8 +500,11 @@ static int st_load(rl_loader *ld, const char *why)
 			sink_host_note(host + k, &x.stats);
 	if (ret == 0)
 		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
-	if (ld->dev) /* after the check: a mismatch keeps no device memory */
-		ld_dev_done(ld, ret == 0, &x.stats);
+	/* After the check: a mismatch keeps no device memory. A started
+	 * load's consumer may read the shards' addresses until it calls
+	 * rl_loader_finish, which frees them then (on its thread). */
+	if (ld->dev)
+		ld_dev_done(ld, ret == 0 || s->pulling, &x.stats);
 	ld_fill_stats(ld, &s->ex, &x.stats, 0, cm_now_s() - s->t0);
 	st_fill_stats_ex(ld, &x, why);
 	ld->failed = ret < 0;
@@ -670,7 +673,7 @@ int rl_loader_finish(rl_loader *ld)
 	if (ret == 0 && ex_wpool_canceled(&s->wp))
 		ret = cm_err_set(&ld->err, RL_E_CANCELED,
 				 "streaming: canceled (rl_loader_finish() before the last piece)");
-	if (ret < 0 && ld->dev) /* canceled after its last copy: as a failed load */
+	if (ret < 0 && ld->dev) /* failed, or canceled: no device memory kept */
 		ld_dev_done(ld, 0, NULL);
 	return ret;
 }
