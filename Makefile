@@ -86,8 +86,12 @@ endif
 HOOK_SRC := engine/hooks.c engine/be_fault.c
 LIB_SRC := $(filter-out $(HOOK_SRC),$(wildcard common/*.c planner/*.c engine/*.c sink/*.c exec/*.c api/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HOOK_OBJ := $(patsubst %.c,$(BUILD)/obj-hooks/%.o,$(wildcard engine/*.c))
-TEST_OBJ := $(filter-out $(BUILD)/obj/engine/%,$(LIB_OBJ)) $(HOOK_OBJ)
+# The device registry too: its test line (sink/test_dev.c) is the test
+# build's own.
+HOOK_SINK := sink/registry.c sink/test_dev.c
+HOOK_OBJ := $(patsubst %.c,$(BUILD)/obj-hooks/%.o,$(wildcard engine/*.c) $(HOOK_SINK))
+TEST_OBJ := $(filter-out $(BUILD)/obj/engine/% $(HOOK_SINK:%.c=$(BUILD)/obj/%.o),$(LIB_OBJ)) \
+	$(HOOK_OBJ)
 # tools/: the ringload command (every .c but mkckpt's), and mkckpt, which
 # shares only the library-free option parser and helpers.
 TOOL_SRC := $(filter-out tools/mkckpt.c,$(wildcard tools/*.c))

@@ -561,7 +561,7 @@ void rl_loader_destroy(rl_loader *ld)
 		return;
 	ld_free_areas(ld);
 	ld_stream_free(ld);
-	ld_cuda_free(ld);
+	ld_dev_free(ld);
 	cm_free(ld->caller);
 	cm_free(ld->files);
 	cm_free(ld->file_index);

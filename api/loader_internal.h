@@ -54,8 +54,8 @@ struct rl_loader {
 	void *piece_user;
 	struct ld_stream *stream; /* window pool, pieces held, a started load */
 
-	/* rl_loader_set_cuda (api/loader_cuda.c): streaming loads go to GPUs */
-	struct ld_cuda *cuda;
+	/* rl_loader_set_device (api/loader_dev.c): streaming loads go to devices */
+	struct ld_dev *dev;
 };
 
 /* load_common.c: frees library staging of the last run. */
@@ -82,16 +82,19 @@ uint64_t ld_stream_request_cap(const rl_loader *ld);
 /* stream.c: frees the window pool and the stream state (destroy). */
 void ld_stream_free(rl_loader *ld);
 
-/* cuda.c: a streaming load delivered to CUDA devices (ld->cuda set).
+/* loader_dev.c: a streaming load delivered to devices (ld->dev set).
  * begin: the sink, destinations and the pinned pool for ex; device: the
- * sink and each shard's place in it, for the executor; done: after the
- * executor (ok 0: the load failed, its device memory freed); unpin:
- * before the window pool is freed or replaced. */
-int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len);
-void ld_cuda_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst);
-void ld_cuda_done(rl_loader *ld, int ok, struct eng_stats *st);
-void ld_cuda_unpin(rl_loader *ld);
-/* cuda.c: frees the CUDA state (destroy). */
-void ld_cuda_free(rl_loader *ld);
+ * sink and each shard's place in it, for the executor; piece_ptr: the
+ * device address of byte offset of shard (a started load's pieces);
+ * done: after the executor (ok 0: the load failed or was canceled, its
+ * device memory freed; st NULL: no statistics); unpin: before the window
+ * pool is freed or replaced. */
+int ld_dev_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len);
+void ld_dev_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst);
+uint64_t ld_dev_piece_ptr(rl_loader *ld, size_t shard, uint64_t offset);
+void ld_dev_done(rl_loader *ld, int ok, struct eng_stats *st);
+void ld_dev_unpin(rl_loader *ld);
+/* loader_dev.c: frees the device state (destroy). */
+void ld_dev_free(rl_loader *ld);
 
 #endif /* API_LOADER_INTERNAL_H */

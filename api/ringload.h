@@ -1233,7 +1233,15 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece);
 
 /*
  * Starts the streaming load of plan on a library thread (the
- * RL_OPT_STAGING must be RL_STAGING_STREAM). Returns 0, or what
+ * RL_OPT_STAGING must be RL_STAGING_STREAM). On a loader with a device
+ * (rl_loader_set_device, rl_loader_set_cuda) the pieces are in device
+ * memory: data is the device address (rl_loader_device_shard() +
+ * offset), each handed out once the copies of its window finished (its
+ * bytes are there), token 0 (no window held: releasing it is accepted
+ * and optional); the bytes stay the loader's until its next load,
+ * rl_loader_set_device or destroy; when the load failed or was canceled
+ * (rl_loader_finish() before the last piece), rl_loader_finish() frees
+ * them. Returns 0, or what
  * rl_loader_run() returns for a plan it cannot start (-EINVAL, RL_E_STATE:
  * not streaming, plan not built, a load running, pieces
  * held; -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and
@@ -1270,12 +1278,58 @@ int64_t rl_loader_default_budget(void);
 
 /*
  * The budget ld's streaming load uses: RL_OPT_STAGING_BUDGET when set,
- * else rl_loader_default_budget(), at most 256 MiB for a loader with CUDA
- * set (two windows of 128 MiB keep the copies and the reads overlapped;
+ * else rl_loader_default_budget(), at most 256 MiB for a loader with a
+ * device (CUDA) set (two windows of 128 MiB keep the copies and the reads overlapped;
  * more only costs pinned host memory). The one default: the CLI, MPI and
  * Python ask it. Returns the bytes, or -EINVAL (ld NULL).
  */
 int64_t rl_loader_budget(const rl_loader *ld);
+
+/*
+ * Delivering to devices (docs/cuda.md, docs/architecture.md "A device").
+ * A device kind is a sink of the library's registry ("cuda"; a test build
+ * adds "testdev"), named by a string; rl_device_kind_at(i) lists them in
+ * registry order (i = 0, 1, ...; NULL past the last), which the CLI's
+ * --device and Python read. A loader with a device set runs every load
+ * as a streaming load whose pieces are copied to device memory; what
+ * follows for CUDA holds for every kind, with the kind's own codes.
+ */
+const char *rl_device_kind_at(size_t i);
+
+/* rl_loader_set_device flags: every spec device, whatever its id (0 ..
+ * 2^32-1), on ordinals[0] (n must be 1); no device map. The value of
+ * RL_CUDA_ONE_GPU. */
+#define RL_DEVICE_ONE (1u << 0)
+
+/*
+ * Sets delivery to devices of kind `kind` (NULL: removes it, freeing the
+ * device memory of the last load and unpinning the pool). Spec device id
+ * d goes to ordinal ordinals[d] (n entries, copied; n 0: the identity,
+ * where an id that is no ordinal, 2^31 and above, fails the load naming
+ * it), or every one to ordinals[0] (RL_DEVICE_ONE); a plan device the map
+ * does not cover fails the load. Nothing touches the device until a
+ * load. Returns 0, -EINVAL (ld NULL), RL_E_INVALID_ARG (no such kind: the
+ * message lists the library's; n without ordinals, unknown flags,
+ * RL_DEVICE_ONE with n != 1) or the kind's no-such-device code
+ * (RL_E_CUDA_DEVICE) for a negative ordinal. Not during a load.
+ * rl_loader_set_cuda(), rl_loader_set_cuda_dest(), ..._stream(),
+ * rl_loader_cuda_area(), _shard() and _read_back() are these functions
+ * for the kind "cuda".
+ */
+int rl_loader_set_device(rl_loader *ld, const char *kind, const int32_t *ordinals, uint32_t n,
+			 uint32_t flags);
+/* As rl_loader_set_cuda_dest, for any kind. */
+int rl_loader_set_device_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes);
+/* As rl_loader_set_cuda_stream, for any kind (a kind without queues
+ * ignores them). */
+#define RL_DEVICE_NO_STREAM UINT64_MAX
+int rl_loader_set_device_stream(rl_loader *ld, int32_t ordinal, uint64_t stream);
+/* As rl_loader_cuda_area, rl_loader_cuda_shard, rl_loader_cuda_read_back,
+ * for any kind. */
+int rl_loader_device_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, uint64_t *bytes);
+int rl_loader_device_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr);
+int rl_loader_device_read_back(rl_loader *ld, uint32_t device, uint64_t offset, void *dst,
+			       size_t len);
 
 /*
  * Delivering to CUDA devices (docs/cuda.md). A loader with CUDA set runs
@@ -1292,8 +1346,9 @@ int64_t rl_loader_budget(const rl_loader *ld);
  * file); the caller's primary context of each GPU is used, so device
  * pointers of PyTorch or JAX are valid destinations. The shard callback
  * (rl_loader_set_callbacks) fires once a shard's copies finished, on the
- * thread running the load; pieces are not delivered (no piece callback
- * is needed; rl_loader_start() is refused).
+ * thread running the load. rl_loader_run() delivers no piece (no piece
+ * callback is needed); rl_loader_start() hands out pieces in device
+ * memory (see rl_loader_start).
  *
  * A failure anywhere (no driver: RL_E_CUDA_DRIVER; a device that does not
  * exist: RL_E_CUDA_DEVICE; out of device memory: RL_E_CUDA_MEMORY; a failed

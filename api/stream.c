@@ -42,9 +42,9 @@
 #define ST_MIN_BUDGET (64ull << 10)
 #define ST_MAX_DEFAULT (1ull << 30)
 #define ST_TWO_WINDOWS (2ull << 20) /* from here on: two windows */
-/* A CUDA loader's default: two windows of 128 MiB keep a GPU's copies and
- * the reads overlapped; more only costs pinned host memory. */
-#define ST_CUDA_DEFAULT (256ull << 20)
+/* A device loader's default: two windows of 128 MiB keep a GPU's copies
+ * and the reads overlapped; more only costs pinned host memory. */
+#define ST_DEVICE_DEFAULT (256ull << 20)
 #define ST_PAGE 4096ull
 /* The smallest window the medium sizes: each window's fill is one engine
  * run, and 1 MiB budgets on tmpfs (reads of 32 KiB) ran 0.4x with windows
@@ -156,7 +156,7 @@ int64_t rl_loader_budget(const rl_loader *ld)
 	if (ld->budget)
 		return (int64_t)ld->budget;
 	d = rl_loader_default_budget();
-	return ld->cuda ? CM_MIN(d, (int64_t)ST_CUDA_DEFAULT) : d;
+	return ld->dev ? CM_MIN(d, (int64_t)ST_DEVICE_DEFAULT) : d;
 }
 
 uint64_t ld_stream_request_cap(const rl_loader *ld)
@@ -201,7 +201,7 @@ static void st_clear_load(struct ld_stream *s)
 
 static void st_free_pool(rl_loader *ld, struct ld_stream *s)
 {
-	ld_cuda_unpin(ld); /* never unmapped while a GPU may DMA from it */
+	ld_dev_unpin(ld); /* never unmapped while a device may DMA from it */
 	if (s->pool)
 		eng_staging_free(s->pool, s->pool_len);
 	s->pool = NULL;
@@ -248,7 +248,7 @@ int ld_stream_idle(rl_loader *ld)
 
 /* What the windows of a load of ex cover at most: every device's staging
  * rounded up to a page (a window never holds more), at least the smallest
- * pool. A 1 MB file pins 1 MB, not the budget (a CUDA load pins the pool). */
+ * pool. A 1 MB file pins 1 MB, not the budget (a device load pins the pool). */
 static uint64_t st_pool_need(const struct pl_exec *ex)
 {
 	uint64_t need = 0;
@@ -397,6 +397,9 @@ static int st_piece(void *user, const struct ex_piece *sp, uint8_t *data, unsign
 	rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, data,
 		       idx == SIZE_MAX ? 0 : st_token(k, gen, idx) };
 
+	if (ld->dev) /* in device memory, copied: no window held */
+		p.data = (uint8_t *)(uintptr_t)ld_dev_piece_ptr(ld, sp->shard, sp->offset);
+
 	if (s->pulling) {
 		pthread_mutex_lock(&s->lock);
 		s->queue[s->qtail++] = p;
@@ -487,16 +490,21 @@ static int st_load(rl_loader *ld, const char *why)
 
 	for (unsigned k = 0; k < s->wp.nslots; k++)
 		x.windows[k] = sink_host_init(host + k, 1, &s->wp.slot[k].ptr, &s->wp.slot_bytes);
-	if (ld->cuda)
-		ld_cuda_device(ld, &x.device, &x.device_dst);
+	if (ld->dev) /* pieces only to a started load's consumer */
+		ld_dev_device(ld, &x.device, &x.device_dst);
+	if (ld->dev && !s->pulling)
+		x.on_piece = NULL;
 	ret = ex_execute(&x, &ld->err);
 	for (unsigned k = 0; k < s->wp.nslots; k++) /* a refusal: noted once */
 		if (!(x.stats.fallback_flags & ENG_FALLBACK_NOT_PREFAULTED))
 			sink_host_note(host + k, &x.stats);
 	if (ret == 0)
 		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
-	if (ld->cuda) /* after the check: a mismatch keeps no device memory */
-		ld_cuda_done(ld, ret == 0, &x.stats);
+	/* After the check: a mismatch keeps no device memory. A started
+	 * load's consumer may read the shards' addresses until it calls
+	 * rl_loader_finish, which frees them then (on its thread). */
+	if (ld->dev)
+		ld_dev_done(ld, ret == 0 || s->pulling, &x.stats);
 	ld_fill_stats(ld, &s->ex, &x.stats, 0, cm_now_s() - s->t0);
 	st_fill_stats_ex(ld, &x, why);
 	ld->failed = ret < 0;
@@ -509,7 +517,7 @@ static int st_load(rl_loader *ld, const char *why)
 /* Starting and ending a load */
 
 /* Everything a streaming load of ex needs before its first read: the
- * expected digests, the pool's windows, the program, a CUDA load's sink. */
+ * expected digests, the pool's windows, the program, a device load's sink. */
 static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 {
 	struct ld_stream *s;
@@ -532,8 +540,8 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	ret = st_setup_pool(ld, s);
 	if (ret == 0)
 		ret = st_plan(ld, s);
-	if (ret == 0 && ld->cuda) /* the windows: one region from slot 0 on */
-		ret = ld_cuda_begin(ld, ex, s->wp.slot[0].ptr,
+	if (ret == 0 && ld->dev) /* the windows: one region from slot 0 on */
+		ret = ld_dev_begin(ld, ex, s->wp.slot[0].ptr,
 				    (size_t)(s->wp.nslots * s->wp.slot_bytes));
 	return ret;
 }
@@ -542,7 +550,7 @@ int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const
 {
 	int ret;
 
-	if (!ld->on_piece && !ld->cuda)
+	if (!ld->on_piece && !ld->dev)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "streaming: rl_loader_run() needs a piece callback (rl_loader_set_piece_callback), or use rl_loader_start()");
 	ret = st_prepare(ld, ex);
@@ -585,9 +593,6 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	if (ld->staging_mode != RL_STAGING_STREAM)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");
-	if (ld->cuda)
-		return cm_err_set(&ld->err, RL_E_STATE,
-				  "rl_loader_start(): a CUDA load has no pieces to pull; use rl_loader_run()");
 	pl_plan_exec(plan->pl, &ex);
 	ret = st_prepare(ld, &ex);
 	if (ret < 0)
@@ -671,6 +676,8 @@ int rl_loader_finish(rl_loader *ld)
 	if (ret == 0 && ex_wpool_canceled(&s->wp))
 		ret = cm_err_set(&ld->err, RL_E_CANCELED,
 				 "streaming: canceled (rl_loader_finish() before the last piece)");
+	if (ret < 0 && ld->dev) /* failed, or canceled: no device memory kept */
+		ld_dev_done(ld, 0, NULL);
 	return ret;
 }
 
@@ -700,7 +707,7 @@ int rl_loader_set_window_pool(rl_loader *ld, void *ptr, size_t len)
 	if (!s)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	if (s->user_pool != ptr)
-		ld_cuda_unpin(ld); /* the caller may free the old pool now */
+		ld_dev_unpin(ld); /* the caller may free the old pool now */
 	s->user_pool = ptr;
 	s->user_len = ptr ? len : 0;
 	cm_err_clear(&ld->err);

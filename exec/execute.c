@@ -29,6 +29,7 @@ struct xrun {
 	unsigned nfixed;
 	struct ex_run run;      /* the job builder and the checksum pass */
 	uint64_t total, base;   /* progress: the plan's bytes, batches done */
+	size_t win_of[EX_WPOOL_MAX]; /* device loads: the program window in each slot */
 };
 
 /* ------------------------------------------------------------------ */
@@ -224,6 +225,23 @@ static int hand_out(struct xrun *xr, const struct ex_batch *b, unsigned k)
 		d->ops->shard_done(d->state, b->done[i]);
 	if (d && ret == 0) /* reclaimed by the fence; a failure drains first */
 		ret = d->ops->fence(d->state, 0, &x->pool->slot[k].ticket, xr->e);
+	xr->win_of[k] = b->window;
+	return ret;
+}
+
+/* A device load with on_piece (a started load's consumer): the pieces
+ * whose copies window k held, now that its fence completed: device
+ * bytes in place (data NULL, no window held: the runtime finds them by
+ * shard and offset). */
+static int device_pieces(struct xrun *xr, unsigned k)
+{
+	struct ex_exec *x = xr->x;
+	const struct ex_window *w = x->prog->win.w + xr->win_of[k];
+	int ret = 0;
+
+	for (size_t i = 0; x->on_piece && i < w->n && ret == 0; i++)
+		ret = x->on_piece(x->user, x->prog->win.pieces + w->first + i, NULL, k, 0,
+				  SIZE_MAX, xr->e);
 	return ret;
 }
 
@@ -249,7 +267,32 @@ static int reclaim(struct xrun *xr, int all)
 	if (k < 0)
 		return 0;
 	ret = d->ops->wait(d->state, 0, pool->slot[k].ticket, xr->e);
+	if (ret == 0)
+		ret = device_pieces(xr, (unsigned)k);
 	ex_wpool_unhold(pool, (unsigned)k, 0);
+	return ret;
+}
+
+/* After a device sink's finish(1): the pieces of every window still
+ * held, in fence order (each window's copies have finished). */
+static int device_pieces_left(struct xrun *xr)
+{
+	struct ex_wpool *pool = xr->x->pool;
+	uint64_t after = 0;
+	int ret = 0;
+
+	for (unsigned n = 0; n < pool->nslots && ret == 0; n++) {
+		int k = -1;
+
+		for (unsigned i = 0; i < pool->nslots; i++)
+			if (pool->slot[i].busy && pool->slot[i].ticket >= after &&
+			    (k < 0 || pool->slot[i].ticket < pool->slot[k].ticket))
+				k = (int)i;
+		if (k < 0)
+			break;
+		ret = device_pieces(xr, (unsigned)k);
+		after = pool->slot[k].ticket + 1;
+	}
 	return ret;
 }
 
@@ -271,6 +314,8 @@ static int hand_out_zero(struct xrun *xr)
 		ret = ex_device_copy(x->device, x->ex, x->device_dst, &pc, NULL, xr->e);
 		if (ret == 0)
 			x->device->ops->shard_done(x->device->state, z);
+		if (ret == 0 && x->on_piece) /* no bytes: nothing to wait for */
+			ret = x->on_piece(x->user, &pc, NULL, 0, 0, SIZE_MAX, xr->e);
 	}
 	return ret;
 }
@@ -321,6 +366,8 @@ static int device_end(struct xrun *xr, int ok)
 	ret = d->ops->finish(d->state, ok, &e);
 	if (ret < 0 && ok)
 		cm_err_set(xr->e, ret, "%s", e.msg);
+	if (ok && ret == 0)
+		ret = device_pieces_left(xr);
 	reclaim(xr, 1);
 	return ok ? ret : 0;
 }

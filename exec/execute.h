@@ -8,8 +8,9 @@
  * over the caller's sink of that window, the run, then the window's pieces
  * handed to the runtime (on_piece; the window is free again once every
  * piece is given back) or copied to a device sink (the window is free
- * again once the copies' fence completed, while the next batch is read);
- * then the shards of no bytes. The checksum pass hashes what the engine
+ * again once the copies' fence completed, while the next batch is read;
+ * then its pieces go to on_piece, if set, as device pieces); then the
+ * shards of no bytes. The checksum pass hashes what the engine
  * delivers across every batch.
  *
  * The executor only executes: the program (exec/program.h) is built
@@ -35,7 +36,9 @@ struct ex_exec {
 	 * far of the plan's (non-zero: cancel). on_piece: streaming, piece
 	 * p of window k's fill gen (its idx-th) is at data, held until
 	 * given back (ex_wpool_give); a negative return stops the load (e
-	 * set), the runtime holding that piece. */
+	 * set), the runtime holding that piece. With a device sink, on_piece
+	 * (if set) gets each piece once its window's fence completed (data
+	 * NULL, idx SIZE_MAX: no window held; the bytes are on the device). */
 	void (*on_shard)(void *user, size_t shard);
 	int (*on_progress)(void *user, uint64_t done, uint64_t total);
 	int (*on_piece)(void *user, const struct ex_piece *p, uint8_t *data, unsigned k,

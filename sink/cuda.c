@@ -22,6 +22,7 @@
 
 #include "cuda.h"
 #include "cuda_drv.h"
+#include "dev.h"
 
 struct cu_gpu {
 	int ordinal;
@@ -881,3 +882,35 @@ int cusink_read_back(struct eng_sink *s, uint32_t slot, uint64_t off, void *dst,
 		return cu_fail(k, e, RL_E_CUDA, r, "cuMemcpyDtoH", k->gpu[sl->gpu].ordinal);
 	return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* The registry's line (sink/registry.c) */
+
+static unsigned cu_dev_fallback(const struct eng_sink *s, const char **why)
+{
+	int fb = cusink_fallback(s, why);
+
+	return fb == CUSINK_FALLBACK_HOST_ALLOC ? SINK_DEV_FALLBACK_HOST_ALLOC :
+	       fb == CUSINK_FALLBACK_PAGEABLE ? SINK_DEV_FALLBACK_PAGEABLE : 0;
+}
+
+const struct sink_dev_ops sink_dev_cuda = {
+	.version = SINK_DEV_V1,
+	.size = sizeof(struct sink_dev_ops),
+	.kind = "cuda",
+	.what = "CUDA device",
+	.err_device = RL_E_CUDA_DEVICE,
+	.err_memory = RL_E_CUDA_MEMORY,
+	.forked = cusink_forked,
+	.create = cusink_create,
+	.destroy = cusink_destroy,
+	.set_dest = cusink_set_dest,
+	.alloc = cusink_alloc,
+	.base = cusink_base,
+	.free_allocs = cusink_free_allocs,
+	.on_shard = cusink_on_shard,
+	.read_back = cusink_read_back,
+	.caller_streams = cusink_caller_streams,
+	.begin = cusink_begin,
+	.fallback = cu_dev_fallback,
+};

@@ -1506,20 +1506,126 @@ static void arguments(void)
 	rl_loader_destroy(ld);
 }
 
-/* rl_loader_start has no pieces to hand out for a CUDA load. */
-static void start_refused(void)
+/*
+ * rl_loader_start on a CUDA loader: pulls every piece; each is in device
+ * memory (its pointer the shard's device address + offset) with its
+ * bytes there as it arrives (slow copies: a piece handed out before its
+ * window's fence completed would not be), once each, releases accepted;
+ * then the device areas equal the oracle. Two rounds on one loader.
+ * Before, rl_loader_start refused a CUDA loader.
+ */
+static int pull_all(struct fixture *f, rl_loader *ld, size_t *pieces, char *why, size_t cap)
+{
+	rl_piece p;
+	int ret;
+
+	*pieces = 0;
+	while ((ret = rl_loader_next_piece(ld, &p, -1)) == 1) {
+		uint64_t ptr = 0;
+		rl_shard_info si;
+
+		if (rl_loader_cuda_shard(ld, p.shard, &ptr) < 0 || rl_plan_shard(f->plan, p.shard, &si) < 0 ||
+		    (uint8_t *)(uintptr_t)(ptr + p.offset) != p.data || p.token != 0 ||
+		    (p.length && memcmp(fake_host((uint64_t)(uintptr_t)p.data),
+					f->ref[si.device] + si.offset + p.offset, p.length)) ||
+		    rl_loader_release(ld, &p) != 0) {
+			snprintf(why, cap, "piece %zu: shard %zu offset %llu: not in place", *pieces,
+				 p.shard, (unsigned long long)p.offset);
+			rl_loader_finish(ld);
+			return -1;
+		}
+		(*pieces)++;
+	}
+	snprintf(why, cap, "next: %d %s", ret, rl_loader_errmsg(ld));
+	return ret;
+}
+
+static void start_pulls_device_pieces(void)
 {
 	struct fixture f;
+	struct fakecuda_stats st;
+	char why[200];
 	rl_loader *ld;
+	size_t n;
 	int ret = fixture_big(&f);
 
 	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "1000");
 	ld = cuda_loader(256 << 10, NULL, 0);
 	CHECK(ld);
-	CHECK_EQ(rl_loader_start(ld, f.plan), RL_E_STATE);
-	CHECK(strstr(rl_loader_errmsg(ld), "use rl_loader_run()"));
+	for (int round = 0; round < 2; round++) {
+		CHECKF(rl_loader_start(ld, f.plan) == 0, "%s", rl_loader_errmsg(ld));
+		ret = pull_all(&f, ld, &n, why, sizeof(why));
+		CHECKF(ret == 0, "round %d: %s", round, why);
+		CHECKF(n >= f.nshards, "%zu pieces of %zu shards", n, f.nshards);
+		ret = rl_loader_finish(ld);
+		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(!first_wrong(&f, ld, NULL));
+		fake_stats(&st);
+		CHECK_EQ(st.inflight, 0);
+		CHECK_EQ(st.unpinned, 0);
+	}
 	rl_loader_destroy(ld);
 	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* A copy failing mid-stream: the consumer gets the load's error, finish
+ * returns it, and no device memory is left (nothing in flight). */
+static void start_failing_copy(void)
+{
+	struct fixture f;
+	struct fakecuda_stats st;
+	char why[200];
+	rl_loader *ld;
+	size_t n;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "9", "", "100");
+	fake_also("FAKECUDA_FAIL_COPY_ERR", "1"); /* CUDA_ERROR_INVALID_VALUE: not sticky */
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld && rl_loader_start(ld, f.plan) == 0);
+	ret = pull_all(&f, ld, &n, why, sizeof(why));
+	CHECKF(ret == RL_E_CUDA, "%s", why);
+	CHECKF(rl_loader_finish(ld) == ret, "%s", rl_loader_errmsg(ld));
+	fake_stats(&st);
+	CHECK_EQ(st.inflight, 0);
+	CHECK_EQ(st.allocs, 0);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
+}
+
+/* The consumer stops after its first piece: finish cancels, returns
+ * RL_E_CANCELED and keeps no device memory; the loader loads again. */
+static void start_canceled(void)
+{
+	struct fixture f;
+	struct fakecuda_stats st;
+	char why[200];
+	rl_loader *ld;
+	rl_piece p;
+	size_t n;
+	int ret = fixture_big(&f);
+
+	CHECKF(ret == 0, "fixture: %d", ret);
+	fake_env("2", "", "", "", "500");
+	ld = cuda_loader(256 << 10, NULL, 0);
+	CHECK(ld && rl_loader_start(ld, f.plan) == 0);
+	CHECK_EQ(rl_loader_next_piece(ld, &p, -1), 1);
+	ret = rl_loader_finish(ld);
+	CHECKF(ret == RL_E_CANCELED, "%d %s", ret, rl_loader_errmsg(ld));
+	fake_stats(&st);
+	CHECK_EQ(st.inflight, 0);
+	CHECK_EQ(st.allocs, 0);
+	CHECK(rl_loader_start(ld, f.plan) == 0);
+	ret = pull_all(&f, ld, &n, why, sizeof(why));
+	CHECKF(ret == 0 && rl_loader_finish(ld) == 0, "%s", why);
+	CHECK(!first_wrong(&f, ld, NULL));
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+	CHECKF(fake_clean(why, sizeof(why)), "after destroy: %s", why);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1672,9 +1778,11 @@ static void cli_no_driver(void)
 static void cli_arguments(void)
 {
 	static const struct { const char *args, *line; } bad[] = {
-		{ "--device gpu", "--device gpu: expected cuda or cuda:N" },
-		{ "--device cuda:x", "--device cuda:x: expected cuda or cuda:N" },
-		{ "--device-map 0,1", "--device-map needs --device cuda" },
+		{ "--device gpu", "--device gpu: expected KIND or KIND:N (N an ordinal; this "
+				  "library's kinds: cuda)" },
+		{ "--device cuda:x", "--device cuda:x: expected KIND or KIND:N" },
+		{ "--device cudax", "--device cudax: expected KIND or KIND:N" },
+		{ "--device-map 0,1", "--device-map needs --device KIND" },
 		{ "--device cuda --device-map 0,,1", "--device-map 0,,1: expected GPU ordinals" },
 		{ "--device cuda --device-map 0,", "--device-map 0,: expected GPU ordinals" },
 		{ "--device cuda:0 --device-map 0", "puts every device on one GPU: not with --device-map" },
@@ -1706,6 +1814,9 @@ int main(void)
 		{ "pins_at_most_the_plan", pins_at_most_the_plan },
 		{ "registration_refused", registration_refused },
 		{ "pins_the_medium", pins_the_medium },
+		{ "start_pulls_device_pieces", start_pulls_device_pieces },
+		{ "start_failing_copy", start_failing_copy },
+		{ "start_canceled", start_canceled },
 	};
 	static const unsigned workers[] = { 1, 3 };
 
@@ -1733,7 +1844,6 @@ int main(void)
 	th_run("device_memory_sizes", device_memory_sizes);
 	th_run("forked_child", forked_child);
 	th_run("large_device_ids", large_device_ids);
-	th_run("start_refused", start_refused);
 	th_run("setup_failure_frees_device_memory", setup_failure_frees_device_memory);
 	th_run("sha256_mismatch_frees_device_memory", sha256_mismatch_frees_device_memory);
 	th_run("piece_over_4gib", piece_over_4gib);

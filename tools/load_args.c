@@ -142,8 +142,8 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		  .metavar = "SIZE", .help = "stream through windows of SIZE bytes in all (0: from "
 			  "the process's limits) instead of staging the whole checkpoint",
 		  .bounds = cli_loader_bounds, .param = RL_OPT_STAGING_BUDGET },
-		{ .name = "device", .kind = OPT_STRING, .dst = &a->device, .metavar = "cuda[:N]", .help =
-		  "into GPU memory (streamed); cuda:N: every device on GPU N (docs/cuda.md)" },
+		{ .name = "device", .kind = OPT_STRING, .dst = &a->device, .metavar = "KIND[:N]", .help =
+		  "into device memory of KIND (cuda, ...; streamed); KIND:N: every device on N" },
 		{ .name = "device-map", .kind = OPT_STRING, .dst = &a->device_map, .metavar = "MAP",
 		  .help = "with --device: the GPU of each spec device, e.g. 0,0,1,1" },
 		{ .name = "dtype", .kind = OPT_CHOICE, .dst = &a->dtype,

@@ -1,6 +1,7 @@
 /*
- * load_cuda.c - `ringload load --device cuda[:N]`: the load streams into
- * GPU memory through the library's CUDA sink (docs/cuda.md); --verify
+ * load_cuda.c - `ringload load --device KIND[:N]`: the load streams into
+ * device memory through the library's sink of that kind (cuda: the CUDA
+ * sink, docs/cuda.md; the kinds are the library's, rl_device_kind_at); --verify
  * reads each GPU's area back in turn and compares it with the file;
  * the summary adds the device and the peak host memory.
  */
@@ -16,19 +17,42 @@
 
 #define MAX_ORDINAL 1023
 
-/* N of "cuda:N", -1 for "cuda", -2 when neither. */
-static int device_ordinal(const char *dev)
+/* The kind of dev, "KIND" or "KIND:N" with KIND one of the library's
+ * (rl_device_kind_at), into kind (cap bytes); N, -1 when none, -2 when
+ * dev is neither. */
+static int device_ordinal(const char *dev, char *kind, size_t cap)
 {
+	size_t len = strcspn(dev, ":");
+	const char *k = NULL;
 	char *end;
 	long n;
 
-	if (!strcmp(dev, "cuda"))
+	for (size_t i = 0; (k = rl_device_kind_at(i)); i++)
+		if (strlen(k) == len && !strncmp(dev, k, len))
+			break;
+	if (!k || len >= cap)
+		return -2;
+	snprintf(kind, cap, "%s", k);
+	if (!dev[len])
 		return -1;
-	if (strncmp(dev, "cuda:", 5) || dev[5] < '0' || dev[5] > '9')
+	if (dev[len + 1] < '0' || dev[len + 1] > '9')
 		return -2;
 	errno = 0;
-	n = strtol(dev + 5, &end, 10);
+	n = strtol(dev + len + 1, &end, 10);
 	return *end || errno || n > MAX_ORDINAL ? -2 : (int)n;
+}
+
+/* The library's device kinds, ", "-separated, for messages. */
+static const char *device_kinds(void)
+{
+	static char out[256];
+	size_t n = 0;
+	const char *k;
+
+	out[0] = '\0';
+	for (size_t i = 0; (k = rl_device_kind_at(i)) && n < sizeof(out); i++)
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%s", i ? ", " : "", k);
+	return out;
 }
 
 /* Parses "0,0,1" into map (cap entries); the count, or -1. */
@@ -59,17 +83,18 @@ int load_cuda_rules(struct load_args *a, const char *prog)
 	const char *with = a->mpi ? "--mpi" : a->out ? "--out" : a->staging >= 0 ? "--staging" :
 			   NULL;
 	int32_t map[MAX_ORDINAL + 1];
+	char kind[64];
 
 	if (!a->device) {
-		fprintf(stderr, "%s: --device-map needs --device cuda\n", prog);
+		fprintf(stderr, "%s: --device-map needs --device KIND\n", prog);
 		return OPTS_USAGE;
 	}
-	if (device_ordinal(a->device) == -2) {
-		fprintf(stderr, "%s: --device %s: expected cuda or cuda:N (N a GPU ordinal)\n", prog,
-			a->device);
+	if (device_ordinal(a->device, kind, sizeof(kind)) == -2) {
+		fprintf(stderr, "%s: --device %s: expected KIND or KIND:N (N an ordinal; this "
+			"library's kinds: %s)\n", prog, a->device, device_kinds());
 		return OPTS_USAGE;
 	}
-	if (a->device_map && device_ordinal(a->device) >= 0) {
+	if (a->device_map && device_ordinal(a->device, kind, sizeof(kind)) >= 0) {
 		fprintf(stderr, "%s: --device %s puts every device on one GPU: not with --device-map\n",
 			prog, a->device);
 		return OPTS_USAGE;
@@ -94,20 +119,18 @@ int load_cuda_setup(rl_loader *ld, const rl_plan *plan, const struct load_args *
 		    const char *prog)
 {
 	int32_t map[MAX_ORDINAL + 1];
-	rl_cuda_opts o = { .size = sizeof(o), .device_map = map };
-	int one = device_ordinal(a->device);
+	char kind[64];
+	int one = device_ordinal(a->device, kind, sizeof(kind)), ret;
 
 	(void)plan;
-	if (a->device_map) {
-		o.ndevs = (uint32_t)parse_map(a->device_map, map, MAX_ORDINAL + 1);
-	} else if (one >= 0) { /* every spec device, whatever its id, on GPU `one` */
-		o.device_map = NULL;
-		o.flags = RL_CUDA_ONE_GPU;
-		o.gpu = one;
-	} else {
-		o.device_map = NULL; /* identity */
-	}
-	if (rl_loader_set_cuda(ld, &o) < 0) {
+	if (a->device_map) /* spec device d on map[d] */
+		ret = rl_loader_set_device(ld, kind, map,
+					   (uint32_t)parse_map(a->device_map, map, MAX_ORDINAL + 1), 0);
+	else if (one >= 0) /* every spec device, whatever its id, on `one` */
+		ret = rl_loader_set_device(ld, kind, &(int32_t){ one }, 1, RL_DEVICE_ONE);
+	else /* identity */
+		ret = rl_loader_set_device(ld, kind, NULL, 0, 0);
+	if (ret < 0) {
 		fprintf(stderr, "%s: %s\n", prog, rl_loader_errmsg(ld));
 		return -1;
 	}
@@ -135,8 +158,8 @@ static int read_shards(struct readback *rb, unsigned dev, uint64_t area)
 			return -1;
 		if (si.device != dev || !si.nbytes)
 			continue;
-		if (rl_loader_cuda_shard(rb->ld, s, &ptr) < 0 ||
-		    rl_loader_cuda_read_back(rb->ld, dev, ptr - area, rb->buf + si.offset,
+		if (rl_loader_device_shard(rb->ld, s, &ptr) < 0 ||
+		    rl_loader_device_read_back(rb->ld, dev, ptr - area, rb->buf + si.offset,
 					     (size_t)si.nbytes) < 0)
 			return -1;
 	}
@@ -154,7 +177,7 @@ static const uint8_t *gpu_area(void *user, unsigned dev)
 	free(rb->buf);
 	rb->buf = NULL;
 	if (rl_plan_device(rb->plan, dev, &di) < 0 ||
-	    rl_loader_cuda_area(rb->ld, dev, &area, &bytes) < 0 ||
+	    rl_loader_device_area(rb->ld, dev, &area, &bytes) < 0 ||
 	    !(rb->buf = malloc(di.staging_bytes ? di.staging_bytes : 1)) ||
 	    read_shards(rb, dev, area) < 0) {
 		rb->err = 1;

@@ -384,6 +384,14 @@ _PROTOTYPES = {
     "rl_loader_cuda_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
     "rl_loader_cuda_shard": (c_int, [_V, c_size_t, POINTER(c_uint64)]),
     "rl_loader_cuda_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),
+    # any device kind of the library's registry (the CUDA names wrap these)
+    "rl_device_kind_at": (c_char_p, [c_size_t]),
+    "rl_loader_set_device": (c_int, [_V, c_char_p, POINTER(c_int32), c_uint32, c_uint32]),
+    "rl_loader_set_device_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
+    "rl_loader_set_device_stream": (c_int, [_V, c_int32, c_uint64]),
+    "rl_loader_device_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
+    "rl_loader_device_shard": (c_int, [_V, c_size_t, POINTER(c_uint64)]),
+    "rl_loader_device_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),
     # checksums: the library's SHA-256 and SHA256SUMS parser
     "rl_sha256_create": (_V, []),
     "rl_sha256_update": (c_int, [_V, c_void_p, c_size_t]),
@@ -449,6 +457,21 @@ def _backends():
 
 BACKENDS = _backends()
 """rl_backend ids by name, from the library: "auto", then the order it tries."""
+
+
+def _device_kinds():
+    """The library's device kinds (rl_device_kind_at), in registry order:
+    what rl_loader_set_device accepts."""
+    kinds, i = [], 0
+    while CDLL.rl_device_kind_at(i) is not None:
+        kinds.append(CDLL.rl_device_kind_at(i).decode())
+        i += 1
+    return tuple(kinds)
+
+
+DEVICE_KINDS = _device_kinds()
+"""Device kinds by name, from the library's registry ("cuda"; the test
+build adds "testdev")."""
 BOUND = sorted(_PROTOTYPES) + sorted(_OPTIONAL)
 """Names of every function this module binds."""
 

@@ -187,6 +187,13 @@ def test_error_codes_and_params_are_every_one_of_the_header():
                                        for k, v in _lib.LOADER_PARAMS.items()}
 
 
+def test_device_kinds_come_from_the_library():
+    """_lib.DEVICE_KINDS is the library's registry (rl_device_kind_at), as
+    the CLI's --device reads it: the release library has CUDA alone."""
+    assert _lib.DEVICE_KINDS == ("cuda",)
+    assert _lib.rl_device_kind_at(1) is None
+
+
 def test_the_librarys_name_table_holds_every_constant_of_the_header():
     """Python's constants come from the library (rl_name_get): the table
     must hold every RL_ constant of the headers (enumerators and #defines,
