@@ -1074,8 +1074,19 @@ typedef struct rl_file_stats {
 	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
 	int sha256_state;          /* RL_SHA256_* */
 	char sha256[65];           /* the file's SHA-256 in hex when computed, else "" */
-	uint64_t reserved[8];      /* room to grow: zero */
+	int why;                   /* RL_WHY_*: why the file was read in this mode */
+	int reserved32;            /* zero */
+	uint64_t reserved[7];      /* room to grow: zero */
 } rl_file_stats;
+
+/* rl_file_stats.why: the mode alone does not say whether it was asked
+ * for (RL_OPT_DIRECT ON or OFF) or chosen (RL_DIRECT_AUTO). */
+#define RL_WHY_NONE 0    /* RL_FILE_UNUSED: no reads */
+#define RL_WHY_ASKED 1   /* RL_DIRECT_ON (O_DIRECT) or RL_DIRECT_OFF (buffered) */
+#define RL_WHY_COLD 2    /* auto: under 90% of its needed bytes cached: O_DIRECT */
+#define RL_WHY_HOT 3     /* auto: >= 90% of its needed bytes cached: buffered */
+#define RL_WHY_MEDIUM 4  /* auto: tmpfs, whose pages are its medium: not probed, O_DIRECT */
+#define RL_WHY_REFUSED 5 /* the file system refuses O_DIRECT: buffered */
 
 /* rl_file_stats.sha256_state */
 #define RL_SHA256_NONE 0     /* no SHA-256 expected of the file */
