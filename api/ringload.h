@@ -1013,8 +1013,8 @@ typedef struct rl_load_stats {
 				    * load's staging and the medium's */
 	unsigned stream_pool_limit; /* RL_POOL_BY_*: which of the three it is */
 	unsigned stream_pool_reads; /* the medium's: reads a window holds (a few,
-				    * 2 per worker, and on a block device the
-				    * queue depth in device-sized requests) */
+				    * 2 per worker, and on a block device half
+				    * the queue depth in device-sized requests) */
 	uint64_t stream_pool_medium; /* the medium's: 2 windows of stream_pool_reads
 				    * reads of request_bytes (at least 64 KiB) */
 	unsigned stream_pool_depth; /* the queue depth it assumed (the engine's) */
@@ -1144,7 +1144,7 @@ void rl_loader_destroy(rl_loader *ld);
  * rl_loader_set_window_pool()), never more than the load's staging (every
  * device's, rounded up to pages, at least 64 KiB) nor than keeps the medium
  * busy (two windows of a few reads: at least 4, 2 per worker, and on a block
- * device the engine's queue depth of device requests; at least 8 MiB each;
+ * device half the engine's queue depth of device requests; at least 8 MiB each;
  * docs/streaming.md),
  * cut into two windows (one under 2 MiB when the budget or the staging
  * sized it). The staging space of every device

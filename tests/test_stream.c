@@ -1056,12 +1056,22 @@ static void pool_size_rules(void)
 		{ WANT(256 << 20, 1ull << 30, 8 << 20, 1, 16, 0), 64 << 20, EX_WPOOL_BY_MEDIUM, 4 },
 		/* 3 workers: 2 reads each */
 		{ WANT(256 << 20, 1ull << 30, 8 << 20, 3, 16, 0), 96 << 20, EX_WPOOL_BY_MEDIUM, 6 },
-		/* a block device: depth 32 of 1.25 MiB requests is 5 reads of 8 MiB */
-		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 32, 1280 << 10), 80 << 20,
+		/* a block device: half of depth 64 in 1.25 MiB requests is 5 reads of 8 MiB */
+		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 64, 1280 << 10), 80 << 20,
 		  EX_WPOOL_BY_MEDIUM, 5 },
+		/* an odd depth: half of 33 rounds up (17 x 1.25 MiB: 3 reads of 8 MiB), and
+		 * under the few reads a window always holds */
+		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 33, 1280 << 10), 64 << 20,
+		  EX_WPOOL_BY_MEDIUM, 4 },
+		{ WANT(1ull << 30, 1ull << 30, 4 << 20, 1, 33, 1280 << 10), 48 << 20,
+		  EX_WPOOL_BY_MEDIUM, 6 },
 		/* a device request larger than the read: the read is the request */
-		{ WANT(1ull << 30, 1ull << 30, 1 << 20, 1, 16, 16 << 20), 32 << 20,
-		  EX_WPOOL_BY_MEDIUM, 16 },
+		{ WANT(1ull << 30, 1ull << 30, 1 << 20, 1, 16, 16 << 20), 16 << 20,
+		  EX_WPOOL_BY_MEDIUM, 8 },
+		/* the virtio disk of issue 33: 256 MiB budget, reads of 8 MiB, 2 workers,
+		 * depth 16 of 4 MiB requests: 2 windows of 4 reads, 64 MiB (was 128) */
+		{ WANT(256 << 20, 2ull << 30, 8 << 20, 2, 16, 4 << 20), 64 << 20,
+		  EX_WPOOL_BY_MEDIUM, 4 },
 		/* the budget is the smallest; then the load's staging */
 		{ WANT(64 << 10, 1ull << 30, 8 << 20, 1, 16, 0), 64 << 10, EX_WPOOL_BY_BUDGET, 4 },
 		{ WANT(256 << 20, 128 << 10, 8 << 20, 1, 16, 0), 128 << 10, EX_WPOOL_BY_STAGING, 4 },
@@ -1142,8 +1152,8 @@ static void pool_sized_to_the_medium(void)
 		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
 		CHECK(assembly_matches(&a));
 		CHECK(rl_loader_get_stats(ld, &x) == 0);
-		/* the engine's depth of reads, a few per worker, or 2 x 8 MiB */
-		bound = 2 * CM_MAX(CM_MAX(4u, 2 * x.workers), x.queue_depth) *
+		/* half the engine's depth of reads, a few per worker, or 2 x 8 MiB */
+		bound = 2 * CM_MAX(CM_MAX(4u, 2 * x.workers), (x.queue_depth + 1) / 2) *
 			cm_align_up(x.request_bytes, 4096);
 		bound = CM_MAX(bound, 16u << 20);
 		CHECKF(x.stream_pool_limit == RL_POOL_BY_MEDIUM && x.stream_pool_bytes <= bound &&
