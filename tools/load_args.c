@@ -109,6 +109,21 @@ static void defaults(struct load_args *a)
 	a->process = -1;
 }
 
+/* After opts_parse (its status ret): the rules, and the choices' indexes
+ * turned into their values. Returns the status. */
+static int parsed(struct load_args *a, const char *const *backend_names, int ret)
+{
+	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
+		a->process = 0;
+	if (a->backend > 0)   /* the choice's index: the name's id */
+		a->backend = rl_backend_by_name(backend_names[a->backend]);
+	if (a->read_mode >= 0) /* the choice's index: its RL_DIRECT_* */
+		a->read_mode = read_modes[a->read_mode];
+	else if (a->buffered)
+		a->read_mode = RL_DIRECT_OFF;
+	return ret;
+}
+
 int load_parse_args(int argc, char **argv, struct load_args *a)
 {
 	static const char *const staging_names[] = { "library", "caller", NULL };
@@ -185,20 +200,10 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		{ NULL },
 	};
 	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &a->path };
-	int ret;
 
 	backend_choices(backend_names);
 	defaults(a);
-	ret = opts_parse(&cmd, argc, argv);
-	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
-		a->process = 0;
-	if (a->backend > 0)   /* the choice's index: the name's id */
-		a->backend = rl_backend_by_name(backend_names[a->backend]);
-	if (a->read_mode >= 0) /* the choice's index: its RL_DIRECT_* */
-		a->read_mode = read_modes[a->read_mode];
-	else if (a->buffered)
-		a->read_mode = RL_DIRECT_OFF;
-	return ret;
+	return parsed(a, backend_names, opts_parse(&cmd, argc, argv));
 }
 
 int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)

@@ -236,11 +236,9 @@ def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
     the pinned window before the copy. Integers and bool stay as stored;
     F64 and the other floating types raise SpecError (RL_E_DTYPE).
 
-    read_mode (keyword only): "auto" (the library's default: O_DIRECT,
-    buffered for files the page cache holds), "direct" (O_DIRECT where
-    the file system allows it) or "buffered" (through the page cache,
-    with the kernel's readahead); RL_OPT_DIRECT. The load's stats say per
-    file how it was read ("mode") and why ("why").
+    read_mode (keyword only): "auto", "direct" or "buffered", as
+    ringload.numpy.load_file's (RL_OPT_DIRECT); a given mode always reads
+    (a hot file is not mapped), and stats say per file "mode" and "why".
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
                             sha256, stats, copy, _dropin.backend(backend),
