@@ -6,8 +6,12 @@
 # python): "large", 32 F32 tensors of 4096x4096 (2 GiB: few large
 # tensors), and "small", SMALL_N F32 tensors of 64 KiB each (many small
 # tensors, 1.25 GiB for 20,000). For each file, ROUNDS interleaved rounds
-# (the readers' order turns every round), the page cache dropped before
-# every run, each reader a whole process under /usr/bin/time:
+# (the readers in a new random order each round, from SEED: a reader that
+# follows one that freed gigabytes pays this VM's slow faults, and a fixed
+# neighbour would always make the same one pay), the page cache dropped
+# and, with PRIME=1, the file's size of fresh memory touched
+# (build/perf/bench_fill, docs/benchmarks.md "Method") before every run,
+# each reader a whole process under /usr/bin/time:
 #   fio       seq read of the file, --direct=0 and --direct=1, bs 1M and 4M,
 #             io_uring at iodepth 16 and 64, psync (depth 1), numjobs 1
 #             and 2 (two jobs read a half each: --offset_increment), the
@@ -27,8 +31,9 @@
 #   perf/best_reader.sh [ROUNDS]                  (root: drops caches; 3 rounds)
 #
 # Settings (environment): DIR (/var/tmp/ringload-best), FILES ("large
-# small"), SMALL_N (20000), FIO_GRID (full|small), BUDGET (256M), BUILD
-# (build), OUT (bench-out), PY (the venv's python: make -s print-venv-python).
+# small"), SMALL_N (20000), FIO_GRID (full|small), BUDGET (256M), PRIME (1),
+# SEED (the time), BUILD (build), OUT (bench-out), PY (the venv's python:
+# make -s print-venv-python).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,12 +41,14 @@ root=$(cd "$here/.." && pwd)
 ROUNDS=${1:-${ROUNDS:-3}}
 DIR=${DIR:-/var/tmp/ringload-best} FILES=${FILES:-"large small"} SMALL_N=${SMALL_N:-20000}
 FIO_GRID=${FIO_GRID:-full} BUDGET=${BUDGET:-256M} BUILD=${BUILD:-build} OUT=${OUT:-bench-out}
+PRIME=${PRIME:-1} SEED=${SEED:-$(date +%s)}
 PY=${PY:-$(make -s -C "$root" print-venv-python)}
 rl=$root/$BUILD/ringload
 
 die() { echo "best_reader.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 [ -x "$rl" ] || die "build first (make)"
+[ "$PRIME" != 1 ] || [ -x "$root/$BUILD/perf/bench_fill" ] || die "no $BUILD/perf/bench_fill (make)"
 command -v fio >/dev/null || die "fio not installed (make deps)"
 [ -x /usr/bin/time ] || die "needs /usr/bin/time (apt-get install time)"
 "$PY" -c "import safetensors, torch" 2>/dev/null || die "$PY lacks safetensors or torch (make pydeps)"
@@ -123,6 +130,7 @@ run_one() {
 	read -r kind a b c d e <<<"$4"
 	tf=$(mktemp)
 	drop
+	[ "$PRIME" != 1 ] || "$root/$BUILD/perf/bench_fill" "$size" >/dev/null
 	case $kind in
 	fio)
 		# e jobs of a share each, a multiple of 4 MiB (O_DIRECT offsets;
@@ -160,9 +168,9 @@ for kind in $FILES; do
 	file=$DIR/$kind.safetensors
 	size=$(stat -c %s "$file")
 	for r in $(seq "$ROUNDS"); do
-		n=${#list[@]}
-		for i in $(seq 0 $((n - 1))); do
-			entry=${list[$(((i + (r - 1) * 7) % n))]}
+		mapfile -t order < <(printf '%s\n' "${list[@]}" |
+			shuf --random-source=<(yes "$SEED-$kind-$r"))
+		for entry in "${order[@]}"; do
 			name=${entry%%|*}
 			read -r wall call <<<"$(run_one "$file" "$size" "$kind" "${entry#*|}")"
 			awk -v f="$kind" -v n="$name" -v r="$r" -v w="$wall" -v c="$call" -v s="$size" \
@@ -174,7 +182,8 @@ for kind in $FILES; do
 done
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "$(uname -n), $(nproc) CPUs, $(date -u +%F), load average $load (machine busy: indicative)"
+echo "$(uname -n), $(nproc) CPUs, $(date -u +%F), load average $load (machine busy: indicative);" \
+	"PRIME=$PRIME SEED=$SEED"
 for kind in $FILES; do
 	size=$(stat -c %s "$DIR/$kind.safetensors")
 	echo
