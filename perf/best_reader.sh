@@ -191,7 +191,7 @@ for kind in $FILES; do
 	echo
 	echo "| reader | GB/s (whole process) | call GB/s | / best |"
 	echo "|---|---:|---:|---:|"
-	rows=$(for name in $(cut -f2 "$raw" | sort -u | grep -v '^reader$'); do
+	rows=$(cut -f2 "$raw" | sort -u | grep -v '^reader$' | while read -r name; do
 		g=$(awk -F'\t' -v f="$kind" -v n="$name" '$1 == f && $2 == n { print $6 }' "$raw" | median)
 		c=$(awk -F'\t' -v f="$kind" -v n="$name" '$1 == f && $2 == n && $7 != "-" { print $7 }' "$raw" | median)
 		echo "$name $g $c"
