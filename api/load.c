@@ -39,7 +39,10 @@ _Static_assert(ENG_FALLBACK_BACKEND == RL_FALLBACK_BACKEND &&
 	       ENG_FALLBACK_FEWER_WORKERS == RL_FALLBACK_FEWER_WORKERS,
 	       "the engine's fallback flags are the public ones");
 _Static_assert(ENG_FILE_DIRECT == RL_FILE_DIRECT && ENG_FILE_CACHED == RL_FILE_CACHED &&
-	       ENG_FILE_BUFFERED == RL_FILE_BUFFERED && ENG_FILE_UNUSED == RL_FILE_UNUSED,
+	       ENG_FILE_BUFFERED == RL_FILE_BUFFERED && ENG_FILE_UNUSED == RL_FILE_UNUSED &&
+	       ENG_WHY_NONE == RL_WHY_NONE && ENG_WHY_ASKED == RL_WHY_ASKED &&
+	       ENG_WHY_COLD == RL_WHY_COLD && ENG_WHY_HOT == RL_WHY_HOT &&
+	       ENG_WHY_MEDIUM == RL_WHY_MEDIUM && ENG_WHY_REFUSED == RL_WHY_REFUSED,
 	       "file modes: one set of values");
 _Static_assert((int)ENG_AUTO == (int)RL_BACKEND_AUTO &&
 	       (int)ENG_IO_URING == (int)RL_BACKEND_IO_URING &&
@@ -525,6 +528,7 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 	memset(&fs, 0, sizeof(fs));
 	fs.file = ld->file_index[file];
 	fs.mode = f->mode; /* the same values: ENG_FILE_* == RL_FILE_* */
+	fs.why = f->why;   /* and ENG_WHY_* == RL_WHY_* */
 	fs.bytes_needed = f->needed;
 	fs.bytes_resident = f->resident;
 	snprintf(fs.device, sizeof(fs.device), "%s", f->q.name);

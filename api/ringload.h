@@ -1023,8 +1023,8 @@ typedef struct rl_load_stats {
 				    * load's staging and the medium's */
 	unsigned stream_pool_limit; /* RL_POOL_BY_*: which of the three it is */
 	unsigned stream_pool_reads; /* the medium's: reads a window holds (a few,
-				    * 2 per worker, and on a block device the
-				    * queue depth in device-sized requests) */
+				    * 2 per worker, and on a block device half
+				    * the queue depth in device-sized requests) */
 	uint64_t stream_pool_medium; /* the medium's: 2 windows of stream_pool_reads
 				    * reads of request_bytes (at least 64 KiB) */
 	unsigned stream_pool_depth; /* the queue depth it assumed (the engine's) */
@@ -1084,8 +1084,19 @@ typedef struct rl_file_stats {
 	uint32_t optimal_io_bytes; /* the device's optimal request size (0: none) */
 	int sha256_state;          /* RL_SHA256_* */
 	char sha256[65];           /* the file's SHA-256 in hex when computed, else "" */
-	uint64_t reserved[8];      /* room to grow: zero */
+	int why;                   /* RL_WHY_*: why the file was read in this mode */
+	int reserved32;            /* zero */
+	uint64_t reserved[7];      /* room to grow: zero */
 } rl_file_stats;
+
+/* rl_file_stats.why: the mode alone does not say whether it was asked
+ * for (RL_OPT_DIRECT ON or OFF) or chosen (RL_DIRECT_AUTO). */
+#define RL_WHY_NONE 0    /* RL_FILE_UNUSED: no reads */
+#define RL_WHY_ASKED 1   /* RL_DIRECT_ON (O_DIRECT) or RL_DIRECT_OFF (buffered) */
+#define RL_WHY_COLD 2    /* auto: under 90% of its needed bytes cached: O_DIRECT */
+#define RL_WHY_HOT 3     /* auto: >= 90% of its needed bytes cached: buffered */
+#define RL_WHY_MEDIUM 4  /* auto: tmpfs, whose pages are its medium: not probed, O_DIRECT */
+#define RL_WHY_REFUSED 5 /* the file system refuses O_DIRECT: buffered */
 
 /* rl_file_stats.sha256_state */
 #define RL_SHA256_NONE 0     /* no SHA-256 expected of the file */
@@ -1143,7 +1154,7 @@ void rl_loader_destroy(rl_loader *ld);
  * rl_loader_set_window_pool()), never more than the load's staging (every
  * device's, rounded up to pages, at least 64 KiB) nor than keeps the medium
  * busy (two windows of a few reads: at least 4, 2 per worker, and on a block
- * device the engine's queue depth of device requests; at least 8 MiB each;
+ * device half the engine's queue depth of device requests; at least 8 MiB each;
  * docs/streaming.md),
  * cut into two windows (one under 2 MiB when the budget or the staging
  * sized it). The staging space of every device

@@ -120,6 +120,17 @@ enum eng_file_mode {
 	ENG_FILE_BUFFERED = 3,  /* buffered: O_DIRECT off or refused by the file system */
 };
 
+/* Why a file was read as it was (eng_file_stat.why; the same values as
+ * the public RL_WHY_*): the mode alone cannot tell "asked" from "chosen". */
+enum eng_file_why {
+	ENG_WHY_NONE = 0,       /* no reads */
+	ENG_WHY_ASKED = 1,      /* ENG_DIRECT_ON or ENG_DIRECT_OFF said so */
+	ENG_WHY_COLD = 2,       /* auto: under 90% of its needed bytes cached */
+	ENG_WHY_HOT = 3,        /* auto: >= 90% of its needed bytes cached */
+	ENG_WHY_MEDIUM = 4,     /* auto: the page cache is its medium (tmpfs), not probed */
+	ENG_WHY_REFUSED = 5,    /* the file system refuses O_DIRECT */
+};
+
 /* eng_stats.fallback_flags: the same values as RL_FALLBACK_* (api/load.c
  * checks), so that the engine needs no public header. */
 enum {
@@ -134,6 +145,7 @@ enum {
 
 struct eng_file_stat {
 	int mode;               /* enum eng_file_mode */
+	int why;                /* enum eng_file_why */
 	uint64_t needed;        /* bytes the reads take from the file (their spans) */
 	uint64_t resident;      /* of which in the page cache before the run */
 	int probed;             /* resident was measured (direct AUTO only) */

@@ -151,19 +151,29 @@ static int open_direct(struct eng_run *rc, struct eng_file *f)
 	return 0;
 }
 
+/* Why auto reads file f with O_DIRECT (or buffered, when its file
+ * system refuses O_DIRECT): tmpfs is not probed, anything else was cold. */
+static int auto_why(struct eng_file *f)
+{
+	return eng_cache_is_medium(f->fd) ? ENG_WHY_MEDIUM : ENG_WHY_COLD;
+}
+
 /* Chooses how file f is read: buffered when asked, when the page cache
- * holds its needed bytes (AUTO), or when O_DIRECT is refused. */
+ * holds its needed bytes (AUTO), or when O_DIRECT is refused; and says
+ * why (st->why), for the load's statistics. */
 static int choose_mode(struct eng_run *rc, struct eng_file *f)
 {
 	struct eng_file_stat *st = &f->st;
-	int ret;
+	int ret, asked = rc->cx.o->direct != ENG_DIRECT_AUTO;
 
 	if (rc->b.job->reads && !st->needed) {
 		st->mode = ENG_FILE_UNUSED;
+		st->why = ENG_WHY_NONE;
 		return 0;
 	}
 	if (st->probed && st->resident * 1000 >= st->needed * HOT_PERMILLE) {
 		st->mode = ENG_FILE_CACHED;
+		st->why = ENG_WHY_HOT;
 		return 0;
 	}
 	if (rc->cx.o->direct != ENG_DIRECT_OFF) {
@@ -172,6 +182,10 @@ static int choose_mode(struct eng_run *rc, struct eng_file *f)
 			return ret;
 	}
 	st->mode = f->dfd >= 0 ? ENG_FILE_DIRECT : ENG_FILE_BUFFERED;
+	if (asked && (f->dfd >= 0 || rc->cx.o->direct == ENG_DIRECT_OFF))
+		st->why = ENG_WHY_ASKED;
+	else
+		st->why = f->dfd >= 0 ? auto_why(f) : ENG_WHY_REFUSED;
 	return 0;
 }
 

@@ -10,9 +10,11 @@
 #include "window_pool.h"
 
 /* Reads a window of the medium holds: a few, a few per worker, and on a
- * block device the engine's depth in device-sized requests (a read is
- * request / dev_request of them), so that one window's fill keeps the
- * device's queue as full as the engine would. */
+ * block device half the engine's depth in device-sized requests (a read
+ * is request / dev_request of them): the two windows together hold the
+ * depth. A window of the whole depth measured no faster: on the virtio
+ * disk, 2 GiB under a 256 MiB budget (depth 16 of 4 MiB requests, reads
+ * of 8 MiB) streamed alike from 2 x 64 MiB and from 2 x 32 MiB windows. */
 static uint64_t medium_reads(const struct ex_wpool_want *w)
 {
 	uint64_t n = CM_MAX((uint64_t)EX_WPOOL_READS,
@@ -20,8 +22,9 @@ static uint64_t medium_reads(const struct ex_wpool_want *w)
 
 	if (w->dev_request && w->request) {
 		uint64_t dev = CM_MIN(w->dev_request, w->request);
+		uint64_t half = ((uint64_t)w->depth + 1) / 2;
 
-		n = CM_MAX(n, ((uint64_t)w->depth * dev + w->request - 1) / w->request);
+		n = CM_MAX(n, (half * dev + w->request - 1) / w->request);
 	}
 	return n;
 }

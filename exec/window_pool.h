@@ -48,8 +48,9 @@ struct ex_wpool {
  * How large a streaming load's pool is: what keeps the medium busy, up to
  * the budget and never more than the load's staging. A window holds a few
  * reads per worker (EX_WPOOL_READS at least, EX_WPOOL_READS_PER_WORKER
- * each) and, on a block device, as many reads as the engine's queue depth
- * of device-sized requests needs, and at least window_floor bytes (each
+ * each) and, on a block device, as many reads as half the engine's queue
+ * depth of device-sized requests needs (the two windows hold the whole
+ * depth), and at least window_floor bytes (each
  * window's fill is one engine run: tiny windows cost more in runs than
  * they save); two windows, so that one is read while
  * the runtime drains the other. Pure: the loader gives what it knows

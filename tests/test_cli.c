@@ -630,6 +630,50 @@ static void load_json(void)
 	cJSON_Delete(j);
 }
 
+/* The "read_mode" line of the last load's JSON, or "". */
+static const char *json_read_mode(cJSON *j)
+{
+	const cJSON *m = cJSON_GetObjectItem(j, "read_mode");
+
+	return cJSON_IsString(m) ? m->valuestring : "";
+}
+
+/*
+ * --read-mode direct and buffered read the file that way, whole and
+ * streaming, and the JSON's "read_mode" says so and why (asked); auto says
+ * why it chose; --buffered is --read-mode buffered and contradicting it
+ * is a usage error naming both.
+ */
+static void load_read_modes(void)
+{
+	static const struct {
+		const char *args, *says;
+	} cases[] = {
+		{ "--read-mode buffered", "buffered, asked (--read-mode): " },
+		{ "--read-mode direct", "direct, asked (--read-mode): " },
+		{ "--buffered", "buffered, asked (--read-mode): " },
+		{ "--read-mode buffered --staging-budget 1M", "buffered, asked (--read-mode): " },
+		{ "--read-mode direct --staging-budget 1M", "direct, asked (--read-mode): " },
+		{ "--read-mode auto", "auto: " },
+	};
+	const char *p;
+
+	NEED_SAMPLE(p);
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !th_failed(); c++) {
+		cJSON *j;
+
+		CHECKF(RL("load %s --json --quiet %s", p, cases[c].args) == 0, "%s: %s",
+		       cases[c].args, err_s);
+		j = json_out();
+		CHECKF(j && strstr(json_read_mode(j), cases[c].says), "%s: %s", cases[c].args,
+		       out_s);
+		cJSON_Delete(j);
+	}
+	CHECK(RL("load %s --buffered --read-mode direct", p) == 2 &&
+	      strstr(err_s, "--buffered is --read-mode buffered: not with --read-mode direct"));
+	CHECK(RL("load %s --read-mode fast", p) == 2 && strstr(err_s, "read-mode"));
+}
+
 /*
  * plan breaks the planned process down by device (it showed only the
  * process's totals): each device's id, shards and staging bytes, in the
@@ -1543,6 +1587,7 @@ int main(void)
 	RUN(plan_per_device);
 	RUN(load_reports_every_phase);
 	RUN(load_json);
+	RUN(load_read_modes);
 	RUN(progress_on_a_terminal);
 	RUN(out_files_and_manifest);
 	RUN(out_failures_leave_nothing);

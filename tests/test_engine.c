@@ -483,7 +483,7 @@ static void auto_choice(void)
 		struct eng_align al;
 		struct cm_err e = { 0 };
 		long drops = th_cache_drops();
-		int want;
+		int want, why;
 
 		tu_add_file(&p, tu_path(c ? th_tmpdir() : dir, "auto.bin"), (1 << 20) + 5, 6);
 		tu_add_item(&p, 0, 0, (1 << 20) + 5, 1, 0, 0, 0);
@@ -491,6 +491,9 @@ static void auto_choice(void)
 		CHECK(c == 2 ? tu_evict(p.paths[0]) == 0 : tu_warm(p.paths[0]) == 0);
 		CHECK(eng_probe_align(p.paths[0], &al) == 0);
 		want = c == 1 ? ENG_FILE_CACHED : al.direct ? ENG_FILE_DIRECT : ENG_FILE_BUFFERED;
+		/* and why: tmpfs not probed, hot, cold; or O_DIRECT refused */
+		why = c == 1 ? ENG_WHY_HOT : !al.direct ? ENG_WHY_REFUSED :
+		      c == 0 ? ENG_WHY_MEDIUM : ENG_WHY_COLD;
 		ret = run_auto(&p, &fst, &st, &e);
 		unlink(p.paths[0]);
 		if (ret == 0)
@@ -503,9 +506,10 @@ static void auto_choice(void)
 			rmdir(dir);
 			SKIP(TH_CACHE_DROPPED);
 		}
-		CHECKF(fst.mode == want && fst.probed == (c > 0), "%s: mode %d (want %d), "
-		       "probed %d, %llu of %llu resident", what[c], fst.mode, want, fst.probed,
-		       (unsigned long long)fst.resident, (unsigned long long)fst.needed);
+		CHECKF(fst.mode == want && fst.why == why && fst.probed == (c > 0), "%s: mode %d "
+		       "(want %d), why %d (want %d), probed %d, %llu of %llu resident", what[c],
+		       fst.mode, want, fst.why, why, fst.probed, (unsigned long long)fst.resident,
+		       (unsigned long long)fst.needed);
 		CHECK_EQ(st.direct_io, want == ENG_FILE_DIRECT);
 	}
 	rmdir(dir);

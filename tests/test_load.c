@@ -936,15 +936,19 @@ static void unmount_after_load(void)
 /* ------------------------------------------------------------------ */
 /* The page cache: buffered when the file is there, O_DIRECT when not */
 
-/* Loads ck whole with RL_OPT_DIRECT = direct; checks the bytes against
- * file and returns file 0's statistics in *fs (0, or the load's code). */
-static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, uint64_t data_start,
-			    const struct rt *t, unsigned n, rl_file_stats *fs, rl_load_stats *x)
+/* Loads ck whole with RL_OPT_DIRECT = direct, expecting hex (the file's
+ * SHA-256); checks the bytes against file and returns file 0's
+ * statistics in *fs (0, or the load's code). */
+static int load_direct_mode(const rl_ckpt *ck, int direct, const char *hex, const uint8_t *file,
+			    uint64_t data_start, const struct rt *t, unsigned n, rl_file_stats *fs,
+			    rl_load_stats *x)
 {
 	rl_loader *ld = new_loader();
 	rl_plan *plan = NULL;
 	int ret = ld ? rl_loader_set(ld, RL_OPT_DIRECT, direct) : -ENOMEM;
 
+	if (ret == 0)
+		ret = rl_loader_expect_sha256(ld, "hot.safetensors", hex);
 	if (ret == 0)
 		ret = rl_loader_load(ld, ck, NULL, 0, &plan);
 	if (ret == 0 && differs(plan, ld, NULL, file, data_start, t, n))
@@ -961,21 +965,29 @@ static int load_direct_mode(const rl_ckpt *ck, int direct, const uint8_t *file, 
 /*
  * RL_DIRECT_AUTO reads a file the page cache holds (just read, as by
  * `cat`) buffered, and one evicted from it with O_DIRECT, byte-exact both
- * ways and saying so per file; RL_DIRECT_ON and RL_DIRECT_OFF force
- * either way whatever the cache holds.
+ * ways and saying so per file, and why (rl_file_stats.why); RL_DIRECT_ON
+ * and RL_DIRECT_OFF (the CLI's --read-mode direct and buffered) force
+ * either way whatever the cache holds, cold and hot, and say they were
+ * asked. Every load checks the file's SHA-256 as it reads: a buffered
+ * read at any alignment still hashes the whole file in order.
  */
 static void hot_cache_choice(void)
 {
 	static const struct {
-		int hot, direct, mode;
+		int hot, direct, mode, why;
 	} cases[] = {
-		{ 1, RL_DIRECT_AUTO, RL_FILE_CACHED }, { 0, RL_DIRECT_AUTO, RL_FILE_DIRECT },
-		{ 1, RL_DIRECT_ON, RL_FILE_DIRECT }, { 0, RL_DIRECT_OFF, RL_FILE_BUFFERED },
+		{ 1, RL_DIRECT_AUTO, RL_FILE_CACHED, RL_WHY_HOT },
+		{ 0, RL_DIRECT_AUTO, RL_FILE_DIRECT, RL_WHY_COLD },
+		{ 1, RL_DIRECT_ON, RL_FILE_DIRECT, RL_WHY_ASKED },
+		{ 0, RL_DIRECT_ON, RL_FILE_DIRECT, RL_WHY_ASKED },
+		{ 0, RL_DIRECT_OFF, RL_FILE_BUFFERED, RL_WHY_ASKED },
+		{ 1, RL_DIRECT_OFF, RL_FILE_BUFFERED, RL_WHY_ASKED },
 	};
 	struct rt t[10];
 	uint64_t data_start, fsize;
 	const char *path = tmp_path("hot.safetensors");
 	uint8_t *file;
+	char hex[65];
 	rl_ckpt *ck = rl_ckpt_create();
 	int ret = 0, dropped = 0;
 
@@ -984,13 +996,14 @@ static void hot_cache_choice(void)
 	force_rank = 0;
 	CHECK(file && ck);
 	CHECK(rl_ckpt_open(ck, path) == 0);
+	sha256_hex(file, fsize, hex);
 	for (size_t c = 0; c < CM_ARRAY_SIZE(cases) && !th_failed(); c++) {
 		long drops = th_cache_drops();
 		rl_file_stats fs;
 		rl_load_stats x;
 
 		CHECK(cases[c].hot ? tu_warm(path) == 0 : tu_evict(path) == 0);
-		ret = load_direct_mode(ck, cases[c].direct, file, data_start, t, 10, &fs, &x);
+		ret = load_direct_mode(ck, cases[c].direct, hex, file, data_start, t, 10, &fs, &x);
 		if (ret == RL_E_BACKEND)
 			break;
 		CHECKF(ret == 0, "case %zu: %d", c, ret);
@@ -998,15 +1011,20 @@ static void hot_cache_choice(void)
 			  th_cache_dropped_since(drops);
 		if (dropped)
 			break;
-		CHECKF(fs.mode == cases[c].mode, "case %zu: mode %d, resident %llu of %llu", c,
-		       fs.mode, (unsigned long long)fs.bytes_resident,
-		       (unsigned long long)fs.bytes_needed);
+		CHECKF(fs.mode == cases[c].mode && fs.why == cases[c].why,
+		       "case %zu: mode %d why %d, resident %llu of %llu", c, fs.mode, fs.why,
+		       (unsigned long long)fs.bytes_resident, (unsigned long long)fs.bytes_needed);
+		CHECKF(fs.sha256_state == RL_SHA256_MATCHED && !strcmp(fs.sha256, hex) &&
+		       x.files_hashed == 1 && x.bytes_hashed == fsize, "case %zu: sha256 %d %s", c,
+		       fs.sha256_state, fs.sha256);
 		CHECK(fs.bytes_needed >= fsize - data_start);
 		if (cases[c].direct == RL_DIRECT_AUTO && cases[c].hot)
 			CHECK(fs.bytes_resident * 10 >= fs.bytes_needed * 9 && x.files_cached == 1 &&
 			      x.bytes_buffered > 0);
 		if (cases[c].direct == RL_DIRECT_AUTO && !cases[c].hot)
 			CHECK(fs.bytes_resident * 10 < fs.bytes_needed * 9 && x.files_cached == 0);
+		if (cases[c].direct == RL_DIRECT_OFF)
+			CHECK(x.bytes_buffered >= fsize - data_start && !x.direct_io);
 	}
 	rl_ckpt_destroy(ck);
 	free(file);

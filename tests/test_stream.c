@@ -25,6 +25,7 @@
 
 #include "ckpt_util.h"
 #include "common.h"
+#include "engine_util.h"
 #include "harness.h"
 #include "plan_fixture.h"
 #include "ringload.h"
@@ -150,11 +151,14 @@ static int on_piece(void *user, const rl_piece *p)
 }
 
 /* A streaming loader on the current backend and workers. */
+static int stream_direct = RL_DIRECT_AUTO; /* RL_OPT_DIRECT of stream_loader's loaders */
+
 static rl_loader *stream_loader(uint64_t budget)
 {
 	rl_loader *ld = rl_loader_create();
 
 	if (ld && (rl_loader_set(ld, RL_OPT_BACKEND, cur) < 0 ||
+		   rl_loader_set(ld, RL_OPT_DIRECT, stream_direct) < 0 ||
 		   rl_loader_set(ld, RL_OPT_WORKERS, cur_workers) < 0 ||
 		   rl_loader_set(ld, RL_OPT_STAGING, RL_STAGING_STREAM) < 0 ||
 		   rl_loader_set(ld, RL_OPT_STAGING_BUDGET, (int64_t)budget) < 0)) {
@@ -314,7 +318,7 @@ static int file_sha256(const char *path, char hex[65])
  * pull: its result, the error text in msg, *match as stream_once's, and
  * what it hashed. */
 static int stream_sha(struct fixture *f, uint64_t budget, int pull, const char *hex,
-		      int *match, char *msg, size_t len, rl_load_stats *x)
+		      int *match, char *msg, size_t len, rl_load_stats *x, rl_file_stats *fs)
 {
 	rl_loader *ld = stream_loader(budget);
 	struct assembly a;
@@ -337,6 +341,8 @@ static int stream_sha(struct fixture *f, uint64_t budget, int pull, const char *
 	x->size = sizeof(*x);
 	if (rl_loader_get_stats(ld, x) < 0)
 		memset(x, 0, sizeof(*x));
+	if (fs && rl_loader_get_file_stats(ld, 0, fs) < 0)
+		fs->mode = -1;
 	assembly_free(&a);
 	rl_loader_destroy(ld);
 	return ret;
@@ -389,7 +395,7 @@ static void sha256_random_budgets(void)
 			rl_load_stats x;
 			int match, pull = (int)(th_rand() % 2);
 
-			ret = stream_sha(&f, budgets[b], pull, hex, &match, msg, sizeof(msg), &x);
+			ret = stream_sha(&f, budgets[b], pull, hex, &match, msg, sizeof(msg), &x, NULL);
 			if (ret == RL_E_BACKEND)
 				break;
 			CHECKF(ret == whole && (ret < 0 || (match && x.files_hashed == wx.files_hashed &&
@@ -400,6 +406,53 @@ static void sha256_random_budgets(void)
 			       (unsigned long long)x.bytes_hashed, (long long)st.st_size);
 			CHECKF(ret == 0 || strstr(msg, "cannot be checked"), "%s", msg);
 		}
+		fixture_free(&f);
+		if (ret == RL_E_BACKEND)
+			th_skip("backend unavailable here");
+	}
+}
+
+/*
+ * --read-mode buffered and direct while streaming: a random checkpoint,
+ * evicted from the page cache (buffered reads then go through readahead
+ * at any offset and length, no O_DIRECT alignment), streamed under the
+ * smallest budget and a larger one with its SHA-256 expected: byte-exact,
+ * the whole file hashed, and the file read in the mode asked, saying so.
+ */
+static void read_modes_streaming(void)
+{
+	static const int modes[][2] = { { RL_DIRECT_OFF, RL_FILE_BUFFERED },
+					{ RL_DIRECT_ON, RL_FILE_DIRECT } };
+	char hex[65], msg[512];
+	int ret = 0;
+
+	for (size_t m = 0; m < CM_ARRAY_SIZE(modes) && !th_failed(); m++) {
+		uint64_t budgets[2] = { MIN_BUDGET, MIN_BUDGET + (th_rand() % (4u << 20)) };
+		struct fixture f;
+		struct stat st;
+
+		ret = fixture_random(&f, 4096ull << (th_rand() % 6));
+		CHECKF(ret == 0 && file_sha256(tmp_path("s.safetensors"), hex) == 0 &&
+		       stat(tmp_path("s.safetensors"), &st) == 0, "fixture %d", ret);
+		stream_direct = modes[m][0];
+		for (int b = 0; b < 2 && !th_failed(); b++) {
+			rl_load_stats x;
+			rl_file_stats fs = { .size = sizeof(fs) };
+			int match, whole = whole_sha(&f, hex, &x);
+
+			CHECK(tu_evict(tmp_path("s.safetensors")) == 0);
+			ret = stream_sha(&f, budgets[b], b, hex, &match, msg, sizeof(msg), &x, &fs);
+			if (ret == RL_E_BACKEND)
+				break;
+			CHECKF(ret == whole && (ret < 0 || (match && x.bytes_hashed == (uint64_t)st.st_size &&
+							    fs.mode == modes[m][1] &&
+							    fs.why == RL_WHY_ASKED)),
+			       "mode %d, budget %llu: %d (whole %d) %s, match %d, hashed %llu of %lld, "
+			       "file mode %d why %d", modes[m][0], (unsigned long long)budgets[b], ret,
+			       whole, msg, match, (unsigned long long)x.bytes_hashed,
+			       (long long)st.st_size, fs.mode, fs.why);
+		}
+		stream_direct = RL_DIRECT_AUTO;
 		fixture_free(&f);
 		if (ret == RL_E_BACKEND)
 			th_skip("backend unavailable here");
@@ -434,14 +487,14 @@ static void sha256_flipped_byte_streaming(void)
 			rl_load_stats x;
 			uint64_t budget = k < 2 ? MIN_BUDGET : 1u << 20;
 
-			ret = stream_sha(&f, budget, k % 2, hex, &match, msg, sizeof(msg), &x);
+			ret = stream_sha(&f, budget, k % 2, hex, &match, msg, sizeof(msg), &x, NULL);
 			if (ret == RL_E_BACKEND)
 				break;
 			CHECKF(ret == RL_E_CHECKSUM && strstr(msg, "s.safetensors: SHA-256 mismatch: "
 							     "expected ") && strstr(msg, hex) && strstr(msg, now),
 			       "%s, budget %llu: %d %s", k % 2 ? "pull" : "callback",
 			       (unsigned long long)budget, ret, msg);
-			ret = stream_sha(&f, budget, k % 2, now, &match, msg, sizeof(msg), &x);
+			ret = stream_sha(&f, budget, k % 2, now, &match, msg, sizeof(msg), &x, NULL);
 			CHECKF(ret == 0 && match && x.files_hashed == 1, "%d %s, match %d", ret, msg,
 			       match);
 		}
@@ -1003,12 +1056,22 @@ static void pool_size_rules(void)
 		{ WANT(256 << 20, 1ull << 30, 8 << 20, 1, 16, 0), 64 << 20, EX_WPOOL_BY_MEDIUM, 4 },
 		/* 3 workers: 2 reads each */
 		{ WANT(256 << 20, 1ull << 30, 8 << 20, 3, 16, 0), 96 << 20, EX_WPOOL_BY_MEDIUM, 6 },
-		/* a block device: depth 32 of 1.25 MiB requests is 5 reads of 8 MiB */
-		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 32, 1280 << 10), 80 << 20,
+		/* a block device: half of depth 64 in 1.25 MiB requests is 5 reads of 8 MiB */
+		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 64, 1280 << 10), 80 << 20,
 		  EX_WPOOL_BY_MEDIUM, 5 },
+		/* an odd depth: half of 33 rounds up (17 x 1.25 MiB: 3 reads of 8 MiB), and
+		 * under the few reads a window always holds */
+		{ WANT(1ull << 30, 1ull << 30, 8 << 20, 1, 33, 1280 << 10), 64 << 20,
+		  EX_WPOOL_BY_MEDIUM, 4 },
+		{ WANT(1ull << 30, 1ull << 30, 4 << 20, 1, 33, 1280 << 10), 48 << 20,
+		  EX_WPOOL_BY_MEDIUM, 6 },
 		/* a device request larger than the read: the read is the request */
-		{ WANT(1ull << 30, 1ull << 30, 1 << 20, 1, 16, 16 << 20), 32 << 20,
-		  EX_WPOOL_BY_MEDIUM, 16 },
+		{ WANT(1ull << 30, 1ull << 30, 1 << 20, 1, 16, 16 << 20), 16 << 20,
+		  EX_WPOOL_BY_MEDIUM, 8 },
+		/* the virtio disk of issue 33: 256 MiB budget, reads of 8 MiB, 2 workers,
+		 * depth 16 of 4 MiB requests: 2 windows of 4 reads, 64 MiB (was 128) */
+		{ WANT(256 << 20, 2ull << 30, 8 << 20, 2, 16, 4 << 20), 64 << 20,
+		  EX_WPOOL_BY_MEDIUM, 4 },
 		/* the budget is the smallest; then the load's staging */
 		{ WANT(64 << 10, 1ull << 30, 8 << 20, 1, 16, 0), 64 << 10, EX_WPOOL_BY_BUDGET, 4 },
 		{ WANT(256 << 20, 128 << 10, 8 << 20, 1, 16, 0), 128 << 10, EX_WPOOL_BY_STAGING, 4 },
@@ -1089,8 +1152,8 @@ static void pool_sized_to_the_medium(void)
 		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
 		CHECK(assembly_matches(&a));
 		CHECK(rl_loader_get_stats(ld, &x) == 0);
-		/* the engine's depth of reads, a few per worker, or 2 x 8 MiB */
-		bound = 2 * CM_MAX(CM_MAX(4u, 2 * x.workers), x.queue_depth) *
+		/* half the engine's depth of reads, a few per worker, or 2 x 8 MiB */
+		bound = 2 * CM_MAX(CM_MAX(4u, 2 * x.workers), (x.queue_depth + 1) / 2) *
 			cm_align_up(x.request_bytes, 4096);
 		bound = CM_MAX(bound, 16u << 20);
 		CHECKF(x.stream_pool_limit == RL_POOL_BY_MEDIUM && x.stream_pool_bytes <= bound &&
@@ -1209,6 +1272,7 @@ int main(void)
 		{ "oversized_requests_noted", oversized_requests_noted },
 		{ "sha256_random_budgets", sha256_random_budgets },
 		{ "sha256_flipped_byte_streaming", sha256_flipped_byte_streaming },
+		{ "read_modes_streaming", read_modes_streaming },
 		{ "stream_reports_every_stat", stream_reports_every_stat },
 		{ "pool_sized_to_the_load", pool_sized_to_the_load },
 		{ "pool_sized_to_the_medium", pool_sized_to_the_medium },

@@ -537,6 +537,40 @@ static void print_json_fallbacks(unsigned flags)
 	printf("]");
 }
 
+/* "read_mode": how the files were read and why, one entry per distinct
+ * (mode, why) with its count of files (rl_file_stats.mode and .why). */
+static void print_json_read_mode(rl_loader *ld)
+{
+	static const char *const modes[] = { "unused", "direct", "cached", "buffered" };
+	static const char *const whys[] = {
+		"no reads", "asked (--read-mode)",
+		"auto: under 90% of its needed bytes in the page cache",
+		"auto: >= 90% of its needed bytes in the page cache",
+		"auto: tmpfs, its pages are its medium (not probed)",
+		"the file system refuses O_DIRECT",
+	};
+	unsigned count[4][6] = { { 0 } };
+	size_t n = rl_loader_num_files(ld);
+	const char *sep = "";
+
+	for (size_t i = 0; i < n; i++) {
+		rl_file_stats fs = { .size = sizeof(fs) };
+
+		if (rl_loader_get_file_stats(ld, i, &fs) == 0 && fs.mode >= 0 && fs.mode < 4 &&
+		    fs.why >= 0 && fs.why < 6)
+			count[fs.mode][fs.why]++;
+	}
+	printf(",\n\"read_mode\":\"");
+	for (int m = 0; m < 4; m++)
+		for (int w = 0; w < 6; w++)
+			if (count[m][w]) {
+				printf("%s%s, %s: %u file%s", sep, modes[m], whys[w], count[m][w],
+				       count[m][w] == 1 ? "" : "s");
+				sep = "; ";
+			}
+	printf("\"");
+}
+
 static void print_json(const struct load_run *r)
 {
 	const rl_load_stats *st = &r->st;
@@ -569,6 +603,7 @@ static void print_json(const struct load_run *r)
 	else
 		printf(",\"verify\":null,\n");
 	print_json_stats(st);
+	print_json_read_mode(r->ld);
 	printf("}\n");
 	fflush(stdout);
 }

@@ -70,10 +70,20 @@ static const char about[] =
 	"cluster's summary; --out DIR holds every rank's devices, published once all\n"
 	"succeeded.\n";
 
+/* --read-mode's choices, by index; read_modes[] maps one to RL_DIRECT_*. */
+static const char *const read_mode_names[] = { "auto", "direct", "buffered", NULL };
+static const int read_modes[] = { RL_DIRECT_AUTO, RL_DIRECT_ON, RL_DIRECT_OFF };
+
 /* The rules between options, once parsed. */
 static int rules(struct load_args *a)
 {
 	int ret = mpi_rules(a);
+
+	if (a->buffered && a->read_mode >= 0 && read_modes[a->read_mode] != RL_DIRECT_OFF) {
+		fprintf(stderr, "%s: --buffered is --read-mode buffered: not with --read-mode %s\n",
+			PROG, read_mode_names[a->read_mode]);
+		return OPTS_USAGE;
+	}
 
 	if (ret == OPTS_OK)
 		ret = sha256_args_check(PROG, &a->sha256);
@@ -95,8 +105,23 @@ static void defaults(struct load_args *a)
 	memset(a, 0, sizeof(*a));
 	a->queue_depth = a->request_bytes = a->inflight_bytes = a->workers = -1;
 	a->staging_budget = -1;
-	a->backend = a->staging = a->dtype = -1;
+	a->backend = a->staging = a->dtype = a->read_mode = -1;
 	a->process = -1;
+}
+
+/* After opts_parse (its status ret): the rules, and the choices' indexes
+ * turned into their values. Returns the status. */
+static int parsed(struct load_args *a, const char *const *backend_names, int ret)
+{
+	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
+		a->process = 0;
+	if (a->backend > 0)   /* the choice's index: the name's id */
+		a->backend = rl_backend_by_name(backend_names[a->backend]);
+	if (a->read_mode >= 0) /* the choice's index: its RL_DIRECT_* */
+		a->read_mode = read_modes[a->read_mode];
+	else if (a->buffered)
+		a->read_mode = RL_DIRECT_OFF;
+	return ret;
 }
 
 int load_parse_args(int argc, char **argv, struct load_args *a)
@@ -149,8 +174,12 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		{ .name = "dtype", .kind = OPT_CHOICE, .dst = &a->dtype,
 		  .help = "convert every floating tensor to this dtype as it loads (integers and "
 			  "BOOL as stored; docs/cli.md)", .choices = load_dtype_names },
+		{ .name = "read-mode", .kind = OPT_CHOICE, .dst = &a->read_mode,
+		  .help = "auto: O_DIRECT, buffered for files the page cache holds; direct: "
+			  "O_DIRECT where allowed; buffered: through the page cache",
+		  .choices = read_mode_names },
 		{ .name = "buffered", .kind = OPT_FLAG, .dst = &a->buffered,
-		  .help = "buffered reads (no O_DIRECT)" },
+		  .help = "--read-mode buffered" },
 		{ .name = "sha256", .kind = OPT_LIST, .dst = &a->sha256, .metavar = "FILE=HEX",
 		  .help = "FILE of the checkpoint must have SHA-256 HEX (repeatable)" },
 		{ .name = "sha256-file", .kind = OPT_STRING, .dst = &a->sha256_file,
@@ -171,16 +200,10 @@ int load_parse_args(int argc, char **argv, struct load_args *a)
 		{ NULL },
 	};
 	const struct opt_cmd cmd = { PROG, "PATH", about, opts, 1, 1, &a->path };
-	int ret;
 
 	backend_choices(backend_names);
 	defaults(a);
-	ret = opts_parse(&cmd, argc, argv);
-	if (ret == OPTS_OK && (ret = rules(a)) == OPTS_OK && a->process < 0)
-		a->process = 0;
-	if (a->backend > 0)   /* the choice's index: the name's id */
-		a->backend = rl_backend_by_name(backend_names[a->backend]);
-	return ret;
+	return parsed(a, backend_names, opts_parse(&cmd, argc, argv));
 }
 
 int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)
@@ -193,7 +216,7 @@ int load_configure(rl_loader *ld, const struct load_args *a, const char *prog)
 		{ RL_OPT_QUEUE_DEPTH, a->queue_depth },
 		{ RL_OPT_REQUEST_BYTES, a->request_bytes },
 		{ RL_OPT_INFLIGHT_BYTES, a->inflight_bytes },
-		{ RL_OPT_DIRECT, a->buffered ? 0 : -1 },
+		{ RL_OPT_DIRECT, a->read_mode },
 		{ RL_OPT_STAGING, a->staging },
 		{ RL_OPT_WORKERS, a->workers },
 		{ RL_OPT_SHA256_HF, a->no_hf_sha256 ? 0 : -1 },

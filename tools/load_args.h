@@ -29,6 +29,7 @@ struct load_args {
 	const char *device;      /* --device cuda[:N] (load_cuda.c); NULL: host memory */
 	const char *device_map;  /* --device-map ORD,ORD,...: spec device id -> CUDA ordinal */
 	int dtype;               /* --dtype: index in load_dtype_names, -1: as stored */
+	int read_mode;           /* --read-mode: RL_DIRECT_*, -1: not given */
 };
 
 /* --dtype's choices, safetensors dtype names (NULL-terminated). */

@@ -228,24 +228,43 @@ def open_dropin(filename):
         raise
 
 
+_READ_MODES = {"auto": "RL_DIRECT_AUTO", "direct": "RL_DIRECT_ON",
+               "buffered": "RL_DIRECT_OFF"}
+
+
+def read_mode_options(read_mode):
+    """The loader options of a load_file's read_mode ("auto", "direct",
+    "buffered"; None: the library's default, auto): {"direct": RL_DIRECT_*};
+    ArgumentError naming any other value."""
+    if read_mode is None:
+        return None
+    if not isinstance(read_mode, str) or read_mode not in _READ_MODES:
+        raise _errors.ArgumentError(
+            _lib.RL_E_INVALID_ARG, f"read_mode {read_mode!r}: not one of "
+            + ", ".join(_READ_MODES))
+    return {"direct": _lib.NAMES[_READ_MODES[read_mode]]}
+
+
 def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
-               backend="auto", dtype=None):
+               backend="auto", dtype=None, read_mode=None):
     """Every tensor of filename, whole, with framework fw on device (the
     load_file of both frameworks): {name: tensor} in sorted name order.
     Dtypes and sha256 (see _sha256.resolve) are checked before any byte is
     read; the library checks the files' SHA-256 as it reads them. stats:
     a dict to fill with the load's statistics (check_stats); copy: CPU
     results own their memory (Job); dtype: every floating tensor
-    converted to it as it loads (_dtypes.convert_to; None: as stored).
+    converted to it as it loads (_dtypes.convert_to; None: as stored);
+    read_mode: read_mode_options.
 
     A checkpoint the page cache holds whole is mapped, not read (_mapped,
-    as safetensors does): for CPU results with the default backend, no
-    stats, no copy and no file with an expected SHA-256 from any source,
+    as safetensors does): for CPU results with the default backend and
+    read mode, no stats, no copy and no file with an expected SHA-256 from any source,
     given or named by the Hugging Face cache layout (those are read and
     verified, never mapped unchecked)."""
     check_stats(stats)
     check_copy(copy)
     to = _dtypes.convert_to(dtype)
+    options = read_mode_options(read_mode)
     ckpt = open_dropin(filename)
     spec = None
     try:
@@ -254,15 +273,16 @@ def load_whole(fw, filename, device, sha256=None, stats=None, copy=False,
         expected = _sha256.resolve(ckpt, sha256)
         hot = None
         if (device is None and stats is None and not copy and backend == "auto"
-                and to is None and not _sha256.to_hash(ckpt, expected)):
+                and to is None and options is None
+                and not _sha256.to_hash(ckpt, expected)):
             hot = _mapped.mapped(ckpt)
         if hot is not None:
             out = materialize(fw, Loaded(hot[0], [0], hot[1]), {})
         else:
             spec = _handles.Spec()
             spec.set_dtype(to)
-            out = run(fw, Job(ckpt, spec, 0, backend, None, None, expected,
-                              stats, copy), {0: device})
+            out = run(fw, Job(ckpt, spec, 0, backend, options, None,
+                              expected, stats, copy), {0: device})
     finally:
         ckpt.close()
         if spec is not None:

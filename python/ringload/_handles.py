@@ -394,6 +394,7 @@ def _disarm_sigint(bridge, handler):
 
 
 _FILE_MODES = {v: k for k, v in _lib.FILE_MODES.items()}
+_FILE_WHYS = {v: k for k, v in _lib.FILE_WHYS.items()}
 _SHA256_STATES = {0: "none", 1: "matched", 2: "partial", 3: "mismatch"}
 """rl_file_stats.sha256_state values (RL_SHA256_*) by name."""
 
@@ -571,6 +572,7 @@ class Loader(_Handle, kind="loader"):
         if ckpt is not None:
             out["path"] = _lib.text(_lib.rl_ckpt_file_path(ckpt.ptr, fs.file))
         out["mode"] = _FILE_MODES.get(fs.mode, fs.mode)
+        out["why"] = _FILE_WHYS.get(fs.why, fs.why)
         out["sha256_state"] = _SHA256_STATES.get(fs.sha256_state,
                                                  fs.sha256_state)
         return out

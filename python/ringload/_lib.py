@@ -111,6 +111,8 @@ LOADER_PARAMS = _by_lower_name("RL_OPT_")
 """rl_loader_param values by lower-case name (RL_OPT_<NAME>)."""
 FILE_MODES = _by_lower_name("RL_FILE_")
 """rl_file_stats.mode values by lower-case name (RL_FILE_<NAME>)."""
+FILE_WHYS = _by_lower_name("RL_WHY_")
+"""rl_file_stats.why values by lower-case name (RL_WHY_<NAME>)."""
 
 
 # --- structures ---
@@ -206,7 +208,8 @@ class FileStats(Structure):
                 ("device", c_char * 64), ("max_request_bytes", c_uint32),
                 ("max_segments", c_uint32), ("optimal_io_bytes", c_uint32),
                 ("sha256_state", c_int), ("sha256", c_char * 65),
-                ("reserved", c_uint64 * 8)]
+                ("why", c_int), ("reserved32", c_int),
+                ("reserved", c_uint64 * 7)]
 
 
 class FileHeader(Structure):

@@ -68,7 +68,7 @@ FRAMEWORK = _Numpy(raw=True)
 
 @_core.frees_on_error
 def load_file(filename, *, backend="mmap", sha256=None, stats=None,
-              copy=False, dtype=None):
+              copy=False, dtype=None, read_mode=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as numpy arrays.
 
@@ -94,9 +94,16 @@ def load_file(filename, *, backend="mmap", sha256=None, stats=None,
     (or "F32", "F16", "BF16", torch's dtypes): every floating tensor is
     converted to it as it loads, bit for bit as torch's .to() (integers
     and bool as stored; ringload.load's dtype).
+
+    read_mode (keyword only): "auto" (the library's default: O_DIRECT,
+    buffered for files the page cache holds), "direct" (O_DIRECT where
+    the file system allows it) or "buffered" (through the page cache,
+    with the kernel's readahead); RL_OPT_DIRECT. The load's stats say per
+    file how it was read ("mode") and why ("why").
     """
     return _core.load_whole(FRAMEWORK.drop_in, filename, None, sha256,
-                            stats, copy, _dropin.backend(backend), dtype)
+                            stats, copy, _dropin.backend(backend), dtype,
+                            read_mode)
 
 
 @_core.frees_on_error

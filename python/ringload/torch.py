@@ -206,7 +206,7 @@ FRAMEWORK = _Torch()
 
 @_core.frees_on_error
 def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
-              stats=None, copy=False, dtype=None):
+              stats=None, copy=False, dtype=None, read_mode=None):
     """Loads every tensor of a safetensors file (or a directory of them, or
     a model.safetensors.index.json) as torch tensors on device.
 
@@ -235,10 +235,14 @@ def load_file(filename, device="cpu", *, backend="mmap", sha256=None,
     loads, bit for bit as its .to(dtype) on the CPU; on a CUDA device in
     the pinned window before the copy. Integers and bool stay as stored;
     F64 and the other floating types raise SpecError (RL_E_DTYPE).
+
+    read_mode (keyword only): "auto", "direct" or "buffered", as
+    ringload.numpy.load_file's (RL_OPT_DIRECT); a given mode always reads
+    (a hot file is not mapped), and stats say per file "mode" and "why".
     """
     return _core.load_whole(FRAMEWORK, filename, FRAMEWORK.device(device),
                             sha256, stats, copy, _dropin.backend(backend),
-                            dtype)
+                            dtype, read_mode)
 
 
 # ---- Loads across the ranks of a torch.distributed group (_dist) ----

@@ -25,6 +25,7 @@ static void structs_new(void)
 	FIELD(rl_file_stats, device); FIELD(rl_file_stats, max_request_bytes);
 	FIELD(rl_file_stats, max_segments); FIELD(rl_file_stats, optimal_io_bytes);
 	FIELD(rl_file_stats, sha256_state); FIELD(rl_file_stats, sha256);
+	FIELD(rl_file_stats, why); FIELD(rl_file_stats, reserved32);
 	FIELD(rl_file_stats, reserved);
 	STRUCT(rl_file_header);
 	FIELD(rl_file_header, path); FIELD(rl_file_header, size);

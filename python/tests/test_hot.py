@@ -241,3 +241,48 @@ def test_probe_errors(tmp_path):
     assert _lib.rl_file_cached_bytes(missing, 0, 1) == -errno.ENOENT
     assert _lib.rl_file_cached_bytes(None, 0, 1) == -errno.EINVAL
     assert _lib.rl_file_cached_bytes(b"/", 2, (1 << 64) - 1) == -errno.EINVAL
+
+
+# Past the header's pages: opening the file (reading its header) leaves
+# the tensors' bytes cold.
+BIG = dict(TENSORS, big=("F32", (1 << 18,), np.arange(1 << 18, dtype="<f4").tobytes()))
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["auto", "io_uring", "libaio", "pread"])
+@pytest.mark.parametrize("temp", ["hot", "cold"])
+def test_read_mode_is_what_it_asks_and_the_stats_say_why(tmp_path, framework, backend,
+                                                          temp, no_gc):
+    """read_mode="direct" and "buffered" read the file that way, hot or
+    cold, never mapped, byte-exact with its SHA-256 checked; the stats
+    say the mode and why ("asked"); auto reads a cold file with O_DIRECT,
+    saying "cold"."""
+    import hashlib
+    load = _load_file(framework)
+    ckpt = tmp_path / "big.safetensors"
+    stfile.write(ckpt, BIG)
+    with open(ckpt, "rb") as f:
+        good = hashlib.sha256(f.read()).hexdigest()
+    for mode in ("direct", "buffered"):
+        path = _hot(ckpt) if temp == "hot" else _cold(ckpt)
+        stats = {}
+        got = load(path, backend=backend, read_mode=mode, stats=stats,
+                   sha256=good)
+        assert _maps(ckpt) == []
+        _check(got, BIG)
+        [f] = stats["files"]
+        assert (f["mode"], f["why"], f["sha256_state"]) == \
+            (mode, "asked", "matched"), (mode, f)
+        del got
+    stats = {}
+    path = _hot(ckpt) if temp == "hot" else _cold(ckpt)
+    _check(load(path, backend=backend, read_mode="auto", stats=stats), BIG)
+    [f] = stats["files"]
+    want = ("cached", "hot") if temp == "hot" else ("direct", "cold")
+    assert (f["mode"], f["why"]) == want, f
+
+
+@pytest.mark.parametrize("bad", ["fast", "DIRECT", 1, b"direct"])
+def test_read_mode_refuses_other_values(ckpt, bad):
+    with pytest.raises(ringload.ArgumentError, match="read_mode"):
+        rnp.load_file(str(ckpt), read_mode=bad)
