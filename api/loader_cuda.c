@@ -50,7 +50,7 @@ static void cuda_free_sink(struct ld_cuda *c)
 
 void ld_cuda_free(rl_loader *ld)
 {
-	struct ld_cuda *c = ld->cuda;
+	struct ld_cuda *c = ld->deliver.cuda;
 
 	if (!c)
 		return;
@@ -63,7 +63,7 @@ void ld_cuda_free(rl_loader *ld)
 	cm_free(c->s_ord);
 	cm_free(c->s_stream);
 	cm_free(c);
-	ld->cuda = NULL;
+	ld->deliver.cuda = NULL;
 }
 
 /* The first version of rl_cuda_opts ended at `flags`. */
@@ -114,8 +114,8 @@ int rl_loader_set_cuda(rl_loader *ld, const rl_cuda_opts *o)
 		memcpy(c->map, o->device_map, o->ndevs * sizeof(*c->map));
 	c->nmap = o->ndevs;
 	c->one_gpu = one;
-	ld->cuda = c;
-	ld->staging_mode = RL_STAGING_STREAM;
+	ld->deliver.cuda = c;
+	ld->opt.staging_mode = RL_STAGING_STREAM;
 	cm_err_clear(&ld->err);
 	return 0;
 }
@@ -126,7 +126,7 @@ int rl_loader_set_cuda_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, ui
 
 	if (!ld)
 		return -EINVAL;
-	c = ld->cuda;
+	c = ld->deliver.cuda;
 	if (!c)
 		return cm_err_set(&ld->err, RL_E_STATE, "rl_loader_set_cuda_dest: call rl_loader_set_cuda first");
 	if (shard >= c->ndest) {
@@ -160,7 +160,7 @@ int rl_loader_set_cuda_stream(rl_loader *ld, int32_t ordinal, uint64_t stream)
 
 	if (!ld)
 		return -EINVAL;
-	c = ld->cuda;
+	c = ld->deliver.cuda;
 	if (!c)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_set_cuda_stream: call rl_loader_set_cuda first");
@@ -197,7 +197,7 @@ int rl_loader_cuda_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, ui
 
 	if (!ld || !device_ptr || !bytes)
 		return -EINVAL;
-	c = ld->cuda;
+	c = ld->deliver.cuda;
 	if (!c || !c->sink.ops || device >= c->nslots || !cusink_base(&c->sink, device))
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "no library device memory for device %u (no CUDA load, or the caller's pointers)",
@@ -214,7 +214,7 @@ int rl_loader_cuda_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr)
 
 	if (!ld || !device_ptr)
 		return -EINVAL;
-	c = ld->cuda;
+	c = ld->deliver.cuda;
 	if (!c || !c->sink.ops || shard >= c->nshards)
 		return cm_err_set(&ld->err, RL_E_STATE, "no CUDA load with a shard %zu", shard);
 	base = cusink_base(&c->sink, c->dev_of[shard]);
@@ -226,9 +226,9 @@ int rl_loader_cuda_read_back(rl_loader *ld, uint32_t device, uint64_t offset, vo
 {
 	if (!ld || !dst)
 		return -EINVAL;
-	if (!ld->cuda || !ld->cuda->sink.ops || device >= ld->cuda->nslots)
+	if (!ld->deliver.cuda || !ld->deliver.cuda->sink.ops || device >= ld->deliver.cuda->nslots)
 		return cm_err_set(&ld->err, RL_E_STATE, "no CUDA load to read back from");
-	return cusink_read_back(&ld->cuda->sink, device, offset, dst, len, &ld->err);
+	return cusink_read_back(&ld->deliver.cuda->sink, device, offset, dst, len, &ld->err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -370,13 +370,13 @@ static void cuda_on_shard(void *user, size_t shard)
 {
 	rl_loader *ld = user;
 
-	if (ld->on_shard)
-		ld->on_shard(ld->user, shard);
+	if (ld->opt.on_shard)
+		ld->opt.on_shard(ld->opt.user, shard);
 }
 
 int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len)
 {
-	struct ld_cuda *c = ld->cuda;
+	struct ld_cuda *c = ld->deliver.cuda;
 	int ret = cusink_forked(&ld->err);
 
 	if (ret < 0) /* before the kept sink's driver calls */
@@ -409,8 +409,8 @@ int ld_cuda_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t po
 
 void ld_cuda_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst)
 {
-	*sink = &ld->cuda->sink;
-	*dst = ld->cuda->dst;
+	*sink = &ld->deliver.cuda->sink;
+	*dst = ld->deliver.cuda->dst;
 }
 
 /* The sink's fallback, if any, in the run's statistics (the one warning
@@ -431,7 +431,7 @@ static void cuda_note(const struct ld_cuda *c, struct eng_stats *st)
 
 void ld_cuda_done(rl_loader *ld, int ok, struct eng_stats *st)
 {
-	struct ld_cuda *c = ld->cuda;
+	struct ld_cuda *c = ld->deliver.cuda;
 
 	cuda_note(c, st);
 	if (!ok && c->sink.ops)
@@ -440,7 +440,7 @@ void ld_cuda_done(rl_loader *ld, int ok, struct eng_stats *st)
 
 void ld_cuda_unpin(rl_loader *ld)
 {
-	struct ld_cuda *c = ld->cuda;
+	struct ld_cuda *c = ld->deliver.cuda;
 
 	if (c && c->sink.ops)
 		c->sink.ops->unpin(c->sink.state, NULL, 0);
