@@ -105,12 +105,12 @@ rl_loader *rl_loader_create(void)
 
 	if (!ld)
 		return NULL;
-	eng_opts_default(&ld->eo);
-	ld->eo.queue_depth = 0;         /* automatic */
-	ld->eo.inflight_bytes = LD_INFLIGHT_BYTES;
-	ld->eo.direct = ENG_DIRECT_AUTO;
-	ld->release_timeout_ms = LD_RELEASE_TIMEOUT_MS;
-	ld->sha256_hf = 1;
+	eng_opts_default(&ld->opt.eo);
+	ld->opt.eo.queue_depth = 0;         /* automatic */
+	ld->opt.eo.inflight_bytes = LD_INFLIGHT_BYTES;
+	ld->opt.eo.direct = ENG_DIRECT_AUTO;
+	ld->opt.release_timeout_ms = LD_RELEASE_TIMEOUT_MS;
+	ld->opt.sha256_hf = 1;
 	return ld;
 }
 
@@ -142,21 +142,21 @@ int rl_loader_set(rl_loader *ld, rl_loader_param param, int64_t value)
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "backend %lld: no such backend",
 				  (long long)value);
 	switch (param) {
-	case RL_OPT_BACKEND: ld->eo.backend = (int)value; break;
-	case RL_OPT_QUEUE_DEPTH: ld->eo.queue_depth = (unsigned)value; break;
-	case RL_OPT_REQUEST_BYTES: ld->request_bytes = (uint64_t)value; break;
-	case RL_OPT_INFLIGHT_BYTES: ld->eo.inflight_bytes = (uint64_t)value; break;
-	case RL_OPT_BUFFERS: ld->eo.buffers = (unsigned)value; break;
+	case RL_OPT_BACKEND: ld->opt.eo.backend = (int)value; break;
+	case RL_OPT_QUEUE_DEPTH: ld->opt.eo.queue_depth = (unsigned)value; break;
+	case RL_OPT_REQUEST_BYTES: ld->opt.request_bytes = (uint64_t)value; break;
+	case RL_OPT_INFLIGHT_BYTES: ld->opt.eo.inflight_bytes = (uint64_t)value; break;
+	case RL_OPT_BUFFERS: ld->opt.eo.buffers = (unsigned)value; break;
 	case RL_OPT_REGISTER:
-		ld->eo.register_buffers = ld->eo.register_files = (int)value;
+		ld->opt.eo.register_buffers = ld->opt.eo.register_files = (int)value;
 		break;
-	case RL_OPT_DIRECT: ld->eo.direct = (int)value; break;
-	case RL_OPT_STAGING: ld->staging_mode = (int)value; break;
-	case RL_OPT_THREADS: ld->eo.threads = (unsigned)value; break;
-	case RL_OPT_WORKERS: ld->eo.workers = (unsigned)value; break;
-	case RL_OPT_SHA256_HF: ld->sha256_hf = (int)value; break;
-	case RL_OPT_STAGING_BUDGET: ld->budget = (uint64_t)value; break;
-	case RL_OPT_RELEASE_TIMEOUT_MS: ld->release_timeout_ms = (uint32_t)value; break;
+	case RL_OPT_DIRECT: ld->opt.eo.direct = (int)value; break;
+	case RL_OPT_STAGING: ld->opt.staging_mode = (int)value; break;
+	case RL_OPT_THREADS: ld->opt.eo.threads = (unsigned)value; break;
+	case RL_OPT_WORKERS: ld->opt.eo.workers = (unsigned)value; break;
+	case RL_OPT_SHA256_HF: ld->opt.sha256_hf = (int)value; break;
+	case RL_OPT_STAGING_BUDGET: ld->opt.budget = (uint64_t)value; break;
+	case RL_OPT_RELEASE_TIMEOUT_MS: ld->opt.release_timeout_ms = (uint32_t)value; break;
 	}
 	cm_err_clear(&ld->err);
 	return 0;
@@ -167,19 +167,19 @@ int rl_loader_get(const rl_loader *ld, rl_loader_param param, int64_t *value)
 	if (!ld || !value || rl_loader_param_bounds(param, NULL, NULL) < 0)
 		return -EINVAL;
 	switch (param) {
-	case RL_OPT_BACKEND: *value = ld->eo.backend; break;
-	case RL_OPT_QUEUE_DEPTH: *value = ld->eo.queue_depth; break;
-	case RL_OPT_REQUEST_BYTES: *value = (int64_t)ld->request_bytes; break;
-	case RL_OPT_INFLIGHT_BYTES: *value = (int64_t)ld->eo.inflight_bytes; break;
-	case RL_OPT_BUFFERS: *value = ld->eo.buffers; break;
-	case RL_OPT_REGISTER: *value = ld->eo.register_buffers; break;
-	case RL_OPT_DIRECT: *value = ld->eo.direct; break;
-	case RL_OPT_STAGING: *value = ld->staging_mode; break;
-	case RL_OPT_THREADS: *value = ld->eo.threads; break;
-	case RL_OPT_WORKERS: *value = ld->eo.workers; break;
-	case RL_OPT_SHA256_HF: *value = ld->sha256_hf; break;
-	case RL_OPT_STAGING_BUDGET: *value = (int64_t)ld->budget; break;
-	case RL_OPT_RELEASE_TIMEOUT_MS: *value = ld->release_timeout_ms; break;
+	case RL_OPT_BACKEND: *value = ld->opt.eo.backend; break;
+	case RL_OPT_QUEUE_DEPTH: *value = ld->opt.eo.queue_depth; break;
+	case RL_OPT_REQUEST_BYTES: *value = (int64_t)ld->opt.request_bytes; break;
+	case RL_OPT_INFLIGHT_BYTES: *value = (int64_t)ld->opt.eo.inflight_bytes; break;
+	case RL_OPT_BUFFERS: *value = ld->opt.eo.buffers; break;
+	case RL_OPT_REGISTER: *value = ld->opt.eo.register_buffers; break;
+	case RL_OPT_DIRECT: *value = ld->opt.eo.direct; break;
+	case RL_OPT_STAGING: *value = ld->opt.staging_mode; break;
+	case RL_OPT_THREADS: *value = ld->opt.eo.threads; break;
+	case RL_OPT_WORKERS: *value = ld->opt.eo.workers; break;
+	case RL_OPT_SHA256_HF: *value = ld->opt.sha256_hf; break;
+	case RL_OPT_STAGING_BUDGET: *value = (int64_t)ld->opt.budget; break;
+	case RL_OPT_RELEASE_TIMEOUT_MS: *value = ld->opt.release_timeout_ms; break;
 	}
 	return 0;
 }
@@ -189,9 +189,9 @@ int rl_loader_set_callbacks(rl_loader *ld, rl_shard_fn on_shard,
 {
 	if (!ld)
 		return -EINVAL;
-	ld->on_shard = on_shard;
-	ld->on_progress = on_progress;
-	ld->user = user;
+	ld->opt.on_shard = on_shard;
+	ld->opt.on_progress = on_progress;
+	ld->opt.user = user;
 	return 0;
 }
 
@@ -201,20 +201,20 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
 		return -EINVAL;
 	if (!ptr)
 		return cm_err_set(&ld->err, RL_E_STAGING, "device %u: NULL staging", dev);
-	if (dev >= ld->ncaller) {
+	if (dev >= ld->opt.ncaller) {
 		struct ld_area *a;
 
 		if (dev >= 1u << 20)
 			return cm_err_set(&ld->err, RL_E_STAGING, "device %u: out of range", dev);
-		a = cm_reallocarray(ld->caller, dev + 1, sizeof(*a));
+		a = cm_reallocarray(ld->opt.caller, dev + 1, sizeof(*a));
 		if (!a)
 			return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-		memset(a + ld->ncaller, 0, (dev + 1 - ld->ncaller) * sizeof(*a));
-		ld->caller = a;
-		ld->ncaller = dev + 1;
+		memset(a + ld->opt.ncaller, 0, (dev + 1 - ld->opt.ncaller) * sizeof(*a));
+		ld->opt.caller = a;
+		ld->opt.ncaller = dev + 1;
 	}
-	ld->caller[dev].ptr = ptr;
-	ld->caller[dev].len = len;
+	ld->opt.caller[dev].ptr = ptr;
+	ld->opt.caller[dev].len = len;
 	cm_err_clear(&ld->err);
 	return 0;
 }
@@ -222,26 +222,26 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len)
 /* Staging for every device of the plan: ours (THP) or the caller's. */
 static int setup_areas(rl_loader *ld, const struct pl_exec *ex)
 {
-	ld->areas = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ld->areas));
-	if (!ld->areas)
+	ld->last.areas = cm_calloc(ex->ndevs ? ex->ndevs : 1, sizeof(*ld->last.areas));
+	if (!ld->last.areas)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	ld->nareas = ex->ndevs;
+	ld->last.nareas = ex->ndevs;
 	for (unsigned d = 0; d < ex->ndevs; d++) {
-		struct ld_area *a = ld->areas + d;
+		struct ld_area *a = ld->last.areas + d;
 		uint64_t need = ex->staging_bytes[d];
 
-		if (ld->staging_mode == RL_STAGING_CALLER) {
-			if (d >= ld->ncaller || !ld->caller[d].ptr)
+		if (ld->opt.staging_mode == RL_STAGING_CALLER) {
+			if (d >= ld->opt.ncaller || !ld->opt.caller[d].ptr)
 				return cm_err_set(&ld->err, RL_E_STAGING,
 						  "device %u (id %u): no staging supplied", d,
 						  ex->dev_ids[d]);
-			if (ld->caller[d].len < need)
+			if (ld->opt.caller[d].len < need)
 				return cm_err_set(&ld->err, RL_E_STAGING,
 						  "device %u (id %u): staging of %llu bytes, %llu needed",
 						  d, ex->dev_ids[d],
-						  (unsigned long long)ld->caller[d].len,
+						  (unsigned long long)ld->opt.caller[d].len,
 						  (unsigned long long)need);
-			*a = ld->caller[d];
+			*a = ld->opt.caller[d];
 			a->ours = 0;
 			continue;
 		}
@@ -267,16 +267,16 @@ static void cb_shard(void *user, size_t shard)
 
 	/* A received shard is complete only after the runtime's broadcast:
 	 * the engine saw its 0 expected bytes, which says nothing. */
-	if (ld->received && ld->received[shard])
+	if (ld->deliver.received && ld->deliver.received[shard])
 		return;
-	ld->on_shard(ld->user, shard);
+	ld->opt.on_shard(ld->opt.user, shard);
 }
 
 static int cb_progress(void *user, uint64_t done, uint64_t total)
 {
 	rl_loader *ld = user;
 
-	return ld->on_progress(ld->user, done, total);
+	return ld->opt.on_progress(ld->opt.user, done, total);
 }
 
 /* Reads added to complete hashed files (their headers): as large as the
@@ -284,7 +284,7 @@ static int cb_progress(void *user, uint64_t done, uint64_t total)
 static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
 {
 	return (uint32_t)CM_MIN(CM_MAX(ex->max_read, 1u << 20),
-				CM_MIN(ld->eo.inflight_bytes, 1u << 30));
+				CM_MIN(ld->opt.eo.inflight_bytes, 1u << 30));
 }
 
 /* The load of ex as a program of one batch: staging, the expected
@@ -292,9 +292,9 @@ static uint32_t filler_bytes(const rl_loader *ld, const struct pl_exec *ex)
  * staging areas. */
 static int run_whole(rl_loader *ld, const struct pl_exec *ex, struct eng_stats *es)
 {
-	struct ex_exec x = { .ex = ex, .eo = ld->eo, .file_stats = ld->files, .user = ld,
-			     .on_shard = ld->on_shard ? cb_shard : NULL,
-			     .on_progress = ld->on_progress ? cb_progress : NULL };
+	struct ex_exec x = { .ex = ex, .eo = ld->opt.eo, .file_stats = ld->last.files, .user = ld,
+			     .on_shard = ld->opt.on_shard ? cb_shard : NULL,
+			     .on_progress = ld->opt.on_progress ? cb_progress : NULL };
 	struct ex_program prog = { 0 };
 	struct ex_program_opts o = { 0 };
 	struct sink_host host;
@@ -302,9 +302,9 @@ static int run_whole(rl_loader *ld, const struct pl_exec *ex, struct eng_stats *
 	int ret = setup_areas(ld, ex);
 
 	if (ret == 0)
-		ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex,
+		ret = ld_hash_prepare(&ld->last.hash, ld->opt.expect, ld->opt.nexpect, ld->opt.sha256_hf, ex,
 				      &ld->err);
-	o.hash = ld->hash.hash;
+	o.hash = ld->last.hash.hash;
 	o.chunk = filler_bytes(ld, ex);
 	if (ret == 0 && (ret = ex_program_build(&prog, ex, &o)) < 0) /* RL_E_DTYPE, or memory */
 		cm_err_set(&ld->err, ret, "building the load's program: %s", rl_strerror(ret));
@@ -312,14 +312,14 @@ static int run_whole(rl_loader *ld, const struct pl_exec *ex, struct eng_stats *
 		ret = cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	if (ret == 0) {
 		for (unsigned d = 0; d < ex->ndevs; d++)
-			staging[d] = ld->areas[d].ptr;
+			staging[d] = ld->last.areas[d].ptr;
 		x.prog = &prog;
-		x.digests = ld->hash.got; /* ld_hash_prepare made them */
+		x.digests = ld->last.hash.got; /* ld_hash_prepare made them */
 		x.sink = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
-		ld->received = ex->received;
+		ld->deliver.received = ex->received;
 		ret = ex_execute(&x, &ld->err);
 		sink_host_note(&host, &x.stats);
-		ld->received = NULL;
+		ld->deliver.received = NULL;
 		*es = x.stats;
 	}
 	ex_program_free(&prog);
@@ -333,22 +333,22 @@ static int run_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, cons
 	struct eng_stats es;
 	int ret;
 
-	if (ld->staging_mode == RL_STAGING_STREAM)
+	if (ld->opt.staging_mode == RL_STAGING_STREAM)
 		return ld_stream_exec(ld, ex, plan_s, why);
 	ld_free_areas(ld);
-	ld_hashrun_free(&ld->hash);
+	ld_hashrun_free(&ld->last.hash);
 	memset(&es, 0, sizeof(es));
 	ret = ld_reset_files(ld, ex) < 0 ? cm_err_set(&ld->err, -ENOMEM, "out of memory") : 0;
 	if (ret == 0)
 		ret = run_whole(ld, ex, &es);
 	if (ret == 0)
-		ret = ld_hash_check(&ld->hash, ex, &ld->err);
+		ret = ld_hash_check(&ld->last.hash, ex, &ld->err);
 	ld_fill_stats(ld, ex, &es, plan_s, cm_now_s() - t0 + plan_s);
 	ld_fill_stats_ex(ld, &es, why);
 	/* Never hand out a partial result; but the areas stay mapped until
 	 * the next run or destroy, since a runtime may still be copying the
 	 * shards on_shard reported before the failure. */
-	ld->failed = ret < 0;
+	ld->last.failed = ret < 0;
 	if (ret == 0)
 		cm_err_clear(&ld->err);
 	return ret;
@@ -377,7 +377,7 @@ static uint32_t device_limit(const rl_ckpt *ck, char *dev, size_t devlen)
 /* rl_loader_request_bytes with the reason in why. */
 static uint64_t request_bytes(const rl_loader *ld, const rl_ckpt *ck, char *why, size_t n)
 {
-	uint64_t req = ld->request_bytes, lim;
+	uint64_t req = ld->opt.request_bytes, lim;
 	char dev[64];
 
 	if (req) {
@@ -394,10 +394,10 @@ static uint64_t request_bytes(const rl_loader *ld, const rl_ckpt *ck, char *why,
 			snprintf(why, n, "requests %llu KiB (8 MiB: no device limit known)",
 				 (unsigned long long)(req >> 10));
 	}
-	if (ld->staging_mode == RL_STAGING_STREAM)
+	if (ld->opt.staging_mode == RL_STAGING_STREAM)
 		req = CM_MIN(req, ld_stream_request_cap(ld));
 	/* A read never exceeds the in-flight bound. */
-	return CM_MIN(req, ld->eo.inflight_bytes);
+	return CM_MIN(req, ld->opt.eo.inflight_bytes);
 }
 
 int64_t rl_loader_request_bytes(rl_loader *ld, const rl_ckpt *ck)
@@ -471,14 +471,14 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 
 void *rl_loader_staging(const rl_loader *ld, unsigned dev, size_t *len)
 {
-	if (!ld || ld->failed || dev >= ld->nareas || !ld->areas[dev].ptr) {
+	if (!ld || ld->last.failed || dev >= ld->last.nareas || !ld->last.areas[dev].ptr) {
 		if (len)
 			*len = 0;
 		return NULL;
 	}
 	if (len)
-		*len = (size_t)ld->areas[dev].len;
-	return ld->areas[dev].ptr;
+		*len = (size_t)ld->last.areas[dev].len;
+	return ld->last.areas[dev].ptr;
 }
 
 /* A size-tagged struct (its first member: size_t size): the first
@@ -497,7 +497,7 @@ static int tagged_ok(const rl_loader *ld, const void *out)
 {
 	if (!ld || !out || *(const size_t *)out < sizeof(size_t))
 		return -EINVAL;
-	return ld->have_stats ? 0 : RL_E_STATE;
+	return ld->last.have_stats ? 0 : RL_E_STATE;
 }
 
 int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
@@ -505,13 +505,13 @@ int rl_loader_get_stats(const rl_loader *ld, rl_load_stats *out)
 	int ret = tagged_ok(ld, out);
 
 	if (ret == 0)
-		copy_tagged(out, &ld->stats, sizeof(ld->stats));
+		copy_tagged(out, &ld->last.stats, sizeof(ld->last.stats));
 	return ret;
 }
 
 size_t rl_loader_num_files(const rl_loader *ld)
 {
-	return ld && ld->have_stats ? ld->nfiles : 0;
+	return ld && ld->last.have_stats ? ld->last.nfiles : 0;
 }
 
 int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *out)
@@ -522,11 +522,11 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 
 	if (ret < 0)
 		return ret;
-	if (file >= ld->nfiles || !ld->files)
+	if (file >= ld->last.nfiles || !ld->last.files)
 		return -EINVAL;
-	f = ld->files + file;
+	f = ld->last.files + file;
 	memset(&fs, 0, sizeof(fs));
-	fs.file = ld->file_index[file];
+	fs.file = ld->last.file_index[file];
 	fs.mode = f->mode; /* the same values: ENG_FILE_* == RL_FILE_* */
 	fs.why = f->why;   /* and ENG_WHY_* == RL_WHY_* */
 	fs.bytes_needed = f->needed;
@@ -535,10 +535,10 @@ int rl_loader_get_file_stats(const rl_loader *ld, size_t file, rl_file_stats *ou
 	fs.max_request_bytes = f->q.max_bytes;
 	fs.max_segments = f->q.max_segments;
 	fs.optimal_io_bytes = f->q.optimal_bytes;
-	if (file < ld->hash.nfiles) {
-		fs.sha256_state = ld->hash.state[file];
-		if (ld->hash.hash[file])
-			ld_sha256_hex(ld->hash.got[file], fs.sha256);
+	if (file < ld->last.hash.nfiles) {
+		fs.sha256_state = ld->last.hash.state[file];
+		if (ld->last.hash.hash[file])
+			ld_sha256_hex(ld->last.hash.got[file], fs.sha256);
 	}
 	copy_tagged(out, &fs, sizeof(fs));
 	return 0;
@@ -566,11 +566,11 @@ void rl_loader_destroy(rl_loader *ld)
 	ld_free_areas(ld);
 	ld_stream_free(ld);
 	ld_dev_free(ld);
-	cm_free(ld->caller);
-	cm_free(ld->files);
-	cm_free(ld->file_index);
+	cm_free(ld->opt.caller);
+	cm_free(ld->last.files);
+	cm_free(ld->last.file_index);
 	rl_loader_expect_sha256(ld, NULL, NULL);
-	ld_hashrun_free(&ld->hash);
+	ld_hashrun_free(&ld->last.hash);
 	cm_free(ld);
 }
 
@@ -582,11 +582,11 @@ int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex)
 	if (!ld)
 		return -EINVAL;
 	if (!file && !hex) {
-		for (size_t i = 0; i < ld->nexpect; i++)
-			cm_free(ld->expect[i].name);
-		cm_free(ld->expect);
-		ld->expect = NULL;
-		ld->nexpect = 0;
+		for (size_t i = 0; i < ld->opt.nexpect; i++)
+			cm_free(ld->opt.expect[i].name);
+		cm_free(ld->opt.expect);
+		ld->opt.expect = NULL;
+		ld->opt.nexpect = 0;
 		return 0;
 	}
 	if (!file || !file[0])
@@ -594,15 +594,15 @@ int rl_loader_expect_sha256(rl_loader *ld, const char *file, const char *hex)
 	if (ld_parse_sha256(hex, sha) < 0)
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "%s: expected SHA-256 is not 64 hex digits", file);
-	x = cm_reallocarray(ld->expect, ld->nexpect + 1, sizeof(*x));
+	x = cm_reallocarray(ld->opt.expect, ld->opt.nexpect + 1, sizeof(*x));
 	if (!x)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	ld->expect = x;
-	x += ld->nexpect;
+	ld->opt.expect = x;
+	x += ld->opt.nexpect;
 	x->name = cm_strdup(file);
 	if (!x->name)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
 	memcpy(x->sha, sha, 32);
-	ld->nexpect++;
+	ld->opt.nexpect++;
 	return 0;
 }

@@ -12,18 +12,18 @@
 
 void ld_free_areas(rl_loader *ld)
 {
-	for (unsigned i = 0; i < ld->nareas; i++)
-		if (ld->areas[i].ours)
-			eng_staging_free(ld->areas[i].ptr, ld->areas[i].len);
-	cm_free(ld->areas);
-	ld->areas = NULL;
-	ld->nareas = 0;
+	for (unsigned i = 0; i < ld->last.nareas; i++)
+		if (ld->last.areas[i].ours)
+			eng_staging_free(ld->last.areas[i].ptr, ld->last.areas[i].len);
+	cm_free(ld->last.areas);
+	ld->last.areas = NULL;
+	ld->last.nareas = 0;
 }
 
 void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_stats *es,
 		   double plan_s, double total_s)
 {
-	rl_load_stats *s = &ld->stats;
+	rl_load_stats *s = &ld->last.stats;
 
 	memset(s, 0, sizeof(*s));
 	s->size = sizeof(*s);
@@ -48,12 +48,12 @@ void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_sta
 	s->fallback_flags = es->fallback_flags;
 	memcpy(s->fallbacks, es->fallbacks, sizeof(s->fallbacks));
 	s->fallbacks[sizeof(s->fallbacks) - 1] = '\0';
-	ld->have_stats = 1;
+	ld->last.have_stats = 1;
 }
 
 void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why)
 {
-	rl_load_stats *x = &ld->stats;
+	rl_load_stats *x = &ld->last.stats;
 
 	x->workers = es->workers;
 	x->prepare_seconds = es->prepare_seconds;
@@ -61,27 +61,27 @@ void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why
 	x->request_bytes = es->max_read;
 	x->bytes_buffered = es->bytes_buffered;
 	x->files_cached = es->files_cached;
-	x->numa_node = ld->staging_mode == RL_STAGING_LIBRARY ? eng_numa_node("/sys") : -1;
+	x->numa_node = ld->opt.staging_mode == RL_STAGING_LIBRARY ? eng_numa_node("/sys") : -1;
 	snprintf(x->shape, sizeof(x->shape), "%s%s%s", why, why[0] ? "; " : "", es->shape);
 	x->bytes_hashed = es->hashed_bytes;
 	x->hash_seconds = es->hash_seconds;
 	x->hash_held_peak = es->hash_held_peak;
 	x->reads_fixed = es->reads_fixed;
-	for (size_t f = 0; f < ld->hash.nfiles; f++)
-		x->files_hashed += ld->hash.hash[f];
-	x->files_unchecked = ld->hash.unchecked;
+	for (size_t f = 0; f < ld->last.hash.nfiles; f++)
+		x->files_hashed += ld->last.hash.hash[f];
+	x->files_unchecked = ld->last.hash.unchecked;
 }
 
 int ld_reset_files(rl_loader *ld, const struct pl_exec *ex)
 {
-	cm_free(ld->files); /* the last run's file statistics go with it */
-	cm_free(ld->file_index);
-	ld->nfiles = ex->nfiles;
-	ld->files = cm_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->files));
-	ld->file_index = cm_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->file_index));
-	if (!ld->files || !ld->file_index)
+	cm_free(ld->last.files); /* the last run's file statistics go with it */
+	cm_free(ld->last.file_index);
+	ld->last.nfiles = ex->nfiles;
+	ld->last.files = cm_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->last.files));
+	ld->last.file_index = cm_calloc(ex->nfiles ? ex->nfiles : 1, sizeof(*ld->last.file_index));
+	if (!ld->last.files || !ld->last.file_index)
 		return -ENOMEM;
 	for (size_t f = 0; f < ex->nfiles; f++)
-		ld->file_index[f] = ex->file_index ? ex->file_index[f] : (uint32_t)f;
+		ld->last.file_index[f] = ex->file_index ? ex->file_index[f] : (uint32_t)f;
 	return 0;
 }

@@ -53,7 +53,7 @@ static void dev_free_sink(struct ld_dev *c)
 
 void ld_dev_free(rl_loader *ld)
 {
-	struct ld_dev *c = ld->dev;
+	struct ld_dev *c = ld->deliver.dev;
 
 	if (!c)
 		return;
@@ -66,7 +66,7 @@ void ld_dev_free(rl_loader *ld)
 	cm_free(c->s_ord);
 	cm_free(c->s_stream);
 	cm_free(c);
-	ld->dev = NULL;
+	ld->deliver.dev = NULL;
 }
 
 const char *rl_device_kind_at(size_t i)
@@ -137,8 +137,8 @@ int rl_loader_set_device(rl_loader *ld, const char *kind, const int32_t *ordinal
 	if (c->map)
 		memcpy(c->map, ordinals, n * sizeof(*c->map));
 	c->nmap = c->map ? n : 0;
-	ld->dev = c;
-	ld->staging_mode = RL_STAGING_STREAM;
+	ld->deliver.dev = c;
+	ld->opt.staging_mode = RL_STAGING_STREAM;
 	cm_err_clear(&ld->err);
 	return 0;
 }
@@ -146,9 +146,9 @@ int rl_loader_set_device(rl_loader *ld, const char *kind, const int32_t *ordinal
 /* The loader's device state, or NULL with ld->err set naming fn. */
 static struct ld_dev *dev_of(rl_loader *ld, const char *fn)
 {
-	if (!ld->dev)
+	if (!ld->deliver.dev)
 		cm_err_set(&ld->err, RL_E_STATE, "%s: call rl_loader_set_device first", fn);
-	return ld->dev;
+	return ld->deliver.dev;
 }
 
 int rl_loader_set_device_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes)
@@ -225,7 +225,7 @@ int rl_loader_device_area(rl_loader *ld, uint32_t device, uint64_t *device_ptr, 
 
 	if (!ld || !device_ptr || !bytes)
 		return -EINVAL;
-	c = ld->dev;
+	c = ld->deliver.dev;
 	if (!c || !c->sink.ops || device >= c->nslots || !c->ops->base(&c->sink, device))
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "no library device memory for device %u (no device load, or the caller's pointers)",
@@ -248,7 +248,7 @@ int rl_loader_device_shard(rl_loader *ld, size_t shard, uint64_t *device_ptr)
 
 	if (!ld || !device_ptr)
 		return -EINVAL;
-	c = ld->dev;
+	c = ld->deliver.dev;
 	if (!c || !c->sink.ops || shard >= c->nshards)
 		return cm_err_set(&ld->err, RL_E_STATE, "no device load with a shard %zu", shard);
 	*device_ptr = dev_shard_ptr(c, shard);
@@ -262,7 +262,7 @@ int rl_loader_device_read_back(rl_loader *ld, uint32_t device, uint64_t offset, 
 
 	if (!ld || !dst)
 		return -EINVAL;
-	c = ld->dev;
+	c = ld->deliver.dev;
 	if (!c || !c->sink.ops || device >= c->nslots)
 		return cm_err_set(&ld->err, RL_E_STATE, "no device load to read back from");
 	return c->ops->read_back(&c->sink, device, offset, dst, len, &ld->err);
@@ -408,8 +408,8 @@ static void dev_on_shard(void *user, size_t shard)
 {
 	rl_loader *ld = user;
 
-	if (ld->on_shard)
-		ld->on_shard(ld->user, shard);
+	if (ld->opt.on_shard)
+		ld->opt.on_shard(ld->opt.user, shard);
 }
 
 /* The caller's streams, then the sink's begin: before any copy, after
@@ -423,7 +423,7 @@ static int dev_begin_streams(rl_loader *ld, struct ld_dev *c)
 
 int ld_dev_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t pool_len)
 {
-	struct ld_dev *c = ld->dev;
+	struct ld_dev *c = ld->deliver.dev;
 	int ret = c->ops->forked ? c->ops->forked(&ld->err) : 0;
 
 	if (ret < 0) /* before the kept sink's device calls */
@@ -454,13 +454,13 @@ int ld_dev_begin(rl_loader *ld, const struct pl_exec *ex, void *pool, size_t poo
 
 void ld_dev_device(rl_loader *ld, const struct eng_sink **sink, const uint64_t **dst)
 {
-	*sink = &ld->dev->sink;
-	*dst = ld->dev->dst;
+	*sink = &ld->deliver.dev->sink;
+	*dst = ld->deliver.dev->dst;
 }
 
 uint64_t ld_dev_piece_ptr(rl_loader *ld, size_t shard, uint64_t offset)
 {
-	return dev_shard_ptr(ld->dev, shard) + offset;
+	return dev_shard_ptr(ld->deliver.dev, shard) + offset;
 }
 
 /* The sink's fallback, if any, in the run's statistics (the one warning
@@ -480,7 +480,7 @@ static void dev_note(const struct ld_dev *c, struct eng_stats *st)
 
 void ld_dev_done(rl_loader *ld, int ok, struct eng_stats *st)
 {
-	struct ld_dev *c = ld->dev;
+	struct ld_dev *c = ld->deliver.dev;
 
 	if (st)
 		dev_note(c, st);
@@ -492,7 +492,7 @@ void ld_dev_done(rl_loader *ld, int ok, struct eng_stats *st)
 
 void ld_dev_unpin(rl_loader *ld)
 {
-	struct ld_dev *c = ld->dev;
+	struct ld_dev *c = ld->deliver.dev;
 
 	if (c && c->sink.ops && c->sink.ops->unpin)
 		c->sink.ops->unpin(c->sink.state, NULL, 0);

@@ -1,7 +1,8 @@
 /*
  * loader_internal.h - what api/load.c and api/stream.c share of an
- * rl_loader: its options, staging, callbacks, statistics, and the state
- * of a streaming load (api/stream.c).
+ * rl_loader: its options (struct ld_opts), the last run's results (struct
+ * ld_last) and the state that delivers a run's bytes (struct ld_deliver:
+ * read-once bytes, a streaming load's windows, devices).
  */
 #ifndef API_LOADER_INTERNAL_H
 #define API_LOADER_INTERNAL_H
@@ -19,7 +20,9 @@ struct ld_area {
 	int ours;               /* allocated by the library */
 };
 
-struct rl_loader {
+/* What rl_loader_set*, rl_loader_set_staging and rl_loader_expect_sha256
+ * set: read by every run, changed by no run. */
+struct ld_opts {
 	struct eng_opts eo;
 	int staging_mode;
 	uint64_t request_bytes;  /* 0: automatic */
@@ -27,10 +30,24 @@ struct rl_loader {
 	rl_shard_fn on_shard;
 	rl_progress_fn on_progress;
 	void *user;
-	const uint8_t *received; /* of the running plan (read once), or NULL */
 
 	struct ld_area *caller;  /* RL_STAGING_CALLER areas, by device */
 	unsigned ncaller;
+
+	struct ld_expect *expect;    /* rl_loader_expect_sha256() */
+	size_t nexpect;
+	int sha256_hf;               /* RL_OPT_SHA256_HF */
+
+	/* RL_STAGING_STREAM (api/stream.c) */
+	uint64_t budget;         /* 0: rl_loader_default_budget() */
+	uint32_t release_timeout_ms;
+	rl_piece_fn on_piece;
+	void *piece_user;
+};
+
+/* The last run's results, what rl_loader_stats, rl_loader_file_stats,
+ * rl_loader_staging and rl_loader_sha256 report: replaced by each run. */
+struct ld_last {
 	struct ld_area *areas;   /* staging of the last run */
 	unsigned nareas;
 	int failed;              /* the last run failed: areas not handed out */
@@ -40,22 +57,25 @@ struct rl_loader {
 	uint32_t *file_index;        /* the checkpoint's index of each */
 	size_t nfiles;
 	int have_stats;
-	struct cm_err err;
-
-	struct ld_expect *expect;    /* rl_loader_expect_sha256() */
-	size_t nexpect;
-	int sha256_hf;               /* RL_OPT_SHA256_HF */
 	struct ld_hashrun hash;      /* of the last run */
+};
 
-	/* RL_STAGING_STREAM (api/stream.c) */
-	uint64_t budget;         /* 0: rl_loader_default_budget() */
-	uint32_t release_timeout_ms;
-	rl_piece_fn on_piece;
-	void *piece_user;
+/* Where a run's bytes go beyond whole staging: the read-once bytes the
+ * running plan received, the streaming state (window pool, pieces held, a
+ * started load) and the devices; the pool and the device sink are kept
+ * for the next run when they fit it. */
+struct ld_deliver {
+	const uint8_t *received; /* of the running plan (read once), or NULL */
 	struct ld_stream *stream; /* window pool, pieces held, a started load */
-
 	/* rl_loader_set_device (api/loader_dev.c): streaming loads go to devices */
 	struct ld_dev *dev;
+};
+
+struct rl_loader {
+	struct ld_opts opt;
+	struct ld_last last;
+	struct ld_deliver deliver;
+	struct cm_err err;       /* the last call's error (rl_loader_errmsg) */
 };
 
 /* load_common.c: frees library staging of the last run. */
@@ -66,7 +86,7 @@ void ld_fill_stats(rl_loader *ld, const struct pl_exec *ex, const struct eng_sta
 		   double plan_s, double total_s);
 void ld_fill_stats_ex(rl_loader *ld, const struct eng_stats *es, const char *why);
 /* load_common.c: the last run's per-file statistics dropped, and arrays for the
- * next run's (ld->files, ld->file_index). */
+ * next run's (ld->last.files, ld->last.file_index). */
 int ld_reset_files(rl_loader *ld, const struct pl_exec *ex);
 
 /* stream.c: a streaming run of ex with the piece callback on the calling
@@ -82,7 +102,7 @@ uint64_t ld_stream_request_cap(const rl_loader *ld);
 /* stream.c: frees the window pool and the stream state (destroy). */
 void ld_stream_free(rl_loader *ld);
 
-/* loader_dev.c: a streaming load delivered to devices (ld->dev set).
+/* loader_dev.c: a streaming load delivered to devices (ld->deliver.dev set).
  * begin: the sink, destinations and the pinned pool for ex; device: the
  * sink and each shard's place in it, for the executor; piece_ptr: the
  * device address of byte offset of shard (a started load's pieces);

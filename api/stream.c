@@ -153,15 +153,15 @@ int64_t rl_loader_budget(const rl_loader *ld)
 
 	if (!ld)
 		return -EINVAL;
-	if (ld->budget)
-		return (int64_t)ld->budget;
+	if (ld->opt.budget)
+		return (int64_t)ld->opt.budget;
 	d = rl_loader_default_budget();
-	return ld->dev ? CM_MIN(d, (int64_t)ST_DEVICE_DEFAULT) : d;
+	return ld->deliver.dev ? CM_MIN(d, (int64_t)ST_DEVICE_DEFAULT) : d;
 }
 
 uint64_t ld_stream_request_cap(const rl_loader *ld)
 {
-	uint64_t budget = ld->stream && ld->stream->user_pool ? ld->stream->user_len :
+	uint64_t budget = ld->deliver.stream && ld->deliver.stream->user_pool ? ld->deliver.stream->user_len :
 			  (uint64_t)rl_loader_budget(ld);
 
 	return CM_MAX(cm_align_down(budget / 32, ST_PAGE), ST_PAGE);
@@ -172,7 +172,7 @@ uint64_t ld_stream_request_cap(const rl_loader *ld)
 
 static struct ld_stream *st_get(rl_loader *ld)
 {
-	struct ld_stream *s = ld->stream;
+	struct ld_stream *s = ld->deliver.stream;
 	pthread_condattr_t ca;
 
 	if (s)
@@ -186,7 +186,7 @@ static struct ld_stream *st_get(rl_loader *ld)
 	pthread_cond_init(&s->ready, &ca);
 	pthread_condattr_destroy(&ca);
 	ex_wpool_init(&s->wp);
-	ld->stream = s;
+	ld->deliver.stream = s;
 	return s;
 }
 
@@ -210,7 +210,7 @@ static void st_free_pool(rl_loader *ld, struct ld_stream *s)
 
 void ld_stream_free(rl_loader *ld)
 {
-	struct ld_stream *s = ld->stream;
+	struct ld_stream *s = ld->deliver.stream;
 
 	if (!s)
 		return;
@@ -222,12 +222,12 @@ void ld_stream_free(rl_loader *ld)
 	pthread_cond_destroy(&s->ready);
 	pthread_mutex_destroy(&s->lock);
 	cm_free(s);
-	ld->stream = NULL;
+	ld->deliver.stream = NULL;
 }
 
 int ld_stream_idle(rl_loader *ld)
 {
-	struct ld_stream *s = ld->stream;
+	struct ld_stream *s = ld->deliver.stream;
 	size_t held;
 	int pulling;
 
@@ -275,9 +275,9 @@ static void st_medium(const rl_loader *ld, const struct pl_exec *ex, struct ex_w
 			have_q = eng_devq_probe_path(ex->paths[ex->reads[i].file], &q) > 0;
 	}
 	w->request = ex->max_read;
-	w->workers = ld->eo.workers ? ld->eo.workers : eng_auto_workers(bytes);
+	w->workers = ld->opt.eo.workers ? ld->opt.eo.workers : eng_auto_workers(bytes);
 	w->workers = (unsigned)CM_MIN((uint64_t)w->workers, CM_MAX(ex->nreads, (size_t)1));
-	w->depth = ld->eo.queue_depth ? ld->eo.queue_depth :
+	w->depth = ld->opt.eo.queue_depth ? ld->opt.eo.queue_depth :
 		   eng_auto_depth(w->workers, (uint32_t)CM_MIN(ex->max_read, UINT32_MAX),
 				  have_q ? &q : NULL);
 	w->dev_request = have_q ? q.max_bytes : 0;
@@ -338,7 +338,7 @@ static int st_setup_pool(rl_loader *ld, struct ld_stream *s)
 static int st_plan(rl_loader *ld, struct ld_stream *s)
 {
 	const struct pl_exec *ex = &s->ex;
-	struct ex_program_opts o = { s->wp.slot_bytes, ST_PAGE, ld->hash.hash,
+	struct ex_program_opts o = { s->wp.slot_bytes, ST_PAGE, ld->last.hash.hash,
 				     (uint32_t)CM_MIN(CM_MAX(ex->max_read, 4096u), 1u << 30) };
 	int ret = ex_program_build(&s->prog, ex, &o);
 
@@ -377,7 +377,7 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece)
 	t = piece->token;
 	if (t == 0)
 		return 0; /* a zero-byte piece: nothing held */
-	if (ld->stream && st_give(ld->stream, t) == 0)
+	if (ld->deliver.stream && st_give(ld->deliver.stream, t) == 0)
 		return 0;
 	/* The caller's bug, named so it can be found: which piece and window. */
 	return cm_err_set(&ld->err, RL_E_PIECE,
@@ -393,11 +393,11 @@ static int st_piece(void *user, const struct ex_piece *sp, uint8_t *data, unsign
 		    uint32_t gen, size_t idx, struct cm_err *e)
 {
 	rl_loader *ld = user;
-	struct ld_stream *s = ld->stream;
+	struct ld_stream *s = ld->deliver.stream;
 	rl_piece p = { sp->shard, sp->dev, sp->offset, sp->len, data,
 		       idx == SIZE_MAX ? 0 : st_token(k, gen, idx) };
 
-	if (ld->dev) /* in device memory, copied: no window held */
+	if (ld->deliver.dev) /* in device memory, copied: no window held */
 		p.data = (uint8_t *)(uintptr_t)ld_dev_piece_ptr(ld, sp->shard, sp->offset);
 
 	if (s->pulling) {
@@ -407,7 +407,7 @@ static int st_piece(void *user, const struct ex_piece *sp, uint8_t *data, unsign
 		pthread_mutex_unlock(&s->lock);
 		return 0;
 	}
-	if (ld->on_piece(ld->piece_user, &p) != 0)
+	if (ld->opt.on_piece(ld->opt.piece_user, &p) != 0)
 		return cm_err_set(e, RL_E_CANCELED, "streaming: the piece callback canceled the load");
 	return 0;
 }
@@ -436,7 +436,7 @@ static void st_pool_why(const struct ld_stream *s, char *out, size_t n)
  * fields and in the shape text. */
 static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char *why)
 {
-	const struct ld_stream *s = ld->stream;
+	const struct ld_stream *s = ld->deliver.stream;
 	char text[sizeof(((rl_load_stats *)0)->shape)]; /* why + the windows */
 	char pool[128];
 
@@ -456,58 +456,58 @@ static void st_fill_stats_ex(rl_loader *ld, const struct ex_exec *x, const char 
 			 (uint64_t)s->ex.max_read, ld_stream_request_cap(ld));
 	}
 	ld_fill_stats_ex(ld, &x->stats, text);
-	ld->stats.stream_windows = s->wp.nslots;
-	ld->stats.stream_window_bytes = s->wp.slot_bytes;
-	ld->stats.stream_registered = x->registered;
-	ld->stats.stream_ranges = s->prog.win.n;
-	ld->stats.stream_pool_bytes = s->wp.nslots * s->wp.slot_bytes; /* the windows' */
-	ld->stats.stream_pool_limit = s->sized.limit;
-	ld->stats.stream_pool_reads = s->sized.reads;
-	ld->stats.stream_pool_medium = s->sized.medium;
-	ld->stats.stream_pool_depth = s->want.depth;
-	ld->stats.stream_pool_workers = s->want.workers;
-	ld->stats.engine_runs = x->runs;
+	ld->last.stats.stream_windows = s->wp.nslots;
+	ld->last.stats.stream_window_bytes = s->wp.slot_bytes;
+	ld->last.stats.stream_registered = x->registered;
+	ld->last.stats.stream_ranges = s->prog.win.n;
+	ld->last.stats.stream_pool_bytes = s->wp.nslots * s->wp.slot_bytes; /* the windows' */
+	ld->last.stats.stream_pool_limit = s->sized.limit;
+	ld->last.stats.stream_pool_reads = s->sized.reads;
+	ld->last.stats.stream_pool_medium = s->sized.medium;
+	ld->last.stats.stream_pool_depth = s->want.depth;
+	ld->last.stats.stream_pool_workers = s->want.workers;
+	ld->last.stats.engine_runs = x->runs;
 }
 
 static int st_progress(void *user, uint64_t done, uint64_t total)
 {
 	rl_loader *ld = user;
 
-	return ld->on_progress(ld->user, done, total);
+	return ld->opt.on_progress(ld->opt.user, done, total);
 }
 
 /* The whole load of s->ex (on the calling or the library thread). */
 static int st_load(rl_loader *ld, const char *why)
 {
-	struct ld_stream *s = ld->stream;
-	struct ex_exec x = { .ex = &s->ex, .prog = &s->prog, .eo = ld->eo,
-			     .file_stats = ld->files, .digests = ld->hash.got,
-			     .on_progress = ld->on_progress ? st_progress : NULL,
+	struct ld_stream *s = ld->deliver.stream;
+	struct ex_exec x = { .ex = &s->ex, .prog = &s->prog, .eo = ld->opt.eo,
+			     .file_stats = ld->last.files, .digests = ld->last.hash.got,
+			     .on_progress = ld->opt.on_progress ? st_progress : NULL,
 			     .on_piece = st_piece, .user = ld, .pool = &s->wp,
-			     .release_timeout_ms = ld->release_timeout_ms };
+			     .release_timeout_ms = ld->opt.release_timeout_ms };
 	struct sink_host host[EX_WPOOL_MAX];
 	int ret;
 
 	for (unsigned k = 0; k < s->wp.nslots; k++)
 		x.windows[k] = sink_host_init(host + k, 1, &s->wp.slot[k].ptr, &s->wp.slot_bytes);
-	if (ld->dev) /* pieces only to a started load's consumer */
+	if (ld->deliver.dev) /* pieces only to a started load's consumer */
 		ld_dev_device(ld, &x.device, &x.device_dst);
-	if (ld->dev && !s->pulling)
+	if (ld->deliver.dev && !s->pulling)
 		x.on_piece = NULL;
 	ret = ex_execute(&x, &ld->err);
 	for (unsigned k = 0; k < s->wp.nslots; k++) /* a refusal: noted once */
 		if (!(x.stats.fallback_flags & ENG_FALLBACK_NOT_PREFAULTED))
 			sink_host_note(host + k, &x.stats);
 	if (ret == 0)
-		ret = ld_hash_check(&ld->hash, &s->ex, &ld->err);
+		ret = ld_hash_check(&ld->last.hash, &s->ex, &ld->err);
 	/* After the check: a mismatch keeps no device memory. A started
 	 * load's consumer may read the shards' addresses until it calls
 	 * rl_loader_finish, which frees them then (on its thread). */
-	if (ld->dev)
+	if (ld->deliver.dev)
 		ld_dev_done(ld, ret == 0 || s->pulling, &x.stats);
 	ld_fill_stats(ld, &s->ex, &x.stats, 0, cm_now_s() - s->t0);
 	st_fill_stats_ex(ld, &x, why);
-	ld->failed = ret < 0;
+	ld->last.failed = ret < 0;
 	if (ret == 0)
 		cm_err_clear(&ld->err);
 	return ret;
@@ -525,11 +525,11 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 
 	if (ret < 0)
 		return ret;
-	ld_hashrun_free(&ld->hash); /* no stale results */
+	ld_hashrun_free(&ld->last.hash); /* no stale results */
 	s = st_get(ld);
 	if (!s || ld_reset_files(ld, ex) < 0)
 		return cm_err_set(&ld->err, -ENOMEM, "out of memory");
-	ret = ld_hash_prepare(&ld->hash, ld->expect, ld->nexpect, ld->sha256_hf, ex, &ld->err);
+	ret = ld_hash_prepare(&ld->last.hash, ld->opt.expect, ld->opt.nexpect, ld->opt.sha256_hf, ex, &ld->err);
 	if (ret < 0)
 		return ret;
 	ld_free_areas(ld); /* library staging of an earlier run */
@@ -540,7 +540,7 @@ static int st_prepare(rl_loader *ld, const struct pl_exec *ex)
 	ret = st_setup_pool(ld, s);
 	if (ret == 0)
 		ret = st_plan(ld, s);
-	if (ret == 0 && ld->dev) /* the windows: one region from slot 0 on */
+	if (ret == 0 && ld->deliver.dev) /* the windows: one region from slot 0 on */
 		ret = ld_dev_begin(ld, ex, s->wp.slot[0].ptr,
 				    (size_t)(s->wp.nslots * s->wp.slot_bytes));
 	return ret;
@@ -550,21 +550,21 @@ int ld_stream_exec(rl_loader *ld, const struct pl_exec *ex, double plan_s, const
 {
 	int ret;
 
-	if (!ld->on_piece && !ld->dev)
+	if (!ld->opt.on_piece && !ld->deliver.dev)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "streaming: rl_loader_run() needs a piece callback (rl_loader_set_piece_callback), or use rl_loader_start()");
 	ret = st_prepare(ld, ex);
 	if (ret == 0)
 		ret = st_load(ld, why);
-	ld->stats.plan_seconds = plan_s;
-	ld->stats.total_seconds += plan_s;
+	ld->last.stats.plan_seconds = plan_s;
+	ld->last.stats.total_seconds += plan_s;
 	return ret;
 }
 
 static void *st_thread(void *arg)
 {
 	rl_loader *ld = arg;
-	struct ld_stream *s = ld->stream;
+	struct ld_stream *s = ld->deliver.stream;
 	int ret = st_load(ld, "");
 
 	pthread_mutex_lock(&s->lock);
@@ -590,14 +590,14 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	if (pl_plan_stats_only(plan->pl))
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "plan built for statistics only (RL_PLAN_STATS_ONLY)");
-	if (ld->staging_mode != RL_STAGING_STREAM)
+	if (ld->opt.staging_mode != RL_STAGING_STREAM)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");
 	pl_plan_exec(plan->pl, &ex);
 	ret = st_prepare(ld, &ex);
 	if (ret < 0)
 		return ret;
-	s = ld->stream;
+	s = ld->deliver.stream;
 	s->ended = 0;
 	s->result = 0;
 	s->pulling = 1;
@@ -618,7 +618,7 @@ int rl_loader_next_piece(rl_loader *ld, rl_piece *piece, int timeout_ms)
 
 	if (!ld || !piece)
 		return -EINVAL;
-	s = ld->stream;
+	s = ld->deliver.stream;
 	if (!s || !s->pulling)
 		return RL_E_STATE;
 	if (timeout_ms > 0)
@@ -656,7 +656,7 @@ int rl_loader_finish(rl_loader *ld)
 
 	if (!ld)
 		return -EINVAL;
-	s = ld->stream;
+	s = ld->deliver.stream;
 	if (!s || !s->pulling)
 		return cm_err_set(&ld->err, RL_E_STATE, "no streaming load started");
 	pthread_mutex_lock(&s->lock);
@@ -676,7 +676,7 @@ int rl_loader_finish(rl_loader *ld)
 	if (ret == 0 && ex_wpool_canceled(&s->wp))
 		ret = cm_err_set(&ld->err, RL_E_CANCELED,
 				 "streaming: canceled (rl_loader_finish() before the last piece)");
-	if (ret < 0 && ld->dev) /* failed, or canceled: no device memory kept */
+	if (ret < 0 && ld->deliver.dev) /* failed, or canceled: no device memory kept */
 		ld_dev_done(ld, 0, NULL);
 	return ret;
 }
@@ -685,8 +685,8 @@ int rl_loader_set_piece_callback(rl_loader *ld, rl_piece_fn fn, void *user)
 {
 	if (!ld)
 		return -EINVAL;
-	ld->on_piece = fn;
-	ld->piece_user = user;
+	ld->opt.on_piece = fn;
+	ld->opt.piece_user = user;
 	return 0;
 }
 

@@ -275,7 +275,7 @@ static void ur_teardown(struct be *be)
 	if (!u)
 		return;
 	if (u->ring_ok && be->w)
-		be->w->abandoned += ur_drain(u);
+		be->w->st.abandoned += ur_drain(u);
 	else if (u->ring_ok)
 		ur_drain(u);
 	if (u->ring_ok) {
@@ -366,8 +366,8 @@ static int ur_setup(struct be *be)
 	}
 	register_files(be, u);
 	register_buffers(be, u);
-	be->w->registered_files = u->reg_files;
-	be->w->registered_buffers = u->reg_bufs;
+	be->w->st.registered_files = u->reg_files;
+	be->w->st.registered_buffers = u->reg_bufs;
 	be->w->reg_fixed = u->reg_fixed;
 	return 0;
 }
@@ -389,7 +389,7 @@ static int ur_queue(struct be *be, struct eng_req *q)
 		io_uring_prep_read_fixed(sqe, fd, dst, q->io_len, off, q->buf);
 	} else if (q->buf < 0 && (fixed = fixed_index(be->run, u, dst, q->io_len)) >= 0) {
 		io_uring_prep_read_fixed(sqe, fd, dst, q->io_len, off, fixed);
-		be->w->reads_fixed += q->io_pos == 0; /* a read, not its retries */
+		be->w->st.reads_fixed += q->io_pos == 0; /* a read, not its retries */
 	} else {
 		io_uring_prep_read(sqe, fd, dst, q->io_len, off);
 	}

@@ -25,7 +25,7 @@ void eng_prepare(struct eng_worker *w, const struct cm_read *r)
 		if (n)
 			sink->ops->prepare(sink->state, w->id, c, n);
 	}
-	w->prepare_ns += cm_now_ns() - t0;
+	w->st.prepare_seconds += (cm_now_ns() - t0) / 1e9;
 }
 
 void eng_prepare_flush(struct eng_worker *w)
@@ -37,7 +37,7 @@ void eng_prepare_flush(struct eng_worker *w)
 		return;
 	t0 = cm_now_ns();
 	sink->ops->prepare_flush(sink->state, w->id);
-	w->prepare_ns += cm_now_ns() - t0;
+	w->st.prepare_seconds += (cm_now_ns() - t0) / 1e9;
 }
 
 static void land(struct eng_worker *w, const struct cm_copy *c, uint64_t bytes)
@@ -138,7 +138,7 @@ int eng_scatter(struct eng_worker *w, struct eng_req *q)
 		ret = hold(w, q, ret);
 	else if (ret == 0)
 		land_read(w, &q->r);
-	w->scatter_ns += cm_now_ns() - t0;
+	w->st.scatter_seconds += (cm_now_ns() - t0) / 1e9;
 	return ret;
 }
 
@@ -168,7 +168,7 @@ void eng_release(struct eng_worker *w, int all)
 		w->held_head = (w->held_head + 1) % w->pool.nbuf;
 		w->nheld--;
 	}
-	w->scatter_ns += cm_now_ns() - t0;
+	w->st.scatter_seconds += (cm_now_ns() - t0) / 1e9;
 }
 
 int eng_sink_finish(struct eng_run *rc, int ret)

@@ -87,7 +87,7 @@ struct be {
  *            called; returns the count or -errno.
  *  wake:     makes a blocked (or the next) reap return.
  *  teardown: nothing of ours is in the kernel when it returns (what could
- *            not be reaped is counted in w->abandoned).
+ *            not be reaped is counted in w->st.abandoned).
  */
 #define ENG_BE_OPS_VERSION 1
 
@@ -216,14 +216,13 @@ struct eng_worker {
 	struct eng_held *held;    /* pool.nbuf entries, oldest at held_head */
 	unsigned held_head, nheld;
 
-	/* Its statistics, merged by eng_run after the join. */
-	uint64_t bytes_read, bytes_direct, bytes_buffered, reads, retries, abandoned;
-	uint64_t t_first, t_last, scatter_ns, prepare_ns;
-	unsigned registered_buffers;
-	int registered_files;
+	/* Its statistics, merged as they are (eng_stats_merge) after the
+	 * join: what it holds (workers 1, buffers, queue depth, registrations:
+	 * set up once) and what it counts in a batch (bytes, reads, retries,
+	 * seconds, the read span: restarted by eng_worker_reset). */
+	struct eng_stats st;
 
 	unsigned reg_fixed;       /* fixed regions its ring registered (all or none) */
-	uint64_t reads_fixed;     /* reads straight into a registered region */
 	unsigned seen;            /* under run->b.lock: the last batch it took */
 
 	int parked;               /* under run->b.lock: asleep in reap, wake it via be */

@@ -222,47 +222,17 @@ static void stop_workers(struct eng_run *rc)
 			pthread_join(rc->cx.workers[i].tid, NULL);
 }
 
-/* Worker w's share of the batch just run, as statistics. */
-static void worker_stats(const struct eng_worker *w, struct eng_stats *part)
-{
-	memset(part, 0, sizeof(*part));
-	part->workers = 1;
-	part->backend = w->backend;
-	part->bytes_read = w->bytes_read;
-	part->bytes_direct = w->bytes_direct;
-	part->bytes_buffered = w->bytes_buffered;
-	part->reads = w->reads;
-	part->reads_fixed = w->reads_fixed;
-	part->retries = w->retries;
-	part->abandoned = w->abandoned;
-	part->buffers = w->nbuf_want;
-	part->registered_buffers = w->registered_buffers;
-	part->queue_depth = w->qd;
-	part->registered_files = w->registered_files;
-	part->scatter_seconds = w->scatter_ns / 1e9;
-	part->prepare_seconds = w->prepare_ns / 1e9;
-}
-
 /* The workers' statistics of the batch just run, added up; the read span
  * from the first submission to the last completion of any. */
 static void merge_stats(struct eng_run *rc)
 {
-	struct eng_stats *st = rc->b.st, part;
-	uint64_t t_first = 0, t_last = 0;
+	struct eng_stats *st = rc->b.st;
 
-	for (unsigned i = 0; i < rc->cx.nworkers; i++) {
-		const struct eng_worker *w = rc->cx.workers + i;
-
-		if (!w->started)
-			continue;
-		worker_stats(w, &part);
-		eng_stats_merge(st, &part, ENG_MERGE_WORKERS);
-		if (w->t_first && (!t_first || w->t_first < t_first))
-			t_first = w->t_first;
-		t_last = CM_MAX(t_last, w->t_last);
-	}
-	if (t_first && t_last > t_first)
-		st->read_seconds = (t_last - t_first) / 1e9;
+	for (unsigned i = 0; i < rc->cx.nworkers; i++)
+		if (rc->cx.workers[i].started)
+			eng_stats_merge(st, &rc->cx.workers[i].st, ENG_MERGE_WORKERS);
+	if (st->read_first_ns && st->read_last_ns > st->read_first_ns)
+		st->read_seconds = (st->read_last_ns - st->read_first_ns) / 1e9;
 	st->peak_inflight = atomic_load_explicit(&rc->b.peak, memory_order_relaxed);
 	/* Relaxed: the workers of the batch were joined (run_batch). */
 	st->limiter_left = atomic_load_explicit(&rc->b.inflight, memory_order_relaxed);
@@ -524,8 +494,9 @@ int eng_session_run(struct eng_session *s, const struct eng_job *job, struct eng
 			s->ferr = *e;
 		/* Nothing of a failed run stays in flight once it returns. */
 		session_stop(s);
+		/* What the teardowns could not reap: counted after the merge. */
 		for (unsigned i = 0; i < rc->cx.nworkers; i++)
-			st->abandoned += rc->cx.workers[i].abandoned;
+			st->abandoned += rc->cx.workers[i].st.abandoned;
 	} else if (e) {
 		cm_err_clear(e);
 	}

@@ -242,6 +242,9 @@ struct eng_stats {
 	/* bytes the byte limiter still held when the batch ended: 0, since
 	 * every read gives back what it took (the tests check it) */
 	uint64_t limiter_left;
+	/* the read span's clocks (cm_now_ns): first submission and last
+	 * completion of any worker; the engine sets read_seconds from them */
+	uint64_t read_first_ns, read_last_ns;
 };
 
 /* How eng_stats_merge adds one part into a sum. */

@@ -259,6 +259,10 @@ int eng_size_run(struct eng_run *rc, const struct eng_needs *n, int generator)
 		w->id = i;
 		w->qd = qd / rc->cx.nworkers + (i < qd % rc->cx.nworkers);
 		w->nbuf_want = buffers_of(rc, n, i);
+		/* What it holds, in its statistics for every batch. */
+		w->st.workers = 1;
+		w->st.buffers = w->nbuf_want;
+		w->st.queue_depth = w->qd;
 	}
 	shape_text(rc, qd, why, rc->b.st->max_read);
 	return 0;

@@ -40,6 +40,9 @@ void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum e
 	sum->hash_held_peak = CM_MAX(sum->hash_held_peak, part->hash_held_peak);
 	sum->max_read = CM_MAX(sum->max_read, part->max_read);
 	sum->files_cached = CM_MAX(sum->files_cached, part->files_cached);
+	if (part->read_first_ns && (!sum->read_first_ns || part->read_first_ns < sum->read_first_ns))
+		sum->read_first_ns = part->read_first_ns;
+	sum->read_last_ns = CM_MAX(sum->read_last_ns, part->read_last_ns);
 	/* At once (workers): resources add up, wall time overlaps; one after
 	 * another (batches): the same resources again, wall time adds up. */
 	if (workers) {
@@ -65,4 +68,17 @@ void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum e
 		memcpy(sum->shape, part->shape, sizeof(sum->shape));
 	sum->fallback_flags |= part->fallback_flags;
 	merge_notes(sum->fallbacks, sizeof(sum->fallbacks), part->fallbacks);
+}
+
+void eng_stats_restart(struct eng_stats *st)
+{
+	struct eng_stats held = {
+		.workers = st->workers,
+		.buffers = st->buffers,
+		.queue_depth = st->queue_depth,
+		.registered_buffers = st->registered_buffers,
+		.registered_files = st->registered_files,
+	};
+
+	*st = held;
 }

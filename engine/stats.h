@@ -17,8 +17,17 @@
  * then sets a batch's read span from its workers' clocks). direct_io holds
  * when it holds for every part; registered_files is the first part's
  * (sum->workers still 0); backend and shape the first set; fallbacks gain
- * each "; "-separated note they lack.
+ * each "; "-separated note they lack; the read span's clocks the earliest
+ * first and the latest last.
  */
 void eng_stats_merge(struct eng_stats *sum, const struct eng_stats *part, enum eng_merge how);
+
+/*
+ * A worker's statistics at the start of a batch: what it holds across
+ * batches (workers, buffers, queue depth, registered buffers and files:
+ * set up once) kept, every count, second and clock of the last batch
+ * zeroed.
+ */
+void eng_stats_restart(struct eng_stats *st);
 
 #endif /* ENGINE_STATS_H */

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "eng_int.h"
+#include "stats.h"
 #include "util.h"
 
 #define MAX_RETRIES 1000
@@ -191,9 +192,7 @@ void eng_worker_reset(struct eng_worker *w)
 		      job->sink->ops->prepare;
 	w->async = eng_sink_ok(job->sink) && job->sink->ops->fence && job->sink->ops->wait;
 	w->held_head = w->nheld = 0;
-	w->bytes_read = w->bytes_direct = w->bytes_buffered = 0;
-	w->reads = w->reads_fixed = w->retries = w->abandoned = 0;
-	w->t_first = w->t_last = w->scatter_ns = w->prepare_ns = 0;
+	eng_stats_restart(&w->st);
 }
 
 /* ------------------------------------------------------------------ */
@@ -358,7 +357,7 @@ static int submit(struct eng_worker *w, struct eng_req *q)
 	if (ret < 0)
 		return ret;
 	w->in_kernel++;
-	w->reads++;
+	w->st.reads++;
 	return 0;
 }
 
@@ -378,7 +377,7 @@ static int requeue(struct eng_worker *w, struct eng_req *q, const char *why)
 		fail_read(w, q, -EIO, why);
 		return -1;
 	}
-	w->retries++;
+	w->st.retries++;
 	q->next = w->retry;
 	w->retry = q;
 	return 0;
@@ -393,7 +392,7 @@ static int short_read(struct eng_worker *w, struct eng_req *q, int res)
 	/* A resubmission from an aligned position re-reads a prefix:
 	 * count only bytes not counted before. */
 	if (got > q->got) {
-		w->bytes_read += got - CM_MAX(q->got, q->io_pos);
+		w->st.bytes_read += got - CM_MAX(q->got, q->io_pos);
 		q->got = got;
 	}
 	if (got >= q->r.len || got >= q->r.min_len)
@@ -427,9 +426,9 @@ static void finish(struct eng_worker *w, struct eng_req *q)
 	const struct eng_job *job = rc->b.job;
 
 	if (q->buf < 0)
-		w->bytes_direct += q->r.len;
+		w->st.bytes_direct += q->r.len;
 	if (!q->direct)
-		w->bytes_buffered += q->r.len;
+		w->st.bytes_buffered += q->r.len;
 	if (job->on_read)
 		job->on_read(job->user, &q->r, q->submit_ns, cm_now_ns());
 	if (job->on_data && !eng_failed(&rc->b))
@@ -542,8 +541,8 @@ static void commit(struct eng_worker *w)
 
 	if (!w->uncommitted)
 		return;
-	if (!w->t_first)
-		w->t_first = cm_now_ns();
+	if (!w->st.read_first_ns)
+		w->st.read_first_ns = cm_now_ns();
 	if (job->on_commit)
 		job->on_commit(job->user, w->uncommitted, w->in_kernel);
 	w->uncommitted = 0;
@@ -583,7 +582,7 @@ static int reap(struct eng_worker *w, int wait, int why)
 		return -1;
 	}
 	if (n > 0)
-		w->t_last = cm_now_ns();
+		w->st.read_last_ns = cm_now_ns();
 	if (n > 0 && rc->b.job->on_reap)
 		rc->b.job->on_reap(rc->b.job->user, (unsigned)n);
 	for (int i = 0; i < n; i++)

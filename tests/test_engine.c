@@ -257,24 +257,54 @@ static void sess_end(struct sess *t)
 		CHECKF(r_ == 0, "%d %s", r_, (t)->e.msg); \
 	} while (0)
 
-/* Three batches on one set-up, each byte-exact; on io_uring the staging
- * is registered and the direct reads into it are READ_FIXED (none when
- * registration is off, nor on the other backends, which say why). */
+/* Batch b's statistics against the first's: the same workers, buffers,
+ * queue depth and registrations (held across batches), the same counts
+ * (each batch counts only its own), a read span within the batch's wall
+ * time (wall_ns). */
+static void same_batch_stats(const struct eng_stats *st, const struct eng_stats *first,
+			     int b, uint64_t wall_ns)
+{
+	CHECKF(st->workers == first->workers && st->workers >= 1 &&
+	       st->buffers == first->buffers && st->queue_depth == first->queue_depth &&
+	       st->registered_buffers == first->registered_buffers &&
+	       st->registered_files == first->registered_files,
+	       "batch %d: workers %u buffers %u depth %u registered %u/%d, first %u %u %u %u/%d",
+	       b, st->workers, st->buffers, st->queue_depth, st->registered_buffers,
+	       st->registered_files, first->workers, first->buffers, first->queue_depth,
+	       first->registered_buffers, first->registered_files);
+	CHECKF(st->reads == first->reads && st->bytes_direct == first->bytes_direct,
+	       "batch %d: %llu reads, %llu direct bytes; first %llu, %llu", b,
+	       (unsigned long long)st->reads, (unsigned long long)st->bytes_direct,
+	       (unsigned long long)first->reads, (unsigned long long)first->bytes_direct);
+	CHECKF(st->read_seconds > 0 && st->read_seconds <= wall_ns / 1e9,
+	       "batch %d: read %.6f s of a %.6f s batch", b, st->read_seconds, wall_ns / 1e9);
+}
+
+/* Three batches on one set-up, each byte-exact and counted on its own;
+ * on io_uring the staging is registered and the direct reads into it are
+ * READ_FIXED (none when registration is off, nor on the other backends,
+ * which say why). */
 static void session_batches(void)
 {
 	for (int reg = 1; reg >= 0; reg--) {
 		static struct sess t;
-		struct eng_stats st;
+		struct eng_stats st, first = { 0 };
 		char why[64];
 		int ret, registered;
 
 		SESS_BEGIN(&t, "sess.bin", (2 << 20) + 4096, 7, reg, -1);
 		for (int b = 0; b < 3; b++) {
+			uint64_t t0;
+
 			tu_clear(&t.p, b + 1);
+			t0 = cm_now_ns();
 			ret = eng_session_run(t.s, &t.job, &st, &t.e);
 			CHECKF(ret == 0, "batch %d: %d %s", b, ret, t.e.msg);
 			CHECK_SAME(&t.p);
 			CHECK_EQ(st.bytes_read, t.p.sizes[0]);
+			if (b == 0)
+				first = st;
+			same_batch_stats(&st, &first, b, cm_now_ns() - t0);
 		}
 		registered = eng_session_fixed(t.s, why, sizeof(why));
 		CHECKF(registered == (reg && cur_backend == ENG_IO_URING), "%d: %s", registered, why);
@@ -2044,27 +2074,35 @@ static void alloc_failures(void)
 /* eng_stats_merge's rules: counts add up either way; resources add up
  * over workers (at once) and are the greatest over batches (one after
  * another), wall seconds the other way round; the first part with workers
- * gives registered_files; direct_io needs every part; notes kept once. */
+ * gives registered_files; direct_io needs every part; notes kept once;
+ * the read span from the earliest first to the latest last clock. */
 static void stats_merge_rules(void)
 {
-	struct eng_stats a = { 0 }, b = { 0 }, w = { 0 }, s = { 0 };
+	struct eng_stats a = { 0 }, b = { 0 }, c = { 0 }, w = { 0 }, s = { 0 };
 
 	a.workers = 2, a.buffers = 8, a.queue_depth = 16, a.reads = 10, a.reads_fixed = 4;
 	a.bytes_read = 100, a.hashed_bytes = 7, a.read_seconds = 1, a.setup_seconds = 0.5;
 	a.scatter_seconds = 0.25, a.peak_inflight = 64, a.registered_files = 1, a.direct_io = 1;
-	a.backend = ENG_IO_URING;
+	a.backend = ENG_IO_URING, a.read_first_ns = 500, a.read_last_ns = 900;
 	snprintf(a.fallbacks, sizeof(a.fallbacks), "x refused; y off");
 	b = a;
 	b.workers = 1, b.buffers = 4, b.queue_depth = 8, b.peak_inflight = 128;
 	b.read_seconds = 2, b.registered_files = 0, b.direct_io = 0;
+	b.read_first_ns = 300, b.read_last_ns = 800;
 	snprintf(b.fallbacks, sizeof(b.fallbacks), "y off; z gone");
 	eng_stats_merge(&w, &a, ENG_MERGE_WORKERS);
 	eng_stats_merge(&w, &b, ENG_MERGE_WORKERS);
 	eng_stats_merge(&s, &a, ENG_MERGE_BATCHES);
 	eng_stats_merge(&s, &b, ENG_MERGE_BATCHES);
+	/* a worker that never submitted: no clock, nothing counted */
+	c.workers = 1;
+	eng_stats_merge(&w, &c, ENG_MERGE_WORKERS);
+	CHECKF(w.read_first_ns == 300 && w.read_last_ns == 900 && s.read_first_ns == 300,
+	       "%llu %llu %llu", (unsigned long long)w.read_first_ns,
+	       (unsigned long long)w.read_last_ns, (unsigned long long)s.read_first_ns);
+	CHECK(w.workers == 4 && w.buffers == 12 && w.queue_depth == 24);
 	CHECK(w.reads == 20 && s.reads == 20 && w.reads_fixed == 8 && s.reads_fixed == 8);
 	CHECK(w.bytes_read == 200 && s.hashed_bytes == 14 && s.scatter_seconds == 0.5);
-	CHECK(w.workers == 3 && w.buffers == 12 && w.queue_depth == 24);
 	CHECK(s.workers == 2 && s.buffers == 8 && s.queue_depth == 16);
 	CHECK(w.read_seconds == 2 && w.setup_seconds == 0.5);
 	CHECK(s.read_seconds == 3 && s.setup_seconds == 1);
