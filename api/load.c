@@ -410,6 +410,7 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 {
 	const struct pl_plan *pp;
 	struct pl_exec ex;
+	int ret;
 
 	if (!ld)
 		return -EINVAL;
@@ -419,7 +420,10 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 	if (!pp)
 		return cm_err_set(&ld->err, RL_E_STATE, "plan not built");
 	pl_plan_exec(pp, &ex);
-	return run_exec(ld, &ex, 0, "");
+	ret = ld_transport_refuses(ld);
+	if (ret == 0)
+		ret = run_exec(ld, &ex, 0, "");
+	return ld_transport_run(ld, pp, ret);
 }
 
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
@@ -450,11 +454,14 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	if (ret < 0) {
 		cm_err_set(&ld->err, ret, "%s", rl_plan_errmsg(plan));
 		rl_plan_destroy(plan);
-		return ret;
+		return ld_transport_run(ld, NULL, ret); /* the others learn it */
 	}
 	pp = plan->pl;
 	pl_plan_exec(pp, &ex);
-	ret = run_exec(ld, &ex, cm_now_s() - t0, why);
+	ret = ld_transport_refuses(ld);
+	if (ret == 0)
+		ret = run_exec(ld, &ex, cm_now_s() - t0, why);
+	ret = ld_transport_run(ld, pp, ret);
 	if (ret < 0) {
 		rl_plan_destroy(plan);
 		return ret;

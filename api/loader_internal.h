@@ -10,6 +10,7 @@
 #include "../engine/engine.h"
 #include "../planner/planner.h"
 #include "integrity.h"
+#include "../exec/xfer_exec.h"
 
 struct ld_stream;
 
@@ -56,6 +57,10 @@ struct rl_loader {
 
 	/* rl_loader_set_cuda (api/loader_cuda.c): streaming loads go to GPUs */
 	struct ld_cuda *cuda;
+
+	/* rl_loader_set_transport (api/transport.c): runs move transfers */
+	struct ex_transport tp;
+	int has_transport;
 };
 
 /* load_common.c: frees library staging of the last run. */
@@ -93,5 +98,13 @@ void ld_cuda_done(rl_loader *ld, int ok, struct eng_stats *st);
 void ld_cuda_unpin(rl_loader *ld);
 /* cuda.c: frees the CUDA state (destroy). */
 void ld_cuda_free(rl_loader *ld);
+
+/* transport.c: with a transport set, every process agrees on ret (the
+ * run's own reads; pp may be NULL when ret is not 0), then the transfers
+ * of pp run over it; the run's result. Without one, ret. */
+int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, int ret);
+/* transport.c: RL_E_STATE (ld->err set) when a transport is set on a
+ * loader that streams; else 0. */
+int ld_transport_refuses(rl_loader *ld);
 
 #endif /* API_LOADER_INTERNAL_H */

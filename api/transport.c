@@ -1,0 +1,118 @@
+/*
+ * transport.c - rl_loader_set_transport() of ringload.h, and a run's
+ * transfers over it: the process's own reads agreed, then the read-once
+ * executor (exec/xfer_exec.c) with host sinks over the run's staging and
+ * over each batch buffer.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "loader_internal.h"
+#include "../sink/host.h"
+
+int rl_loader_set_transport(rl_loader *ld, const rl_transport_ops *ops, void *user)
+{
+	if (!ld)
+		return -EINVAL;
+	cm_err_clear(&ld->err);
+	if (!ops) {
+		ld->has_transport = 0;
+		return 0;
+	}
+	if (ops->version != RL_TRANSPORT_V1)
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "transport: version %u, %u expected",
+				  ops->version, RL_TRANSPORT_V1);
+	if (ops->size < sizeof(*ops))
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "transport: size %u, at least %zu expected",
+				  ops->size, sizeof(*ops));
+	if (!ops->send || !ops->recv || !ops->wait || !ops->agree)
+		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
+				  "transport: the %s op is NULL", !ops->send ? "send" :
+				  !ops->recv ? "recv" : !ops->wait ? "wait" : "agree");
+	ld->tp = (struct ex_transport){ ops->send, ops->recv, ops->wait, ops->agree, user };
+	ld->has_transport = 1;
+	return 0;
+}
+
+/* A host sink over one batch buffer at a time. */
+struct bufsink {
+	struct sink_host h;
+	uint8_t *area;
+	uint64_t bytes;
+};
+
+static const struct eng_sink *buffer_sink(void *user, uint8_t *buf, uint64_t len)
+{
+	struct bufsink *b = user;
+
+	b->area = buf;
+	b->bytes = len;
+	return sink_host_init(&b->h, 1, &b->area, &b->bytes);
+}
+
+struct tp_run {
+	struct bufsink bs;
+	rl_loader *ld;
+};
+
+static const struct eng_sink *tp_buffer(void *user, uint8_t *buf, uint64_t len)
+{
+	return buffer_sink(&((struct tp_run *)user)->bs, buf, len);
+}
+
+static void tp_shard(void *user, size_t shard)
+{
+	rl_loader *ld = ((struct tp_run *)user)->ld;
+
+	ld->on_shard(ld->user, shard);
+}
+
+/* The transfers of pp into the run's staging (own reads succeeded). */
+static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_exec *ex)
+{
+	struct tp_run r = { .ld = ld };
+	struct ex_xfer_exec x = { .p = pp, .t = &ld->tp, .eo = ld->eo, .user = &r,
+				  .chunk = CM_MIN(ex->max_read ? ex->max_read : 1u << 20,
+						  ld->eo.inflight_bytes),
+				  .buffer_sink = tp_buffer,
+				  .on_shard = ld->on_shard ? tp_shard : NULL };
+	struct sink_host host;
+	uint8_t **staging = cm_calloc(ex->ndevs + 1, sizeof(*staging));
+	int ret;
+
+	if (!staging)
+		return ex_xfer_agree(&ld->tp, cm_err_set(&ld->err, -ENOMEM, "out of memory"),
+				     "set-up", &ld->err);
+	for (unsigned d = 0; d < ex->ndevs && d < ld->nareas; d++)
+		staging[d] = ld->areas[d].ptr;
+	x.dst = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
+	ret = ex_xfer_execute(&x, &ld->err);
+	ld->stats.bytes_read += x.read;
+	cm_free(staging);
+	return ret;
+}
+
+int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, int ret)
+{
+	struct pl_exec ex;
+
+	if (!ld->has_transport)
+		return ret;
+	ret = ex_xfer_agree(&ld->tp, ret, "own reads", &ld->err);
+	if (!ret) {
+		pl_plan_exec(pp, &ex);
+		ret = transfers(ld, pp, &ex);
+	}
+	ld->failed = ret < 0;
+	if (ret == 0)
+		cm_err_clear(&ld->err);
+	return ret;
+}
+
+int ld_transport_refuses(rl_loader *ld)
+{
+	if (!ld->has_transport || ld->staging_mode != RL_STAGING_STREAM)
+		return 0;
+	return cm_err_set(&ld->err, RL_E_STATE,
+			  "read once over a transport: whole loads only (RL_STAGING_LIBRARY or RL_STAGING_CALLER), not streaming or CUDA");
+}
