@@ -53,11 +53,74 @@ static const struct eng_sink *buffer_sink(void *user, uint8_t *buf, uint64_t len
 struct tp_run {
 	struct bufsink bs;
 	rl_loader *ld;
+	const struct pl_exec *ex;
 };
 
 static const struct eng_sink *tp_buffer(void *user, uint8_t *buf, uint64_t len)
 {
 	return buffer_sink(&((struct tp_run *)user)->bs, buf, len);
+}
+
+/* One more file in the run's statistics (ld->files, ld->hash): 0 or
+ * -ENOMEM (what was grown stays, unused). */
+static int add_file(rl_loader *ld, uint32_t file)
+{
+	struct ld_hashrun *h = &ld->hash;
+	size_t n = ld->nfiles + 1;
+	void *p;
+
+	if (h->nfiles != ld->nfiles)
+		return -ENOMEM; /* never: both are the run's plan's */
+	if ((p = cm_reallocarray(ld->files, n, sizeof(*ld->files))))
+		ld->files = p;
+	if (p && (p = cm_reallocarray(ld->file_index, n, sizeof(*ld->file_index))))
+		ld->file_index = p;
+	if (p && (p = cm_reallocarray(h->hash, n, sizeof(*h->hash))))
+		h->hash = p;
+	if (p && (p = cm_reallocarray(h->want, n, sizeof(*h->want))))
+		h->want = p;
+	if (p && (p = cm_reallocarray(h->got, n, sizeof(*h->got))))
+		h->got = p;
+	if (p && (p = cm_reallocarray(h->state, n, sizeof(*h->state))))
+		h->state = p;
+	if (!p)
+		return -ENOMEM;
+	memset(&ld->files[n - 1], 0, sizeof(*ld->files));
+	ld->file_index[n - 1] = file;
+	h->hash[n - 1] = 0;
+	h->state[n - 1] = RL_SHA256_NONE;
+	ld->nfiles = h->nfiles = n;
+	return 0;
+}
+
+/*
+ * A file this process read a part of for others: listed in the run's
+ * file statistics, and, when a SHA-256 is expected of it that the run did
+ * not check, counted unchecked (RL_SHA256_PARTIAL), as a file the run's
+ * own reads read in part.
+ */
+static int tp_file(void *user, const char *path, uint32_t file, struct cm_err *e)
+{
+	struct tp_run *r = user;
+	rl_loader *ld = r->ld;
+	uint8_t sha[32];
+	size_t f = 0;
+	int how;
+
+	while (f < ld->nfiles && ld->file_index[f] != file)
+		f++;
+	if (f == ld->nfiles && add_file(ld, file))
+		return cm_err_set(e, -ENOMEM, "out of memory");
+	if (ld->hash.state[f] != RL_SHA256_NONE)
+		return 0;       /* decided by the run's own reads */
+	how = ld_hash_expected(ld->expect, ld->nexpect, ld->sha256_hf, r->ex, path, sha, e);
+	if (how < 0)
+		return how;
+	if (how) {
+		ld->hash.state[f] = RL_SHA256_PARTIAL;
+		ld->hash.unchecked++;
+	}
+	return 0;
 }
 
 static void tp_shard(void *user, size_t shard)
@@ -70,11 +133,11 @@ static void tp_shard(void *user, size_t shard)
 /* The transfers of pp into the run's staging (own reads succeeded). */
 static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_exec *ex)
 {
-	struct tp_run r = { .ld = ld };
+	struct tp_run r = { .ld = ld, .ex = ex };
 	struct ex_xfer_exec x = { .p = pp, .t = &ld->tp, .eo = ld->eo, .user = &r,
 				  .chunk = CM_MIN(ex->max_read ? ex->max_read : 1u << 20,
 						  ld->eo.inflight_bytes),
-				  .buffer_sink = tp_buffer,
+				  .buffer_sink = tp_buffer, .on_file = tp_file,
 				  .on_shard = ld->on_shard ? tp_shard : NULL };
 	struct sink_host host;
 	uint8_t **staging = cm_calloc(ex->ndevs + 1, sizeof(*staging));
@@ -88,6 +151,7 @@ static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_ex
 	x.dst = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
 	ret = ex_xfer_execute(&x, &ld->err);
 	ld->stats.bytes_read += x.read;
+	ld->stats.files_unchecked = ld->hash.unchecked;
 	cm_free(staging);
 	return ret;
 }

@@ -126,6 +126,9 @@ static int read_roots(struct xb *q, const struct pl_exec *bex)
 	x->read += ee.stats.bytes_read;
 	/* Shard s of the batch's plan is the s-th payload rooted here, in
 	 * the plan's transfer order (the transfers pass). */
+	for (uint32_t f = 0; !ret && x->on_file && f < bex->nfiles; f++)
+		ret = x->on_file(x->user, bex->paths[f], bex->file_index ? bex->file_index[f] : f,
+				 q->e);
 	for (size_t k = 0; !ret && k < q->n; k++)
 		if (q->xi[k].root == q->me)
 			q->src[k] = q->buf + bex->shards[r++].offset;

@@ -41,6 +41,9 @@ struct ex_xfer_exec {
 	/* A host sink over a batch buffer of len bytes (one slot), valid
 	 * until the next call or the end of the run. */
 	const struct eng_sink *(*buffer_sink)(void *user, uint8_t *buf, uint64_t len);
+	/* Each file a batch read for others: its path and checkpoint
+	 * index (may be NULL); non-zero fails the batch (e set). */
+	int (*on_file)(void *user, const char *path, uint32_t file, struct cm_err *e);
 	void (*on_shard)(void *user, size_t shard);     /* may be NULL */
 	void *user;
 	/* Out: bytes the batches read, sent (once per receiver), received. */

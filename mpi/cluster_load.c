@@ -387,10 +387,13 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 		ret = check_transfers(&x, plan);
 	t1 = mx_now();
 	L.st.plan_seconds = t1 - t0;
-	if (!ret)
+	if (!ret && !L.stream) {
+		ret = mx_transport_load(&L);
+	} else if (!ret) {      /* streaming: pieces, batch.c */
 		ret = own_reads(&L);
-	if (!ret)
-		ret = transfers(&L);
+		if (!ret)
+			ret = transfers(&L);
+	}
 	L.st.total_seconds = mx_now() - t0;
 	if (!ret)
 		ret = gather_stats(&L);

@@ -232,6 +232,11 @@ int mx_stream_begin(struct mx_load *L);
 /* Copy c of a payload at src handed out as pieces (token 0). */
 void mx_piece_copy(struct mx_load *L, const rl_copy_info *c, const uint8_t *src);
 
+/* A whole load's own reads and transfers, run by the library's read-once
+ * executor over the MPI transport (transport_mpi.c): 0, or the agreed
+ * error (m->err set alike on every rank). */
+int mx_transport_load(struct mx_load *L);
+
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);
 /* The user's callback for a shard that transfers completed (batch.c). */
