@@ -53,10 +53,13 @@ typedef enum rl_mpi_param {
 int rl_mpi_set(rl_mpi *m, rl_mpi_param param, int64_t value);
 
 /*
- * The loader that reads the payloads this rank sends (one run per batch,
- * into a buffer m owns): configure it like the one given to
- * rl_mpi_load() (backend, queue depth, ...). Owned by m; its staging mode
- * and callbacks are set by rl_mpi_load(). Never NULL for a valid m.
+ * The loader that reads the payloads this rank sends in a streaming load
+ * (one run per batch, into a buffer m owns): configure it like the one
+ * given to rl_mpi_load() (backend, queue depth, ...). A whole load reads
+ * them with the loader given to rl_mpi_load() itself (its transfers run
+ * in the library's read-once executor over an MPI rl_transport_ops) and
+ * does not use this one. Owned by m; its staging mode and callbacks are
+ * set by rl_mpi_load(). Never NULL for a valid m.
  */
 rl_loader *rl_mpi_transfer_loader(rl_mpi *m);
 
