@@ -1,20 +1,22 @@
 /*
- * batch.c - one batch of transfers on one rank of a streaming load (whole
- * loads run theirs in the library's executor over transport_mpi.c).
+ * batch.c - one batch of transfers on one rank.
  *
  *   receive   every payload the rank receives in the batch has its
  *             receives posted first (one per message: a payload travels
  *             in messages cut at its large tensors' bounds and every
- *             RL_MPI_MESSAGE_BYTES, in order, on one tag: cuts.c), into
- *             one buffer;
+ *             RL_MPI_MESSAGE_BYTES, in order, on one tag: cuts.c),
+ *             straight into the shards where its scatter list allows
+ *             (direct.c; a contiguous receive where a message lands in one
+ *             run), else into one buffer;
  *   read      the payloads it roots are read by the transfer loader into
  *             the batch buffer (rl_plan_build_batch), on a thread of its
  *             own; each completed payload is queued by the engine's
  *             thread, and the calling thread, polling meanwhile, sends it
- *             to its receivers and hands out what the rank itself needs
- *             as pieces (pieces.c);
- *   copy      a payload received is handed out as pieces as soon as its
- *             last message arrives;
+ *             to its receivers and copies what the rank itself needs
+ *             (a helper thread faults in the destinations: prefault.c);
+ *   copy      a payload received into the buffer is copied into the
+ *             rank's shards as soon as its last piece arrives; a shard
+ *             whose last bytes arrive is reported;
  *   answer    a rank that failed, or learned of a failure, still answers
  *             every receive it owes with an empty message and drains
  *             what others send it, so that nobody waits on it; then every
@@ -50,6 +52,7 @@ struct bx {
 	/* receiving */
 	uint8_t *rbuf;
 	uint64_t *roff;             /* each received payload's place in rbuf */
+	uint8_t *direct;            /* 1: received straight into the shards */
 	uint32_t *rleft;            /* its messages still to come */
 	uint8_t *rbad;              /* 1: its root answered empty */
 	struct msg *rm;
@@ -94,7 +97,22 @@ void mx_report(struct mx_load *L, size_t shard)
 		L->x->m->on_shard(L->x->m->user, shard);
 }
 
-/* Payload k's bytes (at src) handed out as pieces. */
+/* One run of a copy (rl_copy_runs): from the payload into the staging. */
+struct run_copy {
+	uint8_t *area;
+	const uint8_t *src;
+};
+
+static int copy_run(void *arg, uint64_t src, uint64_t dst, uint64_t len)
+{
+	const struct run_copy *r = arg;
+
+	memcpy(r->area + dst, r->src + src, len);
+	return 0;
+}
+
+/* Payload k's bytes are in the rank's shards (copied from src, or, src
+ * NULL, received there): shards whose last bytes came are reported. */
 static void land(struct bx *B, size_t k, const uint8_t *src)
 {
 	struct mx_load *L = B->L;
@@ -104,7 +122,17 @@ static void land(struct bx *B, size_t k, const uint8_t *src)
 
 		rl_plan_transfer_copy(L->plan, B->t[k], j, &c);
 		L->shard_have[c.shard] += c.count * c.len;
-		mx_piece_copy(L, &c, src);
+		if (L->stream) {        /* no staging: pieces */
+			mx_piece_copy(L, &c, src);
+			continue;
+		}
+		if (src) {
+			struct run_copy r = { L->staging[c.device], src };
+
+			rl_copy_runs(&c, copy_run, &r);
+		}
+		if (L->shard_have[c.shard] == L->shard_want[c.shard])
+			mx_report(L, c.shard);
 	}
 }
 
@@ -118,6 +146,7 @@ static void bx_free(struct bx *B)
 	free(B->ti);
 	free(B->rbuf);
 	free(B->roff);
+	free(B->direct);
 	free(B->rleft);
 	free(B->rbad);
 	free(B->rm);
@@ -187,6 +216,7 @@ static int collect(struct bx *B)
 	}
 	B->capsreq = nsend;
 	B->roff = calloc(B->n + 1, sizeof(*B->roff));
+	B->direct = calloc(B->n + 1, 1);
 	B->rleft = calloc(B->n + 1, sizeof(*B->rleft));
 	B->rbad = calloc(B->n + 1, 1);
 	B->rm = malloc((nrm + 1) * sizeof(*B->rm));
@@ -196,7 +226,7 @@ static int collect(struct bx *B)
 	B->soff = calloc(B->nroot + 1, sizeof(*B->soff));
 	B->sreq = malloc((nsend + 1) * sizeof(*B->sreq));
 	B->taken = malloc((B->nroot + 1) * sizeof(*B->taken));
-	if (!B->roff || !B->rleft || !B->rbad || !B->rm || !B->rreq || !B->drain ||
+	if (!B->roff || !B->direct || !B->rleft || !B->rbad || !B->rm || !B->rreq || !B->drain ||
 	    !B->sent || !B->soff || !B->sreq || !B->taken)
 		return -ENOMEM;
 	return 0;
@@ -223,20 +253,33 @@ static void recv_done(struct mx *x, void *arg, int i, const MPI_Status *st)
 	}
 	if (--B->rleft[m->t] == 0 && !B->rbad[m->t]) {
 		B->L->st.bytes_received += B->ti[m->t].nbytes;
-		land(B, m->t, B->rbuf + B->roff[m->t]);
+		land(B, m->t, B->direct[m->t] ? NULL : B->rbuf + B->roff[m->t]);
 	}
 }
 
-/* One receive: into rbuf, or, without it, into a byte of drain
- * (truncated, but taken, so that the sender completes). */
-static void post_receive(struct bx *B, size_t k, uint64_t off, uint64_t len)
+/* One receive: straight into the shards (blocks), into rbuf, or, with
+ * neither, into a byte of drain (truncated, but taken, so that the sender
+ * completes). */
+static void post_receive(struct bx *B, size_t k, uint64_t off, uint64_t len,
+			 const struct mx_blocks *blocks)
 {
 	size_t i = B->nrm++;
 	int src = B->ti[k].root, tag = tag_of(B, k);
+	MPI_Datatype type;
+	uint8_t *run;
 
 	B->rm[i] = (struct msg){ k, off, len, 0 };
 	B->rleft[k]++;
-	if (!B->rbuf) {
+	if (B->direct[k] && (run = mx_direct_run(blocks, off, len))) {
+		MPI_Irecv(run, (int)len, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
+		return;
+	}
+	if (B->direct[k] && !mx_direct_type(blocks, off, len, &type)) {
+		MPI_Irecv(MPI_BOTTOM, 1, type, src, tag, B->x->comm, &B->rreq[i]);
+		MPI_Type_free(&type);   /* freed once the receive is done with it */
+		return;
+	}
+	if (B->direct[k] || !B->rbuf) {
 		B->rm[i].drain = 1;
 		mx_fail(B->x, -ENOMEM, "out of memory for a receive");
 		MPI_Irecv(&B->drain[i], 1, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
@@ -245,16 +288,38 @@ static void post_receive(struct bx *B, size_t k, uint64_t off, uint64_t len)
 	MPI_Irecv(B->rbuf + B->roff[k] + off, (int)len, MPI_BYTE, src, tag, B->x->comm, &B->rreq[i]);
 }
 
-/* Posts every receive of the batch, each payload at its place in rbuf. */
-static void post_receives(struct bx *B)
+/* Where each received payload lands: its blocks, or its place in rbuf. */
+static uint64_t place_receives(struct bx *B, struct mx_blocks *blocks)
 {
 	uint64_t total = 0;
 
-	for (size_t k = 0; k < B->n; k++)
-		if (B->ti[k].root != B->x->rank) {
+	for (size_t k = 0; k < B->n; k++) {
+		int d;
+
+		if (B->ti[k].root == B->x->rank)
+			continue;
+		d = B->L->stream ? 0 :  /* streaming: no shards to receive into */
+		    mx_direct_blocks(B->L->plan, B->t[k], &B->ti[k], B->L->staging, &blocks[k]);
+		if (d < 0)
+			mx_fail(B->x, d, "out of memory");
+		B->direct[k] = d > 0;
+		if (d <= 0) {
 			B->roff[k] = total;
 			total += B->ti[k].nbytes;
 		}
+	}
+	return total;
+}
+
+/* Posts every receive of the batch. */
+static void post_receives(struct bx *B)
+{
+	uint64_t total;
+	struct mx_blocks *blocks = calloc(B->n + 1, sizeof(*blocks));
+
+	if (!blocks)
+		mx_fail(B->x, -ENOMEM, "out of memory");
+	total = blocks ? place_receives(B, blocks) : 0;
 	if (total && !(B->rbuf = malloc(total)))
 		mx_fail(B->x, -ENOMEM, "out of memory for %llu bytes of received payloads",
 			(unsigned long long)total);
@@ -262,8 +327,11 @@ static void post_receives(struct bx *B)
 		if (B->ti[k].root == B->x->rank)
 			continue;
 		for (size_t m = msg_first(B, k); m < msg_end(B, k); m++)
-			post_receive(B, k, B->cut[m], msg_len(B, k, m));
+			post_receive(B, k, B->cut[m], msg_len(B, k, m), blocks ? &blocks[k] : NULL);
+		if (blocks)
+			mx_blocks_free(&blocks[k]);
 	}
+	free(blocks);
 }
 
 /* ---------------------------------------------------------------- */
@@ -464,10 +532,14 @@ int mx_batch(struct mx_load *L, uint64_t b)
 		mx_abort(L->x, "out of memory for a batch's transfer lists");
 		mx_fail(L->x, -ENOMEM, "out of memory for a batch's transfer lists");
 	} else {
+		struct mx_prefault pf;
+
+		mx_prefault_start(&pf, L, B.t, B.ti, L->stream ? 0 : B.n);
 		post_receives(&B);
 		read_and_send(&B);
 		mx_wait(L->x, B.rreq, (int)B.nrm, "payloads from other ranks", recv_done, &B);
 		mx_wait(L->x, B.sreq, (int)B.nsreq, "other ranks to take payloads", NULL, NULL);
+		mx_prefault_stop(&pf);
 	}
 	bx_free(&B);
 	return mx_agree(L->x, 0, NULL);

@@ -8,11 +8,9 @@
  *   plan      each rank plans its process; the mesh has as many processes
  *             as the communicator ranks; every rank built the same
  *             transfers (digest, allgather);
- *   load      a whole load: one rl_loader_run over the MPI transport
- *             (transport_mpi.c): own reads, then the transfers batch by
- *             batch in the library's executor; a streaming load: own
- *             reads with the caller's loader (failure notes cancel it
- *             early), then the transfers batch by batch (batch.c).
+ *   own       each rank reads what it reads for itself, with the caller's
+ *             loader (failure notes cancel it early);
+ *   batches   the transfers, batch by batch (batch.c).
  *
  * Also the rl_mpi handle: parameters, callbacks, errors, statistics.
  */
@@ -242,16 +240,20 @@ static int check_transfers(struct mx *x, const rl_plan *plan)
 		      q);
 }
 
-/* Bytes the transfers bring each shard. */
+/* Bytes the transfers bring each shard, and the staging they land in. */
 static int prepare_transfers(struct mx_load *L)
 {
 	size_t nsh = rl_plan_num_shards(L->plan);
+	unsigned ndev = rl_plan_num_devices(L->plan);
 
 	L->shard_want = calloc(nsh + 1, sizeof(uint64_t));
 	L->shard_have = calloc(nsh + 1, sizeof(uint64_t));
-	if (!L->shard_want || !L->shard_have ||
+	L->staging = calloc(ndev + 1, sizeof(*L->staging));
+	if (!L->shard_want || !L->shard_have || !L->staging ||
 	    mx_queue_init(&L->q, rl_plan_num_transfers(L->plan)))
 		return -ENOMEM;
+	for (unsigned d = 0; d < ndev; d++)
+		L->staging[d] = rl_loader_staging(L->ld, d, NULL);
 	for (size_t t = 0; t < rl_plan_num_transfers(L->plan); t++) {
 		rl_transfer_info ti;
 
@@ -281,7 +283,7 @@ static int own_progress(void *user, uint64_t done, uint64_t total)
 	return mx_poll(L->x);
 }
 
-/* A streaming rank's own reads: pieces to the caller's callback. */
+/* The rank's own reads, into the caller's loader and staging. */
 static int own_reads(struct mx_load *L)
 {
 	struct mx *x = L->x;
@@ -290,9 +292,11 @@ static int own_reads(struct mx_load *L)
 	int ret;
 
 	rl_loader_set_callbacks(L->ld, own_shard, own_progress, L);
-	rl_loader_set_piece_callback(L->ld, x->m->on_piece, x->m->piece_user);
+	if (L->stream)
+		rl_loader_set_piece_callback(L->ld, x->m->on_piece, x->m->piece_user);
 	ret = rl_loader_run(L->ld, L->plan);
-	rl_loader_set_piece_callback(L->ld, NULL, NULL);
+	if (L->stream)
+		rl_loader_set_piece_callback(L->ld, NULL, NULL);
 	if (ret && !(ret == RL_E_CANCELED && x->peer_failed))
 		mx_fail(x, ret, "%s", rl_loader_errmsg(L->ld));
 	if (!ret && !rl_loader_get_stats(L->ld, &ls))
@@ -349,6 +353,7 @@ static void load_free(struct mx_load *L)
 	mx_queue_free(&L->q);
 	free(L->shard_want);
 	free(L->shard_have);
+	free(L->staging);
 	free(L->buf);
 	free(L->pack);
 }

@@ -149,12 +149,13 @@ size_t mx_queue_take(struct mx_queue *q, size_t *out, size_t cap);
 /* A SHA-256 of what the ranks must agree on about ck (digest.c). */
 int mx_ckpt_digest(const rl_ckpt *ck, unsigned char out[32]);
 
-/* Per-load state shared by cluster_load.c, transport_mpi.c and batch.c. */
+/* Per-load state shared by load.c and batch.c. */
 struct mx_load {
 	struct mx *x;
 	const rl_ckpt *ck;
 	rl_loader *ld;
 	rl_plan *plan;
+	uint8_t **staging;          /* ld's areas, by device */
 	uint64_t *shard_have;       /* bytes transfers brought each shard */
 	uint64_t *shard_want;       /* bytes transfers bring it (0: not received) */
 	struct mx_queue q;          /* completed shards (own reads, payloads) */
@@ -166,6 +167,33 @@ struct mx_load {
 	size_t pack_len;
 };
 
+/* Payload bytes [src, src + len) land at dst (direct.c). */
+struct mx_blk {
+	uint64_t src, len;
+	uint8_t *dst;
+};
+
+struct mx_blocks {
+	struct mx_blk *v;       /* payload order, adjacent ones merged */
+	size_t n;
+};
+
+/*
+ * The blocks where transfer t's copies put its payload (ti: its info,
+ * staging: the rank's areas). Returns 1 when they cover every payload
+ * byte exactly once (a receive can land there directly), 0 when not (a
+ * buffer and copies), -ENOMEM.
+ */
+int mx_direct_blocks(const rl_plan *plan, size_t t, const rl_transfer_info *ti,
+		     uint8_t *const *staging, struct mx_blocks *b);
+/* A committed datatype for payload bytes [off, off + len) of b, over
+ * absolute addresses (receive with MPI_BOTTOM). Returns 0 or a code. */
+int mx_direct_type(const struct mx_blocks *b, uint64_t off, uint64_t len, MPI_Datatype *type);
+void mx_blocks_free(struct mx_blocks *b);
+/* Where payload bytes [off, off + len) land when that is one run of b;
+ * NULL when they span several. */
+uint8_t *mx_direct_run(const struct mx_blocks *b, uint64_t off, uint64_t len);
+
 /* Tensors under this many bytes share messages with their neighbours. */
 #define MX_PIECE_MIN (64u << 10)
 /*
@@ -174,6 +202,26 @@ struct mx_load {
  * checkpoint's tensors and max (cuts.c). Returns how many.
  */
 size_t mx_cuts(const rl_ckpt *ck, const rl_transfer_info *ti, uint64_t max, uint64_t *out);
+
+/* A batch's destinations faulted in by a helper thread (prefault.c). */
+struct mx_pf_range {
+	uintptr_t lo, hi;
+};
+
+struct mx_prefault {
+	pthread_t th;
+	int started;
+	struct mx_pf_range *v;
+	size_t n;
+	atomic_int stop;
+};
+
+/* Starts faulting in where the copies of transfers t[0..n) (infos ti)
+ * land, in that order; without memory or a thread, does nothing. */
+void mx_prefault_start(struct mx_prefault *pf, const struct mx_load *L, const size_t *t,
+		       const rl_transfer_info *ti, size_t n);
+/* Stops the helper (where it is) and frees it. */
+void mx_prefault_stop(struct mx_prefault *pf);
 
 /*
  * Streaming loaders (pieces.c). Before planning, on every rank: whether
