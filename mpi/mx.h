@@ -21,6 +21,7 @@
 struct rl_mpi {
 	int64_t timeout_ms;
 	int64_t max_msg;
+	int executor;               /* RL_MPI_EXECUTOR */
 	rl_loader *tld;             /* reads the payloads this rank sends */
 	rl_shard_fn on_shard;
 	void *user;

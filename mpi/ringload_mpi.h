@@ -47,17 +47,22 @@ void rl_mpi_destroy(rl_mpi *m);
 typedef enum rl_mpi_param {
 	RL_MPI_TIMEOUT_MS = 1,     /* no progress this long while waiting: abort (default 600000) */
 	RL_MPI_MESSAGE_BYTES = 2,  /* largest message; larger payloads are split (default INT_MAX) */
+	RL_MPI_EXECUTOR = 3,       /* 1: a whole load's transfers run in the library's read-once
+				    * executor over an MPI rl_transport_ops (rl_loader_set_transport),
+				    * read by the loader given to rl_mpi_load(); 0 (default): this
+				    * library's own batch loop, which overlaps reads with sends and
+				    * receives whole tensors in place (about 2x faster today: see
+				    * docs/cluster.md). Streaming loads always use their own loop. */
 } rl_mpi_param;
 
 /* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
 int rl_mpi_set(rl_mpi *m, rl_mpi_param param, int64_t value);
 
 /*
- * The loader that reads the payloads this rank sends in a streaming load
- * (one run per batch, into a buffer m owns): configure it like the one
- * given to rl_mpi_load() (backend, queue depth, ...). A whole load reads
- * them with the loader given to rl_mpi_load() itself (its transfers run
- * in the library's read-once executor over an MPI rl_transport_ops) and
+ * The loader that reads the payloads this rank sends (one run per batch,
+ * into a buffer m owns): configure it like the one given to
+ * rl_mpi_load() (backend, queue depth, ...). With RL_MPI_EXECUTOR 1, a
+ * whole load reads them with the loader given to rl_mpi_load() itself and
  * does not use this one. Owned by m; its staging mode and callbacks are
  * set by rl_mpi_load(). Never NULL for a valid m.
  */

@@ -500,6 +500,53 @@ static int per_rank_copies(const char *ck, const char *name, int np)
 	return ret;
 }
 
+/*
+ * RL_MPI_EXECUTOR: whole loads' transfers in the library's executor over
+ * the MPI transport (transport_mpi.c). np = 2, 3, every backend, every
+ * sharding kind, payloads split in messages now and then: dumps equal
+ * single-process loads, reads as predicted; a truncated file and a short
+ * message fail every rank, naming the rank and the reason.
+ */
+static void executor_equals_single_process_loads_and_fails_alike(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *why, *ck, *spec;
+	char extra[256], name[64], json[1024], args[8192];
+
+	NEED_MPI();
+	for (int np = 2; np <= 3; np++)
+		for (int b = 0; b < 3; b++) {
+			int kind = (np + b) % 4, files = 1 + (int)(th_rand() % 3);
+			uint64_t read = 0, unique = 0;
+
+			snprintf(name, sizeof(name), "ex%d%d", np, b);
+			snprintf(extra, sizeof(extra), "--read-once --executor --backend %s --batch %d "
+				 "--msg %d --timeout-ms 60000", backends[b],
+				 200000 + (int)(th_rand() % 2000000), b ? 4099 : 1 << 30);
+			why = load_and_compare(name, "3M", files, np, kind, extra, &read, &unique);
+			CHECKF(!why, "np %d %s kind %d: %s: %s", np, backends[b], kind, why, out);
+		}
+	ck = make_ckpt("extrunc", "2M", 2, 13);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("extrunc.json", json);
+	CHECK(ck && spec && per_rank_copies(ck, "extr", 3) == 0);
+	snprintf(args, sizeof(args), "%s/extr%%d --spec %s --read-once --executor --truncate-rank 1 "
+		 "--timeout-ms 60000", th_tmpdir(), spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
+	       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:"), "%s", out);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --executor --short-send-rank 1 "
+		 "--timeout-ms 60000", ck, spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	for (int r = 0; r < 3; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error ", r);
+		CHECKF(strstr(out, key), "rank %d: %s", r, out);
+	}
+	CHECKF(strstr(out, "from rank 1: a message of ") && strstr(out, " expected"), "%s", out);
+}
+
 /* One rank's file is cut short after it opened it: every rank fails
  * within seconds, naming that rank; read once or not. */
 static void truncated_file_fails_every_rank(void)
@@ -920,6 +967,7 @@ int main(void)
 {
 	th_seed();
 	RUN(read_once_equals_single_process_loads);
+	RUN(executor_equals_single_process_loads_and_fails_alike);
 	RUN(plain_mpi_load_reads_per_process);
 	RUN(streaming_read_once_equals_single_process_loads);
 	RUN(streaming_strided_copies_of_several_packs);
