@@ -44,6 +44,7 @@ void rl_mpi_destroy(rl_mpi *m)
 	if (!m)
 		return;
 	rl_loader_destroy(m->tld);
+	free(m->want);
 	free(m->stats);
 	free(m);
 }
@@ -400,6 +401,8 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 		if (!ret)
 			ret = transfers(&L);
 	}
+	if (!ret)
+		ret = mx_verify(&x, ck);
 	L.st.total_seconds = mx_now() - t0;
 	if (!ret)
 		ret = gather_stats(&L);

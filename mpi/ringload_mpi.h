@@ -136,6 +136,20 @@ int rl_mpi_ckpt_open(rl_mpi *m, rl_ckpt *ck, rl_spec *spec, const char *path,
 int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm comm,
 		rl_plan *plan, rl_mpi *m);
 
+/*
+ * Expected SHA-256 values (x: rl_expect of ringload.h, built for the
+ * checkpoint the next rl_mpi_load() loads; NULL: none; copied). After
+ * that load, each file with a value is hashed whole by one rank that can
+ * read it (the least loaded by bytes, in file order), and every rank
+ * returns RL_E_CHECKSUM, naming the file and both values, if any differs;
+ * a file no rank can read is RL_E_FILE_UNAVAILABLE. The hashing reads
+ * each such file once more in the cluster (the load's own reads are
+ * spread over the ranks, so none of them covers a whole file). Do not
+ * give these values to the loaders too: each reads only part of a file
+ * and would refuse them. Returns 0, -EINVAL (m NULL) or -ENOMEM.
+ */
+int rl_mpi_expect(rl_mpi *m, const rl_expect *x);
+
 /* The last error message of m ("" if none). Never NULL. */
 const char *rl_mpi_errmsg(const rl_mpi *m);
 

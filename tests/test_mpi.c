@@ -911,6 +911,52 @@ static void cli_mpi_hf_unchecked_warned_per_rank(void)
 }
 
 /*
+ * --mpi --sha256-file: each file hashed whole by one rank after the load
+ * (rl_mpi_expect). The good checkpoint passes, independent loads and read
+ * once, every value checked; a byte flipped in one file's tensor data
+ * fails every rank with that file named as a SHA-256 mismatch, read once
+ * or not (before: refused as "not with --mpi yet").
+ */
+static void cli_mpi_sha256_checked_fails_every_rank(void)
+{
+	static const char *const once[] = { "", "--read-once" };
+	const char *ck, *spec;
+	char json[1024], args[16384], bad[4096];
+
+	NEED_MPI();
+	ck = make_ckpt("mpisha", "3M", 2, 41);
+	CHECK(ck && sh("cd %s && sha256sum *.safetensors >SHA256SUMS%s", ck, "") == 0);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("mpisha.json", json);
+	CHECK(spec);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "%s --sharding %s --mpi %s --sha256-file %s/SHA256SUMS",
+			 ck, spec, once[i], ck);
+		CHECKF(mpirun_cli(3, args) == 0, "%s: %s", once[i], out);
+		CHECKF(strstr(out, "sha256: 2 files match (each hashed whole by one rank)"), "%s: %s",
+		       once[i], out);
+	}
+	snprintf(bad, sizeof(bad), "%s.bad", ck);
+	CHECK(sh("rm -rf %s%s", bad, "") == 0 && sh("cp -r %s %s", ck, bad) == 0);
+	CHECK(sh("python3 -c \"import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); "
+		 "b[-100]^=1; open(p,'wb').write(b)\" %s/model-00002-of-00002.safetensors%s", bad,
+		 "") == 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "%s --sharding %s --mpi %s --sha256-file %s/SHA256SUMS",
+			 bad, spec, once[i], bad);
+		CHECKF(mpirun_cli(3, args) != 0, "%s: %s", once[i], out);
+		for (int r = 0; r < 3; r++) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "ringload load: rank %d: ", r);
+			CHECKF(strstr(out, want), "%s: rank %d: %s", once[i], r, out);
+		}
+		CHECKF(strstr(out, "model-00002-of-00002.safetensors: SHA-256 mismatch: expected "),
+		       "%s: %s", once[i], out);
+	}
+}
+
+/*
  * Ranks given different specs (replicated on rank 0, split on rank 1)
  * loading independently: nothing is transferred, so no plan was compared
  * and the load succeeded, each rank's shards fitting a different mesh.
@@ -985,6 +1031,7 @@ int main(void)
 	RUN(cli_mpi_streaming_dump_equals_whole_loads);
 	RUN(cli_mpi_failure_leaves_no_dump);
 	RUN(cli_mpi_hf_unchecked_warned_per_rank);
+	RUN(cli_mpi_sha256_checked_fails_every_rank);
 	RUN(cli_mpi_ranks_need_one_spec);
 	RUN(cli_mpi_options_and_missing_plugin);
 	return th_done();
