@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ckpt_util.h"
 #include "harness.h"
@@ -473,6 +474,53 @@ static void streaming_refused_everywhere(void)
 	cluster_free(&c);
 }
 
+/*
+ * A Hugging Face cache blob (snapshots/r/m.safetensors -> blobs/<hex>,
+ * a value no file has) read once: each process reads parts of it for
+ * others, so none can check it: its file statistics list the file as
+ * RL_SHA256_PARTIAL and the load counts it unchecked (before, a file read
+ * only for others was missing from them: nothing said it went unchecked).
+ */
+static void blob_read_for_others_counted_unchecked(void)
+{
+	static const char hex[] = "0123456789abcdef0123456789abcdef"
+				  "0123456789abcdef0123456789abcdef";
+	char blob[4096], snap[4096], cmd[16384];
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file;
+
+	snprintf(blob, sizeof(blob), "%s", tmp_path("hf/blobs"));
+	snprintf(snap, sizeof(snap), "%s", tmp_path("hf/snapshots/r"));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s %s", tmp_path("hf"), blob, snap);
+	CHECK(system(cmd) == 0);
+	snprintf(blob + strlen(blob), sizeof(blob) - strlen(blob), "/%s", hex);
+	file = write_ckpt(blob, t);
+	CHECK(file);
+	free(file);
+	snprintf(snap + strlen(snap), sizeof(snap) - strlen(snap), "/m.safetensors");
+	CHECK(symlink(blob, snap) == 0);
+	CHECK(cluster_init(&c, snap) == 0);
+	CHECK(cluster_run(&c) == 0);
+	for (int r = 0; r < NP; r++) {
+		rl_load_stats ls = { .size = sizeof(ls) };
+		size_t partial = 0;
+
+		CHECKF(c.p[r].ret == 0, "process %d: %s", r, c.p[r].err);
+		CHECK(rl_loader_get_stats(c.p[r].ld, &ls) == 0);
+		for (size_t f = 0; f < rl_loader_num_files(c.p[r].ld); f++) {
+			rl_file_stats fs = { .size = sizeof(fs) };
+
+			CHECK(rl_loader_get_file_stats(c.p[r].ld, f, &fs) == 0);
+			partial += fs.file == 0 && fs.sha256_state == RL_SHA256_PARTIAL;
+		}
+		CHECKF(ls.files_unchecked == 1 && partial == 1,
+		       "process %d: %u unchecked, %zu partial of %zu files", r, ls.files_unchecked,
+		       partial, rl_loader_num_files(c.p[r].ld));
+	}
+	cluster_free(&c);
+}
+
 static void bad_ops_refused(void)
 {
 	rl_loader *ld = rl_loader_create();
@@ -509,6 +557,7 @@ int main(void)
 		{ "own_failure_fails_everyone", own_failure_fails_everyone },
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
 		{ "streaming_refused_everywhere", streaming_refused_everywhere },
+		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
 	};
 
 	th_seed();
