@@ -423,7 +423,7 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 	ret = ld_transport_refuses(ld);
 	if (ret == 0)
 		ret = run_exec(ld, &ex, 0, "");
-	return ld_transport_run(ld, pp, ret);
+	return ld_transport_run(ld, pp, plan->o.chunk, ret);
 }
 
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
@@ -454,14 +454,14 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	if (ret < 0) {
 		cm_err_set(&ld->err, ret, "%s", rl_plan_errmsg(plan));
 		rl_plan_destroy(plan);
-		return ld_transport_run(ld, NULL, ret); /* the others learn it */
+		return ld_transport_run(ld, NULL, 0, ret); /* the others learn it */
 	}
 	pp = plan->pl;
 	pl_plan_exec(pp, &ex);
 	ret = ld_transport_refuses(ld);
 	if (ret == 0)
 		ret = run_exec(ld, &ex, cm_now_s() - t0, why);
-	ret = ld_transport_run(ld, pp, ret);
+	ret = ld_transport_run(ld, pp, plan->o.chunk, ret);
 	if (ret < 0) {
 		rl_plan_destroy(plan);
 		return ret;

@@ -101,8 +101,10 @@ void ld_cuda_free(rl_loader *ld);
 
 /* transport.c: with a transport set, every process agrees on ret (the
  * run's own reads; pp may be NULL when ret is not 0), then the transfers
- * of pp run over it; the run's result. Without one, ret. */
-int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, int ret);
+ * of pp run over it, read in requests of at most chunk bytes (the plan's
+ * RL_PLAN_CHUNK_BYTES, as rl_plan_build_batch); the run's result.
+ * Without one, ret. */
+int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, int ret);
 /* transport.c: RL_E_STATE (ld->err set) when a transport is set on a
  * loader that streams; else 0. */
 int ld_transport_refuses(rl_loader *ld);

@@ -131,12 +131,12 @@ static void tp_shard(void *user, size_t shard)
 }
 
 /* The transfers of pp into the run's staging (own reads succeeded). */
-static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_exec *ex)
+static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_exec *ex,
+		     uint64_t chunk)
 {
 	struct tp_run r = { .ld = ld, .ex = ex };
 	struct ex_xfer_exec x = { .p = pp, .t = &ld->tp, .eo = ld->eo, .user = &r,
-				  .chunk = CM_MIN(ex->max_read ? ex->max_read : 1u << 20,
-						  ld->eo.inflight_bytes),
+				  .chunk = CM_MIN(chunk, ld->eo.inflight_bytes),
 				  .buffer_sink = tp_buffer, .on_file = tp_file,
 				  .on_shard = ld->on_shard ? tp_shard : NULL };
 	struct sink_host host;
@@ -156,7 +156,7 @@ static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_ex
 	return ret;
 }
 
-int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, int ret)
+int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, int ret)
 {
 	struct pl_exec ex;
 
@@ -165,7 +165,7 @@ int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, int ret)
 	ret = ex_xfer_agree(&ld->tp, ret, "own reads", &ld->err);
 	if (!ret) {
 		pl_plan_exec(pp, &ex);
-		ret = transfers(ld, pp, &ex);
+		ret = transfers(ld, pp, &ex, chunk);
 	}
 	ld->failed = ret < 0;
 	if (ret == 0)
