@@ -138,7 +138,8 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 
 /*
  * Expected SHA-256 values (x: rl_expect of ringload.h, built for the
- * checkpoint the next rl_mpi_load() loads; NULL: none; copied). After
+ * checkpoint the next rl_mpi_load() loads; NULL: none; copied; every
+ * rank gives the same values, since checking them is collective). After
  * that load, each file with a value is hashed whole by one rank that can
  * read it (the least loaded by bytes, in file order), and every rank
  * returns RL_E_CHECKSUM, naming the file and both values, if any differs;
