@@ -6,8 +6,9 @@
  *   read      the batch's plan (the transfers pass) run into a buffer:
  *             the payloads this process roots; the receive buffer sized;
  *   agree     every process read its part (else nobody moves a byte);
- *   move      receives, then sends (one per receiver), then the
- *             transport's wait;
+ *   move      receives (straight into the shard when one plain copy
+ *             takes the whole payload, else into a buffer), then sends
+ *             (one per receiver), then the transport's wait;
  *   copy      each payload this process needs through the sink's copy;
  *             a shard whose last bytes came is reported;
  *   agree     every process moved and copied its part.
@@ -34,6 +35,7 @@ struct xb {
 	int me;
 	struct pl_xfer_info *xi;    /* the batch's transfers this process takes part in */
 	const uint8_t **src;        /* each one's payload bytes (read or received) */
+	uint8_t *in_place;          /* 1: received straight into its one destination */
 	size_t n;
 	struct pl_plan *bp;         /* the batch's reads */
 	uint8_t *buf;               /* what they read */
@@ -83,12 +85,29 @@ static void xb_free(struct xb *q)
 {
 	cm_free(q->xi);
 	cm_free(q->src);
+	cm_free(q->in_place);
 	eng_staging_free(q->rbuf, q->rbuf_len);
 	eng_staging_free(q->buf, q->buf_len);
 	pl_plan_free(q->bp);
 }
 
 /* The batch's transfers; the received ones get their place in rbuf. */
+/*
+ * Where received transfer x lands with no copy: its one plain copy takes
+ * the whole payload, contiguous, into host memory the sink lets a write
+ * land in (sink direct); NULL: into the receive buffer, then copied.
+ */
+static uint8_t *landing(const struct eng_sink *d, const struct pl_xfer_info *x)
+{
+	const struct cm_copy *c = x->copies;
+
+	if (x->ncopies != 1 || c->op != CM_OP_PLAIN || c->src || c->dev >= d->ndevs ||
+	    (c->count > 1 && c->src_stride != c->len) ||
+	    (uint64_t)c->count * c->len != x->length || !d->ops->direct)
+		return NULL;
+	return d->ops->direct(d->state, c, x->length);
+}
+
 static int collect(struct xb *q)
 {
 	size_t nx = pl_plan_nxfers(q->x->p);
@@ -96,7 +115,8 @@ static int collect(struct xb *q)
 
 	q->xi = cm_mallocarray(nx + 1, sizeof(*q->xi));
 	q->src = cm_calloc(nx + 1, sizeof(*q->src));
-	if (!q->xi || !q->src)
+	q->in_place = cm_calloc(nx + 1, 1);
+	if (!q->xi || !q->src || !q->in_place)
 		return cm_err_set(q->e, -ENOMEM, "read once: out of memory");
 	for (size_t k = 0; k < nx; k++) {
 		pl_plan_xfer(q->x->p, k, &q->xi[q->n]);
@@ -104,7 +124,11 @@ static int collect(struct xb *q)
 			q->n++;
 	}
 	for (size_t k = 0; k < q->n; k++)
-		if (q->xi[k].root != q->me && cm_add64(total, q->xi[k].length, &total))
+		if (q->xi[k].root != q->me && (q->src[k] = landing(q->x->dst, &q->xi[k])))
+			q->in_place[k] = 1;
+	for (size_t k = 0; k < q->n; k++)
+		if (q->xi[k].root != q->me && !q->in_place[k] &&
+		    cm_add64(total, q->xi[k].length, &total))
 			return cm_err_set(q->e, -ENOMEM, "read once: batch %llu: too large",
 					  (unsigned long long)q->b);
 	/* Staging memory (huge pages where the kernel gives them): fewer
@@ -116,7 +140,7 @@ static int collect(struct xb *q)
 	q->rbuf_len = total;
 	total = 0;
 	for (size_t k = 0; k < q->n; k++)
-		if (q->xi[k].root != q->me) {
+		if (q->xi[k].root != q->me && !q->in_place[k]) {
 			q->src[k] = q->rbuf + total;
 			total += q->xi[k].length;
 		}
@@ -261,7 +285,7 @@ static int copy_in(struct xb *q, struct xs *s)
 				return cm_err_set(q->e, RL_E_STATE, "read once: transfer %llu: shard %u of %zu",
 						  (unsigned long long)q->xi[k].index, c->shard,
 						  s->nshards);
-			if ((ret = d->ops->copy(d->state, 0, c, q->src[k], q->e)))
+			if (!q->in_place[k] && (ret = d->ops->copy(d->state, 0, c, q->src[k], q->e)))
 				return ret;
 			s->have[c->shard] += (uint64_t)c->count * c->len;
 			if (s->have[c->shard] == s->want[c->shard] && q->x->on_shard)

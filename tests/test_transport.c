@@ -197,10 +197,15 @@ static void hub_free(struct hub *h)
 
 /* Mesh [NP, 2]: t0-t3 split by rows and t4-t5 by columns inside each
  * process, everything replicated across processes (read once). */
-static const char spec_json[] =
+static const char spec_split[] =
 	"{\"mesh\":{\"shape\":[3,2],\"axes\":[\"p\",\"m\"],\"process_of_device\":[0,0,1,1,2,2]},"
 	"\"rules\":[{\"match\":\"t[0-3]\",\"spec\":[\"m\"]},"
 	"{\"match\":\"t[45]\",\"spec\":[null,\"m\"]}]}";
+/* One device per process, every tensor whole on each: payloads within
+ * one tensor are received straight into the shard. */
+static const char spec_whole[] =
+	"{\"mesh\":{\"shape\":[3],\"axes\":[\"p\"],\"process_of_device\":[0,1,2]}}";
+static const char *spec_json = spec_split;
 
 struct proc {
 	struct hub *h;
@@ -355,17 +360,33 @@ static const char *same_as_plain(struct proc *p, rl_loader *ref, const rl_plan *
 	return NULL;
 }
 
+static void equals_plain_load_as(const char *spec);
+
 static void equals_plain_load(void)
+{
+	equals_plain_load_as(spec_split);
+}
+
+static void whole_tensors_equal_plain_load(void)
+{
+	equals_plain_load_as(spec_whole);
+}
+
+static void equals_plain_load_as(const char *spec)
 {
 	struct rt t[NT];
 	struct cluster c;
 	uint8_t *file = write_ckpt(tmp_path("tp.safetensors"), t);
 	uint64_t ntr = 0, nb = 0, ro_read = 0, plain_read = 0;
 	char why[256];
+	int ret;
 
 	CHECK(file);
 	free(file);
-	CHECK(cluster_init(&c, tmp_path("tp.safetensors")) == 0);
+	spec_json = spec;
+	ret = cluster_init(&c, tmp_path("tp.safetensors"));
+	spec_json = spec_split;
+	CHECK(ret == 0);
 	rl_plan_transfer_summary(c.p[0].plan, &ntr, &nb, NULL);
 	CHECKF(ntr > 0 && nb > 1, "%llu transfers in %llu batches", (unsigned long long)ntr,
 	       (unsigned long long)nb);
@@ -554,6 +575,7 @@ int main(void)
 {
 	static const struct th_case tests[] = {
 		{ "equals_plain_load", equals_plain_load },
+		{ "whole_tensors_equal_plain_load", whole_tensors_equal_plain_load },
 		{ "own_failure_fails_everyone", own_failure_fails_everyone },
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
 		{ "streaming_refused_everywhere", streaming_refused_everywhere },
