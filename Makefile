@@ -178,7 +178,7 @@ $(MPI_LIB): $(MPI_SRC) $(wildcard mpi/*.h) mpi/ringload_mpi.map $(SHARED)
 	$(call say,LD,$@)
 	$(Q)$(MPICC) $(CPPFLAGS) -Impi $(CFLAGS) -fvisibility=default $(LDFLAGS) -shared \
 		-Wl,--version-script=mpi/ringload_mpi.map -Wl,-soname,libringload_mpi.so.0 \
-		-o $@.0 $(MPI_SRC) -L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lcjson -lcrypto -lpthread
+		-o $@.0 $(MPI_SRC) -L$(BUILD) -lringload -Wl,-rpath,'$$ORIGIN' -lcjson -lpthread
 	$(Q)ln -sf libringload_mpi.so.0 $@
 
 # The MPI test driver: a rank program that test_mpi starts under mpirun.

@@ -136,13 +136,11 @@ static int given_for(const struct ld_expect *exp, size_t nexp, const struct pl_e
 	return 0;
 }
 
-/* What is expected of file f: 2 given, 1 from the cache layout, 0 nothing;
- * RL_E_INVALID_ARG with e set when what was given is ambiguous. */
-static int expected(const struct ld_expect *exp, size_t nexp, int hf, const struct pl_exec *ex,
-		    size_t f, uint8_t sha[32], struct cm_err *e)
+int ld_hash_expected(const struct ld_expect *exp, size_t nexp, int hf, const struct pl_exec *ex,
+		     const char *path, uint8_t sha[32], struct cm_err *e)
 {
 	const struct ld_expect *x = NULL;
-	int r = given_for(exp, nexp, ex, ex->paths[f], &x, e);
+	int r = given_for(exp, nexp, ex, path, &x, e);
 
 	if (r < 0)
 		return r;
@@ -150,7 +148,13 @@ static int expected(const struct ld_expect *exp, size_t nexp, int hf, const stru
 		memcpy(sha, x->sha, 32);
 		return 2;
 	}
-	return hf && rl_hf_blob_sha256(ex->paths[f], sha) == 1 ? 1 : 0;
+	return hf && rl_hf_blob_sha256(path, sha) == 1 ? 1 : 0;
+}
+
+static int expected(const struct ld_expect *exp, size_t nexp, int hf, const struct pl_exec *ex,
+		    size_t f, uint8_t sha[32], struct cm_err *e)
+{
+	return ld_hash_expected(exp, nexp, hf, ex, ex->paths[f], sha, e);
 }
 
 /* ------------------------------------------------------------------ */

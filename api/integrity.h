@@ -44,6 +44,12 @@ int ld_hash_prepare(struct ld_hashrun *hr, const struct ld_expect *exp, size_t n
 /* After a successful run: RL_E_CHECKSUM naming the first file whose
  * digest differs, with both values; else 0. */
 int ld_hash_check(struct ld_hashrun *hr, const struct pl_exec *ex, struct cm_err *e);
+/* What is expected of the file at path (ex: the run's files, for names
+ * that could mean two of them): 2 given, 1 from the cache layout, 0
+ * nothing (sha set when not 0); RL_E_INVALID_ARG with e set when what was
+ * given is ambiguous. */
+int ld_hash_expected(const struct ld_expect *exp, size_t nexp, int hf, const struct pl_exec *ex,
+		     const char *path, uint8_t sha[32], struct cm_err *e);
 void ld_hashrun_free(struct ld_hashrun *hr);
 
 #endif /* API_INTEGRITY_H */

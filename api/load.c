@@ -413,6 +413,7 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 {
 	const struct pl_plan *pp;
 	struct pl_exec ex;
+	int ret;
 
 	if (!ld)
 		return -EINVAL;
@@ -425,7 +426,10 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "plan built for statistics only (RL_PLAN_STATS_ONLY)");
 	pl_plan_exec(pp, &ex);
-	return run_exec(ld, &ex, 0, "");
+	ret = ld_transport_refuses(ld);
+	if (ret == 0)
+		ret = run_exec(ld, &ex, 0, "");
+	return ld_transport_run(ld, pp, plan->o.chunk, ret);
 }
 
 int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
@@ -456,11 +460,14 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	if (ret < 0) {
 		cm_err_set(&ld->err, ret, "%s", rl_plan_errmsg(plan));
 		rl_plan_destroy(plan);
-		return ret;
+		return ld_transport_run(ld, NULL, 0, ret); /* the others learn it */
 	}
 	pp = plan->pl;
 	pl_plan_exec(pp, &ex);
-	ret = run_exec(ld, &ex, cm_now_s() - t0, why);
+	ret = ld_transport_refuses(ld);
+	if (ret == 0)
+		ret = run_exec(ld, &ex, cm_now_s() - t0, why);
+	ret = ld_transport_run(ld, pp, plan->o.chunk, ret);
 	if (ret < 0) {
 		rl_plan_destroy(plan);
 		return ret;

@@ -11,6 +11,7 @@
 #include "../engine/engine.h"
 #include "../planner/planner.h"
 #include "integrity.h"
+#include "../exec/xfer_exec.h"
 
 struct ld_stream;
 
@@ -43,6 +44,10 @@ struct ld_opts {
 	uint32_t release_timeout_ms;
 	rl_piece_fn on_piece;
 	void *piece_user;
+
+	/* rl_loader_set_transport (api/transport.c): runs move transfers */
+	struct ex_transport tp;
+	int has_transport;
 };
 
 /* The last run's results, what rl_loader_stats, rl_loader_file_stats,
@@ -116,5 +121,15 @@ void ld_dev_done(rl_loader *ld, int ok, struct eng_stats *st);
 void ld_dev_unpin(rl_loader *ld);
 /* loader_dev.c: frees the device state (destroy). */
 void ld_dev_free(rl_loader *ld);
+
+/* transport.c: with a transport set, every process agrees on ret (the
+ * run's own reads; pp may be NULL when ret is not 0), then the transfers
+ * of pp run over it, read in requests of at most chunk bytes (the plan's
+ * RL_PLAN_CHUNK_BYTES, as rl_plan_build_batch); the run's result.
+ * Without one, ret. */
+int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, int ret);
+/* transport.c: RL_E_STATE (ld->err set) when a transport is set on a
+ * loader that streams; else 0. */
+int ld_transport_refuses(rl_loader *ld);
 
 #endif /* API_LOADER_INTERNAL_H */

@@ -51,7 +51,7 @@ static const struct {
 	N(RL_WHY_NONE), N(RL_WHY_ASKED), N(RL_WHY_COLD), N(RL_WHY_HOT), N(RL_WHY_MEDIUM),
 	N(RL_WHY_REFUSED),
 	N(RL_SHA256_NONE), N(RL_SHA256_MATCHED), N(RL_SHA256_PARTIAL), N(RL_SHA256_MISMATCH),
-	N(RL_SHA256_STREAMED),
+	N(RL_SHA256_STREAMED), N(RL_TRANSPORT_V1),
 };
 
 int rl_name_get(size_t i, const char **name, int64_t *value)

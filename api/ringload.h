@@ -850,6 +850,62 @@ int rl_loader_set_staging(rl_loader *ld, unsigned dev, void *ptr, size_t len);
 int rl_loader_run(rl_loader *ld, const rl_plan *plan);
 
 /*
+ * Read once over a transport. A plan built with RL_PLAN_READ_ONCE (or
+ * files_of_process) lists transfers: bytes one process reads for others.
+ * With a transport set, rl_loader_run() and rl_loader_load() also run them:
+ * after the process's own reads, for each batch of the cluster's transfer
+ * list, the payloads this process roots are read into one buffer, sent to
+ * their receivers and copied into its own shards; the payloads it
+ * receives are copied into its shards (the host sink's copy, the rule of
+ * rl_copy_runs). on_shard reports a received shard once its last bytes
+ * came. Every process of the plan must run its own plan (same
+ * checkpoint, spec and plan parameters) with the same transport, at the
+ * same time: each agrees with the others on success (the agree op) after
+ * its own reads and twice per batch, so that a failure anywhere fails the
+ * run on every process (this one's error, or "another process failed"
+ * with that process's code) and nobody waits on a process that failed.
+ * Whole loads only (RL_STAGING_LIBRARY or RL_STAGING_CALLER): a streaming
+ * or CUDA loader fails the run with RL_E_STATE (agreed too). Memory: the
+ * batch's payloads, read or received, at most RL_PLAN_BATCH_BYTES.
+ *
+ * The ops (user is passed to each; every call on the thread that runs
+ * the load; a return other than 0 is a failure, a negative code is kept):
+ *   send      posts a send of len bytes at buf to process peer, tagged
+ *             tag (the transfer's cluster index); buf stays valid and
+ *             unchanged until wait returns;
+ *   recv      posts a receive of exactly len bytes from peer with tag tag
+ *             into buf (valid until wait returns); one message per (peer,
+ *             tag) per batch;
+ *   wait      returns once every send and receive posted since the last
+ *             wait completed (0), or with a failure; it is called also
+ *             after a failed post;
+ *   agree     collective over every process: *status in is this
+ *             process's (0 or a negative code); out, 0 when every process
+ *             gave 0, else one failed process's code, the same on every
+ *             process.
+ * version is RL_TRANSPORT_V1 and size sizeof(rl_transport_ops) of the
+ * caller's build (a larger size from a newer header is accepted).
+ */
+#define RL_TRANSPORT_V1 1
+
+typedef struct rl_transport_ops {
+	uint32_t version;
+	uint32_t size;
+	int (*send)(void *user, int peer, uint64_t tag, const void *buf, size_t len);
+	int (*recv)(void *user, int peer, uint64_t tag, void *buf, size_t len);
+	int (*wait)(void *user);
+	int (*agree)(void *user, int *status);
+} rl_transport_ops;
+
+/*
+ * Sets the transport of ld's next runs (ops is copied; NULL: none, the
+ * transfers are the caller's, as before). Returns 0, -EINVAL (ld NULL) or
+ * RL_E_INVALID_ARG (an unknown version, a size below version 1's, or an
+ * op missing), with rl_loader_errmsg() saying which.
+ */
+int rl_loader_set_transport(rl_loader *ld, const rl_transport_ops *ops, void *user);
+
+/*
  * Expects the file `file` of the checkpoint to have the SHA-256 `hex` (64
  * hex digits, either case) in the next runs. file is a path as
  * rl_ckpt_file_path() gives it, or its end after a '/' (a name relative to

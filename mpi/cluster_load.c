@@ -44,6 +44,7 @@ void rl_mpi_destroy(rl_mpi *m)
 	if (!m)
 		return;
 	rl_loader_destroy(m->tld);
+	free(m->want);
 	free(m->stats);
 	free(m);
 }
@@ -64,6 +65,12 @@ int rl_mpi_set(rl_mpi *m, rl_mpi_param param, int64_t v)
 			return mx_err(m, RL_E_INVALID_ARG, "RL_MPI_MESSAGE_BYTES %lld not in [1, %d]",
 				      (long long)v, INT_MAX);
 		m->max_msg = v;
+		return 0;
+	case RL_MPI_EXECUTOR:
+		if (v != 0 && v != 1)
+			return mx_err(m, RL_E_INVALID_ARG, "RL_MPI_EXECUTOR %lld not 0 or 1",
+				      (long long)v);
+		m->executor = (int)v;
 		return 0;
 	}
 	return mx_err(m, RL_E_INVALID_ARG, "unknown MPI parameter %d", (int)param);
@@ -387,10 +394,15 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 		ret = check_transfers(&x, plan);
 	t1 = mx_now();
 	L.st.plan_seconds = t1 - t0;
-	if (!ret)
+	if (!ret && !L.stream && m->executor) {
+		ret = mx_transport_load(&L);
+	} else if (!ret) {      /* batch.c */
 		ret = own_reads(&L);
+		if (!ret)
+			ret = transfers(&L);
+	}
 	if (!ret)
-		ret = transfers(&L);
+		ret = mx_verify(&x, ck);
 	L.st.total_seconds = mx_now() - t0;
 	if (!ret)
 		ret = gather_stats(&L);

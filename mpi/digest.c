@@ -6,29 +6,27 @@
  */
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "mx.h"
 
-static void add(EVP_MD_CTX *c, const void *p, size_t n)
+static void add(rl_sha256 *c, const void *p, size_t n)
 {
 	uint64_t len = n;
 
-	EVP_DigestUpdate(c, &len, sizeof(len));         /* length-prefixed: unambiguous */
-	EVP_DigestUpdate(c, p, n);
+	rl_sha256_update(c, &len, sizeof(len));         /* length-prefixed: unambiguous */
+	rl_sha256_update(c, p, n);
 }
 
-static void add_str(EVP_MD_CTX *c, const char *s)
+static void add_str(rl_sha256 *c, const char *s)
 {
 	add(c, s, strlen(s));
 }
 
-static void add_u64(EVP_MD_CTX *c, uint64_t v)
+static void add_u64(rl_sha256 *c, uint64_t v)
 {
 	add(c, &v, sizeof(v));
 }
 
-static void add_tensor(EVP_MD_CTX *c, const rl_tensor_info *t)
+static void add_tensor(rl_sha256 *c, const rl_tensor_info *t)
 {
 	add_str(c, t->name);
 	add_u64(c, t->dtype);
@@ -40,13 +38,11 @@ static void add_tensor(EVP_MD_CTX *c, const rl_tensor_info *t)
 
 int mx_ckpt_digest(const rl_ckpt *ck, unsigned char out[32])
 {
-	EVP_MD_CTX *c = EVP_MD_CTX_new();
-	unsigned int n = 0;
+	rl_sha256 *c = rl_sha256_create();  /* the library's one SHA-256 */
 	int ok;
 
 	if (!c)
 		return -1;
-	ok = EVP_DigestInit_ex(c, EVP_sha256(), NULL);
 	add_u64(c, rl_ckpt_num_files(ck));
 	for (size_t f = 0; f < rl_ckpt_num_files(ck); f++) {
 		const char *p = rl_ckpt_file_path(ck, f), *b = strrchr(p, '/');
@@ -68,7 +64,7 @@ int mx_ckpt_digest(const rl_ckpt *ck, unsigned char out[32])
 		add_str(c, k);
 		add_str(c, v);
 	}
-	ok = ok && EVP_DigestFinal_ex(c, out, &n) && n == 32;
-	EVP_MD_CTX_free(c);
+	ok = rl_sha256_final(c, out) == 0;
+	rl_sha256_destroy(c);
 	return ok ? 0 : -1;
 }

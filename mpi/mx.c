@@ -277,7 +277,7 @@ int mx_agree(struct mx *x, int value, int *values)
 	struct mx_vote me = { x->failed, x->code, x->notes_sent, value }, *all;
 	char msg[MX_MSG];
 	MPI_Request r;
-	int first = -1, ret;
+	int first = -1, first_code = 0, ret;
 
 	all = malloc((size_t)x->size * sizeof(*all));
 	if (!all)       /* without memory to vote, this rank can only stop the job */
@@ -292,8 +292,10 @@ int mx_agree(struct mx *x, int value, int *values)
 	for (int q = 0; q < x->size; q++) {
 		if (values)
 			values[q] = all[q].value;
-		if (all[q].failed && first < 0)
+		if (all[q].failed && first < 0) {
 			first = q;
+			first_code = all[q].code;
+		}
 		if (q != x->rank)
 			x->notes_due += all[q].notes;
 	}
@@ -309,7 +311,9 @@ int mx_agree(struct mx *x, int value, int *values)
 	x->m->failed_rank = x->failed ? x->rank : first;
 	if (x->failed)
 		return mx_err(x->m, x->code, "rank %d: %s", x->rank, x->msg);
-	return mx_err(x->m, RL_E_PEER, "rank %d failed: %s", first, msg);
+	/* A file's digest is the file's, not the rank's: every rank says so. */
+	return mx_err(x->m, first_code == RL_E_CHECKSUM ? RL_E_CHECKSUM : RL_E_PEER,
+		      "rank %d failed: %s", first, msg);
 }
 
 /* Takes the notes the last agreement announced: they are on their way. */

@@ -21,6 +21,9 @@
 struct rl_mpi {
 	int64_t timeout_ms;
 	int64_t max_msg;
+	int executor;               /* RL_MPI_EXECUTOR */
+	char (*want)[65];           /* rl_mpi_expect: each file's hex digest ("" none) */
+	size_t nwant;
 	rl_loader *tld;             /* reads the payloads this rank sends */
 	rl_shard_fn on_shard;
 	void *user;
@@ -146,6 +149,10 @@ size_t mx_queue_take(struct mx_queue *q, size_t *out, size_t cap);
 /* The load's parts                                                  */
 /* ---------------------------------------------------------------- */
 
+/* After a load: every file with an expected SHA-256 hashed whole by one
+ * rank, then agreed (verify.c): 0 or the agreed error. */
+int mx_verify(struct mx *x, const rl_ckpt *ck);
+
 /* A SHA-256 of what the ranks must agree on about ck (digest.c). */
 int mx_ckpt_digest(const rl_ckpt *ck, unsigned char out[32]);
 
@@ -231,6 +238,11 @@ void mx_prefault_stop(struct mx_prefault *pf);
 int mx_stream_begin(struct mx_load *L);
 /* Copy c of a payload at src handed out as pieces (token 0). */
 void mx_piece_copy(struct mx_load *L, const rl_copy_info *c, const uint8_t *src);
+
+/* A whole load's own reads and transfers, run by the library's read-once
+ * executor over the MPI transport (transport_mpi.c): 0, or the agreed
+ * error (m->err set alike on every rank). */
+int mx_transport_load(struct mx_load *L);
 
 /* Runs transfer batch b (batch.c): 0, or the agreed error. */
 int mx_batch(struct mx_load *L, uint64_t b);

@@ -47,6 +47,12 @@ void rl_mpi_destroy(rl_mpi *m);
 typedef enum rl_mpi_param {
 	RL_MPI_TIMEOUT_MS = 1,     /* no progress this long while waiting: abort (default 600000) */
 	RL_MPI_MESSAGE_BYTES = 2,  /* largest message; larger payloads are split (default INT_MAX) */
+	RL_MPI_EXECUTOR = 3,       /* 1: a whole load's transfers run in the library's read-once
+				    * executor over an MPI rl_transport_ops (rl_loader_set_transport),
+				    * read by the loader given to rl_mpi_load(); 0 (default): this
+				    * library's own batch loop, which overlaps reads with sends and
+				    * receives whole tensors in place (about 2x faster today: see
+				    * docs/cluster.md). Streaming loads always use their own loop. */
 } rl_mpi_param;
 
 /* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
@@ -55,8 +61,10 @@ int rl_mpi_set(rl_mpi *m, rl_mpi_param param, int64_t value);
 /*
  * The loader that reads the payloads this rank sends (one run per batch,
  * into a buffer m owns): configure it like the one given to
- * rl_mpi_load() (backend, queue depth, ...). Owned by m; its staging mode
- * and callbacks are set by rl_mpi_load(). Never NULL for a valid m.
+ * rl_mpi_load() (backend, queue depth, ...). With RL_MPI_EXECUTOR 1, a
+ * whole load reads them with the loader given to rl_mpi_load() itself and
+ * does not use this one. Owned by m; its staging mode and callbacks are
+ * set by rl_mpi_load(). Never NULL for a valid m.
  */
 rl_loader *rl_mpi_transfer_loader(rl_mpi *m);
 
@@ -127,6 +135,21 @@ int rl_mpi_ckpt_open(rl_mpi *m, rl_ckpt *ck, rl_spec *spec, const char *path,
  */
 int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm comm,
 		rl_plan *plan, rl_mpi *m);
+
+/*
+ * Expected SHA-256 values (x: rl_expect of ringload.h, built for the
+ * checkpoint the next rl_mpi_load() loads; NULL: none; copied; every
+ * rank gives the same values, since checking them is collective). After
+ * that load, each file with a value is hashed whole by one rank that can
+ * read it (the least loaded by bytes, in file order), and every rank
+ * returns RL_E_CHECKSUM, naming the file and both values, if any differs;
+ * a file no rank can read is RL_E_FILE_UNAVAILABLE. The hashing reads
+ * each such file once more in the cluster (the load's own reads are
+ * spread over the ranks, so none of them covers a whole file). Do not
+ * give these values to the loaders too: each reads only part of a file
+ * and would refuse them. Returns 0, -EINVAL (m NULL) or -ENOMEM.
+ */
+int rl_mpi_expect(rl_mpi *m, const rl_expect *x);
 
 /* The last error message of m ("" if none). Never NULL. */
 const char *rl_mpi_errmsg(const rl_mpi *m);

@@ -6,7 +6,10 @@
  * read, sent and received.
  *
  *   mpirun -np N build/perf/mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B]
- *                                      [--batch-bytes N] [--workers N]
+ *                                      [--batch-bytes N] [--workers N] [--executor]
+ *
+ * --executor: RL_MPI_EXECUTOR (whole loads' transfers in the library's
+ * read-once executor over the MPI transport).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,7 +31,7 @@ static int backend_of(const char *name)
 int main(int argc, char **argv)
 {
 	const char *path = NULL, *spec_path = NULL;
-	int read_once = 0, backend = 0, provided, rank, size, ret;
+	int read_once = 0, executor = 0, backend = 0, provided, rank, size, ret;
 	long long batch = 0, workers = 0;
 	rl_ckpt *ck;
 	rl_spec *spec;
@@ -41,6 +44,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--read-once"))
 			read_once = 1;
+		else if (!strcmp(argv[i], "--executor"))
+			executor = 1;
 		else if (!strcmp(argv[i], "--spec") && i + 1 < argc)
 			spec_path = argv[++i];
 		else if (!strcmp(argv[i], "--batch-bytes") && i + 1 < argc)
@@ -64,6 +69,8 @@ int main(int argc, char **argv)
 	plan = rl_plan_create();
 	ld = rl_loader_create();
 	m = rl_mpi_create();
+	if (m && executor)
+		rl_mpi_set(m, RL_MPI_EXECUTOR, 1);
 	rl_loader_set(ld, RL_OPT_BACKEND, backend);
 	rl_loader_set(rl_mpi_transfer_loader(m), RL_OPT_BACKEND, backend);
 	rl_plan_set(plan, RL_PLAN_READ_ONCE, read_once);

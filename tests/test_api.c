@@ -61,6 +61,8 @@ static const char *const covered[] = {
 	"rl_expect_create", "rl_expect_given", "rl_expect_sums", "rl_expect_errmsg",
 	"rl_expect_warnings", "rl_expect_get", "rl_loader_expect", "rl_expect_destroy",
 	"rl_hf_blob_sha256", "rl_loader_budget", "rl_name_get", "rl_error_name",
+	/* tests/test_transport.c */
+	"rl_loader_set_transport",
 };
 
 /* A small checkpoint: w (U8 [4, 16]) and b (F32 [4]), metadata k = v. */

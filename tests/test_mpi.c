@@ -500,6 +500,53 @@ static int per_rank_copies(const char *ck, const char *name, int np)
 	return ret;
 }
 
+/*
+ * RL_MPI_EXECUTOR: whole loads' transfers in the library's executor over
+ * the MPI transport (transport_mpi.c). np = 2, 3, every backend, every
+ * sharding kind, payloads split in messages now and then: dumps equal
+ * single-process loads, reads as predicted; a truncated file and a short
+ * message fail every rank, naming the rank and the reason.
+ */
+static void executor_equals_single_process_loads_and_fails_alike(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	const char *why, *ck, *spec;
+	char extra[256], name[64], json[1024], args[8192];
+
+	NEED_MPI();
+	for (int np = 2; np <= 3; np++)
+		for (int b = 0; b < 3; b++) {
+			int kind = (np + b) % 4, files = 1 + (int)(th_rand() % 3);
+			uint64_t read = 0, unique = 0;
+
+			snprintf(name, sizeof(name), "ex%d%d", np, b);
+			snprintf(extra, sizeof(extra), "--read-once --executor --backend %s --batch %d "
+				 "--msg %d --timeout-ms 60000", backends[b],
+				 200000 + (int)(th_rand() % 2000000), b ? 4099 : 1 << 30);
+			why = load_and_compare(name, "3M", files, np, kind, extra, &read, &unique);
+			CHECKF(!why, "np %d %s kind %d: %s: %s", np, backends[b], kind, why, out);
+		}
+	ck = make_ckpt("extrunc", "2M", 2, 13);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("extrunc.json", json);
+	CHECK(ck && spec && per_rank_copies(ck, "extr", 3) == 0);
+	snprintf(args, sizeof(args), "%s/extr%%d --spec %s --read-once --executor --truncate-rank 1 "
+		 "--timeout-ms 60000", th_tmpdir(), spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	CHECKF(strstr(out, "rank 0 error -5092 failed 1: rank 1 failed:") &&
+	       strstr(out, "rank 2 error -5092 failed 1: rank 1 failed:"), "%s", out);
+	snprintf(args, sizeof(args), "%s --spec %s --read-once --executor --short-send-rank 1 "
+		 "--timeout-ms 60000", ck, spec);
+	CHECKF(mpirun(3, args, out) != 0, "%s", out);
+	for (int r = 0; r < 3; r++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "rank %d error ", r);
+		CHECKF(strstr(out, key), "rank %d: %s", r, out);
+	}
+	CHECKF(strstr(out, "from rank 1: a message of ") && strstr(out, " expected"), "%s", out);
+}
+
 /* One rank's file is cut short after it opened it: every rank fails
  * within seconds, naming that rank; read once or not. */
 static void truncated_file_fails_every_rank(void)
@@ -864,6 +911,52 @@ static void cli_mpi_hf_unchecked_warned_per_rank(void)
 }
 
 /*
+ * --mpi --sha256-file: each file hashed whole by one rank after the load
+ * (rl_mpi_expect). The good checkpoint passes, independent loads and read
+ * once, every value checked; a byte flipped in one file's tensor data
+ * fails every rank with that file named as a SHA-256 mismatch, read once
+ * or not (before: refused as "not with --mpi yet").
+ */
+static void cli_mpi_sha256_checked_fails_every_rank(void)
+{
+	static const char *const once[] = { "", "--read-once" };
+	const char *ck, *spec;
+	char json[1024], args[16384], bad[4096];
+
+	NEED_MPI();
+	ck = make_ckpt("mpisha", "3M", 2, 41);
+	CHECK(ck && sh("cd %s && sha256sum *.safetensors >SHA256SUMS%s", ck, "") == 0);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("mpisha.json", json);
+	CHECK(spec);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "%s --sharding %s --mpi %s --sha256-file %s/SHA256SUMS",
+			 ck, spec, once[i], ck);
+		CHECKF(mpirun_cli(3, args) == 0, "%s: %s", once[i], out);
+		CHECKF(strstr(out, "sha256: 2 files match (each hashed whole by one rank)"), "%s: %s",
+		       once[i], out);
+	}
+	snprintf(bad, sizeof(bad), "%s.bad", ck);
+	CHECK(sh("rm -rf %s%s", bad, "") == 0 && sh("cp -r %s %s", ck, bad) == 0);
+	CHECK(sh("python3 -c \"import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); "
+		 "b[-100]^=1; open(p,'wb').write(b)\" %s/model-00002-of-00002.safetensors%s", bad,
+		 "") == 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "%s --sharding %s --mpi %s --sha256-file %s/SHA256SUMS",
+			 bad, spec, once[i], bad);
+		CHECKF(mpirun_cli(3, args) != 0, "%s: %s", once[i], out);
+		for (int r = 0; r < 3; r++) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "ringload load: rank %d: ", r);
+			CHECKF(strstr(out, want), "%s: rank %d: %s", once[i], r, out);
+		}
+		CHECKF(strstr(out, "model-00002-of-00002.safetensors: SHA-256 mismatch: expected "),
+		       "%s: %s", once[i], out);
+	}
+}
+
+/*
  * Ranks given different specs (replicated on rank 0, split on rank 1)
  * loading independently: nothing is transferred, so no plan was compared
  * and the load succeeded, each rank's shards fitting a different mesh.
@@ -920,6 +1013,7 @@ int main(void)
 {
 	th_seed();
 	RUN(read_once_equals_single_process_loads);
+	RUN(executor_equals_single_process_loads_and_fails_alike);
 	RUN(plain_mpi_load_reads_per_process);
 	RUN(streaming_read_once_equals_single_process_loads);
 	RUN(streaming_strided_copies_of_several_packs);
@@ -937,6 +1031,7 @@ int main(void)
 	RUN(cli_mpi_streaming_dump_equals_whole_loads);
 	RUN(cli_mpi_failure_leaves_no_dump);
 	RUN(cli_mpi_hf_unchecked_warned_per_rank);
+	RUN(cli_mpi_sha256_checked_fails_every_rank);
 	RUN(cli_mpi_ranks_need_one_spec);
 	RUN(cli_mpi_options_and_missing_plugin);
 	return th_done();

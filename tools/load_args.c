@@ -49,10 +49,6 @@ static int mpi_rules(const struct load_args *a)
 			PROG);
 		return OPTS_USAGE;
 	}
-	if (a->mpi && (a->sha256.n || a->sha256_file)) {
-		fprintf(stderr, "%s: --sha256 and --sha256-file: not with --mpi yet\n", PROG);
-		return OPTS_USAGE;
-	}
 	if (a->mpi && a->verify && a->local_files) {
 		fprintf(stderr, "%s: --verify reads every shard's file: not with --local-files\n",
 			PROG);

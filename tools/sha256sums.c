@@ -55,12 +55,13 @@ static int expect_given(rl_expect *x, const struct opt_list *given, const char *
 	return 0;
 }
 
-int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
+int sha256_values(rl_expect **out, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
 		  const struct opt_list *given, const char *sums_file, const char *prog)
 {
 	rl_expect *x;
 	int ret;
 
+	*out = NULL;
 	if (!given->n && !sums_file)
 		return 0;
 	if (!(x = rl_expect_create(ck, ck_path))) {
@@ -73,7 +74,22 @@ int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const c
 		ret = -1;
 	}
 	print_warnings(x, prog);
-	if (ret == 0 && rl_loader_expect(ld, x) < 0) {
+	if (ret)
+		rl_expect_destroy(x);
+	else
+		*out = x;
+	return ret;
+}
+
+int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
+		  const struct opt_list *given, const char *sums_file, const char *prog)
+{
+	rl_expect *x;
+	int ret = sha256_values(&x, ck, plan, ck_path, given, sums_file, prog);
+
+	if (ret || !x)
+		return ret;
+	if (rl_loader_expect(ld, x) < 0) {
 		fprintf(stderr, "%s: %s\n", prog, rl_loader_errmsg(ld));
 		ret = -1;
 	}

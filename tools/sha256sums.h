@@ -30,6 +30,11 @@ int sha256_args_check(const char *prog, const struct opt_list *given);
 int sha256_expect(rl_loader *ld, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
 		  const struct opt_list *given, const char *sums_file, const char *prog);
 
+/* The same values as an rl_expect (*out; NULL when none were given) for
+ * the caller to hand on (--mpi: rl_mpi_expect). Returns 0 or -1. */
+int sha256_values(rl_expect **out, const rl_ckpt *ck, const rl_plan *plan, const char *ck_path,
+		  const struct opt_list *given, const char *sums_file, const char *prog);
+
 /* After a successful load: a warning line naming each file of ck whose
  * expected value was not checked (read in part, or streamed), and unless
  * quiet one line saying what was checked. */

@@ -251,6 +251,22 @@ class CudaOpts(Structure):
                 ("flags", c_uint32), ("gpu", c_int32), ("reserved", c_uint64 * 3)]
 
 
+RL_TRANSPORT_V1 = 1
+"""rl_transport_ops.version."""
+
+TRANSPORT_SEND_FN = CFUNCTYPE(c_int, c_void_p, c_int, c_uint64, c_void_p, c_size_t)
+TRANSPORT_RECV_FN = CFUNCTYPE(c_int, c_void_p, c_int, c_uint64, c_void_p, c_size_t)
+TRANSPORT_WAIT_FN = CFUNCTYPE(c_int, c_void_p)
+TRANSPORT_AGREE_FN = CFUNCTYPE(c_int, c_void_p, POINTER(c_int))
+
+
+class TransportOps(Structure):
+    """rl_transport_ops: read once over the caller's transport (version-tagged)"""
+    _fields_ = [("version", c_uint32), ("size", c_uint32), ("send", TRANSPORT_SEND_FN),
+                ("recv", TRANSPORT_RECV_FN), ("wait", TRANSPORT_WAIT_FN),
+                ("agree", TRANSPORT_AGREE_FN)]
+
+
 class SumsEntry(Structure):
     """rl_sums_entry: one line of a SHA256SUMS file (size-tagged)"""
     _fields_ = [("size", c_size_t), ("name", c_char_p), ("sha256", ctypes.c_uint8 * 32),
@@ -266,6 +282,7 @@ STRUCTURES = {
     "rl_file_stats": FileStats, "rl_file_header": FileHeader,
     "rl_transfer_info": TransferInfo, "rl_plan_xstats": PlanXStats,
     "rl_piece": Piece, "rl_cuda_opts": CudaOpts, "rl_sums_entry": SumsEntry,
+    "rl_transport_ops": TransportOps,
 }
 """Every bound structure by its C name (the layout test walks this)."""
 
@@ -384,6 +401,8 @@ _PROTOTYPES = {
     "rl_loader_set_cuda": (c_int, [_V, POINTER(CudaOpts)]),
     "rl_loader_set_cuda_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
     "rl_loader_set_cuda_stream": (c_int, [_V, c_int32, c_uint64]),
+    # read once over the caller's transport (docs/architecture.md, "A transport")
+    "rl_loader_set_transport": (c_int, [_V, POINTER(TransportOps), _V]),
     "rl_loader_cuda_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
     "rl_loader_cuda_shard": (c_int, [_V, c_size_t, POINTER(c_uint64)]),
     "rl_loader_cuda_read_back": (c_int, [_V, c_uint32, c_uint64, _V, c_size_t]),

@@ -35,7 +35,7 @@
 struct args {
 	const char *path, *spec, *local, *backend, *dump, *budget;
 	int read_once, truncate_rank, sleep_rank, short_send_rank, thread_single, groups;
-	int cancel_rank, cancel_transfer, no_callback_rank;
+	int cancel_rank, cancel_transfer, no_callback_rank, executor;
 	long long batch, msg, timeout_ms, workers;
 };
 
@@ -53,6 +53,8 @@ static int parse(int argc, char **argv, struct args *a)
 			a->thread_single = 1;
 		else if (!strcmp(o, "--cancel-transfer"))
 			a->cancel_transfer = 1;
+		else if (!strcmp(o, "--executor"))
+			a->executor = 1;
 		else if (!v && o[0] == '-')
 			return -1;
 		else if (!strcmp(o, "--spec") && ++i)
@@ -347,7 +349,7 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv, &a)) {
 		fprintf(stderr, "usage: mpi_driver PATH [--spec SPEC] [--read-once] [--local PATTERN]\n"
-			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N]\n"
+			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N] [--executor]\n"
 			"  [--truncate-rank R] [--sleep-rank R] [--short-send-rank R] [--thread-single]\n"
 			"  [--groups G] [--budget B0[,B1,...]] [--workers N]\n"
 			"  [--cancel-rank R [--cancel-transfer]] [--no-callback-rank R]\n");
@@ -368,6 +370,8 @@ int main(int argc, char **argv)
 		rl_mpi_set(m, RL_MPI_MESSAGE_BYTES, a.msg);
 	if (a.timeout_ms)
 		rl_mpi_set(m, RL_MPI_TIMEOUT_MS, a.timeout_ms);
+	if (a.executor)
+		rl_mpi_set(m, RL_MPI_EXECUTOR, 1);
 	ret = run(&a, &w, m);
 	rl_mpi_destroy(m);
 	free(calls);

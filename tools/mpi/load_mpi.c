@@ -50,6 +50,7 @@ struct mrun {
 	int out_begun;
 	int piece_failed;       /* --staging-budget: writing a piece failed */
 	struct verify_counts vc;
+	size_t nsha;            /* files with an expected SHA-256 (--sha256, --sha256-file) */
 	double t0, secs[PH_N];
 };
 
@@ -275,6 +276,25 @@ static int stream_out(struct mrun *r)
 	return all_ok(r, ret >= 0, "to create its folders");
 }
 
+/* --sha256, --sha256-file: the values go to rl_mpi_expect (each file
+ * hashed whole by one rank after the load), never to the loaders, which
+ * read only part of most files. */
+static int expect(struct mrun *r)
+{
+	char prog[64], hex[65];
+	rl_expect *x;
+	int ret;
+
+	snprintf(prog, sizeof(prog), "%s: rank %d", PROG, r->rank);
+	if (sha256_values(&x, r->ck, NULL, r->a->path, &r->a->sha256, r->a->sha256_file, prog))
+		return -1;
+	for (size_t f = 0; x && rl_expect_get(x, f, hex) >= 0; f++)
+		r->nsha += hex[0] != '\0';
+	ret = rl_mpi_expect(r->m, x);
+	rl_expect_destroy(x);
+	return ret ? say(r, "%s", rl_mpi_errmsg(r->m)) : 0;
+}
+
 static int load(struct mrun *r)
 {
 	const struct load_args *a = r->a;
@@ -291,6 +311,8 @@ static int load(struct mrun *r)
 		return all_ok(r, !say(r, "%s", rl_mpi_errmsg(r->m)), "to configure the load");
 	if (plan_params(r->plan, a) < 0)
 		return all_ok(r, !say(r, "%s", rl_plan_errmsg(r->plan)), "to configure the load");
+	if (expect(r))
+		return all_ok(r, 0, "to configure the load");
 	if (all_ok(r, 1, "to configure the load") || stream_out(r))
 		return -1;
 	ret = rl_mpi_load(r->ld, r->ck, r->spec, MPI_COMM_WORLD, r->plan, r->m);
@@ -300,6 +322,9 @@ static int load(struct mrun *r)
 		return say(r, "%s", rl_mpi_errmsg(r->m));
 	}
 	report_unchecked(r);
+	if (r->nsha && r->rank == 0 && !a->quiet)
+		fprintf(stderr, "sha256: %zu file%s match%s (each hashed whole by one rank)\n",
+			r->nsha, r->nsha == 1 ? "" : "s", r->nsha == 1 ? "es" : "");
 	return 0;
 }
 

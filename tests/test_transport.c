@@ -1,0 +1,590 @@
+/*
+ * test_transport.c - read once over a transport the caller gives
+ * (rl_loader_set_transport), with no MPI: NP threads are the processes,
+ * an in-memory transport implements the ops (eager sends into a shared
+ * list, receives matched by peer and tag at wait, agreement by a
+ * barrier). Every process's shards must equal a plain load's byte for
+ * byte, every shard reported once, and the cluster must read less than
+ * the plain loads together; a failure on one process (its own reads, a
+ * send, a refused streaming loader) fails every process, none hangs.
+ * Every backend, 1 and 3 workers.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt_util.h"
+#include "harness.h"
+#include "../common/common.h"
+
+#define NP 3
+#define NT 10
+#define WAIT_S 30               /* a receive never matched: a hang, reported */
+
+static const unsigned worker_counts[] = { 1, 3 };
+static rl_backend cur = RL_BACKEND_IO_URING;
+static unsigned cur_workers = 1;
+
+/* ---------------------------------------------------------------- */
+/* The in-memory transport                                           */
+/* ---------------------------------------------------------------- */
+
+struct msg {
+	struct msg *next;
+	int from, to;
+	uint64_t tag;
+	size_t len;
+	int bad;                /* a failed send: the receive fails */
+	uint8_t data[];
+};
+
+struct hub {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct msg *head;
+	int arrived, gen, result, status[NP];
+	int fail_send_rank;     /* this rank's first send fails (-1: none) */
+};
+
+struct post {
+	int peer;
+	uint64_t tag;
+	void *buf;
+	size_t len;
+};
+
+struct tport {
+	struct hub *h;
+	int me;
+	struct post *recv;
+	size_t nrecv, cap;
+	int sends, agrees;
+};
+
+static int t_send(void *user, int peer, uint64_t tag, const void *buf, size_t len)
+{
+	struct tport *t = user;
+	int bad = t->me == t->h->fail_send_rank && t->sends++ == 0;
+	struct msg *m = malloc(sizeof(*m) + (bad ? 0 : len));
+
+	if (!m || peer < 0 || peer >= NP)
+		return -EINVAL;
+	*m = (struct msg){ .from = t->me, .to = peer, .tag = tag, .len = len, .bad = bad };
+	if (!bad)
+		memcpy(m->data, buf, len);
+	pthread_mutex_lock(&t->h->mu);
+	m->next = t->h->head;
+	t->h->head = m;
+	pthread_cond_broadcast(&t->h->cv);
+	pthread_mutex_unlock(&t->h->mu);
+	return bad ? -EIO : 0;
+}
+
+static int t_recv(void *user, int peer, uint64_t tag, void *buf, size_t len)
+{
+	struct tport *t = user;
+
+	if (t->nrecv == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 16;
+		struct post *p = realloc(t->recv, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		t->recv = p;
+		t->cap = cap;
+	}
+	t->recv[t->nrecv++] = (struct post){ peer, tag, buf, len };
+	return 0;
+}
+
+/* The message for post p, unlinked; NULL when none yet. */
+static struct msg *take(struct hub *h, int me, const struct post *p)
+{
+	for (struct msg **pm = &h->head; *pm; pm = &(*pm)->next)
+		if ((*pm)->to == me && (*pm)->from == p->peer && (*pm)->tag == p->tag) {
+			struct msg *m = *pm;
+
+			*pm = m->next;
+			return m;
+		}
+	return NULL;
+}
+
+static int t_wait(void *user)
+{
+	struct tport *t = user;
+	struct timespec dl;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += WAIT_S;
+	pthread_mutex_lock(&t->h->mu);
+	for (size_t i = 0; i < t->nrecv; i++) {
+		struct msg *m;
+
+		while (!(m = take(t->h, t->me, &t->recv[i])))
+			if (pthread_cond_timedwait(&t->h->cv, &t->h->mu, &dl)) {
+				pthread_mutex_unlock(&t->h->mu);
+				t->nrecv = 0;
+				return -ETIMEDOUT;
+			}
+		if (m->bad || m->len != t->recv[i].len)
+			ret = ret ? ret : -EIO;
+		else
+			memcpy(t->recv[i].buf, m->data, m->len);
+		free(m);
+	}
+	pthread_mutex_unlock(&t->h->mu);
+	t->nrecv = 0;
+	return ret;
+}
+
+/* A barrier: the lowest rank's non-zero status wins, on every rank. */
+static int t_agree(void *user, int *status)
+{
+	struct tport *t = user;
+	struct hub *h = t->h;
+	struct timespec dl;
+	int gen;
+
+	t->agrees++;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += WAIT_S;
+	pthread_mutex_lock(&h->mu);
+	h->status[t->me] = *status;
+	gen = h->gen;
+	if (++h->arrived == NP) {
+		h->result = 0;
+		for (int r = NP - 1; r >= 0; r--)
+			h->result = h->status[r] ? h->status[r] : h->result;
+		h->arrived = 0;
+		h->gen++;
+		pthread_cond_broadcast(&h->cv);
+	}
+	while (h->gen == gen)
+		if (pthread_cond_timedwait(&h->cv, &h->mu, &dl)) {
+			pthread_mutex_unlock(&h->mu);
+			return -ETIMEDOUT;
+		}
+	*status = h->result;
+	pthread_mutex_unlock(&h->mu);
+	return 0;
+}
+
+static const rl_transport_ops ops = {
+	.version = RL_TRANSPORT_V1, .size = sizeof(rl_transport_ops),
+	.send = t_send, .recv = t_recv, .wait = t_wait, .agree = t_agree,
+};
+
+static void hub_free(struct hub *h)
+{
+	while (h->head) {
+		struct msg *m = h->head;
+
+		h->head = m->next;
+		free(m);
+	}
+	pthread_mutex_destroy(&h->mu);
+	pthread_cond_destroy(&h->cv);
+}
+
+/* ---------------------------------------------------------------- */
+/* The cluster: a checkpoint, NP plans, NP threads                   */
+/* ---------------------------------------------------------------- */
+
+/* Mesh [NP, 2]: t0-t3 split by rows and t4-t5 by columns inside each
+ * process, everything replicated across processes (read once). */
+static const char spec_split[] =
+	"{\"mesh\":{\"shape\":[3,2],\"axes\":[\"p\",\"m\"],\"process_of_device\":[0,0,1,1,2,2]},"
+	"\"rules\":[{\"match\":\"t[0-3]\",\"spec\":[\"m\"]},"
+	"{\"match\":\"t[45]\",\"spec\":[null,\"m\"]}]}";
+/* One device per process, every tensor whole on each: payloads within
+ * one tensor are received straight into the shard. */
+static const char spec_whole[] =
+	"{\"mesh\":{\"shape\":[3],\"axes\":[\"p\"],\"process_of_device\":[0,1,2]}}";
+static const char *spec_json = spec_split;
+
+struct proc {
+	struct hub *h;
+	struct tport t;
+	rl_loader *ld;
+	rl_plan *plan;
+	int ret;
+	char err[512];
+	unsigned calls[256];
+};
+
+struct cluster {
+	rl_ckpt *ck;
+	rl_spec *spec;
+	struct hub h;
+	struct proc p[NP];
+};
+
+static void on_shard(void *user, size_t shard)
+{
+	struct proc *p = user;
+
+	if (shard < 256)
+		p->calls[shard]++;
+}
+
+static rl_loader *new_loader(void)
+{
+	rl_loader *ld = rl_loader_create();
+
+	if (ld && (rl_loader_set(ld, RL_OPT_BACKEND, cur) < 0 ||
+		   rl_loader_set(ld, RL_OPT_WORKERS, cur_workers) < 0)) {
+		rl_loader_destroy(ld);
+		return NULL;
+	}
+	return ld;
+}
+
+/* The checkpoint (written once), the spec, NP read-once plans and loaders. */
+static int cluster_init(struct cluster *c, const char *file)
+{
+	memset(c, 0, sizeof(*c));
+	pthread_mutex_init(&c->h.mu, NULL);
+	pthread_cond_init(&c->h.cv, NULL);
+	c->h.fail_send_rank = -1;
+	c->ck = rl_ckpt_create();
+	c->spec = rl_spec_create();
+	if (!c->ck || !c->spec || rl_ckpt_open(c->ck, file) ||
+	    rl_spec_parse(c->spec, spec_json, strlen(spec_json)))
+		return -1;
+	for (int r = 0; r < NP; r++) {
+		struct proc *p = &c->p[r];
+
+		p->h = &c->h;
+		p->t = (struct tport){ .h = &c->h, .me = r };
+		p->plan = rl_plan_create();
+		p->ld = new_loader();
+		if (!p->plan || !p->ld || rl_plan_set(p->plan, RL_PLAN_PROCESS, r) ||
+		    rl_plan_set(p->plan, RL_PLAN_READ_ONCE, 1) ||
+		    rl_plan_set(p->plan, RL_PLAN_CHUNK_BYTES, 4096) ||
+		    rl_plan_set(p->plan, RL_PLAN_BATCH_BYTES, 5000) ||
+		    rl_plan_build(p->plan, c->ck, c->spec) ||
+		    rl_loader_set_transport(p->ld, &ops, &p->t) ||
+		    rl_loader_set_callbacks(p->ld, on_shard, NULL, p))
+			return -1;
+	}
+	return 0;
+}
+
+static void cluster_free(struct cluster *c)
+{
+	for (int r = 0; r < NP; r++) {
+		rl_loader_destroy(c->p[r].ld);
+		rl_plan_destroy(c->p[r].plan);
+		free(c->p[r].t.recv);
+	}
+	rl_spec_destroy(c->spec);
+	rl_ckpt_destroy(c->ck);
+	hub_free(&c->h);
+}
+
+static void *proc_main(void *arg)
+{
+	struct proc *p = arg;
+
+	p->ret = rl_loader_run(p->ld, p->plan);
+	snprintf(p->err, sizeof(p->err), "%s", rl_loader_errmsg(p->ld));
+	return NULL;
+}
+
+/* Every process's load at once. Returns 0, or -1: a thread did not start. */
+static int cluster_run(struct cluster *c)
+{
+	pthread_t th[NP];
+	int n = 0;
+
+	for (; n < NP; n++)
+		if (pthread_create(&th[n], NULL, proc_main, &c->p[n]))
+			break;
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	return n == NP ? 0 : -1;
+}
+
+/* A random checkpoint of NT rank-2 tensors at file. */
+static uint8_t *write_ckpt(const char *file, struct rt *t)
+{
+	uint64_t data_start, fsize;
+	uint8_t *bytes;
+
+	force_rank = 2;
+	bytes = write_random_ckpt(file, t, NT, &data_start, &fsize);
+	force_rank = 0;
+	return bytes;
+}
+
+/* ---------------------------------------------------------------- */
+/* Tests                                                             */
+/* ---------------------------------------------------------------- */
+
+/* Process r's shards equal a plain load's (ref, its plan rp), each
+ * reported once. NULL, or what differs. */
+static const char *same_as_plain(struct proc *p, rl_loader *ref, const rl_plan *rp, char *why,
+				 size_t cap)
+{
+	size_t n = rl_plan_num_shards(p->plan);
+
+	if (n != rl_plan_num_shards(rp) || n > 256)
+		return "another number of shards";
+	for (size_t s = 0; s < n; s++) {
+		rl_shard_info a, b;
+		const uint8_t *ga, *gb;
+
+		rl_plan_shard(p->plan, s, &a);
+		rl_plan_shard(rp, s, &b);
+		if (strcmp(a.name, b.name) || a.device != b.device || a.nbytes != b.nbytes) {
+			snprintf(why, cap, "shard %zu: %s/%u, plain %s/%u", s, a.name, a.device, b.name,
+				 b.device);
+			return why;
+		}
+		if (p->calls[s] != 1) {
+			snprintf(why, cap, "shard %zu (%s) reported %u times", s, a.name, p->calls[s]);
+			return why;
+		}
+		ga = (const uint8_t *)rl_loader_staging(p->ld, a.device, NULL) + a.offset;
+		gb = (const uint8_t *)rl_loader_staging(ref, b.device, NULL) + b.offset;
+		if (a.nbytes && memcmp(ga, gb, a.nbytes)) {
+			snprintf(why, cap, "shard %zu (%s, device %u) differs", s, a.name, a.device);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+static void equals_plain_load_as(const char *spec);
+
+static void equals_plain_load(void)
+{
+	equals_plain_load_as(spec_split);
+}
+
+static void whole_tensors_equal_plain_load(void)
+{
+	equals_plain_load_as(spec_whole);
+}
+
+static void equals_plain_load_as(const char *spec)
+{
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = write_ckpt(tmp_path("tp.safetensors"), t);
+	uint64_t ntr = 0, nb = 0, ro_read = 0, plain_read = 0;
+	char why[256];
+	int ret;
+
+	CHECK(file);
+	free(file);
+	spec_json = spec;
+	ret = cluster_init(&c, tmp_path("tp.safetensors"));
+	spec_json = spec_split;
+	CHECK(ret == 0);
+	rl_plan_transfer_summary(c.p[0].plan, &ntr, &nb, NULL);
+	CHECKF(ntr > 0 && nb > 1, "%llu transfers in %llu batches", (unsigned long long)ntr,
+	       (unsigned long long)nb);
+	CHECK(cluster_run(&c) == 0);
+	for (int r = 0; r < NP; r++) {
+		rl_loader *ref = new_loader();
+		rl_plan *rp = NULL;
+		rl_load_stats ls = { .size = sizeof(ls) };
+		const char *bad;
+
+		CHECKF(c.p[r].ret == 0, "process %d: %s", r, c.p[r].err);
+		CHECK(ref && rl_loader_load(ref, c.ck, c.spec, r, &rp) == 0);
+		bad = same_as_plain(&c.p[r], ref, rp, why, sizeof(why));
+		CHECKF(!bad, "process %d: %s", r, bad);
+		CHECK(rl_loader_get_stats(c.p[r].ld, &ls) == 0);
+		ro_read += ls.bytes_read;
+		CHECK(rl_loader_get_stats(ref, &ls) == 0);
+		plain_read += ls.bytes_read;
+		rl_plan_destroy(rp);
+		rl_loader_destroy(ref);
+	}
+	/* Replicated over NP processes: read once is about a third. */
+	CHECKF(ro_read * 2 < plain_read, "read once read %llu bytes, plain loads %llu",
+	       (unsigned long long)ro_read, (unsigned long long)plain_read);
+	cluster_free(&c);
+}
+
+/* Every process failed with code, the failing one with its own message
+ * (mine), the others saying another process failed. */
+static const char *all_failed(struct cluster *c, int bad, int code, const char *mine, char *why,
+			      size_t cap)
+{
+	for (int r = 0; r < NP; r++) {
+		const struct proc *p = &c->p[r];
+		const char *want = r == bad ? mine : "another process failed";
+
+		if (p->ret != code || !strstr(p->err, want)) {
+			snprintf(why, cap, "process %d: %d (%s), %d and \"%s\" expected", r, p->ret,
+				 p->err, code, want);
+			return why;
+		}
+		if (rl_loader_staging(p->ld, 0, NULL))
+			return "a failed load hands out its staging";
+	}
+	return NULL;
+}
+
+static void own_failure_fails_everyone(void)
+{
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = write_ckpt(tmp_path("tpf.safetensors"), t);
+	const char *bad;
+	char why[640];
+
+	CHECK(file);
+	free(file);
+	CHECK(cluster_init(&c, tmp_path("tpf.safetensors")) == 0);
+	/* Process 1 wants caller staging it never got. */
+	CHECK(rl_loader_set(c.p[1].ld, RL_OPT_STAGING, RL_STAGING_CALLER) == 0);
+	CHECK(cluster_run(&c) == 0);
+	bad = all_failed(&c, 1, RL_E_STAGING, "no staging supplied", why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
+	cluster_free(&c);
+}
+
+static void failed_send_fails_everyone(void)
+{
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = write_ckpt(tmp_path("tps.safetensors"), t);
+	const char *bad;
+	char why[640];
+
+	CHECK(file);
+	free(file);
+	CHECK(cluster_init(&c, tmp_path("tps.safetensors")) == 0);
+	c.h.fail_send_rank = 2;
+	CHECK(cluster_run(&c) == 0);
+	CHECKF(c.p[2].t.sends > 0, "process 2 sent nothing: no failure injected");
+	/* Process 2 and the receivers of its first payload fail in the move;
+	 * the agreement gives every process the lowest rank's code. */
+	for (int r = 0; r < NP; r++)
+		CHECKF(c.p[r].ret == -EIO && strstr(c.p[r].err, "read once: batch"),
+		       "process %d: %d (%s)", r, c.p[r].ret, c.p[r].err);
+	(void)bad;
+	(void)why;
+	cluster_free(&c);
+}
+
+static void streaming_refused_everywhere(void)
+{
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = write_ckpt(tmp_path("tpr.safetensors"), t);
+	const char *bad;
+	char why[640];
+
+	CHECK(file);
+	free(file);
+	CHECK(cluster_init(&c, tmp_path("tpr.safetensors")) == 0);
+	CHECK(rl_loader_set(c.p[0].ld, RL_OPT_STAGING, RL_STAGING_STREAM) == 0);
+	CHECK(cluster_run(&c) == 0);
+	bad = all_failed(&c, 0, RL_E_STATE, "whole loads only", why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
+	cluster_free(&c);
+}
+
+/*
+ * A Hugging Face cache blob (snapshots/r/m.safetensors -> blobs/<hex>,
+ * a value no file has) read once: each process reads parts of it for
+ * others, so none can check it: its file statistics list the file as
+ * RL_SHA256_PARTIAL and the load counts it unchecked (before, a file read
+ * only for others was missing from them: nothing said it went unchecked).
+ */
+static void blob_read_for_others_counted_unchecked(void)
+{
+	static const char hex[] = "0123456789abcdef0123456789abcdef"
+				  "0123456789abcdef0123456789abcdef";
+	char blob[4096], snap[4096], cmd[16384];
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file;
+
+	snprintf(blob, sizeof(blob), "%s", tmp_path("hf/blobs"));
+	snprintf(snap, sizeof(snap), "%s", tmp_path("hf/snapshots/r"));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s %s", tmp_path("hf"), blob, snap);
+	CHECK(system(cmd) == 0);
+	snprintf(blob + strlen(blob), sizeof(blob) - strlen(blob), "/%s", hex);
+	file = write_ckpt(blob, t);
+	CHECK(file);
+	free(file);
+	snprintf(snap + strlen(snap), sizeof(snap) - strlen(snap), "/m.safetensors");
+	CHECK(symlink(blob, snap) == 0);
+	CHECK(cluster_init(&c, snap) == 0);
+	CHECK(cluster_run(&c) == 0);
+	for (int r = 0; r < NP; r++) {
+		rl_load_stats ls = { .size = sizeof(ls) };
+		size_t partial = 0;
+
+		CHECKF(c.p[r].ret == 0, "process %d: %s", r, c.p[r].err);
+		CHECK(rl_loader_get_stats(c.p[r].ld, &ls) == 0);
+		for (size_t f = 0; f < rl_loader_num_files(c.p[r].ld); f++) {
+			rl_file_stats fs = { .size = sizeof(fs) };
+
+			CHECK(rl_loader_get_file_stats(c.p[r].ld, f, &fs) == 0);
+			partial += fs.file == 0 && fs.sha256_state == RL_SHA256_PARTIAL;
+		}
+		CHECKF(ls.files_unchecked == 1 && partial == 1,
+		       "process %d: %u unchecked, %zu partial of %zu files", r, ls.files_unchecked,
+		       partial, rl_loader_num_files(c.p[r].ld));
+	}
+	cluster_free(&c);
+}
+
+static void bad_ops_refused(void)
+{
+	rl_loader *ld = rl_loader_create();
+	rl_transport_ops o = ops;
+
+	CHECK(ld);
+	CHECK_EQ(rl_loader_set_transport(NULL, &ops, NULL), -EINVAL);
+	o.version = 2;
+	CHECK_EQ(rl_loader_set_transport(ld, &o, NULL), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_loader_errmsg(ld), "version 2"));
+	o = ops;
+	o.size = 8;
+	CHECK_EQ(rl_loader_set_transport(ld, &o, NULL), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_loader_errmsg(ld), "size 8"));
+	o = ops;
+	o.agree = NULL;
+	CHECK_EQ(rl_loader_set_transport(ld, &o, NULL), RL_E_INVALID_ARG);
+	CHECK(strstr(rl_loader_errmsg(ld), "agree op"));
+	CHECK_EQ(rl_loader_set_transport(ld, &ops, NULL), 0);
+	CHECK_EQ(rl_loader_set_transport(ld, NULL, NULL), 0);
+	rl_loader_destroy(ld);
+}
+
+static void select_backend(rl_backend b, unsigned workers)
+{
+	cur = b;
+	cur_workers = workers;
+}
+
+int main(void)
+{
+	static const struct th_case tests[] = {
+		{ "equals_plain_load", equals_plain_load },
+		{ "whole_tensors_equal_plain_load", whole_tensors_equal_plain_load },
+		{ "own_failure_fails_everyone", own_failure_fails_everyone },
+		{ "failed_send_fails_everyone", failed_send_fails_everyone },
+		{ "streaming_refused_everywhere", streaming_refused_everywhere },
+		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
+	};
+
+	th_seed();
+	th_run("bad_ops_refused", bad_ops_refused);
+	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), worker_counts,
+			     CM_ARRAY_SIZE(worker_counts), select_backend);
+	return th_done();
+}
