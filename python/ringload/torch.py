@@ -454,7 +454,7 @@ def _run_group(filename, sharding, group, job, batch_bytes, read_once,
         except BaseException:
             loader.close()  # no staging made yet: nothing refers to it
             raise
-        shards, ids, staging, st = _dist.run(ckpt, p, group, loader, job,
+        shards, ids, staging, st = _dist.run(ckpt, p, group, loader,
                                               expected)
         extra = after(ckpt, expected) if after else None
     finally:
