@@ -1,18 +1,16 @@
 """Loads across the ranks of a torch.distributed process group: the engine
 of ringload.torch's load_dtensors and load(process_group=...).
 
-The library plans: each rank builds the plan of its process (its rank in
-the group) for the same spec (load_dtensors makes one from the mesh and
-placements), with read once (RL_PLAN_READ_ONCE) its transfers too: every
-byte several ranks need is read by one of them, in contiguous file
-ranges balanced by bytes, and sent whole to the others, which copy what
-they need by their own scatter lists (rl_plan_transfer,
-rl_plan_transfer_copy). This module keeps only the collective calls: each
-rank reads its own part into its staging (rl_loader_run), then, batch by
-batch, reads the payloads it roots (rl_plan_build_batch), sends them to
-their receivers and receives its own (one batch_isend_irecv over the
-group: gloo or NCCL), and copies them into its staging. Memory in transit:
-a batch's payloads, at most batch_bytes (RL_PLAN_BATCH_BYTES).
+The library plans and loads: each rank builds the plan of its process (its
+rank in the group) for the same spec (load_dtensors makes one from the
+mesh and placements), with read once (RL_PLAN_READ_ONCE) its transfers
+too: every byte several ranks need is read by one of them, in contiguous
+file ranges balanced by bytes, and sent whole to the others. One
+rl_loader_run over a transport of the group (_transport: isend/irecv,
+wait, all_reduce) does the rank's reads, the transfers' reads, moves and
+copies; this module keeps the checks before the load and the collective
+calls around it. Memory in transit: a batch's payloads, at most
+batch_bytes (RL_PLAN_BATCH_BYTES).
 
 Agreement: before any byte moves the ranks exchange what they are about
 to do (same_plan): each file's name, size, header and identity (machine,
@@ -21,9 +19,11 @@ a digest of the sharding or placements; any difference ends every rank
 with the same ArgumentError naming it, before a collective whose sizes it
 could change (all_gather_object agrees on sizes first).
 
-Failures: after the read every rank tells the others its status
-(all_gather_object); when any failed, every rank raises that rank's
-error (same class and code; the message starts with "rank N: "). A
+Failures: the library agrees after the rank's own reads and twice per
+batch, so a failure anywhere stops every rank there; then every rank
+tells the others its status (all_gather_object) and every rank raises
+the same rank's error (same class and code; the message starts with
+"rank N: "; agree prefers a rank's own failure). A
 rank that dies or hangs makes the others' collectives fail at the group's
 timeout: they raise RL_E_PEER (LoadError) naming the collective.
 """
