@@ -61,8 +61,9 @@ class Transport:
             agree=_lib.TRANSPORT_AGREE_FN(self._agree))
 
     def _global(self, peer):
-        return dist.get_global_rank(self.group, peer) if self.group \
-            else peer
+        if self.group is None:
+            return peer
+        return dist.get_global_rank(self.group, peer)
 
     def _guard(self, fn):
         """fn() as an op: 0, or a negative code with the exception kept."""
