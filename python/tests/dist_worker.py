@@ -210,6 +210,8 @@ class _Dist:
         self.calls[op] = self.calls.get(op, 0) + 1
         if op == self.fail and self.calls[op] == 1:
             raise RuntimeError(f"injected {op} failure")
+        if self.fail == f"exit-{op}":
+            os._exit(0)  # a rank that dies in the middle of the transfers
 
     def isend(self, *a, **k):
         self._hit("send")
@@ -257,9 +259,18 @@ def case_transport(ckpt, args):
 
 
 def case_dead(ckpt, args):
-    """Rank 3 leaves without loading: the others must fail, not hang."""
-    if dist.get_rank() == 3:
+    """Rank 3 leaves without loading (args["at"]: in the load, at its
+    first transport op of that name): the others must fail, not hang."""
+    if dist.get_rank() == 3 and not args.get("at"):
         os._exit(0)
+    if args.get("at"):
+        from ringload import _transport
+        _transport.dist = _Dist({}, f"exit-{args['at']}"
+                                if dist.get_rank() == 3 else None)
+        mesh = init_device_mesh("cpu", (2, 2))
+        rt.load_dtensors(ckpt, mesh, _placements(
+            {"w": [0, 1], "emb": [0, None], "b": [None, 0]}), batch_bytes=64)
+        return {}
     mesh = init_device_mesh("cpu", (4,))
     rt.load_dtensors(ckpt, mesh, {"w": [Shard(0)]})
     return {}

@@ -5,7 +5,9 @@ with read once the ranks together read exactly the distinct boxes' bytes
 and send what they do not read; load(sharding, read_once) gives each rank
 its spec process's boxes; a failure on one rank (missing file, SHA-256
 mismatch) raises that error on every rank, and a rank that never comes
-ends the others at the group's timeout (RL_E_PEER), not a hang. Ranks
+ends the others at the group's timeout (RL_E_PEER), not a hang; the
+transfers go through the library's transport (ringload._transport),
+whose failed op, or a rank dying in it, fails every rank promptly. Ranks
 that disagree (a stale copy, another sharding, placements or batch size)
 all raise ArgumentError naming it; read once with targets and
 files_of_process is byte-exact; the ranks read each byte of the file once
@@ -253,6 +255,19 @@ def test_a_failed_transport_op_fails_every_rank(tmp_path, ckpt, op):
         if rank != 1:
             assert err[2].startswith("rank 1: "), (rank, errs)
     assert max(r["stats"]["seconds"] for r in res) < 30, res
+
+
+@pytest.mark.parametrize("at", ["agree", "recv"])
+def test_rank_dying_in_the_transfers_fails_the_others(tmp_path, ckpt, at):
+    """Rank 3 exits at its first agreement or receive inside
+    rl_loader_run: the other ranks raise RL_E_PEER within the group's
+    timeout (5 s), none hangs or dies."""
+    t0 = time.monotonic()
+    res = run(tmp_path, "dead", ckpt, {"timeout": 5, "at": at})
+    assert time.monotonic() - t0 < 120
+    for r in res[:3]:
+        assert not r["ok"] and r["error"][1] == _lib.RL_E_PEER, r
+        assert r["seconds"] < 60, r
 
 
 def test_without_torch_distributed_is_process_0(ckpt):
