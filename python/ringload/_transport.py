@@ -11,10 +11,12 @@ wait waits every posted work; agree is an all_reduce MIN of the statuses
 (0 or a negative code: the minimum is 0 only when every rank gave 0).
 
 Tags: the transfer's 64-bit cluster index is passed modulo 2^31 (gloo
-takes a non-negative int; NCCL ignores tags). Matching does not depend on
-it: the executor posts one message per (peer, transfer) of a batch, in
-the cluster's transfer order on every rank, and gloo and NCCL match the
-messages of one peer and tag in the order posted.
+takes a non-negative int). Correct matching does not rest on it: the
+executor posts one message per (peer, transfer) of a batch, in the
+cluster's transfer order on every rank, and gloo matches the messages of
+one peer and tag in the order posted; two transfers of one batch share a
+tag only past 2^31 transfers. The buffers are host memory: gloo (or
+another backend that sends CPU tensors), not NCCL.
 
 An exception in an op never crosses C: the op returns a negative code
 (the Error's own, else RL_E_PEER) and keeps the first exception, which
