@@ -1,18 +1,16 @@
 """Loads across the ranks of a torch.distributed process group: the engine
 of ringload.torch's load_dtensors and load(process_group=...).
 
-The library plans: each rank builds the plan of its process (its rank in
-the group) for the same spec (load_dtensors makes one from the mesh and
-placements), with read once (RL_PLAN_READ_ONCE) its transfers too: every
-byte several ranks need is read by one of them, in contiguous file
-ranges balanced by bytes, and sent whole to the others, which copy what
-they need by their own scatter lists (rl_plan_transfer,
-rl_plan_transfer_copy). This module keeps only the collective calls: each
-rank reads its own part into its staging (rl_loader_run), then, batch by
-batch, reads the payloads it roots (rl_plan_build_batch), sends them to
-their receivers and receives its own (one batch_isend_irecv over the
-group: gloo or NCCL), and copies them into its staging. Memory in transit:
-a batch's payloads, at most batch_bytes (RL_PLAN_BATCH_BYTES).
+The library plans and loads: each rank builds the plan of its process (its
+rank in the group) for the same spec (load_dtensors makes one from the
+mesh and placements), with read once (RL_PLAN_READ_ONCE) its transfers
+too: every byte several ranks need is read by one of them, in contiguous
+file ranges balanced by bytes, and sent whole to the others. One
+rl_loader_run over a transport of the group (_transport: isend/irecv,
+wait, all_reduce) does the rank's reads, the transfers' reads, moves and
+copies; this module keeps the checks before the load and the collective
+calls around it. Memory in transit: a batch's payloads, at most
+batch_bytes (RL_PLAN_BATCH_BYTES).
 
 Agreement: before any byte moves the ranks exchange what they are about
 to do (same_plan): each file's name, size, header and identity (machine,
@@ -21,13 +19,14 @@ a digest of the sharding or placements; any difference ends every rank
 with the same ArgumentError naming it, before a collective whose sizes it
 could change (all_gather_object agrees on sizes first).
 
-Failures: after the read every rank tells the others its status
-(all_gather_object); when any failed, every rank raises that rank's
-error (same class and code; the message starts with "rank N: "). A
+Failures: the library agrees after the rank's own reads and twice per
+batch, so a failure anywhere stops every rank there; then every rank
+tells the others its status (all_gather_object) and every rank raises
+the same rank's error (same class and code; the message starts with
+"rank N: "; agree prefers a rank's own failure). A
 rank that dies or hangs makes the others' collectives fail at the group's
 timeout: they raise RL_E_PEER (LoadError) naming the collective.
 """
-import collections
 import ctypes
 import hashlib
 import os
@@ -35,10 +34,9 @@ import socket
 import struct
 
 import numpy as np
-import torch
 import torch.distributed as dist
 
-from . import _errors, _handles, _lib, _sha256
+from . import _errors, _handles, _lib, _sha256, _transport
 
 
 def arg_error(msg):
@@ -51,17 +49,24 @@ def _peer_error(msg):
 
 
 def _status(err):
-    """What a rank tells the others: None, or (class name, code, message)."""
+    """What a rank tells the others: None, or (class name, code, message,
+    rank of the failure: 0 its own, 1 a collective's (a peer gone or
+    late), 2 only another rank's (the library's "another process
+    failed"))."""
     if err is None:
         return None
+    if getattr(err, "ringload_secondary", False):
+        how = 2
+    else:
+        how = 1 if getattr(err, "code", None) == _lib.RL_E_PEER else 0
     if isinstance(err, _errors.Error):
-        return (type(err).__name__, err.code, err.message)
-    return (None, _lib.RL_E_PEER, f"{type(err).__name__}: {err}")
+        return (type(err).__name__, err.code, err.message, how)
+    return (None, _lib.RL_E_PEER, f"{type(err).__name__}: {err}", how)
 
 
 def _rebuild(status, rank):
     """The error a rank raises for another rank's failure status."""
-    cls_name, code, message = status
+    cls_name, code, message = status[:3]
     cls = getattr(_errors, cls_name or "", None)
     if not (isinstance(cls, type) and issubclass(cls, _errors.Error)):
         cls = _errors.error_class(code)
@@ -81,8 +86,10 @@ def collective(what, fn, *args, **kwargs):
 
 def agree(group, fn):
     """Runs fn() on every rank of group, then the ranks compare statuses:
-    if any failed, every rank raises the lowest failing rank's error (its
-    own exception on that rank). Returns fn()'s result."""
+    if any failed, every rank raises the same rank's error (its own
+    exception on that rank): the lowest rank that failed of its own,
+    else of a collective, else the lowest that failed (_status). Returns
+    fn()'s result."""
     err, result = None, None
     try:
         result = fn()
@@ -91,13 +98,13 @@ def agree(group, fn):
     statuses = [None] * dist.get_world_size(group)
     collective("status exchange", dist.all_gather_object, statuses,
                _status(err), group=group)
-    for rank, status in enumerate(statuses):
-        if status is None:
-            continue
-        if err is not None and rank == dist.get_rank(group):
-            raise err
-        raise _rebuild(status, rank) from None
-    return result
+    failed = [(s[3], r) for r, s in enumerate(statuses) if s is not None]
+    if not failed:
+        return result
+    rank = min(failed)[1]
+    if err is not None and rank == dist.get_rank(group):
+        raise err
+    raise _rebuild(statuses[rank], rank) from None
 
 
 def _machine():
@@ -288,29 +295,6 @@ def summary(p):
     return t.value, b.value, d.value
 
 
-Transfer = collections.namedtuple(
-    "Transfer", "i nbytes root receivers batch copies")
-Transfer.__doc__ = """Transfer i of a plan (rl_plan_transfer): payload
-bytes, root, receiving processes, batch, this process's copies."""
-
-
-def _transfers(p):
-    """Every transfer of the planned process, in the cluster's order."""
-    out = []
-    ti, c = _lib.TransferInfo(), _lib.CopyInfo()
-    for i in range(_lib.rl_plan_num_transfers(p.ptr)):
-        p.check(_lib.rl_plan_transfer(p.ptr, i, ctypes.byref(ti)))
-        copies = []
-        for j in range(ti.ncopies):
-            p.check(_lib.rl_plan_transfer_copy(p.ptr, i, j, ctypes.byref(c)))
-            copies.append((c.src, c.len, c.count, c.src_stride, c.device,
-                           c.dst))
-        out.append(Transfer(i, ti.nbytes, ti.root,
-                            tuple(ti.receivers[k] for k in
-                                  range(ti.nreceivers)), ti.batch, copies))
-    return out
-
-
 def _area(loader, dev):
     """Device dev's library staging as a uint8 array that keeps loader
     (and so the staging) alive."""
@@ -322,86 +306,11 @@ def _area(loader, dev):
     return np.frombuffer(buf, np.uint8)
 
 
-def _copy(copy, payload, staging):
-    """One copy of a transfer (rl_copy_info: count runs of len bytes, the
-    k-th at src + k * src_stride in the payload, land contiguously at dst
-    in the device's staging), as one strided numpy copy."""
-    src, n, count, stride, device, dst = copy
-    area = staging[device]
-    if count and (src + (count - 1) * stride + n > payload.size or
-                  dst + count * n > area.size):
-        raise _errors.error(_lib.RL_E_STATE, f"a transfer's copy runs past "
-                            f"its payload or staging ({copy})")
-    runs = np.lib.stride_tricks.as_strided(payload[src:], (count, n),
-                                           (stride, 1), writeable=False)
-    area[dst:dst + count * n].reshape(count, n)[...] = runs
-
-
-def _read_batch(p, b, rooted, job, counts):
-    """Reads the payloads this rank roots in batch b (rl_plan_build_batch);
-    returns {transfer index: uint8 array of its payload}."""
-    if not rooted:
-        return {}
-    backend, options = job[:2]
-    bp = _handles.Plan()
-    try:
-        bp.set(chunk_bytes=_plan_get(p, "chunk_bytes"))
-        bp.check(_lib.rl_plan_build_batch(bp.ptr, p.ptr, b))
-        loader = _handles.Loader(backend, options)
-        try:
-            loader.run(bp)
-            st = loader.stats()
-        except BaseException:
-            loader.close()
-            raise
-        area = _area(loader, 0)
-        shards = bp.shards()
-    finally:
-        bp.close()
-    counts["bytes_read"] += st["bytes_read"]
-    counts["bytes_needed"] += st["bytes_needed"]
-    return {x.i: area[s.offset:s.offset + s.nbytes]
-            for x, s in zip(rooted, shards)}
-
-
-def _plan_get(p, key):
-    v = ctypes.c_int64()
-    p.check(_lib.rl_plan_get(p.ptr, _lib.PLAN_PARAMS[key], ctypes.byref(v)))
-    return v.value
-
-
-def _batch(group, p, b, xs, staging, job, counts):
-    """Batch b: the payloads this rank roots are read, every payload goes
-    from its root to its receivers (one batch_isend_irecv), and each rank
-    copies what it needs into its staging."""
-    me = dist.get_rank(group)
-    payloads = agree(group, lambda: _read_batch(
-        p, b, [x for x in xs if x.root == me], job, counts))
-    ops = []
-    for x in xs:
-        if x.root == me:
-            t = torch.from_numpy(payloads[x.i])
-            ops += [(True, t, r) for r in x.receivers]
-            counts["sent_bytes"] += x.nbytes * len(x.receivers)
-        else:
-            payloads[x.i] = np.empty(x.nbytes, np.uint8)
-            ops.append((False, torch.from_numpy(payloads[x.i]), x.root))
-            counts["received_bytes"] += x.nbytes
-    _run(group, ops)
-    for x in xs:
-        for c in x.copies:
-            _copy(c, payloads[x.i], staging)
-
-
-def _run(group, batch):
-    """Posts one batch of sends and receives and waits for all of them."""
-    if not batch:
-        return
-    ops = [dist.P2POp(dist.isend if send else dist.irecv, t,
-                      dist.get_global_rank(group, peer) if group else peer,
-                      group) for send, t, peer in batch]
-    for work in collective("send/recv", dist.batch_isend_irecv, ops):
-        collective("send/recv", work.wait)
+def _xstats(p, process):
+    """rl_plan_get_xstats of process (this rank's: what it roots)."""
+    x = _lib.PlanXStats(size=ctypes.sizeof(_lib.PlanXStats))
+    p.check(_lib.rl_plan_get_xstats(p.ptr, process, ctypes.byref(x)))
+    return x
 
 
 def _check_whole(loader, ckpt, expected):
@@ -425,16 +334,39 @@ def _check_whole(loader, ckpt, expected):
                                 f"got {bytes(got).hex()}")
 
 
-def run(ckpt, p, group, loader, job, expected=()):
-    """Runs plan p (plan()) on this rank: its own reads with loader (its
-    expected SHA-256 values set: [(file, hex)], each file its reads did
-    not check then hashed whole), then the transfers batch by batch, each
-    batch's payloads read by a loader of job's (backend, options);
-    returns (shards, device ids, staging arrays of the devices (views
-    that keep loader), statistics)."""
+def _load(ckpt, p, group, loader, expected):
+    """loader.run(p) over a transport of group when p has transfers (the
+    library reads, moves and copies them), then _check_whole; returns
+    the transport (None without transfers). A failure of the run raises
+    what a transport op kept, or the run's error marked secondary when
+    only another rank failed (agree then prefers that rank's)."""
+    tp = None
+    if summary(p)[0]:
+        tp = _transport.Transport(group)
+        loader.set_transport(tp)
     try:
-        agree(group, lambda: (loader.run(p), _check_whole(loader, ckpt,
-                                                          expected)))
+        loader.run(p)
+    except _errors.Error as e:
+        if tp is None:
+            raise
+        e.ringload_secondary = tp.peer_failed and not tp.own_failed
+        tp.raise_kept(e)
+    _check_whole(loader, ckpt, expected)
+    return tp
+
+
+def run(ckpt, p, group, loader, expected=()):
+    """Runs plan p (plan()) on this rank with loader (its expected SHA-256
+    values set: [(file, hex)], each file its reads did not check then
+    hashed whole): its own reads and, with read once, the transfers,
+    which rl_loader_run reads, moves over the group (_transport) and
+    copies (the loader's backend and options read the transfers too).
+    Returns (shards, device ids, staging arrays of the devices (views
+    that keep loader), statistics: the loader's bytes needed (with the
+    payloads this rank roots) and read, the bytes and messages the
+    transport moved, the group's distinct bytes)."""
+    try:
+        tp = agree(group, lambda: _load(ckpt, p, group, loader, expected))
         _sha256.warn_unchecked(loader, ckpt)
         st = loader.stats()
         devices = p.devices()
@@ -442,18 +374,11 @@ def run(ckpt, p, group, loader, job, expected=()):
     except BaseException:
         loader.close()
         raise
-    counts = {"bytes_needed": st["bytes_needed"],
-              "bytes_read": st["bytes_read"], "sent_bytes": 0,
-              "received_bytes": 0}
-    xs = _transfers(p)
-    for b in range(summary(p)[1]):
-        _batch(group, p, b, [x for x in xs if x.batch == b], staging, job,
-               counts)
-    if xs:
-        # Every rank's receives done before any returns: a rank that tore
-        # its group down while gloo still moved its sends to a peer could
-        # abort that peer ("terminate called without an active exception",
-        # 1 run in 4 of examples/tp_dtensor.py).
-        agree(group, lambda: None)
-    counts["unique_bytes"] = p.unique_bytes
+    roots = _xstats(p, dist.get_rank(group)).payload_bytes if tp else 0
+    counts = {"bytes_needed": st["bytes_needed"] + roots,
+              "bytes_read": st["bytes_read"],
+              "sent_bytes": tp.sent if tp else 0,
+              "received_bytes": tp.received if tp else 0,
+              "transport_messages": tp.messages if tp else 0,
+              "unique_bytes": p.unique_bytes}
     return p.shards(), [i for i, _ in devices], staging, counts

@@ -472,6 +472,13 @@ class Loader(_Handle, kind="loader"):
         self._with_progress(progress, lambda: _lib.rl_loader_run(
             self.ptr, plan.ptr))
 
+    def set_transport(self, transport):
+        """rl_loader_set_transport with transport.ops (None: none); the
+        transport is kept as long as this loader, whose runs call it."""
+        ops = ctypes.byref(transport.ops) if transport is not None else None
+        self.check(_lib.rl_loader_set_transport(self.ptr, ops, None))
+        self._transport = transport
+
     def set_staging(self, dev, ptr, length):
         """rl_loader_set_staging (with the option staging=1, caller)."""
         self.check(_lib.rl_loader_set_staging(self.ptr, dev, ptr, length))

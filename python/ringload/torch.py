@@ -454,7 +454,7 @@ def _run_group(filename, sharding, group, job, batch_bytes, read_once,
         except BaseException:
             loader.close()  # no staging made yet: nothing refers to it
             raise
-        shards, ids, staging, st = _dist.run(ckpt, p, group, loader, job,
+        shards, ids, staging, st = _dist.run(ckpt, p, group, loader,
                                               expected)
         extra = after(ckpt, expected) if after else None
     finally:
@@ -486,15 +486,16 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
     Shard(dim) per mesh dimension. The placements become a sharding spec
     (one process and device per rank) that the library plans: read_once,
     each byte that several ranks need is read by one of them and sent to
-    the others (the plan's transfers, _dist), in batches of at most
-    batch_bytes; False: each rank reads its own boxes. A tensor dimension
-    that several mesh dimensions cut unevenly (DTensor's nested chunks are
-    not the spec's) is read by each rank itself. sha256, backend,
-    options: as ringload.load, for each rank's reads. stats: a dict to
-    fill with this rank's bytes_needed, bytes_read, sent_bytes,
-    received_bytes and the group's unique_bytes. Ranks that disagree (on
-    the placements, the files) or a failure on any rank raise on every
-    rank. Returns {name: DTensor} in sorted name order.
+    the others (the plan's transfers, which rl_loader_run moves over the
+    group: _dist, _transport), in batches of at most batch_bytes; False:
+    each rank reads its own boxes. A tensor dimension that several mesh
+    dimensions cut unevenly (DTensor's nested chunks are not the spec's)
+    is read by each rank itself. sha256, backend, options: as
+    ringload.load, for each rank's reads. stats: a dict to fill with this
+    rank's bytes_needed, bytes_read, sent_bytes, received_bytes,
+    transport_messages and the group's unique_bytes. Ranks that disagree
+    (on the placements, the files) or a failure on any rank raise on
+    every rank. Returns {name: DTensor} in sorted name order.
     """
     from torch.distributed.tensor import DTensor
     from . import _dist

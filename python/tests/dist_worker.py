@@ -194,10 +194,83 @@ SPEC2 = {"mesh": {"shape": [2], "axes": ["model"], "devices": [0, 1],
          "rules": [{"match": "w", "spec": [None, "model"]}]}
 
 
+class _Dist:
+    """torch.distributed as ringload._transport sees it: counts the calls
+    its ops make (calls, by op), and makes the first of op fail raise
+    RuntimeError "injected <op> failure": send and recv before posting,
+    wait after the work completed (the buffer is then no longer used)."""
+
+    def __init__(self, calls, fail):
+        self.calls, self.fail = calls, fail
+
+    def __getattr__(self, name):
+        return getattr(dist, name)
+
+    def _hit(self, op):
+        self.calls[op] = self.calls.get(op, 0) + 1
+        if op == self.fail and self.calls[op] == 1:
+            raise RuntimeError(f"injected {op} failure")
+        if self.fail == f"exit-{op}":
+            os._exit(0)  # a rank that dies in the middle of the transfers
+
+    def isend(self, *a, **k):
+        self._hit("send")
+        return _Work(self, dist.isend(*a, **k))
+
+    def irecv(self, *a, **k):
+        self._hit("recv")
+        return _Work(self, dist.irecv(*a, **k))
+
+    def all_reduce(self, *a, **k):
+        self._hit("agree")
+        return dist.all_reduce(*a, **k)
+
+
+class _Work:
+    def __init__(self, d, work):
+        self.d, self.work = d, work
+
+    def wait(self):
+        self.work.wait()
+        self.d._hit("wait")
+
+
+def case_transport(ckpt, args):
+    """Read once with the library's transport counting its ops: the calls
+    of each op, the statistics, and the values checked; with args["fail"]
+    (an op) on rank args["rank"]: the error each rank raised, how long it
+    took, then the same load without the failure on the same group."""
+    mesh = init_device_mesh("cpu", (2, 2))
+    pl = _placements({"w": [0, 1], "emb": [0, None], "b": [None, 0]})
+    full, calls, stats = _full(ckpt), {}, {}
+    fail = args.get("fail") if dist.get_rank() == args.get("rank") else None
+    from ringload import _transport
+    _transport.dist = _Dist(calls, fail)
+    out = {}
+    if args.get("fail"):
+        t0 = time.monotonic()
+        out["error"] = _error_of(lambda: rt.load_dtensors(
+            ckpt, mesh, pl, batch_bytes=64))
+        out["seconds"] = time.monotonic() - t0
+    _check_dtensors(rt.load_dtensors(ckpt, mesh, pl, batch_bytes=64,
+                                     stats=stats), full, mesh)
+    out.update(calls=calls, stats=stats)
+    return out
+
+
 def case_dead(ckpt, args):
-    """Rank 3 leaves without loading: the others must fail, not hang."""
-    if dist.get_rank() == 3:
+    """Rank 3 leaves without loading (args["at"]: in the load, at its
+    first transport op of that name): the others must fail, not hang."""
+    if dist.get_rank() == 3 and not args.get("at"):
         os._exit(0)
+    if args.get("at"):
+        from ringload import _transport
+        _transport.dist = _Dist({}, f"exit-{args['at']}"
+                                if dist.get_rank() == 3 else None)
+        mesh = init_device_mesh("cpu", (2, 2))
+        rt.load_dtensors(ckpt, mesh, _placements(
+            {"w": [0, 1], "emb": [0, None], "b": [None, 0]}), batch_bytes=64)
+        return {}
     mesh = init_device_mesh("cpu", (4,))
     rt.load_dtensors(ckpt, mesh, {"w": [Shard(0)]})
     return {}

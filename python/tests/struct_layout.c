@@ -52,6 +52,9 @@ static void structs_new(void)
 	FIELD(rl_cuda_opts, size); FIELD(rl_cuda_opts, ndevs); FIELD(rl_cuda_opts, device_map);
 	FIELD(rl_cuda_opts, flags); FIELD(rl_cuda_opts, gpu); FIELD(rl_cuda_opts, reserved);
 	STRUCT(rl_transport_ops);
+	FIELD(rl_transport_ops, version); FIELD(rl_transport_ops, size); FIELD(rl_transport_ops, send);
+	FIELD(rl_transport_ops, recv); FIELD(rl_transport_ops, wait); FIELD(rl_transport_ops, agree);
+	STRUCT(rl_transport_ops);
 	FIELD(rl_transport_ops, version); FIELD(rl_transport_ops, size);
 	FIELD(rl_transport_ops, send); FIELD(rl_transport_ops, recv);
 	FIELD(rl_transport_ops, wait); FIELD(rl_transport_ops, agree);

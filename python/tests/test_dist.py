@@ -5,7 +5,9 @@ with read once the ranks together read exactly the distinct boxes' bytes
 and send what they do not read; load(sharding, read_once) gives each rank
 its spec process's boxes; a failure on one rank (missing file, SHA-256
 mismatch) raises that error on every rank, and a rank that never comes
-ends the others at the group's timeout (RL_E_PEER), not a hang. Ranks
+ends the others at the group's timeout (RL_E_PEER), not a hang; the
+transfers go through the library's transport (ringload._transport),
+whose failed op, or a rank dying in it, fails every rank promptly. Ranks
 that disagree (a stale copy, another sharding, placements or batch size)
 all raise ArgumentError naming it; read once with targets and
 files_of_process is byte-exact; the ranks read each byte of the file once
@@ -218,6 +220,54 @@ def test_dead_rank_times_out(tmp_path, ckpt):
     for r in res[:3]:
         assert not r["ok"] and r["error"][1] == _lib.RL_E_PEER, r
         assert "status exchange" in r["error"][2]
+
+
+def test_read_once_moves_through_the_library_transport(tmp_path, ckpt):
+    """load_dtensors(read_once=True) on a 2x2 mesh: the transfers go
+    through ringload._transport's ops, which rl_loader_run calls (each
+    rank's sends and receives posted there, every batch agreed there),
+    and what its ops moved is what the statistics report."""
+    res = run(tmp_path, "transport", ckpt, {})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    calls = [r["stats"]["calls"] for r in res]
+    st = [r["stats"]["stats"] for r in res]
+    assert all(c.get("agree", 0) >= 3 for c in calls), calls
+    posts = sum(c.get("send", 0) + c.get("recv", 0) for c in calls)
+    assert posts == sum(s["transport_messages"] for s in st) > 0, (calls, st)
+    assert sum(c.get("wait", 0) for c in calls) == posts, calls
+    sent = sum(s["sent_bytes"] for s in st)
+    assert sent == sum(s["received_bytes"] for s in st) > 0, st
+
+
+@pytest.mark.parametrize("op", ["send", "recv", "wait"])
+def test_a_failed_transport_op_fails_every_rank(tmp_path, ckpt, op):
+    """Rank 1's first send, receive or wait raises in the transport: every
+    rank raises the same error (RL_E_PEER, naming the injected failure;
+    "rank 1: " on the others), within the group's timeout, no rank
+    dies in gloo, and the next load on the same group works."""
+    res = run(tmp_path, "transport", ckpt, {"fail": op, "rank": 1,
+                                            "timeout": 10})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    errs = [r["stats"]["error"] for r in res]
+    for rank, err in enumerate(errs):
+        assert err is not None and err[1] == _lib.RL_E_PEER, (rank, errs)
+        assert f"injected {op} failure" in err[2], (rank, errs)
+        if rank != 1:
+            assert err[2].startswith("rank 1: "), (rank, errs)
+    assert max(r["stats"]["seconds"] for r in res) < 30, res
+
+
+@pytest.mark.parametrize("at", ["agree", "recv"])
+def test_rank_dying_in_the_transfers_fails_the_others(tmp_path, ckpt, at):
+    """Rank 3 exits at its first agreement or receive inside
+    rl_loader_run: the other ranks raise RL_E_PEER within the group's
+    timeout (5 s), none hangs or dies."""
+    t0 = time.monotonic()
+    res = run(tmp_path, "dead", ckpt, {"timeout": 5, "at": at})
+    assert time.monotonic() - t0 < 120
+    for r in res[:3]:
+        assert not r["ok"] and r["error"][1] == _lib.RL_E_PEER, r
+        assert r["seconds"] < 60, r
 
 
 def test_without_torch_distributed_is_process_0(ckpt):
