@@ -419,14 +419,47 @@ static void sha256_random_budgets(void)
  * smallest budget and a larger one with its SHA-256 expected: byte-exact,
  * the whole file hashed, and the file read in the mode asked, saying so.
  */
+/* One streaming load of f in mode m[0] under budget (pull or callback):
+ * whether it ends as the whole load does, byte-exact, hashing what the
+ * whole load hashes (the file whole; nothing when the plan reads no file:
+ * a random checkpoint may hold only empty tensors), the file read in mode
+ * m[1] for the reason asked. 0 when it does, RL_E_BACKEND, or -1 with
+ * the why in msg. */
+static int read_mode_load(struct fixture *f, const int m[2], uint64_t budget, int pull,
+			  const char *hex, uint64_t size, char *msg, size_t len)
+{
+	rl_load_stats w, x;
+	rl_file_stats fs = { .size = sizeof(fs) };
+	int match, whole = whole_sha(f, hex, &w), ret;
+	char why[400];
+
+	if (tu_evict(tmp_path("s.safetensors")) < 0) {
+		snprintf(msg, len, "evict failed");
+		return -1;
+	}
+	ret = stream_sha(f, budget, pull, hex, &match, why, sizeof(why), &x, &fs);
+	if (ret == RL_E_BACKEND)
+		return ret;
+	if (ret == whole && (ret < 0 || (match && x.bytes_hashed == w.bytes_hashed &&
+					 (w.bytes_hashed == 0 ||
+					  (w.bytes_hashed == size && fs.mode == m[1] &&
+					   fs.why == RL_WHY_ASKED)))))
+		return 0;
+	snprintf(msg, len, "mode %d, budget %llu: %d (whole %d) %s, match %d, hashed %llu "
+		 "(whole %llu) of %llu, file mode %d why %d", m[0], (unsigned long long)budget,
+		 ret, whole, why, match, (unsigned long long)x.bytes_hashed,
+		 (unsigned long long)w.bytes_hashed, (unsigned long long)size, fs.mode, fs.why);
+	return -1;
+}
+
 static void read_modes_streaming(void)
 {
 	static const int modes[][2] = { { RL_DIRECT_OFF, RL_FILE_BUFFERED },
 					{ RL_DIRECT_ON, RL_FILE_DIRECT } };
-	char hex[65], msg[512];
+	char hex[65], msg[600] = "";
 	int ret = 0;
 
-	for (size_t m = 0; m < CM_ARRAY_SIZE(modes) && !th_failed(); m++) {
+	for (size_t m = 0; m < CM_ARRAY_SIZE(modes) && ret == 0; m++) {
 		uint64_t budgets[2] = { MIN_BUDGET, MIN_BUDGET + (th_rand() % (4u << 20)) };
 		struct fixture f;
 		struct stat st;
@@ -435,28 +468,16 @@ static void read_modes_streaming(void)
 		CHECKF(ret == 0 && file_sha256(tmp_path("s.safetensors"), hex) == 0 &&
 		       stat(tmp_path("s.safetensors"), &st) == 0, "fixture %d", ret);
 		stream_direct = modes[m][0];
-		for (int b = 0; b < 2 && !th_failed(); b++) {
-			rl_load_stats x;
-			rl_file_stats fs = { .size = sizeof(fs) };
-			int match, whole = whole_sha(&f, hex, &x);
-
-			CHECK(tu_evict(tmp_path("s.safetensors")) == 0);
-			ret = stream_sha(&f, budgets[b], b, hex, &match, msg, sizeof(msg), &x, &fs);
-			if (ret == RL_E_BACKEND)
-				break;
-			CHECKF(ret == whole && (ret < 0 || (match && x.bytes_hashed == (uint64_t)st.st_size &&
-							    fs.mode == modes[m][1] &&
-							    fs.why == RL_WHY_ASKED)),
-			       "mode %d, budget %llu: %d (whole %d) %s, match %d, hashed %llu of %lld, "
-			       "file mode %d why %d", modes[m][0], (unsigned long long)budgets[b], ret,
-			       whole, msg, match, (unsigned long long)x.bytes_hashed,
-			       (long long)st.st_size, fs.mode, fs.why);
-		}
-		stream_direct = RL_DIRECT_AUTO;
+		for (int b = 0; b < 2 && ret == 0; b++)
+			ret = read_mode_load(&f, modes[m], budgets[b], b, hex, (uint64_t)st.st_size,
+					     msg, sizeof(msg));
+		stream_direct = RL_DIRECT_AUTO; /* before any CHECK returns */
 		fixture_free(&f);
-		if (ret == RL_E_BACKEND)
-			th_skip("backend unavailable here");
 	}
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
+	else
+		CHECKF(ret == 0, "%s", msg);
 }
 
 /*
