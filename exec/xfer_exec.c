@@ -91,7 +91,6 @@ static void xb_free(struct xb *q)
 	pl_plan_free(q->bp);
 }
 
-/* The batch's transfers; the received ones get their place in rbuf. */
 /*
  * Where received transfer x lands with no copy: its one plain copy takes
  * the whole payload, contiguous, into host memory the sink lets a write
@@ -108,6 +107,7 @@ static uint8_t *landing(const struct eng_sink *d, const struct pl_xfer_info *x)
 	return d->ops->direct(d->state, c, x->length);
 }
 
+/* The batch's transfers; the received ones get their place in rbuf. */
 static int collect(struct xb *q)
 {
 	size_t nx = pl_plan_nxfers(q->x->p);
