@@ -104,6 +104,9 @@ int ld_stream_idle(rl_loader *ld);
  * read at a window's edge is read for both windows, so reads are kept
  * small against the window (a 32nd of the budget). */
 uint64_t ld_stream_request_cap(const rl_loader *ld);
+/* stream.c: the window pool of the last load (what a device load pinned:
+ * from its first window on), or NULL and 0. */
+void ld_stream_pinned(const rl_loader *ld, uint8_t **base, uint64_t *len);
 /* stream.c: frees the window pool and the stream state (destroy). */
 void ld_stream_free(rl_loader *ld);
 
@@ -129,7 +132,7 @@ void ld_dev_free(rl_loader *ld);
  * Without one, ret. */
 int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, int ret);
 /* transport.c: RL_E_STATE (ld->err set) when a transport is set on a
- * loader that streams; else 0. */
+ * loader that streams to a piece callback (not to a device); else 0. */
 int ld_transport_refuses(rl_loader *ld);
 
 #endif /* API_LOADER_INTERNAL_H */

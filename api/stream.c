@@ -208,6 +208,14 @@ static void st_free_pool(rl_loader *ld, struct ld_stream *s)
 	s->pool_len = 0;
 }
 
+void ld_stream_pinned(const rl_loader *ld, uint8_t **base, uint64_t *len)
+{
+	const struct ld_stream *s = ld->deliver.stream;
+
+	*base = s && s->wp.nslots ? s->wp.slot[0].ptr : NULL;
+	*len = *base ? s->wp.nslots * s->wp.slot_bytes : 0;
+}
+
 void ld_stream_free(rl_loader *ld)
 {
 	struct ld_stream *s = ld->deliver.stream;

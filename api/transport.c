@@ -2,13 +2,15 @@
  * transport.c - rl_loader_set_transport() of ringload.h, and a run's
  * transfers over it: the process's own reads agreed, then the read-once
  * executor (exec/xfer_exec.c) with host sinks over the run's staging and
- * over each batch buffer.
+ * over each batch buffer; onto a device loader's devices through its
+ * pinned window pool (exec/xfer_dev.c).
  */
 #include <errno.h>
 #include <string.h>
 
 #include "loader_internal.h"
 #include "../sink/host.h"
+#include "../exec/xfer_dev.h"
 
 int rl_loader_set_transport(rl_loader *ld, const rl_transport_ops *ops, void *user)
 {
@@ -130,7 +132,28 @@ static void tp_shard(void *user, size_t shard)
 	ld->opt.on_shard(ld->opt.user, shard);
 }
 
-/* The transfers of pp into the run's staging (own reads succeeded). */
+/*
+ * A device load's destination: the device sink through the pinned
+ * window pool, staged by a host sink over the pool (exec/xfer_dev.c).
+ * NULL with ld->err set.
+ */
+static const struct eng_sink *dev_dst(rl_loader *ld, const struct pl_exec *ex,
+				      struct ex_xdev *xd, struct sink_host *stage)
+{
+	const struct eng_sink *s;
+
+	ld_dev_device(ld, &xd->device, &xd->device_dst);
+	ld_stream_pinned(ld, &xd->window, &xd->window_len);
+	xd->ex = ex;
+	xd->stage = sink_host_init(stage, 1, &xd->window, &xd->window_len);
+	if (!(s = ex_xdev_sink(xd)))
+		cm_err_set(&ld->err, RL_E_STAGING, "read once onto a device: a window pool of "
+			   "%llu bytes", (unsigned long long)xd->window_len);
+	return s;
+}
+
+/* The transfers of pp into the run's staging or devices (own reads
+ * succeeded). */
 static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_exec *ex,
 		     uint64_t chunk)
 {
@@ -140,15 +163,24 @@ static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_ex
 				  .buffer_sink = tp_buffer, .on_file = tp_file,
 				  .on_shard = ld->opt.on_shard ? tp_shard : NULL };
 	struct sink_host host;
+	struct ex_xdev xd = { 0 };
 	uint8_t **staging = cm_calloc(ex->ndevs + 1, sizeof(*staging));
 	int ret;
 
-	if (!staging)
-		return ex_xfer_agree(&ld->opt.tp, cm_err_set(&ld->err, -ENOMEM, "out of memory"),
-				     "set-up", &ld->err);
+	if (staging && ld->deliver.dev) {
+		x.dst = dev_dst(ld, ex, &xd, &host);
+		x.on_shard = NULL; /* the device sink reports shards in place */
+	}
+	if (!staging || (ld->deliver.dev && !x.dst)) {
+		cm_free(staging);
+		return ex_xfer_agree(&ld->opt.tp, staging ? RL_E_STAGING :
+				     cm_err_set(&ld->err, -ENOMEM, "out of memory"), "set-up",
+				     &ld->err);
+	}
 	for (unsigned d = 0; d < ex->ndevs && d < ld->last.nareas; d++)
 		staging[d] = ld->last.areas[d].ptr;
-	x.dst = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
+	if (!ld->deliver.dev)
+		x.dst = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
 	ret = ex_xfer_execute(&x, &ld->err);
 	ld->last.stats.bytes_read += x.read;
 	ld->last.stats.files_unchecked = ld->last.hash.unchecked;
@@ -168,6 +200,8 @@ int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, in
 		ret = transfers(ld, pp, &ex, chunk);
 	}
 	ld->last.failed = ret < 0;
+	if (ret < 0 && ld->deliver.dev) /* a failed load keeps no device memory */
+		ld_dev_done(ld, 0, NULL);
 	if (ret == 0)
 		cm_err_clear(&ld->err);
 	return ret;
@@ -175,8 +209,9 @@ int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, in
 
 int ld_transport_refuses(rl_loader *ld)
 {
-	if (!ld->opt.has_transport || ld->opt.staging_mode != RL_STAGING_STREAM)
+	if (!ld->opt.has_transport || ld->opt.staging_mode != RL_STAGING_STREAM ||
+	    ld->deliver.dev)
 		return 0;
 	return cm_err_set(&ld->err, RL_E_STATE,
-			  "read once over a transport: whole loads only (RL_STAGING_LIBRARY or RL_STAGING_CALLER), not streaming or CUDA");
+			  "read once over a transport: whole loads or device loads, not streaming to a piece callback (the transfers fill shards out of window order)");
 }

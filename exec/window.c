@@ -153,12 +153,8 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 /* ------------------------------------------------------------------ */
 /* The batch of one range */
 
-/* Copy c clipped to [lo, hi) of its device, rebased to base: up to three
- * copies in out; returns how many. Positions are the destination's (a
- * converting copy's runs are out = cm_copy_out(c, len) bytes there, its
- * elements osize each: ranges and shards start on whole elements). */
-static unsigned clip_copy(const struct cm_copy *c, const struct ex_range *w,
-			  struct cm_copy out[3])
+unsigned ex_clip_copy(const struct cm_copy *c, const struct ex_range *w,
+		      struct cm_copy out[3])
 {
 	uint64_t run = cm_copy_out(c, c->len), total = run * c->count, a, b;
 	unsigned n = 0;
@@ -230,7 +226,7 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 
 	for (uint32_t i = 0; i < r->ncopies; i++) {
 		struct cm_copy out[3];
-		unsigned n = clip_copy(copies + r->first_copy + i, w, out);
+		unsigned n = ex_clip_copy(copies + r->first_copy + i, w, out);
 
 		if (!n) /* the copy lands outside the range (copies may still be NULL) */
 			continue;

@@ -72,6 +72,16 @@ void ex_windows_free(struct ex_windows *ws);
 void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 		      const struct ex_cover *cover, struct eng_session_needs *n);
 
+/*
+ * Copy c clipped to [lo, hi) of its device, rebased to base: up to three
+ * copies in out (on device 0), returns how many. Positions are the
+ * destination's (a converting copy's runs are out = cm_copy_out(c, len)
+ * bytes there, its elements osize each: ranges and shards start on
+ * whole elements). The windows' batches and the read-once executor's
+ * device staging (exec/xfer_dev.c) clip by it.
+ */
+unsigned ex_clip_copy(const struct cm_copy *c, const struct ex_range *w, struct cm_copy out[3]);
+
 /* The reads (in plan order) and copies of one range, on device 0. */
 struct ex_wjob {
 	struct cm_read *reads;

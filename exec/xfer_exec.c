@@ -10,7 +10,8 @@
  *             takes the whole payload, else into a buffer), then sends
  *             (one per receiver), then the transport's wait;
  *   copy      each payload this process needs through the sink's copy;
- *             a shard whose last bytes came is reported;
+ *             a shard whose last bytes came is reported (an asynchronous
+ *             sink, a device's: to it, which reports it once in place);
  *   agree     every process moved and copied its part.
  *
  * After the last batch every shard that transfers fill must be complete
@@ -288,7 +289,11 @@ static int copy_in(struct xb *q, struct xs *s)
 			if (!q->in_place[k] && (ret = d->ops->copy(d->state, 0, c, q->src[k], q->e)))
 				return ret;
 			s->have[c->shard] += (uint64_t)c->count * c->len;
-			if (s->have[c->shard] == s->want[c->shard] && q->x->on_shard)
+			if (s->have[c->shard] != s->want[c->shard])
+				continue;
+			if (d->ops->shard_done) /* asynchronous: it reports once in place */
+				d->ops->shard_done(d->state, c->shard);
+			else if (q->x->on_shard)
 				q->x->on_shard(q->x->user, c->shard);
 		}
 	return 0;
@@ -354,19 +359,42 @@ static int complete(const struct xs *s, struct cm_err *e)
 	return 0;
 }
 
+/*
+ * An asynchronous destination (a device, exec/xfer_dev.c) ends its
+ * copies: after a failure it abandons them; else its error is this
+ * process's, agreed with the others at the end.
+ */
+static int settle(struct ex_xfer_exec *x, int ret, struct cm_err *e)
+{
+	const struct eng_sink *d = x->dst;
+	struct cm_err fe;
+	int r;
+
+	if (!d->ops->finish)
+		return ret;
+	cm_err_clear(&fe);
+	r = d->ops->finish(d->state, ret == 0, &fe);
+	if (ret || !r)
+		return ret;
+	cm_err_set(e, r, "%s", fe.msg);
+	return r;
+}
+
 int ex_xfer_execute(struct ex_xfer_exec *x, struct cm_err *e)
 {
 	struct xs s = { 0 };
 	uint64_t nt, nb, digest; /* nt, digest: unused */
-	int ret;
+	int ret, ok;
 
 	x->read = x->sent = x->received = 0;
 	pl_plan_xsummary(x->p, &nt, &nb, &digest);
 	ret = ex_xfer_agree(x->t, wanted(x, &s, e), "set-up", e);
 	for (uint64_t b = 0; b < nb && !ret; b++)
 		ret = run_batch(x, &s, b, e);
-	if (!ret)
-		ret = ex_xfer_agree(x->t, complete(&s, e), "the end", e);
+	ok = !ret;
+	ret = settle(x, ret, e);
+	if (ok)
+		ret = ex_xfer_agree(x->t, ret ? ret : complete(&s, e), "the end", e);
 	cm_free(s.want);
 	cm_free(s.have);
 	return ret;

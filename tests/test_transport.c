@@ -5,9 +5,10 @@
  * list, receives matched by peer and tag at wait, agreement by a
  * barrier). Every process's shards must equal a plain load's byte for
  * byte, every shard reported once, and the cluster must read less than
- * the plain loads together; a failure on one process (its own reads, a
- * send, a refused streaming loader) fails every process, none hangs.
- * Every backend, 1 and 3 workers.
+ * the plain loads together, onto host staging or onto the test build's
+ * device kind (testdev); a failure on one process (its own reads, a
+ * send, a device copy, a refused streaming loader) fails every process,
+ * none hangs. Every backend, 1 and 3 workers.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,11 @@
 static const unsigned worker_counts[] = { 1, 3 };
 static rl_backend cur = RL_BACKEND_IO_URING;
 static unsigned cur_workers = 1;
+/* Loaders onto the test build's device kind (testdev, sink/test_dev.c):
+ * the processes of this mask, spec devices alternately on ordinals 0, 1,
+ * windows of a small budget (many halves of the pinned pool). */
+static unsigned dev_procs;
+#define DEV_BUDGET (64u << 10)
 
 /* ---------------------------------------------------------------- */
 /* The in-memory transport                                           */
@@ -244,6 +250,21 @@ static rl_loader *new_loader(void)
 	return ld;
 }
 
+/* Process r's loader: onto testdev when dev_procs says so. */
+static rl_loader *proc_loader(int r)
+{
+	static const int32_t map[6] = { 0, 1, 0, 1, 0, 1 };
+	rl_loader *ld = new_loader();
+
+	if (ld && (dev_procs >> r & 1) &&
+	    (rl_loader_set_device(ld, "testdev", map, 6, 0) < 0 ||
+	     rl_loader_set(ld, RL_OPT_STAGING_BUDGET, DEV_BUDGET) < 0)) {
+		rl_loader_destroy(ld);
+		return NULL;
+	}
+	return ld;
+}
+
 /* The checkpoint (written once), the spec, NP read-once plans and loaders. */
 static int cluster_init(struct cluster *c, const char *file)
 {
@@ -262,7 +283,7 @@ static int cluster_init(struct cluster *c, const char *file)
 		p->h = &c->h;
 		p->t = (struct tport){ .h = &c->h, .me = r };
 		p->plan = rl_plan_create();
-		p->ld = new_loader();
+		p->ld = proc_loader(r);
 		if (!p->plan || !p->ld || rl_plan_set(p->plan, RL_PLAN_PROCESS, r) ||
 		    rl_plan_set(p->plan, RL_PLAN_READ_ONCE, 1) ||
 		    rl_plan_set(p->plan, RL_PLAN_CHUNK_BYTES, 4096) ||
@@ -351,6 +372,15 @@ static const char *same_as_plain(struct proc *p, rl_loader *ref, const rl_plan *
 			return why;
 		}
 		ga = (const uint8_t *)rl_loader_staging(p->ld, a.device, NULL) + a.offset;
+		if (dev_procs >> p->t.me & 1) { /* testdev: device memory is host memory */
+			uint64_t ptr = 0;
+
+			if (rl_loader_device_shard(p->ld, s, &ptr) < 0 || (a.nbytes && !ptr)) {
+				snprintf(why, cap, "shard %zu (%s): no device memory", s, a.name);
+				return why;
+			}
+			ga = (const uint8_t *)(uintptr_t)ptr;
+		}
 		gb = (const uint8_t *)rl_loader_staging(ref, b.device, NULL) + b.offset;
 		if (a.nbytes && memcmp(ga, gb, a.nbytes)) {
 			snprintf(why, cap, "shard %zu (%s, device %u) differs", s, a.name, a.device);
@@ -370,6 +400,17 @@ static void equals_plain_load(void)
 static void whole_tensors_equal_plain_load(void)
 {
 	equals_plain_load_as(spec_whole);
+}
+
+/* Every process onto testdev; processes 0 and 2 only (1 loads to host). */
+static void device_equals_plain_load(void)
+{
+	dev_procs = 7;
+	equals_plain_load_as(spec_split);
+	equals_plain_load_as(spec_whole);
+	dev_procs = 5;
+	equals_plain_load_as(spec_split);
+	dev_procs = 0;
 }
 
 static void equals_plain_load_as(const char *spec)
@@ -453,6 +494,48 @@ static void own_failure_fails_everyone(void)
 	cluster_free(&c);
 }
 
+/*
+ * Processes 0 and 2 onto testdev, whose n-th copy fails when it runs
+ * (RL_TESTDEV_FAIL_AT, read as each loader's sink is made), n raised
+ * until the load succeeds: every failure fails every process with no
+ * device memory kept, none hangs, and some fail in the transfers.
+ */
+static void device_failure_fails_everyone(void)
+{
+	struct rt t[NT];
+	uint8_t *file = write_ckpt(tmp_path("tpd.safetensors"), t);
+	int in_transfers = 0, done = 0;
+	char num[32];
+
+	CHECK(file);
+	free(file);
+	dev_procs = 5;
+	for (long n = 1; !done && n < 100000; n += 1 + n / 2) {
+		struct cluster c;
+		uint64_t ptr;
+
+		snprintf(num, sizeof(num), "%ld", n);
+		setenv("RL_TESTDEV_FAIL_AT", num, 1);
+		CHECK(cluster_init(&c, tmp_path("tpd.safetensors")) == 0);
+		CHECK(cluster_run(&c) == 0);
+		done = c.p[0].ret == 0 && c.p[2].ret == 0;
+		for (int r = 0; r < NP; r++) {
+			const struct proc *p = &c.p[r];
+
+			CHECKF(done ? p->ret == 0 : p->ret < 0, "copy %ld: process %d: %d (%s)", n, r,
+			       p->ret, p->err);
+			CHECKF(done || r == 1 || rl_loader_device_shard(p->ld, 0, &ptr) < 0,
+			       "copy %ld: process %d failed, keeping its device memory", n, r);
+		}
+		in_transfers |= !done && strstr(c.p[1].err, "read once: batch") != NULL;
+		cluster_free(&c);
+	}
+	unsetenv("RL_TESTDEV_FAIL_AT");
+	dev_procs = 0;
+	CHECKF(done && in_transfers, "succeeded %d, failed in the transfers %d", done,
+	       in_transfers);
+}
+
 static void failed_send_fails_everyone(void)
 {
 	struct rt t[NT];
@@ -490,7 +573,7 @@ static void streaming_refused_everywhere(void)
 	CHECK(cluster_init(&c, tmp_path("tpr.safetensors")) == 0);
 	CHECK(rl_loader_set(c.p[0].ld, RL_OPT_STAGING, RL_STAGING_STREAM) == 0);
 	CHECK(cluster_run(&c) == 0);
-	bad = all_failed(&c, 0, RL_E_STATE, "whole loads only", why, sizeof(why));
+	bad = all_failed(&c, 0, RL_E_STATE, "not streaming to a piece callback", why, sizeof(why));
 	CHECKF(!bad, "%s", bad);
 	cluster_free(&c);
 }
@@ -576,8 +659,10 @@ int main(void)
 	static const struct th_case tests[] = {
 		{ "equals_plain_load", equals_plain_load },
 		{ "whole_tensors_equal_plain_load", whole_tensors_equal_plain_load },
+		{ "device_equals_plain_load", device_equals_plain_load },
 		{ "own_failure_fails_everyone", own_failure_fails_everyone },
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
+		{ "device_failure_fails_everyone", device_failure_fails_everyone },
 		{ "streaming_refused_everywhere", streaming_refused_everywhere },
 		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
 	};
