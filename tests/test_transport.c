@@ -5,12 +5,14 @@
  * list, receives matched by peer and tag at wait, agreement by a
  * barrier). Every process's shards must equal a plain load's byte for
  * byte, every shard reported once, and the cluster must read less than
- * the plain loads together, onto host staging or onto the test build's
- * device kind (testdev); a failure on one process (its own reads, a
+ * the plain loads together, onto host staging, onto the test build's
+ * device kind (testdev) or onto CUDA through the fake driver; a failure on one process (its own reads, a
  * send, a device copy, a refused streaming loader) fails every process,
  * none hangs. Every backend, 1 and 3 workers.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "ckpt_util.h"
+#include "fakecuda/fakecuda.h"
 #include "harness.h"
 #include "../common/common.h"
 
@@ -28,11 +31,46 @@
 static const unsigned worker_counts[] = { 1, 3 };
 static rl_backend cur = RL_BACKEND_IO_URING;
 static unsigned cur_workers = 1;
-/* Loaders onto the test build's device kind (testdev, sink/test_dev.c):
- * the processes of this mask, spec devices alternately on ordinals 0, 1,
- * windows of a small budget (many halves of the pinned pool). */
+/* Loaders onto a device kind (dev_kind: the test build's testdev,
+ * sink/test_dev.c, or cuda through the fake driver): the processes of
+ * this mask, spec devices alternately on ordinals 0, 1, windows of a
+ * small budget (many halves of the pinned pool). */
 static unsigned dev_procs;
+static const char *dev_kind = "testdev";
 #define DEV_BUDGET (64u << 10)
+
+/* The fake CUDA driver beside this program (build/tests/fakecuda/). */
+static fakecuda_stats_fn fake_stats;
+static fakecuda_host_fn fake_host;
+static fakecuda_reset_fn fake_reset;
+static char fake_path[PATH_MAX];
+
+static int fake_open(void)
+{
+	ssize_t n = readlink("/proc/self/exe", fake_path, sizeof(fake_path) - 32);
+	void *h;
+
+	if (n <= 0)
+		return -1;
+	fake_path[n] = '\0';
+	strcpy(strrchr(fake_path, '/') + 1, "fakecuda/libcuda.so.1");
+	h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -1;
+	fake_stats = (fakecuda_stats_fn)(uintptr_t)dlsym(h, "fakecuda_stats");
+	fake_host = (fakecuda_host_fn)(uintptr_t)dlsym(h, "fakecuda_host");
+	fake_reset = (fakecuda_reset_fn)(uintptr_t)dlsym(h, "fakecuda_reset");
+	if (!fake_stats || !fake_host || !fake_reset)
+		return -1;
+	setenv("RL_LIBCUDA", fake_path, 1);
+	return 0;
+}
+
+/* Where the test reads device address ptr (both kinds: host memory). */
+static const uint8_t *dev_host(uint64_t ptr)
+{
+	return strcmp(dev_kind, "cuda") ? (const uint8_t *)(uintptr_t)ptr : fake_host(ptr);
+}
 
 /* ---------------------------------------------------------------- */
 /* The in-memory transport                                           */
@@ -257,7 +295,7 @@ static rl_loader *proc_loader(int r)
 	rl_loader *ld = new_loader();
 
 	if (ld && (dev_procs >> r & 1) &&
-	    (rl_loader_set_device(ld, "testdev", map, 6, 0) < 0 ||
+	    (rl_loader_set_device(ld, dev_kind, map, 6, 0) < 0 ||
 	     rl_loader_set(ld, RL_OPT_STAGING_BUDGET, DEV_BUDGET) < 0)) {
 		rl_loader_destroy(ld);
 		return NULL;
@@ -372,14 +410,14 @@ static const char *same_as_plain(struct proc *p, rl_loader *ref, const rl_plan *
 			return why;
 		}
 		ga = (const uint8_t *)rl_loader_staging(p->ld, a.device, NULL) + a.offset;
-		if (dev_procs >> p->t.me & 1) { /* testdev: device memory is host memory */
+		if (dev_procs >> p->t.me & 1) {
 			uint64_t ptr = 0;
 
 			if (rl_loader_device_shard(p->ld, s, &ptr) < 0 || (a.nbytes && !ptr)) {
 				snprintf(why, cap, "shard %zu (%s): no device memory", s, a.name);
 				return why;
 			}
-			ga = (const uint8_t *)(uintptr_t)ptr;
+			ga = a.nbytes ? dev_host(ptr) : ga;
 		}
 		gb = (const uint8_t *)rl_loader_staging(ref, b.device, NULL) + b.offset;
 		if (a.nbytes && memcmp(ga, gb, a.nbytes)) {
@@ -411,6 +449,33 @@ static void device_equals_plain_load(void)
 	dev_procs = 5;
 	equals_plain_load_as(spec_split);
 	dev_procs = 0;
+}
+
+/* The same onto the fake CUDA driver's 2 GPUs (copies run late on
+ * its streams' threads): every copy from pinned memory, and nothing
+ * left allocated, pinned or in flight once the loaders are gone. */
+static void cuda_equals_plain_load(void)
+{
+	struct fakecuda_stats st;
+
+	setenv("FAKECUDA_DEVICES", "2", 1);
+	setenv("FAKECUDA_DELAY_US", "20", 1);
+	fake_reset();
+	dev_kind = "cuda";
+	dev_procs = 7;
+	equals_plain_load_as(spec_split);
+	dev_procs = 5;
+	equals_plain_load_as(spec_whole);
+	dev_procs = 0;
+	dev_kind = "testdev";
+	fake_stats(&st);
+	CHECKF(st.copies > 0 && !st.unpinned && !st.out_of_bounds,
+	       "%ld copies, %ld from unpinned memory, %ld out of bounds", st.copies, st.unpinned,
+	       st.out_of_bounds);
+	CHECKF(!st.allocs && !st.streams && !st.events && !st.ctx_refs && !st.registered &&
+	       !st.inflight, "left: allocs %ld streams %ld events %ld ctx %ld pinned %ld "
+	       "inflight %ld", st.allocs, st.streams, st.events, st.ctx_refs, st.registered,
+	       st.inflight);
 }
 
 static void equals_plain_load_as(const char *spec)
@@ -527,7 +592,9 @@ static void device_failure_fails_everyone(void)
 			CHECKF(done || r == 1 || rl_loader_device_shard(p->ld, 0, &ptr) < 0,
 			       "copy %ld: process %d failed, keeping its device memory", n, r);
 		}
-		in_transfers |= !done && strstr(c.p[1].err, "read once: batch") != NULL;
+		/* a late copy error surfaces at the next half's wait or at the end */
+		in_transfers |= !done && (strstr(c.p[1].err, "read once: batch") ||
+					  strstr(c.p[1].err, "read once: the end"));
 		cluster_free(&c);
 	}
 	unsetenv("RL_TESTDEV_FAIL_AT");
@@ -660,6 +727,7 @@ int main(void)
 		{ "equals_plain_load", equals_plain_load },
 		{ "whole_tensors_equal_plain_load", whole_tensors_equal_plain_load },
 		{ "device_equals_plain_load", device_equals_plain_load },
+		{ "cuda_equals_plain_load", cuda_equals_plain_load },
 		{ "own_failure_fails_everyone", own_failure_fails_everyone },
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
 		{ "device_failure_fails_everyone", device_failure_fails_everyone },
@@ -668,6 +736,10 @@ int main(void)
 	};
 
 	th_seed();
+	if (fake_open() < 0) {
+		printf("cannot load the fake CUDA driver beside this program: %s\n", dlerror());
+		return 1;
+	}
 	th_run("bad_ops_refused", bad_ops_refused);
 	run_on_every_backend(tests, CM_ARRAY_SIZE(tests), worker_counts,
 			     CM_ARRAY_SIZE(worker_counts), select_backend);
