@@ -60,10 +60,12 @@ struct xpf {
 	atomic_int stop;            /* relaxed: a hint to end early */
 };
 
-/* Bytes transfers bring each shard, and have brought. */
+/* Bytes transfers bring each shard, and have brought; the plan's
+ * conversions by shard (NULL: none). */
 struct xs {
 	uint64_t *want, *have;
 	size_t nshards;
+	const struct pl_convert *convert;
 };
 
 int ex_xfer_agree(const struct ex_transport *t, int status, const char *what,
@@ -93,15 +95,18 @@ static void xb_free(struct xb *q)
 }
 
 /*
- * Where received transfer x lands with no copy: its one plain copy takes
- * the whole payload, contiguous, into host memory the sink lets a write
- * land in (sink direct); NULL: into the receive buffer, then copied.
+ * Where received transfer x lands with no copy: its one plain copy (cv,
+ * the plan's conversions, may be NULL) takes the whole payload,
+ * contiguous, into host memory the sink lets a write land in (sink
+ * direct); NULL: into the receive buffer, then copied.
  */
-static uint8_t *landing(const struct eng_sink *d, const struct pl_xfer_info *x)
+static uint8_t *landing(const struct eng_sink *d, const struct pl_xfer_info *x,
+			const struct pl_convert *cv)
 {
 	const struct cm_copy *c = x->copies;
 
 	if (x->ncopies != 1 || c->op != CM_OP_PLAIN || c->src || c->dev >= d->ndevs ||
+	    (cv && cv[c->shard].from != cv[c->shard].to) ||
 	    (c->count > 1 && c->src_stride != c->len) ||
 	    (uint64_t)c->count * c->len != x->length || !d->ops->direct)
 		return NULL;
@@ -113,6 +118,7 @@ static int collect(struct xb *q)
 {
 	size_t nx = pl_plan_nxfers(q->x->p);
 	uint64_t total = 0;
+	struct pl_exec ex;
 
 	q->xi = cm_mallocarray(nx + 1, sizeof(*q->xi));
 	q->src = cm_calloc(nx + 1, sizeof(*q->src));
@@ -124,8 +130,10 @@ static int collect(struct xb *q)
 		if (q->xi[q->n].batch == q->b)
 			q->n++;
 	}
+	pl_plan_exec(q->x->p, &ex);
 	for (size_t k = 0; k < q->n; k++)
-		if (q->xi[k].root != q->me && (q->src[k] = landing(q->x->dst, &q->xi[k])))
+		if (q->xi[k].root != q->me &&
+		    (q->src[k] = landing(q->x->dst, &q->xi[k], ex.convert)))
 			q->in_place[k] = 1;
 	for (size_t k = 0; k < q->n; k++)
 		if (q->xi[k].root != q->me && !q->in_place[k] &&
@@ -272,6 +280,28 @@ static int move(struct xb *q)
 	return 0;
 }
 
+/*
+ * Copy c of a transfer (the planner's: the file's bytes) with the
+ * operation of its shard's conversion, as the transform pass gives the
+ * reads' copies (exec/transform.c): 0, or RL_E_DTYPE when its runs are
+ * not whole elements (the planner cuts transfers on whole elements).
+ */
+static int convert_op(const struct pl_convert *cv, struct cm_copy *c, struct cm_err *e)
+{
+	unsigned isize;
+
+	if (!cv || cv[c->shard].from == cv[c->shard].to)
+		return 0;
+	c->op = cm_op_convert(cv[c->shard].from, cv[c->shard].to) & 0xffu;
+	isize = c->op ? cm_op_isize(c->op) : 1;
+	if (c->op && !(c->len % isize) && !(c->src % isize) &&
+	    (c->count < 2 || !(c->src_stride % isize)))
+		return 0;
+	return cm_err_set(e, RL_E_DTYPE, "read once: shard %u: a transfer's copy of %u bytes at "
+			  "%u is not whole %s elements", c->shard, c->len, c->src,
+			  pl_dtype_name(cv[c->shard].from));
+}
+
 /* Each payload into this process's shards through the sink. */
 static int copy_in(struct xb *q, struct xs *s)
 {
@@ -279,13 +309,15 @@ static int copy_in(struct xb *q, struct xs *s)
 
 	for (size_t k = 0; k < q->n; k++)
 		for (size_t j = 0; j < q->xi[k].ncopies; j++) {
-			const struct cm_copy *c = &q->xi[k].copies[j];
+			struct cm_copy cc = q->xi[k].copies[j], *c = &cc;
 			int ret;
 
 			if (c->shard >= s->nshards)
 				return cm_err_set(q->e, RL_E_STATE, "read once: transfer %llu: shard %u of %zu",
 						  (unsigned long long)q->xi[k].index, c->shard,
 						  s->nshards);
+			if ((ret = convert_op(s->convert, c, q->e)))
+				return ret;
 			if (!q->in_place[k] && (ret = d->ops->copy(d->state, 0, c, q->src[k], q->e)))
 				return ret;
 			s->have[c->shard] += (uint64_t)c->count * c->len;
@@ -332,6 +364,7 @@ static int wanted(const struct ex_xfer_exec *x, struct xs *s, struct cm_err *e)
 
 	pl_plan_exec(x->p, &ex);
 	s->nshards = ex.nshards;
+	s->convert = ex.convert;
 	s->want = cm_calloc(ex.nshards + 1, sizeof(*s->want));
 	s->have = cm_calloc(ex.nshards + 1, sizeof(*s->have));
 	if (!s->want || !s->have)

@@ -51,11 +51,15 @@ struct xb {                     /* one assignment being built */
 	uint32_t *tmp;
 };
 
+/* Where transfers may be cut: the alignment, and a whole element of
+ * every dtype a converting plan converts (tensors start on whole
+ * elements, pl_convert_items): a copy converts whole elements. */
 static uint64_t cut_align(const struct xb *b, uint32_t f)
 {
 	uint64_t a = b->o->transfer_align ? b->o->transfer_align : b->align[f].offset_align;
 
-	return a ? a : 1;
+	a = a ? a : 1;
+	return b->o->convert && a % 4 ? cm_align_up(a, 4) : a;
 }
 
 static int oom(struct xb *b)

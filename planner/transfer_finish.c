@@ -42,10 +42,13 @@ static int push_copy(struct lc *l, uint64_t src, uint64_t len, uint64_t count,
 /*
  * Copies of the bytes of runs r (landing at dst + k * len for run k) that
  * lie in payload [a, b): whole runs of one innermost row in one strided
- * copy, cut runs alone.
+ * copy, cut runs alone. A converted item's shard holds its elements in
+ * sz[1] bytes each, not the file's sz[0]: positions in it scale (the
+ * transfers are cut on whole elements; the copy's op converts, as
+ * scatter.c's for the reads).
  */
 static int range_copies(struct lc *l, const struct pl_runs *r, uint64_t a, uint64_t b,
-			size_t shard, uint64_t dst)
+			size_t shard, uint64_t dst, const unsigned sz[2])
 {
 	uint64_t row = r->nlev ? r->count[r->nlev - 1] : 1;
 	uint64_t stride = r->nlev ? r->stride[r->nlev - 1] : r->len;
@@ -61,8 +64,10 @@ static int range_copies(struct lc *l, const struct pl_runs *r, uint64_t a, uint6
 			while (m < row - k % row && o + m * stride + r->len <= b)
 				m++;
 		}
+		uint64_t in = k * r->len + (lo - o);
+
 		ret = push_copy(l, lo - a, m > 1 ? r->len : hi - lo, m, m > 1 ? stride : hi - lo,
-				shard, dst + k * r->len + (lo - o));
+				shard, dst + (sz[0] != sz[1] ? in / sz[0] * sz[1] : in));
 		k += m;
 	}
 	return ret;
@@ -80,6 +85,7 @@ static int xfer_copies(struct lc *l, const struct pl_xwork *w, struct pl_xfer *x
 	     w->pc[k].off < x->off + x->len && !ret; k++) {
 		const struct pl_item *it = &p->items[w->pc[k].item];
 		const struct pl_tensor *t = &l->ck->tensors[it->src];
+		const unsigned sz[2] = { it->bits / 8, it->to_bits / 8 };
 
 		for (unsigned s = 0; s < p->nslots && !ret; s++) {
 			size_t sh = pl_shard_index(p, w->pc[k].item, s);
@@ -94,7 +100,7 @@ static int xfer_copies(struct lc *l, const struct pl_xwork *w, struct pl_xfer *x
 			if (pl_box_runs(t->ndim, t->shape, it->bits, t->offset, &box, &runs))
 				continue;   /* the plan refused such boxes already */
 			ret = range_copies(l, &runs, x->off, x->off + x->len, sh,
-					   p->shards[sh].offset);
+					   p->shards[sh].offset, sz);
 		}
 	}
 	x->ncopies = (uint32_t)(l->xp->ncopies - x->first_copy);

@@ -37,6 +37,9 @@ static unsigned cur_workers = 1;
  * small budget (many halves of the pinned pool). */
 static unsigned dev_procs;
 static const char *dev_kind = "testdev";
+/* The spec's dtype (rl_spec_set_dtype): every floating tensor converted
+ * on load, the plain loads too (-1: as stored). */
+static int cl_dtype = -1;
 #define DEV_BUDGET (64u << 10)
 
 /* The fake CUDA driver beside this program (build/tests/fakecuda/). */
@@ -313,7 +316,8 @@ static int cluster_init(struct cluster *c, const char *file)
 	c->ck = rl_ckpt_create();
 	c->spec = rl_spec_create();
 	if (!c->ck || !c->spec || rl_ckpt_open(c->ck, file) ||
-	    rl_spec_parse(c->spec, spec_json, strlen(spec_json)))
+	    rl_spec_parse(c->spec, spec_json, strlen(spec_json)) ||
+	    rl_spec_set_dtype(c->spec, cl_dtype))
 		return -1;
 	for (int r = 0; r < NP; r++) {
 		struct proc *p = &c->p[r];
@@ -379,6 +383,42 @@ static uint8_t *write_ckpt(const char *file, struct rt *t)
 	bytes = write_random_ckpt(file, t, NT, &data_start, &fsize);
 	force_rank = 0;
 	return bytes;
+}
+
+/* NT rank-2 tensors of random bits (NaNs, infinities and subnormals
+ * among them) at file: F32, then F16 and BF16, then U8 (stored as they
+ * are), so that every floating tensor starts on a whole element. */
+static int write_dtype_ckpt(const char *file)
+{
+	static const char *const dt[] = { "F32", "F16", "BF16", "U8" };
+	static const unsigned sz[] = { 4, 2, 2, 1 };
+	char hdr[4096];
+	size_t h = 0;
+	uint64_t off = 0, hlen;
+	FILE *f;
+	int ok;
+
+	h += (size_t)snprintf(hdr, sizeof(hdr), "{");
+	for (unsigned i = 0; i < NT; i++) {
+		unsigned k = i * 4 / NT, rows = 1 + th_rand() % 200, cols = 1 + th_rand() % 40;
+		uint64_t n = (uint64_t)rows * cols * sz[k];
+
+		h += (size_t)snprintf(hdr + h, sizeof(hdr) - h, "%s\"t%u\":{\"dtype\":\"%s\","
+				      "\"shape\":[%u,%u],\"data_offsets\":[%llu,%llu]}", i ? "," : "",
+				      i, dt[k], rows, cols, (unsigned long long)off,
+				      (unsigned long long)(off + n));
+		off += n;
+	}
+	hdr[h++] = '}';
+	while (h % 8)
+		hdr[h++] = ' ';
+	hlen = h;
+	if (!(f = fopen(file, "wb")))
+		return -1;
+	ok = fwrite(&hlen, 8, 1, f) == 1 && fwrite(hdr, 1, h, f) == h;
+	for (uint64_t i = 0; ok && i < off; i++)
+		ok = fputc((int)(th_rand() >> 32) & 0xff, f) != EOF;
+	return fclose(f) == 0 && ok ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- */
@@ -478,16 +518,38 @@ static void cuda_equals_plain_load(void)
 	       st.inflight);
 }
 
+/*
+ * The spec's dtype converts every floating tensor (F32, F16, BF16 of
+ * random bits) to F16, BF16 and F32 on load: the transfers move the
+ * file's bytes and their copies convert, so every process's shards equal
+ * a plain converting load's (itself bit-exact against torch's .to():
+ * python/tests/test_dtype.py); host staging, testdev and a mix.
+ */
+static void dtype_equals_plain_load(void)
+{
+	static const int to[] = { RL_DTYPE_F16, RL_DTYPE_BF16, RL_DTYPE_F32 };
+
+	for (int i = 0; i < 3; i++) {
+		cl_dtype = to[i];
+		equals_plain_load_as(spec_split);
+		equals_plain_load_as(spec_whole);
+		dev_procs = i == 0 ? 7 : 5;
+		equals_plain_load_as(spec_split);
+		dev_procs = 0;
+	}
+	cl_dtype = -1;
+}
+
 static void equals_plain_load_as(const char *spec)
 {
 	struct rt t[NT];
 	struct cluster c;
-	uint8_t *file = write_ckpt(tmp_path("tp.safetensors"), t);
+	uint8_t *file = cl_dtype < 0 ? write_ckpt(tmp_path("tp.safetensors"), t) : NULL;
 	uint64_t ntr = 0, nb = 0, ro_read = 0, plain_read = 0;
 	char why[256];
 	int ret;
 
-	CHECK(file);
+	CHECK(file || (cl_dtype >= 0 && write_dtype_ckpt(tmp_path("tp.safetensors")) == 0));
 	free(file);
 	spec_json = spec;
 	ret = cluster_init(&c, tmp_path("tp.safetensors"));
@@ -728,6 +790,7 @@ int main(void)
 		{ "whole_tensors_equal_plain_load", whole_tensors_equal_plain_load },
 		{ "device_equals_plain_load", device_equals_plain_load },
 		{ "cuda_equals_plain_load", cuda_equals_plain_load },
+		{ "dtype_equals_plain_load", dtype_equals_plain_load },
 		{ "own_failure_fails_everyone", own_failure_fails_everyone },
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
 		{ "device_failure_fails_everyone", device_failure_fails_everyone },
