@@ -408,10 +408,11 @@ def _mesh_device(device_mesh):
 
 
 def _prepare_group(filename, sharding, group, job, batch_bytes, read_once,
-                   plan_values):
+                   plan_values, to=None):
     """Opens the checkpoint, plans this rank's process of sharding (a
     spec dict, JSON or file; None: every tensor whole on device 0) with
-    _dist.plan; returns
+    _dist.plan, every floating tensor converted to the library dtype to
+    (None: as stored; read once, the transfers' copies convert); returns
     (ckpt, plan, loader, expected, view). plan_values(plan): the values
     the ranks must agree on (_dist.view)."""
     from . import _dist
@@ -420,14 +421,17 @@ def _prepare_group(filename, sharding, group, job, batch_bytes, read_once,
     spec = loader = p = None
     try:
         for t in ckpt.tensors:
-            _dtypes.torch_check(torch, t.name, t.dtype, t.shape)
+            _dtypes.torch_check(torch, t.name, _dtypes.loaded(t.dtype, to),
+                                t.shape)
         expected = _sha256.resolve(ckpt, sha256)
         loader = _handles.Loader(backend, options, expected)
         spec = _handles.Spec(sharding)
+        if to is not None:  # else the spec text's, if it names one
+            spec.set_dtype(to)
         p = _dist.plan(ckpt, spec, group, batch_bytes, read_once,
                        loader.request_bytes(ckpt))
         view = _dist.view(ckpt, dict(plan_values(p), read_once=read_once,
-                                     batch_bytes=batch_bytes))
+                                     batch_bytes=batch_bytes, dtype=to))
     except BaseException:
         for h in (p, loader, ckpt):
             if h is not None:
@@ -440,14 +444,14 @@ def _prepare_group(filename, sharding, group, job, batch_bytes, read_once,
 
 
 def _run_group(filename, sharding, group, job, batch_bytes, read_once,
-               plan_values, after=None):
-    """Prepares (_prepare_group) on every rank, checks that the ranks
-    agree (_dist.same_plan), runs the plan (_dist.run); returns
-    (core.Loaded, statistics, after(ckpt, expected) or None)."""
+               plan_values, after=None, to=None):
+    """Prepares (_prepare_group, to: its dtype) on every rank, checks
+    that the ranks agree (_dist.same_plan), runs the plan (_dist.run);
+    returns (core.Loaded, statistics, after(ckpt, expected) or None)."""
     from . import _dist
     ckpt, p, loader, expected, view = _dist.agree(group, lambda: (
         _prepare_group(filename, sharding, group, job, batch_bytes,
-                       read_once, plan_values)))
+                       read_once, plan_values, to)))
     try:
         try:
             _dist.same_plan(group, ckpt, view)
@@ -606,9 +610,11 @@ def _load_group(filename, sharding=None, *, process_group=None,
     at most batch_bytes of payloads per batch; targets and
     files_of_process work as in the plan (a target is read by each rank
     that needs it; a rank reads no file files_of_process denies it, though
-    it opens every file's header); progress is not called. Ranks that
-    disagree (sharding, files) or a failure on any rank raise on every
-    rank. stats (read once): a dict to fill with this rank's statistics,
+    it opens every file's header); progress is not called; dtype converts
+    as ringload.load's (the transfers move the file's bytes, their copies
+    into the shards convert). Ranks that disagree (sharding, files, dtype)
+    or a failure on any rank raise on every rank. stats (read once): a
+    dict to fill with this rank's statistics,
     as load_dtensors'. Returns {device_id: {name: tensor}} for this rank's
     devices, as ringload.load.
     """
@@ -623,17 +629,14 @@ def _load_group(filename, sharding=None, *, process_group=None,
                              backend=backend, options=options,
                              progress=progress, sha256=sha256, dtype=dtype)
     from . import _dist
-    if read_once and dtype is not None:
-        raise _errors.SpecError(_lib.RL_E_DTYPE, "dtype with read_once: not "
-                                "supported (the transfers move the file's "
-                                "bytes)")
     if read_once:
         devices = {_handles.integer("device_map key", k, 0, 2**32 - 1):
                    FRAMEWORK.device(v) for k, v in (device_map or {}).items()}
         loaded, st, _ = _run_group(
             filename, sharding, process_group, (backend, options, sha256),
             batch_bytes, True, lambda p: {"sharding": (
-                _canonical(sharding), _dist.summary(p))})
+                _canonical(sharding), _dist.summary(p))},
+            to=_dtypes.convert_to(dtype))
         if stats is not None:
             stats.update(st)
         return _core.materialize(FRAMEWORK, loaded, devices)

@@ -99,6 +99,45 @@ def case_load(ckpt, args):
     return out
 
 
+def _bits(t):
+    """t's raw bits, as an integer tensor of its width."""
+    return t.contiguous().view({1: torch.uint8, 2: torch.int16, 4: torch.int32,
+                                8: torch.int64}[t.element_size()])
+
+
+def case_dtype(ckpt, args):
+    """ringload.torch.load(read_once=True, dtype=...) to F16, BF16 and F32
+    on every backend, 1 and 2 workers: each floating box bit for bit
+    torch's .to() of safetensors' load, the others as stored. The
+    statistics by "dest/backend/workers"."""
+    import oracle
+    full, out, spec = _full(ckpt), {}, args["spec"]
+    mesh = spec["mesh"]
+    mine = [d for d, p in zip(mesh["devices"], mesh["process_of_device"])
+            if p == dist.get_rank()]
+    for dest in ("F16", "BF16", "F32"):
+        to = {"F16": torch.float16, "BF16": torch.bfloat16,
+              "F32": torch.float32}[dest]
+        for backend, workers in [(b, w) for b, w, r in COMBOS if r]:
+            stats = {}
+            got = rt.load(ckpt, spec, read_once=True, backend=backend,
+                          options={"workers": workers}, stats=stats,
+                          dtype=dest if workers == 1 else to)
+            assert sorted(got) == mine, (sorted(got), mine)
+            for dev in mine:
+                for name, t in full.items():
+                    box = oracle.boxes(spec, name, tuple(t.shape))[dev]
+                    want = t[tuple(slice(a, b) for a, b in box)]
+                    want = want.to(to) if want.is_floating_point() else want
+                    g = got[dev][name]
+                    assert g.dtype == want.dtype and g.shape == want.shape, \
+                        (dest, dev, name, g.dtype, g.shape)
+                    assert torch.equal(_bits(g), _bits(want)), (dest, backend,
+                                                                dev, name)
+            out[f"{dest}/{backend}/{workers}"] = stats
+    return out
+
+
 def case_subgroup(ckpt, args):
     """Two groups of two ranks, [0, 1] and [2, 3], each loading the spec of
     two processes on its own: the spec's process is the rank in the group

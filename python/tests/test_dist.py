@@ -147,6 +147,29 @@ def test_load_spec_read_once(tmp_path, ckpt):
         assert sum(s["bytes_needed"] for s in st) == total, st
 
 
+def test_load_read_once_converts_dtype(tmp_path):
+    """load(sharding, read_once=True, dtype=...) (refused before: "the
+    transfers move the file's bytes"): the transfers still move the
+    file's bytes and their copies convert, so every rank's F32, BF16 and
+    F16 boxes of random bits (NaNs, infinities, subnormals among them)
+    equal torch's .to() of safetensors' load bit for bit, I64 as stored,
+    every backend, 1 and 2 workers, bytes sent between the ranks."""
+    rng = np.random.default_rng(20261129)
+    print("seed 20261129")
+    path = tmp_path / "r.safetensors"
+    stfile.write(path, {
+        "w": ("F32", (16, 12), rng.integers(0, 2**32, 192, dtype="<u4").tobytes()),
+        "emb": ("BF16", (10, 8), rng.integers(0, 2**16, 80, dtype="<u2").tobytes()),
+        "h": ("F16", (8, 6), rng.integers(0, 2**16, 48, dtype="<u2").tobytes()),
+        "b": ("I64", (6,), np.arange(6, dtype="<i8").tobytes())})
+    spec = dict(SPEC, rules=SPEC["rules"] + [{"match": "h", "spec": [None, "data"]}])
+    res = run(tmp_path, "dtype", str(path), {"spec": spec})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    for combo in res[0]["stats"]:
+        st = [r["stats"][combo] for r in res]
+        assert sum(s["sent_bytes"] for s in st) == sum(s["received_bytes"] for s in st) > 0
+
+
 def test_load_on_a_subgroup_takes_the_rank_in_the_group(tmp_path, ckpt):
     spec = dict(SPEC, mesh=dict(SPEC["mesh"], process_of_device=[0] * 4 + [1] * 4))
     res = run(tmp_path, "subgroup", ckpt, {"spec": spec})
