@@ -253,6 +253,7 @@ $(FAKECUDA): tests/fakecuda/fakecuda.c tests/fakecuda/fakecuda.h
 		-o $@ $<
 $(BUILD)/tests/test_cuda: $(FAKECUDA) tests/fakecuda/fakecuda.h
 $(BUILD)/tests/test_transport: $(FAKECUDA) tests/fakecuda/fakecuda.h
+$(BUILD)/tests/test_mpi: $(FAKECUDA)
 
 # perf/gpu_check.sh --quick against the fake driver (tests/gpu_check_fake.sh
 # judges it: only torch's CUDA steps may skip there).

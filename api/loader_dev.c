@@ -143,6 +143,11 @@ int rl_loader_set_device(rl_loader *ld, const char *kind, const int32_t *ordinal
 	return 0;
 }
 
+const char *rl_loader_device_kind(const rl_loader *ld)
+{
+	return ld && ld->deliver.dev ? ld->deliver.dev->ops->kind : NULL;
+}
+
 /* The loader's device state, or NULL with ld->err set naming fn. */
 static struct ld_dev *dev_of(rl_loader *ld, const char *fn)
 {

@@ -1385,6 +1385,10 @@ const char *rl_device_kind_at(size_t i);
  */
 int rl_loader_set_device(rl_loader *ld, const char *kind, const int32_t *ordinals, uint32_t n,
 			 uint32_t flags);
+/* The kind rl_loader_set_device set on ld ("cuda", ...), or NULL: none
+ * (or ld NULL). Valid while the device is set. libringload_mpi asks it:
+ * a device loader's rl_mpi_load runs the read-once executor. */
+const char *rl_loader_device_kind(const rl_loader *ld);
 /* As rl_loader_set_cuda_dest, for any kind. */
 int rl_loader_set_device_dest(rl_loader *ld, size_t shard, uint64_t device_ptr, uint64_t bytes);
 /* As rl_loader_set_cuda_stream, for any kind (a kind without queues

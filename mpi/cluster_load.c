@@ -12,6 +12,11 @@
  *             loader (failure notes cancel it early);
  *   batches   the transfers, batch by batch (batch.c).
  *
+ * With RL_MPI_EXECUTOR, and always for a loader with a device (its
+ * transfers land in device memory) or a plan that converts dtypes (its
+ * transfers' copies convert), own and batches are one run of the
+ * library's read-once executor over the MPI transport (transport_mpi.c).
+ *
  * Also the rl_mpi handle: parameters, callbacks, errors, statistics.
  */
 #include <errno.h>
@@ -355,6 +360,32 @@ static int gather_stats(struct mx_load *L)
 	return 0;
 }
 
+/*
+ * Whether plan converts some shard (its dtype not the stored one: the
+ * plan's or the spec's dtype): only the executor converts what the
+ * transfers bring. Shards come in tensor order on each device, so the
+ * search goes on from the last tensor found.
+ */
+static int plan_converts(const rl_plan *plan, const rl_ckpt *ck)
+{
+	size_t nt = rl_ckpt_num_tensors(ck), t = 0;
+
+	for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
+		rl_shard_info si;
+		rl_tensor_info ti;
+
+		if (rl_plan_shard(plan, s, &si))
+			continue;
+		for (size_t k = 0; k < nt; k++, t = (t + 1) % nt)
+			if (!rl_ckpt_tensor(ck, t, &ti) && !strcmp(ti.name, si.name))
+				break;
+		if (nt && !rl_ckpt_tensor(ck, t, &ti) && !strcmp(ti.name, si.name) &&
+		    ti.dtype != si.dtype)
+			return 1;
+	}
+	return 0;
+}
+
 static void load_free(struct mx_load *L)
 {
 	mx_queue_free(&L->q);
@@ -394,7 +425,14 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 		ret = check_transfers(&x, plan);
 	t1 = mx_now();
 	L.st.plan_seconds = t1 - t0;
-	if (!ret && !L.stream && m->executor) {
+	if (!ret && L.stream && plan_converts(plan, ck)) {
+		mx_fail(&x, RL_E_DTYPE, "a streaming load (the piece callback) with dtype conversion: "
+			"its transfers' pieces move as stored; load whole or to a device");
+		ret = mx_agree(&x, 0, NULL);
+	}
+	/* Only the executor delivers transfers to devices and converts them. */
+	if (!ret && !L.stream &&
+	    (m->executor || rl_loader_device_kind(ld) || plan_converts(plan, ck))) {
 		ret = mx_transport_load(&L);
 	} else if (!ret) {      /* batch.c */
 		ret = own_reads(&L);

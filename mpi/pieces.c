@@ -39,12 +39,14 @@
 #define PACK_MAX (1u << 20)
 #define PAGE 4096u
 
-/* This rank's budget when ld streams, else UINT64_MAX. */
+/* This rank's budget when ld streams to the piece callback, else
+ * UINT64_MAX (a device loader streams to its devices: a whole load). */
 static uint64_t own_budget(struct mx *x, rl_loader *ld)
 {
 	int64_t mode = 0;
 
-	if (rl_loader_get(ld, RL_OPT_STAGING, &mode) || mode != RL_STAGING_STREAM)
+	if (rl_loader_get(ld, RL_OPT_STAGING, &mode) || mode != RL_STAGING_STREAM ||
+	    rl_loader_device_kind(ld))
 		return UINT64_MAX;
 	if (!x->m->on_piece)
 		mx_fail(x, RL_E_STATE, "a streaming loader (RL_STAGING_STREAM) needs "

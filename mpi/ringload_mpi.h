@@ -52,7 +52,9 @@ typedef enum rl_mpi_param {
 				    * read by the loader given to rl_mpi_load(); 0 (default): this
 				    * library's own batch loop, which overlaps reads with sends and
 				    * receives whole tensors in place (about 2x faster today: see
-				    * docs/cluster.md). Streaming loads always use their own loop. */
+				    * docs/cluster.md). Streaming loads always use their own loop;
+				    * a loader with a device (rl_loader_set_device), or a plan
+				    * converting dtypes, always the executor. */
 } rl_mpi_param;
 
 /* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */

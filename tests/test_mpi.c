@@ -1003,6 +1003,94 @@ static void cli_mpi_ranks_need_one_spec(void)
 	CHECKF(mpirun_cli(2, args) == 0 && !*out, "--quiet: %s", out);
 }
 
+/*
+ * `mpirun -np 3 ringload load CKPT --mpi [--read-once] --device cuda
+ * --device-map 0,1,0,1,0,1 --verify` through the fake CUDA driver (each
+ * rank its own, 2 GPUs; refused before as "--device ... not with --mpi"):
+ * every rank's shards, read back from its GPUs, equal the file; read
+ * once, the ranks sent each other bytes. Rows and columns, and tensors
+ * whole on every device; every backend, 1 and 3 workers.
+ */
+static void cli_mpi_device_cuda_verified(void)
+{
+	static const char *const backends[] = { "io_uring", "libaio", "pread" };
+	static const char *const once[] = { "", "--read-once" };
+	char json[1024], cmd[16384], fake[PATH_MAX], sname[64];
+	const char *ck, *spec;
+
+	NEED_MPI();
+	snprintf(cmd, sizeof(cmd), "%s/tests/fakecuda/libcuda.so.1", bdir());
+	CHECK(realpath(cmd, fake));
+	ck = make_ckpt("mpicuda", "3M", 2, 43);
+	CHECK(ck);
+	for (int kind = 0; kind <= 1; kind++) {
+		spec_json(json, sizeof(json), 3, kind);
+		snprintf(sname, sizeof(sname), "mpicuda%d.json", kind);
+		spec = write_spec(sname, json);
+		CHECK(spec);
+		for (int i = 0; i < 6; i++) {
+			snprintf(cmd, sizeof(cmd), "timeout 120 mpirun --allow-run-as-root --oversubscribe "
+				 "--mca btl self,vader %s -x RL_LIBCUDA=%s -x FAKECUDA_DEVICES=2 "
+				 "-x FAKECUDA_DELAY_US=20 -np 3 %s/ringload load %s --sharding %s "
+				 "--mpi %s --device cuda --device-map 0,1,0,1,0,1 --verify "
+				 "--backend %s --workers %d", san_env(), fake, bdir(), ck, spec,
+				 once[i % 2], backends[i / 2], i % 3 ? 1 : 3);
+			CHECKF(th_capture(cmd, out, OUT_CAP) == 0, "spec %d, %s: %s", kind, cmd, out);
+			for (int r = 0; r < 3; r++) {
+				char want[64];
+
+				snprintf(want, sizeof(want), "rank %d: verify: ", r);
+				CHECKF(strstr(out, want) && !strstr(out, "verify: 0 shards") &&
+				       strstr(out, "match the file, 0 differ"), "spec %d, %s: rank %d: %s",
+				       kind, once[i % 2], r, out);
+			}
+			CHECKF(!(i % 2) || !strstr(out, " 0 bytes sent between ranks"),
+			       "read once sent nothing: %s", out);
+		}
+	}
+}
+
+/*
+ * `mpirun -np 3 ringload load CKPT --mpi --read-once --dtype F32|F16
+ * --verify`, into host staging and onto the fake driver's GPUs (refused
+ * before: "--dtype: not with --mpi yet"): the transfers move the file's
+ * bytes and their copies convert; every rank's shards equal the file
+ * converted (verify converts as torch's .to() does: test_dtype). With
+ * --staging-budget (no device) it is refused: the pieces move as stored.
+ */
+static void cli_mpi_dtype_verified(void)
+{
+	static const char *const to[] = { "F32", "F16" };
+	static const char *const dev[] = { "", "--device cuda --device-map 0,1,0,1,0,1" };
+	char json[1024], cmd[16384], fake[PATH_MAX];
+	const char *ck, *spec;
+
+	NEED_MPI();
+	snprintf(cmd, sizeof(cmd), "%s/tests/fakecuda/libcuda.so.1", bdir());
+	CHECK(realpath(cmd, fake));
+	ck = make_ckpt("mpidtype", "3M", 2, 47);
+	spec_json(json, sizeof(json), 3, 1);
+	spec = write_spec("mpidtype.json", json);
+	CHECK(ck && spec);
+	for (int i = 0; i < 4; i++) {
+		snprintf(cmd, sizeof(cmd), "timeout 120 mpirun --allow-run-as-root --oversubscribe "
+			 "--mca btl self,vader %s -x RL_LIBCUDA=%s -x FAKECUDA_DEVICES=2 -np 3 "
+			 "%s/ringload load %s --sharding %s --mpi --read-once --dtype %s %s --verify",
+			 san_env(), fake, bdir(), ck, spec, to[i % 2], dev[i / 2]);
+		CHECKF(th_capture(cmd, out, OUT_CAP) == 0, "%s: %s", cmd, out);
+		for (int r = 0; r < 3; r++) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "rank %d: verify: ", r);
+			CHECKF(strstr(out, want) && !strstr(out, "verify: 0 shards") &&
+			       strstr(out, "match the file, 0 differ"), "%s: rank %d: %s", cmd, r, out);
+		}
+	}
+	snprintf(cmd, sizeof(cmd), "%s/ringload load x --mpi --dtype F16 --staging-budget 1M", bdir());
+	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
+	CHECKF(strstr(out, "--dtype with --mpi --staging-budget"), "%s", out);
+}
+
 /* --mpi's options: misuse is a usage error; a ringload without
  * ringload-mpi.so beside it says so. */
 static void cli_mpi_options_and_missing_plugin(void)
@@ -1050,6 +1138,8 @@ int main(void)
 	RUN(cli_mpi_hf_unchecked_warned_per_rank);
 	RUN(cli_mpi_sha256_checked_fails_every_rank);
 	RUN(cli_mpi_ranks_need_one_spec);
+	RUN(cli_mpi_device_cuda_verified);
+	RUN(cli_mpi_dtype_verified);
 	RUN(cli_mpi_options_and_missing_plugin);
 	return th_done();
 }

@@ -44,9 +44,9 @@ static int mpi_rules(const struct load_args *a)
 			"%s\n", PROG, a->verify ? "--verify" : "--staging");
 		return OPTS_USAGE;
 	}
-	if (a->mpi && a->dtype >= 0) {
-		fprintf(stderr, "%s: --dtype: not with --mpi yet (read once moves the file's bytes)\n",
-			PROG);
+	if (a->mpi && a->dtype >= 0 && a->staging_budget >= 0 && !a->device) {
+		fprintf(stderr, "%s: --dtype with --mpi --staging-budget: the ranks' pieces move "
+			"as stored; whole staging or --device converts\n", PROG);
 		return OPTS_USAGE;
 	}
 	if (a->mpi && a->verify && a->local_files) {

@@ -80,8 +80,7 @@ static int parse_map(const char *s, int32_t *map, int cap)
 
 int load_cuda_rules(struct load_args *a, const char *prog)
 {
-	const char *with = a->mpi ? "--mpi" : a->out ? "--out" : a->staging >= 0 ? "--staging" :
-			   NULL;
+	const char *with = a->out ? "--out" : a->staging >= 0 ? "--staging" : NULL;
 	int32_t map[MAX_ORDINAL + 1];
 	char kind[64];
 

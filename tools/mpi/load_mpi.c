@@ -6,8 +6,9 @@
  *   open     the checkpoint (--local-files: each rank reads its own files'
  *            headers and the ranks exchange them, rl_mpi_ckpt_open) and
  *            the spec; every rank agrees that every rank could;
- *   load     rl_mpi_load: each rank its process, --read-once or not;
- *   verify   each rank its shards (--verify);
+ *   load     rl_mpi_load: each rank its process, --read-once or not,
+ *            into host staging or (--device) its devices' memory;
+ *   verify   each rank its shards (--verify; --device: read back);
  *   write    --out DIR: rank 0 creates the partial directory, every rank
  *            writes its devices' folders into it, and rank 0 renames it to
  *            DIR once every rank has written (out.h);
@@ -31,6 +32,7 @@
 #include "../sha256sums.h"
 #include "../signals.h"
 #include "../cli_helpers.h"
+#include "../load_cuda.h"
 #include "../verify.h"
 
 #define PROG "ringload load"
@@ -172,6 +174,8 @@ static int plan_params(rl_plan *plan, const struct load_args *a)
 		ret = rl_plan_set(plan, RL_PLAN_READ_ONCE, a->read_once);
 	if (!ret)   /* the others' statistics: every rank computes its own */
 		ret = rl_plan_set(plan, RL_PLAN_ALL_STATS, 0);
+	if (!ret && a->dtype >= 0) /* the transfers move the file's bytes; copies convert */
+		ret = rl_plan_set(plan, RL_PLAN_DTYPE, rl_dtype_from_name(load_dtype_names[a->dtype]));
 	return ret;
 }
 
@@ -189,9 +193,13 @@ static int verify(struct mrun *r)
 
 	if (!r->a->verify)
 		return 0;
-	ok = !verify_all(r->ck, r->plan, r->ld, &r->vc, progress, NULL) && !r->vc.differ;
+	ok = !(r->a->device ? load_cuda_verify(r->ck, r->plan, r->ld, &r->vc, progress, NULL, PROG) :
+	       verify_all(r->ck, r->plan, r->ld, &r->vc, progress, NULL)) && !r->vc.differ;
 	if (r->vc.differ)
 		say(r, "verify: %zu shards differ from the file", r->vc.differ);
+	else if (ok && !r->a->quiet && !r->a->json) /* each rank its own */
+		printf("rank %d: verify: %zu shards match the file, 0 differ\n", r->rank,
+		       r->vc.match);
 	return all_ok(r, ok, "to verify its shards");
 }
 
@@ -248,7 +256,7 @@ static int stream_out(struct mrun *r)
 	rl_plan *lp;
 	int ret;
 
-	if (r->a->staging_budget < 0)
+	if (r->a->staging_budget < 0 || r->a->device) /* --device: the pieces go to it */
 		return 0;
 	rl_mpi_set_piece_callback(r->m, on_piece, r);
 	if (!r->a->out)
@@ -305,7 +313,8 @@ static int load(struct mrun *r)
 	if (!r->plan || !r->ld)
 		return all_ok(r, !say(r, "out of memory"), "to start");
 	/* load_configure() says what it refused */
-	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG))
+	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG) ||
+	    (a->device && load_cuda_setup(r->ld, r->plan, a, PROG)))
 		return all_ok(r, 0, "to configure the load");
 	if (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000))
 		return all_ok(r, !say(r, "%s", rl_mpi_errmsg(r->m)), "to configure the load");
