@@ -857,16 +857,23 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * list, the payloads this process roots are read into one buffer, sent to
  * their receivers and copied into its own shards; the payloads it
  * receives are copied into its shards (the host sink's copy, the rule of
- * rl_copy_runs). on_shard reports a received shard once its last bytes
- * came. Every process of the plan must run its own plan (same
+ * rl_copy_runs; a plan converting dtypes converts them: the transfers
+ * move the file's bytes). on_shard reports a received shard once its
+ * last bytes came (on a device, once its copies finished). Every process of the plan must run its own plan (same
  * checkpoint, spec and plan parameters) with the same transport, at the
  * same time: each agrees with the others on success (the agree op) after
  * its own reads and twice per batch, so that a failure anywhere fails the
  * run on every process (this one's error, or "another process failed"
  * with that process's code) and nobody waits on a process that failed.
- * Whole loads only (RL_STAGING_LIBRARY or RL_STAGING_CALLER): a streaming
- * or CUDA loader fails the run with RL_E_STATE (agreed too). Memory: the
- * batch's payloads, read or received, at most RL_PLAN_BATCH_BYTES.
+ * Whole loads (RL_STAGING_LIBRARY or RL_STAGING_CALLER) and device loads
+ * (rl_loader_set_device: the own reads stream to the device as without a
+ * transport, then each received copy is staged in the loader's pinned
+ * window pool, converted there if it converts, and copied to the device
+ * asynchronously, half the pool at a time; a late copy error fails every
+ * process); a loader streaming to a piece callback fails the run with
+ * RL_E_STATE (agreed too): transfers fill shards out of window order.
+ * Memory: the batch's payloads, read or received, at most
+ * RL_PLAN_BATCH_BYTES (and a device load's window pool).
  *
  * The ops (user is passed to each; every call on the thread that runs
  * the load; a return other than 0 is a failure, a negative code is kept):
@@ -1375,10 +1382,12 @@ const char *rl_device_kind_at(size_t i);
  * where an id that is no ordinal, 2^31 and above, fails the load naming
  * it), or every one to ordinals[0] (RL_DEVICE_ONE); a plan device the map
  * does not cover fails the load. Nothing touches the device until a
- * load. Returns 0, -EINVAL (ld NULL), RL_E_INVALID_ARG (no such kind: the
- * message lists the library's; n without ordinals, unknown flags,
- * RL_DEVICE_ONE with n != 1) or the kind's no-such-device code
- * (RL_E_CUDA_DEVICE) for a negative ordinal. Not during a load.
+ * load. With a transport (rl_loader_set_transport), a read-once run
+ * delivers the received shards to the devices too. Returns 0, -EINVAL
+ * (ld NULL), RL_E_INVALID_ARG (no such kind: the message lists the
+ * library's; n without ordinals, unknown flags, RL_DEVICE_ONE with
+ * n != 1) or the kind's no-such-device code (RL_E_CUDA_DEVICE) for a
+ * negative ordinal. Not during a load.
  * rl_loader_set_cuda(), rl_loader_set_cuda_dest(), ..._stream(),
  * rl_loader_cuda_area(), _shard() and _read_back() are these functions
  * for the kind "cuda".
