@@ -55,12 +55,12 @@ static int xd_copy(void *sink, unsigned worker, const struct cm_copy *c, const u
 {
 	struct ex_xdev *d = sink;
 	uint64_t total = cm_copy_bytes(c), unit = c->op ? cm_op_osize(c->op) : 1, done = 0;
-	const struct pl_shard *sh = d->ex->shards + c->shard;
+	const struct pl_shard *sh = c->shard < d->ex->nshards ? d->ex->shards + c->shard : NULL;
 	int ret;
 
 	(void)worker;
-	if (c->shard >= d->ex->nshards || c->dev != sh->dev || c->dst < sh->offset ||
-	    c->dst - sh->offset > sh->nbytes || total > sh->nbytes - (c->dst - sh->offset))
+	if (!sh || c->dev != sh->dev || c->dst < sh->offset || c->dst - sh->offset > sh->nbytes ||
+	    total > sh->nbytes - (c->dst - sh->offset))
 		return cm_err_set(e, RL_E_STATE, "read once onto a device: a copy past shard %u",
 				  c->shard);
 	while (done < total) {

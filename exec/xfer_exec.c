@@ -95,18 +95,19 @@ static void xb_free(struct xb *q)
 }
 
 /*
- * Where received transfer x lands with no copy: its one plain copy (cv,
- * the plan's conversions, may be NULL) takes the whole payload,
- * contiguous, into host memory the sink lets a write land in (sink
- * direct); NULL: into the receive buffer, then copied.
+ * Where received transfer x lands with no copy: its one plain copy (by
+ * ex's conversions) takes the whole payload, contiguous, into host
+ * memory the sink lets a write land in (sink direct); NULL: into the
+ * receive buffer, then copied.
  */
 static uint8_t *landing(const struct eng_sink *d, const struct pl_xfer_info *x,
-			const struct pl_convert *cv)
+			const struct pl_exec *ex)
 {
 	const struct cm_copy *c = x->copies;
 
 	if (x->ncopies != 1 || c->op != CM_OP_PLAIN || c->src || c->dev >= d->ndevs ||
-	    (cv && cv[c->shard].from != cv[c->shard].to) ||
+	    c->shard >= ex->nshards ||
+	    (ex->convert && ex->convert[c->shard].from != ex->convert[c->shard].to) ||
 	    (c->count > 1 && c->src_stride != c->len) ||
 	    (uint64_t)c->count * c->len != x->length || !d->ops->direct)
 		return NULL;
@@ -133,7 +134,7 @@ static int collect(struct xb *q)
 	pl_plan_exec(q->x->p, &ex);
 	for (size_t k = 0; k < q->n; k++)
 		if (q->xi[k].root != q->me &&
-		    (q->src[k] = landing(q->x->dst, &q->xi[k], ex.convert)))
+		    (q->src[k] = landing(q->x->dst, &q->xi[k], &ex)))
 			q->in_place[k] = 1;
 	for (size_t k = 0; k < q->n; k++)
 		if (q->xi[k].root != q->me && !q->in_place[k] &&
