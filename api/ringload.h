@@ -1318,7 +1318,9 @@ int rl_loader_release(rl_loader *ld, const rl_piece *piece);
  * them. Returns 0, or what
  * rl_loader_run() returns for a plan it cannot start (-EINVAL, RL_E_STATE:
  * not streaming, plan not built, a load running, pieces
- * held; -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and
+ * held, a transport set (a started load moves no transfer: the error is
+ * agreed with the other processes, whose runs fail with it; use
+ * rl_loader_run); -ENOMEM, RL_E_STAGING: the window pool). Threads: start, next and
  * finish are called by one consumer thread at a time; release by any.
  */
 int rl_loader_start(rl_loader *ld, const rl_plan *plan);

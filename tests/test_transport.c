@@ -350,11 +350,24 @@ static void cluster_free(struct cluster *c)
 	hub_free(&c->h);
 }
 
+/* Process `starter` (-1: none) loads with rl_loader_start and pulls. */
+static int starter = -1;
+
+static int start_and_pull(struct proc *p)
+{
+	rl_piece pc;
+	int ret = rl_loader_start(p->ld, p->plan);
+
+	while (ret == 0 && (ret = rl_loader_next_piece(p->ld, &pc, -1)) == 1)
+		rl_loader_release(p->ld, &pc);
+	return ret < 0 ? ret : rl_loader_finish(p->ld);
+}
+
 static void *proc_main(void *arg)
 {
 	struct proc *p = arg;
 
-	p->ret = rl_loader_run(p->ld, p->plan);
+	p->ret = p->t.me == starter ? start_and_pull(p) : rl_loader_run(p->ld, p->plan);
 	snprintf(p->err, sizeof(p->err), "%s", rl_loader_errmsg(p->ld));
 	return NULL;
 }
@@ -708,6 +721,34 @@ static void streaming_refused_everywhere(void)
 }
 
 /*
+ * rl_loader_start on a loader with a transport (process 1, onto testdev:
+ * a started device load) while the others run: its transfers would never
+ * come (a started load has no transfer step), so it fails with
+ * RL_E_STATE and every process with it. Before, process 1 succeeded with
+ * the shards others send it never filled, and the others waited.
+ */
+static void started_load_refused_everywhere(void)
+{
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = write_ckpt(tmp_path("tpst.safetensors"), t);
+	const char *bad;
+	char why[640];
+
+	CHECK(file);
+	free(file);
+	dev_procs = 2;
+	starter = 1;
+	CHECK(cluster_init(&c, tmp_path("tpst.safetensors")) == 0);
+	CHECK(cluster_run(&c) == 0);
+	starter = -1;
+	dev_procs = 0;
+	bad = all_failed(&c, 1, RL_E_STATE, "rl_loader_start", why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
+	cluster_free(&c);
+}
+
+/*
  * A Hugging Face cache blob (snapshots/r/m.safetensors -> blobs/<hex>,
  * a value no file has) read once: each process reads parts of it for
  * others, so none can check it: its file statistics list the file as
@@ -795,6 +836,7 @@ int main(void)
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
 		{ "device_failure_fails_everyone", device_failure_fails_everyone },
 		{ "streaming_refused_everywhere", streaming_refused_everywhere },
+		{ "started_load_refused_everywhere", started_load_refused_everywhere },
 		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
 	};
 
