@@ -11,8 +11,9 @@
  * roots post their payloads' sends, the receivers their receives; the
  * transport's wait completes them; every process agrees again; then each
  * payload is copied into this process's shards through the destination
- * sink (its copy op: the rule of io_copy_runs), and a shard whose last
- * bytes came is reported. A failure anywhere is the same error on every
+ * sink (its copy op: the rule of io_copy_runs; with the operation of the
+ * shard's dtype conversion, if any), and a shard whose last bytes came
+ * is reported. A failure anywhere is the same error on every
  * process at the next agreement, and nobody waits on a process that
  * failed: no send or receive is posted after a failed agreement.
  */
@@ -37,7 +38,10 @@ struct ex_xfer_exec {
 	const struct ex_transport *t;
 	struct eng_opts eo;             /* how the batches are read */
 	uint64_t chunk;                 /* the batches' requests: at most this */
-	const struct eng_sink *dst;     /* the process's shards: received copies land */
+	const struct eng_sink *dst;     /* the process's shards: received copies land
+					 * (host staging, or a device through
+					 * exec/xfer_dev.h: then asynchronous, its
+					 * shard_done and finish used) */
 	/* A host sink over a batch buffer of len bytes (one slot), valid
 	 * until the next call or the end of the run. */
 	const struct eng_sink *(*buffer_sink)(void *user, uint8_t *buf, uint64_t len);
