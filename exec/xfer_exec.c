@@ -182,9 +182,8 @@ static int collect(struct xb *q)
 		    cm_add64(total, q->xi[k].length, &total))
 			return cm_err_set(q->e, -ENOMEM, "read once: batch %llu: too large",
 					  (unsigned long long)q->b);
-	/* Staging memory (huge pages where the kernel gives them): fewer
-	 * faults as the receives land. */
-	if (total && (total > SIZE_MAX || !(q->rbuf = eng_staging_alloc((size_t)total))))
+	/* Small pages: no read lands here (eng_buffer_alloc says why). */
+	if (total && (total > SIZE_MAX || !(q->rbuf = eng_buffer_alloc((size_t)total))))
 		return cm_err_set(q->e, -ENOMEM,
 				  "read once: out of memory for %llu bytes of received payloads",
 				  (unsigned long long)total);
