@@ -454,9 +454,9 @@ static int read_and_send(struct xb *q, struct xs *s)
 /*
  * After the reads (ret: their result): each file read for others
  * reported; every payload rooted here that was not sent is sent now
- * (after a failure, whatever its buffer holds: every receive posted
- * elsewhere completes, and the agreement that follows discards it); the
- * transport's wait; the received payloads copied in. Returns 0 or this
+ * (after a failure, whatever its buffer holds, and not copied: every
+ * receive posted elsewhere completes, and the agreement that follows
+ * discards it); the transport's wait; the received payloads copied in. Returns 0 or this
  * process's failure (e set).
  */
 static int after_reads(struct xb *q, struct xs *s, int ret)
@@ -469,7 +469,7 @@ static int after_reads(struct xb *q, struct xs *s, int ret)
 				    q->e);
 	for (size_t k = 0; k < q->n; k++)
 		if (q->xi[k].root == q->me && !q->done[k])
-			send_payload(q, NULL, k);
+			send_payload(q, ret ? NULL : s, k);
 	t_failed(q, t->wait(t->user));  /* also after a failed post: what was posted completes */
 	if ((!ret || ret == RL_E_CANCELED) && q->terr)
 		return cm_err_set(q->e, q->terr, "read once: batch %llu: the transport failed (%d)",

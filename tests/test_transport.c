@@ -47,6 +47,7 @@ struct hub {
 	struct msg *head;
 	int arrived, gen, result, status[NP];
 	int fail_send_rank;     /* this rank's first send fails (-1: none) */
+	int fail_progress_rank; /* this rank's first progress call fails (-1: none) */
 };
 
 struct post {
@@ -139,7 +140,10 @@ static int t_progress(void *user)
 	struct tport *t = user;
 	int left = 0;
 
-	t->progress_calls++;
+	if (t->me == t->h->fail_progress_rank && !t->progress_calls++)
+		return -EIO;
+	if (t->me != t->h->fail_progress_rank)
+		t->progress_calls++;
 	if (t->sent_then_progress)
 		t->sent_then_progress = 2;
 	pthread_mutex_lock(&t->h->mu);
@@ -295,6 +299,7 @@ static int cluster_init(struct cluster *c, const char *file)
 	pthread_mutex_init(&c->h.mu, NULL);
 	pthread_cond_init(&c->h.cv, NULL);
 	c->h.fail_send_rank = -1;
+	c->h.fail_progress_rank = -1;
 	c->ck = rl_ckpt_create();
 	c->spec = rl_spec_create();
 	if (!c->ck || !c->spec || rl_ckpt_open(c->ck, file) ||
@@ -645,29 +650,40 @@ static int write_one_tensor(const char *path, const char *name, size_t n)
  * read). Before, there was no progress op and every send of a batch came
  * after its whole read and an agreement.
  */
-static void sends_overlap_reads(void)
+/* The cluster of 48 one-tensor files of 256 KiB (see below) at c. */
+static int overlap_cluster(struct cluster *c)
 {
-	char why[640], name[64], dir[4096], cmd[8320];
-	struct cluster c;
-	int calls = 0, between = 0, ret;
-	const char *bad;
+	char name[64], dir[4096], cmd[8320];
+	int ret;
 
 	snprintf(dir, sizeof(dir), "%s", tmp_path("tpo"));
 	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", dir, dir);
-	CHECK(system(cmd) == 0);
+	if (system(cmd))
+		return -1;
 	for (int f = 0; f < 48; f++) {
 		char tensor[16];
 
 		snprintf(name, sizeof(name), "tpo/f%02d.safetensors", f);
 		snprintf(tensor, sizeof(tensor), "w%02d", f);
-		CHECK(write_one_tensor(tmp_path(name), tensor, 256 << 10) == 0);
+		if (write_one_tensor(tmp_path(name), tensor, 256 << 10))
+			return -1;
 	}
 	spec_json = spec_whole;
 	batch_bytes = 6 << 20;
-	ret = cluster_init(&c, dir);
+	ret = cluster_init(c, dir);
 	spec_json = spec_split;
 	batch_bytes = 5000;
-	CHECK(ret == 0);
+	return ret;
+}
+
+static void sends_overlap_reads(void)
+{
+	char why[640];
+	struct cluster c;
+	int calls = 0, between = 0;
+	const char *bad;
+
+	CHECK(overlap_cluster(&c) == 0);
 	CHECK(cluster_run(&c) == 0);
 	bad = cluster_equals_plain(&c, why, sizeof(why));
 	CHECKF(!bad, "%s", bad);
@@ -677,6 +693,31 @@ static void sends_overlap_reads(void)
 	}
 	CHECKF(calls > 0, "the progress op was never called");
 	CHECKF(between > 0, "every send of a batch came at once (%d progress calls)", calls);
+	cluster_free(&c);
+}
+
+/*
+ * Process 1's first progress call fails while its batch is being read:
+ * it stops its reads, still sends every payload it owes (the others'
+ * receives complete: nobody waits WAIT_S) and fails; the others fail
+ * with its code at the batch's agreement, and no process keeps staging.
+ */
+static void failed_progress_fails_everyone(void)
+{
+	struct cluster c;
+	const char *bad;
+	char why[640];
+
+	CHECK(overlap_cluster(&c) == 0);
+	c.h.fail_progress_rank = 1;
+	CHECK(cluster_run(&c) == 0);
+	if (!c.p[1].t.progress_calls) {
+		cluster_free(&c);       /* its reads ended before any progress call */
+		th_skip("process 1 never called progress");
+		return;
+	}
+	bad = all_failed(&c, 1, -EIO, "the transport failed", why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
 	cluster_free(&c);
 }
 
@@ -747,6 +788,7 @@ int main(void)
 		{ "streaming_refused_everywhere", streaming_refused_everywhere },
 		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
 		{ "sends_overlap_reads", sends_overlap_reads },
+		{ "failed_progress_fails_everyone", failed_progress_fails_everyone },
 		{ "table_without_progress_taken", table_without_progress_taken },
 	};
 
