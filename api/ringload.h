@@ -854,17 +854,21 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * files_of_process) lists transfers: bytes one process reads for others.
  * With a transport set, rl_loader_run() and rl_loader_load() also run them:
  * after the process's own reads, for each batch of the cluster's transfer
- * list, the payloads this process roots are read into one buffer, sent to
- * their receivers and copied into its own shards; the payloads it
- * receives are copied into its shards (the host sink's copy, the rule of
- * rl_copy_runs; a plan converting dtypes converts them: the transfers
- * move the file's bytes). on_shard reports a received shard once its
- * last bytes came (on a device, once its copies finished). Every process of the plan must run its own plan (same
- * checkpoint, spec and plan parameters) with the same transport, at the
- * same time: each agrees with the others on success (the agree op) after
- * its own reads and twice per batch, so that a failure anywhere fails the
- * run on every process (this one's error, or "another process failed"
- * with that process's code) and nobody waits on a process that failed.
+ * list, the process posts the receives of the payloads it receives, then
+ * reads the payloads it roots into one buffer (on a thread of the
+ * library's), sending each to its receivers and copying it into its own
+ * shards as soon as it is read, calling the progress op meanwhile; the
+ * payloads it receives are copied into its shards (the host sink's copy,
+ * the rule of rl_copy_runs; a plan converting dtypes converts them: the
+ * transfers move the file's bytes). on_shard reports a received shard
+ * once its last bytes came and every process agreed on the batch (on a
+ * device, once its copies finished). Every process of the plan must run
+ * its own plan (same checkpoint, spec and plan parameters) with the same
+ * transport, at the same time: each agrees with the others on success
+ * (the agree op) after its own reads and twice per batch, so that a
+ * failure anywhere fails the run on every process (this one's error, or
+ * "another process failed" with that process's code) and nobody waits on
+ * a process that failed.
  * Whole loads (RL_STAGING_LIBRARY or RL_STAGING_CALLER) and device loads
  * (rl_loader_set_device: the own reads stream to the device as without a
  * transport, then each received copy is staged in the loader's pinned
@@ -873,7 +877,8 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * process); a loader streaming to a piece callback fails the run with
  * RL_E_STATE (agreed too): transfers fill shards out of window order.
  * Memory: the batch's payloads, read or received, at most
- * RL_PLAN_BATCH_BYTES (and a device load's window pool).
+ * RL_PLAN_BATCH_BYTES, one batch at a time (and a device load's window
+ * pool).
  *
  * The ops (user is passed to each; every call on the thread that runs
  * the load; a return other than 0 is a failure, a negative code is kept):
@@ -889,9 +894,21 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  *   agree     collective over every process: *status in is this
  *             process's (0 or a negative code); out, 0 when every process
  *             gave 0, else one failed process's code, the same on every
- *             process.
- * version is RL_TRANSPORT_V1 and size sizeof(rl_transport_ops) of the
- * caller's build (a larger size from a newer header is accepted).
+ *             process;
+ *   progress  optional (NULL: none): moves what was posted along without
+ *             blocking, for transports whose messages move only inside
+ *             their calls (MPI over shared memory); returns 1 when every
+ *             send and receive posted since the last wait completed, 0
+ *             when some are pending, a negative code on failure (wait is
+ *             still called after it). Called on the thread of the load
+ *             between sends while the batch is read; wait still ends
+ *             each batch.
+ * A process whose reads fail still sends each payload it roots (bytes
+ * that the agreement after the batch discards), so that every posted
+ * receive completes. version is RL_TRANSPORT_V1 and size
+ * sizeof(rl_transport_ops) of the caller's build: a larger size from a
+ * newer header is accepted, and so is RL_TRANSPORT_V1_SIZE (a table that
+ * ends before progress, from a header without it: no progress op).
  */
 #define RL_TRANSPORT_V1 1
 
@@ -902,7 +919,11 @@ typedef struct rl_transport_ops {
 	int (*recv)(void *user, int peer, uint64_t tag, void *buf, size_t len);
 	int (*wait)(void *user);
 	int (*agree)(void *user, int *status);
+	int (*progress)(void *user);
 } rl_transport_ops;
+
+/* The size of version 1's first table (send, recv, wait, agree). */
+#define RL_TRANSPORT_V1_SIZE (offsetof(rl_transport_ops, agree) + sizeof(int (*)(void *, int *)))
 
 /*
  * Sets the transport of ld's next runs (ops is copied; NULL: none, the

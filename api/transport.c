@@ -6,6 +6,7 @@
  * pinned window pool (exec/xfer_dev.c).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "loader_internal.h"
@@ -24,14 +25,17 @@ int rl_loader_set_transport(rl_loader *ld, const rl_transport_ops *ops, void *us
 	if (ops->version != RL_TRANSPORT_V1)
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "transport: version %u, %u expected",
 				  ops->version, RL_TRANSPORT_V1);
-	if (ops->size < sizeof(*ops))
+	if (ops->size < RL_TRANSPORT_V1_SIZE)
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG, "transport: size %u, at least %zu expected",
-				  ops->size, sizeof(*ops));
+				  ops->size, (size_t)RL_TRANSPORT_V1_SIZE);
 	if (!ops->send || !ops->recv || !ops->wait || !ops->agree)
 		return cm_err_set(&ld->err, RL_E_INVALID_ARG,
 				  "transport: the %s op is NULL", !ops->send ? "send" :
 				  !ops->recv ? "recv" : !ops->wait ? "wait" : "agree");
-	ld->opt.tp = (struct ex_transport){ ops->send, ops->recv, ops->wait, ops->agree, user };
+	ld->opt.tp = (struct ex_transport){ ops->send, ops->recv, ops->wait, ops->agree, NULL, user };
+	/* A caller built before the progress op: its table ends before it. */
+	if (ops->size >= offsetof(rl_transport_ops, progress) + sizeof(ops->progress))
+		ld->opt.tp.progress = ops->progress;
 	ld->opt.has_transport = 1;
 	return 0;
 }

@@ -102,6 +102,21 @@ void *eng_staging_alloc(size_t len)
 	return q;
 }
 
+void *eng_buffer_alloc(size_t len)
+{
+	size_t map_len;
+	void *p;
+
+	if (len > SIZE_MAX - 2 * (size_t)HUGE)
+		return NULL;
+	map_len = staging_map_len(len);
+	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	eng_numa_place(p, map_len, eng_numa_node("/sys"));
+	return p;
+}
+
 void eng_staging_free(void *p, size_t len)
 {
 	if (p)

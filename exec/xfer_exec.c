@@ -3,20 +3,29 @@
  * transfers read by the engine, moved by the transport, copied through
  * the destination sink.
  *
- *   read      the batch's plan (the transfers pass) run into a buffer:
- *             the payloads this process roots; the receive buffer sized;
- *   agree     every process read its part (else nobody moves a byte);
- *   move      receives (straight into the shard when one plain copy
- *             takes the whole payload, else into a buffer), then sends
- *             (one per receiver), then the transport's wait;
- *   copy      each payload this process needs through the sink's copy;
- *             a shard whose last bytes came is reported (an asynchronous
- *             sink, a device's: to it, which reports it once in place);
- *   agree     every process moved and copied its part.
+ *   set up    the batch's transfers, the plan of the payloads this
+ *             process roots (the transfers pass), its buffer and the
+ *             receive buffer;
+ *   agree     every process can take its part (else nobody posts);
+ *   receive   every receive posted (straight into the shard when one
+ *             plain copy takes the whole payload, else into a buffer);
+ *   read      the engine reads the rooted payloads on a thread of its
+ *             own; the calling thread sends each (one per receiver) and
+ *             copies it into this process's shards as soon as it is read,
+ *             and has the transport progress meanwhile;
+ *   answer    a payload not sent (its read failed) is sent anyway, so
+ *             that every receive completes; then the transport's wait;
+ *   copy      each received payload through the sink's copy (converting
+ *             where the plan converts);
+ *   agree     every process read, moved and copied its part; only then
+ *             are the shards whose last bytes came reported (to an
+ *             asynchronous sink, a device's, which reports each once in
+ *             place).
  *
  * After the last batch every shard that transfers fill must be complete
  * (agreed too). Memory for bytes in transit: the batch's payloads, read
- * here or received here, which the planner keeps under its batch bytes.
+ * here or received here, which the planner keeps under its batch bytes;
+ * one batch at a time.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -37,13 +46,48 @@ struct xb {
 	struct pl_xfer_info *xi;    /* the batch's transfers this process takes part in */
 	const uint8_t **src;        /* each one's payload bytes (read or received) */
 	uint8_t *in_place;          /* 1: received straight into its one destination */
+	uint8_t *done;              /* 1: rooted here, sent and copied into the shards */
 	size_t n;
 	struct pl_plan *bp;         /* the batch's reads */
+	struct pl_exec bex;         /* bp's */
+	struct ex_program prog;     /* bex's, built when it reads anything */
+	int built;
+	size_t *rooted;             /* payload of bp's shard r: xi[rooted[r]] */
 	uint8_t *buf;               /* what they read */
 	uint64_t buf_len;
 	uint8_t *rbuf;              /* what is received */
 	uint64_t rbuf_len;
+	int terr;                   /* the transport's first failure */
+	int cerr;                   /* a copy's failure (e set) */
+	int complete;               /* progress said everything posted completed */
 };
+
+/*
+ * The batch's reads run on a thread of their own while the calling thread
+ * sends each payload as soon as the engine reports it read and has the
+ * transport progress (its progress op) meanwhile: the transport's thread
+ * stays the caller's (MPI_THREAD_FUNNELED), and a transport whose large
+ * messages move only inside its calls (Open MPI's shared memory) moves
+ * them while the disk reads. Without the overlap the executor took
+ * 1.26-1.78 s where libringload_mpi's old loop took 0.55-1.46 s
+ * (perf/mpi_bench.c, 2 ranks, 512 MiB).
+ */
+struct xrd {
+	struct xb *q;
+	struct ex_exec ee;
+	struct cm_err e;            /* the reader's own failure */
+	int ret;
+	pthread_t th;
+	pthread_mutex_t mu;         /* ready and nready: pushed by the engine's workers */
+	size_t *ready, nready, taken;
+	atomic_int done;            /* release: ret, e and ee's statistics written before */
+	atomic_int cancel;          /* relaxed: a hint the engine polls */
+};
+
+/* The calling thread's naps while the engine reads: short while the
+ * transport has work (a fragment per call), up to 1 ms when not. */
+#define XF_NAP_MIN_NS 20000L
+#define XF_NAP_MAX_NS 1000000L
 
 /*
  * A helper thread faults in the batch's destinations (the sink's prepare,
@@ -61,11 +105,14 @@ struct xpf {
 };
 
 /* Bytes transfers bring each shard, and have brought; the plan's
- * conversions by shard (NULL: none). */
+ * conversions by shard (NULL: none); the shards whose last bytes came in
+ * this batch, reported once every process agreed. */
 struct xs {
 	uint64_t *want, *have;
 	size_t nshards;
 	const struct pl_convert *convert;
+	uint8_t *listed;            /* 1: in fin (now or in an earlier batch) */
+	size_t *fin, nfin;
 };
 
 int ex_xfer_agree(const struct ex_transport *t, int status, const char *what,
@@ -86,9 +133,13 @@ int ex_xfer_agree(const struct ex_transport *t, int status, const char *what,
 
 static void xb_free(struct xb *q)
 {
+	if (q->built)
+		ex_program_free(&q->prog);
 	cm_free(q->xi);
 	cm_free(q->src);
 	cm_free(q->in_place);
+	cm_free(q->done);
+	cm_free(q->rooted);
 	eng_staging_free(q->rbuf, q->rbuf_len);
 	eng_staging_free(q->buf, q->buf_len);
 	pl_plan_free(q->bp);
@@ -124,7 +175,9 @@ static int collect(struct xb *q)
 	q->xi = cm_mallocarray(nx + 1, sizeof(*q->xi));
 	q->src = cm_calloc(nx + 1, sizeof(*q->src));
 	q->in_place = cm_calloc(nx + 1, 1);
-	if (!q->xi || !q->src || !q->in_place)
+	q->done = cm_calloc(nx + 1, 1);
+	q->rooted = cm_calloc(nx + 1, sizeof(*q->rooted));
+	if (!q->xi || !q->src || !q->in_place || !q->done || !q->rooted)
 		return cm_err_set(q->e, -ENOMEM, "read once: out of memory");
 	for (size_t k = 0; k < nx; k++) {
 		pl_plan_xfer(q->x->p, k, &q->xi[q->n]);
@@ -141,9 +194,8 @@ static int collect(struct xb *q)
 		    cm_add64(total, q->xi[k].length, &total))
 			return cm_err_set(q->e, -ENOMEM, "read once: batch %llu: too large",
 					  (unsigned long long)q->b);
-	/* Staging memory (huge pages where the kernel gives them): fewer
-	 * faults as the receives land. */
-	if (total && (total > SIZE_MAX || !(q->rbuf = eng_staging_alloc((size_t)total))))
+	/* Small pages: no read lands here (eng_buffer_alloc says why). */
+	if (total && (total > SIZE_MAX || !(q->rbuf = eng_buffer_alloc((size_t)total))))
 		return cm_err_set(q->e, -ENOMEM,
 				  "read once: out of memory for %llu bytes of received payloads",
 				  (unsigned long long)total);
@@ -157,40 +209,40 @@ static int collect(struct xb *q)
 	return 0;
 }
 
-/* The engine reads the payloads this process roots into q->buf. */
-static int read_roots(struct xb *q, const struct pl_exec *bex)
+/*
+ * The batch's reads set up before anything moves: the plan of the
+ * payloads this process roots, its buffer and program; each rooted
+ * payload's place in the buffer. Shard r of the batch's plan is the r-th
+ * payload rooted here, in the plan's transfer order (the transfers pass).
+ */
+static int prepare(struct xb *q)
 {
-	struct ex_xfer_exec *x = q->x;
-	struct ex_program prog = { 0 };
 	struct ex_program_opts o = { 0 };
-	struct ex_exec ee = { .ex = bex, .eo = x->eo };
 	size_t r = 0;
 	int ret;
 
-	q->buf_len = bex->staging_bytes[0];
+	if ((ret = ex_xfer_batch_plan(q->x->p, q->b, q->x->chunk, &q->bp, q->e)))
+		return ret;
+	pl_plan_exec(q->bp, &q->bex);
+	for (size_t k = 0; k < q->n; k++)
+		if (q->xi[k].root == q->me && r++ < q->bex.nshards)
+			q->rooted[r - 1] = k;
+	if (r != q->bex.nshards)
+		return cm_err_set(q->e, RL_E_STATE, "read once: batch %llu: %zu payloads to read, %zu rooted",
+				  (unsigned long long)q->b, q->bex.nshards, r);
+	if (!r)
+		return 0;
+	q->buf_len = q->bex.staging_bytes[0];
 	if (q->buf_len > SIZE_MAX || !(q->buf = eng_staging_alloc((size_t)q->buf_len)))
 		return cm_err_set(q->e, -ENOMEM, "read once: batch %llu: cannot map %llu bytes",
 				  (unsigned long long)q->b, (unsigned long long)q->buf_len);
-	if ((ret = ex_program_build(&prog, bex, &o)) < 0)
+	if ((ret = ex_program_build(&q->prog, &q->bex, &o)) < 0)
 		return cm_err_set(q->e, ret, "read once: batch %llu: building its program",
 				  (unsigned long long)q->b);
-	ee.prog = &prog;
-	ee.sink = x->buffer_sink(x->user, q->buf, q->buf_len);
-	ret = ex_execute(&ee, q->e);
-	ex_program_free(&prog);
-	x->read += ee.stats.bytes_read;
-	/* Shard s of the batch's plan is the s-th payload rooted here, in
-	 * the plan's transfer order (the transfers pass). */
-	for (uint32_t f = 0; !ret && x->on_file && f < bex->nfiles; f++)
-		ret = x->on_file(x->user, bex->paths[f], bex->file_index ? bex->file_index[f] : f,
-				 q->e);
-	for (size_t k = 0; !ret && k < q->n; k++)
-		if (q->xi[k].root == q->me)
-			q->src[k] = q->buf + bex->shards[r++].offset;
-	if (!ret && r != bex->nshards)
-		ret = cm_err_set(q->e, RL_E_STATE, "read once: batch %llu: %zu payloads read, %zu rooted",
-				 (unsigned long long)q->b, bex->nshards, r);
-	return ret;
+	q->built = 1;
+	for (r = 0; r < q->bex.nshards; r++)
+		q->src[q->rooted[r]] = q->buf + q->bex.shards[r].offset;
+	return 0;
 }
 
 static void *pf_main(void *arg)
@@ -234,51 +286,27 @@ static void pf_end(struct xpf *pf, int stop)
 	pf->started = 0;
 }
 
-/* Read phase (q's transfers collected): 0, or this process's error (in e). */
-static int read_batch(struct xb *q)
+/* The transport's first failure is kept; later ones add nothing. */
+static void t_failed(struct xb *q, int r)
 {
-	struct pl_exec bex;
-	int ret;
-
-	if ((ret = ex_xfer_batch_plan(q->x->p, q->b, q->x->chunk, &q->bp, q->e)))
-		return ret;
-	pl_plan_exec(q->bp, &bex);
-	return bex.nshards ? read_roots(q, &bex) : 0;
+	if (r && !q->terr)
+		q->terr = r < 0 ? r : -EIO;
 }
 
-/* Posts every receive, then every send; then waits for them all. */
-static int move(struct xb *q)
+/* Posts every receive of the batch (also after a failed one: what was
+ * posted completes at the wait). */
+static void post_recvs(struct xb *q)
 {
 	const struct ex_transport *t = q->x->t;
-	int ret = 0, r;
 
 	for (size_t k = 0; k < q->n; k++) {
 		const struct pl_xfer_info *xi = &q->xi[k];
 
 		if (xi->root == q->me)
 			continue;
-		r = t->recv(t->user, xi->root, xi->index, (void *)q->src[k], xi->length);
-		ret = ret ? ret : r;
+		t_failed(q, t->recv(t->user, xi->root, xi->index, (void *)q->src[k], xi->length));
 		q->x->received += xi->length;
 	}
-	for (size_t k = 0; k < q->n; k++) {
-		const struct pl_xfer_info *xi = &q->xi[k];
-
-		if (xi->root != q->me)
-			continue;
-		for (size_t j = 0; j < xi->nreceivers; j++) {
-			r = t->send(t->user, xi->receivers[j], xi->index, q->src[k], xi->length);
-			ret = ret ? ret : r;
-			q->x->sent += xi->length;
-		}
-	}
-	r = t->wait(t->user);   /* also after a failed post: what was posted completes */
-	ret = ret ? ret : r;
-	if (ret)
-		return cm_err_set(q->e, ret < 0 ? ret : -EIO,
-				  "read once: batch %llu: the transport failed (%d)",
-				  (unsigned long long)q->b, ret);
-	return 0;
 }
 
 /*
@@ -303,33 +331,204 @@ static int convert_op(const struct pl_convert *cv, struct cm_copy *c, struct cm_
 			  pl_dtype_name(cv[c->shard].from));
 }
 
-/* Each payload into this process's shards through the sink. */
-static int copy_in(struct xb *q, struct xs *s)
+/* Payload k's copies into this process's shards through the sink (with
+ * their shards' conversions); a shard whose last bytes came is listed,
+ * reported after the batch's agreement. */
+static int copy_payload(struct xb *q, struct xs *s, size_t k)
 {
 	const struct eng_sink *d = q->x->dst;
 
-	for (size_t k = 0; k < q->n; k++)
-		for (size_t j = 0; j < q->xi[k].ncopies; j++) {
-			struct cm_copy cc = q->xi[k].copies[j], *c = &cc;
-			int ret;
+	for (size_t j = 0; j < q->xi[k].ncopies; j++) {
+		struct cm_copy cc = q->xi[k].copies[j], *c = &cc;
+		int ret;
 
-			if (c->shard >= s->nshards)
-				return cm_err_set(q->e, RL_E_STATE, "read once: transfer %llu: shard %u of %zu",
-						  (unsigned long long)q->xi[k].index, c->shard,
-						  s->nshards);
-			if ((ret = convert_op(s->convert, c, q->e)))
-				return ret;
-			if (!q->in_place[k] && (ret = d->ops->copy(d->state, 0, c, q->src[k], q->e)))
-				return ret;
-			s->have[c->shard] += (uint64_t)c->count * c->len;
-			if (s->have[c->shard] != s->want[c->shard])
-				continue;
-			if (d->ops->shard_done) /* asynchronous: it reports once in place */
-				d->ops->shard_done(d->state, c->shard);
-			else if (q->x->on_shard)
-				q->x->on_shard(q->x->user, c->shard);
+		if (c->shard >= s->nshards)
+			return cm_err_set(q->e, RL_E_STATE, "read once: transfer %llu: shard %u of %zu",
+					  (unsigned long long)q->xi[k].index, c->shard, s->nshards);
+		if ((ret = convert_op(s->convert, c, q->e)))
+			return ret;
+		if (!q->in_place[k] && (ret = d->ops->copy(d->state, 0, c, q->src[k], q->e)))
+			return ret;
+		s->have[c->shard] += (uint64_t)c->count * c->len;
+		if (s->have[c->shard] == s->want[c->shard] && !s->listed[c->shard]) {
+			s->listed[c->shard] = 1;
+			s->fin[s->nfin++] = c->shard;
 		}
+	}
 	return 0;
+}
+
+/* Rooted payload k to each of its receivers, then into this process's own
+ * shards (while the next payloads are read). */
+static void send_payload(struct xb *q, struct xs *s, size_t k)
+{
+	const struct ex_transport *t = q->x->t;
+	const struct pl_xfer_info *xi = &q->xi[k];
+
+	for (size_t j = 0; j < xi->nreceivers; j++) {
+		t_failed(q, t->send(t->user, xi->receivers[j], xi->index, q->src[k], xi->length));
+		q->x->sent += xi->length;
+	}
+	q->complete = 0;
+	q->done[k] = 1;
+	if (!q->cerr && s)
+		q->cerr = copy_payload(q, s, k);
+}
+
+/* The engine read bp's shard: payload rooted[shard] is whole in buf. */
+static void rd_shard(void *user, size_t shard)
+{
+	struct xrd *r = user;
+
+	pthread_mutex_lock(&r->mu);
+	r->ready[r->nready++] = shard;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* On the reader thread between reads: a failed transport stops it early. */
+static int rd_progress(void *user, uint64_t done, uint64_t total)
+{
+	struct xrd *r = user;
+
+	(void)done;
+	(void)total;
+	return atomic_load_explicit(&r->cancel, memory_order_relaxed);
+}
+
+static void *rd_main(void *arg)
+{
+	struct xrd *r = arg;
+
+	r->ret = ex_execute(&r->ee, &r->e);
+	atomic_store_explicit(&r->done, 1, memory_order_release);
+	return NULL;
+}
+
+/* Sends the payloads read since the last call; returns how many. */
+static size_t serve(struct xb *q, struct xs *s, struct xrd *r)
+{
+	size_t end, n = 0;
+
+	pthread_mutex_lock(&r->mu);
+	end = r->nready;
+	pthread_mutex_unlock(&r->mu);
+	/* ready[taken..end) were written before nready, under the lock. */
+	for (; r->taken < end; r->taken++, n++)
+		if (r->ready[r->taken] < q->bex.nshards && !q->done[q->rooted[r->ready[r->taken]]])
+			send_payload(q, s, q->rooted[r->ready[r->taken]]);
+	return n;
+}
+
+/* The transport's progress op, while anything posted is pending. */
+static void progress(struct xb *q, struct xrd *r)
+{
+	const struct ex_transport *t = q->x->t;
+	int p;
+
+	if (!t->progress || q->complete || q->terr)
+		return;
+	if ((p = t->progress(t->user)) < 0) {
+		t_failed(q, p);
+		atomic_store_explicit(&r->cancel, 1, memory_order_relaxed);
+	}
+	q->complete = p == 1;
+}
+
+/* Until the reader ends: payloads sent as they are read, the transport
+ * driven between them. */
+static void drive(struct xb *q, struct xs *s, struct xrd *r)
+{
+	struct timespec nap = { 0, XF_NAP_MIN_NS };
+
+	while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+		size_t n = serve(q, s, r);
+
+		progress(q, r);
+		if (n) {
+			nap.tv_nsec = XF_NAP_MIN_NS;
+			continue;
+		}
+		nanosleep(&nap, NULL);
+		if (q->complete || !q->x->t->progress)
+			nap.tv_nsec = CM_MIN(nap.tv_nsec * 2, XF_NAP_MAX_NS);
+	}
+}
+
+/* Reads the payloads rooted here, each sent (and copied into this
+ * process's shards) as soon as it is read. Returns 0 or the read's
+ * failure (e set). */
+static int read_and_send(struct xb *q, struct xs *s)
+{
+	struct ex_xfer_exec *x = q->x;
+	struct xrd r = { .q = q };
+
+	if (!q->bex.nshards)
+		return 0;
+	if (!(r.ready = cm_mallocarray(q->bex.nshards + 1, sizeof(*r.ready))))
+		return cm_err_set(q->e, -ENOMEM, "read once: out of memory");
+	pthread_mutex_init(&r.mu, NULL);
+	atomic_init(&r.done, 0);
+	atomic_init(&r.cancel, 0);
+	cm_err_clear(&r.e);
+	r.ee = (struct ex_exec){ .ex = &q->bex, .prog = &q->prog, .eo = x->eo,
+				 .on_shard = rd_shard, .on_progress = rd_progress, .user = &r,
+				 .sink = x->buffer_sink(x->user, q->buf, q->buf_len) };
+	if (pthread_create(&r.th, NULL, rd_main, &r)) {
+		rd_main(&r);    /* no thread: read, then send */
+	} else {
+		drive(q, s, &r);
+		pthread_join(r.th, NULL);
+	}
+	serve(q, s, &r);
+	pthread_mutex_destroy(&r.mu);
+	cm_free(r.ready);
+	x->read += r.ee.stats.bytes_read;
+	if (r.ret && !q->cerr)
+		*q->e = r.e;
+	return r.ret;
+}
+
+/*
+ * After the reads (ret: their result): each file read for others
+ * reported; every payload rooted here that was not sent is sent now
+ * (after a failure, whatever its buffer holds, and not copied: every
+ * receive posted elsewhere completes, and the agreement that follows
+ * discards it); the transport's wait; the received payloads copied in. Returns 0 or this
+ * process's failure (e set).
+ */
+static int after_reads(struct xb *q, struct xs *s, int ret)
+{
+	const struct ex_transport *t = q->x->t;
+	const struct pl_exec *bex = &q->bex;
+
+	for (uint32_t f = 0; !ret && q->x->on_file && f < bex->nfiles; f++)
+		ret = q->x->on_file(q->x->user, bex->paths[f], bex->file_index ? bex->file_index[f] : f,
+				    q->e);
+	for (size_t k = 0; k < q->n; k++)
+		if (q->xi[k].root == q->me && !q->done[k])
+			send_payload(q, ret ? NULL : s, k);
+	t_failed(q, t->wait(t->user));  /* also after a failed post: what was posted completes */
+	if ((!ret || ret == RL_E_CANCELED) && q->terr)
+		return cm_err_set(q->e, q->terr, "read once: batch %llu: the transport failed (%d)",
+				  (unsigned long long)q->b, q->terr);
+	if (ret || (ret = q->cerr))
+		return ret;
+	for (size_t k = 0; k < q->n && !ret; k++)
+		if (q->xi[k].root != q->me)
+			ret = copy_payload(q, s, k);
+	return ret;
+}
+
+/* Shard i's last bytes came: an asynchronous sink (a device's) reports it
+ * once in place, else it is reported now. */
+static void report(const struct ex_xfer_exec *x, size_t i)
+{
+	const struct eng_sink *d = x->dst;
+
+	if (d->ops->shard_done)
+		d->ops->shard_done(d->state, i);
+	else if (x->on_shard)
+		x->on_shard(x->user, i);
 }
 
 static int run_batch(struct ex_xfer_exec *x, struct xs *s, uint64_t b, struct cm_err *e)
@@ -340,20 +539,21 @@ static int run_batch(struct ex_xfer_exec *x, struct xs *s, uint64_t b, struct cm
 	int ret = collect(&q);
 
 	snprintf(what, sizeof(what), "batch %llu", (unsigned long long)b);
+	if (!ret)
+		ret = prepare(&q);
+	/* Nothing is posted unless every process can take its part. */
+	ret = ex_xfer_agree(x->t, ret, what, e);
 	if (!ret) {
 		pf_start(&pf, &q);
-		ret = read_batch(&q);
-	}
-	ret = ex_xfer_agree(x->t, ret, what, e);
-	if (ret) {
-		pf_end(&pf, 1);
-	} else {
-		ret = move(&q);
+		post_recvs(&q);
+		ret = after_reads(&q, s, read_and_send(&q, s));
 		pf_end(&pf, ret != 0);
-		if (!ret)
-			ret = copy_in(&q, s);
 		ret = ex_xfer_agree(x->t, ret, what, e);
 	}
+	/* Only now are the batch's bytes known good everywhere. */
+	for (size_t i = 0; !ret && i < s->nfin; i++)
+		report(x, s->fin[i]);
+	s->nfin = 0;
 	xb_free(&q);
 	return ret;
 }
@@ -368,7 +568,9 @@ static int wanted(const struct ex_xfer_exec *x, struct xs *s, struct cm_err *e)
 	s->convert = ex.convert;
 	s->want = cm_calloc(ex.nshards + 1, sizeof(*s->want));
 	s->have = cm_calloc(ex.nshards + 1, sizeof(*s->have));
-	if (!s->want || !s->have)
+	s->listed = cm_calloc(ex.nshards + 1, 1);
+	s->fin = cm_calloc(ex.nshards + 1, sizeof(*s->fin));
+	if (!s->want || !s->have || !s->listed || !s->fin)
 		return cm_err_set(e, -ENOMEM, "read once: out of memory");
 	for (size_t k = 0; k < pl_plan_nxfers(x->p); k++) {
 		struct pl_xfer_info xi;
@@ -431,5 +633,7 @@ int ex_xfer_execute(struct ex_xfer_exec *x, struct cm_err *e)
 		ret = ex_xfer_agree(x->t, ret ? ret : complete(&s, e), "the end", e);
 	cm_free(s.want);
 	cm_free(s.have);
+	cm_free(s.listed);
+	cm_free(s.fin);
 	return ret;
 }

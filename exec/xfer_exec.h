@@ -4,18 +4,21 @@
  * gives: rl_transport_ops of ringload.h, mirrored here since nothing under
  * api/ includes ringload.h).
  *
- * For each batch of the cluster's list (the same on every process): the
- * payloads this process roots are read by the engine into one buffer (the
- * transfers pass, exec/transfers.c, makes that batch's plan; the executor
- * runs it); every process agrees on whether every read succeeded; the
- * roots post their payloads' sends, the receivers their receives; the
- * transport's wait completes them; every process agrees again; then each
- * payload is copied into this process's shards through the destination
- * sink (its copy op: the rule of io_copy_runs; with the operation of the
- * shard's dtype conversion, if any), and a shard whose last bytes came
- * is reported. A failure anywhere is the same error on every
- * process at the next agreement, and nobody waits on a process that
- * failed: no send or receive is posted after a failed agreement.
+ * For each batch of the cluster's list (the same on every process): every
+ * process sets up its part and agrees that it could; the receivers post
+ * their receives; the payloads this process roots are read by the engine
+ * into one buffer (the transfers pass, exec/transfers.c, makes that
+ * batch's plan; the executor runs it on a thread of its own), and each is
+ * sent as soon as it is read, the transport's progress op (if any) called
+ * meanwhile; a payload whose read failed is sent all the same (its
+ * receivers' receives complete); the transport's wait completes
+ * everything; each payload is copied into this process's shards through
+ * the destination sink (its copy op: the rule of io_copy_runs; with the
+ * operation of the shard's dtype conversion, if any); every process
+ * agrees again, and only then is a shard whose last bytes came reported.
+ * A failure anywhere is the same error on every process at the next
+ * agreement, and nobody waits on a process that failed: what was posted
+ * is answered, and nothing is posted after a failed agreement.
  */
 #ifndef EXEC_XFER_EXEC_H
 #define EXEC_XFER_EXEC_H
@@ -30,6 +33,7 @@ struct ex_transport {
 	int (*recv)(void *user, int peer, uint64_t tag, void *buf, size_t len);
 	int (*wait)(void *user);
 	int (*agree)(void *user, int *status);
+	int (*progress)(void *user);    /* may be NULL */
 	void *user;
 };
 

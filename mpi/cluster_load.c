@@ -10,7 +10,10 @@
  *             transfers (digest, allgather);
  *   own       each rank reads what it reads for itself, with the caller's
  *             loader (failure notes cancel it early);
- *   batches   the transfers, batch by batch (batch.c).
+ *   batches   the transfers, batch by batch: a whole load's in the library's
+ *             read-once executor over the MPI transport (transport_mpi.c,
+ *             with its own part: RL_MPI_EXECUTOR 1, the default); a
+ *             streaming load's, or with RL_MPI_EXECUTOR 0, in batch.c.
  *
  * With RL_MPI_EXECUTOR, and always for a loader with a device (its
  * transfers land in device memory) or a plan that converts dtypes (its
@@ -37,6 +40,7 @@ rl_mpi *rl_mpi_create(void)
 	m->timeout_ms = TIMEOUT_MS_DEFAULT;
 	m->max_msg = INT_MAX;
 	m->failed_rank = -1;
+	m->executor = 1;
 	if (!(m->tld = rl_loader_create())) {
 		free(m);
 		return NULL;

@@ -47,14 +47,14 @@ void rl_mpi_destroy(rl_mpi *m);
 typedef enum rl_mpi_param {
 	RL_MPI_TIMEOUT_MS = 1,     /* no progress this long while waiting: abort (default 600000) */
 	RL_MPI_MESSAGE_BYTES = 2,  /* largest message; larger payloads are split (default INT_MAX) */
-	RL_MPI_EXECUTOR = 3,       /* 1: a whole load's transfers run in the library's read-once
-				    * executor over an MPI rl_transport_ops (rl_loader_set_transport),
-				    * read by the loader given to rl_mpi_load(); 0 (default): this
-				    * library's own batch loop, which overlaps reads with sends and
-				    * receives whole tensors in place (about 2x faster today: see
-				    * docs/cluster.md). Streaming loads always use their own loop;
-				    * a loader with a device (rl_loader_set_device), or a plan
-				    * converting dtypes, always the executor. */
+	RL_MPI_EXECUTOR = 3,       /* 1 (default): a whole load's transfers run in the library's
+				    * read-once executor over an MPI rl_transport_ops
+				    * (rl_loader_set_transport), read by the loader given to
+				    * rl_mpi_load(); 0: this library's own batch loop, kept for one
+				    * release (as fast on mpi_bench: docs/cluster.md). Streaming
+				    * loads always use their own loop; a loader with a device
+				    * (rl_loader_set_device), or a plan converting dtypes, always
+				    * the executor. */
 } rl_mpi_param;
 
 /* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */

@@ -10,6 +10,8 @@
  *   wait       every posted request, with the call's deadline and
  *              failure notes (mx_wait); a message of another length
  *              fails this rank, naming the sender and both lengths;
+ *   progress   the posted requests tested (mx_test, the same checks),
+ *              while the batch is read;
  *   agree      mx_agree: a failed rank's own words (the loader's
  *              message) travel to every rank, which all return the same
  *              error.
@@ -130,6 +132,24 @@ static int tp_wait(void *user)
 	return ret ? ret : x->failed ? x->code : 0;
 }
 
+/*
+ * Between sends while the batch is read: Open MPI's shared memory moves a
+ * large message only inside MPI calls, so without this the payloads
+ * posted early would move only at the wait. 1: all posted completed.
+ */
+static int tp_progress(void *user)
+{
+	struct tp *t = user;
+	struct mx *x = t->L->x;
+	int n = 0;
+
+	if (mx_test(x, t->req, (int)t->n, recv_done, t))
+		return x->failed ? x->code : RL_E_MPI;
+	for (size_t i = 0; i < t->n; i++)
+		n += t->req[i] != MPI_REQUEST_NULL;
+	return x->failed ? x->code : n == 0;
+}
+
 static int tp_agree(void *user, int *status)
 {
 	struct tp *t = user;
@@ -147,6 +167,7 @@ static int tp_agree(void *user, int *status)
 static const rl_transport_ops tp_ops = {
 	.version = RL_TRANSPORT_V1, .size = sizeof(rl_transport_ops),
 	.send = tp_send, .recv = tp_recv, .wait = tp_wait, .agree = tp_agree,
+	.progress = tp_progress,
 };
 
 static void tp_shard(void *user, size_t shard)
@@ -155,7 +176,7 @@ static void tp_shard(void *user, size_t shard)
 }
 
 /* On the calling thread while the rank reads: a failure elsewhere stops it. */
-static int tp_progress(void *user, uint64_t done, uint64_t total)
+static int tp_reading(void *user, uint64_t done, uint64_t total)
 {
 	struct mx_load *L = user;
 
@@ -172,7 +193,7 @@ int mx_transport_load(struct mx_load *L)
 	uint64_t nb = 0;
 	int ret;
 
-	rl_loader_set_callbacks(L->ld, tp_shard, tp_progress, L);
+	rl_loader_set_callbacks(L->ld, tp_shard, tp_reading, L);
 	if ((ret = rl_loader_set_transport(L->ld, &tp_ops, &t))) {
 		mx_fail(L->x, ret, "%s", rl_loader_errmsg(L->ld));
 		ret = mx_agree(L->x, 0, NULL);

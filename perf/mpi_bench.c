@@ -6,10 +6,13 @@
  * read, sent and received.
  *
  *   mpirun -np N build/perf/mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B]
- *                                      [--batch-bytes N] [--workers N] [--executor]
+ *                                      [--batch-bytes N] [--workers N]
+ *                                      [--executor | --old-loop]
  *
- * --executor: RL_MPI_EXECUTOR (whole loads' transfers in the library's
- * read-once executor over the MPI transport).
+ * Whole loads' transfers run in the library's read-once executor over
+ * the MPI transport (RL_MPI_EXECUTOR 1, the default; --executor sets it
+ * explicitly); --old-loop: libringload_mpi's own batch loop
+ * (RL_MPI_EXECUTOR 0, kept for one release).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -46,6 +49,8 @@ int main(int argc, char **argv)
 			read_once = 1;
 		else if (!strcmp(argv[i], "--executor"))
 			executor = 1;
+		else if (!strcmp(argv[i], "--old-loop"))
+			executor = -1;
 		else if (!strcmp(argv[i], "--spec") && i + 1 < argc)
 			spec_path = argv[++i];
 		else if (!strcmp(argv[i], "--batch-bytes") && i + 1 < argc)
@@ -58,7 +63,7 @@ int main(int argc, char **argv)
 			path = argv[i];
 	}
 	if (!path || backend < 0) {
-		fprintf(stderr, "usage: mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B] [--batch-bytes N] [--workers N]\n");
+		fprintf(stderr, "usage: mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B] [--batch-bytes N] [--workers N] [--executor | --old-loop]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -70,7 +75,7 @@ int main(int argc, char **argv)
 	ld = rl_loader_create();
 	m = rl_mpi_create();
 	if (m && executor)
-		rl_mpi_set(m, RL_MPI_EXECUTOR, 1);
+		rl_mpi_set(m, RL_MPI_EXECUTOR, executor > 0);
 	rl_loader_set(ld, RL_OPT_BACKEND, backend);
 	rl_loader_set(rl_mpi_transfer_loader(m), RL_OPT_BACKEND, backend);
 	rl_plan_set(plan, RL_PLAN_READ_ONCE, read_once);

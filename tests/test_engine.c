@@ -1677,6 +1677,55 @@ static int hand_run(struct hand *h, int backend, uint64_t bound, struct eng_stat
 
 /* A bounce read just under 4 GiB: its buffer size must not wrap to 0
  * (a one-page buffer the kernel would read 4 GiB into); refused. */
+/* The VmFlags of the mapping that holds p (smaps), into out; 0 or -1. */
+static int vm_flags(const void *p, char *out, size_t cap)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/smaps", "r");
+	int in = 0, ret = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char sp;
+
+		if (sscanf(line, "%lx-%lx%c", &lo, &hi, &sp) == 3 && sp == ' ')
+			in = lo <= (unsigned long)p && (unsigned long)p < hi;
+		else if (in && !strncmp(line, "VmFlags:", 8)) {
+			snprintf(out, cap, "%.200s", line + 8);
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * eng_buffer_alloc: page-aligned, writable, and not advised for huge
+ * pages (no "hg" in its VmFlags), where eng_staging_alloc's memory is
+ * (on a kernel with transparent huge pages).
+ */
+static void buffer_alloc_small_pages(void)
+{
+	size_t len = 5u << 20;
+	uint8_t *b = eng_buffer_alloc(len), *s = eng_staging_alloc(len);
+	char fb[256] = "", fs[256] = "";
+
+	CHECK(b && s);
+	CHECK(((uintptr_t)b & 4095) == 0);
+	memset(b, 0xa5, len);
+	CHECK(b[len - 1] == 0xa5);
+	CHECK(vm_flags(b, fb, sizeof(fb)) == 0 && vm_flags(s, fs, sizeof(fs)) == 0);
+	CHECKF(!strstr(fb, " hg"), "eng_buffer_alloc's VmFlags:%s", fb);
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0)
+		CHECKF(strstr(fs, " hg"), "eng_staging_alloc's VmFlags:%s", fs);
+	eng_staging_free(b, len);
+	eng_staging_free(s, len);
+	eng_staging_free(NULL, 0);
+}
+
 static void huge_bounce_read(void)
 {
 	struct cm_read r = { .off = 0, .len = 0xFFFFF001u, .min_len = 1 };
@@ -2134,6 +2183,7 @@ int main(void)
 		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
 		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
 		T(limiter_give_wakes_every_waiter), T(stats_merge_rules), T(probe_samples_long_ranges),
+		T(buffer_alloc_small_pages),
 	};
 	char name[128];
 

@@ -94,6 +94,7 @@ struct hub {
 	struct msg *head;
 	int arrived, gen, result, status[NP];
 	int fail_send_rank;     /* this rank's first send fails (-1: none) */
+	int fail_progress_rank; /* this rank's first progress call fails (-1: none) */
 };
 
 struct post {
@@ -101,6 +102,7 @@ struct post {
 	uint64_t tag;
 	void *buf;
 	size_t len;
+	int done;               /* matched by progress */
 };
 
 struct tport {
@@ -109,19 +111,27 @@ struct tport {
 	struct post *recv;
 	size_t nrecv, cap;
 	int sends, agrees;
+	int fail;               /* the first failed match (progress or wait) */
+	/* The progress op: calls; sends posted after a progress call that
+	 * itself followed a send of the same batch (sent while reading). */
+	int progress_calls, sends_between, sent_then_progress;
 };
 
 static int t_send(void *user, int peer, uint64_t tag, const void *buf, size_t len)
 {
 	struct tport *t = user;
-	int bad = t->me == t->h->fail_send_rank && t->sends++ == 0;
+	int bad = t->me == t->h->fail_send_rank && t->sends == 0;
 	struct msg *m = malloc(sizeof(*m) + (bad ? 0 : len));
+
+	t->sends++;
 
 	if (!m || peer < 0 || peer >= NP)
 		return -EINVAL;
 	*m = (struct msg){ .from = t->me, .to = peer, .tag = tag, .len = len, .bad = bad };
 	if (!bad)
 		memcpy(m->data, buf, len);
+	t->sends_between += t->sent_then_progress == 2;
+	t->sent_then_progress = 1;
 	pthread_mutex_lock(&t->h->mu);
 	m->next = t->h->head;
 	t->h->head = m;
@@ -143,7 +153,7 @@ static int t_recv(void *user, int peer, uint64_t tag, void *buf, size_t len)
 		t->recv = p;
 		t->cap = cap;
 	}
-	t->recv[t->nrecv++] = (struct post){ peer, tag, buf, len };
+	t->recv[t->nrecv++] = (struct post){ peer, tag, buf, len, 0 };
 	return 0;
 }
 
@@ -160,32 +170,67 @@ static struct msg *take(struct hub *h, int me, const struct post *p)
 	return NULL;
 }
 
-static int t_wait(void *user)
+/* Receive p takes message m (h's lock held). */
+static void match(struct tport *t, struct post *p, struct msg *m)
+{
+	if (m->bad || m->len != p->len)
+		t->fail = t->fail ? t->fail : -EIO;
+	else
+		memcpy(p->buf, m->data, m->len);
+	p->done = 1;
+	free(m);
+}
+
+/* Every pending receive that has its message takes it; 1: none left. */
+static int t_progress(void *user)
 {
 	struct tport *t = user;
-	struct timespec dl;
-	int ret = 0;
+	int left = 0;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += WAIT_S;
+	if (t->me == t->h->fail_progress_rank && !t->progress_calls++)
+		return -EIO;
+	if (t->me != t->h->fail_progress_rank)
+		t->progress_calls++;
+	if (t->sent_then_progress)
+		t->sent_then_progress = 2;
 	pthread_mutex_lock(&t->h->mu);
 	for (size_t i = 0; i < t->nrecv; i++) {
 		struct msg *m;
 
-		while (!(m = take(t->h, t->me, &t->recv[i])))
+		if (!t->recv[i].done && (m = take(t->h, t->me, &t->recv[i])))
+			match(t, &t->recv[i], m);
+		left += !t->recv[i].done;
+	}
+	pthread_mutex_unlock(&t->h->mu);
+	return t->fail ? t->fail : left == 0;
+}
+
+static int t_wait(void *user)
+{
+	struct tport *t = user;
+	struct timespec dl;
+	int ret;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += WAIT_S;
+	t->sent_then_progress = 0;
+	pthread_mutex_lock(&t->h->mu);
+	for (size_t i = 0; i < t->nrecv; i++) {
+		struct msg *m = NULL;
+
+		while (!t->recv[i].done && !(m = take(t->h, t->me, &t->recv[i])))
 			if (pthread_cond_timedwait(&t->h->cv, &t->h->mu, &dl)) {
 				pthread_mutex_unlock(&t->h->mu);
 				t->nrecv = 0;
 				return -ETIMEDOUT;
 			}
-		if (m->bad || m->len != t->recv[i].len)
-			ret = ret ? ret : -EIO;
-		else
-			memcpy(t->recv[i].buf, m->data, m->len);
-		free(m);
+		if (m)
+			match(t, &t->recv[i], m);
 	}
 	pthread_mutex_unlock(&t->h->mu);
 	t->nrecv = 0;
+	ret = t->fail;
+	t->fail = 0;
 	return ret;
 }
 
@@ -224,6 +269,7 @@ static int t_agree(void *user, int *status)
 static const rl_transport_ops ops = {
 	.version = RL_TRANSPORT_V1, .size = sizeof(rl_transport_ops),
 	.send = t_send, .recv = t_recv, .wait = t_wait, .agree = t_agree,
+	.progress = t_progress,
 };
 
 static void hub_free(struct hub *h)
@@ -253,6 +299,8 @@ static const char spec_split[] =
 static const char spec_whole[] =
 	"{\"mesh\":{\"shape\":[3],\"axes\":[\"p\"],\"process_of_device\":[0,1,2]}}";
 static const char *spec_json = spec_split;
+static int64_t batch_bytes = 5000;
+static const rl_transport_ops *cur_ops;
 
 struct proc {
 	struct hub *h;
@@ -313,6 +361,7 @@ static int cluster_init(struct cluster *c, const char *file)
 	pthread_mutex_init(&c->h.mu, NULL);
 	pthread_cond_init(&c->h.cv, NULL);
 	c->h.fail_send_rank = -1;
+	c->h.fail_progress_rank = -1;
 	c->ck = rl_ckpt_create();
 	c->spec = rl_spec_create();
 	if (!c->ck || !c->spec || rl_ckpt_open(c->ck, file) ||
@@ -329,9 +378,9 @@ static int cluster_init(struct cluster *c, const char *file)
 		if (!p->plan || !p->ld || rl_plan_set(p->plan, RL_PLAN_PROCESS, r) ||
 		    rl_plan_set(p->plan, RL_PLAN_READ_ONCE, 1) ||
 		    rl_plan_set(p->plan, RL_PLAN_CHUNK_BYTES, 4096) ||
-		    rl_plan_set(p->plan, RL_PLAN_BATCH_BYTES, 5000) ||
+		    rl_plan_set(p->plan, RL_PLAN_BATCH_BYTES, batch_bytes) ||
 		    rl_plan_build(p->plan, c->ck, c->spec) ||
-		    rl_loader_set_transport(p->ld, &ops, &p->t) ||
+		    rl_loader_set_transport(p->ld, cur_ops ? cur_ops : &ops, &p->t) ||
 		    rl_loader_set_callbacks(p->ld, on_shard, NULL, p))
 			return -1;
 	}
@@ -795,6 +844,164 @@ static void blob_read_for_others_counted_unchecked(void)
 	cluster_free(&c);
 }
 
+/*
+ * Each process's shards equal a plain load's, and the cluster read less
+ * than the plain loads together. NULL, or what differs (why).
+ */
+static const char *cluster_equals_plain(struct cluster *c, char *why, size_t cap)
+{
+	for (int r = 0; r < NP; r++) {
+		rl_loader *ref = new_loader();
+		rl_plan *rp = NULL;
+		const char *bad;
+
+		if (c->p[r].ret) {
+			snprintf(why, cap, "process %d: %s", r, c->p[r].err);
+			return why;
+		}
+		if (!ref || rl_loader_load(ref, c->ck, c->spec, r, &rp)) {
+			rl_loader_destroy(ref);
+			return "the plain load failed";
+		}
+		bad = same_as_plain(&c->p[r], ref, rp, why, cap);
+		rl_plan_destroy(rp);
+		rl_loader_destroy(ref);
+		if (bad)
+			return bad;
+	}
+	return NULL;
+}
+
+/* Writes path: one U8 tensor called name of n random bytes. 0 or -1. */
+static int write_one_tensor(const char *path, const char *name, size_t n)
+{
+	char hdr[256];
+	int h = snprintf(hdr, sizeof(hdr), "{\"%s\":{\"dtype\":\"U8\",\"shape\":[%zu],"
+			 "\"data_offsets\":[0,%zu]}}", name, n, n);
+	uint8_t *f = malloc(8 + (size_t)h + n);
+	int ret;
+
+	if (!f)
+		return -1;
+	for (int i = 0; i < 8; i++)
+		f[i] = (uint8_t)((uint64_t)h >> (8 * i));
+	memcpy(f + 8, hdr, (size_t)h);
+	for (size_t i = 0; i < n; i++)
+		f[8 + h + i] = (uint8_t)th_rand();
+	ret = write_bytes(path, f, 8 + (size_t)h + n);
+	free(f);
+	return ret;
+}
+
+/*
+ * 48 files of one 256 KiB tensor each, whole on each of NP processes,
+ * read once in batches of 6 MiB: each process roots 8 payloads (one per
+ * file) a batch. The executor sends each payload as soon as it is read
+ * and calls the transport's progress op meanwhile: progress is called,
+ * and some send follows a progress call that followed a send of the same
+ * batch (the calling thread went on while the batch was still being
+ * read). Before, there was no progress op and every send of a batch came
+ * after its whole read and an agreement.
+ */
+/* The cluster of 48 one-tensor files of 256 KiB (see below) at c. */
+static int overlap_cluster(struct cluster *c)
+{
+	char name[64], dir[4096], cmd[8320];
+	int ret;
+
+	snprintf(dir, sizeof(dir), "%s", tmp_path("tpo"));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", dir, dir);
+	if (system(cmd))
+		return -1;
+	for (int f = 0; f < 48; f++) {
+		char tensor[16];
+
+		snprintf(name, sizeof(name), "tpo/f%02d.safetensors", f);
+		snprintf(tensor, sizeof(tensor), "w%02d", f);
+		if (write_one_tensor(tmp_path(name), tensor, 256 << 10))
+			return -1;
+	}
+	spec_json = spec_whole;
+	batch_bytes = 6 << 20;
+	ret = cluster_init(c, dir);
+	spec_json = spec_split;
+	batch_bytes = 5000;
+	return ret;
+}
+
+static void sends_overlap_reads(void)
+{
+	char why[640];
+	struct cluster c;
+	int calls = 0, between = 0;
+	const char *bad;
+
+	CHECK(overlap_cluster(&c) == 0);
+	CHECK(cluster_run(&c) == 0);
+	bad = cluster_equals_plain(&c, why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
+	for (int r = 0; r < NP; r++) {
+		calls += c.p[r].t.progress_calls;
+		between += c.p[r].t.sends_between;
+	}
+	CHECKF(calls > 0, "the progress op was never called");
+	CHECKF(between > 0, "every send of a batch came at once (%d progress calls)", calls);
+	cluster_free(&c);
+}
+
+/*
+ * Process 1's first progress call fails while its batch is being read:
+ * it stops its reads, still sends every payload it owes (the others'
+ * receives complete: nobody waits WAIT_S) and fails; the others fail
+ * with its code at the batch's agreement, and no process keeps staging.
+ */
+static void failed_progress_fails_everyone(void)
+{
+	struct cluster c;
+	const char *bad;
+	char why[640];
+
+	CHECK(overlap_cluster(&c) == 0);
+	c.h.fail_progress_rank = 1;
+	CHECK(cluster_run(&c) == 0);
+	if (!c.p[1].t.progress_calls) {
+		cluster_free(&c);       /* its reads ended before any progress call */
+		th_skip("process 1 never called progress");
+		return;
+	}
+	bad = all_failed(&c, 1, -EIO, "the transport failed", why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
+	cluster_free(&c);
+}
+
+/* A table from a header without the progress op (size
+ * RL_TRANSPORT_V1_SIZE) is taken, and the op past its end never called. */
+static void table_without_progress_taken(void)
+{
+	rl_transport_ops o = ops;
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = write_ckpt(tmp_path("tpv.safetensors"), t);
+	char why[640];
+	const char *bad;
+	int calls = 0, ret;
+
+	CHECK(file);
+	free(file);
+	o.size = (uint32_t)RL_TRANSPORT_V1_SIZE;
+	cur_ops = &o;
+	ret = cluster_init(&c, tmp_path("tpv.safetensors"));
+	cur_ops = NULL;
+	CHECK(ret == 0);
+	CHECK(cluster_run(&c) == 0);
+	bad = cluster_equals_plain(&c, why, sizeof(why));
+	CHECKF(!bad, "%s", bad);
+	for (int r = 0; r < NP; r++)
+		calls += c.p[r].t.progress_calls;
+	CHECKF(calls == 0, "%d calls of an op past the table's size", calls);
+	cluster_free(&c);
+}
+
 static void bad_ops_refused(void)
 {
 	rl_loader *ld = rl_loader_create();
@@ -838,6 +1045,9 @@ int main(void)
 		{ "streaming_refused_everywhere", streaming_refused_everywhere },
 		{ "started_load_refused_everywhere", started_load_refused_everywhere },
 		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
+		{ "sends_overlap_reads", sends_overlap_reads },
+		{ "failed_progress_fails_everyone", failed_progress_fails_everyone },
+		{ "table_without_progress_taken", table_without_progress_taken },
 	};
 
 	th_seed();

@@ -258,13 +258,14 @@ TRANSPORT_SEND_FN = CFUNCTYPE(c_int, c_void_p, c_int, c_uint64, c_void_p, c_size
 TRANSPORT_RECV_FN = CFUNCTYPE(c_int, c_void_p, c_int, c_uint64, c_void_p, c_size_t)
 TRANSPORT_WAIT_FN = CFUNCTYPE(c_int, c_void_p)
 TRANSPORT_AGREE_FN = CFUNCTYPE(c_int, c_void_p, POINTER(c_int))
+TRANSPORT_PROGRESS_FN = CFUNCTYPE(c_int, c_void_p)
 
 
 class TransportOps(Structure):
     """rl_transport_ops: read once over the caller's transport (version-tagged)"""
     _fields_ = [("version", c_uint32), ("size", c_uint32), ("send", TRANSPORT_SEND_FN),
                 ("recv", TRANSPORT_RECV_FN), ("wait", TRANSPORT_WAIT_FN),
-                ("agree", TRANSPORT_AGREE_FN)]
+                ("agree", TRANSPORT_AGREE_FN), ("progress", TRANSPORT_PROGRESS_FN)]
 
 
 class SumsEntry(Structure):

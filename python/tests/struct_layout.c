@@ -54,10 +54,12 @@ static void structs_new(void)
 	STRUCT(rl_transport_ops);
 	FIELD(rl_transport_ops, version); FIELD(rl_transport_ops, size); FIELD(rl_transport_ops, send);
 	FIELD(rl_transport_ops, recv); FIELD(rl_transport_ops, wait); FIELD(rl_transport_ops, agree);
+	FIELD(rl_transport_ops, progress);
 	STRUCT(rl_transport_ops);
 	FIELD(rl_transport_ops, version); FIELD(rl_transport_ops, size);
 	FIELD(rl_transport_ops, send); FIELD(rl_transport_ops, recv);
 	FIELD(rl_transport_ops, wait); FIELD(rl_transport_ops, agree);
+	FIELD(rl_transport_ops, progress);
 }
 
 static void structs(void)

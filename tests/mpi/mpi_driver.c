@@ -55,6 +55,8 @@ static int parse(int argc, char **argv, struct args *a)
 			a->cancel_transfer = 1;
 		else if (!strcmp(o, "--executor"))
 			a->executor = 1;
+		else if (!strcmp(o, "--old-loop"))
+			a->executor = -1;
 		else if (!v && o[0] == '-')
 			return -1;
 		else if (!strcmp(o, "--spec") && ++i)
@@ -349,7 +351,7 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv, &a)) {
 		fprintf(stderr, "usage: mpi_driver PATH [--spec SPEC] [--read-once] [--local PATTERN]\n"
-			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N] [--executor]\n"
+			"  [--backend B] [--dump DIR] [--batch BYTES] [--msg BYTES] [--timeout-ms N] [--executor | --old-loop]\n"
 			"  [--truncate-rank R] [--sleep-rank R] [--short-send-rank R] [--thread-single]\n"
 			"  [--groups G] [--budget B0[,B1,...]] [--workers N]\n"
 			"  [--cancel-rank R [--cancel-transfer]] [--no-callback-rank R]\n");
@@ -371,7 +373,7 @@ int main(int argc, char **argv)
 	if (a.timeout_ms)
 		rl_mpi_set(m, RL_MPI_TIMEOUT_MS, a.timeout_ms);
 	if (a.executor)
-		rl_mpi_set(m, RL_MPI_EXECUTOR, 1);
+		rl_mpi_set(m, RL_MPI_EXECUTOR, a.executor > 0);
 	ret = run(&a, &w, m);
 	rl_mpi_destroy(m);
 	free(calls);
