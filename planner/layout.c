@@ -10,20 +10,19 @@
  * shard takes no room: its offset is the current end rounded down to 16
  * (a valid pointer of any dtype), and the next shard starts where it
  * would have without it. So packed staging never exceeds twice the
- * shards' bytes plus shard_align per large shard. The engine copies small
- * shards out of its bounce buffers: their alignment never mattered to the
- * reads. A caller who set shard_align (SIMD, DMA) gets it for every shard.
+ * shards' bytes plus shard_align per large shard. A caller who set
+ * shard_align (SIMD, DMA) gets it for every shard.
  *
  * Congruent placement: a shard that is one contiguous run of one source
  * file, long enough to have an aligned middle, is instead placed so that
  * its staging offset is congruent to its first file byte modulo 4096. The
  * engine can then read the middle straight into staging (CM_READ_DIRECT);
  * such a shard is aligned like its file offset rather than to shard_align.
- * A shorter one is placed so where its file offset keeps it aligned to 8
- * (any dtype's element) and the padding is at most an eighth of it: 20,000 tensors of 64 KiB
- * that follow each other in the file then follow each other in staging,
- * congruently, and are read straight as one (bounce copies were their
- * load's main cost); staging grows by at most an eighth.
+ * A shorter one is placed so where that keeps it aligned to 8 (any dtype's
+ * element) and pads at most an eighth of it: 20,000 tensors of 64 KiB that
+ * follow each other in the file then follow each other in staging and are
+ * read straight, many to a request (bounce copies were most of their
+ * load's CPU); staging grows by at most an eighth of such shards.
  */
 #include <errno.h>
 
