@@ -539,7 +539,7 @@ typedef struct rl_request_info {
 	uint64_t length;      /* bytes to read */
 	uint64_t min_length;  /* bytes that must arrive (the rest may be past EOF) */
 	size_t ncopies;
-	int direct;           /* 1: read straight into staging (one copy) */
+	int direct;           /* 1: read straight into staging (its copies tile it) */
 } rl_request_info;
 
 /* Read requests of the planned process, in file and offset order. */
