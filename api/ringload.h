@@ -399,7 +399,13 @@ typedef enum rl_plan_param {
 				   * >= 64 KiB + alignment so that staging offset == file
 				   * offset mod 4096, allowing direct reads of their aligned
 				   * middles; such shards are aligned like their file offset,
-				   * not to RL_PLAN_SHARD_ALIGN (default 1) */
+				   * not to RL_PLAN_SHARD_ALIGN. Shorter such shards (with
+				   * RL_PLAN_SHARD_ALIGN left unset) are placed so too where
+				   * that keeps them aligned to 8 (below 8 bytes: to their
+				   * size rounded up to a power of two) and pads at most an
+				   * eighth of their size: neighbours in the file then follow
+				   * each other in staging and are read straight as one
+				   * (default 1) */
 	RL_PLAN_ALL_STATS = 7,    /* 1: also compute statistics of every other process (default 1) */
 	RL_PLAN_READ_ONCE = 8,    /* 1: read replicated data once in the cluster and list
 				   * broadcasts (default 0) */
@@ -533,7 +539,7 @@ typedef struct rl_request_info {
 	uint64_t length;      /* bytes to read */
 	uint64_t min_length;  /* bytes that must arrive (the rest may be past EOF) */
 	size_t ncopies;
-	int direct;           /* 1: read straight into staging (one copy) */
+	int direct;           /* 1: read straight into staging (its copies tile it) */
 } rl_request_info;
 
 /* Read requests of the planned process, in file and offset order. */

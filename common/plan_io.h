@@ -147,8 +147,8 @@ static inline int io_copy_runs(uint64_t len, uint64_t count, uint64_t src_stride
 	return ret;
 }
 
-/* The read goes straight into staging: exactly one copy, src 0, count 1,
- * len == the read's len, and dst aligned like the file offset. */
+/* The read goes straight into staging: its copies tile it (cm_read_tiles)
+ * and the first one's dst is aligned like the file offset. */
 #define CM_READ_DIRECT 0x1u
 
 /*
@@ -169,5 +169,29 @@ struct cm_read {
 	uint32_t flags;
 	uint32_t ioprio;
 };
+
+/*
+ * Whether the ncopies copies c of a read of len bytes, all of which must
+ * arrive (min_len), tile it: plain single runs, the first at src 0, each
+ * next one where the previous ended both in the read and in one device's
+ * staging, together len bytes. Such a read may land straight in staging
+ * at the first copy's dst (CM_READ_DIRECT): a run of consecutive small
+ * shards is one read and no copy. The one rule the planner, the
+ * executor's windows and the engine's checks apply.
+ */
+static inline int cm_read_tiles(const struct cm_read *r, const struct cm_copy *c)
+{
+	uint64_t at = 0;
+
+	if (!r->ncopies || r->min_len != r->len)
+		return 0;
+	for (uint32_t i = 0; i < r->ncopies; i++) {
+		if (c[i].op != CM_OP_PLAIN || c[i].count != 1 || c[i].src != at ||
+		    c[i].dev != c[0].dev || c[i].dst - c[0].dst != at)
+			return 0;
+		at += c[i].len;
+	}
+	return at == r->len;
+}
 
 #endif /* COMMON_PLAN_IO_H */

@@ -2,7 +2,7 @@
  * check.c - the plan is data: every read and copy is checked before a
  * worker touches memory for it (files, lengths, copies within the read's
  * minimum length, the sink's destination slots and their capacity, and
- * the shard table; direct reads one whole copy), and no shard may be
+ * the shard table; direct reads tiled by their copies), and no shard may be
  * brought more bytes than it holds.
  */
 #include "eng_int.h"
@@ -71,13 +71,9 @@ int eng_check_read(struct eng_run *rc, const struct cm_read *r)
 					  job->paths[r->file], (unsigned long long)r->off, i,
 					  (unsigned long long)span, r->min_len);
 	}
-	if ((r->flags & CM_READ_DIRECT) &&
-	    (r->ncopies != 1 || r->min_len != r->len || job->copies[r->first_copy].src != 0 ||
-	     job->copies[r->first_copy].op != CM_OP_PLAIN ||
-	     job->copies[r->first_copy].count != 1 ||
-	     job->copies[r->first_copy].len != r->len))
+	if ((r->flags & CM_READ_DIRECT) && !cm_read_tiles(r, job->copies + r->first_copy))
 		return cm_err_set(rc->b.e, RL_E_INVALID_ARG,
-				  "%s: direct read at offset %llu is not one whole copy of bytes that must all arrive",
+				  "%s: direct read at offset %llu is not copies tiling bytes that must all arrive",
 				  job->paths[r->file], (unsigned long long)r->off);
 	return 0;
 }

@@ -19,8 +19,11 @@ void eng_prepare(struct eng_worker *w, const struct cm_read *r)
 	const struct cm_copy *c = job->copies + r->first_copy;
 	uint64_t t0 = cm_now_ns();
 
-	for (uint32_t k = 0; k < r->ncopies; k++, c++) {
-		uint64_t n = (r->flags & CM_READ_DIRECT) ? r->len : cm_copy_bytes(c);
+	/* A direct read's copies tile one staging span: prepared as one. */
+	if (r->flags & CM_READ_DIRECT)
+		sink->ops->prepare(sink->state, w->id, c, r->len);
+	for (uint32_t k = 0; k < r->ncopies && !(r->flags & CM_READ_DIRECT); k++, c++) {
+		uint64_t n = cm_copy_bytes(c);
 
 		if (n)
 			sink->ops->prepare(sink->state, w->id, c, n);

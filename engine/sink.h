@@ -78,8 +78,9 @@ struct eng_sink_ops {
 	void (*prepare_flush)(void *sink, unsigned worker);
 
 	/*
-	 * Host address where a read of len bytes whose only copy is c may
-	 * land straight (CM_READ_DIRECT), or NULL: it goes through a bounce
+	 * Host address where a read of len bytes whose copies tile it from
+	 * c on (cm_read_tiles: one staging span) may land straight
+	 * (CM_READ_DIRECT), or NULL: it goes through a bounce
 	 * buffer and copy. Only sinks whose destination is host memory the
 	 * kernel may DMA into return non-NULL. The engine still checks
 	 * O_DIRECT alignment itself. No copy is made for such a read.

@@ -129,7 +129,8 @@ void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
 	memset(n, 0, sizeof(*n));
 	for (size_t i = 0; i < ex->nreads; i++) {
 		n->all_bytes += ex->reads[i].len;
-		if (!(ex->reads[i].flags & CM_READ_DIRECT) || ex->reads[i].ncopies != 1) {
+		if (!(ex->reads[i].flags & CM_READ_DIRECT) ||
+		    !cm_read_tiles(ex->reads + i, ex->copies + ex->reads[i].first_copy)) {
 			n->bounce++;
 			n->bounce_bytes += ex->reads[i].len;
 		}
@@ -243,9 +244,8 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 	*nr = *r;
 	nr->first_copy = first;
 	nr->ncopies = (uint32_t)(j->ncopies - first);
-	/* Direct only when the one copy is still the whole read. */
-	if (nr->ncopies != 1 || j->copies[first].len != r->len || j->copies[first].count != 1 ||
-	    j->copies[first].op != CM_OP_PLAIN)
+	/* Direct only when the clipped copies still tile the whole read. */
+	if (!cm_read_tiles(nr, j->copies + first))
 		nr->flags &= ~CM_READ_DIRECT;
 	else
 		clip = 0;

@@ -33,7 +33,9 @@
 # Settings (environment): DIR (/var/tmp/ringload-best), FILES ("large
 # small"), SMALL_N (20000), FIO_GRID (full|small), BUDGET (256M), PRIME (1),
 # SEED (the time), BUILD (build), OUT (bench-out), PY (the venv's python:
-# make -s print-venv-python).
+# make -s print-venv-python), BASE (a built tree of another revision, e.g.
+# a git archive of main built with make: its rl-whole, rl-stream and
+# rl-torch run too, as base-*, interleaved with the rest: before/after).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,11 +45,13 @@ DIR=${DIR:-/var/tmp/ringload-best} FILES=${FILES:-"large small"} SMALL_N=${SMALL
 FIO_GRID=${FIO_GRID:-full} BUDGET=${BUDGET:-256M} BUILD=${BUILD:-build} OUT=${OUT:-bench-out}
 PRIME=${PRIME:-1} SEED=${SEED:-$(date +%s)}
 PY=${PY:-$(make -s -C "$root" print-venv-python)}
+BASE=${BASE:-}
 rl=$root/$BUILD/ringload
 
 die() { echo "best_reader.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
 [ -x "$rl" ] || die "build first (make)"
+[ -z "$BASE" ] || [ -x "$BASE/$BUILD/ringload" ] || die "BASE=$BASE: no $BASE/$BUILD/ringload (make there)"
 [ "$PRIME" != 1 ] || [ -x "$root/$BUILD/perf/bench_fill" ] || die "no $BUILD/perf/bench_fill (make)"
 command -v fio >/dev/null || die "fio not installed (make deps)"
 [ -x /usr/bin/time ] || die "needs /usr/bin/time (apt-get install time)"
@@ -120,14 +124,20 @@ readers() {
 	echo "rl-stream-buffered|rl stream buffered"
 	echo "rl-torch|py rl-torch auto"
 	echo "rl-torch-buffered|py rl-torch buffered"
+	if [ -n "$BASE" ]; then
+		echo "base-rl-whole|rl whole auto base"
+		echo "base-rl-stream|rl stream auto base"
+		echo "base-rl-torch|py rl-torch auto base"
+	fi
 }
 
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # One run: prints "WALL CALL" (CALL "-" where the reader has no call time).
 run_one() {
-	local file=$1 size=$2 kind=$3 a b c d e tf call="-"
+	local file=$1 size=$2 kind=$3 a b c d e tf call="-" tree=$root
 	read -r kind a b c d e <<<"$4"
+	[ "$c" = base ] && [ "$kind" != fio ] && tree=$BASE
 	tf=$(mktemp)
 	drop
 	[ "$PRIME" != 1 ] || "$root/$BUILD/perf/bench_fill" "$size" >/dev/null
@@ -149,9 +159,9 @@ run_one() {
 	rl)
 		local extra=(--read-mode "$b")
 		[ "$a" = stream ] && extra+=(--staging-budget "$BUDGET")
-		/usr/bin/time -f %e -o "$tf" "$rl" load "$file" --quiet "${extra[@]}" ;;
+		/usr/bin/time -f %e -o "$tf" "$tree/$BUILD/ringload" load "$file" --quiet "${extra[@]}" ;;
 	py)
-		call=$(PYTHONPATH=$root/python /usr/bin/time -f %e -o "$tf" "$PY" -c "$CHILD" \
+		call=$(PYTHONPATH=$tree/python /usr/bin/time -f %e -o "$tf" "$PY" -c "$CHILD" \
 			"$a" "$file" "$b") ;;
 	esac
 	echo "$(tail -n 1 "$tf") $call"

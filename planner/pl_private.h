@@ -345,9 +345,11 @@ static inline void pl_item_box_at(const struct pl_spec *s, const struct pl_item 
 /*
  * Staging layout of plan p (layout.c), from the shards' nbytes; a shard
  * whose offset holds PL_CONGRUENT_MARK | (file offset mod 4096) is one
- * contiguous run of one source and is placed congruently.
+ * contiguous run of one source and is placed congruently; one marked
+ * PL_CONGRUENT_SOFT instead (a short one) only where that costs little.
  */
 #define PL_CONGRUENT_MARK (1ull << 63)
+#define PL_CONGRUENT_SOFT (1ull << 62)
 int pl_layout(struct pl_plan *p, const struct pl_opts *o, struct cm_err *e);
 
 /*
@@ -376,15 +378,35 @@ uint64_t pl_estimate_bytes(const struct pl_estimate *c);
  * placement and direct middles. */
 #define PL_DIRECT_MIN (64u << 10)
 
-/* Whether a run of len bytes gets congruent placement in a file aligned so
- * (inline: asked once per region). */
+/* Whether a run of a file aligned so may be read straight into staging
+ * (inline: asked once per region); of len bytes, whether it is long enough
+ * to be placed congruently on its own (PL_CONGRUENT_MARK; shorter ones
+ * get PL_CONGRUENT_SOFT: read straight as part of a run of neighbours). */
+static inline int pl_direct_file_ok(const struct pl_opts *o, const struct pl_align *a)
+{
+	uint32_t A = a->offset_align > a->mem_align ? a->offset_align : a->mem_align;
+
+	return o->congruent && a->offset_align > 1 && A <= PL_CONGRUENT_ALIGN;
+}
+
 static inline int pl_congruent_ok(const struct pl_opts *o, const struct pl_align *a,
 				  uint64_t len)
 {
 	uint32_t A = a->offset_align > a->mem_align ? a->offset_align : a->mem_align;
 
-	return o->congruent && a->offset_align > 1 && A <= PL_CONGRUENT_ALIGN &&
-	       len >= PL_DIRECT_MIN + 2 * (uint64_t)A;
+	return pl_direct_file_ok(o, a) && len >= PL_DIRECT_MIN + 2 * (uint64_t)A;
+}
+
+/* Whether a short shard of len bytes at file offset off may be placed
+ * congruently at all (layout.c): it stays aligned for any dtype, to 8
+ * (to its size rounded up to a power of two below 8), as packed. */
+static inline int pl_soft_ok(const struct pl_opts *o, uint64_t off, uint64_t len)
+{
+	uint64_t a = 1;
+
+	while (a < len && a < 8)
+		a <<= 1;
+	return !o->align_all && off % a == 0;
 }
 
 /* ---------------------------------------------------------------- */

@@ -151,9 +151,10 @@ static int push_region(struct ctx *x, const struct part_at *pa, unsigned s,
 	g->slot = s;
 	g->lev = (uint32_t)x->nlevels;
 	g->nlev = (uint8_t)r->nlev;
-	/* A converting region is never read straight into staging. */
+	/* A converting region is never read straight into staging; a short
+	 * one only with its neighbours in the file (scatter.c's chains). */
 	g->direct = pa->single && r->nruns == 1 && pa->it->to == pa->it->dtype &&
-		    pl_congruent_ok(x->opts, &x->align[pa->file], r->len);
+		    pl_direct_file_ok(x->opts, &x->align[pa->file]);
 	g->isize = (uint8_t)(pa->it->bits / 8);
 	g->osize = (uint8_t)(pa->it->to_bits / 8);
 	for (unsigned i = 0; i < r->nlev; i++)
@@ -161,7 +162,9 @@ static int push_region(struct ctx *x, const struct part_at *pa, unsigned s,
 	/* One contiguous run of one source: the layout places the shard
 	 * congruently (pl_layout() reads this mark). */
 	if (sh && g->direct)
-		sh->offset = PL_CONGRUENT_MARK | (g->off % PL_CONGRUENT_ALIGN);
+		sh->offset = (pl_congruent_ok(x->opts, &x->align[pa->file], r->len) ?
+			      PL_CONGRUENT_MARK : PL_CONGRUENT_SOFT) |
+			     (g->off % PL_CONGRUENT_ALIGN);
 	return 0;
 }
 

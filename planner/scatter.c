@@ -222,36 +222,82 @@ static int push_read(struct ctx *x, uint32_t file, uint64_t off, uint64_t len,
 	return 0;
 }
 
-/* Direct spans of a block's members: aligned middles of congruent shards. */
-static int collect_cuts(struct ctx *x, const struct aligned_block *ab, uint64_t A)
+/* The region a whole-group item reads straight into staging, or NULL:
+ * one run of one destination, never converted (plan.c's direct). */
+static const struct region *direct_region(const struct ctx *x, const struct pl_citem *c)
 {
+	const struct group *g;
+	const struct region *r;
+
+	if (ITEM_KIND(c) != ITEM_GROUP)
+		return NULL;
+	g = &x->groups[c->ref];
+	r = unique_region(x, g->u0);
+	if (g->nu != 1 || !r->direct || x->unique[g->u0 + 1] - x->unique[g->u0] != 1)
+		return NULL;
+	return r;
+}
+
+static int push_cut(struct ctx *x, uint64_t start, uint64_t end, uint64_t A)
+{
+	uint64_t lo = cm_align_up(start, A), hi = cm_align_down(end, A);
+
+	if (hi <= lo || hi - lo < PL_DIRECT_MIN)
+		return 0;
+	if (GROW(x, x->direct_cuts, x->ndirect_cuts, x->capdirect_cuts, 2))
+		return -ENOMEM;
+	x->direct_cuts[x->ndirect_cuts++] = lo;
+	x->direct_cuts[x->ndirect_cuts++] = hi;
+	return 0;
+}
+
+/* Whether direct region r continues chain p: the next bytes of the file,
+ * the next item of the same device, so that the layout places it right
+ * after p when p is congruent (a short one where pl_soft_ok), and as long
+ * or as short (a chain mixing both would lose a long one's direct read
+ * to a short head that the layout packed). */
+static int chain_next(const struct ctx *x, uint32_t f, const struct region *p,
+		      const struct region *r)
+{
+	const struct pl_align *al = &x->align[f];
+	int is_long = pl_congruent_ok(x->opts, al, r->len);
+
+	return r->off == p->off + p->len && r->slot == p->slot && r->shard == p->shard + 1 &&
+	       is_long == pl_congruent_ok(x->opts, al, p->len) &&
+	       (is_long || pl_soft_ok(x->opts, r->off, r->len));
+}
+
+/*
+ * Direct spans of a block's members: the aligned middles of chains of
+ * direct items (one long shard, or several placed one after the other in
+ * staging as in the file; pl_place_copies() keeps a read direct only
+ * where its copies tile it, as a chain of short ones packed apart fails).
+ */
+static int collect_cuts(struct ctx *x, uint32_t f, const struct aligned_block *ab,
+			uint64_t A)
+{
+	const struct region *prev = NULL;
+	uint64_t start = 0;
+	int ret;
+
 	x->ndirect_cuts = 0;
 	for (size_t b = ab->b0; b < ab->b0 + ab->nb; b++) {
 		const struct pl_block *bl = &x->blocks[b];
 
 		for (size_t i = bl->first; i < bl->first + bl->n; i++) {
-			const struct pl_citem *c = &x->citems[i];
-			const struct group *g;
-			const struct region *r;
-			uint64_t lo, hi;
+			const struct region *r = direct_region(x, &x->citems[i]);
 
-			if (ITEM_KIND(c) != ITEM_GROUP)
+			if (prev && r && chain_next(x, f, prev, r)) {
+				prev = r;
 				continue;
-			g = &x->groups[c->ref];
-			r = unique_region(x, g->u0);
-			if (g->nu != 1 || !r->direct || x->unique[g->u0 + 1] - x->unique[g->u0] != 1)
-				continue;
-			lo = cm_align_up(c->start, A);
-			hi = cm_align_down(c->end, A);
-			if (hi <= lo || hi - lo < PL_DIRECT_MIN)
-				continue;
-			if (GROW(x, x->direct_cuts, x->ndirect_cuts, x->capdirect_cuts, 2))
-				return -ENOMEM;
-			x->direct_cuts[x->ndirect_cuts++] = lo;
-			x->direct_cuts[x->ndirect_cuts++] = hi;
+			}
+			if (prev && (ret = push_cut(x, start, prev->off + prev->len, A)))
+				return ret;
+			prev = r;
+			start = r ? r->off : 0;
 		}
 	}
-	return 0;
+	return prev ? push_cut(x, start, prev->off + prev->len, A) : 0;
 }
 
 /* Requests and copies of aligned block ab of file f. */
@@ -266,7 +312,7 @@ int pl_block_requests(struct ctx *x, uint32_t f, const struct aligned_block *ab)
 
 	if (chunk < al->offset_align)
 		chunk = al->offset_align;
-	if ((ret = collect_cuts(x, ab, A)))
+	if ((ret = collect_cuts(x, f, ab, A)))
 		return ret;
 	while (pos < ab->end) {
 		uint64_t end = CM_MIN(pos + chunk, ab->end);
@@ -330,17 +376,15 @@ void pl_place_copies(const struct pl_plan *p, struct cm_copy *copies, size_t nco
 {
 	for (size_t i = 0; i < ncopies; i++)
 		copies[i].dst += p->shards[copies[i].shard].offset;
-	/* A direct read has exactly its one copy, covering it whole, at a
-	 * staging offset aligned like the file offset. */
+	/* A direct read's copies tile it, from a staging offset aligned like
+	 * the file offset (short shards the layout packed instead do not). */
 	for (size_t q = 0; q < nreads; q++) {
 		struct cm_read *rd = &reads[q];
 		const struct cm_copy *c = &copies[rd->first_copy];
 		const struct pl_align *al = &align[rd->file];
 		uint64_t A = CM_MAX(al->offset_align, al->mem_align);
 
-		if ((rd->flags & CM_READ_DIRECT) &&
-		    (rd->ncopies != 1 || c->src || c->count != 1 || c->len != rd->len ||
-		     rd->min_len != rd->len || c->dst % A))
+		if ((rd->flags & CM_READ_DIRECT) && (!cm_read_tiles(rd, c) || c->dst % A))
 			rd->flags &= ~CM_READ_DIRECT;
 	}
 }

@@ -90,8 +90,8 @@ static int check_copy(struct exec *x, size_t q, uint64_t j, const struct cm_copy
 	    c->dst < sh->offset || c->dst + (uint64_t)c->count * c->len > sh->offset + sh->nbytes)
 		return fail(x, "read %zu copy %llu out of bounds", q, (unsigned long long)j);
 	if ((r->flags & CM_READ_DIRECT) &&
-	    (r->ncopies != 1 || c->src || c->len != r->len ||
-	     c->dst % x->align[r->file].offset_align))
+	    (!cm_read_tiles(r, x->p->copies + r->first_copy) ||
+	     x->p->copies[r->first_copy].dst % x->align[r->file].offset_align))
 		return fail(x, "read %zu: bad direct read", q);
 	return 0;
 }
@@ -139,14 +139,23 @@ static int check_shard(struct exec *x, size_t i, const uint8_t *recv)
 	uint64_t c[RL_MAX_DIMS], n = 1;
 	struct pl_box b;
 
-	/* packed small shards: aligned to their element, to 16 from 16 bytes or empty */
-	if (sh->offset % CM_MAX(pl_dtype_bits(it->dtype) / 8, sh->nbytes >= 16 || !sh->nbytes ? 16u : 1u) &&
-	    sh->nbytes < PL_DIRECT_MIN)
-		return fail(x, "shard %zu misaligned (offset %llu, %llu bytes, dtype %u)", i, (unsigned long long)sh->offset, (unsigned long long)sh->nbytes, it->dtype);
 	pl_item_box(x->p->spec, it, x->p->slot_dev[sh->dev], &b);
 	for (unsigned d = 0; d < it->ndim; d++) {
 		c[d] = b.start[d];
 		n *= b.stop[d] - b.start[d];
+	}
+	/* packed small shards: aligned to their element, to 16 from 16 bytes or
+	 * empty; or placed congruently with their first file byte, aligned to
+	 * their element and to 8 (to their size below 8) */
+	if (sh->nbytes < PL_DIRECT_MIN) {
+		uint32_t el = pl_dtype_bits(it->dtype) / 8;
+		uint32_t want = CM_MAX(el, sh->nbytes >= 16 || !sh->nbytes ? 16u : 1u);
+		unsigned file;
+
+		if (sh->offset % want &&
+		    ((sh->offset - ref_src_bit(x->p, x->ck, it, c, &file) / 8) % PL_CONGRUENT_ALIGN ||
+		     sh->offset % CM_MAX(el, 1u) || sh->offset % CM_MIN(want, 8u)))
+			return fail(x, "shard %zu misaligned (offset %llu, %llu bytes, dtype %u)", i, (unsigned long long)sh->offset, (unsigned long long)sh->nbytes, it->dtype);
 	}
 	for (uint64_t k = 0; k < sh->nbytes; k++)
 		if (cnt[sh->offset + k] != (recv && recv[i] ? 0 : 1))

@@ -434,6 +434,61 @@ static void tiny_tensors_packed(void)
 	free(t);
 }
 
+/*
+ * Short tensors that follow each other in the file (20,000 x 64 KiB
+ * checkpoints) are read straight into staging, many to a read, with no
+ * bounce copy: where the load reads O_DIRECT, all but the unaligned ends
+ * count as bytes_direct, and every shard is byte-exact. Before, these
+ * loads read every byte through bounce buffers (bytes_direct 0) and
+ * copied each tensor out: 0.80x cat's speed on the 20,000-tensor file.
+ * The data starts 8-aligned (as safetensors' writer pads its header),
+ * not page-aligned.
+ */
+static void short_neighbours_read_straight(void)
+{
+	enum { NT = 48, TB = 65536 };
+	const char *path = tmp_path("neighbours.safetensors");
+	char hex[65];
+	uint8_t *file = NULL;
+	size_t n = 0;
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_loader *ld = NULL;
+	rl_plan *plan = NULL;
+	rl_load_stats st = { .size = sizeof(st) };
+	int ret;
+
+	CHECK(ck && write_hashed_ckpt_at(path, NT, TB, 3984, hex) == 0);
+	CHECK((file = (uint8_t *)slurp(path, &n)) != NULL && n > (size_t)NT * TB);
+	CHECKF(rl_ckpt_open(ck, path) == 0, "%s", rl_ckpt_errmsg(ck));
+	/* O_DIRECT although the file was just written (auto would read it
+	 * from the page cache) */
+	ld = new_loader();
+	CHECK(ld && rl_loader_set(ld, RL_OPT_DIRECT, RL_DIRECT_ON) == 0);
+	ret = rl_loader_load(ld, ck, NULL, 0, &plan);
+	if (ret == RL_E_BACKEND) {
+		rl_loader_destroy(ld);
+		rl_ckpt_destroy(ck);
+		free(file);
+		SKIP("backend unavailable");
+	}
+	CHECKF(ret == 0, "%s", rl_loader_errmsg(ld));
+	for (size_t s = 0; s < rl_plan_num_shards(plan) && !th_failed(); s++) {
+		rl_shard_info si;
+		const uint8_t *base = rl_loader_staging(ld, 0, NULL);
+
+		CHECK(rl_plan_shard(plan, s, &si) == 0);
+		CHECKF(si.nbytes == TB && !memcmp(base + si.offset, file + n - (size_t)(NT - s) * TB, TB),
+		       "shard %zu (%s) differs", s, si.name);
+	}
+	CHECK(rl_loader_get_stats(ld, &st) == 0);
+	CHECKF(!st.direct_io || st.bytes_direct + 2 * 4096 >= (uint64_t)NT * TB,
+	       "%" PRIu64 " of %u bytes read straight", st.bytes_direct, NT * TB);
+	rl_plan_destroy(plan);
+	rl_loader_destroy(ld);
+	rl_ckpt_destroy(ck);
+	free(file);
+}
+
 /* A caller who sets RL_PLAN_SHARD_ALIGN (SIMD, DMA) gets it for every
  * shard, small ones included (packing had given them 16 at most), and the
  * load is byte-exact. */
@@ -1283,6 +1338,7 @@ int main(void)
 		{ "random_shardings", random_shardings },
 		{ "empty_and_zero_size", empty_and_zero_size },
 		{ "tiny_tensors_packed", tiny_tensors_packed },
+		{ "short_neighbours_read_straight", short_neighbours_read_straight },
 		{ "shard_align_set_aligns_every_shard", shard_align_set_aligns_every_shard },
 		{ "callbacks", callbacks },
 		{ "caller_staging", caller_staging },

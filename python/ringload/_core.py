@@ -123,9 +123,16 @@ def materialize(fw, loaded, devices):
     With loaded.copy, CPU results are copies (fw.own) that hold nothing of
     the staging, which goes with loaded."""
     out = {i: {} for i in loaded.device_ids}
+    # A framework that can (torch) views each area once and slices it.
+    areas = [None if a is None or not hasattr(fw, "convert_at") else
+             fw.area(a) for a in loaded.staging]
     for s in loaded.shards:
         device = devices.get(s.device_id)
-        t = fw.convert(loaded.raw(s), s.name, s.dtype, s.box)
+        area = areas[s.device] if s.nbytes else None
+        t = None if area is None else fw.convert_at(
+            area, s.offset, s.nbytes, s.name, s.dtype, s.box)
+        if t is None:
+            t = fw.convert(loaded.raw(s), s.name, s.dtype, s.box)
         t = fw.deliver(t, device)
         if loaded.copy and device is None:
             t = fw.own(t)

@@ -202,6 +202,47 @@ def to_torch(torch, raw, name, dtype, shape):
     return t.view(tdt).reshape(shape)
 
 
+class TorchArea:
+    """A whole staging area (a numpy uint8 array) seen by torch once, and
+    once per dtype: a shard's tensor is then one as_strided of it (at),
+    where building one from numpy per shard (from_numpy, view, reshape)
+    was most of materializing a checkpoint of 20,000 small tensors."""
+
+    def __init__(self, torch, staging):
+        self.torch = torch
+        self.u8 = torch.from_numpy(staging)
+        self.typed = {}
+
+    def _typed(self, tdt):
+        t = self.typed.get(tdt)
+        if t is None:
+            size = self.torch.empty((), dtype=tdt).element_size()
+            n = self.u8.numel() // size * size
+            t = self.typed[tdt] = (self.u8[:n].view(tdt), size)
+        return t
+
+    def at(self, offset, nbytes, name, dtype, shape):
+        """The CPU tensor of dtype and shape in the nbytes bytes at offset,
+        as to_torch makes it from them; None when its address does not
+        suit its dtype (to_torch copies it)."""
+        torch = self.torch
+        tdt = torch_dtype(torch, name, dtype)
+        if any(d >= _MAX for d in shape):
+            raise _too_large(name, shape, "torch")
+        shape = torch_shape(name, dtype, shape)
+        if not nbytes:
+            return torch.empty(shape, dtype=tdt)
+        typed, size = self._typed(tdt)
+        if (self.u8.data_ptr() + offset) % size or offset % size:
+            return None
+        strides, step = [0] * len(shape), 1
+        for d in range(len(shape) - 1, -1, -1):
+            strides[d] = step
+            step *= shape[d]
+        return torch.as_strided(typed, shape, strides,
+                                typed.storage_offset() + offset // size)
+
+
 # ---- dtype= of the loads: conversion on load (RL_PLAN_DTYPE) ----
 
 _CONVERT_NAMES = {"f32": "F32", "float32": "F32", "float": "F32",

@@ -165,6 +165,16 @@ class _Torch:
         """Returns raw (uint8 bytes) as a CPU tensor of dtype and shape."""
         return _dtypes.to_torch(torch, raw, name, dtype, shape)
 
+    def area(self, staging):
+        """A whole staging area (a numpy uint8 array) seen by torch, for
+        convert_at."""
+        return _dtypes.TorchArea(torch, staging)
+
+    def convert_at(self, area, offset, nbytes, name, dtype, shape):
+        """The CPU tensor of dtype and shape at offset in area (area()'s),
+        or None where convert must copy it (misaligned)."""
+        return area.at(offset, nbytes, name, dtype, shape)
+
     def device(self, device):
         """Parses a device argument (parse_device); None for the CPU, which
         None also means (as in safetensors)."""
