@@ -51,7 +51,7 @@ static const char *const covered[] = {
 	/* tests/test_device_registry.c, with the test build's device kind */
 	"rl_device_kind_at", "rl_loader_set_device", "rl_loader_set_device_dest",
 	"rl_loader_device_area", "rl_loader_device_shard", "rl_loader_device_read_back",
-	"rl_loader_set_device_stream",
+	"rl_loader_set_device_stream", "rl_loader_device_kind",
 	"rl_sha256_create", "rl_sha256_update", "rl_sha256_final", "rl_sha256_destroy",
 	"rl_sha256_file", "rl_sha256_from_hex", "rl_sums_create", "rl_sums_open",
 	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",

@@ -326,8 +326,8 @@ static void pulled(void)
 /* ------------------------------------------------------------------ */
 /* Once */
 
-/* The registry's kinds, as the CLI and Python read them, and the
- * arguments rl_loader_set_device refuses. */
+/* The registry's kinds, as the CLI and Python read them, the arguments
+ * rl_loader_set_device refuses, and the kind a loader has. */
 static void kinds(void)
 {
 	static const int32_t neg[] = { 0, -1 };
@@ -337,6 +337,8 @@ static void kinds(void)
 	CHECK(!strcmp(rl_device_kind_at(0), "cuda"));
 	CHECK(!strcmp(rl_device_kind_at(1), "testdev"));
 	CHECK(rl_device_kind_at(2) == NULL);
+	CHECK(rl_loader_device_kind(NULL) == NULL);
+	CHECK(rl_loader_device_kind(ld) == NULL);
 	CHECK(rl_loader_set_device(NULL, "cuda", NULL, 0, 0) == -EINVAL);
 	CHECK(rl_loader_set_device(ld, "rocm", NULL, 0, 0) == RL_E_INVALID_ARG);
 	CHECKF(strstr(rl_loader_errmsg(ld), "no device kind 'rocm' (this library has: cuda, "
@@ -349,12 +351,15 @@ static void kinds(void)
 	       rl_loader_errmsg(ld));
 	CHECK(rl_loader_set_device_dest(ld, 0, 1, 1) == RL_E_STATE);
 	CHECK(rl_loader_set_device_stream(ld, 0, 0) == RL_E_STATE);
+	CHECK(rl_loader_device_kind(ld) == NULL);
 	CHECK(rl_loader_set_device(ld, "testdev", NULL, 0, 0) == 0);
+	CHECK(rl_loader_device_kind(ld) && !strcmp(rl_loader_device_kind(ld), "testdev"));
 	CHECK(rl_loader_set_device_dest(ld, 0, 4096, 1) == 0);
 	CHECK(rl_loader_set_device_stream(ld, -1, 0) == RL_E_INVALID_ARG);
 	CHECK(rl_loader_set_device_stream(ld, 1, 0) == 0);  /* testdev has no queues */
 	CHECK(rl_loader_set_device_stream(ld, 1, RL_DEVICE_NO_STREAM) == 0);
 	CHECK(rl_loader_set_device(ld, NULL, NULL, 0, 0) == 0); /* removed */
+	CHECK(rl_loader_device_kind(ld) == NULL);
 	CHECK(rl_loader_set_device_dest(ld, 0, 1, 1) == RL_E_STATE);
 	rl_loader_destroy(ld);
 }

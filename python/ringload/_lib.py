@@ -410,6 +410,7 @@ _PROTOTYPES = {
     # any device kind of the library's registry (the CUDA names wrap these)
     "rl_device_kind_at": (c_char_p, [c_size_t]),
     "rl_loader_set_device": (c_int, [_V, c_char_p, POINTER(c_int32), c_uint32, c_uint32]),
+    "rl_loader_device_kind": (c_char_p, [_V]),
     "rl_loader_set_device_dest": (c_int, [_V, c_size_t, c_uint64, c_uint64]),
     "rl_loader_set_device_stream": (c_int, [_V, c_int32, c_uint64]),
     "rl_loader_device_area": (c_int, [_V, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
