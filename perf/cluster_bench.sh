@@ -8,7 +8,9 @@
 # the page cache is dropped before every run. Prints a markdown table of
 # medians: the slowest rank's seconds (checkpoint open to every shard in
 # memory), the whole mpirun's wall seconds, and bytes read in the cluster
-# against the checkpoint.
+# against the checkpoint. MODES adds "old-loop": read once through
+# libringload_mpi's old batch loop (mpi_bench --old-loop, RL_MPI_EXECUTOR
+# 0) instead of the library's executor, interleaved with the others.
 #
 #   perf/cluster_bench.sh [CHECKPOINT] [ROUNDS] [NPS]     (root: drops caches)
 #
@@ -24,6 +26,7 @@ ckpt=${1:-$DIR/cluster-1536m}
 rounds=${2:-5}
 nps=${3:-"2 4"}
 backend=${RL_BACKEND:-auto}
+modes=${MODES:-"independent once"}
 
 die() { echo "cluster_bench.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
@@ -47,7 +50,12 @@ spec() {        # np processes, one device each, nothing split: replicated
 
 run() {         # np mode round: one JSON line into the mode's file
 	local np=$1 mode=$2 flags="" t0 t1
-	[ "$mode" = once ] && flags=--read-once
+	case $mode in
+	independent) ;;
+	once) flags=--read-once ;;
+	old-loop) flags="--read-once --old-loop" ;;
+	*) die "MODES: independent, once or old-loop, not '$mode'" ;;
+	esac
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	t0=$(date +%s.%N)
@@ -62,23 +70,24 @@ run() {         # np mode round: one JSON line into the mode's file
 for np in $nps; do spec "$np"; done
 for ((r = 1; r <= rounds; r++)); do
 	for np in $nps; do
-		for mode in independent once; do run "$np" "$mode"; done
+		for mode in $modes; do run "$np" "$mode"; done
 	done
 done
 
-python3 - "$out" "$size" "$rounds" $nps <<'PY'
+python3 - "$out" "$size" "$rounds" "$modes" $nps <<'PY'
 import json, statistics, sys
-out, size, rounds, nps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+out, size, rounds, modes, nps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5:]
+names = {"independent": "independent loads", "once": "--read-once",
+         "old-loop": "--read-once, old loop"}
 def med(np, mode, key):
     rows = [json.loads(l) for l in open(f"{out}/{np}-{mode}.jsonl")]
     return statistics.median(r[key] for r in rows)
 print(f"checkpoint {size} bytes, {rounds} rounds, medians, cold page cache\n")
-print("| ranks | mode | load s | mpirun wall s | bytes read | x checkpoint | load s vs independent |")
+print(f"| ranks | mode | load s | mpirun wall s | bytes read | x checkpoint | load s vs {names[modes[0]]} |")
 print("|---:|---|---:|---:|---:|---:|---:|")
 for np in nps:
-    base = med(np, "independent", "seconds")
-    for mode in ("independent", "once"):
+    base = med(np, modes[0], "seconds")
+    for mode in modes:
         s, w, b = med(np, mode, "seconds"), med(np, mode, "wall"), med(np, mode, "bytes_read")
-        name = "independent loads" if mode == "independent" else "--read-once"
-        print(f"| {np} | {name} | {s:.2f} | {w:.2f} | {int(b)} | {b / size:.2f} | {s / base:.2f} |")
+        print(f"| {np} | {names[mode]} | {s:.2f} | {w:.2f} | {int(b)} | {b / size:.2f} | {s / base:.2f} |")
 PY
