@@ -37,9 +37,20 @@
 #include "transfers.h"
 #include "xfer_exec.h"
 
+/*
+ * The batches' buffers, kept from one batch to the next (grown when a
+ * batch needs more), as libringload_mpi's old loop keeps its own: mapped
+ * afresh for each batch, every batch faulted its pages in again.
+ */
+struct xkeep {
+	uint8_t *buf, *rbuf;        /* read here (huge pages), received here */
+	uint64_t buf_cap, rbuf_cap;
+};
+
 /* One batch. */
 struct xb {
 	struct ex_xfer_exec *x;
+	struct xkeep *keep;
 	struct cm_err *e;
 	uint64_t b;
 	int me;
@@ -113,6 +124,7 @@ struct xs {
 	const struct pl_convert *convert;
 	uint8_t *listed;            /* 1: in fin (now or in an earlier batch) */
 	size_t *fin, nfin;
+	struct xkeep keep;
 };
 
 int ex_xfer_agree(const struct ex_transport *t, int status, const char *what,
@@ -140,9 +152,23 @@ static void xb_free(struct xb *q)
 	cm_free(q->in_place);
 	cm_free(q->done);
 	cm_free(q->rooted);
-	eng_staging_free(q->rbuf, q->rbuf_len);
-	eng_staging_free(q->buf, q->buf_len);
 	pl_plan_free(q->bp);
+}
+
+/* *p, of at least len bytes: the one kept if large enough, else a new
+ * mapping (huge: the engine's staging, else small pages); NULL: none. */
+static uint8_t *keep_get(uint8_t **p, uint64_t *cap, uint64_t len, int huge)
+{
+	if (*p && *cap >= len)
+		return *p;
+	eng_staging_free(*p, *cap);
+	*p = NULL;
+	*cap = 0;
+	if (len > SIZE_MAX || !(*p = huge ? eng_staging_alloc((size_t)len) :
+				      eng_buffer_alloc((size_t)len)))
+		return NULL;
+	*cap = len;
+	return *p;
 }
 
 /*
@@ -195,7 +221,7 @@ static int collect(struct xb *q)
 			return cm_err_set(q->e, -ENOMEM, "read once: batch %llu: too large",
 					  (unsigned long long)q->b);
 	/* Small pages: no read lands here (eng_buffer_alloc says why). */
-	if (total && (total > SIZE_MAX || !(q->rbuf = eng_buffer_alloc((size_t)total))))
+	if (total && !(q->rbuf = keep_get(&q->keep->rbuf, &q->keep->rbuf_cap, total, 0)))
 		return cm_err_set(q->e, -ENOMEM,
 				  "read once: out of memory for %llu bytes of received payloads",
 				  (unsigned long long)total);
@@ -233,7 +259,7 @@ static int prepare(struct xb *q)
 	if (!r)
 		return 0;
 	q->buf_len = q->bex.staging_bytes[0];
-	if (q->buf_len > SIZE_MAX || !(q->buf = eng_staging_alloc((size_t)q->buf_len)))
+	if (!(q->buf = keep_get(&q->keep->buf, &q->keep->buf_cap, q->buf_len, 1)))
 		return cm_err_set(q->e, -ENOMEM, "read once: batch %llu: cannot map %llu bytes",
 				  (unsigned long long)q->b, (unsigned long long)q->buf_len);
 	if ((ret = ex_program_build(&q->prog, &q->bex, &o)) < 0)
@@ -533,7 +559,7 @@ static void report(const struct ex_xfer_exec *x, size_t i)
 
 static int run_batch(struct ex_xfer_exec *x, struct xs *s, uint64_t b, struct cm_err *e)
 {
-	struct xb q = { .x = x, .e = e, .b = b, .me = pl_plan_process(x->p) };
+	struct xb q = { .x = x, .keep = &s->keep, .e = e, .b = b, .me = pl_plan_process(x->p) };
 	struct xpf pf = { .started = 0 };
 	char what[48];
 	int ret = collect(&q);
@@ -635,5 +661,7 @@ int ex_xfer_execute(struct ex_xfer_exec *x, struct cm_err *e)
 	cm_free(s.have);
 	cm_free(s.listed);
 	cm_free(s.fin);
+	eng_staging_free(s.keep.buf, s.keep.buf_cap);
+	eng_staging_free(s.keep.rbuf, s.keep.rbuf_cap);
 	return ret;
 }
