@@ -10,7 +10,11 @@
 # memory), the whole mpirun's wall seconds, and bytes read in the cluster
 # against the checkpoint. MODES adds "old-loop": read once through
 # libringload_mpi's old batch loop (mpi_bench --old-loop, RL_MPI_EXECUTOR
-# 0) instead of the library's executor, interleaved with the others.
+# 0) instead of the library's executor, interleaved with the others. The
+# modes' order alternates round by round (a run that follows one that
+# freed gigabytes pays this VM's slow faults), and with PRIME=1 (default)
+# build/perf/bench_fill touches the ranks' memory (np x the checkpoint)
+# before every run (docs/benchmarks.md, "Method").
 #
 #   perf/cluster_bench.sh [CHECKPOINT] [ROUNDS] [NPS]     (root: drops caches)
 #
@@ -27,6 +31,7 @@ rounds=${2:-5}
 nps=${3:-"2 4"}
 backend=${RL_BACKEND:-auto}
 modes=${MODES:-"independent once"}
+prime=${PRIME:-1}
 
 die() { echo "cluster_bench.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root to drop the page cache"
@@ -58,6 +63,8 @@ run() {         # np mode round: one JSON line into the mode's file
 	esac
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
+	[ "$prime" != 1 ] || "$BUILD/perf/bench_fill" "$((np * size))" >/dev/null ||
+		die "bench_fill failed"
 	t0=$(date +%s.%N)
 	mpirun --allow-run-as-root --oversubscribe -np "$np" "$BUILD/perf/mpi_bench" "$ckpt" \
 		--spec "$out/spec$np.json" --backend "$backend" $flags >"$out/line" ||
@@ -70,7 +77,9 @@ run() {         # np mode round: one JSON line into the mode's file
 for np in $nps; do spec "$np"; done
 for ((r = 1; r <= rounds; r++)); do
 	for np in $nps; do
-		for mode in $modes; do run "$np" "$mode"; done
+		order=$modes
+		((r % 2)) || order=$(printf '%s\n' $modes | tac)
+		for mode in $order; do run "$np" "$mode"; done
 	done
 done
 
