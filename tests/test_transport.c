@@ -50,14 +50,8 @@ static char fake_path[PATH_MAX];
 
 static int fake_open(void)
 {
-	ssize_t n = readlink("/proc/self/exe", fake_path, sizeof(fake_path) - 32);
-	void *h;
+	void *h = fakecuda_open(fake_path, sizeof(fake_path));
 
-	if (n <= 0)
-		return -1;
-	fake_path[n] = '\0';
-	strcpy(strrchr(fake_path, '/') + 1, "fakecuda/libcuda.so.1");
-	h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return -1;
 	fake_stats = (fakecuda_stats_fn)(uintptr_t)dlsym(h, "fakecuda_stats");

@@ -43,7 +43,10 @@
 #ifndef FAKECUDA_H
 #define FAKECUDA_H
 
+#include <dlfcn.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 struct fakecuda_stats {
 	long allocs;          /* device allocations alive */
@@ -71,5 +74,21 @@ typedef void *(*fakecuda_host_fn)(unsigned long long p);
  * (the NULL stream "(nil)"); copied into buf (cap bytes), its length
  * returned. */
 typedef size_t (*fakecuda_log_fn)(char *buf, size_t cap);
+
+/*
+ * Opens the fake driver beside the running test program
+ * (build/tests/fakecuda/libcuda.so.1, dlopen RTLD_LOCAL) and leaves its
+ * path in path (cap bytes, at least 64); NULL when it is not there.
+ */
+static inline void *fakecuda_open(char *path, size_t cap)
+{
+	ssize_t n = readlink("/proc/self/exe", path, cap - 32);
+
+	if (n <= 0)
+		return NULL;
+	path[n] = '\0';
+	strcpy(strrchr(path, '/') + 1, "fakecuda/libcuda.so.1");
+	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
 
 #endif /* FAKECUDA_H */
