@@ -601,10 +601,12 @@ int rl_loader_start(rl_loader *ld, const rl_plan *plan)
 	if (ld->opt.staging_mode != RL_STAGING_STREAM)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "rl_loader_start() needs RL_OPT_STAGING = RL_STAGING_STREAM");
-	if (ld->opt.has_transport) /* the others learn it at their first agreement */
-		return ld_transport_run(ld, NULL, 0, cm_err_set(&ld->err, RL_E_STATE,
+	if (ld->opt.has_transport) {    /* the others learn it at their first agreement */
+		ld->last.failed = 1;
+		return ex_xfer_agree(&ld->opt.tp, cm_err_set(&ld->err, RL_E_STATE,
 				"rl_loader_start() with a transport: a started load moves no "
-				"transfer; use rl_loader_run()"));
+				"transfer; use rl_loader_run()"), "own reads", &ld->err);
+	}
 	pl_plan_exec(plan->pl, &ex);
 	ret = st_prepare(ld, &ex);
 	if (ret < 0)

@@ -241,7 +241,7 @@ static int collect(struct xb *q)
  * payload's place in the buffer. Shard r of the batch's plan is the r-th
  * payload rooted here, in the plan's transfer order (the transfers pass).
  */
-static int prepare(struct xb *q)
+static int xb_prepare(struct xb *q)
 {
 	struct ex_program_opts o = { 0 };
 	size_t r = 0;
@@ -431,7 +431,7 @@ static void *rd_main(void *arg)
 }
 
 /* Sends the payloads read since the last call; returns how many. */
-static size_t serve(struct xb *q, struct xs *s, struct xrd *r)
+static size_t xb_serve(struct xb *q, struct xs *s, struct xrd *r)
 {
 	size_t end, n = 0;
 
@@ -446,7 +446,7 @@ static size_t serve(struct xb *q, struct xs *s, struct xrd *r)
 }
 
 /* The transport's progress op, while anything posted is pending. */
-static void progress(struct xb *q, struct xrd *r)
+static void xb_progress(struct xb *q, struct xrd *r)
 {
 	const struct ex_transport *t = q->x->t;
 	int p;
@@ -462,14 +462,14 @@ static void progress(struct xb *q, struct xrd *r)
 
 /* Until the reader ends: payloads sent as they are read, the transport
  * driven between them. */
-static void drive(struct xb *q, struct xs *s, struct xrd *r)
+static void xb_drive(struct xb *q, struct xs *s, struct xrd *r)
 {
 	struct timespec nap = { 0, XF_NAP_MIN_NS };
 
 	while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
-		size_t n = serve(q, s, r);
+		size_t n = xb_serve(q, s, r);
 
-		progress(q, r);
+		xb_progress(q, r);
 		if (n) {
 			nap.tv_nsec = XF_NAP_MIN_NS;
 			continue;
@@ -502,10 +502,10 @@ static int read_and_send(struct xb *q, struct xs *s)
 	if (pthread_create(&r.th, NULL, rd_main, &r)) {
 		rd_main(&r);    /* no thread: read, then send */
 	} else {
-		drive(q, s, &r);
+		xb_drive(q, s, &r);
 		pthread_join(r.th, NULL);
 	}
-	serve(q, s, &r);
+	xb_serve(q, s, &r);
 	pthread_mutex_destroy(&r.mu);
 	cm_free(r.ready);
 	x->read += r.ee.stats.bytes_read;
@@ -547,7 +547,7 @@ static int after_reads(struct xb *q, struct xs *s, int ret)
 
 /* Shard i's last bytes came: an asynchronous sink (a device's) reports it
  * once in place, else it is reported now. */
-static void report(const struct ex_xfer_exec *x, size_t i)
+static void xs_report(const struct ex_xfer_exec *x, size_t i)
 {
 	const struct eng_sink *d = x->dst;
 
@@ -566,7 +566,7 @@ static int run_batch(struct ex_xfer_exec *x, struct xs *s, uint64_t b, struct cm
 
 	snprintf(what, sizeof(what), "batch %llu", (unsigned long long)b);
 	if (!ret)
-		ret = prepare(&q);
+		ret = xb_prepare(&q);
 	/* Nothing is posted unless every process can take its part. */
 	ret = ex_xfer_agree(x->t, ret, what, e);
 	if (!ret) {
@@ -578,7 +578,7 @@ static int run_batch(struct ex_xfer_exec *x, struct xs *s, uint64_t b, struct cm
 	}
 	/* Only now are the batch's bytes known good everywhere. */
 	for (size_t i = 0; !ret && i < s->nfin; i++)
-		report(x, s->fin[i]);
+		xs_report(x, s->fin[i]);
 	s->nfin = 0;
 	xb_free(&q);
 	return ret;
