@@ -386,7 +386,7 @@ static int copy_payload(struct xb *q, struct xs *s, size_t k)
 
 /* Rooted payload k to each of its receivers, then into this process's own
  * shards (while the next payloads are read). */
-static void send_payload(struct xb *q, struct xs *s, size_t k)
+static void xb_send_payload(struct xb *q, struct xs *s, size_t k)
 {
 	const struct ex_transport *t = q->x->t;
 	const struct pl_xfer_info *xi = &q->xi[k];
@@ -441,7 +441,7 @@ static size_t xb_serve(struct xb *q, struct xs *s, struct xrd *r)
 	/* ready[taken..end) were written before nready, under the lock. */
 	for (; r->taken < end; r->taken++, n++)
 		if (r->ready[r->taken] < q->bex.nshards && !q->done[q->rooted[r->ready[r->taken]]])
-			send_payload(q, s, q->rooted[r->ready[r->taken]]);
+			xb_send_payload(q, s, q->rooted[r->ready[r->taken]]);
 	return n;
 }
 
@@ -483,7 +483,7 @@ static void xb_drive(struct xb *q, struct xs *s, struct xrd *r)
 /* Reads the payloads rooted here, each sent (and copied into this
  * process's shards) as soon as it is read. Returns 0 or the read's
  * failure (e set). */
-static int read_and_send(struct xb *q, struct xs *s)
+static int xb_read_and_send(struct xb *q, struct xs *s)
 {
 	struct ex_xfer_exec *x = q->x;
 	struct xrd r = { .q = q };
@@ -532,7 +532,7 @@ static int after_reads(struct xb *q, struct xs *s, int ret)
 				    q->e);
 	for (size_t k = 0; k < q->n; k++)
 		if (q->xi[k].root == q->me && !q->done[k])
-			send_payload(q, ret ? NULL : s, k);
+			xb_send_payload(q, ret ? NULL : s, k);
 	t_failed(q, t->wait(t->user));  /* also after a failed post: what was posted completes */
 	if ((!ret || ret == RL_E_CANCELED) && q->terr)
 		return cm_err_set(q->e, q->terr, "read once: batch %llu: the transport failed (%d)",
@@ -572,7 +572,7 @@ static int run_batch(struct ex_xfer_exec *x, struct xs *s, uint64_t b, struct cm
 	if (!ret) {
 		pf_start(&pf, &q);
 		post_recvs(&q);
-		ret = after_reads(&q, s, read_and_send(&q, s));
+		ret = after_reads(&q, s, xb_read_and_send(&q, s));
 		pf_end(&pf, ret != 0);
 		ret = ex_xfer_agree(x->t, ret, what, e);
 	}
