@@ -45,7 +45,7 @@ struct load_run {
 	struct out_dir out;
 	int out_begun, published;
 	int piece_failed;        /* --staging-budget: writing a piece failed */
-	struct progress bar;
+	struct progress_bar bar;
 	struct verify_counts vc;
 	rl_load_stats st;
 	double t0, started, secs[PH_N], total;

@@ -1,4 +1,4 @@
-/* progress.c - see progress.h. */
+/* progress_bar.c - see progress_bar.h. */
 #include <stdio.h>
 
 #include "progress_bar.h"
@@ -8,7 +8,7 @@
 
 enum { NOTE = 1, BAR_LINE = 2 };  /* what progress.drawn says is on the screen */
 
-void progress_init(struct progress *p, int enabled)
+void progress_init(struct progress_bar *p, int enabled)
 {
 	p->enabled = enabled;
 	p->label = "";
@@ -16,14 +16,14 @@ void progress_init(struct progress *p, int enabled)
 	p->drawn = 0;
 }
 
-static void clear_line(struct progress *p)
+static void clear_line(struct progress_bar *p)
 {
 	if (p->drawn)
 		fputs("\r\033[K", stderr);
 	p->drawn = 0;
 }
 
-void progress_note(struct progress *p, const char *text)
+void progress_note(struct progress_bar *p, const char *text)
 {
 	if (!p->enabled)
 		return;
@@ -32,7 +32,7 @@ void progress_note(struct progress *p, const char *text)
 	p->drawn = NOTE;
 }
 
-void progress_begin(struct progress *p, const char *label)
+void progress_begin(struct progress_bar *p, const char *label)
 {
 	if (!p->enabled)
 		return;
@@ -42,7 +42,7 @@ void progress_begin(struct progress *p, const char *label)
 	p->shown = UINT64_MAX;
 }
 
-void progress_update(struct progress *p, uint64_t done, uint64_t total)
+void progress_update(struct progress_bar *p, uint64_t done, uint64_t total)
 {
 	double t, frac;
 	int fill;
@@ -62,7 +62,7 @@ void progress_update(struct progress *p, uint64_t done, uint64_t total)
 	p->drawn = BAR_LINE;
 }
 
-void progress_done(struct progress *p)
+void progress_done(struct progress_bar *p)
 {
 	/* A finished bar stays on the screen; a status note is cleared. */
 	if (p->drawn == BAR_LINE)

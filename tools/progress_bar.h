@@ -4,12 +4,12 @@
  * status text for phases without a byte count (planning). Shown only on a
  * terminal and without --quiet; otherwise every call does nothing.
  */
-#ifndef TOOLS_PROGRESS_H
-#define TOOLS_PROGRESS_H
+#ifndef TOOLS_PROGRESS_BAR_H
+#define TOOLS_PROGRESS_BAR_H
 
 #include <stdint.h>
 
-struct progress {
+struct progress_bar {
 	int enabled;
 	const char *label;
 	double last;
@@ -18,14 +18,14 @@ struct progress {
 };
 
 /* enabled: 1 to draw (the caller checks isatty and --quiet). */
-void progress_init(struct progress *p, int enabled);
+void progress_init(struct progress_bar *p, int enabled);
 
 /* A phase without a byte count: its text stays until the next call. */
-void progress_note(struct progress *p, const char *text);
+void progress_note(struct progress_bar *p, const char *text);
 
 /* A phase with a bar: label ("read"), then updates, then progress_done(). */
-void progress_begin(struct progress *p, const char *label);
-void progress_update(struct progress *p, uint64_t done, uint64_t total);
-void progress_done(struct progress *p);
+void progress_begin(struct progress_bar *p, const char *label);
+void progress_update(struct progress_bar *p, uint64_t done, uint64_t total);
+void progress_done(struct progress_bar *p);
 
 #endif
