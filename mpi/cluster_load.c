@@ -435,8 +435,8 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 		ret = mx_agree(&x, 0, NULL);
 	}
 	/* Only the executor delivers transfers to devices and converts them. */
-	if (!ret && !L.stream &&
-	    (m->executor || rl_loader_device_kind(ld) || plan_converts(plan, ck))) {
+	if (!ret && (L.stream || m->executor || rl_loader_device_kind(ld) ||
+		     plan_converts(plan, ck))) {
 		ret = mx_transport_load(&L);
 	} else if (!ret) {      /* batch.c */
 		ret = own_reads(&L);
