@@ -171,9 +171,13 @@ static const rl_transport_ops tp_ops = {
 	.progress = tp_progress,
 };
 
+/* A shard complete (own reads, or transfers agreed): the user's callback. */
 static void tp_shard(void *user, size_t shard)
 {
-	mx_report(user, shard);
+	struct rl_mpi *m = ((struct mx_load *)user)->x->m;
+
+	if (m->on_shard)
+		m->on_shard(m->user, shard);
 }
 
 /* On the calling thread while the rank reads: a failure elsewhere stops it. */
