@@ -308,11 +308,12 @@ test: check-deps all $(TEST_BIN) $(REPLAY_BIN)
 FIO_SAME_IO := $(if $(SAN),,tests/fio_same_io.py)
 
 # Structure checks (tests/check/): link-time calls per object file, the
-# #include graph of the sources, and repeated blocks of source.
+# #include graph of the sources, repeated blocks of source, and one
+# executor (mpi/ and _dist.py run none of their own).
 PYTHON ?= /usr/bin/python3
 check: all $(TEST_STATIC)
 	$(Q)RL_BUILD=$(BUILD) tests/run.sh tests/check/layers.py tests/check/dups.py \
-		tests/check/funclen.py tests/check/hooks.py
+		tests/check/funclen.py tests/check/hooks.py tests/check/one_executor.py
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=asan test

@@ -426,9 +426,7 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan)
 		return cm_err_set(&ld->err, RL_E_STATE,
 				  "plan built for statistics only (RL_PLAN_STATS_ONLY)");
 	pl_plan_exec(pp, &ex);
-	ret = ld_transport_refuses(ld);
-	if (ret == 0)
-		ret = run_exec(ld, &ex, 0, "");
+	ret = run_exec(ld, &ex, 0, "");
 	return ld_transport_run(ld, pp, plan->o.chunk, ret);
 }
 
@@ -464,9 +462,7 @@ int rl_loader_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec,
 	}
 	pp = plan->pl;
 	pl_plan_exec(pp, &ex);
-	ret = ld_transport_refuses(ld);
-	if (ret == 0)
-		ret = run_exec(ld, &ex, cm_now_s() - t0, why);
+	ret = run_exec(ld, &ex, cm_now_s() - t0, why);
 	ret = ld_transport_run(ld, pp, plan->o.chunk, ret);
 	if (ret < 0) {
 		rl_plan_destroy(plan);

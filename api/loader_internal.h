@@ -131,8 +131,5 @@ void ld_dev_free(rl_loader *ld);
  * RL_PLAN_CHUNK_BYTES, as rl_plan_build_batch); the run's result.
  * Without one, ret. */
 int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, int ret);
-/* transport.c: RL_E_STATE (ld->err set) when a transport is set on a
- * loader that streams to a piece callback (not to a device); else 0. */
-int ld_transport_refuses(rl_loader *ld);
 
 #endif /* API_LOADER_INTERNAL_H */

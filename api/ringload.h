@@ -880,8 +880,17 @@ int rl_loader_run(rl_loader *ld, const rl_plan *plan);
  * transport, then each received copy is staged in the loader's pinned
  * window pool, converted there if it converts, and copied to the device
  * asynchronously, half the pool at a time; a late copy error fails every
- * process); a loader streaming to a piece callback fails the run with
- * RL_E_STATE (agreed too): transfers fill shards out of window order.
+ * process); and streaming loads (RL_STAGING_STREAM with a piece
+ * callback): the own reads stream through the windows, then each copy of
+ * a payload, read here or received, is handed to the same callback, on
+ * the same thread, one call at a time: contiguous runs as one piece
+ * pointing into the payload, strided or converted runs packed, up to
+ * 1 MiB (and the budget) of whole runs per piece. These pieces have token
+ * 0 (nothing to release) and data valid only until the callback returns;
+ * every byte of every shard arrives in exactly one piece (own or
+ * transfer); a non-zero return fails the run on every process
+ * (RL_E_CANCELED, agreed). on_shard is not called, as in any streaming
+ * load.
  * Memory: the batch's payloads, read or received, at most
  * RL_PLAN_BATCH_BYTES, one batch at a time (and a device load's window
  * pool).
@@ -1264,8 +1273,9 @@ void rl_loader_destroy(rl_loader *ld);
  * shape text of rl_load_stats then says "reads up to N over
  * rl_loader_request_bytes() M: read per window"). A plan
  * with transfers (read once) streams the process's own reads: shards that
- * transfers fill get no pieces here (libringload_mpi hands their pieces
- * out as they are received). Expected SHA-256 values
+ * transfers fill get no pieces from them; with a transport set
+ * (rl_loader_set_transport) the transfers' pieces follow, as received or
+ * read, else moving them is the caller's. Expected SHA-256 values
  * (rl_loader_expect_sha256) are checked as in a whole load: each file the
  * plan reads whole is hashed across windows, in offset order, and the load
  * fails with RL_E_CHECKSUM (pieces already handed out stay valid until

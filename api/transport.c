@@ -3,7 +3,8 @@
  * transfers over it: the process's own reads agreed, then the read-once
  * executor (exec/xfer_exec.c) with host sinks over the run's staging and
  * over each batch buffer; onto a device loader's devices through its
- * pinned window pool (exec/xfer_dev.c).
+ * pinned window pool (exec/xfer_dev.c); a streaming loader's as pieces
+ * to its callback (xfer_pieces.c).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "loader_internal.h"
 #include "../sink/host.h"
 #include "../exec/xfer_dev.h"
+#include "xfer_pieces.h"
 
 int rl_loader_set_transport(rl_loader *ld, const rl_transport_ops *ops, void *user)
 {
@@ -168,12 +170,16 @@ static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_ex
 				  .on_shard = ld->opt.on_shard ? tp_shard : NULL };
 	struct sink_host host;
 	struct ex_xdev xd = { 0 };
+	struct ld_xpieces xp = { .pack = NULL };
 	uint8_t **staging = cm_calloc(ex->ndevs + 1, sizeof(*staging));
 	int ret;
 
 	if (staging && ld->deliver.dev) {
 		x.dst = dev_dst(ld, ex, &xd, &host);
 		x.on_shard = NULL; /* the device sink reports shards in place */
+	} else if (staging && ld->opt.staging_mode == RL_STAGING_STREAM) {
+		x.dst = ld_xpieces_init(&xp, ld, ex);
+		x.on_shard = NULL; /* pieces, not shards, as the own reads */
 	}
 	if (!staging || (ld->deliver.dev && !x.dst)) {
 		cm_free(staging);
@@ -183,11 +189,12 @@ static int transfers(rl_loader *ld, const struct pl_plan *pp, const struct pl_ex
 	}
 	for (unsigned d = 0; d < ex->ndevs && d < ld->last.nareas; d++)
 		staging[d] = ld->last.areas[d].ptr;
-	if (!ld->deliver.dev)
+	if (!x.dst)
 		x.dst = sink_host_init(&host, ex->ndevs, staging, ex->staging_bytes);
 	ret = ex_xfer_execute(&x, &ld->err);
 	ld->last.stats.bytes_read += x.read;
 	ld->last.stats.files_unchecked = ld->last.hash.unchecked;
+	ld_xpieces_free(&xp);
 	cm_free(staging);
 	return ret;
 }
@@ -209,13 +216,4 @@ int ld_transport_run(rl_loader *ld, const struct pl_plan *pp, uint64_t chunk, in
 	if (ret == 0)
 		cm_err_clear(&ld->err);
 	return ret;
-}
-
-int ld_transport_refuses(rl_loader *ld)
-{
-	if (!ld->opt.has_transport || ld->opt.staging_mode != RL_STAGING_STREAM ||
-	    ld->deliver.dev)
-		return 0;
-	return cm_err_set(&ld->err, RL_E_STATE,
-			  "read once over a transport: whole loads or device loads, not streaming to a piece callback (the transfers fill shards out of window order)");
 }

@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "execute.h"
 #include "transfers.h"
@@ -89,16 +90,25 @@ struct xrd {
 	struct cm_err e;            /* the reader's own failure */
 	int ret;
 	pthread_t th;
-	pthread_mutex_t mu;         /* ready and nready: pushed by the engine's workers */
+	pthread_mutex_t mu;         /* ready, nready and done's signal: pushed by the
+				     * engine's workers and the reader */
+	pthread_cond_t cv;          /* a payload read, or the reader done */
 	size_t *ready, nready, taken;
 	atomic_int done;            /* release: ret, e and ee's statistics written before */
 	atomic_int cancel;          /* relaxed: a hint the engine polls */
 };
 
-/* The calling thread's naps while the engine reads: short while the
- * transport has work (a fragment per call), up to 1 ms when not. */
+/*
+ * The calling thread sleeps until a payload is read or the reader ends
+ * (the reader signals), but while the transport has posted work it wakes
+ * after a bounded wait to call progress (a fragment per call): 20 us,
+ * doubling to 1 ms while nothing is read. With nothing pending it waits
+ * up to XF_IDLE_NS (a bound, not a poll: the reader's signal ends it).
+ * Before, it napped and polled the same way whatever the transport had.
+ */
 #define XF_NAP_MIN_NS 20000L
 #define XF_NAP_MAX_NS 1000000L
+#define XF_IDLE_NS 100000000L
 
 /*
  * A helper thread faults in the batch's destinations (the sink's prepare,
@@ -408,6 +418,7 @@ static void rd_shard(void *user, size_t shard)
 
 	pthread_mutex_lock(&r->mu);
 	r->ready[r->nready++] = shard;
+	pthread_cond_signal(&r->cv);
 	pthread_mutex_unlock(&r->mu);
 }
 
@@ -426,7 +437,11 @@ static void *rd_main(void *arg)
 	struct xrd *r = arg;
 
 	r->ret = ex_execute(&r->ee, &r->e);
+	/* Under the lock: the calling thread checks done before it waits. */
+	pthread_mutex_lock(&r->mu);
 	atomic_store_explicit(&r->done, 1, memory_order_release);
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
 	return NULL;
 }
 
@@ -460,24 +475,55 @@ static void xb_progress(struct xb *q, struct xrd *r)
 	q->complete = p == 1;
 }
 
+/* Waits up to ns for a payload read since the last xb_serve or the
+ * reader's end (the monotonic clock of r->cv). */
+static void rd_wait(struct xrd *r, long ns)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += (t.tv_nsec + ns) / 1000000000L;
+	t.tv_nsec = (t.tv_nsec + ns) % 1000000000L;
+	pthread_mutex_lock(&r->mu);
+	while (r->nready == r->taken && !atomic_load_explicit(&r->done, memory_order_relaxed))
+		if (pthread_cond_timedwait(&r->cv, &r->mu, &t))
+			break;  /* ETIMEDOUT */
+	pthread_mutex_unlock(&r->mu);
+}
+
 /* Until the reader ends: payloads sent as they are read, the transport
- * driven between them. */
+ * driven between them while it has work. */
 static void xb_drive(struct xb *q, struct xs *s, struct xrd *r)
 {
-	struct timespec nap = { 0, XF_NAP_MIN_NS };
+	long nap = XF_NAP_MIN_NS;
 
 	while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
 		size_t n = xb_serve(q, s, r);
+		int pending;
 
 		xb_progress(q, r);
+		pending = q->x->t->progress && !q->complete && !q->terr;
 		if (n) {
-			nap.tv_nsec = XF_NAP_MIN_NS;
+			nap = XF_NAP_MIN_NS;
 			continue;
 		}
-		nanosleep(&nap, NULL);
-		if (q->complete || !q->x->t->progress)
-			nap.tv_nsec = CM_MIN(nap.tv_nsec * 2, XF_NAP_MAX_NS);
+		rd_wait(r, pending ? nap : XF_IDLE_NS);
+		if (pending)
+			nap = CM_MIN(nap * 2, XF_NAP_MAX_NS);
 	}
+}
+
+/* A condition variable on the monotonic clock (rd_wait's deadlines). */
+static int rd_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t a;
+	int ret;
+
+	if (pthread_condattr_init(&a))
+		return -1;
+	ret = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) || pthread_cond_init(cv, &a);
+	pthread_condattr_destroy(&a);
+	return ret ? -1 : 0;
 }
 
 /* Reads the payloads rooted here, each sent (and copied into this
@@ -493,6 +539,11 @@ static int xb_read_and_send(struct xb *q, struct xs *s)
 	if (!(r.ready = cm_mallocarray(q->bex.nshards + 1, sizeof(*r.ready))))
 		return cm_err_set(q->e, -ENOMEM, "read once: out of memory");
 	pthread_mutex_init(&r.mu, NULL);
+	if (rd_cond_init(&r.cv)) {
+		pthread_mutex_destroy(&r.mu);
+		cm_free(r.ready);
+		return cm_err_set(q->e, -ENOMEM, "read once: no condition variable");
+	}
 	atomic_init(&r.done, 0);
 	atomic_init(&r.cancel, 0);
 	cm_err_clear(&r.e);
@@ -506,6 +557,7 @@ static int xb_read_and_send(struct xb *q, struct xs *s)
 		pthread_join(r.th, NULL);
 	}
 	xb_serve(q, s, &r);
+	pthread_cond_destroy(&r.cv);
 	pthread_mutex_destroy(&r.mu);
 	cm_free(r.ready);
 	x->read += r.ee.stats.bytes_read;

@@ -8,17 +8,12 @@
  *   plan      each rank plans its process; the mesh has as many processes
  *             as the communicator ranks; every rank built the same
  *             transfers (digest, allgather);
- *   own       each rank reads what it reads for itself, with the caller's
- *             loader (failure notes cancel it early);
- *   batches   the transfers, batch by batch: a whole load's in the library's
- *             read-once executor over the MPI transport (transport_mpi.c,
- *             with its own part: RL_MPI_EXECUTOR 1, the default); a
- *             streaming load's, or with RL_MPI_EXECUTOR 0, in batch.c.
- *
- * With RL_MPI_EXECUTOR, and always for a loader with a device (its
- * transfers land in device memory) or a plan that converts dtypes (its
- * transfers' copies convert), own and batches are one run of the
- * library's read-once executor over the MPI transport (transport_mpi.c).
+ *   load      the rank's own reads, then the transfers batch by batch, in
+ *             one run of the library's read-once executor over the MPI
+ *             transport (transport_mpi.c): whole loads, device loads,
+ *             loads that convert dtypes, and streaming loads (the
+ *             transfers' bytes as pieces; the ranks plan with the least
+ *             budget of those that stream, mx_stream_begin).
  *
  * Also the rl_mpi handle: parameters, callbacks, errors, statistics.
  */
@@ -30,6 +25,7 @@
 #include "mx.h"
 
 #define TIMEOUT_MS_DEFAULT 600000
+#define MX_PAGE 4096u
 
 rl_mpi *rl_mpi_create(void)
 {
@@ -40,7 +36,6 @@ rl_mpi *rl_mpi_create(void)
 	m->timeout_ms = TIMEOUT_MS_DEFAULT;
 	m->max_msg = INT_MAX;
 	m->failed_rank = -1;
-	m->executor = 1;
 	if (!(m->tld = rl_loader_create())) {
 		free(m);
 		return NULL;
@@ -76,10 +71,13 @@ int rl_mpi_set(rl_mpi *m, rl_mpi_param param, int64_t v)
 		m->max_msg = v;
 		return 0;
 	case RL_MPI_EXECUTOR:
-		if (v != 0 && v != 1)
-			return mx_err(m, RL_E_INVALID_ARG, "RL_MPI_EXECUTOR %lld not 0 or 1",
+		if (v == 0)
+			return mx_err(m, RL_E_INVALID_ARG, "RL_MPI_EXECUTOR 0: libringload_mpi's own "
+				      "batch loop was removed; every load runs the library's "
+				      "read-once executor (1)");
+		if (v != 1)
+			return mx_err(m, RL_E_INVALID_ARG, "RL_MPI_EXECUTOR %lld not 1",
 				      (long long)v);
-		m->executor = (int)v;
 		return 0;
 	}
 	return mx_err(m, RL_E_INVALID_ARG, "unknown MPI parameter %d", (int)param);
@@ -256,91 +254,62 @@ static int check_transfers(struct mx *x, const rl_plan *plan)
 		      q);
 }
 
-/* Bytes the transfers bring each shard, and the staging they land in. */
-static int prepare_transfers(struct mx_load *L)
+/* This rank's budget when ld streams to the piece callback, else
+ * UINT64_MAX (a whole load, or a device loader: it streams to its
+ * devices). */
+static uint64_t own_budget(struct mx *x, rl_loader *ld)
 {
-	size_t nsh = rl_plan_num_shards(L->plan);
-	unsigned ndev = rl_plan_num_devices(L->plan);
+	int64_t mode = 0;
 
-	L->shard_want = calloc(nsh + 1, sizeof(uint64_t));
-	L->shard_have = calloc(nsh + 1, sizeof(uint64_t));
-	L->staging = calloc(ndev + 1, sizeof(*L->staging));
-	if (!L->shard_want || !L->shard_have || !L->staging ||
-	    mx_queue_init(&L->q, rl_plan_num_transfers(L->plan)))
-		return -ENOMEM;
-	for (unsigned d = 0; d < ndev; d++)
-		L->staging[d] = rl_loader_staging(L->ld, d, NULL);
-	for (size_t t = 0; t < rl_plan_num_transfers(L->plan); t++) {
-		rl_transfer_info ti;
-
-		rl_plan_transfer(L->plan, t, &ti);
-		for (size_t j = 0; j < ti.ncopies; j++) {
-			rl_copy_info c;
-
-			rl_plan_transfer_copy(L->plan, t, j, &c);
-			L->shard_want[c.shard] += c.count * c.len;
-		}
-	}
-	return 0;
+	if (rl_loader_get(ld, RL_OPT_STAGING, &mode) || mode != RL_STAGING_STREAM ||
+	    rl_loader_device_kind(ld))
+		return UINT64_MAX;
+	if (!x->m->on_piece)
+		mx_fail(x, RL_E_STATE, "a streaming loader (RL_STAGING_STREAM) needs "
+			"rl_mpi_set_piece_callback()");
+	return (uint64_t)rl_loader_budget(ld);
 }
 
-static void own_shard(void *user, size_t shard)
+/* Lowers plan parameter param to v when it is above. */
+static int at_most(rl_plan *plan, rl_plan_param param, uint64_t v)
 {
-	mx_report(user, shard);
+	int64_t now = 0;
+
+	rl_plan_get(plan, param, &now);
+	return (uint64_t)now > v ? rl_plan_set(plan, param, (int64_t)v) : 0;
 }
 
-/* On the calling thread while the rank reads: a failure elsewhere stops it. */
-static int own_progress(void *user, uint64_t done, uint64_t total)
-{
-	struct mx_load *L = user;
-
-	(void)done;
-	(void)total;
-	return mx_poll(L->x);
-}
-
-/* The rank's own reads, into the caller's loader and staging. */
-static int own_reads(struct mx_load *L)
+/*
+ * The ranks agree on the least budget of those that stream (one
+ * allreduce) and plan batches of at most that many payload bytes
+ * (RL_PLAN_BATCH_BYTES, which also cuts transfers that long) and requests
+ * of at most a 32nd of it (RL_PLAN_CHUNK_BYTES, as a streaming loader's
+ * rl_loader_request_bytes(): a read at a window's edge is read for both
+ * windows): every plan stays alike, whatever the budgets, and a rank's
+ * bytes in transit (the payloads it reads and receives in a batch) stay
+ * under every rank's budget. No deadlock can come of it: a batch's
+ * receives are all posted before its reads, and no rank waits on a
+ * release to receive (transfer pieces hold no window).
+ */
+int mx_stream_begin(struct mx_load *L)
 {
 	struct mx *x = L->x;
-	rl_load_stats ls = { .size = sizeof(ls) };
-	double t0 = mx_now();
+	uint64_t mine = own_budget(x, L->ld), least = UINT64_MAX, chunk;
+	MPI_Request r;
 	int ret;
 
-	rl_loader_set_callbacks(L->ld, own_shard, own_progress, L);
-	if (L->stream)
-		rl_loader_set_piece_callback(L->ld, x->m->on_piece, x->m->piece_user);
-	ret = rl_loader_run(L->ld, L->plan);
-	if (L->stream)
-		rl_loader_set_piece_callback(L->ld, NULL, NULL);
-	if (ret && !(ret == RL_E_CANCELED && x->peer_failed))
-		mx_fail(x, ret, "%s", rl_loader_errmsg(L->ld));
-	if (!ret && !rl_loader_get_stats(L->ld, &ls))
-		L->st.bytes_read += ls.bytes_read;
-	L->st.read_seconds = mx_now() - t0;
-	if (!ret && prepare_transfers(L))
-		mx_fail(x, -ENOMEM, "out of memory");
-	return mx_agree(x, 0, NULL);
-}
-
-/* Every batch; then every shard transfers fill must be complete. */
-static int transfers(struct mx_load *L)
-{
-	uint64_t nb = 0;
-	double t0 = mx_now();
-	int ret = 0;
-
-	rl_plan_transfer_summary(L->plan, NULL, &nb, NULL);
-	L->st.batches = nb;
-	for (uint64_t b = 0; b < nb && !ret; b++)
-		ret = mx_batch(L, b);
-	for (size_t s = 0; !ret && s < rl_plan_num_shards(L->plan); s++)
-		if (L->shard_have[s] != L->shard_want[s])
-			ret = mx_err(L->x->m, RL_E_STATE, "shard %zu: transfers brought %llu of %llu bytes",
-				     s, (unsigned long long)L->shard_have[s],
-				     (unsigned long long)L->shard_want[s]);
-	L->st.transfer_seconds = mx_now() - t0;
-	return ret;
+	L->stream = mine != UINT64_MAX;
+	if (MPI_Iallreduce(&mine, &least, 1, MPI_UINT64_T, MPI_MIN, x->comm, &r) != MPI_SUCCESS)
+		return mx_fail(x, RL_E_MPI, "MPI_Iallreduce failed");
+	if ((ret = mx_wait(x, &r, 1, "the other ranks' staging budgets", NULL, NULL)))
+		return ret;
+	if (least == UINT64_MAX)
+		return 0;       /* nobody streams: batches as planned */
+	chunk = MX_MAX(least / 32 / MX_PAGE * MX_PAGE, MX_PAGE);
+	if ((ret = at_most(L->plan, RL_PLAN_BATCH_BYTES, least)) ||
+	    (ret = at_most(L->plan, RL_PLAN_CHUNK_BYTES, chunk)))
+		return mx_fail(x, ret, "%s", rl_plan_errmsg(L->plan));
+	return 0;
 }
 
 /* Every rank's statistics, for rl_mpi_get_stats(). */
@@ -390,16 +359,6 @@ static int plan_converts(const rl_plan *plan, const rl_ckpt *ck)
 	return 0;
 }
 
-static void load_free(struct mx_load *L)
-{
-	mx_queue_free(&L->q);
-	free(L->shard_want);
-	free(L->shard_have);
-	free(L->staging);
-	free(L->buf);
-	free(L->pack);
-}
-
 int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm comm,
 		rl_plan *plan, rl_mpi *m)
 {
@@ -434,22 +393,14 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 			"its transfers' pieces move as stored; load whole or to a device");
 		ret = mx_agree(&x, 0, NULL);
 	}
-	/* Only the executor delivers transfers to devices and converts them. */
-	if (!ret && !L.stream &&
-	    (m->executor || rl_loader_device_kind(ld) || plan_converts(plan, ck))) {
+	if (!ret)
 		ret = mx_transport_load(&L);
-	} else if (!ret) {      /* batch.c */
-		ret = own_reads(&L);
-		if (!ret)
-			ret = transfers(&L);
-	}
 	if (!ret)
 		ret = mx_verify(&x, ck);
 	L.st.total_seconds = mx_now() - t0;
 	if (!ret)
 		ret = gather_stats(&L);
 	rl_loader_set_callbacks(ld, NULL, NULL, NULL);
-	load_free(&L);
 	mx_end(&x);
 	return ret;
 }

@@ -16,8 +16,9 @@
  *
  * Threads: MPI is called only from the thread that calls these functions,
  * which must be the thread that initialized MPI with at least
- * MPI_THREAD_FUNNELED. The engine's threads hand their completions to it
- * through a queue. Conventions as in ringload.h: >= 0 or a negative code,
+ * MPI_THREAD_FUNNELED. The library's read-once executor (ringload.h,
+ * rl_loader_set_transport) reads on its own threads and makes every MPI
+ * call of the transfers on this one. Conventions as in ringload.h: >= 0 or a negative code,
  * a message in rl_mpi_errmsg(), destroy accepts NULL.
  *
  * A hang is the one failure an MPI job cannot report: a rank that waits
@@ -47,26 +48,22 @@ void rl_mpi_destroy(rl_mpi *m);
 typedef enum rl_mpi_param {
 	RL_MPI_TIMEOUT_MS = 1,     /* no progress this long while waiting: abort (default 600000) */
 	RL_MPI_MESSAGE_BYTES = 2,  /* largest message; larger payloads are split (default INT_MAX) */
-	RL_MPI_EXECUTOR = 3,       /* 1 (default): a whole load's transfers run in the library's
-				    * read-once executor over an MPI rl_transport_ops
-				    * (rl_loader_set_transport), read by the loader given to
-				    * rl_mpi_load(); 0: this library's own batch loop, kept for one
-				    * release (as fast on mpi_bench: docs/cluster.md). Streaming
-				    * loads always use their own loop; a loader with a device
-				    * (rl_loader_set_device), or a plan converting dtypes, always
-				    * the executor. */
+	RL_MPI_EXECUTOR = 3,       /* 1, the default and the only value: every load's
+				    * transfers run in the library's read-once executor over
+				    * an MPI rl_transport_ops (rl_loader_set_transport), read by
+				    * the loader given to rl_mpi_load(). 0 (this library's own
+				    * batch loop, removed in 0.2.0) is RL_E_INVALID_ARG. */
 } rl_mpi_param;
 
 /* Sets a parameter. Returns 0, or RL_E_INVALID_ARG naming the bound. */
 int rl_mpi_set(rl_mpi *m, rl_mpi_param param, int64_t value);
 
 /*
- * The loader that reads the payloads this rank sends (one run per batch,
- * into a buffer m owns): configure it like the one given to
- * rl_mpi_load() (backend, queue depth, ...). With RL_MPI_EXECUTOR 1, a
- * whole load reads them with the loader given to rl_mpi_load() itself and
- * does not use this one. Owned by m; its staging mode and callbacks are
- * set by rl_mpi_load(). Never NULL for a valid m.
+ * A loader owned by m, kept for the ABI: it read the payloads this rank
+ * sends in the batch loop removed in 0.2.0. Nothing uses it now: the
+ * payloads are read with the options of the loader given to
+ * rl_mpi_load(), and what is set on this one has no effect. Never NULL
+ * for a valid m.
  */
 rl_loader *rl_mpi_transfer_loader(rl_mpi *m);
 
@@ -86,7 +83,8 @@ int rl_mpi_set_callbacks(rl_mpi *m, rl_shard_fn on_shard, void *user);
  * calls at once. Pieces of the rank's own reads come from its loader's
  * windows (release them with rl_loader_release(ld, piece), as for
  * rl_loader_run()); pieces of transfers have token 0 and their data is
- * valid only until the callback returns (the batch's buffer is reused).
+ * valid only until the callback returns (the batch's buffer is reused;
+ * strided runs are packed, at most 1 MiB per piece).
  * A non-zero return fails the load on every rank. The ranks agree on the
  * least budget of the ranks that stream and plan batches of at most that
  * many payload bytes, so budgets may differ (docs/cluster.md). Returns 0

@@ -1,7 +1,7 @@
 /*
  * transport_mpi.c - the MPI transport: rl_transport_ops over the call's
  * private communicator (mx.c), so that the library's read-once executor
- * (exec/xfer_exec.c, through rl_loader_run) runs a whole load's batches.
+ * (exec/xfer_exec.c, through rl_loader_run) runs a load's batches.
  *
  *   send/recv  a payload travels in messages of at most
  *              RL_MPI_MESSAGE_BYTES, in order, on one tag (the transfer's
@@ -16,7 +16,8 @@
  *              message) travel to every rank, which all return the same
  *              error.
  *
- * Streaming loaders keep the batch loop of batch.c (pieces, not shards).
+ * A streaming loader's transfers reach its piece callback through the
+ * same run (the library hands them out as pieces).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -170,9 +171,13 @@ static const rl_transport_ops tp_ops = {
 	.progress = tp_progress,
 };
 
+/* A shard complete (own reads, or transfers agreed): the user's callback. */
 static void tp_shard(void *user, size_t shard)
 {
-	mx_report(user, shard);
+	struct rl_mpi *m = ((struct mx_load *)user)->x->m;
+
+	if (m->on_shard)
+		m->on_shard(m->user, shard);
 }
 
 /* On the calling thread while the rank reads: a failure elsewhere stops it. */
@@ -194,6 +199,8 @@ int mx_transport_load(struct mx_load *L)
 	int ret;
 
 	rl_loader_set_callbacks(L->ld, tp_shard, tp_reading, L);
+	if (L->stream)
+		rl_loader_set_piece_callback(L->ld, L->x->m->on_piece, L->x->m->piece_user);
 	if ((ret = rl_loader_set_transport(L->ld, &tp_ops, &t))) {
 		mx_fail(L->x, ret, "%s", rl_loader_errmsg(L->ld));
 		ret = mx_agree(L->x, 0, NULL);
@@ -201,6 +208,8 @@ int mx_transport_load(struct mx_load *L)
 		ret = rl_loader_run(L->ld, L->plan);
 	}
 	rl_loader_set_transport(L->ld, NULL, NULL);
+	if (L->stream)
+		rl_loader_set_piece_callback(L->ld, NULL, NULL);
 	/* Every failure went through an agreement: m->err says it alike. */
 	if (!ret && !rl_loader_get_stats(L->ld, &ls))
 		L->st.bytes_read += ls.bytes_read;

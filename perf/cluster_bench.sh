@@ -8,9 +8,7 @@
 # the page cache is dropped before every run. Prints a markdown table of
 # medians: the slowest rank's seconds (checkpoint open to every shard in
 # memory), the whole mpirun's wall seconds, and bytes read in the cluster
-# against the checkpoint. MODES adds "old-loop": read once through
-# libringload_mpi's old batch loop (mpi_bench --old-loop, RL_MPI_EXECUTOR
-# 0) instead of the library's executor, interleaved with the others. The
+# against the checkpoint. MODES picks the modes (default both). The
 # modes' order alternates round by round (a run that follows one that
 # freed gigabytes pays this VM's slow faults), and with PRIME=1 (default)
 # build/perf/bench_fill touches the ranks' memory (np x the checkpoint)
@@ -58,8 +56,7 @@ run() {         # np mode round: one JSON line into the mode's file
 	case $mode in
 	independent) ;;
 	once) flags=--read-once ;;
-	old-loop) flags="--read-once --old-loop" ;;
-	*) die "MODES: independent, once or old-loop, not '$mode'" ;;
+	*) die "MODES: independent or once, not '$mode'" ;;
 	esac
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
@@ -86,8 +83,7 @@ done
 python3 - "$out" "$size" "$rounds" "$modes" $nps <<'PY'
 import json, statistics, sys
 out, size, rounds, modes, nps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5:]
-names = {"independent": "independent loads", "once": "--read-once",
-         "old-loop": "--read-once, old loop"}
+names = {"independent": "independent loads", "once": "--read-once"}
 def med(np, mode, key):
     rows = [json.loads(l) for l in open(f"{out}/{np}-{mode}.jsonl")]
     return statistics.median(r[key] for r in rows)

@@ -7,12 +7,9 @@
  *
  *   mpirun -np N build/perf/mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B]
  *                                      [--batch-bytes N] [--workers N]
- *                                      [--executor | --old-loop]
  *
- * Whole loads' transfers run in the library's read-once executor over
- * the MPI transport (RL_MPI_EXECUTOR 1, the default; --executor sets it
- * explicitly); --old-loop: libringload_mpi's own batch loop
- * (RL_MPI_EXECUTOR 0, kept for one release).
+ * The transfers run in the library's read-once executor over the MPI
+ * transport. --batch-bytes takes plain bytes (no K/M/G suffix).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,7 +31,7 @@ static int backend_of(const char *name)
 int main(int argc, char **argv)
 {
 	const char *path = NULL, *spec_path = NULL;
-	int read_once = 0, executor = 0, backend = 0, provided, rank, size, ret;
+	int read_once = 0, backend = 0, provided, rank, size, ret;
 	long long batch = 0, workers = 0;
 	rl_ckpt *ck;
 	rl_spec *spec;
@@ -47,10 +44,6 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--read-once"))
 			read_once = 1;
-		else if (!strcmp(argv[i], "--executor"))
-			executor = 1;
-		else if (!strcmp(argv[i], "--old-loop"))
-			executor = -1;
 		else if (!strcmp(argv[i], "--spec") && i + 1 < argc)
 			spec_path = argv[++i];
 		else if (!strcmp(argv[i], "--batch-bytes") && i + 1 < argc)
@@ -63,7 +56,7 @@ int main(int argc, char **argv)
 			path = argv[i];
 	}
 	if (!path || backend < 0) {
-		fprintf(stderr, "usage: mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B] [--batch-bytes N] [--workers N] [--executor | --old-loop]\n");
+		fprintf(stderr, "usage: mpi_bench CKPT [--spec SPEC] [--read-once] [--backend B] [--batch-bytes N] [--workers N]\n");
 		return 2;
 	}
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -74,16 +67,12 @@ int main(int argc, char **argv)
 	plan = rl_plan_create();
 	ld = rl_loader_create();
 	m = rl_mpi_create();
-	if (m && executor)
-		rl_mpi_set(m, RL_MPI_EXECUTOR, executor > 0);
 	rl_loader_set(ld, RL_OPT_BACKEND, backend);
-	rl_loader_set(rl_mpi_transfer_loader(m), RL_OPT_BACKEND, backend);
 	rl_plan_set(plan, RL_PLAN_READ_ONCE, read_once);
 	if (batch)
 		rl_plan_set(plan, RL_PLAN_BATCH_BYTES, batch);
 	if (workers) {
 		rl_loader_set(ld, RL_OPT_WORKERS, workers);
-		rl_loader_set(rl_mpi_transfer_loader(m), RL_OPT_WORKERS, workers);
 	}
 	rl_plan_set(plan, RL_PLAN_ALL_STATS, 0);
 	MPI_Barrier(MPI_COMM_WORLD);

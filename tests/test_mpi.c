@@ -518,28 +518,24 @@ static int per_rank_copies(const char *ck, const char *name, int np)
 }
 
 /*
- * RL_MPI_EXECUTOR 0 (--old-loop), kept for one release: the old batch
- * loop still loads whole checkpoints byte-exact, np = 2 and 3, every
- * backend and sharding kind (the other tests run the default executor).
+ * RL_MPI_EXECUTOR 0 (--old-loop) asked for libringload_mpi's own batch
+ * loop, now removed: rl_mpi_set refuses it with RL_E_INVALID_ARG and a
+ * line saying so, on every rank (before, the loop ran).
  */
-static void old_loop_equals_single_process_loads(void)
+static void old_loop_refused(void)
 {
-	static const char *const backends[] = { "io_uring", "libaio", "pread" };
-	const char *why;
-	char extra[256], name[64];
+	const char *ck;
+	char args[4096], key[64];
 
 	NEED_MPI();
-	for (int np = 2; np <= 3; np++)
-		for (int b = 0; b < 3; b++) {
-			int kind = (np + b + 1) % 4, files = 1 + (int)(th_rand() % 3);
-			uint64_t read = 0, unique = 0;
-
-			snprintf(name, sizeof(name), "ol%d%d", np, b);
-			snprintf(extra, sizeof(extra), "--read-once --old-loop --backend %s --batch %d "
-				 "--timeout-ms 60000", backends[b], 200000 + (int)(th_rand() % 2000000));
-			why = load_and_compare(name, "3M", files, np, kind, extra, &read, &unique);
-			CHECKF(!why, "np %d %s kind %d: %s: %s", np, backends[b], kind, why, out);
-		}
+	ck = make_ckpt("olr", "1M", 1, 23);
+	CHECK(ck);
+	snprintf(args, sizeof(args), "%s --read-once --old-loop", ck);
+	CHECKF(mpirun(2, args, out) != 0, "%s", out);
+	for (int r = 0; r < 2; r++) {
+		snprintf(key, sizeof(key), "rank %d error %d: RL_MPI_EXECUTOR 0", r, RL_E_INVALID_ARG);
+		CHECKF(strstr(out, key) && strstr(out, "batch loop was removed"), "%s", out);
+	}
 }
 
 /*
@@ -1144,7 +1140,7 @@ int main(void)
 	th_seed();
 	RUN(read_once_equals_single_process_loads);
 	RUN(executor_equals_single_process_loads_and_fails_alike);
-	RUN(old_loop_equals_single_process_loads);
+	RUN(old_loop_refused);
 	RUN(plain_mpi_load_reads_per_process);
 	RUN(streaming_read_once_equals_single_process_loads);
 	RUN(streaming_strided_copies_of_several_packs);

@@ -6,14 +6,16 @@
  * barrier). Every process's shards must equal a plain load's byte for
  * byte, every shard reported once, and the cluster must read less than
  * the plain loads together, onto host staging, onto the test build's
- * device kind (testdev) or onto CUDA through the fake driver; a failure on one process (its own reads, a
- * send, a device copy, a refused streaming loader) fails every process,
- * none hangs. Every backend, 1 and 3 workers.
+ * device kind (testdev) or onto CUDA through the fake driver, or as
+ * pieces of a streaming loader's callback; a failure on one process (its
+ * own reads, a send, a device copy, a piece callback) fails every
+ * process, none hangs. Every backend, 1 and 3 workers.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -296,6 +298,17 @@ static const char *spec_json = spec_split;
 static int64_t batch_bytes = 5000;
 static const rl_transport_ops *cur_ops;
 
+/* A streaming process's pieces, reassembled by shard: each byte's
+ * count, the transfers' pieces (token 0), the callback's thread. */
+struct pieces {
+	uint8_t *buf[256], *cov[256];
+	unsigned xfer;              /* transfer pieces of non-zero length */
+	int fail_at;                /* fail the fail_at-th of them (0: none) */
+	atomic_int inside;          /* a call running: two at once is a bug */
+	pthread_t th;               /* the thread running the load */
+	char bad[160];              /* the first broken promise */
+};
+
 struct proc {
 	struct hub *h;
 	struct tport t;
@@ -304,6 +317,7 @@ struct proc {
 	int ret;
 	char err[512];
 	unsigned calls[256];
+	struct pieces pc;
 };
 
 struct cluster {
@@ -387,6 +401,10 @@ static void cluster_free(struct cluster *c)
 		rl_loader_destroy(c->p[r].ld);
 		rl_plan_destroy(c->p[r].plan);
 		free(c->p[r].t.recv);
+		for (int s = 0; s < 256; s++) {
+			free(c->p[r].pc.buf[s]);
+			free(c->p[r].pc.cov[s]);
+		}
 	}
 	rl_spec_destroy(c->spec);
 	rl_ckpt_destroy(c->ck);
@@ -410,6 +428,7 @@ static void *proc_main(void *arg)
 {
 	struct proc *p = arg;
 
+	p->pc.th = pthread_self();
 	p->ret = p->t.me == starter ? start_and_pull(p) : rl_loader_run(p->ld, p->plan);
 	snprintf(p->err, sizeof(p->err), "%s", rl_loader_errmsg(p->ld));
 	return NULL;
@@ -745,7 +764,167 @@ static void failed_send_fails_everyone(void)
 	cluster_free(&c);
 }
 
-static void streaming_refused_everywhere(void)
+/*
+ * Piece callback of a streaming process: the piece lands in its shard's
+ * buffer and counts its bytes there; own pieces (windows) are released
+ * at once, transfer pieces (token 0) are valid only now. Records the
+ * first broken promise: another thread, two calls at once, a piece
+ * outside its shard.
+ */
+static int on_piece(void *user, const rl_piece *pc)
+{
+	struct proc *p = user;
+	struct pieces *q = &p->pc;
+	rl_shard_info si;
+	int ret = 0;
+
+	if (atomic_fetch_add(&q->inside, 1) && !q->bad[0])
+		snprintf(q->bad, sizeof(q->bad), "two piece calls at once");
+	if (!pthread_equal(pthread_self(), q->th) && !q->bad[0])
+		snprintf(q->bad, sizeof(q->bad), "a piece on another thread");
+	if (pc->shard >= 256 || rl_plan_shard(p->plan, pc->shard, &si) ||
+	    pc->offset > si.nbytes || pc->length > si.nbytes - pc->offset ||
+	    pc->device != si.device || (pc->length && !pc->data)) {
+		if (!q->bad[0])
+			snprintf(q->bad, sizeof(q->bad), "piece of shard %zu at %llu, %llu bytes: outside",
+				 pc->shard, (unsigned long long)pc->offset,
+				 (unsigned long long)pc->length);
+	} else if (pc->length) {
+		if (!q->buf[pc->shard]) {
+			q->buf[pc->shard] = malloc(si.nbytes);
+			q->cov[pc->shard] = calloc(si.nbytes, 1);
+		}
+		if (q->buf[pc->shard] && q->cov[pc->shard]) {
+			memcpy(q->buf[pc->shard] + pc->offset, pc->data, pc->length);
+			for (uint64_t k = 0; k < pc->length; k++)
+				q->cov[pc->shard][pc->offset + k]++;
+		}
+		if (!pc->token && ++q->xfer == (unsigned)q->fail_at)
+			ret = 1;
+	}
+	if (pc->token && rl_loader_release(p->ld, pc) && !q->bad[0])
+		snprintf(q->bad, sizeof(q->bad), "release refused: %s", rl_loader_errmsg(p->ld));
+	atomic_fetch_sub(&q->inside, 1);
+	return ret;
+}
+
+/* Process p streams to on_piece under a 64 KiB budget. */
+static int set_streaming(struct proc *p)
+{
+	return rl_loader_set(p->ld, RL_OPT_STAGING, RL_STAGING_STREAM) ||
+	       rl_loader_set(p->ld, RL_OPT_STAGING_BUDGET, 64 << 10) ||
+	       rl_loader_set_piece_callback(p->ld, on_piece, p) ? -1 : 0;
+}
+
+/* Streaming process p's pieces equal a plain load's shards (ref, rp),
+ * every byte in exactly one piece. NULL, or what differs. */
+static const char *pieces_as_plain(struct proc *p, rl_loader *ref, const rl_plan *rp,
+				   char *why, size_t cap)
+{
+	size_t n = rl_plan_num_shards(p->plan);
+
+	if (p->pc.bad[0])
+		return p->pc.bad;
+	if (n != rl_plan_num_shards(rp) || n > 256)
+		return "another number of shards";
+	for (size_t s = 0; s < n; s++) {
+		rl_shard_info a, b;
+		const uint8_t *gb;
+
+		rl_plan_shard(p->plan, s, &a);
+		rl_plan_shard(rp, s, &b);
+		gb = (const uint8_t *)rl_loader_staging(ref, b.device, NULL) + b.offset;
+		if (!a.nbytes)
+			continue;
+		if (!p->pc.buf[s] || !p->pc.cov[s]) {
+			snprintf(why, cap, "shard %zu (%s): no piece", s, a.name);
+			return why;
+		}
+		for (uint64_t k = 0; k < a.nbytes; k++)
+			if (p->pc.cov[s][k] != 1) {
+				snprintf(why, cap, "shard %zu (%s): byte %llu in %u pieces", s, a.name,
+					 (unsigned long long)k, p->pc.cov[s][k]);
+				return why;
+			}
+		if (memcmp(p->pc.buf[s], gb, a.nbytes)) {
+			snprintf(why, cap, "shard %zu (%s) differs from a plain load's", s, a.name);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* Processes in mask stream, the others load whole: each equals its plain
+ * load, and the streaming ones got transfer pieces. */
+static void stream_equals_plain_load_as(const char *spec, unsigned mask)
+{
+	struct rt t[NT];
+	struct cluster c;
+	uint8_t *file = cl_dtype < 0 ? write_ckpt(tmp_path("tps.safetensors"), t) : NULL;
+	char why[256];
+	int ret;
+
+	CHECK(file || (cl_dtype >= 0 && write_dtype_ckpt(tmp_path("tps.safetensors")) == 0));
+	free(file);
+	spec_json = spec;
+	ret = cluster_init(&c, tmp_path("tps.safetensors"));
+	spec_json = spec_split;
+	CHECK(ret == 0);
+	for (int r = 0; r < NP; r++)
+		CHECK(!(mask >> r & 1) || set_streaming(&c.p[r]) == 0);
+	CHECK(cluster_run(&c) == 0);
+	for (int r = 0; r < NP; r++) {
+		rl_loader *ref = new_loader();
+		rl_plan *rp = NULL;
+		const char *bad;
+
+		CHECKF(c.p[r].ret == 0, "process %d: %s", r, c.p[r].err);
+		CHECK(ref && rl_loader_load(ref, c.ck, c.spec, r, &rp) == 0);
+		bad = mask >> r & 1 ? pieces_as_plain(&c.p[r], ref, rp, why, sizeof(why)) :
+		      same_as_plain(&c.p[r], ref, rp, why, sizeof(why));
+		CHECKF(!bad, "process %d: %s", r, bad);
+		CHECKF(!(mask >> r & 1) || c.p[r].pc.xfer > 0, "process %d: no transfer piece", r);
+		rl_plan_destroy(rp);
+		rl_loader_destroy(ref);
+	}
+	cluster_free(&c);
+}
+
+/*
+ * Streaming loaders over a transport (every process, or one among whole
+ * loads; split shards with strided transfer copies, and whole tensors):
+ * the transfers' bytes come as pieces of the same callback, and every
+ * byte of every shard arrives once, equal to a plain load's. Before,
+ * such a run failed with RL_E_STATE on every process.
+ */
+static void stream_equals_plain_load(void)
+{
+	stream_equals_plain_load_as(spec_split, 7);
+	stream_equals_plain_load_as(spec_whole, 7);
+	stream_equals_plain_load_as(spec_split, 2);
+}
+
+/* The same with the spec's dtype converting every floating tensor: the
+ * transfer pieces carry converted bytes, as the own reads' do. */
+static void stream_dtype_equals_plain_load(void)
+{
+	static const int to[] = { RL_DTYPE_F16, RL_DTYPE_BF16, RL_DTYPE_F32 };
+
+	for (int i = 0; i < 3; i++) {
+		cl_dtype = to[i];
+		stream_equals_plain_load_as(spec_split, 7);
+		stream_equals_plain_load_as(spec_whole, 5);
+	}
+	cl_dtype = -1;
+}
+
+/*
+ * Process 1's callback fails on its first, then its third transfer
+ * piece: its run fails with RL_E_CANCELED naming the callback, every
+ * other process with the same code, none hangs, and no call follows the
+ * failing one on process 1.
+ */
+static void stream_callback_failure_fails_everyone(void)
 {
 	struct rt t[NT];
 	struct cluster c;
@@ -755,12 +934,19 @@ static void streaming_refused_everywhere(void)
 
 	CHECK(file);
 	free(file);
-	CHECK(cluster_init(&c, tmp_path("tpr.safetensors")) == 0);
-	CHECK(rl_loader_set(c.p[0].ld, RL_OPT_STAGING, RL_STAGING_STREAM) == 0);
-	CHECK(cluster_run(&c) == 0);
-	bad = all_failed(&c, 0, RL_E_STATE, "not streaming to a piece callback", why, sizeof(why));
-	CHECKF(!bad, "%s", bad);
-	cluster_free(&c);
+	for (int at = 1; at <= 3; at += 2) {
+		CHECK(cluster_init(&c, tmp_path("tpr.safetensors")) == 0);
+		for (int r = 0; r < NP; r++)
+			CHECK(set_streaming(&c.p[r]) == 0);
+		c.p[1].pc.fail_at = at;
+		CHECK(cluster_run(&c) == 0);
+		bad = all_failed(&c, 1, RL_E_CANCELED, "the piece callback canceled", why,
+				 sizeof(why));
+		CHECKF(!bad, "fail at %d: %s", at, bad);
+		CHECKF(c.p[1].pc.xfer == (unsigned)at, "fail at %d: %u transfer pieces", at,
+		       c.p[1].pc.xfer);
+		cluster_free(&c);
+	}
 }
 
 /*
@@ -1036,7 +1222,9 @@ int main(void)
 		{ "own_failure_fails_everyone", own_failure_fails_everyone },
 		{ "failed_send_fails_everyone", failed_send_fails_everyone },
 		{ "device_failure_fails_everyone", device_failure_fails_everyone },
-		{ "streaming_refused_everywhere", streaming_refused_everywhere },
+		{ "stream_equals_plain_load", stream_equals_plain_load },
+		{ "stream_dtype_equals_plain_load", stream_dtype_equals_plain_load },
+		{ "stream_callback_failure_fails_everyone", stream_callback_failure_fails_everyone },
 		{ "started_load_refused_everywhere", started_load_refused_everywhere },
 		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
 		{ "sends_overlap_reads", sends_overlap_reads },
