@@ -300,7 +300,7 @@ static int run(const struct args *a, const struct where *w, rl_mpi *m)
 	rl_plan_set(plan, RL_PLAN_READ_ONCE, a->read_once);
 	if (a->batch)
 		rl_plan_set(plan, RL_PLAN_BATCH_BYTES, a->batch);
-	if (set_backend(ld, a->backend) || set_backend(rl_mpi_transfer_loader(m), a->backend))
+	if (set_backend(ld, a->backend))
 		ret = -EINVAL;
 	if (a->workers)
 		rl_loader_set(ld, RL_OPT_WORKERS, a->workers);

@@ -155,14 +155,14 @@ static int open_inputs(struct mrun *r)
 
 /* A warning line naming this rank for each file with an expected SHA-256
  * (the Hugging Face cache's) that it read but could not check: a rank
- * reads only part of most files, its own or, --read-once, for others. */
+ * reads only part of most files, its own or, --read-once, for others:
+ * the payloads it reads for others too, with the same loader. */
 static void report_unchecked(const struct mrun *r)
 {
 	char prog[64];
 
 	snprintf(prog, sizeof(prog), "%s: rank %d", PROG, r->rank);
 	sha256_report(r->ld, r->ck, 1, prog);
-	sha256_report(rl_mpi_transfer_loader(r->m), r->ck, 1, prog);
 }
 
 /* Sets what plans the ranks build alike (and the layout plan alike). */
@@ -313,7 +313,7 @@ static int load(struct mrun *r)
 	if (!r->plan || !r->ld)
 		return all_ok(r, !say(r, "out of memory"), "to start");
 	/* load_configure() says what it refused */
-	if (load_configure(r->ld, a, PROG) || load_configure(rl_mpi_transfer_loader(r->m), a, PROG) ||
+	if (load_configure(r->ld, a, PROG) ||
 	    (a->device && load_cuda_setup(r->ld, r->plan, a, PROG)))
 		return all_ok(r, 0, "to configure the load");
 	if (a->mpi_timeout && rl_mpi_set(r->m, RL_MPI_TIMEOUT_MS, a->mpi_timeout * 1000))
