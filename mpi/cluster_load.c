@@ -333,32 +333,6 @@ static int gather_stats(struct mx_load *L)
 	return 0;
 }
 
-/*
- * Whether plan converts some shard (its dtype not the stored one: the
- * plan's or the spec's dtype): only the executor converts what the
- * transfers bring. Shards come in tensor order on each device, so the
- * search goes on from the last tensor found.
- */
-static int plan_converts(const rl_plan *plan, const rl_ckpt *ck)
-{
-	size_t nt = rl_ckpt_num_tensors(ck), t = 0;
-
-	for (size_t s = 0; s < rl_plan_num_shards(plan); s++) {
-		rl_shard_info si;
-		rl_tensor_info ti;
-
-		if (rl_plan_shard(plan, s, &si))
-			continue;
-		for (size_t k = 0; k < nt; k++, t = (t + 1) % nt)
-			if (!rl_ckpt_tensor(ck, t, &ti) && !strcmp(ti.name, si.name))
-				break;
-		if (nt && !rl_ckpt_tensor(ck, t, &ti) && !strcmp(ti.name, si.name) &&
-		    ti.dtype != si.dtype)
-			return 1;
-	}
-	return 0;
-}
-
 int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm comm,
 		rl_plan *plan, rl_mpi *m)
 {
@@ -388,11 +362,6 @@ int rl_mpi_load(rl_loader *ld, const rl_ckpt *ck, const rl_spec *spec, MPI_Comm 
 		ret = check_transfers(&x, plan);
 	t1 = mx_now();
 	L.st.plan_seconds = t1 - t0;
-	if (!ret && L.stream && plan_converts(plan, ck)) {
-		mx_fail(&x, RL_E_DTYPE, "a streaming load (the piece callback) with dtype conversion: "
-			"its transfers' pieces move as stored; load whole or to a device");
-		ret = mx_agree(&x, 0, NULL);
-	}
 	if (!ret)
 		ret = mx_transport_load(&L);
 	if (!ret)

@@ -782,20 +782,27 @@ static int mpirun_cli_each(int n, const char *fmt)
 	return th_capture(cmd, out, OUT_CAP);
 }
 
-/* Each process loaded alone by `ringload load --process p --out`, the
- * device folders gathered under dir: what one --mpi dump must equal. */
-static int cli_reference(const char *ck, const char *spec, int np, const char *dir)
+/* Each process loaded alone by `ringload load --process p --out` (and
+ * the options more), the device folders gathered under dir: what one
+ * --mpi dump must equal. */
+static int cli_reference_with(const char *ck, const char *spec, int np, const char *dir,
+			      const char *more)
 {
 	char cmd[32768];
 
 	for (int p = 0; p < np; p++) {
 		snprintf(cmd, sizeof(cmd), "%s/ringload load %s --sharding %s --process %d --quiet "
-			 "--out %s.p%d >/dev/null && mkdir -p %s && cp -r %s.p%d/* %s/", bdir(), ck,
-			 spec, p, dir, p, dir, dir, p, dir);
+			 "%s --out %s.p%d >/dev/null && mkdir -p %s && cp -r %s.p%d/* %s/", bdir(),
+			 ck, spec, p, more, dir, p, dir, dir, p, dir);
 		if (system(cmd))
 			return -1;
 	}
 	return 0;
+}
+
+static int cli_reference(const char *ck, const char *spec, int np, const char *dir)
+{
+	return cli_reference_with(ck, spec, np, dir, "");
 }
 
 /* `mpirun ringload load --mpi --read-once --out DIR --json`: rank 0's JSON
@@ -1077,7 +1084,9 @@ static void cli_mpi_device_cuda_verified(void)
  * before: "--dtype: not with --mpi yet"): the transfers move the file's
  * bytes and their copies convert; every rank's shards equal the file
  * converted (verify converts as torch's .to() does: test_dtype). With
- * --staging-budget (no device) it is refused: the pieces move as stored.
+ * --staging-budget (no device; refused before: "the ranks' pieces move as
+ * stored") the dump equals each process loaded alone with --dtype: the
+ * transfers' pieces are converted too.
  */
 static void cli_mpi_dtype_verified(void)
 {
@@ -1107,9 +1116,19 @@ static void cli_mpi_dtype_verified(void)
 			       strstr(out, "match the file, 0 differ"), "%s: rank %d: %s", cmd, r, out);
 		}
 	}
-	snprintf(cmd, sizeof(cmd), "%s/ringload load x --mpi --dtype F16 --staging-budget 1M", bdir());
-	CHECK_EQ(th_capture(cmd, out, OUT_CAP), 2);
-	CHECKF(strstr(out, "--dtype with --mpi --staging-budget"), "%s", out);
+	for (int i = 0; i < 2; i++) {
+		char ref[4096], got[4096], more[64];
+
+		snprintf(more, sizeof(more), "--dtype %s", to[i]);
+		snprintf(ref, sizeof(ref), "%s/mpidtype.ref%d", th_tmpdir(), i);
+		snprintf(got, sizeof(got), "%s/mpidtype.got%d", th_tmpdir(), i);
+		CHECK(cli_reference_with(ck, spec, 3, ref, more) == 0);
+		snprintf(cmd, sizeof(cmd), "%s --sharding %s --mpi --read-once --quiet %s "
+			 "--staging-budget 64K --out %s", ck, spec, more, got);
+		CHECKF(mpirun_cli(3, cmd) == 0, "%s: %s", cmd, out);
+		CHECKF(!same_dumps(ref, got), "--dtype %s streaming: %s differs from %s", to[i],
+		       got, ref);
+	}
 }
 
 /* --mpi's options: misuse is a usage error; a ringload without

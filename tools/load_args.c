@@ -44,11 +44,6 @@ static int mpi_rules(const struct load_args *a)
 			"%s\n", PROG, a->verify ? "--verify" : "--staging");
 		return OPTS_USAGE;
 	}
-	if (a->mpi && a->dtype >= 0 && a->staging_budget >= 0 && !a->device) {
-		fprintf(stderr, "%s: --dtype with --mpi --staging-budget: the ranks' pieces move "
-			"as stored; whole staging or --device converts\n", PROG);
-		return OPTS_USAGE;
-	}
 	if (a->mpi && a->verify && a->local_files) {
 		fprintf(stderr, "%s: --verify reads every shard's file: not with --local-files\n",
 			PROG);
