@@ -20,9 +20,12 @@ next (every process has then finished it): the job's last load leaves
 its last gather's keys (a few hundred bytes), or, when it failed, the
 parts nobody took (at most a batch).
 
-Rate: about 30-37 MB/s between two processes on localhost, 64 MiB in
-parts of 256 KiB to 64 MiB (the coordinator's gRPC, 2 busy cores): read
-once pays where the bytes it saves are worth more than that.
+Rate between two processes on localhost (2 busy cores): 30-37 MB/s for
+random bytes, 64 MiB in parts of 256 KiB to 64 MiB (no size limit met at
+64 MiB; 2 or 4 threads at once gain nothing), 10 MB/s for np.arange F32
+values: the coordinator's gRPC, not this module, sets it
+(perf/jax_read_once.py). Read once pays where the bytes it saves are
+worth more than that.
 
 Waits are bounded: a get that sees no value for timeout seconds fails
 with RL_E_PEER naming the key and the process it waits for. A process

@@ -273,8 +273,8 @@ def load(filename, shardings, *, sha256=None, options=None, backend="auto",
     most); tensors with NamedShardings over one mesh (the first tensor's
     mesh, dimensions divided evenly) are read once, the others by each
     process itself. Pays for tensors replicated across processes when
-    the store's rate (about 30 MB/s on localhost) beats the reads it
-    saves. A failure on any process raises the same error on every
+    the store's rate (10-37 MB/s on localhost, depending on the bytes)
+    beats the reads it saves. A failure on any process raises the same error on every
     process; a process that stops answering fails the others after
     timeout seconds. stats then also holds sent_bytes, received_bytes,
     transport_messages and the job's unique_bytes.
