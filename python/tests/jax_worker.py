@@ -109,11 +109,14 @@ def run(ckpt, args):
 
 
 def _error_of(fn):
-    """[class, code, message] of what fn() raised (None: nothing)."""
+    """[class, code, message] of what fn() raised (None: nothing; code
+    None: not a ringload.Error)."""
     try:
         fn()
     except ringload.Error as e:
         return [type(e).__name__, e.code, e.message]
+    except Exception as e:  # noqa: BLE001 - the caller's own, reported
+        return [type(e).__name__, None, str(e)]
     return None
 
 
@@ -121,7 +124,7 @@ def fail(ckpt, args):
     """A read-once load that fails on process args["fail"]["process"]
     (how: "missing", its file is not there; "send", its transport's sends
     raise; "dead", it leaves at its first send, having written its
-    result): the error and seconds of each process, then (but after
+    result; "callable", its shardings callable raises): the error and seconds of each process, then (but after
     "dead") the same load without the failure."""
     from ringload import _kv
     how = args["fail"]["how"] if jax.process_index() == \
@@ -139,11 +142,14 @@ def fail(ckpt, args):
         if key.startswith("m/"):
             raise ValueError("injected send failure")
         return put(self, key, data)
+    def raises(name, shape, dtype):
+        raise ValueError(f"injected failure at {name}")
     if how in ("send", "dead"):
         _kv.Group.put = broken
     t0 = time.monotonic()
     err = _error_of(lambda: rj.load(
-        ckpt + ".gone" if how == "missing" else ckpt, shardings,
+        ckpt + ".gone" if how == "missing" else ckpt,
+        raises if how == "callable" else shardings,
         read_once=True, timeout=args["fail"].get("timeout", 600)))
     seconds = time.monotonic() - t0
     _kv.Group.put = put

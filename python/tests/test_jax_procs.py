@@ -147,17 +147,24 @@ def test_read_once_reads_each_byte_once(tmp_path, ckpt):
         assert st[1]["sent_bytes"] == st[0]["received_bytes"] > 0, st
 
 
-@pytest.mark.parametrize("how", ["missing", "send"])
+@pytest.mark.parametrize("how", ["missing", "send", "callable"])
 def test_read_once_failure_fails_every_process(tmp_path, ckpt, how):
     """One process fails (its checkpoint path does not exist; its
-    transport's sends raise): both processes raise the failing process's
-    error (the other's message starts with "rank 1: "), within seconds
-    (no wait for the 600 s timeout), and the next read-once load of the
-    job succeeds."""
+    transport's sends raise; its shardings callable raises): both
+    processes raise the failing process's error (the other's message
+    starts with "rank 1: "; the callable's own exception is a LoadError
+    there), within seconds (no wait for the 600 s timeout), and the next
+    read-once load of the job succeeds."""
     res = run(tmp_path, ckpt, fail={"process": 1, "how": how})
     assert all(r["ok"] for r in res), [r["error"] for r in res]
     errors = [r["runs"]["error"] for r in res]
     assert errors[1] is not None, errors
+    if how == "callable":
+        assert errors[1] == ["ValueError", None,
+                             "injected failure at big"], errors
+        assert errors[0] == ["LoadError", -5092, "rank 1: ValueError: "
+                             "injected failure at big"], errors
+        return
     assert errors[0] == errors[1][:2] + ["rank 1: " + errors[1][2]], errors
     cls, _, msg = errors[1]
     if how == "missing":
