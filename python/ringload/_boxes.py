@@ -10,7 +10,9 @@ coalesced with its neighbours', into one staging area of the process:
                   "slice": [[0, 4], [0, 8]]}],
      "tensors": ["w[0:4,0:8]", "b"]}        # b: wanted whole
 
-Whole tensors are named as themselves, empty boxes read nothing.
+Whole tensors are named as themselves, empty boxes read nothing. rules()
+writes a mesh spec's rules for a framework's per-tensor partition specs
+(ringload.torch's DTensor placements, ringload.jax's PartitionSpecs).
 """
 import collections
 
@@ -99,3 +101,32 @@ def read(ckpt, boxes, job_args, convert=_dtypes.to_numpy):
         b = names[s.name]
         out[b] = convert(loaded.raw(s), b.name, s.dtype, s.box)
     return out, loaded.stats
+
+
+def escape(text):
+    """text as a POSIX ERE matching it literally."""
+    return "".join("\\" + ch if ch in ".[]()*+?{}|^$\\" else ch
+                   for ch in text)
+
+
+def rules(items):
+    """Rules giving each (name, spec entries) of items its entries
+    (None: not loaded, no rule): one rule per name pattern (each run of
+    digits as [0-9]+: a layer's tensors share one) when every tensor of
+    the pattern has the same entries, else one rule per tensor.
+    Replicated tensors ([]) need no rule."""
+    import re
+    groups = {}
+    for name, entries in items:
+        pattern = "".join("[0-9]+" if k % 2 else escape(part) for k, part
+                          in enumerate(re.split(r"([0-9]+)", name)))
+        groups.setdefault(pattern, []).append((name, entries))
+    rules = []
+    for pattern, members in groups.items():
+        if len({repr(e) for _, e in members}) == 1:
+            if members[0][1]:
+                rules.append({"match": pattern, "spec": members[0][1]})
+            continue
+        rules += [{"match": escape(name), "spec": e}
+                  for name, e in members if e]
+    return rules

@@ -1,5 +1,12 @@
-"""Loads across the ranks of a torch.distributed process group: the engine
-of ringload.torch's load_dtensors and load(process_group=...).
+"""Loads across the processes of a job: the engine of ringload.torch's
+load_dtensors and load(process_group=...) over a torch.distributed group,
+and of ringload.jax's load(read_once=True) over JAX's coordination
+service (_kv). A group is an object with rank, size, gather(what, obj)
+(every process's obj, in rank order) and transport() (a _callback
+transport of the group); a torch.distributed group (None: the default
+one) is wrapped as one (_TorchGroup), so torch.distributed and JAX drive
+the same checks and the same run. Below, "rank" is the process in the
+group.
 
 The library plans and loads: each rank builds the plan of its process (its
 rank in the group) for the same spec (load_dtensors makes one from the
@@ -34,9 +41,8 @@ import socket
 import struct
 
 import numpy as np
-import torch.distributed as dist
 
-from . import _errors, _handles, _lib, _sha256, _transport
+from . import _core, _errors, _handles, _lib, _sha256
 
 
 def arg_error(msg):
@@ -84,25 +90,56 @@ def collective(what, fn, *args, **kwargs):
             from e
 
 
+class _TorchGroup:
+    """A torch.distributed group (None: the default group) as _dist's
+    group: all_gather_object, and _transport's ops."""
+
+    def __init__(self, group):
+        import torch.distributed as dist
+        self.dist, self.group = dist, group
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+
+    def gather(self, what, obj):
+        """Every rank's obj, in rank order (all_gather_object: sizes
+        agreed first, so objects of any size never abort the collective
+        library)."""
+        out = [None] * self.size
+        collective(what, self.dist.all_gather_object, out, obj,
+                   group=self.group)
+        return out
+
+    def transport(self):
+        from . import _transport
+        return _transport.Transport(self.group)
+
+
+def _group(group):
+    """group as _dist's group: itself when it is one (gather, transport),
+    else a torch.distributed group wrapped."""
+    if hasattr(group, "gather") and hasattr(group, "transport"):
+        return group
+    return _TorchGroup(group)
+
+
 def agree(group, fn):
     """Runs fn() on every rank of group, then the ranks compare statuses:
     if any failed, every rank raises the same rank's error (its own
     exception on that rank): the lowest rank that failed of its own,
     else of a collective, else the lowest that failed (_status). Returns
     fn()'s result."""
+    group = _group(group)
     err, result = None, None
     try:
         result = fn()
     except Exception as e:  # noqa: BLE001 - told to every rank, re-raised
         err = e
-    statuses = [None] * dist.get_world_size(group)
-    collective("status exchange", dist.all_gather_object, statuses,
-               _status(err), group=group)
+    statuses = group.gather("status exchange", _status(err))
     failed = [(s[3], r) for r, s in enumerate(statuses) if s is not None]
     if not failed:
         return result
     rank = min(failed)[1]
-    if err is not None and rank == dist.get_rank(group):
+    if err is not None and rank == group.rank:
         raise err
     raise _rebuild(statuses[rank], rank) from None
 
@@ -154,14 +191,6 @@ def _sample(path, size):
     return h.hexdigest()
 
 
-def _gather(group, what, mine):
-    """Every rank's mine, in rank order (all_gather_object: sizes agreed
-    first, so views of any size never abort the collective library)."""
-    views = [None] * dist.get_world_size(group)
-    collective(what, dist.all_gather_object, views, mine, group=group)
-    return views
-
-
 def view(ckpt, plan):
     """This rank's view of a load, for same_plan: its files (_file_view)
     and plan, {name: value} of what must be the same on every rank (the
@@ -206,7 +235,8 @@ def same_plan(group, ckpt, mine):
     files (name, size, header; where identities differ, a sample of their
     bytes). Any difference raises the same ArgumentError on every rank,
     naming the value or the file."""
-    views = _gather(group, "plan exchange", mine)
+    group = _group(group)
+    views = group.gather("plan exchange", mine)
     msg = _plan_error(views, ["read_once"])
     if msg:
         raise arg_error(msg)
@@ -236,7 +266,7 @@ def _same_bytes(group, ckpt, views):
              if len({v["files"][f]["id"] for v in views}) > 1]
     if not check:
         return
-    samples = _gather(group, "sample exchange", {"samples": agree(
+    samples = group.gather("sample exchange", {"samples": agree(
         group, lambda: [_sample(paths[f], views[0]["files"][f]["size"])
                         for f in check])})
     for i, f in enumerate(check):
@@ -255,10 +285,11 @@ def plan(ckpt, spec, group, batch_bytes, read_once, chunk_bytes):
     read_once its transfers cut and batched alike on every rank (transfer
     alignment 4096, as rl_mpi_load sets, whatever each rank's file
     system). The mesh must have one process per rank of the group."""
-    world = dist.get_world_size(group)
+    group = _group(group)
+    world = group.size
     p = _handles.Plan()
     try:
-        p.set(process=dist.get_rank(group), read_once=int(read_once),
+        p.set(process=group.rank, read_once=int(read_once),
               transfer_align=4096, batch_bytes=batch_bytes,
               chunk_bytes=chunk_bytes)
         p.build(ckpt, spec)
@@ -342,7 +373,7 @@ def _load(ckpt, p, group, loader, expected):
     only another rank failed (agree then prefers that rank's)."""
     tp = None
     if summary(p)[0]:
-        tp = _transport.Transport(group)
+        tp = group.transport()
         loader.set_transport(tp)
     try:
         loader.run(p)
@@ -365,6 +396,7 @@ def run(ckpt, p, group, loader, expected=()):
     that keep loader), statistics: the loader's bytes needed (with the
     payloads this rank roots) and read, the bytes and messages the
     transport moved, the group's distinct bytes)."""
+    group = _group(group)
     try:
         tp = agree(group, lambda: _load(ckpt, p, group, loader, expected))
         _sha256.warn_unchecked(loader, ckpt)
@@ -374,7 +406,7 @@ def run(ckpt, p, group, loader, expected=()):
     except BaseException:
         loader.close()
         raise
-    roots = _xstats(p, dist.get_rank(group)).payload_bytes if tp else 0
+    roots = _xstats(p, group.rank).payload_bytes if tp else 0
     counts = {"bytes_needed": st["bytes_needed"] + roots,
               "bytes_read": st["bytes_read"],
               "sent_bytes": tp.sent if tp else 0,
@@ -382,3 +414,60 @@ def run(ckpt, p, group, loader, expected=()):
               "transport_messages": tp.messages if tp else 0,
               "unique_bytes": p.unique_bytes}
     return p.shards(), [i for i, _ in devices], staging, counts
+
+
+def _prepare(filename, sharding, group, load_args, plan_values, to, check):
+    """Opens the checkpoint, check(ckpt) (the caller's checks of its
+    tensors), plans this rank's process of sharding (a spec dict, JSON or
+    file; None: every tensor whole on device 0) with plan(), every
+    floating tensor converted to the library dtype to (None: as stored;
+    read once, the transfers' copies convert); returns (ckpt, plan,
+    loader, expected, view). load_args: ((backend, options, sha256),
+    batch_bytes, read_once); plan_values(plan): the values the ranks must
+    agree on (view())."""
+    (backend, options, sha256), batch_bytes, read_once = load_args
+    ckpt = _handles.Checkpoint(filename)
+    spec = loader = p = None
+    try:
+        if check is not None:
+            check(ckpt)
+        expected = _sha256.resolve(ckpt, sha256)
+        loader = _handles.Loader(backend, options, expected)
+        spec = _handles.Spec(sharding)
+        if to is not None:  # else the spec text's, if it names one
+            spec.set_dtype(to)
+        p = plan(ckpt, spec, group, batch_bytes, read_once,
+                 loader.request_bytes(ckpt))
+        mine = view(ckpt, dict(plan_values(p), read_once=read_once,
+                               batch_bytes=batch_bytes, dtype=to))
+    except BaseException:
+        for h in (p, loader, ckpt):
+            if h is not None:
+                h.close()
+        raise
+    finally:
+        if spec is not None:
+            spec.close()
+    return ckpt, p, loader, expected, mine
+
+
+def run_group(filename, sharding, group, load_args, plan_values, after=None,
+              to=None, check=None):
+    """Prepares (_prepare) on every rank, checks that the ranks agree
+    (same_plan), runs the plan (run); returns (core.Loaded, statistics,
+    after(ckpt, expected) or None)."""
+    group = _group(group)
+    ckpt, p, loader, expected, mine = agree(group, lambda: _prepare(
+        filename, sharding, group, load_args, plan_values, to, check))
+    try:
+        try:
+            same_plan(group, ckpt, mine)
+        except BaseException:
+            loader.close()  # no staging made yet: nothing refers to it
+            raise
+        shards, ids, staging, st = run(ckpt, p, group, loader, expected)
+        extra = after(ckpt, expected) if after else None
+    finally:
+        p.close()
+        ckpt.close()
+    return _core.Loaded(shards, ids, staging), st, extra

@@ -20,14 +20,15 @@ another backend that sends CPU tensors), not NCCL.
 
 An exception in an op never crosses C: the op returns a negative code
 (the Error's own, else RL_E_PEER) and keeps the first exception, which
-the loader's caller raises instead of the library's message (raise_kept).
+the loader's caller raises instead of the library's message
+(_callback: the guard and raise_kept every transport shares).
 """
 import ctypes
 
 import torch
 import torch.distributed as dist
 
-from . import _errors, _lib
+from . import _callback
 
 TAG_MASK = (1 << 31) - 1
 
@@ -40,44 +41,20 @@ def _view(addr, n):
                             dtype=torch.uint8)
 
 
-class Transport:
+class Transport(_callback.CallbackTransport):
     """The ops of one group (None: the default group). peer in the ops is
     the plan's process, the rank in the group; torch's send/recv take the
-    global rank. Counts what it moved: sent, received (payload bytes),
-    messages; own_failed / peer_failed after an agreement that failed."""
+    global rank. What it moved and who failed: _callback."""
 
     def __init__(self, group):
+        super().__init__()
         self.group = group
         self.works = []
-        self.exc = None
-        self.sent = self.received = self.messages = 0
-        self.own_failed = self.peer_failed = False
-        # ctypes function objects live as long as this object: the loader
-        # keeps only their addresses
-        self.ops = _lib.TransportOps(
-            version=_lib.RL_TRANSPORT_V1,
-            size=ctypes.sizeof(_lib.TransportOps),
-            send=_lib.TRANSPORT_SEND_FN(self._send),
-            recv=_lib.TRANSPORT_RECV_FN(self._recv),
-            wait=_lib.TRANSPORT_WAIT_FN(self._wait),
-            agree=_lib.TRANSPORT_AGREE_FN(self._agree))
 
     def _global(self, peer):
         if self.group is None:
             return peer
         return dist.get_global_rank(self.group, peer)
-
-    def _guard(self, fn):
-        """fn() as an op: 0, or a negative code with the exception kept."""
-        try:
-            fn()
-            return 0
-        except BaseException as e:  # noqa: BLE001 - never through C
-            if self.exc is None:
-                self.exc = e
-            code = getattr(e, "code", None)
-            return code if isinstance(code, int) and code < 0 \
-                else _lib.RL_E_PEER
 
     def _post(self, fn, peer, tag, buf, n):
         """Posts fn (dist.isend or dist.irecv) of the n bytes at buf with
@@ -123,20 +100,4 @@ class Transport:
             t = torch.tensor([mine], dtype=torch.int64)
             dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
             status[0] = int(t.item())
-        rc = self._guard(reduce)
-        if not rc and status[0]:
-            self.own_failed |= mine != 0
-            self.peer_failed |= mine == 0
-        return rc
-
-    def raise_kept(self, err):
-        """Raises the exception an op kept (its message in a ringload
-        Error of err's code when it is not one), else err."""
-        exc, self.exc = self.exc, None
-        if exc is None:
-            raise err
-        if isinstance(exc, _errors.Error) or \
-                not isinstance(exc, Exception):
-            raise exc
-        raise _errors.error(err.code, f"{err.message}: {type(exc).__name__}"
-                            f": {exc}") from exc
+        return self._agreed(mine, status, reduce)

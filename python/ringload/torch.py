@@ -314,7 +314,7 @@ def _dtensor_layout(ckpt, device_mesh, placements):
     for name in () if callable(placements) else placements:
         ckpt.tensor(name)  # TensorNotFoundError naming it
     shape = tuple(device_mesh.mesh.shape)
-    me = _dist.dist.get_rank()
+    me = torch.distributed.get_rank()
     coord = next(c for c in itertools.product(*map(range, shape))
                  if int(device_mesh.mesh[c]) == me)
     layout = []
@@ -349,35 +349,6 @@ def _cuts_as_torch(meta, shape, pl, d):
     return True
 
 
-def _escape(text):
-    """text as a POSIX ERE matching it literally."""
-    return "".join("\\" + ch if ch in ".[]()*+?{}|^$\\" else ch
-                   for ch in text)
-
-
-def _rules(items):
-    """Rules giving each (name, spec entries) of items its entries
-    (None: not loaded, no rule): one rule per name pattern (each run of
-    digits as [0-9]+: a layer's tensors share one) when every tensor of
-    the pattern has the same entries, else one rule per tensor.
-    Replicated tensors ([]) need no rule."""
-    import re
-    groups = {}
-    for name, entries in items:
-        pattern = "".join("[0-9]+" if k % 2 else _escape(part) for k, part
-                          in enumerate(re.split(r"([0-9]+)", name)))
-        groups.setdefault(pattern, []).append((name, entries))
-    rules = []
-    for pattern, members in groups.items():
-        if len({repr(e) for _, e in members}) == 1:
-            if members[0][1]:
-                rules.append({"match": pattern, "spec": members[0][1]})
-            continue
-        rules += [{"match": _escape(name), "spec": e}
-                  for name, e in members if e]
-    return rules
-
-
 def _dtensor_spec(device_mesh, layout):
     """The sharding spec of layout's placements on device_mesh (device id
     and process: the rank), and the tensors it cannot express (several
@@ -402,7 +373,7 @@ def _dtensor_spec(device_mesh, layout):
                                   for e in entries]))
     spec = {"mesh": {"shape": list(shape), "axes": axes, "devices": ranks,
                      "process_of_device": ranks},
-            "rules": _rules(items)}
+            "rules": _boxes.rules(items)}
     if own:
         spec["tensors"] = [n for n, e in items if e is not None]
     return spec, own
@@ -417,64 +388,16 @@ def _mesh_device(device_mesh):
     return torch.device(device_mesh.device_type, mod.current_device())
 
 
-def _prepare_group(filename, sharding, group, job, batch_bytes, read_once,
-                   plan_values, to=None):
-    """Opens the checkpoint, plans this rank's process of sharding (a
-    spec dict, JSON or file; None: every tensor whole on device 0) with
-    _dist.plan, every floating tensor converted to the library dtype to
-    (None: as stored; read once, the transfers' copies convert); returns
-    (ckpt, plan, loader, expected, view). plan_values(plan): the values
-    the ranks must agree on (_dist.view)."""
-    from . import _dist
-    backend, options, sha256 = job
-    ckpt = _handles.Checkpoint(filename)
-    spec = loader = p = None
-    try:
-        for t in ckpt.tensors:
-            _dtypes.torch_check(torch, t.name, _dtypes.loaded(t.dtype, to),
-                                t.shape)
-        expected = _sha256.resolve(ckpt, sha256)
-        loader = _handles.Loader(backend, options, expected)
-        spec = _handles.Spec(sharding)
-        if to is not None:  # else the spec text's, if it names one
-            spec.set_dtype(to)
-        p = _dist.plan(ckpt, spec, group, batch_bytes, read_once,
-                       loader.request_bytes(ckpt))
-        view = _dist.view(ckpt, dict(plan_values(p), read_once=read_once,
-                                     batch_bytes=batch_bytes, dtype=to))
-    except BaseException:
-        for h in (p, loader, ckpt):
-            if h is not None:
-                h.close()
-        raise
-    finally:
-        if spec is not None:
-            spec.close()
-    return ckpt, p, loader, expected, view
-
-
 def _run_group(filename, sharding, group, job, batch_bytes, read_once,
                plan_values, after=None, to=None):
-    """Prepares (_prepare_group, to: its dtype) on every rank, checks
-    that the ranks agree (_dist.same_plan), runs the plan (_dist.run);
-    returns (core.Loaded, statistics, after(ckpt, expected) or None)."""
+    """_dist.run_group, every tensor checked as a torch tensor (of dtype
+    to when given: the library converts)."""
     from . import _dist
-    ckpt, p, loader, expected, view = _dist.agree(group, lambda: (
-        _prepare_group(filename, sharding, group, job, batch_bytes,
-                       read_once, plan_values, to)))
-    try:
-        try:
-            _dist.same_plan(group, ckpt, view)
-        except BaseException:
-            loader.close()  # no staging made yet: nothing refers to it
-            raise
-        shards, ids, staging, st = _dist.run(ckpt, p, group, loader,
-                                              expected)
-        extra = after(ckpt, expected) if after else None
-    finally:
-        p.close()
-        ckpt.close()
-    return _core.Loaded(shards, ids, staging), st, extra
+    return _dist.run_group(
+        filename, sharding, group, (job, batch_bytes, read_once),
+        plan_values, after, to, lambda ckpt: [_dtypes.torch_check(
+            torch, t.name, _dtypes.loaded(t.dtype, to), t.shape)
+            for t in ckpt.tensors])
 
 
 def _own_boxes(ckpt, layout, own, job):
@@ -513,7 +436,7 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
     """
     from torch.distributed.tensor import DTensor
     from . import _dist
-    dist = _dist.dist
+    dist = torch.distributed
     if device_mesh.mesh.numel() != dist.get_world_size():
         raise _dist.arg_error(f"device_mesh has {device_mesh.mesh.numel()} "
                               f"ranks: it must span the default group "

@@ -204,6 +204,14 @@ def test_errors_name_the_tensor(ckpt, small_ckpt):
         rj.load_file(ckpt, "cpu:0")
 
 
+def test_read_once_needs_jax_distributed(ckpt):
+    """read_once moves bytes through jax.distributed's key-value store:
+    without it, StateError saying so (test_jax_procs.py runs it)."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+    with pytest.raises(ringload.StateError, match="jax.distributed"):
+        rj.load(ckpt, {"w": NamedSharding(mesh, P())}, read_once=True)
+
+
 @pytest.mark.parametrize("kind", ["pinned_host", "unpinned_host",
                                   "device"])
 def test_memory_kinds_that_device_put_accepts(ckpt, kind):
