@@ -166,3 +166,28 @@ def test_bulk_query_bounds(tmp_path):
     finally:
         plan.close()
         ckpt.close()
+
+
+@pytest.mark.parametrize("read_mode", ["buffered", None])
+@pytest.mark.parametrize("misalign", [False, True])
+def test_numpy_arrays_are_views_of_one_area(tmp_path, read_mode, misalign):
+    """numpy load_file makes each array as one ndarray over its staging
+    area (or its file's mapping, read_mode None on a hot file): every
+    array is its bytes, dtype and shape, the aligned ones views of one
+    area; one misaligned where it lies is a copy."""
+    print(f"seed {SEED}")
+    tensors = _tensors(np.random.default_rng(SEED), 300)
+    if misalign:  # a 1-byte tensor first: later ones at odd file offsets
+        tensors = dict({"a.odd": ("U8", (1,), b"\x07")}, **tensors)
+    path = tmp_path / "views.safetensors"
+    stfile.write(path, tensors)
+    kw = {} if read_mode is None else {"read_mode": read_mode}
+    out = rnp.load_file(path, **kw)
+    assert list(out) == sorted(tensors)
+    bases = set()
+    for name, (dtype, shape, data) in tensors.items():
+        a = out[name]
+        assert a.shape == shape and a.tobytes() == data, name
+        if data and a.base is not None and a.base.base is not None:
+            bases.add(id(a.base))
+    assert len(bases) == 1, len(bases)
