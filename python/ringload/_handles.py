@@ -175,23 +175,15 @@ def plan_param(key, value):
                     _lib.PLAN_PARAMS[key])
 
 
-_NP_SCALARS = {ctypes.c_int: "i4", ctypes.c_uint: "u4", ctypes.c_uint32: "u4",
-               ctypes.c_uint64: "u8", ctypes.c_size_t: np.dtype(np.uintp).str[1:]}
-
-
 def records(struct):
     """The numpy dtype of ctypes structure struct, its pointers as
     addresses (uintp): an array of n structures, filled by one bulk query
     (rl_ckpt_tensors), is then read a column at a time."""
     names, formats, offsets = [], [], []
-    for field in struct._fields_:
-        name, ctype = field[0], field[1]
-        if hasattr(ctype, "_length_"):  # c_uint64 * RL_MAX_DIMS
-            fmt = (_NP_SCALARS[ctype._type_], (ctype._length_,))
-        else:
-            fmt = _NP_SCALARS.get(ctype, np.uintp)
+    for name, ctype in struct._fields_:
+        pointer = ctype is ctypes.c_char_p or hasattr(ctype, "contents")
         names.append(name)
-        formats.append(fmt)
+        formats.append(np.uintp if pointer else np.dtype(ctype))
         offsets.append(getattr(struct, name).offset)
     return np.dtype({"names": names, "formats": formats, "offsets": offsets,
                      "itemsize": ctypes.sizeof(struct)})
@@ -199,6 +191,7 @@ def records(struct):
 
 _TENSOR_RECORDS = records(_lib.TensorInfo)
 _SHARD_RECORDS = records(_lib.ShardInfo)
+
 
 def _names(rec):
     """The names of records rec (a "name" column of C string addresses)."""
