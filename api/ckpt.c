@@ -1,5 +1,6 @@
 /* ckpt.c - rl_ckpt_* and rl_dtype_* of ringload.h, over planner/checkpoint.c. */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ckpt_internal.h"
@@ -147,6 +148,27 @@ int rl_ckpt_tensor(const rl_ckpt *ck, size_t i, rl_tensor_info *out)
 	out->offset = t->offset;
 	out->nbytes = t->nbytes;
 	return 0;
+}
+
+/* Each entry as rl_ckpt_tensor() fills it, size bytes apart: a caller's
+ * one call for a checkpoint of many tensors instead of one per tensor. */
+long rl_ckpt_tensors(const rl_ckpt *ck, size_t first, size_t n,
+		     rl_tensor_info *out, size_t size)
+{
+	rl_tensor_info ti;
+	size_t count, k;
+
+	if (!ck || !ck->pl || (n && !out) || size < sizeof(ti) ||
+	    first > ck->pl->ntensors)
+		return -EINVAL;
+	count = ck->pl->ntensors - first < n ? ck->pl->ntensors - first : n;
+	if (count && size > SIZE_MAX / count)
+		return -EINVAL;
+	for (k = 0; k < count; k++) {
+		rl_ckpt_tensor(ck, first + k, &ti);
+		memcpy((char *)out + k * size, &ti, sizeof(ti));
+	}
+	return (long)count;
 }
 
 long rl_ckpt_find(const rl_ckpt *ck, const char *name)

@@ -4,6 +4,7 @@
  * devices, shards, requests and copies.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "ckpt_internal.h"
@@ -300,6 +301,34 @@ int rl_plan_shard(const rl_plan *plan, size_t shard, rl_shard_info *out)
 	out->offset = sh->offset;
 	out->nbytes = sh->nbytes;
 	return 0;
+}
+
+/* Each entry as rl_plan_shard() fills it, size bytes apart (see
+ * rl_ckpt_tensors). */
+long rl_plan_shards(const rl_plan *plan, size_t first, size_t n,
+		    rl_shard_info *out, size_t size)
+{
+	rl_shard_info si;
+	struct pl_exec x;
+	size_t count, k;
+	int ret;
+
+	if (!plan || (n && !out) || size < sizeof(si))
+		return -EINVAL;
+	if ((ret = queryable(plan, &si)))
+		return ret;
+	pl_plan_exec(plan->pl, &x);
+	if (first > x.nshards)
+		return -EINVAL;
+	count = x.nshards - first < n ? x.nshards - first : n;
+	if (count && size > SIZE_MAX / count)
+		return -EINVAL;
+	for (k = 0; k < count; k++) {
+		if ((ret = rl_plan_shard(plan, first + k, &si)))
+			return ret;
+		memcpy((char *)out + k * size, &si, sizeof(si));
+	}
+	return (long)count;
 }
 
 size_t rl_plan_num_requests(const rl_plan *plan)

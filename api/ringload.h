@@ -265,6 +265,20 @@ size_t rl_ckpt_num_tensors(const rl_ckpt *ck);
  * open, i out of range). */
 int rl_ckpt_tensor(const rl_ckpt *ck, size_t i, rl_tensor_info *out);
 
+/*
+ * Tensors first .. first + n - 1 in one call, each as rl_ckpt_tensor()
+ * fills it (a caller of many tensors makes one call, not one each): out
+ * is an array of entries size bytes apart, size being the caller's
+ * sizeof(rl_tensor_info); each entry gets this library's structure (the
+ * bytes past it, from a newer header, are left as they are). Returns the
+ * number filled, min(n, rl_ckpt_num_tensors() - first) (0 for n = 0 or
+ * first at the end), or -EINVAL (ck NULL or not open, out NULL with n > 0,
+ * size smaller than this header's structure, first past the end, or
+ * entries that do not fit in the address space).
+ */
+long rl_ckpt_tensors(const rl_ckpt *ck, size_t first, size_t n,
+		     rl_tensor_info *out, size_t size);
+
 /* Returns the index of the tensor named name, RL_E_MISSING_TENSOR (none,
  * or ck not open), or -EINVAL (ck or name NULL). */
 long rl_ckpt_find(const rl_ckpt *ck, const char *name);
@@ -532,6 +546,16 @@ typedef struct rl_shard_info {
 /* Shards of the planned process, ordered by device, then tensor. */
 size_t rl_plan_num_shards(const rl_plan *plan);
 int rl_plan_shard(const rl_plan *plan, size_t shard, rl_shard_info *out);
+/*
+ * Shards first .. first + n - 1 in one call, each as rl_plan_shard()
+ * fills it, into entries size bytes apart (size: the caller's
+ * sizeof(rl_shard_info); as rl_ckpt_tensors()). Returns the number
+ * filled, min(n, rl_plan_num_shards() - first), -EINVAL (plan NULL, out
+ * NULL with n > 0, size too small, first past the end, entries that do
+ * not fit in the address space) or RL_E_STATE (plan not built).
+ */
+long rl_plan_shards(const rl_plan *plan, size_t first, size_t n,
+		    rl_shard_info *out, size_t size);
 
 typedef struct rl_request_info {
 	size_t file;          /* index for rl_ckpt_file_path() */

@@ -21,6 +21,8 @@
 #   rl-whole  ringload load FILE (auto, direct, buffered)
 #   rl-stream ringload load FILE --staging-budget 256M (auto, buffered)
 #   rl-torch  ringload.torch.load_file, every page touched (auto, buffered)
+#   st-numpy, rl-numpy  safetensors.numpy's and ringload.numpy's load_file,
+#             every page touched (auto)
 # GB/s is the file's bytes over the whole process's wall time (python
 # readers pay their imports, fio its setup: their "call GB/s" column is
 # the load call and the touch, as perf/py_peers.py times it, and fio's own
@@ -34,8 +36,8 @@
 # small"), SMALL_N (20000), FIO_GRID (full|small), BUDGET (256M), PRIME (1),
 # SEED (the time), BUILD (build), OUT (bench-out), PY (the venv's python:
 # make -s print-venv-python), BASE (a built tree of another revision, e.g.
-# a git archive of main built with make: its rl-whole, rl-stream and
-# rl-torch run too, as base-*, interleaved with the rest: before/after).
+# a git archive of main built with make: its rl-whole, rl-stream,
+# rl-torch and rl-numpy run too, as base-*, interleaved with the rest: before/after).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,17 +86,25 @@ EOF
 CHILD='
 import sys, time, torch
 reader, path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+kw = {} if mode == "auto" else {"read_mode": mode}
 if reader == "st-mmap":
     import safetensors.torch
     load = lambda: safetensors.torch.load_file(path)
+elif reader == "st-numpy":
+    import safetensors.numpy
+    load = lambda: safetensors.numpy.load_file(path)
+elif reader == "rl-numpy":
+    import ringload.numpy
+    load = lambda: ringload.numpy.load_file(path, **kw)
 else:
     import ringload.torch
-    kw = {} if mode == "auto" else {"read_mode": mode}
     load = lambda: ringload.torch.load_file(path, **kw)
 t0 = time.perf_counter()
 out = load()
 s = 0
 for t in out.values():
+    if not isinstance(t, torch.Tensor):  # numpy: the same touch
+        t = torch.from_numpy(t)
     if t.numel():
         b = t.reshape(-1).view(torch.uint8)
         s += int(b[::4096].sum()) + int(b[-1])
@@ -124,10 +134,13 @@ readers() {
 	echo "rl-stream-buffered|rl stream buffered"
 	echo "rl-torch|py rl-torch auto"
 	echo "rl-torch-buffered|py rl-torch buffered"
+	echo "st-numpy|py st-numpy auto"
+	echo "rl-numpy|py rl-numpy auto"
 	if [ -n "$BASE" ]; then
 		echo "base-rl-whole|rl whole auto base"
 		echo "base-rl-stream|rl stream auto base"
 		echo "base-rl-torch|py rl-torch auto base"
+		echo "base-rl-numpy|py rl-numpy auto base"
 	fi
 }
 

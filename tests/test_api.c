@@ -8,6 +8,7 @@
  * Also the boundary of caller staging: exactly staging_bytes is enough.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,7 @@ static const char *const covered[] = {
 	"rl_sums_parse", "rl_sums_errmsg", "rl_sums_destroy", "rl_sums_count", "rl_sums_get",
 	"rl_sums_find",
 	"rl_file_cached_bytes",
+	"rl_ckpt_tensors", "rl_plan_shards",
 	/* tests/test_integrity.c */
 	"rl_expect_create", "rl_expect_given", "rl_expect_sums", "rl_expect_errmsg",
 	"rl_expect_warnings", "rl_expect_get", "rl_loader_expect", "rl_expect_destroy",
@@ -291,6 +293,53 @@ static void checkpoint_functions(void)
 	rl_ckpt_destroy(ck);
 }
 
+static int same_tensor(const rl_tensor_info *a, const rl_tensor_info *b)
+{
+	return !strcmp(a->name, b->name) && a->dtype == b->dtype &&
+	       a->ndim == b->ndim && a->shape == b->shape && a->file == b->file &&
+	       a->offset == b->offset && a->nbytes == b->nbytes;
+}
+
+/* rl_ckpt_tensors: every window equal to rl_ckpt_tensor's entries, entries
+ * size bytes apart with the bytes past each left alone, and its bounds. */
+static void checkpoint_bulk_query(void)
+{
+	struct wide { rl_tensor_info ti; uint64_t guard; } w[4];
+	rl_ckpt *ck = rl_ckpt_create();
+	rl_tensor_info one, t[2];
+
+	CHECK(ck);
+	CHECK_EQ(rl_ckpt_tensors(NULL, 0, 1, t, sizeof(*t)), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, 1, t, sizeof(*t)), -EINVAL); /* not open */
+	CHECK_EQ(rl_ckpt_open(ck, checkpoint()), 0);
+	for (size_t first = 0; first <= 2; first++) {
+		for (size_t n = 0; n <= 4; n++) {
+			long got;
+
+			memset(w, 0xa5, sizeof(w));
+			got = rl_ckpt_tensors(ck, first, n, &w[0].ti, sizeof(w[0]));
+			CHECK_EQ(got, (long)(n < 2 - first ? n : 2 - first));
+			for (long k = 0; k < 4; k++) {
+				CHECK_EQ(w[k].guard, 0xa5a5a5a5a5a5a5a5ull);
+				if (k >= got)
+					continue;
+				CHECK_EQ(rl_ckpt_tensor(ck, first + k, &one), 0);
+				CHECK(same_tensor(&w[k].ti, &one));
+			}
+		}
+	}
+	CHECK_EQ(rl_ckpt_tensors(ck, 3, 1, t, sizeof(*t)), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, SIZE_MAX, 1, t, sizeof(*t)), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, 1, NULL, sizeof(*t)), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, 0, NULL, sizeof(*t)), 0);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, 1, t, sizeof(*t) - 1), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, 1, t, 0), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, 2, t, SIZE_MAX / 2 + 1), -EINVAL);
+	CHECK_EQ(rl_ckpt_tensors(ck, 0, SIZE_MAX, t, sizeof(*t)), 2);
+	CHECK_STR(t[1].name, "b");
+	rl_ckpt_destroy(ck);
+}
+
 static void spec_functions(void)
 {
 	static const char *const axes[] = { "x" }, *const x[] = { "x" };
@@ -437,6 +486,51 @@ static void plan_functions(void)
 	CHECK_EQ(rl_plan_copy(built, 0, 0, NULL), -EINVAL);
 	CHECK_EQ(rl_plan_num_broadcasts(built), 0);
 	CHECK_EQ(rl_plan_broadcast(built, 0, &bi), RL_E_STATE); /* deprecated */
+	rl_plan_destroy(built);
+	rl_ckpt_destroy(ck);
+}
+
+/* rl_plan_shards: every window equal to rl_plan_shard's entries, entries
+ * size bytes apart with the bytes past each left alone, and its bounds. */
+static void plan_bulk_query(void)
+{
+	struct wide { rl_shard_info si; uint64_t guard; } w[6];
+	rl_plan *plan = rl_plan_create(), *built;
+	rl_shard_info one, s[4];
+	rl_ckpt *ck;
+
+	CHECK(plan);
+	CHECK_EQ(rl_plan_shards(NULL, 0, 1, s, sizeof(*s)), -EINVAL);
+	CHECK_EQ(rl_plan_shards(plan, 0, 1, s, sizeof(*s)), RL_E_STATE);
+	CHECK_EQ(rl_plan_shards(plan, 0, 1, NULL, sizeof(*s)), -EINVAL);
+	rl_plan_destroy(plan);
+	built = built_plan(&ck);
+	CHECK(built);
+	CHECK_EQ(rl_plan_num_shards(built), 4);
+	for (size_t first = 0; first <= 4; first++) {
+		for (size_t n = 0; n <= 6; n++) {
+			long got;
+
+			memset(w, 0xa5, sizeof(w));
+			got = rl_plan_shards(built, first, n, &w[0].si, sizeof(w[0]));
+			CHECK_EQ(got, (long)(n < 4 - first ? n : 4 - first));
+			for (long k = 0; k < 6; k++) {
+				CHECK_EQ(w[k].guard, 0xa5a5a5a5a5a5a5a5ull);
+				if (k >= got)
+					continue;
+				CHECK_EQ(rl_plan_shard(built, first + k, &one), 0);
+				CHECK(!memcmp(&w[k].si, &one, sizeof(one)));
+			}
+		}
+	}
+	CHECK_EQ(rl_plan_shards(built, 5, 1, s, sizeof(*s)), -EINVAL);
+	CHECK_EQ(rl_plan_shards(built, 0, 1, NULL, sizeof(*s)), -EINVAL);
+	CHECK_EQ(rl_plan_shards(built, 0, 0, NULL, sizeof(*s)), 0);
+	CHECK_EQ(rl_plan_shards(built, 0, 1, s, sizeof(*s) - 1), -EINVAL);
+	CHECK_EQ(rl_plan_shards(built, 0, 2, s, SIZE_MAX / 2 + 1), -EINVAL);
+	CHECK_EQ(rl_plan_shards(built, 0, SIZE_MAX, s, sizeof(*s)), 4);
+	CHECK_EQ(rl_plan_shard(built, 3, &one), 0);
+	CHECK(!memcmp(&s[3], &one, sizeof(one)));
 	rl_plan_destroy(built);
 	rl_ckpt_destroy(ck);
 }
@@ -796,8 +890,10 @@ int main(void)
 	RUN(sums_functions);
 	RUN(cache_probe_function);
 	RUN(checkpoint_functions);
+	RUN(checkpoint_bulk_query);
 	RUN(spec_functions);
 	RUN(plan_functions);
+	RUN(plan_bulk_query);
 	RUN(stats_only_plans);
 	RUN(cluster_functions);
 	RUN(loader_functions);

@@ -202,6 +202,34 @@ def to_torch(torch, raw, name, dtype, shape):
     return t.view(tdt).reshape(shape)
 
 
+class NumpyArea:
+    """A whole staging area (a uint8 array): a shard's array is then one
+    numpy.ndarray over it (at), not a slice, a view and a reshape (three
+    arrays) per shard; what arrays of one dtype and shape share is worked
+    out once. raw: as numpy_shape's."""
+
+    def __init__(self, staging, raw):
+        self.staging = staging
+        self.base = staging.ctypes.data
+        self.raw = raw
+        self.kinds = {}
+
+    def at(self, offset, nbytes, name, dtype, shape):
+        """The array of dtype and shape in the nbytes bytes at offset, as
+        to_numpy makes it from them; None where to_numpy must make it
+        (empty, or misaligned for its dtype: a copy)."""
+        kind = self.kinds.get((dtype, shape))
+        if kind is None:
+            npdt = numpy_dtype(dtype)
+            kind = self.kinds[dtype, shape] = (
+                np.dtype(np.uint8) if npdt is None else npdt,
+                numpy_shape(name, dtype, shape, self.raw))
+        npdt, nshape = kind
+        if not nbytes or (self.base + offset) % npdt.itemsize:
+            return None
+        return np.ndarray(nshape, npdt, self.staging, offset)
+
+
 class TorchArea:
     """A whole staging area (a numpy uint8 array) seen by torch once, and
     once per dtype: a shard's tensor is then one as_strided of it (at),
@@ -211,36 +239,49 @@ class TorchArea:
     def __init__(self, torch, staging):
         self.torch = torch
         self.u8 = torch.from_numpy(staging)
+        self.base = self.u8.data_ptr()
         self.typed = {}
+        self.kinds = {}
 
     def _typed(self, tdt):
         t = self.typed.get(tdt)
         if t is None:
             size = self.torch.empty((), dtype=tdt).element_size()
             n = self.u8.numel() // size * size
-            t = self.typed[tdt] = (self.u8[:n].view(tdt), size)
+            view = self.u8[:n].view(tdt)
+            t = self.typed[tdt] = (view, size, view.storage_offset())
         return t
+
+    def _kind(self, name, dtype, shape):
+        """What every tensor of dtype and shape shares: torch dtype and
+        shape, C-order strides, the area's typed view; raises as to_torch
+        for a dtype or shape torch cannot hold."""
+        tdt = torch_dtype(self.torch, name, dtype)
+        if any(d >= _MAX for d in shape):
+            raise _too_large(name, shape, "torch")
+        tshape = torch_shape(name, dtype, shape)
+        strides, step = [0] * len(tshape), 1
+        for d in range(len(tshape) - 1, -1, -1):
+            strides[d] = step
+            step *= tshape[d]
+        return (tdt, tshape, strides) + self._typed(tdt)
 
     def at(self, offset, nbytes, name, dtype, shape):
         """The CPU tensor of dtype and shape in the nbytes bytes at offset,
         as to_torch makes it from them; None when its address does not
-        suit its dtype (to_torch copies it)."""
-        torch = self.torch
-        tdt = torch_dtype(torch, name, dtype)
-        if any(d >= _MAX for d in shape):
-            raise _too_large(name, shape, "torch")
-        shape = torch_shape(name, dtype, shape)
+        suit its dtype (to_torch copies it). What tensors of one dtype and
+        shape share is worked out once (many small tensors mostly share
+        a few)."""
+        kind = self.kinds.get((dtype, shape))
+        if kind is None:
+            kind = self.kinds[dtype, shape] = self._kind(name, dtype, shape)
+        tdt, tshape, strides, typed, size, first = kind
         if not nbytes:
-            return torch.empty(shape, dtype=tdt)
-        typed, size = self._typed(tdt)
-        if (self.u8.data_ptr() + offset) % size or offset % size:
+            return self.torch.empty(tshape, dtype=tdt)
+        if (self.base + offset) % size or offset % size:
             return None
-        strides, step = [0] * len(shape), 1
-        for d in range(len(shape) - 1, -1, -1):
-            strides[d] = step
-            step *= shape[d]
-        return torch.as_strided(typed, shape, strides,
-                                typed.storage_offset() + offset // size)
+        return self.torch.as_strided(typed, tshape, strides,
+                                     first + offset // size)
 
 
 # ---- dtype= of the loads: conversion on load (RL_PLAN_DTYPE) ----

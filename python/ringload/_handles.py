@@ -175,6 +175,52 @@ def plan_param(key, value):
                     _lib.PLAN_PARAMS[key])
 
 
+def records(struct):
+    """The numpy dtype of ctypes structure struct, its pointers as
+    addresses (uintp): an array of n structures, filled by one bulk query
+    (rl_ckpt_tensors), is then read a column at a time."""
+    names, formats, offsets = [], [], []
+    for name, ctype in struct._fields_:
+        pointer = ctype is ctypes.c_char_p or hasattr(ctype, "contents")
+        names.append(name)
+        formats.append(np.uintp if pointer else np.dtype(ctype))
+        offsets.append(getattr(struct, name).offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": ctypes.sizeof(struct)})
+
+
+_TENSOR_RECORDS = records(_lib.TensorInfo)
+_SHARD_RECORDS = records(_lib.ShardInfo)
+
+
+def _names(rec):
+    """The names of records rec (a "name" column of C string addresses)."""
+    at, text = ctypes.string_at, _lib.text
+    return [text(at(p)) for p in rec["name"].tolist()]
+
+
+def _dtype_names(codes):
+    """Safetensors dtype names of rl_dtype codes."""
+    return list(map(_lib.DTYPES.__getitem__, codes))
+
+
+def _rows(dims, ndim):
+    """Tuples of the first ndim[k] entries of each row k of dims (an n x
+    RL_MAX_DIMS array). Where every row has the same count, zipped from
+    columns: a list per row, tens of thousands of them alive at once, set
+    off the interpreter's full garbage collections (twice the time of
+    building the shards)."""
+    if not len(ndim):
+        return []
+    lo, hi = int(ndim.min()), int(ndim.max())
+    if lo == hi:
+        if not hi:
+            return [()] * len(ndim)
+        return list(zip(*(dims[:, d].tolist() for d in range(hi))))
+    return [tuple(r[:n]) for r, n in zip(dims[:, :hi].tolist(),
+                                          ndim.tolist())]
+
+
 TensorMeta = collections.namedtuple(
     "TensorMeta", "name dtype shape file offset nbytes")
 
@@ -189,16 +235,22 @@ class Checkpoint(_Handle, kind="ckpt"):
         self.path = os.fspath(path)
         with _closed_on_error(self):
             self.check(_lib.rl_ckpt_open(self._ptr, encoded))
-            self.tensors = [self._tensor(i) for i in
-                            range(_lib.rl_ckpt_num_tensors(self._ptr))]
+            self.tensors = self._tensors()
         self.by_name = {t.name: t for t in self.tensors}
 
-    def _tensor(self, i):
-        ti = _lib.TensorInfo()
-        self.check(_lib.rl_ckpt_tensor(self._ptr, i, ctypes.byref(ti)))
-        return TensorMeta(_lib.text(ti.name), _lib.DTYPES[ti.dtype],
-                          tuple(ti.shape[d] for d in range(ti.ndim)),
-                          ti.file, ti.offset, ti.nbytes)
+    def _tensors(self):
+        """Every TensorMeta, from one rl_ckpt_tensors call: one ctypes
+        call per tensor was most of opening 20,000 small tensors."""
+        rec = np.empty(_lib.rl_ckpt_num_tensors(self._ptr), _TENSOR_RECORDS)
+        self.check(_lib.rl_ckpt_tensors(self._ptr, 0, rec.size,
+                                        rec.ctypes.data, rec.itemsize))
+        col = {k: rec[k].tolist() for k in ("dtype", "ndim", "shape")}
+        u64 = ctypes.c_uint64
+        shapes = [tuple((u64 * n).from_address(p)) if n else ()
+                  for n, p in zip(col["ndim"], col["shape"])]
+        return list(map(TensorMeta, _names(rec), _dtype_names(col["dtype"]),
+                        shapes, rec["file"].tolist(), rec["offset"].tolist(),
+                        rec["nbytes"].tolist()))
 
     def files(self):
         """Returns the paths of the checkpoint's files (rl_ckpt_file_path)."""
@@ -291,19 +343,21 @@ class Plan(_Handle, kind="plan"):
         return out
 
     def shards(self):
-        """Returns every Shard of the planned process, in plan order."""
+        """Returns every Shard of the planned process, in plan order, from
+        one rl_plan_shards call."""
         ids = [i for i, _ in self.devices()]
-        si = _lib.ShardInfo()
-        out = []
-        for s in range(_lib.rl_plan_num_shards(self.ptr)):
-            self.check(_lib.rl_plan_shard(self._ptr, s, ctypes.byref(si)))
-            n = si.ndim
-            start, stop = tuple(si.start[:n]), tuple(si.stop[:n])
-            out.append(Shard(s, _lib.text(si.name), _lib.DTYPES[si.dtype],
-                             tuple(si.shape[:n]), start, stop,
-                             tuple(b - a for a, b in zip(start, stop)),
-                             si.device, ids[si.device], si.offset, si.nbytes))
-        return out
+        rec = np.empty(_lib.rl_plan_num_shards(self.ptr), _SHARD_RECORDS)
+        self.check(_lib.rl_plan_shards(self._ptr, 0, rec.size,
+                                       rec.ctypes.data, rec.itemsize))
+        ndim = rec["ndim"]
+        n = len(rec)
+        dims = [_rows(rec[k], ndim) for k in ("shape", "start", "stop")]
+        boxes = _rows(rec["stop"] - rec["start"], ndim)
+        dev = rec["device"].tolist()
+        return list(map(Shard, range(n), _names(rec),
+                        _dtype_names(rec["dtype"].tolist()), *dims, boxes,
+                        dev, [ids[d] for d in dev], rec["offset"].tolist(),
+                        rec["nbytes"].tolist()))
 
 
 class _Progress:

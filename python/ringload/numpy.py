@@ -33,6 +33,15 @@ class _Numpy:
         """Returns raw (uint8 bytes) as an array of dtype and shape."""
         return _dtypes.to_numpy(raw, name, dtype, shape, self.raw)
 
+    def area(self, staging):
+        """A whole staging area (a uint8 array), for convert_at."""
+        return _dtypes.NumpyArea(staging, self.raw)
+
+    def convert_at(self, area, offset, nbytes, name, dtype, shape):
+        """The array of dtype and shape at offset in area (area()'s), or
+        None where convert must make it (empty, misaligned)."""
+        return area.at(offset, nbytes, name, dtype, shape)
+
     def device(self, device):
         """Validates a device argument: numpy arrays live on the CPU."""
         if device is None or device == "cpu":

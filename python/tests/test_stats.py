@@ -136,9 +136,11 @@ def _fails_after_the_read(*args):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_load_failing_after_the_read_leaves_stats(ckpt, monkeypatch, backend, workers):
     path, _ = ckpt
-    monkeypatch.setattr(rnp.FRAMEWORK, "convert", _fails_after_the_read)
-    # load_file converts with the drop-in's framework (safetensors' dtypes)
-    monkeypatch.setattr(rnp.FRAMEWORK.drop_in, "convert", _fails_after_the_read)
+    # load_file converts with the drop-in's framework (safetensors' dtypes);
+    # convert_at views the staging, convert the rest
+    for fw in (rnp.FRAMEWORK, rnp.FRAMEWORK.drop_in):
+        for what in ("convert", "convert_at"):
+            monkeypatch.setattr(fw, what, _fails_after_the_read)
     for load in (lambda st: ringload.load(path, backend=backend, stats=st,
                                           options={"workers": workers}),
                  lambda st: rnp.load_file(path, stats=st)):
