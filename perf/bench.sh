@@ -14,7 +14,17 @@
 # Settings (environment): RL_BENCH_DIR (/var/tmp/rlbench), RL_BENCH_CKPT
 # (DIR/ckpt-4g.safetensors, generated if absent), ROUNDS (5), RUNTIME (10 s
 # per run), RAMP (1 s), REGISTERED (1 adds --fixedbufs --registerfiles
-# variants of both jobs), OUT (bench-out), BUILD (build).
+# variants of both jobs), IOMEM (mmaphuge: both tools read into huge pages;
+# malloc: into 4 KiB pages, as fio's default), OUT (bench-out), BUILD (build).
+#
+# Why huge pages: a 1 MiB read into 4 KiB pages is as many device segments
+# as its pages are physically scattered, and a virtio disk takes 254: on
+# the development VM each tool's buffers came out anywhere from 17 to 256
+# segments per MiB, run to run, so one tool's reads were split in two and
+# the other's not, and the comparison measured the page allocator (rlperf
+# 0.72x fio on 2026-11-29). In huge pages both make the same 1 MiB device
+# requests. fio's mmaphuge needs hugetlb pages: the script reserves them
+# and gives them back at the end.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +35,7 @@ ROUNDS=${ROUNDS:-5}
 RUNTIME=${RUNTIME:-10}
 RAMP=${RAMP:-1}
 REGISTERED=${REGISTERED:-0}
+IOMEM=${IOMEM:-mmaphuge}
 OUT=${OUT:-bench-out}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 raw=$OUT/raw/bench-$stamp
@@ -44,6 +55,26 @@ if [ ! -e "$CKPT" ]; then
 	"$BUILD/mkckpt" "$CKPT" --size 4G
 fi
 size=$(stat -c %s "$CKPT")
+
+# Huge pages for fio's iomem=mmaphuge: each job's buffers (at most 16 MiB
+# here) plus slack, on top of what is reserved already; restored on exit.
+hp=/proc/sys/vm/nr_hugepages
+if [ "$IOMEM" = mmaphuge ]; then
+	hp_old=$(cat "$hp")
+	if (echo $((hp_old + 12)) >"$hp") 2>/dev/null && [ "$(cat "$hp")" -ge $((hp_old + 12)) ]; then
+		trap 'echo "$hp_old" >"$hp"' EXIT
+	else
+		echo "$hp_old" >"$hp" 2>/dev/null || true
+		echo "bench.sh: cannot reserve 12 huge pages ($hp): IOMEM=malloc, whose device requests depend on page layout" >&2
+		IOMEM=malloc
+	fi
+fi
+
+# The file's device: reads, merges, sectors read (/proc/diskstats).
+dev=$(basename "$(findmnt -no SOURCE --target "$CKPT" 2>/dev/null || echo ?)")
+diskstats() {
+	awk -v d="$dev" '$3 == d {print $4, $5, $6; found = 1} END {if (!found) print 0, 0, 0}' /proc/diskstats
+}
 
 # Drops the page cache where permitted, else this file's pages (fadvise).
 drop_caches() {
@@ -73,7 +104,7 @@ if [ "$REGISTERED" = 1 ]; then
 	jobs+=("seq-1M-QD16-reg:--rw=read --bs=1M --iodepth=16 --fixedbufs --registerfiles"
 	       "rand-4k-QD32-reg:--rw=randread --bs=4k --iodepth=32 --fixedbufs --registerfiles")
 fi
-common="--direct=1 --runtime=$RUNTIME --time_based --ramp_time=$RAMP --filename=$CKPT --output-format=json"
+common="--iomem=$IOMEM --direct=1 --runtime=$RUNTIME --time_based --ramp_time=$RAMP --filename=$CKPT --output-format=json"
 
 machine >"$raw/machine.md"
 : >"$raw/compare.tsv"
@@ -83,15 +114,19 @@ for round in $(seq 1 "$ROUNDS"); do
 		for tool in rlperf fio; do
 			out=$raw/$name-$tool-$round.json
 			drop_caches
+			d0=$(diskstats)
 			# shellcheck disable=SC2086
 			if [ $tool = rlperf ]; then
 				"$BUILD/rlperf" --name="$name" --ioengine=io_uring $args $common >"$out"
 			else
 				fio --name="$name" --ioengine=io_uring $args $common >"$out"
 			fi
+			d1=$(diskstats)
 			m=$(python3 "$here/benchlib.py" metrics "$out")
+			# shellcheck disable=SC2086
+			m="$m	$(python3 "$here/benchlib.py" device $d0 $d1)"
 			printf '%s\t%s\t%s\t%s\n' "$name" $tool "$round" "$m" >>"$raw/compare.tsv"
-			echo "round $round $name $tool: $(echo "$m" | awk '{printf "%.1f MB/s, %.0f IOPS, %.3f CPU s/GB", $1/1e6, $2, $5}')"
+			echo "round $round $name $tool: $(echo "$m" | awk '{printf "%.1f MB/s, %.0f IOPS, %.3f CPU s/GB, %d device reads of %.0f KiB", $1/1e6, $2, $5, $6, $8 / 2 / ($6 ? $6 : 1)}')"
 		done
 	done
 done
@@ -146,7 +181,8 @@ load_section() {
 	echo
 	echo "## rlperf vs fio (same job, interleaved, medians)"
 	echo
-	echo "Every job: io_uring, O_DIRECT, ${RUNTIME}s time based after a ${RAMP}s ramp."
+	echo "Every job: io_uring, O_DIRECT, iomem=$IOMEM, ${RUNTIME}s time based after a ${RAMP}s ramp;"
+	echo "device reads and merges from /proc/diskstats of $dev (the ramp's included)."
 	echo
 	python3 "$here/benchlib.py" compare "$raw/compare.tsv"
 	echo

@@ -3,8 +3,12 @@
 
   benchlib.py metrics FILE.json     one TSV line from fio's (or rlperf's) JSON:
                                     bw_bytes iops p50_ns p99_ns cpu_s_per_gb
+  benchlib.py device R0 M0 S0 R1 M1 S1
+                                    one TSV line "reads merges sectors" of a device
+                                    between two /proc/diskstats samples
   benchlib.py compare RESULTS.tsv   markdown table of medians and ratios from
-                                    lines "job tool round bw iops p50 p99 cpu"
+                                    lines "job tool round bw iops p50 p99 cpu
+                                    [reads merges sectors]"
   benchlib.py load RESULTS.tsv      markdown table from lines "reader round seconds bytes"
   benchlib.py media RUNS.tsv [CHART.dat]
                                     perf/load_media.sh's tables: ringload against
@@ -45,6 +49,12 @@ def metrics(path):
                                       pct.get("99.000000", 0), cpu_s / gb if gb else 0.0))
 
 
+def device(*counts):
+    """Reads, merges and sectors read between two diskstats samples."""
+    a, b = [int(x) for x in counts[:3]], [int(x) for x in counts[3:]]
+    print("\t".join(str(y - x) for x, y in zip(a, b)))
+
+
 def rows(path):
     with open(path) as f:
         return [l.split() for l in f if l.strip() and not l.startswith("#")]
@@ -60,19 +70,27 @@ def ratio(a, b):
 
 def compare(path):
     by = {}
-    for job, tool, _rnd, bw, iops, p50, p99, cpu in rows(path):
-        by.setdefault(job, {}).setdefault(tool, []).append(
-            (float(bw), float(iops), float(p50), float(p99), float(cpu)))
+    metrics = [("bandwidth, MB/s", 1e6, "%.1f"), ("IOPS", 1, "%.0f"),
+               ("clat p50, us", 1e3, "%.1f"), ("clat p99, us", 1e3, "%.1f"),
+               ("CPU s per GB", 1, "%.3f")]
+    for job, tool, _rnd, *v in rows(path):
+        x = [float(y) for y in v[:5]]
+        if len(v) >= 8:  # the device's reads, merges, sectors
+            reads, merges, sectors = (float(y) for y in v[5:8])
+            x += [reads, merges / reads if reads else 0.0,
+                  sectors / 2 / reads if reads else 0.0]
+        by.setdefault(job, {}).setdefault(tool, []).append(x)
+    if any(len(x) > 5 for t in by.values() for xs in t.values() for x in xs):
+        metrics += [("device reads", 1, "%.0f"), ("merges per device read", 1, "%.2f"),
+                     ("KiB per device read", 1, "%.0f")]
     print("| job | metric | rlperf | fio | rlperf / fio |")
     print("|---|---|---:|---:|---:|")
     for job, tools in by.items():
         r, f = tools.get("rlperf", []), tools.get("fio", [])
         n = min(len(r), len(f))
-        for i, (name, scale, fmt) in enumerate((("bandwidth, MB/s", 1e6, "%.1f"),
-                                                 ("IOPS", 1, "%.0f"),
-                                                 ("clat p50, us", 1e3, "%.1f"),
-                                                 ("clat p99, us", 1e3, "%.1f"),
-                                                 ("CPU s per GB", 1, "%.3f"))):
+        for i, (name, scale, fmt) in enumerate(metrics):
+            if any(len(x) <= i for x in r + f):
+                continue
             a = med([x[i] for x in r]) / scale
             b = med([x[i] for x in f]) / scale
             print("| %s (%d rounds) | %s | %s | %s | %.3f |"
@@ -275,6 +293,8 @@ def inproc(path, nbytes):
 
 def main():
     two = ("metrics", "compare", "load", "grid")
+    if sys.argv[1:2] == ["device"] and len(sys.argv) == 8:
+        return device(*sys.argv[2:])
     if len(sys.argv) < 3 or sys.argv[1] not in two + ("sweep", "media", "inproc") or \
             len(sys.argv) > (3 if sys.argv[1] in two else 4):
         sys.exit(__doc__)

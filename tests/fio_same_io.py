@@ -29,7 +29,14 @@ JOBS = [
     ("rand_4k_io_uring", ["--rw=randread", "--bs=4k", "--iodepth=32", "--ioengine=io_uring"], 32),
     ("rand_4k_libaio", ["--rw=randread", "--bs=4k", "--iodepth=32", "--ioengine=libaio"], 32),
     ("seq_128k_psync", ["--rw=read", "--bs=128k", "--iodepth=16", "--ioengine=psync"], 128),
+    # 1M in huge pages (fio: hugetlb, rlperf: THP): one segment per read, so
+    # the same requests whatever the allocator hands out (make bench's job)
+    ("seq_1m_huge_io_uring", ["--rw=read", "--bs=1M", "--iodepth=16", "--ioengine=io_uring",
+                              "--iomem=mmaphuge"], 256),
 ]
+HUGE_PAGES = 12    # hugetlb pages fio's mmaphuge needs: 16 x 1 MiB and slack
+NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
+huge = {"ok": False, "why": "fio's iomem=mmaphuge needs %d hugetlb pages: not root" % HUGE_PAGES}
 
 counts = {"passed": 0, "failed": 0, "skipped": 0}
 
@@ -109,6 +116,9 @@ def compare(medium, path, dev, rlperf, rounds, tmp):
     out = os.path.join(tmp, "out.json")
     for name, opts, size in JOBS:
         case = "%s_%s" % (medium, name)
+        if "--iomem=mmaphuge" in opts and not huge["ok"]:
+            report("skip", case, huge["why"])
+            continue
         try:
             runs = {"fio": [], "rlperf": []}
             for _ in range(rounds):   # interleaved: the same state of the device
@@ -169,6 +179,34 @@ def on_loop(rlperf, image, tmp):
         subprocess.run(["losetup", "-d", loop])
 
 
+def reserve_huge_pages():
+    """Adds HUGE_PAGES hugetlb pages for fio; returns the old count to
+    restore, or None (huge says why)."""
+    try:
+        with open(NR_HUGEPAGES) as f:
+            old = int(f.read())
+        with open(NR_HUGEPAGES, "w") as f:
+            f.write(str(old + HUGE_PAGES))
+        with open(NR_HUGEPAGES) as f:
+            got = int(f.read())
+    except (OSError, ValueError) as e:
+        huge["why"] = "fio's iomem=mmaphuge needs hugetlb pages: %s" % e
+        return None
+    if got < old + HUGE_PAGES:
+        huge["why"] = "%d of %d hugetlb pages reserved (memory fragmented)" % (
+            got - old, HUGE_PAGES)
+        restore_huge_pages(old)
+        return None
+    huge["ok"] = True
+    return old
+
+
+def restore_huge_pages(old):
+    if old is not None:
+        with open(NR_HUGEPAGES, "w") as f:
+            f.write(str(old))
+
+
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RL_BUILD", "build")
     rlperf = os.path.abspath(os.path.join(build, "rlperf"))
@@ -180,20 +218,29 @@ def main():
                 report("skip", "%s_%s" % (medium, job[0]), why)
     else:
         os.makedirs(build, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=build, prefix="fio-same-io.") as tmp:
-            image = os.path.join(tmp, "image")
-            write_file(image, max(size for _, _, size in JOBS))
-            on_loop(rlperf, image, tmp)
-            dev = block_device_of(image)
-            if dev is None:
-                for job in JOBS:
-                    report("skip", "disk_%s" % job[0],
-                           "the build directory is on no block device (tmpfs, overlay)")
-            else:
-                compare("disk", image, dev, rlperf, 3, tmp)
+        old = reserve_huge_pages() if os.geteuid() == 0 else None
+        try:
+            run_all(build, rlperf)
+        finally:
+            restore_huge_pages(old)
     print("%d passed, %d failed, %d skipped" % (counts["passed"], counts["failed"],
                                                 counts["skipped"]))
     return 1 if counts["failed"] else 0
+
+
+def run_all(build, rlperf):
+    """Every job on a loop device and on the disk, over a file in build."""
+    with tempfile.TemporaryDirectory(dir=build, prefix="fio-same-io.") as tmp:
+        image = os.path.join(tmp, "image")
+        write_file(image, max(size for _, _, size in JOBS))
+        on_loop(rlperf, image, tmp)
+        dev = block_device_of(image)
+        if dev is None:
+            for job in JOBS:
+                report("skip", "disk_%s" % job[0],
+                       "the build directory is on no block device (tmpfs, overlay)")
+        else:
+            compare("disk", image, dev, rlperf, 3, tmp)
 
 
 if __name__ == "__main__":
