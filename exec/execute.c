@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "execute.h"
+#include "lanes.h"
 #include "run.h"
 
 /* Fixed regions of a window pool: windows of at most EX_FIXED_MAX bytes
@@ -28,6 +29,8 @@ struct xrun {
 	struct eng_fixed *fixed;
 	unsigned nfixed;
 	struct ex_run run;      /* the job builder and the checksum pass */
+	struct eng_opts eo;     /* streaming: the engine's options */
+	int lanes;              /* streaming on two lanes (exec/lanes.h) */
 	uint64_t total, base;   /* progress: the plan's bytes, batches done */
 	size_t win_of[EX_WPOOL_MAX]; /* device loads: the program window in each slot */
 };
@@ -133,6 +136,25 @@ static int begin(struct xrun *xr)
 	return ret;
 }
 
+/* Two lanes (exec/lanes.h) where they help and nothing needs one
+ * session: two windows, pieces for the runtime (a device sink's fences
+ * free the windows in order, on this thread), nothing hashed (the
+ * checksum pass holds bytes that arrive out of order up to a bound made
+ * for one session), no batch of the cover's fillers alone, two batches
+ * at least. */
+static int use_lanes(const struct xrun *xr)
+{
+	const struct ex_exec *x = xr->x;
+	const struct ex_program *p = x->prog;
+
+	if (x->pool->nslots < 2 || x->device || xr->run.hash || p->nbatches < 2)
+		return 0;
+	for (size_t i = 0; i < p->nbatches; i++)
+		if (p->batches[i].window == EX_NO_WINDOW)
+			return 0;
+	return 1;
+}
+
 /* The engine and the checksum pass: bounce buffers hold whole reads; the
  * bound keeps them, the only memory beyond the pool, to a quarter of it
  * (or one read). */
@@ -152,6 +174,9 @@ static int setup_stream(struct xrun *xr)
 	for (size_t i = 0; i < ex->nreads; i++)
 		xr->total += ex->reads[i].len;
 	ret = ex_run_hash(&xr->run, ex, p->hashed, eo.inflight_bytes, xr->e);
+	xr->eo = eo;
+	if (ret == 0 && (xr->lanes = use_lanes(xr)))
+		return 0;
 	if (ret == 0)
 		ret = eng_create(&eo, &xr->eng, xr->e);
 	if (ret == 0 && p->nbatches)
@@ -354,6 +379,68 @@ static int run_batches(struct xrun *xr)
 	return ret;
 }
 
+/* Batch i to its lane, into a free window: waiting for one (wait), else
+ * only if one is free now. Returns 1 when given, 0 when no window was
+ * free, or a negative code (e set). */
+static int give(struct xrun *xr, struct ex_lanes *L, size_t i, int *slot, int wait)
+{
+	struct ex_exec *x = xr->x;
+	int k = wait ? ex_wpool_acquire(x->pool, x->release_timeout_ms, xr->e) :
+		ex_wpool_try(x->pool);
+
+	if (k < 0)
+		return wait ? k : 0;
+	slot[i % EX_LANES] = k;
+	ex_lanes_give(L, (unsigned)(i % EX_LANES), x->prog->batches + i, x->windows[k]);
+	return 1;
+}
+
+/* Every batch in turn on the lanes: batch i + 1 is read (into the other
+ * window, when the runtime gave it back) while batch i's last reads land
+ * and its pieces go out. Never waits for a window with a batch read but
+ * not handed out: the runtime may need its pieces before it gives one
+ * back (test_stream: release_after_the_next_window). */
+static int run_lanes(struct xrun *xr)
+{
+	struct ex_exec *x = xr->x;
+	const struct ex_program *p = x->prog;
+	int slot[EX_LANES] = { -1, -1 };
+	struct ex_lanes L;
+	size_t next = 0;
+	int ret;
+
+	if (fixed_regions(xr) < 0)
+		return cm_err_set(xr->e, -ENOMEM, "out of memory");
+	ret = ex_lanes_start(&L, &(struct ex_lanes_setup){ x->ex, p, xr->eo, xr->fixed, xr->nfixed,
+							   x->file_stats, x->pool }, xr->e);
+	if (ret < 0)
+		return ret;
+	for (size_t i = 0; i < p->nbatches && ret >= 0; i++) {
+		unsigned j = (unsigned)(i % EX_LANES);
+
+		if (next == i && (ret = give(xr, &L, next, slot, 1)) > 0)
+			next++;
+		if (ret >= 0 && next == i + 1 && next < p->nbatches &&
+		    (ret = give(xr, &L, next, slot, 0)) > 0)
+			next++;
+		if (ret < 0)
+			break;
+		ret = ex_lanes_wait(&L, j, x->on_progress, x->user, xr->total, xr->e);
+		if (ret == 0)
+			ret = hand_out(xr, p->batches + i, (unsigned)slot[j]);
+		else
+			ex_wpool_drop(x->pool, (unsigned)slot[j]);
+		slot[j] = -1;
+	}
+	ex_lanes_end(&L, &x->stats, &x->runs, &x->registered, x->why, sizeof(x->why));
+	for (unsigned j = 0; j < EX_LANES; j++) /* read, never handed out */
+		if (slot[j] >= 0)
+			ex_wpool_drop(x->pool, (unsigned)slot[j]);
+	if (ret >= 0)
+		ret = hand_out_zero(xr);
+	return ret < 0 ? ret : 0;
+}
+
 /* A device sink's end: every copy finished (or abandoned) before a
  * window is free. */
 static int device_end(struct xrun *xr, int ok)
@@ -376,6 +463,8 @@ static int run_stream(struct xrun *xr)
 {
 	int ret = setup_stream(xr);
 
+	if (ret == 0 && xr->lanes)
+		return run_lanes(xr);
 	if (ret == 0)
 		ret = run_batches(xr);
 	if (xr->x->device) {

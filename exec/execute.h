@@ -3,7 +3,8 @@
  * the engine, each into its destination, and what arrived handed on.
  *
  * A whole load: the one batch into the caller's sink (host staging), one
- * engine run. A streaming load: one engine session for every batch; for
+ * engine run. A streaming load: one engine session for every batch (or
+ * two lanes filling windows turn about, exec/lanes.h); for
  * each, a free window of the pool (exec/window_pool.h), the batch's job
  * over the caller's sink of that window, the run, then the window's pieces
  * handed to the runtime (on_piece; the window is free again once every

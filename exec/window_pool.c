@@ -128,6 +128,23 @@ int ex_wpool_acquire(struct ex_wpool *p, uint32_t timeout_ms, struct cm_err *e)
 			  p->nslots, p->slot_bytes, timeout_ms);
 }
 
+int ex_wpool_try(struct ex_wpool *p)
+{
+	int k = -1;
+
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < p->nslots && k < 0; i++)
+		if (!p->slot[i].busy)
+			k = (int)i;
+	/* Relaxed: see struct ex_wpool.cancel. */
+	if (atomic_load_explicit(&p->cancel, memory_order_relaxed))
+		k = -1;
+	if (k >= 0)
+		p->slot[k].busy = 1;
+	pthread_mutex_unlock(&p->lock);
+	return k;
+}
+
 void ex_wpool_drop(struct ex_wpool *p, unsigned k)
 {
 	pthread_mutex_lock(&p->lock);

@@ -96,6 +96,8 @@ int ex_wpool_cut(struct ex_wpool *p, uint8_t *base, uint64_t len, uint64_t two_f
 /* A free window (marked busy), waiting for gives up to timeout_ms (0:
  * forever); RL_E_CANCELED or RL_E_RELEASE_TIMEOUT with e set. */
 int ex_wpool_acquire(struct ex_wpool *p, uint32_t timeout_ms, struct cm_err *e);
+/* A window free now (marked busy), or -1 (none, or canceled). */
+int ex_wpool_try(struct ex_wpool *p);
 /* Window k, acquired, was not filled: free again. */
 void ex_wpool_drop(struct ex_wpool *p, unsigned k);
 /* Window k filled with n pieces: each held until given back (n 0: free
