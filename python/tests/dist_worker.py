@@ -315,6 +315,89 @@ def case_dead(ckpt, args):
     return {}
 
 
+def _on_fake_gpus(args):
+    """This rank's GPUs: the fake driver's two devices (fakegpu), the
+    mesh's device cuda:(rank % 2); args["fail_rank"]'s copy number
+    args["fail_at"] fails (FAKECUDA_FAIL_COPY_AT)."""
+    import fakegpu
+    fail = dist.get_rank() == args.get("fail_rank")
+    gpus = fakegpu.FakeGpus(args["fake"], env={
+        "FAKECUDA_FAIL_COPY_AT": str(args["fail_at"] if fail else 0)})
+    gpus.install(rt, setattr)
+    rt._mesh_device = lambda mesh: torch.device("cuda", dist.get_rank() % 2)
+    return gpus
+
+
+def _gpu_load(gpus, fn):
+    """fn(stats)'s result checked to lie in the fake's memory, filled by
+    the library's copies ({"copies": n, "received_bytes": of the
+    transfers}); then freed, and nothing of the load left in the
+    driver."""
+    before, stats = gpus.stats().copies, {}
+    got = fn(stats)
+    for name, t in got.items():
+        assert not t.nbytes or gpus.holds(t), f"{name} not in GPU memory"
+    out = {"copies": gpus.stats().copies - before,
+           "received_bytes": stats.get("received_bytes", 0)}
+    assert out["copies"] > 0, "no device copy"
+    del got, t
+    gpus.free()
+    assert not gpus.left(), gpus.left()
+    return out
+
+
+def case_cuda(ckpt, args):
+    """ringload.torch onto each rank's GPUs (the fake driver's, _on_fake_
+    gpus): load_dtensors on a 2x2 mesh and load(sharding, device_map: spec
+    device d on cuda:(d % 2)), every backend, 1 and 2 workers, with and
+    without read once: every local tensor lies in the memory ringload
+    allocated (_cuda_empty) and the library's device copies filled, and
+    equals safetensors'; nothing is left in the driver. The copies of
+    each by "dtensors|load/backend/workers/read_once"."""
+    gpus = _on_fake_gpus(args)
+    mesh = init_device_mesh("cpu", (2, 2))
+    pl = _placements({"w": [0, 1], "emb": [0, None], "b": [None, 0]})
+    spec = args["spec"]
+    dmap = {d: f"cuda:{d % 2}" for d in spec["mesh"]["devices"]}
+    full, out = _full(ckpt), {}
+    for backend, workers, read_once in COMBOS:
+        kw = dict(read_once=read_once, backend=backend,
+                  options={"workers": workers}, batch_bytes=64)
+
+        def dtensors(stats):
+            got = rt.load_dtensors(ckpt, mesh, pl, stats=stats, **kw)
+            _check_dtensors(got, full, mesh)
+            return {n: t.to_local() for n, t in got.items()}
+
+        def load(stats):
+            got = rt.load(ckpt, spec, device_map=dmap, stats=stats, **kw)
+            _check_load(got, full, spec)
+            return {f"{d}/{n}": t for d, ts in got.items()
+                    for n, t in ts.items()}
+        key = f"{backend}/{workers}/{read_once}"
+        out[f"dtensors/{key}"] = _gpu_load(gpus, dtensors)
+        out[f"load/{key}"] = _gpu_load(gpus, load)
+    return out
+
+
+def case_cuda_fail(ckpt, args):
+    """A device copy fails on one rank (_on_fake_gpus) in a read-once
+    args["how"] ("dtensors" or "load"): the error this rank raised, and
+    what the load left in the driver."""
+    gpus = _on_fake_gpus(args)
+    if args["how"] == "dtensors":
+        err = _error_of(lambda: rt.load_dtensors(
+            ckpt, init_device_mesh("cpu", (2, 2)), _placements(
+                {"w": [0, 1], "emb": [0, None], "b": [None, 0]}),
+            read_once=True, batch_bytes=64))
+    else:
+        dmap = {d: f"cuda:{d % 2}" for d in args["spec"]["mesh"]["devices"]}
+        err = _error_of(lambda: rt.load(ckpt, args["spec"], read_once=True,
+                                        device_map=dmap, batch_bytes=64))
+    gpus.free()
+    return {"error": err, "left": gpus.left()}
+
+
 def main():
     case, rank, world, init, ckpt, out = sys.argv[1:7]
     args = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {}
