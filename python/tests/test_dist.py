@@ -187,7 +187,9 @@ def test_read_once_onto_gpus_through_the_library(tmp_path, ckpt):
     every backend, 1 and 2 workers: the library's CUDA sink filled the
     tensors ringload.torch allocated on the GPU (no host staging and
     .to(), which made no device copy of the library before), bytes equal
-    to safetensors', and nothing left in the driver."""
+    to safetensors', and nothing left in the driver; read once with
+    dtype=F16 too (converted in the pinned windows, then copied: bit for
+    bit torch's .to())."""
     res = run(tmp_path, "cuda", ckpt, {"fake": _fake_cuda(), "spec": SPEC})
     assert all(r["ok"] for r in res), [r["error"] for r in res]
     for key in res[0]["stats"]:
