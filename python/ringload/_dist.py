@@ -19,8 +19,8 @@ copies; this module keeps the checks before the load and the collective
 calls around it. A framework may set the loader's device delivery before
 the run (run's device hook; ringload.torch onto CUDA): the same run then
 copies the rank's bytes, received ones too, to the device from the
-pinned windows, with no host staging. Memory in transit: a batch's payloads, at most
-batch_bytes (RL_PLAN_BATCH_BYTES).
+pinned windows, with no host staging. Memory in transit: a batch's
+payloads, at most batch_bytes (RL_PLAN_BATCH_BYTES).
 
 Agreement: before any byte moves the ranks exchange what they are about
 to do (same_plan): each file's name, size, header and identity (machine,

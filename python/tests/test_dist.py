@@ -13,8 +13,8 @@ all raise ArgumentError naming it; read once with targets and
 files_of_process is byte-exact; the ranks read each byte of the file once
 from storage (perf/dist_bytes.py); onto GPUs (the fake CUDA driver,
 fakegpu.py) the library's CUDA sink fills the tensors ringload.torch
-allocated, and a device copy failing on one rank fails every rank. Run by the venv of make pydeps alone
-(Debian's torch 1.13 has no DTensor)."""
+allocated, and a device copy failing on one rank fails every rank. Run
+by the venv of make pydeps alone (Debian's torch 1.13 has no DTensor)."""
 import json
 import os
 import subprocess
