@@ -16,8 +16,11 @@ file ranges balanced by bytes, and sent whole to the others. One
 rl_loader_run over a transport of the group (_transport: isend/irecv,
 wait, all_reduce) does the rank's reads, the transfers' reads, moves and
 copies; this module keeps the checks before the load and the collective
-calls around it. Memory in transit: a batch's payloads, at most
-batch_bytes (RL_PLAN_BATCH_BYTES).
+calls around it. A framework may set the loader's device delivery before
+the run (run's device hook; ringload.torch onto CUDA): the same run then
+copies the rank's bytes, received ones too, to the device from the
+pinned windows, with no host staging. Memory in transit: a batch's
+payloads, at most batch_bytes (RL_PLAN_BATCH_BYTES).
 
 Agreement: before any byte moves the ranks exchange what they are about
 to do (same_plan): each file's name, size, header and identity (machine,
@@ -365,13 +368,16 @@ def _check_whole(loader, ckpt, expected):
                                 f"got {bytes(got).hex()}")
 
 
-def _load(ckpt, p, group, loader, expected):
-    """loader.run(p) over a transport of group when p has transfers (the
+def _load(ckpt, p, group, loader, expected, device):
+    """device(p, loader) when given (it sets loader's device delivery),
+    then loader.run(p) over a transport of group when p has transfers (the
     library reads, moves and copies them), then _check_whole; returns
     the transport (None without transfers). A failure of the run raises
     what a transport op kept, or the run's error marked secondary when
     only another rank failed (agree then prefers that rank's)."""
     tp = None
+    if device is not None:
+        device(p, loader)
     if summary(p)[0]:
         tp = group.transport()
         loader.set_transport(tp)
@@ -386,26 +392,37 @@ def _load(ckpt, p, group, loader, expected):
     return tp
 
 
-def run(ckpt, p, group, loader, expected=()):
+def run(ckpt, p, group, loader, expected=(), device=None):
     """Runs plan p (plan()) on this rank with loader (its expected SHA-256
     values set: [(file, hex)], each file its reads did not check then
     hashed whole): its own reads and, with read once, the transfers,
     which rl_loader_run reads, moves over the group (_transport) and
     copies (the loader's backend and options read the transfers too).
-    Returns (shards, device ids, staging arrays of the devices (views
-    that keep loader), statistics: the loader's bytes needed (with the
-    payloads this rank roots) and read, the bytes and messages the
-    transport moved, the group's distinct bytes)."""
+    device: None, or device(p, loader), called on every rank before the
+    run (a failure there fails every rank), which may set loader's device
+    delivery and give every shard its destination (rl_loader_set_device
+    and _dest, or the CUDA ones): the one run then copies the rank's
+    reads and the bytes it receives to the device from the pinned
+    windows, and no host staging is made (rl_loader_device_kind says
+    which). Returns (shards, device ids, staging arrays of the devices
+    (views that keep loader; none on a device), statistics: the loader's
+    bytes needed (with the payloads this rank roots) and read, the bytes
+    and messages the transport moved, the group's distinct bytes)."""
     group = _group(group)
     try:
-        tp = agree(group, lambda: _load(ckpt, p, group, loader, expected))
+        tp = agree(group, lambda: _load(ckpt, p, group, loader, expected,
+                                        device))
         _sha256.warn_unchecked(loader, ckpt)
         st = loader.stats()
         devices = p.devices()
-        staging = [_area(loader, d) for d in range(len(devices))]
+        on_device = _lib.rl_loader_device_kind(loader.ptr) is not None
+        staging = [] if on_device else [_area(loader, d)
+                                        for d in range(len(devices))]
     except BaseException:
         loader.close()
         raise
+    if on_device:  # the bytes are in the caller's destinations
+        loader.close()
     roots = _xstats(p, group.rank).payload_bytes if tp else 0
     counts = {"bytes_needed": st["bytes_needed"] + roots,
               "bytes_read": st["bytes_read"],
@@ -452,10 +469,11 @@ def _prepare(filename, sharding, group, load_args, plan_values, to, check):
 
 
 def run_group(filename, sharding, group, load_args, plan_values, after=None,
-              to=None, check=None):
+              to=None, check=None, device=None):
     """Prepares (_prepare) on every rank, checks that the ranks agree
-    (same_plan), runs the plan (run); returns (core.Loaded, statistics,
-    after(ckpt, expected) or None)."""
+    (same_plan), runs the plan (run, with device: onto the device it
+    sets); returns (core.Loaded, statistics, after(ckpt, expected) or
+    None)."""
     group = _group(group)
     ckpt, p, loader, expected, mine = agree(group, lambda: _prepare(
         filename, sharding, group, load_args, plan_values, to, check))
@@ -465,7 +483,8 @@ def run_group(filename, sharding, group, load_args, plan_values, after=None,
         except BaseException:
             loader.close()  # no staging made yet: nothing refers to it
             raise
-        shards, ids, staging, st = run(ckpt, p, group, loader, expected)
+        shards, ids, staging, st = run(ckpt, p, group, loader, expected,
+                                       device)
         extra = after(ckpt, expected) if after else None
     finally:
         p.close()

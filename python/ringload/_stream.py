@@ -97,6 +97,13 @@ class StreamingLoad:
         for i, (ptr, nbytes) in enumerate(dests):
             if nbytes:
                 self.loader.set_cuda_dest(i, ptr, nbytes)
+        self.run()
+
+    def run(self):
+        """Runs the whole load in C onto the device its loader is set to
+        deliver to (ringload.torch._to_gpus, or run_cuda): no piece
+        reaches Python; returns when every copy finished, or raises the
+        load's error (nothing in flight)."""
         self.loader.run(self.plan)
         self._ended = True
 

@@ -15,7 +15,10 @@ A CUDA device streams (_deliver_streaming, docs/cuda.md): the tensors are
 allocated with torch.empty(device=...) and the library's CUDA sink fills
 them in C (pinned windows, one async copy per piece, a window reused only
 after its copies finished); no copy loop runs in Python, and host memory
-stays within the budget. The loader option staging_budget
+stays within the budget. The loads of a torch.distributed group
+(load_dtensors, load(process_group=...)) onto GPUs do the same, read once
+too: the bytes a rank receives are copied to its GPU from the same pinned
+windows (_to_gpus). The loader option staging_budget
 (ringload.load(..., options={"staging_budget": N})) streams CPU targets
 the same way, into tensors torch owns.
 """
@@ -92,12 +95,63 @@ def _shaped(u8, shard):
     return u8.view(tdt).reshape(shape)
 
 
+def _cuda_empty(nbytes, device):
+    """(uint8 tensor of nbytes on CUDA device, its device address): the
+    one place that allocates what the library's CUDA sink fills
+    (torch.empty: torch's caching allocator; the tests put the fake
+    driver's memory here)."""
+    t = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return t, t.data_ptr()
+
+
+def _cuda_stream(ordinal):
+    """torch's current stream on GPU ordinal, as a CUstream value."""
+    return torch.cuda.current_stream(ordinal).cuda_stream
+
+
+def _to_gpus(loader, ids, shards, devices):
+    """Sets loader (a _handles.Loader) to fill every shard on its GPU
+    (ids: the plan's device ids; devices: spec device id -> CUDA
+    torch.device, every id of ids in it) in C, through the
+    library's CUDA sink (docs/cuda.md: the pinned window pool, one async
+    copy per piece, a window reused only after its copies' event; with a
+    transport, the received bytes too): each shard's tensor allocated
+    first (_cuda_empty), its address given as the shard's destination.
+    Returns the uint8 tensors, by shard index."""
+    ords = {i: _cuda_ordinal(devices[i]) for i in ids}
+    one = set(ords.values())
+    one = one.pop() if len(one) == 1 else None  # any ids: no map
+    dmap = None
+    if one is None:
+        dmap = [0] * (max(ids) + 1 if ids else 0)
+        for i in ids:
+            dmap[i] = ords[i]
+    loader.set_cuda(dmap, one)
+    # torch.empty's blocks may still be used by kernels queued on torch's
+    # current stream: the copies wait for it, it for them
+    for o in set(ords.values()):
+        loader.set_cuda_stream(o, _cuda_stream(o))
+    dst = [None] * len(shards)
+    for s in shards:
+        dst[s.index], ptr = _cuda_empty(s.nbytes, devices[s.device_id])
+        if s.nbytes:
+            loader.set_cuda_dest(s.index, ptr, s.nbytes)
+    return dst
+
+
+def _on_devices(ids, shards, dst):
+    """{device_id: {name: tensor}} of devices ids (in order), each shard's
+    bytes in dst (by shard index) as its dtype and shape."""
+    out = {i: {} for i in ids}
+    for s in shards:
+        out[s.device_id][s.name] = _shaped(dst[s.index], s)
+    return out
+
+
 def _deliver_streaming(job, devices, cuda):
-    """The streaming delivery (docs/streaming.md): every shard's tensor is
-    allocated on its device first (torch.empty); then, with CUDA targets,
-    the library's CUDA sink fills them in C (docs/cuda.md: the pinned
-    window pool, one async copy per piece, a window reused only after its
-    copies' event), else the pieces are copied into CPU tensors here; host
+    """The streaming delivery (docs/streaming.md): with CUDA targets, the
+    library's CUDA sink fills tensors allocated on their GPUs first
+    (_to_gpus); else the pieces are copied into CPU tensors here; host
     memory stays within the budget (loader option staging_budget, else the
     library's default: rl_loader_budget), and the library sizes the window
     pool (what a CUDA load pins) to the load's staging when that is smaller."""
@@ -105,35 +159,18 @@ def _deliver_streaming(job, devices, cuda):
         for s in load.shards:
             _dtypes.torch_check(torch, s.name, s.dtype, s.box)
         ids = [i for i, _ in load.devices]
-        gpu = cuda and all(i in devices for i in ids)  # else CPU ones too
-        dst = [torch.empty(s.nbytes, dtype=torch.uint8,
-                           device=devices[s.device_id] if gpu else "cpu")
-               for s in load.shards]
-        if gpu:  # GPU only, to the else
-            ords = {i: _cuda_ordinal(devices[i]) for i in ids}
-            one = set(ords.values())
-            one = one.pop() if len(one) == 1 else None  # any ids: no map
-            dmap = None
-            if one is None:
-                dmap = [0] * (max(ids) + 1 if ids else 0)
-                for i in ids:
-                    dmap[i] = ords[i]
-            # torch.empty's blocks may still be used by kernels queued on
-            # torch's current stream: the copies wait for it, it for them
-            streams = {o: torch.cuda.current_stream(o).cuda_stream
-                       for o in set(ords.values())}
-            load.run_cuda(dmap, [(t.data_ptr(), t.numel()) for t in dst],
-                          streams, one)
+        if cuda and all(i in devices for i in ids):  # GPU only, to the else
+            dst = _to_gpus(load.loader, ids, load.shards, devices)
+            load.run()
         else:  # CPU targets (a mix: the GPU shards moved after, by torch)
+            dst = [torch.empty(s.nbytes, dtype=torch.uint8)
+                   for s in load.shards]
             _release_each(load, load.pieces(), dst)
             dst = [t.to(devices[s.device_id]) if s.device_id in devices
                    else t for s, t in zip(load.shards, dst)]
         if job.stats is not None:
             job.stats.update(load.stats(job.ckpt))
-        out = {i: {} for i, _ in load.devices}
-    for s in load.shards:
-        out[s.device_id][s.name] = _shaped(dst[s.index], s)
-    return out
+    return _on_devices(ids, load.shards, dst)
 
 
 def _deliver(job, devices):
@@ -381,7 +418,7 @@ def _dtensor_spec(device_mesh, layout):
 
 def _mesh_device(device_mesh):
     """The device of this rank's local shards: the CPU, or the current
-    device of the mesh's device type (GPU only: untested here)."""
+    device of the mesh's device type."""
     if device_mesh.device_type == "cpu":
         return None
     mod = getattr(torch, device_mesh.device_type)
@@ -389,15 +426,27 @@ def _mesh_device(device_mesh):
 
 
 def _run_group(filename, sharding, group, job, batch_bytes, read_once,
-               plan_values, after=None, to=None):
+               plan_values, after=None, to=None, devices=None):
     """_dist.run_group, every tensor checked as a torch tensor (of dtype
-    to when given: the library converts)."""
+    to when given: the library converts). devices (spec device id ->
+    torch.device): when each of this rank's plan devices is a GPU, the
+    run fills tensors allocated there (_to_gpus). Returns (Loaded,
+    statistics, after's result, those tensors by shard index: empty
+    when the run was not onto GPUs)."""
     from . import _dist
-    return _dist.run_group(
+    gpu = []
+
+    def device(p, loader):
+        ids = [i for i, _ in p.devices()]
+        if ids and all(getattr(devices.get(i), "type", None) == "cuda"
+                       for i in ids):
+            gpu.extend(_to_gpus(loader, ids, p.shards(), devices))
+    loaded, st, extra = _dist.run_group(
         filename, sharding, group, (job, batch_bytes, read_once),
         plan_values, after, to, lambda ckpt: [_dtypes.torch_check(
             torch, t.name, _dtypes.loaded(t.dtype, to), t.shape)
-            for t in ckpt.tensors])
+            for t in ckpt.tensors], device if devices else None)
+    return loaded, st, extra, gpu
 
 
 def _own_boxes(ckpt, layout, own, job):
@@ -409,6 +458,25 @@ def _own_boxes(ckpt, layout, own, job):
 
 def _to_torch_raw(raw, name, dtype, shape):
     return _dtypes.to_torch(torch, raw, name, dtype, shape)
+
+
+def _local_tensors(loaded, gpu, own, device):
+    """{name: this rank's local tensor on device (None: the CPU)}: the
+    plan's shards as the library filled them on the GPU (gpu: by shard
+    index, _to_gpus), else views of the host staging that torch copies
+    to device; the tensors this rank read outside the plan (own: {Box:
+    CPU tensor}, _own_boxes) copied by torch."""
+    if gpu:
+        (tensors,) = _on_devices(loaded.device_ids, loaded.shards,
+                                 gpu).values()
+    else:
+        tensors = {s.name: _to_torch_raw(loaded.raw(s), s.name, s.dtype,
+                                         s.box) for s in loaded.shards}
+        tensors = {n: t if device is None else t.to(device)
+                   for n, t in tensors.items()}
+    tensors.update({b.name: t if device is None else t.to(device)
+                    for b, t in own.items()})
+    return tensors
 
 
 @_core.frees_on_error
@@ -433,6 +501,13 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
     transport_messages and the group's unique_bytes. Ranks that disagree
     (on the placements, the files) or a failure on any rank raise on
     every rank. Returns {name: DTensor} in sorted name order.
+
+    Local tensors: on the CPU for a cpu mesh; on a cuda mesh, on the
+    rank's current GPU, allocated there first and filled by the library
+    (_to_gpus: its own reads and the bytes it receives copied from the
+    pinned windows; no host staging, no .to()), except the tensors read
+    by each rank itself, loaded to the host and copied with .to(), as
+    every tensor for another device type.
     """
     from torch.distributed.tensor import DTensor
     from . import _dist
@@ -454,29 +529,26 @@ def load_dtensors(filename, device_mesh, placements, *, read_once=True,
         return meta["spec"]
     _dist.agree(None, spec_of)
     job = (backend, options, sha256)
-    loaded, st, own = _run_group(
+    device = _mesh_device(device_mesh)
+    loaded, st, own, gpu = _run_group(
         filename, meta["spec"], None, job, batch_bytes, bool(read_once),
         lambda p: {"device_mesh": meta["spec"]["mesh"], "placements": (
             meta["spec"]["rules"], meta["own"], _dist.summary(p))},
         lambda ckpt, expected: _dist.agree(None, lambda: _own_boxes(
             ckpt, meta["layout"], meta["own"],
-            (backend, options, expected))) if meta["own"] else ({}, None))
+            (backend, options, expected))) if meta["own"] else ({}, None),
+        devices={torch.distributed.get_rank(): device} if device else None)
     for key in ("bytes_needed", "bytes_read"):  # of the tensors read here
         st[key] += (own[1] or {}).get(key, 0)
     st["unique_bytes"] += sum(m.nbytes for m, _, _ in meta["layout"]
                               if m.name in meta["own"])
     if stats is not None:
         stats.update(st)
-    tensors = {s.name: _to_torch_raw(loaded.raw(s), s.name, s.dtype, s.box)
-               for s in loaded.shards}
-    tensors.update({b.name: t for b, t in own[0].items()})
-    device = _mesh_device(device_mesh)
+    tensors = _local_tensors(loaded, gpu, own[0], device)
     out = {}
     for m, pl, _ in meta["layout"]:
-        local = tensors[m.name] if device is None else \
-            tensors[m.name].to(device)
         out[m.name] = DTensor.from_local(
-            local, device_mesh, pl, run_check=False,
+            tensors[m.name], device_mesh, pl, run_check=False,
             shape=torch.Size(m.shape),
             stride=torch.empty(m.shape, device="meta").stride())
     return {name: out[name] for name in sorted(out)}
@@ -549,7 +621,11 @@ def _load_group(filename, sharding=None, *, process_group=None,
     or a failure on any rank raise on every rank. stats (read once): a
     dict to fill with this rank's statistics,
     as load_dtensors'. Returns {device_id: {name: tensor}} for this rank's
-    devices, as ringload.load.
+    devices, as ringload.load. When device_map puts every device of the
+    rank on CUDA, the library fills tensors allocated on the GPUs
+    (_to_gpus: the received bytes too, from the pinned windows); a mix
+    of CPU and GPU devices loads to the host, and torch copies the GPU
+    shards (.to()).
     """
     import ringload
     dist = getattr(torch, "distributed", None)
@@ -565,13 +641,15 @@ def _load_group(filename, sharding=None, *, process_group=None,
     if read_once:
         devices = {_handles.integer("device_map key", k, 0, 2**32 - 1):
                    FRAMEWORK.device(v) for k, v in (device_map or {}).items()}
-        loaded, st, _ = _run_group(
+        loaded, st, _, gpu = _run_group(
             filename, sharding, process_group, (backend, options, sha256),
             batch_bytes, True, lambda p: {"sharding": (
                 _canonical(sharding), _dist.summary(p))},
-            to=_dtypes.convert_to(dtype))
+            to=_dtypes.convert_to(dtype), devices=devices)
         if stats is not None:
             stats.update(st)
+        if gpu:  # filled on the GPUs by the library (_to_gpus)
+            return _on_devices(loaded.device_ids, loaded.shards, gpu)
         return _core.materialize(FRAMEWORK, loaded, devices)
     rank = dist.get_rank(process_group)
     return _dist.agree(process_group, lambda: ringload.load(

@@ -105,16 +105,31 @@ def _bits(t):
                                 8: torch.int64}[t.element_size()])
 
 
+def _check_converted(got, full, spec, to, what):
+    """This rank's devices in got, each floating box bit for bit torch's
+    .to(to) of safetensors' load (full), the others as stored."""
+    import oracle
+    mesh = spec["mesh"]
+    mine = [d for d, p in zip(mesh["devices"], mesh["process_of_device"])
+            if p == dist.get_rank()]
+    assert sorted(got) == mine, (sorted(got), mine)
+    for dev in mine:
+        for name, t in full.items():
+            box = oracle.boxes(spec, name, tuple(t.shape))[dev]
+            want = t[tuple(slice(a, b) for a, b in box)]
+            want = want.to(to) if want.is_floating_point() else want
+            g = got[dev][name]
+            assert g.dtype == want.dtype and g.shape == want.shape, \
+                (what, dev, name, g.dtype, g.shape)
+            assert torch.equal(_bits(g), _bits(want)), (what, dev, name)
+
+
 def case_dtype(ckpt, args):
     """ringload.torch.load(read_once=True, dtype=...) to F16, BF16 and F32
     on every backend, 1 and 2 workers: each floating box bit for bit
     torch's .to() of safetensors' load, the others as stored. The
     statistics by "dest/backend/workers"."""
-    import oracle
     full, out, spec = _full(ckpt), {}, args["spec"]
-    mesh = spec["mesh"]
-    mine = [d for d, p in zip(mesh["devices"], mesh["process_of_device"])
-            if p == dist.get_rank()]
     for dest in ("F16", "BF16", "F32"):
         to = {"F16": torch.float16, "BF16": torch.bfloat16,
               "F32": torch.float32}[dest]
@@ -123,17 +138,7 @@ def case_dtype(ckpt, args):
             got = rt.load(ckpt, spec, read_once=True, backend=backend,
                           options={"workers": workers}, stats=stats,
                           dtype=dest if workers == 1 else to)
-            assert sorted(got) == mine, (sorted(got), mine)
-            for dev in mine:
-                for name, t in full.items():
-                    box = oracle.boxes(spec, name, tuple(t.shape))[dev]
-                    want = t[tuple(slice(a, b) for a, b in box)]
-                    want = want.to(to) if want.is_floating_point() else want
-                    g = got[dev][name]
-                    assert g.dtype == want.dtype and g.shape == want.shape, \
-                        (dest, dev, name, g.dtype, g.shape)
-                    assert torch.equal(_bits(g), _bits(want)), (dest, backend,
-                                                                dev, name)
+            _check_converted(got, full, spec, to, (dest, backend))
             out[f"{dest}/{backend}/{workers}"] = stats
     return out
 
@@ -313,6 +318,102 @@ def case_dead(ckpt, args):
     mesh = init_device_mesh("cpu", (4,))
     rt.load_dtensors(ckpt, mesh, {"w": [Shard(0)]})
     return {}
+
+
+def _on_fake_gpus(args):
+    """This rank's GPUs: the fake driver's two devices (fakegpu), the
+    mesh's device cuda:(rank % 2); args["fail_rank"]'s copy number
+    args["fail_at"] fails (FAKECUDA_FAIL_COPY_AT)."""
+    import fakegpu
+    fail = dist.get_rank() == args.get("fail_rank")
+    gpus = fakegpu.FakeGpus(args["fake"], env={
+        "FAKECUDA_FAIL_COPY_AT": str(args["fail_at"] if fail else 0)})
+    gpus.install(rt, setattr)
+    rt._mesh_device = lambda mesh: torch.device("cuda", dist.get_rank() % 2)
+    return gpus
+
+
+def _gpu_load(gpus, fn):
+    """fn(stats)'s result checked to lie in the fake's memory, filled by
+    the library's copies ({"copies": n, "received_bytes": of the
+    transfers}); then freed, and nothing of the load left in the
+    driver."""
+    before, stats = gpus.stats().copies, {}
+    got = fn(stats)
+    for name, t in got.items():
+        assert not t.nbytes or gpus.holds(t), f"{name} not in GPU memory"
+    out = {"copies": gpus.stats().copies - before,
+           "received_bytes": stats.get("received_bytes", 0)}
+    assert out["copies"] > 0, "no device copy"
+    del got, t
+    gpus.free()
+    assert not gpus.left(), gpus.left()
+    return out
+
+
+def case_cuda(ckpt, args):
+    """ringload.torch onto each rank's GPUs (the fake driver's, _on_fake_
+    gpus): load_dtensors on a 2x2 mesh and load(sharding, device_map: spec
+    device d on cuda:(d % 2)), every backend, 1 and 2 workers, with and
+    without read once: every local tensor lies in the memory ringload
+    allocated (_cuda_empty) and the library's device copies filled, and
+    equals safetensors'; nothing is left in the driver; then load read
+    once converting to F16 (bit for bit torch's .to()). The copies and
+    received bytes of each by "dtensors|load/backend/workers/read_once"
+    and "load/F16/True"."""
+    gpus = _on_fake_gpus(args)
+    mesh = init_device_mesh("cpu", (2, 2))
+    pl = _placements({"w": [0, 1], "emb": [0, None], "b": [None, 0]})
+    spec = args["spec"]
+    dmap = {d: f"cuda:{d % 2}" for d in spec["mesh"]["devices"]}
+    full, out = _full(ckpt), {}
+    for backend, workers, read_once in COMBOS:
+        kw = dict(read_once=read_once, backend=backend,
+                  options={"workers": workers}, batch_bytes=64)
+
+        def dtensors(stats):
+            got = rt.load_dtensors(ckpt, mesh, pl, stats=stats, **kw)
+            _check_dtensors(got, full, mesh)
+            return {n: t.to_local() for n, t in got.items()}
+
+        def load(stats):
+            got = rt.load(ckpt, spec, device_map=dmap, stats=stats, **kw)
+            _check_load(got, full, spec)
+            return _flat(got)
+        key = f"{backend}/{workers}/{read_once}"
+        out[f"dtensors/{key}"] = _gpu_load(gpus, dtensors)
+        out[f"load/{key}"] = _gpu_load(gpus, load)
+
+    def converted(stats):  # in the pinned windows, then copied
+        got = rt.load(ckpt, spec, read_once=True, device_map=dmap,
+                      dtype=torch.float16, batch_bytes=64, stats=stats)
+        _check_converted(got, full, spec, torch.float16, "F16 on GPUs")
+        return _flat(got)
+    out["load/F16/True"] = _gpu_load(gpus, converted)
+    return out
+
+
+def _flat(got):
+    """{"device/name": tensor} of load's {device: {name: tensor}}."""
+    return {f"{d}/{n}": t for d, ts in got.items() for n, t in ts.items()}
+
+
+def case_cuda_fail(ckpt, args):
+    """A device copy fails on one rank (_on_fake_gpus) in a read-once
+    args["how"] ("dtensors" or "load"): the error this rank raised, and
+    what the load left in the driver."""
+    gpus = _on_fake_gpus(args)
+    if args["how"] == "dtensors":
+        err = _error_of(lambda: rt.load_dtensors(
+            ckpt, init_device_mesh("cpu", (2, 2)), _placements(
+                {"w": [0, 1], "emb": [0, None], "b": [None, 0]}),
+            read_once=True, batch_bytes=64))
+    else:
+        dmap = {d: f"cuda:{d % 2}" for d in args["spec"]["mesh"]["devices"]}
+        err = _error_of(lambda: rt.load(ckpt, args["spec"], read_once=True,
+                                        device_map=dmap, batch_bytes=64))
+    gpus.free()
+    return {"error": err, "left": gpus.left()}
 
 
 def main():

@@ -11,8 +11,10 @@ whose failed op, or a rank dying in it, fails every rank promptly. Ranks
 that disagree (a stale copy, another sharding, placements or batch size)
 all raise ArgumentError naming it; read once with targets and
 files_of_process is byte-exact; the ranks read each byte of the file once
-from storage (perf/dist_bytes.py). Run by the venv of make pydeps alone
-(Debian's torch 1.13 has no DTensor)."""
+from storage (perf/dist_bytes.py); onto GPUs (the fake CUDA driver,
+fakegpu.py) the library's CUDA sink fills the tensors ringload.torch
+allocated, and a device copy failing on one rank fails every rank. Run
+by the venv of make pydeps alone (Debian's torch 1.13 has no DTensor)."""
 import json
 import os
 import subprocess
@@ -168,6 +170,52 @@ def test_load_read_once_converts_dtype(tmp_path):
     for combo in res[0]["stats"]:
         st = [r["stats"][combo] for r in res]
         assert sum(s["sent_bytes"] for s in st) == sum(s["received_bytes"] for s in st) > 0
+
+
+def _fake_cuda():
+    """The fake CUDA driver (tests/fakecuda), or a skip naming it."""
+    from conftest import build_dir
+    path = os.path.join(build_dir(), "tests", "fakecuda", "libcuda.so.1")
+    if not os.path.exists(path):
+        pytest.skip(f"needs {path} (make builds it with the tests)")
+    return path
+
+
+def test_read_once_onto_gpus_through_the_library(tmp_path, ckpt):
+    """load_dtensors and load(sharding, device_map) onto each rank's GPUs
+    (the fake driver's, dist_worker's _on_fake_gpus), read once and not,
+    every backend, 1 and 2 workers: the library's CUDA sink filled the
+    tensors ringload.torch allocated on the GPU (no host staging and
+    .to(), which made no device copy of the library before), bytes equal
+    to safetensors', and nothing left in the driver; read once with
+    dtype=F16 too (converted in the pinned windows, then copied: bit for
+    bit torch's .to())."""
+    res = run(tmp_path, "cuda", ckpt, {"fake": _fake_cuda(), "spec": SPEC})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    for key in res[0]["stats"]:
+        assert all(r["stats"][key]["copies"] > 0 for r in res), key
+        got = sum(r["stats"][key]["received_bytes"] for r in res)
+        assert got > 0 if key.endswith("True") else got == 0, (key, got)
+
+
+@pytest.mark.parametrize("how", ["dtensors", "load"])
+def test_failed_device_copy_fails_every_rank(tmp_path, ckpt, how):
+    """Rank 1's third device copy fails (FAKECUDA_FAIL_COPY_AT) in a
+    read-once load onto the GPUs: every rank raises rank 1's CUDA error,
+    and no rank leaves streams, events or pinned memory in the driver."""
+    bad = 1
+    res = run(tmp_path, "cuda_fail", ckpt, {
+        "fake": _fake_cuda(), "spec": SPEC, "how": how, "fail_rank": bad,
+        "fail_at": 3})
+    assert all(r["ok"] for r in res), [r["error"] for r in res]
+    codes = {_lib.ERROR_CODES["RL_E_CUDA"], _lib.ERROR_CODES["RL_E_CUDA_STICKY"]}
+    errors = [r["stats"]["error"] for r in res]
+    for rank, r in enumerate(res):
+        assert errors[rank] and errors[rank][1] in codes, (rank, errors)
+        assert errors[rank][1] == errors[bad][1], (rank, errors)
+        if rank != bad:
+            assert errors[rank][2].startswith(f"rank {bad}: "), errors[rank]
+        assert not r["stats"]["left"], (rank, r["stats"]["left"])
 
 
 def test_load_on_a_subgroup_takes_the_rank_in_the_group(tmp_path, ckpt):

@@ -1,12 +1,16 @@
 """CUDA devices (marked gpu; skipped when torch.cuda.is_available() is
 false, failed instead under RL_NO_SKIP=1, as perf/gpu_check.sh runs them):
 load_file and load stream to cuda:N (pinned windows, copy stream, release
-on the copy's event), safe_open copies with .to(); bytes equal to the
-written ones and to the CPU results. The checkpoints are written here
-(stfile, no safetensors needed), so that the tests run on a machine with
-only torch and a copy of the tree."""
+on the copy's event), safe_open copies with .to(); torch.distributed
+read-once loads (two gloo ranks, this file as their worker) land on the
+GPU through the library's CUDA sink; bytes equal to the written ones and
+to the CPU results. The checkpoints are written here (stfile, no
+safetensors needed), so that the tests run on a machine with only torch
+and a copy of the tree."""
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -161,3 +165,82 @@ def test_results_survive_torch_work_on_the_same_device(ckpt, torch):
     for _ in range(3):
         t = ringload.torch.load_file(moe, device="cuda:0")[name]
         assert int(t.view(torch.int32).sum().item()) == want
+
+
+def _dist_worker(how, rank, init, moe, out):
+    """One of two gloo ranks (python test_gpu.py how rank init moe out):
+    a read-once load of moe onto cuda:0, "load" (MOE_SPEC, process =
+    rank, every device on cuda:0) or "dtensors" (a 1-D CUDA mesh, o_proj
+    Shard(0), the rest replicated); writes {"cuda": every tensor on the
+    GPU, "sha256": {"device/name": digest}, "stats"} to out."""
+    import datetime
+    import torch
+    import torch.distributed as dist
+    import ringload.torch as rt
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank,
+                            world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    stats = {}
+    if how == "load":
+        got = rt.load(moe, MOE_SPEC, read_once=True, batch_bytes=4096,
+                      device_map={d: "cuda:0" for d in MOE_SPEC["mesh"]["devices"]},
+                      stats=stats)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard
+        mesh = init_device_mesh("cuda", (2,))
+        got = {rank: {n: t.to_local() for n, t in rt.load_dtensors(
+            moe, mesh, {O_PROJ: [Shard(0)]}, batch_bytes=4096,
+            stats=stats).items()}}
+    torch.cuda.synchronize()
+    res = {"cuda": all(t.is_cuda for ts in got.values() for t in ts.values()),
+           "sha256": {f"{d}/{n}": oracle.sha256(oracle.as_bytes(t))
+                      for d, ts in got.items() for n, t in ts.items()},
+           "stats": stats}
+    with open(out, "w") as f:
+        json.dump(res, f)
+    os._exit(0)  # no teardown collectives
+
+
+O_PROJ = "model.layers.1.self_attn.o_proj.weight"
+
+
+@pytest.mark.parametrize("how", ["load", "dtensors"])
+def test_read_once_group_onto_the_gpu(ckpt, tmp_path, how):
+    """Two gloo ranks, read once onto cuda:0: the library's CUDA sink fills
+    tensors allocated on the GPU (ringload.torch._to_gpus), received bytes
+    too, each rank's boxes equal to the written bytes."""
+    from procs import communicate_all
+    if how == "dtensors":
+        pytest.importorskip("torch.distributed.tensor", reason="needs torch "
+                            ">= 2.4 (DTensor)")
+    moe, _, written = ckpt
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), how, str(r),
+         str(tmp_path / "init"), moe, str(tmp_path / f"{r}.json")], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for r in range(2)]
+    logs = communicate_all(procs, 240)
+    res = []
+    for r, p in enumerate(procs):
+        assert p.returncode == 0 and (tmp_path / f"{r}.json").exists(), logs[r]
+        res.append(json.loads((tmp_path / f"{r}.json").read_text()))
+    assert sum(x["stats"]["received_bytes"] for x in res) > 0, res
+    for r, x in enumerate(res):
+        assert x["cuda"], (r, x)
+        for key, digest in x["sha256"].items():
+            dev, name = key.split("/", 1)
+            dtype, shape, data = written[name]
+            if how == "load":
+                box = oracle.boxes(MOE_SPEC, name, shape)[int(dev)]
+            else:
+                box = [(0, n) for n in shape]
+                if name == O_PROJ:
+                    box[0] = (r * shape[0] // 2, (r + 1) * shape[0] // 2)
+            want = stfile.box_bytes(dtype, shape, data, box)
+            assert digest == oracle.sha256(want), (r, key)
+
+
+if __name__ == "__main__":
+    _dist_worker(sys.argv[1], int(sys.argv[2]), *sys.argv[3:6])
