@@ -426,14 +426,13 @@ static int run_lanes(struct xrun *xr)
 		if (ret < 0)
 			break;
 		ret = ex_lanes_wait(&L, j, x->on_progress, x->user, xr->total, xr->e);
-		if (ret == 0)
-			ret = hand_out(xr, p->batches + i, (unsigned)slot[j]);
-		else
-			ex_wpool_drop(x->pool, (unsigned)slot[j]);
+		if (ret < 0) /* its window is dropped once the lane is joined */
+			break;
+		ret = hand_out(xr, p->batches + i, (unsigned)slot[j]);
 		slot[j] = -1;
 	}
 	ex_lanes_end(&L, &x->stats, &x->runs, &x->registered, x->why, sizeof(x->why));
-	for (unsigned j = 0; j < EX_LANES; j++) /* read, never handed out */
+	for (unsigned j = 0; j < EX_LANES; j++) /* not handed out: no lane writes now */
 		if (slot[j] >= 0)
 			ex_wpool_drop(x->pool, (unsigned)slot[j]);
 	if (ret >= 0)

@@ -96,6 +96,17 @@ int ex_wpool_cut(struct ex_wpool *p, uint8_t *base, uint64_t len, uint64_t two_f
 	return ret;
 }
 
+/* A free window marked busy, or -1; under p->lock. */
+static int take_free(struct ex_wpool *p)
+{
+	for (unsigned i = 0; i < p->nslots; i++)
+		if (!p->slot[i].busy) {
+			p->slot[i].busy = 1;
+			return (int)i;
+		}
+	return -1;
+}
+
 int ex_wpool_acquire(struct ex_wpool *p, uint32_t timeout_ms, struct cm_err *e)
 {
 	struct timespec until;
@@ -104,9 +115,7 @@ int ex_wpool_acquire(struct ex_wpool *p, uint32_t timeout_ms, struct cm_err *e)
 	cm_deadline_ms(&until, timeout_ms);
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		for (unsigned i = 0; i < p->nslots && k < 0; i++)
-			if (!p->slot[i].busy)
-				k = (int)i;
+		k = take_free(p);
 		/* Relaxed: see struct ex_wpool.cancel. */
 		if (k >= 0 || timed_out || atomic_load_explicit(&p->cancel, memory_order_relaxed))
 			break;
@@ -115,8 +124,6 @@ int ex_wpool_acquire(struct ex_wpool *p, uint32_t timeout_ms, struct cm_err *e)
 		else if (pthread_cond_timedwait(&p->freed, &p->lock, &until) == ETIMEDOUT)
 			timed_out = 1;
 	}
-	if (k >= 0)
-		p->slot[k].busy = 1;
 	pthread_mutex_unlock(&p->lock);
 	if (k >= 0)
 		return k;
@@ -133,14 +140,9 @@ int ex_wpool_try(struct ex_wpool *p)
 	int k = -1;
 
 	pthread_mutex_lock(&p->lock);
-	for (unsigned i = 0; i < p->nslots && k < 0; i++)
-		if (!p->slot[i].busy)
-			k = (int)i;
 	/* Relaxed: see struct ex_wpool.cancel. */
-	if (atomic_load_explicit(&p->cancel, memory_order_relaxed))
-		k = -1;
-	if (k >= 0)
-		p->slot[k].busy = 1;
+	if (!atomic_load_explicit(&p->cancel, memory_order_relaxed))
+		k = take_free(p);
 	pthread_mutex_unlock(&p->lock);
 	return k;
 }

@@ -14,10 +14,12 @@
  * a whole load; a flipped byte fails naming the file, callback and pull).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
@@ -1263,6 +1265,65 @@ static void release_after_the_next_window(void)
 		th_skip("backend unavailable here");
 }
 
+/* The two lanes' failures (O_DIRECT reads, so that both sessions run):
+ * a progress callback that cancels mid-load ends it with RL_E_CANCELED
+ * and the same loader then loads every byte; a file changed after the
+ * plan fails both sessions' set-up with RL_E_FILE_CHANGED, and its
+ * loader is destroyed with nothing held (ASan: nothing leaks). */
+static int cancel_second(void *user, uint64_t done, uint64_t total)
+{
+	int *calls = user;
+
+	(void)done;
+	(void)total;
+	return ++*calls >= 2;
+}
+
+static void lanes_fail_cleanly(void)
+{
+	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+	char *path = tmp_path("lanes.safetensors"), hex[65];
+	rl_load_stats x = { .size = sizeof(x) };
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld;
+	int ret = write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
+		  fixture_build(&f, path, one, strlen(one), 64u << 10), calls = 0;
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	stream_direct = RL_DIRECT_ON;
+	ld = stream_loader(0);
+	stream_direct = RL_DIRECT_AUTO;
+	CHECK(ld);
+	rl_loader_set_callbacks(ld, NULL, cancel_second, &calls);
+	assembly_init(&a, &f, ld);
+	ret = callback_all(&a);
+	assembly_free(&a);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == RL_E_CANCELED && strstr(rl_loader_errmsg(ld), "progress callback"),
+		       "%d %s", ret, rl_loader_errmsg(ld));
+		rl_loader_set_callbacks(ld, NULL, NULL, NULL);
+		assembly_init(&a, &f, ld);
+		ret = callback_all(&a);
+		CHECKF(ret == 0, "after the cancel: %d %s", ret, rl_loader_errmsg(ld));
+		CHECK(assembly_matches(&a));
+		assembly_free(&a);
+		CHECK(rl_loader_get_stats(ld, &x) == 0);
+		CHECKF(x.engine_runs == 2 || !x.direct_io, "%u engine runs", x.engine_runs);
+		/* changed after the plan: a later mtime */
+		CHECK(utimensat(AT_FDCWD, path, (struct timespec[]){ { 0, UTIME_OMIT },
+			{ time(NULL) + 100, 0 } }, 0) == 0);
+		assembly_init(&a, &f, ld);
+		ret = callback_all(&a);
+		assembly_free(&a);
+		CHECKF(ret == RL_E_FILE_CHANGED, "%d %s", ret, rl_loader_errmsg(ld));
+	}
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
+}
+
 /* Budgets of one window, and under one read (requests of 1 MiB in 64
  * KiB and 128 KiB), and a caller's pool of one window: every byte arrives
  * once, by pull and by callback, and no load waits for a window (a
@@ -1367,6 +1428,7 @@ int main(void)
 		{ "pool_sized_to_the_medium", pool_sized_to_the_medium },
 		{ "small_budgets_never_deadlock", small_budgets_never_deadlock },
 		{ "release_after_the_next_window", release_after_the_next_window },
+		{ "lanes_fail_cleanly", lanes_fail_cleanly },
 		{ "edge_reads_read_their_part", edge_reads_read_their_part },
 	};
 
