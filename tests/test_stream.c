@@ -1228,16 +1228,24 @@ static int on_piece_release_behind(void *user, const rl_piece *p)
 	return bad;
 }
 
-static void release_after_the_next_window(void)
+/* 32 MiB of 16 tensors in 64 KiB reads on one device, at path: under
+ * the default budget, two windows and four batches. */
+static int four_windows(struct fixture *f, const char *path)
 {
 	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
-	char *path = tmp_path("behind.safetensors"), hex[65];
+	char hex[65];
+
+	return write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
+	       fixture_build(f, path, one, strlen(one), 64u << 10);
+}
+
+static void release_after_the_next_window(void)
+{
 	rl_load_stats x = { .size = sizeof(x) };
 	struct fixture f;
 	struct assembly a;
 	rl_loader *ld;
-	int ret = write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
-		  fixture_build(&f, path, one, strlen(one), 64u << 10);
+	int ret = four_windows(&f, tmp_path("behind.safetensors"));
 
 	CHECKF(ret == 0, "fixture %d", ret);
 	ld = stream_loader(0);
@@ -1281,14 +1289,12 @@ static int cancel_second(void *user, uint64_t done, uint64_t total)
 
 static void lanes_fail_cleanly(void)
 {
-	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
-	char *path = tmp_path("lanes.safetensors"), hex[65];
+	char *path = tmp_path("lanes.safetensors");
 	rl_load_stats x = { .size = sizeof(x) };
 	struct fixture f;
 	struct assembly a;
 	rl_loader *ld;
-	int ret = write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
-		  fixture_build(&f, path, one, strlen(one), 64u << 10), calls = 0;
+	int ret = four_windows(&f, path), calls = 0;
 
 	CHECKF(ret == 0, "fixture %d", ret);
 	stream_direct = RL_DIRECT_ON;
