@@ -539,6 +539,26 @@ void eng_session_end(struct eng_session *s)
 	cm_free(s);
 }
 
+int eng_job_cached(const struct eng *eng, const struct eng_job *files_job, struct cm_err *e)
+{
+	struct eng_stats st;
+	struct eng_run rc;
+	int ret, cached = 0, device = 0;
+
+	memset(&st, 0, sizeof(st));
+	run_init(&rc, eng, files_job, &st, e);
+	ret = files_job->nfiles && (!files_job->paths || !files_job->file_sizes) ?
+		cm_err_set(e, RL_E_INVALID_ARG, "job without file paths") : eng_open_files(&rc);
+	for (size_t i = 0; ret == 0 && i < rc.cx.nfiles; i++) {
+		int mode = rc.cx.files[i].st.mode;
+
+		cached |= mode == ENG_FILE_CACHED;
+		device |= mode != ENG_FILE_CACHED && mode != ENG_FILE_UNUSED;
+	}
+	run_free(&rc);
+	return ret < 0 ? ret : cached && !device;
+}
+
 int eng_run(struct eng *eng, const struct eng_job *job, struct eng_stats *st,
 	    struct cm_err *e)
 {

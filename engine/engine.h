@@ -57,6 +57,14 @@ void eng_session_end(struct eng_session *s);
  * why (at most len bytes) saying why not. */
 int eng_session_fixed(const struct eng_session *s, char *why, size_t len);
 
+/* Whether a run of files_job's reads (as eng_session_begin's) would
+ * take every byte from the page cache: 1 when the choice eng_run makes
+ * per file (eng_opts.direct AUTO, HOT_PERMILLE) reads every file it uses
+ * buffered because the cache holds it, 0 when any file is read from its
+ * device (or nothing is read), or a negative code (in e) when a file
+ * does not open. Opens, probes and closes the files; nothing is read. */
+int eng_job_cached(const struct eng *eng, const struct eng_job *files_job, struct cm_err *e);
+
 /* Creates an engine with opts (the backend is chosen at eng_run). */
 int eng_create(const struct eng_opts *opts, struct eng **out, struct cm_err *e);
 void eng_destroy(struct eng *eng);

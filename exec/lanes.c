@@ -35,18 +35,15 @@ static int lane_progress(void *user, uint64_t done, uint64_t total)
 static int lane_begin(struct ex_lane *l)
 {
 	const struct ex_lanes_setup *s = &l->L->s;
-	const struct pl_exec *ex = s->ex;
-	struct ex_batch all = { .reads = ex->reads, .nreads = ex->nreads };
+	struct ex_batch all;
 	struct eng_stats es;
 	struct eng_job job;
 	int ret;
 
-	for (size_t i = 0; i < ex->nreads; i++)
-		all.read_bytes += ex->reads[i].len;
 	ret = eng_create(&s->eo, &l->eng, &l->err);
 	if (ret < 0)
 		return ret;
-	ex_run_job(&l->run, &job, ex, &all, NULL, 0, NULL, l->file_stats);
+	ex_run_files_job(&l->run, &job, &all, s->ex, l->file_stats);
 	ret = eng_session_begin(l->eng, &job, &s->prog->needs, s->fixed, s->nfixed, &es,
 				&l->sess, &l->err);
 	eng_stats_merge(&l->stats, &es, ENG_MERGE_BATCHES); /* set-up time, notes */

@@ -69,6 +69,17 @@ void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
 	job->on_data_full = r->hash ? run_data_full : NULL;
 }
 
+void ex_run_files_job(struct ex_run *r, struct eng_job *job, struct ex_batch *all,
+		      const struct pl_exec *ex, struct eng_file_stat *file_stats)
+{
+	memset(all, 0, sizeof(*all));
+	all->reads = ex->reads;
+	all->nreads = ex->nreads;
+	for (size_t i = 0; i < ex->nreads; i++)
+		all->read_bytes += ex->reads[i].len;
+	ex_run_job(r, job, ex, all, NULL, 0, NULL, file_stats);
+}
+
 int ex_run_end(struct ex_run *r, const struct pl_exec *ex, uint8_t (*digests)[32],
 	       struct cm_err *e)
 {

@@ -38,6 +38,11 @@ int ex_run_hash(struct ex_run *r, const struct pl_exec *ex, const uint8_t *hashe
 void ex_run_job(struct ex_run *r, struct eng_job *job, const struct pl_exec *ex,
 		const struct ex_batch *b, const struct eng_sink *sink, size_t nshards,
 		const uint64_t *shard_bytes, struct eng_file_stat *file_stats);
+/* The job a session begins with (eng_session_begin's files_job): the
+ * files and every read of the plan, which the page-cache probe measures;
+ * all holds the batch of every read for as long as job is used. */
+void ex_run_files_job(struct ex_run *r, struct eng_job *job, struct ex_batch *all,
+		      const struct pl_exec *ex, struct eng_file_stat *file_stats);
 /* After the last batch: every hashed file's digest into digests (by
  * file of ex). Returns 0 or a negative code with e set. */
 int ex_run_end(struct ex_run *r, const struct pl_exec *ex, uint8_t (*digests)[32],

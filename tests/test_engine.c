@@ -492,11 +492,30 @@ static int run_auto(struct tu_plan *p, struct eng_file_stat *fst, struct eng_sta
 	return run_plan(p, &o, st, e, &job);
 }
 
+/* eng_job_cached of p under RL_DIRECT_AUTO. */
+static int auto_cached(struct tu_plan *p, struct cm_err *e)
+{
+	struct eng *eng = NULL;
+	struct eng_opts o;
+	struct eng_job job;
+	int ret;
+
+	opts_cur(&o);
+	o.direct = ENG_DIRECT_AUTO;
+	tu_job(p, &job);
+	ret = eng_create(&o, &eng, e);
+	if (ret == 0)
+		ret = eng_job_cached(eng, &job, e);
+	eng_destroy(eng);
+	return ret;
+}
+
 /*
  * RL_DIRECT_AUTO's choice: a tmpfs file (its pages are its medium, always
  * resident) is not probed and is read with O_DIRECT where tmpfs allows it;
  * a disk file the page cache holds is read buffered, an evicted one with
- * O_DIRECT.
+ * O_DIRECT. eng_job_cached says so beforehand (1 for the hot file
+ * alone), and fails on a file that is gone.
  */
 static void auto_choice(void)
 {
@@ -513,7 +532,7 @@ static void auto_choice(void)
 		struct eng_align al;
 		struct cm_err e = { 0 };
 		long drops = th_cache_drops();
-		int want, why;
+		int want, why, cached, gone;
 
 		tu_add_file(&p, tu_path(c ? th_tmpdir() : dir, "auto.bin"), (1 << 20) + 5, 6);
 		tu_add_item(&p, 0, 0, (1 << 20) + 5, 1, 0, 0, 0);
@@ -524,15 +543,19 @@ static void auto_choice(void)
 		/* and why: tmpfs not probed, hot, cold; or O_DIRECT refused */
 		why = c == 1 ? ENG_WHY_HOT : !al.direct ? ENG_WHY_REFUSED :
 		      c == 0 ? ENG_WHY_MEDIUM : ENG_WHY_COLD;
+		cached = auto_cached(&p, &e);
 		ret = run_auto(&p, &fst, &st, &e);
 		unlink(p.paths[0]);
 		if (ret == 0)
 			CHECK_SAME(&p);
+		gone = auto_cached(&p, &e);
+		CHECKF(gone == -ENOENT && strstr(e.msg, "auto.bin: open:"), "gone: %d %s", gone,
+		       e.msg);
 		tu_free(&p);
 		if (backend_missing(ret))
 			break;
 		CHECKF(ret == 0, "%s: %d %s", what[c], ret, e.msg);
-		if (c == 1 && fst.mode != want && th_cache_dropped_since(drops)) {
+		if (c == 1 && (fst.mode != want || cached != 1) && th_cache_dropped_since(drops)) {
 			rmdir(dir);
 			SKIP(TH_CACHE_DROPPED);
 		}
@@ -541,6 +564,7 @@ static void auto_choice(void)
 		       fst.mode, want, fst.why, why, fst.probed, (unsigned long long)fst.resident,
 		       (unsigned long long)fst.needed);
 		CHECK_EQ(st.direct_io, want == ENG_FILE_DIRECT);
+		CHECKF(cached == (c == 1), "%s: eng_job_cached %d", what[c], cached);
 	}
 	rmdir(dir);
 	if (backend_missing(ret))

@@ -1330,6 +1330,43 @@ static void lanes_fail_cleanly(void)
 		th_skip("backend unavailable here");
 }
 
+/* A streaming load that the page cache holds runs on one session: from
+ * there it is bound by the CPUs, and two lanes made it 1.05-1.22x slower
+ * (perf/before_after.sh, hot). The fixture was just written, so the
+ * page cache holds it, unless the page cache is its medium (tmpfs). */
+static void cached_load_on_one_session(void)
+{
+	rl_file_stats fs = { .size = sizeof(fs) };
+	rl_load_stats x = { .size = sizeof(x) };
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld;
+	int ret = four_windows(&f, tmp_path("hot.safetensors"));
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	ld = stream_loader(0);
+	CHECK(ld);
+	assembly_init(&a, &f, ld);
+	ret = callback_all(&a);
+	if (ret != RL_E_BACKEND) {
+		CHECKF(ret == 0, "%d %s", ret, rl_loader_errmsg(ld));
+		CHECK(assembly_matches(&a));
+		CHECK(rl_loader_get_stats(ld, &x) == 0 && rl_loader_get_file_stats(ld, 0, &fs) == 0);
+		CHECKF(x.stream_windows == 2 && x.stream_ranges > 2, "%u windows, %llu ranges",
+		       x.stream_windows, (unsigned long long)x.stream_ranges);
+		if (fs.why == RL_WHY_HOT)
+			CHECKF(x.engine_runs == 1, "%u engine runs from the page cache",
+			       x.engine_runs);
+	}
+	assembly_free(&a);
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
+	else if (fs.why != RL_WHY_HOT)
+		th_skip("the page cache is this directory's medium (tmpfs): nothing hot to read");
+}
+
 /* Budgets of one window, and under one read (requests of 1 MiB in 64
  * KiB and 128 KiB), and a caller's pool of one window: every byte arrives
  * once, by pull and by callback, and no load waits for a window (a
@@ -1435,6 +1472,7 @@ int main(void)
 		{ "small_budgets_never_deadlock", small_budgets_never_deadlock },
 		{ "release_after_the_next_window", release_after_the_next_window },
 		{ "lanes_fail_cleanly", lanes_fail_cleanly },
+		{ "cached_load_on_one_session", cached_load_on_one_session },
 		{ "edge_reads_read_their_part", edge_reads_read_their_part },
 	};
 
