@@ -79,13 +79,6 @@ static int windows_batch(struct build *b, size_t i, size_t n)
 			     !b->cover.hash, &b->wj);
 }
 
-static void windows_end(struct build *b, int ok)
-{
-	if (ok && b->o->window)
-		ex_windows_needs(&b->p->win, b->ex, b->cover.hash ? &b->cover : NULL,
-				 &b->p->needs);
-}
-
 /* ------------------------------------------------------------------ */
 /* The checksum cover: hashed files read whole (exec/cover.c) */
 
@@ -146,7 +139,7 @@ static void cover_end(struct build *b, int ok)
  */
 static const struct ex_pass passes[] = {
 	{ "transform", transform_begin, NULL, NULL },
-	{ "windows", windows_begin, windows_batch, windows_end },
+	{ "windows", windows_begin, windows_batch, NULL },
 	{ "cover", cover_begin, cover_batch, cover_end },
 };
 
@@ -221,6 +214,28 @@ static void settle(struct build *b)
 	p->batches = p->own_batches;
 }
 
+/* What a streaming program's batches need of one engine session
+ * together: every read they make, and those that do not land straight
+ * in a window (clipped at an edge, the cover's fillers) in bounce
+ * buffers. */
+static void stream_needs(struct build *b)
+{
+	struct eng_session_needs *n = &b->p->needs;
+
+	memset(n, 0, sizeof(*n));
+	n->nreads = b->nreads;
+	for (size_t i = 0; i < b->nreads; i++) {
+		const struct cm_read *r = b->p->own_reads + i;
+
+		n->all_bytes += r->len;
+		n->max_read = CM_MAX(n->max_read, r->len);
+		if (!(r->flags & CM_READ_DIRECT)) {
+			n->bounce++;
+			n->bounce_bytes += r->len;
+		}
+	}
+}
+
 /* Streaming batch i, as the passes left it: range i's window, or the
  * cover's fillers alone (no window). */
 static int push_stream(struct build *b, size_t i)
@@ -289,8 +304,10 @@ static int run_batches(struct build *b)
 		if (ret == 0)
 			ret = b->o->window ? push_stream(b, i) : push_whole(b);
 	}
-	if (ret == 0 && b->o->window && b->p->nbatches)
+	if (ret == 0 && b->o->window && b->p->nbatches) {
 		settle(b);
+		stream_needs(b);
+	}
 	return ret;
 }
 

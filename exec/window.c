@@ -121,36 +121,6 @@ void ex_windows_free(struct ex_windows *ws)
 	memset(ws, 0, sizeof(*ws));
 }
 
-void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
-		      const struct ex_cover *cover, struct eng_session_needs *n)
-{
-	uint64_t edges = 2 * (uint64_t)ws->n;
-
-	memset(n, 0, sizeof(*n));
-	for (size_t i = 0; i < ex->nreads; i++) {
-		n->all_bytes += ex->reads[i].len;
-		if (!(ex->reads[i].flags & CM_READ_DIRECT) ||
-		    !cm_read_tiles(ex->reads + i, ex->copies + ex->reads[i].first_copy)) {
-			n->bounce++;
-			n->bounce_bytes += ex->reads[i].len;
-		}
-	}
-	n->nreads = ex->nreads + edges;
-	n->max_read = (uint32_t)ex->max_read;
-	n->bounce += edges;
-	n->bounce_bytes += edges * ex->max_read;
-	for (size_t f = 0; cover && f < ex->nfiles; f++) {
-		uint64_t size = cover->hash[f] ? ex->file_sizes[f] : 0;
-
-		n->all_bytes += size;
-		n->nreads += size ? size / cover->chunk + 1 : 0;
-		n->bounce += size ? size / cover->chunk + 1 : 0;
-		n->bounce_bytes += size;
-		n->max_read = CM_MAX(n->max_read, cover->chunk);
-	}
-	n->bounce_bytes = CM_MIN(n->bounce_bytes, n->all_bytes);
-}
-
 /* ------------------------------------------------------------------ */
 /* The batch of one range */
 
@@ -217,6 +187,39 @@ static void clip_read(struct cm_read *nr, struct cm_copy *c, size_t n)
 	nr->flags &= ~CM_READ_DIRECT;
 }
 
+/* Direct read nr (its copies c[0, n) clipped to a window) cut to exactly
+ * the part they take, when they tile it and its ends lie on EX_EDGE_ALIGN
+ * bytes of the file (or are the read's): it stays direct, read straight
+ * into the window, where a clipped read needs a bounce buffer. Window
+ * edges are page multiples in staging, where a direct read's bytes lie as
+ * aligned as in the file, so the edges of a long read cut there. 1 when
+ * cut, else 0 with nr unchanged. */
+static int cut_direct(struct cm_read *nr, struct cm_copy *c, size_t n)
+{
+	struct cm_read cut = *nr;
+	uint64_t a = c[0].src, b = a;
+
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].src != b || c[i].count != 1)
+			return 0;
+		b += c[i].len;
+	}
+	if ((a && (nr->off + a) % EX_EDGE_ALIGN) ||
+	    (b != nr->len && (nr->off + b) % EX_EDGE_ALIGN))
+		return 0;
+	cut.off += a;
+	cut.len = cut.min_len = (uint32_t)(b - a);
+	for (size_t i = 0; i < n; i++)
+		c[i].src -= (uint32_t)a;
+	if (!cm_read_tiles(&cut, c)) {
+		for (size_t i = 0; i < n; i++)
+			c[i].src += (uint32_t)a;
+		return 0;
+	}
+	*nr = cut;
+	return 1;
+}
+
 /* Adds read r's clipped copies (if any) and r itself (its part that
  * they take, with clip) to j. */
 static int add_read(const struct cm_read *r, const struct cm_copy *copies,
@@ -244,11 +247,13 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 	*nr = *r;
 	nr->first_copy = first;
 	nr->ncopies = (uint32_t)(j->ncopies - first);
-	/* Direct only when the clipped copies still tile the whole read. */
-	if (!cm_read_tiles(nr, j->copies + first))
-		nr->flags &= ~CM_READ_DIRECT;
-	else
+	/* Direct when the clipped copies still tile the whole read, or
+	 * (clipped) the part of it they take. */
+	if (cm_read_tiles(nr, j->copies + first) ||
+	    (clip && (nr->flags & CM_READ_DIRECT) && cut_direct(nr, j->copies + first, nr->ncopies)))
 		clip = 0;
+	else
+		nr->flags &= ~CM_READ_DIRECT;
 	if (clip)
 		clip_read(nr, j->copies + first, nr->ncopies);
 	j->read_bytes += nr->len;

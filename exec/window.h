@@ -16,7 +16,6 @@
 #include "plan_io.h"
 #include "../engine/engine.h"
 #include "../planner/planner.h"
-#include "cover.h"
 
 /* Bytes [lo, hi) of device dev's staging, held in a window whose first
  * byte is staging offset base (base <= lo, hi - base <= the window). */
@@ -63,16 +62,6 @@ int ex_windows_cut(struct ex_windows *ws, const struct pl_exec *ex, uint64_t win
 void ex_windows_free(struct ex_windows *ws);
 
 /*
- * What every window's batch of ex needs of an engine session together:
- * each read of the plan, plus one more for each window edge a read may
- * straddle (read once for each window), and those may need a bounce
- * buffer; and the checksum cover's reads (cover NULL: none) of the
- * hashed files, at most each file once, in bounce buffers.
- */
-void ex_windows_needs(const struct ex_windows *ws, const struct pl_exec *ex,
-		      const struct ex_cover *cover, struct eng_session_needs *n);
-
-/*
  * Copy c clipped to [lo, hi) of its device, rebased to base: up to three
  * copies in out (on device 0), returns how many. Positions are the
  * destination's (a converting copy's runs are out = cm_copy_out(c, len)
@@ -99,13 +88,16 @@ struct ex_wjob {
  * direct only when its whole copy lies in the range; others go through a
  * bounce buffer. With clip, a read whose clipped copies use only part of
  * it reads only that part (widened to EX_CLIP_UNIT, or less where its
- * offset is less aligned, so O_DIRECT alignment holds): a read at a
+ * offset is less aligned, so O_DIRECT alignment holds; a direct read cut
+ * where the file is EX_EDGE_ALIGN-aligned, not widened, and still
+ * direct): a read at a
  * window's edge is read for each window, and so costs a part, not its
  * whole length, each time. Without clip (a checksum cover hashes every
  * read's bytes in file order), reads stay whole. Shard indices are kept.
  * Returns 0 or -ENOMEM.
  */
 #define EX_CLIP_UNIT (64u << 10)
+#define EX_EDGE_ALIGN 4096u
 int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
 		   const struct ex_range *w, int clip, struct ex_wjob *j);
 void ex_wjob_free(struct ex_wjob *j);

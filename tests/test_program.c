@@ -225,6 +225,35 @@ static void check_bytes(const struct rplan *p, const struct ex_program *pg)
 	cm_free(win);
 }
 
+/* The session's needs are the batches' reads, the cover's fillers
+ * included, and those not direct in bounce buffers. */
+static void check_needs(const struct ex_program *pg)
+{
+	uint64_t nreads = 0, bounce = 0, bounce_bytes = 0, max_read = 0;
+
+	for (size_t i = 0; i < pg->nbatches; i++)
+		for (size_t j = 0; j < pg->batches[i].nreads; j++) {
+			const struct cm_read *r = pg->batches[i].reads + j;
+
+			nreads++;
+			max_read = CM_MAX(max_read, r->len);
+			if (!(r->flags & CM_READ_DIRECT)) {
+				bounce++;
+				bounce_bytes += r->len;
+			}
+		}
+	CHECKF(pg->needs.all_bytes == pg->total_bytes && pg->needs.nreads == nreads &&
+	       pg->needs.bounce == bounce && pg->needs.bounce_bytes == bounce_bytes &&
+	       pg->needs.max_read == max_read,
+	       "needs %llu bytes, %llu reads, %llu bounce (%llu bytes), max %u; batches %llu, "
+	       "%llu, %llu (%llu), %llu", (unsigned long long)pg->needs.all_bytes,
+	       (unsigned long long)pg->needs.nreads, (unsigned long long)pg->needs.bounce,
+	       (unsigned long long)pg->needs.bounce_bytes, pg->needs.max_read,
+	       (unsigned long long)pg->total_bytes, (unsigned long long)nreads,
+	       (unsigned long long)bounce, (unsigned long long)bounce_bytes,
+	       (unsigned long long)max_read);
+}
+
 /* Random plans under tiny windows, hashing a random set of files. */
 static void windows_cover_and_bytes(void)
 {
@@ -243,6 +272,7 @@ static void windows_cover_and_bytes(void)
 		       "%zu batches, %zu windows", pg.nbatches, pg.win.n);
 		check_cover(&p, &pg, hash);
 		check_bytes(&p, &pg);
+		check_needs(&pg);
 		ex_program_free(&pg);
 		free_plan(&p);
 	}
@@ -361,6 +391,77 @@ static void allocation_failures(void)
 	CHECKF(ret == 0 && n > 3, "ret %d after %d allocations", ret, n);
 }
 
+/* One tensor of len bytes at file offset start, staging offset 0 of
+ * device 0, read in direct reads of chunk bytes. */
+static void one_tensor_plan(struct rplan *p, uint64_t start, uint64_t len, uint32_t chunk)
+{
+	memset(p, 0, sizeof(*p));
+	p->paths[0] = "a.safetensors";
+	p->starts[0] = p->toff[0] = start;
+	p->sizes[0] = start + len;
+	p->shards[0] = (struct pl_shard){ 0, 0, 0, len };
+	p->staging[0] = len;
+	p->dev_ids[1] = 1;
+	p->ex = (struct pl_exec){ .nfiles = 1, .paths = p->paths, .file_sizes = p->sizes,
+				  .ndevs = 2, .dev_ids = p->dev_ids, .staging_bytes = p->staging,
+				  .nshards = 1, .shards = p->shards, .data_starts = p->starts,
+				  .needed_bytes = len };
+	for (uint64_t off = start; off < start + len; off += chunk) {
+		add_read(p, 0, off, (uint32_t)CM_MIN(chunk, start + len - off));
+		p->reads[p->nreads - 1].flags |= CM_READ_DIRECT;
+		p->ex.max_read = CM_MAX(p->ex.max_read, p->reads[p->nreads - 1].len);
+	}
+	p->ex.reads = p->reads;
+	p->ex.nreads = p->nreads;
+	p->ex.copies = p->copies;
+	p->ex.ncopies = p->ncopies;
+}
+
+/*
+ * Direct reads of 5 pages under windows of 3: where the file is page
+ * aligned at the windows' edges (as staging is), each read at an edge is
+ * cut there into parts that stay direct (their copies tile them) and
+ * read no byte twice; 16 bytes off, they are clipped and widened, not
+ * direct. Either way every byte arrives once (check_bytes).
+ */
+static void edge_reads_cut_direct(void)
+{
+	for (int shifted = 0; shifted < 2 && !th_failed(); shifted++) {
+		struct ex_program_opts o = { 3 * PG, PG, NULL, PG };
+		uint64_t start = PG + (shifted ? 16 : 0), len = 10 * PG, bytes = 0;
+		size_t direct = 0, reads = 0;
+		struct ex_program pg;
+		struct rplan p;
+
+		one_tensor_plan(&p, start, len, 5 * PG);
+		CHECK_EQ(ex_program_build(&pg, &p.ex, &o), 0);
+		CHECK_EQ(pg.nbatches, 4);
+		for (size_t i = 0; i < pg.nbatches; i++)
+			for (size_t j = 0; j < pg.batches[i].nreads; j++) {
+				const struct cm_read *r = pg.batches[i].reads + j;
+				int tiles = cm_read_tiles(r, pg.batches[i].copies + r->first_copy);
+
+				CHECKF(!(r->flags & CM_READ_DIRECT) || tiles,
+				       "batch %zu read %zu: direct but its copies do not tile it", i, j);
+				direct += (r->flags & CM_READ_DIRECT) != 0;
+				reads++;
+				bytes += r->len;
+			}
+		check_bytes(&p, &pg);
+		check_needs(&pg);
+		CHECKF((pg.needs.bounce == 0) == !shifted, "%llu reads in bounce buffers",
+		       (unsigned long long)pg.needs.bounce);
+		if (shifted)
+			CHECKF(direct < reads, "%zu of %zu reads direct", direct, reads);
+		else
+			CHECKF(direct == reads && reads == 5 && bytes == len,
+			       "%zu of %zu reads direct, %llu bytes of %llu", direct, reads,
+			       (unsigned long long)bytes, (unsigned long long)len);
+		ex_program_free(&pg);
+		free_plan(&p);
+	}
+}
+
 int main(void)
 {
 	th_seed();
@@ -369,5 +470,6 @@ int main(void)
 	RUN(whole_load_is_one_batch);
 	RUN(fillers_alone_without_staging);
 	RUN(allocation_failures);
+	RUN(edge_reads_cut_direct);
 	return th_done();
 }
