@@ -1367,6 +1367,58 @@ static void cached_load_on_one_session(void)
 		th_skip("the page cache is this directory's medium (tmpfs): nothing hot to read");
 }
 
+/* Every allocation failing from the n-th on, n = 0, 1, ... until a load
+ * succeeds: a streaming load on two lanes (O_DIRECT: both sessions run)
+ * fails with a negative code and a message, or loads every byte; never a
+ * crash, a hang or a leak (ASan), and the same loader then loads. A lane
+ * whose own engine or session cannot be set up fails the load alone. */
+static void lanes_out_of_memory(void)
+{
+	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld;
+	char hex[65];
+	int ret = write_hashed_ckpt(tmp_path("oom.safetensors"), 16, 256u << 10, hex) < 0 ? -EIO :
+		  fixture_build(&f, tmp_path("oom.safetensors"), one, strlen(one), 256u << 10);
+	long n;
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	stream_direct = RL_DIRECT_ON;
+	ld = stream_loader(2u << 20); /* two windows of 1 MiB: four batches */
+	stream_direct = RL_DIRECT_AUTO;
+	CHECK(ld);
+	ret = -ENOMEM;
+	for (n = 0; ret < 0 && ret != RL_E_BACKEND && n < 5000 && !th_failed(); n++) {
+		assembly_init(&a, &f, ld);
+		cm_alloc_fail_after(n);
+		ret = callback_all(&a);
+		cm_alloc_fail_after(-1);
+		if (ret == 0)
+			CHECK(assembly_matches(&a));
+		else if (ret != RL_E_BACKEND)
+			CHECKF(rl_loader_errmsg(ld)[0], "allocation %ld: %d without a message", n, ret);
+		assembly_free(&a);
+	}
+	if (ret != RL_E_BACKEND) {
+		rl_load_stats x = { .size = sizeof(x) };
+
+		CHECKF(ret == 0 && n > 3, "%d after %ld allocations: %s", ret, n,
+		       rl_loader_errmsg(ld));
+		assembly_init(&a, &f, ld);
+		ret = callback_all(&a);
+		CHECKF(ret == 0, "after the failures: %d %s", ret, rl_loader_errmsg(ld));
+		CHECK(assembly_matches(&a));
+		assembly_free(&a);
+		CHECK(rl_loader_get_stats(ld, &x) == 0);
+		CHECKF(x.engine_runs == 2 || !x.direct_io, "%u engine runs", x.engine_runs);
+	}
+	rl_loader_destroy(ld);
+	fixture_free(&f);
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
+}
+
 /* Budgets of one window, and under one read (requests of 1 MiB in 64
  * KiB and 128 KiB), and a caller's pool of one window: every byte arrives
  * once, by pull and by callback, and no load waits for a window (a
@@ -1514,6 +1566,7 @@ int main(void)
 		{ "lanes_fail_cleanly", lanes_fail_cleanly },
 		{ "cached_load_on_one_session", cached_load_on_one_session },
 		{ "edge_reads_stay_direct", edge_reads_stay_direct },
+		{ "lanes_out_of_memory", lanes_out_of_memory },
 		{ "edge_reads_read_their_part", edge_reads_read_their_part },
 	};
 
