@@ -379,7 +379,7 @@ int eng_session_begin(struct eng *eng, const struct eng_job *files_job,
 	n.bounce = sz->bounce;
 	n.bounce_bytes = sz->bounce_bytes;
 	n.max_read = sz->max_read;
-	n.maxlen = sz->bounce ? sz->max_read : 0;
+	n.maxlen = !sz->bounce ? 0 : sz->max_bounce ? sz->max_bounce : sz->max_read;
 	s->rc.cx.fixed = fixed;
 	s->rc.cx.nfixed = fixed ? nfixed : 0;
 	ret = session_setup(s, &n);

@@ -264,10 +264,12 @@ struct eng_fixed {
 	size_t len;
 };
 
-/* What a session's batches need together (eng_session_begin). */
+/* What a session's batches need together (eng_session_begin): bounce
+ * counts the reads that may need a bounce buffer, max_bounce the longest
+ * of them (0: max_read), the buffers' size. */
 struct eng_session_needs {
 	uint64_t all_bytes, nreads, bounce, bounce_bytes;
-	uint32_t max_read;
+	uint32_t max_read, max_bounce;
 };
 
 #endif /* ENGINE_ENGINE_TYPES_H */

@@ -215,9 +215,12 @@ static void settle(struct build *b)
 }
 
 /* What a streaming program's batches need of one engine session
- * together: every read they make, and those that do not land straight
- * in a window (clipped at an edge, the cover's fillers) in bounce
- * buffers. */
+ * together: every read they make, and bounce buffers as long as the
+ * longest that may not land straight in a window: those not direct
+ * (clipped at an edge, the cover's fillers) and direct ones the engine
+ * may refuse for O_DIRECT alignment (an offset or length off their
+ * file's unit, ex_wjob_unit). Pinned memory: buffers of the
+ * longest read were 8 MiB a worker where a few KiB bounce. */
 static void stream_needs(struct build *b)
 {
 	struct eng_session_needs *n = &b->p->needs;
@@ -229,9 +232,11 @@ static void stream_needs(struct build *b)
 
 		n->all_bytes += r->len;
 		n->max_read = CM_MAX(n->max_read, r->len);
-		if (!(r->flags & CM_READ_DIRECT)) {
+		if (!(r->flags & CM_READ_DIRECT) ||
+		    (r->off | r->len) % ex_wjob_unit(&b->wj, r->file)) {
 			n->bounce++;
 			n->bounce_bytes += r->len;
+			n->max_bounce = CM_MAX(n->max_bounce, r->len);
 		}
 	}
 }

@@ -188,13 +188,13 @@ static void clip_read(struct cm_read *nr, struct cm_copy *c, size_t n)
 }
 
 /* Direct read nr (its copies c[0, n) clipped to a window) cut to exactly
- * the part they take, when they tile it and its ends lie on EX_EDGE_ALIGN
- * bytes of the file (or are the read's): it stays direct, read straight
+ * the part they take, when they tile it and its ends lie on unit bytes
+ * of the file (or are the read's): it stays direct, read straight
  * into the window, where a clipped read needs a bounce buffer. Window
  * edges are page multiples in staging, where a direct read's bytes lie as
  * aligned as in the file, so the edges of a long read cut there. 1 when
  * cut, else 0 with nr unchanged. */
-static int cut_direct(struct cm_read *nr, struct cm_copy *c, size_t n)
+static int cut_direct(struct cm_read *nr, struct cm_copy *c, size_t n, uint32_t unit)
 {
 	struct cm_read cut = *nr;
 	uint64_t a = c[0].src, b = a;
@@ -204,8 +204,7 @@ static int cut_direct(struct cm_read *nr, struct cm_copy *c, size_t n)
 			return 0;
 		b += c[i].len;
 	}
-	if ((a && (nr->off + a) % EX_EDGE_ALIGN) ||
-	    (b != nr->len && (nr->off + b) % EX_EDGE_ALIGN))
+	if ((a && (nr->off + a) % unit) || (b != nr->len && (nr->off + b) % unit))
 		return 0;
 	cut.off += a;
 	cut.len = cut.min_len = (uint32_t)(b - a);
@@ -220,6 +219,53 @@ static int cut_direct(struct cm_read *nr, struct cm_copy *c, size_t n)
 	return 1;
 }
 
+/* j's last read, direct, ends off its file's unit (a file's last bytes):
+ * cut there into a direct head and a tail of less than a unit
+ * bytes read through a bounce buffer, the copy across the cut split in
+ * two. The engine reads a direct read of an unaligned length through a
+ * bounce buffer as long as the read, and every worker of the session
+ * holds such buffers, pinned. Returns 0 or -ENOMEM (j unchanged). */
+static int split_tail(struct ex_wjob *j)
+{
+	struct cm_read *nr = j->reads + j->nreads - 1, *tail;
+	uint32_t unit = ex_wjob_unit(j, nr->file), k = 0, cut;
+	uint64_t end = nr->off + nr->len, head = cm_align_down(end, unit) - nr->off;
+	struct cm_copy *c;
+
+	if (nr->off % unit || !(end % unit) || !head)
+		return 0;
+	if (cm_grow((void **)&j->copies, &j->cap_copies, j->ncopies + 1, sizeof(*c)) ||
+	    cm_grow((void **)&j->reads, &j->cap_reads, j->nreads + 1, sizeof(*nr)))
+		return -ENOMEM;
+	nr = j->reads + j->nreads - 1;
+	c = j->copies + nr->first_copy;
+	while (c[k].src + c[k].len <= head) /* the copy the cut falls in (they tile nr) */
+		k++;
+	cut = (uint32_t)(head - c[k].src);
+	if (cut) { /* split it: [src, head) stays, [head, ...) goes to the tail */
+		memmove(c + k + 1, c + k, (nr->ncopies - k) * sizeof(*c));
+		c[k].len = c[k].src_stride = cut;
+		c[k + 1].src = (uint32_t)head;
+		c[k + 1].len = c[k + 1].src_stride = c[k + 1].len - cut;
+		c[k + 1].dst += cut;
+		k++;
+		nr->ncopies++;
+		j->ncopies++;
+	}
+	for (uint32_t i = k; i < nr->ncopies; i++)
+		c[i].src -= (uint32_t)head;
+	tail = j->reads + j->nreads++;
+	*tail = *nr;
+	tail->off += head;
+	tail->len = tail->min_len = (uint32_t)(nr->len - head);
+	tail->first_copy = nr->first_copy + k;
+	tail->ncopies = nr->ncopies - k;
+	tail->flags &= ~CM_READ_DIRECT;
+	nr->len = nr->min_len = (uint32_t)head;
+	nr->ncopies = k;
+	return 0;
+}
+
 /* Adds read r's clipped copies (if any) and r itself (its part that
  * they take, with clip) to j. */
 static int add_read(const struct cm_read *r, const struct cm_copy *copies,
@@ -227,6 +273,7 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 {
 	size_t first = j->ncopies;
 	struct cm_read *nr;
+	int split = clip;
 
 	for (uint32_t i = 0; i < r->ncopies; i++) {
 		struct cm_copy out[3];
@@ -250,19 +297,42 @@ static int add_read(const struct cm_read *r, const struct cm_copy *copies,
 	/* Direct when the clipped copies still tile the whole read, or
 	 * (clipped) the part of it they take. */
 	if (cm_read_tiles(nr, j->copies + first) ||
-	    (clip && (nr->flags & CM_READ_DIRECT) && cut_direct(nr, j->copies + first, nr->ncopies)))
+	    (clip && (nr->flags & CM_READ_DIRECT) &&
+	     cut_direct(nr, j->copies + first, nr->ncopies, ex_wjob_unit(j, nr->file))))
 		clip = 0;
 	else
 		nr->flags &= ~CM_READ_DIRECT;
 	if (clip)
 		clip_read(nr, j->copies + first, nr->ncopies);
 	j->read_bytes += nr->len;
+	return (nr->flags & CM_READ_DIRECT) && split ? split_tail(j) : 0;
+}
+
+/* Each file's unit (ex_wjob.unit), once per plan. */
+static int units(const struct cm_read *reads, size_t nreads, struct ex_wjob *j)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nreads; i++)
+		n = CM_MAX(n, (size_t)reads[i].file + 1);
+	j->unit = cm_mallocarray(n ? n : 1, sizeof(*j->unit));
+	if (!j->unit)
+		return -ENOMEM;
+	j->nunit = n;
+	for (size_t f = 0; f < n; f++)
+		j->unit[f] = EX_EDGE_ALIGN;
+	for (size_t i = 0; i < nreads; i++)
+		if ((reads[i].flags & CM_READ_DIRECT) && reads[i].off)
+			j->unit[reads[i].file] = (uint32_t)CM_MIN(
+				j->unit[reads[i].file], reads[i].off & (~reads[i].off + 1));
 	return 0;
 }
 
 int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
-		   const struct ex_range *w, int clip, struct ex_wjob *j)
+		  const struct ex_range *w, int clip, struct ex_wjob *j)
 {
+	if (!j->unit && units(reads, nreads, j) < 0)
+		return -ENOMEM;
 	j->nreads = j->ncopies = 0;
 	j->read_bytes = 0;
 	for (size_t i = 0; i < nreads; i++)
@@ -275,5 +345,6 @@ void ex_wjob_free(struct ex_wjob *j)
 {
 	cm_free(j->reads);
 	cm_free(j->copies);
+	cm_free(j->unit);
 	memset(j, 0, sizeof(*j));
 }

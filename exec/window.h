@@ -72,13 +72,24 @@ void ex_windows_free(struct ex_windows *ws);
 unsigned ex_clip_copy(const struct cm_copy *c, const struct ex_range *w, struct cm_copy out[3]);
 
 /* The reads (in plan order) and copies of one range, on device 0. */
+#define EX_EDGE_ALIGN 4096u  /* the coarsest O_DIRECT unit a cut keeps */
 struct ex_wjob {
 	struct cm_read *reads;
 	size_t nreads, cap_reads;
 	struct cm_copy *copies;
 	size_t ncopies, cap_copies;
 	uint64_t read_bytes;    /* what its reads read */
+	/* By file (nunit): the O_DIRECT unit its direct reads keep, at most
+	 * EX_EDGE_ALIGN: the lowest bit of their offsets (the planner aligns
+	 * them to the file's offset alignment, so this is no finer). */
+	uint32_t *unit;
+	size_t nunit;
 };
+/* The unit of file f (EX_EDGE_ALIGN when j knows none). */
+static inline uint32_t ex_wjob_unit(const struct ex_wjob *j, uint32_t f)
+{
+	return f < j->nunit ? j->unit[f] : EX_EDGE_ALIGN;
+}
 
 /*
  * Fills j (its arrays are reused and grown) with every read of the plan
@@ -97,7 +108,6 @@ struct ex_wjob {
  * Returns 0 or -ENOMEM.
  */
 #define EX_CLIP_UNIT (64u << 10)
-#define EX_EDGE_ALIGN 4096u
 int ex_window_job(const struct cm_read *reads, size_t nreads, const struct cm_copy *copies,
 		   const struct ex_range *w, int clip, struct ex_wjob *j);
 void ex_wjob_free(struct ex_wjob *j);

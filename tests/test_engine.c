@@ -2043,7 +2043,7 @@ static void unprivileged_memlock(void)
  * unregistered, byte-exact, and says why. Exit 0 when so. */
 static int session_memlock_child(struct tu_plan *p)
 {
-	struct eng_session_needs n = { p->sizes[0], p->nreads, 0, 0, 1 << 20 };
+	struct eng_session_needs n = { p->sizes[0], p->nreads, 0, 0, 1 << 20, 0 };
 	struct eng_fixed fixed = { p->staging[0], p->staging_bytes[0] };
 	struct eng_session *s = NULL;
 	struct eng *eng = NULL;

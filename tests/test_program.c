@@ -391,16 +391,17 @@ static void allocation_failures(void)
 	CHECKF(ret == 0 && n > 3, "ret %d after %d allocations", ret, n);
 }
 
-/* One tensor of len bytes at file offset start, staging offset 0 of
+/* One tensor of len bytes at file offset start, staging offset soff of
  * device 0, read in direct reads of chunk bytes. */
-static void one_tensor_plan(struct rplan *p, uint64_t start, uint64_t len, uint32_t chunk)
+static void one_tensor_plan(struct rplan *p, uint64_t start, uint64_t soff, uint64_t len,
+			    uint32_t chunk)
 {
 	memset(p, 0, sizeof(*p));
 	p->paths[0] = "a.safetensors";
 	p->starts[0] = p->toff[0] = start;
 	p->sizes[0] = start + len;
-	p->shards[0] = (struct pl_shard){ 0, 0, 0, len };
-	p->staging[0] = len;
+	p->shards[0] = (struct pl_shard){ 0, 0, soff, len };
+	p->staging[0] = soff + len;
 	p->dev_ids[1] = 1;
 	p->ex = (struct pl_exec){ .nfiles = 1, .paths = p->paths, .file_sizes = p->sizes,
 				  .ndevs = 2, .dev_ids = p->dev_ids, .staging_bytes = p->staging,
@@ -418,22 +419,23 @@ static void one_tensor_plan(struct rplan *p, uint64_t start, uint64_t len, uint3
 }
 
 /*
- * Direct reads of 5 pages under windows of 3: where the file is page
- * aligned at the windows' edges (as staging is), each read at an edge is
- * cut there into parts that stay direct (their copies tile them) and
- * read no byte twice; 16 bytes off, they are clipped and widened, not
- * direct. Either way every byte arrives once (check_bytes).
+ * Direct reads of 5 pages (page-aligned in the file) under windows of 3:
+ * where the file is page aligned at the windows' edges (as staging is),
+ * each read at an edge is cut there into parts that stay direct (their
+ * copies tile them) and read no byte twice; with staging 16 bytes off,
+ * they are clipped and widened, not direct. Either way every byte
+ * arrives once (check_bytes).
  */
 static void edge_reads_cut_direct(void)
 {
 	for (int shifted = 0; shifted < 2 && !th_failed(); shifted++) {
 		struct ex_program_opts o = { 3 * PG, PG, NULL, PG };
-		uint64_t start = PG + (shifted ? 16 : 0), len = 10 * PG, bytes = 0;
+		uint64_t len = 10 * PG, bytes = 0;
 		size_t direct = 0, reads = 0;
 		struct ex_program pg;
 		struct rplan p;
 
-		one_tensor_plan(&p, start, len, 5 * PG);
+		one_tensor_plan(&p, PG, shifted ? 16 : 0, len, 5 * PG);
 		CHECK_EQ(ex_program_build(&pg, &p.ex, &o), 0);
 		CHECK_EQ(pg.nbatches, 4);
 		for (size_t i = 0; i < pg.nbatches; i++)
@@ -462,6 +464,31 @@ static void edge_reads_cut_direct(void)
 	}
 }
 
+/* A direct read that ends off the page (a file's last bytes) is cut
+ * into a direct head and a tail under a page: the session's bounce
+ * buffers need only the tail's length, not the read's. */
+static void direct_tail_split(void)
+{
+	struct ex_program_opts o = { 16 * PG, PG, NULL, PG };
+	uint64_t len = 7 * PG + 100;
+	struct ex_program pg;
+	struct rplan p;
+
+	one_tensor_plan(&p, PG, 0, len, 8 * PG);
+	CHECK_EQ(ex_program_build(&pg, &p.ex, &o), 0);
+	CHECK_EQ(pg.nbatches, 1);
+	CHECKF(pg.batches[0].nreads == 2 && (pg.batches[0].reads[0].flags & CM_READ_DIRECT) &&
+	       pg.batches[0].reads[0].len == 7 * PG && pg.batches[0].reads[1].len == 100 &&
+	       !(pg.batches[0].reads[1].flags & CM_READ_DIRECT),
+	       "%zu reads, the first %u bytes", pg.batches[0].nreads, pg.batches[0].reads[0].len);
+	check_bytes(&p, &pg);
+	check_needs(&pg);
+	CHECKF(pg.needs.bounce == 1 && pg.needs.max_bounce == 100, "%llu bounce of up to %u",
+	       (unsigned long long)pg.needs.bounce, pg.needs.max_bounce);
+	ex_program_free(&pg);
+	free_plan(&p);
+}
+
 int main(void)
 {
 	th_seed();
@@ -471,5 +498,6 @@ int main(void)
 	RUN(fillers_alone_without_staging);
 	RUN(allocation_failures);
 	RUN(edge_reads_cut_direct);
+	RUN(direct_tail_split);
 	return th_done();
 }
