@@ -1228,15 +1228,44 @@ static int on_piece_release_behind(void *user, const rl_piece *p)
 	return bad;
 }
 
-/* 32 MiB of 16 tensors in 64 KiB reads on one device, at path: under
- * the default budget, two windows and four batches. */
-static int four_windows(struct fixture *f, const char *path)
+/* nt tensors of tbytes each at path, on one device, planned in reads
+ * of up to chunk bytes. */
+static int one_device(struct fixture *f, const char *path, unsigned nt, unsigned tbytes,
+		      uint64_t chunk)
 {
 	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
 	char hex[65];
 
-	return write_hashed_ckpt(path, 16, 2u << 20, hex) < 0 ? -EIO :
-	       fixture_build(f, path, one, strlen(one), 64u << 10);
+	return write_hashed_ckpt(path, nt, tbytes, hex) < 0 ? -EIO :
+	       fixture_build(f, path, one, strlen(one), chunk);
+}
+
+/* 32 MiB of 16 tensors in 64 KiB reads on one device, at path: under
+ * the default budget, two windows and four batches. */
+static int four_windows(struct fixture *f, const char *path)
+{
+	return one_device(f, path, 16, 2u << 20, 64u << 10);
+}
+
+/* A streaming loader (stream_loader) reading with direct (RL_DIRECT_*). */
+static rl_loader *loader_reading(uint64_t budget, int direct)
+{
+	rl_loader *ld;
+
+	stream_direct = direct;
+	ld = stream_loader(budget);
+	stream_direct = RL_DIRECT_AUTO;
+	return ld;
+}
+
+/* A load's end: the loader and the fixture freed, skipped when the
+ * backend is missing here. */
+static void end_load(rl_loader *ld, struct fixture *f, int ret)
+{
+	rl_loader_destroy(ld);
+	fixture_free(f);
+	if (ret == RL_E_BACKEND)
+		th_skip("backend unavailable here");
 }
 
 static void release_after_the_next_window(void)
@@ -1267,10 +1296,7 @@ static void release_after_the_next_window(void)
 		       (unsigned long long)x.bytes_needed);
 	}
 	assembly_free(&a);
-	rl_loader_destroy(ld);
-	fixture_free(&f);
-	if (ret == RL_E_BACKEND)
-		th_skip("backend unavailable here");
+	end_load(ld, &f, ret);
 }
 
 /* The two lanes' failures (O_DIRECT reads, so that both sessions run):
@@ -1297,9 +1323,7 @@ static void lanes_fail_cleanly(void)
 	int ret = four_windows(&f, path), calls = 0;
 
 	CHECKF(ret == 0, "fixture %d", ret);
-	stream_direct = RL_DIRECT_ON;
-	ld = stream_loader(0);
-	stream_direct = RL_DIRECT_AUTO;
+	ld = loader_reading(0, RL_DIRECT_ON);
 	CHECK(ld);
 	rl_loader_set_callbacks(ld, NULL, cancel_second, &calls);
 	assembly_init(&a, &f, ld);
@@ -1324,10 +1348,7 @@ static void lanes_fail_cleanly(void)
 		assembly_free(&a);
 		CHECKF(ret == RL_E_FILE_CHANGED, "%d %s", ret, rl_loader_errmsg(ld));
 	}
-	rl_loader_destroy(ld);
-	fixture_free(&f);
-	if (ret == RL_E_BACKEND)
-		th_skip("backend unavailable here");
+	end_load(ld, &f, ret);
 }
 
 /* A streaming load that the page cache holds runs on one session: from
@@ -1359,11 +1380,8 @@ static void cached_load_on_one_session(void)
 			       x.engine_runs);
 	}
 	assembly_free(&a);
-	rl_loader_destroy(ld);
-	fixture_free(&f);
-	if (ret == RL_E_BACKEND)
-		th_skip("backend unavailable here");
-	else if (fs.why != RL_WHY_HOT)
+	end_load(ld, &f, ret);
+	if (ret != RL_E_BACKEND && fs.why != RL_WHY_HOT)
 		th_skip("the page cache is this directory's medium (tmpfs): nothing hot to read");
 }
 
@@ -1374,19 +1392,14 @@ static void cached_load_on_one_session(void)
  * whose own engine or session cannot be set up fails the load alone. */
 static void lanes_out_of_memory(void)
 {
-	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
 	struct fixture f;
 	struct assembly a;
 	rl_loader *ld;
-	char hex[65];
-	int ret = write_hashed_ckpt(tmp_path("oom.safetensors"), 16, 256u << 10, hex) < 0 ? -EIO :
-		  fixture_build(&f, tmp_path("oom.safetensors"), one, strlen(one), 256u << 10);
+	int ret = one_device(&f, tmp_path("oom.safetensors"), 16, 256u << 10, 256u << 10);
 	long n;
 
 	CHECKF(ret == 0, "fixture %d", ret);
-	stream_direct = RL_DIRECT_ON;
-	ld = stream_loader(2u << 20); /* two windows of 1 MiB: four batches */
-	stream_direct = RL_DIRECT_AUTO;
+	ld = loader_reading(2u << 20, RL_DIRECT_ON); /* two windows of 1 MiB: four batches */
 	CHECK(ld);
 	ret = -ENOMEM;
 	for (n = 0; ret < 0 && ret != RL_E_BACKEND && n < 5000 && !th_failed(); n++) {
@@ -1413,10 +1426,7 @@ static void lanes_out_of_memory(void)
 		CHECK(rl_loader_get_stats(ld, &x) == 0);
 		CHECKF(x.engine_runs == 2 || !x.direct_io, "%u engine runs", x.engine_runs);
 	}
-	rl_loader_destroy(ld);
-	fixture_free(&f);
-	if (ret == RL_E_BACKEND)
-		th_skip("backend unavailable here");
+	end_load(ld, &f, ret);
 }
 
 /* Budgets of one window, and under one read (requests of 1 MiB in 64
@@ -1510,19 +1520,14 @@ static void edge_reads_read_their_part(void)
  * read went through a bounce buffer. */
 static void edge_reads_stay_direct(void)
 {
-	static const char one[] = "{\"mesh\":{\"shape\":[1],\"axes\":[\"x\"]},\"rules\":[]}";
 	rl_load_stats x = { .size = sizeof(x) };
 	struct fixture f;
 	struct assembly a;
 	rl_loader *ld;
-	char hex[65];
-	int ret = write_hashed_ckpt(tmp_path("edges.safetensors"), 8, 1u << 20, hex) < 0 ? -EIO :
-		  fixture_build(&f, tmp_path("edges.safetensors"), one, strlen(one), 4u << 20);
+	int ret = one_device(&f, tmp_path("edges.safetensors"), 8, 1u << 20, 4u << 20);
 
 	CHECKF(ret == 0, "fixture %d", ret);
-	stream_direct = RL_DIRECT_ON;
-	ld = stream_loader(3u << 20);
-	stream_direct = RL_DIRECT_AUTO;
+	ld = loader_reading(3u << 20, RL_DIRECT_ON);
 	CHECK(ld);
 	assembly_init(&a, &f, ld);
 	ret = callback_all(&a);
@@ -1536,10 +1541,7 @@ static void edge_reads_stay_direct(void)
 		       (unsigned long long)x.stream_ranges, x.direct_io);
 	}
 	assembly_free(&a);
-	rl_loader_destroy(ld);
-	fixture_free(&f);
-	if (ret == RL_E_BACKEND)
-		th_skip("backend unavailable here");
+	end_load(ld, &f, ret);
 }
 
 int main(void)
