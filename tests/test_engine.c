@@ -315,6 +315,26 @@ static void session_batches(void)
 	}
 }
 
+/* A session begun with no read that needs a bounce buffer has none
+ * (streaming sizes them by the program's reads, exec/program.c); a later
+ * batch whose read does need one fails with a message saying so, never
+ * waits for a buffer that cannot come, and the session ends cleanly. */
+static void session_bounce_without_buffers(void)
+{
+	static struct sess t;
+	struct eng_stats st;
+	int ret;
+
+	SESS_BEGIN(&t, "sessb.bin", 1 << 20, 9, 1, -1);
+	for (size_t i = 0; i < t.p.nreads; i++)
+		CHECKF(t.p.reads[i].flags & CM_READ_DIRECT, "read %zu not direct", i);
+	t.p.reads[0].flags &= ~CM_READ_DIRECT;
+	ret = eng_session_run(t.s, &t.job, &st, &t.e);
+	CHECKF(ret == -EINVAL && strstr(t.e.msg, "no bounce buffer"), "%d %s", ret, t.e.msg);
+	CHECK_EQ(st.buffers, 0);
+	sess_end(&t);
+}
+
 /* A read failing in the second batch fails that batch, and every later
  * one with the same error, without reading; the session still ends
  * cleanly (nothing left in flight, nothing leaked). The fault hook counts
@@ -2195,6 +2215,7 @@ int main(void)
 		T(short_odd_counts_once), T(short_reads_small_bound), T(empty_job), T(progress_cancels), T(progress_in_order),
 		T(generator_no_copies), T(on_data_hook), T(unprivileged_memlock),
 		T(alloc_failures), T(session_batches), T(session_fault_in_a_later_batch),
+		T(session_bounce_without_buffers),
 		T(session_over_memlock_unregistered),
 	};
 	/* every backend, worker counts chosen inside */
