@@ -334,18 +334,25 @@ static struct eng_session *session_new(struct eng *eng, const struct eng_job *fi
 
 /* Files, integrity, sizing and the workers: what begin and eng_run share.
  * n NULL: size from files_job's own reads (checked here). */
+/* The job's files opened and probed (eng_open_files), once its paths
+ * are there: what a session's set-up and eng_job_cached share. */
+static int open_job_files(struct eng_run *rc)
+{
+	const struct eng_job *job = rc->b.job;
+
+	if (job->nfiles && (!job->paths || !job->file_sizes))
+		return cm_err_set(rc->b.e, RL_E_INVALID_ARG, "job without file paths");
+	return eng_open_files(rc);
+}
+
 static int session_setup(struct eng_session *s, const struct eng_needs *n)
 {
 	struct eng_run *rc = &s->rc;
 	const struct eng_job *job = rc->b.job;
 	struct eng_needs own;
 	uint64_t t0 = cm_now_ns();
-	int ret = 0;
+	int ret = open_job_files(rc);
 
-	if (job->nfiles && (!job->paths || !job->file_sizes))
-		ret = cm_err_set(rc->b.e, RL_E_INVALID_ARG, "job without file paths");
-	if (ret == 0)
-		ret = eng_open_files(rc);
 	if (ret == 0)
 		ret = eng_integ_open(rc);
 	if (ret == 0 && !n) {
@@ -547,8 +554,7 @@ int eng_job_cached(const struct eng *eng, const struct eng_job *files_job, struc
 
 	memset(&st, 0, sizeof(st));
 	run_init(&rc, eng, files_job, &st, e);
-	ret = files_job->nfiles && (!files_job->paths || !files_job->file_sizes) ?
-		cm_err_set(e, RL_E_INVALID_ARG, "job without file paths") : eng_open_files(&rc);
+	ret = open_job_files(&rc);
 	for (size_t i = 0; ret == 0 && i < rc.cx.nfiles; i++) {
 		int mode = rc.cx.files[i].st.mode;
 
