@@ -595,6 +595,18 @@ static void congruent_shards_read_directly(void)
 	for (size_t i = 0; i < p->nshards; i++)
 		CHECK_EQ(p->shards[i].offset % (p->shards[i].nbytes >= 4096 ? 4096 : 16), 0);
 	pl_plan_free(p);
+	/* A file aligned over a page (a logical block of 8 KiB): no direct
+	 * reads either, so streaming sizes its bounce buffers for every read
+	 * (exec's unit, ex_wjob_unit, assumes direct reads keep at most 4096). */
+	o.congruent = 1;
+	f.align[0] = (struct pl_align){ 8192, 512 };
+	CHECK_EQ(build(&f, "{\"mesh\":{\"shape\":[2],\"axes\":[\"d\"]},"
+		       "\"rules\":[{\"match\":\"big\",\"spec\":[\"d\"]}]}", &o, &p, &e), 0);
+	for (size_t q = 0; q < p->nreads; q++)
+		CHECK(!(p->reads[q].flags & CM_READ_DIRECT));
+	bad = pl_check_plan(p, &f.ck, f.align, o.chunk, NULL);
+	CHECKF(!bad, "%s", bad);
+	pl_plan_free(p);
 }
 
 /* ---------------------------------------------------------------- */
