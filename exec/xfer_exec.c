@@ -182,23 +182,33 @@ static uint8_t *keep_get(uint8_t **p, uint64_t *cap, uint64_t len, int huge)
 }
 
 /*
- * Where received transfer x lands with no copy: its one plain copy (by
- * ex's conversions) takes the whole payload, contiguous, into host
- * memory the sink lets a write land in (sink direct); NULL: into the
- * receive buffer, then copied.
+ * Where received transfer x lands with no copy: its plain copies (by ex's
+ * conversions) take the whole payload in order, each contiguous, onto one
+ * span of one device's host memory the sink lets a write land in (sink
+ * direct; tensors that neighbour in the file neighbour in staging); NULL:
+ * into the receive buffer, then copied. A payload inside one tensor was
+ * the only one received in place: 2% of the bytes of 3,000-byte tensors.
  */
 static uint8_t *landing(const struct eng_sink *d, const struct pl_xfer_info *x,
 			const struct pl_exec *ex)
 {
 	const struct cm_copy *c = x->copies;
+	uint64_t at = 0;
 
-	if (x->ncopies != 1 || c->op != CM_OP_PLAIN || c->src || c->dev >= d->ndevs ||
-	    c->shard >= ex->nshards ||
-	    (ex->convert && ex->convert[c->shard].from != ex->convert[c->shard].to) ||
-	    (c->count > 1 && c->src_stride != c->len) ||
-	    (uint64_t)c->count * c->len != x->length || !d->ops->direct)
+	if (!x->ncopies || !d->ops->direct)
 		return NULL;
-	return d->ops->direct(d->state, c, x->length);
+	for (size_t i = 0; i < x->ncopies; i++) {
+		const struct cm_copy *ci = c + i;
+
+		if (ci->op != CM_OP_PLAIN || ci->dev != c->dev || ci->dev >= d->ndevs ||
+		    ci->shard >= ex->nshards ||
+		    (ex->convert && ex->convert[ci->shard].from != ex->convert[ci->shard].to) ||
+		    (ci->count > 1 && ci->src_stride != ci->len) || ci->src != at ||
+		    ci->dst < c->dst || ci->dst - c->dst != at)
+			return NULL;
+		at += (uint64_t)ci->count * ci->len;
+	}
+	return at == x->length ? d->ops->direct(d->state, c, x->length) : NULL;
 }
 
 /* The batch's transfers; the received ones get their place in rbuf. */
