@@ -462,15 +462,27 @@ static int cluster_run(struct cluster *c)
 	return n == NP ? 0 : -1;
 }
 
-/* A random checkpoint of NT rank-2 tensors at file. */
+/* A random checkpoint of NT rank-2 tensors at file, of at least 16 KiB
+ * of data: drawn again (about 1 in 600) when smaller, so that its
+ * transfers take more than one batch (of 5000 bytes) and are shared out
+ * among the processes. */
 static uint8_t *write_ckpt(const char *file, struct rt *t)
 {
-	uint64_t data_start, fsize;
-	uint8_t *bytes;
+	uint64_t data_start, fsize, data = 0;
+	uint8_t *bytes = NULL;
 
 	force_rank = 2;
-	bytes = write_random_ckpt(file, t, NT, &data_start, &fsize);
+	for (int tries = 0; tries < 64 && data < (16u << 10); tries++) {
+		free(bytes);
+		bytes = write_random_ckpt(file, t, NT, &data_start, &fsize);
+		data = bytes ? fsize - data_start : 16u << 10;
+	}
 	force_rank = 0;
+	if (data < (16u << 10)) {
+		printf("    %llu bytes of data drawn, 16 KiB wanted\n", (unsigned long long)data);
+		free(bytes);
+		return NULL;
+	}
 	return bytes;
 }
 
