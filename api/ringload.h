@@ -1408,7 +1408,8 @@ int rl_loader_finish(rl_loader *ld);
 /*
  * The budget a streaming loader uses when none is set: a quarter of the
  * least of the cgroup's memory.max (less memory.current), MemAvailable
- * and RLIMIT_MEMLOCK (when limited), at most 1 GiB, at least 64 KiB. Any
+ * and RLIMIT_MEMLOCK (when limited and the process lacks CAP_IPC_LOCK,
+ * which root in a container may), at most 1 GiB, at least 64 KiB. Any
  * thread.
  */
 int64_t rl_loader_default_budget(void);

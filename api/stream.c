@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,13 +134,10 @@ static uint64_t mem_available(void)
 
 int64_t rl_loader_default_budget(void)
 {
-	uint64_t lim = CM_MIN(cgroup_left(), mem_available());
-	struct rlimit rl;
-
 	/* Pinned windows (a runtime's, or registered ones) count against
-	 * RLIMIT_MEMLOCK unless we are privileged. */
-	if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-		lim = CM_MIN(lim, (uint64_t)rl.rlim_cur);
+	 * RLIMIT_MEMLOCK unless we hold CAP_IPC_LOCK. */
+	uint64_t lim = CM_MIN(CM_MIN(cgroup_left(), mem_available()), eng_memlock_limit());
+
 	lim = lim == UINT64_MAX ? ST_MAX_DEFAULT : lim / 4;
 	lim = CM_MIN(CM_MAX(lim, ST_MIN_BUDGET), ST_MAX_DEFAULT);
 	return (int64_t)cm_align_down(lim, ST_PAGE);

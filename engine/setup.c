@@ -19,7 +19,9 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "eng_int.h"
@@ -155,16 +157,38 @@ static unsigned buffers_of(const struct eng_run *rc, const struct eng_needs *n, 
 	return (unsigned)CM_MIN(CM_MAX(want, 1), n->bounce);
 }
 
-static uint64_t memlock_share(unsigned nworkers)
+/* Whether CAP_IPC_LOCK is in this thread's effective set: the kernel
+ * then lets it lock past RLIMIT_MEMLOCK. Root is not enough: a container
+ * drops the capability (Docker's default set has none) and the limit then
+ * holds for root too, so io_uring refused the registrations that a root
+ * load attempted in full. */
+static int ipc_lock_capable(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return geteuid() == 0;
+	return (d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK)) != 0;
+}
+
+uint64_t eng_memlock_limit(void)
 {
 	struct rlimit rl;
 
-	/* Root locks without limit (CAP_IPC_LOCK); else the limit is one
-	 * budget for the process (mlock) and its user (io_uring
-	 * registrations), shared evenly by the workers. */
-	if (geteuid() == 0 || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+	if (ipc_lock_capable() || getrlimit(RLIMIT_MEMLOCK, &rl) < 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
 		return UINT64_MAX;
-	return (uint64_t)rl.rlim_cur / nworkers;
+	return (uint64_t)rl.rlim_cur;
+}
+
+/* The limit is one budget for the process (mlock) and its user (io_uring
+ * registrations), shared evenly by the workers. */
+static uint64_t memlock_share(unsigned nworkers)
+{
+	uint64_t lim = eng_memlock_limit();
+
+	return lim == UINT64_MAX ? lim : lim / nworkers;
 }
 
 /* The device text of the first file with reads: its limits, and how many

@@ -17,4 +17,9 @@
 unsigned eng_auto_workers(uint64_t all_bytes);
 unsigned eng_auto_depth(unsigned workers, uint32_t max_read, const struct eng_devq *q);
 
+/* The bytes this process may lock (mlock, io_uring's registered
+ * buffers): RLIMIT_MEMLOCK, or UINT64_MAX when it holds CAP_IPC_LOCK
+ * (root, unless a container dropped it) or the limit is infinite. */
+uint64_t eng_memlock_limit(void);
+
 #endif /* ENGINE_SIZING_H */
