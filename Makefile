@@ -229,11 +229,15 @@ $(BUILD)/perf/%: perf/%.c perf/perf_time.h $(STATIC)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS) $(EXE_LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) tests/harness.h $(TEST_STATIC)
+# Thread creation passes a seam (tests/seams/threads.c) that fails it on
+# demand, as a limit on tasks does.
+TEST_SEAMS := tests/seams/threads.c
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(TEST_SEAMS) tests/harness.h $(TEST_STATIC)
 	$(call say,LD,$@)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) -DRL_TEST_HOOKS -Itests $(CFLAGS) $(LDFLAGS) -o $@ $< \
-		$(TEST_HELPERS) $(TEST_STATIC) $(LDLIBS) $(EXE_LDLIBS) $(TEST_LDLIBS)
+		$(TEST_HELPERS) $(TEST_SEAMS) $(TEST_STATIC) $(LDLIBS) $(EXE_LDLIBS) $(TEST_LDLIBS) \
+		-Wl,--wrap=pthread_create
 
 # test_dlopen links nothing of ringload and no jemalloc: it loads the shared
 # library with dlopen, as a runtime does.

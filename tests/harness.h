@@ -44,6 +44,10 @@ uint64_t th_seed(void);
  * cap - 1 bytes of its output in out (NUL-terminated). Returns its exit
  * status, or -1 when it could not run or was killed. */
 int th_capture(const char *cmd, char *out, size_t cap);
+/* Thread creation fails (EAGAIN) from the n-th following one (0-based)
+ * on, until th_thread_fail_after(-1) (tests/seams/threads.c). Returns how
+ * many creations were refused since the previous call. */
+long th_thread_fail_after(long n);
 /* xorshift64* generator seeded by th_seed(). */
 uint64_t th_rand(void);
 /*

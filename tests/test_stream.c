@@ -1431,6 +1431,43 @@ static void lanes_out_of_memory(void)
 	end_load(ld, &f, ret);
 }
 
+/* Every thread creation fails from the n-th on (EAGAIN, as under a
+ * limit on tasks), n from 0 up, on two lanes, by callback and by pull
+ * (rl_loader_start's thread): each load fails with a code and a message
+ * or loads every byte, nothing leaks or hangs, and once no creation is
+ * refused the same loader loads. */
+static void lanes_without_threads(void)
+{
+	struct fixture f;
+	struct assembly a;
+	rl_loader *ld;
+	int ret = one_device(&f, tmp_path("nothread.safetensors"), 16, 256u << 10, 256u << 10);
+	long n, refused = 1;
+
+	CHECKF(ret == 0, "fixture %d", ret);
+	ld = loader_reading(2u << 20, RL_DIRECT_ON); /* two windows of 1 MiB: four batches */
+	CHECK(ld);
+	/* A backend of threads (pread's pool) is unavailable without them:
+	 * RL_E_BACKEND means a missing backend only when none was refused. */
+	for (n = 0; refused && n < 200 && !th_failed(); n++) {
+		assembly_init(&a, &f, ld);
+		th_thread_fail_after(n / 2);
+		ret = n % 2 ? pull_all(&a) : callback_all(&a);
+		refused = th_thread_fail_after(-1);
+		if (ret == 0)
+			CHECK(assembly_matches(&a));
+		else
+			CHECKF((refused || ret == RL_E_BACKEND) && rl_loader_errmsg(ld)[0],
+			       "thread %ld: %d, %ld refused: %s", n / 2, ret, refused,
+			       rl_loader_errmsg(ld));
+		assembly_free(&a);
+	}
+	if (ret != RL_E_BACKEND)
+		CHECKF(ret == 0 && !refused && n > 4, "%d after %ld threads: %s", ret, n / 2,
+		       rl_loader_errmsg(ld));
+	end_load(ld, &f, ret);
+}
+
 /* Budgets of one window, and under one read (requests of 1 MiB in 64
  * KiB and 128 KiB), and a caller's pool of one window: every byte arrives
  * once, by pull and by callback, and no load waits for a window (a
@@ -1581,6 +1618,7 @@ int main(void)
 		{ "cached_load_on_one_session", cached_load_on_one_session },
 		{ "edge_reads_stay_direct", edge_reads_stay_direct },
 		{ "lanes_out_of_memory", lanes_out_of_memory },
+		{ "lanes_without_threads", lanes_without_threads },
 		{ "edge_reads_read_their_part", edge_reads_read_their_part },
 	};
 
