@@ -933,6 +933,23 @@ static const char *pieces_as_plain(struct proc *p, rl_loader *ref, const rl_plan
 
 /* Processes in mask stream, the others load whole: each equals its plain
  * load, and the streaming ones got transfer pieces. */
+/* Whether streaming process r's pieces differ from a plain load's
+ * shards: NULL when they are equal, else what differs (in why). */
+static const char *stream_differs(struct cluster *c, int r, char *why, size_t cap)
+{
+	rl_loader *ref = new_loader();
+	rl_plan *rp = NULL;
+	const char *bad = "the plain load failed";
+
+	if (ref && rl_loader_load(ref, c->ck, c->spec, r, &rp) == 0)
+		bad = pieces_as_plain(&c->p[r], ref, rp, why, cap);
+	if (bad && bad != why)
+		snprintf(why, cap, "%s", bad);
+	rl_plan_destroy(rp);
+	rl_loader_destroy(ref);
+	return bad ? why : NULL;
+}
+
 static void stream_equals_plain_load_as(const char *spec, unsigned mask)
 {
 	struct rt t[NT];
@@ -993,6 +1010,60 @@ static void stream_dtype_equals_plain_load(void)
 		stream_equals_plain_load_as(spec_whole, 5);
 	}
 	cl_dtype = -1;
+}
+
+/*
+ * Every library allocation fails from the n-th on, the three streaming
+ * processes' together (which one fails first varies), over split shards
+ * (strided transfer copies packed into pieces) and whole ones: each
+ * process loads every byte once or fails with a code and a message, none
+ * waits for another (a hang is the transport's -ETIMEDOUT), nothing leaks,
+ * and once n passes every allocation all of them load.
+ */
+static void transfers_out_of_memory(void)
+{
+	static const char *const specs[] = { spec_split, spec_whole };
+	struct rt t[NT];
+	uint8_t *file = write_ckpt(tmp_path("tpm.safetensors"), t);
+
+	CHECK(file);
+	free(file);
+	for (size_t i = 0; i < CM_ARRAY_SIZE(specs) && !th_failed(); i++) {
+		int ok = 0, failed = 0;
+		long n;
+
+		for (n = 0; ok < NP && n < 1000000 && !th_failed(); n += 1 + n / 8) {
+			struct cluster c;
+			char why[256];
+
+			spec_json = specs[i];
+			CHECK(cluster_init(&c, tmp_path("tpm.safetensors")) == 0);
+			spec_json = spec_split;
+			for (int r = 0; r < NP; r++)
+				CHECK(set_streaming(&c.p[r]) == 0);
+			cm_alloc_fail_after(n);
+			CHECK(cluster_run(&c) == 0);
+			cm_alloc_fail_after(-1);
+			ok = 0;
+			for (int r = 0; r < NP; r++) {
+				const struct proc *p = &c.p[r];
+
+				if (p->ret) {
+					failed++;
+					CHECKF(p->ret != -ETIMEDOUT && p->err[0],
+					       "allocation %ld: process %d: %d (%s)", n, r, p->ret,
+					       p->err);
+					continue;
+				}
+				ok++;
+				CHECKF(!stream_differs(&c, r, why, sizeof(why)),
+				       "allocation %ld: process %d: %s", n, r, why);
+			}
+			cluster_free(&c);
+		}
+		CHECKF(ok == NP && failed > 0, "%s: %d loaded after %ld allocations, %d failures",
+		       i ? "whole" : "split", ok, n, failed);
+	}
 }
 
 /*
@@ -1303,6 +1374,7 @@ int main(void)
 		{ "stream_equals_plain_load", stream_equals_plain_load },
 		{ "stream_dtype_equals_plain_load", stream_dtype_equals_plain_load },
 		{ "stream_callback_failure_fails_everyone", stream_callback_failure_fails_everyone },
+		{ "transfers_out_of_memory", transfers_out_of_memory },
 		{ "started_load_refused_everywhere", started_load_refused_everywhere },
 		{ "blob_read_for_others_counted_unchecked", blob_read_for_others_counted_unchecked },
 		{ "sends_overlap_reads", sends_overlap_reads },
