@@ -18,8 +18,13 @@
 #
 # Defaults: a 1.5 GiB llama-like checkpoint in 4 files made once by mkckpt
 # under $RL_BENCH_DIR (default /var/tmp/ringload-bench), 5 rounds, NPS "2 4".
-# RL_BACKEND picks the backend (default auto). A smoke test: ROUNDS=1 on a
-# small checkpoint; the figures need a quiet machine.
+# RL_BACKEND picks the backend (default auto). BASE=<another build dir>
+# adds the mode once-base: --read-once with that build's mpi_bench, so a
+# change compares with its base in the same interleaved rounds
+# (MODES="once once-base"). A smoke test: ROUNDS=1 on a small checkpoint;
+# the figures need a quiet machine. User and system seconds are the whole
+# mpirun's (every rank), the steadiest figure on these VMs, whose fresh
+# pages fault in at a rate that varies several-fold between runs.
 set -euo pipefail
 
 BUILD=${BUILD:-build}
@@ -39,8 +44,11 @@ if [ ! -e "$ckpt" ]; then
 	mkdir -p "$(dirname "$ckpt")"
 	"$BUILD/mkckpt" "$ckpt" --size 1536M --files 4 --seed 1 >/dev/null || die "mkckpt failed"
 fi
-size=$(du -b --apparent-size -c "$ckpt"/*.safetensors 2>/dev/null | tail -1 | cut -f1)
-[ -n "$size" ] || size=$(stat -c %s "$ckpt")
+if [ -d "$ckpt" ]; then
+	size=$(du -b --apparent-size -c "$ckpt"/*.safetensors | tail -1 | cut -f1)
+else    # one file (the pipeline above fails on it: no match)
+	size=$(stat -c %s "$ckpt")
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -52,23 +60,27 @@ spec() {        # np processes, one device each, nothing split: replicated
 }
 
 run() {         # np mode round: one JSON line into the mode's file
-	local np=$1 mode=$2 flags="" t0 t1
+	local np=$1 mode=$2 flags="" t0 t1 bin=$BUILD/perf/mpi_bench cpu TIMEFORMAT='%U %S'
 	case $mode in
 	independent) ;;
 	once) flags=--read-once ;;
-	*) die "MODES: independent or once, not '$mode'" ;;
+	once-base)
+		flags=--read-once bin=${BASE:?once-base needs BASE=<build dir>}/perf/mpi_bench
+		[ -x "$bin" ] || die "no $bin" ;;
+	*) die "MODES: independent, once or once-base, not '$mode'" ;;
 	esac
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	[ "$prime" != 1 ] || "$BUILD/perf/bench_fill" "$((np * size))" >/dev/null ||
 		die "bench_fill failed"
 	t0=$(date +%s.%N)
-	mpirun --allow-run-as-root --oversubscribe -np "$np" "$BUILD/perf/mpi_bench" "$ckpt" \
+	{ time mpirun --allow-run-as-root --oversubscribe -np "$np" "$bin" "$ckpt" \
 		--spec "$out/spec$np.json" --backend "$backend" $flags >"$out/line" ||
-		die "np $np $mode: mpirun failed"
+		die "np $np $mode: mpirun failed"; } 2>"$out/cpu"
 	t1=$(date +%s.%N)
-	sed "s/}\$/,\"wall\":$(awk "BEGIN { printf \"%.3f\", $t1 - $t0 }")}/" "$out/line" \
-		>>"$out/$np-$mode.jsonl"
+	cpu=$(tail -1 "$out/cpu")
+	sed "s/}\$/,\"wall\":$(awk "BEGIN { printf \"%.3f\", $t1 - $t0 }"),\"user\":${cpu% *},\"sys\":${cpu#* }}/" \
+		"$out/line" >>"$out/$np-$mode.jsonl"
 }
 
 for np in $nps; do spec "$np"; done
@@ -83,16 +95,18 @@ done
 python3 - "$out" "$size" "$rounds" "$modes" $nps <<'PY'
 import json, statistics, sys
 out, size, rounds, modes, nps = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5:]
-names = {"independent": "independent loads", "once": "--read-once"}
+names = {"independent": "independent loads", "once": "--read-once",
+         "once-base": "--read-once, BASE"}
 def med(np, mode, key):
     rows = [json.loads(l) for l in open(f"{out}/{np}-{mode}.jsonl")]
     return statistics.median(r[key] for r in rows)
 print(f"checkpoint {size} bytes, {rounds} rounds, medians, cold page cache\n")
-print(f"| ranks | mode | load s | mpirun wall s | bytes read | x checkpoint | load s vs {names[modes[0]]} |")
-print("|---:|---|---:|---:|---:|---:|---:|")
+print(f"| ranks | mode | load s | mpirun wall s | user s | sys s | bytes read | x checkpoint | load s vs {names[modes[0]]} |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for np in nps:
     base = med(np, modes[0], "seconds")
     for mode in modes:
         s, w, b = med(np, mode, "seconds"), med(np, mode, "wall"), med(np, mode, "bytes_read")
-        print(f"| {np} | {names[mode]} | {s:.2f} | {w:.2f} | {int(b)} | {b / size:.2f} | {s / base:.2f} |")
+        u, k = med(np, mode, "user"), med(np, mode, "sys")
+        print(f"| {np} | {names[mode]} | {s:.2f} | {w:.2f} | {u:.2f} | {k:.2f} | {int(b)} | {b / size:.2f} | {s / base:.2f} |")
 PY
