@@ -139,30 +139,30 @@ static int t_send(void *user, int peer, uint64_t tag, const void *buf, size_t le
 	return bad ? -EIO : 0;
 }
 
+/* Appends post p to the array *a of *n posts (room for *cap). */
+static int post_add(struct post **a, size_t *n, size_t *cap, struct post p)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		struct post *q = realloc(*a, c * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		*a = q;
+		*cap = c;
+	}
+	(*a)[(*n)++] = p;
+	return 0;
+}
+
 static int t_recv(void *user, int peer, uint64_t tag, void *buf, size_t len)
 {
 	struct tport *t = user;
+	struct post p = { peer, tag, buf, len, 0 };
 
-	if (t->nrecv == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 16;
-		struct post *p = realloc(t->recv, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		t->recv = p;
-		t->cap = cap;
-	}
-	t->recv[t->nrecv++] = (struct post){ peer, tag, buf, len, 0 };
-	if (t->ngot == t->capgot) {
-		size_t cap = t->capgot ? 2 * t->capgot : 16;
-		struct post *p = realloc(t->got, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		t->got = p;
-		t->capgot = cap;
-	}
-	t->got[t->ngot++] = t->recv[t->nrecv - 1];
+	if (post_add(&t->recv, &t->nrecv, &t->cap, p) < 0 ||
+	    post_add(&t->got, &t->ngot, &t->capgot, p) < 0)
+		return -ENOMEM;
 	return 0;
 }
 
