@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "../engine/eng_int.h"
+#include "../engine/sizing.h"
 #include "engine_util.h"
 #include "harness.h"
 
@@ -1591,21 +1592,30 @@ static void uring_enomem_falls_back(void)
 	tu_free(&p);
 }
 
-/* A real seccomp filter refusing io_uring_setup with errno err (as
- * container runtimes do), installed in a child: auto falls back to libaio
- * and says why. */
-static int seccomp_child(struct tu_plan *p, int err)
+/* A real seccomp filter (x86_64) refusing system call nr with errno err
+ * from here on, as container runtimes do. Returns 0, or -1 when filters
+ * are unavailable. */
+static int deny_syscall(unsigned nr, int err)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)err),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { CM_ARRAY_SIZE(f), f };
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) ? -1 : 0;
+}
+
+/* io_uring_setup refused with errno err (as container runtimes do), in
+ * a child: auto falls back to libaio and says why. */
+static int seccomp_child(struct tu_plan *p, int err)
+{
 	struct eng_opts o;
 	struct eng_stats st;
 	struct cm_err e = { 0 };
@@ -1613,8 +1623,7 @@ static int seccomp_child(struct tu_plan *p, int err)
 	uint64_t at;
 	int ret;
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+	if (deny_syscall(__NR_io_uring_setup, err))
 		return 4;
 	eng_opts_default(&o);
 	o.backend = ENG_AUTO;
@@ -1660,6 +1669,53 @@ static void seccomp_falls_back(void)
 	tu_free(&p);
 #else
 	(void)errs;
+	SKIP("seccomp filter written for x86_64");
+#endif
+}
+
+/* capget refused (a seccomp filter): the memlock limit falls back to the
+ * user id, unlimited for root and RLIMIT_MEMLOCK for anyone else. Exit 0
+ * when so, 4 when filters are unavailable. */
+static int capget_denied_child(void)
+{
+	struct rlimit rl = { 8 << 20, 8 << 20 };
+	uint64_t root, user;
+
+	if (setrlimit(RLIMIT_MEMLOCK, &rl) || deny_syscall(__NR_capget, EPERM))
+		return 4;
+	root = eng_memlock_limit();
+	if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+		return 3;
+	user = eng_memlock_limit();
+	if (root != UINT64_MAX || user != (8u << 20)) {
+		printf("    child: root %llu, user %llu\n", (unsigned long long)root,
+		       (unsigned long long)user);
+		return 1;
+	}
+	return 0;
+}
+
+static void memlock_limit_without_capget(void)
+{
+#if defined(__x86_64__)
+	int status = 0;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		SKIP("needs root to switch to an unprivileged user");
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		status = capget_denied_child();
+		fflush(stdout);
+		_exit(status);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 4)
+		SKIP("seccomp filters unavailable");
+	CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+#else
 	SKIP("seccomp filter written for x86_64");
 #endif
 }
@@ -2269,6 +2325,7 @@ int main(void)
 		T(aio_submit_refused), T(copies_within_min_len), T(eagain_backs_off),
 		T(uring_submit_eagain), T(progress_every_read), T(aio_reap_sleeps_until_woken),
 		T(setup_refused_falls_back), T(uring_enomem_falls_back), T(seccomp_falls_back),
+		T(memlock_limit_without_capget),
 		T(limiter_give_wakes_every_waiter), T(stats_merge_rules), T(probe_samples_long_ranges),
 		T(buffer_alloc_small_pages),
 	};
